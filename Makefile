@@ -1,0 +1,93 @@
+# ckey build. `make` builds the release library + CLI into build/,
+# `make asan` the AddressSanitizer+UBSan build into build-asan/,
+# `make test` runs the whole suite (release, then sanitizers).
+#
+# Knobs:  BLAS=openblas|none   BLAS_PREFIX=dir (with include/ and lib/ of a
+#         serial OpenBLAS, e.g. one unpacked from the Debian package)
+
+CC      ?= cc
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS    ?= openblas
+PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no)
+
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing
+LIBS    := -lm -pthread
+
+ifeq ($(BLAS),openblas)
+  ifdef BLAS_PREFIX
+    BLAS_INC := -I$(BLAS_PREFIX)/include
+    BLAS_LIB := -L$(BLAS_PREFIX)/lib -Wl,-rpath,$(abspath $(BLAS_PREFIX)/lib) -lopenblas
+  else
+    BLAS_INC := -I/usr/include/$(MULTIARCH)/openblas-serial
+    BLAS_LIB := -L/usr/lib/$(MULTIARCH)/openblas-serial -Wl,-rpath,/usr/lib/$(MULTIARCH)/openblas-serial -lopenblas
+  endif
+  BASEFLAGS += -DCK_HAVE_OPENBLAS=1 $(BLAS_INC)
+  LIBS += $(BLAS_LIB)
+endif
+ifeq ($(PNG),yes)
+  BASEFLAGS += -DCK_HAVE_PNG=1 $(shell pkg-config --cflags libpng)
+  LIBS += $(shell pkg-config --libs libpng)
+endif
+
+RELFLAGS  := -O3 -g -DNDEBUG
+ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+LIB_SRC  := $(sort $(wildcard src/core/*.c src/io/*.c src/model/*.c src/cpu/*.c src/pipeline/*.c))
+PROG_SRC := $(sort $(wildcard programs/*.c))
+TEST_SRC := $(sort $(wildcard tests/test-*.c))
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+
+define build_tree
+$(1)/obj/%.o: %.c
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(BASEFLAGS) $(2) -MMD -MP -c $$< -o $$@
+$(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
+	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/libckey.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+$(1)/fuzz/%: $(1)/obj/fuzz/%.o $(1)/obj/fuzz/replay.o $(1)/libckey.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+$(1)/bench/%: $(1)/obj/bench/%.o $(1)/libckey.a
+	@mkdir -p $$(dir $$@)
+	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+-include $$(shell find $(1)/obj -name '*.d' 2>/dev/null)
+endef
+
+$(eval $(call build_tree,build,$(RELFLAGS)))
+$(eval $(call build_tree,build-asan,$(ASANFLAGS)))
+
+TESTS      := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+ASAN_TESTS := $(patsubst tests/%.c,build-asan/tests/%,$(TEST_SRC))
+FUZZERS    := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+ASAN_FUZZERS := $(patsubst fuzz/%.c,build-asan/fuzz/%,$(FUZZ_SRC))
+BENCHES    := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
+
+.PHONY: all asan tests test test-release test-asan example bench fuzz clean
+.SECONDARY:
+
+all: build/ckey $(TESTS) $(FUZZERS) $(BENCHES)
+asan: build-asan/ckey $(ASAN_TESTS) $(ASAN_FUZZERS)
+
+# The whole suite: every tests/test-*.c and the fuzz corpora, in the release
+# build and again under ASan+UBSan. Prints "N passed, N failed" at the end.
+test: all asan
+	@tools/run-tests.sh build build-asan
+
+test-release: all
+	@tools/run-tests.sh build
+
+example: build/ckey
+	build/ckey run --model tests/fixtures/tiny/tiny.pth --image examples/plate.png \
+	    --hint examples/hint.png --out example-out --size 128
+
+bench: build/ckey $(BENCHES)
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,85 @@
+/* Forward-pass benchmark: time per frame and peak RSS at a given S, on the
+ * official checkpoint (--model) or the full-size synthetic weights.
+ * Prints one JSON line per size. Not a test. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "model/model.h"
+
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+int main(int argc, char **argv) {
+    int S = 512, threads = 0, runs = 3;
+    const char *model_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M]\n", argv[0]);
+            return 2;
+        }
+    }
+    ckey_error err;
+    ckey_model *m = NULL;
+    double t0 = ck_now();
+    ckey_status st;
+    if (model_path) {
+        st = ckey_model_load(model_path, &m, &err);
+    } else {
+        ck_config cfg;
+        ck_config_default(&cfg);
+        st = ck_model_synthetic(&cfg, &m, &err);
+    }
+    if (st) {
+        fprintf(stderr, "bench: %s\n", err.message);
+        return 1;
+    }
+    double t_load = ck_now() - t0;
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.threads = threads;
+    ckey_session *s = NULL;
+    t0 = ck_now();
+    if (ckey_session_create(m, &o, &s, &err)) {
+        fprintf(stderr, "bench: %s\n", err.message);
+        return 1;
+    }
+    double t_session = ck_now() - t0;
+    float *x = malloc((size_t)4 * S * S * sizeof(float));
+    ck_synth_input(S, x);
+    ckey_forward_result r;
+    double best = 1e30, sum = 0;
+    for (int i = 0; i < runs + 1; i++) {
+        if (ckey_session_forward(s, x, &r, &err)) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            return 1;
+        }
+        if (i == 0) continue; /* warm-up */
+        sum += r.seconds;
+        if (r.seconds < best) best = r.seconds;
+        fprintf(stderr, "  run %d: %.3f s\n", i, r.seconds);
+    }
+    double chk = 0;
+    for (int64_t i = 0; i < (int64_t)S * S; i++) chk += r.alpha[i];
+    ckey_memory_plan mp;
+    ckey_session_get_plan(s, &mp);
+    printf("{\"impl\":\"ckey\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
+           "\"load_s\":%.3f,\"session_s\":%.3f,\"peak_rss_mib\":%.1f,\"planned_peak_mib\":%.1f,"
+           "\"arena_mib\":%.1f,\"weights_mib\":%.1f,\"alpha_mean\":%.6f}\n",
+           S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
+           mp.peak_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.weight_bytes / 1048576.0,
+           chk / ((double)S * S));
+    free(x);
+    ckey_session_free(s);
+    ckey_model_free(m);
+    return 0;
+}

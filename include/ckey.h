@@ -1,0 +1,188 @@
+/*
+ * ckey.h -- the public API of libckey, a native engine for CorridorKey's
+ * GreenFormer keying network.
+ *
+ * The flow:
+ *
+ *   ckey_model   *m;  ckey_model_load("CorridorKey_v1.0.pth", NULL, &m, &err);
+ *   ckey_session *s;  ckey_session_create(m, &opts, &s, &err);   // plans + sizes the arena
+ *   ckey_session_forward(s, input, &out, &err);                   // never mallocs
+ *   ckey_session_free(s); ckey_model_free(m);
+ *
+ * Handles are opaque; every *_free accepts NULL. Every fallible call returns a
+ * ckey_status and, when `err` is non-NULL, fills it with a readable message that
+ * names the file, the tensor or the argument at fault. The library keeps no
+ * global mutable state: two models or sessions never interfere.
+ *
+ * Tensors crossing the API are float32, channel-major (CHW), densely packed.
+ */
+#ifndef CKEY_H
+#define CKEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CKEY_VERSION_MAJOR 0
+#define CKEY_VERSION_MINOR 1
+#define CKEY_VERSION_PATCH 0
+
+typedef enum ckey_status {
+    CKEY_OK = 0,
+    CKEY_ERR_INVALID_ARG,   /* a caller-supplied argument is out of range */
+    CKEY_ERR_IO,            /* a file could not be opened, read or written */
+    CKEY_ERR_FORMAT,        /* a file is malformed (truncated, bad header, ...) */
+    CKEY_ERR_UNSUPPORTED,   /* well-formed but uses something ckey refuses */
+    CKEY_ERR_MODEL,         /* tensors missing, unexpected or misshapen */
+    CKEY_ERR_NOMEM,         /* an allocation failed */
+    CKEY_ERR_BUDGET,        /* the plan does not fit the memory budget */
+    CKEY_ERR_DEVICE,        /* the requested device is absent or failed */
+    CKEY_ERR_INTERNAL       /* a bug in ckey */
+} ckey_status;
+
+/* Stable, readable name of a status ("CKEY_ERR_FORMAT"). Never NULL. */
+const char *ckey_status_name(ckey_status s);
+
+typedef struct ckey_error {
+    ckey_status status;
+    char message[512];
+} ckey_error;
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct ckey_model ckey_model;
+
+/*
+ * Load a checkpoint: a torch.save zip (CorridorKey_v1.0.pth; fp32/fp16/bf16
+ * storages; optional `state_dict` nesting and `_orig_mod.` prefixes) or a
+ * safetensors file. The pickle inside a .pth is read by a small interpreter
+ * that executes nothing and refuses every opcode or global a state dict does
+ * not need. Weights are converted to float32 once, into memory the model owns.
+ * Hyper-parameters come from the tensor shapes; head_dim (default 56) and the
+ * GroupNorm group count (default 8) may be overridden by safetensors metadata
+ * ("ckey.head_dim", "ckey.groups") or a JSON sidecar `<path>.json`.
+ */
+ckey_status ckey_model_load(const char *path, ckey_model **out, ckey_error *err);
+void ckey_model_free(ckey_model *m);
+
+/* Write the model's weights (float32) and hyper-parameters as safetensors. */
+ckey_status ckey_model_save_safetensors(const ckey_model *m, const char *path, ckey_error *err);
+
+typedef struct ckey_model_info {
+    int32_t embed_dim;        /* 112 for hiera_base_plus */
+    int32_t head_dim;         /* 56 */
+    int32_t num_blocks;       /* 24 */
+    int32_t num_stages;       /* 4 */
+    int32_t stage_blocks[4];  /* 2, 3, 16, 3 */
+    int32_t stage_dims[4];    /* 112, 224, 448, 896 */
+    int32_t stage_heads[4];   /* 2, 4, 8, 16 */
+    int32_t decoder_dim;      /* 256 */
+    int32_t refiner_dim;      /* 64 */
+    int32_t refiner_groups;   /* 8 */
+    int32_t pos_embed_grid;   /* side of the stored pos-embed grid: 512 at S = 2048 */
+    int32_t native_size;      /* the S the checkpoint was trained at (4 * pos_embed_grid) */
+    int64_t num_params;       /* learned parameters as stored (pos-embed included) */
+} ckey_model_info;
+
+ckey_status ckey_model_get_info(const ckey_model *m, ckey_model_info *info);
+
+/* -------------------------------------------------------------- session */
+
+typedef enum ckey_device_kind {
+    CKEY_DEVICE_CPU = 0,
+    CKEY_DEVICE_CUDA = 1
+} ckey_device_kind;
+
+typedef struct ckey_session_options {
+    int32_t size;             /* S: the square size the network runs at; multiple of 32; default 2048 */
+    int32_t threads;          /* CPU worker threads; 0 = all cores */
+    ckey_device_kind device;  /* CPU by default */
+    int32_t device_index;     /* for CUDA */
+    int64_t memory_budget;    /* bytes; 0 = unlimited. Plans over budget fail with CKEY_ERR_BUDGET */
+    float refiner_strength;   /* multiplies the refiner's deltas; 1 = official default */
+} ckey_session_options;
+
+/* Fill `o` with the defaults above. */
+void ckey_session_options_default(ckey_session_options *o);
+
+typedef struct ckey_memory_plan {
+    int64_t weight_bytes;     /* model weights (incl. pos-embed resized for S) */
+    int64_t arena_bytes;      /* the one activation arena, sized by the planner */
+    int64_t scratch_bytes;    /* per-thread scratch inside the arena */
+    int64_t peak_bytes;       /* weights + arena: all the session ever holds */
+    int32_t num_buffers;      /* activation buffers the planner placed */
+    int64_t naive_bytes;      /* what those buffers would need with no reuse */
+} ckey_memory_plan;
+
+/* Plan a session without allocating its arena (for `ckey info`). */
+ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt,
+                             ckey_memory_plan *plan, ckey_error *err);
+
+typedef struct ckey_session ckey_session;
+
+ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options *opt,
+                                ckey_session **out, ckey_error *err);
+void ckey_session_free(ckey_session *s);
+
+ckey_status ckey_session_get_plan(const ckey_session *s, ckey_memory_plan *plan);
+
+/*
+ * Intermediate-tensor observer: called as each named stage output is produced
+ * ("c1".."c4" NCHW features, "alpha_logits", "fg_logits" at S/4, "coarse" the
+ * 4-channel sigmoid at S, "deltas" the refiner's 4-channel output at S after
+ * strength). Data is valid only during the call. Used by the parity tests.
+ */
+typedef void (*ckey_tap_fn)(void *user, const char *name, const float *data,
+                            const int64_t *shape, int32_t ndim);
+void ckey_session_set_tap(ckey_session *s, ckey_tap_fn fn, void *user);
+
+/*
+ * Run the network on one input. `input` is the model input x: [4, S, S]
+ * float32, channels 0..2 the ImageNet-normalized sRGB image, channel 3 the
+ * hint in [0, 1]. On return `alpha` ([S, S]) and `fg` ([3, S, S]) point into
+ * session memory valid until the next call. No allocation happens here.
+ */
+typedef struct ckey_forward_result {
+    const float *alpha;
+    const float *fg;
+    double seconds;           /* wall time of the forward pass */
+} ckey_forward_result;
+
+ckey_status ckey_session_forward(ckey_session *s, const float *input,
+                                 ckey_forward_result *out, ckey_error *err);
+
+/* Size S and the number of floats ckey_session_forward expects (4*S*S). */
+int32_t ckey_session_size(const ckey_session *s);
+
+/* ------------------------------------------------------------ framing */
+
+/*
+ * Key one plate: image [3, h, w] in [0, 1] (sRGB or linear), hint [h, w] in
+ * [0, 1]. Resizes to S exactly as torchvision's bilinear resize (antialiased
+ * on downscale), normalizes, runs the network, and resizes alpha and fg back
+ * to h x w (bilinear). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
+ * straight sRGB). Work buffers come from the session's arena.
+ */
+typedef struct ckey_frame {
+    int32_t width, height;
+    const float *rgb;         /* [3, h, w] */
+    const float *hint;        /* [h, w] */
+    int32_t input_is_linear;  /* convert linear -> sRGB after the resize */
+} ckey_frame;
+
+ckey_status ckey_session_key(ckey_session *s, const ckey_frame *frame,
+                             float *alpha_out, float *fg_out, ckey_error *err);
+
+/* Largest plate (width*height) ckey_session_key accepts for this session. */
+int64_t ckey_session_max_plate_pixels(const ckey_session *s);
+
+/* Library version string, e.g. "0.1.0 (cpu: openblas; cuda: no)". */
+const char *ckey_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKEY_H */

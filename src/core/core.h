@@ -1,0 +1,93 @@
+/* Internal core: errors, logging-free status helpers, thread pool, planner. */
+#ifndef CK_CORE_H
+#define CK_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckey.h"
+
+#define CK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define CK_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CK_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Fill `err` (may be NULL) and return `st`. printf-style message. */
+ckey_status ck_fail(ckey_error *err, ckey_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Clear an error record. */
+void ck_error_clear(ckey_error *err);
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+int ck_mul_size(size_t a, size_t b, size_t *out);
+int ck_add_size(size_t a, size_t b, size_t *out);
+
+/* Monotonic wall clock in seconds. */
+double ck_now(void);
+
+/* ------------------------------------------------------------ thread pool */
+
+typedef struct ck_pool ck_pool;
+
+/* fn(ctx, begin, end, thread_index) covers [begin, end) of a parallel range. */
+typedef void (*ck_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+
+/* threads <= 0 means "all online cores". */
+ckey_status ck_pool_create(int threads, ck_pool **out, ckey_error *err);
+void ck_pool_free(ck_pool *p);
+int ck_pool_size(const ck_pool *p);
+
+/*
+ * Split [0, n) into chunks of at least `grain` items and run them on all
+ * threads (the caller participates). Returns when every chunk is done.
+ * p may be NULL: then everything runs on the caller.
+ */
+void ck_pool_for(ck_pool *p, int64_t n, int64_t grain, ck_range_fn fn, void *ctx);
+
+/* --------------------------------------------------------------- planner */
+
+/*
+ * The memory planner. The forward pass is written once against this
+ * allocator. Pass 1 (record) runs the model on the null backend: every
+ * ck_alloc/ck_release is logged with its size and lifetime and no op does
+ * work. The planner then places each buffer at an offset so that buffers
+ * whose lifetimes overlap never share bytes (greedy, largest first), and the
+ * arena is sized to the highest end. Pass 2 (execute) replays the identical
+ * sequence of allocations, each returning arena + its planned offset.
+ */
+typedef struct ck_plan ck_plan;
+
+ckey_status ck_plan_create(ck_plan **out, ckey_error *err);
+void ck_plan_free(ck_plan *p);
+
+/* Begin recording (resets the log). */
+void ck_plan_begin_record(ck_plan *p);
+/* Finish recording and place buffers. Fails on allocation failure only. */
+ckey_status ck_plan_finish(ck_plan *p, ckey_error *err);
+/* Bind an arena of at least ck_plan_arena_bytes() bytes and start replaying. */
+void ck_plan_begin_execute(ck_plan *p, void *arena);
+/* After an execute pass: check every recorded buffer was replayed. */
+int ck_plan_replay_complete(const ck_plan *p);
+
+size_t ck_plan_arena_bytes(const ck_plan *p);
+size_t ck_plan_naive_bytes(const ck_plan *p);
+int ck_plan_num_buffers(const ck_plan *p);
+
+/*
+ * Allocate `bytes` (64-byte aligned) for the op sequence. During recording
+ * returns a unique fake address (never dereferenced: the null backend does no
+ * work) that ck_release accepts. `tag` names the buffer for `ckey info`.
+ */
+void *ck_alloc(ck_plan *p, size_t bytes, const char *tag);
+#define ck_alloc_f32(p, n, tag) ((float *)ck_alloc((p), (size_t)(n) * sizeof(float), (tag)))
+/* Mark the end of a buffer's lifetime (after its last reader). NULL is ignored. */
+void ck_release(ck_plan *p, void *ptr);
+
+/* Address of the index-th recorded buffer in the bound arena (NULL if none). */
+void *ck_plan_buffer(const ck_plan *p, int index);
+
+/* Print the placed buffers (tag, size, offset, lifetime) for diagnostics. */
+void ck_plan_dump(const ck_plan *p, void *file /* FILE* */);
+
+#endif

@@ -1,0 +1,30 @@
+#ifndef CK_CPU_H
+#define CK_CPU_H
+
+#include "model/ops.h"
+
+/* The CPU backend: the op table, and its state (thread pool + scratch). */
+extern const ck_ops ck_cpu_ops;
+
+struct ck_backend {
+    ck_pool *pool;
+    int threads;
+    float *scratch;          /* threads * per_thread floats, then shared */
+    size_t per_thread;       /* floats per thread */
+    float *shared;           /* in-place conv bands */
+    size_t shared_floats;
+};
+
+/* Scratch the CPU ops need for this config and S (per thread and shared). */
+void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t *shared);
+
+/* Row-major y[M, N] = alpha * A[M, K] . op(B) + beta * y; op(B) = B^T when
+ * b_trans (B stored [N, K]), else B [K, N]. Single-threaded: parallelism is
+ * the caller's (each thread multiplies its own tiles). */
+void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
+              const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* exp(x) for x <= 88 (vectorizable, ~1 ulp); in place over n values. */
+void ck_vexp(float *x, int64_t n);
+
+#endif

@@ -1,0 +1,807 @@
+/* CPU implementations of the op table. Parallelism: ck_pool_for over rows,
+ * windows or (head, query-block) items; each worker calls the serial GEMM on
+ * its own tile and uses its own slice of the session scratch. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+#define VEC __attribute__((target_clones("avx512f", "avx2", "default")))
+
+enum {
+    LIN_ROWS = 128,  /* rows per linear tile */
+    MLP_ROWS = 64,   /* tokens per MLP chunk */
+    ATT_BQ = 64,     /* query rows per attention item */
+    ATT_BK = 512,    /* keys per online-softmax step */
+    MU_ROWS = 256,   /* tokens per mask-unit chunk */
+    CONV_TILE = 512, /* output pixels per conv GEMM */
+    CONV_BAND = 16   /* rows per in-place conv band (>= max dilation 8) */
+};
+
+static inline float *thread_scratch(ck_backend *be, int thread) {
+    return be->scratch + (size_t)thread * be->per_thread;
+}
+
+/* ------------------------------------------------------------ elementwise */
+
+VEC void ck_vexp(float *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        v = v < -87.0f ? -87.0f : v;
+        v = v > 88.0f ? 88.0f : v;
+        /* n = round(v / ln 2) via the 1.5 * 2^23 trick; r = v - n ln 2 */
+        float t = v * 1.44269504088896341f + 12582912.0f;
+        float nf = t - 12582912.0f;
+        int32_t ni;
+        memcpy(&ni, &t, sizeof ni);
+        ni -= 0x4B400000;
+        float r = v - nf * 0.693145751953125f;
+        r = r - nf * 1.428606765330187e-06f;
+        float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
+                  r * (0.00833333377f + r * 0.00138888892f)))));
+        int32_t bits = (ni + 127) << 23;
+        float sc;
+        memcpy(&sc, &bits, sizeof sc);
+        x[i] = p * sc;
+    }
+}
+
+static inline float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+static inline float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+
+static void layernorm_row(const float *restrict x, int C, const float *restrict g,
+                          const float *restrict b, float *restrict y) {
+    double s = 0, ss = 0;
+    for (int i = 0; i < C; i++) s += x[i];
+    double mean = s / C;
+    for (int i = 0; i < C; i++) {
+        double d = x[i] - mean;
+        ss += d * d;
+    }
+    float rstd = (float)(1.0 / sqrt(ss / C + 1e-6));
+    float mf = (float)mean;
+    for (int i = 0; i < C; i++) y[i] = (x[i] - mf) * rstd * g[i] + b[i];
+}
+
+static inline void add_bias_rows(float *y, int64_t rows, int out, int64_t ldy, const float *b) {
+    if (!b) return;
+    for (int64_t r = 0; r < rows; r++) {
+        float *yr = y + r * ldy;
+        for (int o = 0; o < out; o++) yr[o] += b[o];
+    }
+}
+
+/* --------------------------------------------------------------- linear */
+
+typedef struct {
+    const float *x, *W, *b;
+    float *y;
+    int in, out, accumulate, qs;
+    int64_t N;
+    ck_backend *be;
+} lin_ctx;
+
+static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
+    const lin_ctx *c = p;
+    for (int64_t r = r0; r < r1; r += LIN_ROWS) {
+        int rows = (int)CK_MIN(LIN_ROWS, r1 - r);
+        float *y = c->y + r * c->out;
+        ck_sgemm(1, rows, c->out, c->in, 1.0f, c->x + r * c->in, c->in, c->W, c->in,
+                 c->accumulate ? 1.0f : 0.0f, y, c->out);
+        add_bias_rows(y, rows, c->out, c->out, c->b);
+    }
+}
+
+static void cpu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
+                       float *y, int out, int accumulate) {
+    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be};
+    ck_pool_for(be->pool, N, 32, linear_rows, &c);
+}
+
+static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
+    const lin_ctx *c = p;
+    float *tmp = thread_scratch(c->be, thread);
+    int64_t Nq = c->N / c->qs;
+    for (int64_t r = r0; r < r1; r += LIN_ROWS) {
+        int rows = (int)CK_MIN(LIN_ROWS, r1 - r);
+        float *y = c->y + r * c->out;
+        for (int s = 0; s < c->qs; s++) {
+            float *dst = s == 0 ? y : tmp;
+            ck_sgemm(1, rows, c->out, c->in, 1.0f, c->x + (s * Nq + r) * c->in, c->in, c->W, c->in, 0.0f,
+                     dst, c->out);
+            if (s > 0)
+                for (int64_t i = 0; i < (int64_t)rows * c->out; i++) y[i] = tmp[i] > y[i] ? tmp[i] : y[i];
+        }
+        add_bias_rows(y, rows, c->out, c->out, c->b);
+    }
+}
+
+static void cpu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W,
+                               const float *b, float *y, int out, int qs) {
+    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be};
+    ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
+}
+
+typedef struct {
+    const float *x, *g, *b;
+    float *y;
+    int C;
+} ln_ctx;
+
+static void ln_rows(void *p, int64_t r0, int64_t r1, int thread) {
+    const ln_ctx *c = p;
+    for (int64_t r = r0; r < r1; r++) layernorm_row(c->x + r * c->C, c->C, c->g, c->b, c->y + r * c->C);
+}
+
+static void cpu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const float *g, const float *b,
+                          float *y) {
+    ln_ctx c = {x, g, b, y, C};
+    ck_pool_for(be->pool, N, 64, ln_rows, &c);
+}
+
+/* ------------------------------------------------------------------ MLP */
+
+typedef struct {
+    float *x;
+    int C, hidden;
+    const ck_block_w *w;
+    ck_backend *be;
+} mlp_ctx;
+
+VEC static void gelu_inplace(float *restrict h, int64_t n) {
+    for (int64_t i = 0; i < n; i++) h[i] = gelu(h[i]);
+}
+
+static void mlp_rows(void *p, int64_t r0, int64_t r1, int thread) {
+    const mlp_ctx *c = p;
+    float *xn = thread_scratch(c->be, thread);
+    float *h = xn + (size_t)MLP_ROWS * c->C;
+    for (int64_t r = r0; r < r1; r += MLP_ROWS) {
+        int rows = (int)CK_MIN(MLP_ROWS, r1 - r);
+        float *x = c->x + r * c->C;
+        for (int i = 0; i < rows; i++)
+            layernorm_row(x + (int64_t)i * c->C, c->C, c->w->norm2_w, c->w->norm2_b, xn + (int64_t)i * c->C);
+        ck_sgemm(1, rows, c->hidden, c->C, 1.0f, xn, c->C, c->w->fc1_w, c->C, 0.0f, h, c->hidden);
+        add_bias_rows(h, rows, c->hidden, c->hidden, c->w->fc1_b);
+        gelu_inplace(h, (int64_t)rows * c->hidden);
+        ck_sgemm(1, rows, c->C, c->hidden, 1.0f, h, c->hidden, c->w->fc2_w, c->hidden, 1.0f, x, c->C);
+        add_bias_rows(x, rows, c->C, c->C, c->w->fc2_b);
+    }
+}
+
+static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
+    mlp_ctx c = {x, C, hidden, w, be};
+    ck_pool_for(be->pool, N, 16, mlp_rows, &c);
+}
+
+/* ------------------------------------------------------------ attention */
+
+/* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
+ * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
+ * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
+static void flash(const float *q, int nq, const float *k, const float *v, int64_t ldkv, int64_t nk,
+                  int hd, float *out, int64_t ldo, float *work) {
+    float *S = work;
+    float *O = S + (size_t)ATT_BQ * ATT_BK;
+    float *mrow = O + (size_t)ATT_BQ * hd;
+    float *lrow = mrow + ATT_BQ;
+    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
+    memset(O, 0, (size_t)nq * hd * sizeof(float));
+    for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
+        int bk = (int)CK_MIN(ATT_BK, nk - kb);
+        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, S, bk);
+        for (int i = 0; i < nq; i++) {
+            float *s = S + (int64_t)i * bk;
+            float mx = s[0];
+            for (int j = 1; j < bk; j++) mx = s[j] > mx ? s[j] : mx;
+            float mnew = mx > mrow[i] ? mx : mrow[i];
+            float corr = expf(mrow[i] - mnew); /* 0 on the first step */
+            for (int j = 0; j < bk; j++) s[j] -= mnew;
+            ck_vexp(s, bk);
+            float sum = 0;
+            for (int j = 0; j < bk; j++) sum += s[j];
+            lrow[i] = lrow[i] * corr + sum;
+            mrow[i] = mnew;
+            if (corr != 1.0f) {
+                float *o = O + (int64_t)i * hd;
+                for (int d = 0; d < hd; d++) o[d] *= corr;
+            }
+        }
+        ck_sgemm(0, nq, hd, bk, 1.0f, S, bk, v + kb * ldkv, ldkv, 1.0f, O, hd);
+    }
+    for (int i = 0; i < nq; i++) {
+        float inv = 1.0f / lrow[i];
+        const float *o = O + (int64_t)i * hd;
+        float *dst = out + (int64_t)i * ldo;
+        for (int d = 0; d < hd; d++) dst[d] = o[d] * inv;
+    }
+}
+
+static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
+
+/* q rows j of a head: max over s of rows (s*Tq + j) * stride (Unroll order:
+ * the pooled 2x2 neighbours are Tq rows apart), times the softmax scale. */
+static void gather_q(const float *q, int64_t row_stride, int64_t Tq, int qs, int64_t j0, int nq, int hd,
+                     float scale, float *dst) {
+    for (int i = 0; i < nq; i++) {
+        float *d = dst + (int64_t)i * hd;
+        const float *src = q + (j0 + i) * row_stride;
+        memcpy(d, src, (size_t)hd * sizeof(float));
+        for (int s = 1; s < qs; s++) {
+            const float *o = src + (int64_t)s * Tq * row_stride;
+            for (int e = 0; e < hd; e++) d[e] = o[e] > d[e] ? o[e] : d[e];
+        }
+        for (int e = 0; e < hd; e++) d[e] *= scale;
+    }
+}
+
+typedef struct {
+    const float *qkv;
+    int64_t N, Nq;
+    int D, heads, hd, qs, nqb;
+    float scale;
+    float *out;
+    ck_backend *be;
+} att_ctx;
+
+static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
+    const att_ctx *c = p;
+    float *qbuf = thread_scratch(c->be, thread);
+    float *work = qbuf + (size_t)ATT_BQ * c->hd;
+    const int64_t ld = 3 * (int64_t)c->D;
+    for (int64_t it = i0; it < i1; it++) {
+        int h = (int)(it / c->nqb);
+        int64_t j0 = (it % c->nqb) * ATT_BQ;
+        int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
+        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, c->scale, qbuf);
+        flash(qbuf, nq, c->qkv + c->D + (int64_t)h * c->hd, c->qkv + 2 * c->D + (int64_t)h * c->hd, ld, c->N,
+              c->hd, c->out + j0 * c->D + (int64_t)h * c->hd, c->D, work);
+    }
+}
+
+static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, out, be};
+    c.nqb = (int)((c.Nq + ATT_BQ - 1) / ATT_BQ);
+    c.scale = 1.0f / sqrtf((float)c.hd);
+    ck_pool_for(be->pool, (int64_t)heads * c.nqb, 1, attention_items, &c);
+}
+
+/* Mask-unit block: per chunk of windows, gather the window's tokens
+ * (token t of window w sits at row t*nw + w), layernorm, project, attend
+ * within the window, project back, add the residual, scatter. */
+typedef struct {
+    const ck_block_info *bi;
+    const ck_block_w *w;
+    const float *x;
+    float *xo;
+    int64_t N, nw;
+    int T, Tq, cw;
+    ck_backend *be;
+} mu_ctx;
+
+static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
+    const mu_ctx *c = p;
+    const int D = c->bi->dim, Do = c->bi->dim_out, qs = c->bi->q_stride, heads = c->bi->heads;
+    const int hd = Do / heads, T = c->T, Tq = c->Tq;
+    const int expand = D != Do;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *xn = thread_scratch(c->be, thread);
+    float *qkv = xn + (size_t)c->cw * T * D;
+    float *pr = qkv + (size_t)c->cw * T * 3 * Do;
+    float *res = pr + (expand ? (size_t)c->cw * T * Do : 0);
+    float *att = res + (size_t)c->cw * Tq * Do;
+    float *qbuf = att + (size_t)c->cw * Tq * Do;
+    float *work = qbuf + (size_t)ATT_BQ * hd;
+    for (int64_t wb = w0; wb < w1; wb += c->cw) {
+        int nwin = (int)CK_MIN(c->cw, w1 - wb);
+        int rows = nwin * T, qrows = nwin * Tq;
+        for (int wi = 0; wi < nwin; wi++)
+            for (int t = 0; t < T; t++)
+                layernorm_row(c->x + ((int64_t)t * c->nw + wb + wi) * D, D, c->w->norm1_w, c->w->norm1_b,
+                              xn + ((int64_t)wi * T + t) * D);
+        ck_sgemm(1, rows, 3 * Do, D, 1.0f, xn, D, c->w->qkv_w, D, 0.0f, qkv, 3 * Do);
+        add_bias_rows(qkv, rows, 3 * Do, 3 * Do, c->w->qkv_b);
+        if (expand) {
+            /* residual = maxpool_q(proj(xn)): the pooled tokens are Tq apart */
+            ck_sgemm(1, rows, Do, D, 1.0f, xn, D, c->w->proj_w, D, 0.0f, pr, Do);
+            for (int wi = 0; wi < nwin; wi++)
+                for (int j = 0; j < Tq; j++) {
+                    float *r = res + ((int64_t)wi * Tq + j) * Do;
+                    const float *s0 = pr + ((int64_t)wi * T + j) * Do;
+                    memcpy(r, s0, (size_t)Do * sizeof(float));
+                    for (int s = 1; s < qs; s++) {
+                        const float *o = s0 + (int64_t)s * Tq * Do;
+                        for (int e = 0; e < Do; e++) r[e] = o[e] > r[e] ? o[e] : r[e];
+                    }
+                    for (int e = 0; e < Do; e++) r[e] += c->w->proj_b[e];
+                }
+        } else {
+            for (int wi = 0; wi < nwin; wi++)
+                for (int t = 0; t < T; t++)
+                    memcpy(res + ((int64_t)wi * T + t) * Do, c->x + ((int64_t)t * c->nw + wb + wi) * D,
+                           (size_t)Do * sizeof(float));
+        }
+        for (int wi = 0; wi < nwin; wi++) {
+            const float *wq = qkv + (int64_t)wi * T * 3 * Do;
+            for (int h = 0; h < heads; h++) {
+                for (int j0 = 0; j0 < Tq; j0 += ATT_BQ) {
+                    int nq = CK_MIN(ATT_BQ, Tq - j0);
+                    gather_q(wq + (int64_t)h * hd, 3 * Do, Tq, qs, j0, nq, hd, scale, qbuf);
+                    flash(qbuf, nq, wq + Do + (int64_t)h * hd, wq + 2 * Do + (int64_t)h * hd, 3 * Do, T, hd,
+                          att + ((int64_t)wi * Tq + j0) * Do + (int64_t)h * hd, Do, work);
+                }
+            }
+        }
+        ck_sgemm(1, qrows, Do, Do, 1.0f, att, Do, c->w->attn_proj_w, Do, 1.0f, res, Do);
+        add_bias_rows(res, qrows, Do, Do, c->w->attn_proj_b);
+        for (int wi = 0; wi < nwin; wi++)
+            for (int j = 0; j < Tq; j++)
+                memcpy(c->xo + ((int64_t)j * c->nw + wb + wi) * Do, res + ((int64_t)wi * Tq + j) * Do,
+                       (size_t)Do * sizeof(float));
+    }
+}
+
+static int mu_chunk(const ck_block_info *bi) {
+    int T = bi->window * bi->q_stride;
+    int cw = MU_ROWS / T;
+    return cw < 1 ? 1 : cw;
+}
+
+static void cpu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
+                                    int64_t N, float *xo) {
+    mu_ctx c = {bi, w, x, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be};
+    c.nw = N / c.T;
+    ck_pool_for(be->pool, c.nw, c.cw, mu_windows, &c);
+}
+
+/* -------------------------------------------------------- unroll/reroll */
+
+/* Unrolled index of spatial token (y, x) on an H x W grid with k pending 2x2
+ * strides (timm Unroll): the stride digits (sy, sx) of the finest level are
+ * the most significant, then the coarse raster position. */
+static inline int64_t unroll_index(int y, int x, int H, int W, int k) {
+    int64_t outer = 0;
+    for (int i = 0; i < k; i++) outer = outer * 4 + (((y >> i) & 1) * 2 + ((x >> i) & 1));
+    int Hc = H >> k, Wc = W >> k;
+    return outer * ((int64_t)Hc * Wc) + (int64_t)(y >> k) * Wc + (x >> k);
+}
+
+typedef struct {
+    const float *tokens;
+    int H, W, k, C;
+    float *feat;
+} reroll_ctx;
+
+static void reroll_rows(void *p, int64_t y0, int64_t y1, int thread) {
+    const reroll_ctx *c = p;
+    for (int64_t y = y0; y < y1; y++)
+        for (int x = 0; x < c->W; x++)
+            memcpy(c->feat + (y * c->W + x) * c->C,
+                   c->tokens + unroll_index((int)y, x, c->H, c->W, c->k) * c->C, (size_t)c->C * sizeof(float));
+}
+
+static void cpu_reroll(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat) {
+    reroll_ctx c = {tokens, H, W, k, C, feat};
+    ck_pool_for(be->pool, H, 1, reroll_rows, &c);
+}
+
+/* ---------------------------------------------------------- patch embed */
+
+typedef struct {
+    const ckey_model *m;
+    const float *x, *pos;
+    int S, k;
+    float *tokens;
+    ck_backend *be;
+} pe_ctx;
+
+static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
+    const pe_ctx *c = p;
+    const ck_config *cf = &c->m->cfg;
+    const int S = c->S, G = S / cf->patch_stride, E = cf->embed_dim, K = cf->patch_kernel;
+    const int Ci = cf->in_chans, KK = Ci * K * K, st = cf->patch_stride, pad = cf->patch_pad;
+    float *col = thread_scratch(c->be, thread);
+    float *out = col + (size_t)G * KK;
+    for (int64_t y = y0; y < y1; y++) {
+        for (int xo = 0; xo < G; xo++) {
+            float *cr = col + (int64_t)xo * KK;
+            for (int ci = 0; ci < Ci; ci++)
+                for (int ky = 0; ky < K; ky++) {
+                    int iy = (int)y * st - pad + ky;
+                    float *d = cr + (ci * K + ky) * K;
+                    if (iy < 0 || iy >= S) {
+                        memset(d, 0, (size_t)K * sizeof(float));
+                        continue;
+                    }
+                    const float *row = c->x + ((int64_t)ci * S + iy) * S;
+                    for (int kx = 0; kx < K; kx++) {
+                        int ix = xo * st - pad + kx;
+                        d[kx] = (ix >= 0 && ix < S) ? row[ix] : 0.0f;
+                    }
+                }
+        }
+        ck_sgemm(1, G, E, KK, 1.0f, col, KK, c->m->patch_w, KK, 0.0f, out, E);
+        for (int xo = 0; xo < G; xo++) {
+            const float *o = out + (int64_t)xo * E, *pe = c->pos + (y * G + xo) * E;
+            float *t = c->tokens + unroll_index((int)y, xo, G, G, c->k) * E;
+            for (int e = 0; e < E; e++) t[e] = o[e] + c->m->patch_b[e] + pe[e];
+        }
+    }
+}
+
+static void cpu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos,
+                            int k, float *tokens) {
+    pe_ctx c = {m, x, pos, S, k, tokens, be};
+    ck_pool_for(be->pool, S / m->cfg.patch_stride, 1, pe_rows, &c);
+}
+
+/* -------------------------------------------------------------- decoder */
+
+/* Bilinear source taps, align_corners=False (PyTorch upsample_bilinear2d). */
+typedef struct {
+    int i0, i1;
+    float l0, l1;
+} tap2;
+
+static inline tap2 bilinear_tap(int dst, int in, int out) {
+    float scale = (float)in / (float)out;
+    float src = scale * ((float)dst + 0.5f) - 0.5f;
+    if (src < 0) src = 0;
+    tap2 t;
+    t.i0 = (int)src;
+    t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
+    t.l1 = src - (float)t.i0;
+    t.l0 = 1.0f - t.l1;
+    return t;
+}
+
+typedef struct {
+    const ckey_model *m;
+    const float *c1;
+    int G, C1;
+    const float *const *P;
+    const int *Hk;
+    float *logits;
+    ck_backend *be;
+} dec_ctx;
+
+static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
+    const dec_ctx *c = p;
+    const int G = c->G, D2 = 2 * c->m->cfg.dec_dim;
+    float *h = thread_scratch(c->be, thread);
+    float *lg = h + (size_t)G * D2;
+    for (int64_t y = y0; y < y1; y++) {
+        ck_sgemm(1, G, D2, c->C1, 1.0f, c->c1 + y * G * c->C1, c->C1, c->m->dec.scale_w[0], c->C1, 0.0f, h, D2);
+        for (int s = 0; s < 3; s++) {
+            const int Hs = c->Hk[s];
+            const float *P = c->P[s];
+            tap2 ty = bilinear_tap((int)y, Hs, G);
+            for (int x = 0; x < G; x++) {
+                tap2 tx = bilinear_tap(x, Hs, G);
+                const float *p00 = P + ((int64_t)ty.i0 * Hs + tx.i0) * D2;
+                const float *p01 = P + ((int64_t)ty.i0 * Hs + tx.i1) * D2;
+                const float *p10 = P + ((int64_t)ty.i1 * Hs + tx.i0) * D2;
+                const float *p11 = P + ((int64_t)ty.i1 * Hs + tx.i1) * D2;
+                float *hr = h + (int64_t)x * D2;
+                for (int e = 0; e < D2; e++)
+                    hr[e] += ty.l0 * (tx.l0 * p00[e] + tx.l1 * p01[e]) + ty.l1 * (tx.l0 * p10[e] + tx.l1 * p11[e]);
+            }
+        }
+        const float *b1 = c->m->dec.scale_b[0];
+        for (int x = 0; x < G; x++) {
+            float *hr = h + (int64_t)x * D2;
+            for (int e = 0; e < D2; e++) {
+                float v = hr[e] + b1[e];
+                hr[e] = v > 0 ? v : 0;
+            }
+        }
+        ck_sgemm(1, G, 4, D2, 1.0f, h, D2, c->m->dec.cls_w, D2, 0.0f, lg, 4);
+        for (int x = 0; x < G; x++)
+            for (int o = 0; o < 4; o++)
+                c->logits[((int64_t)o * G + y) * G + x] = lg[x * 4 + o] + c->m->dec.cls_b[o];
+    }
+}
+
+static void cpu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
+                             const float *const P[3], const int Hk[3], float *logits) {
+    dec_ctx c = {m, c1, H1, C1, P, Hk, logits, be};
+    ck_pool_for(be->pool, H1, 1, dec_rows, &c);
+}
+
+/* ------------------------------------------------------------- refiner */
+
+typedef struct {
+    const float *x, *logits;
+    int S;
+    float *out;
+    int mode; /* 0: refiner input, 1: finalize */
+} up_ctx;
+
+static void up_rows(void *p, int64_t r0, int64_t r1, int thread) {
+    const up_ctx *c = p;
+    const int S = c->S, G = S / 4;
+    const int64_t HW = (int64_t)S * S;
+    for (int64_t r = r0; r < r1; r++) {
+        int ch = (int)(r / S), y = (int)(r % S);
+        const float *L = c->logits + (int64_t)ch * G * G;
+        tap2 ty = bilinear_tap(y, G, S);
+        const float *l0 = L + (int64_t)ty.i0 * G, *l1 = L + (int64_t)ty.i1 * G;
+        float *dst = c->out + (c->mode == 0 ? 3 * HW : 0) + (int64_t)ch * HW + (int64_t)y * S;
+        for (int x = 0; x < S; x++) {
+            tap2 tx = bilinear_tap(x, G, S);
+            float v = ty.l0 * (tx.l0 * l0[tx.i0] + tx.l1 * l0[tx.i1]) + ty.l1 * (tx.l0 * l1[tx.i0] + tx.l1 * l1[tx.i1]);
+            dst[x] = c->mode == 0 ? sigmoidf(v) : sigmoidf(v + dst[x]);
+        }
+    }
+}
+
+static void cpu_refiner_input(ck_backend *be, const float *x, const float *logits, int S, float *rin) {
+    memcpy(rin, x, (size_t)3 * S * S * sizeof(float));
+    up_ctx c = {x, logits, S, rin, 0};
+    ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
+}
+
+static void cpu_finalize(ck_backend *be, const float *logits, int S, float *out) {
+    up_ctx c = {NULL, logits, S, out, 1};
+    ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
+}
+
+typedef struct {
+    const float *in, *W, *bias, *in_a, *in_b;
+    int Cin, S, dil, Cout, groups;
+    float *out;          /* destination base */
+    int64_t out_ld;      /* channel stride of the destination */
+    int64_t row0;        /* first row held by the destination */
+    ck_backend *be;
+} conv_ctx;
+
+/* Per-thread stats live at the end of each thread's scratch. */
+static double *thread_stats(ck_backend *be, int thread, int groups) {
+    float *end = thread_scratch(be, thread) + be->per_thread;
+    return (double *)(void *)(end - 4 * groups);
+}
+
+static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
+    const conv_ctx *c = p;
+    const int S = c->S, Cin = c->Cin, d = c->dil, KK = Cin * 9;
+    float *col = thread_scratch(c->be, thread);
+    double *st = thread_stats(c->be, thread, c->groups);
+    const int cpg = c->Cout / c->groups;
+    for (int64_t y = y0; y < y1; y++) {
+        for (int x0 = 0; x0 < S; x0 += CONV_TILE) {
+            const int n = CK_MIN(CONV_TILE, S - x0);
+            for (int ci = 0; ci < Cin; ci++) {
+                const float a = c->in_a ? c->in_a[ci] : 1.0f, b = c->in_a ? c->in_b[ci] : 0.0f;
+                for (int ky = 0; ky < 3; ky++) {
+                    const int64_t iy = y + (ky - 1) * d;
+                    for (int kx = 0; kx < 3; kx++) {
+                        float *dst = col + (int64_t)(ci * 9 + ky * 3 + kx) * n;
+                        if (iy < 0 || iy >= S) {
+                            memset(dst, 0, (size_t)n * sizeof(float));
+                            continue;
+                        }
+                        const float *row = c->in + ((int64_t)ci * S + iy) * S;
+                        const int off = (kx - 1) * d;
+                        int lo = CK_MAX(0, -off - x0), hi = CK_MIN(n, S - off - x0);
+                        if (hi < lo) hi = lo;
+                        for (int i = 0; i < lo; i++) dst[i] = 0;
+                        if (c->in_a) {
+                            for (int i = lo; i < hi; i++) {
+                                float v = a * row[x0 + i + off] + b;
+                                dst[i] = v > 0 ? v : 0;
+                            }
+                        } else {
+                            memcpy(dst + lo, row + x0 + lo + off, (size_t)(hi - lo) * sizeof(float));
+                        }
+                        for (int i = hi; i < n; i++) dst[i] = 0;
+                    }
+                }
+            }
+            float *o = c->out + (y - c->row0) * S + x0;
+            ck_sgemm(0, c->Cout, n, KK, 1.0f, c->W, KK, col, n, 0.0f, o, c->out_ld);
+            for (int co = 0; co < c->Cout; co++) {
+                float *orow = o + (int64_t)co * c->out_ld;
+                const float bv = c->bias[co];
+                double s = 0, ss = 0;
+                for (int i = 0; i < n; i++) {
+                    float v = orow[i] + bv;
+                    orow[i] = v;
+                    s += v;
+                    ss += (double)v * v;
+                }
+                st[2 * (co / cpg)] += s;
+                st[2 * (co / cpg) + 1] += ss;
+            }
+        }
+    }
+}
+
+static void conv_rows_offset(void *p, int64_t a, int64_t b, int thread) {
+    const conv_ctx *c = p;
+    conv_rows(p, a + c->row0, b + c->row0, thread);
+}
+
+typedef struct {
+    const float *src;
+    float *dst;
+    int64_t src_ld, dst_ld, n;
+} copy_ctx;
+
+static void copy_chans(void *p, int64_t c0, int64_t c1, int thread) {
+    const copy_ctx *c = p;
+    for (int64_t ch = c0; ch < c1; ch++)
+        memcpy(c->dst + ch * c->dst_ld, c->src + ch * c->src_ld, (size_t)c->n * sizeof(float));
+}
+
+static void cpu_conv3x3(ck_backend *be, const float *in, int Cin, int S, int dil, const float *W,
+                        const float *bias, const float *in_a, const float *in_b, float *out, int Cout,
+                        int groups, double *stats) {
+    const int T = be->threads;
+    for (int t = 0; t < T; t++) memset(thread_stats(be, t, groups), 0, (size_t)2 * groups * sizeof(double));
+    const int64_t HW = (int64_t)S * S;
+    conv_ctx c = {in, W, bias, in_a, in_b, Cin, S, dil, Cout, groups, out, HW, 0, be};
+    if (out != in) {
+        ck_pool_for(be->pool, S, 1, conv_rows, &c);
+    } else {
+        /* In place: band b goes to a side buffer; band b-1 is written back once
+         * band b is done, since no later band reads above its own start - dil. */
+        const int B = CONV_BAND;
+        float *band[2] = {be->shared, be->shared + (size_t)Cout * B * S};
+        int nbands = (S + B - 1) / B;
+        for (int b = 0; b <= nbands; b++) {
+            if (b < nbands) {
+                c.out = band[b & 1];
+                c.out_ld = (int64_t)B * S;
+                c.row0 = (int64_t)b * B;
+                int rows = CK_MIN(B, S - b * B);
+                ck_pool_for(be->pool, rows, 1, conv_rows_offset, &c);
+            }
+            if (b > 0) {
+                int pb = b - 1, rows = CK_MIN(B, S - pb * B);
+                copy_ctx cc = {band[pb & 1], out + (int64_t)pb * B * S, (int64_t)B * S, HW, (int64_t)rows * S};
+                ck_pool_for(be->pool, Cout, 1, copy_chans, &cc);
+            }
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const double *st = thread_stats(be, t, groups);
+        for (int g = 0; g < 2 * groups; g++) stats[g] += st[g];
+    }
+}
+
+typedef struct {
+    float *x;
+    const float *y, *a, *b;
+    int64_t HW;
+    int nchunk;
+} aff_ctx;
+
+enum { AFF_CHUNK = 16384 };
+
+static void affine_items(void *p, int64_t i0, int64_t i1, int thread) {
+    const aff_ctx *c = p;
+    for (int64_t it = i0; it < i1; it++) {
+        int ch = (int)(it / c->nchunk);
+        int64_t s0 = (it % c->nchunk) * AFF_CHUNK, n = CK_MIN(AFF_CHUNK, c->HW - s0);
+        float *restrict x = c->x + ch * c->HW + s0;
+        const float a = c->a[ch], b = c->b[ch];
+        if (c->y) {
+            const float *restrict y = c->y + ch * c->HW + s0;
+            for (int64_t i = 0; i < n; i++) {
+                float v = x[i] + (a * y[i] + b);
+                x[i] = v > 0 ? v : 0;
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                float v = a * x[i] + b;
+                x[i] = v > 0 ? v : 0;
+            }
+        }
+    }
+}
+
+static void cpu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
+    aff_ctx c = {x, NULL, a, b, HW, (int)((HW + AFF_CHUNK - 1) / AFF_CHUNK)};
+    ck_pool_for(be->pool, (int64_t)C * c.nchunk, 1, affine_items, &c);
+}
+
+static void cpu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW,
+                                     const float *a, const float *b) {
+    aff_ctx c = {x, y, a, b, HW, (int)((HW + AFF_CHUNK - 1) / AFF_CHUNK)};
+    ck_pool_for(be->pool, (int64_t)C * c.nchunk, 1, affine_items, &c);
+}
+
+typedef struct {
+    const float *x, *W, *b;
+    int C, Cout;
+    int64_t HW;
+    float mult;
+    float *out;
+} pw_ctx;
+
+static void pw_cols(void *p, int64_t i0, int64_t i1, int thread) {
+    const pw_ctx *c = p;
+    for (int64_t s0 = i0 * CONV_TILE; s0 < i1 * CONV_TILE && s0 < c->HW; s0 += CONV_TILE) {
+        int n = (int)CK_MIN(CONV_TILE, c->HW - s0);
+        ck_sgemm(0, c->Cout, n, c->C, 1.0f, c->W, c->C, c->x + s0, c->HW, 0.0f, c->out + s0, c->HW);
+        for (int o = 0; o < c->Cout; o++) {
+            float *r = c->out + o * c->HW + s0;
+            for (int i = 0; i < n; i++) r[i] = c->mult * (r[i] + c->b[o]);
+        }
+    }
+}
+
+static void cpu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
+                               const float *b, float mult, float *out, int Cout) {
+    pw_ctx c = {x, W, b, C, Cout, HW, mult, out};
+    ck_pool_for(be->pool, (HW + CONV_TILE - 1) / CONV_TILE, 4, pw_cols, &c);
+}
+
+static void cpu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
+                                 const float *gamma, const float *beta, float *a, float *b) {
+    const int cpg = C / groups;
+    const double n = (double)cpg * (double)HW;
+    for (int g = 0; g < groups; g++) {
+        double mean = stats[2 * g] / n;
+        double var = stats[2 * g + 1] / n - mean * mean;
+        if (var < 0) var = 0;
+        double rstd = 1.0 / sqrt(var + 1e-5);
+        for (int ch = g * cpg; ch < (g + 1) * cpg; ch++) {
+            a[ch] = (float)(gamma[ch] * rstd);
+            b[ch] = (float)(beta[ch] - mean * gamma[ch] * rstd);
+        }
+    }
+}
+
+static void cpu_zero_stats(ck_backend *be, double *stats, int n) { memset(stats, 0, (size_t)n * sizeof(double)); }
+
+void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t *shared) {
+    const int G = S / c->patch_stride;
+    size_t need = (size_t)G * c->in_chans * c->patch_kernel * c->patch_kernel + (size_t)G * c->embed_dim;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    int nb = ck_config_num_blocks(c);
+    for (int i = 0; i < nb; i++) {
+        const ck_block_info *b = &bi[i];
+        const int D = b->dim, Do = b->dim_out, hd = Do / b->heads;
+        size_t s;
+        if (b->mask_unit_attn) {
+            size_t cw = (size_t)mu_chunk(b), T = (size_t)b->window * b->q_stride, Tq = (size_t)b->window;
+            s = cw * T * D + cw * T * 3 * Do + (D != Do ? cw * T * Do : 0) + 2 * cw * Tq * Do +
+                (size_t)ATT_BQ * hd + flash_work(hd);
+        } else {
+            s = (size_t)ATT_BQ * hd + flash_work(hd);
+            if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
+        }
+        need = CK_MAX(need, s);
+        need = CK_MAX(need, (size_t)MLP_ROWS * (Do + (size_t)Do * c->mlp_ratio));
+    }
+    need = CK_MAX(need, (size_t)G * 2 * c->dec_dim + (size_t)G * 4);
+    size_t conv = (size_t)CK_MAX(7, c->ref_dim) * 9 * CONV_TILE;
+    need = CK_MAX(need, conv);
+    need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
+    need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
+    *per_thread = need;
+    *shared = 2 * (size_t)c->ref_dim * CONV_BAND * S;
+}
+
+const ck_ops ck_cpu_ops = {
+    .patch_embed = cpu_patch_embed,
+    .mask_unit_attention = cpu_mask_unit_attention,
+    .layernorm = cpu_layernorm,
+    .linear = cpu_linear,
+    .linear_maxpool = cpu_linear_maxpool,
+    .attention = cpu_attention,
+    .mlp = cpu_mlp,
+    .reroll = cpu_reroll,
+    .decoder_fuse = cpu_decoder_fuse,
+    .refiner_input = cpu_refiner_input,
+    .conv3x3 = cpu_conv3x3,
+    .affine_relu = cpu_affine_relu,
+    .residual_affine_relu = cpu_residual_affine_relu,
+    .pointwise_conv = cpu_pointwise_conv,
+    .finalize = cpu_finalize,
+    .groupnorm_affine = cpu_groupnorm_affine,
+    .zero_stats = cpu_zero_stats,
+};

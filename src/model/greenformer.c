@@ -1,0 +1,156 @@
+/* The GreenFormer forward pass, top to bottom. Each step names the shapes
+ * (S = network size, G = S/4) and the upstream code it mirrors: timm
+ * hiera.py (Hiera.forward_intermediates, HieraBlock, MaskUnitAttention) and
+ * CorridorKey model_transformer.py (DecoderHead, CNNRefinerModule,
+ * GreenFormer.forward). */
+#include "model/greenformer.h"
+
+#define OP(f, name, ...)                                   \
+    do {                                                   \
+        if ((f)->ops) (f)->ops->name((f)->be, __VA_ARGS__); \
+    } while (0)
+
+static void tap(const ck_fwd *f, const char *name, const float *data, int ndim, int64_t d0, int64_t d1,
+                int64_t d2) {
+    if (!f->ops || !f->tap) return;
+    int64_t shape[3] = {d0, d1, d2};
+    f->tap(f->tap_user, name, data, shape, ndim);
+}
+
+float *ck_forward(const ck_fwd *f) {
+    const ckey_model *m = f->m;
+    const ck_config *c = &m->cfg;
+    ck_plan *pl = f->plan;
+    const int S = f->S, G = S / c->patch_stride, E = c->embed_dim;
+    const int64_t HW = (int64_t)S * S;
+
+    /* x [4, S, S]: normalized RGB + hint, written by the caller. */
+    float *x = ck_alloc_f32(pl, 4 * HW, "input x");
+
+    /* ---- Hiera encoder -------------------------------------------------- */
+    /* patch_embed + pos_embed + Unroll: tokens [G*G, E], each 8x8 mask unit's
+     * tokens strided by the number of units (three 2x2 unroll strides). */
+    int k = c->num_stages - 1;
+    int64_t N = (int64_t)G * G;
+    int H = G;
+    float *tok = ck_alloc_f32(pl, N * E, "tokens");
+    OP(f, patch_embed, m, x, S, f->pos, k, tok);
+
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    float *feat[4] = {0};
+    int feat_h[4] = {0}, feat_c[4] = {0}, nf = 0;
+    for (int i = 0; i < nb; i++) {
+        const ck_block_info *b = &bi[i];
+        const ck_block_w *w = &m->blocks[i];
+        const int64_t Nout = N / b->q_stride;
+        const int Do = b->dim_out;
+        float *xo = b->dim != Do ? ck_alloc_f32(pl, Nout * Do, "tokens") : tok;
+        if (b->mask_unit_attn) {
+            /* HieraBlock attention half, window by window (no N-sized temporaries) */
+            OP(f, mask_unit_attention, b, w, tok, N, xo);
+        } else {
+            /* xn = norm1(x); x = maxpool(proj(xn)) if expanding */
+            float *xn = ck_alloc_f32(pl, N * b->dim, "norm1");
+            OP(f, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
+            if (xo != tok) OP(f, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
+            /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
+            float *qkv = ck_alloc_f32(pl, N * 3 * Do, "qkv");
+            OP(f, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
+            ck_release(pl, xn);
+            float *att = ck_alloc_f32(pl, Nout * Do, "attention");
+            OP(f, attention, qkv, N, Do, b->heads, b->q_stride, att);
+            ck_release(pl, qkv);
+            /* x = x + attn.proj(att) */
+            OP(f, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
+            ck_release(pl, att);
+        }
+        if (xo != tok) {
+            ck_release(pl, tok);
+            tok = xo;
+        }
+        if (b->q_stride > 1) {
+            H /= 2;
+            k--;
+        }
+        N = Nout;
+        /* x = x + mlp(norm2(x)) */
+        OP(f, mlp, tok, N, Do, w, Do * c->mlp_ratio);
+        if (b->stage_end && nf < 4) {
+            /* Reroll: feature map [H, H, Do] in spatial order */
+            float *fm = ck_alloc_f32(pl, N * Do, "feature");
+            OP(f, reroll, tok, H, H, k, Do, fm);
+            static const char *const names[4] = {"c1", "c2", "c3", "c4"};
+            tap(f, names[nf], fm, 3, H, H, Do);
+            feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
+        }
+    }
+    ck_release(pl, tok);
+
+    /* ---- decoders (alpha 1 ch + fg 3 ch, folded into one pass) ---------- */
+    /* P_k [Hk, Hk, 2*dec] = folded linear_ck at each coarse scale, then
+     * logits [4, G, G] = classifier(relu(P_1 + sum_k up(P_k))). */
+    const int D2 = 2 * c->dec_dim;
+    float *P[3];
+    int Hk[3];
+    for (int s = 1; s < 4; s++) {
+        int64_t n = (int64_t)feat_h[s] * feat_h[s];
+        P[s - 1] = ck_alloc_f32(pl, n * D2, "decoder proj");
+        Hk[s - 1] = feat_h[s];
+        OP(f, linear, feat[s], n, feat_c[s], m->dec.scale_w[s], m->dec.scale_b[s], P[s - 1], D2, 0);
+        ck_release(pl, feat[s]);
+    }
+    float *logits = ck_alloc_f32(pl, 4 * (int64_t)G * G, "logits");
+    OP(f, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
+    for (int s = 0; s < 3; s++) ck_release(pl, P[s]);
+    ck_release(pl, feat[0]);
+    tap(f, "alpha_logits", logits, 3, 1, G, G);
+    tap(f, "fg_logits", logits + (int64_t)G * G, 3, 3, G, G);
+
+    /* ---- refiner ---------------------------------------------------------- */
+    /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]  (GreenFormer.forward) */
+    float *rin = ck_alloc_f32(pl, 7 * HW, "refiner input");
+    OP(f, refiner_input, x, logits, S, rin);
+    ck_release(pl, x);
+    tap(f, "coarse", rin + 3 * HW, 3, 4, S, S);
+
+    const int R = c->ref_dim, gr = c->ref_groups;
+    const ck_refiner_w *rw = &m->ref;
+    double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
+    float *ga = ck_alloc_f32(pl, R, "gn scale");
+    float *gb = ck_alloc_f32(pl, R, "gn shift");
+    /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
+    float *xr = ck_alloc_f32(pl, R * HW, "refiner x");
+    OP(f, zero_stats, stats, 2 * gr);
+    OP(f, conv3x3, rin, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
+    ck_release(pl, rin);
+    OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
+    OP(f, affine_relu, xr, R, HW, ga, gb);
+    /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
+    float *t = ck_alloc_f32(pl, R * HW, "refiner t");
+    for (int r = 0; r < 4; r++) {
+        int dil = 1 << r;
+        OP(f, zero_stats, stats, 2 * gr);
+        OP(f, conv3x3, xr, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
+        OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r], rw->gn_b[2 * r], ga, gb);
+        /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place */
+        OP(f, zero_stats, stats, 2 * gr);
+        OP(f, conv3x3, t, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
+        OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
+        OP(f, residual_affine_relu, xr, t, R, HW, ga, gb);
+    }
+    ck_release(pl, t);
+    ck_release(pl, stats);
+    ck_release(pl, ga);
+    ck_release(pl, gb);
+    /* final 1x1 conv, x10, x strength -> deltas [4, S, S] */
+    float *out = ck_alloc_f32(pl, 4 * HW, "output");
+    OP(f, pointwise_conv, xr, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);
+    ck_release(pl, xr);
+    tap(f, "deltas", out, 3, 4, S, S);
+    /* alpha, fg = sigmoid(up(logits) + deltas) */
+    OP(f, finalize, logits, S, out);
+    ck_release(pl, logits);
+    return out; /* lives until the next pass */
+}

@@ -1,0 +1,26 @@
+#ifndef CK_GREENFORMER_H
+#define CK_GREENFORMER_H
+
+#include "model/model.h"
+#include "model/ops.h"
+
+/* One forward pass. With ops == NULL nothing is computed: the pass only
+ * records its allocations (the planning run). */
+typedef struct ck_fwd {
+    const ckey_model *m;
+    const ck_ops *ops;
+    ck_backend *be;
+    ck_plan *plan;
+    int S;
+    const float *pos;     /* pos-embed on the S/4 grid, [(S/4)^2, E] */
+    float strength;       /* refiner strength */
+    ckey_tap_fn tap;
+    void *tap_user;
+} ck_fwd;
+
+/* Returns the [4, S, S] result (alpha, then fg) inside the arena. The first
+ * allocation of the pass is the [4, S, S] input buffer: x is read from it
+ * (callers write the input there before the pass). */
+float *ck_forward(const ck_fwd *f);
+
+#endif

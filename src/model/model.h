@@ -1,0 +1,113 @@
+/* GreenFormer: hyper-parameters, weights, and the forward pass written once
+ * against the backend op table (src/model/ops.h). */
+#ifndef CK_MODEL_H
+#define CK_MODEL_H
+
+#include <stdint.h>
+
+#include "ckey.h"
+#include "core/core.h"
+
+#define CK_MAX_STAGES 4
+#define CK_MAX_BLOCKS 64
+
+typedef struct ck_config {
+    int in_chans;                     /* 4: RGB + hint */
+    int embed_dim;                    /* 112 */
+    int head_dim;                     /* 56 */
+    int num_stages;                   /* 4 */
+    int stage_blocks[CK_MAX_STAGES];  /* 2, 3, 16, 3 */
+    int patch_kernel, patch_stride, patch_pad; /* 7, 4, 3 */
+    int mask_unit;                    /* 8: mask units are 8x8 tokens */
+    int q_pool;                       /* 3: stage transitions that pool q */
+    int mlp_ratio;                    /* 4 */
+    int pos_grid;                     /* 512: stored pos-embed grid side */
+    int dec_dim;                      /* 256 */
+    int ref_dim;                      /* 64 */
+    int ref_groups;                   /* 8 */
+} ck_config;
+
+/* Per-block facts derived from the config (timm Hiera.__init__). */
+typedef struct ck_block_info {
+    int dim, dim_out, heads;
+    int q_stride;      /* flattened: 4 where q is pooled, else 1 */
+    int window;        /* flat mask-unit size after pooling (q tokens per window) */
+    int mask_unit_attn;/* 1: attend within windows; 0: global */
+    int stage;         /* stage the block belongs to */
+    int stage_end;     /* 1 when a feature map is taken after this block */
+} ck_block_info;
+
+void ck_config_default(ck_config *c);
+int ck_config_num_blocks(const ck_config *c);
+void ck_config_blocks(const ck_config *c, ck_block_info *out /* [num_blocks] */);
+/* Validate S for this config: multiple of patch_stride * mask_unit (32). */
+ckey_status ck_config_check_size(const ck_config *c, int S, ckey_error *err);
+
+typedef struct ck_block_w {
+    const float *norm1_w, *norm1_b;   /* [dim] */
+    const float *proj_w, *proj_b;     /* [dim_out, dim], [dim_out]; NULL when dim == dim_out */
+    const float *qkv_w, *qkv_b;       /* [3*dim_out, dim], [3*dim_out] */
+    const float *attn_proj_w, *attn_proj_b; /* [dim_out, dim_out] */
+    const float *norm2_w, *norm2_b;   /* [dim_out] */
+    const float *fc1_w, *fc1_b;       /* [4*dim_out, dim_out] */
+    const float *fc2_w, *fc2_b;       /* [dim_out, 4*dim_out] */
+} ck_block_w;
+
+/* Both decoder heads folded into one: the 1024-channel concatenation is a
+ * sum of four projected, upsampled terms, so linear_fuse and BatchNorm fold
+ * into each scale's linear layer at load (see load.c). */
+typedef struct ck_decoder_w {
+    float *scale_w[4];   /* [2*dec_dim, C_k]: alpha rows then fg rows */
+    float *scale_b[4];   /* [2*dec_dim]; scale 0 also carries the BN shift */
+    float *cls_w;        /* [4, 2*dec_dim], block diagonal: alpha 1 row, fg 3 rows */
+    float *cls_b;        /* [4] */
+} ck_decoder_w;
+
+typedef struct ck_refiner_w {
+    const float *stem_w, *stem_b;     /* [ref_dim, 7, 3, 3], [ref_dim] */
+    const float *stem_gn_w, *stem_gn_b;
+    const float *conv_w[8], *conv_b[8]; /* res1.conv1, res1.conv2, res2.conv1, ... [ref_dim, ref_dim, 3, 3] */
+    const float *gn_w[8], *gn_b[8];
+    const float *final_w, *final_b;   /* [4, ref_dim], [4] */
+} ck_refiner_w;
+
+struct ckey_model {
+    ck_config cfg;
+    char *source;             /* path it was loaded from */
+    float *store;             /* every weight, float32, one allocation */
+    size_t store_floats;
+    float *dec_raw;           /* the decoders as stored, before folding (for convert) */
+    int64_t num_params;       /* as stored in the checkpoint */
+    const float *patch_w, *patch_b; /* [embed, in_chans, k, k], [embed] */
+    const float *pos_embed;   /* [pos_grid*pos_grid, embed] */
+    ck_block_w blocks[CK_MAX_BLOCKS];
+    ck_decoder_w dec;
+    ck_refiner_w ref;
+};
+
+/* Build a model from a tensor lookup (checkpoint or synthetic generator). */
+typedef struct ck_tensor_source ck_tensor_source;
+struct ck_tensor_source {
+    void *user;
+    const char *label;
+    /* Copy tensor `name` as dense float32 into dst (numel floats) after
+     * checking its shape. Returns CKEY_ERR_MODEL when absent/misshapen. */
+    ckey_status (*read)(void *user, const char *name, const int64_t *shape, int ndim,
+                        float *dst, ckey_error *err);
+};
+
+ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ckey_model **out,
+                           ckey_error *err);
+
+/* Full-size model with the seeded synthetic weights of docs/synthetic-weights.md. */
+ckey_status ck_model_synthetic(const ck_config *cfg, ckey_model **out, ckey_error *err);
+/* Value of the synthetic generator for (key, flat index). */
+float ck_synth_value(const char *key, int ndim, const int64_t *shape, uint64_t index);
+/* Synthetic model input x [4, S, S]. */
+void ck_synth_input(int S, float *x);
+
+/* pos-embed bicubic resize (PyTorch F.interpolate bicubic, align_corners=False,
+ * A = -0.75): src [gs*gs, C] token-major -> dst [gd*gd, C]. */
+void ck_pos_embed_resize(const float *src, int gs, int C, float *dst, int gd);
+
+#endif

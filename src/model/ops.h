@@ -1,0 +1,93 @@
+/* The backend op table. src/model/greenformer.c calls these in order; a
+ * backend (src/cpu, src/cuda) fills the table. Pointers are backend memory
+ * (host for CPU, device for CUDA) carved from the session arena by the
+ * planner. All tensors are float32 and densely packed:
+ *   tokens   [N, C]        token-major, in Hiera's unrolled order
+ *   features [H, W, C]     spatial, channels last (NHWC without the batch)
+ *   images   [C, H, W]     channel-major (the model input, refiner maps)
+ * The planning pass runs the same sequence with no table at all. */
+#ifndef CK_OPS_H
+#define CK_OPS_H
+
+#include "model/model.h"
+
+typedef struct ck_backend ck_backend; /* backend-private state (pool, scratch, ...) */
+
+typedef struct ck_ops {
+    /* x [4, S, S] -> tokens [(S/4)^2, E] in unrolled order (k strides):
+     * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). */
+    void (*patch_embed)(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos,
+                        int unroll_k, float *tokens);
+
+    /* The attention half of a mask-unit block, window by window:
+     * xo = (expand ? maxpool_q(proj(norm1(x))) : x) + attn.proj(attn(norm1(x))).
+     * x [N, dim]; xo [N / q_stride, dim_out] (xo == x when dim == dim_out). */
+    void (*mask_unit_attention)(ck_backend *be, const ck_block_info *bi, const ck_block_w *w,
+                                const float *x, int64_t N, float *xo);
+
+    /* y [N, C] = layernorm(x) (eps 1e-6). */
+    void (*layernorm)(ck_backend *be, const float *x, int64_t N, int C, const float *g,
+                      const float *b, float *y);
+
+    /* y [N, out] (+)= x [N, in] . W^T + b   (W [out, in], PyTorch layout). */
+    void (*linear)(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
+                   float *y, int out, int accumulate);
+
+    /* y [N/qs, out] = max over s of (x [s*N/qs + n] . W^T + b). */
+    void (*linear_maxpool)(ck_backend *be, const float *x, int64_t N, int in, const float *W,
+                           const float *b, float *y, int out, int qs);
+
+    /* Global attention over all tokens, q max-pooled by qs, heads of head_dim:
+     * qkv [N, 3*D] (q | k | v, head-major inside each); out [N/qs, D]. */
+    void (*attention)(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs,
+                      float *out);
+
+    /* x [N, C] += fc2(gelu(fc1(norm2(x)))), token chunk by chunk. */
+    void (*mlp)(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden);
+
+    /* tokens [H*W, C] in unrolled order with k strides -> feat [H, W, C]. */
+    void (*reroll)(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat);
+
+    /* Both decoders at S/4 = H1: logits [4, H1, H1] = cls(relu(P1 + sum_k up(Pk))) + cls_b
+     * where P1 = c1 . W1^T + b1 and Pk [Hk, Hk, 2*dec] are the projected
+     * coarser scales (computed with linear). */
+    void (*decoder_fuse)(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
+                         const float *const P[3], const int Hk[3], float *logits);
+
+    /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]. */
+    void (*refiner_input)(ck_backend *be, const float *x, const float *logits, int S, float *rin);
+
+    /* 3x3 conv, padding = dilation, on a [Cin, S, S] map: out [Cout, S, S].
+     * When in_a/in_b are given, each input value v is read as relu(a*v + b)
+     * (a pending GroupNorm + ReLU; zero padding stays zero). Accumulates
+     * per-group sum and sum of squares of the output into stats [groups][2].
+     * out may equal in: then rows are written back band by band once no
+     * later row needs them. */
+    void (*conv3x3)(ck_backend *be, const float *in, int Cin, int S, int dil, const float *W,
+                    const float *bias, const float *in_a, const float *in_b, float *out, int Cout,
+                    int groups, double *stats);
+
+    /* x = relu(a*x + b) per channel, [C, S*S]. */
+    void (*affine_relu)(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b);
+
+    /* x = relu(x + a*y + b) per channel. */
+    void (*residual_affine_relu)(ck_backend *be, float *x, const float *y, int C, int64_t HW,
+                                 const float *a, const float *b);
+
+    /* out [4, S, S] = mult * (final_w . x + final_b), x [C, S, S]. */
+    void (*pointwise_conv)(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
+                           const float *b, float mult, float *out, int Cout);
+
+    /* out [4, S, S] = sigmoid(up(logits [4, S/4, S/4]) + out). */
+    void (*finalize)(ck_backend *be, const float *logits, int S, float *out);
+
+    /* Per-channel GroupNorm affine from accumulated stats: a = g / sqrt(var + eps),
+     * b = beta - mean * a, over count = (C/groups) * HW values per group. */
+    void (*groupnorm_affine)(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
+                             const float *gamma, const float *beta, float *a, float *b);
+
+    /* zero n doubles (stats accumulators). */
+    void (*zero_stats)(ck_backend *be, double *stats, int n);
+} ck_ops;
+
+#endif

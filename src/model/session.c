@@ -1,0 +1,239 @@
+/* Sessions: plan once (the forward pass on no backend), size one arena,
+ * then run frames with no allocation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu/cpu.h"
+#include "model/greenformer.h"
+
+struct ckey_session {
+    const ckey_model *m;
+    ckey_session_options opt;
+    ck_pool *pool;
+    ck_backend be;
+    ck_plan *plan;
+    void *arena;
+    float *pos_resized;   /* NULL when S / 4 == the stored grid */
+    size_t scratch_bytes;
+    ckey_memory_plan mp;
+    ckey_tap_fn tap;
+    void *tap_user;
+};
+
+void ckey_session_options_default(ckey_session_options *o) {
+    memset(o, 0, sizeof *o);
+    o->size = 2048;
+    o->threads = 0;
+    o->device = CKEY_DEVICE_CPU;
+    o->refiner_strength = 1.0f;
+}
+
+const char *ckey_version(void) {
+#ifdef CK_HAVE_OPENBLAS
+    return "0.1.0 (cpu: openblas; cuda: no)";
+#else
+    return "0.1.0 (cpu: builtin gemm; cuda: no)";
+#endif
+}
+
+ckey_status ckey_model_get_info(const ckey_model *m, ckey_model_info *info) {
+    if (!m || !info) return CKEY_ERR_INVALID_ARG;
+    memset(info, 0, sizeof *info);
+    const ck_config *c = &m->cfg;
+    info->embed_dim = c->embed_dim;
+    info->head_dim = c->head_dim;
+    info->num_blocks = ck_config_num_blocks(c);
+    info->num_stages = c->num_stages;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    for (int i = 0, s = 0; i < info->num_blocks; i++) {
+        if (bi[i].stage_end) {
+            info->stage_dims[s] = bi[i].dim_out;
+            info->stage_heads[s] = bi[i].heads;
+            s++;
+        }
+    }
+    for (int s = 0; s < 4; s++) info->stage_blocks[s] = c->stage_blocks[s];
+    info->decoder_dim = c->dec_dim;
+    info->refiner_dim = c->ref_dim;
+    info->refiner_groups = c->ref_groups;
+    info->pos_embed_grid = c->pos_grid;
+    info->native_size = c->pos_grid * c->patch_stride;
+    info->num_params = m->num_params;
+    return CKEY_OK;
+}
+
+static ckey_status check_options(const ckey_model *m, const ckey_session_options *o, ckey_error *err) {
+    ckey_status st = ck_config_check_size(&m->cfg, o->size, err);
+    if (st) return st;
+    if (o->threads < 0 || o->threads > 1024)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "threads %d: must be 0 (all cores) to 1024", o->threads);
+    if (o->device != CKEY_DEVICE_CPU)
+        return ck_fail(err, CKEY_ERR_DEVICE, "device %d: this build of ckey has no CUDA backend", (int)o->device);
+    if (!(o->refiner_strength >= 0.0f && o->refiner_strength <= 100.0f))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
+                       (double)o->refiner_strength);
+    if (o->memory_budget < 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "memory budget must not be negative");
+    return CKEY_OK;
+}
+
+static int resolve_threads(int t) {
+    if (t > 0) return t;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+/* Record the pass: the CPU scratch first (lives throughout), then the
+ * forward's own buffers. */
+static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, int threads, ck_plan *plan,
+                             size_t *scratch_bytes, ckey_error *err) {
+    size_t per_thread, shared;
+    ck_cpu_scratch_floats(&m->cfg, o->size, &per_thread, &shared);
+    *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
+    ck_plan_begin_record(plan);
+    ck_alloc(plan, *scratch_bytes, "cpu scratch");
+    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL};
+    ck_forward(&f);
+    return ck_plan_finish(plan, err);
+}
+
+static size_t pos_bytes(const ckey_model *m, int S) {
+    int g = S / m->cfg.patch_stride;
+    return g == m->cfg.pos_grid ? 0 : (size_t)g * g * m->cfg.embed_dim * sizeof(float);
+}
+
+static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ckey_memory_plan *mp) {
+    memset(mp, 0, sizeof *mp);
+    mp->weight_bytes = (int64_t)(m->store_floats * sizeof(float) + pos_bytes(m, S));
+    mp->arena_bytes = (int64_t)ck_plan_arena_bytes(plan);
+    mp->scratch_bytes = (int64_t)scratch;
+    mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
+    mp->num_buffers = ck_plan_num_buffers(plan);
+    mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
+}
+
+ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt, ckey_memory_plan *mp,
+                             ckey_error *err) {
+    if (!m || !mp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory: NULL argument");
+    ckey_session_options o;
+    if (opt) o = *opt; else ckey_session_options_default(&o);
+    ckey_status st = check_options(m, &o, err);
+    if (st) return st;
+    ck_plan *plan;
+    if ((st = ck_plan_create(&plan, err))) return st;
+    size_t scratch;
+    st = plan_pass(m, &o, resolve_threads(o.threads), plan, &scratch, err);
+    if (!st) fill_plan(m, plan, scratch, o.size, mp);
+    ck_plan_free(plan);
+    return st;
+}
+
+ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options *opt, ckey_session **out,
+                                ckey_error *err) {
+    if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
+    *out = NULL;
+    if (!m) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: model is NULL");
+    ckey_session *s = calloc(1, sizeof *s);
+    if (!s) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    s->m = m;
+    if (opt) s->opt = *opt; else ckey_session_options_default(&s->opt);
+    ckey_status st = check_options(m, &s->opt, err);
+    int threads = resolve_threads(s->opt.threads);
+    if (!st) st = ck_plan_create(&s->plan, err);
+    if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, err);
+    if (!st) {
+        fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, &s->mp);
+        if (s->opt.memory_budget > 0 && s->mp.peak_bytes > s->opt.memory_budget)
+            st = ck_fail(err, CKEY_ERR_BUDGET,
+                         "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
+                         s->opt.size, s->mp.peak_bytes / 1048576.0, s->mp.weight_bytes / 1048576.0,
+                         s->mp.arena_bytes / 1048576.0, s->opt.memory_budget / 1048576.0);
+    }
+    if (!st) st = ck_pool_create(threads, &s->pool, err);
+    if (!st) {
+        s->arena = aligned_alloc(64, (ck_plan_arena_bytes(s->plan) + 63) / 64 * 64);
+        size_t pb = pos_bytes(m, s->opt.size);
+        if (pb) s->pos_resized = malloc(pb);
+        if (!s->arena || (pb && !s->pos_resized))
+            st = ck_fail(err, CKEY_ERR_NOMEM, "size %d: could not allocate the %.1f MiB arena", s->opt.size,
+                         ck_plan_arena_bytes(s->plan) / 1048576.0);
+    }
+    if (!st) {
+        if (s->pos_resized)
+            ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, m->cfg.embed_dim, s->pos_resized,
+                                s->opt.size / m->cfg.patch_stride);
+        size_t per_thread, shared;
+        ck_cpu_scratch_floats(&m->cfg, s->opt.size, &per_thread, &shared);
+        s->be.pool = s->pool;
+        s->be.threads = ck_pool_size(s->pool);
+        s->be.per_thread = per_thread;
+        ck_plan_begin_execute(s->plan, s->arena);
+        s->be.scratch = ck_plan_buffer(s->plan, 0);
+        s->be.shared = s->be.scratch + (size_t)s->be.threads * per_thread;
+        s->be.shared_floats = shared;
+    }
+    if (st) {
+        ckey_session_free(s);
+        return st;
+    }
+    *out = s;
+    return CKEY_OK;
+}
+
+void ckey_session_free(ckey_session *s) {
+    if (!s) return;
+    ck_pool_free(s->pool);
+    ck_plan_free(s->plan);
+    free(s->arena);
+    free(s->pos_resized);
+    free(s);
+}
+
+ckey_status ckey_session_get_plan(const ckey_session *s, ckey_memory_plan *plan) {
+    if (!s || !plan) return CKEY_ERR_INVALID_ARG;
+    *plan = s->mp;
+    return CKEY_OK;
+}
+
+void ckey_session_set_tap(ckey_session *s, ckey_tap_fn fn, void *user) {
+    if (!s) return;
+    s->tap = fn;
+    s->tap_user = user;
+}
+
+int32_t ckey_session_size(const ckey_session *s) { return s ? s->opt.size : 0; }
+
+/* The input buffer is the plan's second buffer (after the scratch). */
+float *ck_session_input(ckey_session *s) {
+    ck_plan_begin_execute(s->plan, s->arena);
+    return ck_plan_buffer(s->plan, 1);
+}
+
+ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
+    double t0 = ck_now();
+    ck_plan_begin_execute(s->plan, s->arena);
+    void *scratch = ck_alloc(s->plan, s->scratch_bytes, "cpu scratch");
+    if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
+    ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
+                s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap, s->tap_user};
+    float *res = ck_forward(&f);
+    if (!ck_plan_replay_complete(s->plan) || !res)
+        return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
+    const int64_t HW = (int64_t)s->opt.size * s->opt.size;
+    if (out) {
+        out->alpha = res;
+        out->fg = res + HW;
+        out->seconds = ck_now() - t0;
+    }
+    return CKEY_OK;
+}
+
+ckey_status ckey_session_forward(ckey_session *s, const float *input, ckey_forward_result *out,
+                                 ckey_error *err) {
+    if (!s || !input) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_forward: NULL argument");
+    float *x = ck_session_input(s);
+    if (x != input) memcpy(x, input, (size_t)4 * s->opt.size * s->opt.size * sizeof(float));
+    return ck_session_run(s, out, err);
+}

@@ -1,0 +1,72 @@
+/* Minimal test harness: each tests/test-*.c defines TEST(name) cases and a
+ * main() that calls ck_test_main(). A binary exits 0 when all its cases pass,
+ * 1 when any fails, 77 when every case was skipped (the runner counts that as
+ * skipped, never as passed). */
+#ifndef CK_TESTUTIL_H
+#define CK_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct ck_test_case {
+    const char *name;
+    void (*fn)(void);
+} ck_test_case;
+
+/* Per-case state, reset before each case. */
+extern int ck_test_failed;
+extern int ck_test_skipped;
+
+#define CHECK(cond)                                                                 \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);       \
+            ck_test_failed = 1;                                                     \
+        }                                                                           \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                           \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fputc('\n', stderr);                                                    \
+            ck_test_failed = 1;                                                     \
+        }                                                                           \
+    } while (0)
+
+/* Fail and leave the current case. */
+#define REQUIRE(cond)                                                               \
+    do {                                                                            \
+        if (!(cond)) {                                                              \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);       \
+            ck_test_failed = 1;                                                     \
+            return;                                                                 \
+        }                                                                           \
+    } while (0)
+
+#define SKIP(...)                                                                   \
+    do {                                                                            \
+        printf("  skip: ");                                                         \
+        printf(__VA_ARGS__);                                                        \
+        printf("\n");                                                               \
+        ck_test_skipped = 1;                                                        \
+        return;                                                                     \
+    } while (0)
+
+/* Compare two float arrays; prints "name: max abs err X, mean abs err Y (n)"
+ * and returns the max abs error. NaN anywhere counts as an infinite error. */
+double ck_compare(const char *name, const float *got, const float *want, size_t n,
+                  double *mean_out);
+
+/* Run the cases; returns the process exit code. */
+int ck_test_main(const ck_test_case *cases, int n, int argc, char **argv);
+
+/* Read a whole file (malloc'd; caller frees). NULL on failure. */
+unsigned char *ck_read_file(const char *path, size_t *size);
+
+/* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
+const char *ck_fixtures_dir(void);
+
+#endif
