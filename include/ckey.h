@@ -182,6 +182,62 @@ int64_t ckey_session_max_plate_pixels(const ckey_session *s);
 /* Library version string, e.g. "0.1.0 (cpu: openblas; cuda: no)". */
 const char *ckey_version(void);
 
+/* ================================================================ images
+ * PNG reading and writing, so that programs using only this header (the ckey
+ * CLI) can load plates and hints and save mattes. Present when libckey is
+ * built with libpng (CK_HAVE_PNG); otherwise the calls fail with
+ * CKEY_ERR_UNSUPPORTED.
+ */
+
+/* Limits checked from the PNG header before anything is allocated. */
+#define CKEY_IMAGE_MAX_SIDE 32768
+#define CKEY_IMAGE_MAX_PIXELS ((int64_t)1 << 28)
+
+typedef enum ckey_image_kind {
+    /* 3 channels: gray is replicated, palettes expanded, alpha dropped. */
+    CKEY_IMAGE_RGB = 0,
+    /*
+     * 1 channel, for alpha hints: the alpha channel (or palette/tRNS
+     * transparency) when the file has one that is not entirely opaque;
+     * otherwise gray, or for color files the blue channel -- the channel the
+     * official reader takes (OpenCV's channel 0 of BGR). For the usual
+     * black/white hint all color channels agree anyway.
+     */
+    CKEY_IMAGE_HINT = 1
+} ckey_image_kind;
+
+typedef struct ckey_image {
+    int32_t width, height;
+    int32_t channels;   /* 3 for CKEY_IMAGE_RGB, 1 for CKEY_IMAGE_HINT */
+    int32_t bit_depth;  /* bits per sample in the file: 1, 2, 4, 8 or 16 */
+    int32_t has_alpha;  /* the file carries alpha (channel or tRNS) */
+    float *data;        /* [channels, height, width], uint8/255 or uint16/65535; owned */
+} ckey_image;
+
+/*
+ * Read an 8- or 16-bit PNG of any color type (gray, gray+alpha, RGB, RGBA,
+ * palette; interlaced or not). On failure `out` is left empty and the message
+ * names the file and the problem ("plate.png: not a PNG file",
+ * "plate.png: truncated", "plate.png: 40000 x 40000 exceeds the 32768-pixel
+ * side limit").
+ */
+ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_image *out,
+                                ckey_error *err);
+
+/* Free the pixels and zero the struct; NULL and empty images are fine. */
+void ckey_image_free(ckey_image *img);
+
+/*
+ * Write `data` ([channels, height, width], values clamped to [0, 1], NaN as
+ * 0, rounded to nearest) as a PNG: channels 1 (gray), 3 (RGB) or 4 (RGBA);
+ * bit_depth 8 or 16. The file is written to "<path>.tmp", flushed to disk and
+ * renamed over `path`, so `path` never names a partly written file; on failure
+ * the temporary file is removed.
+ */
+ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
+                                 int32_t width, int32_t height, int32_t bit_depth,
+                                 ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif
