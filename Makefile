@@ -19,8 +19,8 @@ ifeq ($(BLAS),openblas)
     BLAS_INC := -I$(BLAS_PREFIX)/include
     BLAS_LIB := -L$(BLAS_PREFIX)/lib -Wl,-rpath,$(abspath $(BLAS_PREFIX)/lib) -lopenblas
   else
-    BLAS_INC := -I/usr/include/$(MULTIARCH)/openblas-serial
-    BLAS_LIB := -L/usr/lib/$(MULTIARCH)/openblas-serial -Wl,-rpath,/usr/lib/$(MULTIARCH)/openblas-serial -lopenblas
+    BLAS_INC := -I/usr/include/$(MULTIARCH)/openblas-pthread
+    BLAS_LIB := -L/usr/lib/$(MULTIARCH)/openblas-pthread -Wl,-rpath,/usr/lib/$(MULTIARCH)/openblas-pthread -lopenblas
   endif
   BASEFLAGS += -DCK_HAVE_OPENBLAS=1 $(BLAS_INC)
   LIBS += $(BLAS_LIB)

@@ -6,7 +6,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "model/model.h"
+#include "model/greenformer.h"
+#include "model/session.h"
 
 static double peak_rss_mib(void) {
     struct rusage ru;
@@ -56,6 +57,8 @@ int main(int argc, char **argv) {
     double t_session = ck_now() - t0;
     float *x = malloc((size_t)4 * S * S * sizeof(float));
     ck_synth_input(S, x);
+    double prof[CK_PROF_COUNT] = {0};
+    ck_session_set_profile(s, prof);
     ckey_forward_result r;
     double best = 1e30, sum = 0;
     for (int i = 0; i < runs + 1; i++) {
@@ -63,11 +66,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench: %s\n", err.message);
             return 1;
         }
-        if (i == 0) continue; /* warm-up */
+        if (i == 0) {
+            memset(prof, 0, sizeof prof); /* warm-up */
+            continue;
+        }
         sum += r.seconds;
         if (r.seconds < best) best = r.seconds;
         fprintf(stderr, "  run %d: %.3f s\n", i, r.seconds);
     }
+    for (int k = 0; k < CK_PROF_COUNT; k++)
+        fprintf(stderr, "  %-22s %8.3f s/frame\n", ck_prof_names[k], runs ? prof[k] / runs : 0);
     double chk = 0;
     for (int64_t i = 0; i < (int64_t)S * S; i++) chk += r.alpha[i];
     ckey_memory_plan mp;

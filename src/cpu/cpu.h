@@ -24,6 +24,9 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* Make the GEMM library single-threaded per call (our pool parallelizes). */
+void ck_gemm_init(void);
+
 /* exp(x) for x <= 88 (vectorizable, ~1 ulp); in place over n values. */
 void ck_vexp(float *x, int64_t n);
 

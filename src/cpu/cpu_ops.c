@@ -9,7 +9,7 @@
 #define VEC __attribute__((target_clones("avx512f", "avx2", "default")))
 
 enum {
-    LIN_ROWS = 128,  /* rows per linear tile */
+    LIN_ROWS = 256,  /* rows per linear tile */
     MLP_ROWS = 64,   /* tokens per MLP chunk */
     ATT_BQ = 64,     /* query rows per attention item */
     ATT_BK = 512,    /* keys per online-softmax step */

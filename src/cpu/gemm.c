@@ -1,11 +1,23 @@
-/* GEMM entry point: OpenBLAS (serial build: our threads own the parallelism)
- * or, where the build has no BLAS, a plain blocked fallback. */
+/* GEMM entry point: OpenBLAS or, where the build has no BLAS, a plain
+ * blocked fallback.
+ *
+ * Our thread pool owns the parallelism: each worker multiplies its own tiles
+ * with a single-threaded GEMM. Debian's *serial* OpenBLAS is not safe to call
+ * from several threads at once (its buffer pool has no lock: a stress test
+ * gave ~2% wrong products), so ckey links the pthread build, which locks
+ * its buffers, and asks it for one thread per call (ck_gemm_init). That
+ * setting is OpenBLAS's own process-wide knob; documented in
+ * docs/architecture.md. */
 #include <string.h>
 
 #include "cpu/cpu.h"
 
 #ifdef CK_HAVE_OPENBLAS
 #include <cblas.h>
+
+void ck_gemm_init(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
 
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -15,6 +27,8 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 }
 
 #else
+
+void ck_gemm_init(void) {}
 
 /* Fallback: correct and cache-blocked, several times slower than OpenBLAS. */
 __attribute__((target_clones("avx512f", "avx2", "default")))

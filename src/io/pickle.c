@@ -425,7 +425,7 @@ static ckey_status need(pk_vm *vm, size_t n) {
 }
 
 static ckey_status memo_put(pk_vm *vm, uint64_t idx) {
-    uint32_t v;
+    uint32_t v = 0;
     ckey_status st = top(vm, &v);
     if (st) return st;
     if (idx >= CK_PICKLE_MAX_MEMO)
@@ -456,7 +456,7 @@ static ckey_status push_str(pk_vm *vm, uint64_t n) {
     if (n > CK_PICKLE_MAX_STRING)
         return vm_fail(vm, CKEY_ERR_UNSUPPORTED, "string of %llu bytes is over the limit of %u",
                        (unsigned long long)n, CK_PICKLE_MAX_STRING);
-    uint32_t o;
+    uint32_t o = 0;
     ckey_status st = new_obj(vm, PK_STR, &o);
     if (st) return st;
     vm->objs[o].u.s.p = (const char *)vm->p + vm->pos;
@@ -466,7 +466,7 @@ static ckey_status push_str(pk_vm *vm, uint64_t n) {
 }
 
 static ckey_status push_int(pk_vm *vm, int64_t v) {
-    uint32_t o;
+    uint32_t o = 0;
     ckey_status st = new_obj(vm, PK_INT, &o);
     if (st) return st;
     vm->objs[o].u.i = v;
@@ -512,8 +512,8 @@ static ckey_status run(pk_vm *vm, uint32_t *result) {
         vm->op_pos = vm->pos;
         vm->op = vm->p[vm->pos++];
         const uint8_t *arg = vm->p + vm->pos;
-        uint32_t a, b, c, o;
-        size_t start;
+        uint32_t a = 0, b = 0, c = 0, o = 0;
+        size_t start = 0;
         switch (vm->op) {
         case OP_PROTO:
             if ((st = need(vm, 1))) return st;
@@ -645,8 +645,8 @@ static ckey_status run(pk_vm *vm, uint32_t *result) {
             break;
         }
         case OP_GLOBAL: {
-            const char *mod, *name;
-            size_t ml, nl;
+            const char *mod = NULL, *name = NULL;
+            size_t ml = 0, nl = 0;
             if ((st = read_line(vm, &mod, &ml)) || (st = read_line(vm, &name, &nl))) return st;
             if ((st = resolve_global(vm, mod, ml, name, nl, &o))) return st;
             if ((st = push(vm, o))) return st;
@@ -830,7 +830,7 @@ ckey_status ck_pickle_load_state_dict(const uint8_t *pkl, size_t len, const char
                                       ck_tensor_table *out, ckey_error *err) {
     pk_vm vm = {.p = pkl, .len = len, .label = label, .err = err, .storage = storage,
                 .storage_ctx = ctx};
-    uint32_t o, result = 0;
+    uint32_t o = 0, result = 0;
     ckey_status st = CKEY_OK;
     /* Shared None, False, True at indexes 0, 1, 2. */
     if ((st = new_obj(&vm, PK_NONE, &o)) || (st = new_obj(&vm, PK_BOOL, &o)) ||

@@ -5,10 +5,20 @@
  * GreenFormer.forward). */
 #include "model/greenformer.h"
 
-#define OP(f, name, ...)                                   \
-    do {                                                   \
-        if ((f)->ops) (f)->ops->name((f)->be, __VA_ARGS__); \
+const char *const ck_prof_names[CK_PROF_COUNT] = {
+    "patch_embed", "mask_unit_attention", "layernorm", "linear", "linear_maxpool", "global_attention",
+    "mlp", "reroll", "decoder", "refiner_conv", "refiner_other"};
+
+/* Call an op of the backend (nothing during the planning pass). */
+#define OPP(f, bucket, name, ...)                                      \
+    do {                                                               \
+        if ((f)->ops) {                                                \
+            double t0_ = (f)->prof ? ck_now() : 0;                     \
+            (f)->ops->name((f)->be, __VA_ARGS__);                      \
+            if ((f)->prof) (f)->prof[bucket] += ck_now() - t0_;        \
+        }                                                              \
     } while (0)
+#define OP(f, name, ...) OPP(f, CK_PROF_REFINER_OTHER, name, __VA_ARGS__)
 
 static void tap(const ck_fwd *f, const char *name, const float *data, int ndim, int64_t d0, int64_t d1,
                 int64_t d2) {
@@ -34,7 +44,7 @@ float *ck_forward(const ck_fwd *f) {
     int64_t N = (int64_t)G * G;
     int H = G;
     float *tok = ck_alloc_f32(pl, N * E, "tokens");
-    OP(f, patch_embed, m, x, S, f->pos, k, tok);
+    OPP(f, CK_PROF_PATCH, patch_embed, m, x, S, f->pos, k, tok);
 
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -49,21 +59,21 @@ float *ck_forward(const ck_fwd *f) {
         float *xo = b->dim != Do ? ck_alloc_f32(pl, Nout * Do, "tokens") : tok;
         if (b->mask_unit_attn) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
-            OP(f, mask_unit_attention, b, w, tok, N, xo);
+            OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
         } else {
             /* xn = norm1(x); x = maxpool(proj(xn)) if expanding */
             float *xn = ck_alloc_f32(pl, N * b->dim, "norm1");
-            OP(f, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
-            if (xo != tok) OP(f, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
+            OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
+            if (xo != tok) OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
             float *qkv = ck_alloc_f32(pl, N * 3 * Do, "qkv");
-            OP(f, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
+            OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
             ck_release(pl, xn);
             float *att = ck_alloc_f32(pl, Nout * Do, "attention");
-            OP(f, attention, qkv, N, Do, b->heads, b->q_stride, att);
+            OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
             ck_release(pl, qkv);
             /* x = x + attn.proj(att) */
-            OP(f, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
+            OPP(f, CK_PROF_LINEAR, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
             ck_release(pl, att);
         }
         if (xo != tok) {
@@ -76,11 +86,11 @@ float *ck_forward(const ck_fwd *f) {
         }
         N = Nout;
         /* x = x + mlp(norm2(x)) */
-        OP(f, mlp, tok, N, Do, w, Do * c->mlp_ratio);
+        OPP(f, CK_PROF_MLP, mlp, tok, N, Do, w, Do * c->mlp_ratio);
         if (b->stage_end && nf < 4) {
             /* Reroll: feature map [H, H, Do] in spatial order */
             float *fm = ck_alloc_f32(pl, N * Do, "feature");
-            OP(f, reroll, tok, H, H, k, Do, fm);
+            OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
             tap(f, names[nf], fm, 3, H, H, Do);
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
@@ -98,11 +108,11 @@ float *ck_forward(const ck_fwd *f) {
         int64_t n = (int64_t)feat_h[s] * feat_h[s];
         P[s - 1] = ck_alloc_f32(pl, n * D2, "decoder proj");
         Hk[s - 1] = feat_h[s];
-        OP(f, linear, feat[s], n, feat_c[s], m->dec.scale_w[s], m->dec.scale_b[s], P[s - 1], D2, 0);
+        OPP(f, CK_PROF_DECODER, linear, feat[s], n, feat_c[s], m->dec.scale_w[s], m->dec.scale_b[s], P[s - 1], D2, 0);
         ck_release(pl, feat[s]);
     }
     float *logits = ck_alloc_f32(pl, 4 * (int64_t)G * G, "logits");
-    OP(f, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
+    OPP(f, CK_PROF_DECODER, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
     for (int s = 0; s < 3; s++) ck_release(pl, P[s]);
     ck_release(pl, feat[0]);
     tap(f, "alpha_logits", logits, 3, 1, G, G);
@@ -123,7 +133,7 @@ float *ck_forward(const ck_fwd *f) {
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
     float *xr = ck_alloc_f32(pl, R * HW, "refiner x");
     OP(f, zero_stats, stats, 2 * gr);
-    OP(f, conv3x3, rin, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
+    OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     ck_release(pl, rin);
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
     OP(f, affine_relu, xr, R, HW, ga, gb);
@@ -132,11 +142,11 @@ float *ck_forward(const ck_fwd *f) {
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
-        OP(f, conv3x3, xr, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r], rw->gn_b[2 * r], ga, gb);
         /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place */
         OP(f, zero_stats, stats, 2 * gr);
-        OP(f, conv3x3, t, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
         OP(f, residual_affine_relu, xr, t, R, HW, ga, gb);
     }

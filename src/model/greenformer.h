@@ -16,7 +16,14 @@ typedef struct ck_fwd {
     float strength;       /* refiner strength */
     ckey_tap_fn tap;
     void *tap_user;
+    double *prof;         /* optional: seconds per op kind, [CK_PROF_COUNT] */
 } ck_fwd;
+
+/* Profile buckets (wall time of each op kind, summed over the pass). */
+enum { CK_PROF_PATCH, CK_PROF_MU_ATTN, CK_PROF_LAYERNORM, CK_PROF_LINEAR, CK_PROF_POOL_LINEAR,
+       CK_PROF_ATTENTION, CK_PROF_MLP, CK_PROF_REROLL, CK_PROF_DECODER, CK_PROF_REFINER_CONV,
+       CK_PROF_REFINER_OTHER, CK_PROF_COUNT };
+extern const char *const ck_prof_names[CK_PROF_COUNT];
 
 /* Returns the [4, S, S] result (alpha, then fg) inside the arena. The first
  * allocation of the pass is the [4, S, S] input buffer: x is read from it

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include "cpu/cpu.h"
+#include "model/session.h"
 #include "model/greenformer.h"
+#include "pipeline/pipeline.h"
 
 struct ckey_session {
     const ckey_model *m;
@@ -20,7 +22,12 @@ struct ckey_session {
     ckey_memory_plan mp;
     ckey_tap_fn tap;
     void *tap_user;
+    double *prof;
+    float *pipe;          /* pre/post-processing scratch, grown to the largest plate seen */
+    size_t pipe_floats;
 };
+
+void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
 
 void ckey_session_options_default(ckey_session_options *o) {
     memset(o, 0, sizeof *o);
@@ -94,7 +101,7 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
     *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
     ck_plan_begin_record(plan);
     ck_alloc(plan, *scratch_bytes, "cpu scratch");
-    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL};
+    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL};
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
@@ -151,7 +158,10 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
                          s->opt.size, s->mp.peak_bytes / 1048576.0, s->mp.weight_bytes / 1048576.0,
                          s->mp.arena_bytes / 1048576.0, s->opt.memory_budget / 1048576.0);
     }
-    if (!st) st = ck_pool_create(threads, &s->pool, err);
+    if (!st) {
+        ck_gemm_init();
+        st = ck_pool_create(threads, &s->pool, err);
+    }
     if (!st) {
         s->arena = aligned_alloc(64, (ck_plan_arena_bytes(s->plan) + 63) / 64 * 64);
         size_t pb = pos_bytes(m, s->opt.size);
@@ -188,6 +198,7 @@ void ckey_session_free(ckey_session *s) {
     ck_plan_free(s->plan);
     free(s->arena);
     free(s->pos_resized);
+    free(s->pipe);
     free(s);
 }
 
@@ -217,7 +228,8 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
     void *scratch = ck_alloc(s->plan, s->scratch_bytes, "cpu scratch");
     if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
     ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
-                s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap, s->tap_user};
+                s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap, s->tap_user,
+                s->prof};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
@@ -236,4 +248,40 @@ ckey_status ckey_session_forward(ckey_session *s, const float *input, ckey_forwa
     float *x = ck_session_input(s);
     if (x != input) memcpy(x, input, (size_t)4 * s->opt.size * s->opt.size * sizeof(float));
     return ck_session_run(s, out, err);
+}
+
+int64_t ckey_session_max_plate_pixels(const ckey_session *s) {
+    (void)s;
+    return CKEY_IMAGE_MAX_PIXELS;
+}
+
+ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha_out, float *fg_out,
+                             ckey_error *err) {
+    if (!s || !fr || !fr->rgb || !fr->hint || !alpha_out || !fg_out)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_key: NULL argument");
+    const int32_t w = fr->width, h = fr->height, S = s->opt.size;
+    if (w < 1 || h < 1 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE ||
+        (int64_t)w * h > CKEY_IMAGE_MAX_PIXELS)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: outside 1..%d per side, %lld pixels", w, h,
+                       CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
+    /* The work buffers depend on the plate size: the first frame of a shot
+     * sizes them, every later frame of that size reuses them. */
+    size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w));
+    if (need == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", w, h, S);
+    if (need > s->pipe_floats) {
+        float *p = realloc(s->pipe, need * sizeof(float));
+        if (!p)
+            return ck_fail(err, CKEY_ERR_NOMEM, "plate %d x %d: out of memory for %.1f MiB of resize buffers", w,
+                           h, need * 4.0 / 1048576.0);
+        s->pipe = p;
+        s->pipe_floats = need;
+    }
+    float *x = ck_session_input(s);
+    ckey_status st = ck_preprocess(fr->rgb, fr->hint, h, w, S, fr->input_is_linear, x, s->pipe);
+    if (st) return ck_fail(err, st, "plate %d x %d: preprocessing failed", w, h);
+    ckey_forward_result r;
+    if ((st = ck_session_run(s, &r, err))) return st;
+    st = ck_postprocess(r.alpha, r.fg, S, h, w, alpha_out, fg_out, s->pipe);
+    if (st) return ck_fail(err, st, "plate %d x %d: postprocessing failed", w, h);
+    return CKEY_OK;
 }

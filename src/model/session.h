@@ -4,4 +4,6 @@
 /* Internal: the arena's input buffer [4, S, S] (write x there, then run). */
 float *ck_session_input(ckey_session *s);
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err);
+/* Accumulate per-op wall time into prof[CK_PROF_COUNT] (NULL: off). */
+void ck_session_set_profile(ckey_session *s, double *prof);
 #endif

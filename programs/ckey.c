@@ -1,0 +1,692 @@
+/*
+ * ckey -- command-line front end of libckey. Uses only the public header.
+ *
+ *   ckey run --model M --image plate.png --hint hint.png --out DIR [...]
+ *   ckey info --model M [--size S] [--json]
+ *   ckey convert IN OUT.safetensors
+ *   ckey version
+ *
+ * Exit codes: 0 success, 1 runtime failure ("ckey: error: ..."), 2 usage.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ckey.h"
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* The real architecture's embedding width; anything else is a reduced test
+ * configuration whose (random) weights cannot produce a meaningful matte. */
+#define CKEY_REAL_EMBED_DIM 112
+
+static const char usage_main[] =
+    "usage: ckey <command> [options]\n"
+    "\n"
+    "Keys green-screen plates with the CorridorKey GreenFormer network.\n"
+    "\n"
+    "commands:\n"
+    "  run       key one plate: writes DIR/alpha.png and DIR/fg.png\n"
+    "  info      describe a checkpoint and the memory a session would plan\n"
+    "  convert   rewrite a checkpoint (.pth or .safetensors) as safetensors\n"
+    "  version   print the library version\n"
+    "\n"
+    "'ckey <command> --help' describes a command's options.\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure (message on stderr as\n"
+    "'ckey: error: ...'), 2 usage error (bad or missing arguments).\n";
+
+static const char usage_run[] =
+    "usage: ckey run --model M --image PLATE.png --hint HINT.png --out DIR [options]\n"
+    "\n"
+    "Keys one plate. PLATE is an RGB (or gray) PNG, 8 or 16 bits; HINT is the\n"
+    "coarse alpha hint of the same size (its alpha channel if it has a non-opaque\n"
+    "one, else gray / blue). Writes DIR/alpha.png (16-bit gray, linear alpha) and\n"
+    "DIR/fg.png (16-bit RGB, straight sRGB foreground), creating DIR if needed.\n"
+    "\n"
+    "options:\n"
+    "  --model PATH            checkpoint (.pth or .safetensors)\n"
+    "  --image PATH            the plate\n"
+    "  --hint PATH             the alpha hint\n"
+    "  --out DIR               output directory\n"
+    "  --size S                network resolution, a multiple of 32 (default 2048)\n"
+    "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
+    "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
+    "  --linear                the plate is linear light (converted to sRGB after\n"
+    "                          the resize, as the official engine does)\n"
+    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
+    "  --json                  print one JSON object instead of text\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
+
+static const char usage_info[] =
+    "usage: ckey info --model M [--size S] [--threads N] [--budget BYTES] [--json]\n"
+    "\n"
+    "Prints the architecture (stages, dims, heads, blocks), the parameter count\n"
+    "and the memory plan of a session at size S: weights, activation arena,\n"
+    "peak, the number of planned buffers and what they would take without reuse.\n"
+    "\n"
+    "options:\n"
+    "  --model PATH     checkpoint (.pth or .safetensors)\n"
+    "  --size S         network resolution, a multiple of 32 (default 2048)\n"
+    "  --threads N      CPU worker threads the plan is made for (default 0 = all)\n"
+    "  --device D       cpu (default), cuda or cuda:N\n"
+    "  --budget BYTES   plan against a memory budget, e.g. 512M\n"
+    "  --json           print one JSON object\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
+
+static const char usage_convert[] =
+    "usage: ckey convert IN OUT.safetensors [--json]\n"
+    "\n"
+    "Loads IN (a torch .pth zip or safetensors) and writes its weights (float32)\n"
+    "and hyper-parameters as safetensors.\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
+
+static const char usage_version[] =
+    "usage: ckey version [--json]\n"
+    "\n"
+    "Prints the library version and the backends it was built with.\n";
+
+/* ------------------------------------------------------------- helpers */
+
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ckey%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'ckey %s%s--help' for more information.\n", cmd ? cmd : "",
+            cmd ? " " : "");
+    return EXIT_USAGE;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* JSON string literal (quotes included). */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default:
+            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* Runtime failure: the message on stderr; with --json also a JSON object on
+ * stdout so a caller parsing stdout always gets one. */
+static int fail(int json, ckey_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(int json, ckey_status st, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ckey: error: %s\n", msg);
+    if (json) {
+        printf("{\"ok\": false, \"status\": ");
+        json_str(stdout, ckey_status_name(st));
+        printf(", \"message\": ");
+        json_str(stdout, msg);
+        printf("}\n");
+    }
+    return EXIT_RUNTIME;
+}
+
+static int fail_err(int json, const ckey_error *err) {
+    return fail(json, err->status, "%s", err->message[0] ? err->message : ckey_status_name(err->status));
+}
+
+static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* ---------------------------------------------------------- option parsing */
+
+typedef struct opts {
+    const char *cmd;
+    const char *model, *image, *hint, *out;
+    int json, linear;
+    ckey_session_options so;
+    const char *positional[2];
+    int npositional;
+} opts;
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* "123", "800M", "1.5G", "64k": bytes, binary multiples. */
+static int parse_bytes(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !(v >= 0) || !isfinite(v)) return 0;
+    double mult = 1;
+    if (*end) {
+        switch (*end) {
+        case 'k': case 'K': mult = 1024.0; break;
+        case 'm': case 'M': mult = 1024.0 * 1024; break;
+        case 'g': case 'G': mult = 1024.0 * 1024 * 1024; break;
+        default: return 0;
+        }
+        end++;
+        if (*end == 'i') end++;         /* "MiB" */
+        if (*end == 'B' || *end == 'b') end++;
+        if (*end) return 0;
+    }
+    v *= mult;
+    if (v > 9.0e18) return 0;
+    *out = (int64_t)v;
+    return 1;
+}
+
+static int parse_device(const char *s, ckey_session_options *so) {
+    if (!strcmp(s, "cpu")) {
+        so->device = CKEY_DEVICE_CPU;
+        return 1;
+    }
+    if (!strncmp(s, "cuda", 4)) {
+        long idx = 0;
+        if (s[4] == ':' && !parse_int(s + 5, 0, 255, &idx)) return 0;
+        if (s[4] && s[4] != ':') return 0;
+        so->device = CKEY_DEVICE_CUDA;
+        so->device_index = (int32_t)idx;
+        return 1;
+    }
+    return 0;
+}
+
+/* Which options a command accepts. */
+enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS = 32,
+       O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024 };
+
+static const struct {
+    const char *name;
+    int flag, takes_value;
+} option_table[] = {
+    {"--model", O_MODEL, 1},     {"--image", O_IMAGE, 1},   {"--hint", O_HINT, 1},
+    {"--out", O_OUT, 1},         {"--size", O_SIZE, 1},     {"--threads", O_THREADS, 1},
+    {"--refiner-strength", O_STRENGTH, 1}, {"--linear", O_LINEAR, 0},
+    {"--device", O_DEVICE, 1},   {"--budget", O_BUDGET, 1}, {"--json", O_JSON, 0},
+};
+
+/*
+ * Parse argv[1..] of a command. Returns -1 when parsing succeeded, 0 after
+ * printing help, else the usage exit code. `allowed` masks the options;
+ * `max_positional` the bare arguments.
+ */
+static int parse_opts(int argc, char **argv, int allowed, int max_positional, const char *help,
+                      opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(help, stdout);
+            return EXIT_OK;
+        }
+        if (a[0] != '-' || !strcmp(a, "-")) {
+            if (o->npositional >= max_positional)
+                return usage_error(o->cmd, "unexpected argument '%s'", a);
+            o->positional[o->npositional++] = a;
+            continue;
+        }
+        /* --name=value or --name value */
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        int found = -1;
+        for (size_t k = 0; k < sizeof option_table / sizeof option_table[0]; k++)
+            if (strlen(option_table[k].name) == nlen && !strncmp(option_table[k].name, a, nlen))
+                found = (int)k;
+        if (found < 0 || !(option_table[found].flag & allowed))
+            return usage_error(o->cmd, "unknown option '%.*s'", (int)nlen, a);
+        const char *name = option_table[found].name;
+        const int flag = option_table[found].flag;
+        const char *val = NULL;
+        if (option_table[found].takes_value) {
+            if (eq) val = eq + 1;
+            else if (i + 1 < argc) val = argv[++i];
+            if (!val || !*val) return usage_error(o->cmd, "option '%s' needs a value", name);
+        } else if (eq) {
+            return usage_error(o->cmd, "option '%s' takes no value", name);
+        }
+        long n;
+        switch (flag) {
+        case O_MODEL: o->model = val; break;
+        case O_IMAGE: o->image = val; break;
+        case O_HINT: o->hint = val; break;
+        case O_OUT: o->out = val; break;
+        case O_SIZE:
+            if (!parse_int(val, 1, 32768, &n))
+                return usage_error(o->cmd, "--size '%s' is not a size between 32 and 32768", val);
+            if (n % 32)
+                return usage_error(o->cmd, "--size %ld is not a multiple of 32 (the network "
+                                           "downsamples by 32)", n);
+            o->so.size = (int32_t)n;
+            break;
+        case O_THREADS:
+            if (!parse_int(val, 0, 4096, &n))
+                return usage_error(o->cmd, "--threads '%s' is not a count between 0 and 4096", val);
+            o->so.threads = (int32_t)n;
+            break;
+        case O_STRENGTH: {
+            char *end;
+            errno = 0;
+            float f = strtof(val, &end);
+            if (errno || end == val || *end || !isfinite(f))
+                return usage_error(o->cmd, "--refiner-strength '%s' is not a number", val);
+            o->so.refiner_strength = f;
+            break;
+        }
+        case O_LINEAR: o->linear = 1; break;
+        case O_DEVICE:
+            if (!parse_device(val, &o->so))
+                return usage_error(o->cmd, "--device '%s': expected cpu, cuda or cuda:N", val);
+            break;
+        case O_BUDGET:
+            if (!parse_bytes(val, &o->so.memory_budget))
+                return usage_error(o->cmd, "--budget '%s' is not a size such as 800M or 1.5G", val);
+            break;
+        case O_JSON: o->json = 1; break;
+        }
+    }
+    return -1;
+}
+
+static int require(const opts *o, const char *value, const char *name) {
+    if (value) return 1;
+    usage_error(o->cmd, "missing %s", name);
+    return 0;
+}
+
+/* mkdir -p: create DIR and missing parents. */
+static int make_dirs(const char *path, char *why, size_t cap) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        snprintf(why, cap, "%s: bad directory name", path);
+        return 0;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != 0) continue;
+        const char saved = buf[i];
+        buf[i] = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            snprintf(why, cap, "cannot create directory %s: %s", buf, strerror(errno));
+            return 0;
+        }
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(why, cap, "%s exists and is not a directory", path);
+        return 0;
+    }
+    return 1;
+}
+
+static void print_plan_json(const ckey_memory_plan *p) {
+    printf("{\"weight_bytes\": %lld, \"arena_bytes\": %lld, \"scratch_bytes\": %lld, "
+           "\"peak_bytes\": %lld, \"num_buffers\": %d, \"naive_bytes\": %lld}",
+           (long long)p->weight_bytes, (long long)p->arena_bytes, (long long)p->scratch_bytes,
+           (long long)p->peak_bytes, (int)p->num_buffers, (long long)p->naive_bytes);
+}
+
+static int is_test_model(const ckey_model_info *mi) { return mi->embed_dim != CKEY_REAL_EMBED_DIM; }
+
+static void test_model_notice(const char *model, const ckey_model_info *mi) {
+    fprintf(stderr,
+            "ckey: note: %s is a reduced test configuration (embed_dim %d, not %d); its weights "
+            "are untrained test weights and the matte is not meaningful.\n",
+            model, (int)mi->embed_dim, CKEY_REAL_EMBED_DIM);
+}
+
+/* ------------------------------------------------------------------ run */
+
+static int cmd_run(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "run";
+    ckey_session_options_default(&o.so);
+    int rc = parse_opts(argc, argv,
+                        O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
+                            O_LINEAR | O_DEVICE | O_BUDGET | O_JSON,
+                        0, usage_run, &o);
+    if (rc >= 0) return rc;
+    if (!require(&o, o.model, "--model") || !require(&o, o.image, "--image") ||
+        !require(&o, o.hint, "--hint") || !require(&o, o.out, "--out"))
+        return EXIT_USAGE;
+
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    ckey_image plate, hint;
+    memset(&plate, 0, sizeof plate);
+    memset(&hint, 0, sizeof hint);
+    ckey_model *model = NULL;
+    ckey_session *sess = NULL;
+    float *alpha = NULL, *fg = NULL;
+    int exit_code = EXIT_RUNTIME;
+
+    /* Inputs first: a typo in a path should not cost a model load. */
+    double t0 = now_seconds();
+    if (ckey_image_read_png(o.image, CKEY_IMAGE_RGB, &plate, &err) != CKEY_OK ||
+        ckey_image_read_png(o.hint, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK) {
+        exit_code = fail_err(o.json, &err);
+        goto done;
+    }
+    if (plate.width != hint.width || plate.height != hint.height) {
+        exit_code = fail(o.json, CKEY_ERR_INVALID_ARG,
+                         "%s is %d x %d but %s is %d x %d: the hint must match the plate", o.image,
+                         (int)plate.width, (int)plate.height, o.hint, (int)hint.width,
+                         (int)hint.height);
+        goto done;
+    }
+    const double t_read = now_seconds() - t0;
+
+    t0 = now_seconds();
+    if (ckey_model_load(o.model, &model, &err) != CKEY_OK) {
+        exit_code = fail_err(o.json, &err);
+        goto done;
+    }
+    const double t_load = now_seconds() - t0;
+    ckey_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    ckey_model_get_info(model, &mi);
+    const int test_model = is_test_model(&mi);
+    if (test_model) test_model_notice(o.model, &mi);
+
+    t0 = now_seconds();
+    if (ckey_session_create(model, &o.so, &sess, &err) != CKEY_OK) {
+        exit_code = fail_err(o.json, &err);
+        goto done;
+    }
+    const double t_session = now_seconds() - t0;
+    ckey_memory_plan plan;
+    memset(&plan, 0, sizeof plan);
+    ckey_session_get_plan(sess, &plan);
+
+    const size_t pixels = (size_t)plate.width * (size_t)plate.height;
+    alpha = malloc(pixels * sizeof *alpha);
+    fg = malloc(3 * pixels * sizeof *fg);
+    if (!alpha || !fg) {
+        exit_code = fail(o.json, CKEY_ERR_NOMEM, "out of memory for a %d x %d plate",
+                         (int)plate.width, (int)plate.height);
+        goto done;
+    }
+    ckey_frame frame;
+    memset(&frame, 0, sizeof frame);
+    frame.width = plate.width;
+    frame.height = plate.height;
+    frame.rgb = plate.data;
+    frame.hint = hint.data;
+    frame.input_is_linear = o.linear;
+    t0 = now_seconds();
+    if (ckey_session_key(sess, &frame, alpha, fg, &err) != CKEY_OK) {
+        exit_code = fail_err(o.json, &err);
+        goto done;
+    }
+    const double t_key = now_seconds() - t0;
+
+    char why[4400];
+    if (!make_dirs(o.out, why, sizeof why)) {
+        exit_code = fail(o.json, CKEY_ERR_IO, "%s", why);
+        goto done;
+    }
+    const size_t dlen = strlen(o.out);
+    char *alpha_path = malloc(dlen + 16), *fg_path = malloc(dlen + 16);
+    if (!alpha_path || !fg_path) {
+        free(alpha_path);
+        free(fg_path);
+        exit_code = fail(o.json, CKEY_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const char *sep = dlen && o.out[dlen - 1] == '/' ? "" : "/";
+    sprintf(alpha_path, "%s%salpha.png", o.out, sep);
+    sprintf(fg_path, "%s%sfg.png", o.out, sep);
+    t0 = now_seconds();
+    if (ckey_image_write_png(alpha_path, alpha, 1, plate.width, plate.height, 16, &err) != CKEY_OK ||
+        ckey_image_write_png(fg_path, fg, 3, plate.width, plate.height, 16, &err) != CKEY_OK) {
+        free(alpha_path);
+        free(fg_path);
+        exit_code = fail_err(o.json, &err);
+        goto done;
+    }
+    const double t_write = now_seconds() - t0;
+
+    if (o.json) {
+        printf("{\"ok\": true, \"command\": \"run\", \"model\": ");
+        json_str(stdout, o.model);
+        printf(", \"image\": ");
+        json_str(stdout, o.image);
+        printf(", \"hint\": ");
+        json_str(stdout, o.hint);
+        printf(", \"width\": %d, \"height\": %d, \"size\": %d, \"threads\": %d, "
+               "\"refiner_strength\": %g, \"input_is_linear\": %s, \"test_weights\": %s, ",
+               (int)plate.width, (int)plate.height, (int)o.so.size, (int)o.so.threads,
+               (double)o.so.refiner_strength, o.linear ? "true" : "false",
+               test_model ? "true" : "false");
+        printf("\"seconds\": {\"read\": %.6f, \"load\": %.6f, \"session\": %.6f, \"key\": %.6f, "
+               "\"write\": %.6f}, \"memory\": ",
+               t_read, t_load, t_session, t_key, t_write);
+        print_plan_json(&plan);
+        printf(", \"outputs\": {\"alpha\": ");
+        json_str(stdout, alpha_path);
+        printf(", \"fg\": ");
+        json_str(stdout, fg_path);
+        printf("}}\n");
+    } else {
+        printf("ckey run: %s (%d x %d) + %s, model %s%s, S = %d\n", o.image, (int)plate.width,
+               (int)plate.height, o.hint, o.model, test_model ? " (test weights)" : "",
+               (int)o.so.size);
+        printf("  read     %8.3f s\n", t_read);
+        printf("  load     %8.3f s\n", t_load);
+        printf("  session  %8.3f s   planned peak %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
+               t_session, mib(plan.peak_bytes), mib(plan.weight_bytes), mib(plan.arena_bytes));
+        printf("  key      %8.3f s\n", t_key);
+        printf("  write    %8.3f s\n", t_write);
+        printf("  wrote %s (16-bit gray) and %s (16-bit RGB)\n", alpha_path, fg_path);
+    }
+    free(alpha_path);
+    free(fg_path);
+    exit_code = EXIT_OK;
+
+done:
+    free(alpha);
+    free(fg);
+    ckey_session_free(sess);
+    ckey_model_free(model);
+    ckey_image_free(&plate);
+    ckey_image_free(&hint);
+    return exit_code;
+}
+
+/* ----------------------------------------------------------------- info */
+
+static void print_list(const int32_t *v, int n) {
+    for (int i = 0; i < n; i++) printf("%s%d", i ? "/" : "", (int)v[i]);
+}
+
+static void json_list(const int32_t *v, int n) {
+    putchar('[');
+    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", (int)v[i]);
+    putchar(']');
+}
+
+static int cmd_info(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "info";
+    ckey_session_options_default(&o.so);
+    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_BUDGET | O_JSON,
+                        0, usage_info, &o);
+    if (rc >= 0) return rc;
+    if (!require(&o, o.model, "--model")) return EXIT_USAGE;
+
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    ckey_model *model = NULL;
+    double t0 = now_seconds();
+    if (ckey_model_load(o.model, &model, &err) != CKEY_OK) return fail_err(o.json, &err);
+    const double t_load = now_seconds() - t0;
+    ckey_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    ckey_model_get_info(model, &mi);
+    ckey_memory_plan plan;
+    memset(&plan, 0, sizeof plan);
+    t0 = now_seconds();
+    ckey_status st = ckey_plan_memory(model, &o.so, &plan, &err);
+    const double t_plan = now_seconds() - t0;
+    ckey_model_free(model);
+    if (st != CKEY_OK) return fail_err(o.json, &err);
+    const int test_model = is_test_model(&mi);
+    const int ns = mi.num_stages < 0 ? 0 : mi.num_stages > 4 ? 4 : mi.num_stages;
+
+    if (o.json) {
+        printf("{\"ok\": true, \"command\": \"info\", \"model\": ");
+        json_str(stdout, o.model);
+        printf(", \"test_weights\": %s, \"architecture\": {\"embed_dim\": %d, \"head_dim\": %d, "
+               "\"num_blocks\": %d, \"num_stages\": %d, \"stage_blocks\": ",
+               test_model ? "true" : "false", (int)mi.embed_dim, (int)mi.head_dim,
+               (int)mi.num_blocks, (int)mi.num_stages);
+        json_list(mi.stage_blocks, ns);
+        printf(", \"stage_dims\": ");
+        json_list(mi.stage_dims, ns);
+        printf(", \"stage_heads\": ");
+        json_list(mi.stage_heads, ns);
+        printf(", \"decoder_dim\": %d, \"refiner_dim\": %d, \"refiner_groups\": %d, "
+               "\"pos_embed_grid\": %d, \"native_size\": %d}, \"num_params\": %lld, ",
+               (int)mi.decoder_dim, (int)mi.refiner_dim, (int)mi.refiner_groups,
+               (int)mi.pos_embed_grid, (int)mi.native_size, (long long)mi.num_params);
+        printf("\"size\": %d, \"seconds\": {\"load\": %.6f, \"plan\": %.6f}, \"memory\": ",
+               (int)o.so.size, t_load, t_plan);
+        print_plan_json(&plan);
+        printf("}\n");
+        if (test_model) test_model_notice(o.model, &mi);
+        return EXIT_OK;
+    }
+    printf("model         %s%s\n", o.model, test_model ? " (reduced test configuration)" : "");
+    printf("encoder       hiera: %d stages, blocks ", (int)mi.num_stages);
+    print_list(mi.stage_blocks, ns);
+    printf(" (%d in all), dims ", (int)mi.num_blocks);
+    print_list(mi.stage_dims, ns);
+    printf(", heads ");
+    print_list(mi.stage_heads, ns);
+    printf(", head_dim %d, embed_dim %d\n", (int)mi.head_dim, (int)mi.embed_dim);
+    printf("decoders      dim %d; refiner dim %d, %d GroupNorm groups\n", (int)mi.decoder_dim,
+           (int)mi.refiner_dim, (int)mi.refiner_groups);
+    printf("pos-embed     %d x %d grid (native S = %d)\n", (int)mi.pos_embed_grid,
+           (int)mi.pos_embed_grid, (int)mi.native_size);
+    printf("parameters    %lld (%.1f M)\n", (long long)mi.num_params, (double)mi.num_params / 1e6);
+    printf("memory plan   at S = %d:\n", (int)o.so.size);
+    printf("  weights     %10.1f MiB\n", mib(plan.weight_bytes));
+    printf("  arena       %10.1f MiB (of which scratch %.1f MiB)\n", mib(plan.arena_bytes),
+           mib(plan.scratch_bytes));
+    printf("  peak        %10.1f MiB\n", mib(plan.peak_bytes));
+    printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
+           (int)plan.num_buffers, mib(plan.naive_bytes));
+    printf("time          load %.3f s, plan %.3f s\n", t_load, t_plan);
+    if (test_model) test_model_notice(o.model, &mi);
+    return EXIT_OK;
+}
+
+/* -------------------------------------------------------------- convert */
+
+static int cmd_convert(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "convert";
+    int rc = parse_opts(argc, argv, O_JSON, 2, usage_convert, &o);
+    if (rc >= 0) return rc;
+    if (o.npositional != 2)
+        return usage_error(o.cmd, "expected IN and OUT.safetensors, got %d argument%s",
+                           o.npositional, o.npositional == 1 ? "" : "s");
+    const char *in = o.positional[0], *out = o.positional[1];
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    ckey_model *model = NULL;
+    double t0 = now_seconds();
+    if (ckey_model_load(in, &model, &err) != CKEY_OK) return fail_err(o.json, &err);
+    const double t_load = now_seconds() - t0;
+    ckey_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    ckey_model_get_info(model, &mi);
+    t0 = now_seconds();
+    ckey_status st = ckey_model_save_safetensors(model, out, &err);
+    const double t_save = now_seconds() - t0;
+    ckey_model_free(model);
+    if (st != CKEY_OK) return fail_err(o.json, &err);
+    if (o.json) {
+        printf("{\"ok\": true, \"command\": \"convert\", \"input\": ");
+        json_str(stdout, in);
+        printf(", \"output\": ");
+        json_str(stdout, out);
+        printf(", \"num_params\": %lld, \"seconds\": {\"load\": %.6f, \"save\": %.6f}}\n",
+               (long long)mi.num_params, t_load, t_save);
+    } else {
+        printf("wrote %s (%lld parameters; load %.3f s, save %.3f s)\n", out,
+               (long long)mi.num_params, t_load, t_save);
+    }
+    return EXIT_OK;
+}
+
+/* -------------------------------------------------------------- version */
+
+static int cmd_version(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "version";
+    int rc = parse_opts(argc, argv, O_JSON, 0, usage_version, &o);
+    if (rc >= 0) return rc;
+    if (o.json) {
+        printf("{\"ok\": true, \"command\": \"version\", \"version\": ");
+        json_str(stdout, ckey_version());
+        printf(", \"api\": \"%d.%d.%d\"}\n", CKEY_VERSION_MAJOR, CKEY_VERSION_MINOR,
+               CKEY_VERSION_PATCH);
+    } else {
+        printf("ckey %s\n", ckey_version());
+    }
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        fputs(usage_main, stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version")) return cmd_version(argc - 1, argv + 1);
+    return usage_error(NULL, "unknown command '%s' (run, info, convert, version)", cmd);
+}

@@ -1,0 +1,373 @@
+/*
+ * The ckey CLI as a user meets it: exit codes (0 ok, 1 runtime, 2 usage) and
+ * messages for bad arguments and bad files, then an end-to-end `ckey run` on
+ * examples/ with the tiny fixture model. The binary is the ckey next to this
+ * test's build tree (<dir of argv[0]>/../ckey).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckey.h"
+#include "support/testutil.h"
+
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static char ckey_bin[PATH_MAX + 16];
+static char workdir[256];
+
+typedef struct result {
+    int code;        /* exit status, or -1 when it did not exit normally */
+    char *out, *err; /* captured stdout / stderr (NUL-terminated) */
+} result;
+
+static void result_free(result *r) {
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+static char *slurp(const char *path) {
+    size_t n = 0;
+    char *s = (char *)ck_read_file(path, &n);
+    return s ? s : calloc(1, 1);
+}
+
+/* Run ckey with a NULL-terminated argument list. */
+static result run_ckey(const char *first, ...) {
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = ckey_bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
+    snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
+    result r = {-1, NULL, NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0) _exit(126);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(ckey_bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+        r.code = WEXITSTATUS(status);
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    printf("  $ ckey");
+    for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
+    printf("  -> %d", r.code);
+    const char *first_err = r.err[0] ? r.err : NULL;
+    if (first_err) {
+        const char *nl = strchr(first_err, '\n');
+        printf("  [%.*s]", nl ? (int)(nl - first_err) : (int)strlen(first_err), first_err);
+    }
+    printf("\n");
+    return r;
+}
+
+#define EXPECT(r, want_code, stream, needle)                                               \
+    do {                                                                                   \
+        CHECKF((r).code == (want_code), "exit %d, want %d; stderr: %s", (r).code,          \
+               (want_code), (r).err);                                                     \
+        CHECKF(strstr((r).stream, (needle)) != NULL, "%s lacks '%s': %s", #stream,         \
+               (needle), (r).stream);                                                      \
+    } while (0)
+
+static int have_binary(void) {
+    if (access(ckey_bin, X_OK) == 0) return 1;
+    return 0;
+}
+
+#ifdef CK_HAVE_PNG
+#define HAVE_PNG 1
+#else
+#define HAVE_PNG 0
+#endif
+
+#define NEED_BINARY()                                                                      \
+    do {                                                                                   \
+        if (!have_binary()) SKIP("%s is not built", ckey_bin);                             \
+    } while (0)
+
+#define NEED_PNG()                                                                         \
+    do {                                                                                   \
+        if (!HAVE_PNG) SKIP("libckey was built without libpng");                           \
+    } while (0)
+
+static void path_in(char *buf, size_t cap, const char *name) {
+    snprintf(buf, cap, "%s/%s", workdir, name);
+}
+
+/* --------------------------------------------------------------- usage */
+
+static void test_help_and_version(void) {
+    NEED_BINARY();
+    result r = run_ckey(NULL);
+    EXPECT(r, 2, err, "usage: ckey");
+    result_free(&r);
+    r = run_ckey("--help", NULL);
+    EXPECT(r, 0, out, "exit codes");
+    result_free(&r);
+    r = run_ckey("run", "--help", NULL);
+    EXPECT(r, 0, out, "usage: ckey run");
+    result_free(&r);
+    r = run_ckey("info", "-h", NULL);
+    EXPECT(r, 0, out, "usage: ckey info");
+    result_free(&r);
+    r = run_ckey("convert", "--help", NULL);
+    EXPECT(r, 0, out, "usage: ckey convert");
+    result_free(&r);
+    r = run_ckey("version", NULL);
+    EXPECT(r, 0, out, "ckey 0.");
+    result_free(&r);
+    r = run_ckey("--version", "--json", NULL);
+    EXPECT(r, 0, out, "\"version\":");
+    result_free(&r);
+}
+
+static void test_usage_errors(void) {
+    NEED_BINARY();
+    static const struct {
+        const char *args[8];
+        const char *needle;
+    } cases[] = {
+        {{"frobnicate"}, "unknown command 'frobnicate'"},
+        {{"run", "--bogus"}, "unknown option '--bogus'"},
+        {{"run", "--model"}, "option '--model' needs a value"},
+        {{"run", "--model="}, "option '--model' needs a value"},
+        {{"run", "--size", "abc"}, "--size 'abc' is not a size"},
+        {{"run", "--size", "100"}, "not a multiple of 32"},
+        {{"run", "--size=0"}, "is not a size"},
+        {{"run", "--threads", "-1"}, "--threads '-1'"},
+        {{"run", "--refiner-strength", "x1"}, "--refiner-strength 'x1' is not a number"},
+        {{"run", "--json=yes"}, "takes no value"},
+        {{"run", "--device", "tpu"}, "--device 'tpu'"},
+        {{"run", "--budget", "12Q"}, "--budget '12Q'"},
+        {{"run", "stray"}, "unexpected argument 'stray'"},
+        {{"run", "--model", "m.pth", "--image", "p.png", "--out", "o"}, "missing --hint"},
+        {{"run", "--image", "p.png", "--hint", "h.png", "--out", "o"}, "missing --model"},
+        {{"info"}, "missing --model"},
+        {{"info", "--image", "p.png"}, "unknown option '--image'"},
+        {{"convert", "only-one.pth"}, "expected IN and OUT.safetensors"},
+        {{"convert", "a", "b", "c"}, "unexpected argument 'c'"},
+        {{"version", "--size", "64"}, "unknown option '--size'"},
+    };
+    for (size_t k = 0; k < LEN(cases); k++) {
+        const char *const *a = cases[k].args;
+        result r = run_ckey(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]);
+        EXPECT(r, 2, err, cases[k].needle);
+        CHECKF(strstr(r.err, "--help"), "no pointer to --help: %s", r.err);
+        result_free(&r);
+    }
+}
+
+/* ------------------------------------------------------- runtime errors */
+
+static int write_png(const char *path, int channels, int w, int h) {
+    float *px = calloc((size_t)channels * w * h, sizeof *px);
+    if (!px) return 0;
+    ckey_error err;
+    ckey_status st = ckey_image_write_png(path, px, channels, w, h, 8, &err);
+    free(px);
+    return st == CKEY_OK;
+}
+
+static void test_bad_files(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char plate[512], hint[512], small[512], text[512], out[512], model[512];
+    path_in(plate, sizeof plate, "plate.png");
+    path_in(hint, sizeof hint, "hint.png");
+    path_in(small, sizeof small, "small.png");
+    path_in(text, sizeof text, "notes.png");
+    path_in(out, sizeof out, "out");
+    path_in(model, sizeof model, "missing-model.pth");
+    REQUIRE(write_png(plate, 3, 40, 30));
+    REQUIRE(write_png(hint, 1, 40, 30));
+    REQUIRE(write_png(small, 1, 20, 15));
+    FILE *f = fopen(text, "w");
+    REQUIRE(f);
+    fputs("not an image\n", f);
+    fclose(f);
+
+    result r = run_ckey("run", "--model", model, "--image", "/nonexistent/plate.png", "--hint",
+                        hint, "--out", out, NULL);
+    EXPECT(r, 1, err, "ckey: error: /nonexistent/plate.png: cannot open");
+    result_free(&r);
+
+    r = run_ckey("run", "--model", model, "--image", text, "--hint", hint, "--out", out, NULL);
+    EXPECT(r, 1, err, "not a PNG file");
+    CHECK(strstr(r.err, text) != NULL);
+    result_free(&r);
+
+    /* the message names both files and both sizes */
+    r = run_ckey("run", "--model", model, "--image", plate, "--hint", small, "--out", out, NULL);
+    EXPECT(r, 1, err, "40 x 30");
+    CHECK(strstr(r.err, "20 x 15") && strstr(r.err, plate) && strstr(r.err, small));
+    result_free(&r);
+
+    /* with --json, stdout still carries one object */
+    r = run_ckey("run", "--model", model, "--image", plate, "--hint", small, "--out", out,
+                 "--json", NULL);
+    EXPECT(r, 1, out, "\"ok\": false");
+    result_free(&r);
+
+    r = run_ckey("run", "--model", model, "--image", plate, "--hint", hint, "--out", out, NULL);
+    EXPECT(r, 1, err, "ckey: error:");
+    CHECK(strstr(r.err, "missing-model.pth") != NULL);
+    result_free(&r);
+
+    r = run_ckey("info", "--model", model, NULL);
+    EXPECT(r, 1, err, "missing-model.pth");
+    result_free(&r);
+
+    r = run_ckey("convert", model, out, NULL);
+    EXPECT(r, 1, err, "ckey: error:");
+    result_free(&r);
+
+    /* nothing was written by the failed runs */
+    struct stat st;
+    CHECK(stat(out, &st) != 0);
+}
+
+/* ------------------------------------------------------------ end to end */
+
+static const char *tiny_model(char *buf, size_t cap) {
+    snprintf(buf, cap, "%s/tiny/tiny.pth", ck_fixtures_dir());
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+static void check_output(const char *dir, const char *name, int channels) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    ckey_image img;
+    ckey_error err;
+    ckey_status st = ckey_image_read_png(path, channels == 3 ? CKEY_IMAGE_RGB : CKEY_IMAGE_HINT,
+                                         &img, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    if (st == CKEY_OK) {
+        CHECKF(img.width == 320 && img.height == 180 && img.bit_depth == 16,
+               "%s: %d x %d, %d-bit", path, img.width, img.height, img.bit_depth);
+        /* a sigmoid output is strictly inside (0, 1) before quantization; at
+         * least it must not be one flat value */
+        const size_t n = (size_t)img.channels * img.width * img.height;
+        float lo = 1, hi = 0;
+        for (size_t i = 0; i < n; i++) {
+            lo = img.data[i] < lo ? img.data[i] : lo;
+            hi = img.data[i] > hi ? img.data[i] : hi;
+        }
+        printf("  %s: %d x %d, 16-bit, values in [%.4f, %.4f]\n", name, img.width, img.height,
+               lo, hi);
+        CHECK(hi > lo);
+    }
+    snprintf(path, sizeof path, "%s/%s.tmp", dir, name);
+    CHECK(access(path, F_OK) != 0);
+    ckey_image_free(&img);
+}
+
+static void test_run_end_to_end(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("%s/tiny/tiny.pth does not exist yet", ck_fixtures_dir());
+    char out[512];
+    path_in(out, sizeof out, "e2e/nested"); /* created with its parent */
+    result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint",
+                        "examples/hint.png", "--out", out, "--size", "64", "--threads", "2", NULL);
+    EXPECT(r, 0, out, "wrote");
+    CHECK(strstr(r.out, "planned peak") != NULL);
+    CHECKF(strstr(r.err, "untrained test weights") != NULL, "no test-weights notice: %s", r.err);
+    result_free(&r);
+    check_output(out, "alpha.png", 1);
+    check_output(out, "fg.png", 3);
+
+    r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint",
+                 "examples/hint.png", "--out", out, "--size", "64", "--refiner-strength", "0.5",
+                 "--json", NULL);
+    EXPECT(r, 0, out, "\"ok\": true");
+    CHECK(r.out[0] == '{' && strstr(r.out, "\"test_weights\": true") &&
+          strstr(r.out, "\"peak_bytes\":"));
+    result_free(&r);
+}
+
+static void test_info_and_convert(void) {
+    NEED_BINARY();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("%s/tiny/tiny.pth does not exist yet", ck_fixtures_dir());
+    result r = run_ckey("info", "--model", model, "--size", "64", NULL);
+    EXPECT(r, 0, out, "parameters");
+    CHECK(strstr(r.out, "peak") != NULL && strstr(r.out, "buffers") != NULL);
+    result_free(&r);
+    r = run_ckey("info", "--model", model, "--size", "64", "--json", NULL);
+    EXPECT(r, 0, out, "\"num_params\":");
+    result_free(&r);
+
+    char st_path[512];
+    path_in(st_path, sizeof st_path, "tiny.safetensors");
+    r = run_ckey("convert", model, st_path, NULL);
+    EXPECT(r, 0, out, "wrote");
+    result_free(&r);
+    r = run_ckey("info", "--model", st_path, "--size", "64", NULL);
+    EXPECT(r, 0, out, "parameters");
+    result_free(&r);
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+    /* <build>/tests/test-cli -> <build>/ckey */
+    char self[PATH_MAX];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    else snprintf(self, sizeof self, ".");
+    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
+    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-cli-XXXXXX");
+    if (!mkdtemp(workdir)) {
+        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
+        return 1;
+    }
+    static const ck_test_case cases[] = {
+        {"help_and_version", test_help_and_version},
+        {"usage_errors", test_usage_errors},
+        {"bad_files", test_bad_files},
+        {"run_end_to_end", test_run_end_to_end},
+        {"info_and_convert", test_info_and_convert},
+    };
+    int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
+    remove_tree(workdir);
+    return rc;
+}

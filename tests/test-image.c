@@ -1,0 +1,448 @@
+/*
+ * PNG IO (src/io/image.c): round trips, every color type of the corpus
+ * (fuzz/corpus/png, made by tools/make_png_corpus.py), broken files, the
+ * dimension caps and the atomic write.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/image.h"
+#include "support/testutil.h"
+
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static char tmpdir[256];
+
+/* A fresh private directory per case. */
+static const char *make_tmpdir(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-image-XXXXXX");
+    return mkdtemp(tmpdir);
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+/* ------------------------------------------------------------ round trips */
+
+static void roundtrip(int channels, int depth, ckey_image_kind kind) {
+    const int w = 29, h = 17;
+    const size_t plane = (size_t)w * h;
+    const unsigned maxv = depth == 16 ? 65535u : 255u;
+    float *src = malloc(plane * (size_t)channels * sizeof *src);
+    REQUIRE(src);
+    /* exact quantization levels, so the round trip must be exact */
+    for (size_t i = 0; i < plane * (size_t)channels; i++)
+        src[i] = (float)((i * 2654435761u) % (maxv + 1)) / (float)maxv;
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/rt.png", dir);
+    ckey_error err;
+    ckey_status st = ckey_image_write_png(path, src, channels, w, h, depth, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    ckey_image img;
+    st = ckey_image_read_png(path, kind, &img, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    if (st == CKEY_OK) {
+        CHECK(img.width == w && img.height == h && img.bit_depth == depth);
+        CHECK(img.has_alpha == (channels == 4));
+        if (kind == CKEY_IMAGE_RGB) {
+            REQUIRE(img.channels == 3);
+            for (int c = 0; c < 3; c++) {
+                const float *want = src + (size_t)(channels == 1 ? 0 : c) * plane;
+                char label[64];
+                snprintf(label, sizeof label, "%dch %d-bit -> rgb c%d", channels, depth, c);
+                CHECK(ck_compare(label, img.data + (size_t)c * plane, want, plane, NULL) == 0);
+            }
+        } else {
+            REQUIRE(img.channels == 1);
+            /* alpha when the file has a non-opaque one, else gray / blue */
+            const int src_c = channels == 4 ? 3 : channels == 3 ? 2 : 0;
+            char label[64];
+            snprintf(label, sizeof label, "%dch %d-bit -> hint", channels, depth);
+            CHECK(ck_compare(label, img.data, src + (size_t)src_c * plane, plane, NULL) == 0);
+        }
+    }
+    ckey_image_free(&img);
+    CHECK(img.data == NULL);
+    free(src);
+    remove_tree(dir);
+}
+
+static void test_roundtrip_gray16(void) { roundtrip(1, 16, CKEY_IMAGE_HINT); }
+static void test_roundtrip_gray8_as_rgb(void) { roundtrip(1, 8, CKEY_IMAGE_RGB); }
+static void test_roundtrip_rgb8(void) { roundtrip(3, 8, CKEY_IMAGE_RGB); }
+static void test_roundtrip_rgb16(void) { roundtrip(3, 16, CKEY_IMAGE_RGB); }
+static void test_roundtrip_rgb16_hint(void) { roundtrip(3, 16, CKEY_IMAGE_HINT); }
+static void test_roundtrip_rgba16_hint(void) { roundtrip(4, 16, CKEY_IMAGE_HINT); }
+static void test_roundtrip_rgba8_as_rgb(void) { roundtrip(4, 8, CKEY_IMAGE_RGB); }
+
+/* Out-of-range values clamp, NaN becomes 0, rounding is to nearest. */
+static void test_quantize(void) {
+    const float src[8] = {-1.0f, 0.0f, 0.5f / 65535.0f - 1e-9f, 0.5f, 1.0f, 2.0f, NAN, 1e-7f};
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/q.png", dir);
+    ckey_error err;
+    CHECK(ckey_image_write_png(path, src, 1, 8, 1, 16, &err) == CKEY_OK);
+    ckey_image img;
+    REQUIRE(ckey_image_read_png(path, CKEY_IMAGE_HINT, &img, &err) == CKEY_OK);
+    const float want[8] = {0.0f, 0.0f, 0.0f, 32768.0f / 65535.0f, 1.0f, 1.0f, 0.0f, 0.0f};
+    CHECK(ck_compare("quantize 16-bit", img.data, want, 8, NULL) == 0);
+    ckey_image_free(&img);
+    remove_tree(dir);
+}
+
+/* A hint file with an opaque alpha channel uses its color instead. */
+static void test_hint_opaque_alpha(void) {
+    const int w = 4, h = 3;
+    float src[4 * 12];
+    for (int i = 0; i < 12; i++) {
+        src[i] = 0.0f;                     /* R */
+        src[12 + i] = 0.0f;                /* G */
+        src[24 + i] = (float)i / 11.0f;    /* B */
+        src[36 + i] = 1.0f;                /* A: opaque */
+    }
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/h.png", dir);
+    ckey_error err;
+    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
+    ckey_image img;
+    REQUIRE(ckey_image_read_png(path, CKEY_IMAGE_HINT, &img, &err) == CKEY_OK);
+    CHECK(img.has_alpha == 1);
+    CHECK(ck_compare("opaque alpha -> blue", img.data, src + 24, 12, NULL) < 1e-5);
+    ckey_image_free(&img);
+    remove_tree(dir);
+}
+
+/* ----------------------------------------------------------- the corpus */
+
+static unsigned s8(unsigned x, unsigned y, unsigned c) { return (x * 37 + y * 11 + c * 71) & 255; }
+static unsigned s16(unsigned x, unsigned y, unsigned c) {
+    return (x * 4099 + y * 257 + c * 7919) & 65535;
+}
+
+static int read_corpus(const char *name, ckey_image_kind kind, ckey_image *img) {
+    char path[512];
+    snprintf(path, sizeof path, "fuzz/corpus/png/seed-%s", name);
+    ckey_error err;
+    ckey_status st = ckey_image_read_png(path, kind, img, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    return st == CKEY_OK;
+}
+
+static void test_corpus_direct_color(void) {
+    static const struct {
+        const char *name;
+        int w, h, channels, depth;
+    } files[] = {
+        {"gray8.png", 13, 7, 1, 8},    {"graya8.png", 13, 7, 2, 8},
+        {"rgb8.png", 13, 7, 3, 8},     {"rgba8.png", 13, 7, 4, 8},
+        {"gray16.png", 9, 5, 1, 16},   {"graya16.png", 9, 5, 2, 16},
+        {"rgb16.png", 9, 5, 3, 16},    {"rgba16.png", 9, 5, 4, 16},
+        {"rgb8_interlaced.png", 11, 10, 3, 8}, {"graya16_interlaced.png", 6, 9, 2, 16},
+    };
+    for (size_t k = 0; k < LEN(files); k++) {
+        for (int kind = 0; kind < 2; kind++) {
+            ckey_image img;
+            if (!read_corpus(files[k].name, (ckey_image_kind)kind, &img)) continue;
+            const int w = files[k].w, h = files[k].h, n = files[k].channels;
+            CHECKF(img.width == w && img.height == h && img.bit_depth == files[k].depth, "%s",
+                   files[k].name);
+            CHECK(img.has_alpha == (n == 2 || n == 4));
+            int bad = 0;
+            for (int y = 0; y < h && img.width == w && img.height == h; y++) {
+                for (int x = 0; x < w; x++) {
+                    for (int c = 0; c < img.channels; c++) {
+                        int sc; /* which file channel lands in output channel c */
+                        if (kind == CKEY_IMAGE_RGB) sc = n <= 2 ? 0 : c;
+                        else sc = (n == 2 || n == 4) ? n - 1 : (n == 3 ? 2 : 0);
+                        float want = files[k].depth == 16
+                                         ? (float)s16((unsigned)x, (unsigned)y, (unsigned)sc) / 65535.0f
+                                         : (float)s8((unsigned)x, (unsigned)y, (unsigned)sc) / 255.0f;
+                        float got = img.data[((size_t)c * h + y) * w + x];
+                        if (got != want && !bad++)
+                            fprintf(stderr, "  %s kind %d: (%d,%d,c%d) got %g want %g\n",
+                                    files[k].name, kind, x, y, c, got, want);
+                    }
+                }
+            }
+            CHECKF(!bad, "%s: %d samples differ", files[k].name, bad);
+            ckey_image_free(&img);
+        }
+    }
+}
+
+static void test_corpus_palette_and_low_depth(void) {
+    ckey_image img;
+    if (read_corpus("palette4_trns.png", CKEY_IMAGE_RGB, &img)) {
+        CHECK(img.width == 7 && img.height == 6 && img.bit_depth == 4 && img.has_alpha);
+        int bad = 0;
+        for (int y = 0; y < 6; y++)
+            for (int x = 0; x < 7; x++) {
+                const int i = (x + 3 * y) % 16;
+                const float want[3] = {(float)(16 * i) / 255.0f, (float)(255 - 16 * i) / 255.0f,
+                                       (float)(8 * i) / 255.0f};
+                for (int c = 0; c < 3; c++) bad += img.data[(c * 6 + y) * 7 + x] != want[c];
+            }
+        CHECKF(!bad, "palette rgb: %d samples differ", bad);
+        ckey_image_free(&img);
+    }
+    if (read_corpus("palette4_trns.png", CKEY_IMAGE_HINT, &img)) {
+        int bad = 0;
+        for (int y = 0; y < 6; y++)
+            for (int x = 0; x < 7; x++)
+                bad += img.data[y * 7 + x] != (float)(17 * ((x + 3 * y) % 16)) / 255.0f;
+        CHECKF(!bad, "palette tRNS as hint: %d samples differ", bad);
+        ckey_image_free(&img);
+    }
+    if (read_corpus("palette8.png", CKEY_IMAGE_HINT, &img)) {
+        CHECK(!img.has_alpha);
+        /* no alpha: the blue channel, entry i -> 8i */
+        CHECK(img.data[1] == 8.0f / 255.0f);
+        ckey_image_free(&img);
+    }
+    if (read_corpus("gray1.png", CKEY_IMAGE_HINT, &img)) {
+        CHECK(img.bit_depth == 1 && img.width == 10 && img.height == 3);
+        int bad = 0;
+        for (int y = 0; y < 3; y++)
+            for (int x = 0; x < 10; x++) bad += img.data[y * 10 + x] != (float)((x + y) & 1);
+        CHECKF(!bad, "1-bit gray: %d samples differ", bad);
+        ckey_image_free(&img);
+    }
+    if (read_corpus("one_pixel.png", CKEY_IMAGE_RGB, &img)) {
+        CHECK(img.width == 1 && img.height == 1 && img.data[2] == 200.0f / 255.0f);
+        ckey_image_free(&img);
+    }
+}
+
+/* -------------------------------------------------------- broken files */
+
+static void expect_error(const char *path, ckey_status want_st, const char *want_msg) {
+    ckey_image img;
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    ckey_status st = ckey_image_read_png(path, CKEY_IMAGE_RGB, &img, &err);
+    printf("  %s -> %s: %s\n", path, ckey_status_name(st), err.message);
+    CHECKF(st == want_st, "%s: got %s", path, ckey_status_name(st));
+    CHECKF(strstr(err.message, want_msg) != NULL, "message '%s' lacks '%s'", err.message, want_msg);
+    CHECKF(strstr(err.message, path) != NULL, "message '%s' does not name the file", err.message);
+    CHECK(img.data == NULL && img.width == 0);
+}
+
+static void test_corpus_broken(void) {
+    expect_error("fuzz/corpus/png/bad-truncated.png", CKEY_ERR_FORMAT, "truncated");
+    expect_error("fuzz/corpus/png/bad-no_iend.png", CKEY_ERR_FORMAT, "truncated");
+    expect_error("fuzz/corpus/png/bad-not_png.png", CKEY_ERR_FORMAT, "not a PNG file");
+    expect_error("fuzz/corpus/png/bad-crc_error.png", CKEY_ERR_FORMAT, "CRC");
+    expect_error("fuzz/corpus/png/bad-huge_header.png", CKEY_ERR_UNSUPPORTED, "limit");
+    expect_error("fuzz/corpus/png/does_not_exist.png", CKEY_ERR_IO, "cannot open");
+}
+
+/* Standard CRC-32 (as PNG chunks use), to forge headers. */
+static uint32_t crc32_png(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* signature + a valid IHDR of the given size, then nothing: the caps must
+ * trigger from the header, before any allocation or IDAT read. */
+static void test_huge_dimensions(void) {
+    static const uint32_t dims[][2] = {{40000, 16}, {16, 32769}, {20000, 20000}, {0x7fffffff, 1}};
+    static const char *what[] = {"side limit", "side limit", "pixels", "side limit"};
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    for (size_t k = 0; k < LEN(dims); k++) {
+        unsigned char buf[33] = {137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+        put32(buf + 16, dims[k][0]);
+        put32(buf + 20, dims[k][1]);
+        buf[24] = 8;  /* depth */
+        buf[25] = 2;  /* RGB */
+        put32(buf + 29, crc32_png(buf + 12, 17));
+        char path[512];
+        snprintf(path, sizeof path, "%s/huge%zu.png", dir, k);
+        REQUIRE(write_bytes(path, buf, sizeof buf));
+        expect_error(path, CKEY_ERR_UNSUPPORTED, what[k]);
+    }
+    /* within the caps, but far too small to hold the pixels: refused
+     * before the 3 GiB of floats it claims would be allocated */
+    unsigned char buf[33 + 14] = {137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    put32(buf + 16, 16384);
+    put32(buf + 20, 16384);
+    buf[24] = 8;
+    buf[25] = 2;
+    put32(buf + 29, crc32_png(buf + 12, 17));
+    unsigned char *idat = buf + 33;
+    put32(idat, 2);
+    memcpy(idat + 4, "IDAT\x78\x9c", 6);
+    put32(idat + 10, crc32_png(idat + 4, 6));
+    char path[512];
+    snprintf(path, sizeof path, "%s/forged.png", dir);
+    REQUIRE(write_bytes(path, buf, sizeof buf));
+    expect_error(path, CKEY_ERR_FORMAT, "need at least");
+    remove_tree(dir);
+}
+
+static void test_truncations(void) {
+    /* cut a valid file at every length: never OK, never a crash */
+    size_t n = 0;
+    unsigned char *good = ck_read_file("fuzz/corpus/png/seed-rgba16.png", &n);
+    REQUIRE(good && n > 40);
+    int ok = 0, truncated = 0;
+    for (size_t len = 0; len < n; len++) {
+        ckey_image img;
+        ckey_error err;
+        memset(&err, 0, sizeof err);
+        ckey_status st = ck_image_read_png_memory(good, len, "cut.png", CKEY_IMAGE_HINT, &img, &err);
+        ok += st == CKEY_OK;
+        truncated += strstr(err.message, "cut.png: truncated") != NULL ||
+                     strstr(err.message, "cut.png: empty file") != NULL;
+        ckey_image_free(&img);
+    }
+    printf("  %zu cut lengths: %d accepted, %d reported truncated/empty\n", n, ok, truncated);
+    CHECK(ok == 0);
+    CHECK(truncated == (int)n);
+    ckey_image img;
+    ckey_error err;
+    CHECK(ck_image_read_png_memory(good, n, "whole.png", CKEY_IMAGE_HINT, &img, &err) == CKEY_OK);
+    ckey_image_free(&img);
+    free(good);
+}
+
+static void test_empty_file(void) {
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/empty.png", dir);
+    REQUIRE(write_bytes(path, "", 0));
+    expect_error(path, CKEY_ERR_FORMAT, "empty file");
+    remove_tree(dir);
+}
+
+/* ------------------------------------------------------------ writing */
+
+static void test_atomic_write(void) {
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    float px[6] = {0, 0.2f, 0.4f, 0.6f, 0.8f, 1};
+    char path[512], tmp[600];
+    ckey_error err;
+
+    /* a new file, then replacing it: only the final name remains */
+    snprintf(path, sizeof path, "%s/out.png", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    CHECK(ckey_image_write_png(path, px, 1, 3, 2, 8, &err) == CKEY_OK);
+    CHECK(exists(path) && !exists(tmp));
+    CHECK(ckey_image_write_png(path, px, 3, 2, 1, 16, &err) == CKEY_OK);
+    CHECK(exists(path) && !exists(tmp));
+    CHECK(count_entries(dir) == 1);
+    ckey_image img;
+    REQUIRE(ckey_image_read_png(path, CKEY_IMAGE_RGB, &img, &err) == CKEY_OK);
+    CHECK(img.width == 2 && img.height == 1 && img.bit_depth == 16);
+    ckey_image_free(&img);
+
+    /* the final name is a directory: the rename fails, the .tmp is removed */
+    snprintf(path, sizeof path, "%s/adir.png", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    REQUIRE(mkdir(path, 0700) == 0);
+    ckey_status st = ckey_image_write_png(path, px, 1, 3, 2, 16, &err);
+    printf("  write onto a directory -> %s: %s\n", ckey_status_name(st), err.message);
+    CHECK(st == CKEY_ERR_IO && strstr(err.message, path));
+    CHECK(!exists(tmp));
+
+    /* a missing directory: nothing is created */
+    snprintf(path, sizeof path, "%s/missing/out.png", dir);
+    st = ckey_image_write_png(path, px, 1, 3, 2, 16, &err);
+    printf("  write into a missing dir -> %s: %s\n", ckey_status_name(st), err.message);
+    CHECK(st == CKEY_ERR_IO && strstr(err.message, "cannot create"));
+    CHECK(count_entries(dir) == 2);
+
+    /* bad arguments are refused before touching the disk */
+    snprintf(path, sizeof path, "%s/bad.png", dir);
+    CHECK(ckey_image_write_png(path, px, 2, 3, 1, 8, &err) == CKEY_ERR_INVALID_ARG);
+    CHECK(ckey_image_write_png(path, px, 1, 3, 2, 12, &err) == CKEY_ERR_INVALID_ARG);
+    CHECK(ckey_image_write_png(path, px, 1, 0, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
+    CHECK(ckey_image_write_png(path, NULL, 1, 3, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
+    CHECK(count_entries(dir) == 2);
+    remove_tree(dir);
+}
+
+int main(int argc, char **argv) {
+#ifndef CK_HAVE_PNG
+    printf("skip: libckey was built without libpng\n");
+    return 77;
+#endif
+    static const ck_test_case cases[] = {
+        {"roundtrip_gray16", test_roundtrip_gray16},
+        {"roundtrip_gray8_as_rgb", test_roundtrip_gray8_as_rgb},
+        {"roundtrip_rgb8", test_roundtrip_rgb8},
+        {"roundtrip_rgb16", test_roundtrip_rgb16},
+        {"roundtrip_rgb16_hint", test_roundtrip_rgb16_hint},
+        {"roundtrip_rgba16_hint", test_roundtrip_rgba16_hint},
+        {"roundtrip_rgba8_as_rgb", test_roundtrip_rgba8_as_rgb},
+        {"quantize", test_quantize},
+        {"hint_opaque_alpha", test_hint_opaque_alpha},
+        {"corpus_direct_color", test_corpus_direct_color},
+        {"corpus_palette_and_low_depth", test_corpus_palette_and_low_depth},
+        {"corpus_broken", test_corpus_broken},
+        {"huge_dimensions", test_huge_dimensions},
+        {"truncations", test_truncations},
+        {"empty_file", test_empty_file},
+        {"atomic_write", test_atomic_write},
+    };
+    return ck_test_main(cases, (int)LEN(cases), argc, argv);
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Install the Debian packages ckey's build and tests need (uses sudo when not root).
+#   build-essential, pkg-config : compiler, make
+#   libopenblas-pthread-dev     : CPU GEMM (the pthread build: it is safe to call
+#                                 from many threads; see docs/architecture.md)
+#   libpng-dev                  : PNG plates, hints and mattes
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends \
+    build-essential pkg-config libopenblas-pthread-dev libpng-dev
