@@ -7,11 +7,11 @@
 
 CC      ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
-BLAS    ?= openblas
+BLAS    ?= none
 PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
 LIBS    := -lm -pthread
 
 ifeq ($(BLAS),openblas)

@@ -10,8 +10,8 @@
 
 enum {
     LIN_ROWS = 256,  /* rows per linear tile */
-    MLP_ROWS = 64,   /* tokens per MLP chunk */
-    ATT_BQ = 64,     /* query rows per attention item */
+    MLP_ROWS = 256,  /* tokens per MLP chunk */
+    ATT_BQ = 256,    /* query rows per attention item */
     ATT_BK = 512,    /* keys per online-softmax step */
     MU_ROWS = 256,   /* tokens per mask-unit chunk */
     CONV_TILE = 512, /* output pixels per conv GEMM */
@@ -24,31 +24,43 @@ static inline float *thread_scratch(ck_backend *be, int thread) {
 
 /* ------------------------------------------------------------ elementwise */
 
+/* exp(v) for v <= 88, ~1 ulp: n = round(v / ln 2) via the 1.5 * 2^23
+ * trick, r = v - n ln 2 (two-part ln 2), a degree-6 polynomial for e^r,
+ * times 2^n built in the exponent bits. Branch-free so loops vectorize. */
+static inline float exp_approx(float v) {
+    v = v < -87.0f ? -87.0f : v;
+    v = v > 88.0f ? 88.0f : v;
+    float t = v * 1.44269504088896341f + 12582912.0f;
+    float nf = t - 12582912.0f;
+    int32_t ni;
+    memcpy(&ni, &t, sizeof ni);
+    ni -= 0x4B400000;
+    float r = v - nf * 0.693145751953125f;
+    r = r - nf * 1.428606765330187e-06f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
+              r * (0.00833333377f + r * 0.00138888892f)))));
+    int32_t bits = (ni + 127) << 23;
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    return p * sc;
+}
+
 VEC void ck_vexp(float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        v = v < -87.0f ? -87.0f : v;
-        v = v > 88.0f ? 88.0f : v;
-        /* n = round(v / ln 2) via the 1.5 * 2^23 trick; r = v - n ln 2 */
-        float t = v * 1.44269504088896341f + 12582912.0f;
-        float nf = t - 12582912.0f;
-        int32_t ni;
-        memcpy(&ni, &t, sizeof ni);
-        ni -= 0x4B400000;
-        float r = v - nf * 0.693145751953125f;
-        r = r - nf * 1.428606765330187e-06f;
-        float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
-                  r * (0.00833333377f + r * 0.00138888892f)))));
-        int32_t bits = (ni + 127) << 23;
-        float sc;
-        memcpy(&sc, &bits, sizeof sc);
-        x[i] = p * sc;
-    }
+    for (int64_t i = 0; i < n; i++) x[i] = exp_approx(x[i]);
+}
+
+/* erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), vectorizable. */
+static inline float erf_approx(float x) {
+    float ax = x < 0 ? -x : x;
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float y = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    float e = 1.0f - y * exp_approx(-ax * ax);
+    return x < 0 ? -e : e;
 }
 
 static inline float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 
-static inline float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
+static inline float gelu(float v) { return 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f)); }
 
 static void layernorm_row(const float *restrict x, int C, const float *restrict g,
                           const float *restrict b, float *restrict y) {
@@ -177,6 +189,38 @@ static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w
 
 /* ------------------------------------------------------------ attention */
 
+/* Row max and (in place) s = exp(s - m) with its sum: 16 partial lanes so
+ * the compiler vectorizes without reassociating anything itself. */
+VEC static float row_max(const float *restrict s, int n) {
+    float lane[16];
+    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
+    float mx = -INFINITY;
+    for (int l = 0; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
+    for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
+    return mx;
+}
+
+VEC static float exp_shift_sum(float *restrict s, int n, float m) {
+    float lane[16] = {0};
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) {
+            float e = exp_approx(s[j + l] - m);
+            s[j + l] = e;
+            lane[l] += e;
+        }
+    float sum = 0;
+    for (; j < n; j++) {
+        s[j] = exp_approx(s[j] - m);
+        sum += s[j];
+    }
+    for (int l = 0; l < 16; l++) sum += lane[l];
+    return sum;
+}
+
 /* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
  * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
  * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
@@ -193,14 +237,10 @@ static void flash(const float *q, int nq, const float *k, const float *v, int64_
         ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, S, bk);
         for (int i = 0; i < nq; i++) {
             float *s = S + (int64_t)i * bk;
-            float mx = s[0];
-            for (int j = 1; j < bk; j++) mx = s[j] > mx ? s[j] : mx;
+            float mx = row_max(s, bk);
             float mnew = mx > mrow[i] ? mx : mrow[i];
             float corr = expf(mrow[i] - mnew); /* 0 on the first step */
-            for (int j = 0; j < bk; j++) s[j] -= mnew;
-            ck_vexp(s, bk);
-            float sum = 0;
-            for (int j = 0; j < bk; j++) sum += s[j];
+            float sum = exp_shift_sum(s, bk, mnew);
             lrow[i] = lrow[i] * corr + sum;
             mrow[i] = mnew;
             if (corr != 1.0f) {
@@ -547,6 +587,31 @@ static void cpu_finalize(ck_backend *be, const float *logits, int S, float *out)
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
+/* v += b over a row, and the row's sum and sum of squares in double
+ * (8 double lanes, so it vectorizes; GroupNorm statistics span 2^22+
+ * values per group at S = 2048). */
+VEC static void bias_and_moments(float *restrict v, int n, float b, double *sum, double *sumsq) {
+    double s[8] = {0}, q[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+            float x = v[i + l] + b;
+            v[i + l] = x;
+            s[l] += x;
+            q[l] += (double)x * x;
+        }
+    double S = 0, Q = 0;
+    for (; i < n; i++) {
+        float x = v[i] + b;
+        v[i] = x;
+        S += x;
+        Q += (double)x * x;
+    }
+    for (int l = 0; l < 8; l++) S += s[l], Q += q[l];
+    *sum = S;
+    *sumsq = Q;
+}
+
 typedef struct {
     const float *in, *W, *bias, *in_a, *in_b;
     int Cin, S, dil, Cout, groups;
@@ -601,15 +666,8 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
             float *o = c->out + (y - c->row0) * S + x0;
             ck_sgemm(0, c->Cout, n, KK, 1.0f, c->W, KK, col, n, 0.0f, o, c->out_ld);
             for (int co = 0; co < c->Cout; co++) {
-                float *orow = o + (int64_t)co * c->out_ld;
-                const float bv = c->bias[co];
-                double s = 0, ss = 0;
-                for (int i = 0; i < n; i++) {
-                    float v = orow[i] + bv;
-                    orow[i] = v;
-                    s += v;
-                    ss += (double)v * v;
-                }
+                double s, ss;
+                bias_and_moments(o + (int64_t)co * c->out_ld, n, c->bias[co], &s, &ss);
                 st[2 * (co / cpg)] += s;
                 st[2 * (co / cpg) + 1] += ss;
             }

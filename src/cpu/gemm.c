@@ -1,69 +1,126 @@
-/* GEMM entry point: OpenBLAS or, where the build has no BLAS, a plain
- * blocked fallback.
+/* ckey's own single-threaded SGEMM. Each pool worker multiplies its own
+ * tiles, so the kernel must be reentrant and lock-free: no global buffers,
+ * the B panel is packed into a stack buffer.
  *
- * Our thread pool owns the parallelism: each worker multiplies its own tiles
- * with a single-threaded GEMM. Debian's *serial* OpenBLAS is not safe to call
- * from several threads at once (its buffer pool has no lock: a stress test
- * gave ~2% wrong products), so ckey links the pthread build, which locks
- * its buffers, and asks it for one thread per call (ck_gemm_init). That
- * setting is OpenBLAS's own process-wide knob; documented in
- * docs/architecture.md. */
+ * Blocking: K in chunks of KC; for each chunk, B is packed 32 columns at a
+ * time ([KC][32], zero padded) and every 8-row strip of A runs the 8x32
+ * register kernel against that panel (16 vector accumulators). Written with
+ * GCC vector extensions and compiled three times (AVX-512, AVX2+FMA,
+ * baseline), picked at load time by the CPU. */
 #include <string.h>
 
 #include "cpu/cpu.h"
 
-#ifdef CK_HAVE_OPENBLAS
-#include <cblas.h>
+/* The helpers below are always inlined into each clone, so passing 64-byte
+ * vectors never crosses a real call boundary. */
+#pragma GCC diagnostic ignored "-Wpsabi"
 
-void ck_gemm_init(void) {
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
+typedef float v16 __attribute__((vector_size(64)));
 
-void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
-              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (M <= 0 || N <= 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
-                (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-#else
+enum { MR = 8, NR = 32, KC = 384 };
 
 void ck_gemm_init(void) {}
 
-/* Fallback: correct and cache-blocked, several times slower than OpenBLAS. */
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
-              const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    for (int i = 0; i < M; i++) {
-        float *c = C + (int64_t)i * ldc;
-        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof(float));
-        else if (beta != 1.0f)
-            for (int j = 0; j < N; j++) c[j] *= beta;
+static inline __attribute__((always_inline)) v16 loadu(const float *p) {
+    v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void storeu(float *p, v16 v) { memcpy(p, &v, sizeof v); }
+
+/* C[mr x nr] (+)= A[mr x kc] . P[kc x 32]; mr <= 8, nr <= 32. */
+static inline __attribute__((always_inline)) void kernel(const int mr, int kc, const float *A, int64_t lda,
+                                                         const float *P, float *C, int64_t ldc, int nr,
+                                                         int accumulate) {
+    v16 c0[MR], c1[MR];
+    for (int i = 0; i < MR; i++) c0[i] = c1[i] = (v16){0};
+    const float *a[MR];
+    for (int i = 0; i < MR; i++) a[i] = A + (int64_t)(i < mr ? i : 0) * lda;
+    for (int k = 0; k < kc; k++) {
+        const v16 b0 = *(const v16 *)(P + (int64_t)k * NR), b1 = *(const v16 *)(P + (int64_t)k * NR + 16);
+        for (int i = 0; i < mr; i++) {
+            const float x = a[i][k];
+            const v16 av = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+            c0[i] += av * b0;
+            c1[i] += av * b1;
+        }
     }
-    enum { KB = 256, JB = 512 };
-    for (int k0 = 0; k0 < K; k0 += KB) {
-        int k1 = k0 + KB < K ? k0 + KB : K;
-        for (int j0 = 0; j0 < N; j0 += JB) {
-            int j1 = j0 + JB < N ? j0 + JB : N;
-            for (int i = 0; i < M; i++) {
-                const float *a = A + (int64_t)i * lda;
-                float *c = C + (int64_t)i * ldc;
-                if (b_trans) {
-                    for (int j = j0; j < j1; j++) {
-                        const float *b = B + (int64_t)j * ldb;
-                        float s = 0;
-                        for (int k = k0; k < k1; k++) s += a[k] * b[k];
-                        c[j] += alpha * s;
-                    }
-                } else {
-                    for (int k = k0; k < k1; k++) {
-                        const float av = alpha * a[k];
-                        const float *restrict b = B + (int64_t)k * ldb;
-                        for (int j = j0; j < j1; j++) c[j] += av * b[j];
-                    }
-                }
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (int64_t)i * ldc;
+        if (nr == NR) {
+            if (accumulate) {
+                storeu(c, loadu(c) + c0[i]);
+                storeu(c + 16, loadu(c + 16) + c1[i]);
+            } else {
+                storeu(c, c0[i]);
+                storeu(c + 16, c1[i]);
+            }
+        } else {
+            float t[NR];
+            memcpy(t, &c0[i], sizeof c0[i]);
+            memcpy(t + 16, &c1[i], sizeof c1[i]);
+            if (accumulate)
+                for (int j = 0; j < nr; j++) c[j] += t[j];
+            else
+                for (int j = 0; j < nr; j++) c[j] = t[j];
+        }
+    }
+}
+
+/* Pack B[k0 .. k0+kc, j0 .. j0+nr] into P[kc][32] (zero padded). b_trans:
+ * B is stored [N, K] (a weight matrix W[out, in], or keys). */
+static void pack_b(int b_trans, const float *B, int64_t ldb, int k0, int kc, int j0, int nr, float *P) {
+    if (b_trans) {
+        for (int k = 0; k < kc; k++) memset(P + (int64_t)k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
+        for (int j = 0; j < nr; j++) {
+            const float *src = B + (int64_t)(j0 + j) * ldb + k0;
+            for (int k = 0; k < kc; k++) P[(int64_t)k * NR + j] = src[k];
+        }
+    } else {
+        for (int k = 0; k < kc; k++) {
+            float *d = P + (int64_t)k * NR;
+            memcpy(d, B + (int64_t)(k0 + k) * ldb + j0, (size_t)nr * sizeof(float));
+            if (nr < NR) memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+        }
+    }
+}
+
+CLONES
+void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
+              int64_t ldb, float beta, float *C, int64_t ldc) {
+    (void)alpha; /* always 1 in ckey */
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (beta == 0.0f)
+            for (int i = 0; i < M; i++) memset(C + (int64_t)i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    float P[KC * NR] __attribute__((aligned(64)));
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kc = K - k0 < KC ? K - k0 : KC;
+        const int acc = beta != 0.0f || k0 > 0;
+        for (int j0 = 0; j0 < N; j0 += NR) {
+            const int nr = N - j0 < NR ? N - j0 : NR;
+            pack_b(b_trans, B, ldb, k0, kc, j0, nr, P);
+            int i0 = 0;
+            for (; i0 + MR <= M; i0 += MR)
+                kernel(MR, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc);
+            const int rest = M - i0;
+            const float *a = A + (int64_t)i0 * lda + k0;
+            float *c = C + (int64_t)i0 * ldc + j0;
+            switch (rest) {
+            case 7: kernel(7, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 6: kernel(6, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 5: kernel(5, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 4: kernel(4, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 3: kernel(3, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 2: kernel(2, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 1: kernel(1, kc, a, lda, P, c, ldc, nr, acc); break;
+            default: break;
             }
         }
     }
 }
-#endif
