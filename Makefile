@@ -2,8 +2,9 @@
 # `make asan` the AddressSanitizer+UBSan build into build-asan/,
 # `make test` runs the whole suite (release, then sanitizers).
 #
-# Knobs:  BLAS=openblas|none   BLAS_PREFIX=dir (with include/ and lib/ of a
-#         serial OpenBLAS, e.g. one unpacked from the Debian package)
+# Knobs:  BLAS=none (default: ckey's own SGEMM, src/cpu/gemm.c) | openblas
+#         (Debian's libopenblas-pthread-dev; BLAS_PREFIX=dir with include/ and
+#         lib/ of one unpacked elsewhere, see tools/gpu-deps.sh)
 
 CC      ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages ckey's build and tests need (uses sudo when not root).
 #   build-essential, pkg-config : compiler, make
-#   libopenblas-pthread-dev     : CPU GEMM (the pthread build: it is safe to call
-#                                 from many threads; see docs/architecture.md)
+#   (no BLAS: ckey's own reentrant SGEMM is the default; `make BLAS=openblas`
+#    links Debian's libopenblas-pthread-dev instead, see docs/architecture.md)
 #   libpng-dev                  : PNG plates, hints and mattes
 set -euo pipefail
 SUDO=""
@@ -10,4 +10,4 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-    build-essential pkg-config libopenblas-pthread-dev libpng-dev
+    build-essential pkg-config libpng-dev

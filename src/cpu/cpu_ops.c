@@ -14,8 +14,8 @@ enum {
     ATT_BQ = 256,    /* query rows per attention item */
     ATT_BK = 512,    /* keys per online-softmax step */
     MU_ROWS = 256,   /* tokens per mask-unit chunk */
-    CONV_TILE = 512, /* output pixels per conv GEMM */
-    CONV_BAND = 16   /* rows per in-place conv band (>= max dilation 8) */
+    CONV_TILE = 256, /* output pixels per conv GEMM */
+    CONV_BAND = 32   /* rows per in-place conv band (>= max dilation 8) */
 };
 
 static inline float *thread_scratch(ck_backend *be, int thread) {
@@ -62,18 +62,29 @@ static inline float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 static inline float gelu(float v) { return 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f)); }
 
-static void layernorm_row(const float *restrict x, int C, const float *restrict g,
-                          const float *restrict b, float *restrict y) {
-    double s = 0, ss = 0;
-    for (int i = 0; i < C; i++) s += x[i];
-    double mean = s / C;
-    for (int i = 0; i < C; i++) {
-        double d = x[i] - mean;
-        ss += d * d;
-    }
-    float rstd = (float)(1.0 / sqrt(ss / C + 1e-6));
-    float mf = (float)mean;
-    for (int i = 0; i < C; i++) y[i] = (x[i] - mf) * rstd * g[i] + b[i];
+/* Two-pass mean/variance with 16 float lanes (C <= a few thousand, so
+ * float partial sums lose nothing that matters; vectorizes). */
+VEC static void layernorm_row(const float *restrict x, int C, const float *restrict g,
+                              const float *restrict b, float *restrict y) {
+    float lane[16] = {0};
+    int i = 0;
+    for (; i + 16 <= C; i += 16)
+        for (int l = 0; l < 16; l++) lane[l] += x[i + l];
+    float s = 0;
+    for (; i < C; i++) s += x[i];
+    for (int l = 0; l < 16; l++) s += lane[l];
+    const float mean = s / (float)C;
+    float q[16] = {0};
+    for (i = 0; i + 16 <= C; i += 16)
+        for (int l = 0; l < 16; l++) {
+            float d = x[i + l] - mean;
+            q[l] += d * d;
+        }
+    float ss = 0;
+    for (; i < C; i++) ss += (x[i] - mean) * (x[i] - mean);
+    for (int l = 0; l < 16; l++) ss += q[l];
+    const float rstd = 1.0f / sqrtf(ss / (float)C + 1e-6f);
+    for (i = 0; i < C; i++) y[i] = (x[i] - mean) * rstd * g[i] + b[i];
 }
 
 static inline void add_bias_rows(float *y, int64_t rows, int out, int64_t ldy, const float *b) {
@@ -633,9 +644,11 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
     float *col = thread_scratch(c->be, thread);
     double *st = thread_stats(c->be, thread, c->groups);
     const int cpg = c->Cout / c->groups;
-    for (int64_t y = y0; y < y1; y++) {
-        for (int x0 = 0; x0 < S; x0 += CONV_TILE) {
-            const int n = CK_MIN(CONV_TILE, S - x0);
+    /* Column stripes outermost: consecutive rows of a stripe reuse the same
+     * input rows while they are still in this core's cache. */
+    for (int x0 = 0; x0 < S; x0 += CONV_TILE) {
+        const int n = CK_MIN(CONV_TILE, S - x0);
+        for (int64_t y = y0; y < y1; y++) {
             for (int ci = 0; ci < Cin; ci++) {
                 const float a = c->in_a ? c->in_a[ci] : 1.0f, b = c->in_a ? c->in_b[ci] : 0.0f;
                 for (int ky = 0; ky < 3; ky++) {
@@ -713,7 +726,7 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int Cin, int S, int dil
                 c.out_ld = (int64_t)B * S;
                 c.row0 = (int64_t)b * B;
                 int rows = CK_MIN(B, S - b * B);
-                ck_pool_for(be->pool, rows, 1, conv_rows_offset, &c);
+                ck_pool_for(be->pool, rows, CK_MAX(1, rows / be->threads), conv_rows_offset, &c);
             }
             if (b > 0) {
                 int pb = b - 1, rows = CK_MIN(B, S - pb * B);

@@ -21,6 +21,26 @@ typedef float v16 __attribute__((vector_size(64)));
 
 enum { MR = 8, NR = 32, KC = 384 };
 
+#ifdef CK_HAVE_OPENBLAS
+/* `make BLAS=openblas`: Debian's pthread OpenBLAS, one thread per call (its
+ * serial build is not safe to call from several threads at once). Kept for
+ * comparison; ckey's own kernel below is the default and, called from our
+ * pool, measured 4x faster end to end (docs/architecture.md). */
+#include <cblas.h>
+
+void ck_gemm_init(void) {
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
+              int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, M, N, K, alpha, A,
+                (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
+#else
+
 void ck_gemm_init(void) {}
 
 static inline __attribute__((always_inline)) v16 loadu(const float *p) {
@@ -72,12 +92,31 @@ static inline __attribute__((always_inline)) void kernel(const int mr, int kc, c
 
 /* Pack B[k0 .. k0+kc, j0 .. j0+nr] into P[kc][32] (zero padded). b_trans:
  * B is stored [N, K] (a weight matrix W[out, in], or keys). */
-static void pack_b(int b_trans, const float *B, int64_t ldb, int k0, int kc, int j0, int nr, float *P) {
+static inline __attribute__((always_inline)) void pack_b(int b_trans, const float *B, int64_t ldb, int k0, int kc, int j0, int nr, float *P) {
     if (b_trans) {
-        for (int k = 0; k < kc; k++) memset(P + (int64_t)k * NR + nr, 0, (size_t)(NR - nr) * sizeof(float));
-        for (int j = 0; j < nr; j++) {
-            const float *src = B + (int64_t)(j0 + j) * ldb + k0;
-            for (int k = 0; k < kc; k++) P[(int64_t)k * NR + j] = src[k];
+        /* 16 x 16 blocks: read 16 rows of B along k, write 16 panel rows. */
+        const float *src[NR];
+        for (int j = 0; j < NR; j++) src[j] = B + (int64_t)(j0 + (j < nr ? j : 0)) * ldb + k0;
+        for (int kb = 0; kb < kc; kb += 16) {
+            const int kn = kc - kb < 16 ? kc - kb : 16;
+            for (int jb = 0; jb < NR; jb += 16) {
+                v16 blk[16];
+                float(*bf)[16] = (float(*)[16])(void *)blk;
+                for (int j = 0; j < 16; j++) {
+                    if (jb + j >= nr) {
+                        blk[j] = (v16){0};
+                    } else if (kn == 16) {
+                        blk[j] = loadu(src[jb + j] + kb); /* one vector, not a rep movs */
+                    } else {
+                        blk[j] = (v16){0};
+                        for (int k = 0; k < kn; k++) bf[j][k] = src[jb + j][kb + k];
+                    }
+                }
+                for (int k = 0; k < kn; k++) {
+                    float *d = P + (int64_t)(kb + k) * NR + jb;
+                    for (int j = 0; j < 16; j++) d[j] = bf[j][k];
+                }
+            }
         }
     } else {
         for (int k = 0; k < kc; k++) {
@@ -124,3 +163,5 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
         }
     }
 }
+
+#endif

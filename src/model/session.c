@@ -41,7 +41,7 @@ const char *ckey_version(void) {
 #ifdef CK_HAVE_OPENBLAS
     return "0.1.0 (cpu: openblas; cuda: no)";
 #else
-    return "0.1.0 (cpu: builtin gemm; cuda: no)";
+    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: no)";
 #endif
 }
 
