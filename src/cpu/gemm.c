@@ -90,6 +90,31 @@ static inline __attribute__((always_inline)) void kernel(const int mr, int kc, c
     }
 }
 
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+/* In-register 16 x 16 transpose: four butterfly stages exchanging blocks of
+ * 8, 4, 2 and 1 lanes between rows i and i + d (one two-source permute per
+ * output row and stage). */
+static inline __attribute__((always_inline)) void transpose16(v16 r[16]) {
+    static const v16i lo8 = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+    static const v16i hi8 = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+    static const v16i lo4 = {0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27};
+    static const v16i hi4 = {4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
+    static const v16i lo2 = {0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29};
+    static const v16i hi2 = {2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31};
+    static const v16i lo1 = {0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30};
+    static const v16i hi1 = {1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31};
+    const v16i *lo[4] = {&lo8, &lo4, &lo2, &lo1}, *hi[4] = {&hi8, &hi4, &hi2, &hi1};
+    for (int st = 0, d = 8; st < 4; st++, d >>= 1) {
+        for (int i = 0; i < 16; i++) {
+            if (i & d) continue;
+            v16 a = r[i], b = r[i + d];
+            r[i] = __builtin_shuffle(a, b, *lo[st]);
+            r[i + d] = __builtin_shuffle(a, b, *hi[st]);
+        }
+    }
+}
+
 /* Pack B[k0 .. k0+kc, j0 .. j0+nr] into P[kc][32] (zero padded). b_trans:
  * B is stored [N, K] (a weight matrix W[out, in], or keys). */
 static inline __attribute__((always_inline)) void pack_b(int b_trans, const float *B, int64_t ldb, int k0, int kc, int j0, int nr, float *P) {
@@ -112,10 +137,8 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
                         for (int k = 0; k < kn; k++) bf[j][k] = src[jb + j][kb + k];
                     }
                 }
-                for (int k = 0; k < kn; k++) {
-                    float *d = P + (int64_t)(kb + k) * NR + jb;
-                    for (int j = 0; j < 16; j++) d[j] = bf[j][k];
-                }
+                transpose16(blk);
+                for (int k = 0; k < kn; k++) storeu(P + (int64_t)(kb + k) * NR + jb, blk[k]);
             }
         }
     } else {
