@@ -142,10 +142,18 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
             }
         }
     } else {
-        for (int k = 0; k < kc; k++) {
-            float *d = P + (int64_t)k * NR;
-            memcpy(d, B + (int64_t)(k0 + k) * ldb + j0, (size_t)nr * sizeof(float));
-            if (nr < NR) memset(d + nr, 0, (size_t)(NR - nr) * sizeof(float));
+        if (nr == NR) {
+            for (int k = 0; k < kc; k++) {
+                const float *src = B + (int64_t)(k0 + k) * ldb + j0;
+                *(v16 *)(P + (int64_t)k * NR) = loadu(src);
+                *(v16 *)(P + (int64_t)k * NR + 16) = loadu(src + 16);
+            }
+        } else {
+            for (int k = 0; k < kc; k++) {
+                float *d = P + (int64_t)k * NR;
+                const float *src = B + (int64_t)(k0 + k) * ldb + j0;
+                for (int j = 0; j < NR; j++) d[j] = j < nr ? src[j] : 0.0f;
+            }
         }
     }
 }
