@@ -598,37 +598,34 @@ static void cpu_finalize(ck_backend *be, const float *logits, int S, float *out)
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
-/* v += b over a row, and the row's sum and sum of squares in double
- * (8 double lanes, so it vectorizes; GroupNorm statistics span 2^22+
- * values per group at S = 2048). */
-VEC static void bias_and_moments(float *restrict v, int n, float b, double *sum, double *sumsq) {
-    double s[8] = {0}, q[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) {
-            float x = v[i + l] + b;
-            v[i + l] = x;
-            s[l] += x;
-            q[l] += (double)x * x;
+/* ---- refiner: channels-last maps [S*S, C], convolutions as implicit GEMM.
+ * Each 3x3 tap is a GEMM of a run of contiguous input pixels [n, Cin] with
+ * that tap's weights [Cout, Cin]: no im2col copy. Out-of-image taps simply
+ * skip the pixels they would read from outside (zero padding). */
+
+/* Per-group sum and sum of squares of a channels-last tile [n, C] into st
+ * (double lanes; GroupNorm statistics span 2^22+ values per group). */
+VEC static void tile_moments(const float *restrict v, int64_t n, int C, int cpg, double *restrict st) {
+    double s[64] = {0}, q[64] = {0}; /* per channel, C <= 64 on this path */
+    for (int64_t p = 0; p < n; p++) {
+        const float *r = v + p * C;
+        for (int c = 0; c < C; c++) {
+            s[c] += r[c];
+            q[c] += (double)r[c] * r[c];
         }
-    double S = 0, Q = 0;
-    for (; i < n; i++) {
-        float x = v[i] + b;
-        v[i] = x;
-        S += x;
-        Q += (double)x * x;
     }
-    for (int l = 0; l < 8; l++) S += s[l], Q += q[l];
-    *sum = S;
-    *sumsq = Q;
+    for (int c = 0; c < C; c++) {
+        st[2 * (c / cpg)] += s[c];
+        st[2 * (c / cpg) + 1] += q[c];
+    }
 }
 
 typedef struct {
-    const float *in, *W, *bias, *in_a, *in_b;
-    int Cin, S, dil, Cout, groups;
-    float *out;          /* destination base */
-    int64_t out_ld;      /* channel stride of the destination */
-    int64_t row0;        /* first row held by the destination */
+    const float *in, *W, *bias;
+    const float *wt;     /* weights per tap [9][Cout][Cin] (map input) */
+    int Cin, S, dil, Cout, groups, image_in;
+    float *out;          /* destination rows [.., S, Cout] */
+    int64_t row0;        /* first image row held by the destination */
     ck_backend *be;
 } conv_ctx;
 
@@ -640,50 +637,48 @@ static double *thread_stats(ck_backend *be, int thread, int groups) {
 
 static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
     const conv_ctx *c = p;
-    const int S = c->S, Cin = c->Cin, d = c->dil, KK = Cin * 9;
+    const int S = c->S, Cin = c->Cin, Co = c->Cout, d = c->dil;
     float *col = thread_scratch(c->be, thread);
     double *st = thread_stats(c->be, thread, c->groups);
-    const int cpg = c->Cout / c->groups;
+    const int cpg = Co / c->groups;
     /* Column stripes outermost: consecutive rows of a stripe reuse the same
      * input rows while they are still in this core's cache. */
     for (int x0 = 0; x0 < S; x0 += CONV_TILE) {
         const int n = CK_MIN(CONV_TILE, S - x0);
         for (int64_t y = y0; y < y1; y++) {
-            for (int ci = 0; ci < Cin; ci++) {
-                const float a = c->in_a ? c->in_a[ci] : 1.0f, b = c->in_a ? c->in_b[ci] : 0.0f;
+            float *dst = c->out + ((y - c->row0) * S + x0) * Co;
+            if (c->image_in) {
+                /* stem: [Cin, S, S] image -> rows of (ci, ky, kx) per pixel, one GEMM */
+                const int K = Cin * 9;
+                for (int i = 0; i < n; i++) {
+                    float *r = col + (int64_t)i * K;
+                    for (int ci = 0; ci < Cin; ci++)
+                        for (int ky = 0; ky < 3; ky++) {
+                            const int64_t iy = y + (ky - 1) * d;
+                            for (int kx = 0; kx < 3; kx++) {
+                                const int ix = x0 + i + (kx - 1) * d;
+                                r[ci * 9 + ky * 3 + kx] = (iy >= 0 && iy < S && ix >= 0 && ix < S)
+                                                              ? c->in[((int64_t)ci * S + iy) * S + ix] : 0.0f;
+                            }
+                        }
+                }
+                ck_sgemm(1, n, Co, K, 1.0f, col, K, c->W, K, 0.0f, dst, Co);
+                add_bias_rows(dst, n, Co, Co, c->bias);
+            } else {
+                for (int i = 0; i < n; i++) memcpy(dst + (int64_t)i * Co, c->bias, (size_t)Co * sizeof(float));
                 for (int ky = 0; ky < 3; ky++) {
                     const int64_t iy = y + (ky - 1) * d;
+                    if (iy < 0 || iy >= S) continue;
                     for (int kx = 0; kx < 3; kx++) {
-                        float *dst = col + (int64_t)(ci * 9 + ky * 3 + kx) * n;
-                        if (iy < 0 || iy >= S) {
-                            memset(dst, 0, (size_t)n * sizeof(float));
-                            continue;
-                        }
-                        const float *row = c->in + ((int64_t)ci * S + iy) * S;
                         const int off = (kx - 1) * d;
-                        int lo = CK_MAX(0, -off - x0), hi = CK_MIN(n, S - off - x0);
-                        if (hi < lo) hi = lo;
-                        for (int i = 0; i < lo; i++) dst[i] = 0;
-                        if (c->in_a) {
-                            for (int i = lo; i < hi; i++) {
-                                float v = a * row[x0 + i + off] + b;
-                                dst[i] = v > 0 ? v : 0;
-                            }
-                        } else {
-                            memcpy(dst + lo, row + x0 + lo + off, (size_t)(hi - lo) * sizeof(float));
-                        }
-                        for (int i = hi; i < n; i++) dst[i] = 0;
+                        const int xa = CK_MAX(x0, -off), xb = CK_MIN(x0 + n, S - off);
+                        if (xb <= xa) continue;
+                        ck_sgemm(1, xb - xa, Co, Cin, 1.0f, c->in + (iy * S + xa + off) * Cin, Cin,
+                                 c->wt + (int64_t)(ky * 3 + kx) * Co * Cin, Cin, 1.0f, dst + (int64_t)(xa - x0) * Co, Co);
                     }
                 }
             }
-            float *o = c->out + (y - c->row0) * S + x0;
-            ck_sgemm(0, c->Cout, n, KK, 1.0f, c->W, KK, col, n, 0.0f, o, c->out_ld);
-            for (int co = 0; co < c->Cout; co++) {
-                double s, ss;
-                bias_and_moments(o + (int64_t)co * c->out_ld, n, c->bias[co], &s, &ss);
-                st[2 * (co / cpg)] += s;
-                st[2 * (co / cpg) + 1] += ss;
-            }
+            tile_moments(dst, n, Co, cpg, st);
         }
     }
 }
@@ -694,44 +689,90 @@ static void conv_rows_offset(void *p, int64_t a, int64_t b, int thread) {
 }
 
 typedef struct {
-    const float *src;
-    float *dst;
-    int64_t src_ld, dst_ld, n;
-} copy_ctx;
+    float *x;
+    const float *y, *a, *b;
+    int C;
+} aff_ctx;
 
-static void copy_chans(void *p, int64_t c0, int64_t c1, int thread) {
-    const copy_ctx *c = p;
-    for (int64_t ch = c0; ch < c1; ch++)
-        memcpy(c->dst + ch * c->dst_ld, c->src + ch * c->src_ld, (size_t)c->n * sizeof(float));
+/* x = relu(a*x + b) or, with y, relu(x + a*y + b); channels-last [n, C]. */
+VEC static void affine_pixels(void *p, int64_t p0, int64_t p1, int thread) {
+    const aff_ctx *c = p;
+    const int C = c->C;
+    for (int64_t q = p0; q < p1; q++) {
+        float *restrict x = c->x + q * C;
+        if (c->y) {
+            const float *restrict y = c->y + q * C;
+            for (int ch = 0; ch < C; ch++) {
+                float v = x[ch] + (c->a[ch] * y[ch] + c->b[ch]);
+                x[ch] = v > 0 ? v : 0;
+            }
+        } else {
+            for (int ch = 0; ch < C; ch++) {
+                float v = c->a[ch] * x[ch] + c->b[ch];
+                x[ch] = v > 0 ? v : 0;
+            }
+        }
+    }
 }
 
-static void cpu_conv3x3(ck_backend *be, const float *in, int Cin, int S, int dil, const float *W,
-                        const float *bias, const float *in_a, const float *in_b, float *out, int Cout,
-                        int groups, double *stats) {
+static void cpu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
+    aff_ctx c = {x, NULL, a, b, C};
+    ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
+}
+
+static void cpu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW,
+                                     const float *a, const float *b) {
+    aff_ctx c = {x, y, a, b, C};
+    ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
+}
+
+typedef struct {
+    float *dst;
+    const float *src;
+    int64_t n;
+} copy_ctx;
+
+static void copy_range(void *p, int64_t a, int64_t b, int thread) {
+    const copy_ctx *c = p;
+    memcpy(c->dst + a, c->src + a, (size_t)(b - a) * sizeof(float));
+}
+
+static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil,
+                        const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
+                        int Cout, int groups, double *stats) {
     const int T = be->threads;
-    for (int t = 0; t < T; t++) memset(thread_stats(be, t, groups), 0, (size_t)2 * groups * sizeof(double));
     const int64_t HW = (int64_t)S * S;
-    conv_ctx c = {in, W, bias, in_a, in_b, Cin, S, dil, Cout, groups, out, HW, 0, be};
+    for (int t = 0; t < T; t++) memset(thread_stats(be, t, groups), 0, (size_t)2 * groups * sizeof(double));
+    /* A pending GroupNorm + ReLU is applied to the input first (it is then
+     * overwritten by this conv, or owned by the caller for that purpose). */
+    if (in_a) cpu_affine_relu(be, (float *)in, Cin, HW, in_a, in_b);
+    /* weights per tap, [9][Cout][Cin], so each tap's GEMM reads contiguous rows */
+    float *wt = be->shared;
+    if (!image_in)
+        for (int co = 0; co < Cout; co++)
+            for (int ci = 0; ci < Cin; ci++)
+                for (int k = 0; k < 9; k++) wt[((int64_t)k * Cout + co) * Cin + ci] = W[((int64_t)co * Cin + ci) * 9 + k];
+    conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, 0, be};
     if (out != in) {
         ck_pool_for(be->pool, S, 1, conv_rows, &c);
     } else {
         /* In place: band b goes to a side buffer; band b-1 is written back once
          * band b is done, since no later band reads above its own start - dil. */
         const int B = CONV_BAND;
-        float *band[2] = {be->shared, be->shared + (size_t)Cout * B * S};
+        float *band[2] = {be->shared + (size_t)9 * Cout * Cin,
+                          be->shared + (size_t)9 * Cout * Cin + (size_t)Cout * B * S};
         int nbands = (S + B - 1) / B;
         for (int b = 0; b <= nbands; b++) {
             if (b < nbands) {
                 c.out = band[b & 1];
-                c.out_ld = (int64_t)B * S;
                 c.row0 = (int64_t)b * B;
                 int rows = CK_MIN(B, S - b * B);
                 ck_pool_for(be->pool, rows, CK_MAX(1, rows / be->threads), conv_rows_offset, &c);
             }
             if (b > 0) {
                 int pb = b - 1, rows = CK_MIN(B, S - pb * B);
-                copy_ctx cc = {band[pb & 1], out + (int64_t)pb * B * S, (int64_t)B * S, HW, (int64_t)rows * S};
-                ck_pool_for(be->pool, Cout, 1, copy_chans, &cc);
+                copy_ctx cc = {out + (int64_t)pb * B * S * Cout, band[pb & 1], (int64_t)rows * S * Cout};
+                ck_pool_for(be->pool, cc.n, 65536, copy_range, &cc);
             }
         }
     }
@@ -742,48 +783,6 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int Cin, int S, int dil
 }
 
 typedef struct {
-    float *x;
-    const float *y, *a, *b;
-    int64_t HW;
-    int nchunk;
-} aff_ctx;
-
-enum { AFF_CHUNK = 16384 };
-
-static void affine_items(void *p, int64_t i0, int64_t i1, int thread) {
-    const aff_ctx *c = p;
-    for (int64_t it = i0; it < i1; it++) {
-        int ch = (int)(it / c->nchunk);
-        int64_t s0 = (it % c->nchunk) * AFF_CHUNK, n = CK_MIN(AFF_CHUNK, c->HW - s0);
-        float *restrict x = c->x + ch * c->HW + s0;
-        const float a = c->a[ch], b = c->b[ch];
-        if (c->y) {
-            const float *restrict y = c->y + ch * c->HW + s0;
-            for (int64_t i = 0; i < n; i++) {
-                float v = x[i] + (a * y[i] + b);
-                x[i] = v > 0 ? v : 0;
-            }
-        } else {
-            for (int64_t i = 0; i < n; i++) {
-                float v = a * x[i] + b;
-                x[i] = v > 0 ? v : 0;
-            }
-        }
-    }
-}
-
-static void cpu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
-    aff_ctx c = {x, NULL, a, b, HW, (int)((HW + AFF_CHUNK - 1) / AFF_CHUNK)};
-    ck_pool_for(be->pool, (int64_t)C * c.nchunk, 1, affine_items, &c);
-}
-
-static void cpu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW,
-                                     const float *a, const float *b) {
-    aff_ctx c = {x, y, a, b, HW, (int)((HW + AFF_CHUNK - 1) / AFF_CHUNK)};
-    ck_pool_for(be->pool, (int64_t)C * c.nchunk, 1, affine_items, &c);
-}
-
-typedef struct {
     const float *x, *W, *b;
     int C, Cout;
     int64_t HW;
@@ -791,14 +790,16 @@ typedef struct {
     float *out;
 } pw_ctx;
 
-static void pw_cols(void *p, int64_t i0, int64_t i1, int thread) {
+/* channels-last x [HW, C] -> out [Cout, HW] (channel-major for the finalize) */
+VEC static void pw_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     const pw_ctx *c = p;
-    for (int64_t s0 = i0 * CONV_TILE; s0 < i1 * CONV_TILE && s0 < c->HW; s0 += CONV_TILE) {
-        int n = (int)CK_MIN(CONV_TILE, c->HW - s0);
-        ck_sgemm(0, c->Cout, n, c->C, 1.0f, c->W, c->C, c->x + s0, c->HW, 0.0f, c->out + s0, c->HW);
+    for (int64_t q = p0; q < p1; q++) {
+        const float *restrict x = c->x + q * c->C;
         for (int o = 0; o < c->Cout; o++) {
-            float *r = c->out + o * c->HW + s0;
-            for (int i = 0; i < n; i++) r[i] = c->mult * (r[i] + c->b[o]);
+            const float *restrict w = c->W + (int64_t)o * c->C;
+            float acc = 0;
+            for (int ch = 0; ch < c->C; ch++) acc += w[ch] * x[ch];
+            c->out[(int64_t)o * c->HW + q] = c->mult * (acc + c->b[o]);
         }
     }
 }
@@ -806,7 +807,7 @@ static void pw_cols(void *p, int64_t i0, int64_t i1, int thread) {
 static void cpu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
                                const float *b, float mult, float *out, int Cout) {
     pw_ctx c = {x, W, b, C, Cout, HW, mult, out};
-    ck_pool_for(be->pool, (HW + CONV_TILE - 1) / CONV_TILE, 4, pw_cols, &c);
+    ck_pool_for(be->pool, HW, 4096, pw_pixels, &c);
 }
 
 static void cpu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
@@ -849,12 +850,12 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t
         need = CK_MAX(need, (size_t)MLP_ROWS * (Do + (size_t)Do * c->mlp_ratio));
     }
     need = CK_MAX(need, (size_t)G * 2 * c->dec_dim + (size_t)G * 4);
-    size_t conv = (size_t)CK_MAX(7, c->ref_dim) * 9 * CONV_TILE;
+    size_t conv = (size_t)7 * 9 * CONV_TILE; /* the stem's pixel rows */
     need = CK_MAX(need, conv);
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
-    *shared = 2 * (size_t)c->ref_dim * CONV_BAND * S;
+    *shared = (size_t)9 * c->ref_dim * c->ref_dim + 2 * (size_t)c->ref_dim * CONV_BAND * S;
 }
 
 const ck_ops ck_cpu_ops = {

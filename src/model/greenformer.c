@@ -133,7 +133,7 @@ float *ck_forward(const ck_fwd *f) {
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
     float *xr = ck_alloc_f32(pl, R * HW, "refiner x");
     OP(f, zero_stats, stats, 2 * gr);
-    OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
+    OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     ck_release(pl, rin);
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
     OP(f, affine_relu, xr, R, HW, ga, gb);
@@ -142,11 +142,11 @@ float *ck_forward(const ck_fwd *f) {
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
-        OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, 0, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r], rw->gn_b[2 * r], ga, gb);
         /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place */
         OP(f, zero_stats, stats, 2 * gr);
-        OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, 0, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
         OP(f, residual_affine_relu, xr, t, R, HW, ga, gb);
     }

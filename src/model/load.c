@@ -164,7 +164,7 @@ ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ck
     *out = NULL;
     int nb = ck_config_num_blocks(cfg);
     if (nb < 1 || nb > CK_MAX_BLOCKS || cfg->num_stages != 4 || cfg->dec_dim > 1024 || cfg->dec_dim < 1 ||
-        cfg->ref_dim < 1 || cfg->ref_groups < 1 || cfg->ref_dim % cfg->ref_groups ||
+        cfg->ref_dim < 1 || cfg->ref_dim > 64 || cfg->ref_groups < 1 || cfg->ref_dim % cfg->ref_groups ||
         cfg->head_dim < 1 || cfg->embed_dim % cfg->head_dim || cfg->in_chans != 4 ||
         cfg->pos_grid < 1 || cfg->pos_grid > 4096)
         return ck_fail(err, CKEY_ERR_MODEL, "%s: unsupported architecture (blocks %d, embed %d, head_dim %d, "

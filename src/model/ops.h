@@ -4,7 +4,8 @@
  * planner. All tensors are float32 and densely packed:
  *   tokens   [N, C]        token-major, in Hiera's unrolled order
  *   features [H, W, C]     spatial, channels last (NHWC without the batch)
- *   images   [C, H, W]     channel-major (the model input, refiner maps)
+ *   images   [C, H, W]     channel-major (the model input, logits, outputs)
+ *   refiner maps [R x S x S] in a layout of the backend's choosing
  * The planning pass runs the same sequence with no table at all. */
 #ifndef CK_OPS_H
 #define CK_OPS_H
@@ -57,15 +58,17 @@ typedef struct ck_ops {
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]. */
     void (*refiner_input)(ck_backend *be, const float *x, const float *logits, int S, float *rin);
 
-    /* 3x3 conv, padding = dilation, on a [Cin, S, S] map: out [Cout, S, S].
-     * When in_a/in_b are given, each input value v is read as relu(a*v + b)
-     * (a pending GroupNorm + ReLU; zero padding stays zero). Accumulates
-     * per-group sum and sum of squares of the output into stats [groups][2].
-     * out may equal in: then rows are written back band by band once no
-     * later row needs them. */
-    void (*conv3x3)(ck_backend *be, const float *in, int Cin, int S, int dil, const float *W,
-                    const float *bias, const float *in_a, const float *in_b, float *out, int Cout,
-                    int groups, double *stats);
+    /* 3x3 conv, padding = dilation, S x S, into a refiner map (layout is the
+     * backend's: CPU keeps maps channels-last). in_is_image: `in` is the
+     * [Cin, S, S] refiner input (the stem); else a refiner map. When in_a/in_b
+     * are given, each input value v is read as relu(a*v + b) (a pending
+     * GroupNorm + ReLU; the backend may apply it to `in` in place first; zero
+     * padding stays zero). Accumulates per-group sum and sum of squares of the
+     * output into stats [groups][2]. out may equal in: then rows are written
+     * back band by band once no later row needs them. */
+    void (*conv3x3)(ck_backend *be, const float *in, int in_is_image, int Cin, int S, int dil,
+                    const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
+                    int Cout, int groups, double *stats);
 
     /* x = relu(a*x + b) per channel, [C, S*S]. */
     void (*affine_relu)(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b);
