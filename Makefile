@@ -6,6 +6,8 @@
 #         (Debian's libopenblas-pthread-dev; BLAS_PREFIX=dir with include/ and
 #         lib/ of one unpacked elsewhere, see tools/gpu-deps.sh)
 
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS    ?= none
@@ -40,8 +42,13 @@ TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
+# Objects depend on a stamp holding the flags, so `make BLAS=...` rebuilds.
+FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS)' | cksum | cut -d' ' -f1)
+
 define build_tree
-$(1)/obj/%.o: %.c
+$(1)/flags-$(FLAGS_ID):
+	@mkdir -p $(1) && rm -f $(1)/flags-* && touch $$@
+$(1)/obj/%.o: %.c $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(BASEFLAGS) $(2) -MMD -MP -c $$< -o $$@
 $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
@@ -70,7 +77,7 @@ FUZZERS    := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 ASAN_FUZZERS := $(patsubst fuzz/%.c,build-asan/fuzz/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 
-.PHONY: all asan tests test test-release test-asan example bench fuzz clean
+.PHONY: all asan test test-release example bench clean
 .SECONDARY:
 
 all: build/ckey $(TESTS) $(FUZZERS) $(BENCHES)

@@ -112,7 +112,9 @@ typedef struct ckey_memory_plan {
     int64_t weight_bytes;     /* model weights (incl. pos-embed resized for S) */
     int64_t arena_bytes;      /* the one activation arena, sized by the planner */
     int64_t scratch_bytes;    /* per-thread scratch inside the arena */
-    int64_t peak_bytes;       /* weights + arena: all the session ever holds */
+    int64_t peak_bytes;       /* weights + arena (plate-size resize buffers of
+                                 ckey_session_key and the model's raw decoder
+                                 copy kept for `convert`, ~7 MiB, come on top) */
     int32_t num_buffers;      /* activation buffers the planner placed */
     int64_t naive_bytes;      /* what those buffers would need with no reuse */
 } ckey_memory_plan;
@@ -164,7 +166,9 @@ int32_t ckey_session_size(const ckey_session *s);
  * [0, 1]. Resizes to S exactly as torchvision's bilinear resize (antialiased
  * on downscale), normalizes, runs the network, and resizes alpha and fg back
  * to h x w (bilinear). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
- * straight sRGB). Work buffers come from the session's arena.
+ * straight sRGB). The resize work buffers depend on the plate size: the
+ * session grows them to the largest plate it has seen (outside the planned
+ * arena), so every later frame of that size allocates nothing.
  */
 typedef struct ckey_frame {
     int32_t width, height;

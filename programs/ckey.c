@@ -281,8 +281,8 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
         case O_HINT: o->hint = val; break;
         case O_OUT: o->out = val; break;
         case O_SIZE:
-            if (!parse_int(val, 1, 32768, &n))
-                return usage_error(o->cmd, "--size '%s' is not a size between 32 and 32768", val);
+            if (!parse_int(val, 1, 16384, &n))
+                return usage_error(o->cmd, "--size '%s' is not a size between 32 and 16384", val);
             if (n % 32)
                 return usage_error(o->cmd, "--size %ld is not a multiple of 32 (the network "
                                            "downsamples by 32)", n);

@@ -327,6 +327,24 @@ static void test_bad_options(void) {
     CHECK(ckey_model_load("/nonexistent/model.pth", &m2, &err) != CKEY_OK && m2 == NULL);
     CHECK(strstr(err.message, "/nonexistent/model.pth") != NULL);
     printf("  %s\n", err.message);
+    /* a malformed sidecar is refused by name, not ignored */
+    size_t n = 0;
+    unsigned char *bytes = ck_read_file(mp, &n);
+    REQUIRE(bytes);
+    FILE *f = fopen("test-model-sidecar.pth", "wb");
+    REQUIRE(f);
+    fwrite(bytes, 1, n, f);
+    fclose(f);
+    free(bytes);
+    f = fopen("test-model-sidecar.pth.json", "wb");
+    REQUIRE(f);
+    fputs("{\"head_dim\": \"sixteen\"}", f);
+    fclose(f);
+    CHECK(ckey_model_load("test-model-sidecar.pth", &m2, &err) == CKEY_ERR_FORMAT && m2 == NULL);
+    CHECK(strstr(err.message, "test-model-sidecar.pth.json") && strstr(err.message, "head_dim"));
+    printf("  %s\n", err.message);
+    remove("test-model-sidecar.pth");
+    remove("test-model-sidecar.pth.json");
     ckey_model_free(m);
     free(mp);
 }

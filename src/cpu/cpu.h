@@ -18,9 +18,10 @@ struct ck_backend {
 /* Scratch the CPU ops need for this config and S (per thread and shared). */
 void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t *shared);
 
-/* Row-major y[M, N] = alpha * A[M, K] . op(B) + beta * y; op(B) = B^T when
- * b_trans (B stored [N, K]), else B [K, N]. Single-threaded: parallelism is
- * the caller's (each thread multiplies its own tiles). */
+/* Row-major C[M, N] = A[M, K] . op(B) (beta == 0) or C += A . op(B) (beta
+ * != 0); op(B) = B^T when b_trans (B stored [N, K]), else B [K, N]. alpha is
+ * ignored (always 1 in ckey). Single-threaded and reentrant: parallelism is
+ * the caller's (each pool thread multiplies its own tiles). */
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 

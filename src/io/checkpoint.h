@@ -31,7 +31,8 @@ size_t ck_dtype_size(ck_dtype dt);
 const char *ck_dtype_name(ck_dtype dt);
 
 typedef struct ck_tensor_info {
-    const char *name;          /* key, `state_dict.`/`_orig_mod.` prefixes removed */
+    const char *name;          /* key, `_orig_mod.` / `module.` prefixes removed
+                                  (a nested `state_dict` dict is unwrapped) */
     ck_dtype dtype;
     int32_t ndim;
     int64_t shape[CK_MAX_DIMS];

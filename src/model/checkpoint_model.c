@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "io/json.h"
 #include "model/model.h"
 
 typedef struct {
@@ -42,33 +43,29 @@ static const ck_tensor_info *find(const ck_checkpoint *ck, const char *fmt, int 
     return ck_checkpoint_find(ck, name);
 }
 
-/* Integer value of "key": N in a tiny JSON object (sidecar), or -1. */
-static int json_int(const char *text, const char *key) {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = strstr(text, pat);
-    if (!p) return -1;
-    p += strlen(pat);
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    if (*p != ':') return -1;
-    p++;
-    char *end;
-    long v = strtol(p, &end, 10);
-    if (end == p || v < 1 || v > 100000) return -1;
-    return (int)v;
-}
-
 static ckey_status read_overrides(const ck_checkpoint *ck, const char *path, ck_config *cfg, ckey_error *err) {
     const char *keys[2] = {"head_dim", "groups"};
     int *dst[2] = {&cfg->head_dim, &cfg->ref_groups};
+    /* Optional sidecar `<path>.json`: {"head_dim": N, "groups": N}, parsed by
+     * the strict JSON reader (untrusted input like the checkpoint itself). */
     char side[4096];
     snprintf(side, sizeof side, "%s.json", path);
-    char text[4096] = "";
+    ck_json js = {0};
+    int have_js = 0;
     FILE *f = fopen(side, "rb");
     if (f) {
-        size_t n = fread(text, 1, sizeof text - 1, f);
-        text[n] = 0;
+        char text[65536];
+        size_t n = fread(text, 1, sizeof text, f);
+        int too_big = n == sizeof text;
         fclose(f);
+        if (too_big) return ck_fail(err, CKEY_ERR_FORMAT, "%s: sidecar larger than 64 KiB", side);
+        ckey_status st = ck_json_parse(text, n, side, &js, err);
+        if (st) return st;
+        if (js.nodes[0].type != CK_JSON_OBJECT) {
+            ck_json_free(&js);
+            return ck_fail(err, CKEY_ERR_FORMAT, "%s: expected a JSON object", side);
+        }
+        have_js = 1;
     }
     for (int i = 0; i < 2; i++) {
         char mk[32];
@@ -78,14 +75,22 @@ static ckey_status read_overrides(const ck_checkpoint *ck, const char *path, ck_
         if (meta) {
             char *end;
             long lv = strtol(meta, &end, 10);
-            if (end == meta || *end || lv < 1 || lv > 100000)
+            if (end == meta || *end || lv < 1 || lv > 100000) {
+                if (have_js) ck_json_free(&js);
                 return ck_fail(err, CKEY_ERR_FORMAT, "%s: metadata %s='%s' is not a positive integer", path, mk, meta);
+            }
             v = (int)lv;
-        } else if (text[0]) {
-            v = json_int(text, keys[i]);
+        } else if (have_js) {
+            const ck_json_node *nd = ck_json_get(&js, &js.nodes[0], keys[i]);
+            if (nd && (nd->type != CK_JSON_NUMBER || !nd->is_int || nd->ival < 1 || nd->ival > 100000)) {
+                ck_json_free(&js);
+                return ck_fail(err, CKEY_ERR_FORMAT, "%s: \"%s\" must be a positive integer", side, keys[i]);
+            }
+            if (nd) v = (int)nd->ival;
         }
         if (v > 0) *dst[i] = v;
     }
+    if (have_js) ck_json_free(&js);
     return CKEY_OK;
 }
 

@@ -70,14 +70,14 @@ typedef struct ck_ops {
                     const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
                     int Cout, int groups, double *stats);
 
-    /* x = relu(a*x + b) per channel, [C, S*S]. */
+    /* x = relu(a*x + b) per channel of a refiner map (C channels, HW pixels). */
     void (*affine_relu)(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b);
 
     /* x = relu(x + a*y + b) per channel. */
     void (*residual_affine_relu)(ck_backend *be, float *x, const float *y, int C, int64_t HW,
                                  const float *a, const float *b);
 
-    /* out [4, S, S] = mult * (final_w . x + final_b), x [C, S, S]. */
+    /* out [4, S, S] (channel-major) = mult * (final_w . x + final_b), x a refiner map. */
     void (*pointwise_conv)(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
                            const float *b, float mult, float *out, int Cout);
 

@@ -78,7 +78,8 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
     if (o->threads < 0 || o->threads > 1024)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "threads %d: must be 0 (all cores) to 1024", o->threads);
     if (o->device != CKEY_DEVICE_CPU)
-        return ck_fail(err, CKEY_ERR_DEVICE, "device %d: this build of ckey has no CUDA backend", (int)o->device);
+        return ck_fail(err, CKEY_ERR_DEVICE, "device %s: this build of ckey has no CUDA backend (CPU only)",
+                       o->device == CKEY_DEVICE_CUDA ? "cuda" : "unknown");
     if (!(o->refiner_strength >= 0.0f && o->refiner_strength <= 100.0f))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
                        (double)o->refiner_strength);
@@ -132,7 +133,14 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     if ((st = ck_plan_create(&plan, err))) return st;
     size_t scratch;
     st = plan_pass(m, &o, resolve_threads(o.threads), plan, &scratch, err);
-    if (!st) fill_plan(m, plan, scratch, o.size, mp);
+    if (!st) {
+        fill_plan(m, plan, scratch, o.size, mp);
+        if (o.memory_budget > 0 && mp->peak_bytes > o.memory_budget)
+            st = ck_fail(err, CKEY_ERR_BUDGET,
+                         "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
+                         o.size, mp->peak_bytes / 1048576.0, mp->weight_bytes / 1048576.0,
+                         mp->arena_bytes / 1048576.0, o.memory_budget / 1048576.0);
+    }
     ck_plan_free(plan);
     return st;
 }
