@@ -2,9 +2,9 @@
  * tiles, so the kernel must be reentrant and lock-free: no global buffers,
  * the B panel is packed into a stack buffer.
  *
- * Blocking: K in chunks of KC; for each chunk, B is packed 32 columns at a
- * time ([KC][32], zero padded) and every 8-row strip of A runs the 8x32
- * register kernel against that panel (16 vector accumulators). Written with
+ * Blocking: K in chunks of KC (a [KC][32] panel stays in L1); for each
+ * chunk, B is packed 32 columns at a time (zero padded) and every MR-row
+ * strip of A runs the MR x 32 register kernel against that panel. Written with
  * GCC vector extensions and compiled three times (AVX-512, AVX2+FMA,
  * baseline), picked at load time by the CPU. */
 #include <string.h>
@@ -17,9 +17,8 @@
 
 typedef float v16 __attribute__((vector_size(64)));
 
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
-enum { MR = 8, NR = 32, KC = 384 };
+enum { MR_MAX = 16, NR = 32, KC = 256 };
 
 #ifdef CK_HAVE_OPENBLAS
 /* `make BLAS=openblas`: Debian's pthread OpenBLAS, one thread per call (its
@@ -56,10 +55,10 @@ static inline __attribute__((always_inline)) void storeu(float *p, v16 v) { memc
 static inline __attribute__((always_inline)) void kernel(const int mr, int kc, const float *A, int64_t lda,
                                                          const float *P, float *C, int64_t ldc, int nr,
                                                          int accumulate) {
-    v16 c0[MR], c1[MR];
-    for (int i = 0; i < MR; i++) c0[i] = c1[i] = (v16){0};
-    const float *a[MR];
-    for (int i = 0; i < MR; i++) a[i] = A + (int64_t)(i < mr ? i : 0) * lda;
+    v16 c0[MR_MAX], c1[MR_MAX];
+    for (int i = 0; i < mr; i++) c0[i] = c1[i] = (v16){0};
+    const float *a[MR_MAX];
+    for (int i = 0; i < mr; i++) a[i] = A + (int64_t)i * lda;
     for (int k = 0; k < kc; k++) {
         const v16 b0 = *(const v16 *)(P + (int64_t)k * NR), b1 = *(const v16 *)(P + (int64_t)k * NR + 16);
         for (int i = 0; i < mr; i++) {
@@ -159,41 +158,73 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
     }
 }
 
-CLONES
+/* The blocked driver, instantiated per ISA with the strip height MR that
+ * fits its register file: 14 x 32 (28 zmm accumulators) on AVX-512, 8 x 32
+ * elsewhere (AVX2 tuning is still to do: there a v16 takes two ymm). */
+#define TAILS(MR)                                                                  \
+    switch (rest) {                                                                \
+    case 15: if (MR > 15) kernel(15, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 14: if (MR > 14) kernel(14, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 13: if (MR > 13) kernel(13, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 12: if (MR > 12) kernel(12, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 11: if (MR > 11) kernel(11, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 10: if (MR > 10) kernel(10, kc, a, lda, P, c, ldc, nr, acc); break;      \
+    case 9: if (MR > 9) kernel(9, kc, a, lda, P, c, ldc, nr, acc); break;         \
+    case 8: if (MR > 8) kernel(8, kc, a, lda, P, c, ldc, nr, acc); break;         \
+    case 7: kernel(7, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 6: kernel(6, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 5: kernel(5, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 4: kernel(4, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 3: kernel(3, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 2: kernel(2, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    case 1: kernel(1, kc, a, lda, P, c, ldc, nr, acc); break;                     \
+    default: break;                                                                \
+    }
+
+#define SGEMM_BODY(MR)                                                                          \
+    if (M <= 0 || N <= 0) return;                                                               \
+    if (K <= 0) {                                                                               \
+        if (beta == 0.0f)                                                                       \
+            for (int i = 0; i < M; i++) memset(C + (int64_t)i * ldc, 0, (size_t)N * sizeof(float)); \
+        return;                                                                                 \
+    }                                                                                           \
+    float P[KC * NR] __attribute__((aligned(64)));                                              \
+    for (int k0 = 0; k0 < K; k0 += KC) {                                                        \
+        const int kc = K - k0 < KC ? K - k0 : KC;                                               \
+        const int acc = beta != 0.0f || k0 > 0;                                                 \
+        for (int j0 = 0; j0 < N; j0 += NR) {                                                    \
+            const int nr = N - j0 < NR ? N - j0 : NR;                                           \
+            pack_b(b_trans, B, ldb, k0, kc, j0, nr, P);                                         \
+            int i0 = 0;                                                                         \
+            for (; i0 + MR <= M; i0 += MR)                                                      \
+                kernel(MR, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc); \
+            const int rest = M - i0;                                                            \
+            const float *a = A + (int64_t)i0 * lda + k0;                                        \
+            float *c = C + (int64_t)i0 * ldc + j0;                                              \
+            TAILS(MR)                                                                           \
+        }                                                                                       \
+    }
+
+__attribute__((target("arch=x86-64-v4")))
+static void sgemm_avx512(int b_trans, int M, int N, int K, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float beta, float *C, int64_t ldc) {
+    SGEMM_BODY(14)
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static void sgemm_other(int b_trans, int M, int N, int K, const float *A, int64_t lda, const float *B,
+                        int64_t ldb, float beta, float *C, int64_t ldc) {
+    SGEMM_BODY(8)
+}
+
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
               int64_t ldb, float beta, float *C, int64_t ldc) {
     (void)alpha; /* always 1 in ckey */
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) {
-        if (beta == 0.0f)
-            for (int i = 0; i < M; i++) memset(C + (int64_t)i * ldc, 0, (size_t)N * sizeof(float));
-        return;
-    }
-    float P[KC * NR] __attribute__((aligned(64)));
-    for (int k0 = 0; k0 < K; k0 += KC) {
-        const int kc = K - k0 < KC ? K - k0 : KC;
-        const int acc = beta != 0.0f || k0 > 0;
-        for (int j0 = 0; j0 < N; j0 += NR) {
-            const int nr = N - j0 < NR ? N - j0 : NR;
-            pack_b(b_trans, B, ldb, k0, kc, j0, nr, P);
-            int i0 = 0;
-            for (; i0 + MR <= M; i0 += MR)
-                kernel(MR, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc);
-            const int rest = M - i0;
-            const float *a = A + (int64_t)i0 * lda + k0;
-            float *c = C + (int64_t)i0 * ldc + j0;
-            switch (rest) {
-            case 7: kernel(7, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 6: kernel(6, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 5: kernel(5, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 4: kernel(4, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 3: kernel(3, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 2: kernel(2, kc, a, lda, P, c, ldc, nr, acc); break;
-            case 1: kernel(1, kc, a, lda, P, c, ldc, nr, acc); break;
-            default: break;
-            }
-        }
-    }
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        sgemm_avx512(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    else
+        sgemm_other(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 #endif
