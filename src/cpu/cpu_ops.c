@@ -200,29 +200,65 @@ static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w
 
 /* ------------------------------------------------------------ attention */
 
-/* Row max and (in place) s = exp(s - m) with its sum: 16 partial lanes so
- * the compiler vectorizes without reassociating anything itself. */
+/* Row max and (in place) s = exp(s - m) with its sum, on explicit 16-lane
+ * vectors (GCC does not vectorize these reductions itself without
+ * -ffast-math). The vector helpers are always inlined into each clone. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+static inline __attribute__((always_inline)) v16f v16_load(const float *p) {
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) v16f v16_max(v16f a, v16f b) {
+    v16i gt = a > b;
+    return (v16f)((gt & (v16i)a) | (~gt & (v16i)b));
+}
+
+static inline __attribute__((always_inline)) v16f v16_splat(float x) {
+    return (v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
+
+/* exp_approx on 16 lanes (same arithmetic as the scalar version). */
+static inline __attribute__((always_inline)) v16f v16_exp(v16f v) {
+    v = v16_max(v, v16_splat(-87.0f));
+    v16f t = v * 1.44269504088896341f + 12582912.0f;
+    v16f nf = t - 12582912.0f;
+    v16i ni = (v16i)t - 0x4B400000;
+    v16f r = v - nf * 0.693145751953125f;
+    r = r - nf * 1.428606765330187e-06f;
+    v16f p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
+             r * (0.00833333377f + r * 0.00138888892f)))));
+    v16i bits = (ni + 127) << 23;
+    return p * (v16f)bits;
+}
+
 VEC static float row_max(const float *restrict s, int n) {
-    float lane[16];
-    for (int l = 0; l < 16; l++) lane[l] = -INFINITY;
+    v16f mv = v16_splat(-INFINITY);
     int j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int l = 0; l < 16; l++) lane[l] = s[j + l] > lane[l] ? s[j + l] : lane[l];
+    for (; j + 16 <= n; j += 16) mv = v16_max(v16_load(s + j), mv);
+    float lane[16];
+    memcpy(lane, &mv, sizeof lane);
     float mx = -INFINITY;
     for (int l = 0; l < 16; l++) mx = lane[l] > mx ? lane[l] : mx;
     for (; j < n; j++) mx = s[j] > mx ? s[j] : mx;
     return mx;
 }
 
+/* Scores are <= m here, so the upper clamp of exp_approx is never needed. */
 VEC static float exp_shift_sum(float *restrict s, int n, float m) {
-    float lane[16] = {0};
+    v16f acc = v16_splat(0.0f), mv = v16_splat(m);
     int j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int l = 0; l < 16; l++) {
-            float e = exp_approx(s[j + l] - m);
-            s[j + l] = e;
-            lane[l] += e;
-        }
+    for (; j + 16 <= n; j += 16) {
+        v16f e = v16_exp(v16_load(s + j) - mv);
+        memcpy(s + j, &e, sizeof e);
+        acc += e;
+    }
+    float lane[16];
+    memcpy(lane, &acc, sizeof lane);
     float sum = 0;
     for (; j < n; j++) {
         s[j] = exp_approx(s[j] - m);
@@ -665,7 +701,8 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
                 ck_sgemm(1, n, Co, K, 1.0f, col, K, c->W, K, 0.0f, dst, Co);
                 add_bias_rows(dst, n, Co, Co, c->bias);
             } else {
-                for (int i = 0; i < n; i++) memcpy(dst + (int64_t)i * Co, c->bias, (size_t)Co * sizeof(float));
+                for (int i = 0; i < n; i++)
+                    for (int j = 0; j < Co; j++) dst[(int64_t)i * Co + j] = c->bias[j];
                 for (int ky = 0; ky < 3; ky++) {
                     const int64_t iy = y + (ky - 1) * d;
                     if (iy < 0 || iy >= S) continue;
@@ -698,20 +735,22 @@ typedef struct {
 VEC static void affine_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     const aff_ctx *c = p;
     const int C = c->C;
-    for (int64_t q = p0; q < p1; q++) {
-        float *restrict x = c->x + q * C;
-        if (c->y) {
-            const float *restrict y = c->y + q * C;
+    const float *restrict a = c->a, *restrict b = c->b;
+    float *restrict x = c->x + p0 * C;
+    const int64_t n = (p1 - p0) * C;
+    if (c->y) {
+        const float *restrict y = c->y + p0 * C;
+        for (int64_t i = 0; i < n; i += C)
             for (int ch = 0; ch < C; ch++) {
-                float v = x[ch] + (c->a[ch] * y[ch] + c->b[ch]);
-                x[ch] = v > 0 ? v : 0;
+                float v = x[i + ch] + (a[ch] * y[i + ch] + b[ch]);
+                x[i + ch] = v > 0 ? v : 0;
             }
-        } else {
+    } else {
+        for (int64_t i = 0; i < n; i += C)
             for (int ch = 0; ch < C; ch++) {
-                float v = c->a[ch] * x[ch] + c->b[ch];
-                x[ch] = v > 0 ? v : 0;
+                float v = a[ch] * x[i + ch] + b[ch];
+                x[i + ch] = v > 0 ? v : 0;
             }
-        }
     }
 }
 
