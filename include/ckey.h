@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,6 +123,11 @@ typedef struct ckey_memory_plan {
 /* Plan a session without allocating its arena (for `ckey info`). */
 ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt,
                              ckey_memory_plan *plan, ckey_error *err);
+
+/* Print the planned buffers of a session (tag, size, arena offset, lifetime
+ * in op events), one line each, to `out`: where the peak comes from. */
+ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_options *opt, FILE *out,
+                                   ckey_error *err);
 
 typedef struct ckey_session ckey_session;
 

@@ -67,7 +67,7 @@ static const char usage_run[] =
     "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
 
 static const char usage_info[] =
-    "usage: ckey info --model M [--size S] [--threads N] [--budget BYTES] [--json]\n"
+    "usage: ckey info --model M [--size S] [--threads N] [--budget BYTES] [--memory] [--json]\n"
     "\n"
     "Prints the architecture (stages, dims, heads, blocks), the parameter count\n"
     "and the memory plan of a session at size S: weights, activation arena,\n"
@@ -79,6 +79,7 @@ static const char usage_info[] =
     "  --threads N      CPU worker threads the plan is made for (default 0 = all)\n"
     "  --device D       cpu (default), cuda or cuda:N\n"
     "  --budget BYTES   plan against a memory budget, e.g. 512M\n"
+    "  --memory         also list every planned buffer (size, arena offset, lifetime)\n"
     "  --json           print one JSON object\n"
     "  -h, --help       this help\n"
     "\n"
@@ -166,7 +167,7 @@ static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 typedef struct opts {
     const char *cmd;
     const char *model, *image, *hint, *out;
-    int json, linear;
+    int json, linear, memory;
     ckey_session_options so;
     const char *positional[2];
     int npositional;
@@ -224,7 +225,7 @@ static int parse_device(const char *s, ckey_session_options *so) {
 
 /* Which options a command accepts. */
 enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS = 32,
-       O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024 };
+       O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048 };
 
 static const struct {
     const char *name;
@@ -234,6 +235,7 @@ static const struct {
     {"--out", O_OUT, 1},         {"--size", O_SIZE, 1},     {"--threads", O_THREADS, 1},
     {"--refiner-strength", O_STRENGTH, 1}, {"--linear", O_LINEAR, 0},
     {"--device", O_DEVICE, 1},   {"--budget", O_BUDGET, 1}, {"--json", O_JSON, 0},
+    {"--memory", O_MEMORY, 0},
 };
 
 /*
@@ -312,6 +314,7 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
                 return usage_error(o->cmd, "--budget '%s' is not a size such as 800M or 1.5G", val);
             break;
         case O_JSON: o->json = 1; break;
+        case O_MEMORY: o->memory = 1; break;
         }
     }
     return -1;
@@ -542,7 +545,7 @@ static int cmd_info(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "info";
     ckey_session_options_default(&o.so);
-    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_BUDGET | O_JSON,
+    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_BUDGET | O_JSON | O_MEMORY,
                         0, usage_info, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
@@ -561,6 +564,11 @@ static int cmd_info(int argc, char **argv) {
     t0 = now_seconds();
     ckey_status st = ckey_plan_memory(model, &o.so, &plan, &err);
     const double t_plan = now_seconds() - t0;
+    if (st == CKEY_OK && o.memory && !o.json) {
+        printf("planned buffers (tag, size, offset in the arena, lifetime in op events; -1 = to the end):\n");
+        st = ckey_plan_memory_print(model, &o.so, stdout, &err);
+        printf("\n");
+    }
     ckey_model_free(model);
     if (st != CKEY_OK) return fail_err(o.json, &err);
     const int test_model = is_test_model(&mi);

@@ -145,6 +145,22 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     return st;
 }
 
+ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_options *opt, FILE *out,
+                                   ckey_error *err) {
+    if (!m || !out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory_print: NULL argument");
+    ckey_session_options o;
+    if (opt) o = *opt; else ckey_session_options_default(&o);
+    ckey_status st = check_options(m, &o, err);
+    if (st) return st;
+    ck_plan *plan;
+    if ((st = ck_plan_create(&plan, err))) return st;
+    size_t scratch;
+    st = plan_pass(m, &o, resolve_threads(o.threads), plan, &scratch, err);
+    if (!st) ck_plan_dump(plan, out);
+    ck_plan_free(plan);
+    return st;
+}
+
 ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options *opt, ckey_session **out,
                                 ckey_error *err) {
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
