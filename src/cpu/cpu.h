@@ -25,6 +25,11 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda,
               const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* Test hook: variant 0 is the path ck_sgemm takes (AVX-512 where present),
+ * variant 1 forces the narrow path (AVX2 or baseline clone). */
+void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */
 void ck_gemm_init(void);
 

@@ -5,8 +5,8 @@
  * Blocking: K in chunks of KC (a [KC][32] panel stays in L1); for each
  * chunk, B is packed 32 columns at a time (zero padded) and every MR-row
  * strip of A runs the MR x 32 register kernel against that panel. Written with
- * GCC vector extensions and compiled three times (AVX-512, AVX2+FMA,
- * baseline), picked at load time by the CPU. */
+ * GCC vector extensions: a 14 x 32 AVX-512 path, and a 6 x 16 narrow path
+ * compiled for AVX2+FMA and for baseline x86-64; the CPU picks at run time. */
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -158,9 +158,8 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
     }
 }
 
-/* The blocked driver, instantiated per ISA with the strip height MR that
- * fits its register file: 14 x 32 (28 zmm accumulators) on AVX-512, 8 x 32
- * elsewhere (AVX2 tuning is still to do: there a v16 takes two ymm). */
+/* The AVX-512 driver: 14-row strips against 32-column panels (28 zmm
+ * accumulators). */
 #define TAILS(MR)                                                                  \
     switch (rest) {                                                                \
     case 15: if (MR > 15) kernel(15, kc, a, lda, P, c, ldc, nr, acc); break;      \
@@ -205,26 +204,126 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
         }                                                                                       \
     }
 
+/* The narrow path (AVX2 + FMA, or baseline SSE): 8-lane vectors, a 6 x 16
+ * kernel (12 ymm accumulators + 2 panel vectors + 1 broadcast fit the 16
+ * ymm registers), 16-column panels packed with scalar copies. */
+typedef float v8 __attribute__((vector_size(32)));
+enum { NR8 = 16, MR8 = 6 };
+
+static inline __attribute__((always_inline)) v8 loadu8(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) void storeu8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
+
+static inline __attribute__((always_inline)) void kernel8(const int mr, int kc, const float *A, int64_t lda,
+                                                          const float *P, float *C, int64_t ldc, int nr,
+                                                          int accumulate) {
+    v8 c0[MR8], c1[MR8];
+    for (int i = 0; i < mr; i++) c0[i] = c1[i] = (v8){0};
+    const float *a[MR8];
+    for (int i = 0; i < mr; i++) a[i] = A + (int64_t)i * lda;
+    for (int k = 0; k < kc; k++) {
+        const v8 b0 = *(const v8 *)(P + (int64_t)k * NR8), b1 = *(const v8 *)(P + (int64_t)k * NR8 + 8);
+        for (int i = 0; i < mr; i++) {
+            const float x = a[i][k];
+            const v8 av = {x, x, x, x, x, x, x, x};
+            c0[i] += av * b0;
+            c1[i] += av * b1;
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (int64_t)i * ldc;
+        if (nr == NR8) {
+            if (accumulate) {
+                storeu8(c, loadu8(c) + c0[i]);
+                storeu8(c + 8, loadu8(c + 8) + c1[i]);
+            } else {
+                storeu8(c, c0[i]);
+                storeu8(c + 8, c1[i]);
+            }
+        } else {
+            float t[NR8];
+            memcpy(t, &c0[i], sizeof c0[i]);
+            memcpy(t + 8, &c1[i], sizeof c1[i]);
+            if (accumulate)
+                for (int j = 0; j < nr; j++) c[j] += t[j];
+            else
+                for (int j = 0; j < nr; j++) c[j] = t[j];
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_b8(int b_trans, const float *B, int64_t ldb, int k0,
+                                                          int kc, int j0, int nr, float *P) {
+    for (int k = 0; k < kc; k++) {
+        float *d = P + (int64_t)k * NR8;
+        if (b_trans)
+            for (int j = 0; j < NR8; j++) d[j] = j < nr ? B[(int64_t)(j0 + j) * ldb + k0 + k] : 0.0f;
+        else
+            for (int j = 0; j < NR8; j++) d[j] = j < nr ? B[(int64_t)(k0 + k) * ldb + j0 + j] : 0.0f;
+    }
+}
+
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+static void sgemm_narrow(int b_trans, int M, int N, int K, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        if (beta == 0.0f)
+            for (int i = 0; i < M; i++) memset(C + (int64_t)i * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    float P[KC * NR8] __attribute__((aligned(64)));
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kc = K - k0 < KC ? K - k0 : KC;
+        const int acc = beta != 0.0f || k0 > 0;
+        for (int j0 = 0; j0 < N; j0 += NR8) {
+            const int nr = N - j0 < NR8 ? N - j0 : NR8;
+            pack_b8(b_trans, B, ldb, k0, kc, j0, nr, P);
+            int i0 = 0;
+            for (; i0 + MR8 <= M; i0 += MR8)
+                kernel8(MR8, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc);
+            const float *a = A + (int64_t)i0 * lda + k0;
+            float *c = C + (int64_t)i0 * ldc + j0;
+            switch (M - i0) {
+            case 5: kernel8(5, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 4: kernel8(4, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 3: kernel8(3, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 2: kernel8(2, kc, a, lda, P, c, ldc, nr, acc); break;
+            case 1: kernel8(1, kc, a, lda, P, c, ldc, nr, acc); break;
+            default: break;
+            }
+        }
+    }
+}
+
 __attribute__((target("arch=x86-64-v4")))
 static void sgemm_avx512(int b_trans, int M, int N, int K, const float *A, int64_t lda, const float *B,
                          int64_t ldb, float beta, float *C, int64_t ldc) {
     SGEMM_BODY(14)
 }
 
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-static void sgemm_other(int b_trans, int M, int N, int K, const float *A, int64_t lda, const float *B,
-                        int64_t ldb, float beta, float *C, int64_t ldc) {
-    SGEMM_BODY(8)
+
+static int has_avx512(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+}
+
+void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (variant == 0 && has_avx512())
+        sgemm_avx512(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    else
+        sgemm_narrow(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
               int64_t ldb, float beta, float *C, int64_t ldc) {
     (void)alpha; /* always 1 in ckey */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-        sgemm_avx512(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    else
-        sgemm_other(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    ck_sgemm_variant(0, b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 #endif
