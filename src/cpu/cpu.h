@@ -16,7 +16,7 @@ struct ck_backend {
 };
 
 /* Scratch the CPU ops need for this config and S (per thread and shared). */
-void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t *shared);
+void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared);
 
 /* Row-major C[M, N] = A[M, K] . op(B) (beta == 0) or C += A . op(B) (beta
  * != 0); op(B) = B^T when b_trans (B stored [N, K]), else B [K, N]. alpha is

@@ -15,8 +15,13 @@ enum {
     ATT_BK = 512,    /* keys per online-softmax step */
     MU_ROWS = 256,   /* tokens per mask-unit chunk */
     CONV_TILE = 256, /* output pixels per conv GEMM */
-    CONV_BAND = 32   /* rows per in-place conv band (>= max dilation 8) */
+    CONV_BAND_MIN = 32 /* rows per in-place conv band (>= max dilation 8) */
 };
+
+static int conv_band(int threads, int S) {
+    int b = CK_MAX(CONV_BAND_MIN, 8 * threads);
+    return CK_MIN(b, S);
+}
 
 static inline float *thread_scratch(ck_backend *be, int thread) {
     return be->scratch + (size_t)thread * be->per_thread;
@@ -797,7 +802,10 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, 
     } else {
         /* In place: band b goes to a side buffer; band b-1 is written back once
          * band b is done, since no later band reads above its own start - dil. */
-        const int B = CONV_BAND;
+        /* Bands of ~8 rows per thread: each worker then reads few input rows
+         * beyond its own (dilation 8 adds 16), instead of 2 rows' work for
+         * 18 rows read. */
+        const int B = conv_band(be->threads, S);
         float *band[2] = {be->shared + (size_t)9 * Cout * Cin,
                           be->shared + (size_t)9 * Cout * Cin + (size_t)Cout * B * S};
         int nbands = (S + B - 1) / B;
@@ -867,7 +875,7 @@ static void cpu_groupnorm_affine(ck_backend *be, const double *stats, int groups
 
 static void cpu_zero_stats(ck_backend *be, double *stats, int n) { memset(stats, 0, (size_t)n * sizeof(double)); }
 
-void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t *shared) {
+void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared) {
     const int G = S / c->patch_stride;
     size_t need = (size_t)G * c->in_chans * c->patch_kernel * c->patch_kernel + (size_t)G * c->embed_dim;
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -894,7 +902,7 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, size_t *per_thread, size_t
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
-    *shared = (size_t)9 * c->ref_dim * c->ref_dim + 2 * (size_t)c->ref_dim * CONV_BAND * S;
+    *shared = (size_t)9 * c->ref_dim * c->ref_dim + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
 }
 
 const ck_ops ck_cpu_ops = {

@@ -98,7 +98,7 @@ static int resolve_threads(int t) {
 static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, int threads, ck_plan *plan,
                              size_t *scratch_bytes, ckey_error *err) {
     size_t per_thread, shared;
-    ck_cpu_scratch_floats(&m->cfg, o->size, &per_thread, &shared);
+    ck_cpu_scratch_floats(&m->cfg, o->size, threads, &per_thread, &shared);
     *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
     ck_plan_begin_record(plan);
     ck_alloc(plan, *scratch_bytes, "cpu scratch");
@@ -199,7 +199,8 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
             ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, m->cfg.embed_dim, s->pos_resized,
                                 s->opt.size / m->cfg.patch_stride);
         size_t per_thread, shared;
-        ck_cpu_scratch_floats(&m->cfg, s->opt.size, &per_thread, &shared);
+        ck_cpu_scratch_floats(&m->cfg, s->opt.size, ck_pool_size(s->pool),
+                              &per_thread, &shared);
         s->be.pool = s->pool;
         s->be.threads = ck_pool_size(s->pool);
         s->be.per_thread = per_thread;
