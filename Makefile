@@ -5,6 +5,9 @@
 # Knobs:  BLAS=none (default: ckey's own SGEMM, src/cpu/gemm.c) | openblas
 #         (Debian's libopenblas-pthread-dev; BLAS_PREFIX=dir with include/ and
 #         lib/ of one unpacked elsewhere, see tools/gpu-deps.sh)
+#         PNG / JPEG / TIFF = yes|no (default: found by pkg-config: libpng,
+#         libjpeg, libtiff-4); without one, reading that format fails with
+#         CKEY_ERR_UNSUPPORTED
 
 .DEFAULT_GOAL := all
 
@@ -12,6 +15,8 @@ CC      ?= cc
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 BLAS    ?= none
 PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no)
+JPEG    ?= $(shell pkg-config --exists libjpeg 2>/dev/null && echo yes || echo no)
+TIFF    ?= $(shell pkg-config --exists libtiff-4 2>/dev/null && echo yes || echo no)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
@@ -31,6 +36,14 @@ endif
 ifeq ($(PNG),yes)
   BASEFLAGS += -DCK_HAVE_PNG=1 $(shell pkg-config --cflags libpng)
   LIBS += $(shell pkg-config --libs libpng)
+endif
+ifeq ($(JPEG),yes)
+  BASEFLAGS += -DCK_HAVE_JPEG=1 $(shell pkg-config --cflags libjpeg)
+  LIBS += $(shell pkg-config --libs libjpeg)
+endif
+ifeq ($(TIFF),yes)
+  BASEFLAGS += -DCK_HAVE_TIFF=1 $(shell pkg-config --cflags libtiff-4)
+  LIBS += $(shell pkg-config --libs libtiff-4)
 endif
 
 RELFLAGS  := -O3 -g -DNDEBUG

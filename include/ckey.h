@@ -193,13 +193,14 @@ int64_t ckey_session_max_plate_pixels(const ckey_session *s);
 const char *ckey_version(void);
 
 /* ================================================================ images
- * PNG reading and writing, so that programs using only this header (the ckey
- * CLI) can load plates and hints and save mattes. Present when libckey is
- * built with libpng (CK_HAVE_PNG); otherwise the calls fail with
- * CKEY_ERR_UNSUPPORTED.
+ * Image reading (PNG, JPEG, TIFF) and PNG writing, so that programs using only
+ * this header (the ckey CLI) can load plates and hints and save mattes. Each
+ * format is present when libckey is built with its library (libpng:
+ * CK_HAVE_PNG, libjpeg: CK_HAVE_JPEG, libtiff: CK_HAVE_TIFF); otherwise the
+ * calls for it fail with CKEY_ERR_UNSUPPORTED.
  */
 
-/* Limits checked from the PNG header before anything is allocated. */
+/* Limits checked from the file header before anything is allocated. */
 #define CKEY_IMAGE_MAX_SIDE 32768
 #define CKEY_IMAGE_MAX_PIXELS ((int64_t)1 << 28)
 
@@ -219,9 +220,11 @@ typedef enum ckey_image_kind {
 typedef struct ckey_image {
     int32_t width, height;
     int32_t channels;   /* 3 for CKEY_IMAGE_RGB, 1 for CKEY_IMAGE_HINT */
-    int32_t bit_depth;  /* bits per sample in the file: 1, 2, 4, 8 or 16 */
+    int32_t bit_depth;  /* bits per sample in the file: 1, 2, 4, 8, 16 (32: float TIFF) */
     int32_t has_alpha;  /* the file carries alpha (channel or tRNS) */
-    float *data;        /* [channels, height, width], uint8/255 or uint16/65535; owned */
+    /* [channels, height, width], uint8/255 or uint16/65535, float TIFF samples
+     * as stored (may exceed 1); owned */
+    float *data;
 } ckey_image;
 
 /*
@@ -233,6 +236,21 @@ typedef struct ckey_image {
  */
 ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_image *out,
                                 ckey_error *err);
+
+/*
+ * Read a PNG, JPEG or TIFF, chosen by the file's first bytes (not its name):
+ *   PNG   as ckey_image_read_png;
+ *   JPEG  8-bit gray or color (YCbCr/RGB), baseline or progressive; CMYK is
+ *         refused; a file that ends early is an error ("truncated"), not a
+ *         gray-padded image;
+ *   TIFF  8/16-bit unsigned or 32-bit float samples, gray, gray+alpha, RGB or
+ *         RGBA, contiguous samples, strips or tiles, any codec libtiff has;
+ *         float samples are kept as stored (values above 1 stay).
+ * The kinds and the hint rule are those of the PNG reader. Other formats fail
+ * with CKEY_ERR_UNSUPPORTED ("x.bmp: unknown image format ...").
+ */
+ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
+                            ckey_error *err);
 
 /* Free the pixels and zero the struct; NULL and empty images are fine. */
 void ckey_image_free(ckey_image *img);

@@ -42,17 +42,20 @@ static const char usage_main[] =
     "'ckey: error: ...'), 2 usage error (bad or missing arguments).\n";
 
 static const char usage_run[] =
-    "usage: ckey run --model M --image PLATE.png --hint HINT.png --out DIR [options]\n"
+    "usage: ckey run --model M --image PLATE --hint HINT --out DIR [options]\n"
     "\n"
-    "Keys one plate. PLATE is an RGB (or gray) PNG, 8 or 16 bits; HINT is the\n"
-    "coarse alpha hint of the same size (its alpha channel if it has a non-opaque\n"
-    "one, else gray / blue). Writes DIR/alpha.png (16-bit gray, linear alpha) and\n"
-    "DIR/fg.png (16-bit RGB, straight sRGB foreground), creating DIR if needed.\n"
+    "Keys one plate. PLATE is an RGB (or gray) image: PNG (8 or 16 bits), JPEG\n"
+    "(8-bit gray or color; not CMYK) or TIFF (8/16-bit or 32-bit float, gray/RGB\n"
+    "with optional alpha), the format told by the file's contents, not its name.\n"
+    "HINT is the coarse alpha hint of the same size, in any of these formats (its\n"
+    "alpha channel if it has a non-opaque one, else gray / blue). Writes\n"
+    "DIR/alpha.png (16-bit gray, linear alpha) and DIR/fg.png (16-bit RGB,\n"
+    "straight sRGB foreground), creating DIR if needed.\n"
     "\n"
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors)\n"
-    "  --image PATH            the plate\n"
-    "  --hint PATH             the alpha hint\n"
+    "  --image PATH            the plate (PNG, JPEG or TIFF)\n"
+    "  --hint PATH             the alpha hint (PNG, JPEG or TIFF)\n"
     "  --out DIR               output directory\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
@@ -397,8 +400,8 @@ static int cmd_run(int argc, char **argv) {
 
     /* Inputs first: a typo in a path should not cost a model load. */
     double t0 = now_seconds();
-    if (ckey_image_read_png(o.image, CKEY_IMAGE_RGB, &plate, &err) != CKEY_OK ||
-        ckey_image_read_png(o.hint, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK) {
+    if (ckey_image_read(o.image, CKEY_IMAGE_RGB, &plate, &err) != CKEY_OK ||
+        ckey_image_read(o.hint, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK) {
         exit_code = fail_err(o.json, &err);
         goto done;
     }

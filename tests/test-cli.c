@@ -215,7 +215,7 @@ static void test_bad_files(void) {
     result_free(&r);
 
     r = run_ckey("run", "--model", model, "--image", text, "--hint", hint, "--out", out, NULL);
-    EXPECT(r, 1, err, "not a PNG file");
+    EXPECT(r, 1, err, "unknown image format"); /* sniffed, not a PNG/JPEG/TIFF */
     CHECK(strstr(r.err, text) != NULL);
     result_free(&r);
 

@@ -4,10 +4,12 @@
 #   (no BLAS: ckey's own reentrant SGEMM is the default; `make BLAS=openblas`
 #    links Debian's libopenblas-pthread-dev instead, see docs/architecture.md)
 #   libpng-dev                  : PNG plates, hints and mattes
+#   libjpeg-dev                 : JPEG plates and hints (libjpeg-turbo)
+#   libtiff-dev                 : TIFF plates and hints (8/16-bit, float)
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-    build-essential pkg-config libpng-dev
+    build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev

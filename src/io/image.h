@@ -1,6 +1,8 @@
 /*
- * PNG images (public API in ckey.h: ckey_image_read_png / _write_png /
- * _free). This header adds the in-memory reader the fuzz target drives.
+ * Images (public API in ckey.h: ckey_image_read / _read_png / _write_png /
+ * _free). This header adds the in-memory readers the fuzz targets drive.
+ * PNG lives in image.c, JPEG / TIFF and the format sniffing in
+ * image-formats.c.
  */
 #ifndef CK_IMAGE_H
 #define CK_IMAGE_H
@@ -13,5 +15,26 @@
  * error messages. */
 ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
+
+typedef enum ck_image_format {
+    CK_IMAGE_UNKNOWN = 0,
+    CK_IMAGE_PNG,
+    CK_IMAGE_JPEG, /* FF D8 FF */
+    CK_IMAGE_TIFF  /* II*\0 or MM\0* (and BigTIFF, version 43) */
+} ck_image_format;
+
+/* The format from the first bytes (8 are enough). */
+ck_image_format ck_image_sniff(const void *data, size_t size);
+
+/* The JPEG / TIFF readers on a buffer, same contract as the PNG one. Built
+ * without libjpeg / libtiff they fail with CKEY_ERR_UNSUPPORTED. */
+ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char *label,
+                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
+ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char *label,
+                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
+
+/* ckey_image_read on a buffer: sniffs and dispatches. */
+ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,
+                                 ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
 #endif

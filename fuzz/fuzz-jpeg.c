@@ -1,0 +1,34 @@
+/*
+ * libFuzzer target for the JPEG reader (src/io/image-formats.c): any byte
+ * string must give either an image within the caps or a clean error -- never
+ * a crash, an exit(), a leak or a read outside the buffer. fuzz/replay.c
+ * supplies main() to replay the corpus (fuzz/corpus/jpeg) without libFuzzer.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "io/image.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
+        ckey_image img;
+        ckey_error err;
+        ckey_status st = ck_image_read_jpeg_memory(data, size, "fuzz.jpg", (ckey_image_kind)kind,
+                                                   &img, &err);
+        if (st == CKEY_OK) {
+            const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;
+            for (size_t i = 0; i < n; i++)
+                if (!(img.data[i] >= 0.0f && img.data[i] <= 1.0f)) abort();
+            if (img.width < 1 || img.height < 1 || img.width > CKEY_IMAGE_MAX_SIDE ||
+                img.height > CKEY_IMAGE_MAX_SIDE)
+                abort();
+        } else if (img.data || !err.message[0]) {
+            abort(); /* failures leave the image empty and say why */
+        }
+        ckey_image_free(&img);
+    }
+    return 0;
+}
