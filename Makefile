@@ -8,6 +8,7 @@
 #         PNG / JPEG / TIFF = yes|no (default: found by pkg-config: libpng,
 #         libjpeg, libtiff-4); without one, reading that format fails with
 #         CKEY_ERR_UNSUPPORTED
+#         CUDA=yes|no (default: yes when nvcc is on PATH); CUDA_ARCH=90 (H100/H200)
 
 .DEFAULT_GOAL := all
 
@@ -46,10 +47,26 @@ ifeq ($(TIFF),yes)
   LIBS += $(shell pkg-config --libs libtiff-4)
 endif
 
+# CUDA: src/cuda/*.cu through nvcc, linked with the CUDA runtime and cuBLAS.
+# Without a GPU or driver at run time the library reports no CUDA device.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null)
+CUDA      ?= $(if $(NVCC),yes,no)
+CUDA_ARCH ?= 90
+CU_SRC    :=
+ifeq ($(CUDA),yes)
+  CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+  CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
+  BASEFLAGS += -DCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  LIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  NVFLAGS   := -std=c++17 -O3 -Iinclude -Isrc -DCK_HAVE_CUDA=1 \
+               -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
+               -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
+endif
+
 RELFLAGS  := -O3 -g -DNDEBUG
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRC  := $(sort $(wildcard src/core/*.c src/io/*.c src/model/*.c src/cpu/*.c src/pipeline/*.c))
+LIB_SRC  := $(sort $(wildcard src/core/*.c src/io/*.c src/model/*.c src/cpu/*.c src/pipeline/*.c src/cuda/*.c))
 PROG_SRC := $(sort $(wildcard programs/*.c))
 TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
@@ -64,7 +81,10 @@ $(1)/flags-$(FLAGS_ID):
 $(1)/obj/%.o: %.c $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(BASEFLAGS) $(2) -MMD -MP -c $$< -o $$@
-$(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC))
+$(1)/obj/%.cu.o: %.cu $(1)/flags-$(FLAGS_ID)
+	@mkdir -p $$(dir $$@)
+	$$(NVCC) $$(NVFLAGS) -MMD -MP -c $$< -o $$@
+$(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$(CU_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
@@ -90,7 +110,7 @@ FUZZERS    := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 ASAN_FUZZERS := $(patsubst fuzz/%.c,build-asan/fuzz/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,build/bench/%,$(BENCH_SRC))
 
-.PHONY: all asan test test-release example bench clean
+.PHONY: all asan test test-release test-gpu example bench clean
 .SECONDARY:
 
 all: build/ckey $(TESTS) $(FUZZERS) $(BENCHES)
@@ -103,6 +123,10 @@ test: all asan
 
 test-release: all
 	@tools/run-tests.sh build
+
+# On a machine with a GPU: the CUDA op tests must run (a skip fails here).
+test-gpu: build/tests/test-cuda
+	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; exit $$rc
 
 example: build/ckey
 	build/ckey run --model tests/fixtures/tiny/tiny.pth --image examples/plate.png \

@@ -97,6 +97,23 @@ typedef enum ckey_device_kind {
     CKEY_DEVICE_CUDA = 1
 } ckey_device_kind;
 
+/* Devices this build and machine can run on (`ckey devices`). */
+typedef struct ckey_device_info {
+    ckey_device_kind kind;
+    int32_t index;
+    char name[128];
+    int32_t units;            /* CPU: online cores; CUDA: multiprocessors */
+    int32_t compute_major, compute_minor; /* CUDA compute capability (0 for CPU) */
+    int64_t memory_total;     /* bytes: system RAM, or device memory */
+    int64_t memory_free;      /* bytes available now (0 when unknown) */
+} ckey_device_info;
+
+/* Number of devices of a kind (CPU: 1; CUDA: 0 without a driver, a GPU or a
+ * CUDA build). */
+int32_t ckey_device_count(ckey_device_kind kind);
+ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_device_info *info,
+                                 ckey_error *err);
+
 typedef struct ckey_session_options {
     int32_t size;             /* S: the square size the network runs at; multiple of 32; default 2048 */
     int32_t threads;          /* CPU worker threads; 0 = all cores */

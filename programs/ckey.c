@@ -34,6 +34,7 @@ static const char usage_main[] =
     "  run       key one plate: writes DIR/alpha.png and DIR/fg.png\n"
     "  info      describe a checkpoint and the memory a session would plan\n"
     "  convert   rewrite a checkpoint (.pth or .safetensors) as safetensors\n"
+    "  devices   list the CPU and the CUDA devices ckey can use\n"
     "  version   print the library version\n"
     "\n"
     "'ckey <command> --help' describes a command's options.\n"
@@ -100,6 +101,13 @@ static const char usage_version[] =
     "usage: ckey version [--json]\n"
     "\n"
     "Prints the library version and the backends it was built with.\n";
+
+static const char usage_devices[] =
+    "usage: ckey devices [--json]\n"
+    "\n"
+    "Lists the devices this build can use: the CPU (cores, memory) and each\n"
+    "CUDA GPU (name, compute capability, multiprocessors, memory). Note: the\n"
+    "network runs on the CPU in this version; the CUDA backend is in progress.\n";
 
 /* ------------------------------------------------------------- helpers */
 
@@ -665,6 +673,52 @@ static int cmd_convert(int argc, char **argv) {
     return EXIT_OK;
 }
 
+/* -------------------------------------------------------------- devices */
+
+static int cmd_devices(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "devices";
+    int rc = parse_opts(argc, argv, O_JSON, 0, usage_devices, &o);
+    if (rc >= 0) return rc;
+    const ckey_device_kind kinds[2] = {CKEY_DEVICE_CPU, CKEY_DEVICE_CUDA};
+    if (o.json) printf("{\"ok\": true, \"command\": \"devices\", \"devices\": [");
+    int first = 1;
+    for (int k = 0; k < 2; k++) {
+        const int n = ckey_device_count(kinds[k]);
+        for (int i = 0; i < n; i++) {
+            ckey_device_info d;
+            ckey_error err;
+            memset(&err, 0, sizeof err);
+            if (ckey_device_get_info(kinds[k], i, &d, &err) != CKEY_OK) {
+                if (o.json) printf("]}\n");
+                return fail_err(o.json, &err);
+            }
+            const char *kn = kinds[k] == CKEY_DEVICE_CPU ? "cpu" : "cuda";
+            if (o.json) {
+                printf("%s{\"device\": \"%s:%d\", \"name\": ", first ? "" : ", ", kn, i);
+                json_str(stdout, d.name);
+                printf(", \"units\": %d, \"memory_total\": %lld, \"memory_free\": %lld", (int)d.units,
+                       (long long)d.memory_total, (long long)d.memory_free);
+                if (kinds[k] == CKEY_DEVICE_CUDA)
+                    printf(", \"compute_capability\": \"%d.%d\"", (int)d.compute_major, (int)d.compute_minor);
+                printf("}");
+            } else if (kinds[k] == CKEY_DEVICE_CPU) {
+                printf("cpu:%d   %s, %d cores, %.1f GiB memory (%.1f GiB free)\n", i, d.name, (int)d.units,
+                       d.memory_total / 1073741824.0, d.memory_free / 1073741824.0);
+            } else {
+                printf("cuda:%d  %s, compute %d.%d, %d multiprocessors, %.1f GiB (%.1f GiB free)\n", i, d.name,
+                       (int)d.compute_major, (int)d.compute_minor, (int)d.units, d.memory_total / 1073741824.0,
+                       d.memory_free / 1073741824.0);
+            }
+            first = 0;
+        }
+    }
+    if (o.json) printf("]}\n");
+    else if (ckey_device_count(CKEY_DEVICE_CUDA) == 0) printf("(no CUDA device)\n");
+    return EXIT_OK;
+}
+
 /* -------------------------------------------------------------- version */
 
 static int cmd_version(int argc, char **argv) {
@@ -699,5 +753,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "version")) return cmd_version(argc - 1, argv + 1);
-    return usage_error(NULL, "unknown command '%s' (run, info, convert, version)", cmd);
+    if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
+    return usage_error(NULL, "unknown command '%s' (run, info, convert, devices, version)", cmd);
 }

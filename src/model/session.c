@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cpu/cpu.h"
+#include "cuda/ck_cuda.h"
 #include "model/session.h"
 #include "model/greenformer.h"
 #include "pipeline/pipeline.h"
@@ -38,8 +39,12 @@ void ckey_session_options_default(ckey_session_options *o) {
 }
 
 const char *ckey_version(void) {
-#ifdef CK_HAVE_OPENBLAS
+#if defined(CK_HAVE_OPENBLAS) && defined(CK_HAVE_CUDA)
+    return "0.1.0 (cpu: openblas; cuda: first op kernels, network on cpu)";
+#elif defined(CK_HAVE_OPENBLAS)
     return "0.1.0 (cpu: openblas; cuda: no)";
+#elif defined(CK_HAVE_CUDA)
+    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: first op kernels, network on cpu)";
 #else
     return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: no)";
 #endif
@@ -77,9 +82,17 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
     if (st) return st;
     if (o->threads < 0 || o->threads > 1024)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "threads %d: must be 0 (all cores) to 1024", o->threads);
-    if (o->device != CKEY_DEVICE_CPU)
-        return ck_fail(err, CKEY_ERR_DEVICE, "device %s: this build of ckey has no CUDA backend (CPU only)",
-                       o->device == CKEY_DEVICE_CUDA ? "cuda" : "unknown");
+    if (o->device == CKEY_DEVICE_CUDA) {
+        int n = ck_cuda_device_count();
+        if (o->device_index < 0 || o->device_index >= n)
+            return ck_fail(err, CKEY_ERR_DEVICE, "cuda:%d: no such CUDA device (%d found%s)", o->device_index, n,
+                           n ? "" : "; is this a CUDA build with a GPU and driver?");
+        /* The CUDA op table is being built (first kernels in src/cuda/); the
+         * network itself still runs on the CPU only. */
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                       "cuda:%d: the CUDA backend cannot run the network yet; use --device cpu", o->device_index);
+    }
+    if (o->device != CKEY_DEVICE_CPU) return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown device kind %d", (int)o->device);
     if (!(o->refiner_strength >= 0.0f && o->refiner_strength <= 100.0f))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
                        (double)o->refiner_strength);

@@ -1,0 +1,45 @@
+/* The CUDA side of libckey, callable from C. Everything here degrades to
+ * "no device" when the build has no CUDA (CK_HAVE_CUDA undefined) or the
+ * machine has no driver or GPU. */
+#ifndef CK_CUDA_H
+#define CK_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckey.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
+int ck_cuda_device_count(void);
+
+/* Name, memory and compute capability of device `index`. */
+ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *err);
+
+/* ---- op kernels (the CUDA op table grows from these; see docs/architecture.md).
+ * All pointers are device memory; `stream` is a cudaStream_t (NULL: default). */
+
+/* y [N, C] = layernorm(x) * g + b, eps 1e-6; one warp per row. */
+ckey_status ck_cuda_layernorm(const float *x, int64_t N, int C, const float *g, const float *b, float *y,
+                              void *stream, ckey_error *err);
+
+/* y [N, out] (+)= x [N, in] . W^T + b with cuBLAS (fp32, no TF32). */
+typedef struct ck_cublas ck_cublas;
+ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err);
+void ck_cublas_free(ck_cublas *h);
+ckey_status ck_cuda_linear(ck_cublas *h, const float *x, int64_t N, int in, const float *W, const float *b,
+                           float *y, int out, int accumulate, void *stream, ckey_error *err);
+
+/* Device memory helpers for tests and the future backend. */
+ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
+void ck_cuda_free(void *p);
+ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device, ckey_error *err);
+ckey_status ck_cuda_sync(ckey_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,126 @@
+// First CUDA op kernels: LayerNorm (kernel -> launcher -> op entry) and the
+// cuBLAS-backed linear layer. fp32 throughout; TF32 off, so results track the
+// CPU backend to fp32 rounding.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda/ck_cuda.h"
+
+extern "C" {
+
+static ckey_status fail_cuda(ckey_error *err, cudaError_t e, const char *what) {
+    if (err) {
+        snprintf(err->message, sizeof err->message, "CUDA: %s: %s", what, cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}
+
+static ckey_status fail_blas(ckey_error *err, cublasStatus_t s, const char *what) {
+    if (err) {
+        snprintf(err->message, sizeof err->message, "cuBLAS: %s: status %d", what, (int)s);
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}
+
+}  // extern "C"
+
+// ---- LayerNorm: one warp per row; two passes over the row held in registers
+// would need C <= 32*K; rows here are <= 3584 floats, read twice from L1/L2.
+__global__ void layernorm_kernel(const float *__restrict__ x, int64_t N, int C, const float *__restrict__ g,
+                                 const float *__restrict__ b, float *__restrict__ y) {
+    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= N) return;
+    const float *xr = x + row * C;
+    float s = 0.f;
+    for (int i = lane; i < C; i += 32) s += xr[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float mean = s / (float)C;
+    float q = 0.f;
+    for (int i = lane; i < C; i += 32) {
+        const float d = xr[i] - mean;
+        q += d * d;
+    }
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    const float rstd = rsqrtf(q / (float)C + 1e-6f);
+    float *yr = y + row * C;
+    for (int i = lane; i < C; i += 32) yr[i] = (xr[i] - mean) * rstd * g[i] + b[i];
+}
+
+__global__ void add_bias_kernel(float *__restrict__ y, int64_t N, int out, const float *__restrict__ b) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N * out) y[i] += b[i % out];
+}
+
+extern "C" {
+
+ckey_status ck_cuda_layernorm(const float *x, int64_t N, int C, const float *g, const float *b, float *y,
+                              void *stream, ckey_error *err) {
+    if (N <= 0) return CKEY_OK;
+    const int warps = 8;
+    const unsigned blocks = (unsigned)((N + warps - 1) / warps);
+    layernorm_kernel<<<blocks, warps * 32, 0, (cudaStream_t)stream>>>(x, N, C, g, b, y);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm launch");
+}
+
+struct ck_cublas {
+    cublasHandle_t h;
+};
+
+ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
+    *out = NULL;
+    ck_cublas *c = (ck_cublas *)calloc(1, sizeof *c);
+    if (!c) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "cuBLAS: out of memory");
+            err->status = CKEY_ERR_NOMEM;
+        }
+        return CKEY_ERR_NOMEM;
+    }
+    cublasStatus_t s = cublasCreate(&c->h);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        free(c);
+        return fail_blas(err, s, "cublasCreate");
+    }
+    cublasSetMathMode(c->h, CUBLAS_PEDANTIC_MATH); /* no TF32: fp32 parity with the CPU */
+    *out = c;
+    return CKEY_OK;
+}
+
+void ck_cublas_free(ck_cublas *c) {
+    if (!c) return;
+    cublasDestroy(c->h);
+    free(c);
+}
+
+// Row-major y[N, out] = x[N, in] . W^T is column-major y^T[out, N] = W[out, in] . x^T:
+// with W stored [out, in] row-major = column-major [in, out], that is op(A) = A^T.
+ckey_status ck_cuda_linear(ck_cublas *c, const float *x, int64_t N, int in, const float *W, const float *b,
+                           float *y, int out, int accumulate, void *stream, ckey_error *err) {
+    if (N <= 0) return CKEY_OK;
+    if (N > 0x7fffffff) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "linear: %lld rows exceed cuBLAS's int range", (long long)N);
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    cublasSetStream(c->h, (cudaStream_t)stream);
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    cublasStatus_t s = cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, in, x, in, &beta, y, out);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasSgemm");
+    if (b) {
+        const int64_t total = N * out;
+        add_bias_kernel<<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)stream>>>(y, N, out, b);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return fail_cuda(err, e, "bias launch");
+    }
+    return CKEY_OK;
+}
+
+}  // extern "C"
