@@ -99,11 +99,48 @@ static void test_linear(void) {
     ck_cublas_free(h);
 }
 
+/* The CUDA attention kernel against the CPU backend's streamed attention. */
+static void test_attention(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    size_t per_thread, shared;
+    ck_cpu_scratch_floats(&cfg, 256, 2, &per_thread, &shared);
+    ck_backend be;
+    memset(&be, 0, sizeof be);
+    REQUIRE(ck_pool_create(2, &be.pool, NULL) == CKEY_OK);
+    be.threads = 2;
+    be.per_thread = per_thread;
+    be.scratch = malloc((2 * per_thread + shared) * sizeof(float));
+    be.shared = be.scratch + 2 * per_thread;
+    const struct { int64_t N; int D, heads, qs; } cases[] = {{1000, 112, 2, 1}, {4096, 448, 8, 1}, {4096, 896, 16, 4}, {256, 32, 2, 4}};
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++) {
+        const int64_t N = cases[c].N, Nq = N / cases[c].qs;
+        const int D = cases[c].D;
+        float *qkv = random_floats((size_t)N * 3 * D, 17u + (unsigned)c);
+        float *ref = malloc((size_t)Nq * D * sizeof(float)), *got = malloc((size_t)Nq * D * sizeof(float));
+        ck_cpu_ops.attention(&be, qkv, N, D, cases[c].heads, cases[c].qs, ref);
+        float *dq = to_device(qkv, (size_t)N * 3 * D), *dout = NULL;
+        REQUIRE(dq && ck_cuda_malloc((void **)&dout, (size_t)Nq * D * sizeof(float), NULL) == CKEY_OK);
+        ckey_error err;
+        CHECKF(ck_cuda_attention(dq, N, D, cases[c].heads, cases[c].qs, dout, NULL, &err) == CKEY_OK, "%s", err.message);
+        REQUIRE(ck_cuda_copy(got, dout, (size_t)Nq * D * sizeof(float), 0, &err) == CKEY_OK);
+        char name[64];
+        snprintf(name, sizeof name, "attention N=%lld D=%d qs=%d", (long long)N, D, cases[c].qs);
+        CHECK(ck_compare(name, got, ref, (size_t)Nq * D, NULL) < 1e-5);
+        ck_cuda_free(dq), ck_cuda_free(dout);
+        free(qkv), free(ref), free(got);
+    }
+    free(be.scratch);
+    ck_pool_free(be.pool);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
         {"layernorm_vs_cpu", test_layernorm},
         {"linear_vs_cpu", test_linear},
+        {"attention_vs_cpu", test_attention},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -33,6 +33,11 @@ void ck_cublas_free(ck_cublas *h);
 ckey_status ck_cuda_linear(ck_cublas *h, const float *x, int64_t N, int in, const float *W, const float *b,
                            float *y, int out, int accumulate, void *stream, ckey_error *err);
 
+/* Global attention, q max-pooled by qs: qkv [N, 3*D] (q | k | v, head-major
+ * inside each), out [N/qs, D]; online softmax, no score matrix. */
+ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out, void *stream,
+                              ckey_error *err);
+
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);
