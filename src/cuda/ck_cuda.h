@@ -38,6 +38,31 @@ ckey_status ck_cuda_linear(ck_cublas *h, const float *x, int64_t N, int in, cons
 ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out, void *stream,
                               ckey_error *err);
 
+/* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
+ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
+ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
+                                 ckey_error *err);
+ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err);
+ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err);
+ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err);
+ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
+                                ckey_error *err);
+ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                              float *out, int Cout, void *st, ckey_error *err);
+ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
+                            float *out, int Cout, int groups, double *stats, void *st, ckey_error *err);
+ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
+                                     const float *beta, float *a, float *b, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                const float *b, const float *pos, int E, int k, float *tok, void *st,
+                                ckey_error *err);
+ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
+                                     void *st, ckey_error *err);
+ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int G, int D2, const float *P2, int H2,
+                                     const float *P3, int H3, const float *P4, int H4, const float *b1,
+                                     const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err);
+ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
+
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);

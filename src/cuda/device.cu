@@ -71,6 +71,12 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err) {
+    cudaError_t e = cudaMemset(p, value, bytes);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemset");
+    return CKEY_OK;
+}
+
 ckey_status ck_cuda_sync(ckey_error *err) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaDeviceSynchronize");

@@ -81,10 +81,12 @@ void ck_dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
 
 /*
  * The 8-bit fixed-point Gaussian weights cv2.GaussianBlur uses for CV_8U
- * images (its bit-exact path): Q8 integers, k[0 .. ksize-1]. sigma <= 0 means
- * OpenCV's default 0.3 * ((ksize - 1) * 0.5 - 1) + 0.8; ksize 1, 3, 5 and 7
- * with sigma <= 0 use OpenCV's fixed binomial-like tables.
+ * images (its bit-exact path), k[0 .. ksize-1] as Q8 integers summing to 256:
+ * the outer taps are rounded with error diffusion and the centre takes the
+ * rest. sigma <= 0 means OpenCV's default 0.3 * ((ksize - 1) * 0.5 - 1) + 0.8;
+ * ksize 1, 3, 5 and 7 with sigma <= 0 use OpenCV's fixed tables.
  * Returns 0, or -1 when ksize is not odd and positive (or above 255).
+ * Checked against cv2 5.0 for ksize 1 .. 15.
  */
 int ck_gaussian_kernel_q8(int32_t ksize, double sigma, uint32_t *k);
 

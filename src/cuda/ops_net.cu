@@ -1,0 +1,403 @@
+// CUDA kernels for the rest of the op table, first versions in fp32 on CUDA
+// cores: correctness first, each checked against the CPU op by
+// tests/test-cuda.c. Layouts are the CPU backend's: tokens [N, C] in Hiera's
+// unrolled order, features [H, W, C], refiner maps channels-last [S*S, C],
+// logits and outputs [C, S, S].
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "cuda/ck_cuda.h"
+
+namespace {
+
+__device__ __forceinline__ float sigmoidf_(float v) { return 1.f / (1.f + expf(-v)); }
+
+// unrolled index of spatial token (y, x) with k pending 2x2 strides (timm Unroll)
+__device__ __forceinline__ int64_t unroll_index(int y, int x, int H, int W, int k) {
+    int64_t outer = 0;
+    for (int i = 0; i < k; i++) outer = outer * 4 + (((y >> i) & 1) * 2 + ((x >> i) & 1));
+    const int Hc = H >> k, Wc = W >> k;
+    return outer * ((int64_t)Hc * Wc) + (int64_t)(y >> k) * Wc + (x >> k);
+}
+
+// bilinear taps, align_corners=False (PyTorch upsample_bilinear2d)
+struct Tap {
+    int i0, i1;
+    float l0, l1;
+};
+__device__ __forceinline__ Tap bilinear_tap(int dst, int in, int out) {
+    const float scale = (float)in / (float)out;
+    float src = scale * ((float)dst + 0.5f) - 0.5f;
+    if (src < 0) src = 0;
+    Tap t;
+    t.i0 = (int)src;
+    t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
+    t.l1 = src - (float)t.i0;
+    t.l0 = 1.f - t.l1;
+    return t;
+}
+
+__global__ void reroll_kernel(const float *__restrict__ tok, int H, int W, int k, int C, float *__restrict__ feat) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t total = (int64_t)H * W * C;
+    if (i >= total) return;
+    const int c = (int)(i % C);
+    const int64_t p = i / C;
+    const int y = (int)(p / W), x = (int)(p % W);
+    feat[i] = tok[unroll_index(y, x, H, W, k) * C + c];
+}
+
+// y[n', c] = max over s of x[s*Nq + n', c] + b[c]  (x: the full projection)
+__global__ void maxpool_bias_kernel(const float *__restrict__ x, int64_t Nq, int C, int qs,
+                                    const float *__restrict__ b, float *__restrict__ y) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= Nq * C) return;
+    float v = x[i];
+    for (int s = 1; s < qs; s++) v = fmaxf(v, x[i + (int64_t)s * Nq * C]);
+    y[i] = v + (b ? b[i % C] : 0.f);
+}
+
+__global__ void bias_gelu_kernel(float *__restrict__ h, int64_t n, int C, const float *__restrict__ b) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float v = h[i] + b[i % C];
+    h[i] = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+}
+
+__global__ void refiner_input_kernel(const float *__restrict__ x, const float *__restrict__ logits, int S,
+                                     float *__restrict__ rin) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t HW = (int64_t)S * S;
+    if (i >= 7 * HW) return;
+    const int ch = (int)(i / HW);
+    if (ch < 3) {
+        rin[i] = x[i];
+        return;
+    }
+    const int64_t p = i % HW;
+    const int y = (int)(p / S), xx = (int)(p % S), G = S / 4;
+    const float *L = logits + (int64_t)(ch - 3) * G * G;
+    const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
+    const float v = ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
+                    ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
+    rin[i] = sigmoidf_(v);
+}
+
+__global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t HW = (int64_t)S * S;
+    if (i >= 4 * HW) return;
+    const int ch = (int)(i / HW);
+    const int64_t p = i % HW;
+    const int y = (int)(p / S), xx = (int)(p % S), G = S / 4;
+    const float *L = logits + (int64_t)ch * G * G;
+    const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
+    const float v = ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
+                    ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
+    out[i] = sigmoidf_(v + out[i]);
+}
+
+// channels-last: x = relu(a*x + b) or relu(x + a*y + b)
+__global__ void affine_kernel(float *__restrict__ x, const float *__restrict__ y, int C, int64_t n,
+                              const float *__restrict__ a, const float *__restrict__ b) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int c = (int)(i % C);
+    const float v = y ? x[i] + (a[c] * y[i] + b[c]) : a[c] * x[i] + b[c];
+    x[i] = v > 0.f ? v : 0.f;
+}
+
+// channels-last x [HW, C] -> out [Cout, HW]
+__global__ void pointwise_kernel(const float *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
+                                 const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= HW) return;
+    const float *xr = x + p * C;
+    for (int o = 0; o < Cout; o++) {
+        float acc = 0.f;
+        for (int c = 0; c < C; c++) acc += W[o * C + c] * xr[c];
+        out[(int64_t)o * HW + p] = mult * (acc + b[o]);
+    }
+}
+
+// 3x3 conv, padding = dilation. Input: image [Cin, S, S] (stem) or a
+// channels-last map [S*S, Cin]; output channels-last [S*S, Cout], bias
+// added, and per-group sum / sum of squares accumulated in double.
+// One block per 32 output pixels of a row; thread (px, co) loops taps and ci.
+constexpr int kConvPx = 32;
+__global__ void conv3x3_kernel(const float *__restrict__ in, int image_in, int Cin, int S, int dil,
+                               const float *__restrict__ W, const float *__restrict__ bias, float *__restrict__ out,
+                               int Cout, int groups, double *__restrict__ stats) {
+    const int y = blockIdx.y;
+    const int x0 = blockIdx.x * kConvPx;
+    const int px = threadIdx.x % kConvPx;
+    const int x = x0 + px;
+    __shared__ double gsum[64], gsq[64];
+    if (threadIdx.x < 64) gsum[threadIdx.x] = gsq[threadIdx.x] = 0.0;
+    __syncthreads();
+    const int cpg = Cout / groups;
+    for (int co = threadIdx.x / kConvPx; co < Cout; co += blockDim.x / kConvPx) {
+        if (x >= S) break;
+        float acc = bias[co];
+        for (int ky = 0; ky < 3; ky++) {
+            const int iy = y + (ky - 1) * dil;
+            if (iy < 0 || iy >= S) continue;
+            for (int kx = 0; kx < 3; kx++) {
+                const int ix = x + (kx - 1) * dil;
+                if (ix < 0 || ix >= S) continue;
+                const float *w = W + ((int64_t)co * Cin) * 9 + ky * 3 + kx;
+                if (image_in) {
+                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * in[((int64_t)ci * S + iy) * S + ix];
+                } else {
+                    const float *ir = in + ((int64_t)iy * S + ix) * Cin;
+                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ir[ci];
+                }
+            }
+        }
+        out[((int64_t)y * S + x) * Cout + co] = acc;
+        atomicAdd(&gsum[co / cpg], (double)acc);
+        atomicAdd(&gsq[co / cpg], (double)acc * acc);
+    }
+    __syncthreads();
+    if (threadIdx.x < groups) {
+        atomicAdd(&stats[2 * threadIdx.x], gsum[threadIdx.x]);
+        atomicAdd(&stats[2 * threadIdx.x + 1], gsq[threadIdx.x]);
+    }
+}
+
+__global__ void gn_affine_kernel(const double *__restrict__ stats, int groups, int C, int64_t HW,
+                                 const float *__restrict__ gamma, const float *__restrict__ beta, float *__restrict__ a,
+                                 float *__restrict__ b) {
+    const int ch = threadIdx.x;
+    if (ch >= C) return;
+    const int cpg = C / groups, g = ch / cpg;
+    const double n = (double)cpg * (double)HW;
+    const double mean = stats[2 * g] / n;
+    double var = stats[2 * g + 1] / n - mean * mean;
+    if (var < 0) var = 0;
+    const double rstd = 1.0 / sqrt(var + 1e-5);
+    a[ch] = (float)(gamma[ch] * rstd);
+    b[ch] = (float)(beta[ch] - mean * gamma[ch] * rstd);
+}
+
+// patch embed: conv k x k / stride + bias + pos, written to the unrolled index
+__global__ void patch_embed_kernel(const float *__restrict__ x, int S, int Cin, int K, int stride, int pad,
+                                   const float *__restrict__ w, const float *__restrict__ b,
+                                   const float *__restrict__ pos, int E, int k, float *__restrict__ tok) {
+    const int G = S / stride;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)G * G * E) return;
+    const int e = (int)(i % E);
+    const int64_t p = i / E;
+    const int yo = (int)(p / G), xo = (int)(p % G);
+    float acc = b[e] + pos[p * E + e];
+    for (int ci = 0; ci < Cin; ci++)
+        for (int ky = 0; ky < K; ky++) {
+            const int iy = yo * stride - pad + ky;
+            if (iy < 0 || iy >= S) continue;
+            for (int kx = 0; kx < K; kx++) {
+                const int ix = xo * stride - pad + kx;
+                if (ix < 0 || ix >= S) continue;
+                acc += w[((e * Cin + ci) * K + ky) * K + kx] * x[((int64_t)ci * S + iy) * S + ix];
+            }
+        }
+    tok[unroll_index(yo, xo, G, G, k) * E + e] = acc;
+}
+
+// Mask-unit attention within windows: qkv rows in token order (token t of
+// window w at row t*nw + w), q pooled over qs (rows Tq*nw apart); one thread
+// per (query, head); out [Nq, Do] in the same order.
+template <int HD>
+__global__ void window_attention_kernel(const float *__restrict__ qkv, int64_t nw, int T, int qs, int Do,
+                                        int heads, float scale, float *__restrict__ out) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int Tq = T / qs;
+    if (i >= (int64_t)Tq * nw * heads) return;
+    const int h = (int)(i % heads);
+    const int64_t jw = i / heads; // row of the output: j*nw + w
+    const int64_t w = jw % nw, j = jw / nw;
+    const int64_t ld = 3 * (int64_t)Do;
+    float q[HD], o[HD];
+    const float *src = qkv + (j * nw + w) * ld + (int64_t)h * HD;
+    for (int e = 0; e < HD; e++) q[e] = src[e];
+    for (int s = 1; s < qs; s++) {
+        const float *o2 = qkv + ((s * Tq + j) * nw + w) * ld + (int64_t)h * HD;
+        for (int e = 0; e < HD; e++) q[e] = fmaxf(q[e], o2[e]);
+    }
+    for (int e = 0; e < HD; e++) q[e] *= scale, o[e] = 0.f;
+    float m = -INFINITY, l = 0.f;
+    for (int t = 0; t < T; t++) {
+        const float *kr = qkv + ((int64_t)t * nw + w) * ld + Do + (int64_t)h * HD;
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < HD; e++) s += q[e] * kr[e];
+        if (s > m) {
+            const float corr = __expf(m - s);
+            l *= corr;
+#pragma unroll
+            for (int e = 0; e < HD; e++) o[e] *= corr;
+            m = s;
+        }
+        const float p = __expf(s - m);
+        l += p;
+        const float *vr = kr + Do;
+#pragma unroll
+        for (int e = 0; e < HD; e++) o[e] += p * vr[e];
+    }
+    float *dst = out + jw * Do + (int64_t)h * HD;
+    const float inv = 1.f / l;
+    for (int e = 0; e < HD; e++) dst[e] = o[e] * inv;
+}
+
+// decoder epilogue: h [n, D2] (P1 rows of image rows y0..) + sum of upsampled
+// P2..P4 + b1, relu, classifier -> logits [4, G, G]; one warp per pixel.
+__global__ void decoder_epilogue_kernel(const float *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
+                                        const float *__restrict__ P2, int H2, const float *__restrict__ P3, int H3,
+                                        const float *__restrict__ P4, int H4, const float *__restrict__ b1,
+                                        const float *__restrict__ cls_w, const float *__restrict__ cls_b,
+                                        float *__restrict__ logits) {
+    const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (wid >= n) return;
+    const int64_t p = p0 + wid;
+    const int y = (int)(p / G), x = (int)(p % G);
+    const float *P[3] = {P2, P3, P4};
+    const int Hk[3] = {H2, H3, H4};
+    Tap ty[3], tx[3];
+    for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const float *hr = h + wid * D2;
+    for (int e = lane; e < D2; e += 32) {
+        float v = hr[e] + b1[e];
+        for (int s = 0; s < 3; s++) {
+            const int Hs = Hk[s];
+            const float *Q = P[s];
+            v += ty[s].l0 * (tx[s].l0 * Q[((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e] +
+                             tx[s].l1 * Q[((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e]) +
+                 ty[s].l1 * (tx[s].l0 * Q[((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e] +
+                             tx[s].l1 * Q[((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e]);
+        }
+        v = v > 0.f ? v : 0.f;
+        for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
+    }
+    for (int o = 0; o < 4; o++)
+        for (int off = 16; off > 0; off >>= 1) acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], off);
+    if (lane < 4) logits[((int64_t)lane * G + y) * G + x] = acc[lane] + cls_b[lane];
+}
+
+inline unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+ckey_status launched(ckey_error *err, const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return CKEY_OK;
+    if (err) {
+        snprintf(err->message, sizeof err->message, "CUDA: %s: %s", what, cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}
+
+} // namespace
+
+extern "C" {
+
+ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err) {
+    const int64_t n = (int64_t)H * W * C;
+    reroll_kernel<<<blocks_for(n, 256), 256, 0, (cudaStream_t)st>>>(tok, H, W, k, C, feat);
+    return launched(err, "reroll");
+}
+
+ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
+                                 ckey_error *err) {
+    maxpool_bias_kernel<<<blocks_for(Nq * C, 256), 256, 0, (cudaStream_t)st>>>(x, Nq, C, qs, b, y);
+    return launched(err, "maxpool");
+}
+
+ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err) {
+    bias_gelu_kernel<<<blocks_for(rows * C, 256), 256, 0, (cudaStream_t)st>>>(h, rows * C, C, b);
+    return launched(err, "bias+gelu");
+}
+
+ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err) {
+    refiner_input_kernel<<<blocks_for(7LL * S * S, 256), 256, 0, (cudaStream_t)st>>>(x, logits, S, rin);
+    return launched(err, "refiner input");
+}
+
+ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err) {
+    finalize_kernel<<<blocks_for(4LL * S * S, 256), 256, 0, (cudaStream_t)st>>>(logits, S, out);
+    return launched(err, "finalize");
+}
+
+ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
+                                ckey_error *err) {
+    affine_kernel<<<blocks_for(HW * C, 256), 256, 0, (cudaStream_t)st>>>(x, y, C, HW * C, a, b);
+    return launched(err, "affine+relu");
+}
+
+ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                              float *out, int Cout, void *st, ckey_error *err) {
+    pointwise_kernel<<<blocks_for(HW, 128), 128, 0, (cudaStream_t)st>>>(x, C, HW, W, b, mult, out, Cout);
+    return launched(err, "pointwise conv");
+}
+
+ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
+                            float *out, int Cout, int groups, double *stats, void *st, ckey_error *err) {
+    if (Cout > 64 || groups > 64 || Cout % groups) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "conv3x3: %d channels / %d groups unsupported", Cout, groups);
+            err->status = CKEY_ERR_UNSUPPORTED;
+        }
+        return CKEY_ERR_UNSUPPORTED;
+    }
+    dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)S);
+    conv3x3_kernel<<<grid, kConvPx * 8, 0, (cudaStream_t)st>>>(in, image_in, Cin, S, dil, W, bias, out, Cout, groups,
+                                                               stats);
+    return launched(err, "conv3x3");
+}
+
+ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
+                                     const float *beta, float *a, float *b, void *st, ckey_error *err) {
+    gn_affine_kernel<<<1, C, 0, (cudaStream_t)st>>>(stats, groups, C, HW, gamma, beta, a, b);
+    return launched(err, "groupnorm affine");
+}
+
+ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                const float *b, const float *pos, int E, int k, float *tok, void *st,
+                                ckey_error *err) {
+    const int G = S / stride;
+    patch_embed_kernel<<<blocks_for((int64_t)G * G * E, 128), 128, 0, (cudaStream_t)st>>>(x, S, Cin, K, stride, pad,
+                                                                                          w, b, pos, E, k, tok);
+    return launched(err, "patch embed");
+}
+
+ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
+                                     void *st, ckey_error *err) {
+    const int hd = Do / heads;
+    const int64_t n = (int64_t)(T / qs) * nw * heads;
+    const float scale = 1.f / sqrtf((float)hd);
+    cudaStream_t s = (cudaStream_t)st;
+    switch (hd) {
+    case 16: window_attention_kernel<16><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
+    case 32: window_attention_kernel<32><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
+    case 56: window_attention_kernel<56><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
+    case 64: window_attention_kernel<64><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
+    default:
+        if (err) {
+            snprintf(err->message, sizeof err->message, "window attention: head_dim %d has no CUDA kernel", hd);
+            err->status = CKEY_ERR_UNSUPPORTED;
+        }
+        return CKEY_ERR_UNSUPPORTED;
+    }
+    return launched(err, "window attention");
+}
+
+ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int G, int D2, const float *P2, int H2,
+                                     const float *P3, int H3, const float *P4, int H4, const float *b1,
+                                     const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err) {
+    decoder_epilogue_kernel<<<blocks_for(n * 32, 256), 256, 0, (cudaStream_t)st>>>(h, p0, n, G, D2, P2, H2, P3, H3, P4,
+                                                                                  H4, b1, cls_w, cls_b, logits);
+    return launched(err, "decoder epilogue");
+}
+
+} // extern "C"

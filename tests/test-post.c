@@ -1,0 +1,372 @@
+/*
+ * src/pipeline/post.c: hand-computed values and properties that need no
+ * golden (despill formula, component filtering, OpenCV's ellipse and Q8
+ * Gaussian weights, reflect-101 borders, checkerboard layout, a whole frame).
+ * Parity with cv2/numpy goldens comes from tools/reference/make_post_fixtures.py.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/pipeline.h"
+#include "pipeline/post.h"
+#include "support/testutil.h"
+
+#define CK_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ----------------------------------------------------------------- despill */
+
+static void test_despill_known(void) {
+    /* Values exact in binary so the expected results are exact too:
+     * limit = (0.25 + 0.5) / 2 = 0.375, spill = 0.75 - 0.375 = 0.375. */
+    float px[6] = {0.25f, 0.5f, 0.75f, 0.2f, 0.5f, 0.3f}; /* r r g g b b */
+    ck_despill(px, 2, 1.0);
+    CHECKF(px[0] == 0.4375f, "r %g", px[0]);
+    CHECKF(px[2] == 0.375f, "g %g", px[2]);
+    CHECKF(px[4] == 0.6875f, "b %g", px[4]);
+    /* second pixel: g 0.2 < (0.5 + 0.3) / 2, no spill, untouched */
+    CHECK(px[1] == 0.5f && px[3] == 0.2f && px[5] == 0.3f);
+
+    /* strength 0.5 blends half way: r 0.34375, g 0.5625, b 0.59375 */
+    float half[3] = {0.25f, 0.75f, 0.5f};
+    ck_despill(half, 1, 0.5);
+    CHECKF(half[0] == 0.34375f && half[1] == 0.5625f && half[2] == 0.59375f, "%g %g %g",
+           half[0], half[1], half[2]);
+
+    /* strength <= 0 returns the input as is, even with spill */
+    float none[3] = {0.1f, 0.9f, 0.1f};
+    ck_despill(none, 1, 0.0);
+    CHECK(none[0] == 0.1f && none[1] == 0.9f && none[2] == 0.1f);
+
+    /* strength 1: green never exceeds the red/blue average afterwards, and
+     * r + g + b is preserved (spill moves from g to r and b). */
+    float rnd[3 * 64];
+    for (int i = 0; i < 64; i++) {
+        rnd[i] = (float)((i * 37) % 64) / 64.0f;
+        rnd[64 + i] = (float)((i * 11 + 5) % 64) / 64.0f;
+        rnd[128 + i] = (float)((i * 23 + 9) % 64) / 64.0f;
+    }
+    float before[3 * 64];
+    memcpy(before, rnd, sizeof rnd);
+    ck_despill(rnd, 64, 1.0);
+    for (int i = 0; i < 64; i++) {
+        CHECK(rnd[64 + i] <= (rnd[i] + rnd[128 + i]) / 2.0f + 1e-6f);
+        float s0 = before[i] + before[64 + i] + before[128 + i];
+        float s1 = rnd[i] + rnd[64 + i] + rnd[128 + i];
+        CHECK(fabsf(s0 - s1) < 1e-6f);
+    }
+}
+
+/* ---------------------------------------------------- connected components */
+
+static int32_t filter(uint8_t *m, int32_t h, int32_t w, int conn, int64_t min_area) {
+    void *s = malloc(ck_components_scratch_bytes(h, w));
+    if (!s) return -2;
+    int32_t n = ck_components_filter(m, h, w, conn, min_area, s);
+    free(s);
+    return n;
+}
+
+static int count_set(const uint8_t *m, size_t n) {
+    int c = 0;
+    for (size_t i = 0; i < n; i++) c += m[i] != 0;
+    return c;
+}
+
+static void test_components(void) {
+    enum { H = 8, W = 8 };
+    uint8_t m[H * W];
+
+    /* a 3x3 blob (area 9): removed at threshold 10, kept at 9 */
+    for (int thr = 9; thr <= 10; thr++) {
+        memset(m, 0, sizeof m);
+        for (int y = 2; y < 5; y++)
+            for (int x = 3; x < 6; x++) m[y * W + x] = 1;
+        CHECK(filter(m, H, W, 8, thr) == 1);
+        CHECKF(count_set(m, sizeof m) == (thr == 9 ? 9 : 0), "thr %d: %d set", thr,
+               count_set(m, sizeof m));
+        if (thr == 9) CHECK(m[3 * W + 4] == 255);
+    }
+
+    /* two diagonal pixels: one component of area 2 with 8-connectivity (the
+     * official setting), two of area 1 with 4-connectivity */
+    memset(m, 0, sizeof m);
+    m[1 * W + 1] = m[2 * W + 2] = 1;
+    CHECK(filter(m, H, W, 8, 2) == 1);
+    CHECK(count_set(m, sizeof m) == 2);
+    memset(m, 0, sizeof m);
+    m[1 * W + 1] = m[2 * W + 2] = 1;
+    CHECK(filter(m, H, W, 4, 2) == 2);
+    CHECK(count_set(m, sizeof m) == 0);
+
+    /* anti-diagonal (joined only through the NE neighbour) */
+    memset(m, 0, sizeof m);
+    m[1 * W + 5] = m[2 * W + 4] = m[3 * W + 3] = 1;
+    CHECK(filter(m, H, W, 8, 3) == 1);
+    CHECK(count_set(m, sizeof m) == 3);
+
+    /* a U whose arms get different provisional labels and merge at the
+     * bottom: one component of area 3 + 3 + 3 = 9 (kept at 9), plus an
+     * isolated pixel that goes */
+    memset(m, 0, sizeof m);
+    for (int y = 0; y < 4; y++) m[y * W + 1] = m[y * W + 5] = 1;  /* 8 */
+    for (int x = 2; x < 5; x++) m[3 * W + x] = 1;                 /* +3 = 11 */
+    m[7 * W + 7] = 1;
+    CHECK(filter(m, H, W, 8, 11) == 2);
+    CHECKF(count_set(m, sizeof m) == 11, "%d", count_set(m, sizeof m));
+    CHECK(m[7 * W + 7] == 0 && m[0] == 0 && m[1] == 255 && m[5] == 255);
+
+    /* worst case for the label table: a full checkerboard under
+     * 4-connectivity gives one label per set pixel */
+    enum { BH = 9, BW = 7 };
+    uint8_t b[BH * BW];
+    int set = 0;
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++) set += (b[y * BW + x] = (uint8_t)((x + y) % 2 == 0));
+    CHECK(filter(b, BH, BW, 4, 1) == set);
+    CHECK(count_set(b, sizeof b) == set);
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++) b[y * BW + x] = (uint8_t)((x + y) % 2 == 0);
+    CHECK(filter(b, BH, BW, 8, 1) == 1); /* all joined diagonally */
+
+    CHECK(ck_components_filter(m, H, W, 6, 1, b) == -1);
+}
+
+/* ---------------------------------------------------- ellipse and dilation */
+
+static void test_ellipse(void) {
+    int32_t dx[51];
+    ck_ellipse_halfwidths(25, dx);
+    /* dx = round(sqrt(625 - dy^2)): dy 25 -> 0, 24 -> 7, 20 -> 15, 15 -> 20,
+     * 7 -> 24, 0 -> 25 */
+    CHECK(dx[0] == 0 && dx[50] == 0);
+    CHECK(dx[1] == 7 && dx[49] == 7);
+    CHECK(dx[5] == 15 && dx[10] == 20 && dx[18] == 24 && dx[25] == 25);
+    int32_t d1[3], d2[5];
+    ck_ellipse_halfwidths(1, d1); /* 3x3 ellipse is a cross */
+    CHECK(d1[0] == 0 && d1[1] == 1 && d1[2] == 0);
+    ck_ellipse_halfwidths(2, d2); /* round(sqrt(3)) = 2 */
+    CHECK(d2[0] == 0 && d2[1] == 2 && d2[2] == 2 && d2[3] == 2 && d2[4] == 0);
+
+    /* one pixel dilated by the official radius: the footprint is exactly the
+     * kernel; near a corner it is clipped, never wrapped */
+    enum { H = 60, W = 70 };
+    uint8_t *m = calloc(H * W, 1);
+    int32_t *dist = malloc(sizeof *dist * H * W);
+    REQUIRE(m && dist);
+    m[30 * W + 35] = 255;
+    ck_dilate_ellipse(m, m, H, W, 25, dist);
+    int area = 0;
+    for (int i = 0; i < 51; i++) area += 2 * dx[i] + 1;
+    CHECKF(count_set(m, H * W) == area, "%d vs %d", count_set(m, H * W), area);
+    CHECK(m[5 * W + 35] == 255 && m[4 * W + 35] == 0 && m[5 * W + 36] == 0);
+    CHECK(m[6 * W + 35 + 7] == 255 && m[6 * W + 35 + 8] == 0); /* dy -24: +-7 */
+    CHECK(m[30 * W + 10] == 255 && m[30 * W + 9] == 0);
+    memset(m, 0, H * W);
+    m[0] = 255;
+    ck_dilate_ellipse(m, m, H, W, 25, dist);
+    int quarter = 0;
+    for (int i = 25; i < 51; i++) quarter += dx[i] + 1;
+    CHECK(count_set(m, H * W) == quarter);
+    CHECK(m[W - 1] == 0 && m[(H - 1) * W] == 0);
+    free(m);
+    free(dist);
+}
+
+/* ------------------------------------------------------------ Gaussian blur */
+
+static void test_gaussian_kernel(void) {
+    uint32_t k[11];
+    REQUIRE(ck_gaussian_kernel_q8(11, 0, k) == 0);
+    /* sigma = 0.3 * ((11 - 1) * 0.5 - 1) + 0.8 = 2.0. Weights exp(-x^2/8) for
+     * x = 5..1: 0.04394 0.13534 0.32465 0.60653 0.88250, sum with the centre
+     * 1: 4.98592; times 256: 2.256 6.949 16.669 31.142 45.311. Error
+     * diffusion: 2 (+.256) 7 (+.205) 17 (-.126) 31 (+.016) 45; the centre
+     * takes 256 - 2 * 102 = 52 (plain rounding would give 51 and sum 255). */
+    static const uint32_t want[11] = {2, 7, 17, 31, 45, 52, 45, 31, 17, 7, 2};
+    uint32_t sum = 0;
+    for (int i = 0; i < 11; i++) {
+        CHECKF(k[i] == want[i], "tap %d: %u vs %u", i, k[i], want[i]);
+        sum += k[i];
+    }
+    CHECK(sum == 256);
+    /* the same numbers from the formula, within one Q8 step */
+    double s = 0.3 * ((11 - 1) * 0.5 - 1) + 0.8, tot = 0, g[11];
+    CHECK(fabs(s - 2.0) < 1e-12);
+    for (int i = 0; i < 11; i++) tot += g[i] = exp(-(double)(i - 5) * (i - 5) / (2 * s * s));
+    for (int i = 0; i < 11; i++) CHECK(fabs(g[i] / tot * 256.0 - k[i]) <= 1.0);
+
+    uint32_t k3[3], k7[7];
+    REQUIRE(ck_gaussian_kernel_q8(3, 0, k3) == 0 && ck_gaussian_kernel_q8(7, 0, k7) == 0);
+    CHECK(k3[0] == 64 && k3[1] == 128 && k3[2] == 64);
+    CHECK(k7[0] == 8 && k7[3] == 72);
+    CHECK(ck_gaussian_kernel_q8(4, 0, k) == -1 && ck_gaussian_kernel_q8(0, 0, k) == -1);
+}
+
+static void test_blur_border(void) {
+    uint32_t tmp[25];
+    /* 1 x 5 row, kernel [64 128 64] / 256 along x (one row: no vertical
+     * blur). Reflect-101 mirrors x = 5 to x = 3, so the last pixel gets
+     * 255 * 128/256 = 127.5 -> 128 (round half up); BORDER_REFLECT would
+     * mirror onto itself and give 191. */
+    uint8_t row[5] = {0, 0, 0, 0, 255}, out[5];
+    ck_gaussian_blur_u8(row, out, 1, 5, 3, 0, tmp);
+    CHECKF(out[4] == 128 && out[3] == 64 && out[2] == 0 && out[0] == 0, "%u %u %u %u %u",
+           out[0], out[1], out[2], out[3], out[4]);
+
+    /* 5 x 5 with 255 at the corner: corner = 255 * (128/256)^2 = 63.75 -> 64,
+     * (0,1) = 255 * (128 * 64) / 65536 = 31.9 -> 32,
+     * (1,1) = 255 * (64 * 64) / 65536 = 15.9 -> 16; in place */
+    uint8_t img[25] = {0};
+    img[0] = 255;
+    ck_gaussian_blur_u8(img, img, 5, 5, 3, 0, tmp);
+    CHECKF(img[0] == 64 && img[1] == 32 && img[5] == 32 && img[6] == 16 && img[2] == 0,
+           "%u %u %u %u", img[0], img[1], img[5], img[6]);
+
+    /* a flat image stays flat under the official 11-tap kernel, even when it
+     * is narrower than the kernel (repeated reflection) */
+    uint8_t flat[4 * 3];
+    memset(flat, 200, sizeof flat);
+    ck_gaussian_blur_u8(flat, flat, 4, 3, 11, 0, tmp);
+    for (int i = 0; i < 12; i++) CHECK(flat[i] == 200);
+}
+
+/* ------------------------------------------------------------- comp pieces */
+
+static void test_checker_and_comp(void) {
+    CHECK(ck_checker_srgb(0, 0) == 0.15f && ck_checker_srgb(127, 127) == 0.15f);
+    CHECK(ck_checker_srgb(0, 128) == 0.55f && ck_checker_srgb(128, 0) == 0.55f);
+    CHECK(ck_checker_srgb(128, 128) == 0.15f && ck_checker_srgb(255, 383) == 0.55f);
+    CHECK(ck_composite_straight1(0.5f, 0.25f, 0.5f) == 0.375f);
+    CHECK(ck_composite_straight1(0.8f, 0.1f, 1.0f) == 0.8f);
+    CHECK(ck_composite_straight1(0.8f, 0.1f, 0.0f) == 0.1f);
+
+    /* a 130 x 130 frame: fully transparent shows the checkerboard (linear
+     * round trip back to sRGB); an opaque grey pixel premultiplies to
+     * srgb_to_linear(0.5) = 0.2140411 */
+    enum { H = 130, W = 130, N = H * W };
+    float *alpha = calloc(N, sizeof *alpha), *fg = malloc(sizeof *fg * 3 * N);
+    float *proc = malloc(sizeof *proc * 4 * N), *comp = malloc(sizeof *comp * 3 * N);
+    REQUIRE(alpha && fg && proc && comp);
+    for (int i = 0; i < 3 * N; i++) fg[i] = 0.5f;
+    alpha[1 * W + 1] = 1.0f;
+    alpha[2 * W + 2] = 0.25f;
+    ck_post_options o;
+    ck_post_options_default(&o);
+    o.despeckle = 0;
+    CHECK(ck_post_frame_scratch_bytes(H, W, &o) == 0);
+    REQUIRE(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, proc, comp, NULL) == CKEY_OK);
+    CHECK(fabsf(comp[0] - 0.15f) < 1e-6f);
+    CHECK(fabsf(comp[128] - 0.55f) < 1e-6f);
+    CHECK(fabsf(comp[128 * W] - 0.55f) < 1e-6f);
+    CHECK(fabsf(comp[128 * W + 128] - 0.15f) < 1e-6f);
+    CHECK(fabsf(comp[2 * N + 129 * W + 129] - 0.15f) < 1e-6f);
+    size_t p = 1 * W + 1;
+    for (int c = 0; c < 3; c++) {
+        CHECKF(fabsf(proc[c * N + p] - 0.2140411f) < 1e-6f, "%g", proc[c * N + p]);
+        CHECK(fabsf(comp[c * N + p] - 0.5f) < 1e-6f);
+    }
+    CHECK(proc[3 * N + p] == 1.0f && proc[0] == 0.0f && proc[3 * N] == 0.0f);
+    /* alpha 0.25 over the dark square: premultiplied = lin * 0.25 and the
+     * comp is the linear mix taken back to sRGB */
+    size_t q = 2 * W + 2;
+    float lin = ck_srgb_to_linear1(0.5f), bg = ck_srgb_to_linear1(0.15f);
+    CHECK(proc[q] == lin * 0.25f && proc[3 * N + q] == 0.25f);
+    CHECK(comp[q] == ck_linear_to_srgb1(lin * 0.25f + bg * 0.75f));
+    free(alpha);
+    free(fg);
+    free(proc);
+    free(comp);
+}
+
+/* ------------------------------------------------------------- whole frame */
+
+static void test_frame(void) {
+    enum { H = 48, W = 64, N = H * W };
+    float *alpha = malloc(sizeof(float) * N), *fg = malloc(sizeof(float) * 3 * N);
+    float *matte = malloc(sizeof(float) * N), *fgo = malloc(sizeof(float) * 3 * N);
+    float *proc = malloc(sizeof(float) * 4 * N), *comp = malloc(sizeof(float) * 3 * N);
+    ck_post_options o;
+    ck_post_options_default(&o);
+    CHECK(o.despill_strength == 1.0 && o.despeckle && o.despeckle_area == 400);
+    void *scratch = malloc(ck_post_frame_scratch_bytes(H, W, &o));
+    REQUIRE(alpha && fg && matte && fgo && proc && comp && scratch);
+
+    /* a 22x22 subject (area 484 >= 400) at the top-left with a soft ramp to
+     * its right, a 3x3 speck (area 9) at the bottom-right, more than the
+     * dilation + blur reach (25 + 5) away; greenish fg with spill */
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            float a = 0.0f;
+            if (y < 22 && x < 22) a = 1.0f;
+            else if (y < 22 && x < 26) a = 0.4f - 0.1f * (float)(x - 22);
+            if (y >= 42 && y < 45 && x >= 58 && x < 61) a = 0.9f;
+            int i = y * W + x;
+            alpha[i] = a;
+            fg[i] = 0.3f + 0.005f * (float)x;
+            fg[N + i] = 0.8f;
+            fg[2 * N + i] = 0.2f + 0.005f * (float)y;
+        }
+    REQUIRE(ck_post_frame(alpha, fg, H, W, &o, matte, fgo, proc, comp, scratch) == CKEY_OK);
+
+    const float *pa = proc + 3 * N;
+    /* speck gone, subject kept (interior safe zone is 255/255 = 1 exactly) */
+    CHECKF(pa[43 * W + 59] == 0.0f, "%g", pa[43 * W + 59]);
+    CHECK(pa[10 * W + 10] == 1.0f && pa[0] == 1.0f);
+    /* the ramp below the threshold survives inside the dilated zone */
+    CHECK(pa[5 * W + 23] > 0.29f && pa[5 * W + 23] <= 0.3f);
+    /* Matte/ and FG/ are the raw prediction, as upstream */
+    CHECK(memcmp(matte, alpha, sizeof(float) * N) == 0);
+    CHECK(memcmp(fgo, fg, sizeof(float) * 3 * N) == 0);
+
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        if (!(pa[i] >= 0.0f && pa[i] <= alpha[i])) bad++;
+        for (int c = 0; c < 3; c++) {
+            float v = proc[c * N + i], k = comp[c * N + i];
+            if (!(v >= 0.0f && v <= pa[i] * 1.0001f)) bad++;
+            if (!(k >= 0.0f && k <= 1.0f)) bad++;
+        }
+        /* despilled at strength 1: in linear light, green still <= the
+         * linearized red/blue average's upper bound max(r, b) */
+        if (pa[i] > 0.0f && proc[N + i] > fmaxf(proc[i], proc[2 * N + i]) * 1.0001f) bad++;
+    }
+    CHECKF(bad == 0, "%d out-of-range values", bad);
+
+    /* despeckle off: the speck stays; processed alpha equals the raw one */
+    o.despeckle = 0;
+    REQUIRE(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, proc, NULL, NULL) == CKEY_OK);
+    CHECK(memcmp(pa, alpha, sizeof(float) * N) == 0);
+
+    /* threshold 9 keeps the speck (area 9 >= 9) */
+    o.despeckle = 1;
+    o.despeckle_area = 9;
+    REQUIRE(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, proc, NULL, scratch) == CKEY_OK);
+    CHECK(pa[43 * W + 59] == 0.9f);
+
+    /* bad arguments */
+    CHECK(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, NULL, NULL, scratch) == CKEY_ERR_INVALID_ARG);
+    CHECK(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, proc, NULL, NULL) == CKEY_ERR_INVALID_ARG);
+    CHECK(ck_post_frame(alpha, fg, 0, W, &o, NULL, NULL, proc, NULL, scratch) == CKEY_ERR_INVALID_ARG);
+    CHECK(ck_components_scratch_bytes(-1, 4) == 0);
+
+    free(alpha);
+    free(fg);
+    free(matte);
+    free(fgo);
+    free(proc);
+    free(comp);
+    free(scratch);
+}
+
+int main(int argc, char **argv) {
+    static const ck_test_case cases[] = {
+        {"despill_known", test_despill_known},
+        {"components", test_components},
+        {"ellipse_dilate", test_ellipse},
+        {"gaussian_kernel", test_gaussian_kernel},
+        {"blur_border", test_blur_border},
+        {"checker_and_comp", test_checker_and_comp},
+        {"frame", test_frame},
+    };
+    return ck_test_main(cases, (int)CK_ARRAY_LEN_T(cases), argc, argv);
+}
