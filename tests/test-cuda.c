@@ -7,6 +7,7 @@
 
 #include "cpu/cpu.h"
 #include "cuda/ck_cuda.h"
+#include "model/model.h"
 #include "support/testutil.h"
 
 static float *random_floats(size_t n, unsigned seed) {
@@ -135,12 +136,291 @@ static void test_attention(void) {
     ck_pool_free(be.pool);
 }
 
+/* ---- the rest of the op table: each GPU composition against the CPU op ---- */
+
+typedef struct {
+    ck_backend be;
+    float *mem;
+} cpu_be;
+
+static void cpu_be_init(cpu_be *c, int S) {
+    ck_config cfg;
+    ck_config_default(&cfg);
+    size_t per_thread, shared;
+    ck_cpu_scratch_floats(&cfg, S, 2, &per_thread, &shared);
+    memset(c, 0, sizeof *c);
+    ck_pool_create(2, &c->be.pool, NULL);
+    c->be.threads = 2;
+    c->be.per_thread = per_thread;
+    c->mem = malloc((2 * per_thread + shared) * sizeof(float));
+    c->be.scratch = c->mem;
+    c->be.shared = c->mem + 2 * per_thread;
+    c->be.shared_floats = shared;
+}
+
+static void cpu_be_free(cpu_be *c) {
+    free(c->mem);
+    ck_pool_free(c->be.pool);
+}
+
+static float *dev_alloc(size_t n) {
+    void *d = NULL;
+    return ck_cuda_malloc(&d, n * sizeof(float), NULL) ? NULL : d;
+}
+
+static double cmp_dev(const char *name, const float *dev, const float *ref, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    if (!h || ck_cuda_copy(h, dev, n * sizeof(float), 0, NULL)) {
+        free(h);
+        return INFINITY;
+    }
+    double e = ck_compare(name, h, ref, n, NULL);
+    free(h);
+    return e;
+}
+
+static ckey_model *tiny_model(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tiny/tiny.pth", ck_fixtures_dir());
+    ckey_model *m = NULL;
+    ckey_error err;
+    if (ckey_model_load(path, &m, &err)) printf("  %s\n", err.message);
+    return m;
+}
+
+static void test_elementwise_ops(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    cpu_be cb;
+    cpu_be_init(&cb, 128);
+    ckey_error err;
+    /* reroll */
+    {
+        const int H = 32, W = 32, k = 2, C = 64;
+        float *tok = random_floats((size_t)H * W * C, 21), *ref = malloc((size_t)H * W * C * sizeof(float));
+        ck_cpu_ops.reroll(&cb.be, tok, H, W, k, C, ref);
+        float *dt = to_device(tok, (size_t)H * W * C), *df = dev_alloc((size_t)H * W * C);
+        REQUIRE(dt && df && ck_cuda_reroll(dt, H, W, k, C, df, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("reroll", df, ref, (size_t)H * W * C) == 0.0);
+        ck_cuda_free(dt), ck_cuda_free(df), free(tok), free(ref);
+    }
+    /* refiner input and finalize */
+    {
+        const int S = 128, G = 32;
+        float *x = random_floats(4 * S * S, 23), *lg = random_floats(4 * G * G, 25);
+        float *ref = malloc((size_t)7 * S * S * sizeof(float));
+        ck_cpu_ops.refiner_input(&cb.be, x, lg, S, ref);
+        float *dx = to_device(x, 4 * S * S), *dl = to_device(lg, 4 * G * G), *dr = dev_alloc((size_t)7 * S * S);
+        REQUIRE(dx && dl && dr && ck_cuda_refiner_input(dx, dl, S, dr, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("refiner input", dr, ref, (size_t)7 * S * S) < 1e-6);
+        float *out = random_floats(4 * S * S, 27);
+        float *dout = to_device(out, 4 * S * S);
+        ck_cpu_ops.finalize(&cb.be, lg, S, out);
+        REQUIRE(dout && ck_cuda_finalize(dl, S, dout, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("finalize", dout, out, 4 * S * S) < 1e-6);
+        ck_cuda_free(dx), ck_cuda_free(dl), ck_cuda_free(dr), ck_cuda_free(dout);
+        free(x), free(lg), free(ref), free(out);
+    }
+    /* affine / residual / pointwise on a channels-last map */
+    {
+        const int C = 64;
+        const int64_t HW = 4096;
+        float *x = random_floats((size_t)HW * C, 29), *y = random_floats((size_t)HW * C, 31);
+        float *a = random_floats(C, 33), *b = random_floats(C, 35);
+        float *dx = to_device(x, (size_t)HW * C), *dy = to_device(y, (size_t)HW * C), *da = to_device(a, C),
+              *db = to_device(b, C);
+        REQUIRE(dx && dy && da && db);
+        ck_cpu_ops.affine_relu(&cb.be, x, C, HW, a, b);
+        REQUIRE(ck_cuda_affine_relu(dx, NULL, C, HW, da, db, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("affine relu", dx, x, (size_t)HW * C) < 1e-6);
+        ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b);
+        REQUIRE(ck_cuda_affine_relu(dx, dy, C, HW, da, db, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("residual affine relu", dx, x, (size_t)HW * C) < 1e-6);
+        float *Wp = random_floats(4 * C, 37), *bp = random_floats(4, 39), *ref = malloc((size_t)4 * HW * sizeof(float));
+        ck_cpu_ops.pointwise_conv(&cb.be, x, C, HW, Wp, bp, 10.0f, ref, 4);
+        float *dW = to_device(Wp, 4 * C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
+        REQUIRE(dW && dbp && dout && ck_cuda_pointwise(dx, C, HW, dW, dbp, 10.0f, dout, 4, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("pointwise conv", dout, ref, (size_t)4 * HW) < 1e-4);
+        ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(da), ck_cuda_free(db), ck_cuda_free(dW), ck_cuda_free(dbp),
+            ck_cuda_free(dout);
+        free(x), free(y), free(a), free(b), free(Wp), free(bp), free(ref);
+    }
+    cpu_be_free(&cb);
+}
+
+static void test_conv_and_groupnorm(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const int S = 96, R = 64, groups = 8;
+    const int64_t HW = (int64_t)S * S;
+    cpu_be cb;
+    cpu_be_init(&cb, S);
+    ckey_error err;
+    float *img = random_floats((size_t)7 * HW, 41), *Ws = random_floats((size_t)R * 7 * 9, 43),
+          *bs = random_floats(R, 45), *W = random_floats((size_t)R * R * 9, 47), *bw = random_floats(R, 49);
+    for (size_t i = 0; i < (size_t)R * R * 9; i++) W[i] *= 0.125f;
+    float *map = malloc((size_t)HW * R * sizeof(float)), *out = malloc((size_t)HW * R * sizeof(float));
+    double st[16] = {0}, st2[16] = {0};
+    /* stem: image -> map */
+    ck_cpu_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
+    float *dimg = to_device(img, (size_t)7 * HW), *dWs = to_device(Ws, (size_t)R * 63), *dbs = to_device(bs, R);
+    float *dmap = dev_alloc((size_t)HW * R), *dout = dev_alloc((size_t)HW * R);
+    double *dst = NULL;
+    REQUIRE(dimg && dWs && dbs && dmap && dout && ck_cuda_malloc((void **)&dst, 16 * sizeof(double), NULL) == CKEY_OK);
+    REQUIRE(ck_cuda_memset(dst, 0, 16 * sizeof(double), &err) == CKEY_OK);
+    CHECKF(ck_cuda_conv3x3(dimg, 1, 7, S, 1, dWs, dbs, dmap, R, groups, dst, NULL, &err) == CKEY_OK, "%s", err.message);
+    CHECK(cmp_dev("conv3x3 stem", dmap, map, (size_t)HW * R) < 1e-4);
+    REQUIRE(ck_cuda_copy(st2, dst, 16 * sizeof(double), 0, &err) == CKEY_OK);
+    double worst = 0;
+    for (int g = 0; g < 16; g++) worst = fmax(worst, fabs(st[g] - st2[g]) / (1 + fabs(st[g])));
+    printf("  stem GroupNorm stats: max relative difference %.3g\n", worst);
+    CHECK(worst < 1e-5);
+    /* map -> map, dilation 4, and the GroupNorm affine from the stats */
+    float *dW = to_device(W, (size_t)R * R * 9), *dbw = to_device(bw, R);
+    REQUIRE(dW && dbw);
+    memset(st, 0, sizeof st);
+    ck_cpu_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
+    REQUIRE(ck_cuda_memset(dst, 0, 16 * sizeof(double), &err) == CKEY_OK);
+    CHECKF(ck_cuda_conv3x3(dmap, 0, R, S, 4, dW, dbw, dout, R, groups, dst, NULL, &err) == CKEY_OK, "%s", err.message);
+    CHECK(cmp_dev("conv3x3 dil 4", dout, out, (size_t)HW * R) < 1e-4);
+    float *g = random_floats(R, 51), *be = random_floats(R, 53), a[64], b[64];
+    ck_cpu_ops.groupnorm_affine(&cb.be, st, groups, R, HW, g, be, a, b);
+    float *dg = to_device(g, R), *dbe = to_device(be, R), *da = dev_alloc(R), *db = dev_alloc(R);
+    REQUIRE(dg && dbe && da && db);
+    REQUIRE(ck_cuda_groupnorm_affine(dst, groups, R, HW, dg, dbe, da, db, NULL, &err) == CKEY_OK);
+    CHECK(cmp_dev("groupnorm scale", da, a, R) < 1e-4 && cmp_dev("groupnorm shift", db, b, R) < 1e-4);
+    ck_cuda_free(dimg), ck_cuda_free(dWs), ck_cuda_free(dbs), ck_cuda_free(dmap), ck_cuda_free(dout), ck_cuda_free(dst);
+    ck_cuda_free(dW), ck_cuda_free(dbw), ck_cuda_free(dg), ck_cuda_free(dbe), ck_cuda_free(da), ck_cuda_free(db);
+    free(img), free(Ws), free(bs), free(W), free(bw), free(map), free(out), free(g), free(be);
+    cpu_be_free(&cb);
+}
+
+/* Encoder pieces on the tiny model at S = 128: patch embed, a mask-unit
+ * block (plain and expanding), an MLP, and the decoder, each composed from
+ * the CUDA building blocks as the CUDA op table will, against the CPU op. */
+static void test_encoder_decoder_compositions(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_model *m = tiny_model();
+    REQUIRE(m);
+    const ck_config *c = &m->cfg;
+    const int S = 128, G = S / 4, E = c->embed_dim;
+    cpu_be cb;
+    cpu_be_init(&cb, S);
+    ckey_error err;
+    ck_cublas *hb = NULL;
+    REQUIRE(ck_cublas_create(&hb, &err) == CKEY_OK);
+    /* device copy of the weight store; host pointers map by offset */
+    float *dstore = to_device(m->store, m->store_floats);
+    REQUIRE(dstore);
+#define DEV(p) (dstore + ((p) - m->store))
+    /* patch embed */
+    const int64_t N = (int64_t)G * G;
+    float *x = random_floats((size_t)4 * S * S, 61), *tok = malloc((size_t)N * E * sizeof(float));
+    ck_cpu_ops.patch_embed(&cb.be, m, x, S, m->pos_embed, 3, tok);
+    float *dx = to_device(x, (size_t)4 * S * S), *dtok = dev_alloc((size_t)N * E);
+    REQUIRE(dx && dtok);
+    CHECKF(ck_cuda_patch_embed(dx, S, 4, c->patch_kernel, c->patch_stride, c->patch_pad, DEV(m->patch_w),
+                               DEV(m->patch_b), DEV(m->pos_embed), E, 3, dtok, NULL, &err) == CKEY_OK, "%s", err.message);
+    CHECK(cmp_dev("patch embed", dtok, tok, (size_t)N * E) < 1e-4);
+    /* blocks 0 (mask unit, plain) and 1 (mask unit, expanding, q pooled) */
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    float *cur = tok, *dcur = dtok;
+    int64_t n = N;
+    for (int i = 0; i < 2; i++) {
+        const ck_block_info *b = &bi[i];
+        const ck_block_w *w = &m->blocks[i];
+        const int D = b->dim, Do = b->dim_out, qs = b->q_stride, T = b->window * qs;
+        const int64_t Nq = n / qs, nw = n / T;
+        float *xo = D != Do ? malloc((size_t)Nq * Do * sizeof(float)) : cur;
+        ck_cpu_ops.mask_unit_attention(&cb.be, b, w, cur, n, xo);
+        float *dxn = dev_alloc((size_t)n * D), *dqkv = dev_alloc((size_t)n * 3 * Do), *datt = dev_alloc((size_t)Nq * Do);
+        float *dxo = D != Do ? dev_alloc((size_t)Nq * Do) : dcur;
+        REQUIRE(dxn && dqkv && datt && dxo);
+        REQUIRE(ck_cuda_layernorm(dcur, n, D, DEV(w->norm1_w), DEV(w->norm1_b), dxn, NULL, &err) == CKEY_OK);
+        REQUIRE(ck_cuda_linear(hb, dxn, n, D, DEV(w->qkv_w), DEV(w->qkv_b), dqkv, 3 * Do, 0, NULL, &err) == CKEY_OK);
+        if (D != Do) {
+            float *dpr = dev_alloc((size_t)n * Do);
+            REQUIRE(dpr && ck_cuda_linear(hb, dxn, n, D, DEV(w->proj_w), NULL, dpr, Do, 0, NULL, &err) == CKEY_OK);
+            REQUIRE(ck_cuda_maxpool_bias(dpr, Nq, Do, qs, DEV(w->proj_b), dxo, NULL, &err) == CKEY_OK);
+            ck_cuda_free(dpr);
+        }
+        CHECKF(ck_cuda_window_attention(dqkv, nw, T, qs, Do, b->heads, datt, NULL, &err) == CKEY_OK, "%s", err.message);
+        REQUIRE(ck_cuda_linear(hb, datt, Nq, Do, DEV(w->attn_proj_w), DEV(w->attn_proj_b), dxo, Do, 1, NULL, &err) == CKEY_OK);
+        char name[48];
+        snprintf(name, sizeof name, "mask-unit block %d", i);
+        CHECK(cmp_dev(name, dxo, xo, (size_t)Nq * Do) < 1e-4);
+        /* MLP: layernorm, fc1, bias + GELU, fc2 accumulated onto the tokens */
+        const int hid = Do * c->mlp_ratio;
+        ck_cpu_ops.mlp(&cb.be, xo, Nq, Do, w, hid);
+        float *dh = dev_alloc((size_t)Nq * hid);
+        REQUIRE(dh);
+        REQUIRE(ck_cuda_layernorm(dxo, Nq, Do, DEV(w->norm2_w), DEV(w->norm2_b), dxn, NULL, &err) == CKEY_OK);
+        REQUIRE(ck_cuda_linear(hb, dxn, Nq, Do, DEV(w->fc1_w), NULL, dh, hid, 0, NULL, &err) == CKEY_OK);
+        REQUIRE(ck_cuda_bias_gelu(dh, Nq, hid, DEV(w->fc1_b), NULL, &err) == CKEY_OK);
+        REQUIRE(ck_cuda_linear(hb, dh, Nq, hid, DEV(w->fc2_w), DEV(w->fc2_b), dxo, Do, 1, NULL, &err) == CKEY_OK);
+        snprintf(name, sizeof name, "block %d after mlp", i);
+        CHECK(cmp_dev(name, dxo, xo, (size_t)Nq * Do) < 1e-4);
+        ck_cuda_free(dxn), ck_cuda_free(dqkv), ck_cuda_free(datt), ck_cuda_free(dh);
+        if (cur != xo) {
+            free(cur);
+            ck_cuda_free(dcur);
+        }
+        cur = xo, dcur = dxo, n = Nq;
+    }
+    free(cur);
+    ck_cuda_free(dcur);
+    /* decoder: random features at the four scales */
+    {
+        int Hs[4], Cs[4], nf = 0;
+        int H = G;
+        for (int i = 0; i < ck_config_num_blocks(c) && nf < 4; i++) {
+            if (bi[i].q_stride > 1) H /= 2;
+            if (bi[i].stage_end) Hs[nf] = H, Cs[nf] = bi[i].dim_out, nf++;
+        }
+        const int D2 = 2 * c->dec_dim;
+        float *feat[4], *dfeat[4], *P[3], *dP[3];
+        for (int k = 0; k < 4; k++) {
+            feat[k] = random_floats((size_t)Hs[k] * Hs[k] * Cs[k], 71u + (unsigned)k);
+            dfeat[k] = to_device(feat[k], (size_t)Hs[k] * Hs[k] * Cs[k]);
+        }
+        for (int k = 1; k < 4; k++) {
+            const int64_t nk = (int64_t)Hs[k] * Hs[k];
+            P[k - 1] = malloc((size_t)nk * D2 * sizeof(float));
+            ck_cpu_ops.linear(&cb.be, feat[k], nk, Cs[k], m->dec.scale_w[k], m->dec.scale_b[k], P[k - 1], D2, 0);
+            dP[k - 1] = dev_alloc((size_t)nk * D2);
+            REQUIRE(dP[k - 1] && ck_cuda_linear(hb, dfeat[k], nk, Cs[k], DEV(m->dec.scale_w[k]), DEV(m->dec.scale_b[k]),
+                                                dP[k - 1], D2, 0, NULL, &err) == CKEY_OK);
+        }
+        const int Hk[3] = {Hs[1], Hs[2], Hs[3]};
+        float *lg = malloc((size_t)4 * G * G * sizeof(float));
+        ck_cpu_ops.decoder_fuse(&cb.be, m, feat[0], G, Cs[0], (const float *const *)P, Hk, lg);
+        float *dh = dev_alloc((size_t)G * G * D2), *dlg = dev_alloc((size_t)4 * G * G);
+        REQUIRE(dh && dlg);
+        REQUIRE(ck_cuda_linear(hb, dfeat[0], (int64_t)G * G, Cs[0], DEV(m->dec.scale_w[0]), NULL, dh, D2, 0, NULL, &err) ==
+                CKEY_OK);
+        CHECKF(ck_cuda_decoder_epilogue(dh, 0, (int64_t)G * G, G, D2, dP[0], Hk[0], dP[1], Hk[1], dP[2], Hk[2],
+                                        DEV(m->dec.scale_b[0]), DEV(m->dec.cls_w), DEV(m->dec.cls_b), dlg, NULL,
+                                        &err) == CKEY_OK, "%s", err.message);
+        CHECK(cmp_dev("decoder logits", dlg, lg, (size_t)4 * G * G) < 1e-4);
+        for (int k = 0; k < 4; k++) free(feat[k]), ck_cuda_free(dfeat[k]);
+        for (int k = 0; k < 3; k++) free(P[k]), ck_cuda_free(dP[k]);
+        free(lg), ck_cuda_free(dh), ck_cuda_free(dlg);
+    }
+#undef DEV
+    free(x), ck_cuda_free(dx), ck_cuda_free(dstore);
+    ck_cublas_free(hb);
+    cpu_be_free(&cb);
+    ckey_model_free(m);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
         {"layernorm_vs_cpu", test_layernorm},
         {"linear_vs_cpu", test_linear},
         {"attention_vs_cpu", test_attention},
+        {"elementwise_ops_vs_cpu", test_elementwise_ops},
+        {"conv3x3_groupnorm_vs_cpu", test_conv_and_groupnorm},
+        {"encoder_decoder_compositions_vs_cpu", test_encoder_decoder_compositions},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }
