@@ -7,6 +7,7 @@
 
 #include "cpu/cpu.h"
 #include "cuda/ck_cuda.h"
+#include "io/checkpoint.h"
 #include "model/model.h"
 #include "support/testutil.h"
 
@@ -412,6 +413,111 @@ static void test_encoder_decoder_compositions(void) {
     ckey_model_free(m);
 }
 
+/* The whole network on the GPU (fp32) against the PyTorch fixtures, as
+ * tests/test-model.c does on the CPU: final alpha/fg within 1e-4. */
+typedef struct {
+    const ck_checkpoint *gold;
+    int bad;
+} gpu_tap_ctx;
+
+static void gpu_tap(void *user, const char *name, const float *data, const int64_t *shape, int32_t ndim) {
+    gpu_tap_ctx *t = user;
+    const ck_tensor_info *g = ck_checkpoint_find(t->gold, name);
+    if (!g) return;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if ((int64_t)g->numel != n) {
+        t->bad = 1;
+        return;
+    }
+    float *want = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    if (ck_tensor_to_f32(g, want, NULL)) t->bad = 1;
+    if (name[0] == 'c' && name[1] >= '1' && name[1] <= '4' && !name[2]) {
+        const int64_t H = shape[0], W = shape[1], C = shape[2];
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < H * W; p++) got[c * H * W + p] = data[p * C + c];
+    } else {
+        memcpy(got, data, (size_t)n * sizeof(float));
+    }
+    char label[48];
+    snprintf(label, sizeof label, "gpu %s", name);
+    ck_compare(label, got, want, (size_t)n, NULL);
+    free(want), free(got);
+}
+
+static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const float *x) {
+    char gp[512];
+    snprintf(gp, sizeof gp, "%s/%s", ck_fixtures_dir(), gold_rel);
+    ck_checkpoint *gold = NULL;
+    REQUIRE(ck_checkpoint_open(gp, &gold, NULL) == CKEY_OK);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.device = CKEY_DEVICE_CUDA;
+    ckey_session *s = NULL;
+    ckey_error err;
+    CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
+    if (s) {
+        gpu_tap_ctx t = {gold, 0};
+        ckey_session_set_tap(s, gpu_tap, &t);
+        ckey_forward_result r;
+        CHECKF(ckey_session_forward(s, x, &r, &err) == CKEY_OK, "%s", err.message);
+        const int64_t HW = (int64_t)S * S;
+        float *want = malloc((size_t)4 * HW * sizeof(float));
+        const ck_tensor_info *ga = ck_checkpoint_find(gold, "alpha"), *gf = ck_checkpoint_find(gold, "fg");
+        if (ga && gf && !ck_tensor_to_f32(ga, want, NULL) && !ck_tensor_to_f32(gf, want + HW, NULL)) {
+            ckey_session_set_tap(s, NULL, NULL);
+            REQUIRE(ckey_session_forward(s, x, &r, &err) == CKEY_OK);
+            double ea = ck_compare("gpu alpha (final)", r.alpha, want, (size_t)HW, NULL);
+            double ef = ck_compare("gpu fg (final)", r.fg, want + HW, (size_t)(3 * HW), NULL);
+            CHECKF(ea <= 1e-4 && ef <= 1e-4, "alpha %.3g, fg %.3g over 1e-4", ea, ef);
+            ckey_memory_plan mp;
+            ckey_session_get_plan(s, &mp);
+            printf("  S=%d on the GPU: %.3f s, planned device arena %.1f MiB\n", S, r.seconds, mp.arena_bytes / 1048576.0);
+        } else {
+            CHECK(!"golden alpha/fg readable");
+        }
+        CHECK(!t.bad);
+        free(want);
+    }
+    ckey_session_free(s);
+    ck_checkpoint_close(gold);
+}
+
+static void test_network_tiny(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_model *m = tiny_model();
+    REQUIRE(m);
+    const int sizes[2] = {128, 64};
+    const char *golds[2] = {"tiny/tiny_s128.safetensors", "tiny/tiny_s64.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char gp[512];
+        snprintf(gp, sizeof gp, "%s/%s", ck_fixtures_dir(), golds[i]);
+        ck_checkpoint *g = NULL;
+        REQUIRE(ck_checkpoint_open(gp, &g, NULL) == CKEY_OK);
+        const ck_tensor_info *t = ck_checkpoint_find(g, "x");
+        float *x = t ? malloc(t->numel * sizeof(float)) : NULL;
+        REQUIRE(x && !ck_tensor_to_f32(t, x, NULL));
+        ck_checkpoint_close(g);
+        gpu_network_case(m, golds[i], sizes[i], x);
+        free(x);
+    }
+    ckey_model_free(m);
+}
+
+static void test_network_full256(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
+    float *x = malloc((size_t)4 * 256 * 256 * sizeof(float));
+    ck_synth_input(256, x);
+    gpu_network_case(m, "full256.safetensors", 256, x);
+    free(x);
+    ckey_model_free(m);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -421,6 +527,8 @@ int main(int argc, char **argv) {
         {"elementwise_ops_vs_cpu", test_elementwise_ops},
         {"conv3x3_groupnorm_vs_cpu", test_conv_and_groupnorm},
         {"encoder_decoder_compositions_vs_cpu", test_encoder_decoder_compositions},
+        {"network_tiny_vs_pytorch", test_network_tiny},
+        {"network_full256_vs_pytorch", test_network_full256},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -16,6 +16,9 @@ extern "C" {
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
 
+/* Make `index` the calling thread's current device. */
+ckey_status ck_cuda_set_device(int index, ckey_error *err);
+
 /* Name, memory and compute capability of device `index`. */
 ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *err);
 
@@ -68,6 +71,8 @@ ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);
 ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device, ckey_error *err);
 ckey_status ck_cuda_sync(ckey_error *err);
+/* Device-to-device copy on a stream. */
+ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,12 @@ ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *e
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_set_device(int index, ckey_error *err) {
+    cudaError_t e = cudaSetDevice(index);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaSetDevice");
+    return CKEY_OK;
+}
+
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err) {
     cudaError_t e = cudaMalloc(p, bytes);
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaMalloc");
@@ -74,6 +80,12 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
 ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err) {
     cudaError_t e = cudaMemset(p, value, bytes);
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemset");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemcpyAsync");
     return CKEY_OK;
 }
 

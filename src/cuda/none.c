@@ -73,6 +73,8 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
     return no_cuda(err);
 }
 ckey_status ck_cuda_sync(ckey_error *err) { return no_cuda(err); }
+ckey_status ck_cuda_set_device(int index, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

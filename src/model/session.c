@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cpu/cpu.h"
-#include "cuda/ck_cuda.h"
+#include "cuda/backend.h"
 #include "model/session.h"
 #include "model/greenformer.h"
 #include "pipeline/pipeline.h"
@@ -26,6 +26,15 @@ struct ckey_session {
     double *prof;
     float *pipe;          /* pre/post-processing scratch, grown to the largest plate seen */
     size_t pipe_floats;
+    /* CUDA sessions: the arena, weights and pos-embed live on the device; the
+     * model struct `dm` points into the device copy of the weight store.
+     * Input and results pass through host staging buffers. */
+    int cuda;
+    ck_cuda_state cs;
+    ckey_model dm;
+    float *dstore, *dpos;
+    float *host_in, *host_out, *tap_host;
+    size_t tap_host_floats;
 };
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
@@ -87,10 +96,11 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
         if (o->device_index < 0 || o->device_index >= n)
             return ck_fail(err, CKEY_ERR_DEVICE, "cuda:%d: no such CUDA device (%d found%s)", o->device_index, n,
                            n ? "" : "; is this a CUDA build with a GPU and driver?");
-        /* The CUDA op table is being built (first kernels in src/cuda/); the
-         * network itself still runs on the CPU only. */
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                       "cuda:%d: the CUDA backend cannot run the network yet; use --device cpu", o->device_index);
+#ifndef CK_HAVE_CUDA
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "cuda:%d: this build has no CUDA backend", o->device_index);
+#endif
+        if (m->cfg.ref_dim > 64)
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED, "cuda: refiner width %d over 64 is not supported", m->cfg.ref_dim);
     }
     if (o->device != CKEY_DEVICE_CPU) return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown device kind %d", (int)o->device);
     if (!(o->refiner_strength >= 0.0f && o->refiner_strength <= 100.0f))
@@ -110,11 +120,15 @@ static int resolve_threads(int t) {
  * forward's own buffers. */
 static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, int threads, ck_plan *plan,
                              size_t *scratch_bytes, ckey_error *err) {
-    size_t per_thread, shared;
-    ck_cpu_scratch_floats(&m->cfg, o->size, threads, &per_thread, &shared);
-    *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
+    if (o->device == CKEY_DEVICE_CUDA) {
+        *scratch_bytes = ck_cuda_scratch_floats(&m->cfg, o->size) * sizeof(float);
+    } else {
+        size_t per_thread, shared;
+        ck_cpu_scratch_floats(&m->cfg, o->size, threads, &per_thread, &shared);
+        *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
+    }
     ck_plan_begin_record(plan);
-    ck_alloc(plan, *scratch_bytes, "cpu scratch");
+    ck_alloc(plan, *scratch_bytes, o->device == CKEY_DEVICE_CUDA ? "cuda scratch" : "cpu scratch");
     ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL};
     ck_forward(&f);
     return ck_plan_finish(plan, err);
@@ -158,6 +172,67 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     return st;
 }
 
+/* The model struct with every weight pointer moved into the device copy of
+ * the store (all weights live in that one allocation). */
+static void remap_model(const ckey_model *m, float *dstore, ckey_model *dm) {
+    *dm = *m;
+#define R(p) ((p) ? dstore + ((p) - m->store) : NULL)
+    dm->store = dstore;
+    dm->dec_raw = NULL;
+    dm->source = NULL;
+    dm->patch_w = R(m->patch_w), dm->patch_b = R(m->patch_b), dm->pos_embed = R(m->pos_embed);
+    for (int i = 0; i < CK_MAX_BLOCKS; i++) {
+        const ck_block_w *a = &m->blocks[i];
+        ck_block_w *b = &dm->blocks[i];
+        b->norm1_w = R(a->norm1_w), b->norm1_b = R(a->norm1_b), b->proj_w = R(a->proj_w), b->proj_b = R(a->proj_b);
+        b->qkv_w = R(a->qkv_w), b->qkv_b = R(a->qkv_b), b->attn_proj_w = R(a->attn_proj_w);
+        b->attn_proj_b = R(a->attn_proj_b), b->norm2_w = R(a->norm2_w), b->norm2_b = R(a->norm2_b);
+        b->fc1_w = R(a->fc1_w), b->fc1_b = R(a->fc1_b), b->fc2_w = R(a->fc2_w), b->fc2_b = R(a->fc2_b);
+    }
+    for (int k = 0; k < 4; k++) dm->dec.scale_w[k] = R(m->dec.scale_w[k]), dm->dec.scale_b[k] = R(m->dec.scale_b[k]);
+    dm->dec.cls_w = R(m->dec.cls_w), dm->dec.cls_b = R(m->dec.cls_b);
+    const ck_refiner_w *ra = &m->ref;
+    ck_refiner_w *rb = &dm->ref;
+    rb->stem_w = R(ra->stem_w), rb->stem_b = R(ra->stem_b), rb->stem_gn_w = R(ra->stem_gn_w);
+    rb->stem_gn_b = R(ra->stem_gn_b), rb->final_w = R(ra->final_w), rb->final_b = R(ra->final_b);
+    for (int i = 0; i < 8; i++) {
+        rb->conv_w[i] = R(ra->conv_w[i]), rb->conv_b[i] = R(ra->conv_b[i]);
+        rb->gn_w[i] = R(ra->gn_w[i]), rb->gn_b[i] = R(ra->gn_b[i]);
+    }
+#undef R
+}
+
+static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
+    const ckey_model *m = s->m;
+    const int S = s->opt.size;
+    ckey_status st = ck_cuda_set_device(s->opt.device_index, err);
+    if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
+    if (!st) st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
+    if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+    if (!st) st = ck_cublas_create(&s->cs.blas, err);
+    if (st) return st;
+    remap_model(m, s->dstore, &s->dm);
+    const size_t pb = pos_bytes(m, S);
+    if (pb) {
+        float *host = malloc(pb);
+        if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+        ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, m->cfg.embed_dim, host, S / m->cfg.patch_stride);
+        st = ck_cuda_malloc((void **)&s->dpos, pb, err);
+        if (!st) st = ck_cuda_copy(s->dpos, host, pb, 1, err);
+        free(host);
+        if (st) return st;
+    } else {
+        s->dpos = (float *)s->dm.pos_embed;
+    }
+    const size_t io = (size_t)4 * S * S * sizeof(float);
+    s->host_in = malloc(io);
+    s->host_out = malloc(io);
+    if (!s->host_in || !s->host_out) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for %zu-byte staging", io);
+    ck_plan_begin_execute(s->plan, s->arena);
+    s->cs.scratch = ck_plan_buffer(s->plan, 0);
+    return CKEY_OK;
+}
+
 ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_options *opt, FILE *out,
                                    ckey_error *err) {
     if (!m || !out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory_print: NULL argument");
@@ -195,11 +270,13 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
                          s->opt.size, s->mp.peak_bytes / 1048576.0, s->mp.weight_bytes / 1048576.0,
                          s->mp.arena_bytes / 1048576.0, s->opt.memory_budget / 1048576.0);
     }
-    if (!st) {
+    s->cuda = s->opt.device == CKEY_DEVICE_CUDA;
+    if (!st && s->cuda) st = cuda_session_init(s, err);
+    if (!st && !s->cuda) {
         ck_gemm_init();
         st = ck_pool_create(threads, &s->pool, err);
     }
-    if (!st) {
+    if (!st && !s->cuda) {
         s->arena = aligned_alloc(64, (ck_plan_arena_bytes(s->plan) + 63) / 64 * 64);
         size_t pb = pos_bytes(m, s->opt.size);
         if (pb) s->pos_resized = malloc(pb);
@@ -207,7 +284,7 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
             st = ck_fail(err, CKEY_ERR_NOMEM, "size %d: could not allocate the %.1f MiB arena", s->opt.size,
                          ck_plan_arena_bytes(s->plan) / 1048576.0);
     }
-    if (!st) {
+    if (!st && !s->cuda) {
         if (s->pos_resized)
             ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, m->cfg.embed_dim, s->pos_resized,
                                 s->opt.size / m->cfg.patch_stride);
@@ -232,6 +309,16 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
 
 void ckey_session_free(ckey_session *s) {
     if (!s) return;
+    if (s->cuda) {
+        ck_cublas_free(s->cs.blas);
+        ck_cuda_free(s->arena);
+        s->arena = NULL;
+        ck_cuda_free(s->dstore);
+        if (s->dpos && (s->dpos < s->dstore || s->dpos >= s->dstore + s->m->store_floats)) ck_cuda_free(s->dpos);
+        free(s->host_in);
+        free(s->host_out);
+        free(s->tap_host);
+    }
     ck_pool_free(s->pool);
     ck_plan_free(s->plan);
     free(s->arena);
@@ -256,11 +343,60 @@ int32_t ckey_session_size(const ckey_session *s) { return s ? s->opt.size : 0; }
 
 /* The input buffer is the plan's second buffer (after the scratch). */
 float *ck_session_input(ckey_session *s) {
+    if (s->cuda) return s->host_in; /* uploaded by ck_session_run */
     ck_plan_begin_execute(s->plan, s->arena);
     return ck_plan_buffer(s->plan, 1);
 }
 
+/* Taps on a CUDA session: copy the device tensor to the host first. */
+static void cuda_tap(void *user, const char *name, const float *data, const int64_t *shape, int32_t ndim) {
+    ckey_session *s = user;
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    if ((size_t)n > s->tap_host_floats) {
+        float *p = realloc(s->tap_host, (size_t)n * sizeof(float)); /* debug path only */
+        if (!p) return;
+        s->tap_host = p;
+        s->tap_host_floats = (size_t)n;
+    }
+    if (ck_cuda_copy(s->tap_host, data, (size_t)n * sizeof(float), 0, NULL)) return;
+    s->tap(s->tap_user, name, s->tap_host, shape, ndim);
+}
+
+static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
+#ifdef CK_HAVE_CUDA
+    double t0 = ck_now();
+    const int64_t HW = (int64_t)s->opt.size * s->opt.size;
+    ck_plan_begin_execute(s->plan, s->arena);
+    ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
+    s->cs.status = CKEY_OK;
+    ckey_status st = ck_cuda_copy(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
+    if (st) return st;
+    ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
+                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof};
+    float *res = ck_forward(&f);
+    if (!ck_plan_replay_complete(s->plan) || !res)
+        return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
+    if (s->cs.status) {
+        if (err) *err = s->cs.err;
+        return s->cs.status;
+    }
+    if ((st = ck_cuda_sync(err))) return st;
+    if ((st = ck_cuda_copy(s->host_out, res, (size_t)4 * HW * sizeof(float), 0, err))) return st;
+    if (out) {
+        out->alpha = s->host_out;
+        out->fg = s->host_out + HW;
+        out->seconds = ck_now() - t0;
+    }
+    return CKEY_OK;
+#else
+    (void)s, (void)out;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "this build has no CUDA backend");
+#endif
+}
+
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
+    if (s->cuda) return cuda_run(s, out, err);
     double t0 = ck_now();
     ck_plan_begin_execute(s->plan, s->arena);
     void *scratch = ck_alloc(s->plan, s->scratch_bytes, "cpu scratch");

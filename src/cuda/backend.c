@@ -1,0 +1,211 @@
+/* The CUDA op table: the forward in src/model/greenformer.c runs on the GPU
+ * through these entries, composed from the kernels in src/cuda/ (the .cu files) and
+ * cuBLAS. First version: fp32, correctness first (each piece is checked
+ * against the CPU op in tests/test-cuda.c, the whole network against the
+ * PyTorch fixtures). Large intermediates use one device scratch region sized
+ * by ck_cuda_scratch_floats; tensor-core kernels, fused epilogues, the
+ * memory bound and CUDA graphs come next (issue 3). */
+#include <string.h>
+
+#include "cuda/backend.h"
+
+#ifdef CK_HAVE_CUDA
+
+#define ST(be) ((ck_cuda_state *)(void *)(be))
+#define CHECKED(call)                                                     \
+    do {                                                                  \
+        ckey_status s_ = (call);                                          \
+        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
+            ST(be)->status = s_;                                          \
+            ST(be)->err = e_;                                             \
+        }                                                                 \
+    } while (0)
+
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384 };
+
+size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
+    const int64_t G = S / c->patch_stride;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    int64_t N = G * G;
+    size_t need = 0;
+    for (int i = 0; i < nb; i++) {
+        const ck_block_info *b = &bi[i];
+        const int64_t Nq = N / b->q_stride;
+        size_t s = 0;
+        if (b->mask_unit_attn)
+            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
+                (size_t)Nq * b->dim_out;
+        else if (b->dim != b->dim_out)
+            s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
+        need = CK_MAX(need, s);
+        const int64_t ch = CK_MIN(Nq, (int64_t)MLP_CHUNK);
+        need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
+        N = Nq;
+    }
+    need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
+    need = CK_MAX(need, (size_t)S * S * c->ref_dim); /* in-place conv output */
+    return need;
+}
+
+static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos, int k,
+                           float *tokens) {
+    ckey_error e_;
+    const ck_config *c = &m->cfg;
+    CHECKED(ck_cuda_patch_embed(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, m->patch_w,
+                                m->patch_b, pos, c->embed_dim, k, tokens, ST(be)->stream, &e_));
+}
+
+static void cu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const float *g, const float *b, float *y) {
+    ckey_error e_;
+    CHECKED(ck_cuda_layernorm(x, N, C, g, b, y, ST(be)->stream, &e_));
+}
+
+static void cu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b, float *y,
+                      int out, int accumulate) {
+    ckey_error e_;
+    CHECKED(ck_cuda_linear(ST(be)->blas, x, N, in, W, b, y, out, accumulate, ST(be)->stream, &e_));
+}
+
+static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
+                              float *y, int out, int qs) {
+    ckey_error e_;
+    float *full = ST(be)->scratch;
+    CHECKED(ck_cuda_linear(ST(be)->blas, x, N, in, W, NULL, full, out, 0, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_maxpool_bias(full, N / qs, out, qs, b, y, ST(be)->stream, &e_));
+}
+
+static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
+                                   int64_t N, float *xo) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs;
+    const int64_t Nq = N / qs, nw = N / T;
+    float *xn = s->scratch, *qkv = xn + (size_t)N * D, *pr = qkv + (size_t)N * 3 * Do;
+    float *att = pr + (D != Do ? (size_t)N * Do : 0);
+    CHECKED(ck_cuda_layernorm(x, N, D, w->norm1_w, w->norm1_b, xn, s->stream, &e_));
+    CHECKED(ck_cuda_linear(s->blas, xn, N, D, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0, s->stream, &e_));
+    if (D != Do) {
+        CHECKED(ck_cuda_linear(s->blas, xn, N, D, w->proj_w, NULL, pr, Do, 0, s->stream, &e_));
+        CHECKED(ck_cuda_maxpool_bias(pr, Nq, Do, qs, w->proj_b, xo, s->stream, &e_));
+    }
+    CHECKED(ck_cuda_window_attention(qkv, nw, T, qs, Do, bi->heads, att, s->stream, &e_));
+    CHECKED(ck_cuda_linear(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->stream, &e_));
+}
+
+static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
+    ckey_error e_;
+    CHECKED(ck_cuda_attention(qkv, N, D, heads, qs, out, ST(be)->stream, &e_));
+}
+
+static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    for (int64_t r = 0; r < N; r += MLP_CHUNK) {
+        const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
+        float *xn = s->scratch, *h = xn + (size_t)n * C, *xr = x + r * C;
+        CHECKED(ck_cuda_layernorm(xr, n, C, w->norm2_w, w->norm2_b, xn, s->stream, &e_));
+        CHECKED(ck_cuda_linear(s->blas, xn, n, C, w->fc1_w, NULL, h, hidden, 0, s->stream, &e_));
+        CHECKED(ck_cuda_bias_gelu(h, n, hidden, w->fc1_b, s->stream, &e_));
+        CHECKED(ck_cuda_linear(s->blas, h, n, hidden, w->fc2_w, w->fc2_b, xr, C, 1, s->stream, &e_));
+    }
+}
+
+static void cu_reroll(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat) {
+    ckey_error e_;
+    CHECKED(ck_cuda_reroll(tokens, H, W, k, C, feat, ST(be)->stream, &e_));
+}
+
+static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
+                            const float *const P[3], const int Hk[3], float *logits) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int D2 = 2 * m->cfg.dec_dim;
+    const int64_t total = (int64_t)H1 * H1;
+    for (int64_t p0 = 0; p0 < total; p0 += DEC_CHUNK) {
+        const int64_t n = CK_MIN((int64_t)DEC_CHUNK, total - p0);
+        CHECKED(ck_cuda_linear(s->blas, c1 + p0 * C1, n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->stream, &e_));
+        CHECKED(ck_cuda_decoder_epilogue(s->scratch, p0, n, H1, D2, P[0], Hk[0], P[1], Hk[1], P[2], Hk[2],
+                                         m->dec.scale_b[0], m->dec.cls_w, m->dec.cls_b, logits, s->stream, &e_));
+    }
+}
+
+static void cu_refiner_input(ck_backend *be, const float *x, const float *logits, int S, float *rin) {
+    ckey_error e_;
+    CHECKED(ck_cuda_refiner_input(x, logits, S, rin, ST(be)->stream, &e_));
+}
+
+static void cu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_affine_relu(x, NULL, C, HW, a, b, ST(be)->stream, &e_));
+}
+
+static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW, const float *a,
+                                    const float *b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_affine_relu(x, y, C, HW, a, b, ST(be)->stream, &e_));
+}
+
+static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil, const float *W,
+                       const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
+                       double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int64_t HW = (int64_t)S * S;
+    if (in_a) CHECKED(ck_cuda_affine_relu((float *)in, NULL, Cin, HW, in_a, in_b, s->stream, &e_));
+    float *dst = out == in ? s->scratch : out;
+    CHECKED(ck_cuda_conv3x3(in, image_in, Cin, S, dil, W, bias, dst, Cout, groups, stats, s->stream, &e_));
+    if (dst != out) CHECKED(ck_cuda_copy_d2d(out, dst, (size_t)HW * Cout * sizeof(float), s->stream, &e_));
+}
+
+static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,
+                              float mult, float *out, int Cout) {
+    ckey_error e_;
+    CHECKED(ck_cuda_pointwise(x, C, HW, W, b, mult, out, Cout, ST(be)->stream, &e_));
+}
+
+static void cu_finalize(ck_backend *be, const float *logits, int S, float *out) {
+    ckey_error e_;
+    CHECKED(ck_cuda_finalize(logits, S, out, ST(be)->stream, &e_));
+}
+
+static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
+                                const float *gamma, const float *beta, float *a, float *b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_groupnorm_affine(stats, groups, C, HW, gamma, beta, a, b, ST(be)->stream, &e_));
+}
+
+static void cu_zero_stats(ck_backend *be, double *stats, int n) {
+    ckey_error e_;
+    CHECKED(ck_cuda_memset(stats, 0, (size_t)n * sizeof(double), &e_));
+}
+
+const ck_ops ck_cuda_ops = {
+    .patch_embed = cu_patch_embed,
+    .mask_unit_attention = cu_mask_unit_attention,
+    .layernorm = cu_layernorm,
+    .linear = cu_linear,
+    .linear_maxpool = cu_linear_maxpool,
+    .attention = cu_attention,
+    .mlp = cu_mlp,
+    .reroll = cu_reroll,
+    .decoder_fuse = cu_decoder_fuse,
+    .refiner_input = cu_refiner_input,
+    .conv3x3 = cu_conv3x3,
+    .affine_relu = cu_affine_relu,
+    .residual_affine_relu = cu_residual_affine_relu,
+    .pointwise_conv = cu_pointwise_conv,
+    .finalize = cu_finalize,
+    .groupnorm_affine = cu_groupnorm_affine,
+    .zero_stats = cu_zero_stats,
+};
+
+#else
+
+size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
+    (void)c, (void)S;
+    return 0;
+}
+
+#endif
