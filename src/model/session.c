@@ -49,11 +49,11 @@ void ckey_session_options_default(ckey_session_options *o) {
 
 const char *ckey_version(void) {
 #if defined(CK_HAVE_OPENBLAS) && defined(CK_HAVE_CUDA)
-    return "0.1.0 (cpu: openblas; cuda: first op kernels, network on cpu)";
+    return "0.1.0 (cpu: openblas; cuda: fp32 op table v1)";
 #elif defined(CK_HAVE_OPENBLAS)
     return "0.1.0 (cpu: openblas; cuda: no)";
 #elif defined(CK_HAVE_CUDA)
-    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: first op kernels, network on cpu)";
+    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: fp32 op table v1)";
 #else
     return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: no)";
 #endif
