@@ -16,15 +16,26 @@ static double peak_rss_mib(void) {
 }
 
 int main(int argc, char **argv) {
-    int S = 512, threads = 0, runs = 3;
+    int S = 512, threads = 0, runs = 3, cuda = 0, cuda_index = 0;
     const char *model_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            const char *d = argv[++i];
+            if (!strncmp(d, "cuda", 4)) {
+                cuda = 1;
+                if (d[4] == ':') cuda_index = atoi(d + 5);
+            } else if (strcmp(d, "cpu")) {
+                fprintf(stderr, "bench: --device cpu|cuda[:N]\n");
+                return 2;
+            }
+        }
         else {
-            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -48,6 +59,10 @@ int main(int argc, char **argv) {
     ckey_session_options_default(&o);
     o.size = S;
     o.threads = threads;
+    if (cuda) {
+        o.device = CKEY_DEVICE_CUDA;
+        o.device_index = cuda_index;
+    }
     ckey_session *s = NULL;
     t0 = ck_now();
     if (ckey_session_create(m, &o, &s, &err)) {
@@ -80,10 +95,10 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < (int64_t)S * S; i++) chk += r.alpha[i];
     ckey_memory_plan mp;
     ckey_session_get_plan(s, &mp);
-    printf("{\"impl\":\"ckey\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
+    printf("{\"impl\":\"ckey\",\"device\":\"%s\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
            "\"load_s\":%.3f,\"session_s\":%.3f,\"peak_rss_mib\":%.1f,\"planned_peak_mib\":%.1f,"
            "\"arena_mib\":%.1f,\"weights_mib\":%.1f,\"alpha_mean\":%.6f}\n",
-           S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
+           cuda ? "cuda" : "cpu", S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
            mp.peak_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.weight_bytes / 1048576.0,
            chk / ((double)S * S));
     free(x);

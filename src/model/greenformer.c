@@ -13,8 +13,10 @@ const char *const ck_prof_names[CK_PROF_COUNT] = {
 #define OPP(f, bucket, name, ...)                                      \
     do {                                                               \
         if ((f)->ops) {                                                \
+            if ((f)->prof && (f)->sync) (f)->sync();                   \
             double t0_ = (f)->prof ? ck_now() : 0;                     \
             (f)->ops->name((f)->be, __VA_ARGS__);                      \
+            if ((f)->prof && (f)->sync) (f)->sync();                   \
             if ((f)->prof) (f)->prof[bucket] += ck_now() - t0_;        \
         }                                                              \
     } while (0)

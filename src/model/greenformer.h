@@ -17,6 +17,7 @@ typedef struct ck_fwd {
     ckey_tap_fn tap;
     void *tap_user;
     double *prof;         /* optional: seconds per op kind, [CK_PROF_COUNT] */
+    void (*sync)(void);   /* optional: wait for the device, so profiled times are real */
 } ck_fwd;
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */

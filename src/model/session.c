@@ -129,7 +129,7 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
     }
     ck_plan_begin_record(plan);
     ck_alloc(plan, *scratch_bytes, o->device == CKEY_DEVICE_CUDA ? "cuda scratch" : "cpu scratch");
-    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL};
+    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL, NULL};
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
@@ -348,6 +348,7 @@ float *ck_session_input(ckey_session *s) {
     return ck_plan_buffer(s->plan, 1);
 }
 
+#ifdef CK_HAVE_CUDA
 /* Taps on a CUDA session: copy the device tensor to the host first. */
 static void cuda_tap(void *user, const char *name, const float *data, const int64_t *shape, int32_t ndim) {
     ckey_session *s = user;
@@ -362,6 +363,11 @@ static void cuda_tap(void *user, const char *name, const float *data, const int6
     if (ck_cuda_copy(s->tap_host, data, (size_t)n * sizeof(float), 0, NULL)) return;
     s->tap(s->tap_user, name, s->tap_host, shape, ndim);
 }
+#endif
+
+#ifdef CK_HAVE_CUDA
+static void cuda_sync_quiet(void) { ck_cuda_sync(NULL); }
+#endif
 
 static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
 #ifdef CK_HAVE_CUDA
@@ -373,7 +379,7 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     ckey_status st = ck_cuda_copy(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
     if (st) return st;
     ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
-                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof};
+                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
@@ -403,7 +409,7 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
     if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
     ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
                 s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap, s->tap_user,
-                s->prof};
+                s->prof, NULL};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");

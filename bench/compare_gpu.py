@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""ckey on the GPU vs PyTorch on the same GPU, side by side (not a test).
+
+    python3 bench/compare_gpu.py [--sizes 1024 2048] [--runs 10]
+
+Runs build/bench/bench-forward --device cuda (ckey; build with `make bench` on the GPU machine)
+and bench/torch_gpu.py (the reference GreenFormer: eager fp32, eager fp16 autocast,
+torch.compile fp16) for each size, each in its own process, and prints a markdown table of
+ms/frame with ckey's time as a ratio of torch.compile's, plus device memory. Raw JSON lines go
+to stderr.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(here)
+
+
+def json_lines(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=root)
+    sys.stderr.write(out.stderr)
+    recs = []
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            sys.stderr.write(line + "\n")
+            recs.append(json.loads(line))
+    return recs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--runs", type=int, default=10)
+    a = ap.parse_args()
+    print("| S | ckey ms/frame | eager fp32 | eager fp16 | torch.compile fp16 | ckey / compile | ckey planned device arena | compile peak allocated |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s in a.sizes:
+        ck = json_lines([os.path.join(root, "build/bench/bench-forward"), "--device", "cuda", "--size", str(s),
+                         "--runs", str(a.runs)])
+        th = json_lines([sys.executable, os.path.join(here, "torch_gpu.py"), "--sizes", str(s), "--runs", str(a.runs)])
+        by = {r.get("mode"): r for r in th}
+        ck_ms = ck[-1]["mean_s"] * 1000 if ck and "mean_s" in ck[-1] else float("nan")
+        def ms(m):
+            return by.get(m, {}).get("ms_per_frame", float("nan"))
+        comp = ms("compile_fp16")
+        mem = by.get("compile_fp16", {}).get("max_memory_allocated_bytes", float("nan")) / 2**30
+        arena = ck[-1]["arena_mib"] / 1024 if ck and "arena_mib" in ck[-1] else float("nan")
+        print(f"| {s} | {ck_ms:.1f} | {ms('eager_fp32'):.1f} | {ms('eager_fp16'):.1f} | {comp:.1f} | "
+              f"{ck_ms / comp:.2f} | {arena:.2f} GiB | {mem:.2f} GiB |")
+
+
+if __name__ == "__main__":
+    main()
