@@ -149,17 +149,25 @@ static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, 
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
 }
 
+/* Validate the options and record a plan without any backend (for the
+ * planning-only entry points). The caller frees *plan. */
+static ckey_status plan_only(const ckey_model *m, const ckey_session_options *opt, ckey_session_options *o,
+                             ck_plan **plan, size_t *scratch, ckey_error *err) {
+    *plan = NULL;
+    if (opt) *o = *opt; else ckey_session_options_default(o);
+    ckey_status st = check_options(m, o, err);
+    if (!st) st = ck_plan_create(plan, err);
+    if (!st) st = plan_pass(m, o, resolve_threads(o->threads), *plan, scratch, err);
+    return st;
+}
+
 ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt, ckey_memory_plan *mp,
                              ckey_error *err) {
     if (!m || !mp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory: NULL argument");
     ckey_session_options o;
-    if (opt) o = *opt; else ckey_session_options_default(&o);
-    ckey_status st = check_options(m, &o, err);
-    if (st) return st;
     ck_plan *plan;
-    if ((st = ck_plan_create(&plan, err))) return st;
     size_t scratch;
-    st = plan_pass(m, &o, resolve_threads(o.threads), plan, &scratch, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, &scratch, err);
     if (!st) {
         fill_plan(m, plan, scratch, o.size, mp);
         if (o.memory_budget > 0 && mp->peak_bytes > o.memory_budget)
@@ -237,13 +245,9 @@ ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_optio
                                    ckey_error *err) {
     if (!m || !out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory_print: NULL argument");
     ckey_session_options o;
-    if (opt) o = *opt; else ckey_session_options_default(&o);
-    ckey_status st = check_options(m, &o, err);
-    if (st) return st;
     ck_plan *plan;
-    if ((st = ck_plan_create(&plan, err))) return st;
     size_t scratch;
-    st = plan_pass(m, &o, resolve_threads(o.threads), plan, &scratch, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, &scratch, err);
     if (!st) ck_plan_dump(plan, out);
     ck_plan_free(plan);
     return st;
