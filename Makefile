@@ -8,6 +8,9 @@
 #         PNG / JPEG / TIFF = yes|no (default: found by pkg-config: libpng,
 #         libjpeg, libtiff-4); without one, reading that format fails with
 #         CKEY_ERR_UNSUPPORTED
+#         EXR = yes|no (default: found by pkg-config: OpenEXR, Debian's
+#         libopenexr-dev 3.1); without it the EXR reader and writer fail with
+#         CKEY_ERR_UNSUPPORTED
 #         CUDA=yes|no (default: yes when nvcc is on PATH); CUDA_ARCH=90 (H100/H200)
 
 .DEFAULT_GOAL := all
@@ -18,6 +21,7 @@ BLAS    ?= none
 PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no)
 JPEG    ?= $(shell pkg-config --exists libjpeg 2>/dev/null && echo yes || echo no)
 TIFF    ?= $(shell pkg-config --exists libtiff-4 2>/dev/null && echo yes || echo no)
+EXR     ?= $(shell pkg-config --exists OpenEXR 2>/dev/null && echo yes || echo no)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
@@ -45,6 +49,12 @@ endif
 ifeq ($(TIFF),yes)
   BASEFLAGS += -DCK_HAVE_TIFF=1 $(shell pkg-config --cflags libtiff-4)
   LIBS += $(shell pkg-config --libs libtiff-4)
+endif
+# OpenEXR: only the C library (OpenEXRCore) is used; pkg-config's --libs also
+# names the C++ ones, which the linker drops with --as-needed.
+ifeq ($(EXR),yes)
+  BASEFLAGS += -DCK_HAVE_EXR=1 $(shell pkg-config --cflags OpenEXR)
+  LIBS += $(shell pkg-config --libs OpenEXR)
 endif
 
 # CUDA: src/cuda/*.cu through nvcc, linked with the CUDA runtime and cuBLAS.

@@ -210,11 +210,12 @@ int64_t ckey_session_max_plate_pixels(const ckey_session *s);
 const char *ckey_version(void);
 
 /* ================================================================ images
- * Image reading (PNG, JPEG, TIFF) and PNG writing, so that programs using only
- * this header (the ckey CLI) can load plates and hints and save mattes. Each
- * format is present when libckey is built with its library (libpng:
- * CK_HAVE_PNG, libjpeg: CK_HAVE_JPEG, libtiff: CK_HAVE_TIFF); otherwise the
- * calls for it fail with CKEY_ERR_UNSUPPORTED.
+ * Image reading (PNG, JPEG, TIFF, OpenEXR) and PNG / OpenEXR writing, so that
+ * programs using only this header (the ckey CLI) can load plates and hints and
+ * save mattes. Each format is present when libckey is built with its library
+ * (libpng: CK_HAVE_PNG, libjpeg: CK_HAVE_JPEG, libtiff: CK_HAVE_TIFF, OpenEXR's
+ * C library OpenEXRCore: CK_HAVE_EXR); otherwise the calls for it fail with
+ * CKEY_ERR_UNSUPPORTED.
  */
 
 /* Limits checked from the file header before anything is allocated. */
@@ -237,10 +238,11 @@ typedef enum ckey_image_kind {
 typedef struct ckey_image {
     int32_t width, height;
     int32_t channels;   /* 3 for CKEY_IMAGE_RGB, 1 for CKEY_IMAGE_HINT */
-    int32_t bit_depth;  /* bits per sample in the file: 1, 2, 4, 8, 16 (32: float TIFF) */
+    int32_t bit_depth;  /* bits per sample in the file: 1, 2, 4, 8, 16 (16: half EXR;
+                           32: float TIFF / EXR) */
     int32_t has_alpha;  /* the file carries alpha (channel or tRNS) */
-    /* [channels, height, width], uint8/255 or uint16/65535, float TIFF samples
-     * as stored (may exceed 1); owned */
+    /* [channels, height, width], uint8/255 or uint16/65535, float TIFF and
+     * EXR samples as stored (may exceed 1 or be negative); owned */
     float *data;
 } ckey_image;
 
@@ -262,8 +264,16 @@ ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_ima
  *         gray-padded image;
  *   TIFF  8/16-bit unsigned or 32-bit float samples, gray, gray+alpha, RGB or
  *         RGBA, contiguous samples, strips or tiles, any codec libtiff has;
- *         float samples are kept as stored (values above 1 stay).
- * The kinds and the hint rule are those of the PNG reader. Other formats fail
+ *         float samples are kept as stored (values above 1 stay);
+ *   OpenEXR single-part scanline images (no tiles, deep data or multi-part),
+ *         HALF or FLOAT channels sampled 1x1 (at most 8; UINT refused),
+ *         compression NONE, RLE, ZIPS, ZIP, PIZ or PXR24 (B44 / DWA refused).
+ *         The header and chunk offset table are checked by ckey before
+ *         OpenEXR decodes. RGB takes R, G, B (else Y, else a lone channel);
+ *         HINT takes A unless it is entirely >= 1, else Y, else B (else R,
+ *         G). Values kept as stored (scene-linear: may exceed 1).
+ * The kinds and the hint rule are those of the PNG reader. NaN or Inf in a
+ * float TIFF or EXR is refused ("non-finite sample ... at x X, y Y, channel C"). Other formats fail
  * with CKEY_ERR_UNSUPPORTED ("x.bmp: unknown image format ...").
  */
 ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
@@ -281,6 +291,24 @@ void ckey_image_free(ckey_image *img);
  */
 ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
+                                 ckey_error *err);
+
+typedef enum {
+    CKEY_EXR_PXR24 = 0, /* default: lossless for HALF, small for mattes */
+    CKEY_EXR_ZIP = 1,
+    CKEY_EXR_NONE = 2
+} ckey_exr_compression;
+
+/*
+ * Write `data` ([channels, height, width] float, values kept as given --
+ * rounded to HALF, so beyond +-65504 they become Inf) as a single-part
+ * scanline OpenEXR of HALF channels: 1 channel is written as "A" (a matte
+ * pass), 3 as "R","G","B", 4 as "R","G","B","A". Atomic like
+ * ckey_image_write_png: "<path>.tmp", fsync, rename; on failure the
+ * temporary file is removed and the message names `path`.
+ */
+ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t channels,
+                                 int32_t width, int32_t height, ckey_exr_compression comp,
                                  ckey_error *err);
 
 #ifdef __cplusplus

@@ -6,10 +6,11 @@
 #   libpng-dev                  : PNG plates, hints and mattes
 #   libjpeg-dev                 : JPEG plates and hints (libjpeg-turbo)
 #   libtiff-dev                 : TIFF plates and hints (8/16-bit, float)
+#   libopenexr-dev              : OpenEXR plates/hints and EXR mattes (C API, OpenEXRCore)
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-    build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev
+    build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev libopenexr-dev

@@ -1,6 +1,6 @@
 /*
  * JPEG (libjpeg-turbo) and TIFF (libtiff) readers, and ckey_image_read, which
- * picks PNG / JPEG / TIFF from the file's first bytes.
+ * picks PNG / JPEG / TIFF / OpenEXR (image-exr.c) from the file's first bytes.
  *
  * Both readers work on a memory buffer (the file is read whole first), so the
  * fuzz targets drive exactly the code the CLI runs. The caps of ckey.h are
@@ -50,6 +50,8 @@ ck_image_format ck_image_sniff(const void *data, size_t size) {
     if (size >= 4 && ((p[0] == 'I' && p[1] == 'I' && p[2] == 43 && p[3] == 0) ||
                       (p[0] == 'M' && p[1] == 'M' && p[2] == 0 && p[3] == 43)))
         return CK_IMAGE_TIFF;
+    if (size >= 4 && p[0] == 0x76 && p[1] == 0x2f && p[2] == 0x31 && p[3] == 0x01)
+        return CK_IMAGE_EXR;
     return CK_IMAGE_UNKNOWN;
 }
 
@@ -630,9 +632,10 @@ ckey_status ck_image_read_memory(const void *data, size_t size, const char *labe
     case CK_IMAGE_PNG: return ck_image_read_png_memory(data, size, label, kind, out, err);
     case CK_IMAGE_JPEG: return ck_image_read_jpeg_memory(data, size, label, kind, out, err);
     case CK_IMAGE_TIFF: return ck_image_read_tiff_memory(data, size, label, kind, out, err);
+    case CK_IMAGE_EXR: return ck_image_read_exr_memory(data, size, label, kind, out, err);
     default:
         return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                       "%s: unknown image format (PNG, JPEG and TIFF are read)", label);
+                       "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", label);
     }
 }
 
@@ -696,7 +699,7 @@ ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *
     if (fmt == CK_IMAGE_UNKNOWN) {
         fclose(f);
         return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                       "%s: unknown image format (PNG, JPEG and TIFF are read)", path);
+                       "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", path);
     }
     if (fmt == CK_IMAGE_PNG) {
         /* the PNG reader streams from the file itself */
@@ -708,9 +711,9 @@ ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *
     unsigned char *buf = slurp(f, path, head, got, &size, &st, err);
     fclose(f);
     if (!buf) return st;
-    st = fmt == CK_IMAGE_JPEG
-                         ? ck_image_read_jpeg_memory(buf, size, path, kind, out, err)
-                         : ck_image_read_tiff_memory(buf, size, path, kind, out, err);
+    st = fmt == CK_IMAGE_JPEG  ? ck_image_read_jpeg_memory(buf, size, path, kind, out, err)
+         : fmt == CK_IMAGE_EXR ? ck_image_read_exr_memory(buf, size, path, kind, out, err)
+                               : ck_image_read_tiff_memory(buf, size, path, kind, out, err);
     free(buf);
     return st;
 }

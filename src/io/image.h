@@ -2,7 +2,7 @@
  * Images (public API in ckey.h: ckey_image_read / _read_png / _write_png /
  * _free). This header adds the in-memory readers the fuzz targets drive.
  * PNG lives in image.c, JPEG / TIFF and the format sniffing in
- * image-formats.c.
+ * image-formats.c, OpenEXR in image-exr.c.
  */
 #ifndef CK_IMAGE_H
 #define CK_IMAGE_H
@@ -20,7 +20,8 @@ typedef enum ck_image_format {
     CK_IMAGE_UNKNOWN = 0,
     CK_IMAGE_PNG,
     CK_IMAGE_JPEG, /* FF D8 FF */
-    CK_IMAGE_TIFF  /* II*\0 or MM\0* (and BigTIFF, version 43) */
+    CK_IMAGE_TIFF, /* II*\0 or MM\0* (and BigTIFF, version 43) */
+    CK_IMAGE_EXR   /* 76 2F 31 01 */
 } ck_image_format;
 
 /* The format from the first bytes (8 are enough). */
@@ -32,6 +33,12 @@ ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char 
                                       ckey_image_kind kind, ckey_image *out, ckey_error *err);
 ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char *label,
                                       ckey_image_kind kind, ckey_image *out, ckey_error *err);
+
+/* The OpenEXR reader on a buffer (src/io/image-exr.c): the header and the
+ * chunk offset table are vetted by ckey before OpenEXR sees the bytes. Built
+ * without OpenEXR it fails with CKEY_ERR_UNSUPPORTED. */
+ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
 /* ckey_image_read on a buffer: sniffs and dispatches. */
 ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,
