@@ -311,6 +311,40 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
                                  int32_t width, int32_t height, ckey_exr_compression comp,
                                  ckey_error *err);
 
+
+/* ============================================================ post passes
+ * The official per-frame post-processing after ckey_session_key (see
+ * CorridorKey's _postprocess_opencv): optional despeckle of the matte
+ * (connected components below an area threshold removed, then dilation 25
+ * and blur 5), despill of the fg (strength 0..1), fg sRGB -> linear,
+ * premultiply; and the preview comp over a 128 px checkerboard. The Matte/
+ * and FG/ passes are the raw ckey_session_key outputs, unchanged.
+ */
+typedef struct ckey_post_options {
+    float despill_strength;   /* 0 .. 1; official default 1 */
+    int32_t despeckle;        /* non-zero: clean the matte (official default on) */
+    int64_t despeckle_area;   /* components smaller than this are removed; default 400 */
+} ckey_post_options;
+
+/* Fill `o` with the official defaults above. */
+void ckey_post_options_default(ckey_post_options *o);
+
+/* Bytes of `scratch` ckey_post_passes needs for this plate size (0 when
+ * despeckle is off); SIZE_MAX when the arguments are invalid. */
+size_t ckey_post_scratch_bytes(int32_t width, int32_t height, const ckey_post_options *o);
+
+/*
+ * alpha [h, w] (linear) and fg [3, h, w] (straight sRGB) as ckey_session_key
+ * returned them. Writes `processed` [4, h, w] (linear premultiplied RGBA,
+ * after despeckle and despill; required) and `comp` [3, h, w] (sRGB preview
+ * over the checkerboard; NULL skips it). Outputs must not overlap the inputs.
+ * `scratch` (aligned for int32_t, ckey_post_scratch_bytes bytes) may be NULL
+ * when that size is 0. Allocates nothing.
+ */
+ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width, int32_t height,
+                             const ckey_post_options *o, float *processed, float *comp,
+                             void *scratch, ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif

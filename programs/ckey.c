@@ -2,20 +2,25 @@
  * ckey -- command-line front end of libckey. Uses only the public header.
  *
  *   ckey run --model M --image plate.png --hint hint.png --out DIR [...]
+ *   ckey key SHOT_DIR --model M [...]   (or --plate DIR --hint DIR --out DIR)
  *   ckey info --model M [--size S] [--json]
  *   ckey convert IN OUT.safetensors
  *   ckey version
  *
  * Exit codes: 0 success, 1 runtime failure ("ckey: error: ..."), 2 usage.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ckey.h"
 
@@ -32,6 +37,7 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  run       key one plate: writes DIR/alpha.png and DIR/fg.png\n"
+    "  key       key an image sequence: Matte/, FG/, Processed/ and Comp/ passes\n"
     "  info      describe a checkpoint and the memory a session would plan\n"
     "  convert   rewrite a checkpoint (.pth or .safetensors) as safetensors\n"
     "  devices   list the CPU and the CUDA devices ckey can use\n"
@@ -180,6 +186,12 @@ typedef struct opts {
     const char *model, *image, *hint, *out;
     int json, linear, memory;
     ckey_session_options so;
+    /* key */
+    const char *plate;
+    ckey_post_options post;
+    int dry_run, force, have_frames;
+    long frame_first, frame_last;
+    ckey_exr_compression exr;
     const char *positional[2];
     int npositional;
 } opts;
@@ -236,7 +248,9 @@ static int parse_device(const char *s, ckey_session_options *so) {
 
 /* Which options a command accepts. */
 enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS = 32,
-       O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048 };
+       O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048,
+       O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
+       O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19 };
 
 static const struct {
     const char *name;
@@ -246,7 +260,10 @@ static const struct {
     {"--out", O_OUT, 1},         {"--size", O_SIZE, 1},     {"--threads", O_THREADS, 1},
     {"--refiner-strength", O_STRENGTH, 1}, {"--linear", O_LINEAR, 0},
     {"--device", O_DEVICE, 1},   {"--budget", O_BUDGET, 1}, {"--json", O_JSON, 0},
-    {"--memory", O_MEMORY, 0},
+    {"--memory", O_MEMORY, 0},   {"--plate", O_PLATE, 1},   {"--despill", O_DESPILL, 1},
+    {"--no-despeckle", O_NO_DESPECKLE, 0}, {"--despeckle-area", O_DESPECKLE_AREA, 1},
+    {"--frames", O_FRAMES, 1},   {"--dry-run", O_DRY_RUN, 0}, {"--force", O_FORCE, 0},
+    {"--exr-compression", O_EXR_COMPRESSION, 1},
 };
 
 /*
@@ -326,6 +343,50 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         case O_JSON: o->json = 1; break;
         case O_MEMORY: o->memory = 1; break;
+        case O_PLATE: o->plate = val; break;
+        case O_DESPILL: {
+            char *end;
+            errno = 0;
+            float f = strtof(val, &end);
+            if (errno || end == val || *end || !(f >= 0.0f && f <= 1.0f))
+                return usage_error(o->cmd, "--despill '%s' is not a number between 0 and 1", val);
+            o->post.despill_strength = f;
+            break;
+        }
+        case O_NO_DESPECKLE: o->post.despeckle = 0; break;
+        case O_DESPECKLE_AREA:
+            if (!parse_int(val, 0, 1L << 30, &n))
+                return usage_error(o->cmd, "--despeckle-area '%s' is not a pixel count >= 0", val);
+            o->post.despeckle_area = n;
+            break;
+        case O_FRAMES: {
+            const char *dash = strchr(val, '-');
+            char buf[64];
+            long fa, fb;
+            int ok;
+            if (dash && (size_t)(dash - val) < sizeof buf) {
+                memcpy(buf, val, (size_t)(dash - val));
+                buf[dash - val] = 0;
+                ok = parse_int(buf, 0, 999999999L, &fa) && parse_int(dash + 1, 0, 999999999L, &fb);
+            } else {
+                ok = !dash && parse_int(val, 0, 999999999L, &fa);
+                fb = ok ? fa : 0;
+            }
+            if (!ok || fa > fb)
+                return usage_error(o->cmd, "--frames '%s': expected A-B (inclusive, A <= B) or N", val);
+            o->have_frames = 1;
+            o->frame_first = fa;
+            o->frame_last = fb;
+            break;
+        }
+        case O_DRY_RUN: o->dry_run = 1; break;
+        case O_FORCE: o->force = 1; break;
+        case O_EXR_COMPRESSION:
+            if (!strcmp(val, "pxr24")) o->exr = CKEY_EXR_PXR24;
+            else if (!strcmp(val, "zip")) o->exr = CKEY_EXR_ZIP;
+            else if (!strcmp(val, "none")) o->exr = CKEY_EXR_NONE;
+            else return usage_error(o->cmd, "--exr-compression '%s': expected zip, pxr24 or none", val);
+            break;
         }
     }
     return -1;
@@ -536,6 +597,652 @@ done:
     ckey_model_free(model);
     ckey_image_free(&plate);
     ckey_image_free(&hint);
+    return exit_code;
+}
+
+/* ------------------------------------------------------------------ key */
+
+static const char usage_key[] =
+    "usage: ckey key SHOT_DIR --model M [options]\n"
+    "       ckey key --plate DIR --hint DIR --out DIR --model M [options]\n"
+    "\n"
+    "Keys an image sequence: loads the model once, then for each frame reads the\n"
+    "plate and its alpha hint, runs the network and the official post-processing\n"
+    "(despeckle, despill, premultiply, checkerboard comp) and writes four passes.\n"
+    "SHOT_DIR is a clip in the official layout: frames in SHOT_DIR/Input/, hints\n"
+    "in SHOT_DIR/AlphaHint/, passes written under SHOT_DIR/Output/.\n"
+    "\n"
+    "Sequences: the files of a directory named *.png, *.jpg, *.jpeg, *.tif,\n"
+    "*.tiff or *.exr (any case; other files are ignored). A file's frame number\n"
+    "is the last run of digits in its name (plate_0042.png -> 42). Plates and\n"
+    "hints pair by frame number. Video files (mp4, mov, ...) are not supported\n"
+    "yet. Errors (exit 1, naming the file and frame): a plate without a hint, two\n"
+    "files with one frame number, a name without digits, a hint whose size\n"
+    "differs from its plate. Hints without a plate are ignored (a warning).\n"
+    "\n"
+    "Outputs, per frame, named after the plate (<stem> = its name without the\n"
+    "extension, so the frame number is kept), directories created as needed:\n"
+    "  OUT/Matte/<stem>.exr      1 channel (A): linear alpha, raw network output\n"
+    "  OUT/FG/<stem>.exr         3 channels: straight sRGB fg, raw network output\n"
+    "  OUT/Processed/<stem>.exr  4 channels: linear premultiplied RGBA after\n"
+    "                            despeckle and despill\n"
+    "  OUT/Comp/<stem>.png       8-bit sRGB preview over a checkerboard\n"
+    "EXR files are HALF. Every file is written atomically (temp file + rename),\n"
+    "so a frame whose four outputs exist is complete and is skipped on a re-run\n"
+    "(resume) unless --force.\n"
+    "\n"
+    "options:\n"
+    "  --model PATH            checkpoint (.pth or .safetensors); required\n"
+    "  --plate DIR             plate frames (instead of SHOT_DIR)\n"
+    "  --hint DIR              alpha hint frames (instead of SHOT_DIR)\n"
+    "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
+    "  --size S                network resolution, a multiple of 32 (default 2048)\n"
+    "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
+    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
+    "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
+    "  --despill F             despill strength 0 .. 1 (default 1)\n"
+    "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
+    "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
+    "  --linear                every plate is linear light; default: EXR plates\n"
+    "                          (by extension) linear, other formats sRGB\n"
+    "  --frames A-B            only frame numbers A to B inclusive (or one: N)\n"
+    "  --exr-compression C     pxr24 (default), zip or none\n"
+    "  --dry-run               list the frames that would be keyed or skipped;\n"
+    "                          writes nothing and loads no model\n"
+    "  --force                 re-key frames whose outputs already exist\n"
+    "  --json                  NDJSON events on stdout, one object a line:\n"
+    "                          {\"event\":\"started\",\"frames\":N,\"to_key\":K,...},\n"
+    "                          {\"event\":\"frame\",\"frame\":F,\"status\":\"keyed\"|\"skipped\"\n"
+    "                          (dry run: \"would_key\"),\"seconds\":T,...},\n"
+    "                          {\"event\":\"warning\",\"message\":...},\n"
+    "                          {\"event\":\"done\",\"keyed\":K,\"skipped\":S,\"seconds\":T,\"fps\":F},\n"
+    "                          or {\"event\":\"error\",\"message\":...} before exit 1\n"
+    "  -h, --help              this help\n"
+    "\n"
+    "Progress goes to stderr: a one-line counter (frame i/n, fps, ETA) when\n"
+    "stderr is a terminal, one line per frame otherwise (none with --json). The\n"
+    "end-to-end rate (read + key + post + write) is reported at the end.\n"
+    "\n"
+    "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
+
+typedef struct seq_file {
+    char *name;   /* file name within the directory */
+    long frame;
+} seq_file;
+
+typedef struct seq {
+    seq_file *f;
+    int n, cap;
+} seq;
+
+static void seq_free(seq *s) {
+    for (int i = 0; i < s->n; i++) free(s->f[i].name);
+    free(s->f);
+    memset(s, 0, sizeof *s);
+}
+
+static const char *file_ext(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && dot != name ? dot + 1 : "";
+}
+
+static int is_image_ext(const char *e) {
+    static const char *const ok[] = {"png", "jpg", "jpeg", "tif", "tiff", "exr"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (!strcasecmp(e, ok[i])) return 1;
+    return 0;
+}
+
+static int is_video_ext(const char *e) {
+    static const char *const v[] = {"mp4", "mov", "avi", "mkv", "mxf", "webm", "m4v", "mpg",
+                                    "mpeg", "wmv", "flv", "prores"};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (!strcasecmp(e, v[i])) return 1;
+    return 0;
+}
+
+/* Last run of digits in the name (extension excluded); -1 when none. */
+static long frame_number(const char *name) {
+    const char *end = strrchr(name, '.');
+    if (!end || end == name) end = name + strlen(name);
+    const char *p = end;
+    while (p > name && !isdigit((unsigned char)p[-1])) p--;
+    if (p == name) return -1;
+    const char *q = p;
+    while (q > name && isdigit((unsigned char)q[-1])) q--;
+    long v = 0;
+    for (const char *c = q; c < p; c++) {
+        if (v > 99999999L) return -2; /* too long */
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
+static int cmp_frame(const void *a, const void *b) {
+    const seq_file *x = a, *y = b;
+    if (x->frame != y->frame) return x->frame < y->frame ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static char *path2(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t k = a;
+    if (a && dir[a - 1] != '/') p[k++] = '/';
+    memcpy(p + k, name, b + 1);
+    return p;
+}
+
+/* Scan a sequence directory. Returns 1, or 0 with `why` set. */
+static int scan_sequence(const char *dir, const char *what, seq *s, char *why, size_t cap) {
+    memset(s, 0, sizeof *s);
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(why, cap, "%s directory %s: %s", what, dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        if (is_video_ext(file_ext(dir)))
+            snprintf(why, cap, "%s: video input is not supported yet (extract the frames as an "
+                               "image sequence)", dir);
+        else
+            snprintf(why, cap, "%s %s is not a directory of frames", what, dir);
+        return 0;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(why, cap, "cannot open %s directory %s: %s", what, dir, strerror(errno));
+        return 0;
+    }
+    struct dirent *e;
+    int ok = 1;
+    while (ok && (e = readdir(d))) {
+        const char *name = e->d_name;
+        if (name[0] == '.') continue;
+        const char *ext = file_ext(name);
+        if (is_video_ext(ext)) {
+            snprintf(why, cap, "%s/%s: video input is not supported yet (extract the frames as "
+                               "an image sequence)", dir, name);
+            ok = 0;
+            break;
+        }
+        if (!is_image_ext(ext)) continue;
+        long fr = frame_number(name);
+        if (fr < 0) {
+            snprintf(why, cap, "%s/%s: %s", dir, name,
+                     fr == -1 ? "no frame number in the file name (expected digits, e.g. "
+                                "plate_0001.png)"
+                              : "frame number too large");
+            ok = 0;
+            break;
+        }
+        if (s->n == s->cap) {
+            int nc = s->cap ? 2 * s->cap : 64;
+            seq_file *nf = realloc(s->f, (size_t)nc * sizeof *nf);
+            if (!nf) {
+                snprintf(why, cap, "out of memory listing %s", dir);
+                ok = 0;
+                break;
+            }
+            s->f = nf;
+            s->cap = nc;
+        }
+        s->f[s->n].name = strdup(name);
+        s->f[s->n].frame = fr;
+        if (!s->f[s->n].name) {
+            snprintf(why, cap, "out of memory listing %s", dir);
+            ok = 0;
+            break;
+        }
+        s->n++;
+    }
+    closedir(d);
+    if (!ok) {
+        seq_free(s);
+        return 0;
+    }
+    if (s->n) qsort(s->f, (size_t)s->n, sizeof *s->f, cmp_frame);
+    for (int i = 1; i < s->n; i++) {
+        if (s->f[i].frame == s->f[i - 1].frame) {
+            snprintf(why, cap, "%s: frame %ld appears twice: %s/%s and %s/%s", what,
+                     s->f[i].frame, dir, s->f[i - 1].name, dir, s->f[i].name);
+            seq_free(s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const seq_file *seq_find(const seq *s, long frame) {
+    int lo = 0, hi = s->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->f[mid].frame == frame) return &s->f[mid];
+        if (s->f[mid].frame < frame) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+static int key_json;
+
+/* Runtime failure of `key`: stderr message, and with --json an error event. */
+static int key_fail(ckey_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int key_fail(ckey_status st, const char *fmt, ...) {
+    char msg[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ckey: error: %s\n", msg);
+    if (key_json) {
+        printf("{\"event\":\"error\",\"status\":");
+        json_str(stdout, ckey_status_name(st));
+        printf(",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
+    }
+    return EXIT_RUNTIME;
+}
+
+static void key_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void key_warning(const char *fmt, ...) {
+    char msg[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ckey: warning: %s\n", msg);
+    if (key_json) {
+        printf("{\"event\":\"warning\",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
+    }
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+enum { PASS_MATTE, PASS_FG, PASS_PROCESSED, PASS_COMP, NPASS };
+static const char *const pass_dir[NPASS] = {"Matte", "FG", "Processed", "Comp"};
+
+typedef struct key_item {
+    const seq_file *plate, *hint;
+    char *out[NPASS];
+    int complete;
+} key_item;
+
+/* OUT/<Pass>/<stem>.<ext>; NULL on no memory. */
+static char *pass_path(const char *out, int pass, const char *plate_name) {
+    const char *dot = strrchr(plate_name, '.');
+    size_t stem = dot && dot != plate_name ? (size_t)(dot - plate_name) : strlen(plate_name);
+    size_t n = strlen(out) + strlen(pass_dir[pass]) + stem + 16;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    const size_t ol = strlen(out);
+    snprintf(p, n, "%s%s%s/%.*s.%s", out, ol && out[ol - 1] == '/' ? "" : "/", pass_dir[pass],
+             (int)stem, plate_name, pass == PASS_COMP ? "png" : "exr");
+    return p;
+}
+
+static void fmt_eta(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e7) {
+        snprintf(buf, cap, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
+static int cmd_key(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    o.cmd = "key";
+    ckey_session_options_default(&o.so);
+    ckey_post_options_default(&o.post);
+    o.exr = CKEY_EXR_PXR24;
+    int rc = parse_opts(argc, argv,
+                        O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR |
+                            O_DEVICE | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
+                            O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION,
+                        1, usage_key, &o);
+    if (rc >= 0) return rc;
+    key_json = o.json;
+    if (!require(&o, o.model, "--model")) return EXIT_USAGE;
+
+    char *plate_dir = NULL, *hint_dir = NULL, *out_dir = NULL;
+    if (o.npositional == 1) {
+        if (o.plate || o.hint || o.out)
+            return usage_error(o.cmd, "give either SHOT_DIR or --plate/--hint/--out, not both");
+        const char *shot = o.positional[0];
+        struct stat st;
+        if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode) && is_video_ext(file_ext(shot)))
+            return key_fail(CKEY_ERR_UNSUPPORTED, "%s: video input is not supported yet", shot);
+        plate_dir = path2(shot, "Input");
+        hint_dir = path2(shot, "AlphaHint");
+        out_dir = path2(shot, "Output");
+    } else {
+        if (!o.plate || !o.hint || !o.out)
+            return usage_error(o.cmd, "expected SHOT_DIR, or all of --plate DIR, --hint DIR and "
+                                      "--out DIR");
+        plate_dir = strdup(o.plate);
+        hint_dir = strdup(o.hint);
+        out_dir = strdup(o.out);
+    }
+
+    char why[4400];
+    seq plates, hints;
+    memset(&plates, 0, sizeof plates);
+    memset(&hints, 0, sizeof hints);
+    key_item *items = NULL;
+    int nitems = 0;
+    ckey_model *model = NULL;
+    ckey_session *sess = NULL;
+    ckey_image plate, hint;
+    memset(&plate, 0, sizeof plate);
+    memset(&hint, 0, sizeof hint);
+    float *alpha = NULL, *fg = NULL, *processed = NULL, *comp = NULL;
+    void *scratch = NULL;
+    size_t buf_pixels = 0, scratch_cap = 0;
+    int exit_code = EXIT_RUNTIME;
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+
+    if (!plate_dir || !hint_dir || !out_dir) {
+        exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!scan_sequence(plate_dir, "plate", &plates, why, sizeof why) ||
+        !scan_sequence(hint_dir, "hint", &hints, why, sizeof why)) {
+        exit_code = key_fail(strstr(why, "video") ? CKEY_ERR_UNSUPPORTED : CKEY_ERR_IO, "%s", why);
+        goto done;
+    }
+    if (plates.n == 0) {
+        exit_code = key_fail(CKEY_ERR_IO, "%s holds no image frames (png, jpg, jpeg, tif, tiff, exr)",
+                             plate_dir);
+        goto done;
+    }
+
+    /* Pair plates with hints, within --frames. */
+    items = calloc((size_t)plates.n, sizeof *items);
+    if (!items) {
+        exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    int to_key = 0;
+    for (int i = 0; i < plates.n; i++) {
+        const seq_file *pf = &plates.f[i];
+        if (o.have_frames && (pf->frame < o.frame_first || pf->frame > o.frame_last)) continue;
+        const seq_file *hf = seq_find(&hints, pf->frame);
+        if (!hf) {
+            exit_code = key_fail(CKEY_ERR_IO, "frame %ld: plate %s/%s has no hint in %s (hints "
+                                              "pair with plates by frame number)",
+                                 pf->frame, plate_dir, pf->name, hint_dir);
+            goto done;
+        }
+        key_item *it = &items[nitems++];
+        it->plate = pf;
+        it->hint = hf;
+        int complete = 1;
+        for (int p = 0; p < NPASS; p++) {
+            it->out[p] = pass_path(out_dir, p, pf->name);
+            if (!it->out[p]) {
+                exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            if (!file_exists(it->out[p])) complete = 0;
+        }
+        it->complete = complete && !o.force;
+        if (!it->complete) to_key++;
+    }
+    for (int i = 0; i < hints.n; i++)
+        if (!seq_find(&plates, hints.f[i].frame) &&
+            !(o.have_frames && (hints.f[i].frame < o.frame_first || hints.f[i].frame > o.frame_last)))
+            key_warning("hint %s/%s (frame %ld) has no plate; ignored", hint_dir, hints.f[i].name,
+                        hints.f[i].frame);
+    if (nitems == 0) {
+        exit_code = key_fail(CKEY_ERR_INVALID_ARG, "no plate in %s has a frame number in %ld-%ld",
+                             plate_dir, o.frame_first, o.frame_last);
+        goto done;
+    }
+
+    if (o.json) {
+        printf("{\"event\":\"started\",\"frames\":%d,\"to_key\":%d,\"to_skip\":%d,\"first\":%ld,"
+               "\"last\":%ld,\"plate_dir\":",
+               nitems, to_key, nitems - to_key, items[0].plate->frame, items[nitems - 1].plate->frame);
+        json_str(stdout, plate_dir);
+        printf(",\"hint_dir\":");
+        json_str(stdout, hint_dir);
+        printf(",\"out\":");
+        json_str(stdout, out_dir);
+        printf(",\"model\":");
+        json_str(stdout, o.model);
+        printf(",\"size\":%d,\"dry_run\":%s}\n", (int)o.so.size, o.dry_run ? "true" : "false");
+        fflush(stdout);
+    }
+
+    if (o.dry_run) {
+        for (int i = 0; i < nitems; i++) {
+            const key_item *it = &items[i];
+            if (o.json)
+                printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"%s\",\"seconds\":0}\n",
+                       it->plate->frame, it->complete ? "skipped" : "would_key");
+            else
+                printf("frame %ld: %s  (%s + %s)\n", it->plate->frame,
+                       it->complete ? "skip (outputs complete)" : "key", it->plate->name,
+                       it->hint->name);
+        }
+        if (o.json)
+            printf("{\"event\":\"done\",\"keyed\":0,\"skipped\":%d,\"would_key\":%d,\"seconds\":0,"
+                   "\"fps\":0,\"dry_run\":true}\n",
+                   nitems - to_key, to_key);
+        else
+            printf("dry run: %d frame%s would be keyed, %d skipped; nothing written\n", to_key,
+                   to_key == 1 ? "" : "s", nitems - to_key);
+        exit_code = EXIT_OK;
+        goto done;
+    }
+
+    const double t_start = now_seconds();
+    if (to_key > 0) {
+        if (ckey_model_load(o.model, &model, &err) != CKEY_OK) {
+            exit_code = key_fail(err.status, "%s", err.message);
+            goto done;
+        }
+        ckey_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        ckey_model_get_info(model, &mi);
+        if (is_test_model(&mi)) {
+            if (o.json)
+                key_warning("%s is a reduced test configuration (embed_dim %d); its mattes are not "
+                            "meaningful", o.model, (int)mi.embed_dim);
+            else
+                test_model_notice(o.model, &mi);
+        }
+        if (ckey_session_create(model, &o.so, &sess, &err) != CKEY_OK) {
+            exit_code = key_fail(err.status, "%s", err.message);
+            goto done;
+        }
+        for (int p = 0; p < NPASS; p++) {
+            char *d = path2(out_dir, pass_dir[p]);
+            int ok = d && make_dirs(d, why, sizeof why);
+            if (!d) snprintf(why, sizeof why, "out of memory");
+            free(d);
+            if (!ok) {
+                exit_code = key_fail(CKEY_ERR_IO, "%s", why);
+                goto done;
+            }
+        }
+    }
+    const double t_loop = now_seconds();
+    const int tty = !o.json && isatty(2);
+    int keyed = 0, skipped = 0;
+    for (int i = 0; i < nitems; i++) {
+        key_item *it = &items[i];
+        const long fr = it->plate->frame;
+        if (it->complete) {
+            skipped++;
+            if (o.json)
+                printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"skipped\",\"seconds\":0}\n", fr);
+            else if (!tty)
+                fprintf(stderr, "frame %ld (%d/%d): skipped, outputs complete\n", fr, i + 1, nitems);
+            fflush(stdout);
+            continue;
+        }
+        const double tf = now_seconds();
+        char *pp = path2(plate_dir, it->plate->name), *hp = path2(hint_dir, it->hint->name);
+        if (!pp || !hp) {
+            free(pp);
+            free(hp);
+            exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        ckey_image_free(&plate);
+        ckey_image_free(&hint);
+        ckey_status st = ckey_image_read(pp, CKEY_IMAGE_RGB, &plate, &err);
+        if (st == CKEY_OK) st = ckey_image_read(hp, CKEY_IMAGE_HINT, &hint, &err);
+        if (st != CKEY_OK) {
+            free(pp);
+            free(hp);
+            exit_code = key_fail(err.status, "frame %ld: %s", fr, err.message);
+            goto done;
+        }
+        if (plate.width != hint.width || plate.height != hint.height) {
+            exit_code = key_fail(CKEY_ERR_INVALID_ARG,
+                                 "frame %ld: plate %s is %d x %d but hint %s is %d x %d: the hint "
+                                 "must match the plate",
+                                 fr, pp, (int)plate.width, (int)plate.height, hp, (int)hint.width,
+                                 (int)hint.height);
+            free(pp);
+            free(hp);
+            goto done;
+        }
+        const int32_t w = plate.width, h = plate.height;
+        const size_t n = (size_t)w * (size_t)h;
+        if (n > buf_pixels) {
+            free(alpha);
+            free(fg);
+            free(processed);
+            free(comp);
+            alpha = malloc(n * sizeof *alpha);
+            fg = malloc(3 * n * sizeof *fg);
+            processed = malloc(4 * n * sizeof *processed);
+            comp = malloc(3 * n * sizeof *comp);
+            buf_pixels = (alpha && fg && processed && comp) ? n : 0;
+            if (!buf_pixels) {
+                free(pp);
+                free(hp);
+                exit_code = key_fail(CKEY_ERR_NOMEM, "frame %ld: out of memory for a %d x %d plate",
+                                     fr, (int)w, (int)h);
+                goto done;
+            }
+        }
+        const size_t sb = ckey_post_scratch_bytes(w, h, &o.post);
+        if (sb == SIZE_MAX) {
+            free(pp);
+            free(hp);
+            exit_code = key_fail(CKEY_ERR_INVALID_ARG, "frame %ld: bad plate size %d x %d", fr,
+                                 (int)w, (int)h);
+            goto done;
+        }
+        if (sb > scratch_cap) {
+            free(scratch);
+            scratch = malloc(sb);
+            scratch_cap = scratch ? sb : 0;
+            if (!scratch) {
+                free(pp);
+                free(hp);
+                exit_code = key_fail(CKEY_ERR_NOMEM, "frame %ld: out of memory", fr);
+                goto done;
+            }
+        }
+        ckey_frame frame;
+        memset(&frame, 0, sizeof frame);
+        frame.width = w;
+        frame.height = h;
+        frame.rgb = plate.data;
+        frame.hint = hint.data;
+        frame.input_is_linear = o.linear || !strcasecmp(file_ext(it->plate->name), "exr");
+        free(pp);
+        free(hp);
+        st = ckey_session_key(sess, &frame, alpha, fg, &err);
+        if (st == CKEY_OK)
+            st = ckey_post_passes(alpha, fg, w, h, &o.post, processed, comp, scratch, &err);
+        if (st == CKEY_OK)
+            st = ckey_image_write_exr(it->out[PASS_MATTE], alpha, 1, w, h, o.exr, &err);
+        if (st == CKEY_OK) st = ckey_image_write_exr(it->out[PASS_FG], fg, 3, w, h, o.exr, &err);
+        if (st == CKEY_OK)
+            st = ckey_image_write_exr(it->out[PASS_PROCESSED], processed, 4, w, h, o.exr, &err);
+        if (st == CKEY_OK) st = ckey_image_write_png(it->out[PASS_COMP], comp, 3, w, h, 8, &err);
+        if (st != CKEY_OK) {
+            exit_code = key_fail(err.status, "frame %ld: %s", fr, err.message);
+            goto done;
+        }
+        keyed++;
+        const double now = now_seconds();
+        const double secs = now - tf;
+        const double fps = keyed / (now - t_loop);
+        if (o.json) {
+            printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"keyed\",\"seconds\":%.6f,"
+                   "\"width\":%d,\"height\":%d,\"index\":%d,\"total\":%d}\n",
+                   fr, secs, (int)w, (int)h, i + 1, nitems);
+            fflush(stdout);
+        } else {
+            const double eta = (to_key - keyed) / (fps > 0 ? fps : 1e-9);
+            char e[32];
+            fmt_eta(e, sizeof e, eta);
+            if (tty)
+                fprintf(stderr, "\rframe %d/%d (#%ld)  %.2f fps  ETA %s   ", i + 1, nitems, fr, fps, e);
+            else
+                fprintf(stderr, "frame %ld (%d/%d): keyed in %.3f s, %.2f fps, ETA %s\n", fr, i + 1,
+                        nitems, secs, fps, e);
+        }
+    }
+    const double t_end = now_seconds();
+    const double loop_s = t_end - t_loop;
+    const double fps = keyed > 0 && loop_s > 0 ? keyed / loop_s : 0.0;
+    if (o.json) {
+        printf("{\"event\":\"done\",\"keyed\":%d,\"skipped\":%d,\"seconds\":%.6f,\"fps\":%.4f,"
+               "\"setup_seconds\":%.6f,\"out\":",
+               keyed, skipped, loop_s, fps, t_loop - t_start);
+        json_str(stdout, out_dir);
+        printf("}\n");
+    } else {
+        if (tty) fputc('\n', stderr);
+        printf("keyed %d frame%s, skipped %d, in %.3f s: %.2f fps end to end (read, key, post, "
+               "write; model load + session %.3f s); passes in %s\n",
+               keyed, keyed == 1 ? "" : "s", skipped, loop_s, fps, t_loop - t_start, out_dir);
+    }
+    exit_code = EXIT_OK;
+
+done:
+    fflush(stdout);
+    if (items)
+        for (int i = 0; i < nitems; i++)
+            for (int p = 0; p < NPASS; p++) free(items[i].out[p]);
+    free(items);
+    seq_free(&plates);
+    seq_free(&hints);
+    ckey_image_free(&plate);
+    ckey_image_free(&hint);
+    free(alpha);
+    free(fg);
+    free(processed);
+    free(comp);
+    free(scratch);
+    ckey_session_free(sess);
+    ckey_model_free(model);
+    free(plate_dir);
+    free(hint_dir);
+    free(out_dir);
     return exit_code;
 }
 
@@ -750,9 +1457,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "--version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "key")) return cmd_key(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return cmd_convert(argc - 1, argv + 1);
     if (!strcmp(cmd, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
-    return usage_error(NULL, "unknown command '%s' (run, info, convert, devices, version)", cmd);
+    return usage_error(NULL, "unknown command '%s' (run, key, info, convert, devices, version)", cmd);
 }
