@@ -345,6 +345,21 @@ ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width,
                              const ckey_post_options *o, float *processed, float *comp,
                              void *scratch, ckey_error *err);
 
+/* ------------------------------------------------------- auto hint */
+
+/*
+ * A rough alpha hint from a green-screen plate alone (`--hint auto`): the
+ * screen colour is estimated from the plate (median of its green-dominant
+ * pixels), pixels with less than half the screen's green excess form the
+ * foreground, which is eroded (by ~1% of the plate's short side) and blurred.
+ * rgb [3, h, w] in [0, 1] (sRGB); hint [h, w]. `scratch` holds
+ * ckey_auto_hint_scratch_bytes() bytes (float-aligned). Fails with
+ * CKEY_ERR_INVALID_ARG when the plate has no green screen.
+ */
+size_t ckey_auto_hint_scratch_bytes(int32_t width, int32_t height);
+ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, float *hint, void *scratch,
+                           ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -56,7 +56,9 @@ static const char usage_run[] =
     "with optional alpha) or OpenEXR (half/float, scanline), the format told by\n"
     "the file's contents, not its name.\n"
     "HINT is the coarse alpha hint of the same size, in any of these formats (its\n"
-    "alpha channel if it has a non-opaque one, else gray / blue). Writes\n"
+    "alpha channel if it has a non-opaque one, else gray / blue), or `auto`: a\n"
+    "rough chroma-key hint made from the plate (screen colour estimated from the\n"
+    "plate, foreground eroded and blurred) for a plate with no hint pass. Writes\n"
     "DIR/alpha.png (16-bit gray, linear alpha) and DIR/fg.png (16-bit RGB,\n"
     "straight sRGB foreground), creating DIR if needed.\n"
     "\n"
@@ -470,10 +472,31 @@ static int cmd_run(int argc, char **argv) {
 
     /* Inputs first: a typo in a path should not cost a model load. */
     double t0 = now_seconds();
+    const int auto_hint = !strcmp(o.hint, "auto");
     if (ckey_image_read(o.image, CKEY_IMAGE_RGB, &plate, &err) != CKEY_OK ||
-        ckey_image_read(o.hint, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK) {
+        (!auto_hint && ckey_image_read(o.hint, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK)) {
         exit_code = fail_err(o.json, &err);
         goto done;
+    }
+    if (auto_hint) {
+        /* --hint auto: a rough chroma-key hint made from the plate itself */
+        const size_t sb = ckey_auto_hint_scratch_bytes(plate.width, plate.height);
+        void *scratch = malloc(sb);
+        hint.width = plate.width;
+        hint.height = plate.height;
+        hint.channels = 1;
+        hint.data = malloc((size_t)plate.width * plate.height * sizeof(float));
+        if (!scratch || !hint.data) {
+            free(scratch);
+            exit_code = fail(o.json, CKEY_ERR_NOMEM, "out of memory for the automatic hint");
+            goto done;
+        }
+        ckey_status ast = ckey_auto_hint(plate.data, plate.width, plate.height, hint.data, scratch, &err);
+        free(scratch);
+        if (ast != CKEY_OK) {
+            exit_code = fail(o.json, ast, "%s: %s", o.image, err.message);
+            goto done;
+        }
     }
     if (plate.width != hint.width || plate.height != hint.height) {
         exit_code = fail(o.json, CKEY_ERR_INVALID_ARG,
