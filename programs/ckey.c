@@ -65,7 +65,7 @@ static const char usage_run[] =
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors)\n"
     "  --image PATH            the plate (PNG, JPEG or TIFF)\n"
-    "  --hint PATH             the alpha hint (PNG, JPEG or TIFF)\n"
+    "  --hint PATH|auto        the alpha hint (PNG, JPEG, TIFF or OpenEXR), or auto\n"
     "  --out DIR               output directory\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
@@ -658,7 +658,9 @@ static const char usage_key[] =
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors); required\n"
     "  --plate DIR             plate frames (instead of SHOT_DIR)\n"
-    "  --hint DIR              alpha hint frames (instead of SHOT_DIR)\n"
+    "  --hint DIR|auto         alpha hint frames (instead of SHOT_DIR), or auto: a rough\n"
+    "                          chroma-key hint made from each plate (also with SHOT_DIR,\n"
+    "                          which then needs no AlphaHint/)\n"
     "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
@@ -943,15 +945,20 @@ static int cmd_key(int argc, char **argv) {
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
 
     char *plate_dir = NULL, *hint_dir = NULL, *out_dir = NULL;
+    /* --hint auto: every frame's hint is made from its plate (ckey_auto_hint) */
+    const int auto_hint = o.hint && !strcmp(o.hint, "auto");
+    static char auto_name[] = "auto";
+    const seq_file auto_file = {auto_name, 0};
     if (o.npositional == 1) {
-        if (o.plate || o.hint || o.out)
-            return usage_error(o.cmd, "give either SHOT_DIR or --plate/--hint/--out, not both");
+        if (o.plate || (o.hint && !auto_hint) || o.out)
+            return usage_error(o.cmd, "give either SHOT_DIR or --plate/--hint/--out, not both "
+                                      "(--hint auto is allowed with SHOT_DIR)");
         const char *shot = o.positional[0];
         struct stat st;
         if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode) && is_video_ext(file_ext(shot)))
             return key_fail(CKEY_ERR_UNSUPPORTED, "%s: video input is not supported yet", shot);
         plate_dir = path2(shot, "Input");
-        hint_dir = path2(shot, "AlphaHint");
+        hint_dir = auto_hint ? strdup("auto") : path2(shot, "AlphaHint");
         out_dir = path2(shot, "Output");
     } else {
         if (!o.plate || !o.hint || !o.out)
@@ -985,7 +992,7 @@ static int cmd_key(int argc, char **argv) {
         goto done;
     }
     if (!scan_sequence(plate_dir, "plate", &plates, why, sizeof why) ||
-        !scan_sequence(hint_dir, "hint", &hints, why, sizeof why)) {
+        (!auto_hint && !scan_sequence(hint_dir, "hint", &hints, why, sizeof why))) {
         exit_code = key_fail(strstr(why, "video") ? CKEY_ERR_UNSUPPORTED : CKEY_ERR_IO, "%s", why);
         goto done;
     }
@@ -1005,7 +1012,7 @@ static int cmd_key(int argc, char **argv) {
     for (int i = 0; i < plates.n; i++) {
         const seq_file *pf = &plates.f[i];
         if (o.have_frames && (pf->frame < o.frame_first || pf->frame > o.frame_last)) continue;
-        const seq_file *hf = seq_find(&hints, pf->frame);
+        const seq_file *hf = auto_hint ? &auto_file : seq_find(&hints, pf->frame);
         if (!hf) {
             exit_code = key_fail(CKEY_ERR_IO, "frame %ld: plate %s/%s has no hint in %s (hints "
                                               "pair with plates by frame number)",
@@ -1122,7 +1129,7 @@ static int cmd_key(int argc, char **argv) {
             continue;
         }
         const double tf = now_seconds();
-        char *pp = path2(plate_dir, it->plate->name), *hp = path2(hint_dir, it->hint->name);
+        char *pp = path2(plate_dir, it->plate->name), *hp = auto_hint ? strdup("auto") : path2(hint_dir, it->hint->name);
         if (!pp || !hp) {
             free(pp);
             free(hp);
@@ -1132,7 +1139,19 @@ static int cmd_key(int argc, char **argv) {
         ckey_image_free(&plate);
         ckey_image_free(&hint);
         ckey_status st = ckey_image_read(pp, CKEY_IMAGE_RGB, &plate, &err);
-        if (st == CKEY_OK) st = ckey_image_read(hp, CKEY_IMAGE_HINT, &hint, &err);
+        if (st == CKEY_OK && !auto_hint) st = ckey_image_read(hp, CKEY_IMAGE_HINT, &hint, &err);
+        if (st == CKEY_OK && auto_hint) {
+            const size_t sb = ckey_auto_hint_scratch_bytes(plate.width, plate.height);
+            void *ascratch = malloc(sb);
+            hint.width = plate.width;
+            hint.height = plate.height;
+            hint.channels = 1;
+            hint.data = malloc((size_t)plate.width * plate.height * sizeof(float));
+            if (!ascratch || !hint.data) st = CKEY_ERR_NOMEM, snprintf(err.message, sizeof err.message, "out of memory");
+            else st = ckey_auto_hint(plate.data, plate.width, plate.height, hint.data, ascratch, &err);
+            free(ascratch);
+            if (st != CKEY_OK) err.status = st;
+        }
         if (st != CKEY_OK) {
             free(pp);
             free(hp);

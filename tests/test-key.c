@@ -366,6 +366,28 @@ static void test_post_api(void) {
     CHECK(ckey_post_scratch_bytes(0, H, &o) == (size_t)-1);
 }
 
+/* --hint auto: a shot with no AlphaHint/ keys from chroma-key hints. */
+static void test_auto_hint(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    REQUIRE(make_shot(shot, sizeof shot, "autoshot", 2));
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    remove_tree(p);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "AlphaHint"), "without hints: %d %s", r.code, r.err);
+    result_free(&r);
+    r = run_ckey("key", shot, "--hint", "auto", "--model", model, "--size", "64", "--json", NULL);
+    CHECKF(r.code == 0, "%s", r.err);
+    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
+    result_free(&r);
+    for (int f = 1; f <= 2; f++)
+        for (int pass = 0; pass < 4; pass++) {
+            out_path(p, sizeof p, shot, pass, f);
+            CHECKF(exists(p), "%s missing", p);
+        }
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
     char self[PATH_MAX];
     snprintf(self, sizeof self, "%s", argv[0]);
@@ -383,6 +405,7 @@ int main(int argc, char **argv) {
         {"sequence_and_resume", test_sequence_and_resume},
         {"frames_and_dry_run", test_frames_and_dry_run},
         {"errors", test_errors},
+        {"auto_hint", test_auto_hint},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);
