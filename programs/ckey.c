@@ -70,8 +70,11 @@ static const char usage_run[] =
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
     "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
-    "  --linear                the plate is linear light (converted to sRGB after\n"
-    "                          the resize, as the official engine does)\n"
+    "  --input-space S         srgb, linear or auto (default auto: an EXR plate is\n"
+    "                          linear, other formats sRGB). A linear plate is\n"
+    "                          converted to sRGB after the resize, as the official\n"
+    "                          engine does\n"
+    "  --linear                same as --input-space linear\n"
     "  --device D              cpu (default), cuda or cuda:N\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --json                  print one JSON object instead of text\n"
@@ -188,6 +191,7 @@ typedef struct opts {
     const char *cmd;
     const char *model, *image, *hint, *out;
     int json, linear, memory;
+    int space; /* 0 auto (EXR linear, else sRGB), 1 srgb, 2 linear */
     ckey_session_options so;
     /* key */
     const char *plate;
@@ -249,11 +253,14 @@ static int parse_device(const char *s, ckey_session_options *so) {
     return 0;
 }
 
+static const char *file_ext(const char *name);
+
 /* Which options a command accepts. */
 enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS = 32,
        O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048,
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
-       O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19 };
+       O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
+       O_INPUT_SPACE = 1 << 20 };
 
 static const struct {
     const char *name;
@@ -266,7 +273,7 @@ static const struct {
     {"--memory", O_MEMORY, 0},   {"--plate", O_PLATE, 1},   {"--despill", O_DESPILL, 1},
     {"--no-despeckle", O_NO_DESPECKLE, 0}, {"--despeckle-area", O_DESPECKLE_AREA, 1},
     {"--frames", O_FRAMES, 1},   {"--dry-run", O_DRY_RUN, 0}, {"--force", O_FORCE, 0},
-    {"--exr-compression", O_EXR_COMPRESSION, 1},
+    {"--exr-compression", O_EXR_COMPRESSION, 1}, {"--input-space", O_INPUT_SPACE, 1},
 };
 
 /*
@@ -335,7 +342,14 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             o->so.refiner_strength = f;
             break;
         }
-        case O_LINEAR: o->linear = 1; break;
+        case O_LINEAR: o->linear = 1, o->space = 2; break;
+        case O_INPUT_SPACE:
+            if (!strcmp(val, "auto")) o->space = 0;
+            else if (!strcmp(val, "srgb")) o->space = 1;
+            else if (!strcmp(val, "linear")) o->space = 2;
+            else return usage_error(o->cmd, "--input-space '%s': expected srgb, linear or auto", val);
+            o->linear = o->space == 2;
+            break;
         case O_DEVICE:
             if (!parse_device(val, &o->so))
                 return usage_error(o->cmd, "--device '%s': expected cpu, cuda or cuda:N", val);
@@ -453,7 +467,7 @@ static int cmd_run(int argc, char **argv) {
     ckey_session_options_default(&o.so);
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
-                            O_LINEAR | O_DEVICE | O_BUDGET | O_JSON,
+                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON,
                         0, usage_run, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model") || !require(&o, o.image, "--image") ||
@@ -543,7 +557,7 @@ static int cmd_run(int argc, char **argv) {
     frame.height = plate.height;
     frame.rgb = plate.data;
     frame.hint = hint.data;
-    frame.input_is_linear = o.linear;
+    frame.input_is_linear = o.space == 2 || (o.space == 0 && !strcasecmp(file_ext(o.image), "exr"));
     t0 = now_seconds();
     if (ckey_session_key(sess, &frame, alpha, fg, &err) != CKEY_OK) {
         exit_code = fail_err(o.json, &err);
@@ -587,7 +601,7 @@ static int cmd_run(int argc, char **argv) {
         printf(", \"width\": %d, \"height\": %d, \"size\": %d, \"threads\": %d, "
                "\"refiner_strength\": %g, \"input_is_linear\": %s, \"test_weights\": %s, ",
                (int)plate.width, (int)plate.height, (int)o.so.size, (int)o.so.threads,
-               (double)o.so.refiner_strength, o.linear ? "true" : "false",
+               (double)o.so.refiner_strength, frame.input_is_linear ? "true" : "false",
                test_model ? "true" : "false");
         printf("\"seconds\": {\"read\": %.6f, \"load\": %.6f, \"session\": %.6f, \"key\": %.6f, "
                "\"write\": %.6f}, \"memory\": ",
@@ -670,8 +684,9 @@ static const char usage_key[] =
     "  --despill F             despill strength 0 .. 1 (default 1)\n"
     "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
     "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
-    "  --linear                every plate is linear light; default: EXR plates\n"
-    "                          (by extension) linear, other formats sRGB\n"
+    "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
+    "                          extension, are linear, other formats sRGB)\n"
+    "  --linear                same as --input-space linear\n"
     "  --frames A-B            only frame numbers A to B inclusive (or one: N)\n"
     "  --exr-compression C     pxr24 (default), zip or none\n"
     "  --dry-run               list the frames that would be keyed or skipped;\n"
@@ -936,7 +951,7 @@ static int cmd_key(int argc, char **argv) {
     ckey_post_options_default(&o.post);
     o.exr = CKEY_EXR_PXR24;
     int rc = parse_opts(argc, argv,
-                        O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR |
+                        O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR | O_INPUT_SPACE |
                             O_DEVICE | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
                             O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION,
                         1, usage_key, &o);
@@ -1213,7 +1228,7 @@ static int cmd_key(int argc, char **argv) {
         frame.height = h;
         frame.rgb = plate.data;
         frame.hint = hint.data;
-        frame.input_is_linear = o.linear || !strcasecmp(file_ext(it->plate->name), "exr");
+        frame.input_is_linear = o.space == 2 || (o.space == 0 && !strcasecmp(file_ext(it->plate->name), "exr"));
         free(pp);
         free(hp);
         st = ckey_session_key(sess, &frame, alpha, fg, &err);
