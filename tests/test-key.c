@@ -376,7 +376,11 @@ static void test_auto_hint(void) {
     result r = run_ckey("key", shot, "--model", model, "--size", "64", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "AlphaHint"), "without hints: %d %s", r.code, r.err);
     result_free(&r);
-    r = run_ckey("key", shot, "--hint", "auto", "--model", model, "--size", "64", "--json", NULL);
+    r = run_ckey("key", shot, "--hint", "auto", "--model", model, "--input-space", "bogus", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--input-space"), "bad input space: %d %s", r.code, r.err);
+    result_free(&r);
+    r = run_ckey("key", shot, "--hint", "auto", "--model", model, "--size", "64", "--input-space", "srgb",
+                 "--json", NULL);
     CHECKF(r.code == 0, "%s", r.err);
     CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
     result_free(&r);
