@@ -24,22 +24,8 @@
 static char ckey_bin[PATH_MAX + 16];
 static char workdir[256];
 
-typedef struct result {
-    int code;
-    char *out, *err;
-} result;
-
-static void result_free(result *r) {
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof *r);
-}
-
-static char *slurp(const char *path) {
-    size_t n = 0;
-    char *s = (char *)ck_read_file(path, &n);
-    return s ? s : calloc(1, 1);
-}
+typedef ck_run_result result;
+#define result_free ck_run_free
 
 static result run_ckey(const char *first, ...) {
     const char *argv[64];
@@ -51,25 +37,7 @@ static result run_ckey(const char *first, ...) {
         argv[argc++] = a;
     va_end(ap);
     argv[argc] = NULL;
-    char out_path[512], err_path[512];
-    snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
-    snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
-    result r = {-1, NULL, NULL};
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0) _exit(126);
-        dup2(o, 1);
-        dup2(e, 2);
-        execv(ckey_bin, (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    r.out = slurp(out_path);
-    r.err = slurp(err_path);
+    result r = ck_run(argv, workdir);
     printf("  $ ckey");
     for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
     printf("  -> %d\n", r.code);

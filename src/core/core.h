@@ -23,6 +23,10 @@ void ck_error_clear(ckey_error *err);
 int ck_mul_size(size_t a, size_t b, size_t *out);
 int ck_add_size(size_t a, size_t b, size_t *out);
 
+/* fsync the directory holding `path`, so a rename into it survives a crash
+ * (failure only weakens crash safety, so it is not reported). */
+void ck_sync_parent_dir(const char *path);
+
 /* Monotonic wall clock in seconds. */
 double ck_now(void);
 

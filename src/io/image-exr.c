@@ -619,26 +619,6 @@ static int64_t sink_write(exr_const_context_t ctxt, void *ud, const void *buf, u
     return (int64_t)sz;
 }
 
-/* Make the rename itself durable; failure only weakens crash safety. */
-static void sync_parent_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) {
-        snprintf(dir, sizeof dir, ".");
-    } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
-    } else {
-        const size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) return;
-        memcpy(dir, path, n);
-        dir[n] = 0;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
 
 static ckey_status exr_encode(exr_context_t ctx, exr_sink *s, const float *data, int ch,
                               int32_t width, int32_t height, exr_compression_t comp) {
@@ -780,7 +760,7 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
     }
     free(s);
     free(tmp);
-    sync_parent_dir(path);
+    ck_sync_parent_dir(path);
     return CKEY_OK;
 }
 

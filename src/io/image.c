@@ -446,26 +446,6 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
     return CKEY_OK;
 }
 
-/* Make the rename itself durable; failure only weakens crash safety. */
-static void sync_parent_dir(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash) {
-        snprintf(dir, sizeof dir, ".");
-    } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
-    } else {
-        const size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) return;
-        memcpy(dir, path, n);
-        dir[n] = 0;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
 
 ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
@@ -531,7 +511,7 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
         return ck_fail(err, st, "%s: %s", path, w.msg[0] ? w.msg : "write failed");
     }
     free(tmp);
-    sync_parent_dir(path);
+    ck_sync_parent_dir(path);
     return CKEY_OK;
 }
 

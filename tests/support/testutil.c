@@ -1,7 +1,10 @@
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int ck_test_failed;
 int ck_test_skipped;
@@ -70,4 +73,39 @@ unsigned char *ck_read_file(const char *path, size_t *size) {
 const char *ck_fixtures_dir(void) {
     const char *e = getenv("CKEY_FIXTURES");
     return e && *e ? e : "tests/fixtures";
+}
+
+static char *slurp_or_empty(const char *path) {
+    size_t n = 0;
+    char *s = (char *)ck_read_file(path, &n);
+    return s ? s : calloc(1, 1);
+}
+
+ck_run_result ck_run(const char *const *argv, const char *workdir) {
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
+    snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
+    ck_run_result r = {-1, NULL, NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0) _exit(126);
+        dup2(o, 1);
+        dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    r.out = slurp_or_empty(out_path);
+    r.err = slurp_or_empty(err_path);
+    return r;
+}
+
+void ck_run_free(ck_run_result *r) {
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
 }

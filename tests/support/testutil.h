@@ -66,6 +66,16 @@ int ck_test_main(const ck_test_case *cases, int n, int argc, char **argv);
 /* Read a whole file (malloc'd; caller frees). NULL on failure. */
 unsigned char *ck_read_file(const char *path, size_t *size);
 
+/* Run argv[0] (a NULL-terminated argv) with stdout/stderr captured through
+ * files in `workdir`. code: exit status, or -1 when it did not exit normally;
+ * out/err: NUL-terminated captures (never NULL). */
+typedef struct ck_run_result {
+    int code;
+    char *out, *err;
+} ck_run_result;
+ck_run_result ck_run(const char *const *argv, const char *workdir);
+void ck_run_free(ck_run_result *r);
+
 /* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
 const char *ck_fixtures_dir(void);
 
