@@ -33,10 +33,6 @@
 #include <openexr.h>
 #endif
 
-static int valid_kind(ckey_image_kind kind) {
-    return kind == CKEY_IMAGE_RGB || kind == CKEY_IMAGE_HINT;
-}
-
 #ifndef CK_HAVE_EXR
 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
@@ -62,6 +58,10 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
 }
 
 #else
+
+static int valid_kind(ckey_image_kind kind) {
+    return kind == CKEY_IMAGE_RGB || kind == CKEY_IMAGE_HINT;
+}
 
 /* ------------------------------------------------ header pre-check */
 
