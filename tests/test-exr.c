@@ -18,6 +18,14 @@
 #include <half.h> /* Imath's C helpers: imath_float_to_half / imath_half_to_float */
 #endif
 
+static void test_sniff(void) {
+    static const unsigned char exr[4] = {0x76, 0x2f, 0x31, 0x01};
+    CHECK(ck_image_sniff(exr, 4) == CK_IMAGE_EXR);
+    CHECK(ck_image_sniff(exr, 3) == CK_IMAGE_UNKNOWN);
+}
+
+#ifdef CK_HAVE_EXR
+
 static char tmpdir[256];
 
 static const char *make_tmpdir(void) {
@@ -59,13 +67,6 @@ static void expect_fail(const char *path, ckey_image_kind kind, ckey_status want
     ckey_image_free(&img);
 }
 
-static void test_sniff(void) {
-    static const unsigned char exr[4] = {0x76, 0x2f, 0x31, 0x01};
-    CHECK(ck_image_sniff(exr, 4) == CK_IMAGE_EXR);
-    CHECK(ck_image_sniff(exr, 3) == CK_IMAGE_UNKNOWN);
-}
-
-#ifdef CK_HAVE_EXR
 
 static float half_round(float v) { return imath_half_to_float(imath_float_to_half(v)); }
 

@@ -101,8 +101,9 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
 #endif
         if (m->cfg.ref_dim > 64)
             return ck_fail(err, CKEY_ERR_UNSUPPORTED, "cuda: refiner width %d over 64 is not supported", m->cfg.ref_dim);
+    } else if (o->device != CKEY_DEVICE_CPU) {
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown device kind %d", (int)o->device);
     }
-    if (o->device != CKEY_DEVICE_CPU) return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown device kind %d", (int)o->device);
     if (!(o->refiner_strength >= 0.0f && o->refiner_strength <= 100.0f))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
                        (double)o->refiner_strength);
