@@ -62,9 +62,11 @@ static void expect_fail(const char *path, ckey_image_kind kind, ckey_status want
     ckey_image_free(&img);
 }
 
+#ifdef CK_HAVE_TIFF
 static unsigned char pat8(unsigned x, unsigned y, unsigned c) {
     return (unsigned char)((x * 37 + y * 11 + c * 71) & 255);
 }
+#endif
 
 /* ------------------------------------------------------------- sniffing */
 
