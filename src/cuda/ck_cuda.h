@@ -13,6 +13,10 @@
 extern "C" {
 #endif
 
+/* Storage type of device activations and matrix weights. Math is fp32
+ * throughout; the 16-bit types store 16 bits and accumulate in fp32. */
+typedef enum ck_dtype { CK_F32 = 0, CK_F16 = 1, CK_BF16 = 2 } ck_dtype;
+
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
 
