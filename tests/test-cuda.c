@@ -4,6 +4,7 @@
  * runs this binary on the GPU machine and fails if it skipped. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/cpu.h"
 #include "cuda/ck_cuda.h"
@@ -518,6 +519,284 @@ static void test_network_full256(void) {
     ckey_model_free(m);
 }
 
+/* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ---- */
+
+/* host fp16 / bf16 <-> float, round to nearest even */
+static uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520: infinity */
+    if (ax < 0x38800000u) {                                   /* below 2^-14: subnormal, units of 2^-24 */
+        float v;
+        memcpy(&v, &ax, 4);
+        return (uint16_t)(sign | (uint32_t)nearbyintf(v * 16777216.0f));
+    }
+    const uint32_t m = ax & 0x7fffffu, rem = m & 0x1fffu;
+    uint32_t h = ((((ax >> 23) - 127u + 15u)) << 10) | (m >> 13);
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+static float f16_to_f32(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static uint16_t f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+static float bf16_to_f32(uint16_t b) {
+    const uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+static uint16_t to16(float v, ck_dtype dt) { return dt == CK_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
+static float from16(uint16_t v, ck_dtype dt) { return dt == CK_F16 ? f16_to_f32(v) : bf16_to_f32(v); }
+static float round16(float v, ck_dtype dt) { return from16(to16(v, dt), dt); }
+/* unit roundoff of the storage type: |round(v) - v| <= u |v| (normal range) */
+static double unit_roundoff(ck_dtype dt) { return dt == CK_F16 ? ldexp(1, -11) : ldexp(1, -8); }
+static const char *dt_name(ck_dtype dt) { return dt == CK_F16 ? "fp16" : dt == CK_BF16 ? "bf16" : "fp32"; }
+
+static void *to_device_bytes(const void *h, size_t bytes) {
+    void *d = NULL;
+    if (ck_cuda_malloc(&d, bytes, NULL)) return NULL;
+    if (ck_cuda_copy(d, h, bytes, 1, NULL)) {
+        ck_cuda_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* Device 16-bit array -> floats; counts |got - ref| > u|ref| + abs_tol and
+ * prints max/mean abs error and the largest |ref|. Returns the count. */
+static size_t cmp_dev16(const char *name, const void *dev, ck_dtype dt, const float *ref, size_t n, double abs_tol) {
+    uint16_t *h = malloc(n * 2);
+    float *got = malloc(n * sizeof(float));
+    size_t bad = n;
+    if (h && got && ck_cuda_copy(h, dev, n * 2, 0, NULL) == CKEY_OK) {
+        const double u = unit_roundoff(dt);
+        double amax = 0;
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            got[i] = from16(h[i], dt);
+            const double d = fabs((double)got[i] - ref[i]);
+            if (!(d <= u * fabs(ref[i]) + abs_tol)) bad++;
+            amax = fmax(amax, fabs(ref[i]));
+        }
+        ck_compare(name, got, ref, n, NULL);
+        printf("    max |ref| %.3g; %zu of %zu over the bound %.3g |ref| + %.1g\n", amax, bad, n, u, abs_tol);
+    }
+    free(h), free(got);
+    return bad;
+}
+
+/* GroupNorm mean / variance from sums: worst |d mean| / std and |d var| / var */
+static double stats_diff(const double *got, const double *ref, int groups, double n) {
+    double worst = 0;
+    for (int g = 0; g < groups; g++) {
+        const double m0 = ref[2 * g] / n, v0 = ref[2 * g + 1] / n - m0 * m0;
+        const double m1 = got[2 * g] / n, v1 = got[2 * g + 1] / n - m1 * m1;
+        worst = fmax(worst, fabs(m1 - m0) / sqrt(v0));
+        worst = fmax(worst, fabs(v1 - v0) / v0);
+        if (isnan(m1) || isnan(v1)) worst = INFINITY;
+    }
+    return worst;
+}
+
+/* The tensor-core conv against the CPU conv op on the same 16-bit-rounded
+ * data. The reference input is what the kernel must convolve: the rounded
+ * map, or round16(relu(a x + b)) with a pending GroupNorm + ReLU. The only
+ * expected differences are fp32 summation order and the output's rounding to
+ * 16 bits: |err| <= u |ref| + 1e-4 (u = 2^-11 fp16, 2^-8 bf16; so fp16 stays
+ * under 1e-2 for |out| < 20). GN statistics are of the fp32 values. */
+static void test_conv3x3_tc(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const struct { int S, Cin, Cout, dil, affine; ck_dtype dt; } cases[] = {
+        {100, 64, 64, 1, 0, CK_F16},  {100, 64, 64, 2, 1, CK_F16},  {128, 64, 64, 4, 1, CK_F16},
+        {37, 64, 64, 8, 0, CK_F16},   {37, 64, 64, 1, 1, CK_BF16},  {128, 64, 64, 2, 0, CK_BF16},
+        {100, 64, 64, 4, 0, CK_BF16}, {100, 64, 64, 8, 1, CK_BF16}, {300, 64, 64, 8, 1, CK_F16},
+        {257, 64, 64, 1, 0, CK_BF16}, {37, 16, 16, 1, 1, CK_F16},   {100, 16, 16, 8, 0, CK_BF16},
+        {128, 16, 16, 4, 1, CK_BF16}, {200, 16, 16, 2, 1, CK_F16},  {64, 32, 48, 2, 1, CK_F16},
+        {130, 48, 32, 8, 1, CK_BF16},
+    };
+    const int groups = 8;
+    cpu_be cb;
+    cpu_be_init(&cb, 300);
+    ckey_error err;
+    for (size_t k = 0; k < CK_ARRAY_LEN(cases); k++) {
+        const int S = cases[k].S, Cin = cases[k].Cin, Cout = cases[k].Cout, dil = cases[k].dil;
+        const ck_dtype dt = cases[k].dt;
+        const int64_t HW = (int64_t)S * S;
+        const unsigned seed = 100u + 10u * (unsigned)k;
+        float *x = random_floats((size_t)HW * Cin, seed), *W = random_floats((size_t)Cout * Cin * 9, seed + 1),
+              *bias = random_floats((size_t)Cout, seed + 2), *a = random_floats((size_t)Cin, seed + 3),
+              *b = random_floats((size_t)Cin, seed + 4), *ref = malloc((size_t)HW * Cout * sizeof(float));
+        uint16_t *x16 = malloc((size_t)HW * Cin * 2);
+        const float ws = 4.0f / sqrtf((float)Cin);
+        for (size_t i = 0; i < (size_t)Cout * Cin * 9; i++) W[i] = round16(W[i] * ws, dt);
+        for (int64_t i = 0; i < HW * Cin; i++) {
+            x16[i] = to16(x[i], dt);
+            x[i] = from16(x16[i], dt);
+            if (cases[k].affine) x[i] = round16(fmaxf(fmaf(a[i % Cin], x[i], b[i % Cin]), 0.f), dt);
+        }
+        double st_ref[128] = {0}, st_got[128] = {0};
+        ck_cpu_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
+        size_t wbytes = 0;
+        REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, Cout, Cin, dt, NULL, &wbytes, &err) == CKEY_OK);
+        void *dW = NULL, *dout = NULL, *dx = to_device_bytes(x16, (size_t)HW * Cin * 2);
+        float *dbias = to_device(bias, Cout), *da = to_device(a, Cin), *db = to_device(b, Cin);
+        double *dst = NULL;
+        REQUIRE(dx && dbias && da && db && ck_cuda_malloc(&dW, wbytes, NULL) == CKEY_OK &&
+                ck_cuda_malloc(&dout, (size_t)HW * Cout * 2, NULL) == CKEY_OK &&
+                ck_cuda_malloc((void **)&dst, 128 * sizeof(double), NULL) == CKEY_OK);
+        REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, Cout, Cin, dt, dW, NULL, &err) == CKEY_OK);
+        REQUIRE(ck_cuda_memset(dst, 0, 128 * sizeof(double), &err) == CKEY_OK);
+        REQUIRE(ck_cuda_memset(dout, 0xff, (size_t)HW * Cout * 2, &err) == CKEY_OK); /* NaN: catches holes */
+        ckey_status s = ck_cuda_conv3x3_tc(dx, Cin, S, dil, dW, dbias, cases[k].affine ? da : NULL,
+                                           cases[k].affine ? db : NULL, dout, Cout, groups, dst, dt, NULL, &err);
+        CHECKF(s == CKEY_OK, "%s", err.message);
+        if (s == CKEY_OK) s = ck_cuda_sync(&err);
+        CHECKF(s == CKEY_OK, "%s", err.message);
+        char name[96];
+        snprintf(name, sizeof name, "conv3x3 tc %s S=%d %d->%d dil %d%s", dt_name(dt), S, Cin, Cout, dil,
+                 cases[k].affine ? " +gn/relu in" : "");
+        CHECK(cmp_dev16(name, dout, dt, ref, (size_t)HW * Cout, 1e-4) == 0);
+        REQUIRE(ck_cuda_copy(st_got, dst, 2 * groups * sizeof(double), 0, &err) == CKEY_OK);
+        const double sd = stats_diff(st_got, st_ref, groups, (double)HW * (Cout / groups));
+        printf("    GroupNorm stats: worst |d mean|/std, |d var|/var %.3g\n", sd);
+        CHECK(sd <= 1e-4);
+        ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dout), ck_cuda_free(dst);
+        ck_cuda_free(dbias), ck_cuda_free(da), ck_cuda_free(db);
+        free(x), free(W), free(bias), free(a), free(b), free(ref), free(x16);
+    }
+    /* refusals: the stem's Cin = 7, fp32 storage, in-place */
+    CHECK(ck_cuda_conv3x3_tc((void *)16, 7, 64, 1, (void *)16, NULL, NULL, NULL, (void *)32, 64, 8, NULL, CK_F16, NULL,
+                             &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(ck_cuda_conv3x3_tc((void *)16, 64, 64, 1, (void *)16, NULL, NULL, NULL, (void *)32, 64, 8, NULL, CK_F32, NULL,
+                             &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(ck_cuda_conv3x3_tc((void *)16, 64, 64, 1, (void *)16, NULL, NULL, NULL, (void *)16, 64, 8, NULL, CK_F16, NULL,
+                             &err) == CKEY_ERR_INVALID_ARG);
+    cpu_be_free(&cb);
+}
+
+/* Timing at full size (reported, not asserted): S = 2048, 64 -> 64, dil 4. */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_conv3x3_tc_timing(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const int S = 2048, C = 64, groups = 8, reps = 10;
+    const int64_t HW = (int64_t)S * S;
+    const size_t n = (size_t)HW * C, blk = 1u << 20;
+    ckey_error err;
+    float *W = random_floats((size_t)C * C * 9, 901), *bias = random_floats(C, 902), *a = random_floats(C, 903),
+          *b = random_floats(C, 904), *xs = random_floats(blk, 905);
+    uint16_t *x16 = malloc(n * 2);
+    REQUIRE(x16);
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (int d = 0; d < 2; d++) {
+        const ck_dtype dt = dts[d];
+        for (size_t i = 0; i < blk; i++) x16[i] = to16(xs[i], dt);
+        for (size_t i = blk; i < n; i += blk) memcpy(x16 + i, x16, (n - i < blk ? n - i : blk) * 2);
+        void *dx = to_device_bytes(x16, n * 2), *dW = NULL, *dout = NULL;
+        float *dbias = to_device(bias, C), *da = to_device(a, C), *db = to_device(b, C);
+        double *dst = NULL;
+        REQUIRE(dx && dbias && da && db && ck_cuda_malloc(&dW, ck_conv3x3_tc_weight_bytes(C, C), NULL) == CKEY_OK &&
+                ck_cuda_malloc(&dout, n * 2, NULL) == CKEY_OK &&
+                ck_cuda_malloc((void **)&dst, 2 * groups * sizeof(double), NULL) == CKEY_OK);
+        REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, C, C, dt, dW, NULL, &err) == CKEY_OK);
+        for (int affine = 0; affine < 2; affine++) {
+            ckey_status s = CKEY_OK;
+            for (int r = 0; r <= reps && s == CKEY_OK; r++) {
+                if (r == 1) {
+                    ck_cuda_sync(&err);
+                    s = CKEY_OK;
+                }
+                static double t0;
+                if (r == 1) t0 = now_s();
+                s = ck_cuda_conv3x3_tc(dx, C, S, 4, dW, dbias, affine ? da : NULL, affine ? db : NULL, dout, C, groups,
+                                       dst, dt, NULL, &err);
+                if (r == reps && s == CKEY_OK) {
+                    s = ck_cuda_sync(&err);
+                    const double ms = (now_s() - t0) * 1e3 / reps;
+                    printf("  conv3x3 tc %s S=%d 64->64 dil 4%s: %.3f ms, %.1f TFLOP/s\n", dt_name(dt), S,
+                           affine ? " +gn/relu in" : "", ms, 2.0 * 9 * C * C * (double)HW / (ms * 1e-3) / 1e12);
+                }
+            }
+            CHECKF(s == CKEY_OK, "%s", err.message);
+        }
+        ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dout), ck_cuda_free(dst);
+        ck_cuda_free(dbias), ck_cuda_free(da), ck_cuda_free(db);
+    }
+    free(W), free(bias), free(a), free(b), free(xs), free(x16);
+}
+
+/* 16-bit affine / residual / final 1x1 conv against the CPU ops on the
+ * rounded data: one rounding of the fp32 result (elementwise), fp32 (1x1). */
+static void test_refiner_elementwise_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    cpu_be cb;
+    cpu_be_init(&cb, 128);
+    ckey_error err;
+    const int64_t HW = 4099;
+    const int Cs[2] = {64, 12};
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (int ci = 0; ci < 2; ci++)
+        for (int d = 0; d < 2; d++) {
+            const int C = Cs[ci];
+            const ck_dtype dt = dts[d];
+            const size_t n = (size_t)HW * C;
+            float *x = random_floats(n, 501u + (unsigned)ci), *y = random_floats(n, 503u + (unsigned)ci);
+            float *a = random_floats(C, 505), *b = random_floats(C, 507);
+            uint16_t *x16 = malloc(n * 2), *y16 = malloc(n * 2);
+            for (size_t i = 0; i < n; i++) {
+                x16[i] = to16(x[i] * 4.0f, dt), x[i] = from16(x16[i], dt);
+                y16[i] = to16(y[i] * 4.0f, dt), y[i] = from16(y16[i], dt);
+            }
+            void *dx = to_device_bytes(x16, n * 2), *dy = to_device_bytes(y16, n * 2);
+            float *da = to_device(a, C), *db = to_device(b, C);
+            REQUIRE(dx && dy && da && db);
+            char name[64];
+            ck_cpu_ops.affine_relu(&cb.be, x, C, HW, a, b);
+            CHECKF(ck_cuda_affine_relu_t(dx, NULL, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "affine relu %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev16(name, dx, dt, x, n, 1e-6) == 0);
+            /* the residual reads the device's rounded x, as the next step would */
+            uint16_t *xr = malloc(n * 2);
+            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
+            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
+            free(xr);
+            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b);
+            CHECKF(ck_cuda_affine_relu_t(dx, dy, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "residual affine relu %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev16(name, dx, dt, x, n, 1e-6) == 0);
+            xr = malloc(n * 2);
+            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
+            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
+            free(xr);
+            float *Wp = random_floats(4 * (size_t)C, 509), *bp = random_floats(4, 511),
+                  *ref = malloc((size_t)4 * HW * sizeof(float));
+            ck_cpu_ops.pointwise_conv(&cb.be, x, C, HW, Wp, bp, 10.0f, ref, 4);
+            float *dW = to_device(Wp, 4 * (size_t)C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
+            REQUIRE(dW && dbp && dout);
+            CHECKF(ck_cuda_pointwise_t(dx, C, HW, dW, dbp, 10.0f, dout, 4, dt, NULL, &err) == CKEY_OK, "%s",
+                   err.message);
+            snprintf(name, sizeof name, "pointwise %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev(name, dout, ref, (size_t)4 * HW) < 1e-4 * C);
+            ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(da), ck_cuda_free(db), ck_cuda_free(dW),
+                ck_cuda_free(dbp), ck_cuda_free(dout);
+            free(x), free(y), free(a), free(b), free(x16), free(y16), free(Wp), free(bp), free(ref);
+        }
+    cpu_be_free(&cb);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -529,6 +808,9 @@ int main(int argc, char **argv) {
         {"encoder_decoder_compositions_vs_cpu", test_encoder_decoder_compositions},
         {"network_tiny_vs_pytorch", test_network_tiny},
         {"network_full256_vs_pytorch", test_network_full256},
+        {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
+        {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
+        {"conv3x3_tc_timing", test_conv3x3_tc_timing},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -15,7 +15,9 @@ extern "C" {
 
 /* Storage type of device activations and matrix weights. Math is fp32
  * throughout; the 16-bit types store 16 bits and accumulate in fp32. */
-typedef enum ck_dtype { CK_F32 = 0, CK_F16 = 1, CK_BF16 = 2 } ck_dtype;
+/* (ck_dtype comes from io/checkpoint.h, which defined it first with the
+ * same values: a second definition broke every file including both.) */
+#include "io/checkpoint.h"
 
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
@@ -69,6 +71,42 @@ ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int 
                                      const float *P3, int H3, const float *P4, int H4, const float *b1,
                                      const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err);
 ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
+
+/* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ----
+ * Maps are channels-last [S*S, C] in storage dt (CK_F16 or CK_BF16), math fp32.
+ *
+ * 3x3 conv, padding = dilation, as implicit GEMM on tensor cores:
+ * out [S*S, Cout] = conv(in' [S*S, Cin]) + bias, stored in dt, where
+ * in' = relu(in_a[c] * in + in_b[c]) when in_a/in_b are given (a pending
+ * GroupNorm + ReLU, fp32 math, rounded to dt once) and in' = in otherwise;
+ * out-of-image taps contribute 0 (padding comes after the transform).
+ * stats (may be NULL): per group g of Cout/groups channels, the sum and sum of
+ * squares of the fp32 bias-added outputs (before rounding to dt, as the fp32
+ * reference) are ADDED to stats[2g], stats[2g+1] (zero them first).
+ * W: the weights packed by ck_cuda_conv3x3_tc_pack_weights. Cin and Cout in
+ * {16, 32, 48, 64} (else CKEY_ERR_UNSUPPORTED: the stem, Cin = 7, stays on
+ * ck_cuda_conv3x3); dt F16 or BF16; out must not alias in. */
+ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
+                               ck_dtype dt, void *stream, ckey_error *err);
+/* Bytes of packed weights: 9 * Cout * Cin 16-bit values. */
+size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin);
+/* Pack a PyTorch conv weight [Cout, Cin, 3, 3] fp32 (host) into the layout
+ * [tap = ky*3 + kx][Cout][Cin] in dt (round to nearest even), into host
+ * memory `dst` of ck_conv3x3_tc_weight_bytes bytes. */
+ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst);
+/* The same, uploaded to device memory W_dev_out (synchronous copy). *bytes
+ * (if not NULL) receives the size; W_dev_out NULL: size query only. */
+ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
+                                            void *W_dev_out, size_t *bytes, ckey_error *err);
+/* x = relu(a*x + b) (y NULL) or x = relu(x + (a*y + b)); x, y [HW, C] in dt
+ * (CK_F32 too), a, b fp32 per channel, fp32 math, one rounding to dt. */
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *stream, ckey_error *err);
+/* channels-last x [HW, C] in dt -> out fp32 [Cout, HW] = mult * (W x + b);
+ * W [Cout, C] and b fp32. */
+ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                                float *out, int Cout, ck_dtype dt, void *stream, ckey_error *err);
 
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);

@@ -62,6 +62,19 @@ ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int 
                                      const float *P3, int H3, const float *P4, int H4, const float *b1,
                                      const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
+                               ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
+ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
+    return CKEY_ERR_DEVICE;
+}
+ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
+                                            void *W_dev_out, size_t *bytes, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                                float *out, int Cout, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err) {
     (void)bytes;
     *p = NULL;

@@ -1,0 +1,520 @@
+// The refiner on 16-bit storage: its dilated 3x3 convolutions as implicit
+// GEMM on tensor cores (mma.sync m16n8k16, fp32 accumulation), and its
+// elementwise kernels (pending GroupNorm + ReLU, residual, the final 1x1 conv)
+// templated on the storage type. Maps are channels-last [S*S, C].
+//
+// Conv design (one persistent block per SM, 8 warps):
+//  - GEMM view: M = pixels, N = Cout, K = 9 taps x Cin. A tile is 128 pixels
+//    of one output row; each warp computes 32 pixels x Cout/2 channels.
+//  - Shared memory: all 9 taps of the weights, [tap][Cout][Cin] (loaded once
+//    per block, reused for every tile it computes), and two input buffers
+//    (double buffering through cp.async), each holding the three input rows
+//    y-d, y, y+d over pixels x0-d .. x0+127+d: the dilated halo. Out-of-image
+//    pixels are zeros. Rows are padded by 16 bytes so ldmatrix reads of 8
+//    consecutive pixels (or output channels) hit 8 distinct bank groups.
+//  - A pending GroupNorm + ReLU (in_a, in_b) is applied in shared memory,
+//    once per loaded value, to in-image pixels only: padding stays zero.
+//  - Epilogue: bias, per-channel sum / sum of squares (fp32 over a thread's 4
+//    values of a tile, then double across tiles, lanes, warps and blocks),
+//    16-bit store.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/ck_cuda.h"
+
+namespace {
+
+constexpr int kTM = 128;      // output pixels per tile (one row segment)
+constexpr int kThreads = 256; // 8 warps: 4 along pixels x 2 along output channels
+
+ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
+    if (err) {
+        snprintf(err->message, sizeof err->message, "%s", msg);
+        err->status = s;
+    }
+    return s;
+}
+
+ckey_status cuda_check(ckey_error *err, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return CKEY_OK;
+    if (err) {
+        snprintf(err->message, sizeof err->message, "CUDA: %s: %s", what, cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}
+
+// ---- storage types -------------------------------------------------------
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// two floats -> two 16-bit values in one 32-bit word (lower address first)
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+    return __half22float2(*reinterpret_cast<__half2 *>(&w));
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+    return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&w));
+}
+
+// ---- PTX wrappers ----------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t &r0, uint32_t &r1, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+template <typename T> __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                               uint32_t b1);
+template <> __device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                             uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                                    uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- the convolution ----------------------------------------------------
+
+struct ConvArgs {
+    const void *in, *W;
+    const float *bias, *a, *b;
+    void *out;
+    double *stats;
+    int S, dil, groups, tiles_per_row;
+    int64_t ntiles;
+};
+
+// shared memory layout, in bytes from the start of the dynamic allocation
+template <int CIN, int COUT> struct ConvSmem {
+    static constexpr int PS = CIN + 8; // padded pixel / weight-row stride, elements
+    static constexpr size_t w_bytes = (size_t)9 * COUT * PS * 2;
+    __host__ __device__ static size_t buf_bytes(int dil) { return (size_t)3 * (kTM + 2 * dil) * PS * 2; }
+    static size_t total(int dil) {
+        return w_bytes + 2 * buf_bytes(dil) + (COUT + 2 * CIN) * sizeof(float) + 2 * 64 * sizeof(double);
+    }
+};
+
+template <typename T, int CIN, int COUT>
+__global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
+    using L = ConvSmem<CIN, COUT>;
+    constexpr int PS = L::PS;
+    constexpr int CPX = CIN / 8;  // 16-byte chunks per pixel
+    constexpr int NT = COUT / 16; // n8 tiles per warp (a warp covers COUT/2 channels)
+    constexpr int WN = COUT / 2;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int S = p.S, dil = p.dil, TMH = kTM + 2 * dil;
+    const size_t buf_bytes = L::buf_bytes(dil);
+    T *sw = reinterpret_cast<T *>(smem);
+    unsigned char *sbuf0 = smem + L::w_bytes;
+    float *sbias = reinterpret_cast<float *>(sbuf0 + 2 * buf_bytes);
+    float *sa = sbias + COUT, *sb = sa + CIN;
+    double *sstat = reinterpret_cast<double *>(sb + CIN);
+    const T *__restrict__ in = static_cast<const T *>(p.in);
+    T *__restrict__ out = static_cast<T *>(p.out);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 3, wn = warp >> 2;
+    const bool affine = p.a != nullptr;
+
+    for (int i = tid; i < COUT; i += kThreads) sbias[i] = p.bias ? p.bias[i] : 0.f;
+    for (int i = tid; i < CIN; i += kThreads) {
+        sa[i] = affine ? p.a[i] : 1.f;
+        sb[i] = affine ? p.b[i] : 0.f;
+    }
+    for (int i = tid; i < 2 * 64; i += kThreads) sstat[i] = 0.0;
+    // weights [9][COUT][CIN] (global) -> [9][COUT][PS] (shared)
+    {
+        const T *W = static_cast<const T *>(p.W);
+        for (int i = tid; i < 9 * COUT * CPX; i += kThreads) {
+            const int row = i / CPX, ch = i % CPX;
+            cp_async16(smem_u32(sw + row * PS + ch * 8), W + (size_t)row * CIN + ch * 8);
+        }
+    }
+    // input rows y-d, y, y+d of a tile, pixels x0-d .. x0+kTM-1+d
+    auto load_tile = [&](int64_t t, unsigned char *buf) {
+        const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
+        T *dst = reinterpret_cast<T *>(buf);
+        const int n = 3 * TMH * CPX;
+        for (int i = tid; i < n; i += kThreads) {
+            const int ch = i % CPX, pj = i / CPX, r = pj / TMH, j = pj - r * TMH;
+            const int iy = y + (r - 1) * dil, ix = x0 - dil + j;
+            T *d = dst + pj * PS + ch * 8;
+            if (iy >= 0 && iy < S && ix >= 0 && ix < S)
+                cp_async16(smem_u32(d), in + ((size_t)iy * S + ix) * CIN + ch * 8);
+            else
+                *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+        }
+    };
+    // relu(a*v + b) in place on the in-image pixels of a loaded tile
+    auto transform_tile = [&](int64_t t, unsigned char *buf) {
+        const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
+        T *dst = reinterpret_cast<T *>(buf);
+        const int n = 3 * TMH * CPX;
+        for (int i = tid; i < n; i += kThreads) {
+            const int ch = i % CPX, pj = i / CPX, r = pj / TMH, j = pj - r * TMH;
+            const int iy = y + (r - 1) * dil, ix = x0 - dil + j;
+            if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+            uint4 *d = reinterpret_cast<uint4 *>(dst + pj * PS + ch * 8);
+            uint4 v = *d;
+            uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int c = ch * 8 + 2 * e;
+                float2 f = unpack2<T>(w[e]);
+                f.x = fmaxf(fmaf(sa[c], f.x, sb[c]), 0.f);
+                f.y = fmaxf(fmaf(sa[c + 1], f.y, sb[c + 1]), 0.f);
+                w[e] = pack2<T>(f.x, f.y);
+            }
+            *d = v;
+        }
+    };
+
+    // per-thread channel statistics, double across tiles: channels
+    // wn*WN + nt*8 + (lane%4)*2 + e
+    double ssum[NT][2], ssq[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) ssum[nt][0] = ssum[nt][1] = ssq[nt][0] = ssq[nt][1] = 0.0;
+
+    int64_t t = blockIdx.x;
+    if (t < p.ntiles) load_tile(t, sbuf0);
+    cp_async_commit();
+    // lane addresses for ldmatrix: A rows are pixels (lane%16), k chunk lane/16;
+    // B rows are output channels (lane%8 + 8*(lane/16)), k chunk (lane/8)%2
+    const uint32_t a_lane = (uint32_t)(((wm * 32 + (lane & 15)) * PS + (lane >> 4) * 8) * 2);
+    const uint32_t b_lane =
+        smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PS + ((lane >> 3) & 1) * 8) * 2);
+    for (int it = 0; t < p.ntiles; it++, t += gridDim.x) {
+        unsigned char *cur = sbuf0 + (it & 1) * buf_bytes;
+        const int64_t tn = t + gridDim.x;
+        if (tn < p.ntiles) load_tile(tn, sbuf0 + ((it + 1) & 1) * buf_bytes);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        if (affine) {
+            transform_tile(t, cur);
+            __syncthreads();
+        }
+        float acc[2][NT][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+        const uint32_t a_base = smem_u32(cur) + a_lane;
+#pragma unroll
+        for (int tap = 0; tap < 9; tap++) {
+            const int ky = tap / 3, kx = tap % 3;
+            const uint32_t a_tap = a_base + (uint32_t)((ky * TMH + kx * dil) * PS * 2);
+            const uint32_t b_tap = b_lane + (uint32_t)(tap * COUT * PS * 2);
+#pragma unroll
+            for (int kc = 0; kc < CIN / 16; kc++) {
+                uint32_t af[2][4];
+                ldsm_x4(af[0], a_tap + kc * 32);
+                ldsm_x4(af[1], a_tap + 16 * PS * 2 + kc * 32);
+                uint32_t bf[NT][2];
+#pragma unroll
+                for (int j = 0; j < NT; j += 2) {
+                    const uint32_t addr = b_tap + (uint32_t)(j * 8 * PS * 2 + kc * 32);
+                    if (j + 1 < NT) {
+                        uint32_t r[4];
+                        ldsm_x4(r, addr);
+                        bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
+                    } else {
+                        ldsm_x2(bf[j][0], bf[j][1], addr);
+                    }
+                }
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) mma16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+            }
+        }
+        // epilogue: bias, statistics, store
+        {
+            const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
+            T *orow = out + (size_t)y * S * COUT;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int c = wn * WN + nt * 8 + (lane & 3) * 2;
+                const float b0 = sbias[c], b1 = sbias[c + 1];
+                float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int x = x0 + wm * 32 + mt * 16 + h * 8 + (lane >> 2);
+                        if (x < S) {
+                            const float v0 = acc[mt][nt][2 * h] + b0, v1 = acc[mt][nt][2 * h + 1] + b1;
+                            s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
+                            *reinterpret_cast<uint32_t *>(orow + (size_t)x * COUT + c) = pack2<T>(v0, v1);
+                        }
+                    }
+                ssum[nt][0] += s0, ssum[nt][1] += s1, ssq[nt][0] += q0, ssq[nt][1] += q1;
+            }
+        }
+        __syncthreads(); // `cur` is refilled by the next iteration's prefetch
+    }
+    cp_async_wait<0>();
+    if (!p.stats) return;
+    // lanes with equal lane%4 hold the same channels: reduce over lane/4
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1) {
+                ssum[nt][e] += __shfl_xor_sync(0xffffffffu, ssum[nt][e], off);
+                ssq[nt][e] += __shfl_xor_sync(0xffffffffu, ssq[nt][e], off);
+            }
+    const int cpg = COUT / p.groups;
+    if (lane < 4) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int g = (wn * WN + nt * 8 + lane * 2 + e) / cpg;
+                atomicAdd(&sstat[2 * g], ssum[nt][e]);
+                atomicAdd(&sstat[2 * g + 1], ssq[nt][e]);
+            }
+    }
+    __syncthreads();
+    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
+}
+
+template <typename T, int CIN, int COUT>
+ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
+    const size_t smem = ConvSmem<CIN, COUT>::total(a.dil);
+    int dev = 0, nsm = 0, maxsmem = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&maxsmem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (smem > (size_t)maxsmem) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "conv3x3 tc: dilation %d needs %zu bytes of shared memory, the device has %d",
+                 a.dil, smem, maxsmem);
+        return fail(err, CKEY_ERR_UNSUPPORTED, msg);
+    }
+    ckey_status s = cuda_check(err,
+                               cudaFuncSetAttribute(conv3x3_tc_kernel<T, CIN, COUT>,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                               "conv3x3 tc smem attribute");
+    if (s) return s;
+    const int64_t grid = a.ntiles < nsm ? a.ntiles : nsm;
+    conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(a);
+    return cuda_check(err, cudaGetLastError(), "conv3x3 tc");
+}
+
+template <typename T, int CIN>
+ckey_status dispatch_cout(const ConvArgs &a, int Cout, cudaStream_t st, ckey_error *err) {
+    switch (Cout) {
+    case 16: return launch_conv<T, CIN, 16>(a, st, err);
+    case 32: return launch_conv<T, CIN, 32>(a, st, err);
+    case 48: return launch_conv<T, CIN, 48>(a, st, err);
+    case 64: return launch_conv<T, CIN, 64>(a, st, err);
+    }
+    return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cout must be 16, 32, 48 or 64");
+}
+
+template <typename T>
+ckey_status dispatch_conv(const ConvArgs &a, int Cin, int Cout, cudaStream_t st, ckey_error *err) {
+    switch (Cin) {
+    case 16: return dispatch_cout<T, 16>(a, Cout, st, err);
+    case 32: return dispatch_cout<T, 32>(a, Cout, st, err);
+    case 48: return dispatch_cout<T, 48>(a, Cout, st, err);
+    case 64: return dispatch_cout<T, 64>(a, Cout, st, err);
+    }
+    return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 16, 32, 48 or 64");
+}
+
+// ---- elementwise, templated on the storage type ----------------------------
+
+// x = relu(a*x + b), or x = relu(x + (a*y + b)) (the residual); V values per thread
+template <typename T, int V>
+__global__ void affine_relu_t_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t n,
+                                     const float *__restrict__ a, const float *__restrict__ b) {
+    const int64_t i0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (i0 >= n) return;
+    const int c0 = (int)(i0 % C);
+    if (V == 1) {
+        const float xv = to_f<T>(x[i0]);
+        const float v = y ? xv + (a[c0] * to_f<T>(y[i0]) + b[c0]) : a[c0] * xv + b[c0];
+        x[i0] = from_f<T>(v > 0.f ? v : 0.f);
+        return;
+    }
+    // V values of one pixel (C % V == 0): one 16-byte access
+    uint4 xv = *reinterpret_cast<const uint4 *>(x + i0), yv = make_uint4(0, 0, 0, 0);
+    if (y) yv = *reinterpret_cast<const uint4 *>(y + i0);
+    T *xs = reinterpret_cast<T *>(&xv);
+    const T *ys = reinterpret_cast<const T *>(&yv);
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        const int c = c0 + e;
+        const float xf = to_f<T>(xs[e]);
+        const float v = y ? xf + (a[c] * to_f<T>(ys[e]) + b[c]) : a[c] * xf + b[c];
+        xs[e] = from_f<T>(v > 0.f ? v : 0.f);
+    }
+    *reinterpret_cast<uint4 *>(x + i0) = xv;
+}
+
+// channels-last x [HW, C] -> out fp32 [Cout, HW], mult * (W x + b)
+template <typename T>
+__global__ void pointwise_t_kernel(const T *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
+                                   const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= HW) return;
+    const T *xr = x + p * C;
+    for (int o0 = 0; o0 < Cout; o0 += 4) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        const int no = Cout - o0 < 4 ? Cout - o0 : 4;
+        for (int c = 0; c < C; c++) {
+            const float v = to_f<T>(xr[c]);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (k < no) acc[k] += W[(o0 + k) * C + c] * v;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (k < no) out[(int64_t)(o0 + k) * HW + p] = mult * (acc[k] + b[o0 + k]);
+    }
+}
+
+inline unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+template <typename T>
+ckey_status affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b, cudaStream_t st,
+                          ckey_error *err) {
+    constexpr int V = 16 / sizeof(T);
+    const int64_t n = HW * C;
+    if (C % V == 0 && ((uintptr_t)x | (uintptr_t)y) % 16 == 0)
+        affine_relu_t_kernel<T, V><<<blocks_for(n / V, 256), 256, 0, st>>>((T *)x, (const T *)y, C, n, a, b);
+    else
+        affine_relu_t_kernel<T, 1><<<blocks_for(n, 256), 256, 0, st>>>((T *)x, (const T *)y, C, n, a, b);
+    return cuda_check(err, cudaGetLastError(), "affine+relu (16-bit)");
+}
+
+} // namespace
+
+extern "C" {
+
+ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
+                               ck_dtype dt, void *stream, ckey_error *err) {
+    if (Cin % 16 || Cout % 16 || Cin < 16 || Cout < 16 || Cin > 64 || Cout > 64)
+        return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin and Cout must be 16, 32, 48 or 64");
+    if (stats && (groups < 1 || groups > 64 || Cout % groups))
+        return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: groups must divide Cout (at most 64)");
+    if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: storage must be fp16 or bf16");
+    if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: out must not alias in");
+    if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad size or dilation");
+    if ((in_a == NULL) != (in_b == NULL))
+        return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: in_a and in_b go together");
+    ConvArgs a;
+    a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
+    a.S = S, a.dil = dil, a.groups = groups;
+    a.tiles_per_row = (S + kTM - 1) / kTM;
+    a.ntiles = (int64_t)a.tiles_per_row * S;
+    cudaStream_t st = (cudaStream_t)stream;
+    return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
+                        : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);
+}
+
+size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
+
+ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
+    if (dt != CK_F16 && dt != CK_BF16) return CKEY_ERR_UNSUPPORTED;
+    for (int co = 0; co < Cout; co++)
+        for (int ci = 0; ci < Cin; ci++)
+            for (int k = 0; k < 9; k++) {
+                const float v = W_oihw[((size_t)co * Cin + ci) * 9 + k];
+                const size_t o = ((size_t)k * Cout + co) * Cin + ci;
+                if (dt == CK_F16)
+                    ((__half *)dst)[o] = __float2half_rn(v);
+                else
+                    ((__nv_bfloat16 *)dst)[o] = __float2bfloat16_rn(v);
+            }
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
+                                            void *W_dev_out, size_t *bytes, ckey_error *err) {
+    const size_t n = ck_conv3x3_tc_weight_bytes(Cout, Cin);
+    if (bytes) *bytes = n;
+    if (!W_dev_out) return CKEY_OK;
+    if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: weights must be fp16 or bf16");
+    void *h = malloc(n);
+    if (!h) return fail(err, CKEY_ERR_NOMEM, "conv3x3 tc: no host memory to pack weights");
+    ck_conv3x3_tc_pack_weights_host(W_oihw_host, Cout, Cin, dt, h);
+    const cudaError_t e = cudaMemcpy(W_dev_out, h, n, cudaMemcpyHostToDevice);
+    free(h);
+    return cuda_check(err, e, "conv3x3 tc: weight upload");
+}
+
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *stream, ckey_error *err) {
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (dt) {
+    case CK_F32: return affine_relu_t<float>(x, y, C, HW, a, b, st, err);
+    case CK_F16: return affine_relu_t<__half>(x, y, C, HW, a, b, st, err);
+    case CK_BF16: return affine_relu_t<__nv_bfloat16>(x, y, C, HW, a, b, st, err);
+    default: break;
+    }
+    return fail(err, CKEY_ERR_UNSUPPORTED, "affine+relu: unknown storage type");
+}
+
+ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                                float *out, int Cout, ck_dtype dt, void *stream, ckey_error *err) {
+    cudaStream_t st = (cudaStream_t)stream;
+    const unsigned g = blocks_for(HW, 128);
+    switch (dt) {
+    case CK_F32: pointwise_t_kernel<float><<<g, 128, 0, st>>>((const float *)x, C, HW, W, b, mult, out, Cout); break;
+    case CK_F16: pointwise_t_kernel<__half><<<g, 128, 0, st>>>((const __half *)x, C, HW, W, b, mult, out, Cout); break;
+    case CK_BF16:
+        pointwise_t_kernel<__nv_bfloat16><<<g, 128, 0, st>>>((const __nv_bfloat16 *)x, C, HW, W, b, mult, out, Cout);
+        break;
+    default: return fail(err, CKEY_ERR_UNSUPPORTED, "pointwise: unknown storage type");
+    }
+    return cuda_check(err, cudaGetLastError(), "pointwise conv (16-bit)");
+}
+
+} // extern "C"
