@@ -114,6 +114,18 @@ int32_t ckey_device_count(ckey_device_kind kind);
 ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_device_info *info,
                                  ckey_error *err);
 
+/* Arithmetic of a session. fp16/bf16 store activations and matrix weights in
+ * 16 bits and accumulate in fp32 (CUDA only); fp32 is the reference. */
+typedef enum ckey_precision {
+    CKEY_PRECISION_DEFAULT = 0, /* the device's default: fp32 on the CPU, fp16 on CUDA */
+    CKEY_PRECISION_FP32 = 1,
+    CKEY_PRECISION_FP16 = 2,
+    CKEY_PRECISION_BF16 = 3
+} ckey_precision;
+
+/* "fp32", "fp16", "bf16" or "default". */
+const char *ckey_precision_name(ckey_precision p);
+
 typedef struct ckey_session_options {
     int32_t size;             /* S: the square size the network runs at; multiple of 32; default 2048 */
     int32_t threads;          /* CPU worker threads; 0 = all cores */
@@ -121,6 +133,7 @@ typedef struct ckey_session_options {
     int32_t device_index;     /* for CUDA */
     int64_t memory_budget;    /* bytes; 0 = unlimited. Plans over budget fail with CKEY_ERR_BUDGET */
     float refiner_strength;   /* multiplies the refiner's deltas; 1 = official default */
+    ckey_precision precision; /* DEFAULT: the device's default (see ckey_precision) */
 } ckey_session_options;
 
 /* Fill `o` with the defaults above. */
@@ -181,6 +194,8 @@ ckey_status ckey_session_forward(ckey_session *s, const float *input,
 
 /* Size S and the number of floats ckey_session_forward expects (4*S*S). */
 int32_t ckey_session_size(const ckey_session *s);
+/* The precision the session runs at (DEFAULT resolved: FP32, FP16 or BF16). */
+ckey_precision ckey_session_precision(const ckey_session *s);
 
 /* ------------------------------------------------------------ framing */
 
