@@ -473,6 +473,7 @@ static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const f
     ckey_session_options_default(&o);
     o.size = S;
     o.device = CKEY_DEVICE_CUDA;
+    o.precision = CKEY_PRECISION_FP32;
     ckey_session *s = NULL;
     ckey_error err;
     CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
