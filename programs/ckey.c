@@ -811,8 +811,8 @@ static void key_event(void *user, const ckey_shot_event *ev) {
             fprintf(stderr, "frame %lld (%lld/%lld): skipped, outputs complete\n", fr, pos,
                     (long long)k->total);
     } else if (ev->kind == CKEY_SHOT_FAILED) {
-        fprintf(stderr, "%sckey: warning: frame %lld skipped (--on-error skip): %s\n",
-                k->tty ? "\n" : "", fr, ev->error->message);
+        fprintf(stderr, "%sckey: warning: skipped (--on-error skip): %s\n", k->tty ? "\n" : "",
+                ev->error->message);
         if (k->json) {
             printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"failed\",\"seconds\":0,"
                    "\"error\":", fr);
@@ -1032,11 +1032,12 @@ static int cmd_key(int argc, char **argv) {
         json_str(stdout, out_dir);
         printf("}\n");
     } else {
-        printf("keyed %lld frame%s, skipped %lld%s%lld%s in %.3f s: %.2f fps end to end (read, key, "
+        char failed[64] = "";
+        if (stats.failed) snprintf(failed, sizeof failed, ", FAILED %lld", (long long)stats.failed);
+        printf("keyed %lld frame%s, skipped %lld%s, in %.3f s: %.2f fps end to end (read, key, "
                "post, write), %.2f fps model only; model load + session %.3f s; passes in %s\n",
                (long long)stats.keyed, stats.keyed == 1 ? "" : "s", (long long)stats.skipped,
-               stats.failed ? ", FAILED " : "", (long long)stats.failed, stats.failed ? "," : "",
-               stats.seconds, fps, mfps, setup_s, out_dir);
+               failed, stats.seconds, fps, mfps, setup_s, out_dir);
     }
     exit_code = stats.failed ? EXIT_PARTIAL : EXIT_OK;
 
