@@ -61,6 +61,7 @@ typedef struct shot {
     void *user;
 
     int64_t *jobs, njobs;    /* source indices to key, in order */
+    int64_t max_pixels;      /* ckey_session_max_plate_pixels, read once */
     in_slot *in;
     int nin;
     out_slot out[2];
@@ -167,11 +168,10 @@ static int stage_read(shot *sh, int64_t j) {
                      "match the plate",
                      (long long)f->number, f->plate, (int)w, (int)h, f->hint ? f->hint : "-",
                      (int)sl->hint.width, (int)sl->hint.height);
-    if (st == CKEY_OK && (int64_t)w * h > ckey_session_max_plate_pixels(sh->sess))
+    if (st == CKEY_OK && (int64_t)w * h > sh->max_pixels)
         st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
                      "frame %lld: plate %s is %d x %d, more than the %lld pixels a session takes",
-                     (long long)f->number, f->plate, (int)w, (int)h,
-                     (long long)ckey_session_max_plate_pixels(sh->sess));
+                     (long long)f->number, f->plate, (int)w, (int)h, (long long)sh->max_pixels);
     sh->read_s += ck_now() - t;
     if (st != CKEY_OK) {
         if (!skippable(sh, st)) {
@@ -421,6 +421,7 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
         if (!plan || plan[i] == CKEY_SHOT_KEY) sh->jobs[sh->njobs++] = i;
     if (st == CKEY_OK && sh->njobs > 0 && !s)
         st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
+    if (st == CKEY_OK && sh->njobs > 0) sh->max_pixels = ckey_session_max_plate_pixels(s);
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
 
