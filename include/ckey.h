@@ -375,6 +375,169 @@ size_t ckey_auto_hint_scratch_bytes(int32_t width, int32_t height);
 ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, float *hint, void *scratch,
                            ckey_error *err);
 
+/* ================================================================= shots
+ * Keying a whole shot: frames stream from a *source* (decode) through the
+ * network to a *sink* (post-processing is done by the runner; the sink
+ * encodes and writes), on three threads so the device never waits for file
+ * I/O:
+ *
+ *   reader thread    source->read frame j+1, j+2 (+ auto hint)  -> input ring
+ *   calling thread   ckey_session_key frame j                     -> output ring
+ *   writer thread    ckey_post_passes + sink->write frame j-1; events, in order
+ *
+ * Sources and sinks are tables of function pointers over an opaque `self`,
+ * so a video reader / writer plugs in beside the image-sequence ones below.
+ */
+
+/* One frame of a source, as listed before anything is decoded. */
+typedef struct ckey_shot_frame {
+    int64_t number;          /* frame number (sequences: digits of the file name) */
+    const char *stem;        /* output base name: "plate_0042" for plate_0042.png */
+    const char *plate;       /* the plate's path (or "clip.mov#42"), for messages */
+    const char *hint;        /* the hint's path, "auto", or NULL: this frame has no
+                                hint (reading it fails; see ckey_shot_options.on_error) */
+    int32_t plate_linear;    /* the source's guess: 1 for scene-linear plates (EXR) */
+} ckey_shot_frame;
+
+typedef struct ckey_source {
+    void *self;
+    int64_t count;                            /* frames, in playback order */
+    const ckey_shot_frame *frames;            /* [count], valid until close */
+    /*
+     * Decode frame `index` into `plate` (CKEY_IMAGE_RGB layout, [3, h, w]) and
+     * `hint` ([1, h, w]; leave hint->data NULL when the source makes no hint
+     * and the runner should make one with ckey_auto_hint). Calls come from one
+     * thread (the reader), with `index` strictly increasing; frames not asked
+     * for need not be decoded (a video reader decodes and drops them). The
+     * images arrive holding an earlier frame's pixels: a source may reuse
+     * buffers of the right size (data is malloc'd; ckey_image_free frees it)
+     * or free and replace them. Errors name the file and the frame.
+     */
+    ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
+                        ckey_error *err);
+    void (*close)(void *self);                /* frees self; NULL-safe via ckey_source_close */
+} ckey_source;
+
+/* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
+typedef struct ckey_shot_passes {
+    int32_t width, height;
+    const float *alpha;      /* [1, h, w] linear alpha, raw network output (Matte) */
+    const float *fg;         /* [3, h, w] straight sRGB fg, raw network output (FG) */
+    const float *processed;  /* [4, h, w] linear premultiplied RGBA (Processed) */
+    const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
+} ckey_shot_passes;
+
+typedef struct ckey_sink {
+    void *self;
+    /* Non-zero when `f` already has every output (resume skips it); may be
+     * NULL for sinks that cannot resume (a video encoder). */
+    int (*complete)(void *self, const ckey_shot_frame *f);
+    /* Called once before the first write (create directories, open encoders). */
+    ckey_status (*begin)(void *self, ckey_error *err);
+    /* Write one frame; calls come from one thread, in frame order. A failed
+     * write must leave no partial file under a final name. */
+    ckey_status (*write)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                         ckey_error *err);
+    /* Called once after the last frame of a run that did not fail (flush). */
+    ckey_status (*finish)(void *self, ckey_error *err);
+    void (*close)(void *self);
+} ckey_sink;
+
+/*
+ * An image-sequence source: the image files of `plate_dir` (*.png, *.jpg,
+ * *.jpeg, *.tif, *.tiff, *.exr, any case) paired with those of `hint_dir` by
+ * frame number (the last run of digits in the name); `hint_dir` NULL: every
+ * frame's hint is made with ckey_auto_hint ("auto"). Fails (naming the file)
+ * on a name without digits, two files with one frame number, a video file in
+ * the directory (CKEY_ERR_UNSUPPORTED), or no frames at all. A plate without
+ * a hint is listed with hint NULL. `warn` (may be NULL) hears about hints
+ * without a plate.
+ */
+typedef void (*ckey_message_fn)(void *user, const char *message);
+ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_dir,
+                                      ckey_message_fn warn, void *user, ckey_source *out,
+                                      ckey_error *err);
+void ckey_source_close(ckey_source *src);
+
+/*
+ * The official passes as files: OUT/Matte/<stem>.exr (A), OUT/FG/<stem>.exr
+ * (RGB), OUT/Processed/<stem>.exr (RGBA), all HALF with compression `comp`,
+ * and OUT/Comp/<stem>.png (8-bit RGB). Each file is written atomically
+ * (ckey_image_write_*: "<path>.tmp", fsync, rename), so a frame whose four
+ * files exist is complete. begin() creates the directories.
+ */
+ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
+                                  ckey_error *err);
+void ckey_sink_close(ckey_sink *sink);
+
+/* What to do with each source frame (ckey_shot_run's `plan`). */
+enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
+
+typedef enum ckey_shot_on_error {
+    CKEY_ON_ERROR_STOP = 0,  /* the first bad frame ends the run (default) */
+    CKEY_ON_ERROR_SKIP = 1   /* a frame whose input cannot be used (unreadable, corrupt,
+                                no hint, size mismatch, too large) is reported and
+                                skipped; output and device errors still stop */
+} ckey_shot_on_error;
+
+typedef struct ckey_shot_options {
+    ckey_post_options post;
+    int32_t input_space;     /* 0 auto (ckey_shot_frame.plate_linear), 1 sRGB, 2 linear */
+    ckey_shot_on_error on_error;
+    int32_t read_ahead;      /* frames decoded ahead of the one being keyed: 1..8,
+                                default 2; 0 runs every stage on the calling thread */
+} ckey_shot_options;
+
+void ckey_shot_options_default(ckey_shot_options *o);
+
+typedef enum ckey_shot_event_kind {
+    CKEY_SHOT_KEYED = 0,     /* written */
+    CKEY_SHOT_SKIPPED = 1,   /* plan said SKIP (outputs complete) */
+    CKEY_SHOT_FAILED = 2     /* skipped under CKEY_ON_ERROR_SKIP; `error` says why */
+} ckey_shot_event_kind;
+
+typedef struct ckey_shot_event {
+    ckey_shot_event_kind kind;
+    int64_t index;                /* into source->frames */
+    const ckey_shot_frame *frame;
+    int32_t width, height;        /* KEYED */
+    double seconds;               /* KEYED: read start to written */
+    double model_seconds;         /* KEYED: inside ckey_session_key */
+    const ckey_error *error;      /* FAILED */
+    /* running totals, for progress */
+    int64_t keyed, skipped, failed;
+    double elapsed;               /* since ckey_shot_run began */
+    double model_total;           /* sum of model_seconds so far */
+} ckey_shot_event;
+
+/* Called for every frame of the plan that is not EXCLUDE, in frame order,
+ * from one thread at a time (the writer thread when threaded). */
+typedef void (*ckey_shot_event_fn)(void *user, const ckey_shot_event *ev);
+
+typedef struct ckey_shot_stats {
+    int64_t keyed, skipped, failed;
+    double seconds;               /* wall time of the run (end to end) */
+    double model_seconds;         /* total inside ckey_session_key */
+    double read_seconds;          /* total in source->read (+ auto hint) */
+    double write_seconds;         /* total in post-processing + sink->write */
+} ckey_shot_stats;
+
+/*
+ * Key the frames of `src` whose `plan[i]` is CKEY_SHOT_KEY ([src->count]
+ * entries; NULL: key every frame) with session `s`, writing to `sink`. Calls
+ * sink->begin first when any frame is to be keyed. Per-frame buffers are
+ * allocated for the first frame and reused (grown only for a larger plate);
+ * the decoders allocate their own pixel buffers.
+ * On a fatal error the frames before the failing one are still written (in
+ * order), the stages stop, and the error names the frame and the file
+ * ("frame 7: Input/plate_0007.png: truncated"). `stats` (may be NULL) is
+ * filled on success and failure.
+ */
+ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
+                          const uint8_t *plan, const ckey_shot_options *o,
+                          ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                          ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif
