@@ -75,6 +75,11 @@ static const char usage_run[] =
     "                          converted to sRGB after the resize, as the official\n"
     "                          engine does\n"
     "  --linear                same as --input-space linear\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: how alpha and fg go\n"
+    "                          from S back to the plate size. lanczos4 is cv2's\n"
+    "                          INTER_LANCZOS4, the official CLI's default (CPU\n"
+    "                          post-processing); bilinear is torchvision's\n"
+    "                          antialiased resize (its --gpu-post path)\n"
     "  --device D              cpu (default), cuda or cuda:N\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --json                  print one JSON object instead of text\n"
@@ -260,7 +265,7 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048,
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
-       O_INPUT_SPACE = 1 << 20 };
+       O_INPUT_SPACE = 1 << 20, O_RESIZE_BACK = 1 << 21, O_DESPECKLE_MODE = 1 << 22 };
 
 static const struct {
     const char *name;
@@ -274,6 +279,7 @@ static const struct {
     {"--no-despeckle", O_NO_DESPECKLE, 0}, {"--despeckle-area", O_DESPECKLE_AREA, 1},
     {"--frames", O_FRAMES, 1},   {"--dry-run", O_DRY_RUN, 0}, {"--force", O_FORCE, 0},
     {"--exr-compression", O_EXR_COMPRESSION, 1}, {"--input-space", O_INPUT_SPACE, 1},
+    {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
 };
 
 /*
@@ -371,6 +377,16 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         }
         case O_NO_DESPECKLE: o->post.despeckle = 0; break;
+        case O_RESIZE_BACK:
+            if (!strcmp(val, "lanczos4")) o->so.resize_back = CKEY_RESIZE_BACK_LANCZOS4;
+            else if (!strcmp(val, "bilinear")) o->so.resize_back = CKEY_RESIZE_BACK_BILINEAR;
+            else return usage_error(o->cmd, "--resize-back '%s': expected lanczos4 or bilinear", val);
+            break;
+        case O_DESPECKLE_MODE:
+            if (!strcmp(val, "opencv")) o->post.despeckle_mode = CKEY_DESPECKLE_OPENCV;
+            else if (!strcmp(val, "torch")) o->post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+            else return usage_error(o->cmd, "--despeckle-mode '%s': expected opencv or torch", val);
+            break;
         case O_DESPECKLE_AREA:
             if (!parse_int(val, 0, 1L << 30, &n))
                 return usage_error(o->cmd, "--despeckle-area '%s' is not a pixel count >= 0", val);
@@ -467,7 +483,7 @@ static int cmd_run(int argc, char **argv) {
     ckey_session_options_default(&o.so);
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
-                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON,
+                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON | O_RESIZE_BACK,
                         0, usage_run, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model") || !require(&o, o.image, "--image") ||
@@ -684,6 +700,13 @@ static const char usage_key[] =
     "  --despill F             despill strength 0 .. 1 (default 1)\n"
     "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
     "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: the resize from S\n"
+    "                          back to the plate (upstream's CPU / GPU\n"
+    "                          post-processing; see ckey run --help)\n"
+    "  --despeckle-mode M      opencv (default) or torch: upstream's\n"
+    "                          clean_matte_opencv (CLI default) or\n"
+    "                          clean_matte_torch (its --gpu-post path, with\n"
+    "                          --resize-back bilinear)\n"
     "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
     "                          extension, are linear, other formats sRGB)\n"
     "  --linear                same as --input-space linear\n"
@@ -953,7 +976,8 @@ static int cmd_key(int argc, char **argv) {
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR | O_INPUT_SPACE |
                             O_DEVICE | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
-                            O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION,
+                            O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
+                            O_RESIZE_BACK | O_DESPECKLE_MODE,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
     key_json = o.json;
