@@ -126,6 +126,21 @@ typedef enum ckey_precision {
 /* "fp32", "fp16", "bf16" or "default". */
 const char *ckey_precision_name(ckey_precision p);
 
+/*
+ * How ckey_session_key resizes alpha and fg from S x S back to the plate.
+ * Upstream has two post-processing paths (inference_engine.py):
+ *   LANCZOS4  cv2.resize INTER_LANCZOS4, `_postprocess_opencv`: the official
+ *             CLI's default (clip_manager InferenceSettings.gpu_post_processing
+ *             = False, `--cpu-post`), so ckey's default too;
+ *   BILINEAR  torchvision TF.resize bilinear with antialias (v2 default),
+ *             `_postprocess_torch`: process_frame's own default
+ *             (post_process_on_gpu=True) and the CLI's `--gpu-post`.
+ */
+typedef enum ckey_resize_back {
+    CKEY_RESIZE_BACK_LANCZOS4 = 0,
+    CKEY_RESIZE_BACK_BILINEAR = 1
+} ckey_resize_back;
+
 typedef struct ckey_session_options {
     int32_t size;             /* S: the square size the network runs at; multiple of 32; default 2048 */
     int32_t threads;          /* CPU worker threads; 0 = all cores */
@@ -134,6 +149,7 @@ typedef struct ckey_session_options {
     int64_t memory_budget;    /* bytes; 0 = unlimited. Plans over budget fail with CKEY_ERR_BUDGET */
     float refiner_strength;   /* multiplies the refiner's deltas; 1 = official default */
     ckey_precision precision; /* DEFAULT: the device's default (see ckey_precision) */
+    int32_t resize_back;      /* ckey_resize_back; default LANCZOS4 */
 } ckey_session_options;
 
 /* Fill `o` with the defaults above. */
@@ -203,7 +219,9 @@ ckey_precision ckey_session_precision(const ckey_session *s);
  * Key one plate: image [3, h, w] in [0, 1] (sRGB or linear), hint [h, w] in
  * [0, 1]. Resizes to S exactly as torchvision's bilinear resize (antialiased
  * on downscale), normalizes, runs the network, and resizes alpha and fg back
- * to h x w (bilinear). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
+ * to h x w as the session's `resize_back` says (default Lanczos4, cv2's
+ * INTER_LANCZOS4: values may overshoot [0, 1] slightly near edges, as
+ * upstream's do). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
  * straight sRGB). The resize work buffers depend on the plate size: the
  * session grows them to the largest plate it has seen (outside the planned
  * arena), so every later frame of that size allocates nothing.
@@ -335,10 +353,31 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
  * premultiply; and the preview comp over a 128 px checkerboard. The Matte/
  * and FG/ passes are the raw ckey_session_key outputs, unchanged.
  */
+/*
+ * The two upstream despeckle implementations (core/color_utils.py):
+ *   OPENCV  clean_matte_opencv (`_postprocess_opencv`, the official CLI's
+ *           default): alpha > 0.5, 8-connected components, ellipse dilation
+ *           radius 25, 8-bit Gaussian blur 11 x 11;
+ *   TORCH   clean_matte_torch (`_postprocess_torch`, `--gpu-post`): alpha >
+ *           0.25, components joined across gaps (pixels within 4 px are
+ *           neighbours) by area / 20 rounds of a 9 x 9 max-propagation of
+ *           pseudo-random labels, square dilation radius 2 * (25 / 2) = 24,
+ *           float Gaussian blur 11 x 11 (sigma 2, reflect border). Its
+ *           labels are random upstream (torch.randperm); ckey uses a fixed
+ *           pseudo-random permutation, so a component too large to be
+ *           labelled within those rounds may split differently than in any
+ *           one upstream run (upstream differs from run to run there too).
+ */
+typedef enum ckey_despeckle_mode {
+    CKEY_DESPECKLE_OPENCV = 0,
+    CKEY_DESPECKLE_TORCH = 1
+} ckey_despeckle_mode;
+
 typedef struct ckey_post_options {
     float despill_strength;   /* 0 .. 1; official default 1 */
     int32_t despeckle;        /* non-zero: clean the matte (official default on) */
     int64_t despeckle_area;   /* components smaller than this are removed; default 400 */
+    int32_t despeckle_mode;   /* ckey_despeckle_mode; default OPENCV */
 } ckey_post_options;
 
 /* Fill `o` with the official defaults above. */

@@ -76,7 +76,13 @@ static const char usage_run[] =
     "                          converted to sRGB after the resize, as the official\n"
     "                          engine does\n"
     "  --linear                same as --input-space linear\n"
-    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: how alpha and fg go\n"
+    "                          from S back to the plate size. lanczos4 is cv2's\n"
+    "                          INTER_LANCZOS4, the official CLI's default (CPU\n"
+    "                          post-processing); bilinear is torchvision's\n"
+    "                          antialiased resize (its --gpu-post path)\n"
+    "  --device D              auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P           fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --json                  print one JSON object instead of text\n"
     "  -h, --help              this help\n"
@@ -94,7 +100,8 @@ static const char usage_info[] =
     "  --model PATH     checkpoint (.pth or .safetensors)\n"
     "  --size S         network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N      CPU worker threads the plan is made for (default 0 = all)\n"
-    "  --device D       cpu (default), cuda or cuda:N\n"
+    "  --device D       auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P    fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES   plan against a memory budget, e.g. 512M\n"
     "  --memory         also list every planned buffer (size, arena offset, lifetime)\n"
     "  --json           print one JSON object\n"
@@ -240,7 +247,17 @@ static int parse_bytes(const char *s, int64_t *out) {
     return 1;
 }
 
+/* The default device: the first CUDA GPU when one is usable, else the CPU. */
+static void default_device(ckey_session_options *so) {
+    so->device = ckey_device_count(CKEY_DEVICE_CUDA) > 0 ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+    so->device_index = 0;
+}
+
 static int parse_device(const char *s, ckey_session_options *so) {
+    if (!strcmp(s, "auto")) {
+        default_device(so);
+        return 1;
+    }
     if (!strcmp(s, "cpu")) {
         so->device = CKEY_DEVICE_CPU;
         return 1;
@@ -263,7 +280,8 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048,
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
-       O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22 };
+       O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22, O_RESIZE_BACK = 1 << 23,
+       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25 };
 
 static const struct {
     const char *name;
@@ -278,6 +296,8 @@ static const struct {
     {"--frames", O_FRAMES, 1},   {"--dry-run", O_DRY_RUN, 0}, {"--force", O_FORCE, 0},
     {"--exr-compression", O_EXR_COMPRESSION, 1}, {"--input-space", O_INPUT_SPACE, 1},
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
+    {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
+    {"--precision", O_PRECISION, 1},
 };
 
 /*
@@ -356,7 +376,7 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         case O_DEVICE:
             if (!parse_device(val, &o->so))
-                return usage_error(o->cmd, "--device '%s': expected cpu, cuda or cuda:N", val);
+                return usage_error(o->cmd, "--device '%s': expected auto, cpu, cuda or cuda:N", val);
             break;
         case O_BUDGET:
             if (!parse_bytes(val, &o->so.memory_budget))
@@ -375,6 +395,22 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         }
         case O_NO_DESPECKLE: o->post.despeckle = 0; break;
+        case O_PRECISION:
+            if (!strcmp(val, "fp32")) o->so.precision = CKEY_PRECISION_FP32;
+            else if (!strcmp(val, "fp16")) o->so.precision = CKEY_PRECISION_FP16;
+            else if (!strcmp(val, "bf16")) o->so.precision = CKEY_PRECISION_BF16;
+            else return usage_error(o->cmd, "--precision '%s': expected fp32, fp16 or bf16", val);
+            break;
+        case O_RESIZE_BACK:
+            if (!strcmp(val, "lanczos4")) o->so.resize_back = CKEY_RESIZE_BACK_LANCZOS4;
+            else if (!strcmp(val, "bilinear")) o->so.resize_back = CKEY_RESIZE_BACK_BILINEAR;
+            else return usage_error(o->cmd, "--resize-back '%s': expected lanczos4 or bilinear", val);
+            break;
+        case O_DESPECKLE_MODE:
+            if (!strcmp(val, "opencv")) o->post.despeckle_mode = CKEY_DESPECKLE_OPENCV;
+            else if (!strcmp(val, "torch")) o->post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+            else return usage_error(o->cmd, "--despeckle-mode '%s': expected opencv or torch", val);
+            break;
         case O_DESPECKLE_AREA:
             if (!parse_int(val, 0, 1L << 30, &n))
                 return usage_error(o->cmd, "--despeckle-area '%s' is not a pixel count >= 0", val);
@@ -479,9 +515,10 @@ static int cmd_run(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "run";
     ckey_session_options_default(&o.so);
+    default_device(&o.so);
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
-                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON,
+                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON | O_RESIZE_BACK | O_PRECISION,
                         0, usage_run, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model") || !require(&o, o.image, "--image") ||
@@ -697,12 +734,20 @@ static const char usage_key[] =
     "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
-    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --device D              auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P           fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
     "  --despill F             despill strength 0 .. 1 (default 1)\n"
     "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
     "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: the resize from S\n"
+    "                          back to the plate (upstream's CPU / GPU\n"
+    "                          post-processing; see ckey run --help)\n"
+    "  --despeckle-mode M      opencv (default) or torch: upstream's\n"
+    "                          clean_matte_opencv (CLI default) or\n"
+    "                          clean_matte_torch (its --gpu-post path, with\n"
+    "                          --resize-back bilinear)\n"
     "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
     "                          extension, are linear, other formats sRGB)\n"
     "  --linear                same as --input-space linear\n"
@@ -866,14 +911,15 @@ static int cmd_key(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "key";
     ckey_session_options_default(&o.so);
+    default_device(&o.so);
     ckey_post_options_default(&o.post);
     o.exr = CKEY_EXR_PXR24;
     o.read_ahead = -1;
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR | O_INPUT_SPACE |
-                            O_DEVICE | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
+                            O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
                             O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
-                            O_ON_ERROR | O_READ_AHEAD,
+                            O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
     key_ctx kc;
@@ -1090,7 +1136,8 @@ static int cmd_info(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "info";
     ckey_session_options_default(&o.so);
-    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_BUDGET | O_JSON | O_MEMORY,
+    default_device(&o.so);
+    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_MEMORY,
                         0, usage_info, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
@@ -1155,7 +1202,14 @@ static int cmd_info(int argc, char **argv) {
     printf("pos-embed     %d x %d grid (native S = %d)\n", (int)mi.pos_embed_grid,
            (int)mi.pos_embed_grid, (int)mi.native_size);
     printf("parameters    %lld (%.1f M)\n", (long long)mi.num_params, (double)mi.num_params / 1e6);
-    printf("memory plan   at S = %d:\n", (int)o.so.size);
+    const int on_gpu = o.so.device == CKEY_DEVICE_CUDA;
+    const ckey_precision prec = on_gpu ? (o.so.precision == CKEY_PRECISION_DEFAULT ? CKEY_PRECISION_FP16 : o.so.precision)
+                                       : CKEY_PRECISION_FP32;
+    char devname[32];
+    if (on_gpu) snprintf(devname, sizeof devname, "cuda:%d", (int)o.so.device_index);
+    else snprintf(devname, sizeof devname, "the CPU");
+    printf("memory plan   at S = %d on %s, %s (%s memory):\n", (int)o.so.size, devname, ckey_precision_name(prec),
+           on_gpu ? "device" : "host");
     printf("  weights     %10.1f MiB\n", mib(plan.weight_bytes));
     printf("  arena       %10.1f MiB (of which scratch %.1f MiB)\n", mib(plan.arena_bytes),
            mib(plan.scratch_bytes));

@@ -77,6 +77,7 @@ void ckey_session_options_default(ckey_session_options *o) {
     o->threads = 0;
     o->device = CKEY_DEVICE_CPU;
     o->refiner_strength = 1.0f;
+    o->resize_back = CKEY_RESIZE_BACK_LANCZOS4;
 }
 
 const char *ckey_version(void) {
@@ -145,6 +146,9 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
     if (o->device != CKEY_DEVICE_CUDA && (o->precision == CKEY_PRECISION_FP16 || o->precision == CKEY_PRECISION_BF16))
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "precision %s: the CPU backend runs fp32 only (use --device cuda)",
                        ckey_precision_name(o->precision));
+    if (o->resize_back != CKEY_RESIZE_BACK_LANCZOS4 && o->resize_back != CKEY_RESIZE_BACK_BILINEAR)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "resize_back %d: expected CKEY_RESIZE_BACK_LANCZOS4 or _BILINEAR",
+                       (int)o->resize_back);
     return CKEY_OK;
 }
 
@@ -658,7 +662,9 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
                        CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
     /* The work buffers depend on the plate size: the first frame of a shot
      * sizes them, every later frame of that size reuses them. */
-    size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w));
+    const ck_resize_mode back = s->opt.resize_back == CKEY_RESIZE_BACK_BILINEAR ? CK_RESIZE_BILINEAR_AA
+                                                                                 : CK_RESIZE_LANCZOS4;
+    size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w, back));
     if (need == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", w, h, S);
     if (need > s->pipe_floats) {
         float *p = realloc(s->pipe, need * sizeof(float));
@@ -673,7 +679,7 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
     if (st) return ck_fail(err, st, "plate %d x %d: preprocessing failed", w, h);
     ckey_forward_result r;
     if ((st = ck_session_run(s, &r, err))) return st;
-    st = ck_postprocess(r.alpha, r.fg, S, h, w, alpha_out, fg_out, s->pipe);
+    st = ck_postprocess(r.alpha, r.fg, S, h, w, back, alpha_out, fg_out, s->pipe);
     if (st) return ck_fail(err, st, "plate %d x %d: postprocessing failed", w, h);
     return CKEY_OK;
 }
