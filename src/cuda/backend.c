@@ -23,7 +23,9 @@
         }                                                                 \
     } while (0)
 
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384 };
+/* CONV_BAND: rows per band of the in-place refiner conv (>= the largest
+ * dilation, 8): two bands of output are in flight in the scratch. */
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 64 };
 
 size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
@@ -36,8 +38,9 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
         const ck_block_info *b = &bi[i];
         const int64_t Nq = N / b->q_stride;
         size_t s = 0;
-        if (b->mask_unit_attn)
-            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
+        if (b->mask_unit_attn) /* xn | one head's qkv or the full projection | att (cu_mask_unit_attention) */
+            s = (size_t)N * b->dim +
+                CK_MAX((size_t)N * 3 * (b->dim_out / b->heads), b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
                 (size_t)Nq * b->dim_out;
         else if (b->dim != b->dim_out)
             s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
@@ -47,7 +50,7 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
         N = Nq;
     }
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
-    need = CK_MAX(need, (size_t)S * S * c->ref_dim); /* in-place conv output */
+    need = CK_MAX(need, (size_t)2 * CONV_BAND * S * c->ref_dim); /* in-place conv: two output bands */
     return need;
 }
 
@@ -79,21 +82,33 @@ static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in,
     CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, b, y, s->dt, s->stream, &e_));
 }
 
+/* Head by head, so that only one head's q, k, v exist at a time: the
+ * scratch holds xn [N, D], then either the full projection [N, Do] (the
+ * stage transition's pooled shortcut, consumed at once) or one head's
+ * [N, 3*hd] (q | k | v), and att [Nq, Do]. */
 static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
                                    int64_t N, float *xo) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
-    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs;
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
+    const int hd = Do / heads;
     const int64_t Nq = N / qs, nw = N / T;
-    float *xn = s->scratch, *qkv = AT(s, xn, (size_t)N * D), *pr = AT(s, qkv, (size_t)N * 3 * Do);
-    float *att = AT(s, pr, D != Do ? (size_t)N * Do : 0);
+    const size_t work = CK_MAX((size_t)N * 3 * hd, D != Do ? (size_t)N * Do : 0);
+    float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, work);
     CHECKED(ck_cuda_layernorm_t(x, N, D, w->norm1_w, w->norm1_b, xn, s->dt, s->stream, &e_));
-    CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0, s->dt, s->stream, &e_));
     if (D != Do) {
-        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w, NULL, pr, Do, 0, s->dt, s->stream, &e_));
-        CHECKED(ck_cuda_maxpool_bias_t(pr, Nq, Do, qs, w->proj_b, xo, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w, NULL, wk, Do, 0, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, w->proj_b, xo, s->dt, s->stream, &e_));
     }
-    CHECKED(ck_cuda_window_attention_t(qkv, nw, T, qs, Do, bi->heads, att, s->dt, s->stream, &e_));
+    for (int h = 0; h < heads; h++) {
+        for (int part = 0; part < 3; part++) { /* q, k, v rows of head h */
+            const size_t row = (size_t)part * Do + (size_t)h * hd;
+            CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), w->qkv_b + row,
+                                        AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
+        }
+        CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt, s->stream,
+                                              &e_));
+    }
     CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
 }
 
@@ -159,10 +174,28 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
     ck_cuda_state *s = ST(be);
     const int64_t HW = (int64_t)S * S;
     if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
-    float *dst = out == in ? s->scratch : out;
-    CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, dst, Cout, groups, stats, s->dt, s->stream, &e_));
-    if (dst != out)
-        CHECKED(ck_cuda_copy_d2d(out, dst, (size_t)HW * Cout * ck_dtype_size(s->dt), s->stream, &e_));
+    if (out != in) {
+        CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
+        return;
+    }
+    /* In place, band by band: band k goes to scratch slot k % 2; once band k
+     * is computed no later band reads the input rows of band k - 1 (a band
+     * is at least the dilation tall), so that band's output is copied home. */
+    const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
+    const int nb = (S + CONV_BAND - 1) / CONV_BAND;
+    (void)HW;
+    for (int k = 0; k <= nb; k++) {
+        if (k < nb) {
+            const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
+            CHECKED(ck_cuda_conv3x3_rows_t(in, image_in, Cin, S, dil, W, bias, (char *)s->scratch + (k % 2) * band_bytes,
+                                           y0, y1, Cout, groups, stats, s->dt, s->stream, &e_));
+        }
+        if (k > 0) {
+            const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
+            CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout), (char *)s->scratch + ((k - 1) % 2) * band_bytes,
+                                     (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
+        }
+    }
 }
 
 static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,

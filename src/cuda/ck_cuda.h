@@ -78,6 +78,9 @@ ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g,
                                 ck_dtype dt, void *stream, ckey_error *err);
 ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
                              int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+/* The same with y's rows ldy elements apart (a column block of a wider y). */
+ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+                                int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
 ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
                                 void *stream, ckey_error *err);
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
@@ -96,11 +99,19 @@ ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W
 ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
                               const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
                               ckey_error *err);
+/* Output rows y0..y1-1 only, into out (row y0 first): the in-place refiner
+ * conv runs band by band (backend.c). */
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
                                   const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
                                   ckey_error *err);
 ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
                                        ck_dtype dt, void *st, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                          int ldo, ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int G, int D2, const void *P2, int H2,
                                        const void *P3, int H3, const void *P4, int H4, const float *b1,
                                        const float *cls_w, const float *cls_b, float *logits, ck_dtype dt, void *st,

@@ -55,9 +55,11 @@ __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, cons
 }
 
 template <typename T>
-__global__ void add_bias_kernel(T *__restrict__ y, int64_t N, int out, const float *__restrict__ b) {
+__global__ void add_bias_kernel(T *__restrict__ y, int64_t N, int out, int ldy, const float *__restrict__ b) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N * out) ck_st(y + i, ck_ld(y + i) + b[i % out]);
+    if (i >= N * out) return;
+    T *p = y + (i / out) * ldy + i % out;
+    ck_st(p, ck_ld(p) + b[i % out]);
 }
 
 template <typename S, typename D>
@@ -138,6 +140,11 @@ void ck_cublas_free(ck_cublas *c) {
 // with W stored [out, in] row-major = column-major [in, out], that is op(A) = A^T.
 ckey_status ck_cuda_linear_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
                              int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_linear_ld_t(c, x, N, in, W, b, y, out, out, accumulate, dt, stream, err);
+}
+
+ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+                                int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) {
     if (N <= 0) return CKEY_OK;
     if (N > 0x7fffffff) {
         if (err) {
@@ -151,17 +158,17 @@ ckey_status ck_cuda_linear_t(ck_cublas *c, const void *x, int64_t N, int in, con
     cublasStatus_t s;
     if (dt == CK_F32) {
         s = cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, (const float *)W, in, (const float *)x,
-                        in, &beta, (float *)y, out);
+                        in, &beta, (float *)y, ldy);
     } else {
         const cudaDataType_t ty = dt == CK_F16 ? CUDA_R_16F : CUDA_R_16BF;
-        s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, ty, out,
+        s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, ty, ldy,
                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, dt == CK_F32 ? "cublasSgemm" : "cublasGemmEx");
     if (b) {
         const int64_t total = N * out;
         CK_DISPATCH(dt, (add_bias_kernel<T><<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
-                            (T *)y, N, out, b)));
+                            (T *)y, N, out, ldy, b)));
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return fail_cuda(err, e, "bias launch");
     }

@@ -137,8 +137,8 @@ constexpr int kConvPx = 32;
 template <typename T>
 __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, int S, int dil,
                                const float *__restrict__ W, const float *__restrict__ bias, T *__restrict__ out,
-                               int Cout, int groups, double *__restrict__ stats) {
-    const int y = blockIdx.y;
+                               int y0, int Cout, int groups, double *__restrict__ stats) {
+    const int y = blockIdx.y + y0; // out holds rows y0.. of the output
     const int x0 = blockIdx.x * kConvPx;
     const int px = threadIdx.x % kConvPx;
     const int x = x0 + px;
@@ -164,7 +164,7 @@ __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, 
                 }
             }
         }
-        ck_st(out + ((int64_t)y * S + x) * Cout + co, acc);
+        ck_st(out + ((int64_t)(y - y0) * S + x) * Cout + co, acc);
         atomicAdd(&gsum[co / cpg], (double)acc);
         atomicAdd(&gsq[co / cpg], (double)acc * acc);
     }
@@ -220,7 +220,7 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
 // per (query, head); out [Nq, Do] in the same order.
 template <int HD, typename TT>
 __global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, int T, int qs, int Do,
-                                        int heads, float scale, TT *__restrict__ out) {
+                                        int heads, float scale, TT *__restrict__ out, int ldo) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int Tq = T / qs;
     if (i >= (int64_t)Tq * nw * heads) return;
@@ -255,7 +255,7 @@ __global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, 
 #pragma unroll
         for (int e = 0; e < HD; e++) o[e] += p * ck_ld(vr + e);
     }
-    TT *dst = out + jw * Do + (int64_t)h * HD;
+    TT *dst = out + jw * ldo + (int64_t)h * HD;
     const float inv = 1.f / l;
     for (int e = 0; e < HD; e++) ck_st(dst + e, o[e] * inv);
 }
@@ -358,9 +358,9 @@ ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W
     return launched(err, "pointwise conv");
 }
 
-ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
-                              const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
-                              ckey_error *err) {
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err) {
     if (Cout > 64 || groups > 64 || Cout % groups) {
         if (err) {
             snprintf(err->message, sizeof err->message, "conv3x3: %d channels / %d groups unsupported", Cout, groups);
@@ -368,10 +368,17 @@ ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int 
         }
         return CKEY_ERR_UNSUPPORTED;
     }
-    dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)S);
-    LAUNCH_T(dt, grid, kConvPx * 8, conv3x3_kernel, (const T *)in, image_in, Cin, S, dil, W, bias, (T *)out, Cout,
+    if (y1 <= y0) return CKEY_OK;
+    dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)(y1 - y0));
+    LAUNCH_T(dt, grid, kConvPx * 8, conv3x3_kernel, (const T *)in, image_in, Cin, S, dil, W, bias, (T *)out, y0, Cout,
              groups, stats);
     return launched(err, "conv3x3");
+}
+
+ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                              const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
+                              ckey_error *err) {
+    return ck_cuda_conv3x3_rows_t(in, image_in, Cin, S, dil, W, bias, out, 0, S, Cout, groups, stats, dt, st, err);
 }
 
 ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
@@ -391,6 +398,11 @@ ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stri
 
 ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
                                        ck_dtype dt, void *st, ckey_error *err) {
+    return ck_cuda_window_attention_ld_t(qkv, nw, Tw, qs, Do, heads, out, Do, dt, st, err);
+}
+
+ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                          int ldo, ck_dtype dt, void *st, ckey_error *err) {
     const int hd = Do / heads;
     const int64_t n = (int64_t)(Tw / qs) * nw * heads;
     const float scale = 1.f / sqrtf((float)hd);
@@ -398,7 +410,7 @@ ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int 
     cudaStream_t s = (cudaStream_t)st;
 #define WA(HD)                                                                                                  \
     CK_DISPATCH(dt, (window_attention_kernel<HD, T><<<g, 128, 0, s>>>((const T *)qkv, nw, Tw, qs, Do, heads, scale, \
-                                                                        (T *)out)))
+                                                                        (T *)out, ldo)))
     switch (hd) {
     case 16: WA(16); break;
     case 32: WA(32); break;

@@ -119,14 +119,16 @@ ckey_status ckey_model_get_info(const ckey_model *m, ckey_model_info *info) {
     return CKEY_OK;
 }
 
-static ckey_status check_options(const ckey_model *m, const ckey_session_options *o, ckey_error *err) {
+/* need_device: a session needs the GPU itself; a plan alone does not. */
+static ckey_status check_options(const ckey_model *m, const ckey_session_options *o, int need_device,
+                                 ckey_error *err) {
     ckey_status st = ck_config_check_size(&m->cfg, o->size, err);
     if (st) return st;
     if (o->threads < 0 || o->threads > 1024)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "threads %d: must be 0 (all cores) to 1024", o->threads);
     if (o->device == CKEY_DEVICE_CUDA) {
         int n = ck_cuda_device_count();
-        if (o->device_index < 0 || o->device_index >= n)
+        if (o->device_index < 0 || (need_device && o->device_index >= n))
             return ck_fail(err, CKEY_ERR_DEVICE, "cuda:%d: no such CUDA device (%d found%s)", o->device_index, n,
                            n ? "" : "; is this a CUDA build with a GPU and driver?");
 #ifndef CK_HAVE_CUDA
@@ -258,7 +260,7 @@ static ckey_status plan_only(const ckey_model *m, const ckey_session_options *op
                              ck_plan **plan, size_t *scratch, ckey_error *err) {
     *plan = NULL;
     if (opt) *o = *opt; else ckey_session_options_default(o);
-    ckey_status st = check_options(m, o, err);
+    ckey_status st = check_options(m, o, 0, err);
     if (!st) st = ck_plan_create(plan, err);
     if (!st) st = plan_pass(m, o, resolve_threads(o->threads), *plan, scratch, err);
     return st;
@@ -448,7 +450,7 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
     if (!s) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     s->m = m;
     if (opt) s->opt = *opt; else ckey_session_options_default(&s->opt);
-    ckey_status st = check_options(m, &s->opt, err);
+    ckey_status st = check_options(m, &s->opt, 1, err);
     int threads = resolve_threads(s->opt.threads);
     if (!st) st = ck_plan_create(&s->plan, err);
     if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, err);
