@@ -320,11 +320,15 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
  * Reading: any video stream libavcodec decodes (H.264, HEVC, ProRes 422 /
  * 4444 at 10 or 12 bits with alpha, ...) in a mov/mp4, Matroska/WebM, AVI,
  * MXF, MPEG-TS or raw H.264/HEVC file. Frames come out as planar float32 in
- * [0, 1] at the stream's full bit depth (converted by swscale to 16-bit RGBA,
- * never through 8 bits). The YUV matrix and range are the stream's tags (per
- * frame); an untagged stream is taken as BT.709 when it is HD (width >= 1280
- * or height >= 720), else BT.601, and as limited range unless its pixel format
- * is a full-range (yuvj) one. The file is opened by ckey (no FFmpeg protocol
+ * [0, 1] at the stream's full bit depth, never through 8 bits: planar YUV,
+ * RGB and gray formats (8 to 16 bits) are converted by ckey with the exact
+ * formulas (chroma interpolated linearly at its sited position); others
+ * (packed, semi-planar, palette, float) are first repacked by swscale into
+ * the planar format of their family. The YUV matrix and range are the
+ * stream's tags (per frame); an untagged stream is taken as BT.709 when it is
+ * HD (width >= 1280 or height >= 720), else BT.601, and as limited range
+ * unless its pixel format is a full-range (yuvj) one. Matrices: BT.709,
+ * BT.601, FCC, SMPTE 240M, BT.2020 NCL; others are refused. The file is opened by ckey (no FFmpeg protocol
  * or URL is ever interpreted) and the demuxer may not open other files.
  * The image caps (CKEY_IMAGE_MAX_SIDE / _PIXELS) hold for the frame size, and
  * are given to the decoder before it allocates anything.

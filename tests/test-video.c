@@ -317,20 +317,22 @@ typedef struct yuv_clip {
     enum AVColorRange range;
     uint16_t y, cb, cr;         /* base samples (10-bit); varied over the picture */
     const char *movflags;       /* for a mov with the index first */
+    int rgb24;                  /* instead: raw packed RGB24 (the swscale fallback) */
 } yuv_clip;
 
 /* Write an FFV1 yuv444p10 clip (lossless: the decoder returns exactly these
  * samples). Sample (x, y) of frame f: Y = y + 3x + f, Cb = cb + 2y - x,
- * Cr = cr - 2x + y. */
+ * Cr = cr - 2x + y. With rgb24: rawvideo, byte c of pixel (x, y) is
+ * (5x + 7y + 60c + f) mod 256. */
 static int write_ffv1(const char *path, const yuv_clip *c) {
-    const AVCodec *codec = avcodec_find_encoder(AV_CODEC_ID_FFV1);
+    const AVCodec *codec = avcodec_find_encoder(c->rgb24 ? AV_CODEC_ID_RAWVIDEO : AV_CODEC_ID_FFV1);
     if (!codec) return 0;
     AVFormatContext *fmt = NULL;
     if (avformat_alloc_output_context2(&fmt, NULL, NULL, path) < 0) return 0;
     AVCodecContext *e = avcodec_alloc_context3(codec);
     e->width = c->width;
     e->height = c->height;
-    e->pix_fmt = AV_PIX_FMT_YUV444P10LE;
+    e->pix_fmt = c->rgb24 ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_YUV444P10LE;
     e->time_base = (AVRational){1, 30};
     e->framerate = (AVRational){30, 1};
     e->colorspace = c->space;
@@ -354,7 +356,10 @@ static int write_ffv1(const char *path, const yuv_clip *c) {
     for (int f = 0; ok && f <= c->frames; f++) {
         if (f < c->frames) {
             ok = av_frame_make_writable(fr) >= 0;
-            for (int y = 0; ok && y < c->height; y++)
+            for (int y = 0; ok && c->rgb24 && y < c->height; y++)
+                for (int x = 0; x < 3 * c->width; x++)
+                    fr->data[0][y * fr->linesize[0] + x] = (uint8_t)(5 * (x / 3) + 7 * y + 60 * (x % 3) + f);
+            for (int y = 0; ok && !c->rgb24 && y < c->height; y++)
                 for (int x = 0; x < c->width; x++) {
                     ((uint16_t *)(fr->data[0] + y * fr->linesize[0]))[x] = (uint16_t)(c->y + 3 * x + f);
                     ((uint16_t *)(fr->data[1] + y * fr->linesize[1]))[x] = (uint16_t)(c->cb + 2 * y - x);
@@ -404,7 +409,7 @@ static void test_matrix_and_range(void) {
         char name[32];
         snprintf(name, sizeof name, "tags%d.mkv", k);
         const char *path = path_in(name);
-        const yuv_clip c = {w, h, 2, cases[k].space, cases[k].range, 400, 440, 560, NULL};
+        const yuv_clip c = {w, h, 2, cases[k].space, cases[k].range, 400, 440, 560, NULL, 0};
         REQUIRE(write_ffv1(path, &c));
         ckey_video_info in;
         ckey_video_reader *r = open_ok(path, &in);
@@ -431,6 +436,29 @@ static void test_matrix_and_range(void) {
         ckey_video_reader_free(r);
     }
     free(rgb);
+}
+
+/* A packed format goes through swscale: 8-bit RGB comes back exactly. */
+static void test_swscale_fallback(void) {
+    const char *path = path_in("rgb24.nut");
+    const yuv_clip c = {20, 10, 3, AVCOL_SPC_UNSPECIFIED, AVCOL_RANGE_UNSPECIFIED, 0, 0, 0, NULL, 1};
+    REQUIRE(write_ffv1(path, &c));
+    ckey_video_info in;
+    ckey_video_reader *r = open_ok(path, &in);
+    REQUIRE(r);
+    CHECK(!strcmp(in.pixel_format, "rgb24") && in.bit_depth == 8 && !in.has_alpha);
+    CHECK(!strcmp(in.color_matrix, "rgb"));
+    float rgb[3 * 20 * 10], want[3 * 20 * 10], hint[20 * 10];
+    ckey_error err;
+    CHECK(ckey_video_read_frame(r, 2, rgb, NULL, NULL, &err) == CKEY_OK);
+    for (int ch = 0; ch < 3; ch++)
+        for (int y = 0; y < 10; y++)
+            for (int x = 0; x < 20; x++)
+                want[(ch * 10 + y) * 20 + x] = (float)((5 * x + 7 * y + 60 * ch + 2) % 256) / 255.0f;
+    CHECK(ck_compare("rgb24 via swscale", rgb, want, 3 * 20 * 10, NULL) < 1e-6);
+    CHECK(ckey_video_read_hint(r, 2, hint, NULL, &err) == CKEY_OK);
+    CHECK(ck_compare("rgb24 hint = blue", hint, want + 2 * 200, 200, NULL) < 1e-6);
+    ckey_video_reader_free(r);
 }
 
 /* ------------------------------------------------------------ errors */
@@ -519,7 +547,7 @@ static void test_bad_files(void) {
  * whole. */
 static void test_truncated_data(void) {
     const char *full = path_in("fast.mov");
-    const yuv_clip c = {96, 64, 6, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, "faststart"};
+    const yuv_clip c = {96, 64, 6, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, "faststart", 0};
     REQUIRE(write_ffv1(full, &c));
     size_t n;
     unsigned char *data = slurp(full, &n);
@@ -550,7 +578,7 @@ static void test_caps(void) {
     /* FFV1 keeps no size of its own: Matroska's PixelWidth / PixelHeight
      * (EBML B0 / BA, two-byte values here) are the only source */
     const char *src = path_in("caps.mkv");
-    const yuv_clip c = {300, 260, 1, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, NULL};
+    const yuv_clip c = {300, 260, 1, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, NULL, 0};
     REQUIRE(write_ffv1(src, &c));
     size_t n;
     unsigned char *data = slurp(src, &n);
@@ -643,6 +671,7 @@ static const ck_test_case cases[] = {
     {"hint_from_color", test_hint_from_color},
     {"rewind", test_rewind},
     {"matrix_and_range", test_matrix_and_range},
+    {"swscale_fallback", test_swscale_fallback},
     {"bad_files", test_bad_files},
     {"truncated_data", test_truncated_data},
     {"caps", test_caps},

@@ -8,16 +8,23 @@
  * atoms, image2 patterns), and only the container formats of a video workflow
  * are probed. The frame-size cap goes to the decoder as max_pixels, which
  * libavcodec checks before it allocates a picture; ckey checks the sides and
- * the container's frame count. Each decoded frame goes through swscale to
- * RGBA64 (16 bits a sample: 10/12-bit sources keep their precision) with the
- * frame's own matrix and range, then to planar float. The decoder runs with
- * AV_EF_EXPLODE and every frame's corruption flags are checked, so a damaged
- * frame is an error naming it, not a concealed picture.
+ * the container's frame count. The decoder runs with AV_EF_EXPLODE and every
+ * frame's corruption flags are checked, so a damaged frame is an error naming
+ * it, not a concealed picture.
  *
- * Writing. Frames are packed to RGBA64, converted by swscale with the BT.709
- * matrix to limited-range YUV and encoded (prores_ks or libx264) into a
- * container written through our own FILE* to "<path>.tmp"; close drains the
- * encoder, writes the trailer, fsyncs and renames.
+ * Colour. libswscale 5.1 places >8-bit samples in its 16-bit outputs by
+ * shifting, which leaves a gain error of up to 0.4% (10-bit limited-range
+ * white reads 0.9962; full-range 1023 reads 0.9990), the size of an 8-bit
+ * step; even RGB24 -> RGBA64 came back up to 1/255 off (measured). So ckey converts planar
+ * formats itself with the textbook formulas (direct_convert), and swscale only
+ * repacks the other layouts into a planar one of the same family (exact
+ * unscaled copies). The writer likewise computes its YUV samples itself, with
+ * the same formulas and chroma siting the reader assumes.
+ *
+ * Writing. Frames are converted to BT.709 limited-range YUV and encoded
+ * (prores_ks or libx264) into a container written through our own FILE* to
+ * "<path>.tmp"; close drains the encoder, writes the trailer, fsyncs and
+ * renames.
  *
  * FFmpeg's log level is process-wide; only ckey_video_set_log_level touches
  * it, for programs to call once (see ckey.h).
@@ -129,9 +136,8 @@ static const char format_whitelist[] =
 /* A decoder that swallows this many packets without a frame is given up on. */
 #define CK_MAX_PACKETS_PER_FRAME 100000
 
-/* Full chroma interpolation and accurate rounding: no 8-bit shortcut, no
- * nearest-neighbour chroma. There is no scaling, so the filter only shapes
- * chroma upsampling. */
+/* The fallback repacks without scaling or chroma resampling (same layout
+ * family); the flags only matter if swscale ever has to interpolate. */
 #define CK_SWS_FLAGS (SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP)
 
 static void av_message(int code, char *buf, size_t cap) {
@@ -212,10 +218,9 @@ struct ckey_video_reader {
     AVCodecContext *dec;
     AVPacket *pkt;
     AVFrame *frame;             /* holds frame `cur` */
-    struct SwsContext *sws;     /* fallback converter, made on first use */
-    int sws_fmt, sws_matrix, sws_range; /* what sws is set up for (-1: nothing) */
-    uint16_t *rgba;             /* fallback's [h, stride / 8, 4] RGBA64; av_malloc'd */
-    int rgba_stride;            /* bytes per row */
+    struct SwsContext *sws;     /* fallback repacker, made on first use */
+    int sws_fmt;                /* its source format (-1: none) */
+    AVFrame *planar;            /* fallback: frame `cur` repacked to a planar format */
     float *rowbuf;              /* direct path: two chroma rows, [2, w] */
     int32_t *cx0, *cx1;         /* direct path: per column, the chroma samples to mix */
     float *cxw;                 /*   and the weight of the second */
@@ -384,7 +389,6 @@ static ckey_status goto_frame(ckey_video_reader *r, int64_t index, int *at_end, 
 typedef struct color {
     int rgb;            /* RGB (or gray-as-is) samples: no matrix */
     int gray;           /* one component: R = G = B = Y */
-    int sws_matrix;     /* SWS_CS_* for the swscale fallback */
     double kr, kb;      /* luma weights of the matrix */
     int full;           /* full (JPEG) range */
     const char *name;
@@ -413,12 +417,12 @@ static ckey_status frame_color(const ckey_video_reader *r, const AVFrame *f, col
     if (cs == AVCOL_SPC_UNSPECIFIED || cs == AVCOL_SPC_RESERVED)
         cs = (f->width >= 1280 || f->height >= 720) ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M;
     switch (cs) {
-    case AVCOL_SPC_BT709: c->sws_matrix = SWS_CS_ITU709, c->kr = 0.2126, c->kb = 0.0722; break;
-    case AVCOL_SPC_FCC: c->sws_matrix = SWS_CS_FCC, c->kr = 0.30, c->kb = 0.11; break;
+    case AVCOL_SPC_BT709: c->kr = 0.2126, c->kb = 0.0722; break;
+    case AVCOL_SPC_FCC: c->kr = 0.30, c->kb = 0.11; break;
     case AVCOL_SPC_BT470BG:
-    case AVCOL_SPC_SMPTE170M: c->sws_matrix = SWS_CS_ITU601, c->kr = 0.299, c->kb = 0.114; break;
-    case AVCOL_SPC_SMPTE240M: c->sws_matrix = SWS_CS_SMPTE240M, c->kr = 0.212, c->kb = 0.087; break;
-    case AVCOL_SPC_BT2020_NCL: c->sws_matrix = SWS_CS_BT2020, c->kr = 0.2627, c->kb = 0.0593; break;
+    case AVCOL_SPC_SMPTE170M: c->kr = 0.299, c->kb = 0.114; break;
+    case AVCOL_SPC_SMPTE240M: c->kr = 0.212, c->kb = 0.087; break;
+    case AVCOL_SPC_BT2020_NCL: c->kr = 0.2627, c->kb = 0.0593; break;
     default: {
         const char *n = av_color_space_name(cs);
         return ck_fail(err, CKEY_ERR_UNSUPPORTED,
@@ -494,9 +498,8 @@ static void chroma_tap(int p, int log2s, int centred, int n, int32_t *i0, int32_
  * (full range: Y / (2^n - 1), (C - 2^(n-1)) / (2^n - 1)) and
  *   R = Y' + 2(1-Kr) Cr', B = Y' + 2(1-Kb) Cb', G = (Y' - Kr R - Kb B) / Kg.
  */
-static void direct_convert(ckey_video_reader *r, const color *col, float *R, float *G, float *B,
-                           float *A) {
-    const AVFrame *f = r->frame;
+static void direct_convert(ckey_video_reader *r, const AVFrame *f, const color *col, float *R,
+                           float *G, float *B, float *A) {
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
     const int w = f->width, h = f->height, n = d->comp[0].depth;
     const int wide = n > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
@@ -583,47 +586,81 @@ static void direct_convert(ckey_video_reader *r, const color *col, float *R, flo
 #undef ROW
 }
 
-/* The swscale fallback: frame `cur` -> r->rgba (RGBA64, native endian). */
-static ckey_status sws_convert(ckey_video_reader *r, const color *col, ckey_error *err) {
+/* The planar format of the same family, chroma layout and alpha that a
+ * fallback format is repacked into (8 or 16 bits). */
+static enum AVPixelFormat planar_target(const AVPixFmtDescriptor *d) {
+    const int deep = d->comp[0].depth > 8 || (d->flags & AV_PIX_FMT_FLAG_FLOAT);
+    const int alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
+    if (d->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BAYER)) {
+        if (alpha || (d->flags & AV_PIX_FMT_FLAG_PAL))
+            return deep ? AV_PIX_FMT_GBRAP16 : AV_PIX_FMT_GBRAP;
+        return deep ? AV_PIX_FMT_GBRP16 : AV_PIX_FMT_GBRP;
+    }
+    if (d->nb_components < 3) return deep ? AV_PIX_FMT_GRAY16 : AV_PIX_FMT_GRAY8;
+    static const enum AVPixelFormat yuv[2][2][3][3] = {
+        /* [deep][alpha][log2_chroma_h][log2_chroma_w]; AV_PIX_FMT_NONE: none */
+        {{{AV_PIX_FMT_YUV444P, AV_PIX_FMT_YUV422P, AV_PIX_FMT_YUV411P},
+          {AV_PIX_FMT_YUV440P, AV_PIX_FMT_YUV420P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_YUV410P}},
+         {{AV_PIX_FMT_YUVA444P, AV_PIX_FMT_YUVA422P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_YUVA420P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}}},
+        {{{AV_PIX_FMT_YUV444P16, AV_PIX_FMT_YUV422P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_YUV440P12, AV_PIX_FMT_YUV420P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}},
+         {{AV_PIX_FMT_YUVA444P16, AV_PIX_FMT_YUVA422P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_YUVA420P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}}}};
+    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
+    enum AVPixelFormat t = lw <= 2 && lh <= 2 ? yuv[deep][alpha][lh][lw] : AV_PIX_FMT_NONE;
+    /* no planar twin: 4:4:4 keeps every sample */
+    if (t == AV_PIX_FMT_NONE) t = yuv[deep][alpha][0][0];
+    return t;
+}
+
+/*
+ * The fallback for formats direct_format refuses (packed yuyv, semi-planar
+ * nv12 / p010, packed RGB, palettes, float): swscale repacks frame `cur`
+ * into the planar format of the same family (unscaled copies: 8-bit samples
+ * stay exact, deeper ones are placed in 16 bits by shifting, which is exact
+ * for limited-range video), and the direct path converts that.
+ */
+static ckey_status repack(ckey_video_reader *r, const AVFrame **out, ckey_error *err) {
     const AVFrame *f = r->frame;
-    if (!r->rgba) {
-        r->rgba_stride = (int)(((size_t)f->width * 8 + 63) & ~(size_t)63);
-        r->rgba = av_malloc((size_t)r->rgba_stride * (size_t)f->height);
-        if (!r->rgba)
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    const enum AVPixelFormat t = planar_target(d);
+    if (!r->planar || r->planar->format != t) {
+        av_frame_free(&r->planar);
+        r->planar = av_frame_alloc();
+        if (!r->planar) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+        r->planar->format = t;
+        r->planar->width = f->width;
+        r->planar->height = f->height;
+        if (av_frame_get_buffer(r->planar, 0) < 0) {
+            av_frame_free(&r->planar);
             return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a %d x %d frame",
                            r->label, f->width, f->height);
+        }
     }
     if (!r->sws || r->sws_fmt != f->format) {
         sws_freeContext(r->sws);
         r->sws = sws_getContext(f->width, f->height, (enum AVPixelFormat)f->format, f->width,
-                                f->height, AV_PIX_FMT_RGBA64, CK_SWS_FLAGS, NULL, NULL, NULL);
+                                f->height, t, CK_SWS_FLAGS, NULL, NULL, NULL);
         r->sws_fmt = r->sws ? f->format : -1;
-        r->sws_matrix = r->sws_range = -1;
         if (!r->sws)
             return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                           "%s: frame %lld: cannot convert pixel format %s to RGB", r->label,
-                           (long long)r->cur,
-                           av_get_pix_fmt_name((enum AVPixelFormat)f->format));
+                           "%s: frame %lld: cannot convert pixel format %s", r->label,
+                           (long long)r->cur, av_get_pix_fmt_name((enum AVPixelFormat)f->format));
     }
-    if (!col->rgb && !col->gray &&
-        (col->sws_matrix != r->sws_matrix || col->full != r->sws_range)) {
-        if (sws_setColorspaceDetails(r->sws, sws_getCoefficients(col->sws_matrix), col->full,
-                                     sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16,
-                                     1 << 16) < 0)
-            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                           "%s: frame %lld: swscale cannot apply matrix %s to %s", r->label,
-                           (long long)r->cur, col->name,
-                           av_get_pix_fmt_name((enum AVPixelFormat)f->format));
-        r->sws_matrix = col->sws_matrix;
-        r->sws_range = col->full;
-    }
-    uint8_t *dst[4] = {(uint8_t *)r->rgba, NULL, NULL, NULL};
-    const int dst_stride[4] = {r->rgba_stride, 0, 0, 0};
     const int h = sws_scale(r->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
-                            dst, dst_stride);
+                            r->planar->data, r->planar->linesize);
     if (h != f->height)
         return ck_fail(err, CKEY_ERR_INTERNAL, "%s: frame %lld: swscale converted %d of %d rows",
                        r->label, (long long)r->cur, h, f->height);
+    r->planar->colorspace = f->colorspace;
+    r->planar->color_range = f->color_range;
+    r->planar->chroma_location = f->chroma_location;
+    *out = r->planar;
     return CKEY_OK;
 }
 
@@ -633,69 +670,46 @@ static ckey_status sws_convert(ckey_video_reader *r, const color *col, ckey_erro
 static ckey_status convert_to(ckey_video_reader *r, float *R, float *G, float *B, float *A,
                               int hint, ckey_error *err) {
     const AVFrame *f = r->frame;
+    const size_t w = (size_t)f->width, h = (size_t)f->height;
+    ckey_status st;
+    if (!direct_format(av_pix_fmt_desc_get((enum AVPixelFormat)f->format))) {
+        st = repack(r, &f, err);
+        if (st != CKEY_OK) return st;
+    }
+    color col; /* of the planar frame: a palette has become RGB */
+    st = frame_color(r, f, &col, err);
+    if (st != CKEY_OK) return st;
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
     const int has_alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
-    const size_t w = (size_t)f->width, h = (size_t)f->height;
-    color col;
-    ckey_status st = frame_color(r, f, &col, err);
-    if (st != CKEY_OK) return st;
     if (A && !has_alpha) {
         for (size_t i = 0; i < w * h; i++) A[i] = 1.0f;
         A = NULL;
     }
-    if (direct_format(d)) {
-        if (hint && has_alpha) {
-            const AVComponentDescriptor *k = &d->comp[d->nb_components - 1];
-            const int wide = k->depth > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
-            const unsigned maxv = (1u << k->depth) - 1;
-            int opaque = 1;
-            for (size_t y = 0; y < h && opaque; y++) {
-                const uint8_t *row = f->data[k->plane] + (ptrdiff_t)y * f->linesize[k->plane];
-                for (size_t x = 0; x < w; x++)
-                    if (sample_at(row, (int)x, wide, be) != maxv) {
-                        opaque = 0;
-                        break;
-                    }
-            }
-            if (!opaque) {
-                A = B;
-                B = NULL;
-            }
-        }
-        direct_convert(r, &col, R, G, B, A);
-        return CKEY_OK;
-    }
-    st = sws_convert(r, &col, err);
-    if (st != CKEY_OK) return st;
-    int channel = 2;
     if (hint && has_alpha) {
-        for (size_t y = 0; y < h && channel == 2; y++) {
-            const uint16_t *row =
-                (const uint16_t *)((const uint8_t *)r->rgba + y * (size_t)r->rgba_stride);
+        const AVComponentDescriptor *k = &d->comp[d->nb_components - 1];
+        const int wide = k->depth > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
+        const unsigned maxv = (1u << k->depth) - 1;
+        int opaque = 1;
+        for (size_t y = 0; y < h && opaque; y++) {
+            const uint8_t *row = f->data[k->plane] + (ptrdiff_t)y * f->linesize[k->plane];
             for (size_t x = 0; x < w; x++)
-                if (row[4 * x + 3] != 65535) {
-                    channel = 3;
+                if (sample_at(row, (int)x, wide, be) != maxv) {
+                    opaque = 0;
                     break;
                 }
         }
-    }
-    float *out[4] = {R, G, B, A};
-    if (hint) out[2] = NULL, out[channel] = B;
-    const float s = 1.0f / 65535.0f;
-    for (size_t y = 0; y < h; y++) {
-        const uint16_t *row = (const uint16_t *)((const uint8_t *)r->rgba + y * (size_t)r->rgba_stride);
-        for (int c = 0; c < 4; c++) {
-            if (!out[c]) continue;
-            float *o = out[c] + y * w;
-            for (size_t x = 0; x < w; x++) o[x] = (float)row[4 * x + (size_t)c] * s;
+        if (!opaque) {
+            A = B;
+            B = NULL;
         }
     }
+    direct_convert(r, f, &col, R, G, B, A);
     return CKEY_OK;
 }
 
 static void reader_close(ckey_video_reader *r) {
     sws_freeContext(r->sws);
-    av_free(r->rgba);
+    av_frame_free(&r->planar);
     free(r->rowbuf);
     free(r->cx0);
     free(r->cx1);
@@ -810,7 +824,7 @@ static ckey_status reader_start(ckey_video_reader *r, int32_t threads, ckey_erro
 
     r->info.frame_count = st->nb_frames > 0 ? st->nb_frames : 0;
     r->cur = -1;
-    r->sws_fmt = r->sws_matrix = r->sws_range = -1;
+    r->sws_fmt = -1;
     int at_end;
     ckey_status s = goto_frame(r, 0, &at_end, err);
     if (s != CKEY_OK) return s;
