@@ -318,6 +318,7 @@ typedef struct yuv_clip {
     uint16_t y, cb, cr;         /* base samples (10-bit); varied over the picture */
     const char *movflags;       /* for a mov with the index first */
     int rgb24;                  /* instead: raw packed RGB24 (the swscale fallback) */
+    int sub420;                 /* yuv420p10: chroma (i, j) = cb + 6i + 4j, cr - 4i + 6j */
 } yuv_clip;
 
 /* Write an FFV1 yuv444p10 clip (lossless: the decoder returns exactly these
@@ -332,7 +333,7 @@ static int write_ffv1(const char *path, const yuv_clip *c) {
     AVCodecContext *e = avcodec_alloc_context3(codec);
     e->width = c->width;
     e->height = c->height;
-    e->pix_fmt = c->rgb24 ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_YUV444P10LE;
+    e->pix_fmt = c->rgb24 ? AV_PIX_FMT_RGB24 : c->sub420 ? AV_PIX_FMT_YUV420P10LE : AV_PIX_FMT_YUV444P10LE;
     e->time_base = (AVRational){1, 30};
     e->framerate = (AVRational){30, 1};
     e->colorspace = c->space;
@@ -359,7 +360,15 @@ static int write_ffv1(const char *path, const yuv_clip *c) {
             for (int y = 0; ok && c->rgb24 && y < c->height; y++)
                 for (int x = 0; x < 3 * c->width; x++)
                     fr->data[0][y * fr->linesize[0] + x] = (uint8_t)(5 * (x / 3) + 7 * y + 60 * (x % 3) + f);
-            for (int y = 0; ok && !c->rgb24 && y < c->height; y++)
+            for (int y = 0; ok && c->sub420 && y < c->height; y++)
+                for (int x = 0; x < c->width; x++) {
+                    ((uint16_t *)(fr->data[0] + y * fr->linesize[0]))[x] = (uint16_t)(c->y + 3 * x + f);
+                    if (x < c->width / 2 && y < c->height / 2) {
+                        ((uint16_t *)(fr->data[1] + y * fr->linesize[1]))[x] = (uint16_t)(c->cb + 6 * x + 4 * y);
+                        ((uint16_t *)(fr->data[2] + y * fr->linesize[2]))[x] = (uint16_t)(c->cr - 4 * x + 6 * y);
+                    }
+                }
+            for (int y = 0; ok && !c->rgb24 && !c->sub420 && y < c->height; y++)
                 for (int x = 0; x < c->width; x++) {
                     ((uint16_t *)(fr->data[0] + y * fr->linesize[0]))[x] = (uint16_t)(c->y + 3 * x + f);
                     ((uint16_t *)(fr->data[1] + y * fr->linesize[1]))[x] = (uint16_t)(c->cb + 2 * y - x);
@@ -409,7 +418,7 @@ static void test_matrix_and_range(void) {
         char name[32];
         snprintf(name, sizeof name, "tags%d.mkv", k);
         const char *path = path_in(name);
-        const yuv_clip c = {w, h, 2, cases[k].space, cases[k].range, 400, 440, 560, NULL, 0};
+        const yuv_clip c = {w, h, 2, cases[k].space, cases[k].range, 400, 440, 560, NULL, 0, 0};
         REQUIRE(write_ffv1(path, &c));
         ckey_video_info in;
         ckey_video_reader *r = open_ok(path, &in);
@@ -438,10 +447,42 @@ static void test_matrix_and_range(void) {
     free(rgb);
 }
 
+/* 4:2:0 chroma is interpolated at MPEG-2's "left" siting: chroma (i, j) sits
+ * at luma (2i, 2j + 1/2), so chroma linear in (i, j) comes back exactly
+ * linear in (x, y) away from the edges. */
+static void test_chroma_siting(void) {
+    const char *path = path_in("420.mkv");
+    const int w = 32, h = 16;
+    const yuv_clip c = {w, h, 1, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 300, 400, 600, NULL, 0, 1};
+    REQUIRE(write_ffv1(path, &c));
+    ckey_video_info in;
+    ckey_video_reader *r = open_ok(path, &in);
+    REQUIRE(r);
+    CHECK(!strcmp(in.pixel_format, "yuv420p10le"));
+    float rgb[3 * 32 * 16];
+    ckey_error err;
+    CHECK(ckey_video_read_frame(r, 0, rgb, NULL, NULL, &err) == CKEY_OK);
+    double maxe = 0;
+    for (int y = 1; y < h - 2; y++)
+        for (int x = 0; x < w - 2; x++) {
+            const double ci = x / 2.0, cj = (y - 0.5) / 2.0;
+            double want[3];
+            yuv_to_rgb(300 + 3 * x, 400 + 6 * ci + 4 * cj, 600 - 4 * ci + 6 * cj, 0.2126, 0.0722,
+                       0, want);
+            for (int ch = 0; ch < 3; ch++) {
+                const double e = fabs(rgb[(size_t)ch * w * h + (size_t)y * w + x] - want[ch]);
+                maxe = e > maxe ? e : maxe;
+            }
+        }
+    printf("  4:2:0 interior: max abs err vs linear chroma at the left siting %.2g\n", maxe);
+    CHECK(maxe < 1e-5);
+    ckey_video_reader_free(r);
+}
+
 /* A packed format goes through swscale: 8-bit RGB comes back exactly. */
 static void test_swscale_fallback(void) {
     const char *path = path_in("rgb24.nut");
-    const yuv_clip c = {20, 10, 3, AVCOL_SPC_UNSPECIFIED, AVCOL_RANGE_UNSPECIFIED, 0, 0, 0, NULL, 1};
+    const yuv_clip c = {20, 10, 3, AVCOL_SPC_UNSPECIFIED, AVCOL_RANGE_UNSPECIFIED, 0, 0, 0, NULL, 1, 0};
     REQUIRE(write_ffv1(path, &c));
     ckey_video_info in;
     ckey_video_reader *r = open_ok(path, &in);
@@ -547,7 +588,7 @@ static void test_bad_files(void) {
  * whole. */
 static void test_truncated_data(void) {
     const char *full = path_in("fast.mov");
-    const yuv_clip c = {96, 64, 6, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, "faststart", 0};
+    const yuv_clip c = {96, 64, 6, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, "faststart", 0, 0};
     REQUIRE(write_ffv1(full, &c));
     size_t n;
     unsigned char *data = slurp(full, &n);
@@ -578,7 +619,7 @@ static void test_caps(void) {
     /* FFV1 keeps no size of its own: Matroska's PixelWidth / PixelHeight
      * (EBML B0 / BA, two-byte values here) are the only source */
     const char *src = path_in("caps.mkv");
-    const yuv_clip c = {300, 260, 1, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, NULL, 0};
+    const yuv_clip c = {300, 260, 1, AVCOL_SPC_BT709, AVCOL_RANGE_MPEG, 400, 500, 520, NULL, 0, 0};
     REQUIRE(write_ffv1(src, &c));
     size_t n;
     unsigned char *data = slurp(src, &n);
@@ -671,6 +712,7 @@ static const ck_test_case cases[] = {
     {"hint_from_color", test_hint_from_color},
     {"rewind", test_rewind},
     {"matrix_and_range", test_matrix_and_range},
+    {"chroma_siting", test_chroma_siting},
     {"swscale_fallback", test_swscale_fallback},
     {"bad_files", test_bad_files},
     {"truncated_data", test_truncated_data},

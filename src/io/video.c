@@ -560,9 +560,8 @@ static void direct_convert(ckey_video_reader *r, const AVFrame *f, const color *
         int32_t j0, j1;
         float t;
         if (vbottom && lh) {
-            /* sited on the last luma row of its group */
-            chroma_tap(y + (1 << lh) - 1, lh, 0, ch, &j0, &j1, &t);
-            if (y + (1 << lh) - 1 >= ch << lh) j0 = j1 = ch - 1, t = 0;
+            /* chroma row j sits on luma row j * 2^lh + 2^lh - 1 */
+            chroma_tap(y - ((1 << lh) - 1), lh, 0, ch, &j0, &j1, &t);
         } else {
             chroma_tap(y, lh, vcentred, ch, &j0, &j1, &t);
         }
