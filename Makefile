@@ -11,6 +11,9 @@
 #         EXR = yes|no (default: found by pkg-config: OpenEXR, Debian's
 #         libopenexr-dev 3.1); without it the EXR reader and writer fail with
 #         CKEY_ERR_UNSUPPORTED
+#         FFMPEG = yes|no (default: found by pkg-config: libavformat,
+#         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
+#         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
 #         CUDA=yes|no (default: yes when nvcc is on PATH); CUDA_ARCH=90 (H100/H200)
 
 .DEFAULT_GOAL := all
@@ -22,6 +25,8 @@ PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no
 JPEG    ?= $(shell pkg-config --exists libjpeg 2>/dev/null && echo yes || echo no)
 TIFF    ?= $(shell pkg-config --exists libtiff-4 2>/dev/null && echo yes || echo no)
 EXR     ?= $(shell pkg-config --exists OpenEXR 2>/dev/null && echo yes || echo no)
+FFMPEG_PC := libavformat libavcodec libavutil libswscale
+FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
@@ -55,6 +60,10 @@ endif
 ifeq ($(EXR),yes)
   BASEFLAGS += -DCK_HAVE_EXR=1 $(shell pkg-config --cflags OpenEXR)
   LIBS += $(shell pkg-config --libs OpenEXR)
+endif
+ifeq ($(FFMPEG),yes)
+  BASEFLAGS += -DCK_HAVE_FFMPEG=1 $(shell pkg-config --cflags $(FFMPEG_PC))
+  LIBS += $(shell pkg-config --libs $(FFMPEG_PC))
 endif
 
 # CUDA: src/cuda/*.cu through nvcc, linked with the CUDA runtime and cuBLAS.

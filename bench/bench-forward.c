@@ -17,12 +17,18 @@ static double peak_rss_mib(void) {
 
 int main(int argc, char **argv) {
     int S = 512, threads = 0, runs = 3, cuda = 0, cuda_index = 0;
+    ckey_precision prec = CKEY_PRECISION_DEFAULT;
     const char *model_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
+        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
+            const char *p = argv[++i];
+            prec = !strcmp(p, "fp32") ? CKEY_PRECISION_FP32 : !strcmp(p, "fp16") ? CKEY_PRECISION_FP16
+                 : !strcmp(p, "bf16") ? CKEY_PRECISION_BF16 : CKEY_PRECISION_DEFAULT;
+        }
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             const char *d = argv[++i];
             if (!strncmp(d, "cuda", 4)) {
@@ -34,7 +40,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]]\n",
+            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]] [--precision fp32|fp16|bf16]\n",
                     argv[0]);
             return 2;
         }
@@ -59,6 +65,7 @@ int main(int argc, char **argv) {
     ckey_session_options_default(&o);
     o.size = S;
     o.threads = threads;
+    o.precision = prec;
     if (cuda) {
         o.device = CKEY_DEVICE_CUDA;
         o.device_index = cuda_index;
@@ -95,10 +102,10 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < (int64_t)S * S; i++) chk += r.alpha[i];
     ckey_memory_plan mp;
     ckey_session_get_plan(s, &mp);
-    printf("{\"impl\":\"ckey\",\"device\":\"%s\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
+    printf("{\"impl\":\"ckey\",\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
            "\"load_s\":%.3f,\"session_s\":%.3f,\"peak_rss_mib\":%.1f,\"planned_peak_mib\":%.1f,"
            "\"arena_mib\":%.1f,\"weights_mib\":%.1f,\"alpha_mean\":%.6f}\n",
-           cuda ? "cuda" : "cpu", S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
+           cuda ? "cuda" : "cpu", ckey_precision_name(ckey_session_precision(s)), S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
            mp.peak_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.weight_bytes / 1048576.0,
            chk / ((double)S * S));
     free(x);

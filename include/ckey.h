@@ -114,6 +114,33 @@ int32_t ckey_device_count(ckey_device_kind kind);
 ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_device_info *info,
                                  ckey_error *err);
 
+/* Arithmetic of a session. fp16/bf16 store activations and matrix weights in
+ * 16 bits and accumulate in fp32 (CUDA only); fp32 is the reference. */
+typedef enum ckey_precision {
+    CKEY_PRECISION_DEFAULT = 0, /* the device's default: fp32 on the CPU, fp16 on CUDA */
+    CKEY_PRECISION_FP32 = 1,
+    CKEY_PRECISION_FP16 = 2,
+    CKEY_PRECISION_BF16 = 3
+} ckey_precision;
+
+/* "fp32", "fp16", "bf16" or "default". */
+const char *ckey_precision_name(ckey_precision p);
+
+/*
+ * How ckey_session_key resizes alpha and fg from S x S back to the plate.
+ * Upstream has two post-processing paths (inference_engine.py):
+ *   LANCZOS4  cv2.resize INTER_LANCZOS4, `_postprocess_opencv`: the official
+ *             CLI's default (clip_manager InferenceSettings.gpu_post_processing
+ *             = False, `--cpu-post`), so ckey's default too;
+ *   BILINEAR  torchvision TF.resize bilinear with antialias (v2 default),
+ *             `_postprocess_torch`: process_frame's own default
+ *             (post_process_on_gpu=True) and the CLI's `--gpu-post`.
+ */
+typedef enum ckey_resize_back {
+    CKEY_RESIZE_BACK_LANCZOS4 = 0,
+    CKEY_RESIZE_BACK_BILINEAR = 1
+} ckey_resize_back;
+
 typedef struct ckey_session_options {
     int32_t size;             /* S: the square size the network runs at; multiple of 32; default 2048 */
     int32_t threads;          /* CPU worker threads; 0 = all cores */
@@ -121,6 +148,8 @@ typedef struct ckey_session_options {
     int32_t device_index;     /* for CUDA */
     int64_t memory_budget;    /* bytes; 0 = unlimited. Plans over budget fail with CKEY_ERR_BUDGET */
     float refiner_strength;   /* multiplies the refiner's deltas; 1 = official default */
+    ckey_precision precision; /* DEFAULT: the device's default (see ckey_precision) */
+    int32_t resize_back;      /* ckey_resize_back; default LANCZOS4 */
 } ckey_session_options;
 
 /* Fill `o` with the defaults above. */
@@ -181,6 +210,8 @@ ckey_status ckey_session_forward(ckey_session *s, const float *input,
 
 /* Size S and the number of floats ckey_session_forward expects (4*S*S). */
 int32_t ckey_session_size(const ckey_session *s);
+/* The precision the session runs at (DEFAULT resolved: FP32, FP16 or BF16). */
+ckey_precision ckey_session_precision(const ckey_session *s);
 
 /* ------------------------------------------------------------ framing */
 
@@ -188,7 +219,9 @@ int32_t ckey_session_size(const ckey_session *s);
  * Key one plate: image [3, h, w] in [0, 1] (sRGB or linear), hint [h, w] in
  * [0, 1]. Resizes to S exactly as torchvision's bilinear resize (antialiased
  * on downscale), normalizes, runs the network, and resizes alpha and fg back
- * to h x w (bilinear). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
+ * to h x w as the session's `resize_back` says (default Lanczos4, cv2's
+ * INTER_LANCZOS4: values may overshoot [0, 1] slightly near edges, as
+ * upstream's do). `alpha_out` holds h*w floats, `fg_out` 3*h*w (CHW,
  * straight sRGB). The resize work buffers depend on the plate size: the
  * session grows them to the largest plate it has seen (outside the planned
  * arena), so every later frame of that size allocates nothing.
@@ -312,6 +345,138 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
                                  ckey_error *err);
 
 
+/* ================================================================= video
+ * Video in and out through FFmpeg's libraries (libavformat, libavcodec,
+ * libswscale; CK_HAVE_FFMPEG). Built without them, every call below fails
+ * with CKEY_ERR_UNSUPPORTED.
+ *
+ * Reading: any video stream libavcodec decodes (H.264, HEVC, ProRes 422 /
+ * 4444 at 10 or 12 bits with alpha, ...) in a mov/mp4, Matroska/WebM, AVI,
+ * MXF, MPEG-TS or raw H.264/HEVC file. Frames come out as planar float32 in
+ * [0, 1] at the stream's full bit depth, never through 8 bits: planar YUV,
+ * RGB and gray formats (8 to 16 bits) are converted by ckey with the exact
+ * formulas (chroma interpolated linearly at its sited position); others
+ * (packed, semi-planar, palette, float) are first repacked by swscale into
+ * the planar format of their family. The YUV matrix and range are the
+ * stream's tags (per frame); an untagged stream is taken as BT.709 when it is
+ * HD (width >= 1280 or height >= 720), else BT.601, and as limited range
+ * unless its pixel format is a full-range (yuvj) one. Matrices: BT.709,
+ * BT.601, FCC, SMPTE 240M, BT.2020 NCL; others are refused. The file is opened by ckey (no FFmpeg protocol
+ * or URL is ever interpreted) and the demuxer may not open other files.
+ * The image caps (CKEY_IMAGE_MAX_SIDE / _PIXELS) hold for the frame size, and
+ * are given to the decoder before it allocates anything.
+ *
+ * FFmpeg prints its own warnings to stderr at its default level; it keeps
+ * that level process-wide, so libckey never changes it: a program calls
+ * ckey_video_set_log_level once at start-up (the ckey CLI: quiet unless
+ * verbose).
+ */
+
+/* Most frames a clip may declare or a reader decode (12 h at 24 fps). */
+#define CKEY_VIDEO_MAX_FRAMES ((int64_t)1 << 20)
+
+typedef struct ckey_video_reader ckey_video_reader;
+
+typedef struct ckey_video_info {
+    int32_t width, height;
+    int64_t frame_count;         /* frames the container declares; 0 when it does not say */
+    int32_t rate_num, rate_den;  /* frame rate as a fraction (0/1 when unknown) */
+    int32_t bit_depth;           /* bits per sample of the decoded format (8, 10, 12, 16, 32) */
+    int32_t has_alpha;           /* the decoded format carries alpha */
+    int32_t full_range;          /* YUV range applied: 1 full, 0 limited (1 for RGB formats) */
+    char codec[32];              /* decoder: "h264", "hevc", "prores", ... */
+    char pixel_format[32];       /* decoded format: "yuv420p", "yuva444p12le", ... */
+    char color_matrix[32];       /* matrix applied: "bt709", "bt470bg" (BT.601), "bt2020nc",
+                                    ..., "rgb" for RGB / gray formats */
+} ckey_video_info;
+
+/*
+ * Open `path` and decode its first frame (so `info` describes real frames).
+ * `threads`: decoder threads, 0 = FFmpeg's choice (all cores), 1 = none.
+ * Errors name the file ("clip.mov: no video stream", "clip.mov: frame 0:
+ * 40000 x 40000 exceeds the 32768-pixel side limit").
+ */
+ckey_status ckey_video_reader_open(const char *path, int32_t threads, ckey_video_reader **out,
+                                   ckey_error *err);
+void ckey_video_reader_free(ckey_video_reader *r);
+
+/* Stream facts, from the first decoded frame and the container. */
+ckey_status ckey_video_reader_get_info(const ckey_video_reader *r, ckey_video_info *info);
+
+/*
+ * Decode frame `index` (0-based) into `rgb` ([3, h, w]; may be NULL) and
+ * `alpha` ([h, w]; 1 everywhere when the stream has none; may be NULL).
+ * Frames are decoded in order: a later index decodes forward, an earlier one
+ * rewinds to the start; asking for the frame last returned decodes nothing.
+ * When the clip ends before `index`: with `eof` non-NULL, *eof = 1, CKEY_OK,
+ * buffers untouched; with `eof` NULL, CKEY_ERR_INVALID_ARG. A clip ending
+ * before the frame count its container declares is CKEY_ERR_FORMAT
+ * ("truncated"), and so is a frame the decoder reports corrupt ("clip.mov:
+ * frame 17: ..."). A frame whose size differs from the first is refused.
+ */
+ckey_status ckey_video_read_frame(ckey_video_reader *r, int64_t index, float *rgb, float *alpha,
+                                  int32_t *eof, ckey_error *err);
+
+/*
+ * Frame `index` as an alpha hint, one channel [h, w], by the rule of
+ * CKEY_IMAGE_HINT: the alpha channel when the frame has one that is not
+ * entirely opaque, else the blue channel (gray for gray formats). Same
+ * sequencing and errors as ckey_video_read_frame.
+ */
+ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hint, int32_t *eof,
+                                 ckey_error *err);
+
+typedef enum ckey_video_codec {
+    /* ProRes 4444 with alpha (prores_ks, yuva444p10le) in .mov / .mkv: the keyed
+       foreground and its matte */
+    CKEY_VIDEO_PRORES_4444 = 0,
+    /* ProRes 422 HQ (prores_ks, yuv422p10le) in .mov / .mkv; no alpha */
+    CKEY_VIDEO_PRORES_422HQ = 1,
+    /* H.264 (libx264, yuv420p 8-bit, CRF 18) in .mp4 / .mov / .mkv: the comp
+       preview; no alpha; width and height must be even */
+    CKEY_VIDEO_H264 = 2
+} ckey_video_codec;
+
+typedef struct ckey_video_writer_options {
+    ckey_video_codec codec;
+    int32_t width, height;
+    int32_t rate_num, rate_den;  /* frame rate, e.g. the reader's; 0/0 means 24/1 */
+    int32_t threads;             /* encoder threads, 0 = FFmpeg's choice */
+} ckey_video_writer_options;
+
+typedef struct ckey_video_writer ckey_video_writer;
+
+/*
+ * Create a video file. The container comes from the extension of `path`
+ * (.mov, .mp4, .mkv). Frames go to "<path>.tmp"; ckey_video_writer_close
+ * finishes the file, flushes it to disk and renames it over `path`, so `path`
+ * never names a partly written video. Colour: values are taken as sRGB-encoded
+ * [0, 1] (clamped, NaN as 0), converted with the BT.709 matrix to limited
+ * range YUV and tagged BT.709 (primaries, matrix) with the sRGB transfer.
+ */
+ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
+                                   ckey_video_writer **out, ckey_error *err);
+
+/* Append one frame: rgb [3, h, w] (required) and alpha [h, w] (ProRes 4444
+ * only; NULL = opaque; ignored by the codecs without alpha). */
+ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const float *alpha,
+                                   ckey_error *err);
+
+/* Flush the encoder, finish the container and rename into place; frees `w`
+ * whatever happens. On failure the temporary file is removed. */
+ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err);
+
+/* Abandon a writer: removes the temporary file, leaves `path` untouched.
+ * NULL is fine. */
+void ckey_video_writer_free(ckey_video_writer *w);
+
+/*
+ * FFmpeg's own log output (process-wide, FFmpeg keeps one level):
+ * verbose 0 silences it, 1 lets its warnings and errors through, 2 and more
+ * adds its informational messages. Call once, before threads use video.
+ */
+void ckey_video_set_log_level(int32_t verbose);
+
 /* ============================================================ post passes
  * The official per-frame post-processing after ckey_session_key (see
  * CorridorKey's _postprocess_opencv): optional despeckle of the matte
@@ -320,10 +485,31 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
  * premultiply; and the preview comp over a 128 px checkerboard. The Matte/
  * and FG/ passes are the raw ckey_session_key outputs, unchanged.
  */
+/*
+ * The two upstream despeckle implementations (core/color_utils.py):
+ *   OPENCV  clean_matte_opencv (`_postprocess_opencv`, the official CLI's
+ *           default): alpha > 0.5, 8-connected components, ellipse dilation
+ *           radius 25, 8-bit Gaussian blur 11 x 11;
+ *   TORCH   clean_matte_torch (`_postprocess_torch`, `--gpu-post`): alpha >
+ *           0.25, components joined across gaps (pixels within 4 px are
+ *           neighbours) by area / 20 rounds of a 9 x 9 max-propagation of
+ *           pseudo-random labels, square dilation radius 2 * (25 / 2) = 24,
+ *           float Gaussian blur 11 x 11 (sigma 2, reflect border). Its
+ *           labels are random upstream (torch.randperm); ckey uses a fixed
+ *           pseudo-random permutation, so a component too large to be
+ *           labelled within those rounds may split differently than in any
+ *           one upstream run (upstream differs from run to run there too).
+ */
+typedef enum ckey_despeckle_mode {
+    CKEY_DESPECKLE_OPENCV = 0,
+    CKEY_DESPECKLE_TORCH = 1
+} ckey_despeckle_mode;
+
 typedef struct ckey_post_options {
     float despill_strength;   /* 0 .. 1; official default 1 */
     int32_t despeckle;        /* non-zero: clean the matte (official default on) */
     int64_t despeckle_area;   /* components smaller than this are removed; default 400 */
+    int32_t despeckle_mode;   /* ckey_despeckle_mode; default OPENCV */
 } ckey_post_options;
 
 /* Fill `o` with the official defaults above. */
@@ -359,6 +545,169 @@ ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width,
 size_t ckey_auto_hint_scratch_bytes(int32_t width, int32_t height);
 ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, float *hint, void *scratch,
                            ckey_error *err);
+
+/* ================================================================= shots
+ * Keying a whole shot: frames stream from a *source* (decode) through the
+ * network to a *sink* (post-processing is done by the runner; the sink
+ * encodes and writes), on three threads so the device never waits for file
+ * I/O:
+ *
+ *   reader thread    source->read frame j+1, j+2 (+ auto hint)  -> input ring
+ *   calling thread   ckey_session_key frame j                     -> output ring
+ *   writer thread    ckey_post_passes + sink->write frame j-1; events, in order
+ *
+ * Sources and sinks are tables of function pointers over an opaque `self`,
+ * so a video reader / writer plugs in beside the image-sequence ones below.
+ */
+
+/* One frame of a source, as listed before anything is decoded. */
+typedef struct ckey_shot_frame {
+    int64_t number;          /* frame number (sequences: digits of the file name) */
+    const char *stem;        /* output base name: "plate_0042" for plate_0042.png */
+    const char *plate;       /* the plate's path (or "clip.mov#42"), for messages */
+    const char *hint;        /* the hint's path, "auto", or NULL: this frame has no
+                                hint (reading it fails; see ckey_shot_options.on_error) */
+    int32_t plate_linear;    /* the source's guess: 1 for scene-linear plates (EXR) */
+} ckey_shot_frame;
+
+typedef struct ckey_source {
+    void *self;
+    int64_t count;                            /* frames, in playback order */
+    const ckey_shot_frame *frames;            /* [count], valid until close */
+    /*
+     * Decode frame `index` into `plate` (CKEY_IMAGE_RGB layout, [3, h, w]) and
+     * `hint` ([1, h, w]; leave hint->data NULL when the source makes no hint
+     * and the runner should make one with ckey_auto_hint). Calls come from one
+     * thread (the reader), with `index` strictly increasing; frames not asked
+     * for need not be decoded (a video reader decodes and drops them). The
+     * images arrive holding an earlier frame's pixels: a source may reuse
+     * buffers of the right size (data is malloc'd; ckey_image_free frees it)
+     * or free and replace them. Errors name the file and the frame.
+     */
+    ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
+                        ckey_error *err);
+    void (*close)(void *self);                /* frees self; NULL-safe via ckey_source_close */
+} ckey_source;
+
+/* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
+typedef struct ckey_shot_passes {
+    int32_t width, height;
+    const float *alpha;      /* [1, h, w] linear alpha, raw network output (Matte) */
+    const float *fg;         /* [3, h, w] straight sRGB fg, raw network output (FG) */
+    const float *processed;  /* [4, h, w] linear premultiplied RGBA (Processed) */
+    const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
+} ckey_shot_passes;
+
+typedef struct ckey_sink {
+    void *self;
+    /* Non-zero when `f` already has every output (resume skips it); may be
+     * NULL for sinks that cannot resume (a video encoder). */
+    int (*complete)(void *self, const ckey_shot_frame *f);
+    /* Called once before the first write (create directories, open encoders). */
+    ckey_status (*begin)(void *self, ckey_error *err);
+    /* Write one frame; calls come from one thread, in frame order. A failed
+     * write must leave no partial file under a final name. */
+    ckey_status (*write)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                         ckey_error *err);
+    /* Called once after the last frame of a run that did not fail (flush). */
+    ckey_status (*finish)(void *self, ckey_error *err);
+    void (*close)(void *self);
+} ckey_sink;
+
+/*
+ * An image-sequence source: the image files of `plate_dir` (*.png, *.jpg,
+ * *.jpeg, *.tif, *.tiff, *.exr, any case) paired with those of `hint_dir` by
+ * frame number (the last run of digits in the name); `hint_dir` NULL: every
+ * frame's hint is made with ckey_auto_hint ("auto"). Fails (naming the file)
+ * on a name without digits, two files with one frame number, a video file in
+ * the directory (CKEY_ERR_UNSUPPORTED), or no frames at all. A plate without
+ * a hint is listed with hint NULL. `warn` (may be NULL) hears about hints
+ * without a plate.
+ */
+typedef void (*ckey_message_fn)(void *user, const char *message);
+ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_dir,
+                                      ckey_message_fn warn, void *user, ckey_source *out,
+                                      ckey_error *err);
+void ckey_source_close(ckey_source *src);
+
+/*
+ * The official passes as files: OUT/Matte/<stem>.exr (A), OUT/FG/<stem>.exr
+ * (RGB), OUT/Processed/<stem>.exr (RGBA), all HALF with compression `comp`,
+ * and OUT/Comp/<stem>.png (8-bit RGB). Each file is written atomically
+ * (ckey_image_write_*: "<path>.tmp", fsync, rename), so a frame whose four
+ * files exist is complete. begin() creates the directories.
+ */
+ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
+                                  ckey_error *err);
+void ckey_sink_close(ckey_sink *sink);
+
+/* What to do with each source frame (ckey_shot_run's `plan`). */
+enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
+
+typedef enum ckey_shot_on_error {
+    CKEY_ON_ERROR_STOP = 0,  /* the first bad frame ends the run (default) */
+    CKEY_ON_ERROR_SKIP = 1   /* a frame whose input cannot be used (unreadable, corrupt,
+                                no hint, size mismatch, too large) is reported and
+                                skipped; output and device errors still stop */
+} ckey_shot_on_error;
+
+typedef struct ckey_shot_options {
+    ckey_post_options post;
+    int32_t input_space;     /* 0 auto (ckey_shot_frame.plate_linear), 1 sRGB, 2 linear */
+    ckey_shot_on_error on_error;
+    int32_t read_ahead;      /* frames decoded ahead of the one being keyed: 1..8,
+                                default 2; 0 runs every stage on the calling thread */
+} ckey_shot_options;
+
+void ckey_shot_options_default(ckey_shot_options *o);
+
+typedef enum ckey_shot_event_kind {
+    CKEY_SHOT_KEYED = 0,     /* written */
+    CKEY_SHOT_SKIPPED = 1,   /* plan said SKIP (outputs complete) */
+    CKEY_SHOT_FAILED = 2     /* skipped under CKEY_ON_ERROR_SKIP; `error` says why */
+} ckey_shot_event_kind;
+
+typedef struct ckey_shot_event {
+    ckey_shot_event_kind kind;
+    int64_t index;                /* into source->frames */
+    const ckey_shot_frame *frame;
+    int32_t width, height;        /* KEYED */
+    double seconds;               /* KEYED: read start to written */
+    double model_seconds;         /* KEYED: inside ckey_session_key */
+    const ckey_error *error;      /* FAILED */
+    /* running totals, for progress */
+    int64_t keyed, skipped, failed;
+    double elapsed;               /* since ckey_shot_run began */
+    double model_total;           /* sum of model_seconds so far */
+} ckey_shot_event;
+
+/* Called for every frame of the plan that is not EXCLUDE, in frame order,
+ * from one thread at a time (the writer thread when threaded). */
+typedef void (*ckey_shot_event_fn)(void *user, const ckey_shot_event *ev);
+
+typedef struct ckey_shot_stats {
+    int64_t keyed, skipped, failed;
+    double seconds;               /* wall time of the run (end to end) */
+    double model_seconds;         /* total inside ckey_session_key */
+    double read_seconds;          /* total in source->read (+ auto hint) */
+    double write_seconds;         /* total in post-processing + sink->write */
+} ckey_shot_stats;
+
+/*
+ * Key the frames of `src` whose `plan[i]` is CKEY_SHOT_KEY ([src->count]
+ * entries; NULL: key every frame) with session `s`, writing to `sink`. Calls
+ * sink->begin first when any frame is to be keyed. Per-frame buffers are
+ * allocated for the first frame and reused (grown only for a larger plate);
+ * the decoders allocate their own pixel buffers.
+ * On a fatal error the frames before the failing one are still written (in
+ * order), the stages stop, and the error names the frame and the file
+ * ("frame 7: Input/plate_0007.png: truncated"). `stats` (may be NULL) is
+ * filled on success and failure.
+ */
+ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
+                          const uint8_t *plan, const ckey_shot_options *o,
+                          ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                          ckey_error *err);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@
 
 #include "ckey.h"
 
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_PARTIAL = 3 };
 
 /* The real architecture's embedding width; anything else is a reduced test
  * configuration whose (random) weights cannot produce a meaningful matte. */
@@ -46,7 +46,8 @@ static const char usage_main[] =
     "'ckey <command> --help' describes a command's options.\n"
     "\n"
     "exit codes: 0 success, 1 runtime failure (message on stderr as\n"
-    "'ckey: error: ...'), 2 usage error (bad or missing arguments).\n";
+    "'ckey: error: ...'), 2 usage error (bad or missing arguments), 3 (key\n"
+    "--on-error skip) finished, but some frames were skipped as bad.\n";
 
 static const char usage_run[] =
     "usage: ckey run --model M --image PLATE --hint HINT --out DIR [options]\n"
@@ -75,7 +76,13 @@ static const char usage_run[] =
     "                          converted to sRGB after the resize, as the official\n"
     "                          engine does\n"
     "  --linear                same as --input-space linear\n"
-    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: how alpha and fg go\n"
+    "                          from S back to the plate size. lanczos4 is cv2's\n"
+    "                          INTER_LANCZOS4, the official CLI's default (CPU\n"
+    "                          post-processing); bilinear is torchvision's\n"
+    "                          antialiased resize (its --gpu-post path)\n"
+    "  --device D              auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P           fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --json                  print one JSON object instead of text\n"
     "  -h, --help              this help\n"
@@ -93,7 +100,8 @@ static const char usage_info[] =
     "  --model PATH     checkpoint (.pth or .safetensors)\n"
     "  --size S         network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N      CPU worker threads the plan is made for (default 0 = all)\n"
-    "  --device D       cpu (default), cuda or cuda:N\n"
+    "  --device D       auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P    fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES   plan against a memory budget, e.g. 512M\n"
     "  --memory         also list every planned buffer (size, arena offset, lifetime)\n"
     "  --json           print one JSON object\n"
@@ -199,6 +207,8 @@ typedef struct opts {
     int dry_run, force, have_frames;
     long frame_first, frame_last;
     ckey_exr_compression exr;
+    ckey_shot_on_error on_error;
+    int read_ahead; /* -1: the library default */
     const char *positional[2];
     int npositional;
 } opts;
@@ -237,7 +247,17 @@ static int parse_bytes(const char *s, int64_t *out) {
     return 1;
 }
 
+/* The default device: the first CUDA GPU when one is usable, else the CPU. */
+static void default_device(ckey_session_options *so) {
+    so->device = ckey_device_count(CKEY_DEVICE_CUDA) > 0 ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+    so->device_index = 0;
+}
+
 static int parse_device(const char *s, ckey_session_options *so) {
+    if (!strcmp(s, "auto")) {
+        default_device(so);
+        return 1;
+    }
     if (!strcmp(s, "cpu")) {
         so->device = CKEY_DEVICE_CPU;
         return 1;
@@ -260,7 +280,8 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_STRENGTH = 64, O_LINEAR = 128, O_DEVICE = 256, O_BUDGET = 512, O_JSON = 1024, O_MEMORY = 2048,
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
-       O_INPUT_SPACE = 1 << 20 };
+       O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22, O_RESIZE_BACK = 1 << 23,
+       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25 };
 
 static const struct {
     const char *name;
@@ -274,6 +295,9 @@ static const struct {
     {"--no-despeckle", O_NO_DESPECKLE, 0}, {"--despeckle-area", O_DESPECKLE_AREA, 1},
     {"--frames", O_FRAMES, 1},   {"--dry-run", O_DRY_RUN, 0}, {"--force", O_FORCE, 0},
     {"--exr-compression", O_EXR_COMPRESSION, 1}, {"--input-space", O_INPUT_SPACE, 1},
+    {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
+    {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
+    {"--precision", O_PRECISION, 1},
 };
 
 /*
@@ -352,7 +376,7 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         case O_DEVICE:
             if (!parse_device(val, &o->so))
-                return usage_error(o->cmd, "--device '%s': expected cpu, cuda or cuda:N", val);
+                return usage_error(o->cmd, "--device '%s': expected auto, cpu, cuda or cuda:N", val);
             break;
         case O_BUDGET:
             if (!parse_bytes(val, &o->so.memory_budget))
@@ -371,6 +395,22 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             break;
         }
         case O_NO_DESPECKLE: o->post.despeckle = 0; break;
+        case O_PRECISION:
+            if (!strcmp(val, "fp32")) o->so.precision = CKEY_PRECISION_FP32;
+            else if (!strcmp(val, "fp16")) o->so.precision = CKEY_PRECISION_FP16;
+            else if (!strcmp(val, "bf16")) o->so.precision = CKEY_PRECISION_BF16;
+            else return usage_error(o->cmd, "--precision '%s': expected fp32, fp16 or bf16", val);
+            break;
+        case O_RESIZE_BACK:
+            if (!strcmp(val, "lanczos4")) o->so.resize_back = CKEY_RESIZE_BACK_LANCZOS4;
+            else if (!strcmp(val, "bilinear")) o->so.resize_back = CKEY_RESIZE_BACK_BILINEAR;
+            else return usage_error(o->cmd, "--resize-back '%s': expected lanczos4 or bilinear", val);
+            break;
+        case O_DESPECKLE_MODE:
+            if (!strcmp(val, "opencv")) o->post.despeckle_mode = CKEY_DESPECKLE_OPENCV;
+            else if (!strcmp(val, "torch")) o->post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+            else return usage_error(o->cmd, "--despeckle-mode '%s': expected opencv or torch", val);
+            break;
         case O_DESPECKLE_AREA:
             if (!parse_int(val, 0, 1L << 30, &n))
                 return usage_error(o->cmd, "--despeckle-area '%s' is not a pixel count >= 0", val);
@@ -396,6 +436,16 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             o->frame_last = fb;
             break;
         }
+        case O_ON_ERROR:
+            if (!strcmp(val, "stop")) o->on_error = CKEY_ON_ERROR_STOP;
+            else if (!strcmp(val, "skip")) o->on_error = CKEY_ON_ERROR_SKIP;
+            else return usage_error(o->cmd, "--on-error '%s': expected stop or skip", val);
+            break;
+        case O_READ_AHEAD:
+            if (!parse_int(val, 0, 8, &n))
+                return usage_error(o->cmd, "--read-ahead '%s' is not a count between 0 and 8", val);
+            o->read_ahead = (int)n;
+            break;
         case O_DRY_RUN: o->dry_run = 1; break;
         case O_FORCE: o->force = 1; break;
         case O_EXR_COMPRESSION:
@@ -465,9 +515,10 @@ static int cmd_run(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "run";
     ckey_session_options_default(&o.so);
+    default_device(&o.so);
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
-                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON,
+                            O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON | O_RESIZE_BACK | O_PRECISION,
                         0, usage_run, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model") || !require(&o, o.image, "--image") ||
@@ -654,9 +705,10 @@ static const char usage_key[] =
     "*.tiff or *.exr (any case; other files are ignored). A file's frame number\n"
     "is the last run of digits in its name (plate_0042.png -> 42). Plates and\n"
     "hints pair by frame number. Video files (mp4, mov, ...) are not supported\n"
-    "yet. Errors (exit 1, naming the file and frame): a plate without a hint, two\n"
-    "files with one frame number, a name without digits, a hint whose size\n"
-    "differs from its plate. Hints without a plate are ignored (a warning).\n"
+    "yet. Errors found before anything is keyed (exit 1): two files with one\n"
+    "frame number, a name without digits, a plate without a hint (with\n"
+    "--on-error skip that frame fails in its turn instead). Hints without a\n"
+    "plate are ignored (a warning).\n"
     "\n"
     "Outputs, per frame, named after the plate (<stem> = its name without the\n"
     "extension, so the frame number is kept), directories created as needed:\n"
@@ -667,7 +719,11 @@ static const char usage_key[] =
     "  OUT/Comp/<stem>.png       8-bit sRGB preview over a checkerboard\n"
     "EXR files are HALF. Every file is written atomically (temp file + rename),\n"
     "so a frame whose four outputs exist is complete and is skipped on a re-run\n"
-    "(resume) unless --force.\n"
+    "(resume) unless --force; a run that was killed or failed resumes there.\n"
+    "\n"
+    "Threads: a reader thread decodes the next frames (--read-ahead) while the\n"
+    "network keys one, and a writer thread post-processes and writes the one\n"
+    "before, in frame order.\n"
     "\n"
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors); required\n"
@@ -678,61 +734,59 @@ static const char usage_key[] =
     "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
-    "  --device D              cpu (default), cuda or cuda:N\n"
+    "  --device D              auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
+    "  --precision P           fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
     "  --despill F             despill strength 0 .. 1 (default 1)\n"
     "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
     "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
+    "  --resize-back R         lanczos4 (default) or bilinear: the resize from S\n"
+    "                          back to the plate (upstream's CPU / GPU\n"
+    "                          post-processing; see ckey run --help)\n"
+    "  --despeckle-mode M      opencv (default) or torch: upstream's\n"
+    "                          clean_matte_opencv (CLI default) or\n"
+    "                          clean_matte_torch (its --gpu-post path, with\n"
+    "                          --resize-back bilinear)\n"
     "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
     "                          extension, are linear, other formats sRGB)\n"
     "  --linear                same as --input-space linear\n"
     "  --frames A-B            only frame numbers A to B inclusive (or one: N)\n"
     "  --exr-compression C     pxr24 (default), zip or none\n"
+    "  --on-error stop|skip    stop (default): the first frame whose plate or hint\n"
+    "                          cannot be used (unreadable, corrupt, truncated, no\n"
+    "                          hint, size mismatch, too large) ends the run, after\n"
+    "                          the frames before it are written; skip: report that\n"
+    "                          frame, key the rest, exit 3. Output errors (disk\n"
+    "                          full, ...) always stop\n"
+    "  --read-ahead N          frames decoded ahead of the network, 0 .. 8\n"
+    "                          (default 2; 0 = no threads, one stage at a time)\n"
     "  --dry-run               list the frames that would be keyed or skipped;\n"
     "                          writes nothing and loads no model\n"
     "  --force                 re-key frames whose outputs already exist\n"
     "  --json                  NDJSON events on stdout, one object a line:\n"
     "                          {\"event\":\"started\",\"frames\":N,\"to_key\":K,...},\n"
     "                          {\"event\":\"frame\",\"frame\":F,\"status\":\"keyed\"|\"skipped\"\n"
-    "                          (dry run: \"would_key\"),\"seconds\":T,...},\n"
+    "                          |\"failed\" (dry run: \"would_key\"),\"seconds\":T,...},\n"
     "                          {\"event\":\"warning\",\"message\":...},\n"
-    "                          {\"event\":\"done\",\"keyed\":K,\"skipped\":S,\"seconds\":T,\"fps\":F},\n"
+    "                          {\"event\":\"done\",\"keyed\":K,\"skipped\":S,\"failed\":X,\n"
+    "                          \"seconds\":T,\"fps\":F,\"model_fps\":M,...},\n"
     "                          or {\"event\":\"error\",\"message\":...} before exit 1\n"
     "  -h, --help              this help\n"
     "\n"
-    "Progress goes to stderr: a one-line counter (frame i/n, fps, ETA) when\n"
-    "stderr is a terminal, one line per frame otherwise (none with --json). The\n"
-    "end-to-end rate (read + key + post + write) is reported at the end.\n"
+    "Progress goes to stderr: a one-line counter (frame i/n, fps, model fps,\n"
+    "ETA) when stderr is a terminal, one line per frame otherwise (none with\n"
+    "--json). Two rates are reported: end to end (frames written per second of\n"
+    "the run: read + key + post + write, overlapped) and model only (frames per\n"
+    "second of time inside the network); the summary line gives both.\n"
     "\n"
-    "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
-
-typedef struct seq_file {
-    char *name;   /* file name within the directory */
-    long frame;
-} seq_file;
-
-typedef struct seq {
-    seq_file *f;
-    int n, cap;
-} seq;
-
-static void seq_free(seq *s) {
-    for (int i = 0; i < s->n; i++) free(s->f[i].name);
-    free(s->f);
-    memset(s, 0, sizeof *s);
-}
+    "exit codes: 0 success, 1 runtime failure (the message names the file and\n"
+    "the frame; frames written before it are complete), 2 usage error, 3 done\n"
+    "but frames were skipped as bad (--on-error skip).\n";
 
 static const char *file_ext(const char *name) {
     const char *dot = strrchr(name, '.');
     return dot && dot != name ? dot + 1 : "";
-}
-
-static int is_image_ext(const char *e) {
-    static const char *const ok[] = {"png", "jpg", "jpeg", "tif", "tiff", "exr"};
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-        if (!strcasecmp(e, ok[i])) return 1;
-    return 0;
 }
 
 static int is_video_ext(const char *e) {
@@ -741,29 +795,6 @@ static int is_video_ext(const char *e) {
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
         if (!strcasecmp(e, v[i])) return 1;
     return 0;
-}
-
-/* Last run of digits in the name (extension excluded); -1 when none. */
-static long frame_number(const char *name) {
-    const char *end = strrchr(name, '.');
-    if (!end || end == name) end = name + strlen(name);
-    const char *p = end;
-    while (p > name && !isdigit((unsigned char)p[-1])) p--;
-    if (p == name) return -1;
-    const char *q = p;
-    while (q > name && isdigit((unsigned char)q[-1])) q--;
-    long v = 0;
-    for (const char *c = q; c < p; c++) {
-        if (v > 99999999L) return -2; /* too long */
-        v = v * 10 + (*c - '0');
-    }
-    return v;
-}
-
-static int cmp_frame(const void *a, const void *b) {
-    const seq_file *x = a, *y = b;
-    if (x->frame != y->frame) return x->frame < y->frame ? -1 : 1;
-    return strcmp(x->name, y->name);
 }
 
 static char *path2(const char *dir, const char *name) {
@@ -777,109 +808,25 @@ static char *path2(const char *dir, const char *name) {
     return p;
 }
 
-/* Scan a sequence directory. Returns 1, or 0 with `why` set. */
-static int scan_sequence(const char *dir, const char *what, seq *s, char *why, size_t cap) {
-    memset(s, 0, sizeof *s);
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        snprintf(why, cap, "%s directory %s: %s", what, dir, strerror(errno));
-        return 0;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        if (is_video_ext(file_ext(dir)))
-            snprintf(why, cap, "%s: video input is not supported yet (extract the frames as an "
-                               "image sequence)", dir);
-        else
-            snprintf(why, cap, "%s %s is not a directory of frames", what, dir);
-        return 0;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        snprintf(why, cap, "cannot open %s directory %s: %s", what, dir, strerror(errno));
-        return 0;
-    }
-    struct dirent *e;
-    int ok = 1;
-    while (ok && (e = readdir(d))) {
-        const char *name = e->d_name;
-        if (name[0] == '.') continue;
-        const char *ext = file_ext(name);
-        if (is_video_ext(ext)) {
-            snprintf(why, cap, "%s/%s: video input is not supported yet (extract the frames as "
-                               "an image sequence)", dir, name);
-            ok = 0;
-            break;
-        }
-        if (!is_image_ext(ext)) continue;
-        long fr = frame_number(name);
-        if (fr < 0) {
-            snprintf(why, cap, "%s/%s: %s", dir, name,
-                     fr == -1 ? "no frame number in the file name (expected digits, e.g. "
-                                "plate_0001.png)"
-                              : "frame number too large");
-            ok = 0;
-            break;
-        }
-        if (s->n == s->cap) {
-            int nc = s->cap ? 2 * s->cap : 64;
-            seq_file *nf = realloc(s->f, (size_t)nc * sizeof *nf);
-            if (!nf) {
-                snprintf(why, cap, "out of memory listing %s", dir);
-                ok = 0;
-                break;
-            }
-            s->f = nf;
-            s->cap = nc;
-        }
-        s->f[s->n].name = strdup(name);
-        s->f[s->n].frame = fr;
-        if (!s->f[s->n].name) {
-            snprintf(why, cap, "out of memory listing %s", dir);
-            ok = 0;
-            break;
-        }
-        s->n++;
-    }
-    closedir(d);
-    if (!ok) {
-        seq_free(s);
-        return 0;
-    }
-    if (s->n) qsort(s->f, (size_t)s->n, sizeof *s->f, cmp_frame);
-    for (int i = 1; i < s->n; i++) {
-        if (s->f[i].frame == s->f[i - 1].frame) {
-            snprintf(why, cap, "%s: frame %ld appears twice: %s/%s and %s/%s", what,
-                     s->f[i].frame, dir, s->f[i - 1].name, dir, s->f[i].name);
-            seq_free(s);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-static const seq_file *seq_find(const seq *s, long frame) {
-    int lo = 0, hi = s->n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (s->f[mid].frame == frame) return &s->f[mid];
-        if (s->f[mid].frame < frame) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return NULL;
-}
-
-static int key_json;
+/* State of one `key` run shared by its messages and the progress callback. */
+typedef struct key_ctx {
+    int json, tty;
+    int64_t total;   /* frames in the plan (keyed + skipped + failed) */
+    int64_t to_key;
+    int64_t pos;     /* events so far */
+} key_ctx;
 
 /* Runtime failure of `key`: stderr message, and with --json an error event. */
-static int key_fail(ckey_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int key_fail(ckey_status st, const char *fmt, ...) {
+static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...) {
     char msg[4600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "ckey: error: %s\n", msg);
-    if (key_json) {
+    if (k->json) {
         printf("{\"event\":\"error\",\"status\":");
         json_str(stdout, ckey_status_name(st));
         printf(",\"message\":");
@@ -890,15 +837,9 @@ static int key_fail(ckey_status st, const char *fmt, ...) {
     return EXIT_RUNTIME;
 }
 
-static void key_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void key_warning(const char *fmt, ...) {
-    char msg[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+static void key_warning(const key_ctx *k, const char *msg) {
     fprintf(stderr, "ckey: warning: %s\n", msg);
-    if (key_json) {
+    if (k->json) {
         printf("{\"event\":\"warning\",\"message\":");
         json_str(stdout, msg);
         printf("}\n");
@@ -906,32 +847,7 @@ static void key_warning(const char *fmt, ...) {
     }
 }
 
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-enum { PASS_MATTE, PASS_FG, PASS_PROCESSED, PASS_COMP, NPASS };
-static const char *const pass_dir[NPASS] = {"Matte", "FG", "Processed", "Comp"};
-
-typedef struct key_item {
-    const seq_file *plate, *hint;
-    char *out[NPASS];
-    int complete;
-} key_item;
-
-/* OUT/<Pass>/<stem>.<ext>; NULL on no memory. */
-static char *pass_path(const char *out, int pass, const char *plate_name) {
-    const char *dot = strrchr(plate_name, '.');
-    size_t stem = dot && dot != plate_name ? (size_t)(dot - plate_name) : strlen(plate_name);
-    size_t n = strlen(out) + strlen(pass_dir[pass]) + stem + 16;
-    char *p = malloc(n);
-    if (!p) return NULL;
-    const size_t ol = strlen(out);
-    snprintf(p, n, "%s%s%s/%.*s.%s", out, ol && out[ol - 1] == '/' ? "" : "/", pass_dir[pass],
-             (int)stem, plate_name, pass == PASS_COMP ? "png" : "exr");
-    return p;
-}
+static void key_warning_cb(void *user, const char *msg) { key_warning(user, msg); }
 
 static void fmt_eta(char *buf, size_t cap, double s) {
     if (!(s >= 0) || s > 1e7) {
@@ -943,27 +859,78 @@ static void fmt_eta(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* Progress: one call per planned frame, in frame order (ckey_shot_run). */
+static void key_event(void *user, const ckey_shot_event *ev) {
+    key_ctx *k = user;
+    const long long fr = (long long)ev->frame->number;
+    const long long pos = (long long)++k->pos;
+    /* end to end: frames written per second of the run so far; model only:
+     * frames per second spent inside the network */
+    const double fps = ev->keyed > 0 && ev->elapsed > 0 ? ev->keyed / ev->elapsed : 0.0;
+    const double mfps = ev->keyed > 0 && ev->model_total > 0 ? ev->keyed / ev->model_total : 0.0;
+    if (ev->kind == CKEY_SHOT_SKIPPED) {
+        if (k->json)
+            printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"skipped\",\"seconds\":0}\n", fr);
+        else if (!k->tty)
+            fprintf(stderr, "frame %lld (%lld/%lld): skipped, outputs complete\n", fr, pos,
+                    (long long)k->total);
+    } else if (ev->kind == CKEY_SHOT_FAILED) {
+        fprintf(stderr, "%sckey: warning: skipped (--on-error skip): %s\n", k->tty ? "\n" : "",
+                ev->error->message);
+        if (k->json) {
+            printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"failed\",\"seconds\":0,"
+                   "\"error\":", fr);
+            json_str(stdout, ckey_status_name(ev->error->status));
+            printf(",\"message\":");
+            json_str(stdout, ev->error->message);
+            printf("}\n");
+        }
+    } else {
+        const int64_t left = k->to_key - ev->keyed - ev->failed;
+        char e[32];
+        fmt_eta(e, sizeof e, left / (fps > 0 ? fps : 1e-9));
+        if (k->json)
+            printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"keyed\",\"seconds\":%.6f,"
+                   "\"model_seconds\":%.6f,\"width\":%d,\"height\":%d,\"index\":%lld,\"total\":%lld,"
+                   "\"fps\":%.4f,\"model_fps\":%.4f}\n",
+                   fr, ev->seconds, ev->model_seconds, (int)ev->width, (int)ev->height, pos,
+                   (long long)k->total, fps, mfps);
+        else if (k->tty)
+            fprintf(stderr, "\rframe %lld/%lld (#%lld)  %.2f fps (model %.2f fps)  ETA %s   ", pos,
+                    (long long)k->total, fr, fps, mfps, e);
+        else
+            fprintf(stderr, "frame %lld (%lld/%lld): keyed in %.3f s (model %.3f s), %.2f fps "
+                            "(model %.2f fps), ETA %s\n",
+                    fr, pos, (long long)k->total, ev->seconds, ev->model_seconds, fps, mfps, e);
+    }
+    if (k->json) fflush(stdout);
+}
+
 static int cmd_key(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
     o.cmd = "key";
     ckey_session_options_default(&o.so);
+    default_device(&o.so);
     ckey_post_options_default(&o.post);
     o.exr = CKEY_EXR_PXR24;
+    o.read_ahead = -1;
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR | O_INPUT_SPACE |
-                            O_DEVICE | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
-                            O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION,
+                            O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
+                            O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
+                            O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
-    key_json = o.json;
+    key_ctx kc;
+    memset(&kc, 0, sizeof kc);
+    kc.json = o.json;
+    kc.tty = !o.json && isatty(2);
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
 
     char *plate_dir = NULL, *hint_dir = NULL, *out_dir = NULL;
     /* --hint auto: every frame's hint is made from its plate (ckey_auto_hint) */
     const int auto_hint = o.hint && !strcmp(o.hint, "auto");
-    static char auto_name[] = "auto";
-    const seq_file auto_file = {auto_name, 0};
     if (o.npositional == 1) {
         if (o.plate || (o.hint && !auto_hint) || o.out)
             return usage_error(o.cmd, "give either SHOT_DIR or --plate/--hint/--out, not both "
@@ -971,7 +938,7 @@ static int cmd_key(int argc, char **argv) {
         const char *shot = o.positional[0];
         struct stat st;
         if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode) && is_video_ext(file_ext(shot)))
-            return key_fail(CKEY_ERR_UNSUPPORTED, "%s: video input is not supported yet", shot);
+            return key_fail(&kc, CKEY_ERR_UNSUPPORTED, "%s: video input is not supported yet", shot);
         plate_dir = path2(shot, "Input");
         hint_dir = auto_hint ? strdup("auto") : path2(shot, "AlphaHint");
         out_dir = path2(shot, "Output");
@@ -984,86 +951,63 @@ static int cmd_key(int argc, char **argv) {
         out_dir = strdup(o.out);
     }
 
-    char why[4400];
-    seq plates, hints;
-    memset(&plates, 0, sizeof plates);
-    memset(&hints, 0, sizeof hints);
-    key_item *items = NULL;
-    int nitems = 0;
+    ckey_source src;
+    ckey_sink sink;
+    memset(&src, 0, sizeof src);
+    memset(&sink, 0, sizeof sink);
+    uint8_t *plan = NULL;
     ckey_model *model = NULL;
     ckey_session *sess = NULL;
-    ckey_image plate, hint;
-    memset(&plate, 0, sizeof plate);
-    memset(&hint, 0, sizeof hint);
-    float *alpha = NULL, *fg = NULL, *processed = NULL, *comp = NULL;
-    void *scratch = NULL;
-    size_t buf_pixels = 0, scratch_cap = 0;
     int exit_code = EXIT_RUNTIME;
     ckey_error err;
     memset(&err, 0, sizeof err);
 
     if (!plate_dir || !hint_dir || !out_dir) {
-        exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+        exit_code = key_fail(&kc, CKEY_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (!scan_sequence(plate_dir, "plate", &plates, why, sizeof why) ||
-        (!auto_hint && !scan_sequence(hint_dir, "hint", &hints, why, sizeof why))) {
-        exit_code = key_fail(strstr(why, "video") ? CKEY_ERR_UNSUPPORTED : CKEY_ERR_IO, "%s", why);
-        goto done;
-    }
-    if (plates.n == 0) {
-        exit_code = key_fail(CKEY_ERR_IO, "%s holds no image frames (png, jpg, jpeg, tif, tiff, exr)",
-                             plate_dir);
+    if (ckey_source_open_sequence(plate_dir, auto_hint ? NULL : hint_dir, key_warning_cb, &kc, &src,
+                                  &err) != CKEY_OK ||
+        ckey_sink_open_passes(out_dir, o.exr, &sink, &err) != CKEY_OK) {
+        exit_code = key_fail(&kc, err.status, "%s", err.message);
         goto done;
     }
 
-    /* Pair plates with hints, within --frames. */
-    items = calloc((size_t)plates.n, sizeof *items);
-    if (!items) {
-        exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
+    /* The plan: frames within --frames; complete ones skipped (resume). A
+     * plate without a hint stops here, before anything is keyed, unless
+     * --on-error skip (then that frame fails in its turn). */
+    plan = calloc((size_t)src.count + 1, 1);
+    if (!plan) {
+        exit_code = key_fail(&kc, CKEY_ERR_NOMEM, "out of memory");
         goto done;
     }
-    int to_key = 0;
-    for (int i = 0; i < plates.n; i++) {
-        const seq_file *pf = &plates.f[i];
-        if (o.have_frames && (pf->frame < o.frame_first || pf->frame > o.frame_last)) continue;
-        const seq_file *hf = auto_hint ? &auto_file : seq_find(&hints, pf->frame);
-        if (!hf) {
-            exit_code = key_fail(CKEY_ERR_IO, "frame %ld: plate %s/%s has no hint in %s (hints "
-                                              "pair with plates by frame number)",
-                                 pf->frame, plate_dir, pf->name, hint_dir);
+    int64_t first = -1, last = -1;
+    for (int64_t i = 0; i < src.count; i++) {
+        const ckey_shot_frame *f = &src.frames[i];
+        if (o.have_frames && (f->number < o.frame_first || f->number > o.frame_last)) continue;
+        if (!f->hint && o.on_error == CKEY_ON_ERROR_STOP) {
+            exit_code = key_fail(&kc, CKEY_ERR_IO, "frame %lld: plate %s has no hint in %s (hints "
+                                                   "pair with plates by frame number)",
+                                 (long long)f->number, f->plate, hint_dir);
             goto done;
         }
-        key_item *it = &items[nitems++];
-        it->plate = pf;
-        it->hint = hf;
-        int complete = 1;
-        for (int p = 0; p < NPASS; p++) {
-            it->out[p] = pass_path(out_dir, p, pf->name);
-            if (!it->out[p]) {
-                exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            if (!file_exists(it->out[p])) complete = 0;
-        }
-        it->complete = complete && !o.force;
-        if (!it->complete) to_key++;
+        plan[i] = !o.force && sink.complete(sink.self, f) ? CKEY_SHOT_SKIP : CKEY_SHOT_KEY;
+        kc.total++;
+        if (plan[i] == CKEY_SHOT_KEY) kc.to_key++;
+        if (first < 0) first = f->number;
+        last = f->number;
     }
-    for (int i = 0; i < hints.n; i++)
-        if (!seq_find(&plates, hints.f[i].frame) &&
-            !(o.have_frames && (hints.f[i].frame < o.frame_first || hints.f[i].frame > o.frame_last)))
-            key_warning("hint %s/%s (frame %ld) has no plate; ignored", hint_dir, hints.f[i].name,
-                        hints.f[i].frame);
-    if (nitems == 0) {
-        exit_code = key_fail(CKEY_ERR_INVALID_ARG, "no plate in %s has a frame number in %ld-%ld",
+    if (kc.total == 0) {
+        exit_code = key_fail(&kc, CKEY_ERR_INVALID_ARG, "no plate in %s has a frame number in %ld-%ld",
                              plate_dir, o.frame_first, o.frame_last);
         goto done;
     }
+    const long long nitems = (long long)kc.total, to_key = (long long)kc.to_key;
 
     if (o.json) {
-        printf("{\"event\":\"started\",\"frames\":%d,\"to_key\":%d,\"to_skip\":%d,\"first\":%ld,"
-               "\"last\":%ld,\"plate_dir\":",
-               nitems, to_key, nitems - to_key, items[0].plate->frame, items[nitems - 1].plate->frame);
+        printf("{\"event\":\"started\",\"frames\":%lld,\"to_key\":%lld,\"to_skip\":%lld,\"first\":%lld,"
+               "\"last\":%lld,\"plate_dir\":",
+               nitems, to_key, nitems - to_key, (long long)first, (long long)last);
         json_str(stdout, plate_dir);
         printf(",\"hint_dir\":");
         json_str(stdout, hint_dir);
@@ -1071,27 +1015,29 @@ static int cmd_key(int argc, char **argv) {
         json_str(stdout, out_dir);
         printf(",\"model\":");
         json_str(stdout, o.model);
-        printf(",\"size\":%d,\"dry_run\":%s}\n", (int)o.so.size, o.dry_run ? "true" : "false");
+        printf(",\"size\":%d,\"dry_run\":%s,\"on_error\":\"%s\"}\n", (int)o.so.size,
+               o.dry_run ? "true" : "false", o.on_error == CKEY_ON_ERROR_SKIP ? "skip" : "stop");
         fflush(stdout);
     }
 
     if (o.dry_run) {
-        for (int i = 0; i < nitems; i++) {
-            const key_item *it = &items[i];
+        for (int64_t i = 0; i < src.count; i++) {
+            if (plan[i] == CKEY_SHOT_EXCLUDE) continue;
+            const ckey_shot_frame *f = &src.frames[i];
+            const int skip = plan[i] == CKEY_SHOT_SKIP;
             if (o.json)
-                printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"%s\",\"seconds\":0}\n",
-                       it->plate->frame, it->complete ? "skipped" : "would_key");
+                printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"%s\",\"seconds\":0}\n",
+                       (long long)f->number, skip ? "skipped" : "would_key");
             else
-                printf("frame %ld: %s  (%s + %s)\n", it->plate->frame,
-                       it->complete ? "skip (outputs complete)" : "key", it->plate->name,
-                       it->hint->name);
+                printf("frame %lld: %s  (%s + %s)\n", (long long)f->number,
+                       skip ? "skip (outputs complete)" : "key", f->plate, f->hint ? f->hint : "no hint");
         }
         if (o.json)
-            printf("{\"event\":\"done\",\"keyed\":0,\"skipped\":%d,\"would_key\":%d,\"seconds\":0,"
+            printf("{\"event\":\"done\",\"keyed\":0,\"skipped\":%lld,\"would_key\":%lld,\"seconds\":0,"
                    "\"fps\":0,\"dry_run\":true}\n",
                    nitems - to_key, to_key);
         else
-            printf("dry run: %d frame%s would be keyed, %d skipped; nothing written\n", to_key,
+            printf("dry run: %lld frame%s would be keyed, %lld skipped; nothing written\n", to_key,
                    to_key == 1 ? "" : "s", nitems - to_key);
         exit_code = EXIT_OK;
         goto done;
@@ -1100,202 +1046,71 @@ static int cmd_key(int argc, char **argv) {
     const double t_start = now_seconds();
     if (to_key > 0) {
         if (ckey_model_load(o.model, &model, &err) != CKEY_OK) {
-            exit_code = key_fail(err.status, "%s", err.message);
+            exit_code = key_fail(&kc, err.status, "%s", err.message);
             goto done;
         }
         ckey_model_info mi;
         memset(&mi, 0, sizeof mi);
         ckey_model_get_info(model, &mi);
         if (is_test_model(&mi)) {
-            if (o.json)
-                key_warning("%s is a reduced test configuration (embed_dim %d); its mattes are not "
-                            "meaningful", o.model, (int)mi.embed_dim);
-            else
+            if (o.json) {
+                char msg[1200];
+                snprintf(msg, sizeof msg, "%s is a reduced test configuration (embed_dim %d); its "
+                         "mattes are not meaningful", o.model, (int)mi.embed_dim);
+                key_warning(&kc, msg);
+            } else {
                 test_model_notice(o.model, &mi);
+            }
         }
         if (ckey_session_create(model, &o.so, &sess, &err) != CKEY_OK) {
-            exit_code = key_fail(err.status, "%s", err.message);
+            exit_code = key_fail(&kc, err.status, "%s", err.message);
             goto done;
-        }
-        for (int p = 0; p < NPASS; p++) {
-            char *d = path2(out_dir, pass_dir[p]);
-            int ok = d && make_dirs(d, why, sizeof why);
-            if (!d) snprintf(why, sizeof why, "out of memory");
-            free(d);
-            if (!ok) {
-                exit_code = key_fail(CKEY_ERR_IO, "%s", why);
-                goto done;
-            }
         }
     }
-    const double t_loop = now_seconds();
-    const int tty = !o.json && isatty(2);
-    int keyed = 0, skipped = 0;
-    for (int i = 0; i < nitems; i++) {
-        key_item *it = &items[i];
-        const long fr = it->plate->frame;
-        if (it->complete) {
-            skipped++;
-            if (o.json)
-                printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"skipped\",\"seconds\":0}\n", fr);
-            else if (!tty)
-                fprintf(stderr, "frame %ld (%d/%d): skipped, outputs complete\n", fr, i + 1, nitems);
-            fflush(stdout);
-            continue;
-        }
-        const double tf = now_seconds();
-        char *pp = path2(plate_dir, it->plate->name), *hp = auto_hint ? strdup("auto") : path2(hint_dir, it->hint->name);
-        if (!pp || !hp) {
-            free(pp);
-            free(hp);
-            exit_code = key_fail(CKEY_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        ckey_image_free(&plate);
-        ckey_image_free(&hint);
-        ckey_status st = ckey_image_read(pp, CKEY_IMAGE_RGB, &plate, &err);
-        if (st == CKEY_OK && !auto_hint) st = ckey_image_read(hp, CKEY_IMAGE_HINT, &hint, &err);
-        if (st == CKEY_OK && auto_hint) {
-            const size_t sb = ckey_auto_hint_scratch_bytes(plate.width, plate.height);
-            void *ascratch = malloc(sb);
-            hint.width = plate.width;
-            hint.height = plate.height;
-            hint.channels = 1;
-            hint.data = malloc((size_t)plate.width * plate.height * sizeof(float));
-            if (!ascratch || !hint.data) st = CKEY_ERR_NOMEM, snprintf(err.message, sizeof err.message, "out of memory");
-            else st = ckey_auto_hint(plate.data, plate.width, plate.height, hint.data, ascratch, &err);
-            free(ascratch);
-            if (st != CKEY_OK) err.status = st;
-        }
-        if (st != CKEY_OK) {
-            free(pp);
-            free(hp);
-            exit_code = key_fail(err.status, "frame %ld: %s", fr, err.message);
-            goto done;
-        }
-        if (plate.width != hint.width || plate.height != hint.height) {
-            exit_code = key_fail(CKEY_ERR_INVALID_ARG,
-                                 "frame %ld: plate %s is %d x %d but hint %s is %d x %d: the hint "
-                                 "must match the plate",
-                                 fr, pp, (int)plate.width, (int)plate.height, hp, (int)hint.width,
-                                 (int)hint.height);
-            free(pp);
-            free(hp);
-            goto done;
-        }
-        const int32_t w = plate.width, h = plate.height;
-        const size_t n = (size_t)w * (size_t)h;
-        if (n > buf_pixels) {
-            free(alpha);
-            free(fg);
-            free(processed);
-            free(comp);
-            alpha = malloc(n * sizeof *alpha);
-            fg = malloc(3 * n * sizeof *fg);
-            processed = malloc(4 * n * sizeof *processed);
-            comp = malloc(3 * n * sizeof *comp);
-            buf_pixels = (alpha && fg && processed && comp) ? n : 0;
-            if (!buf_pixels) {
-                free(pp);
-                free(hp);
-                exit_code = key_fail(CKEY_ERR_NOMEM, "frame %ld: out of memory for a %d x %d plate",
-                                     fr, (int)w, (int)h);
-                goto done;
-            }
-        }
-        const size_t sb = ckey_post_scratch_bytes(w, h, &o.post);
-        if (sb == SIZE_MAX) {
-            free(pp);
-            free(hp);
-            exit_code = key_fail(CKEY_ERR_INVALID_ARG, "frame %ld: bad plate size %d x %d", fr,
-                                 (int)w, (int)h);
-            goto done;
-        }
-        if (sb > scratch_cap) {
-            free(scratch);
-            scratch = malloc(sb);
-            scratch_cap = scratch ? sb : 0;
-            if (!scratch) {
-                free(pp);
-                free(hp);
-                exit_code = key_fail(CKEY_ERR_NOMEM, "frame %ld: out of memory", fr);
-                goto done;
-            }
-        }
-        ckey_frame frame;
-        memset(&frame, 0, sizeof frame);
-        frame.width = w;
-        frame.height = h;
-        frame.rgb = plate.data;
-        frame.hint = hint.data;
-        frame.input_is_linear = o.space == 2 || (o.space == 0 && !strcasecmp(file_ext(it->plate->name), "exr"));
-        free(pp);
-        free(hp);
-        st = ckey_session_key(sess, &frame, alpha, fg, &err);
-        if (st == CKEY_OK)
-            st = ckey_post_passes(alpha, fg, w, h, &o.post, processed, comp, scratch, &err);
-        if (st == CKEY_OK)
-            st = ckey_image_write_exr(it->out[PASS_MATTE], alpha, 1, w, h, o.exr, &err);
-        if (st == CKEY_OK) st = ckey_image_write_exr(it->out[PASS_FG], fg, 3, w, h, o.exr, &err);
-        if (st == CKEY_OK)
-            st = ckey_image_write_exr(it->out[PASS_PROCESSED], processed, 4, w, h, o.exr, &err);
-        if (st == CKEY_OK) st = ckey_image_write_png(it->out[PASS_COMP], comp, 3, w, h, 8, &err);
-        if (st != CKEY_OK) {
-            exit_code = key_fail(err.status, "frame %ld: %s", fr, err.message);
-            goto done;
-        }
-        keyed++;
-        const double now = now_seconds();
-        const double secs = now - tf;
-        const double fps = keyed / (now - t_loop);
-        if (o.json) {
-            printf("{\"event\":\"frame\",\"frame\":%ld,\"status\":\"keyed\",\"seconds\":%.6f,"
-                   "\"width\":%d,\"height\":%d,\"index\":%d,\"total\":%d}\n",
-                   fr, secs, (int)w, (int)h, i + 1, nitems);
-            fflush(stdout);
-        } else {
-            const double eta = (to_key - keyed) / (fps > 0 ? fps : 1e-9);
-            char e[32];
-            fmt_eta(e, sizeof e, eta);
-            if (tty)
-                fprintf(stderr, "\rframe %d/%d (#%ld)  %.2f fps  ETA %s   ", i + 1, nitems, fr, fps, e);
-            else
-                fprintf(stderr, "frame %ld (%d/%d): keyed in %.3f s, %.2f fps, ETA %s\n", fr, i + 1,
-                        nitems, secs, fps, e);
-        }
+    const double setup_s = now_seconds() - t_start;
+
+    ckey_shot_options so;
+    ckey_shot_options_default(&so);
+    so.post = o.post;
+    so.input_space = o.space;
+    so.on_error = o.on_error;
+    if (o.read_ahead >= 0) so.read_ahead = o.read_ahead;
+    ckey_shot_stats stats;
+    const ckey_status st = ckey_shot_run(sess, &src, &sink, plan, &so, key_event, &kc, &stats, &err);
+    if (kc.tty && kc.pos > 0) fputc('\n', stderr);
+    if (st != CKEY_OK) {
+        exit_code = key_fail(&kc, err.status, "%s", err.message);
+        if (!o.json)
+            fprintf(stderr, "ckey: %lld frame%s written before the error; a re-run resumes from "
+                            "there\n", (long long)stats.keyed, stats.keyed == 1 ? "" : "s");
+        goto done;
     }
-    const double t_end = now_seconds();
-    const double loop_s = t_end - t_loop;
-    const double fps = keyed > 0 && loop_s > 0 ? keyed / loop_s : 0.0;
+    const double fps = stats.keyed > 0 && stats.seconds > 0 ? stats.keyed / stats.seconds : 0.0;
+    const double mfps = stats.keyed > 0 && stats.model_seconds > 0 ? stats.keyed / stats.model_seconds : 0.0;
     if (o.json) {
-        printf("{\"event\":\"done\",\"keyed\":%d,\"skipped\":%d,\"seconds\":%.6f,\"fps\":%.4f,"
-               "\"setup_seconds\":%.6f,\"out\":",
-               keyed, skipped, loop_s, fps, t_loop - t_start);
+        printf("{\"event\":\"done\",\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,"
+               "\"fps\":%.4f,\"model_seconds\":%.6f,\"model_fps\":%.4f,\"read_seconds\":%.6f,"
+               "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"out\":",
+               (long long)stats.keyed, (long long)stats.skipped, (long long)stats.failed,
+               stats.seconds, fps, stats.model_seconds, mfps, stats.read_seconds,
+               stats.write_seconds, setup_s, (int)so.read_ahead);
         json_str(stdout, out_dir);
         printf("}\n");
     } else {
-        if (tty) fputc('\n', stderr);
-        printf("keyed %d frame%s, skipped %d, in %.3f s: %.2f fps end to end (read, key, post, "
-               "write; model load + session %.3f s); passes in %s\n",
-               keyed, keyed == 1 ? "" : "s", skipped, loop_s, fps, t_loop - t_start, out_dir);
+        char failed[64] = "";
+        if (stats.failed) snprintf(failed, sizeof failed, ", FAILED %lld", (long long)stats.failed);
+        printf("keyed %lld frame%s, skipped %lld%s, in %.3f s: %.2f fps end to end (read, key, "
+               "post, write), %.2f fps model only; model load + session %.3f s; passes in %s\n",
+               (long long)stats.keyed, stats.keyed == 1 ? "" : "s", (long long)stats.skipped,
+               failed, stats.seconds, fps, mfps, setup_s, out_dir);
     }
-    exit_code = EXIT_OK;
+    exit_code = stats.failed ? EXIT_PARTIAL : EXIT_OK;
 
 done:
     fflush(stdout);
-    if (items)
-        for (int i = 0; i < nitems; i++)
-            for (int p = 0; p < NPASS; p++) free(items[i].out[p]);
-    free(items);
-    seq_free(&plates);
-    seq_free(&hints);
-    ckey_image_free(&plate);
-    ckey_image_free(&hint);
-    free(alpha);
-    free(fg);
-    free(processed);
-    free(comp);
-    free(scratch);
+    free(plan);
+    ckey_source_close(&src);
+    ckey_sink_close(&sink);
     ckey_session_free(sess);
     ckey_model_free(model);
     free(plate_dir);
@@ -1321,7 +1136,8 @@ static int cmd_info(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.cmd = "info";
     ckey_session_options_default(&o.so);
-    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_BUDGET | O_JSON | O_MEMORY,
+    default_device(&o.so);
+    int rc = parse_opts(argc, argv, O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_MEMORY,
                         0, usage_info, &o);
     if (rc >= 0) return rc;
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
@@ -1386,7 +1202,14 @@ static int cmd_info(int argc, char **argv) {
     printf("pos-embed     %d x %d grid (native S = %d)\n", (int)mi.pos_embed_grid,
            (int)mi.pos_embed_grid, (int)mi.native_size);
     printf("parameters    %lld (%.1f M)\n", (long long)mi.num_params, (double)mi.num_params / 1e6);
-    printf("memory plan   at S = %d:\n", (int)o.so.size);
+    const int on_gpu = o.so.device == CKEY_DEVICE_CUDA;
+    const ckey_precision prec = on_gpu ? (o.so.precision == CKEY_PRECISION_DEFAULT ? CKEY_PRECISION_FP16 : o.so.precision)
+                                       : CKEY_PRECISION_FP32;
+    char devname[32];
+    if (on_gpu) snprintf(devname, sizeof devname, "cuda:%d", (int)o.so.device_index);
+    else snprintf(devname, sizeof devname, "the CPU");
+    printf("memory plan   at S = %d on %s, %s (%s memory):\n", (int)o.so.size, devname, ckey_precision_name(prec),
+           on_gpu ? "device" : "host");
     printf("  weights     %10.1f MiB\n", mib(plan.weight_bytes));
     printf("  arena       %10.1f MiB (of which scratch %.1f MiB)\n", mib(plan.arena_bytes),
            mib(plan.scratch_bytes));

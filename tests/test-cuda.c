@@ -446,6 +446,25 @@ static void gpu_tap(void *user, const char *name, const float *data, const int64
     free(want), free(got);
 }
 
+/* PyTorch autocast's error on the same case, [alpha mean, alpha max, fg mean, fg max]
+ * (tools/reference/make_fixtures.py, full256-autocast.safetensors). */
+static int autocast_error(const char *name, float out[4]) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/full256-autocast.safetensors", ck_fixtures_dir());
+    ck_checkpoint *c = NULL;
+    if (ck_checkpoint_open(p, &c, NULL)) return 0;
+    const ck_tensor_info *t = ck_checkpoint_find(c, name);
+    int ok = t && t->numel == 4 && !ck_tensor_to_f32(t, out, NULL);
+    ck_checkpoint_close(c);
+    return ok;
+}
+
+static double mean_abs(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs((double)a[i] - (double)b[i]);
+    return s / (double)n;
+}
+
 static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const float *x) {
     char gp[512];
     snprintf(gp, sizeof gp, "%s/%s", ck_fixtures_dir(), gold_rel);
@@ -455,6 +474,7 @@ static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const f
     ckey_session_options_default(&o);
     o.size = S;
     o.device = CKEY_DEVICE_CUDA;
+    o.precision = CKEY_PRECISION_FP32;
     ckey_session *s = NULL;
     ckey_error err;
     CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
@@ -483,6 +503,72 @@ static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const f
     }
     ckey_session_free(s);
     ck_checkpoint_close(gold);
+}
+
+/* fp16 / bf16 sessions on the full-size case against the fp32 PyTorch
+ * outputs; bar (SPEC.md): mean abs error <= 1.5x PyTorch autocast's own. */
+static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const float *x, ckey_precision prec) {
+    const char *pname = ckey_precision_name(prec);
+    char gp[512], key[64];
+    snprintf(gp, sizeof gp, "%s/%s", ck_fixtures_dir(), gold_rel);
+    snprintf(key, sizeof key, "autocast_%s_err", pname);
+    float ac[4];
+    if (!autocast_error(key, ac)) {
+        CHECK(!"full256-autocast.safetensors readable");
+        return;
+    }
+    ck_checkpoint *gold = NULL;
+    REQUIRE(ck_checkpoint_open(gp, &gold, NULL) == CKEY_OK);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.device = CKEY_DEVICE_CUDA;
+    o.precision = prec;
+    ckey_session *s = NULL;
+    ckey_error err;
+    CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
+    const int64_t HW = (int64_t)S * S;
+    float *want = malloc((size_t)4 * HW * sizeof(float));
+    const ck_tensor_info *ga = ck_checkpoint_find(gold, "alpha"), *gf = ck_checkpoint_find(gold, "fg");
+    ckey_forward_result r;
+    if (s && ga && gf && !ck_tensor_to_f32(ga, want, NULL) && !ck_tensor_to_f32(gf, want + HW, NULL) &&
+        ckey_session_forward(s, x, &r, &err) == CKEY_OK) {
+        char la[64], lf[64];
+        snprintf(la, sizeof la, "gpu %s alpha", pname);
+        snprintf(lf, sizeof lf, "gpu %s fg", pname);
+        const double xa = ck_compare(la, r.alpha, want, (size_t)HW, NULL);
+        const double xf = ck_compare(lf, r.fg, want + HW, (size_t)(3 * HW), NULL);
+        const double ma = mean_abs(r.alpha, want, (size_t)HW), mf = mean_abs(r.fg, want + HW, (size_t)(3 * HW));
+        printf("  %s: ckey alpha mean %.3e max %.3e | PyTorch autocast alpha mean %.3e max %.3e\n", pname, ma, xa,
+               ac[0], ac[1]);
+        printf("  %s: ckey fg    mean %.3e max %.3e | PyTorch autocast fg    mean %.3e max %.3e\n", pname, mf, xf,
+               ac[2], ac[3]);
+        CHECKF(ma <= 1.5 * ac[0] && mf <= 1.5 * ac[2], "%s mean error alpha %.3g fg %.3g over 1.5x autocast's (%.3g, %.3g)",
+               pname, ma, mf, ac[0], ac[2]);
+        ckey_memory_plan mp;
+        ckey_session_get_plan(s, &mp);
+        printf("  S=%d %s on the GPU: %.3f s, planned weights %.1f MiB + arena %.1f MiB\n", S, pname, r.seconds,
+               mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0);
+    } else {
+        CHECKF(0, "%s session on the GPU: %s", pname, err.message);
+    }
+    free(want);
+    ckey_session_free(s);
+    ck_checkpoint_close(gold);
+}
+
+static void test_network_reduced_precision(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
+    float *x = malloc((size_t)4 * 256 * 256 * sizeof(float));
+    ck_synth_input(256, x);
+    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
+    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
+    free(x);
+    ckey_model_free(m);
 }
 
 static void test_network_tiny(void) {
@@ -808,6 +894,7 @@ int main(int argc, char **argv) {
         {"encoder_decoder_compositions_vs_cpu", test_encoder_decoder_compositions},
         {"network_tiny_vs_pytorch", test_network_tiny},
         {"network_full256_vs_pytorch", test_network_full256},
+        {"network_fp16_bf16_vs_pytorch_autocast", test_network_reduced_precision},
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},

@@ -3,7 +3,9 @@
  * tiny fixture model: the four passes per frame (channel counts, sizes, frame
  * numbers kept in the names), resume (skip complete frames, re-key a frame
  * with a missing output), --frames, --dry-run, and the errors for a missing
- * hint and a hint of the wrong size. The binary is <dir of argv[0]>/../ckey.
+ * hint and a hint of the wrong size; and a generated green-screen shot whose
+ * passes are checked against the official math step by step. The binary is
+ * <dir of argv[0]>/../ckey.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckey.h"
+#include "pipeline/pipeline.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -147,12 +150,22 @@ static void test_sequence_and_resume(void) {
             if (pass == 2) CHECKF(img.has_alpha, "%s has no alpha channel", p);
             if (pass == 3) CHECKF(img.bit_depth == 8, "%s bit depth %d", p, img.bit_depth);
             if (pass < 3) CHECKF(img.bit_depth == 16, "%s: EXR HALF expected, bit depth %d", p, img.bit_depth);
-            /* values stay in range: alpha in [0,1] */
+            /* values stay near [0, 1]: the default Lanczos4 resize back rings
+             * past the range at hard edges, as upstream's does (its EXRs keep
+             * that). Its 8 weights have |w| summing to at most 1.715 per
+             * axis, so from inputs in [0, 1] the result lies within
+             * [(1 - 1.715^2) / 2, (1 + 1.715^2) / 2] = [-0.97, 1.97]. (The
+             * bilinear resize is convex: test synthetic_shot checks [0, 1].) */
             size_t n = (size_t)img.width * img.height * img.channels;
             int bad = 0;
-            for (size_t i = 0; i < n; i++)
-                if (!(img.data[i] >= -1e-3f && img.data[i] <= 1.001f)) bad = 1;
-            CHECKF(!bad, "%s has values outside [0, 1]", p);
+            float lo = 0, hi = 1;
+            for (size_t i = 0; i < n; i++) {
+                if (!(img.data[i] >= -0.97f && img.data[i] <= 1.97f)) bad = 1;
+                lo = fminf(lo, img.data[i]);
+                hi = fmaxf(hi, img.data[i]);
+            }
+            if (f == 1) printf("  %s: values in [%g, %g]\n", passes[pass], lo, hi);
+            CHECKF(!bad, "%s has values outside [-0.97, 1.97]", p);
             ckey_image_free(&img);
         }
     }
@@ -360,6 +373,270 @@ static void test_auto_hint(void) {
     remove_tree(shot);
 }
 
+/* ------------------------------------------- synthetic green-screen shot */
+
+/* Frame k of a generated shot (W x H): a soft-edged disc (the subject,
+ * warm colour) moving right over a green screen, green spill on the
+ * subject's edge, and the hint: the disc's alpha, hardened and shrunk. */
+static void synth_frame(int k, int W, int H, float *rgb, float *hint) {
+    const size_t n = (size_t)W * H;
+    const float cx = 22.0f + 7.0f * (float)k, cy = 0.5f * (float)H, rad = 15.0f;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const size_t i = (size_t)y * W + x;
+            const float d = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy));
+            float a = (rad - d) / 4.0f + 0.5f;
+            a = a < 0 ? 0 : a > 1 ? 1 : a;
+            const float spill = 0.3f * (1.0f - a) * (a > 0);
+            const float sub[3] = {0.85f - 0.003f * (float)y, 0.55f + spill, 0.45f + 0.002f * (float)x};
+            const float screen[3] = {0.12f, 0.78f + 0.001f * (float)x, 0.18f};
+            for (int c = 0; c < 3; c++) rgb[c * n + i] = sub[c] * a + screen[c] * (1.0f - a);
+            const float h = (a - 0.3f) * 2.0f;
+            hint[i] = h < 0 ? 0 : h > 1 ? 1 : h;
+        }
+}
+
+static float srgb_to_lin_ref(float v) {
+    v = v < 0 ? 0 : v;
+    return v <= 0.04045f ? v / 12.92f : powf((v + 0.055f) / 1.055f, 2.4f);
+}
+
+static float lin_to_srgb_ref(float v) {
+    v = v < 0 ? 0 : v;
+    return v <= 0.0031308f ? v * 12.92f : 1.055f * powf(v, 1.0f / 2.4f) - 0.055f;
+}
+
+/* |a - b| within the rounding of a HALF store of b (PXR24 keeps HALF
+ * exactly): half an ulp of 2^-10 relative, plus `extra`. */
+static int half_close(float got, float want, float extra) {
+    const float m = fabsf(want) > 1.0f ? fabsf(want) : 1.0f;
+    return fabsf(got - want) <= m * 4.9e-4f + 6.2e-5f + extra;
+}
+
+static void read_pass(const char *dir, const char *pass, const char *stem, const char *ext,
+                      ckey_image_kind kind, ckey_image *img) {
+    char p[1024];
+    ckey_error err;
+    snprintf(p, sizeof p, "%s/%s/%s.%s", dir, pass, stem, ext);
+    memset(img, 0, sizeof *img);
+    if (ckey_image_read(p, kind, img, &err) != CKEY_OK) {
+        printf("  cannot read %s: %s\n", p, err.message);
+        memset(img, 0, sizeof *img);
+    }
+}
+
+/*
+ * Five generated frames (72 x 56, frame numbers 101..105) through `ckey key`
+ * with the tiny model at S = 64, in both upstream post-processing flavours
+ * (default: Lanczos4 + OpenCV despeckle, despill 1; then bilinear + torch
+ * despeckle, despill 0.5). Per frame and pass: the file exists under the
+ * official folder with the plate's stem, its size, channels and depth; then
+ * every step against the official math:
+ *   Matte / FG  = the network's S x S alpha / fg resized back to the plate
+ *                 (the library's forward + the resize validated against
+ *                 cv2 / torchvision in test-post / test-pipeline), stored
+ *                 as HALF;
+ *   Processed.A = despeckle(Matte) (the library's post, validated against
+ *                 cv2 / torch in test-post);
+ *   Processed.RGB = srgb_to_linear(despill(FG)) * Processed.A and
+ *   Comp        = linear_to_srgb(lin * A + checker * (1 - A)), 8 bits:
+ *                 recomputed here from the float outputs with the formulas
+ *                 of upstream color_utils written out independently.
+ */
+static void test_synthetic_shot(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    enum { W = 72, H = 56, N = W * H, F0 = 101, NF = 5, S = 64 };
+    snprintf(shot, sizeof shot, "%s/synth", workdir);
+    remove_tree(shot);
+    REQUIRE(mkdir(shot, 0777) == 0);
+    snprintf(p, sizeof p, "%s/Input", shot);
+    REQUIRE(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    REQUIRE(mkdir(p, 0777) == 0);
+    float *rgb = malloc(sizeof(float) * 3 * N * NF), *hint = malloc(sizeof(float) * N * NF);
+    REQUIRE(rgb && hint);
+    ckey_error err;
+    for (int k = 0; k < NF; k++) {
+        synth_frame(k, W, H, rgb + (size_t)3 * N * k, hint + (size_t)N * k);
+        snprintf(p, sizeof p, "%s/Input/greenshot.%04d.png", shot, F0 + k);
+        REQUIRE(ckey_image_write_png(p, rgb + (size_t)3 * N * k, 3, W, H, 16, &err) == CKEY_OK);
+        snprintf(p, sizeof p, "%s/AlphaHint/greenshot_hint.%04d.png", shot, F0 + k);
+        REQUIRE(ckey_image_write_png(p, hint + (size_t)N * k, 1, W, H, 8, &err) == CKEY_OK);
+    }
+
+    ckey_model *m = NULL;
+    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
+    for (int flavour = 0; flavour < 2; flavour++) {
+        const int torch = flavour == 1;
+        char out[600];
+        snprintf(out, sizeof out, "%s/%s", shot, torch ? "OutTorch" : "Output");
+        char plates[600], hints[600];
+        snprintf(plates, sizeof plates, "%s/Input", shot);
+        snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+        result r = torch ? run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
+                                    "--size", "64", "--threads", "1", "--resize-back", "bilinear",
+                                    "--despeckle-mode", "torch", "--despill", "0.5", "--despeckle-area", "60", NULL)
+                         : run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1",
+                                    "--despeckle-area", "60", NULL);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        CHECKF(strstr(r.out, "keyed 5 frames") != NULL, "%s", r.out);
+        result_free(&r);
+
+        ckey_session_options so;
+        ckey_session_options_default(&so);
+        CHECK(so.resize_back == CKEY_RESIZE_BACK_LANCZOS4);
+        so.size = S;
+        so.threads = 1;
+        so.resize_back = torch ? CKEY_RESIZE_BACK_BILINEAR : CKEY_RESIZE_BACK_LANCZOS4;
+        ckey_session *sess = NULL;
+        REQUIRE(ckey_session_create(m, &so, &sess, &err) == CKEY_OK);
+        ckey_post_options po;
+        ckey_post_options_default(&po);
+        CHECK(po.despeckle_mode == CKEY_DESPECKLE_OPENCV);
+        po.despeckle_mode = torch ? CKEY_DESPECKLE_TORCH : CKEY_DESPECKLE_OPENCV;
+        po.despill_strength = torch ? 0.5f : 1.0f;
+        po.despeckle_area = 60;
+        const float strength = po.despill_strength;
+        float *alpha = malloc(sizeof(float) * N), *fg = malloc(sizeof(float) * 3 * N);
+        float *proc = malloc(sizeof(float) * 4 * N), *comp = malloc(sizeof(float) * 3 * N);
+        float *raw = malloc(sizeof(float) * 4 * S * S), *back = malloc(sizeof(float) * 4 * N);
+        void *scratch = malloc(ckey_post_scratch_bytes(W, H, &po));
+        const ck_resize_mode mode = torch ? CK_RESIZE_BILINEAR_AA : CK_RESIZE_LANCZOS4;
+        float *rs = malloc(sizeof(float) * ck_resize_scratch_floats(3, S, S, H, W, mode));
+        float *pre = malloc(sizeof(float) * ck_preprocess_scratch_floats(H, W, S));
+        REQUIRE(alpha && fg && proc && comp && raw && back && scratch && rs && pre);
+        double e_matte = 0, e_fg = 0, e_pa = 0, e_prgb = 0, e_comp8 = 0, e_resize = 0;
+        double sum_matte = 0, sum_pa = 0;
+        int cleared = 0, kept = 0;
+        int bad_files = 0;
+        for (int k = 0; k < NF; k++) {
+            /* the plate and hint as the CLI read them back from the PNGs */
+            ckey_image pl, hi;
+            snprintf(p, sizeof p, "%s/Input/greenshot.%04d.png", shot, F0 + k);
+            REQUIRE(ckey_image_read(p, CKEY_IMAGE_RGB, &pl, &err) == CKEY_OK);
+            snprintf(p, sizeof p, "%s/AlphaHint/greenshot_hint.%04d.png", shot, F0 + k);
+            REQUIRE(ckey_image_read(p, CKEY_IMAGE_HINT, &hi, &err) == CKEY_OK);
+            ckey_frame fr = {W, H, pl.data, hi.data, 0};
+            REQUIRE(ckey_session_key(sess, &fr, alpha, fg, &err) == CKEY_OK);
+            /* resize back = the network's raw output through the selected resize */
+            REQUIRE(ck_preprocess(pl.data, hi.data, H, W, S, 0, raw, pre) == CKEY_OK);
+            ckey_forward_result fw;
+            REQUIRE(ckey_session_forward(sess, raw, &fw, &err) == CKEY_OK);
+            ck_resize rz;
+            REQUIRE(ck_resize_prepare(&rz, 1, S, S, H, W, mode, rs) == CKEY_OK);
+            ck_resize_run(&rz, fw.alpha, back);
+            REQUIRE(ck_resize_prepare(&rz, 3, S, S, H, W, mode, rs) == CKEY_OK);
+            ck_resize_run(&rz, fw.fg, back + N);
+            for (int i = 0; i < N; i++) {
+                e_resize = fmax(e_resize, fabsf(back[i] - alpha[i]));
+                for (int c = 0; c < 3; c++) e_resize = fmax(e_resize, fabsf(back[N + c * N + i] - fg[c * N + i]));
+            }
+            REQUIRE(ckey_post_passes(alpha, fg, W, H, &po, proc, comp, scratch, &err) == CKEY_OK);
+            ckey_image_free(&pl);
+            ckey_image_free(&hi);
+
+            char stem[64];
+            snprintf(stem, sizeof stem, "greenshot.%04d", F0 + k);
+            ckey_image mt, fgi, pr, cp;
+            read_pass(out, "Matte", stem, "exr", CKEY_IMAGE_HINT, &mt);
+            read_pass(out, "FG", stem, "exr", CKEY_IMAGE_RGB, &fgi);
+            read_pass(out, "Processed", stem, "exr", CKEY_IMAGE_RGB, &pr);
+            read_pass(out, "Comp", stem, "png", CKEY_IMAGE_RGB, &cp);
+            if (!mt.data || !fgi.data || !pr.data || !cp.data || mt.width != W || mt.height != H ||
+                fgi.width != W || fgi.height != H || pr.width != W || pr.height != H || cp.width != W ||
+                cp.height != H || mt.channels != 1 || mt.bit_depth != 16 || fgi.bit_depth != 16 ||
+                pr.bit_depth != 16 || !pr.has_alpha || cp.bit_depth != 8 || fgi.has_alpha) {
+                bad_files++;
+            } else {
+                /* Processed's A comes back through the HINT reader */
+                ckey_image pra;
+                read_pass(out, "Processed", stem, "exr", CKEY_IMAGE_HINT, &pra);
+                for (int i = 0; i < N; i++) {
+                    /* the bilinear resize is a convex combination of the
+                     * network's sigmoid outputs: no ringing */
+                    if (torch && !(mt.data[i] >= 0.0f && mt.data[i] <= 1.0f && fgi.data[i] >= 0.0f &&
+                                   fgi.data[i] <= 1.0f))
+                        e_matte = fmax(e_matte, 1.0);
+                    e_matte = fmax(e_matte, fabsf(mt.data[i] - alpha[i]));
+                    if (!half_close(mt.data[i], alpha[i], 0)) e_matte = fmax(e_matte, 1.0);
+                    const float a = proc[3 * N + i];
+                    sum_matte += alpha[i];
+                    sum_pa += a;
+                    cleared += alpha[i] > 0.5f && a == 0.0f;
+                    kept += alpha[i] > 0.5f && a == alpha[i];
+                    if (pra.data) {
+                        e_pa = fmax(e_pa, fabsf(pra.data[i] - a));
+                        if (!half_close(pra.data[i], a, 0)) e_pa = fmax(e_pa, 1.0);
+                    }
+                    /* independent colour reference from the float outputs */
+                    float c3[3] = {fg[i], fg[N + i], fg[2 * N + i]};
+                    const float limit = (c3[0] + c3[2]) / 2.0f;
+                    const float spill = c3[1] - limit > 0 ? c3[1] - limit : 0.0f;
+                    const float des[3] = {c3[0] + spill * 0.5f, c3[1] - spill, c3[2] + spill * 0.5f};
+                    const int xx = i % W, yy = i / W;
+                    const float bg = srgb_to_lin_ref(((xx / 128 + yy / 128) % 2) ? 0.55f : 0.15f);
+                    for (int c = 0; c < 3; c++) {
+                        const float d = strength < 1.0f ? c3[c] * (1.0f - strength) + des[c] * strength : des[c];
+                        const float lin = srgb_to_lin_ref(d);
+                        const float want_p = lin * a;
+                        e_fg = fmax(e_fg, fabsf(fgi.data[c * N + i] - c3[c]));
+                        if (!half_close(fgi.data[c * N + i], c3[c], 0)) e_fg = fmax(e_fg, 1.0);
+                        e_prgb = fmax(e_prgb, fabsf(pr.data[c * N + i] - want_p));
+                        if (!half_close(pr.data[c * N + i], want_p, 2e-6f)) e_prgb = fmax(e_prgb, 1.0);
+                        float cs = lin_to_srgb_ref(lin * a + bg * (1.0f - a));
+                        cs = cs < 0 ? 0 : cs > 1 ? 1 : cs;
+                        /* the PNG holds round(255 c) */
+                        e_comp8 = fmax(e_comp8, fabs((double)cp.data[c * N + i] * 255.0 - (double)cs * 255.0));
+                        (void)comp;
+                    }
+                }
+                ckey_image_free(&pra);
+            }
+            ckey_image_free(&mt);
+            ckey_image_free(&fgi);
+            ckey_image_free(&pr);
+            ckey_image_free(&cp);
+        }
+        printf("  %s: files bad %d; resize back vs session_key %.3g; Matte %.3g, FG %.3g, Processed A %.3g "
+               "(HALF rounding allowed), Processed RGB %.3g vs independent reference, Comp %.3g of 8-bit steps\n",
+               torch ? "bilinear + torch despeckle + despill 0.5" : "defaults (lanczos4 + opencv)", bad_files,
+               e_resize, e_matte, e_fg, e_pa, e_prgb, e_comp8);
+        printf("  mean Matte %.4f, mean Processed A %.4f; pixels over 0.5 cleared by the despeckle %d, kept %d\n",
+               sum_matte / (N * NF), sum_pa / (N * NF), cleared, kept);
+        CHECK(bad_files == 0);
+        CHECKF(sum_pa > 0.01 * N * NF && kept > 0, "the matte is empty: nothing to check");
+        CHECKF(e_resize == 0.0, "resize back differs from ckey_session_key by %g", e_resize);
+        CHECKF(e_matte < 1.0 && e_fg < 1.0 && e_pa < 1.0 && e_prgb < 1.0, "outside the HALF rounding");
+        CHECKF(e_comp8 <= 0.51, "Comp off by %g steps of 1/255", e_comp8);
+        /* exactly the five frames, named after the plates, in each pass */
+        for (int pass = 0; pass < 4; pass++) {
+            snprintf(p, sizeof p, "%s/%s", out, passes[pass]);
+            DIR *d = opendir(p);
+            int files = 0;
+            struct dirent *e;
+            while (d && (e = readdir(d)))
+                if (e->d_name[0] != '.') files++;
+            if (d) closedir(d);
+            CHECKF(files == NF, "%s holds %d files", p, files);
+        }
+        free(alpha);
+        free(fg);
+        free(proc);
+        free(comp);
+        free(raw);
+        free(back);
+        free(scratch);
+        free(rs);
+        free(pre);
+        ckey_session_free(sess);
+    }
+    ckey_model_free(m);
+    free(rgb);
+    free(hint);
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -382,6 +659,7 @@ int main(int argc, char **argv) {
         {"frames_and_dry_run", test_frames_and_dry_run},
         {"errors", test_errors},
         {"auto_hint", test_auto_hint},
+        {"synthetic_shot", test_synthetic_shot},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

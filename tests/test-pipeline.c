@@ -247,11 +247,11 @@ static void test_postprocess_goldens(void) {
         float *want_f = load_golden(gname, 3 * plane);
         float *got_a = malloc(plane * sizeof *got_a);
         float *got_f = malloc(3 * plane * sizeof *got_f);
-        size_t ns = ck_postprocess_scratch_floats(size, h, w);
+        size_t ns = ck_postprocess_scratch_floats(size, h, w, CK_RESIZE_BILINEAR_AA);
         float *scratch = malloc(ns * sizeof *scratch);
         CHECK(alpha && fg && want_a && want_f && got_a && got_f && scratch);
         if (alpha && fg && want_a && want_f && got_a && got_f && scratch) {
-            CHECK(ck_postprocess(alpha, fg, size, h, w, got_a, got_f, scratch) == CKEY_OK);
+            CHECK(ck_postprocess(alpha, fg, size, h, w, CK_RESIZE_BILINEAR_AA, got_a, got_f, scratch) == CKEY_OK);
             double ea = ck_compare(name, got_a, want_a, plane, NULL);
             double ef = ck_compare(name, got_f, want_f, 3 * plane, NULL);
             CHECKF(ea <= 1e-6 && ef <= 1e-6, "%s: alpha %g fg %g", name, ea, ef);
@@ -334,7 +334,8 @@ static void test_bad_args(void) {
     CHECK(ck_resize_prepare(&r, 1, 4, 0, 4, 4, CK_RESIZE_BILINEAR, scratch) == CKEY_ERR_INVALID_ARG);
     CHECK(ck_resize_prepare(&r, 1, 4, 4, 4, 4, CK_RESIZE_BILINEAR, NULL) == CKEY_ERR_INVALID_ARG);
     CHECK(ck_preprocess_scratch_floats(0, 10, 64) == 0);
-    CHECK(ck_postprocess_scratch_floats(64, 10, 0) == 0);
+    CHECK(ck_postprocess_scratch_floats(64, 10, 0, CK_RESIZE_BILINEAR_AA) == 0);
+    CHECK(ck_postprocess_scratch_floats(64, 10, 10, CK_RESIZE_BILINEAR) == 0);
     /* An extreme downscale stays bounded: taps grow with the ratio, tables
      * with the output. */
     size_t n = ck_resize_scratch_floats(1, 1, 100000, 1, 1, CK_RESIZE_BILINEAR_AA);

@@ -8,14 +8,15 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/dtype.cuh"
 
 namespace {
 
 constexpr int kTile = 64; // keys per shared-memory stage, and queries per block
 
-template <int HD>
-__global__ void attention_kernel(const float *__restrict__ qkv, int64_t N, int D, int qs, float scale,
-                                 float *__restrict__ out) {
+template <int HD, typename T>
+__global__ void attention_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float scale,
+                                 T *__restrict__ out) {
     __shared__ float ks[kTile][HD];
     __shared__ float vs[kTile][HD];
     const int h = blockIdx.y;
@@ -26,11 +27,11 @@ __global__ void attention_kernel(const float *__restrict__ qkv, int64_t N, int D
     float q[HD], o[HD];
     if (active) {
         // q max-pooled over the qs tokens Nq rows apart (Unroll order), then scaled
-        const float *src = qkv + j * ld + (int64_t)h * HD;
-        for (int e = 0; e < HD; e++) q[e] = src[e];
+        const T *src = qkv + j * ld + (int64_t)h * HD;
+        for (int e = 0; e < HD; e++) q[e] = ck_ld(src + e);
         for (int s = 1; s < qs; s++) {
-            const float *o2 = src + (int64_t)s * Nq * ld;
-            for (int e = 0; e < HD; e++) q[e] = fmaxf(q[e], o2[e]);
+            const T *o2 = src + (int64_t)s * Nq * ld;
+            for (int e = 0; e < HD; e++) q[e] = fmaxf(q[e], ck_ld(o2 + e));
         }
         for (int e = 0; e < HD; e++) q[e] *= scale;
     }
@@ -41,9 +42,9 @@ __global__ void attention_kernel(const float *__restrict__ qkv, int64_t N, int D
         __syncthreads();
         for (int idx = threadIdx.x; idx < nk * HD; idx += blockDim.x) {
             const int r = idx / HD, e = idx % HD;
-            const float *row = qkv + (k0 + r) * ld + (int64_t)h * HD;
-            ks[r][e] = row[D + e];
-            vs[r][e] = row[2 * D + e];
+            const T *row = qkv + (k0 + r) * ld + (int64_t)h * HD;
+            ks[r][e] = ck_ld(row + D + e);
+            vs[r][e] = ck_ld(row + 2 * D + e);
         }
         __syncthreads();
         if (!active) continue;
@@ -66,23 +67,24 @@ __global__ void attention_kernel(const float *__restrict__ qkv, int64_t N, int D
     }
     if (active) {
         const float inv = 1.f / l;
-        float *dst = out + j * D + (int64_t)h * HD;
-        for (int e = 0; e < HD; e++) dst[e] = o[e] * inv;
+        T *dst = out + j * D + (int64_t)h * HD;
+        for (int e = 0; e < HD; e++) ck_st(dst + e, o[e] * inv);
     }
 }
 
 template <int HD>
-cudaError_t launch(const float *qkv, int64_t N, int D, int heads, int qs, float *out, cudaStream_t st) {
+cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt, cudaStream_t st) {
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + kTile - 1) / kTile), (unsigned)heads);
-    attention_kernel<HD><<<grid, kTile, 0, st>>>(qkv, N, D, qs, 1.0f / sqrtf((float)HD), out);
+    CK_DISPATCH(dt, (attention_kernel<HD, T><<<grid, kTile, 0, st>>>((const T *)qkv, N, D, qs,
+                                                                      1.0f / sqrtf((float)HD), (T *)out)));
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out,
-                                         void *stream, ckey_error *err) {
+extern "C" ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                           ck_dtype dt, void *stream, ckey_error *err) {
     if (heads <= 0 || D % heads || qs <= 0 || N % qs) {
         if (err) {
             snprintf(err->message, sizeof err->message, "attention: D %d, heads %d, N %lld, q stride %d do not fit",
@@ -95,10 +97,10 @@ extern "C" ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
     switch (hd) {
-    case 16: e = launch<16>(qkv, N, D, heads, qs, out, st); break;
-    case 32: e = launch<32>(qkv, N, D, heads, qs, out, st); break;
-    case 56: e = launch<56>(qkv, N, D, heads, qs, out, st); break;
-    case 64: e = launch<64>(qkv, N, D, heads, qs, out, st); break;
+    case 16: e = launch<16>(qkv, N, D, heads, qs, out, dt, st); break;
+    case 32: e = launch<32>(qkv, N, D, heads, qs, out, dt, st); break;
+    case 56: e = launch<56>(qkv, N, D, heads, qs, out, dt, st); break;
+    case 64: e = launch<64>(qkv, N, D, heads, qs, out, dt, st); break;
     default:
         if (err) {
             snprintf(err->message, sizeof err->message, "attention: head_dim %d has no CUDA kernel (16, 32, 56, 64)", hd);
@@ -114,4 +116,9 @@ extern "C" ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int
         return CKEY_ERR_DEVICE;
     }
     return CKEY_OK;
+}
+
+extern "C" ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out,
+                                         void *stream, ckey_error *err) {
+    return ck_cuda_attention_t(qkv, N, D, heads, qs, out, CK_F32, stream, err);
 }

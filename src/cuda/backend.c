@@ -12,6 +12,8 @@
 #ifdef CK_HAVE_CUDA
 
 #define ST(be) ((ck_cuda_state *)(void *)(be))
+/* element n of a dt-typed device buffer */
+#define AT(s, p, n) ((float *)(void *)((char *)(p) + (size_t)(n) * ck_dtype_size((s)->dt)))
 #define CHECKED(call)                                                     \
     do {                                                                  \
         ckey_status s_ = (call);                                          \
@@ -21,7 +23,9 @@
         }                                                                 \
     } while (0)
 
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384 };
+/* CONV_BAND: rows per band of the in-place refiner conv (>= the largest
+ * dilation, 8): two bands of output are in flight in the scratch. */
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 64 };
 
 size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
@@ -34,8 +38,9 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
         const ck_block_info *b = &bi[i];
         const int64_t Nq = N / b->q_stride;
         size_t s = 0;
-        if (b->mask_unit_attn)
-            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
+        if (b->mask_unit_attn) /* xn | one head's qkv or the full projection | att (cu_mask_unit_attention) */
+            s = (size_t)N * b->dim +
+                CK_MAX((size_t)N * 3 * (b->dim_out / b->heads), b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
                 (size_t)Nq * b->dim_out;
         else if (b->dim != b->dim_out)
             s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
@@ -45,7 +50,7 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
         N = Nq;
     }
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
-    need = CK_MAX(need, (size_t)S * S * c->ref_dim); /* in-place conv output */
+    need = CK_MAX(need, (size_t)2 * CONV_BAND * S * c->ref_dim); /* in-place conv: two output bands */
     return need;
 }
 
@@ -53,50 +58,63 @@ static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, 
                            float *tokens) {
     ckey_error e_;
     const ck_config *c = &m->cfg;
-    CHECKED(ck_cuda_patch_embed(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, m->patch_w,
-                                m->patch_b, pos, c->embed_dim, k, tokens, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, m->patch_w,
+                                  m->patch_b, pos, c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const float *g, const float *b, float *y) {
     ckey_error e_;
-    CHECKED(ck_cuda_layernorm(x, N, C, g, b, y, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_layernorm_t(x, N, C, g, b, y, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b, float *y,
                       int out, int accumulate) {
     ckey_error e_;
-    CHECKED(ck_cuda_linear(ST(be)->blas, x, N, in, W, b, y, out, accumulate, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_linear_t(ST(be)->blas, x, N, in, W, b, y, out, accumulate, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
                               float *y, int out, int qs) {
     ckey_error e_;
-    float *full = ST(be)->scratch;
-    CHECKED(ck_cuda_linear(ST(be)->blas, x, N, in, W, NULL, full, out, 0, ST(be)->stream, &e_));
-    CHECKED(ck_cuda_maxpool_bias(full, N / qs, out, qs, b, y, ST(be)->stream, &e_));
+    ck_cuda_state *s = ST(be);
+    float *full = s->scratch;
+    CHECKED(ck_cuda_linear_t(s->blas, x, N, in, W, NULL, full, out, 0, s->dt, s->stream, &e_));
+    CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, b, y, s->dt, s->stream, &e_));
 }
 
+/* Head by head, so that only one head's q, k, v exist at a time: the
+ * scratch holds xn [N, D], then either the full projection [N, Do] (the
+ * stage transition's pooled shortcut, consumed at once) or one head's
+ * [N, 3*hd] (q | k | v), and att [Nq, Do]. */
 static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
                                    int64_t N, float *xo) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
-    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs;
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
+    const int hd = Do / heads;
     const int64_t Nq = N / qs, nw = N / T;
-    float *xn = s->scratch, *qkv = xn + (size_t)N * D, *pr = qkv + (size_t)N * 3 * Do;
-    float *att = pr + (D != Do ? (size_t)N * Do : 0);
-    CHECKED(ck_cuda_layernorm(x, N, D, w->norm1_w, w->norm1_b, xn, s->stream, &e_));
-    CHECKED(ck_cuda_linear(s->blas, xn, N, D, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0, s->stream, &e_));
+    const size_t work = CK_MAX((size_t)N * 3 * hd, D != Do ? (size_t)N * Do : 0);
+    float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, work);
+    CHECKED(ck_cuda_layernorm_t(x, N, D, w->norm1_w, w->norm1_b, xn, s->dt, s->stream, &e_));
     if (D != Do) {
-        CHECKED(ck_cuda_linear(s->blas, xn, N, D, w->proj_w, NULL, pr, Do, 0, s->stream, &e_));
-        CHECKED(ck_cuda_maxpool_bias(pr, Nq, Do, qs, w->proj_b, xo, s->stream, &e_));
+        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w, NULL, wk, Do, 0, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, w->proj_b, xo, s->dt, s->stream, &e_));
     }
-    CHECKED(ck_cuda_window_attention(qkv, nw, T, qs, Do, bi->heads, att, s->stream, &e_));
-    CHECKED(ck_cuda_linear(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->stream, &e_));
+    for (int h = 0; h < heads; h++) {
+        for (int part = 0; part < 3; part++) { /* q, k, v rows of head h */
+            const size_t row = (size_t)part * Do + (size_t)h * hd;
+            CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), w->qkv_b + row,
+                                        AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
+        }
+        CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt, s->stream,
+                                              &e_));
+    }
+    CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
 }
 
 static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
     ckey_error e_;
-    CHECKED(ck_cuda_attention(qkv, N, D, heads, qs, out, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
@@ -104,17 +122,17 @@ static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w 
     ck_cuda_state *s = ST(be);
     for (int64_t r = 0; r < N; r += MLP_CHUNK) {
         const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
-        float *xn = s->scratch, *h = xn + (size_t)n * C, *xr = x + r * C;
-        CHECKED(ck_cuda_layernorm(xr, n, C, w->norm2_w, w->norm2_b, xn, s->stream, &e_));
-        CHECKED(ck_cuda_linear(s->blas, xn, n, C, w->fc1_w, NULL, h, hidden, 0, s->stream, &e_));
-        CHECKED(ck_cuda_bias_gelu(h, n, hidden, w->fc1_b, s->stream, &e_));
-        CHECKED(ck_cuda_linear(s->blas, h, n, hidden, w->fc2_w, w->fc2_b, xr, C, 1, s->stream, &e_));
+        float *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, x, r * C);
+        CHECKED(ck_cuda_layernorm_t(xr, n, C, w->norm2_w, w->norm2_b, xn, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w, NULL, h, hidden, 0, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_bias_gelu_t(h, n, hidden, w->fc1_b, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w, w->fc2_b, xr, C, 1, s->dt, s->stream, &e_));
     }
 }
 
 static void cu_reroll(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat) {
     ckey_error e_;
-    CHECKED(ck_cuda_reroll(tokens, H, W, k, C, feat, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_reroll_t(tokens, H, W, k, C, feat, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
@@ -125,26 +143,28 @@ static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1
     const int64_t total = (int64_t)H1 * H1;
     for (int64_t p0 = 0; p0 < total; p0 += DEC_CHUNK) {
         const int64_t n = CK_MIN((int64_t)DEC_CHUNK, total - p0);
-        CHECKED(ck_cuda_linear(s->blas, c1 + p0 * C1, n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->stream, &e_));
-        CHECKED(ck_cuda_decoder_epilogue(s->scratch, p0, n, H1, D2, P[0], Hk[0], P[1], Hk[1], P[2], Hk[2],
-                                         m->dec.scale_b[0], m->dec.cls_w, m->dec.cls_b, logits, s->stream, &e_));
+        CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1, p0 * C1), n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->dt,
+                                 s->stream, &e_));
+        CHECKED(ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0], Hk[0], P[1], Hk[1], P[2], Hk[2],
+                                           m->dec.scale_b[0], m->dec.cls_w, m->dec.cls_b, logits, s->dt, s->stream,
+                                           &e_));
     }
 }
 
 static void cu_refiner_input(ck_backend *be, const float *x, const float *logits, int S, float *rin) {
     ckey_error e_;
-    CHECKED(ck_cuda_refiner_input(x, logits, S, rin, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_refiner_input_t(x, logits, S, rin, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
     ckey_error e_;
-    CHECKED(ck_cuda_affine_relu(x, NULL, C, HW, a, b, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_affine_relu_t(x, NULL, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW, const float *a,
                                     const float *b) {
     ckey_error e_;
-    CHECKED(ck_cuda_affine_relu(x, y, C, HW, a, b, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_affine_relu_t(x, y, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil, const float *W,
@@ -153,16 +173,35 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int64_t HW = (int64_t)S * S;
-    if (in_a) CHECKED(ck_cuda_affine_relu((float *)in, NULL, Cin, HW, in_a, in_b, s->stream, &e_));
-    float *dst = out == in ? s->scratch : out;
-    CHECKED(ck_cuda_conv3x3(in, image_in, Cin, S, dil, W, bias, dst, Cout, groups, stats, s->stream, &e_));
-    if (dst != out) CHECKED(ck_cuda_copy_d2d(out, dst, (size_t)HW * Cout * sizeof(float), s->stream, &e_));
+    if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
+    if (out != in) {
+        CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
+        return;
+    }
+    /* In place, band by band: band k goes to scratch slot k % 2; once band k
+     * is computed no later band reads the input rows of band k - 1 (a band
+     * is at least the dilation tall), so that band's output is copied home. */
+    const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
+    const int nb = (S + CONV_BAND - 1) / CONV_BAND;
+    (void)HW;
+    for (int k = 0; k <= nb; k++) {
+        if (k < nb) {
+            const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
+            CHECKED(ck_cuda_conv3x3_rows_t(in, image_in, Cin, S, dil, W, bias, (char *)s->scratch + (k % 2) * band_bytes,
+                                           y0, y1, Cout, groups, stats, s->dt, s->stream, &e_));
+        }
+        if (k > 0) {
+            const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
+            CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout), (char *)s->scratch + ((k - 1) % 2) * band_bytes,
+                                     (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
+        }
+    }
 }
 
 static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,
                               float mult, float *out, int Cout) {
     ckey_error e_;
-    CHECKED(ck_cuda_pointwise(x, C, HW, W, b, mult, out, Cout, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_pointwise_t(x, C, HW, W, b, mult, out, Cout, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_finalize(ck_backend *be, const float *logits, int S, float *out) {

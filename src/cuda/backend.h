@@ -8,7 +8,8 @@
 typedef struct ck_cuda_state {
     void *stream;       /* cudaStream_t; NULL = the default stream */
     ck_cublas *blas;
-    float *scratch;     /* device, ck_cuda_scratch_floats() floats, inside the arena */
+    float *scratch;     /* device, ck_cuda_scratch_floats() elements of dt, inside the arena */
+    ck_dtype dt;        /* storage type of activations and matrix weights */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;

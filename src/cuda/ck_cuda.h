@@ -8,16 +8,15 @@
 #include <stdint.h>
 
 #include "ckey.h"
+#include "core/dtype.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Storage type of device activations and matrix weights. Math is fp32
- * throughout; the 16-bit types store 16 bits and accumulate in fp32. */
-/* (ck_dtype comes from io/checkpoint.h, which defined it first with the
- * same values: a second definition broke every file including both.) */
-#include "io/checkpoint.h"
+/* Storage type of device activations and matrix weights (ck_dtype: CK_F32,
+ * CK_F16 or CK_BF16). Math is fp32 throughout; the 16-bit types store 16
+ * bits and accumulate in fp32. */
 
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
@@ -72,6 +71,52 @@ ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int 
                                      const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err);
 ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
 
+/* The same ops for any storage type (dtype.cuh): activations `void *` of
+ * type dt; weights of linear layers in dt; vectors, logits, outputs fp32.
+ * The fp32 entry points above are these with dt = CK_F32. */
+ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
+                                ck_dtype dt, void *stream, ckey_error *err);
+ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+                             int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+/* The same with y's rows ldy elements apart (a column block of a wider y). */
+ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+                                int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                void *stream, ckey_error *err);
+ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
+                            ckey_error *err);
+ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
+                             ckey_error *err);
+ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, const float *b, void *y, ck_dtype dt,
+                                   void *st, ckey_error *err);
+ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, void *rin, ck_dtype dt, void *st,
+                                    ckey_error *err);
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                                float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                              const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
+                              ckey_error *err);
+/* Output rows y0..y1-1 only, into out (row y0 first): the in-place refiner
+ * conv runs band by band (backend.c). */
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                  const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
+                                  ckey_error *err);
+ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                       ck_dtype dt, void *st, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                          int ldo, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int G, int D2, const void *P2, int H2,
+                                       const void *P3, int H3, const void *P4, int H4, const float *b1,
+                                       const float *cls_w, const float *cls_b, float *logits, ck_dtype dt, void *st,
+                                       ckey_error *err);
+
 /* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ----
  * Maps are channels-last [S*S, C] in storage dt (CK_F16 or CK_BF16), math fp32.
  *
@@ -99,14 +144,6 @@ ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int C
  * (if not NULL) receives the size; W_dev_out NULL: size query only. */
 ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
                                             void *W_dev_out, size_t *bytes, ckey_error *err);
-/* x = relu(a*x + b) (y NULL) or x = relu(x + (a*y + b)); x, y [HW, C] in dt
- * (CK_F32 too), a, b fp32 per channel, fp32 math, one rounding to dt. */
-ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
-                                  ck_dtype dt, void *stream, ckey_error *err);
-/* channels-last x [HW, C] in dt -> out fp32 [Cout, HW] = mult * (W x + b);
- * W [Cout, C] and b fp32. */
-ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                                float *out, int Cout, ck_dtype dt, void *stream, ckey_error *err);
 
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);

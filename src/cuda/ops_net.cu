@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/dtype.cuh"
 
 namespace {
 
@@ -38,7 +39,8 @@ __device__ __forceinline__ Tap bilinear_tap(int dst, int in, int out) {
     return t;
 }
 
-__global__ void reroll_kernel(const float *__restrict__ tok, int H, int W, int k, int C, float *__restrict__ feat) {
+template <typename T>
+__global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t total = (int64_t)H * W * C;
     if (i >= total) return;
@@ -49,24 +51,27 @@ __global__ void reroll_kernel(const float *__restrict__ tok, int H, int W, int k
 }
 
 // y[n', c] = max over s of x[s*Nq + n', c] + b[c]  (x: the full projection)
-__global__ void maxpool_bias_kernel(const float *__restrict__ x, int64_t Nq, int C, int qs,
-                                    const float *__restrict__ b, float *__restrict__ y) {
+template <typename T>
+__global__ void maxpool_bias_kernel(const T *__restrict__ x, int64_t Nq, int C, int qs,
+                                    const float *__restrict__ b, T *__restrict__ y) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= Nq * C) return;
-    float v = x[i];
-    for (int s = 1; s < qs; s++) v = fmaxf(v, x[i + (int64_t)s * Nq * C]);
-    y[i] = v + (b ? b[i % C] : 0.f);
+    float v = ck_ld(x + i);
+    for (int s = 1; s < qs; s++) v = fmaxf(v, ck_ld(x + i + (int64_t)s * Nq * C));
+    ck_st(y + i, v + (b ? b[i % C] : 0.f));
 }
 
-__global__ void bias_gelu_kernel(float *__restrict__ h, int64_t n, int C, const float *__restrict__ b) {
+template <typename T>
+__global__ void bias_gelu_kernel(T *__restrict__ h, int64_t n, int C, const float *__restrict__ b) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float v = h[i] + b[i % C];
-    h[i] = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    const float v = ck_ld(h + i) + b[i % C];
+    ck_st(h + i, 0.5f * v * (1.f + erff(v * 0.70710678118654752f)));
 }
 
-__global__ void refiner_input_kernel(const float *__restrict__ x, const float *__restrict__ logits, int S,
-                                     float *__restrict__ rin) {
+template <typename T>
+__global__ void refiner_input_kernel(const T *__restrict__ x, const float *__restrict__ logits, int S,
+                                     T *__restrict__ rin) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t HW = (int64_t)S * S;
     if (i >= 7 * HW) return;
@@ -81,7 +86,7 @@ __global__ void refiner_input_kernel(const float *__restrict__ x, const float *_
     const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
     const float v = ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
                     ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
-    rin[i] = sigmoidf_(v);
+    ck_st(rin + i, sigmoidf_(v));
 }
 
 __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
@@ -99,24 +104,27 @@ __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *
 }
 
 // channels-last: x = relu(a*x + b) or relu(x + a*y + b)
-__global__ void affine_kernel(float *__restrict__ x, const float *__restrict__ y, int C, int64_t n,
+template <typename T>
+__global__ void affine_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t n,
                               const float *__restrict__ a, const float *__restrict__ b) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int c = (int)(i % C);
-    const float v = y ? x[i] + (a[c] * y[i] + b[c]) : a[c] * x[i] + b[c];
-    x[i] = v > 0.f ? v : 0.f;
+    const float xv = ck_ld(x + i);
+    const float v = y ? xv + (a[c] * ck_ld(y + i) + b[c]) : a[c] * xv + b[c];
+    ck_st(x + i, v > 0.f ? v : 0.f);
 }
 
 // channels-last x [HW, C] -> out [Cout, HW]
-__global__ void pointwise_kernel(const float *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
+template <typename T>
+__global__ void pointwise_kernel(const T *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
                                  const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
-    const float *xr = x + p * C;
+    const T *xr = x + p * C;
     for (int o = 0; o < Cout; o++) {
         float acc = 0.f;
-        for (int c = 0; c < C; c++) acc += W[o * C + c] * xr[c];
+        for (int c = 0; c < C; c++) acc += W[o * C + c] * ck_ld(xr + c);
         out[(int64_t)o * HW + p] = mult * (acc + b[o]);
     }
 }
@@ -126,10 +134,11 @@ __global__ void pointwise_kernel(const float *__restrict__ x, int C, int64_t HW,
 // added, and per-group sum / sum of squares accumulated in double.
 // One block per 32 output pixels of a row; thread (px, co) loops taps and ci.
 constexpr int kConvPx = 32;
-__global__ void conv3x3_kernel(const float *__restrict__ in, int image_in, int Cin, int S, int dil,
-                               const float *__restrict__ W, const float *__restrict__ bias, float *__restrict__ out,
-                               int Cout, int groups, double *__restrict__ stats) {
-    const int y = blockIdx.y;
+template <typename T>
+__global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, int S, int dil,
+                               const float *__restrict__ W, const float *__restrict__ bias, T *__restrict__ out,
+                               int y0, int Cout, int groups, double *__restrict__ stats) {
+    const int y = blockIdx.y + y0; // out holds rows y0.. of the output
     const int x0 = blockIdx.x * kConvPx;
     const int px = threadIdx.x % kConvPx;
     const int x = x0 + px;
@@ -148,14 +157,14 @@ __global__ void conv3x3_kernel(const float *__restrict__ in, int image_in, int C
                 if (ix < 0 || ix >= S) continue;
                 const float *w = W + ((int64_t)co * Cin) * 9 + ky * 3 + kx;
                 if (image_in) {
-                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * in[((int64_t)ci * S + iy) * S + ix];
+                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ck_ld(in + ((int64_t)ci * S + iy) * S + ix);
                 } else {
-                    const float *ir = in + ((int64_t)iy * S + ix) * Cin;
-                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ir[ci];
+                    const T *ir = in + ((int64_t)iy * S + ix) * Cin;
+                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ck_ld(ir + ci);
                 }
             }
         }
-        out[((int64_t)y * S + x) * Cout + co] = acc;
+        ck_st(out + ((int64_t)(y - y0) * S + x) * Cout + co, acc);
         atomicAdd(&gsum[co / cpg], (double)acc);
         atomicAdd(&gsq[co / cpg], (double)acc * acc);
     }
@@ -182,9 +191,10 @@ __global__ void gn_affine_kernel(const double *__restrict__ stats, int groups, i
 }
 
 // patch embed: conv k x k / stride + bias + pos, written to the unrolled index
-__global__ void patch_embed_kernel(const float *__restrict__ x, int S, int Cin, int K, int stride, int pad,
+template <typename T>
+__global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad,
                                    const float *__restrict__ w, const float *__restrict__ b,
-                                   const float *__restrict__ pos, int E, int k, float *__restrict__ tok) {
+                                   const float *__restrict__ pos, int E, int k, T *__restrict__ tok) {
     const int G = S / stride;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)G * G * E) return;
@@ -199,18 +209,18 @@ __global__ void patch_embed_kernel(const float *__restrict__ x, int S, int Cin, 
             for (int kx = 0; kx < K; kx++) {
                 const int ix = xo * stride - pad + kx;
                 if (ix < 0 || ix >= S) continue;
-                acc += w[((e * Cin + ci) * K + ky) * K + kx] * x[((int64_t)ci * S + iy) * S + ix];
+                acc += w[((e * Cin + ci) * K + ky) * K + kx] * ck_ld(x + ((int64_t)ci * S + iy) * S + ix);
             }
         }
-    tok[unroll_index(yo, xo, G, G, k) * E + e] = acc;
+    ck_st(tok + unroll_index(yo, xo, G, G, k) * E + e, acc);
 }
 
 // Mask-unit attention within windows: qkv rows in token order (token t of
 // window w at row t*nw + w), q pooled over qs (rows Tq*nw apart); one thread
 // per (query, head); out [Nq, Do] in the same order.
-template <int HD>
-__global__ void window_attention_kernel(const float *__restrict__ qkv, int64_t nw, int T, int qs, int Do,
-                                        int heads, float scale, float *__restrict__ out) {
+template <int HD, typename TT>
+__global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, int T, int qs, int Do,
+                                        int heads, float scale, TT *__restrict__ out, int ldo) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int Tq = T / qs;
     if (i >= (int64_t)Tq * nw * heads) return;
@@ -219,19 +229,19 @@ __global__ void window_attention_kernel(const float *__restrict__ qkv, int64_t n
     const int64_t w = jw % nw, j = jw / nw;
     const int64_t ld = 3 * (int64_t)Do;
     float q[HD], o[HD];
-    const float *src = qkv + (j * nw + w) * ld + (int64_t)h * HD;
-    for (int e = 0; e < HD; e++) q[e] = src[e];
+    const TT *src = qkv + (j * nw + w) * ld + (int64_t)h * HD;
+    for (int e = 0; e < HD; e++) q[e] = ck_ld(src + e);
     for (int s = 1; s < qs; s++) {
-        const float *o2 = qkv + ((s * Tq + j) * nw + w) * ld + (int64_t)h * HD;
-        for (int e = 0; e < HD; e++) q[e] = fmaxf(q[e], o2[e]);
+        const TT *o2 = qkv + ((s * Tq + j) * nw + w) * ld + (int64_t)h * HD;
+        for (int e = 0; e < HD; e++) q[e] = fmaxf(q[e], ck_ld(o2 + e));
     }
     for (int e = 0; e < HD; e++) q[e] *= scale, o[e] = 0.f;
     float m = -INFINITY, l = 0.f;
     for (int t = 0; t < T; t++) {
-        const float *kr = qkv + ((int64_t)t * nw + w) * ld + Do + (int64_t)h * HD;
+        const TT *kr = qkv + ((int64_t)t * nw + w) * ld + Do + (int64_t)h * HD;
         float s = 0.f;
 #pragma unroll
-        for (int e = 0; e < HD; e++) s += q[e] * kr[e];
+        for (int e = 0; e < HD; e++) s += q[e] * ck_ld(kr + e);
         if (s > m) {
             const float corr = __expf(m - s);
             l *= corr;
@@ -241,20 +251,21 @@ __global__ void window_attention_kernel(const float *__restrict__ qkv, int64_t n
         }
         const float p = __expf(s - m);
         l += p;
-        const float *vr = kr + Do;
+        const TT *vr = kr + Do;
 #pragma unroll
-        for (int e = 0; e < HD; e++) o[e] += p * vr[e];
+        for (int e = 0; e < HD; e++) o[e] += p * ck_ld(vr + e);
     }
-    float *dst = out + jw * Do + (int64_t)h * HD;
+    TT *dst = out + jw * ldo + (int64_t)h * HD;
     const float inv = 1.f / l;
-    for (int e = 0; e < HD; e++) dst[e] = o[e] * inv;
+    for (int e = 0; e < HD; e++) ck_st(dst + e, o[e] * inv);
 }
 
 // decoder epilogue: h [n, D2] (P1 rows of image rows y0..) + sum of upsampled
 // P2..P4 + b1, relu, classifier -> logits [4, G, G]; one warp per pixel.
-__global__ void decoder_epilogue_kernel(const float *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
-                                        const float *__restrict__ P2, int H2, const float *__restrict__ P3, int H3,
-                                        const float *__restrict__ P4, int H4, const float *__restrict__ b1,
+template <typename T>
+__global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
+                                        const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
+                                        const T *__restrict__ P4, int H4, const float *__restrict__ b1,
                                         const float *__restrict__ cls_w, const float *__restrict__ cls_b,
                                         float *__restrict__ logits) {
     const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -262,21 +273,21 @@ __global__ void decoder_epilogue_kernel(const float *__restrict__ h, int64_t p0,
     if (wid >= n) return;
     const int64_t p = p0 + wid;
     const int y = (int)(p / G), x = (int)(p % G);
-    const float *P[3] = {P2, P3, P4};
+    const T *P[3] = {P2, P3, P4};
     const int Hk[3] = {H2, H3, H4};
     Tap ty[3], tx[3];
     for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    const float *hr = h + wid * D2;
+    const T *hr = h + wid * D2;
     for (int e = lane; e < D2; e += 32) {
-        float v = hr[e] + b1[e];
+        float v = ck_ld(hr + e) + b1[e];
         for (int s = 0; s < 3; s++) {
             const int Hs = Hk[s];
-            const float *Q = P[s];
-            v += ty[s].l0 * (tx[s].l0 * Q[((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e] +
-                             tx[s].l1 * Q[((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e]) +
-                 ty[s].l1 * (tx[s].l0 * Q[((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e] +
-                             tx[s].l1 * Q[((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e]);
+            const T *Q = P[s];
+            v += ty[s].l0 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e) +
+                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e)) +
+                 ty[s].l1 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e) +
+                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e));
         }
         v = v > 0.f ? v : 0.f;
         for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
@@ -300,27 +311,33 @@ ckey_status launched(ckey_error *err, const char *what) {
 
 } // namespace
 
+
 extern "C" {
 
-ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err) {
+#define LAUNCH_T(dt, grid, threads, kern, ...) \
+    CK_DISPATCH(dt, (kern<T><<<(grid), (threads), 0, (cudaStream_t)st>>>(__VA_ARGS__)))
+
+ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
+                             ckey_error *err) {
     const int64_t n = (int64_t)H * W * C;
-    reroll_kernel<<<blocks_for(n, 256), 256, 0, (cudaStream_t)st>>>(tok, H, W, k, C, feat);
+    LAUNCH_T(dt, blocks_for(n, 256), 256, reroll_kernel, (const T *)tok, H, W, k, C, (T *)feat);
     return launched(err, "reroll");
 }
 
-ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
-                                 ckey_error *err) {
-    maxpool_bias_kernel<<<blocks_for(Nq * C, 256), 256, 0, (cudaStream_t)st>>>(x, Nq, C, qs, b, y);
+ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, const float *b, void *y, ck_dtype dt,
+                                   void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(Nq * C, 256), 256, maxpool_bias_kernel, (const T *)x, Nq, C, qs, b, (T *)y);
     return launched(err, "maxpool");
 }
 
-ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err) {
-    bias_gelu_kernel<<<blocks_for(rows * C, 256), 256, 0, (cudaStream_t)st>>>(h, rows * C, C, b);
+ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(rows * C, 256), 256, bias_gelu_kernel, (T *)h, rows * C, C, b);
     return launched(err, "bias+gelu");
 }
 
-ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err) {
-    refiner_input_kernel<<<blocks_for(7LL * S * S, 256), 256, 0, (cudaStream_t)st>>>(x, logits, S, rin);
+ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, void *rin, ck_dtype dt, void *st,
+                                    ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(7LL * S * S, 256), 256, refiner_input_kernel, (const T *)x, logits, S, (T *)rin);
     return launched(err, "refiner input");
 }
 
@@ -329,20 +346,21 @@ ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, c
     return launched(err, "finalize");
 }
 
-ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
-                                ckey_error *err) {
-    affine_kernel<<<blocks_for(HW * C, 256), 256, 0, (cudaStream_t)st>>>(x, y, C, HW * C, a, b);
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(HW * C, 256), 256, affine_kernel, (T *)x, (const T *)y, C, HW * C, a, b);
     return launched(err, "affine+relu");
 }
 
-ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                              float *out, int Cout, void *st, ckey_error *err) {
-    pointwise_kernel<<<blocks_for(HW, 128), 128, 0, (cudaStream_t)st>>>(x, C, HW, W, b, mult, out, Cout);
+ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                                float *out, int Cout, ck_dtype dt, void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(HW, 128), 128, pointwise_kernel, (const T *)x, C, HW, W, b, mult, out, Cout);
     return launched(err, "pointwise conv");
 }
 
-ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
-                            float *out, int Cout, int groups, double *stats, void *st, ckey_error *err) {
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err) {
     if (Cout > 64 || groups > 64 || Cout % groups) {
         if (err) {
             snprintf(err->message, sizeof err->message, "conv3x3: %d channels / %d groups unsupported", Cout, groups);
@@ -350,10 +368,17 @@ ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int d
         }
         return CKEY_ERR_UNSUPPORTED;
     }
-    dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)S);
-    conv3x3_kernel<<<grid, kConvPx * 8, 0, (cudaStream_t)st>>>(in, image_in, Cin, S, dil, W, bias, out, Cout, groups,
-                                                               stats);
+    if (y1 <= y0) return CKEY_OK;
+    dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)(y1 - y0));
+    LAUNCH_T(dt, grid, kConvPx * 8, conv3x3_kernel, (const T *)in, image_in, Cin, S, dil, W, bias, (T *)out, y0, Cout,
+             groups, stats);
     return launched(err, "conv3x3");
+}
+
+ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                              const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
+                              ckey_error *err) {
+    return ck_cuda_conv3x3_rows_t(in, image_in, Cin, S, dil, W, bias, out, 0, S, Cout, groups, stats, dt, st, err);
 }
 
 ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
@@ -362,26 +387,35 @@ ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int
     return launched(err, "groupnorm affine");
 }
 
-ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
-                                const float *b, const float *pos, int E, int k, float *tok, void *st,
-                                ckey_error *err) {
+ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                  const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
+                                  ckey_error *err) {
     const int G = S / stride;
-    patch_embed_kernel<<<blocks_for((int64_t)G * G * E, 128), 128, 0, (cudaStream_t)st>>>(x, S, Cin, K, stride, pad,
-                                                                                          w, b, pos, E, k, tok);
+    LAUNCH_T(dt, blocks_for((int64_t)G * G * E, 128), 128, patch_embed_kernel, (const T *)x, S, Cin, K, stride, pad, w,
+             b, pos, E, k, (T *)tok);
     return launched(err, "patch embed");
 }
 
-ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
-                                     void *st, ckey_error *err) {
+ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                       ck_dtype dt, void *st, ckey_error *err) {
+    return ck_cuda_window_attention_ld_t(qkv, nw, Tw, qs, Do, heads, out, Do, dt, st, err);
+}
+
+ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                          int ldo, ck_dtype dt, void *st, ckey_error *err) {
     const int hd = Do / heads;
-    const int64_t n = (int64_t)(T / qs) * nw * heads;
+    const int64_t n = (int64_t)(Tw / qs) * nw * heads;
     const float scale = 1.f / sqrtf((float)hd);
+    const unsigned g = blocks_for(n, 128);
     cudaStream_t s = (cudaStream_t)st;
+#define WA(HD)                                                                                                  \
+    CK_DISPATCH(dt, (window_attention_kernel<HD, T><<<g, 128, 0, s>>>((const T *)qkv, nw, Tw, qs, Do, heads, scale, \
+                                                                        (T *)out, ldo)))
     switch (hd) {
-    case 16: window_attention_kernel<16><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
-    case 32: window_attention_kernel<32><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
-    case 56: window_attention_kernel<56><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
-    case 64: window_attention_kernel<64><<<blocks_for(n, 128), 128, 0, s>>>(qkv, nw, T, qs, Do, heads, scale, out); break;
+    case 16: WA(16); break;
+    case 32: WA(32); break;
+    case 56: WA(56); break;
+    case 64: WA(64); break;
     default:
         if (err) {
             snprintf(err->message, sizeof err->message, "window attention: head_dim %d has no CUDA kernel", hd);
@@ -389,15 +423,59 @@ ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs
         }
         return CKEY_ERR_UNSUPPORTED;
     }
+#undef WA
     return launched(err, "window attention");
 }
 
+ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int G, int D2, const void *P2, int H2,
+                                       const void *P3, int H3, const void *P4, int H4, const float *b1,
+                                       const float *cls_w, const float *cls_b, float *logits, ck_dtype dt, void *st,
+                                       ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(n * 32, 256), 256, decoder_epilogue_kernel, (const T *)h, p0, n, G, D2, (const T *)P2, H2,
+             (const T *)P3, H3, (const T *)P4, H4, b1, cls_w, cls_b, logits);
+    return launched(err, "decoder epilogue");
+}
+
+/* fp32 entry points (tests and fp32 sessions) */
+ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err) {
+    return ck_cuda_reroll_t(tok, H, W, k, C, feat, CK_F32, st, err);
+}
+ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
+                                 ckey_error *err) {
+    return ck_cuda_maxpool_bias_t(x, Nq, C, qs, b, y, CK_F32, st, err);
+}
+ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err) {
+    return ck_cuda_bias_gelu_t(h, rows, C, b, CK_F32, st, err);
+}
+ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err) {
+    return ck_cuda_refiner_input_t(x, logits, S, rin, CK_F32, st, err);
+}
+ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
+                                ckey_error *err) {
+    return ck_cuda_affine_relu_t(x, y, C, HW, a, b, CK_F32, st, err);
+}
+ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                              float *out, int Cout, void *st, ckey_error *err) {
+    return ck_cuda_pointwise_t(x, C, HW, W, b, mult, out, Cout, CK_F32, st, err);
+}
+ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
+                            float *out, int Cout, int groups, double *stats, void *st, ckey_error *err) {
+    return ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, CK_F32, st, err);
+}
+ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                const float *b, const float *pos, int E, int k, float *tok, void *st,
+                                ckey_error *err) {
+    return ck_cuda_patch_embed_t(x, S, Cin, K, stride, pad, w, b, pos, E, k, tok, CK_F32, st, err);
+}
+ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
+                                     void *st, ckey_error *err) {
+    return ck_cuda_window_attention_t(qkv, nw, T, qs, Do, heads, out, CK_F32, st, err);
+}
 ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int G, int D2, const float *P2, int H2,
                                      const float *P3, int H3, const float *P4, int H4, const float *b1,
                                      const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err) {
-    decoder_epilogue_kernel<<<blocks_for(n * 32, 256), 256, 0, (cudaStream_t)st>>>(h, p0, n, G, D2, P2, H2, P3, H3, P4,
-                                                                                  H4, b1, cls_w, cls_b, logits);
-    return launched(err, "decoder epilogue");
+    return ck_cuda_decoder_epilogue_t(h, p0, n, G, D2, P2, H2, P3, H3, P4, H4, b1, cls_w, cls_b, logits, CK_F32, st,
+                                      err);
 }
 
 } // extern "C"

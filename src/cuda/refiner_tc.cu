@@ -1,7 +1,6 @@
-// The refiner on 16-bit storage: its dilated 3x3 convolutions as implicit
-// GEMM on tensor cores (mma.sync m16n8k16, fp32 accumulation), and its
-// elementwise kernels (pending GroupNorm + ReLU, residual, the final 1x1 conv)
-// templated on the storage type. Maps are channels-last [S*S, C].
+// The refiner's dilated 3x3 convolutions (64 -> 64 in the real model) on
+// 16-bit storage as implicit GEMM on tensor cores (mma.sync m16n8k16, fp32
+// accumulation). Maps are channels-last [S*S, C].
 //
 // Conv design (one persistent block per SM, 8 warps):
 //  - GEMM view: M = pixels, N = Cout, K = 9 taps x Cin. A tile is 128 pixels
@@ -50,16 +49,6 @@ ckey_status cuda_check(ckey_error *err, cudaError_t e, const char *what) {
 }
 
 // ---- storage types -------------------------------------------------------
-
-template <typename T> __device__ __forceinline__ float to_f(T v);
-template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f(float v);
-template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 // two floats -> two 16-bit values in one 32-bit word (lower address first)
 template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
@@ -367,72 +356,6 @@ ckey_status dispatch_conv(const ConvArgs &a, int Cin, int Cout, cudaStream_t st,
     return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 16, 32, 48 or 64");
 }
 
-// ---- elementwise, templated on the storage type ----------------------------
-
-// x = relu(a*x + b), or x = relu(x + (a*y + b)) (the residual); V values per thread
-template <typename T, int V>
-__global__ void affine_relu_t_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t n,
-                                     const float *__restrict__ a, const float *__restrict__ b) {
-    const int64_t i0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (i0 >= n) return;
-    const int c0 = (int)(i0 % C);
-    if (V == 1) {
-        const float xv = to_f<T>(x[i0]);
-        const float v = y ? xv + (a[c0] * to_f<T>(y[i0]) + b[c0]) : a[c0] * xv + b[c0];
-        x[i0] = from_f<T>(v > 0.f ? v : 0.f);
-        return;
-    }
-    // V values of one pixel (C % V == 0): one 16-byte access
-    uint4 xv = *reinterpret_cast<const uint4 *>(x + i0), yv = make_uint4(0, 0, 0, 0);
-    if (y) yv = *reinterpret_cast<const uint4 *>(y + i0);
-    T *xs = reinterpret_cast<T *>(&xv);
-    const T *ys = reinterpret_cast<const T *>(&yv);
-#pragma unroll
-    for (int e = 0; e < V; e++) {
-        const int c = c0 + e;
-        const float xf = to_f<T>(xs[e]);
-        const float v = y ? xf + (a[c] * to_f<T>(ys[e]) + b[c]) : a[c] * xf + b[c];
-        xs[e] = from_f<T>(v > 0.f ? v : 0.f);
-    }
-    *reinterpret_cast<uint4 *>(x + i0) = xv;
-}
-
-// channels-last x [HW, C] -> out fp32 [Cout, HW], mult * (W x + b)
-template <typename T>
-__global__ void pointwise_t_kernel(const T *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
-                                   const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
-    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= HW) return;
-    const T *xr = x + p * C;
-    for (int o0 = 0; o0 < Cout; o0 += 4) {
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        const int no = Cout - o0 < 4 ? Cout - o0 : 4;
-        for (int c = 0; c < C; c++) {
-            const float v = to_f<T>(xr[c]);
-#pragma unroll
-            for (int k = 0; k < 4; k++)
-                if (k < no) acc[k] += W[(o0 + k) * C + c] * v;
-        }
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            if (k < no) out[(int64_t)(o0 + k) * HW + p] = mult * (acc[k] + b[o0 + k]);
-    }
-}
-
-inline unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
-
-template <typename T>
-ckey_status affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b, cudaStream_t st,
-                          ckey_error *err) {
-    constexpr int V = 16 / sizeof(T);
-    const int64_t n = HW * C;
-    if (C % V == 0 && ((uintptr_t)x | (uintptr_t)y) % 16 == 0)
-        affine_relu_t_kernel<T, V><<<blocks_for(n / V, 256), 256, 0, st>>>((T *)x, (const T *)y, C, n, a, b);
-    else
-        affine_relu_t_kernel<T, 1><<<blocks_for(n, 256), 256, 0, st>>>((T *)x, (const T *)y, C, n, a, b);
-    return cuda_check(err, cudaGetLastError(), "affine+relu (16-bit)");
-}
-
 } // namespace
 
 extern "C" {
@@ -488,33 +411,6 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
     const cudaError_t e = cudaMemcpy(W_dev_out, h, n, cudaMemcpyHostToDevice);
     free(h);
     return cuda_check(err, e, "conv3x3 tc: weight upload");
-}
-
-ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
-                                  ck_dtype dt, void *stream, ckey_error *err) {
-    cudaStream_t st = (cudaStream_t)stream;
-    switch (dt) {
-    case CK_F32: return affine_relu_t<float>(x, y, C, HW, a, b, st, err);
-    case CK_F16: return affine_relu_t<__half>(x, y, C, HW, a, b, st, err);
-    case CK_BF16: return affine_relu_t<__nv_bfloat16>(x, y, C, HW, a, b, st, err);
-    default: break;
-    }
-    return fail(err, CKEY_ERR_UNSUPPORTED, "affine+relu: unknown storage type");
-}
-
-ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                                float *out, int Cout, ck_dtype dt, void *stream, ckey_error *err) {
-    cudaStream_t st = (cudaStream_t)stream;
-    const unsigned g = blocks_for(HW, 128);
-    switch (dt) {
-    case CK_F32: pointwise_t_kernel<float><<<g, 128, 0, st>>>((const float *)x, C, HW, W, b, mult, out, Cout); break;
-    case CK_F16: pointwise_t_kernel<__half><<<g, 128, 0, st>>>((const __half *)x, C, HW, W, b, mult, out, Cout); break;
-    case CK_BF16:
-        pointwise_t_kernel<__nv_bfloat16><<<g, 128, 0, st>>>((const __nv_bfloat16 *)x, C, HW, W, b, mult, out, Cout);
-        break;
-    default: return fail(err, CKEY_ERR_UNSUPPORTED, "pointwise: unknown storage type");
-    }
-    return cuda_check(err, cudaGetLastError(), "pointwise conv (16-bit)");
 }
 
 } // extern "C"

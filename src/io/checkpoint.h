@@ -13,21 +13,11 @@
 
 #include "ckey.h"
 
-typedef enum ck_dtype {
-    CK_F32 = 0,
-    CK_F16,
-    CK_BF16,
-    CK_F64,
-    CK_I64,   /* e.g. BatchNorm num_batches_tracked; never converted to float */
-    CK_I32,
-    CK_U8,
-    CK_BOOL
-} ck_dtype;
+#include "core/dtype.h"
 
 #define CK_MAX_DIMS 8
 
 /* Size of one element of `dt` in bytes. */
-size_t ck_dtype_size(ck_dtype dt);
 const char *ck_dtype_name(ck_dtype dt);
 
 typedef struct ck_tensor_info {

@@ -22,12 +22,17 @@ const char *const ck_prof_names[CK_PROF_COUNT] = {
     } while (0)
 #define OP(f, name, ...) OPP(f, CK_PROF_REFINER_OTHER, name, __VA_ARGS__)
 
-static void tap(const ck_fwd *f, const char *name, const float *data, int ndim, int64_t d0, int64_t d1,
+static void tap(const ck_fwd *f, const char *name, const void *data, int act, int ndim, int64_t d0, int64_t d1,
                 int64_t d2) {
     if (!f->ops || !f->tap) return;
     int64_t shape[3] = {d0, d1, d2};
-    f->tap(f->tap_user, name, data, shape, ndim);
+    f->tap(f->tap_user, name, data, shape, ndim, act ? f->act_bytes : 4);
 }
+
+/* An activation buffer of n elements (act_bytes each). */
+#define ALLOC_ACT(n, tag) ((float *)ck_alloc(pl, (size_t)(n) * (size_t)f->act_bytes, (tag)))
+/* Element `off` of an activation buffer. */
+#define ACT_AT(p, off) ((float *)(void *)((char *)(p) + (size_t)(off) * (size_t)f->act_bytes))
 
 float *ck_forward(const ck_fwd *f) {
     const ckey_model *m = f->m;
@@ -37,7 +42,7 @@ float *ck_forward(const ck_fwd *f) {
     const int64_t HW = (int64_t)S * S;
 
     /* x [4, S, S]: normalized RGB + hint, written by the caller. */
-    float *x = ck_alloc_f32(pl, 4 * HW, "input x");
+    float *x = ALLOC_ACT(4 * HW, "input x");
 
     /* ---- Hiera encoder -------------------------------------------------- */
     /* patch_embed + pos_embed + Unroll: tokens [G*G, E], each 8x8 mask unit's
@@ -45,7 +50,7 @@ float *ck_forward(const ck_fwd *f) {
     int k = c->num_stages - 1;
     int64_t N = (int64_t)G * G;
     int H = G;
-    float *tok = ck_alloc_f32(pl, N * E, "tokens");
+    float *tok = ALLOC_ACT(N * E, "tokens");
     OPP(f, CK_PROF_PATCH, patch_embed, m, x, S, f->pos, k, tok);
 
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -58,20 +63,20 @@ float *ck_forward(const ck_fwd *f) {
         const ck_block_w *w = &m->blocks[i];
         const int64_t Nout = N / b->q_stride;
         const int Do = b->dim_out;
-        float *xo = b->dim != Do ? ck_alloc_f32(pl, Nout * Do, "tokens") : tok;
+        float *xo = b->dim != Do ? ALLOC_ACT(Nout * Do, "tokens") : tok;
         if (b->mask_unit_attn) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
             OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
         } else {
             /* xn = norm1(x); x = maxpool(proj(xn)) if expanding */
-            float *xn = ck_alloc_f32(pl, N * b->dim, "norm1");
+            float *xn = ALLOC_ACT(N * b->dim, "norm1");
             OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
             if (xo != tok) OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
-            float *qkv = ck_alloc_f32(pl, N * 3 * Do, "qkv");
+            float *qkv = ALLOC_ACT(N * 3 * Do, "qkv");
             OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
             ck_release(pl, xn);
-            float *att = ck_alloc_f32(pl, Nout * Do, "attention");
+            float *att = ALLOC_ACT(Nout * Do, "attention");
             OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
             ck_release(pl, qkv);
             /* x = x + attn.proj(att) */
@@ -91,10 +96,10 @@ float *ck_forward(const ck_fwd *f) {
         OPP(f, CK_PROF_MLP, mlp, tok, N, Do, w, Do * c->mlp_ratio);
         if (b->stage_end && nf < 4) {
             /* Reroll: feature map [H, H, Do] in spatial order */
-            float *fm = ck_alloc_f32(pl, N * Do, "feature");
+            float *fm = ALLOC_ACT(N * Do, "feature");
             OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
-            tap(f, names[nf], fm, 3, H, H, Do);
+            tap(f, names[nf], fm, 1, 3, H, H, Do);
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
         }
     }
@@ -108,7 +113,7 @@ float *ck_forward(const ck_fwd *f) {
     int Hk[3];
     for (int s = 1; s < 4; s++) {
         int64_t n = (int64_t)feat_h[s] * feat_h[s];
-        P[s - 1] = ck_alloc_f32(pl, n * D2, "decoder proj");
+        P[s - 1] = ALLOC_ACT(n * D2, "decoder proj");
         Hk[s - 1] = feat_h[s];
         OPP(f, CK_PROF_DECODER, linear, feat[s], n, feat_c[s], m->dec.scale_w[s], m->dec.scale_b[s], P[s - 1], D2, 0);
         ck_release(pl, feat[s]);
@@ -117,15 +122,15 @@ float *ck_forward(const ck_fwd *f) {
     OPP(f, CK_PROF_DECODER, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
     for (int s = 0; s < 3; s++) ck_release(pl, P[s]);
     ck_release(pl, feat[0]);
-    tap(f, "alpha_logits", logits, 3, 1, G, G);
-    tap(f, "fg_logits", logits + (int64_t)G * G, 3, 3, G, G);
+    tap(f, "alpha_logits", logits, 0, 3, 1, G, G);
+    tap(f, "fg_logits", logits + (int64_t)G * G, 0, 3, 3, G, G);
 
     /* ---- refiner ---------------------------------------------------------- */
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]  (GreenFormer.forward) */
-    float *rin = ck_alloc_f32(pl, 7 * HW, "refiner input");
+    float *rin = ALLOC_ACT(7 * HW, "refiner input");
     OP(f, refiner_input, x, logits, S, rin);
     ck_release(pl, x);
-    tap(f, "coarse", rin + 3 * HW, 3, 4, S, S);
+    tap(f, "coarse", ACT_AT(rin, 3 * HW), 1, 3, 4, S, S);
 
     const int R = c->ref_dim, gr = c->ref_groups;
     const ck_refiner_w *rw = &m->ref;
@@ -133,14 +138,14 @@ float *ck_forward(const ck_fwd *f) {
     float *ga = ck_alloc_f32(pl, R, "gn scale");
     float *gb = ck_alloc_f32(pl, R, "gn shift");
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
-    float *xr = ck_alloc_f32(pl, R * HW, "refiner x");
+    float *xr = ALLOC_ACT(R * HW, "refiner x");
     OP(f, zero_stats, stats, 2 * gr);
     OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     ck_release(pl, rin);
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
     OP(f, affine_relu, xr, R, HW, ga, gb);
     /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
-    float *t = ck_alloc_f32(pl, R * HW, "refiner t");
+    float *t = ALLOC_ACT(R * HW, "refiner t");
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
@@ -160,7 +165,7 @@ float *ck_forward(const ck_fwd *f) {
     float *out = ck_alloc_f32(pl, 4 * HW, "output");
     OP(f, pointwise_conv, xr, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);
     ck_release(pl, xr);
-    tap(f, "deltas", out, 3, 4, S, S);
+    tap(f, "deltas", out, 0, 3, 4, S, S);
     /* alpha, fg = sigmoid(up(logits) + deltas) */
     OP(f, finalize, logits, S, out);
     ck_release(pl, logits);

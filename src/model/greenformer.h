@@ -14,10 +14,12 @@ typedef struct ck_fwd {
     int S;
     const float *pos;     /* pos-embed on the S/4 grid, [(S/4)^2, E] */
     float strength;       /* refiner strength */
-    ckey_tap_fn tap;
+    /* optional: stage outputs; elem_bytes is 4 (fp32) or 2 (the device's 16-bit activations) */
+    void (*tap)(void *user, const char *name, const void *data, const int64_t *shape, int32_t ndim, int elem_bytes);
     void *tap_user;
     double *prof;         /* optional: seconds per op kind, [CK_PROF_COUNT] */
     void (*sync)(void);   /* optional: wait for the device, so profiled times are real */
+    int act_bytes;        /* bytes per activation element: 4 (fp32) or 2 (fp16/bf16 on CUDA) */
 } ck_fwd;
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */
@@ -26,9 +28,11 @@ enum { CK_PROF_PATCH, CK_PROF_MU_ATTN, CK_PROF_LAYERNORM, CK_PROF_LINEAR, CK_PRO
        CK_PROF_REFINER_OTHER, CK_PROF_COUNT };
 extern const char *const ck_prof_names[CK_PROF_COUNT];
 
-/* Returns the [4, S, S] result (alpha, then fg) inside the arena. The first
- * allocation of the pass is the [4, S, S] input buffer: x is read from it
- * (callers write the input there before the pass). */
+/* Returns the [4, S, S] fp32 result (alpha, then fg) inside the arena. The
+ * first allocation of the pass is the [4, S, S] input buffer (activation
+ * type): x is read from it (callers write the input there before the pass).
+ * Activations (tokens, features, refiner maps) are act_bytes per element;
+ * logits, GroupNorm statistics and affines and the output are fp32. */
 float *ck_forward(const ck_fwd *f);
 
 #endif

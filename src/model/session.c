@@ -32,12 +32,44 @@ struct ckey_session {
     int cuda;
     ck_cuda_state cs;
     ckey_model dm;
-    float *dstore, *dpos;
+    ck_dtype dt;          /* activation and matrix-weight storage on the device */
+    float *dstore;        /* fp32 weights (all of them, or only the vectors when dt is 16-bit) */
+    void *dmat;           /* 16-bit matrix weights (dt != CK_F32) */
+    float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
+    int dpos_owned;
     float *host_in, *host_out, *tap_host;
     size_t tap_host_floats;
 };
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
+
+const char *ckey_precision_name(ckey_precision p) {
+    switch (p) {
+    case CKEY_PRECISION_FP32: return "fp32";
+    case CKEY_PRECISION_FP16: return "fp16";
+    case CKEY_PRECISION_BF16: return "bf16";
+    default: return "default";
+    }
+}
+
+/* The storage type a session's options resolve to. */
+static ck_dtype session_dtype(const ckey_session_options *o) {
+    if (o->device != CKEY_DEVICE_CUDA) return CK_F32;
+    switch (o->precision) {
+    case CKEY_PRECISION_FP32: return CK_F32;
+    case CKEY_PRECISION_BF16: return CK_BF16;
+    default: return CK_F16;
+    }
+}
+
+ckey_precision ckey_session_precision(const ckey_session *s) {
+    if (!s) return CKEY_PRECISION_DEFAULT;
+    switch (s->dt) {
+    case CK_F16: return CKEY_PRECISION_FP16;
+    case CK_BF16: return CKEY_PRECISION_BF16;
+    default: return CKEY_PRECISION_FP32;
+    }
+}
 
 void ckey_session_options_default(ckey_session_options *o) {
     memset(o, 0, sizeof *o);
@@ -45,6 +77,7 @@ void ckey_session_options_default(ckey_session_options *o) {
     o->threads = 0;
     o->device = CKEY_DEVICE_CPU;
     o->refiner_strength = 1.0f;
+    o->resize_back = CKEY_RESIZE_BACK_LANCZOS4;
 }
 
 const char *ckey_version(void) {
@@ -86,14 +119,16 @@ ckey_status ckey_model_get_info(const ckey_model *m, ckey_model_info *info) {
     return CKEY_OK;
 }
 
-static ckey_status check_options(const ckey_model *m, const ckey_session_options *o, ckey_error *err) {
+/* need_device: a session needs the GPU itself; a plan alone does not. */
+static ckey_status check_options(const ckey_model *m, const ckey_session_options *o, int need_device,
+                                 ckey_error *err) {
     ckey_status st = ck_config_check_size(&m->cfg, o->size, err);
     if (st) return st;
     if (o->threads < 0 || o->threads > 1024)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "threads %d: must be 0 (all cores) to 1024", o->threads);
     if (o->device == CKEY_DEVICE_CUDA) {
         int n = ck_cuda_device_count();
-        if (o->device_index < 0 || o->device_index >= n)
+        if (o->device_index < 0 || (need_device && o->device_index >= n))
             return ck_fail(err, CKEY_ERR_DEVICE, "cuda:%d: no such CUDA device (%d found%s)", o->device_index, n,
                            n ? "" : "; is this a CUDA build with a GPU and driver?");
 #ifndef CK_HAVE_CUDA
@@ -108,6 +143,14 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
                        (double)o->refiner_strength);
     if (o->memory_budget < 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "memory budget must not be negative");
+    if (o->precision < CKEY_PRECISION_DEFAULT || o->precision > CKEY_PRECISION_BF16)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown precision %d", (int)o->precision);
+    if (o->device != CKEY_DEVICE_CUDA && (o->precision == CKEY_PRECISION_FP16 || o->precision == CKEY_PRECISION_BF16))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "precision %s: the CPU backend runs fp32 only (use --device cuda)",
+                       ckey_precision_name(o->precision));
+    if (o->resize_back != CKEY_RESIZE_BACK_LANCZOS4 && o->resize_back != CKEY_RESIZE_BACK_BILINEAR)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "resize_back %d: expected CKEY_RESIZE_BACK_LANCZOS4 or _BILINEAR",
+                       (int)o->resize_back);
     return CKEY_OK;
 }
 
@@ -121,8 +164,11 @@ static int resolve_threads(int t) {
  * forward's own buffers. */
 static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, int threads, ck_plan *plan,
                              size_t *scratch_bytes, ckey_error *err) {
+    const size_t act_bytes = ck_dtype_size(session_dtype(o));
     if (o->device == CKEY_DEVICE_CUDA) {
-        *scratch_bytes = ck_cuda_scratch_floats(&m->cfg, o->size) * sizeof(float);
+        /* the scratch also stages the fp32 input of a 16-bit session */
+        *scratch_bytes = CK_MAX(ck_cuda_scratch_floats(&m->cfg, o->size) * act_bytes,
+                                (size_t)16 * o->size * o->size);
     } else {
         size_t per_thread, shared;
         ck_cpu_scratch_floats(&m->cfg, o->size, threads, &per_thread, &shared);
@@ -130,7 +176,7 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
     }
     ck_plan_begin_record(plan);
     ck_alloc(plan, *scratch_bytes, o->device == CKEY_DEVICE_CUDA ? "cuda scratch" : "cpu scratch");
-    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL, NULL};
+    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL, NULL, (int)act_bytes};
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
@@ -140,9 +186,67 @@ static size_t pos_bytes(const ckey_model *m, int S) {
     return g == m->cfg.pos_grid ? 0 : (size_t)g * g * m->cfg.embed_dim * sizeof(float);
 }
 
-static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ckey_memory_plan *mp) {
+/* The matrix weights (the GEMM operands: stored in 16 bits on 16-bit CUDA
+ * sessions), as slots of the model struct with their element counts, in
+ * store order. */
+typedef struct mat_ref {
+    size_t off, count;  /* in floats, within the store */
+    const float **slot; /* in the device model struct */
+} mat_ref;
+enum { MAX_MATS = CK_MAX_BLOCKS * 5 + 4 };
+
+static int cmp_mat(const void *a, const void *b) {
+    const mat_ref *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
+    const ck_config *c = &m->cfg;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    int n = 0, nf = 0, feat[4] = {0};
+#define ADD(field, dfield, cnt)                                                     \
+    do {                                                                            \
+        if (field) {                                                                \
+            r[n].off = (size_t)((field) - m->store), r[n].count = (size_t)(cnt);    \
+            r[n].slot = (const float **)&(dfield);                                  \
+            n++;                                                                    \
+        }                                                                           \
+    } while (0)
+    for (int i = 0; i < nb; i++) {
+        const ck_block_info *b = &bi[i];
+        const ck_block_w *w = &m->blocks[i];
+        ck_block_w *dw = &dm->blocks[i];
+        const size_t D = (size_t)b->dim, Do = (size_t)b->dim_out, Hd = Do * (size_t)c->mlp_ratio;
+        ADD(w->qkv_w, dw->qkv_w, 3 * Do * D);
+        ADD(w->proj_w, dw->proj_w, Do * D);
+        ADD(w->attn_proj_w, dw->attn_proj_w, Do * Do);
+        ADD(w->fc1_w, dw->fc1_w, Hd * Do);
+        ADD(w->fc2_w, dw->fc2_w, Do * Hd);
+        if (b->stage_end && nf < 4) feat[nf++] = b->dim_out;
+    }
+    for (int k = 0; k < 4; k++) ADD(m->dec.scale_w[k], dm->dec.scale_w[k], (size_t)2 * c->dec_dim * feat[k]);
+#undef ADD
+    qsort(r, (size_t)n, sizeof *r, cmp_mat);
+    return n;
+}
+
+/* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices. */
+static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
+    if (dt == CK_F32) return m->store_floats * sizeof(float);
+    mat_ref r[MAX_MATS];
+    ckey_model tmp = *m;
+    const int n = collect_matrices(m, &tmp, r);
+    size_t mat = 0;
+    for (int i = 0; i < n; i++) mat += r[i].count;
+    return (m->store_floats - mat) * sizeof(float) + mat * ck_dtype_size(dt);
+}
+
+static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ck_dtype dt,
+                      ckey_memory_plan *mp) {
     memset(mp, 0, sizeof *mp);
-    mp->weight_bytes = (int64_t)(m->store_floats * sizeof(float) + pos_bytes(m, S));
+    mp->weight_bytes = (int64_t)(device_weight_bytes(m, dt) + pos_bytes(m, S));
     mp->arena_bytes = (int64_t)ck_plan_arena_bytes(plan);
     mp->scratch_bytes = (int64_t)scratch;
     mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
@@ -156,7 +260,7 @@ static ckey_status plan_only(const ckey_model *m, const ckey_session_options *op
                              ck_plan **plan, size_t *scratch, ckey_error *err) {
     *plan = NULL;
     if (opt) *o = *opt; else ckey_session_options_default(o);
-    ckey_status st = check_options(m, o, err);
+    ckey_status st = check_options(m, o, 0, err);
     if (!st) st = ck_plan_create(plan, err);
     if (!st) st = plan_pass(m, o, resolve_threads(o->threads), *plan, scratch, err);
     return st;
@@ -170,7 +274,7 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     size_t scratch;
     ckey_status st = plan_only(m, opt, &o, &plan, &scratch, err);
     if (!st) {
-        fill_plan(m, plan, scratch, o.size, mp);
+        fill_plan(m, plan, scratch, o.size, session_dtype(&o), mp);
         if (o.memory_budget > 0 && mp->peak_bytes > o.memory_budget)
             st = ck_fail(err, CKEY_ERR_BUDGET,
                          "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
@@ -211,22 +315,105 @@ static void remap_model(const ckey_model *m, float *dstore, ckey_model *dm) {
 #undef R
 }
 
+/* Upload the weights. fp32 sessions copy the store as it is. 16-bit
+ * sessions store the matrices (GEMM operands) in dt, converted on the device
+ * one at a time, and the rest (vectors, patch embed, pos-embed, convs) in a
+ * compact fp32 copy of the store with the matrices cut out. */
+static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
+    const ckey_model *m = s->m;
+    if (s->dt == CK_F32) {
+        ckey_status st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
+        if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+        if (!st) remap_model(m, s->dstore, &s->dm);
+        return st;
+    }
+    mat_ref r[MAX_MATS];
+    remap_model(m, m->store, &s->dm); /* vectors fixed up below */
+    const int n = collect_matrices(m, &s->dm, r);
+    size_t mat = 0, biggest = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && r[i].off < r[i - 1].off + r[i - 1].count)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "weight matrices overlap in the store");
+        mat += r[i].count;
+        biggest = CK_MAX(biggest, r[i].count);
+    }
+    const size_t nvec = m->store_floats - mat;
+    float *host = malloc(CK_MAX(nvec, (size_t)1) * sizeof(float));
+    if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the weight upload");
+    /* compact copy: the store with the matrix ranges cut out */
+    size_t src = 0, dst = 0;
+    for (int i = 0; i <= n; i++) {
+        const size_t end = i < n ? r[i].off : m->store_floats;
+        memcpy(host + dst, m->store + src, (end - src) * sizeof(float));
+        dst += end - src;
+        if (i < n) src = r[i].off + r[i].count;
+    }
+    void *tmp = NULL;
+    ckey_status st = ck_cuda_malloc((void **)&s->dstore, CK_MAX(nvec, (size_t)1) * sizeof(float), err);
+    if (!st) st = ck_cuda_copy(s->dstore, host, nvec * sizeof(float), 1, err);
+    free(host);
+    if (!st) st = ck_cuda_malloc(&s->dmat, mat * ck_dtype_size(s->dt), err);
+    if (!st) st = ck_cuda_malloc(&tmp, biggest * sizeof(float), err);
+    size_t at = 0;
+    for (int i = 0; !st && i < n; i++) {
+        void *d = (char *)s->dmat + at * ck_dtype_size(s->dt);
+        st = ck_cuda_copy(tmp, m->store + r[i].off, r[i].count * sizeof(float), 1, err);
+        if (!st) st = ck_cuda_convert(tmp, CK_F32, d, s->dt, (int64_t)r[i].count, NULL, err);
+        if (!st) st = ck_cuda_sync(err);
+        *r[i].slot = (const float *)d;
+        at += r[i].count;
+    }
+    ck_cuda_free(tmp);
+    if (st) return st;
+    /* every other pointer: host store offset -> compact device offset */
+    const float **slots[256];
+    int ns = 0;
+    ckey_model *dm = &s->dm;
+#define SLOT(p) ((p) && ns < 256 ? (void)(slots[ns++] = (const float **)&(p)) : (void)0)
+    SLOT(dm->patch_w), SLOT(dm->patch_b), SLOT(dm->pos_embed);
+    for (int i = 0; i < CK_MAX_BLOCKS; i++) {
+        ck_block_w *bw = &dm->blocks[i];
+        SLOT(bw->norm1_w), SLOT(bw->norm1_b), SLOT(bw->proj_b), SLOT(bw->qkv_b), SLOT(bw->attn_proj_b);
+        SLOT(bw->norm2_w), SLOT(bw->norm2_b), SLOT(bw->fc1_b), SLOT(bw->fc2_b);
+    }
+    for (int k = 0; k < 4; k++) SLOT(dm->dec.scale_b[k]);
+    SLOT(dm->dec.cls_w), SLOT(dm->dec.cls_b);
+    ck_refiner_w *rw = &dm->ref;
+    SLOT(rw->stem_w), SLOT(rw->stem_b), SLOT(rw->stem_gn_w), SLOT(rw->stem_gn_b), SLOT(rw->final_w), SLOT(rw->final_b);
+    for (int i = 0; i < 8; i++) SLOT(rw->conv_w[i]), SLOT(rw->conv_b[i]), SLOT(rw->gn_w[i]), SLOT(rw->gn_b[i]);
+#undef SLOT
+    if (ns >= 256) return ck_fail(err, CKEY_ERR_INTERNAL, "too many weight slots");
+    for (int j = 0; j < ns; j++) {
+        const float *p = *slots[j];
+        if (p < m->store || p >= m->store + m->store_floats)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "weight outside the store");
+        size_t off = (size_t)(p - m->store), before = 0;
+        for (int i = 0; i < n && r[i].off < off; i++) {
+            if (off < r[i].off + r[i].count) return ck_fail(err, CKEY_ERR_INTERNAL, "vector inside a matrix");
+            before += r[i].count;
+        }
+        *slots[j] = s->dstore + (off - before);
+    }
+    dm->store = s->dstore;
+    return CKEY_OK;
+}
+
 static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     const ckey_model *m = s->m;
     const int S = s->opt.size;
     ckey_status st = ck_cuda_set_device(s->opt.device_index, err);
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
-    if (!st) st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
-    if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+    if (!st) st = upload_weights(s, err);
     if (!st) st = ck_cublas_create(&s->cs.blas, err);
     if (st) return st;
-    remap_model(m, s->dstore, &s->dm);
+    s->cs.dt = s->dt;
     const size_t pb = pos_bytes(m, S);
     if (pb) {
         float *host = malloc(pb);
         if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
         ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, m->cfg.embed_dim, host, S / m->cfg.patch_stride);
         st = ck_cuda_malloc((void **)&s->dpos, pb, err);
+        if (!st) s->dpos_owned = 1;
         if (!st) st = ck_cuda_copy(s->dpos, host, pb, 1, err);
         free(host);
         if (st) return st;
@@ -263,12 +450,12 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
     if (!s) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     s->m = m;
     if (opt) s->opt = *opt; else ckey_session_options_default(&s->opt);
-    ckey_status st = check_options(m, &s->opt, err);
+    ckey_status st = check_options(m, &s->opt, 1, err);
     int threads = resolve_threads(s->opt.threads);
     if (!st) st = ck_plan_create(&s->plan, err);
     if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, err);
     if (!st) {
-        fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, &s->mp);
+        fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, session_dtype(&s->opt), &s->mp);
         if (s->opt.memory_budget > 0 && s->mp.peak_bytes > s->opt.memory_budget)
             st = ck_fail(err, CKEY_ERR_BUDGET,
                          "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
@@ -276,6 +463,7 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
                          s->mp.arena_bytes / 1048576.0, s->opt.memory_budget / 1048576.0);
     }
     s->cuda = s->opt.device == CKEY_DEVICE_CUDA;
+    s->dt = session_dtype(&s->opt);
     if (!st && s->cuda) st = cuda_session_init(s, err);
     if (!st && !s->cuda) {
         ck_gemm_init();
@@ -319,7 +507,8 @@ void ckey_session_free(ckey_session *s) {
         ck_cuda_free(s->arena);
         s->arena = NULL;
         ck_cuda_free(s->dstore);
-        if (s->dpos && (s->dpos < s->dstore || s->dpos >= s->dstore + s->m->store_floats)) ck_cuda_free(s->dpos);
+        ck_cuda_free(s->dmat);
+        if (s->dpos_owned) ck_cuda_free(s->dpos);
         free(s->host_in);
         free(s->host_out);
         free(s->tap_host);
@@ -355,7 +544,8 @@ float *ck_session_input(ckey_session *s) {
 
 #ifdef CK_HAVE_CUDA
 /* Taps on a CUDA session: copy the device tensor to the host first. */
-static void cuda_tap(void *user, const char *name, const float *data, const int64_t *shape, int32_t ndim) {
+static void cuda_tap(void *user, const char *name, const void *data, const int64_t *shape, int32_t ndim,
+                     int elem_bytes) {
     ckey_session *s = user;
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) n *= shape[i];
@@ -365,7 +555,15 @@ static void cuda_tap(void *user, const char *name, const float *data, const int6
         s->tap_host = p;
         s->tap_host_floats = (size_t)n;
     }
-    if (ck_cuda_copy(s->tap_host, data, (size_t)n * sizeof(float), 0, NULL)) return;
+    if (elem_bytes == 4) {
+        if (ck_cuda_copy(s->tap_host, data, (size_t)n * sizeof(float), 0, NULL)) return;
+    } else {
+        /* widen to fp32 in the scratch, then copy (taps run between ops) */
+        float *wide = s->cs.scratch;
+        if ((size_t)n * sizeof(float) > s->scratch_bytes) return;
+        if (ck_cuda_convert(data, s->dt, wide, CK_F32, n, NULL, NULL) || ck_cuda_sync(NULL)) return;
+        if (ck_cuda_copy(s->tap_host, wide, (size_t)n * sizeof(float), 0, NULL)) return;
+    }
     s->tap(s->tap_user, name, s->tap_host, shape, ndim);
 }
 #endif
@@ -381,10 +579,18 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     ck_plan_begin_execute(s->plan, s->arena);
     ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
     s->cs.status = CKEY_OK;
-    ckey_status st = ck_cuda_copy(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
+    ckey_status st;
+    if (s->dt == CK_F32) {
+        st = ck_cuda_copy(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
+    } else {
+        /* fp32 input through the scratch (free until the first op), stored in dt */
+        st = ck_cuda_copy(s->cs.scratch, s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
+        if (!st) st = ck_cuda_convert(s->cs.scratch, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, NULL, err);
+    }
     if (st) return st;
     ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
-                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet};
+                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet,
+                (int)ck_dtype_size(s->dt)};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
@@ -406,6 +612,13 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
 #endif
 }
 
+static void cpu_tap(void *user, const char *name, const void *data, const int64_t *shape, int32_t ndim,
+                    int elem_bytes) {
+    const ckey_session *s = user;
+    (void)elem_bytes; /* always 4 on the CPU */
+    s->tap(s->tap_user, name, data, shape, ndim);
+}
+
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
     if (s->cuda) return cuda_run(s, out, err);
     double t0 = ck_now();
@@ -413,8 +626,8 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
     void *scratch = ck_alloc(s->plan, s->scratch_bytes, "cpu scratch");
     if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
     ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
-                s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap, s->tap_user,
-                s->prof, NULL};
+                s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap ? cpu_tap : NULL,
+                s, s->prof, NULL, (int)sizeof(float)};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
@@ -451,7 +664,9 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
                        CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
     /* The work buffers depend on the plate size: the first frame of a shot
      * sizes them, every later frame of that size reuses them. */
-    size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w));
+    const ck_resize_mode back = s->opt.resize_back == CKEY_RESIZE_BACK_BILINEAR ? CK_RESIZE_BILINEAR_AA
+                                                                                 : CK_RESIZE_LANCZOS4;
+    size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w, back));
     if (need == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", w, h, S);
     if (need > s->pipe_floats) {
         float *p = realloc(s->pipe, need * sizeof(float));
@@ -466,7 +681,7 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
     if (st) return ck_fail(err, st, "plate %d x %d: preprocessing failed", w, h);
     ckey_forward_result r;
     if ((st = ck_session_run(s, &r, err))) return st;
-    st = ck_postprocess(r.alpha, r.fg, S, h, w, alpha_out, fg_out, s->pipe);
+    st = ck_postprocess(r.alpha, r.fg, S, h, w, back, alpha_out, fg_out, s->pipe);
     if (st) return ck_fail(err, st, "plate %d x %d: postprocessing failed", w, h);
     return CKEY_OK;
 }

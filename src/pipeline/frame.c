@@ -1,6 +1,7 @@
 /*
  * The official per-frame pre- and post-processing (inference_engine.py
- * `_preprocess_input` and the resize of `_postprocess_torch`) built from the
+ * `_preprocess_input` and the resize back of `_postprocess_torch` or
+ * `_postprocess_opencv`) built from the
  * resize and color primitives. Serial; a threaded caller can use the same
  * steps through ck_resize_pass.
  */
@@ -34,22 +35,27 @@ ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_
     return CKEY_OK;
 }
 
-size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w) {
-    const size_t a = ck_resize_scratch_floats(3, size, size, h, w, CK_RESIZE_BILINEAR_AA);
-    const size_t b = ck_resize_scratch_floats(1, size, size, h, w, CK_RESIZE_BILINEAR_AA);
+size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w, ck_resize_mode mode) {
+    if (mode != CK_RESIZE_BILINEAR_AA && mode != CK_RESIZE_LANCZOS4) return 0;
+    const size_t a = ck_resize_scratch_floats(3, size, size, h, w, mode);
+    const size_t b = ck_resize_scratch_floats(1, size, size, h, w, mode);
     return a && b ? max_size(a, b) : 0;
 }
 
 ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, int32_t h,
-                           int32_t w, float *alpha_out, float *fg_out, float *scratch) {
+                           int32_t w, ck_resize_mode mode, float *alpha_out, float *fg_out,
+                           float *scratch) {
     if (!alpha || !fg || !alpha_out || !fg_out || !scratch ||
-        !ck_postprocess_scratch_floats(size, h, w))
+        !ck_postprocess_scratch_floats(size, h, w, mode))
         return CKEY_ERR_INVALID_ARG;
+    /* Upstream resizes the [1, S, S] alpha and the [3, S, S] fg separately
+     * (cv2 on HWC arrays: the channels of a pixel share their weights, so
+     * planar is the same arithmetic). */
     ck_resize r;
-    ckey_status st = ck_resize_prepare(&r, 1, size, size, h, w, CK_RESIZE_BILINEAR_AA, scratch);
+    ckey_status st = ck_resize_prepare(&r, 1, size, size, h, w, mode, scratch);
     if (st != CKEY_OK) return st;
     ck_resize_run(&r, alpha, alpha_out);
-    st = ck_resize_prepare(&r, 3, size, size, h, w, CK_RESIZE_BILINEAR_AA, scratch);
+    st = ck_resize_prepare(&r, 3, size, size, h, w, mode, scratch);
     if (st != CKEY_OK) return st;
     ck_resize_run(&r, fg, fg_out);
     return CKEY_OK;

@@ -18,6 +18,7 @@ void ckey_post_options_default(ckey_post_options *o) {
     o->despill_strength = (float)po.despill_strength;
     o->despeckle = po.despeckle ? 1 : 0;
     o->despeckle_area = po.despeckle_area;
+    o->despeckle_mode = CKEY_DESPECKLE_OPENCV;
 }
 
 static int dims_valid(int32_t width, int32_t height) {
@@ -30,6 +31,7 @@ static void to_internal(const ckey_post_options *o, ck_post_options *po) {
     po->despill_strength = (double)o->despill_strength;
     po->despeckle = o->despeckle != 0;
     po->despeckle_area = o->despeckle_area;
+    po->despeckle_mode = o->despeckle_mode == CKEY_DESPECKLE_TORCH ? CK_DESPECKLE_TORCH : CK_DESPECKLE_OPENCV;
 }
 
 size_t ckey_post_scratch_bytes(int32_t width, int32_t height, const ckey_post_options *o) {
@@ -52,6 +54,9 @@ ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width,
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "ckey_post_passes: despill strength %g is outside 0 .. 1",
                        (double)o->despill_strength);
+    if (o->despeckle_mode != CKEY_DESPECKLE_OPENCV && o->despeckle_mode != CKEY_DESPECKLE_TORCH)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_post_passes: despeckle mode %d is neither OPENCV nor TORCH",
+                       (int)o->despeckle_mode);
     if (o->despeckle && o->despeckle_area < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_post_passes: negative despeckle area %lld",
                        (long long)o->despeckle_area);

@@ -35,7 +35,19 @@ typedef enum ck_resize_mode {
      * antialias: two taps per axis, source index clamped at 0 (the decoder's
      * feature and logit upsampling inside the network).
      */
-    CK_RESIZE_BILINEAR = 1
+    CK_RESIZE_BILINEAR = 1,
+    /*
+     * cv2.resize(src, (w, h), interpolation=INTER_LANCZOS4) on a float32
+     * image: what the official CPU post-processing (`_postprocess_opencv`)
+     * applies to alpha and fg on the way out. 8 taps per axis around
+     * floor(src) - 3 .. floor(src) + 4 with src = (i + 0.5) * (in / out) -
+     * 0.5 (no antialias: the support does not widen on downscale), the
+     * windowed-sinc weights normalized to sum 1, taps outside the image
+     * clamped to the edge pixel (BORDER_REPLICATE). Separable: rows first
+     * into a [channels, in_h, out_w] intermediate, then columns. Both sides
+     * unchanged is a copy, as cv2.resize.
+     */
+    CK_RESIZE_LANCZOS4 = 2
 } ck_resize_mode;
 
 /* Largest side the resize accepts: indices are kept in float tables, which
@@ -52,9 +64,10 @@ typedef struct ck_resize {
     ck_resize_mode mode;
     int32_t channels, in_h, in_w, out_h, out_w;
     int32_t taps_w, taps_h;   /* floats per table entry after the 2-float header */
-    const float *table_w;     /* out_w entries: AA {xmin, xsize, w[taps_w]}; plain {i0, i1, l0, l1} */
+    const float *table_w;     /* out_w entries: AA {xmin, xsize, w[taps_w]}; plain {i0, i1, l0, l1};
+                                 Lanczos4 {first tap (may be < 0), 0, w[8]} */
     const float *table_h;     /* out_h entries, same layout */
-    float *tmp;               /* AA intermediate, NULL when one pass suffices */
+    float *tmp;               /* AA / Lanczos4 intermediate, NULL when one pass suffices */
     int32_t num_passes;       /* 1 or 2 */
 } ck_resize;
 
@@ -119,11 +132,15 @@ ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_
 
 /*
  * Resize the network's alpha [S, S] and fg [3, S, S] back to the plate size
- * h x w as the official GPU post-processing (`TF.resize` bilinear, so
- * antialiased when the plate is smaller than S). Runs on the calling thread.
+ * h x w. `mode` CK_RESIZE_BILINEAR_AA is the official GPU post-processing
+ * (`_postprocess_torch`: `TF.resize` bilinear, antialiased when the plate is
+ * smaller than S); CK_RESIZE_LANCZOS4 the official CPU post-processing
+ * (`_postprocess_opencv`: cv2.resize INTER_LANCZOS4). Runs on the calling
+ * thread.
  */
-size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w);
+size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w, ck_resize_mode mode);
 ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, int32_t h,
-                           int32_t w, float *alpha_out, float *fg_out, float *scratch);
+                           int32_t w, ck_resize_mode mode, float *alpha_out, float *fg_out,
+                           float *scratch);
 
 #endif

@@ -343,6 +343,189 @@ ckey_status ck_clean_matte(const float *alpha, float *out, int32_t h, int32_t w,
     return CKEY_OK;
 }
 
+/* -------------------------------------------------------- despeckle, torch */
+
+/* One round function of the label Feistel network (a 32-bit mix). */
+static uint32_t feistel_f(uint32_t x, uint32_t key) {
+    x ^= key;
+    x *= 0x9E3779B1u;
+    x ^= x >> 15;
+    x *= 0x85EBCA77u;
+    x ^= x >> 13;
+    return x;
+}
+
+uint32_t ck_torch_label(uint32_t i, uint32_t n) {
+    /* A bijection on [0, 2^(2 half)) >= n, applied until the value falls in
+     * [0, n): cycle walking keeps it a bijection on [0, n). */
+    int half = 1;
+    while (((uint64_t)1 << (2 * half)) < (uint64_t)n) half++;
+    const uint32_t mask = (uint32_t)(((uint64_t)1 << half) - 1);
+    static const uint32_t keys[4] = {0x243F6A88u, 0x85A308D3u, 0x13198A2Eu, 0x03707344u};
+    uint32_t v = i;
+    do {
+        uint32_t l = v >> half, r = v & mask;
+        for (int k = 0; k < 4; k++) {
+            uint32_t t = r;
+            r = l ^ (feistel_f(r, keys[k]) & mask);
+            l = t;
+        }
+        v = (l << half) | r;
+    } while (v >= n);
+    return v + 1;
+}
+
+int ck_gaussian_kernel_torch(int32_t ksize, float *k) {
+    if (ksize <= 0 || ksize % 2 == 0 || ksize > 255) return -1;
+    /* torchvision: sigma = ksize * 0.15 + 0.35; x = linspace(-lim, lim) with
+     * lim = (ksize - 1) / (2 sqrt 2), i.e. x_i = (i - ksize / 2) / sqrt 2;
+     * softmax(-(x / sigma)^2). Evaluated in double and rounded once; torch
+     * works in float32, which moves a weight by an ulp or so. */
+    const double sigma = (double)ksize * 0.15 + 0.35;
+    const int32_t half = ksize / 2;
+    double v[255], sum = 0;
+    for (int32_t i = 0; i < ksize; i++) {
+        const double x = (double)(i - half) / sqrt(2.0) / sigma;
+        v[i] = exp(-x * x);
+        sum += v[i];
+    }
+    for (int32_t i = 0; i < ksize; i++) k[i] = (float)(v[i] / sum);
+    return 0;
+}
+
+size_t ck_clean_matte_torch_scratch_bytes(int32_t h, int32_t w) {
+    if (!dims_ok(h, w)) return 0;
+    const size_t n = (size_t)h * (size_t)w;
+    /* labels [n] and a second uint32 plane [n + 1] (row maxima, then label
+     * counts, then the blur's row pass as float), two byte masks [n] */
+    return sizeof(uint32_t) * (2 * n + 1) + 2 * n;
+}
+
+/* One round of the label propagation: cur <- (max over the 9 x 9 window of
+ * cur) on mask pixels. `rowmax` is scratch [n]. Returns whether anything
+ * changed. */
+static int propagate_round(uint32_t *cur, uint32_t *rowmax, const uint8_t *mask, int32_t h,
+                           int32_t w, int32_t r) {
+    for (int32_t y = 0; y < h; y++) {
+        const uint32_t *c = cur + (size_t)y * w;
+        uint32_t *m = rowmax + (size_t)y * w;
+        for (int32_t x = 0; x < w; x++) {
+            const int32_t x0 = x - r < 0 ? 0 : x - r, x1 = x + r >= w ? w - 1 : x + r;
+            uint32_t v = 0;
+            for (int32_t j = x0; j <= x1; j++) v = c[j] > v ? c[j] : v;
+            m[x] = v;
+        }
+    }
+    int changed = 0;
+    for (int32_t y = 0; y < h; y++) {
+        const int32_t y0 = y - r < 0 ? 0 : y - r, y1 = y + r >= h ? h - 1 : y + r;
+        uint32_t *c = cur + (size_t)y * w;
+        const uint8_t *mk = mask + (size_t)y * w;
+        for (int32_t x = 0; x < w; x++) {
+            if (!mk[x]) continue;
+            uint32_t v = 0;
+            for (int32_t i = y0; i <= y1; i++) {
+                const uint32_t t = rowmax[(size_t)i * w + x];
+                v = t > v ? t : v;
+            }
+            /* v >= c[x] since the window holds x itself; the synchronous
+             * update is safe in place because rowmax holds the old values */
+            if (v != c[x]) {
+                c[x] = v;
+                changed = 1;
+            }
+        }
+    }
+    return changed;
+}
+
+/* Square dilation of a 0/1 byte mask by radius r (Chebyshev), pixels outside
+ * the image never contributing: rows, then columns. src -> dst via tmp. */
+static void dilate_square(uint8_t *m, uint8_t *tmp, int32_t h, int32_t w, int32_t r) {
+    for (int32_t y = 0; y < h; y++) {
+        const uint8_t *s = m + (size_t)y * w;
+        uint8_t *t = tmp + (size_t)y * w;
+        int32_t last = -1 - r; /* last set column seen from the left */
+        for (int32_t x = 0; x < w; x++) {
+            if (s[x]) last = x;
+            t[x] = x - last <= r;
+        }
+        last = w + r; /* from the right */
+        for (int32_t x = w - 1; x >= 0; x--) {
+            if (s[x]) last = x;
+            if (last - x <= r) t[x] = 1;
+        }
+    }
+    for (int32_t x = 0; x < w; x++) {
+        int32_t last = -1 - r;
+        for (int32_t y = 0; y < h; y++) {
+            if (tmp[(size_t)y * w + x]) last = y;
+            m[(size_t)y * w + x] = y - last <= r;
+        }
+        last = h + r;
+        for (int32_t y = h - 1; y >= 0; y--) {
+            if (tmp[(size_t)y * w + x]) last = y;
+            if (last - y <= r) m[(size_t)y * w + x] = 1;
+        }
+    }
+}
+
+ckey_status ck_clean_matte_torch(const float *alpha, float *out, int32_t h, int32_t w,
+                                 int64_t area_threshold, int32_t dilation, int32_t blur_size,
+                                 const uint32_t *labels, void *scratch) {
+    if (!alpha || !out || !scratch || !dims_ok(h, w) || blur_size > 127 || area_threshold < 0)
+        return CKEY_ERR_INVALID_ARG;
+    const size_t n = (size_t)h * (size_t)w;
+    uint32_t *comp = (uint32_t *)scratch;
+    uint32_t *aux = comp + n; /* [n + 1] */
+    uint8_t *mask = (uint8_t *)(aux + n + 1);
+    uint8_t *keep = mask + n;
+
+    for (size_t i = 0; i < n; i++) {
+        mask[i] = alpha[i] > CK_TORCH_DESPECKLE_THRESHOLD;
+        comp[i] = mask[i] ? (labels ? labels[i] : ck_torch_label((uint32_t)i, (uint32_t)n)) : 0;
+        if (labels && mask[i] && (labels[i] < 1 || labels[i] > n)) return CKEY_ERR_INVALID_ARG;
+    }
+    const int64_t rounds = area_threshold / 20;
+    for (int64_t k = 0; k < rounds; k++)
+        if (!propagate_round(comp, aux, mask, h, w, CK_TORCH_COMPONENT_DISTANCE)) break;
+
+    /* torch.bincount over the labels; label 0 (background) is never kept */
+    memset(aux, 0, sizeof *aux * (n + 1));
+    for (size_t i = 0; i < n; i++) aux[comp[i]]++;
+    for (size_t i = 0; i < n; i++) keep[i] = comp[i] && (int64_t)aux[comp[i]] >= area_threshold;
+
+    const int32_t radius = 2 * (dilation / 2);
+    if (dilation > 0 && radius > 0) dilate_square(keep, mask, h, w, radius);
+
+    if (blur_size > 0) {
+        const int32_t ks = 2 * blur_size + 1, r = blur_size;
+        float k[255];
+        if (ck_gaussian_kernel_torch(ks, k) != 0) return CKEY_ERR_INVALID_ARG;
+        float *rows = (float *)aux; /* [n] */
+        for (int32_t y = 0; y < h; y++) {
+            const uint8_t *s = keep + (size_t)y * w;
+            float *t = rows + (size_t)y * w;
+            for (int32_t x = 0; x < w; x++) {
+                double acc = 0;
+                for (int32_t j = 0; j < ks; j++) acc += (double)k[j] * s[reflect101(x - r + j, w)];
+                t[x] = (float)acc;
+            }
+        }
+        for (int32_t y = 0; y < h; y++)
+            for (int32_t x = 0; x < w; x++) {
+                double acc = 0;
+                for (int32_t i = 0; i < ks; i++)
+                    acc += (double)k[i] * rows[(size_t)reflect101(y - r + i, h) * w + x];
+                const size_t p = (size_t)y * w + x;
+                out[p] = alpha[p] * (float)acc;
+            }
+    } else {
+        for (size_t i = 0; i < n; i++) out[i] = alpha[i] * (float)keep[i];
+    }
+    return CKEY_OK;
+}
+
 /* ------------------------------------------------------------- comp pieces */
 
 float ck_checker_srgb(int32_t y, int32_t x) {
@@ -359,11 +542,13 @@ void ck_post_options_default(ck_post_options *opt) {
     opt->despill_strength = 1.0;
     opt->despeckle = 1;
     opt->despeckle_area = CK_DESPECKLE_AREA_DEFAULT;
+    opt->despeckle_mode = CK_DESPECKLE_OPENCV;
 }
 
 size_t ck_post_frame_scratch_bytes(int32_t h, int32_t w, const ck_post_options *opt) {
     if (!opt || !opt->despeckle) return 0;
-    return ck_clean_matte_scratch_bytes(h, w);
+    return opt->despeckle_mode == CK_DESPECKLE_TORCH ? ck_clean_matte_torch_scratch_bytes(h, w)
+                                                     : ck_clean_matte_scratch_bytes(h, w);
 }
 
 ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_t w,
@@ -376,8 +561,12 @@ ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_
 
     /* A. matte cleanup into the Processed alpha plane */
     if (opt->despeckle) {
-        ckey_status st = ck_clean_matte(alpha, pa, h, w, opt->despeckle_area,
-                                        CK_DESPECKLE_DILATION, CK_DESPECKLE_BLUR, scratch);
+        ckey_status st =
+            opt->despeckle_mode == CK_DESPECKLE_TORCH
+                ? ck_clean_matte_torch(alpha, pa, h, w, opt->despeckle_area, CK_DESPECKLE_DILATION,
+                                       CK_DESPECKLE_BLUR, NULL, scratch)
+                : ck_clean_matte(alpha, pa, h, w, opt->despeckle_area, CK_DESPECKLE_DILATION,
+                                 CK_DESPECKLE_BLUR, scratch);
         if (st != CKEY_OK) return st;
     } else {
         memcpy(pa, alpha, n * sizeof *pa);

@@ -113,6 +113,50 @@ ckey_status ck_clean_matte(const float *alpha, float *out, int32_t h, int32_t w,
                            int64_t area_threshold, int32_t dilation, int32_t blur_size,
                            void *scratch);
 
+/* ------------------------------------------------------ despeckle, torch */
+
+/* clean_matte_torch's fixed parameters. */
+#define CK_TORCH_DESPECKLE_THRESHOLD 0.25f /* alpha > 0.25 is foreground */
+#define CK_TORCH_COMPONENT_DISTANCE 4      /* max_pool2d kernel 2 * 4 + 1 = 9 */
+
+/*
+ * clean_matte_torch (the GPU post-processing's despeckle), from
+ * core/color_utils.py:
+ *   mask = alpha > 0.25;
+ *   components: every mask pixel starts with a distinct label (upstream:
+ *     torch.randperm(h * w) + 1), then area_threshold / 20 (integer
+ *     division) rounds of "each mask pixel takes the largest label within
+ *     a 9 x 9 window" (synchronous; pixels outside the mask hold 0 and
+ *     never change). Pixels within 4 px of each other thus join, and a
+ *     component wider than the rounds can reach stays split into pieces;
+ *   keep the pixels whose label occurs >= area_threshold times (label 0
+ *     never);
+ *   dilate (dilation / 2 rounds of a 5 x 5 max: a square of radius
+ *     2 * (dilation / 2), clipped at the image edge);
+ *   blur with torchvision's gaussian_blur, ksize 2 * blur_size + 1,
+ *     sigma = ksize * 0.15 + 0.35, reflect border, in float;
+ *   out = alpha * mask.
+ * `labels` gives the starting labels ([h * w], a permutation of 1 .. h*w)
+ * to reproduce one upstream run exactly; NULL uses ckey's fixed
+ * pseudo-random permutation (ck_torch_labels). The rounds stop early once
+ * a round changes nothing (the rest would be no-ops).
+ * Scratch: ck_clean_matte_torch_scratch_bytes(h, w) bytes, int32-aligned.
+ * out may alias alpha.
+ */
+size_t ck_clean_matte_torch_scratch_bytes(int32_t h, int32_t w);
+ckey_status ck_clean_matte_torch(const float *alpha, float *out, int32_t h, int32_t w,
+                                 int64_t area_threshold, int32_t dilation, int32_t blur_size,
+                                 const uint32_t *labels, void *scratch);
+
+/* ckey's stand-in for torch.randperm(n) + 1: a fixed pseudo-random
+ * permutation of 1 .. n (a Feistel network on the next even power of two,
+ * cycle-walked into range). label[i] for i in [0, n). */
+uint32_t ck_torch_label(uint32_t i, uint32_t n);
+
+/* torchvision's 1-D Gaussian kernel for gaussian_blur(ksize, sigma=None), in
+ * float: k[0 .. ksize-1], summing to 1. -1 when ksize is not odd in 1..255. */
+int ck_gaussian_kernel_torch(int32_t ksize, float *k);
+
 /* ------------------------------------------------------------- comp pieces */
 
 /* create_checkerboard(checker_size=128, color1=0.15, color2=0.55) value at a
@@ -124,10 +168,16 @@ float ck_composite_straight1(float fg, float bg, float alpha);
 
 /* ----------------------------------------------------------- official frame */
 
+typedef enum ck_despeckle_mode {
+    CK_DESPECKLE_OPENCV = 0, /* clean_matte_opencv (ck_clean_matte) */
+    CK_DESPECKLE_TORCH = 1   /* clean_matte_torch (ck_clean_matte_torch) */
+} ck_despeckle_mode;
+
 typedef struct ck_post_options {
     double despill_strength; /* 0 .. 1; official default 1.0 */
     int despeckle;           /* official default on (auto_despeckle=True) */
     int64_t despeckle_area;  /* official default 400 */
+    ck_despeckle_mode despeckle_mode; /* default CK_DESPECKLE_OPENCV */
 } ck_post_options;
 
 /* The official process_frame defaults. */

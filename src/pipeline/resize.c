@@ -12,6 +12,13 @@
  * interpolate_aa_single_dim). Accumulation order per output element follows
  * those loops too: first tap times its weight, then the others added in
  * index order.
+ *
+ * CK_RESIZE_LANCZOS4 follows OpenCV's cv2.resize(INTER_LANCZOS4) for float32
+ * images instead (imgproc/src/resize.cpp: the coordinate and weight tables
+ * of resize(), interpolateLanczos4, HResizeLanczos4 / VResizeLanczos4): the
+ * source coordinate is computed in double and rounded to float before its
+ * floor is taken, the weights are evaluated in double and normalized in
+ * float, and edge taps repeat the border pixel.
  */
 #include <math.h>
 #include <string.h>
@@ -50,17 +57,24 @@ static int valid_dims(int32_t channels, int32_t in_h, int32_t in_w, int32_t out_
 }
 
 static int32_t taps_for(ck_resize_mode mode, int32_t in, int32_t out) {
-    return mode == CK_RESIZE_BILINEAR_AA ? aa_taps(in, out) : 2;
+    return mode == CK_RESIZE_BILINEAR_AA ? aa_taps(in, out) : mode == CK_RESIZE_LANCZOS4 ? 8 : 2;
+}
+
+static int two_pass(ck_resize_mode mode, int32_t in_h, int32_t in_w, int32_t out_h, int32_t out_w) {
+    if (mode == CK_RESIZE_BILINEAR_AA) return in_w != out_w && in_h != out_h;
+    if (mode == CK_RESIZE_LANCZOS4) return in_w != out_w || in_h != out_h;
+    return 0;
 }
 
 size_t ck_resize_scratch_floats(int32_t channels, int32_t in_h, int32_t in_w,
                                 int32_t out_h, int32_t out_w, ck_resize_mode mode) {
     if (!valid_dims(channels, in_h, in_w, out_h, out_w)) return 0;
-    if (mode != CK_RESIZE_BILINEAR_AA && mode != CK_RESIZE_BILINEAR) return 0;
+    if (mode != CK_RESIZE_BILINEAR_AA && mode != CK_RESIZE_BILINEAR && mode != CK_RESIZE_LANCZOS4)
+        return 0;
     size_t tw, th, tmp = 0;
     if (!mul3((size_t)out_w, (size_t)(2 + taps_for(mode, in_w, out_w)), 1, &tw)) return 0;
     if (!mul3((size_t)out_h, (size_t)(2 + taps_for(mode, in_h, out_h)), 1, &th)) return 0;
-    if (mode == CK_RESIZE_BILINEAR_AA && in_w != out_w && in_h != out_h &&
+    if (two_pass(mode, in_h, in_w, out_h, out_w) &&
         !mul3((size_t)channels, (size_t)in_h, (size_t)out_w, &tmp))
         return 0;
     size_t total = align16(tw) + align16(th);
@@ -147,6 +161,62 @@ static void bilinear_table(int32_t in, int32_t out, int fused, float *table) {
     }
 }
 
+/*
+ * The 8 Lanczos-4 weights (a = 4: sinc(d) * sinc(d / 4)) for taps at
+ * d = fx + 3 - i, i = 0..7, as OpenCV's interpolateLanczos4. With
+ * y = -pi d / 4 the numerator sin(pi d) sin(pi d / 4) is, up to a factor
+ * common to all taps (it cancels in the normalization), sin(y0 - 3 pi i / 4)
+ * with y0 the angle of tap 0; OpenCV expands that sine with one sin/cos pair
+ * of y0 and the exact cosines and sines of the multiples of 3 pi / 4, which
+ * is what is evaluated here, in double, each weight then rounded to float,
+ * summed in float and scaled by the float reciprocal of the sum. A tap with
+ * |d| < 1e-6 would divide by ~0: OpenCV gives it 1e30 so that it takes the
+ * whole weight. fx == 0 (a source pixel hit exactly) is an exact one-hot.
+ */
+static void lanczos4_weights(float fx, float *w) {
+    if (fx == 0.0f) {
+        for (int i = 0; i < 8; i++) w[i] = i == 3 ? 1.0f : 0.0f;
+        return;
+    }
+    static const double h = 0.70710678118654752440; /* sqrt(2) / 2 */
+    static const double cos3[8] = {1, -h, 0, h, -1, h, 0, -h}; /* cos(-3 pi i / 4) */
+    static const double sin3[8] = {0, -h, 1, -h, 0, h, -1, h}; /* sin(-3 pi i / 4) */
+    const double pi = 3.14159265358979323846;
+    const double y0 = -(double)(fx + 3.0f) * pi * 0.25;
+    const double s0 = sin(y0), c0 = cos(y0);
+    float sum = 0.0f;
+    for (int i = 0; i < 8; i++) {
+        const float d = fx + (float)(3 - i);
+        if (fabsf(d) >= 1e-6f) {
+            const double y = -(double)d * pi * 0.25;
+            w[i] = (float)((cos3[i] * s0 + sin3[i] * c0) / (y * y));
+        } else {
+            w[i] = 1e30f;
+        }
+        sum += w[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < 8; i++) w[i] *= inv;
+}
+
+/*
+ * One axis of INTER_LANCZOS4: entry {first tap index (floor(src) - 3, may be
+ * negative), 0, w[8]}. scale = 1 / (out / in) in double, as cv2.resize
+ * derives it from the inverse scale factor.
+ */
+static void lanczos4_table(int32_t in, int32_t out, float *table) {
+    const double scale = 1.0 / ((double)out / (double)in);
+    for (int32_t i = 0; i < out; i++) {
+        float *e = table + (size_t)i * 10;
+        float fx = (float)(((double)i + 0.5) * scale - 0.5);
+        const float sx = floorf(fx);
+        fx -= sx;
+        e[0] = sx - 3.0f;
+        e[1] = 0.0f;
+        lanczos4_weights(fx, e + 2);
+    }
+}
+
 ckey_status ck_resize_prepare(ck_resize *r, int32_t channels, int32_t in_h, int32_t in_w,
                               int32_t out_h, int32_t out_w, ck_resize_mode mode,
                               float *scratch) {
@@ -171,6 +241,11 @@ ckey_status ck_resize_prepare(ck_resize *r, int32_t channels, int32_t in_h, int3
          * separable kernel does (its weights would be an exact identity). */
         r->num_passes = (in_w != out_w && in_h != out_h) ? 2 : 1;
         r->tmp = r->num_passes == 2 ? tmp : NULL;
+    } else if (mode == CK_RESIZE_LANCZOS4) {
+        lanczos4_table(in_w, out_w, tw);
+        lanczos4_table(in_h, out_h, th);
+        r->num_passes = two_pass(mode, in_h, in_w, out_h, out_w) ? 2 : 1;
+        r->tmp = r->num_passes == 2 ? tmp : NULL;
     } else {
         const int fused = (int64_t)out_h + out_w <= 128;
         bilinear_table(in_w, out_w, fused, tw);
@@ -183,10 +258,11 @@ ckey_status ck_resize_prepare(ck_resize *r, int32_t channels, int32_t in_h, int3
 }
 
 /* What a pass does, derived from the mode and which sides change. */
-enum pass_kind { PASS_COPY, PASS_HORIZONTAL, PASS_VERTICAL, PASS_BILINEAR };
+enum pass_kind { PASS_COPY, PASS_HORIZONTAL, PASS_VERTICAL, PASS_BILINEAR, PASS_L4_H, PASS_L4_V };
 
 static enum pass_kind pass_kind(const ck_resize *r, int pass) {
     if (r->mode == CK_RESIZE_BILINEAR) return PASS_BILINEAR;
+    if (r->mode == CK_RESIZE_LANCZOS4) return r->num_passes == 1 ? PASS_COPY : pass == 0 ? PASS_L4_H : PASS_L4_V;
     const int need_w = r->in_w != r->out_w, need_h = r->in_h != r->out_h;
     if (need_w && need_h) return pass == 0 ? PASS_HORIZONTAL : PASS_VERTICAL;
     if (need_w) return PASS_HORIZONTAL;
@@ -198,8 +274,10 @@ int64_t ck_resize_pass_rows(const ck_resize *r, int pass) {
     if (pass < 0 || pass >= r->num_passes) return 0;
     switch (pass_kind(r, pass)) {
     case PASS_COPY:
+    case PASS_L4_H:
     case PASS_HORIZONTAL: return (int64_t)r->channels * r->in_h;
     case PASS_VERTICAL:
+    case PASS_L4_V:
     case PASS_BILINEAR: return (int64_t)r->channels * r->out_h;
     }
     return 0;
@@ -275,6 +353,65 @@ static void run_bilinear(const ck_resize *r, const float *src, float *dst, int64
     }
 }
 
+/* Lanczos-4 rows: 8 taps, summed from the first in order (OpenCV's
+ * horizontal pass); taps outside [0, in_w) read the edge pixel. */
+static void run_lanczos_h(const ck_resize *r, const float *src, float *dst, int64_t begin,
+                          int64_t end) {
+    const int32_t in_w = r->in_w;
+    for (int64_t row = begin; row < end; row++) {
+        const float *s = src + (size_t)row * (size_t)in_w;
+        float *d = dst + (size_t)row * (size_t)r->out_w;
+        for (int32_t x = 0; x < r->out_w; x++) {
+            const float *e = r->table_w + (size_t)x * 10;
+            const float *w = e + 2;
+            const int32_t x0 = (int32_t)e[0];
+            float acc;
+            if (x0 >= 0 && x0 + 7 < in_w) {
+                const float *t = s + x0;
+                acc = t[0] * w[0];
+                for (int j = 1; j < 8; j++) acc += t[j] * w[j];
+            } else {
+                acc = 0.0f;
+                for (int j = 0; j < 8; j++) {
+                    int32_t xi = x0 + j;
+                    xi = xi < 0 ? 0 : xi >= in_w ? in_w - 1 : xi;
+                    acc += s[xi] * w[j];
+                }
+            }
+            d[x] = acc;
+        }
+    }
+}
+
+/* Lanczos-4 columns over the horizontally resized rows (width out_w): the
+ * 8 weighted rows are summed from the last tap back to the first, the order
+ * of OpenCV's vectorized vertical pass (a chain of multiply-adds ending in
+ * tap 0), which is the one that agrees most often with cv2 bit for bit. */
+static void run_lanczos_v(const ck_resize *r, const float *src, float *dst, int64_t begin,
+                          int64_t end) {
+    const size_t w = (size_t)r->out_w;
+    for (int64_t row = begin; row < end; row++) {
+        const int64_t c = row / r->out_h, y = row % r->out_h;
+        const float *plane = src + (size_t)c * (size_t)r->in_h * w;
+        const float *e = r->table_h + (size_t)y * 10;
+        const float *wt = e + 2;
+        const int32_t y0 = (int32_t)e[0];
+        const float *rows[8];
+        for (int k = 0; k < 8; k++) {
+            int32_t yi = y0 + k;
+            yi = yi < 0 ? 0 : yi >= r->in_h ? r->in_h - 1 : yi;
+            rows[k] = plane + (size_t)yi * w;
+        }
+        float *restrict d = dst + (size_t)row * w;
+        for (size_t x = 0; x < w; x++) d[x] = rows[7][x] * wt[7];
+        for (int k = 6; k >= 0; k--) {
+            const float *restrict sk = rows[k];
+            const float wk = wt[k];
+            for (size_t x = 0; x < w; x++) d[x] = sk[x] * wk + d[x];
+        }
+    }
+}
+
 void ck_resize_pass(const ck_resize *r, int pass, const float *src, float *dst,
                     int64_t begin, int64_t end) {
     if (pass < 0 || pass >= r->num_passes) return;
@@ -291,6 +428,8 @@ void ck_resize_pass(const ck_resize *r, int pass, const float *src, float *dst,
     case PASS_HORIZONTAL: run_horizontal(r, in, out, begin, end); break;
     case PASS_VERTICAL: run_vertical(r, in, out, begin, end); break;
     case PASS_BILINEAR: run_bilinear(r, in, out, begin, end); break;
+    case PASS_L4_H: run_lanczos_h(r, in, out, begin, end); break;
+    case PASS_L4_V: run_lanczos_v(r, in, out, begin, end); break;
     }
 }
 

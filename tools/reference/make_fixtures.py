@@ -160,6 +160,32 @@ def make_full256(out_dir: str, device: str, S: int = 256) -> None:
     path = os.path.join(out_dir, f"full{S}.safetensors")
     write_safetensors(path, tensors, meta)
     print(f"  wrote {path} ({os.path.getsize(path)} bytes)")
+    if device.startswith("cuda"):
+        make_autocast_errors(out_dir, model, x, outs, device, S)
+
+
+def make_autocast_errors(out_dir: str, model, x_np: np.ndarray, ref: dict, device: str, S: int) -> None:
+    """PyTorch's own reduced-precision error on the full256 case: the bar for ckey's fp16/bf16
+    (SPEC.md: mean abs error no worse than 1.5x autocast's). Per dtype a [4] tensor:
+    alpha mean abs err, alpha max abs err, fg mean abs err, fg max abs err, vs the fp32 outputs."""
+    tensors = {}
+    x = torch.from_numpy(x_np)[None].to(device)
+    for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        with torch.no_grad(), torch.autocast("cuda", dtype=dt):
+            out = model(x, capture=True, refiner_strength=1.0)
+        stats = []
+        for k in ("alpha", "fg"):
+            d = np.abs(to_np(out[k][0]).astype(np.float64) - ref[k].astype(np.float64))
+            stats += [d.mean(), d.max()]
+        tensors[f"autocast_{name}_err"] = np.array(stats, dtype=np.float32)
+        print(f"  autocast {name}: alpha mean {stats[0]:.3e} max {stats[1]:.3e}, fg mean {stats[2]:.3e} "
+              f"max {stats[3]:.3e}")
+    meta = common_meta({"case": f"torch.autocast('cuda') error of the full{S} case vs its fp32 outputs",
+                        "layout": "[alpha mean abs, alpha max abs, fg mean abs, fg max abs]",
+                        "device": torch.cuda.get_device_name()})
+    path = os.path.join(out_dir, f"full{S}-autocast.safetensors")
+    write_safetensors(path, tensors, meta)
+    print(f"  wrote {path} ({os.path.getsize(path)} bytes)")
 
 
 # --------------------------------------------------------------------------- tiny

@@ -1,0 +1,485 @@
+/*
+ * ckey_shot_run: a shot keyed as a three-stage pipeline (see ckey.h).
+ *
+ *   reader   source->read (+ ckey_auto_hint, size checks)   -> in ring  (read_ahead + 1 slots)
+ *   caller   ckey_session_key                                -> out ring (2 slots)
+ *   writer   ckey_post_passes + sink->write, events in order -> slot freed
+ *
+ * Job j (the j-th frame to key) always uses in slot j % nin and out slot
+ * j % nout, so the stages need no queue bookkeeping beyond a state per slot;
+ * one mutex and one condition variable guard every state change (a few per
+ * frame, nothing next to the milliseconds a frame takes).
+ *
+ * Errors. `stop_at` is the first job that will not be written; every stage
+ * stops when it reaches it, so the frames before a failing one are still
+ * keyed and written, in order. A fatal error at job j lowers stop_at to j and
+ * keeps the message of the lowest such job. A write error also sets `abort`:
+ * nothing more can be written, so the reader and the model stop at once.
+ * Under CKEY_ON_ERROR_SKIP an input fault marks the slot failed instead; it
+ * travels down the pipeline so its event comes out in order.
+ *
+ * Buffers: slots are allocated up front; the model outputs (alpha, fg), the
+ * writer's processed / comp planes and the scratch of the post passes and
+ * the auto hint grow to the largest plate seen and are then reused. The
+ * image decoders allocate each frame's pixels themselves.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckey.h"
+#include "core/core.h"
+
+enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
+
+typedef struct in_slot {
+    int state;
+    int failed;              /* input fault, skipped (CKEY_ON_ERROR_SKIP) */
+    ckey_error err;
+    ckey_image plate, hint;
+    double t_start;
+} in_slot;
+
+typedef struct out_slot {
+    int state;
+    int failed;
+    ckey_error err;
+    float *alpha, *fg;       /* [h, w], [3, h, w] */
+    size_t cap;              /* pixels alpha/fg hold */
+    int32_t w, h;
+    double t_start, model_s;
+} out_slot;
+
+typedef struct shot {
+    ckey_session *sess;
+    ckey_source *src;
+    ckey_sink *sink;
+    const uint8_t *plan;
+    ckey_shot_options opt;
+    ckey_shot_event_fn on_event;
+    void *user;
+
+    int64_t *jobs, njobs;    /* source indices to key, in order */
+    int64_t max_pixels;      /* ckey_session_max_plate_pixels, read once */
+    in_slot *in;
+    int nin;
+    out_slot out[2];
+    int nout;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t stop_at;         /* first job not to write */
+    int abort;               /* stop every stage now */
+    ckey_error err;          /* the fatal error of job stop_at */
+
+    /* reader-owned */
+    float *auto_scratch;
+    size_t auto_cap;
+    double read_s;
+    /* writer-owned */
+    float *processed, *comp;
+    size_t post_cap;
+    void *post_scratch;
+    size_t post_scratch_cap;
+    int64_t next_index;      /* first source index without an event yet */
+    double write_s;
+    ckey_shot_stats stats;   /* counts and model time (writer and caller) */
+    double t0;
+} shot;
+
+/* Record a fatal error at job j (lock held). */
+static void fail_locked(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
+    if (j < sh->stop_at) {
+        sh->stop_at = j;
+        sh->err = *e;
+    }
+    if (abort_now) sh->abort = 1;
+    pthread_cond_broadcast(&sh->cv);
+}
+
+static void fail_at(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
+    pthread_mutex_lock(&sh->mu);
+    fail_locked(sh, j, e, abort_now);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Wait until *state == want, or job j is cancelled (returns 0). */
+static int wait_state(shot *sh, const int *state, int want, int64_t j) {
+    pthread_mutex_lock(&sh->mu);
+    while (*state != want && !sh->abort && j < sh->stop_at) pthread_cond_wait(&sh->cv, &sh->mu);
+    const int go = !sh->abort && j < sh->stop_at;
+    pthread_mutex_unlock(&sh->mu);
+    return go;
+}
+
+static void set_state(shot *sh, int *state, int v) {
+    pthread_mutex_lock(&sh->mu);
+    *state = v;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Input faults are skippable; running out of memory or a broken device is not. */
+static int skippable(const shot *sh, ckey_status st) {
+    return sh->opt.on_error == CKEY_ON_ERROR_SKIP && st != CKEY_ERR_NOMEM &&
+           st != CKEY_ERR_DEVICE && st != CKEY_ERR_INTERNAL;
+}
+
+/* ------------------------------------------------------------- stages */
+
+/* Decode job j into its in slot. Returns 0 when the run must stop. */
+static int stage_read(shot *sh, int64_t j) {
+    in_slot *sl = &sh->in[j % sh->nin];
+    const int64_t idx = sh->jobs[j];
+    const ckey_shot_frame *f = &sh->src->frames[idx];
+    const double t = ck_now();
+    sl->t_start = t;
+    sl->failed = 0;
+    ck_error_clear(&sl->err);
+    ckey_status st = sh->src->read(sh->src->self, idx, &sl->plate, &sl->hint, &sl->err);
+    if (st == CKEY_OK && !sl->plate.data)
+        st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
+                     (long long)f->number);
+    const int32_t w = sl->plate.width, h = sl->plate.height;
+    if (st == CKEY_OK && !sl->hint.data) {
+        /* no hint from the source: make one from the plate */
+        const size_t sb = ckey_auto_hint_scratch_bytes(w, h);
+        const size_t n = (size_t)w * (size_t)h;
+        if (sb > sh->auto_cap) {
+            free(sh->auto_scratch);
+            sh->auto_scratch = malloc(sb);
+            sh->auto_cap = sh->auto_scratch ? sb : 0;
+        }
+        sl->hint.data = malloc(n * sizeof(float));
+        sl->hint.width = w, sl->hint.height = h, sl->hint.channels = 1;
+        if (!sh->auto_scratch || !sl->hint.data)
+            st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the auto hint",
+                         (long long)f->number);
+        else if ((st = ckey_auto_hint(sl->plate.data, w, h, sl->hint.data, sh->auto_scratch,
+                                      &sl->err)) != CKEY_OK) {
+            ckey_error e = sl->err;
+            ck_fail(&sl->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+        }
+    }
+    if (st == CKEY_OK && (sl->hint.width != w || sl->hint.height != h))
+        st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
+                     "frame %lld: plate %s is %d x %d but hint %s is %d x %d: the hint must "
+                     "match the plate",
+                     (long long)f->number, f->plate, (int)w, (int)h, f->hint ? f->hint : "-",
+                     (int)sl->hint.width, (int)sl->hint.height);
+    if (st == CKEY_OK && (int64_t)w * h > sh->max_pixels)
+        st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
+                     "frame %lld: plate %s is %d x %d, more than the %lld pixels a session takes",
+                     (long long)f->number, f->plate, (int)w, (int)h, (long long)sh->max_pixels);
+    sh->read_s += ck_now() - t;
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st)) {
+            fail_at(sh, j, &sl->err, 0);
+            return 0;
+        }
+        sl->failed = 1;
+    }
+    return 1;
+}
+
+/* Key job j: in slot -> out slot. */
+static int stage_key(shot *sh, int64_t j) {
+    in_slot *in = &sh->in[j % sh->nin];
+    out_slot *o = &sh->out[j % sh->nout];
+    const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
+    o->t_start = in->t_start;
+    o->failed = in->failed;
+    o->err = in->err;
+    o->model_s = 0;
+    if (in->failed) return 1;
+    const int32_t w = in->plate.width, h = in->plate.height;
+    const size_t n = (size_t)w * (size_t)h;
+    ckey_status st = CKEY_OK;
+    if (n > o->cap) {
+        free(o->alpha);
+        free(o->fg);
+        o->alpha = malloc(n * sizeof(float));
+        o->fg = malloc(3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg ? n : 0;
+        if (!o->cap)
+            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    }
+    if (st == CKEY_OK) {
+        ckey_frame fr;
+        memset(&fr, 0, sizeof fr);
+        fr.width = w;
+        fr.height = h;
+        fr.rgb = in->plate.data;
+        fr.hint = in->hint.data;
+        fr.input_is_linear = sh->opt.input_space == 2 || (sh->opt.input_space == 0 && f->plate_linear);
+        ckey_error e;
+        ck_error_clear(&e);
+        const double t = ck_now();
+        st = ckey_session_key(sh->sess, &fr, o->alpha, o->fg, &e);
+        o->model_s = ck_now() - t;
+        if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+    }
+    o->w = w;
+    o->h = h;
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st) || st == CKEY_ERR_NOMEM) {
+            fail_at(sh, j, &o->err, 0);
+            return 0;
+        }
+        o->failed = 1;
+    }
+    return 1;
+}
+
+static void emit(shot *sh, ckey_shot_event *ev) {
+    ev->keyed = sh->stats.keyed;
+    ev->skipped = sh->stats.skipped;
+    ev->failed = sh->stats.failed;
+    ev->elapsed = ck_now() - sh->t0;
+    ev->model_total = sh->stats.model_seconds;
+    if (sh->on_event) sh->on_event(sh->user, ev);
+}
+
+/* SKIP events for the planned-skip frames before source index `upto`. */
+static void emit_skips(shot *sh, int64_t upto) {
+    for (; sh->next_index < upto; sh->next_index++) {
+        const int64_t i = sh->next_index;
+        if (!sh->plan || sh->plan[i] != CKEY_SHOT_SKIP) continue;
+        sh->stats.skipped++;
+        ckey_shot_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.kind = CKEY_SHOT_SKIPPED;
+        ev.index = i;
+        ev.frame = &sh->src->frames[i];
+        emit(sh, &ev);
+    }
+}
+
+/* Post-process and write job j from its out slot; events. */
+static int stage_write(shot *sh, int64_t j) {
+    out_slot *o = &sh->out[j % sh->nout];
+    const int64_t idx = sh->jobs[j];
+    const ckey_shot_frame *f = &sh->src->frames[idx];
+    emit_skips(sh, idx);
+    sh->next_index = idx + 1;
+    ckey_shot_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.index = idx;
+    ev.frame = f;
+    if (o->failed) {
+        sh->stats.failed++;
+        ev.kind = CKEY_SHOT_FAILED;
+        ev.error = &o->err;
+        emit(sh, &ev);
+        return 1;
+    }
+    const double t = ck_now();
+    const int32_t w = o->w, h = o->h;
+    const size_t n = (size_t)w * (size_t)h;
+    ckey_error e;
+    ck_error_clear(&e);
+    ckey_status st = CKEY_OK;
+    if (n > sh->post_cap) {
+        free(sh->processed);
+        free(sh->comp);
+        sh->processed = malloc(4 * n * sizeof(float));
+        sh->comp = malloc(3 * n * sizeof(float));
+        sh->post_cap = sh->processed && sh->comp ? n : 0;
+        if (!sh->post_cap)
+            st = ck_fail(&e, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    }
+    const size_t sb = ckey_post_scratch_bytes(w, h, &sh->opt.post);
+    if (st == CKEY_OK && sb == SIZE_MAX)
+        st = ck_fail(&e, CKEY_ERR_INVALID_ARG, "frame %lld: bad plate size %d x %d",
+                     (long long)f->number, (int)w, (int)h);
+    if (st == CKEY_OK && sb > sh->post_scratch_cap) {
+        free(sh->post_scratch);
+        sh->post_scratch = malloc(sb);
+        sh->post_scratch_cap = sh->post_scratch ? sb : 0;
+        if (!sh->post_scratch)
+            st = ck_fail(&e, CKEY_ERR_NOMEM, "frame %lld: out of memory", (long long)f->number);
+    }
+    if (st == CKEY_OK) {
+        st = ckey_post_passes(o->alpha, o->fg, w, h, &sh->opt.post, sh->processed, sh->comp,
+                              sh->post_scratch, &e);
+        if (st != CKEY_OK) {
+            ckey_error e2 = e;
+            ck_fail(&e, st, "frame %lld: %s", (long long)f->number, e2.message);
+        }
+    }
+    if (st == CKEY_OK) {
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->processed, sh->comp};
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write(sh->sink->self, f, &p, &we);
+        /* the writers name the output file */
+        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    const double done = ck_now();
+    sh->write_s += done - t;
+    if (st != CKEY_OK) {
+        fail_at(sh, j, &e, 1);
+        return 0;
+    }
+    sh->stats.keyed++;
+    sh->stats.model_seconds += o->model_s;
+    ev.kind = CKEY_SHOT_KEYED;
+    ev.width = w;
+    ev.height = h;
+    ev.seconds = done - o->t_start;
+    ev.model_seconds = o->model_s;
+    emit(sh, &ev);
+    return 1;
+}
+
+/* ------------------------------------------------------------- threads */
+
+static void *reader_main(void *arg) {
+    shot *sh = arg;
+    for (int64_t j = 0; j < sh->njobs; j++) {
+        in_slot *sl = &sh->in[j % sh->nin];
+        if (!wait_state(sh, &sl->state, SLOT_EMPTY, j)) break;
+        if (!stage_read(sh, j)) break;
+        set_state(sh, &sl->state, SLOT_FULL);
+    }
+    return NULL;
+}
+
+static void *writer_main(void *arg) {
+    shot *sh = arg;
+    for (int64_t j = 0; j < sh->njobs; j++) {
+        out_slot *o = &sh->out[j % sh->nout];
+        if (!wait_state(sh, &o->state, SLOT_FULL, j)) break;
+        if (!stage_write(sh, j)) break;
+        set_state(sh, &o->state, SLOT_EMPTY);
+    }
+    return NULL;
+}
+
+static void model_loop(shot *sh) {
+    for (int64_t j = 0; j < sh->njobs; j++) {
+        in_slot *in = &sh->in[j % sh->nin];
+        out_slot *o = &sh->out[j % sh->nout];
+        if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
+        if (!wait_state(sh, &o->state, SLOT_EMPTY, j)) break;
+        if (!stage_key(sh, j)) break;
+        pthread_mutex_lock(&sh->mu);
+        in->state = SLOT_EMPTY;
+        o->state = SLOT_FULL;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+    }
+}
+
+/* --------------------------------------------------------------- entry */
+
+void ckey_shot_options_default(ckey_shot_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    ckey_post_options_default(&o->post);
+    o->input_space = 0;
+    o->on_error = CKEY_ON_ERROR_STOP;
+    o->read_ahead = 2;
+}
+
+ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
+                          const uint8_t *plan, const ckey_shot_options *o,
+                          ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                          ckey_error *err) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!src || !src->read || (src->count > 0 && !src->frames) || src->count < 0 || !sink ||
+        !sink->write)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad source or sink");
+    ckey_shot_options opt;
+    if (o) opt = *o;
+    else ckey_shot_options_default(&opt);
+    if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < 0 || opt.input_space > 2 ||
+        (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
+
+    shot *sh = calloc(1, sizeof *sh);
+    if (!sh) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    sh->sess = s;
+    sh->src = src;
+    sh->sink = sink;
+    sh->plan = plan;
+    sh->opt = opt;
+    sh->on_event = on_event;
+    sh->user = user;
+    sh->t0 = ck_now();
+    const int threaded = opt.read_ahead > 0;
+    sh->nin = threaded ? opt.read_ahead + 1 : 1;
+    sh->nout = threaded ? 2 : 1;
+    ckey_status st = CKEY_OK;
+    sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
+    sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
+    if (!sh->jobs || !sh->in) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; st == CKEY_OK && i < src->count; i++)
+        if (!plan || plan[i] == CKEY_SHOT_KEY) sh->jobs[sh->njobs++] = i;
+    if (st == CKEY_OK && sh->njobs > 0 && !s)
+        st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
+    if (st == CKEY_OK && sh->njobs > 0) sh->max_pixels = ckey_session_max_plate_pixels(s);
+    if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
+    sh->stop_at = sh->njobs;
+
+    if (st == CKEY_OK && sh->njobs > 0) {
+        if (threaded) {
+            pthread_mutex_init(&sh->mu, NULL);
+            pthread_cond_init(&sh->cv, NULL);
+            pthread_t rd, wr;
+            int have_rd = pthread_create(&rd, NULL, reader_main, sh) == 0;
+            int have_wr = have_rd && pthread_create(&wr, NULL, writer_main, sh) == 0;
+            if (have_wr) {
+                model_loop(sh);
+            } else {
+                ckey_error e;
+                ck_fail(&e, CKEY_ERR_NOMEM, "cannot start the reader and writer threads");
+                fail_at(sh, 0, &e, 1);
+            }
+            if (have_rd) pthread_join(rd, NULL);
+            if (have_wr) pthread_join(wr, NULL);
+            pthread_cond_destroy(&sh->cv);
+            pthread_mutex_destroy(&sh->mu);
+        } else {
+            pthread_mutex_init(&sh->mu, NULL);
+            pthread_cond_init(&sh->cv, NULL);
+            for (int64_t j = 0; j < sh->njobs; j++)
+                if (!stage_read(sh, j) || !stage_key(sh, j) || !stage_write(sh, j)) break;
+            pthread_cond_destroy(&sh->cv);
+            pthread_mutex_destroy(&sh->mu);
+        }
+        if (sh->stop_at < sh->njobs) {
+            st = sh->err.status != CKEY_OK ? sh->err.status : CKEY_ERR_INTERNAL;
+            if (err) *err = sh->err;
+            if (err) err->status = st;
+        }
+    }
+    if (st == CKEY_OK) {
+        emit_skips(sh, src->count);
+        if (sh->njobs > 0 && sink->finish) st = sink->finish(sink->self, err);
+    }
+    sh->stats.seconds = ck_now() - sh->t0;
+    sh->stats.read_seconds = sh->read_s;
+    sh->stats.write_seconds = sh->write_s;
+    if (stats) *stats = sh->stats;
+
+    for (int i = 0; sh->in && i < sh->nin; i++) {
+        ckey_image_free(&sh->in[i].plate);
+        ckey_image_free(&sh->in[i].hint);
+    }
+    for (int i = 0; i < 2; i++) {
+        free(sh->out[i].alpha);
+        free(sh->out[i].fg);
+    }
+    free(sh->in);
+    free(sh->jobs);
+    free(sh->auto_scratch);
+    free(sh->processed);
+    free(sh->comp);
+    free(sh->post_scratch);
+    free(sh);
+    return st;
+}

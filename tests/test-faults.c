@@ -1,0 +1,768 @@
+/*
+ * Faults while keying a shot. Each case provokes one fault and checks that
+ * the error names the file and the frame, the exit code is the documented
+ * one (1 stop, 3 finished with skipped frames), every frame finished before
+ * the fault is intact (decoded and compared with a clean reference run), and
+ * no temporary file or partial output is left under a final name:
+ *   - ckey_shot_run with an in-memory source and sink (the interface a video
+ *     reader / writer implements): order of writes and events, a read
+ *     failure (stop and skip), a write failure;
+ *   - truncated plate and corrupt hint mid-sequence (stop, then --on-error skip);
+ *   - unreadable plate (permissions; skipped as root);
+ *   - a missing hint, a hint of another size (stop and skip);
+ *   - absurd dimensions in a PNG header (the decoder's pixel limits);
+ *   - full disk, as RLIMIT_FSIZE in the child with SIGXFSZ ignored (EFBIG);
+ *   - SIGKILL mid-shot, then a re-run that resumes and finishes.
+ * The binary is <dir of argv[0]>/../ckey; the model tests/fixtures/tiny.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ckey.h"
+#include "support/testutil.h"
+
+#define LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static char ckey_bin[PATH_MAX + 16];
+static char workdir[256];
+static char model[512];
+
+typedef ck_run_result result;
+
+/* Run ckey with the argv given (NULL-terminated) and, when fsize > 0, that
+ * RLIMIT_FSIZE in the child with SIGXFSZ ignored. */
+static result run_argv(const char **argv, long fsize) {
+    result r = {-1, NULL, NULL};
+    char out_path[512], err_path[512];
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
+    snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0) _exit(126);
+        dup2(o, 1);
+        dup2(e, 2);
+        if (fsize > 0) {
+            /* a write past the limit then fails with EFBIG instead of killing */
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(125);
+        }
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
+    size_t n;
+    r.out = (char *)ck_read_file(out_path, &n);
+    r.err = (char *)ck_read_file(err_path, &n);
+    if (!r.out) r.out = calloc(1, 1);
+    if (!r.err) r.err = calloc(1, 1);
+    printf("  $ ckey");
+    for (int i = 1; argv[i]; i++) printf(" %s", argv[i]);
+    printf("%s  -> %d\n", fsize > 0 ? "  (RLIMIT_FSIZE)" : "", r.code);
+    /* the error (or first warning) line tells the story in the log */
+    const char *line = strstr(r.err, "error:");
+    if (!line) line = strstr(r.err, "warning: frame");
+    if (r.code != 0 && line) {
+        const char *nl = strchr(line, '\n');
+        printf("    %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
+    }
+    return r;
+}
+
+static result run_ckey(const char *first, ...) {
+    const char *argv[64];
+    int argc = 0;
+    argv[argc++] = ckey_bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    return run_argv(argv, 0);
+}
+
+static int count_str(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int write_bytes(const char *to, const void *b, size_t n) {
+    FILE *f = fopen(to, "wb");
+    int ok = f && fwrite(b, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok;
+}
+
+static int copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    unsigned char *b = ck_read_file(from, &n);
+    if (!b) return 0;
+    int ok = write_bytes(to, b, n);
+    free(b);
+    return ok;
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* A fresh shot <workdir>/<name>: Input/plate_NNNN.png + AlphaHint/hint_NNNN.png,
+ * frames 1..n, all copies of examples/. */
+static int make_shot(char *shot, size_t cap, const char *name, int n) {
+    snprintf(shot, cap, "%s/%s", workdir, name);
+    remove_tree(shot);
+    char p[1024];
+    if (mkdir(shot, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/Input", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    for (int i = 1; i <= n; i++) {
+        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, i);
+        if (!copy_file("examples/plate.png", p)) return 0;
+        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, i);
+        if (!copy_file("examples/hint.png", p)) return 0;
+    }
+    return 1;
+}
+
+static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
+
+static void out_path(char *buf, size_t cap, const char *shot, int pass, int frame) {
+    snprintf(buf, cap, "%s/Output/%s/plate_%04d.%s", shot, passes[pass], frame,
+             pass == 3 ? "png" : "exr");
+}
+
+/* Reference outputs of one clean frame (every frame of make_shot is the same
+ * picture, so one frame's passes serve all). */
+static ckey_image ref[4];
+static int have_ref;
+
+static int same_image(const ckey_image *a, const ckey_image *b) {
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
+    const size_t n = (size_t)a->width * a->height * a->channels;
+    return memcmp(a->data, b->data, n * sizeof(float)) == 0;
+}
+
+/* Every output of `frame`: 1 all four present and equal to the reference,
+ * 0 none present; -1 otherwise (with a FAIL). A file present under a final
+ * name must decode (never a partial file). */
+static int frame_state(const char *shot, int frame, int compare) {
+    int present = 0;
+    for (int pass = 0; pass < 4; pass++) {
+        char p[1024];
+        out_path(p, sizeof p, shot, pass, frame);
+        if (!exists(p)) continue;
+        present++;
+        ckey_image img;
+        memset(&img, 0, sizeof img);
+        ckey_error err;
+        const ckey_status st = ckey_image_read(p, pass == 0 ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, &img, &err);
+        CHECKF(st == CKEY_OK, "%s is damaged: %s", p, err.message);
+        if (st == CKEY_OK && compare && have_ref)
+            CHECKF(same_image(&img, &ref[pass]), "%s differs from the clean run", p);
+        ckey_image_free(&img);
+    }
+    return present == 4 ? 1 : present == 0 ? 0 : -1;
+}
+
+/* Files named *.tmp anywhere under dir. */
+static int count_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) n += count_tmp(path);
+        else if (strstr(e->d_name, ".tmp")) {
+            printf("    stray temporary file %s\n", path);
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static int no_tmp(const char *shot) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/Output", shot);
+    return count_tmp(p) == 0;
+}
+
+#define NEED_SETUP()                                                                       \
+    do {                                                                                   \
+        if (access(ckey_bin, X_OK) != 0) SKIP("%s is not built", ckey_bin);                \
+        if (access(model, R_OK) != 0) SKIP("%s does not exist", model);                    \
+    } while (0)
+
+/* The clean reference: a 1-frame shot keyed serially (--read-ahead 0). */
+static int ensure_reference(void) {
+    if (have_ref) return 1;
+    char shot[512], p[1024];
+    if (!make_shot(shot, sizeof shot, "reference", 1)) return 0;
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2",
+                        "--read-ahead", "0", NULL);
+    const int ok = r.code == 0;
+    ck_run_free(&r);
+    if (!ok) return 0;
+    ckey_error err;
+    for (int pass = 0; pass < 4; pass++) {
+        out_path(p, sizeof p, shot, pass, 1);
+        if (ckey_image_read(p, pass == 0 ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, &ref[pass], &err) != CKEY_OK)
+            return 0;
+    }
+    have_ref = 1;
+    return 1;
+}
+
+/* ------------------------------------------------- the library interface */
+
+/* An in-memory source: `n` frames of a w x h gradient plate; frame `bad`
+ * fails to read. A sink recording the order of writes; frame `bad_write`
+ * fails to write. */
+typedef struct mem_src {
+    ckey_shot_frame frames[8];
+    char stems[8][16];
+    int n, w, h, bad;
+    int64_t last_index;
+    int order_ok;
+} mem_src;
+
+static ckey_status mem_read(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
+                            ckey_error *err) {
+    mem_src *m = self;
+    if (index <= m->last_index) m->order_ok = 0;
+    m->last_index = index;
+    if ((int)index == m->bad) {
+        err->status = CKEY_ERR_FORMAT;
+        snprintf(err->message, sizeof err->message, "frame %d: mem://%d: corrupt", (int)index + 1,
+                 (int)index + 1);
+        return CKEY_ERR_FORMAT;
+    }
+    const size_t n = (size_t)m->w * m->h;
+    /* reuse the buffers when the size matches: no allocation per frame */
+    if (!plate->data || plate->width != m->w || plate->height != m->h) {
+        ckey_image_free(plate);
+        ckey_image_free(hint);
+        plate->data = malloc(3 * n * sizeof(float));
+        hint->data = malloc(n * sizeof(float));
+        if (!plate->data || !hint->data) return CKEY_ERR_NOMEM;
+    }
+    plate->width = hint->width = m->w;
+    plate->height = hint->height = m->h;
+    plate->channels = 3;
+    hint->channels = 1;
+    for (size_t i = 0; i < n; i++) {
+        plate->data[i] = 0.1f;
+        plate->data[n + i] = 0.8f * (float)(i % m->w) / m->w;
+        plate->data[2 * n + i] = 0.2f;
+        hint->data[i] = (i % m->w) < (size_t)m->w / 2 ? 1.0f : 0.0f;
+    }
+    return CKEY_OK;
+}
+
+typedef struct mem_sink {
+    int64_t written[8];
+    int nwritten, bad_write, began, finished;
+} mem_sink;
+
+static ckey_status mem_begin(void *self, ckey_error *err) {
+    ((mem_sink *)self)->began++;
+    return CKEY_OK;
+}
+
+static ckey_status mem_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                             ckey_error *err) {
+    mem_sink *k = self;
+    if (f->number == k->bad_write) {
+        err->status = CKEY_ERR_IO;
+        snprintf(err->message, sizeof err->message, "out/%s.exr: No space left on device", f->stem);
+        return CKEY_ERR_IO;
+    }
+    if (!p->alpha || !p->fg || !p->processed || !p->comp || p->width <= 0) return CKEY_ERR_INTERNAL;
+    k->written[k->nwritten++] = f->number;
+    return CKEY_OK;
+}
+
+static ckey_status mem_finish(void *self, ckey_error *err) {
+    ((mem_sink *)self)->finished++;
+    return CKEY_OK;
+}
+
+typedef struct ev_log {
+    int64_t frame[8];
+    int kind[8];
+    int n;
+} ev_log;
+
+static void log_event(void *user, const ckey_shot_event *ev) {
+    ev_log *l = user;
+    if (l->n < 8) {
+        l->frame[l->n] = ev->frame->number;
+        l->kind[l->n++] = (int)ev->kind;
+    }
+}
+
+static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_t *plan, int on_error,
+                    int read_ahead, ckey_status *st, mem_sink *sink_out, ev_log *log, char *msg) {
+    mem_src m;
+    memset(&m, 0, sizeof m);
+    m.n = n, m.w = 40, m.h = 24, m.bad = bad, m.last_index = -1, m.order_ok = 1;
+    for (int i = 0; i < n; i++) {
+        snprintf(m.stems[i], sizeof m.stems[i], "f%d", i + 1);
+        m.frames[i].number = i + 1;
+        m.frames[i].stem = m.stems[i];
+        m.frames[i].plate = m.stems[i];
+        m.frames[i].hint = m.stems[i];
+    }
+    ckey_source src = {&m, n, m.frames, mem_read, NULL};
+    memset(sink_out, 0, sizeof *sink_out);
+    sink_out->bad_write = bad_write;
+    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL};
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    o.on_error = on_error;
+    o.read_ahead = read_ahead;
+    memset(log, 0, sizeof *log);
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    *st = ckey_shot_run(s, &src, &sink, plan, &o, log_event, log, NULL, &err);
+    snprintf(msg, 512, "%s", err.message);
+    CHECKF(m.order_ok, "source read out of order");
+}
+
+static void test_shot_api(void) {
+    if (access(model, R_OK) != 0) SKIP("%s does not exist", model);
+    ckey_model *m = NULL;
+    ckey_session *s = NULL;
+    ckey_error err;
+    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
+    ckey_session_options so;
+    ckey_session_options_default(&so);
+    so.size = 64;
+    so.threads = 2;
+    if (ckey_session_create(m, &so, &s, &err) != CKEY_OK) {
+        ckey_model_free(m);
+        REQUIRE(0);
+    }
+    for (int ra = 0; ra <= 3; ra += 3) {
+        printf("  read_ahead %d\n", ra);
+        ckey_status st;
+        mem_sink k;
+        ev_log log;
+        char msg[512];
+        /* clean: 6 frames, frame 2 planned SKIP, frame 6 EXCLUDE */
+        const uint8_t plan[6] = {CKEY_SHOT_KEY, CKEY_SHOT_SKIP, CKEY_SHOT_KEY, CKEY_SHOT_KEY,
+                                 CKEY_SHOT_KEY, CKEY_SHOT_EXCLUDE};
+        run_mem(s, 6, -1, -1, plan, CKEY_ON_ERROR_STOP, ra, &st, &k, &log, msg);
+        CHECKF(st == CKEY_OK, "%s", msg);
+        CHECK(k.nwritten == 4 && k.written[0] == 1 && k.written[1] == 3 && k.written[3] == 5);
+        CHECK(k.began == 1 && k.finished == 1);
+        CHECK(log.n == 5);
+        for (int i = 0; i < log.n; i++) CHECKF(log.frame[i] == i + 1, "event %d is frame %d", i, (int)log.frame[i]);
+        CHECK(log.kind[1] == CKEY_SHOT_SKIPPED && log.kind[0] == CKEY_SHOT_KEYED);
+
+        /* read failure at index 3 (frame 4), stop: frames 1-3 written, error names frame 4 */
+        run_mem(s, 6, 3, -1, NULL, CKEY_ON_ERROR_STOP, ra, &st, &k, &log, msg);
+        CHECKF(st == CKEY_ERR_FORMAT && strstr(msg, "frame 4") && strstr(msg, "mem://4"), "%d %s", st, msg);
+        CHECKF(k.nwritten == 3 && k.written[2] == 3, "wrote %d", k.nwritten);
+        CHECK(k.finished == 0 && log.n == 3);
+
+        /* the same, skip: 5 written, one FAILED event in its place */
+        run_mem(s, 6, 3, -1, NULL, CKEY_ON_ERROR_SKIP, ra, &st, &k, &log, msg);
+        CHECKF(st == CKEY_OK, "%s", msg);
+        CHECK(k.nwritten == 5 && k.written[3] == 5 && log.n == 6 && log.kind[3] == CKEY_SHOT_FAILED &&
+              log.frame[3] == 4);
+
+        /* write failure at frame 2: frame 1 written, the error is the sink's with the frame */
+        run_mem(s, 6, -1, 2, NULL, CKEY_ON_ERROR_SKIP, ra, &st, &k, &log, msg);
+        CHECKF(st == CKEY_ERR_IO && strstr(msg, "frame 2") && strstr(msg, "out/f2.exr"), "%d %s", st, msg);
+        CHECK(k.nwritten == 1 && log.n == 1);
+    }
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    CHECK(o.read_ahead == 2 && o.on_error == CKEY_ON_ERROR_STOP);
+    o.read_ahead = 9;
+    ckey_source src;
+    memset(&src, 0, sizeof src);
+    CHECK(ckey_shot_run(s, &src, NULL, NULL, &o, NULL, NULL, NULL, &err) == CKEY_ERR_INVALID_ARG);
+    ckey_session_free(s);
+    ckey_model_free(m);
+}
+
+/* ------------------------------------------------------------ CLI faults */
+
+/* Truncated plate at frame 3, corrupt hint at frame 4 of 5. */
+static void test_corrupt_and_truncated(void) {
+    char shot[512], p[1024];
+    NEED_SETUP();
+    REQUIRE(ensure_reference());
+    REQUIRE(make_shot(shot, sizeof shot, "corrupt", 5));
+    size_t n = 0;
+    unsigned char *b = ck_read_file("examples/plate.png", &n);
+    REQUIRE(b && n > 200);
+    snprintf(p, sizeof p, "%s/Input/plate_0003.png", shot);
+    REQUIRE(write_bytes(p, b, n / 2)); /* truncated */
+    free(b);
+    b = ck_read_file("examples/hint.png", &n);
+    REQUIRE(b && n > 200);
+    for (size_t i = 60; i < n; i += 7) b[i] ^= 0x5a; /* corrupt past the header */
+    snprintf(p, sizeof p, "%s/AlphaHint/hint_0004.png", shot);
+    REQUIRE(write_bytes(p, b, n));
+    free(b);
+
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    CHECKF(r.code == 1, "exit %d", r.code);
+    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "plate_0003.png"), "stderr: %s", r.err);
+    CHECK(strstr(r.out, "\"event\":\"error\"") != NULL);
+    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
+    ck_run_free(&r);
+    CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 1) == 1);
+    for (int f = 3; f <= 5; f++) CHECKF(frame_state(shot, f, 0) == 0, "frame %d has outputs", f);
+    CHECK(no_tmp(shot));
+
+    /* --on-error skip: frames 3 and 4 reported and skipped, 1, 2, 5 keyed, exit 3 */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+                 "--on-error", "skip", NULL);
+    CHECKF(r.code == 3, "exit %d", r.code);
+    CHECK(count_str(r.out, "\"status\":\"failed\"") == 2);
+    CHECK(count_str(r.out, "\"status\":\"skipped\"") == 2);
+    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 1);
+    CHECKF(strstr(r.out, "\"frame\":4,\"status\":\"failed\"") && strstr(r.out, "hint_0004.png"), "%s", r.out);
+    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "plate_0003.png"), "stderr: %s", r.err);
+    CHECK(strstr(r.out, "\"failed\":2") != NULL);
+    ck_run_free(&r);
+    for (int f = 1; f <= 5; f++) CHECKF(frame_state(shot, f, 1) == (f == 3 || f == 4 ? 0 : 1), "frame %d", f);
+    CHECK(no_tmp(shot));
+    remove_tree(shot);
+}
+
+static void test_unreadable(void) {
+    char shot[512], p[1024];
+    NEED_SETUP();
+    if (geteuid() == 0) SKIP("running as root: permissions do not stop reads");
+    REQUIRE(ensure_reference());
+    REQUIRE(make_shot(shot, sizeof shot, "unreadable", 3));
+    snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
+    REQUIRE(chmod(p, 0) == 0);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png"), "%d %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 0) == 0 && frame_state(shot, 3, 0) == 0);
+    CHECK(no_tmp(shot));
+    chmod(p, 0644);
+    remove_tree(shot);
+}
+
+/* A missing hint and a hint of another size. */
+static void test_missing_and_mismatched(void) {
+    char shot[512], p[1024];
+    NEED_SETUP();
+    REQUIRE(ensure_reference());
+    REQUIRE(make_shot(shot, sizeof shot, "mismatch", 4));
+    snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
+    REQUIRE(unlink(p) == 0);
+    float px[6 * 5] = {0};
+    ckey_error err;
+    snprintf(p, sizeof p, "%s/AlphaHint/hint_0003.png", shot);
+    REQUIRE(ckey_image_write_png(p, px, 1, 6, 5, 8, &err) == CKEY_OK);
+
+    /* stop: the missing hint is found before anything is keyed */
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png") &&
+               strstr(r.err, "no hint"), "%d %s", r.code, r.err);
+    ck_run_free(&r);
+    snprintf(p, sizeof p, "%s/Output", shot);
+    CHECK(!exists(p));
+
+    /* skip: 2 (no hint) and 3 (6 x 5 hint) fail, 1 and 4 are keyed */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--on-error", "skip", NULL);
+    CHECKF(r.code == 3, "exit %d", r.code);
+    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "6 x 5"), "%s", r.err);
+    CHECKF(strstr(r.err, "frame 2") && strstr(r.err, "no hint"), "%s", r.err);
+    CHECKF(strstr(r.out, "keyed 2 frames") && strstr(r.out, "FAILED 2"), "%s", r.out);
+    ck_run_free(&r);
+    for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, 1) == (f == 1 || f == 4), "frame %d", f);
+
+    /* stop with only the size mismatch: frame 2 keyed first, then the error */
+    snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
+    REQUIRE(copy_file("examples/hint.png", p));
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "frame 3") && strstr(r.err, "6 x 5"), "%d %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(frame_state(shot, 2, 1) == 1 && frame_state(shot, 3, 0) == 0);
+    CHECK(no_tmp(shot));
+    remove_tree(shot);
+}
+
+static uint32_t crc32_png(const unsigned char *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return c ^ 0xffffffffu;
+}
+
+static void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16), p[2] = (unsigned char)(v >> 8),
+    p[3] = (unsigned char)v;
+}
+
+/* A PNG whose header claims 40000 x 40000: refused from the header. */
+static void test_absurd_dimensions(void) {
+    char shot[512], p[1024];
+    NEED_SETUP();
+    REQUIRE(ensure_reference());
+    REQUIRE(make_shot(shot, sizeof shot, "absurd", 3));
+    size_t n = 0;
+    unsigned char *b = ck_read_file("examples/plate.png", &n);
+    REQUIRE(b && n > 33 && !memcmp(b + 12, "IHDR", 4));
+    put32(b + 16, 40000);
+    put32(b + 20, 40000);
+    put32(b + 29, crc32_png(b + 12, 17));
+    snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
+    REQUIRE(write_bytes(p, b, n));
+    free(b);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png") &&
+               strstr(r.err, "40000"), "%d %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 0) == 0);
+    CHECK(no_tmp(shot));
+    remove_tree(shot);
+}
+
+/* Largest regular file under dir. */
+static long largest_file(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    long best = 0;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) != 0) continue;
+        long v = S_ISDIR(st.st_mode) ? largest_file(path) : (long)st.st_size;
+        if (v > best) best = v;
+    }
+    closedir(d);
+    return best;
+}
+
+/* Full disk: frames 1-2 are small plates, frame 3 the full 320 x 180 one;
+ * RLIMIT_FSIZE between their largest outputs makes frame 3's write fail with
+ * EFBIG, as a full disk would. */
+static void test_full_disk(void) {
+    char shot[512], small[512], p[1024];
+    NEED_SETUP();
+    REQUIRE(make_shot(shot, sizeof shot, "fulldisk", 3));
+    ckey_image pl, hi;
+    memset(&pl, 0, sizeof pl);
+    memset(&hi, 0, sizeof hi);
+    ckey_error err;
+    REQUIRE(ckey_image_read("examples/plate.png", CKEY_IMAGE_RGB, &pl, &err) == CKEY_OK);
+    REQUIRE(ckey_image_read("examples/hint.png", CKEY_IMAGE_HINT, &hi, &err) == CKEY_OK);
+    /* the top-left 48 x 32 corner (every 4th pixel) as the small plates */
+    enum { SW = 48, SH = 32 };
+    float sp[3 * SW * SH], sh[SW * SH];
+    for (int c = 0; c < 3; c++)
+        for (int y = 0; y < SH; y++)
+            for (int x = 0; x < SW; x++)
+                sp[(c * SH + y) * SW + x] = pl.data[((size_t)c * pl.height + 4 * y) * pl.width + 4 * x];
+    for (int y = 0; y < SH; y++)
+        for (int x = 0; x < SW; x++) sh[y * SW + x] = hi.data[(size_t)4 * y * hi.width + 4 * x];
+    ckey_image_free(&pl);
+    ckey_image_free(&hi);
+    for (int f = 1; f <= 2; f++) {
+        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, f);
+        REQUIRE(ckey_image_write_png(p, sp, 3, SW, SH, 8, &err) == CKEY_OK);
+        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, f);
+        REQUIRE(ckey_image_write_png(p, sh, 1, SW, SH, 8, &err) == CKEY_OK);
+    }
+    /* sizes of the outputs without a limit, from a copy of the shot's small frames */
+    snprintf(small, sizeof small, "%s/fulldisk-ref", workdir);
+    remove_tree(small);
+    char plates[600], hints[600], out[600];
+    snprintf(plates, sizeof plates, "%s/Input", shot);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+    snprintf(out, sizeof out, "%s", small);
+    result r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
+                        "--size", "64", "--threads", "2", "--frames", "1-2", NULL);
+    REQUIRE(r.code == 0);
+    ck_run_free(&r);
+    const long small_max = largest_file(small);
+    r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
+                 "--size", "64", "--threads", "2", "--frames", "3", NULL);
+    REQUIRE(r.code == 0);
+    ck_run_free(&r);
+    const long all_max = largest_file(small);
+    printf("  largest output: small frames %ld bytes, frame 3 %ld bytes\n", small_max, all_max);
+    REQUIRE(all_max > small_max + 1024);
+    const long limit = small_max + 512;
+
+    const char *argv[] = {ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", NULL};
+    r = run_argv(argv, limit);
+    CHECKF(r.code == 1, "exit %d", r.code);
+    /* the message names the frame and the output file, and says why (EFBIG) */
+    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "/Output/") && strstr(r.err, "plate_0003."),
+           "stderr: %s", r.err);
+    CHECKF(strstr(r.err, strerror(EFBIG)), "stderr: %s", r.err);
+    ck_run_free(&r);
+    /* frames 1 and 2 identical to the unlimited run; frame 3 incomplete but
+     * every file it has under a final name whole; no temporary files */
+    for (int f = 1; f <= 2; f++)
+        for (int pass = 0; pass < 4; pass++) {
+            char a[1024], b2[1024];
+            out_path(a, sizeof a, shot, pass, f);
+            snprintf(b2, sizeof b2, "%s/%s/plate_%04d.%s", small, passes[pass], f, pass == 3 ? "png" : "exr");
+            ckey_image x, y;
+            memset(&x, 0, sizeof x);
+            memset(&y, 0, sizeof y);
+            CHECKF(ckey_image_read(a, CKEY_IMAGE_RGB, &x, &err) == CKEY_OK, "%s: %s", a, err.message);
+            CHECKF(ckey_image_read(b2, CKEY_IMAGE_RGB, &y, &err) == CKEY_OK, "%s: %s", b2, err.message);
+            if (x.data && y.data) CHECKF(same_image(&x, &y), "%s differs", a);
+            ckey_image_free(&x);
+            ckey_image_free(&y);
+        }
+    CHECK(frame_state(shot, 3, 0) == -1 || frame_state(shot, 3, 0) == 0);
+    CHECK(no_tmp(shot));
+    /* with room again, a re-run keys only frame 3 */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    CHECKF(r.code == 0 && count_str(r.out, "\"status\":\"keyed\"") == 1 &&
+               strstr(r.out, "\"frame\":3,\"status\":\"keyed\""), "%d %s", r.code, r.out);
+    ck_run_free(&r);
+    CHECK(frame_state(shot, 3, 0) == 1);
+    remove_tree(small);
+    remove_tree(shot);
+}
+
+/* SIGKILL after some frames, then resume. */
+static void test_kill_and_resume(void) {
+    enum { N = 12 };
+    char shot[512], p[1024];
+    NEED_SETUP();
+    REQUIRE(ensure_reference());
+    REQUIRE(make_shot(shot, sizeof shot, "killed", N));
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(stdout);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 2);
+        execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
+              "--json", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    /* read NDJSON until the third keyed frame, then kill */
+    char buf[65536];
+    size_t len = 0;
+    int keyed = 0;
+    while (keyed < 3 && len < sizeof buf - 1) {
+        const ssize_t k = read(fds[0], buf + len, sizeof buf - 1 - len);
+        if (k <= 0) break;
+        len += (size_t)k;
+        buf[len] = 0;
+        keyed = count_str(buf, "\"status\":\"keyed\"");
+    }
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    printf("  killed after %d keyed events (%s)\n", keyed,
+           WIFSIGNALED(status) ? "by SIGKILL" : "it had already exited");
+    CHECKF(keyed >= 3, "only %d frames keyed before the child ended", keyed);
+    int complete = 0;
+    for (int f = 1; f <= N; f++) {
+        const int s = frame_state(shot, f, 1); /* any file present must be whole */
+        if (s == 1) complete++;
+    }
+    printf("  %d of %d frames complete after the kill\n", complete, N);
+    CHECK(complete >= 3);
+
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    char want[128];
+    snprintf(want, sizeof want, "\"to_skip\":%d", complete);
+    CHECKF(strstr(r.out, want) != NULL, "started event lacks %s: %s", want, r.out);
+    CHECK(count_str(r.out, "\"status\":\"skipped\"") == complete);
+    CHECK(count_str(r.out, "\"status\":\"keyed\"") == N - complete);
+    ck_run_free(&r);
+    for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
+    CHECK(no_tmp(shot));
+    snprintf(p, sizeof p, "%s", shot);
+    remove_tree(p);
+}
+
+int main(int argc, char **argv) {
+    char self[PATH_MAX];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    else snprintf(self, sizeof self, ".");
+    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
+    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
+    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-faults-XXXXXX");
+    if (!mkdtemp(workdir)) {
+        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
+        return 1;
+    }
+    static const ck_test_case cases[] = {
+        {"shot_api", test_shot_api},
+        {"corrupt_and_truncated", test_corrupt_and_truncated},
+        {"unreadable", test_unreadable},
+        {"missing_and_mismatched", test_missing_and_mismatched},
+        {"absurd_dimensions", test_absurd_dimensions},
+        {"full_disk", test_full_disk},
+        {"kill_and_resume", test_kill_and_resume},
+    };
+    int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
+    for (int i = 0; i < 4; i++) ckey_image_free(&ref[i]);
+    remove_tree(workdir);
+    return rc;
+}
