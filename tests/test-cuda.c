@@ -605,47 +605,254 @@ static void test_network_full256(void) {
     ckey_model_free(m);
 }
 
-/* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ---- */
+/* ---- tensor-core attention, fp16 / bf16 storage ----
+ * Inputs are rounded to 16 bits on the host; the fp32 CUDA kernels (checked
+ * against the CPU above) run on the rounded values, so what remains is the
+ * kernel's own error: P rounded to 16 bits before P.V (relative 2^-11 f16,
+ * 2^-8 bf16 per weight, mostly averaging out over keys) and the output
+ * rounded to 16 bits (half an ulp: <= 2.4e-4 f16, <= 2e-3 bf16 for |out| < 1).
+ * Worst case with |v| <= 1 about 1e-3 (f16) and 6e-3 (bf16): bars 2e-3 and
+ * 1.5e-2. A dropped or doubled key shows well above them in the short
+ * sequences (N = 36, 77). */
 
-/* host fp16 / bf16 <-> float, round to nearest even */
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (no NaN here) */
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
 static uint16_t f32_to_f16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
-    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520: infinity */
-    if (ax < 0x38800000u) {                                   /* below 2^-14: subnormal, units of 2^-24 */
-        float v;
-        memcpy(&v, &ax, 4);
-        return (uint16_t)(sign | (uint32_t)nearbyintf(v * 16777216.0f));
+    const uint32_t sign = (x >> 16) & 0x8000u;
+    x &= 0x7fffffffu;
+    if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+    if (x < 0x38800000u) {                                    /* below 2^-14: subnormal steps of 2^-24 */
+        float a;
+        memcpy(&a, &x, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f));
     }
-    const uint32_t m = ax & 0x7fffffu, rem = m & 0x1fffu;
-    uint32_t h = ((((ax >> 23) - 127u + 15u)) << 10) | (m >> 13);
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
-    return (uint16_t)(sign | h);
+    x -= 0x38000000u; /* exponent bias 127 -> 15 */
+    x += 0xfffu + ((x >> 13) & 1u);
+    return (uint16_t)(sign | (x >> 13));
 }
+
 static float f16_to_f32(uint16_t h) {
-    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 0x400), e - 25);
-    return (h & 0x8000) ? -v : v;
+    const int e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf((float)(1024 + m), e - 25);
+    return (h & 0x8000u) ? -v : v;
 }
-static uint16_t f32_to_bf16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+
+static const char *dt_name(ck_dtype dt) { return dt == CK_F16 ? "f16" : "bf16"; }
+static double tc_bar(ck_dtype dt) { return dt == CK_F16 ? 2e-3 : 1.5e-2; }
+
+/* Random qkv [rows, 3*D], q and k times 2 (score std ~2: a peaked softmax),
+ * rounded to dt in place; returns the 16-bit copy on the device. */
+static void *tc_inputs(float *qkv, int64_t rows, int D, ck_dtype dt) {
+    const size_t n = (size_t)rows * 3 * D;
+    uint16_t *bits = malloc(n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) {
+        float v = qkv[i] * ((int)(i % (3 * (size_t)D)) < 2 * D ? 2.0f : 1.0f);
+        bits[i] = dt == CK_F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        qkv[i] = dt == CK_F16 ? f16_to_f32(bits[i]) : bf16_to_f32(bits[i]);
+    }
+    void *d = NULL;
+    if (ck_cuda_malloc(&d, n * 2, NULL) || ck_cuda_copy(d, bits, n * 2, 1, NULL)) {
+        ck_cuda_free(d);
+        d = NULL;
+    }
+    free(bits);
+    return d;
 }
-static float bf16_to_f32(uint16_t b) {
-    const uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
+
+/* Device output of n 16-bit values followed by a guard of 256 bytes set to
+ * 0x5a; returns the floats, or NULL if the guard was overwritten. */
+static float *tc_download(const void *dev, size_t n, ck_dtype dt) {
+    uint8_t *raw = malloc(n * 2 + 256);
+    float *f = malloc(n * sizeof(float));
+    if (ck_cuda_copy(raw, dev, n * 2 + 256, 0, NULL)) n = 0, raw[n * 2] = 0;
+    int guard_ok = 1;
+    for (size_t i = 0; i < 256; i++) guard_ok &= raw[n * 2 + i] == 0x5a;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, raw + 2 * i, 2);
+        f[i] = dt == CK_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+    free(raw);
+    if (!guard_ok || n == 0) {
+        printf("  output guard overwritten (or copy failed)\n");
+        free(f);
+        return NULL;
+    }
     return f;
 }
+
+static void *tc_out_alloc(size_t n) {
+    void *d = NULL;
+    if (ck_cuda_malloc(&d, n * 2 + 256, NULL)) return NULL;
+    if (ck_cuda_memset(d, 0x5a, n * 2 + 256, NULL)) {
+        ck_cuda_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void tc_check(const char *name, const float *got, const float *ref, size_t n, ck_dtype dt) {
+    double mag = 0;
+    for (size_t i = 0; i < n; i++) mag = fmax(mag, fabs(ref[i]));
+    const double e = ck_compare(name, got, ref, n, NULL);
+    printf("    max |ref| %.3f, bar %.1e\n", mag, tc_bar(dt));
+    CHECKF(e <= tc_bar(dt), "%s: max abs err %.3g over the bar %.1e", name, e, tc_bar(dt));
+}
+
+static void test_attention_tc(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const struct { int64_t N; int D, heads, qs; } cases[] = {
+        {1000, 32, 2, 1},  {300, 64, 2, 1},     {77, 56, 1, 1},  {1000, 112, 2, 1}, {200, 64, 1, 1},
+        {520, 128, 2, 4},  {36, 32, 1, 4},      {4096, 448, 8, 1}, {4096, 896, 16, 4}, {2050, 448, 8, 1},
+    };
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
+        for (int k = 0; k < 2; k++) {
+            const ck_dtype dt = k ? CK_BF16 : CK_F16;
+            const int64_t N = cases[c].N, Nq = N / cases[c].qs;
+            const int D = cases[c].D, heads = cases[c].heads, qs = cases[c].qs;
+            float *qkv = random_floats((size_t)N * 3 * D, 101u + (unsigned)c);
+            void *d16 = tc_inputs(qkv, N, D, dt), *dout = tc_out_alloc((size_t)Nq * D);
+            float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
+            REQUIRE(d16 && dout && dq && dref);
+            ckey_error err;
+            REQUIRE(ck_cuda_attention(dq, N, D, heads, qs, dref, NULL, &err) == CKEY_OK);
+            CHECKF(ck_cuda_attention_tc(d16, N, D, heads, qs, dout, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
+            float *ref = malloc((size_t)Nq * D * sizeof(float)), *got = tc_download(dout, (size_t)Nq * D, dt);
+            REQUIRE(ck_cuda_copy(ref, dref, (size_t)Nq * D * sizeof(float), 0, &err) == CKEY_OK);
+            CHECK(got != NULL);
+            char name[96];
+            snprintf(name, sizeof name, "attention_tc %s N=%lld D=%d h=%d qs=%d", dt_name(dt), (long long)N, D, heads,
+                     qs);
+            if (got) tc_check(name, got, ref, (size_t)Nq * D, dt);
+            ck_cuda_free(d16), ck_cuda_free(dout), ck_cuda_free(dq), ck_cuda_free(dref);
+            free(qkv), free(ref), free(got);
+        }
+}
+
+static void test_window_attention_tc(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    /* stage 1-2 shapes of the real model (blocks 0-1, 2, 3-4, 5) and odd ones */
+    const struct { int64_t nw; int T, qs, Do, heads; } cases[] = {
+        {64, 64, 1, 112, 2}, {64, 64, 4, 224, 4}, {64, 16, 1, 224, 4}, {64, 16, 4, 448, 8}, {37, 64, 1, 32, 2},
+        {37, 16, 1, 64, 2},  {9, 256, 4, 128, 2}, {11, 20, 1, 128, 2}, {5, 200, 2, 112, 2}, {7, 8, 2, 112, 2},
+    };
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
+        for (int k = 0; k < 2; k++) {
+            const ck_dtype dt = k ? CK_BF16 : CK_F16;
+            const int64_t nw = cases[c].nw, rows = nw * cases[c].T, nq = rows / cases[c].qs;
+            const int T = cases[c].T, qs = cases[c].qs, Do = cases[c].Do, heads = cases[c].heads;
+            float *qkv = random_floats((size_t)rows * 3 * Do, 301u + (unsigned)c);
+            void *d16 = tc_inputs(qkv, rows, Do, dt), *dout = tc_out_alloc((size_t)nq * Do);
+            float *dq = to_device(qkv, (size_t)rows * 3 * Do), *dref = dev_alloc((size_t)nq * Do);
+            REQUIRE(d16 && dout && dq && dref);
+            ckey_error err;
+            REQUIRE(ck_cuda_window_attention(dq, nw, T, qs, Do, heads, dref, NULL, &err) == CKEY_OK);
+            CHECKF(ck_cuda_window_attention_tc(d16, nw, T, qs, Do, heads, dout, dt, NULL, &err) == CKEY_OK, "%s",
+                   err.message);
+            CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
+            float *ref = malloc((size_t)nq * Do * sizeof(float)), *got = tc_download(dout, (size_t)nq * Do, dt);
+            REQUIRE(ck_cuda_copy(ref, dref, (size_t)nq * Do * sizeof(float), 0, &err) == CKEY_OK);
+            CHECK(got != NULL);
+            char name[96];
+            snprintf(name, sizeof name, "window_attention_tc %s nw=%lld T=%d qs=%d Do=%d h=%d", dt_name(dt),
+                     (long long)nw, T, qs, Do, heads);
+            if (got) tc_check(name, got, ref, (size_t)nq * Do, dt);
+            ck_cuda_free(d16), ck_cuda_free(dout), ck_cuda_free(dq), ck_cuda_free(dref);
+            free(qkv), free(ref), free(got);
+        }
+}
+
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Timings at S = 2048 shapes (printed, not asserted): host clock around
+ * synchronized batches of 20 launches, after 3 warm-up launches. */
+static void test_attention_tc_timing(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_error err;
+    const int reps = 20;
+    const struct { int64_t N; int D, heads, qs; } g[] = {{16384, 448, 8, 1}, {16384, 896, 16, 4}, {4096, 896, 16, 1}};
+    for (size_t c = 0; c < CK_ARRAY_LEN(g); c++)
+        for (int k = 0; k < 2; k++) {
+            const ck_dtype dt = k ? CK_BF16 : CK_F16;
+            const int64_t N = g[c].N, Nq = N / g[c].qs;
+            const int D = g[c].D;
+            float *qkv = random_floats((size_t)N * 3 * D, 7u);
+            void *d16 = tc_inputs(qkv, N, D, dt), *dout = tc_out_alloc((size_t)Nq * D);
+            REQUIRE(d16 && dout);
+            for (int r = 0; r < 3; r++) CHECK(ck_cuda_attention_tc(d16, N, D, g[c].heads, g[c].qs, dout, dt, NULL, &err) == CKEY_OK);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            const double t0 = wall_s();
+            for (int r = 0; r < reps; r++) ck_cuda_attention_tc(d16, N, D, g[c].heads, g[c].qs, dout, dt, NULL, &err);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            const double ms = (wall_s() - t0) * 1e3 / reps, flop = 4.0 * (double)Nq * (double)N * D;
+            printf("  timing attention_tc %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n", dt_name(dt),
+                   (long long)N, D, g[c].heads, g[c].qs, ms, flop / (ms * 1e-3) / 1e12);
+            if (c == 0 && k == 0) { /* the fp32 CUDA-core kernel, once, for scale */
+                float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
+                REQUIRE(dq && dref);
+                const double t1 = wall_s();
+                CHECK(ck_cuda_attention(dq, N, D, g[c].heads, g[c].qs, dref, NULL, &err) == CKEY_OK);
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                const double ms32 = (wall_s() - t1) * 1e3;
+                printf("  timing attention (fp32 CUDA cores, one launch): %.3f ms, %.1f TFLOP/s\n", ms32,
+                       flop / (ms32 * 1e-3) / 1e12);
+                ck_cuda_free(dq), ck_cuda_free(dref);
+            }
+            ck_cuda_free(d16), ck_cuda_free(dout);
+            free(qkv);
+        }
+    const struct { int64_t nw; int T, qs, Do, heads; } w[] = {
+        {4096, 64, 1, 112, 2}, {4096, 64, 4, 224, 4}, {4096, 16, 1, 224, 4}, {4096, 16, 4, 448, 8}};
+    for (size_t c = 0; c < CK_ARRAY_LEN(w); c++)
+        for (int k = 0; k < 2; k++) {
+            const ck_dtype dt = k ? CK_BF16 : CK_F16;
+            const int64_t rows = w[c].nw * w[c].T, nq = rows / w[c].qs;
+            const int Do = w[c].Do;
+            float *qkv = random_floats((size_t)rows * 3 * Do, 9u);
+            void *d16 = tc_inputs(qkv, rows, Do, dt), *dout = tc_out_alloc((size_t)nq * Do);
+            REQUIRE(d16 && dout);
+            for (int r = 0; r < 3; r++)
+                CHECK(ck_cuda_window_attention_tc(d16, w[c].nw, w[c].T, w[c].qs, Do, w[c].heads, dout, dt, NULL, &err) == CKEY_OK);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            const double t0 = wall_s();
+            for (int r = 0; r < reps; r++)
+                ck_cuda_window_attention_tc(d16, w[c].nw, w[c].T, w[c].qs, Do, w[c].heads, dout, dt, NULL, &err);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            const double ms = (wall_s() - t0) * 1e3 / reps, bytes = 2.0 * (double)(rows * 3 + nq) * Do;
+            printf("  timing window_attention_tc %-4s nw=%lld T=%d qs=%d Do=%d heads=%d: %.3f ms, %.0f GB/s\n",
+                   dt_name(dt), (long long)w[c].nw, w[c].T, w[c].qs, Do, w[c].heads, ms, bytes / (ms * 1e-3) / 1e9);
+            ck_cuda_free(d16), ck_cuda_free(dout);
+            free(qkv);
+        }
+}
+
+/* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ---- */
+
+/* (fp16 / bf16 <-> float: the helpers above, round to nearest even) */
 static uint16_t to16(float v, ck_dtype dt) { return dt == CK_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
 static float from16(uint16_t v, ck_dtype dt) { return dt == CK_F16 ? f16_to_f32(v) : bf16_to_f32(v); }
 static float round16(float v, ck_dtype dt) { return from16(to16(v, dt), dt); }
 /* unit roundoff of the storage type: |round(v) - v| <= u |v| (normal range) */
 static double unit_roundoff(ck_dtype dt) { return dt == CK_F16 ? ldexp(1, -11) : ldexp(1, -8); }
-static const char *dt_name(ck_dtype dt) { return dt == CK_F16 ? "fp16" : dt == CK_BF16 ? "bf16" : "fp32"; }
 
 static void *to_device_bytes(const void *h, size_t bytes) {
     void *d = NULL;
@@ -895,6 +1102,9 @@ int main(int argc, char **argv) {
         {"network_tiny_vs_pytorch", test_network_tiny},
         {"network_full256_vs_pytorch", test_network_full256},
         {"network_fp16_bf16_vs_pytorch_autocast", test_network_reduced_precision},
+        {"attention_tc_vs_fp32", test_attention_tc},
+        {"window_attention_tc_vs_fp32", test_window_attention_tc},
+        {"attention_tc_timing", test_attention_tc_timing},
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},

@@ -46,6 +46,15 @@ ckey_status ck_cuda_linear(ck_cublas *h, const float *x, int64_t N, int in, cons
 ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out, void *stream,
                               ckey_error *err);
 
+/* Tensor-core versions (src/cuda/attention_tc.cu): qkv and out in storage
+ * type dt (CK_F16 or CK_BF16), fp32 accumulation and softmax; same layouts
+ * and pooling as ck_cuda_attention / ck_cuda_window_attention. head_dim
+ * 16, 32, 56 or 64; qkv 16-byte aligned. */
+ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                 void *stream, ckey_error *err);
+ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                        ck_dtype dt, void *stream, ckey_error *err);
+
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,

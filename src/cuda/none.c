@@ -62,6 +62,10 @@ ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int 
                                      const float *P3, int H3, const float *P4, int H4, const float *b1,
                                      const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                 void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                        ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
