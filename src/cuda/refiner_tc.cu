@@ -164,39 +164,56 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     // input rows y-d, y, y+d of a tile, pixels x0-d .. x0+kTM-1+d
     auto load_tile = [&](int64_t t, unsigned char *buf) {
         const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
-        T *dst = reinterpret_cast<T *>(buf);
-        const int n = 3 * TMH * CPX;
-        for (int i = tid; i < n; i += kThreads) {
-            const int ch = i % CPX, pj = i / CPX, r = pj / TMH, j = pj - r * TMH;
-            const int iy = y + (r - 1) * dil, ix = x0 - dil + j;
-            T *d = dst + pj * PS + ch * 8;
-            if (iy >= 0 && iy < S && ix >= 0 && ix < S)
-                cp_async16(smem_u32(d), in + ((size_t)iy * S + ix) * CIN + ch * 8);
-            else
-                *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+#pragma unroll 1
+        for (int r = 0; r < 3; r++) {
+            const int iy = y + (r - 1) * dil;
+            const bool row_in = iy >= 0 && iy < S;
+            T *drow = reinterpret_cast<T *>(buf) + r * TMH * PS;
+            const T *srow = in + (size_t)(row_in ? iy : 0) * S * CIN;
+            for (int i = tid; i < TMH * CPX; i += kThreads) {
+                const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
+                T *d = drow + j * PS + ch * 8;
+                if (row_in && ix >= 0 && ix < S)
+                    cp_async16(smem_u32(d), srow + (size_t)ix * CIN + ch * 8);
+                else
+                    *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
+            }
         }
     };
-    // relu(a*v + b) in place on the in-image pixels of a loaded tile
+    // relu(a*v + b) in place on the in-image pixels of a loaded tile. With
+    // kThreads a multiple of CPX a thread always sees the same 8 channels.
+    constexpr bool kFixedCh = kThreads % CPX == 0;
     auto transform_tile = [&](int64_t t, unsigned char *buf) {
         const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
-        T *dst = reinterpret_cast<T *>(buf);
-        const int n = 3 * TMH * CPX;
-        for (int i = tid; i < n; i += kThreads) {
-            const int ch = i % CPX, pj = i / CPX, r = pj / TMH, j = pj - r * TMH;
-            const int iy = y + (r - 1) * dil, ix = x0 - dil + j;
-            if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
-            uint4 *d = reinterpret_cast<uint4 *>(dst + pj * PS + ch * 8);
-            uint4 v = *d;
-            uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+        float ra[8], rb[8];
+        if (kFixedCh) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int c = ch * 8 + 2 * e;
-                float2 f = unpack2<T>(w[e]);
-                f.x = fmaxf(fmaf(sa[c], f.x, sb[c]), 0.f);
-                f.y = fmaxf(fmaf(sa[c + 1], f.y, sb[c + 1]), 0.f);
-                w[e] = pack2<T>(f.x, f.y);
+            for (int e = 0; e < 8; e++) ra[e] = sa[(tid % CPX) * 8 + e], rb[e] = sb[(tid % CPX) * 8 + e];
+        }
+#pragma unroll 1
+        for (int r = 0; r < 3; r++) {
+            const int iy = y + (r - 1) * dil;
+            if (iy < 0 || iy >= S) continue; // padding rows stay zero
+            T *drow = reinterpret_cast<T *>(buf) + r * TMH * PS;
+            for (int i = tid; i < TMH * CPX; i += kThreads) {
+                const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
+                if (ix < 0 || ix >= S) continue;
+                if (!kFixedCh) {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
+                }
+                uint4 *d = reinterpret_cast<uint4 *>(drow + j * PS + ch * 8);
+                uint4 v = *d;
+                uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float2 f = unpack2<T>(w[e]);
+                    f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
+                    f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
+                    w[e] = pack2<T>(f.x, f.y);
+                }
+                *d = v;
             }
-            *d = v;
         }
     };
 
