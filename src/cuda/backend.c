@@ -106,15 +106,22 @@ static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, cons
             CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), w->qkv_b + row,
                                         AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
         }
-        CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt, s->stream,
-                                              &e_));
+        if (s->dt == CK_F32)
+            CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
+                                                  s->stream, &e_));
+        else
+            CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
+                                                   s->stream, &e_));
     }
     CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
 }
 
 static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
     ckey_error e_;
-    CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    if (ST(be)->dt == CK_F32)
+        CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    else
+        CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {

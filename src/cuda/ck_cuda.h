@@ -54,6 +54,9 @@ ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, int heads, i
                                  void *stream, ckey_error *err);
 ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
                                         ck_dtype dt, void *stream, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_tc_ld(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                           int ldo, ck_dtype dt, void *stream, ckey_error *err);
 
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
