@@ -17,6 +17,9 @@ typedef enum ck_dtype {
 } ck_dtype;
 
 /* Bytes per element (src/io/checkpoint.c). */
+#ifdef __cplusplus
+extern "C"
+#endif
 size_t ck_dtype_size(ck_dtype dt);
 
 #endif

@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const T *__restr
 template <typename T, int HD, int KN>
 __global__ void __launch_bounds__(kThreads, 1)
     window_attention_tc_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
-                               T *__restrict__ out, int upb, int wpu, int units) {
+                               T *__restrict__ out, int ldo, int upb, int wpu, int units) {
     using W = Tile<T, HD, 1, KN>;
     constexpr int STR = W::STR, CH = W::CH;
     constexpr uint32_t kChunkBytes = (uint32_t)(KN * STR * sizeof(T));
@@ -443,8 +443,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (active) wt.step(ks, vs, Tk - k0 < KN ? Tk - k0 : KN, c, lane);
         }
         if (active) {
-            T *base = out + (int64_t)w_ * Do + (int64_t)h * HD;
-            const int64_t rs = nw * (int64_t)Do; // output row j*nw + w
+            T *base = out + (int64_t)w_ * ldo + (int64_t)h * HD;
+            const int64_t rs = nw * (int64_t)ldo; // output row j*nw + w, rows ldo apart
             wt.store(0, jlo < Tq ? base + jlo * rs : nullptr, jhi < Tq ? base + jhi * rs : nullptr, lane);
         }
     }
@@ -481,7 +481,7 @@ void launch_global(const void *qkv, int64_t N, int D, int heads, int qs, void *o
 }
 
 template <typename T, int HD, int KN>
-cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do, int heads, void *out,
+cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do, int heads, void *out, int ldo,
                              cudaStream_t st) {
     const int Tq = T_ / qs, nqc = (Tq + 15) / 16;
     const int wpu = nqc >= kWarps ? kWarps : nqc;
@@ -494,15 +494,15 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
         if (e != cudaSuccess) return e;
     }
     kern<<<(unsigned)((units + upb - 1) / upb), kThreads, smem, st>>>(
-        (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, upb, wpu, units);
+        (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
     return cudaSuccess;
 }
 
 template <typename T, int HD>
-cudaError_t launch_window(const void *qkv, int64_t nw, int T_, int qs, int Do, int heads, void *out,
+cudaError_t launch_window(const void *qkv, int64_t nw, int T_, int qs, int Do, int heads, void *out, int ldo,
                           cudaStream_t st) {
-    if (T_ <= 16) return launch_window_kn<T, HD, 16>(qkv, nw, T_, qs, Do, heads, out, st);
-    return launch_window_kn<T, HD, 64>(qkv, nw, T_, qs, Do, heads, out, st);
+    if (T_ <= 16) return launch_window_kn<T, HD, 16>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
+    return launch_window_kn<T, HD, 64>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
 }
 
 template <typename T>
@@ -518,12 +518,12 @@ bool dispatch_global(int hd, const void *qkv, int64_t N, int D, int heads, int q
 
 template <typename T>
 cudaError_t dispatch_window(int hd, const void *qkv, int64_t nw, int T_, int qs, int Do, int heads, void *out,
-                            cudaStream_t st) {
+                            int ldo, cudaStream_t st) {
     switch (hd) {
-    case 16: return launch_window<T, 16>(qkv, nw, T_, qs, Do, heads, out, st);
-    case 32: return launch_window<T, 32>(qkv, nw, T_, qs, Do, heads, out, st);
-    case 56: return launch_window<T, 56>(qkv, nw, T_, qs, Do, heads, out, st);
-    case 64: return launch_window<T, 64>(qkv, nw, T_, qs, Do, heads, out, st);
+    case 16: return launch_window<T, 16>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
+    case 32: return launch_window<T, 32>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
+    case 56: return launch_window<T, 56>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
+    case 64: return launch_window<T, 64>(qkv, nw, T_, qs, Do, heads, out, ldo, st);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -557,6 +557,11 @@ extern "C" ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, i
 
 extern "C" ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads,
                                                    void *out, ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_window_attention_tc_ld(qkv, nw, T, qs, Do, heads, out, Do, dt, stream, err);
+}
+
+extern "C" ckey_status ck_cuda_window_attention_tc_ld(const void *qkv, int64_t nw, int T, int qs, int Do, int heads,
+                                                      void *out, int ldo, ck_dtype dt, void *stream, ckey_error *err) {
     char msg[160];
     if (heads <= 0 || Do <= 0 || Do % heads || qs <= 0 || T <= 0 || T % qs || nw < 0) {
         snprintf(msg, sizeof msg, "window attention (tensor cores): Do %d, heads %d, T %d, q stride %d do not fit", Do,
@@ -570,13 +575,14 @@ extern "C" ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, 
                  (int)dt);
         return fail(err, CKEY_ERR_UNSUPPORTED, msg);
     }
-    if (((uintptr_t)qkv & 15) || ((uintptr_t)out & 3))
-        return fail(err, CKEY_ERR_INVALID_ARG, "window attention (tensor cores): qkv must be 16-byte aligned, out 4-byte");
+    if (((uintptr_t)qkv & 15) || ((uintptr_t)out & 3) || ldo < Do || (ldo & 1))
+        return fail(err, CKEY_ERR_INVALID_ARG,
+                    "window attention (tensor cores): qkv must be 16-byte aligned, out 4-byte, ldo even and >= Do");
     if (nw == 0) return CKEY_OK;
     if (nw * heads > 0x7fffffff) return fail(err, CKEY_ERR_INVALID_ARG, "window attention (tensor cores): too many windows");
     cudaStream_t st = (cudaStream_t)stream;
-    const cudaError_t e = dt == CK_F16 ? dispatch_window<__half>(hd, qkv, nw, T, qs, Do, heads, out, st)
-                                       : dispatch_window<__nv_bfloat16>(hd, qkv, nw, T, qs, Do, heads, out, st);
+    const cudaError_t e = dt == CK_F16 ? dispatch_window<__half>(hd, qkv, nw, T, qs, Do, heads, out, ldo, st)
+                                       : dispatch_window<__nv_bfloat16>(hd, qkv, nw, T, qs, Do, heads, out, ldo, st);
     if (e != cudaSuccess) {
         snprintf(msg, sizeof msg, "CUDA: window attention (tensor cores): %s", cudaGetErrorString(e));
         return fail(err, CKEY_ERR_DEVICE, msg);

@@ -25,7 +25,7 @@
 
 /* CONV_BAND: rows per band of the in-place refiner conv (>= the largest
  * dilation, 8): two bands of output are in flight in the scratch. */
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 64 };
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 64, PATCH_CHUNK = 32768 };
 
 size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
@@ -50,6 +50,7 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
         N = Nq;
     }
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
+    need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
     need = CK_MAX(need, (size_t)2 * CONV_BAND * S * c->ref_dim); /* in-place conv: two output bands */
     return need;
 }
@@ -58,6 +59,21 @@ static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, 
                            float *tokens) {
     ckey_error e_;
     const ck_config *c = &m->cfg;
+    ck_cuda_state *s = ST(be);
+    if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
+        const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
+        const int64_t total = (int64_t)G * G;
+        for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
+            const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
+            float *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
+            CHECKED(ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
+                                           col, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_linear_t(s->blas, col, n, KK, m->patch_w, NULL, y, c->embed_dim, 0, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, m->patch_b, pos, tokens, s->dt, s->stream,
+                                             &e_));
+        }
+        return;
+    }
     CHECKED(ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, m->patch_w,
                                   m->patch_b, pos, c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, &e_));
 }
@@ -106,15 +122,22 @@ static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, cons
             CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), w->qkv_b + row,
                                         AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
         }
-        CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt, s->stream,
-                                              &e_));
+        if (s->dt == CK_F32)
+            CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
+                                                  s->stream, &e_));
+        else
+            CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
+                                                   s->stream, &e_));
     }
     CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
 }
 
 static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
     ckey_error e_;
-    CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    if (ST(be)->dt == CK_F32)
+        CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    else
+        CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {

@@ -54,6 +54,9 @@ ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, int heads, i
                                  void *stream, ckey_error *err);
 ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
                                         ck_dtype dt, void *stream, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_tc_ld(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                           int ldo, ck_dtype dt, void *stream, ckey_error *err);
 
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
@@ -113,6 +116,13 @@ ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int 
 ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
                                    const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
                                    ck_dtype dt, void *st, ckey_error *err);
+/* Patch embed as im2col + GEMM + epilogue (16-bit sessions), for output
+ * pixels p0 .. p0+n-1 of the (S/stride)^2 grid: col [n, Cin*K*K]; then
+ * tok[unroll(p)] = y[p - p0] + b + pos[p] with y [n, E] = col . W^T. */
+ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
+                                   void *col, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
+                                     const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
                                   const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
                                   ckey_error *err);

@@ -115,6 +115,28 @@ __global__ void affine_kernel(T *__restrict__ x, const T *__restrict__ y, int C,
     ck_st(x + i, v > 0.f ? v : 0.f);
 }
 
+// The same, 16 bytes per thread (C a multiple of the vector width, aligned
+// buffers): the refiner's 64-channel maps.
+template <typename T>
+__global__ void affine_vec_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t nvec,
+                                  const float *__restrict__ a, const float *__restrict__ b) {
+    constexpr int V = 16 / sizeof(T);
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nvec) return;
+    const int c0 = (int)((i * V) % C);
+    uint4 xv = reinterpret_cast<uint4 *>(x)[i], yv = make_uint4(0, 0, 0, 0);
+    if (y) yv = reinterpret_cast<const uint4 *>(y)[i];
+    T *xe = reinterpret_cast<T *>(&xv);
+    const T *ye = reinterpret_cast<const T *>(&yv);
+#pragma unroll
+    for (int e = 0; e < V; e++) {
+        const float xf = ck_ld(xe + e);
+        const float v = y ? xf + (a[c0 + e] * ck_ld(ye + e) + b[c0 + e]) : a[c0 + e] * xf + b[c0 + e];
+        ck_st(xe + e, v > 0.f ? v : 0.f);
+    }
+    reinterpret_cast<uint4 *>(x)[i] = xv;
+}
+
 // channels-last x [HW, C] -> out [Cout, HW]
 template <typename T>
 __global__ void pointwise_kernel(const T *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
@@ -213,6 +235,33 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
             }
         }
     ck_st(tok + unroll_index(yo, xo, G, G, k) * E + e, acc);
+}
+
+// Patch embed as a GEMM (16-bit sessions): im2col rows for output pixels
+// p0 .. p0+n-1, [n, Cin*K*K] in W's (ci, ky, kx) order ...
+template <typename T>
+__global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad, int64_t p0,
+                                    int64_t n, T *__restrict__ col) {
+    const int KK = Cin * K * K, G = S / stride;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * KK) return;
+    const int k = (int)(i % KK);
+    const int64_t p = p0 + i / KK;
+    const int ci = k / (K * K), ky = (k / K) % K, kx = k % K;
+    const int iy = (int)(p / G) * stride - pad + ky, ix = (int)(p % G) * stride - pad + kx;
+    col[i] = (iy >= 0 && iy < S && ix >= 0 && ix < S) ? x[((int64_t)ci * S + iy) * S + ix] : T(0.f);
+}
+
+// ... then, after the GEMM y [n, E] = col . W^T: bias + pos, scattered to
+// the unrolled token order.
+template <typename T>
+__global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
+                                      const float *__restrict__ b, const float *__restrict__ pos, T *__restrict__ tok) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * E) return;
+    const int e = (int)(i % E);
+    const int64_t p = p0 + i / E;
+    ck_st(tok + unroll_index((int)(p / G), (int)(p % G), G, G, k) * E + e, ck_ld(y + i) + b[e] + pos[p * E + e]);
 }
 
 // Mask-unit attention within windows: qkv rows in token order (token t of
@@ -348,6 +397,12 @@ ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, c
 
 ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
                                   ck_dtype dt, void *st, ckey_error *err) {
+    const size_t V = 16 / ck_dtype_size(dt);
+    if (C % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)y & 15) == 0) {
+        const int64_t nvec = HW * C / (int64_t)V;
+        LAUNCH_T(dt, blocks_for(nvec, 256), 256, affine_vec_kernel, (T *)x, (const T *)y, C, nvec, a, b);
+        return launched(err, "affine+relu");
+    }
     LAUNCH_T(dt, blocks_for(HW * C, 256), 256, affine_kernel, (T *)x, (const T *)y, C, HW * C, a, b);
     return launched(err, "affine+relu");
 }
@@ -394,6 +449,19 @@ ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stri
     LAUNCH_T(dt, blocks_for((int64_t)G * G * E, 128), 128, patch_embed_kernel, (const T *)x, S, Cin, K, stride, pad, w,
              b, pos, E, k, (T *)tok);
     return launched(err, "patch embed");
+}
+
+ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
+                                   void *col, ck_dtype dt, void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(n * Cin * K * K, 256), 256, im2col_patch_kernel, (const T *)x, S, Cin, K, stride, pad, p0, n,
+             (T *)col);
+    return launched(err, "patch embed im2col");
+}
+
+ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
+                                     const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err) {
+    LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos, (T *)tok);
+    return launched(err, "patch embed epilogue");
 }
 
 ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,

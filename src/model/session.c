@@ -193,7 +193,7 @@ typedef struct mat_ref {
     size_t off, count;  /* in floats, within the store */
     const float **slot; /* in the device model struct */
 } mat_ref;
-enum { MAX_MATS = CK_MAX_BLOCKS * 5 + 4 };
+enum { MAX_MATS = CK_MAX_BLOCKS * 5 + 5 };
 
 static int cmp_mat(const void *a, const void *b) {
     const mat_ref *x = a, *y = b;
@@ -227,6 +227,7 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
         if (b->stage_end && nf < 4) feat[nf++] = b->dim_out;
     }
     for (int k = 0; k < 4; k++) ADD(m->dec.scale_w[k], dm->dec.scale_w[k], (size_t)2 * c->dec_dim * feat[k]);
+    ADD(m->patch_w, dm->patch_w, (size_t)c->embed_dim * c->in_chans * c->patch_kernel * c->patch_kernel);
 #undef ADD
     qsort(r, (size_t)n, sizeof *r, cmp_mat);
     return n;
@@ -370,7 +371,7 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
     int ns = 0;
     ckey_model *dm = &s->dm;
 #define SLOT(p) ((p) && ns < 256 ? (void)(slots[ns++] = (const float **)&(p)) : (void)0)
-    SLOT(dm->patch_w), SLOT(dm->patch_b), SLOT(dm->pos_embed);
+    SLOT(dm->patch_b), SLOT(dm->pos_embed);
     for (int i = 0; i < CK_MAX_BLOCKS; i++) {
         ck_block_w *bw = &dm->blocks[i];
         SLOT(bw->norm1_w), SLOT(bw->norm1_b), SLOT(bw->proj_b), SLOT(bw->qkv_b), SLOT(bw->attn_proj_b);
