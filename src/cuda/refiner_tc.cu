@@ -182,13 +182,9 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     };
     // relu(a*v + b) in place on the in-image pixels of a loaded tile. With
     // kThreads a multiple of CPX a thread always sees the same 8 channels.
-    // kU chunks per thread are loaded before any is transformed: with one
-    // block of 8 warps per SM, a load-use chain per chunk would stall.
     constexpr bool kFixedCh = kThreads % CPX == 0;
-    constexpr int kU = 4;
     auto transform_tile = [&](int64_t t, unsigned char *buf) {
         const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
-        const int n = TMH * CPX;
         float ra[8], rb[8];
         if (kFixedCh) {
 #pragma unroll
@@ -199,34 +195,24 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
             const int iy = y + (r - 1) * dil;
             if (iy < 0 || iy >= S) continue; // padding rows stay zero
             T *drow = reinterpret_cast<T *>(buf) + r * TMH * PS;
-#pragma unroll 1
-            for (int i0 = tid; i0 < n; i0 += kU * kThreads) {
-                uint4 v[kU];
-                bool ok[kU];
+            for (int i = tid; i < TMH * CPX; i += kThreads) {
+                const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
+                if (ix < 0 || ix >= S) continue;
+                if (!kFixedCh) {
 #pragma unroll
-                for (int u = 0; u < kU; u++) {
-                    const int i = i0 + u * kThreads, j = i / CPX, ix = x0 - dil + j;
-                    ok[u] = i < n && ix >= 0 && ix < S; // padding stays zero
-                    if (ok[u]) v[u] = *reinterpret_cast<const uint4 *>(drow + j * PS + (i % CPX) * 8);
+                    for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
                 }
+                uint4 *d = reinterpret_cast<uint4 *>(drow + j * PS + ch * 8);
+                uint4 v = *d;
+                uint32_t *w = reinterpret_cast<uint32_t *>(&v);
 #pragma unroll
-                for (int u = 0; u < kU; u++) {
-                    if (!ok[u]) continue;
-                    const int i = i0 + u * kThreads, ch = i % CPX;
-                    if (!kFixedCh) {
-#pragma unroll
-                        for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
-                    }
-                    uint32_t *w = reinterpret_cast<uint32_t *>(&v[u]);
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float2 f = unpack2<T>(w[e]);
-                        f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
-                        f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
-                        w[e] = pack2<T>(f.x, f.y);
-                    }
-                    *reinterpret_cast<uint4 *>(drow + (i / CPX) * PS + ch * 8) = v[u];
+                for (int e = 0; e < 4; e++) {
+                    float2 f = unpack2<T>(w[e]);
+                    f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
+                    f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
+                    w[e] = pack2<T>(f.x, f.y);
                 }
+                *d = v;
             }
         }
     };
