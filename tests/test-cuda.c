@@ -915,10 +915,13 @@ static void test_conv3x3_tc(void) {
         {257, 64, 64, 1, 0, CK_BF16}, {37, 16, 16, 1, 1, CK_F16},   {100, 16, 16, 8, 0, CK_BF16},
         {128, 16, 16, 4, 1, CK_BF16}, {200, 16, 16, 2, 1, CK_F16},  {64, 32, 48, 2, 1, CK_F16},
         {130, 48, 32, 8, 1, CK_BF16},
+        /* more work items (dil x ceil(ceil(S/dil)/32) x ceil(S/128) = 144)
+         * than an H200 has SMs: blocks walk several */
+        {700, 64, 64, 8, 1, CK_F16},  {700, 16, 16, 4, 0, CK_BF16},
     };
     const int groups = 8;
     cpu_be cb;
-    cpu_be_init(&cb, 300);
+    cpu_be_init(&cb, 700);
     ckey_error err;
     for (size_t k = 0; k < CK_ARRAY_LEN(cases); k++) {
         const int S = cases[k].S, Cin = cases[k].Cin, Cout = cases[k].Cout, dil = cases[k].dil;

@@ -113,19 +113,28 @@ struct ConvArgs {
     void *out;
     double *stats;
     int S, dil, groups, tiles_per_row;
-    int64_t ntiles;
+    int nseg;       // segments per chain (see the kernel)
+    int64_t nitems; // dil * nseg * tiles_per_row
 };
+
+constexpr int kSeg = 32; // output rows per work item
 
 // shared memory layout, in bytes from the start of the dynamic allocation
 template <int CIN, int COUT> struct ConvSmem {
     static constexpr int PS = CIN + 8; // padded pixel / weight-row stride, elements
     static constexpr size_t w_bytes = (size_t)9 * COUT * PS * 2;
-    __host__ __device__ static size_t buf_bytes(int dil) { return (size_t)3 * (kTM + 2 * dil) * PS * 2; }
+    __host__ __device__ static size_t row_bytes(int dil) { return (size_t)(kTM + 2 * dil) * PS * 2; }
     static size_t total(int dil) {
-        return w_bytes + 2 * buf_bytes(dil) + (COUT + 2 * CIN) * sizeof(float) + 2 * 64 * sizeof(double);
+        return w_bytes + 4 * row_bytes(dil) + (COUT + 2 * CIN) * sizeof(float) + 2 * 64 * sizeof(double);
     }
 };
 
+// Work: output rows y = r, r + d, r + 2d, ... (one residue r of the dilation)
+// of one 128-pixel column strip form a chain; consecutive rows of a chain
+// share two of their three input rows (y - d, y, y + d), so a chain is walked
+// with a ring of 4 input rows in shared memory: each step loads (and, with a
+// pending GroupNorm + ReLU, transforms) one new row while the previous step's
+// rows are reused. A work item is kSeg consecutive steps of a chain.
 template <typename T, int CIN, int COUT>
 __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     using L = ConvSmem<CIN, COUT>;
@@ -135,10 +144,10 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     constexpr int WN = COUT / 2;
     extern __shared__ __align__(16) unsigned char smem[];
     const int S = p.S, dil = p.dil, TMH = kTM + 2 * dil;
-    const size_t buf_bytes = L::buf_bytes(dil);
+    const uint32_t row_bytes = (uint32_t)L::row_bytes(dil);
     T *sw = reinterpret_cast<T *>(smem);
-    unsigned char *sbuf0 = smem + L::w_bytes;
-    float *sbias = reinterpret_cast<float *>(sbuf0 + 2 * buf_bytes);
+    unsigned char *srows = smem + L::w_bytes; // ring: chain row q in slot (q + 1) % 4
+    float *sbias = reinterpret_cast<float *>(srows + 4 * row_bytes);
     float *sa = sbias + COUT, *sb = sa + CIN;
     double *sstat = reinterpret_cast<double *>(sb + CIN);
     const T *__restrict__ in = static_cast<const T *>(p.in);
@@ -161,59 +170,50 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
             cp_async16(smem_u32(sw + row * PS + ch * 8), W + (size_t)row * CIN + ch * 8);
         }
     }
-    // input rows y-d, y, y+d of a tile, pixels x0-d .. x0+kTM-1+d
-    auto load_tile = [&](int64_t t, unsigned char *buf) {
-        const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
-#pragma unroll 1
-        for (int r = 0; r < 3; r++) {
-            const int iy = y + (r - 1) * dil;
-            const bool row_in = iy >= 0 && iy < S;
-            T *drow = reinterpret_cast<T *>(buf) + r * TMH * PS;
-            const T *srow = in + (size_t)(row_in ? iy : 0) * S * CIN;
-            for (int i = tid; i < TMH * CPX; i += kThreads) {
-                const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
-                T *d = drow + j * PS + ch * 8;
-                if (row_in && ix >= 0 && ix < S)
-                    cp_async16(smem_u32(d), srow + (size_t)ix * CIN + ch * 8);
-                else
-                    *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
-            }
+    auto slot = [&](int q) { return srows + (uint32_t)((q + 1) & 3) * row_bytes; };
+    // input row iy over pixels x0-d .. x0+kTM-1+d into `dst`; zeros outside the image
+    auto load_row = [&](int iy, int x0, unsigned char *dst) {
+        const bool row_in = iy >= 0 && iy < S;
+        T *drow = reinterpret_cast<T *>(dst);
+        const T *srow = in + (size_t)(row_in ? iy : 0) * S * CIN;
+        for (int i = tid; i < TMH * CPX; i += kThreads) {
+            const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
+            T *d = drow + j * PS + ch * 8;
+            if (row_in && ix >= 0 && ix < S)
+                cp_async16(smem_u32(d), srow + (size_t)ix * CIN + ch * 8);
+            else
+                *reinterpret_cast<uint4 *>(d) = make_uint4(0, 0, 0, 0);
         }
     };
-    // relu(a*v + b) in place on the in-image pixels of a loaded tile. With
+    // relu(a*v + b) in place on the in-image pixels of a loaded row. With
     // kThreads a multiple of CPX a thread always sees the same 8 channels.
     constexpr bool kFixedCh = kThreads % CPX == 0;
-    auto transform_tile = [&](int64_t t, unsigned char *buf) {
-        const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
+    auto transform_row = [&](int iy, int x0, unsigned char *buf) {
+        if (iy < 0 || iy >= S) return; // padding rows stay zero
         float ra[8], rb[8];
         if (kFixedCh) {
 #pragma unroll
             for (int e = 0; e < 8; e++) ra[e] = sa[(tid % CPX) * 8 + e], rb[e] = sb[(tid % CPX) * 8 + e];
         }
-#pragma unroll 1
-        for (int r = 0; r < 3; r++) {
-            const int iy = y + (r - 1) * dil;
-            if (iy < 0 || iy >= S) continue; // padding rows stay zero
-            T *drow = reinterpret_cast<T *>(buf) + r * TMH * PS;
-            for (int i = tid; i < TMH * CPX; i += kThreads) {
-                const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
-                if (ix < 0 || ix >= S) continue;
-                if (!kFixedCh) {
+        T *drow = reinterpret_cast<T *>(buf);
+        for (int i = tid; i < TMH * CPX; i += kThreads) {
+            const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
+            if (ix < 0 || ix >= S) continue;
+            if (!kFixedCh) {
 #pragma unroll
-                    for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
-                }
-                uint4 *d = reinterpret_cast<uint4 *>(drow + j * PS + ch * 8);
-                uint4 v = *d;
-                uint32_t *w = reinterpret_cast<uint32_t *>(&v);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float2 f = unpack2<T>(w[e]);
-                    f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
-                    f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
-                    w[e] = pack2<T>(f.x, f.y);
-                }
-                *d = v;
+                for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
             }
+            uint4 *d = reinterpret_cast<uint4 *>(drow + j * PS + ch * 8);
+            uint4 v = *d;
+            uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = unpack2<T>(w[e]);
+                f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
+                f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
+                w[e] = pack2<T>(f.x, f.y);
+            }
+            *d = v;
         }
     };
 
@@ -223,83 +223,94 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) ssum[nt][0] = ssum[nt][1] = ssq[nt][0] = ssq[nt][1] = 0.0;
 
-    int64_t t = blockIdx.x;
-    if (t < p.ntiles) load_tile(t, sbuf0);
-    cp_async_commit();
     // lane addresses for ldmatrix: A rows are pixels (lane%16), k chunk lane/16;
     // B rows are output channels (lane%8 + 8*(lane/16)), k chunk (lane/8)%2
     const uint32_t a_lane = (uint32_t)(((wm * 32 + (lane & 15)) * PS + (lane >> 4) * 8) * 2);
     const uint32_t b_lane =
         smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PS + ((lane >> 3) & 1) * 8) * 2);
-    for (int it = 0; t < p.ntiles; it++, t += gridDim.x) {
-        unsigned char *cur = sbuf0 + (it & 1) * buf_bytes;
-        const int64_t tn = t + gridDim.x;
-        if (tn < p.ntiles) load_tile(tn, sbuf0 + ((it + 1) & 1) * buf_bytes);
+    for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
+        const int xt = (int)(item % p.tiles_per_row);
+        const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg, r = rs / p.nseg;
+        const int nr = r < S ? (S - r + dil - 1) / dil : 0; // rows in this chain
+        const int k0 = seg * kSeg, kend = min(nr, k0 + kSeg);
+        if (k0 >= kend) continue;
+        const int x0 = xt * kTM;
+        // chain row q is image row r + q*d; step k needs rows k-1, k, k+1
+        for (int q = k0 - 1; q <= k0 + 1; q++) load_row(r + q * dil, x0, slot(q));
         cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        if (affine) {
-            transform_tile(t, cur);
+        for (int k = k0; k < kend; k++) {
+            if (k + 2 <= kend) load_row(r + (k + 2) * dil, x0, slot(k + 2));
+            cp_async_commit();
+            cp_async_wait<1>();
             __syncthreads();
-        }
-        float acc[2][NT][4];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
-        const uint32_t a_base = smem_u32(cur) + a_lane;
-#pragma unroll
-        for (int tap = 0; tap < 9; tap++) {
-            const int ky = tap / 3, kx = tap % 3;
-            const uint32_t a_tap = a_base + (uint32_t)((ky * TMH + kx * dil) * PS * 2);
-            const uint32_t b_tap = b_lane + (uint32_t)(tap * COUT * PS * 2);
-#pragma unroll
-            for (int kc = 0; kc < CIN / 16; kc++) {
-                uint32_t af[2][4];
-                ldsm_x4(af[0], a_tap + kc * 32);
-                ldsm_x4(af[1], a_tap + 16 * PS * 2 + kc * 32);
-                uint32_t bf[NT][2];
-#pragma unroll
-                for (int j = 0; j < NT; j += 2) {
-                    const uint32_t addr = b_tap + (uint32_t)(j * 8 * PS * 2 + kc * 32);
-                    if (j + 1 < NT) {
-                        uint32_t r[4];
-                        ldsm_x4(r, addr);
-                        bf[j][0] = r[0], bf[j][1] = r[1], bf[j + 1][0] = r[2], bf[j + 1][1] = r[3];
-                    } else {
-                        ldsm_x2(bf[j][0], bf[j][1], addr);
-                    }
-                }
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++) mma16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+            if (affine) {
+                if (k == k0)
+                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(r + q * dil, x0, slot(q));
+                else
+                    transform_row(r + (k + 1) * dil, x0, slot(k + 1));
+                __syncthreads();
             }
-        }
-        // epilogue: bias, statistics, store
-        {
-            const int y = (int)(t / p.tiles_per_row), x0 = (int)(t % p.tiles_per_row) * kTM;
-            T *orow = out + (size_t)y * S * COUT;
+            float acc[2][NT][4];
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                const int c = wn * WN + nt * 8 + (lane & 3) * 2;
-                const float b0 = sbias[c], b1 = sbias[c + 1];
-                float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+            for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++)
+                for (int nt = 0; nt < NT; nt++)
+                    acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.f;
+            const uint32_t a_row[3] = {smem_u32(slot(k - 1)) + a_lane, smem_u32(slot(k)) + a_lane,
+                                       smem_u32(slot(k + 1)) + a_lane};
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const int x = x0 + wm * 32 + mt * 16 + h * 8 + (lane >> 2);
-                        if (x < S) {
-                            const float v0 = acc[mt][nt][2 * h] + b0, v1 = acc[mt][nt][2 * h + 1] + b1;
-                            s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
-                            *reinterpret_cast<uint32_t *>(orow + (size_t)x * COUT + c) = pack2<T>(v0, v1);
+            for (int tap = 0; tap < 9; tap++) {
+                const int ky = tap / 3, kx = tap % 3;
+                const uint32_t a_tap = a_row[ky] + (uint32_t)(kx * dil * PS * 2);
+                const uint32_t b_tap = b_lane + (uint32_t)(tap * COUT * PS * 2);
+#pragma unroll
+                for (int kc = 0; kc < CIN / 16; kc++) {
+                    uint32_t af[2][4];
+                    ldsm_x4(af[0], a_tap + kc * 32);
+                    ldsm_x4(af[1], a_tap + 16 * PS * 2 + kc * 32);
+                    uint32_t bf[NT][2];
+#pragma unroll
+                    for (int j = 0; j < NT; j += 2) {
+                        const uint32_t addr = b_tap + (uint32_t)(j * 8 * PS * 2 + kc * 32);
+                        if (j + 1 < NT) {
+                            uint32_t rr[4];
+                            ldsm_x4(rr, addr);
+                            bf[j][0] = rr[0], bf[j][1] = rr[1], bf[j + 1][0] = rr[2], bf[j + 1][1] = rr[3];
+                        } else {
+                            ldsm_x2(bf[j][0], bf[j][1], addr);
                         }
                     }
-                ssum[nt][0] += s0, ssum[nt][1] += s1, ssq[nt][0] += q0, ssq[nt][1] += q1;
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++) mma16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+                }
             }
+            // epilogue: bias, statistics, store
+            {
+                const int y = r + k * dil;
+                T *orow = out + (size_t)y * S * COUT;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const int c = wn * WN + nt * 8 + (lane & 3) * 2;
+                    const float b0 = sbias[c], b1 = sbias[c + 1];
+                    float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) {
+                            const int x = x0 + wm * 32 + mt * 16 + h * 8 + (lane >> 2);
+                            if (x < S) {
+                                const float v0 = acc[mt][nt][2 * h] + b0, v1 = acc[mt][nt][2 * h + 1] + b1;
+                                s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
+                                *reinterpret_cast<uint32_t *>(orow + (size_t)x * COUT + c) = pack2<T>(v0, v1);
+                            }
+                        }
+                    ssum[nt][0] += s0, ssum[nt][1] += s1, ssq[nt][0] += q0, ssq[nt][1] += q1;
+                }
+            }
+            __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
         }
-        __syncthreads(); // `cur` is refilled by the next iteration's prefetch
     }
     cp_async_wait<0>();
     if (!p.stats) return;
@@ -346,7 +357,7 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                                "conv3x3 tc smem attribute");
     if (s) return s;
-    const int64_t grid = a.ntiles < nsm ? a.ntiles : nsm;
+    const int64_t grid = a.nitems < nsm ? a.nitems : nsm;
     conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(a);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");
 }
@@ -393,7 +404,9 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
     a.S = S, a.dil = dil, a.groups = groups;
     a.tiles_per_row = (S + kTM - 1) / kTM;
-    a.ntiles = (int64_t)a.tiles_per_row * S;
+    const int chain = (S + dil - 1) / dil; // rows in the longest chain
+    a.nseg = (chain + kSeg - 1) / kSeg;
+    a.nitems = (int64_t)dil * a.nseg * a.tiles_per_row;
     cudaStream_t st = (cudaStream_t)stream;
     return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
                         : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);
