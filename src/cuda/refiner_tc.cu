@@ -6,13 +6,15 @@
 //  - GEMM view: M = pixels, N = Cout, K = 9 taps x Cin. A tile is 128 pixels
 //    of one output row; each warp computes 32 pixels x Cout/2 channels.
 //  - Shared memory: all 9 taps of the weights, [tap][Cout][Cin] (loaded once
-//    per block, reused for every tile it computes), and two input buffers
-//    (double buffering through cp.async), each holding the three input rows
-//    y-d, y, y+d over pixels x0-d .. x0+127+d: the dilated halo. Out-of-image
-//    pixels are zeros. Rows are padded by 16 bytes so ldmatrix reads of 8
-//    consecutive pixels (or output channels) hit 8 distinct bank groups.
+//    per block, reused for every tile it computes), and a ring of 4 input
+//    rows over pixels x0-d .. x0+127+d (the dilated halo): a block walks
+//    output rows y, y+d, y+2d, ... of a column strip, which share two of
+//    their three input rows, so each tile loads one new row (cp.async, one
+//    row ahead). Out-of-image pixels are zeros. Rows are padded by 16 bytes
+//    so ldmatrix reads of 8 consecutive pixels (or output channels) hit 8
+//    distinct bank groups.
 //  - A pending GroupNorm + ReLU (in_a, in_b) is applied in shared memory,
-//    once per loaded value, to in-image pixels only: padding stays zero.
+//    once per loaded row, to in-image pixels only: padding stays zero.
 //  - Epilogue: bias, per-channel sum / sum of squares (fp32 over a thread's 4
 //    values of a tile, then double across tiles, lanes, warps and blocks),
 //    16-bit store.
