@@ -965,6 +965,31 @@ static void test_conv3x3_tc(void) {
         const double sd = stats_diff(st_got, st_ref, groups, (double)HW * (Cout / groups));
         printf("    GroupNorm stats: worst |d mean|/std, |d var|/var %.3g\n", sd);
         CHECK(sd <= 1e-4);
+        /* the same in three bands of rows (the in-place path): bitwise equal
+         * outputs, and the bands' statistics add up to the whole image's */
+        {
+            const int cut[4] = {0, S / 3, S / 3 + 1 + (S / 5), S};
+            void *dout2 = NULL;
+            REQUIRE(ck_cuda_malloc(&dout2, (size_t)HW * Cout * 2, NULL) == CKEY_OK);
+            REQUIRE(ck_cuda_memset(dst, 0, 128 * sizeof(double), &err) == CKEY_OK);
+            for (int bnd = 0; bnd < 3; bnd++) {
+                s = ck_cuda_conv3x3_tc_rows(dx, Cin, S, dil, dW, dbias, cases[k].affine ? da : NULL,
+                                            cases[k].affine ? db : NULL,
+                                            (char *)dout2 + (size_t)cut[bnd] * S * Cout * 2, cut[bnd], cut[bnd + 1],
+                                            Cout, groups, dst, dt, NULL, &err);
+                CHECKF(s == CKEY_OK, "%s", err.message);
+            }
+            uint16_t *h1 = malloc((size_t)HW * Cout * 2), *h2 = malloc((size_t)HW * Cout * 2);
+            REQUIRE(h1 && h2 && ck_cuda_copy(h1, dout, (size_t)HW * Cout * 2, 0, &err) == CKEY_OK &&
+                    ck_cuda_copy(h2, dout2, (size_t)HW * Cout * 2, 0, &err) == CKEY_OK);
+            size_t diff = 0;
+            for (size_t i = 0; i < (size_t)HW * Cout; i++) diff += h1[i] != h2[i];
+            REQUIRE(ck_cuda_copy(st_got, dst, 2 * groups * sizeof(double), 0, &err) == CKEY_OK);
+            const double sb = stats_diff(st_got, st_ref, groups, (double)HW * (Cout / groups));
+            printf("    in 3 bands of rows: %zu values differ from the whole-image call; stats %.3g\n", diff, sb);
+            CHECK(diff == 0 && sb <= 1e-4);
+            free(h1), free(h2), ck_cuda_free(dout2);
+        }
         ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dout), ck_cuda_free(dst);
         ck_cuda_free(dbias), ck_cuda_free(da), ck_cuda_free(db);
         free(x), free(W), free(bias), free(a), free(b), free(ref), free(x16);

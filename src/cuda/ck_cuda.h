@@ -153,6 +153,13 @@ ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err);
+/* The same for output rows y0 .. y1-1 only, stored from `out` on (row y0
+ * first; in is the whole map): for the in-place refiner conv, band by band.
+ * Each output value is bitwise the whole-image call's; stats get the band's
+ * sums. */
+ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
+                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
 /* Bytes of packed weights: 9 * Cout * Cin 16-bit values. */
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin);
 /* Pack a PyTorch conv weight [Cout, Cin, 3, 3] fp32 (host) into the layout

@@ -69,6 +69,9 @@ ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int 
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
+                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
 ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
     return CKEY_ERR_DEVICE;

@@ -115,6 +115,7 @@ struct ConvArgs {
     void *out;
     double *stats;
     int S, dil, groups, tiles_per_row;
+    int y0, rows;   // output rows y0 .. y0+rows-1, stored from `out` on
     int nseg;       // segments per chain (see the kernel)
     int64_t nitems; // dil * nseg * tiles_per_row
 };
@@ -233,23 +234,24 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
         const int xt = (int)(item % p.tiles_per_row);
         const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg, r = rs / p.nseg;
-        const int nr = r < S ? (S - r + dil - 1) / dil : 0; // rows in this chain
+        const int nr = r < p.rows ? (p.rows - r + dil - 1) / dil : 0; // rows in this chain
+        const int ybase = p.y0 + r; // image row of chain step 0
         const int k0 = seg * kSeg, kend = min(nr, k0 + kSeg);
         if (k0 >= kend) continue;
         const int x0 = xt * kTM;
         // chain row q is image row r + q*d; step k needs rows k-1, k, k+1
-        for (int q = k0 - 1; q <= k0 + 1; q++) load_row(r + q * dil, x0, slot(q));
+        for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
         cp_async_commit();
         for (int k = k0; k < kend; k++) {
-            if (k + 2 <= kend) load_row(r + (k + 2) * dil, x0, slot(k + 2));
+            if (k + 2 <= kend) load_row(ybase + (k + 2) * dil, x0, slot(k + 2));
             cp_async_commit();
             cp_async_wait<1>();
             __syncthreads();
             if (affine) {
                 if (k == k0)
-                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(r + q * dil, x0, slot(q));
+                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
                 else
-                    transform_row(r + (k + 1) * dil, x0, slot(k + 1));
+                    transform_row(ybase + (k + 1) * dil, x0, slot(k + 1));
                 __syncthreads();
             }
             float acc[2][NT][4];
@@ -290,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
             }
             // epilogue: bias, statistics, store
             {
-                const int y = r + k * dil;
+                const int y = r + k * dil; // output row y0 + y, stored as row y
                 T *orow = out + (size_t)y * S * COUT;
 #pragma unroll
                 for (int nt = 0; nt < NT; nt++) {
@@ -390,9 +392,9 @@ ckey_status dispatch_conv(const ConvArgs &a, int Cin, int Cout, cudaStream_t st,
 
 extern "C" {
 
-ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
-                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
-                               ck_dtype dt, void *stream, ckey_error *err) {
+ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
+                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
     if (Cin % 16 || Cout % 16 || Cin < 16 || Cout < 16 || Cin > 64 || Cout > 64)
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin and Cout must be 16, 32, 48 or 64");
     if (stats && (groups < 1 || groups > 64 || Cout % groups))
@@ -400,18 +402,26 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: storage must be fp16 or bf16");
     if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad size or dilation");
+    if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad row range");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: in_a and in_b go together");
     ConvArgs a;
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
-    a.S = S, a.dil = dil, a.groups = groups;
+    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
-    const int chain = (S + dil - 1) / dil; // rows in the longest chain
+    const int chain = (a.rows + dil - 1) / dil; // rows in the longest chain
     a.nseg = (chain + kSeg - 1) / kSeg;
     a.nitems = (int64_t)dil * a.nseg * a.tiles_per_row;
     cudaStream_t st = (cudaStream_t)stream;
     return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
                         : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);
+}
+
+ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
+                               ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, out, 0, S, Cout, groups, stats, dt, stream,
+                                   err);
 }
 
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
