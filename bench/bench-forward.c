@@ -70,6 +70,12 @@ int main(int argc, char **argv) {
         o.device = CKEY_DEVICE_CUDA;
         o.device_index = cuda_index;
     }
+    /* device memory the session takes: cudaMemGetInfo before it (context
+     * already up) and after the frames (the arena, weights and cuBLAS's
+     * workspace are all allocated by then; nothing is freed per frame) */
+    ckey_device_info di;
+    int64_t free0 = 0;
+    if (cuda && ckey_device_get_info(CKEY_DEVICE_CUDA, cuda_index, &di, NULL) == CKEY_OK) free0 = di.memory_free;
     ckey_session *s = NULL;
     t0 = ck_now();
     if (ckey_session_create(m, &o, &s, &err)) {
@@ -98,15 +104,18 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < CK_PROF_COUNT; k++)
         fprintf(stderr, "  %-22s %8.3f s/frame\n", ck_prof_names[k], runs ? prof[k] / runs : 0);
+    double device_used_mib = 0;
+    if (cuda && free0 && ckey_device_get_info(CKEY_DEVICE_CUDA, cuda_index, &di, NULL) == CKEY_OK)
+        device_used_mib = (double)(free0 - di.memory_free) / 1048576.0;
     double chk = 0;
     for (int64_t i = 0; i < (int64_t)S * S; i++) chk += r.alpha[i];
     ckey_memory_plan mp;
     ckey_session_get_plan(s, &mp);
     printf("{\"impl\":\"ckey\",\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"runs\":%d,\"mean_s\":%.4f,\"best_s\":%.4f,"
            "\"load_s\":%.3f,\"session_s\":%.3f,\"peak_rss_mib\":%.1f,\"planned_peak_mib\":%.1f,"
-           "\"arena_mib\":%.1f,\"weights_mib\":%.1f,\"alpha_mean\":%.6f}\n",
+           "\"arena_mib\":%.1f,\"weights_mib\":%.1f,\"device_used_mib\":%.1f,\"alpha_mean\":%.6f}\n",
            cuda ? "cuda" : "cpu", ckey_precision_name(ckey_session_precision(s)), S, threads, runs, runs ? sum / runs : 0, best, t_load, t_session, peak_rss_mib(),
-           mp.peak_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.weight_bytes / 1048576.0,
+           mp.peak_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.weight_bytes / 1048576.0, device_used_mib,
            chk / ((double)S * S));
     free(x);
     ckey_session_free(s);

@@ -34,23 +34,27 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--precisions", nargs="+", default=["fp16", "bf16", "fp32"])
     a = ap.parse_args()
-    print("| S | ckey ms/frame | eager fp32 | eager fp16 | torch.compile fp16 | ckey / compile | ckey planned device arena | compile peak allocated |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| S | ckey precision | ckey ms/frame | ckey device memory (measured) | eager fp32 | eager fp16 | "
+          "torch.compile fp16 | ckey / compile | compile peak allocated |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in a.sizes:
-        ck = json_lines([os.path.join(root, "build/bench/bench-forward"), "--device", "cuda", "--size", str(s),
-                         "--runs", str(a.runs)])
         th = json_lines([sys.executable, os.path.join(here, "torch_gpu.py"), "--sizes", str(s), "--runs", str(a.runs)])
         by = {r.get("mode"): r for r in th}
-        ck_ms = ck[-1]["mean_s"] * 1000 if ck and "mean_s" in ck[-1] else float("nan")
+
         def ms(m):
             return by.get(m, {}).get("ms_per_frame", float("nan"))
         comp = ms("compile_fp16")
         mem = by.get("compile_fp16", {}).get("max_memory_allocated_bytes", float("nan")) / 2**30
-        arena = ck[-1]["arena_mib"] / 1024 if ck and "arena_mib" in ck[-1] else float("nan")
-        print(f"| {s} | {ck_ms:.1f} | {ms('eager_fp32'):.1f} | {ms('eager_fp16'):.1f} | {comp:.1f} | "
-              f"{ck_ms / comp:.2f} | {arena:.2f} GiB | {mem:.2f} GiB |")
-
+        for p in a.precisions:
+            ck = json_lines([os.path.join(root, "build/bench/bench-forward"), "--device", "cuda", "--size", str(s),
+                             "--runs", str(a.runs), "--precision", p])
+            r = ck[-1] if ck else {}
+            ck_ms = r.get("mean_s", float("nan")) * 1000
+            used = r.get("device_used_mib", float("nan")) / 1024
+            print(f"| {s} | {p} | {ck_ms:.1f} | {used:.2f} GiB | {ms('eager_fp32'):.1f} | {ms('eager_fp16'):.1f} | "
+                  f"{comp:.1f} | {ck_ms / comp:.2f} | {mem:.2f} GiB |")
 
 if __name__ == "__main__":
     main()
