@@ -52,6 +52,7 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
     need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
     need = CK_MAX(need, (size_t)2 * CONV_BAND * S * c->ref_dim); /* in-place conv: two output bands */
+    need = CK_MAX(need, (size_t)S * S * 16);                       /* the tensor-core stem's padded input */
     return need;
 }
 
@@ -196,6 +197,37 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int64_t HW = (int64_t)S * S;
+    if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
+        /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
+        if (image_in) { /* the stem: [7, S, S] -> [S*S, 16] in the scratch, padded weights */
+            CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 16, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
+                                       s->stream, &e_));
+            return;
+        }
+        if (out != in) {
+            CHECKED(ck_cuda_conv3x3_tc(in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats, s->dt, s->stream,
+                                       &e_));
+            return;
+        }
+        const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
+        const int nb = (S + CONV_BAND - 1) / CONV_BAND;
+        for (int k = 0; k <= nb; k++) { /* as below; band k reads no row written back yet */
+            if (k < nb) {
+                const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
+                CHECKED(ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b,
+                                                (char *)s->scratch + (k % 2) * band_bytes, y0, y1, Cout, groups, stats,
+                                                s->dt, s->stream, &e_));
+            }
+            if (k > 0) {
+                const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
+                CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout),
+                                         (char *)s->scratch + ((k - 1) % 2) * band_bytes,
+                                         (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
+            }
+        }
+        return;
+    }
     if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
     if (out != in) {
         CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));

@@ -160,6 +160,12 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
 ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                     const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
                                     int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* Whether the refiner of width R runs on the tensor-core conv in storage dt
+ * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
+ * ck_cuda_refiner_stem_input and its weights are padded to 16 channels. */
+int ck_cuda_refiner_tc_ok(int R, ck_dtype dt);
+/* rin [7, S, S] (image layout) -> map [S*S, 16], channels 7..15 zero. */
+ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *map, ck_dtype dt, void *stream, ckey_error *err);
 /* Bytes of packed weights: 9 * Cout * Cin 16-bit values. */
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin);
 /* Pack a PyTorch conv weight [Cout, Cin, 3, 3] fp32 (host) into the layout

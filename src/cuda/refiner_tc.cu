@@ -456,3 +456,36 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
 }
 
 } // extern "C"
+
+namespace {
+template <typename T>
+__global__ void stem_input_kernel(const T *__restrict__ rin, int64_t HW, T *__restrict__ map) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= HW * 16) return;
+    const int c = (int)(i & 15);
+    const int64_t p = i >> 4;
+    map[i] = c < 7 ? rin[(int64_t)c * HW + p] : T(0.f);
+}
+} // namespace
+
+extern "C" int ck_cuda_refiner_tc_ok(int R, ck_dtype dt) {
+    return (dt == CK_F16 || dt == CK_BF16) && R >= 16 && R <= 64 && R % 16 == 0;
+}
+
+extern "C" ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *map, ck_dtype dt, void *stream,
+                                                  ckey_error *err) {
+    const int64_t HW = (int64_t)S * S;
+    const unsigned blocks = (unsigned)((HW * 16 + 255) / 256);
+    if (dt == CK_F16)
+        stem_input_kernel<__half><<<blocks, 256, 0, (cudaStream_t)stream>>>((const __half *)rin, HW, (__half *)map);
+    else
+        stem_input_kernel<__nv_bfloat16><<<blocks, 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)rin, HW,
+                                                                                   (__nv_bfloat16 *)map);
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return CKEY_OK;
+    if (err) {
+        snprintf(err->message, sizeof err->message, "CUDA: refiner stem input: %s", cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}

@@ -35,6 +35,7 @@ struct ckey_session {
     ck_dtype dt;          /* activation and matrix-weight storage on the device */
     float *dstore;        /* fp32 weights (all of them, or only the vectors when dt is 16-bit) */
     void *dmat;           /* 16-bit matrix weights (dt != CK_F32) */
+    void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
     float *host_in, *host_out, *tap_host;
@@ -316,6 +317,32 @@ static void remap_model(const ckey_model *m, float *dstore, ckey_model *dm) {
 #undef R
 }
 
+/* 16-bit sessions with a refiner width the tensor-core conv takes: the
+ * eight residual convs and the stem (its 7 input channels zero-padded to 16,
+ * see ck_cuda_refiner_stem_input) packed for ck_cuda_conv3x3_tc. */
+static ckey_status pack_convs(ckey_session *s, ckey_error *err) {
+    const ckey_model *m = s->m;
+    const int R = m->cfg.ref_dim;
+    if (!ck_cuda_refiner_tc_ok(R, s->dt)) return CKEY_OK;
+    const size_t conv = ck_conv3x3_tc_weight_bytes(R, R), stem = ck_conv3x3_tc_weight_bytes(R, 16);
+    ckey_status st = ck_cuda_malloc(&s->dconv, 8 * conv + stem, err);
+    for (int i = 0; !st && i < 8; i++) {
+        void *d = (char *)s->dconv + (size_t)i * conv;
+        st = ck_cuda_conv3x3_tc_pack_weights(m->ref.conv_w[i], R, R, s->dt, d, NULL, err);
+        s->dm.ref.conv_w[i] = d;
+    }
+    if (st) return st;
+    float *w16 = calloc((size_t)R * 16 * 9, sizeof(float));
+    if (!w16) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int o = 0; o < R; o++)
+        for (int c = 0; c < 7; c++) memcpy(w16 + ((size_t)o * 16 + c) * 9, m->ref.stem_w + ((size_t)o * 7 + c) * 9, 9 * sizeof(float));
+    void *d = (char *)s->dconv + 8 * conv;
+    st = ck_cuda_conv3x3_tc_pack_weights(w16, R, 16, s->dt, d, NULL, err);
+    free(w16);
+    s->dm.ref.stem_w = d;
+    return st;
+}
+
 /* Upload the weights. fp32 sessions copy the store as it is. 16-bit
  * sessions store the matrices (GEMM operands) in dt, converted on the device
  * one at a time, and the rest (vectors, patch embed, pos-embed, convs) in a
@@ -396,7 +423,7 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
         *slots[j] = s->dstore + (off - before);
     }
     dm->store = s->dstore;
-    return CKEY_OK;
+    return pack_convs(s, err);
 }
 
 static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
@@ -509,6 +536,7 @@ void ckey_session_free(ckey_session *s) {
         s->arena = NULL;
         ck_cuda_free(s->dstore);
         ck_cuda_free(s->dmat);
+        ck_cuda_free(s->dconv);
         if (s->dpos_owned) ck_cuda_free(s->dpos);
         free(s->host_in);
         free(s->host_out);
