@@ -414,6 +414,26 @@ static void test_count_mismatch(void) {
     ck_run_free(&r);
 }
 
+/* A Matroska plate declares no frame count: it is counted by decoding. */
+static void test_mkv_count(void) {
+    NEED_SETUP();
+    REQUIRE(mkdirs(at("mkv")));
+    const char *clip = at("mkv/plate.mkv");
+    REQUIRE(write_clip(clip, CKEY_VIDEO_PRORES_422HQ, NF, 0));
+    ckey_video_reader *rd = NULL;
+    ckey_error err;
+    REQUIRE(ckey_video_reader_open(clip, 1, &rd, &err) == CKEY_OK);
+    ckey_video_info in;
+    ckey_video_reader_get_info(rd, &in);
+    ckey_video_reader_free(rd);
+    printf("  %s declares %lld frames\n", clip, (long long)in.frame_count);
+    ck_run_result r = key("--plate", clip, "--hint", "auto", "--out", at("mkv/out"), "--dry-run", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    CHECKF(count_str(r.out, ": key  (") == NF && strstr(r.out, "frame 4: key  (") && !strstr(r.out, "frame 5"),
+           "%s", r.out);
+    ck_run_free(&r);
+}
+
 /* Frame 2 of the plate damaged: frames 0 and 1 are written, the error names
  * the file and frame 2, exit 1, nothing half-written. */
 static void test_damaged_plate(void) {
@@ -595,6 +615,7 @@ int main(int argc, char **argv) {
         {"prores_clip", test_prores_clip},
         {"h264_auto_resume", test_h264_auto_resume},
         {"count_mismatch", test_count_mismatch},
+        {"mkv_count", test_mkv_count},
         {"damaged_plate", test_damaged_plate},
         {"video_out", test_video_out},
     };
