@@ -587,6 +587,9 @@ typedef struct ckey_source {
     ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
                         ckey_error *err);
     void (*close)(void *self);                /* frees self; NULL-safe via ckey_source_close */
+    /* The plate's frame rate when it is a video (for video outputs); 0/0 when
+     * unknown (image sequences). */
+    int32_t rate_num, rate_den;
 } ckey_source;
 
 /* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
@@ -631,6 +634,39 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
 void ckey_source_close(ckey_source *src);
 
 /*
+ * A shot with video in it (FFmpeg; CKEY_ERR_UNSUPPORTED without it):
+ *   `plate`  a video file, or a directory of image frames, or a directory
+ *            that holds exactly one video file and no image frames (the
+ *            official clip layout: Input/ is frames or one video);
+ *   `hint`   the same three forms, or NULL: every frame's hint is made with
+ *            ckey_auto_hint ("auto").
+ * With no video on either side this is ckey_source_open_sequence.
+ *
+ * A video's frames are numbered from 0 in decode order, and a plate video's
+ * frames get the stems "00000", "00001", ... (5 digits, more past 99999), as
+ * upstream names the frames it extracts from a video. Plates and hints pair by
+ * frame number, whatever each side is: a plate video's frame k takes hint
+ * video frame k, or the hint file whose frame number is k; a plate sequence's
+ * frame n takes hint video frame n. A plate frame with no hint is listed with
+ * hint NULL (as for sequences); hint frames without a plate are ignored.
+ * `warn` hears about both: "frame counts differ: plate clip.mov has 5 frames,
+ * hint hint.mov 3", "... hint frames have no plate; ignored".
+ *
+ * Frame counts come from the container's header; a clip whose container has
+ * none (Matroska, raw H.264) is decoded once at open to count its frames. A
+ * video plate is sRGB-encoded: frames[].plate_linear is 0. Labels name the
+ * frame: frames[].plate "clip.mov#3", .hint "hint.mov#3". Decoding keeps the
+ * video reader's checks (size caps before allocation, corrupt or truncated
+ * data is an error naming the file and frame); once a video fails at frame
+ * k, later frames of it fail at once (a decoder cannot pass the damage).
+ * `decode_threads`: per video, 0 = FFmpeg's choice, 1 = none.
+ * `src->rate_num / rate_den` are the plate video's frame rate.
+ */
+ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t decode_threads,
+                                   ckey_message_fn warn, void *user, ckey_source *out,
+                                   ckey_error *err);
+
+/*
  * The official passes as files: OUT/Matte/<stem>.exr (A), OUT/FG/<stem>.exr
  * (RGB), OUT/Processed/<stem>.exr (RGBA), all HALF with compression `comp`,
  * and OUT/Comp/<stem>.png (8-bit RGB). Each file is written atomically
@@ -640,6 +676,38 @@ void ckey_source_close(ckey_source *src);
 ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
                                   ckey_error *err);
 void ckey_sink_close(ckey_sink *sink);
+
+/*
+ * Video outputs beside the passes: a "tee" sink that hands every frame to
+ * `inner` (e.g. ckey_sink_open_passes) and then encodes it into up to two
+ * videos (FFmpeg; CKEY_ERR_UNSUPPORTED without it):
+ *   fg_alpha  ProRes 4444 (.mov / .mkv), for compositing: RGB the straight
+ *             foreground, despilled, in sRGB (= the Processed pass
+ *             un-premultiplied and encoded back to sRGB; the despill is
+ *             applied to the FG pass with `despill_strength`, so it is
+ *             defined where the matte is 0 too), alpha the Processed pass's
+ *             alpha (the despeckled linear matte); 10 bits each;
+ *   comp      H.264 (.mp4 / .mov / .mkv): the Comp preview pass, 8-bit 4:2:0
+ *             (the plate's width and height must be even).
+ * Encoders open at the first frame, at its size (a later frame of another
+ * size is an error). The videos are written to "<path>.tmp" and renamed into
+ * place by finish(); a run that fails or is closed without finish() leaves no
+ * file under either name. A video cannot resume: the tee's `complete` is
+ * NULL, and the frames it gets are the video's frames, in order, so a caller
+ * keys every frame of the source (no gaps) for a whole video.
+ * On success the tee owns `inner` (closing the tee closes it) and *inner is
+ * zeroed; on failure *inner is untouched.
+ */
+typedef struct ckey_video_tee_options {
+    const char *fg_alpha;        /* path of the ProRes 4444 video, or NULL */
+    const char *comp;            /* path of the H.264 video, or NULL */
+    int32_t rate_num, rate_den;  /* frame rate; 0/0 = 24/1 */
+    float despill_strength;      /* the run's (ckey_post_options.despill_strength) */
+    int32_t threads;             /* encoder threads, 0 = FFmpeg's choice */
+} ckey_video_tee_options;
+
+ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
+                                     ckey_sink *out, ckey_error *err);
 
 /* What to do with each source frame (ckey_shot_run's `plan`). */
 enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };

@@ -37,7 +37,8 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  run       key one plate: writes DIR/alpha.png and DIR/fg.png\n"
-    "  key       key an image sequence: Matte/, FG/, Processed/ and Comp/ passes\n"
+    "  key       key a clip (image sequence or video): Matte/, FG/, Processed/\n"
+    "            and Comp/ passes, optionally ProRes / H.264 videos\n"
     "  info      describe a checkpoint and the memory a session would plan\n"
     "  convert   rewrite a checkpoint (.pth or .safetensors) as safetensors\n"
     "  devices   list the CPU and the CUDA devices ckey can use\n"
@@ -209,6 +210,8 @@ typedef struct opts {
     ckey_exr_compression exr;
     ckey_shot_on_error on_error;
     int read_ahead; /* -1: the library default */
+    int video_out;  /* bit 1: ProRes 4444 fg + alpha, bit 2: H.264 comp */
+    int verbose;    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     const char *positional[2];
     int npositional;
 } opts;
@@ -281,7 +284,9 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
        O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22, O_RESIZE_BACK = 1 << 23,
-       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25 };
+       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25, O_VIDEO_OUT = 1 << 26, O_VERBOSE = 1 << 27 };
+
+enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
 
 static const struct {
     const char *name;
@@ -297,7 +302,7 @@ static const struct {
     {"--exr-compression", O_EXR_COMPRESSION, 1}, {"--input-space", O_INPUT_SPACE, 1},
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
-    {"--precision", O_PRECISION, 1},
+    {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
 };
 
 /*
@@ -446,6 +451,14 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
                 return usage_error(o->cmd, "--read-ahead '%s' is not a count between 0 and 8", val);
             o->read_ahead = (int)n;
             break;
+        case O_VIDEO_OUT:
+            if (!strcmp(val, "prores")) o->video_out = VIDEO_OUT_PRORES;
+            else if (!strcmp(val, "h264")) o->video_out = VIDEO_OUT_H264;
+            else if (!strcmp(val, "both")) o->video_out = VIDEO_OUT_PRORES | VIDEO_OUT_H264;
+            else if (!strcmp(val, "none")) o->video_out = 0;
+            else return usage_error(o->cmd, "--video-out '%s': expected prores, h264, both or none", val);
+            break;
+        case O_VERBOSE: o->verbose++; break;
         case O_DRY_RUN: o->dry_run = 1; break;
         case O_FORCE: o->force = 1; break;
         case O_EXR_COMPRESSION:
@@ -693,25 +706,35 @@ done:
 
 static const char usage_key[] =
     "usage: ckey key SHOT_DIR --model M [options]\n"
-    "       ckey key --plate DIR --hint DIR --out DIR --model M [options]\n"
+    "       ckey key --plate DIR|VIDEO --hint DIR|VIDEO|auto --out DIR --model M [options]\n"
     "\n"
-    "Keys an image sequence: loads the model once, then for each frame reads the\n"
-    "plate and its alpha hint, runs the network and the official post-processing\n"
-    "(despeckle, despill, premultiply, checkerboard comp) and writes four passes.\n"
-    "SHOT_DIR is a clip in the official layout: frames in SHOT_DIR/Input/, hints\n"
-    "in SHOT_DIR/AlphaHint/, passes written under SHOT_DIR/Output/.\n"
+    "Keys a clip, an image sequence or a video: loads the model once, then for\n"
+    "each frame reads the plate and its alpha hint, runs the network and the\n"
+    "official post-processing (despeckle, despill, premultiply, checkerboard comp)\n"
+    "and writes four passes. SHOT_DIR is a clip in the official layout: the plate\n"
+    "in SHOT_DIR/Input/ (image frames, or one video file), hints in\n"
+    "SHOT_DIR/AlphaHint/ (frames or one video), passes written under\n"
+    "SHOT_DIR/Output/.\n"
     "\n"
     "Sequences: the files of a directory named *.png, *.jpg, *.jpeg, *.tif,\n"
     "*.tiff or *.exr (any case; other files are ignored). A file's frame number\n"
-    "is the last run of digits in its name (plate_0042.png -> 42). Plates and\n"
-    "hints pair by frame number. Video files (mp4, mov, ...) are not supported\n"
-    "yet. Errors found before anything is keyed (exit 1): two files with one\n"
-    "frame number, a name without digits, a plate without a hint (with\n"
-    "--on-error skip that frame fails in its turn instead). Hints without a\n"
-    "plate are ignored (a warning).\n"
+    "is the last run of digits in its name (plate_0042.png -> 42).\n"
+    "Videos (mov, mp4, mkv, ...: H.264, HEVC, ProRes, ... as FFmpeg decodes them,\n"
+    "at full bit depth): frames are numbered from 0 in decode order, and a plate\n"
+    "video's outputs are named 00000, 00001, ... (5 digits, as upstream names a\n"
+    "video's frames). A video plate is sRGB (--input-space auto). A hint video's\n"
+    "hint is its alpha when not opaque, else its blue channel.\n"
+    "Plates and hints pair by frame number, whatever each is (a plate video with\n"
+    "hint frames 00000.png ..., a plate sequence with a hint video whose frame N\n"
+    "is plate frame N, two videos frame by frame). Errors found before anything\n"
+    "is keyed (exit 1): two files with one frame number, a name without digits, a\n"
+    "plate without a hint, e.g. a hint video shorter than the plate (the message\n"
+    "names the frame; with --on-error skip that frame fails in its turn instead).\n"
+    "Hints without a plate are ignored (a warning).\n"
     "\n"
     "Outputs, per frame, named after the plate (<stem> = its name without the\n"
-    "extension, so the frame number is kept), directories created as needed:\n"
+    "extension, so the frame number is kept; 00000 ... for a video), directories\n"
+    "created as needed:\n"
     "  OUT/Matte/<stem>.exr      1 channel (A): linear alpha, raw network output\n"
     "  OUT/FG/<stem>.exr         3 channels: straight sRGB fg, raw network output\n"
     "  OUT/Processed/<stem>.exr  4 channels: linear premultiplied RGBA after\n"
@@ -719,7 +742,19 @@ static const char usage_key[] =
     "  OUT/Comp/<stem>.png       8-bit sRGB preview over a checkerboard\n"
     "EXR files are HALF. Every file is written atomically (temp file + rename),\n"
     "so a frame whose four outputs exist is complete and is skipped on a re-run\n"
-    "(resume) unless --force; a run that was killed or failed resumes there.\n"
+    "(resume) unless --force; a run that was killed or failed resumes there (a\n"
+    "video plate is still decoded through the skipped frames).\n"
+    "With --video-out, also (<clip>: the SHOT_DIR's name, or the --plate video's\n"
+    "or directory's name without extension):\n"
+    "  OUT/<clip>_fg_alpha.mov   ProRes 4444 (10-bit): RGB the straight, despilled\n"
+    "                            sRGB foreground (Processed un-premultiplied),\n"
+    "                            alpha the despeckled matte (Processed's alpha)\n"
+    "  OUT/<clip>_comp.mp4       H.264 preview of the Comp pass (the plate's width\n"
+    "                            and height must be even)\n"
+    "at the plate video's frame rate (24 fps for a sequence), written atomically\n"
+    "when the last frame is done. A video cannot resume: with --video-out every\n"
+    "frame is keyed in one run, so --frames, --on-error skip and a resume (frames\n"
+    "whose passes exist, unless --force) are refused.\n"
     "\n"
     "Threads: a reader thread decodes the next frames (--read-ahead) while the\n"
     "network keys one, and a writer thread post-processes and writes the one\n"
@@ -727,10 +762,10 @@ static const char usage_key[] =
     "\n"
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors); required\n"
-    "  --plate DIR             plate frames (instead of SHOT_DIR)\n"
-    "  --hint DIR|auto         alpha hint frames (instead of SHOT_DIR), or auto: a rough\n"
-    "                          chroma-key hint made from each plate (also with SHOT_DIR,\n"
-    "                          which then needs no AlphaHint/)\n"
+    "  --plate DIR|VIDEO       plate frames or a video (instead of SHOT_DIR)\n"
+    "  --hint DIR|VIDEO|auto   alpha hint frames or video (instead of SHOT_DIR), or\n"
+    "                          auto: a rough chroma-key hint made from each plate\n"
+    "                          (also with SHOT_DIR, which then needs no AlphaHint/)\n"
     "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
@@ -749,21 +784,26 @@ static const char usage_key[] =
     "                          clean_matte_torch (its --gpu-post path, with\n"
     "                          --resize-back bilinear)\n"
     "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
-    "                          extension, are linear, other formats sRGB)\n"
+    "                          extension, are linear, other formats and videos sRGB)\n"
     "  --linear                same as --input-space linear\n"
     "  --frames A-B            only frame numbers A to B inclusive (or one: N)\n"
     "  --exr-compression C     pxr24 (default), zip or none\n"
+    "  --video-out V           prores, h264, both or none (default): the videos\n"
+    "                          above, in addition to the passes\n"
     "  --on-error stop|skip    stop (default): the first frame whose plate or hint\n"
     "                          cannot be used (unreadable, corrupt, truncated, no\n"
     "                          hint, size mismatch, too large) ends the run, after\n"
     "                          the frames before it are written; skip: report that\n"
-    "                          frame, key the rest, exit 3. Output errors (disk\n"
-    "                          full, ...) always stop\n"
+    "                          frame, key the rest, exit 3 (past a damaged frame a\n"
+    "                          video cannot be decoded: its later frames fail too).\n"
+    "                          Output errors (disk full, ...) always stop\n"
     "  --read-ahead N          frames decoded ahead of the network, 0 .. 8\n"
     "                          (default 2; 0 = no threads, one stage at a time)\n"
     "  --dry-run               list the frames that would be keyed or skipped;\n"
     "                          writes nothing and loads no model\n"
     "  --force                 re-key frames whose outputs already exist\n"
+    "  --verbose               let FFmpeg's warnings through (twice: its info too;\n"
+    "                          default: FFmpeg is silent, ckey reports its errors)\n"
     "  --json                  NDJSON events on stdout, one object a line:\n"
     "                          {\"event\":\"started\",\"frames\":N,\"to_key\":K,...},\n"
     "                          {\"event\":\"frame\",\"frame\":F,\"status\":\"keyed\"|\"skipped\"\n"
@@ -806,6 +846,29 @@ static char *path2(const char *dir, const char *name) {
     if (a && dir[a - 1] != '/') p[k++] = '/';
     memcpy(p + k, name, b + 1);
     return p;
+}
+
+/* The name of a clip for its video outputs: the last component of `path`
+ * (made absolute first, so "." has a name), without the extension when it
+ * is a file. Malloc'd. */
+static char *clip_name(const char *path) {
+    char *abs = realpath(path, NULL);
+    const char *p = abs ? abs : path;
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && p[b - 1] != '/') b--;
+    char *name = strndup(p + b, n - b);
+    free(abs);
+    if (!name) return NULL;
+    struct stat st;
+    char *dot = strrchr(name, '.');
+    if (dot && dot != name && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) *dot = 0;
+    if (!*name || !strcmp(name, "/")) {
+        free(name);
+        name = strdup("clip");
+    }
+    return name;
 }
 
 /* State of one `key` run shared by its messages and the progress callback. */
@@ -919,16 +982,28 @@ static int cmd_key(int argc, char **argv) {
                         O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR | O_INPUT_SPACE |
                             O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
                             O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
-                            O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE,
+                            O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT |
+                            O_VERBOSE,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
+    /* FFmpeg's log level is process-wide: set once, before any thread decodes */
+    ckey_video_set_log_level(o.verbose);
     key_ctx kc;
     memset(&kc, 0, sizeof kc);
     kc.json = o.json;
     kc.tty = !o.json && isatty(2);
     if (!require(&o, o.model, "--model")) return EXIT_USAGE;
+    /* A video cannot resume or leave gaps: every frame, in one run. */
+    if (o.video_out && o.have_frames)
+        return usage_error(o.cmd, "--video-out encodes the whole clip: it cannot be combined with "
+                                  "--frames");
+    if (o.video_out && o.on_error == CKEY_ON_ERROR_SKIP)
+        return usage_error(o.cmd, "--video-out needs every frame: it cannot be combined with "
+                                  "--on-error skip");
 
-    char *plate_dir = NULL, *hint_dir = NULL, *out_dir = NULL;
+    /* plate_dir / hint_dir: a directory of frames, a video, or a directory
+     * holding one video (ckey_source_open_video tells them apart) */
+    char *plate_dir = NULL, *hint_dir = NULL, *out_dir = NULL, *clip = NULL;
     /* --hint auto: every frame's hint is made from its plate (ckey_auto_hint) */
     const int auto_hint = o.hint && !strcmp(o.hint, "auto");
     if (o.npositional == 1) {
@@ -937,11 +1012,15 @@ static int cmd_key(int argc, char **argv) {
                                       "(--hint auto is allowed with SHOT_DIR)");
         const char *shot = o.positional[0];
         struct stat st;
-        if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode) && is_video_ext(file_ext(shot)))
-            return key_fail(&kc, CKEY_ERR_UNSUPPORTED, "%s: video input is not supported yet", shot);
+        if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode))
+            return key_fail(&kc, CKEY_ERR_INVALID_ARG,
+                            "%s is not a clip directory (%s); for a video file use --plate %s "
+                            "--hint VIDEO|DIR|auto --out DIR",
+                            shot, is_video_ext(file_ext(shot)) ? "a video" : "a file", shot);
         plate_dir = path2(shot, "Input");
         hint_dir = auto_hint ? strdup("auto") : path2(shot, "AlphaHint");
         out_dir = path2(shot, "Output");
+        clip = clip_name(shot);
     } else {
         if (!o.plate || !o.hint || !o.out)
             return usage_error(o.cmd, "expected SHOT_DIR, or all of --plate DIR, --hint DIR and "
@@ -949,7 +1028,9 @@ static int cmd_key(int argc, char **argv) {
         plate_dir = strdup(o.plate);
         hint_dir = strdup(o.hint);
         out_dir = strdup(o.out);
+        clip = clip_name(o.plate);
     }
+    char *video_path[2] = {NULL, NULL}; /* OUT/<clip>_fg_alpha.mov, OUT/<clip>_comp.mp4 */
 
     ckey_source src;
     ckey_sink sink;
@@ -962,12 +1043,12 @@ static int cmd_key(int argc, char **argv) {
     ckey_error err;
     memset(&err, 0, sizeof err);
 
-    if (!plate_dir || !hint_dir || !out_dir) {
+    if (!plate_dir || !hint_dir || !out_dir || !clip) {
         exit_code = key_fail(&kc, CKEY_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (ckey_source_open_sequence(plate_dir, auto_hint ? NULL : hint_dir, key_warning_cb, &kc, &src,
-                                  &err) != CKEY_OK ||
+    if (ckey_source_open_video(plate_dir, auto_hint ? NULL : hint_dir, 0, key_warning_cb, &kc, &src,
+                               &err) != CKEY_OK ||
         ckey_sink_open_passes(out_dir, o.exr, &sink, &err) != CKEY_OK) {
         exit_code = key_fail(&kc, err.status, "%s", err.message);
         goto done;
@@ -1003,6 +1084,30 @@ static int cmd_key(int argc, char **argv) {
         goto done;
     }
     const long long nitems = (long long)kc.total, to_key = (long long)kc.to_key;
+    if (o.video_out) {
+        if (nitems > to_key) {
+            exit_code = key_fail(&kc, CKEY_ERR_INVALID_ARG,
+                                 "%s already holds the passes of %lld of the %lld frames, and "
+                                 "--video-out encodes the whole clip in one run (a video cannot "
+                                 "resume): add --force to key every frame again, or leave out "
+                                 "--video-out to resume the passes",
+                                 out_dir, nitems - to_key, nitems);
+            goto done;
+        }
+        static const char *const suffix[2] = {"_fg_alpha.mov", "_comp.mp4"};
+        for (int k = 0; k < 2; k++) {
+            if (!(o.video_out & (k == 0 ? VIDEO_OUT_PRORES : VIDEO_OUT_H264))) continue;
+            const size_t cap = strlen(clip) + strlen(suffix[k]) + 1;
+            char *name = malloc(cap);
+            if (name) snprintf(name, cap, "%s%s", clip, suffix[k]);
+            video_path[k] = name ? path2(out_dir, name) : NULL;
+            free(name);
+            if (!video_path[k]) {
+                exit_code = key_fail(&kc, CKEY_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+    }
 
     if (o.json) {
         printf("{\"event\":\"started\",\"frames\":%lld,\"to_key\":%lld,\"to_skip\":%lld,\"first\":%lld,"
@@ -1015,6 +1120,11 @@ static int cmd_key(int argc, char **argv) {
         json_str(stdout, out_dir);
         printf(",\"model\":");
         json_str(stdout, o.model);
+        for (int k = 0; k < 2; k++) {
+            printf(k == 0 ? ",\"fg_alpha_video\":" : ",\"comp_video\":");
+            if (video_path[k]) json_str(stdout, video_path[k]);
+            else printf("null");
+        }
         printf(",\"size\":%d,\"dry_run\":%s,\"on_error\":\"%s\"}\n", (int)o.so.size,
                o.dry_run ? "true" : "false", o.on_error == CKEY_ON_ERROR_SKIP ? "skip" : "stop");
         fflush(stdout);
@@ -1039,6 +1149,8 @@ static int cmd_key(int argc, char **argv) {
         else
             printf("dry run: %lld frame%s would be keyed, %lld skipped; nothing written\n", to_key,
                    to_key == 1 ? "" : "s", nitems - to_key);
+        for (int k = 0; k < 2 && !o.json; k++)
+            if (video_path[k]) printf("would write %s\n", video_path[k]);
         exit_code = EXIT_OK;
         goto done;
     }
@@ -1069,6 +1181,23 @@ static int cmd_key(int argc, char **argv) {
     }
     const double setup_s = now_seconds() - t_start;
 
+    if (o.video_out) {
+        /* the passes sink inside a tee that also encodes the videos */
+        ckey_video_tee_options vo;
+        memset(&vo, 0, sizeof vo);
+        vo.fg_alpha = video_path[0];
+        vo.comp = video_path[1];
+        vo.rate_num = src.rate_num;
+        vo.rate_den = src.rate_den;
+        vo.despill_strength = o.post.despill_strength;
+        ckey_sink tee;
+        if (ckey_sink_open_video_tee(&sink, &vo, &tee, &err) != CKEY_OK) {
+            exit_code = key_fail(&kc, err.status, "%s", err.message);
+            goto done;
+        }
+        sink = tee;
+    }
+
     ckey_shot_options so;
     ckey_shot_options_default(&so);
     so.post = o.post;
@@ -1095,7 +1224,13 @@ static int cmd_key(int argc, char **argv) {
                stats.seconds, fps, stats.model_seconds, mfps, stats.read_seconds,
                stats.write_seconds, setup_s, (int)so.read_ahead);
         json_str(stdout, out_dir);
-        printf("}\n");
+        printf(",\"videos\":[");
+        for (int k = 0, n = 0; k < 2; k++)
+            if (video_path[k]) {
+                if (n++) printf(",");
+                json_str(stdout, video_path[k]);
+            }
+        printf("]}\n");
     } else {
         char failed[64] = "";
         if (stats.failed) snprintf(failed, sizeof failed, ", FAILED %lld", (long long)stats.failed);
@@ -1103,6 +1238,8 @@ static int cmd_key(int argc, char **argv) {
                "post, write), %.2f fps model only; model load + session %.3f s; passes in %s\n",
                (long long)stats.keyed, stats.keyed == 1 ? "" : "s", (long long)stats.skipped,
                failed, stats.seconds, fps, mfps, setup_s, out_dir);
+        for (int k = 0; k < 2; k++)
+            if (video_path[k]) printf("wrote %s\n", video_path[k]);
     }
     exit_code = stats.failed ? EXIT_PARTIAL : EXIT_OK;
 
@@ -1116,6 +1253,9 @@ done:
     free(plate_dir);
     free(hint_dir);
     free(out_dir);
+    free(clip);
+    free(video_path[0]);
+    free(video_path[1]);
     return exit_code;
 }
 

@@ -53,21 +53,7 @@ static int count_str(const char *hay, const char *needle) {
     return n;
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
+#define remove_tree ck_remove_tree
 
 static int copy_file(const char *from, const char *to) {
     size_t n = 0;
@@ -286,13 +272,18 @@ static void test_errors(void) {
     result_free(&r);
     unlink(p2);
 
-    /* video */
+    /* Input/ is frames or one video, not both */
     snprintf(p2, sizeof p2, "%s/Input/clip.mov", shot);
     REQUIRE(copy_file("examples/plate.png", p2));
     r = run_ckey("key", shot, "--model", model, NULL);
-    CHECKF(r.code == 1 && strstr(r.err, "video input is not supported yet"), "exit %d: %s", r.code, r.err);
+    CHECKF(r.code == 1 && strstr(r.err, "both image frames and a video file (clip.mov)"), "exit %d: %s",
+           r.code, r.err);
     result_free(&r);
     unlink(p2);
+    /* SHOT_DIR must be a directory */
+    r = run_ckey("key", "examples/plate.png", "--model", model, NULL);
+    CHECKF(r.code == 1 && strstr(r.err, "not a clip directory"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
 
     /* usage */
     r = run_ckey("key", "--model", model, NULL);

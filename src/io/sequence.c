@@ -17,10 +17,11 @@
 
 #include "ckey.h"
 #include "core/core.h"
+#include "io/sequence.h"
 
 /* ----------------------------------------------------------------- names */
 
-static const char *file_ext(const char *name) {
+const char *ck_file_ext(const char *name) {
     const char *dot = strrchr(name, '.');
     return dot && dot != name ? dot + 1 : "";
 }
@@ -32,7 +33,7 @@ static int is_image_ext(const char *e) {
     return 0;
 }
 
-static int is_video_ext(const char *e) {
+int ck_is_video_ext(const char *e) {
     static const char *const v[] = {"mp4", "mov", "avi", "mkv", "mxf", "webm", "m4v", "mpg",
                                     "mpeg", "wmv", "flv", "prores"};
     for (size_t i = 0; i < CK_ARRAY_LEN(v); i++)
@@ -57,7 +58,7 @@ static long frame_number(const char *name) {
     return v;
 }
 
-static char *join(const char *dir, const char *name) {
+char *ck_path_join(const char *dir, const char *name) {
     const size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
     if (!p) return NULL;
@@ -70,38 +71,30 @@ static char *join(const char *dir, const char *name) {
 
 /* ------------------------------------------------------------- scanning */
 
-typedef struct seq_file {
-    char *name;
-    long frame;
-} seq_file;
-
-typedef struct seq {
-    seq_file *f;
-    int64_t n, cap;
-} seq;
-
-static void seq_free(seq *s) {
+void ck_seq_free(ck_seq *s) {
     for (int64_t i = 0; i < s->n; i++) free(s->f[i].name);
     free(s->f);
+    free(s->video);
     memset(s, 0, sizeof *s);
 }
 
 static int cmp_frame(const void *a, const void *b) {
-    const seq_file *x = a, *y = b;
+    const ck_seq_file *x = a, *y = b;
     if (x->frame != y->frame) return x->frame < y->frame ? -1 : 1;
     return strcmp(x->name, y->name);
 }
 
-static ckey_status scan(const char *dir, const char *what, seq *s, ckey_error *err) {
+ckey_status ck_seq_scan(const char *dir, const char *what, int collect_videos, ck_seq *s,
+                        ckey_error *err) {
     memset(s, 0, sizeof *s);
     struct stat st;
     if (stat(dir, &st) != 0)
         return ck_fail(err, CKEY_ERR_IO, "%s directory %s: %s", what, dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        if (is_video_ext(file_ext(dir)))
+        if (ck_is_video_ext(ck_file_ext(dir)))
             return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                           "%s: video input is not supported yet (extract the frames as an "
-                           "image sequence)", dir);
+                           "%s: a video file, not a directory of frames (ckey_source_open_video "
+                           "reads video)", dir);
         return ck_fail(err, CKEY_ERR_IO, "%s %s is not a directory of frames", what, dir);
     }
     DIR *d = opendir(dir);
@@ -113,12 +106,20 @@ static ckey_status scan(const char *dir, const char *what, seq *s, ckey_error *e
     while (rc == CKEY_OK && (e = readdir(d))) {
         const char *name = e->d_name;
         if (name[0] == '.') continue;
-        const char *ext = file_ext(name);
-        if (is_video_ext(ext)) {
-            rc = ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                         "%s/%s: video input is not supported yet (extract the frames as an "
-                         "image sequence)", dir, name);
-            break;
+        const char *ext = ck_file_ext(name);
+        if (ck_is_video_ext(ext)) {
+            if (!collect_videos) {
+                rc = ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                             "%s/%s: a video file among the %s frames (ckey_source_open_video "
+                             "reads video)", dir, name, what);
+                break;
+            }
+            if (!s->video && !(s->video = strdup(name))) {
+                rc = ck_fail(err, CKEY_ERR_NOMEM, "out of memory listing %s", dir);
+                break;
+            }
+            s->videos++;
+            continue;
         }
         if (!is_image_ext(ext)) continue;
         const long fr = frame_number(name);
@@ -131,7 +132,7 @@ static ckey_status scan(const char *dir, const char *what, seq *s, ckey_error *e
         }
         if (s->n == s->cap) {
             const int64_t nc = s->cap ? 2 * s->cap : 64;
-            seq_file *nf = realloc(s->f, (size_t)nc * sizeof *nf);
+            ck_seq_file *nf = realloc(s->f, (size_t)nc * sizeof *nf);
             if (!nf) {
                 rc = ck_fail(err, CKEY_ERR_NOMEM, "out of memory listing %s", dir);
                 break;
@@ -149,7 +150,7 @@ static ckey_status scan(const char *dir, const char *what, seq *s, ckey_error *e
     }
     closedir(d);
     if (rc != CKEY_OK) {
-        seq_free(s);
+        ck_seq_free(s);
         return rc;
     }
     if (s->n) qsort(s->f, (size_t)s->n, sizeof *s->f, cmp_frame);
@@ -157,13 +158,13 @@ static ckey_status scan(const char *dir, const char *what, seq *s, ckey_error *e
         if (s->f[i].frame == s->f[i - 1].frame) {
             rc = ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: frame %ld appears twice: %s/%s and %s/%s",
                          what, s->f[i].frame, dir, s->f[i - 1].name, dir, s->f[i].name);
-            seq_free(s);
+            ck_seq_free(s);
             return rc;
         }
     return CKEY_OK;
 }
 
-static const seq_file *seq_find(const seq *s, long frame) {
+const ck_seq_file *ck_seq_find(const ck_seq *s, long frame) {
     int64_t lo = 0, hi = s->n - 1;
     while (lo <= hi) {
         const int64_t mid = (lo + hi) / 2;
@@ -228,17 +229,17 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
                                       ckey_error *err) {
     if (!plate_dir || !out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "no plate directory");
     memset(out, 0, sizeof *out);
-    seq plates, hints;
+    ck_seq plates, hints;
     memset(&hints, 0, sizeof hints);
-    ckey_status st = scan(plate_dir, "plate", &plates, err);
+    ckey_status st = ck_seq_scan(plate_dir, "plate", 0, &plates, err);
     if (st != CKEY_OK) return st;
-    if (hint_dir && (st = scan(hint_dir, "hint", &hints, err)) != CKEY_OK) {
-        seq_free(&plates);
+    if (hint_dir && (st = ck_seq_scan(hint_dir, "hint", 0, &hints, err)) != CKEY_OK) {
+        ck_seq_free(&plates);
         return st;
     }
     if (plates.n == 0) {
-        seq_free(&plates);
-        seq_free(&hints);
+        ck_seq_free(&plates);
+        ck_seq_free(&hints);
         return ck_fail(err, CKEY_ERR_IO,
                        "%s holds no image frames (png, jpg, jpeg, tif, tiff, exr)", plate_dir);
     }
@@ -248,45 +249,45 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     if (!q || !q->frames || !q->hint_dir) {
         if (q) free(q->frames), free(q->hint_dir);
         free(q);
-        seq_free(&plates);
-        seq_free(&hints);
+        ck_seq_free(&plates);
+        ck_seq_free(&hints);
         return ck_fail(err, CKEY_ERR_NOMEM, "out of memory listing %s", plate_dir);
     }
     q->auto_hint = hint_dir == NULL;
     static const char auto_label[] = "auto";
     for (int64_t i = 0; i < plates.n; i++) {
-        const seq_file *pf = &plates.f[i];
+        const ck_seq_file *pf = &plates.f[i];
         ckey_shot_frame *f = &q->frames[i];
         q->count = i + 1;
         f->number = pf->frame;
         const char *dot = strrchr(pf->name, '.');
         f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name) : strlen(pf->name));
-        f->plate = join(plate_dir, pf->name);
-        f->plate_linear = !strcasecmp(file_ext(pf->name), "exr");
+        f->plate = ck_path_join(plate_dir, pf->name);
+        f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
         int ok = f->stem && f->plate;
         if (q->auto_hint) {
             f->hint = auto_label;
         } else {
-            const seq_file *hf = seq_find(&hints, pf->frame);
-            if (hf) ok = ok && (f->hint = join(hint_dir, hf->name)) != NULL;
+            const ck_seq_file *hf = ck_seq_find(&hints, pf->frame);
+            if (hf) ok = ok && (f->hint = ck_path_join(hint_dir, hf->name)) != NULL;
         }
         if (!ok) {
             seq_source_close(q);
-            seq_free(&plates);
-            seq_free(&hints);
+            ck_seq_free(&plates);
+            ck_seq_free(&hints);
             return ck_fail(err, CKEY_ERR_NOMEM, "out of memory listing %s", plate_dir);
         }
     }
     if (warn)
         for (int64_t i = 0; i < hints.n; i++)
-            if (!seq_find(&plates, hints.f[i].frame)) {
+            if (!ck_seq_find(&plates, hints.f[i].frame)) {
                 char msg[1200];
                 snprintf(msg, sizeof msg, "hint %s/%s (frame %ld) has no plate; ignored", hint_dir,
                          hints.f[i].name, hints.f[i].frame);
                 warn(user, msg);
             }
-    seq_free(&plates);
-    seq_free(&hints);
+    ck_seq_free(&plates);
+    ck_seq_free(&hints);
     out->self = q;
     out->count = q->count;
     out->frames = q->frames;
@@ -368,7 +369,7 @@ static ckey_status make_dirs(const char *path, ckey_error *err) {
 static ckey_status pass_begin(void *self, ckey_error *err) {
     pass_sink *k = self;
     for (int p = 0; p < NPASS; p++) {
-        char *d = join(k->out, pass_dir[p]);
+        char *d = ck_path_join(k->out, pass_dir[p]);
         if (!d) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
         ckey_status st = make_dirs(d, err);
         free(d);

@@ -1,8 +1,10 @@
 #include "testutil.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,4 +110,20 @@ void ck_run_free(ck_run_result *r) {
     free(r->out);
     free(r->err);
     memset(r, 0, sizeof *r);
+}
+
+void ck_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) ck_remove_tree(path);
+        else unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
 }

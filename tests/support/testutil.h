@@ -76,6 +76,9 @@ typedef struct ck_run_result {
 ck_run_result ck_run(const char *const *argv, const char *workdir);
 void ck_run_free(ck_run_result *r);
 
+/* rm -r: a directory and everything under it (symlinks are not followed). */
+void ck_remove_tree(const char *dir);
+
 /* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
 const char *ck_fixtures_dir(void);
 
