@@ -95,6 +95,9 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
 ckey_status ck_cuda_sync(ckey_error *err) { return no_cuda(err); }
 ckey_status ck_cuda_set_device(int index, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
+                            ckey_error *err) NOCUDA_BODY
+int ck_cuda_refiner_tc_ok(int R, ck_dtype dt) { return 0; }
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif
