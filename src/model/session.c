@@ -83,11 +83,11 @@ void ckey_session_options_default(ckey_session_options *o) {
 
 const char *ckey_version(void) {
 #if defined(CK_HAVE_OPENBLAS) && defined(CK_HAVE_CUDA)
-    return "0.1.0 (cpu: openblas; cuda: fp32 op table v1)";
+    return "0.1.0 (cpu: openblas; cuda: fp32, fp16/bf16 tensor cores)";
 #elif defined(CK_HAVE_OPENBLAS)
     return "0.1.0 (cpu: openblas; cuda: no)";
 #elif defined(CK_HAVE_CUDA)
-    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: fp32 op table v1)";
+    return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: fp32, fp16/bf16 tensor cores)";
 #else
     return "0.1.0 (cpu: ckey sgemm avx512/avx2; cuda: no)";
 #endif
