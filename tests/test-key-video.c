@@ -233,7 +233,7 @@ static void check_passes(const char *out, int first, int last) {
             CHECKF(st == CKEY_OK, "%s: %s", p, err.message);
             if (st != CKEY_OK) continue;
             CHECKF(img.width == W && img.height == H, "%s is %d x %d", p, img.width, img.height);
-            if (pass == 0) CHECKF(img.channels == 1 && img.has_alpha, "%s: Matte is not one A channel", p);
+            if (pass == 0) CHECKF(img.channels == 1 && !img.has_alpha, "%s: Matte is not one Y channel", p);
             if (pass == 1) CHECKF(!img.has_alpha, "%s: FG has alpha", p);
             if (pass == 2) CHECKF(img.has_alpha, "%s: Processed has no alpha", p);
             CHECKF(img.bit_depth == (pass == 3 ? 8 : 16), "%s: bit depth %d", p, img.bit_depth);
