@@ -733,7 +733,7 @@ enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
 typedef enum ckey_shot_on_error {
     CKEY_ON_ERROR_STOP = 0,  /* the first bad frame ends the run (default) */
     CKEY_ON_ERROR_SKIP = 1   /* a frame whose input cannot be used (unreadable, corrupt,
-                                no hint, size mismatch, too large) is reported and
+                                no hint, too large) is reported and
                                 skipped; output and device errors still stop */
 } ckey_shot_on_error;
 

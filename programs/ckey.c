@@ -51,7 +51,8 @@ static const char usage_main[] =
     "\n"
     "exit codes: 0 success, 1 runtime failure (message on stderr as\n"
     "'ckey: error: ...'), 2 usage error (bad or missing arguments), 3 (key\n"
-    "--on-error skip) finished, but some frames were skipped as bad.\n";
+    "--on-error skip) finished, but some frames were skipped as bad, 130 / 143\n"
+    "(key) stopped cleanly by SIGINT / SIGTERM.\n";
 
 static const char usage_run[] =
     "usage: ckey run --model M --image PLATE --hint HINT --out DIR [options]\n"
@@ -867,8 +868,8 @@ static const char usage_key[] =
     "                          24 for an image sequence)\n"
     "  --on-error stop|skip    stop (default): the first frame whose plate or hint\n"
     "                          cannot be used (unreadable, corrupt, truncated, no\n"
-    "                          hint, size mismatch, too large) ends the run, after\n"
-    "                          the frames before it are written; skip: report that\n"
+    "                          hint, too large) ends the run, after the frames\n"
+    "                          before it are written; skip: report that\n"
     "                          frame, key the rest, exit 3 (past a damaged frame a\n"
     "                          video cannot be decoded: its later frames fail too).\n"
     "                          Output errors (disk full, ...) always stop\n"
