@@ -41,7 +41,8 @@ typedef enum ckey_status {
     CKEY_ERR_NOMEM,         /* an allocation failed */
     CKEY_ERR_BUDGET,        /* the plan does not fit the memory budget */
     CKEY_ERR_DEVICE,        /* the requested device is absent or failed */
-    CKEY_ERR_INTERNAL       /* a bug in ckey */
+    CKEY_ERR_INTERNAL,      /* a bug in ckey */
+    CKEY_ERR_CANCELLED      /* the caller asked the run to stop (ckey_shot_options.cancel) */
 } ckey_status;
 
 /* Stable, readable name of a status ("CKEY_ERR_FORMAT"). Never NULL. */
@@ -236,6 +237,15 @@ typedef struct ckey_frame {
 ckey_status ckey_session_key(ckey_session *s, const ckey_frame *frame,
                              float *alpha_out, float *fg_out, ckey_error *err);
 
+/*
+ * Upstream's linear_to_srgb in place (float32, as color_utils evaluates it):
+ * values below 0 become 0, values above 1 follow the curve. Applied to a
+ * linear plate *before* the resize it gives upstream's default treatment of
+ * an EXR plate (read_image_frame(gamma_correct_exr=True)); ckey_frame's
+ * input_is_linear applies it after the resize instead (upstream's --linear).
+ */
+void ckey_linear_to_srgb(float *data, size_t count);
+
 /* Largest plate (width*height) ckey_session_key accepts for this session. */
 int64_t ckey_session_max_plate_pixels(const ckey_session *s);
 
@@ -335,8 +345,10 @@ typedef enum {
 /*
  * Write `data` ([channels, height, width] float, values kept as given --
  * rounded to HALF, so beyond +-65504 they become Inf) as a single-part
- * scanline OpenEXR of HALF channels: 1 channel is written as "A" (a matte
- * pass), 3 as "R","G","B", 4 as "R","G","B","A". Atomic like
+ * scanline OpenEXR of HALF channels: 1 channel is written as "Y" (a matte
+ * pass, named as OpenCV's cv2.imwrite names one channel, so upstream's Matte
+ * and ckey's have the same layout; ckey_image_read takes a lone Y or A
+ * channel as a hint alike), 3 as "R","G","B", 4 as "R","G","B","A". Atomic like
  * ckey_image_write_png: "<path>.tmp", fsync, rename; on failure the
  * temporary file is removed and the message names `path`.
  */
@@ -506,7 +518,8 @@ typedef enum ckey_despeckle_mode {
 } ckey_despeckle_mode;
 
 typedef struct ckey_post_options {
-    float despill_strength;   /* 0 .. 1; official default 1 */
+    float despill_strength;   /* 0 .. 1; default 1, process_frame's (upstream's shot
+                                 command defaults to 0.5: ckey_shot_options_default) */
     int32_t despeckle;        /* non-zero: clean the matte (official default on) */
     int64_t despeckle_area;   /* components smaller than this are removed; default 400 */
     int32_t despeckle_mode;   /* ckey_despeckle_mode; default OPENCV */
@@ -667,9 +680,11 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
                                    ckey_error *err);
 
 /*
- * The official passes as files: OUT/Matte/<stem>.exr (A), OUT/FG/<stem>.exr
+ * The official passes as files: OUT/Matte/<stem>.exr (Y), OUT/FG/<stem>.exr
  * (RGB), OUT/Processed/<stem>.exr (RGBA), all HALF with compression `comp`,
- * and OUT/Comp/<stem>.png (8-bit RGB). Each file is written atomically
+ * and OUT/Comp/<stem>.png (8-bit RGB, truncated as upstream's
+ * `(clip(comp, 0, 1) * 255).astype(uint8)`: floor(255 c) in float32, NaN 0;
+ * ckey_image_write_png rounds instead). Each file is written atomically
  * (ckey_image_write_*: "<path>.tmp", fsync, rename), so a frame whose four
  * files exist is complete. begin() creates the directories.
  */
@@ -687,8 +702,10 @@ void ckey_sink_close(ckey_sink *sink);
  *             applied to the FG pass with `despill_strength`, so it is
  *             defined where the matte is 0 too), alpha the Processed pass's
  *             alpha (the despeckled linear matte); 10 bits each;
- *   comp      H.264 (.mp4 / .mov / .mkv): the Comp preview pass, 8-bit 4:2:0
- *             (the plate's width and height must be even).
+ *   comp      H.264 (.mp4 / .mov / .mkv): the Comp preview pass, 8-bit 4:2:0,
+ *             which needs an even width and height: an odd one is padded
+ *             by one pixel, the last column / row repeated (the video is
+ *             then one pixel wider / taller than the plate).
  * Encoders open at the first frame, at its size (a later frame of another
  * size is an error). The videos are written to "<path>.tmp" and renamed into
  * place by finish(); a run that fails or is closed without finish() leaves no
@@ -701,7 +718,8 @@ void ckey_sink_close(ckey_sink *sink);
 typedef struct ckey_video_tee_options {
     const char *fg_alpha;        /* path of the ProRes 4444 video, or NULL */
     const char *comp;            /* path of the H.264 video, or NULL */
-    int32_t rate_num, rate_den;  /* frame rate; 0/0 = 24/1 */
+    int32_t rate_num, rate_den;  /* frame rate; 0/0 = 24/1 (an image sequence has none:
+                                    `ckey key --fps` sets it) */
     float despill_strength;      /* the run's (ckey_post_options.despill_strength) */
     int32_t threads;             /* encoder threads, 0 = FFmpeg's choice */
 } ckey_video_tee_options;
@@ -715,16 +733,52 @@ enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
 typedef enum ckey_shot_on_error {
     CKEY_ON_ERROR_STOP = 0,  /* the first bad frame ends the run (default) */
     CKEY_ON_ERROR_SKIP = 1   /* a frame whose input cannot be used (unreadable, corrupt,
-                                no hint, size mismatch, too large) is reported and
+                                no hint, too large) is reported and
                                 skipped; output and device errors still stop */
 } ckey_shot_on_error;
 
+/*
+ * How the runner takes each plate's colour (ckey_shot_options.input_space).
+ * Upstream's shot command reads an EXR plate as linear either way
+ * (backend/frame_io.py read_image_frame); its default (`--srgb`,
+ * InferenceSettings.input_is_linear = False) converts it to sRGB as it is
+ * read, before the resize, and `--linear` converts after the resize
+ * (process_frame(input_is_linear=True)).
+ */
+typedef enum ckey_input_space {
+    CKEY_INPUT_AUTO = 0,           /* plate_linear frames (EXR) LINEAR_AT_READ, others SRGB:
+                                      upstream's default */
+    CKEY_INPUT_SRGB = 1,           /* every plate is sRGB-encoded: no conversion */
+    CKEY_INPUT_LINEAR = 2,         /* linear, converted to sRGB after the resize to S
+                                      (ckey_frame.input_is_linear; upstream's --linear) */
+    CKEY_INPUT_LINEAR_AT_READ = 3  /* linear, converted to sRGB (ckey_linear_to_srgb) at
+                                      full size before the resize */
+} ckey_input_space;
+
+/* Polled by the runner; non-zero asks it to stop (e.g. a signal handler's flag). */
+typedef int (*ckey_cancel_fn)(void *user);
+
 typedef struct ckey_shot_options {
+    /* ckey_shot_options_default: as upstream's shot command (clip_manager
+     * InferenceSettings), so despill_strength 0.5, not ckey_post_options_default's
+     * 1.0 (process_frame's default) */
     ckey_post_options post;
-    int32_t input_space;     /* 0 auto (ckey_shot_frame.plate_linear), 1 sRGB, 2 linear */
+    int32_t input_space;     /* ckey_input_space; default AUTO */
     ckey_shot_on_error on_error;
     int32_t read_ahead;      /* frames decoded ahead of the one being keyed: 1..8,
                                 default 2; 0 runs every stage on the calling thread */
+    /*
+     * Optional. Polled before each frame is decoded and before each frame is
+     * keyed; once it returns non-zero no new frame starts: the frames already
+     * keyed (the one in flight included) are written, in order, and the run
+     * returns CKEY_ERR_CANCELLED ("interrupted: ..."). No file is left half
+     * written (every output is renamed into place whole), and a video sink is
+     * not finished (its temporary file is removed at close). Called from the
+     * reader thread and the calling thread: it must be thread-safe (reading
+     * a volatile sig_atomic_t set by a signal handler is the intended use).
+     */
+    ckey_cancel_fn cancel;
+    void *cancel_user;
 } ckey_shot_options;
 
 void ckey_shot_options_default(ckey_shot_options *o);
@@ -732,7 +786,10 @@ void ckey_shot_options_default(ckey_shot_options *o);
 typedef enum ckey_shot_event_kind {
     CKEY_SHOT_KEYED = 0,     /* written */
     CKEY_SHOT_SKIPPED = 1,   /* plan said SKIP (outputs complete) */
-    CKEY_SHOT_FAILED = 2     /* skipped under CKEY_ON_ERROR_SKIP; `error` says why */
+    CKEY_SHOT_FAILED = 2,    /* skipped under CKEY_ON_ERROR_SKIP; `error` says why */
+    CKEY_SHOT_WARNING = 3    /* about the frame that follows (its KEYED or FAILED event
+                                comes next); `message` says what, e.g. a hint of
+                                another size resized to the plate; counts unchanged */
 } ckey_shot_event_kind;
 
 typedef struct ckey_shot_event {
@@ -747,6 +804,7 @@ typedef struct ckey_shot_event {
     int64_t keyed, skipped, failed;
     double elapsed;               /* since ckey_shot_run began */
     double model_total;           /* sum of model_seconds so far */
+    const char *message;          /* WARNING */
 } ckey_shot_event;
 
 /* Called for every frame of the plan that is not EXCLUDE, in frame order,
@@ -767,6 +825,10 @@ typedef struct ckey_shot_stats {
  * sink->begin first when any frame is to be keyed. Per-frame buffers are
  * allocated for the first frame and reused (grown only for a larger plate);
  * the decoders allocate their own pixel buffers.
+ * A hint whose size differs from its plate's is resized to the plate as
+ * upstream's shot command does (cv2.resize INTER_LINEAR: bilinear, half-pixel
+ * centres, no antialias, edges clamped), with a CKEY_SHOT_WARNING event for
+ * that frame.
  * On a fatal error the frames before the failing one are still written (in
  * order), the stages stop, and the error names the frame and the file
  * ("frame 7: Input/plate_0007.png: truncated"). `stats` (may be NULL) is

@@ -7,12 +7,15 @@
  *   ckey convert IN OUT.safetensors
  *   ckey version
  *
- * Exit codes: 0 success, 1 runtime failure ("ckey: error: ..."), 2 usage.
+ * Exit codes: 0 success, 1 runtime failure ("ckey: error: ..."), 2 usage;
+ * key also 3 (frames skipped as bad) and 128 + N when signal N (SIGINT 130,
+ * SIGTERM 143) interrupted it.
  */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +51,8 @@ static const char usage_main[] =
     "\n"
     "exit codes: 0 success, 1 runtime failure (message on stderr as\n"
     "'ckey: error: ...'), 2 usage error (bad or missing arguments), 3 (key\n"
-    "--on-error skip) finished, but some frames were skipped as bad.\n";
+    "--on-error skip) finished, but some frames were skipped as bad, 130 / 143\n"
+    "(key) stopped cleanly by SIGINT / SIGTERM.\n";
 
 static const char usage_run[] =
     "usage: ckey run --model M --image PLATE --hint HINT --out DIR [options]\n"
@@ -72,10 +76,14 @@ static const char usage_run[] =
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
     "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
-    "  --input-space S         srgb, linear or auto (default auto: an EXR plate is\n"
-    "                          linear, other formats sRGB). A linear plate is\n"
-    "                          converted to sRGB after the resize, as the official\n"
-    "                          engine does\n"
+    "  --input-space S         auto (default), srgb, linear or linear-read: how a\n"
+    "                          plate's values are taken. auto: an EXR plate is\n"
+    "                          scene-linear and converted to sRGB as it is read,\n"
+    "                          before the resize to S (upstream's default for EXR);\n"
+    "                          other formats are sRGB. srgb: no conversion.\n"
+    "                          linear: linear, converted to sRGB after the resize\n"
+    "                          (upstream's --linear). linear-read: any plate\n"
+    "                          converted as auto converts an EXR\n"
     "  --linear                same as --input-space linear\n"
     "  --resize-back R         lanczos4 (default) or bilinear: how alpha and fg go\n"
     "                          from S back to the plate size. lanczos4 is cv2's\n"
@@ -200,7 +208,7 @@ typedef struct opts {
     const char *cmd;
     const char *model, *image, *hint, *out;
     int json, linear, memory;
-    int space; /* 0 auto (EXR linear, else sRGB), 1 srgb, 2 linear */
+    int space; /* ckey_input_space: 0 auto, 1 srgb, 2 linear, 3 linear-read */
     ckey_session_options so;
     /* key */
     const char *plate;
@@ -212,6 +220,7 @@ typedef struct opts {
     int read_ahead; /* -1: the library default */
     int video_out;  /* bit 1: ProRes 4444 fg + alpha, bit 2: H.264 comp */
     int verbose;    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
+    int32_t fps_num, fps_den; /* --fps; 0/0: the plate's (24 for a sequence) */
     const char *positional[2];
     int npositional;
 } opts;
@@ -284,7 +293,8 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_PLATE = 1 << 12, O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
        O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22, O_RESIZE_BACK = 1 << 23,
-       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25, O_VIDEO_OUT = 1 << 26, O_VERBOSE = 1 << 27 };
+       O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25, O_VIDEO_OUT = 1 << 26, O_VERBOSE = 1 << 27,
+       O_FPS = 1 << 28 };
 
 enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
 
@@ -303,7 +313,48 @@ static const struct {
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
     {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
+    {"--fps", O_FPS, 1},
 };
+
+/*
+ * A frame rate: "N/D", an integer, or a decimal; the NTSC rates written as
+ * decimals (23.976, 29.97, 47.952, 59.94, 119.88) become N*1000/1001, others
+ * are kept to 1/1000. Between 1 and 1000 fps.
+ */
+static int parse_fps(const char *s, int32_t *num, int32_t *den) {
+    char *end;
+    errno = 0;
+    if (strchr(s, '/')) {
+        long n = strtol(s, &end, 10);
+        if (errno || end == s || *end != '/') return 0;
+        const char *d0 = end + 1;
+        long d = strtol(d0, &end, 10);
+        if (errno || end == d0 || *end || n < 1 || d < 1 || n > 1000000 || d > 1000000) return 0;
+        if ((double)n / (double)d < 1.0 || (double)n / (double)d > 1000.0) return 0;
+        *num = (int32_t)n, *den = (int32_t)d;
+        return 1;
+    }
+    const double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 1.0 && v <= 1000.0)) return 0;
+    if (v == floor(v)) {
+        *num = (int32_t)v, *den = 1;
+        return 1;
+    }
+    const double ntsc = v * 1.001;
+    if (fabs(ntsc - floor(ntsc + 0.5)) < 0.002 && fabs(v - floor(ntsc + 0.5) / 1.001) < 0.0011) {
+        *num = (int32_t)(floor(ntsc + 0.5) * 1000), *den = 1001;
+        return 1;
+    }
+    long n = (long)floor(v * 1000.0 + 0.5), d = 1000;
+    long a = n, b = d; /* reduce by the gcd */
+    while (b) {
+        const long t = a % b;
+        a = b, b = t;
+    }
+    n /= a, d /= a;
+    *num = (int32_t)n, *den = (int32_t)d;
+    return 1;
+}
 
 /*
  * Parse argv[1..] of a command. Returns -1 when parsing succeeded, 0 after
@@ -373,10 +424,12 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
         }
         case O_LINEAR: o->linear = 1, o->space = 2; break;
         case O_INPUT_SPACE:
-            if (!strcmp(val, "auto")) o->space = 0;
-            else if (!strcmp(val, "srgb")) o->space = 1;
-            else if (!strcmp(val, "linear")) o->space = 2;
-            else return usage_error(o->cmd, "--input-space '%s': expected srgb, linear or auto", val);
+            if (!strcmp(val, "auto")) o->space = CKEY_INPUT_AUTO;
+            else if (!strcmp(val, "srgb")) o->space = CKEY_INPUT_SRGB;
+            else if (!strcmp(val, "linear")) o->space = CKEY_INPUT_LINEAR;
+            else if (!strcmp(val, "linear-read")) o->space = CKEY_INPUT_LINEAR_AT_READ;
+            else return usage_error(o->cmd, "--input-space '%s': expected auto, srgb, linear or "
+                                            "linear-read", val);
             o->linear = o->space == 2;
             break;
         case O_DEVICE:
@@ -459,6 +512,11 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             else return usage_error(o->cmd, "--video-out '%s': expected prores, h264, both or none", val);
             break;
         case O_VERBOSE: o->verbose++; break;
+        case O_FPS:
+            if (!parse_fps(val, &o->fps_num, &o->fps_den))
+                return usage_error(o->cmd, "--fps '%s': expected a rate between 1 and 1000 such "
+                                           "as 24, 23.976 or 30000/1001", val);
+            break;
         case O_DRY_RUN: o->dry_run = 1; break;
         case O_FORCE: o->force = 1; break;
         case O_EXR_COMPRESSION:
@@ -556,6 +614,11 @@ static int cmd_run(int argc, char **argv) {
         exit_code = fail_err(o.json, &err);
         goto done;
     }
+    /* auto: an EXR plate is linear, converted to sRGB now, at full size, as
+     * upstream's reader does by default (linear: after the resize instead) */
+    const int linear_at_read = o.space == CKEY_INPUT_LINEAR_AT_READ ||
+                               (o.space == CKEY_INPUT_AUTO && !strcasecmp(file_ext(o.image), "exr"));
+    if (linear_at_read) ckey_linear_to_srgb(plate.data, 3 * (size_t)plate.width * (size_t)plate.height);
     if (auto_hint) {
         /* --hint auto: a rough chroma-key hint made from the plate itself */
         const size_t sb = ckey_auto_hint_scratch_bytes(plate.width, plate.height);
@@ -621,7 +684,7 @@ static int cmd_run(int argc, char **argv) {
     frame.height = plate.height;
     frame.rgb = plate.data;
     frame.hint = hint.data;
-    frame.input_is_linear = o.space == 2 || (o.space == 0 && !strcasecmp(file_ext(o.image), "exr"));
+    frame.input_is_linear = o.space == CKEY_INPUT_LINEAR;
     t0 = now_seconds();
     if (ckey_session_key(sess, &frame, alpha, fg, &err) != CKEY_OK) {
         exit_code = fail_err(o.json, &err);
@@ -663,10 +726,11 @@ static int cmd_run(int argc, char **argv) {
         printf(", \"hint\": ");
         json_str(stdout, o.hint);
         printf(", \"width\": %d, \"height\": %d, \"size\": %d, \"threads\": %d, "
-               "\"refiner_strength\": %g, \"input_is_linear\": %s, \"test_weights\": %s, ",
+               "\"refiner_strength\": %g, \"input_is_linear\": %s, \"linear_at_read\": %s, "
+               "\"test_weights\": %s, ",
                (int)plate.width, (int)plate.height, (int)o.so.size, (int)o.so.threads,
                (double)o.so.refiner_strength, frame.input_is_linear ? "true" : "false",
-               test_model ? "true" : "false");
+               linear_at_read ? "true" : "false", test_model ? "true" : "false");
         printf("\"seconds\": {\"read\": %.6f, \"load\": %.6f, \"session\": %.6f, \"key\": %.6f, "
                "\"write\": %.6f}, \"memory\": ",
                t_read, t_load, t_session, t_key, t_write);
@@ -730,16 +794,19 @@ static const char usage_key[] =
     "is keyed (exit 1): two files with one frame number, a name without digits, a\n"
     "plate without a hint, e.g. a hint video shorter than the plate (the message\n"
     "names the frame; with --on-error skip that frame fails in its turn instead).\n"
-    "Hints without a plate are ignored (a warning).\n"
+    "Hints without a plate are ignored (a warning). A hint of another size than\n"
+    "its plate is resized to the plate (bilinear, as upstream), with a warning.\n"
     "\n"
     "Outputs, per frame, named after the plate (<stem> = its name without the\n"
     "extension, so the frame number is kept; 00000 ... for a video), directories\n"
     "created as needed:\n"
-    "  OUT/Matte/<stem>.exr      1 channel (A): linear alpha, raw network output\n"
+    "  OUT/Matte/<stem>.exr      1 channel (Y, as upstream's): linear alpha, raw\n"
+    "                            network output\n"
     "  OUT/FG/<stem>.exr         3 channels: straight sRGB fg, raw network output\n"
     "  OUT/Processed/<stem>.exr  4 channels: linear premultiplied RGBA after\n"
     "                            despeckle and despill\n"
-    "  OUT/Comp/<stem>.png       8-bit sRGB preview over a checkerboard\n"
+    "  OUT/Comp/<stem>.png       8-bit sRGB preview over a checkerboard (truncated\n"
+    "                            to 8 bits, as upstream's)\n"
     "EXR files are HALF. Every file is written atomically (temp file + rename),\n"
     "so a frame whose four outputs exist is complete and is skipped on a re-run\n"
     "(resume) unless --force; a run that was killed or failed resumes there (a\n"
@@ -749,9 +816,9 @@ static const char usage_key[] =
     "  OUT/<clip>_fg_alpha.mov   ProRes 4444 (10-bit): RGB the straight, despilled\n"
     "                            sRGB foreground (Processed un-premultiplied),\n"
     "                            alpha the despeckled matte (Processed's alpha)\n"
-    "  OUT/<clip>_comp.mp4       H.264 preview of the Comp pass (the plate's width\n"
-    "                            and height must be even)\n"
-    "at the plate video's frame rate (24 fps for a sequence), written atomically\n"
+    "  OUT/<clip>_comp.mp4       H.264 preview of the Comp pass (an odd width or\n"
+    "                            height is padded by one pixel, the edge repeated)\n"
+    "at the plate video's frame rate (a sequence: --fps, default 24), written atomically\n"
     "when the last frame is done. A video cannot resume: with --video-out every\n"
     "frame is keyed in one run, so --frames, --on-error skip and a resume (frames\n"
     "whose passes exist, unless --force) are refused.\n"
@@ -773,7 +840,8 @@ static const char usage_key[] =
     "  --precision P           fp32, fp16 or bf16 (default: fp16 on CUDA; the CPU runs fp32)\n"
     "  --budget BYTES          memory budget, e.g. 800M or 1.5G (default: none)\n"
     "  --refiner-strength F    scale of the refiner's corrections (default 1)\n"
-    "  --despill F             despill strength 0 .. 1 (default 1)\n"
+    "  --despill F             despill strength 0 .. 1 (default 0.5, upstream's\n"
+    "                          shot command; 1 = process_frame's full despill)\n"
     "  --no-despeckle          keep small matte islands (default: despeckle on)\n"
     "  --despeckle-area N      islands below N pixels are removed (default 400)\n"
     "  --resize-back R         lanczos4 (default) or bilinear: the resize from S\n"
@@ -783,17 +851,25 @@ static const char usage_key[] =
     "                          clean_matte_opencv (CLI default) or\n"
     "                          clean_matte_torch (its --gpu-post path, with\n"
     "                          --resize-back bilinear)\n"
-    "  --input-space S         srgb, linear or auto (default auto: EXR plates, by\n"
-    "                          extension, are linear, other formats and videos sRGB)\n"
+    "  --input-space S         auto (default), srgb, linear or linear-read. auto:\n"
+    "                          EXR plates (by extension) are scene-linear, converted\n"
+    "                          to sRGB as they are read, before the resize to S\n"
+    "                          (upstream's default); other formats and videos are\n"
+    "                          sRGB. linear: converted after the resize (upstream's\n"
+    "                          --linear); srgb: no conversion; linear-read: every\n"
+    "                          plate converted as auto converts an EXR\n"
     "  --linear                same as --input-space linear\n"
     "  --frames A-B            only frame numbers A to B inclusive (or one: N)\n"
     "  --exr-compression C     pxr24 (default), zip or none\n"
     "  --video-out V           prores, h264, both or none (default): the videos\n"
     "                          above, in addition to the passes\n"
+    "  --fps R                 frame rate of those videos: 24, 25, 23.976,\n"
+    "                          30000/1001, ... (default: the plate video's rate,\n"
+    "                          24 for an image sequence)\n"
     "  --on-error stop|skip    stop (default): the first frame whose plate or hint\n"
     "                          cannot be used (unreadable, corrupt, truncated, no\n"
-    "                          hint, size mismatch, too large) ends the run, after\n"
-    "                          the frames before it are written; skip: report that\n"
+    "                          hint, too large) ends the run, after the frames\n"
+    "                          before it are written; skip: report that\n"
     "                          frame, key the rest, exit 3 (past a damaged frame a\n"
     "                          video cannot be decoded: its later frames fail too).\n"
     "                          Output errors (disk full, ...) always stop\n"
@@ -812,6 +888,7 @@ static const char usage_key[] =
     "                          {\"event\":\"done\",\"keyed\":K,\"skipped\":S,\"failed\":X,\n"
     "                          \"seconds\":T,\"fps\":F,\"model_fps\":M,...},\n"
     "                          or {\"event\":\"error\",\"message\":...} before exit 1\n"
+    "                          (interrupted: \"interrupted\":true,\"signal\":...)\n"
     "  -h, --help              this help\n"
     "\n"
     "Progress goes to stderr: a one-line counter (frame i/n, fps, model fps,\n"
@@ -820,9 +897,14 @@ static const char usage_key[] =
     "the run: read + key + post + write, overlapped) and model only (frames per\n"
     "second of time inside the network); the summary line gives both.\n"
     "\n"
+    "SIGINT (Ctrl-C) or SIGTERM stops the run cleanly: the frame being keyed\n"
+    "and those before it are written, nothing is left half written, a video\n"
+    "output is not kept; a re-run resumes. A second signal ends ckey at once.\n"
+    "\n"
     "exit codes: 0 success, 1 runtime failure (the message names the file and\n"
     "the frame; frames written before it are complete), 2 usage error, 3 done\n"
-    "but frames were skipped as bad (--on-error skip).\n";
+    "but frames were skipped as bad (--on-error skip), 130 interrupted by\n"
+    "SIGINT, 143 by SIGTERM (128 + the signal number).\n";
 
 static const char *file_ext(const char *name) {
     const char *dot = strrchr(name, '.');
@@ -877,7 +959,32 @@ typedef struct key_ctx {
     int64_t total;   /* frames in the plan (keyed + skipped + failed) */
     int64_t to_key;
     int64_t pos;     /* events so far */
+    int64_t warnings; /* CKEY_SHOT_WARNING events */
 } key_ctx;
+
+/*
+ * SIGINT / SIGTERM during `key`: the handler only records the signal; the
+ * shot runner polls it (ckey_shot_options.cancel) and stops after the frame
+ * in flight. SA_RESETHAND: a second signal takes the default action at once.
+ */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static int stop_requested(void *user) {
+    (void)user;
+    return stop_signal != 0;
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_RESETHAND;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 /* Runtime failure of `key`: stderr message, and with --json an error event. */
 static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...)
@@ -931,6 +1038,22 @@ static void key_event(void *user, const ckey_shot_event *ev) {
      * frames per second spent inside the network */
     const double fps = ev->keyed > 0 && ev->elapsed > 0 ? ev->keyed / ev->elapsed : 0.0;
     const double mfps = ev->keyed > 0 && ev->model_total > 0 ? ev->keyed / ev->model_total : 0.0;
+    if (ev->kind == CKEY_SHOT_WARNING) {
+        /* about the frame whose event follows: not a position of its own */
+        k->pos--;
+        k->warnings++;
+        if (k->json) {
+            printf("{\"event\":\"warning\",\"frame\":%lld,\"message\":", fr);
+            json_str(stdout, ev->message);
+            printf("}\n");
+            fflush(stdout);
+        } else if (k->warnings <= 3) {
+            fprintf(stderr, "%sckey: warning: %s%s\n", k->tty ? "\n" : "", ev->message,
+                    k->warnings == 3 ? " (further warnings are counted, not shown; --json lists "
+                                       "them all)" : "");
+        }
+        return;
+    }
     if (ev->kind == CKEY_SHOT_SKIPPED) {
         if (k->json)
             printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"skipped\",\"seconds\":0}\n", fr);
@@ -975,7 +1098,9 @@ static int cmd_key(int argc, char **argv) {
     o.cmd = "key";
     ckey_session_options_default(&o.so);
     default_device(&o.so);
-    ckey_post_options_default(&o.post);
+    ckey_shot_options shot_defaults;
+    ckey_shot_options_default(&shot_defaults);
+    o.post = shot_defaults.post; /* despill 0.5, as upstream's shot command */
     o.exr = CKEY_EXR_PXR24;
     o.read_ahead = -1;
     int rc = parse_opts(argc, argv,
@@ -983,7 +1108,7 @@ static int cmd_key(int argc, char **argv) {
                             O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
                             O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
                             O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT |
-                            O_VERBOSE,
+                            O_VERBOSE | O_FPS,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
     /* FFmpeg's log level is process-wide: set once, before any thread decodes */
@@ -1000,6 +1125,9 @@ static int cmd_key(int argc, char **argv) {
     if (o.video_out && o.on_error == CKEY_ON_ERROR_SKIP)
         return usage_error(o.cmd, "--video-out needs every frame: it cannot be combined with "
                                   "--on-error skip");
+    if (o.fps_num && !o.video_out)
+        return usage_error(o.cmd, "--fps sets the frame rate of the --video-out videos: add "
+                                  "--video-out prores|h264|both");
 
     /* plate_dir / hint_dir: a directory of frames, a video, or a directory
      * holding one video (ckey_source_open_video tells them apart) */
@@ -1155,6 +1283,8 @@ static int cmd_key(int argc, char **argv) {
         goto done;
     }
 
+    /* From here a SIGINT / SIGTERM stops the run cleanly (the runner polls it). */
+    install_stop_handlers();
     const double t_start = now_seconds();
     if (to_key > 0) {
         if (ckey_model_load(o.model, &model, &err) != CKEY_OK) {
@@ -1187,8 +1317,9 @@ static int cmd_key(int argc, char **argv) {
         memset(&vo, 0, sizeof vo);
         vo.fg_alpha = video_path[0];
         vo.comp = video_path[1];
-        vo.rate_num = src.rate_num;
-        vo.rate_den = src.rate_den;
+        /* --fps, else the plate video's rate; 0/0 (a sequence) is 24 */
+        vo.rate_num = o.fps_num ? o.fps_num : src.rate_num;
+        vo.rate_den = o.fps_num ? o.fps_den : src.rate_den;
         vo.despill_strength = o.post.despill_strength;
         ckey_sink tee;
         if (ckey_sink_open_video_tee(&sink, &vo, &tee, &err) != CKEY_OK) {
@@ -1203,10 +1334,29 @@ static int cmd_key(int argc, char **argv) {
     so.post = o.post;
     so.input_space = o.space;
     so.on_error = o.on_error;
+    so.cancel = stop_requested;
     if (o.read_ahead >= 0) so.read_ahead = o.read_ahead;
     ckey_shot_stats stats;
     const ckey_status st = ckey_shot_run(sess, &src, &sink, plan, &so, key_event, &kc, &stats, &err);
     if (kc.tty && kc.pos > 0) fputc('\n', stderr);
+    if (st == CKEY_ERR_CANCELLED) {
+        const int sig = (int)stop_signal;
+        const char *sname = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal";
+        fprintf(stderr, "ckey: interrupted by %s: %s; %lld frame%s written%s, a re-run resumes "
+                        "from there\n",
+                sname, err.message, (long long)stats.keyed, stats.keyed == 1 ? "" : "s",
+                o.video_out ? " (no video kept)" : "");
+        if (o.json) {
+            printf("{\"event\":\"error\",\"status\":\"%s\",\"interrupted\":true,\"signal\":\"%s\","
+                   "\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,\"message\":",
+                   ckey_status_name(st), sname, (long long)stats.keyed, (long long)stats.skipped,
+                   (long long)stats.failed, stats.seconds);
+            json_str(stdout, err.message);
+            printf("}\n");
+        }
+        exit_code = 128 + (sig > 0 ? sig : SIGINT);
+        goto done;
+    }
     if (st != CKEY_OK) {
         exit_code = key_fail(&kc, err.status, "%s", err.message);
         if (!o.json)
@@ -1219,10 +1369,12 @@ static int cmd_key(int argc, char **argv) {
     if (o.json) {
         printf("{\"event\":\"done\",\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,"
                "\"fps\":%.4f,\"model_seconds\":%.6f,\"model_fps\":%.4f,\"read_seconds\":%.6f,"
-               "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"out\":",
+               "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
+               "\"despill\":%g,\"out\":",
                (long long)stats.keyed, (long long)stats.skipped, (long long)stats.failed,
                stats.seconds, fps, stats.model_seconds, mfps, stats.read_seconds,
-               stats.write_seconds, setup_s, (int)so.read_ahead);
+               stats.write_seconds, setup_s, (int)so.read_ahead, (long long)kc.warnings,
+               (double)so.post.despill_strength);
         json_str(stdout, out_dir);
         printf(",\"videos\":[");
         for (int k = 0, n = 0; k < 2; k++)
@@ -1238,6 +1390,8 @@ static int cmd_key(int argc, char **argv) {
                "post, write), %.2f fps model only; model load + session %.3f s; passes in %s\n",
                (long long)stats.keyed, stats.keyed == 1 ? "" : "s", (long long)stats.skipped,
                failed, stats.seconds, fps, mfps, setup_s, out_dir);
+        if (kc.warnings > 3)
+            fprintf(stderr, "ckey: %lld warnings in all\n", (long long)kc.warnings);
         for (int k = 0; k < 2; k++)
             if (video_path[k]) printf("wrote %s\n", video_path[k]);
     }

@@ -122,7 +122,7 @@ static void test_round_trip(void) {
             CHECKF(st == CKEY_OK, "read %s: %s", path, err.message);
             if (st == CKEY_OK) {
                 CHECK(img.width == w && img.height == h && img.channels == 3);
-                CHECK(img.bit_depth == 16 && img.has_alpha == (ch != 3));
+                CHECK(img.bit_depth == 16 && img.has_alpha == (ch == 4));
                 for (int c = 0; c < 3; c++) {
                     snprintf(what, sizeof what, "%d ch comp %d rgb plane %d", ch, (int)comps[ci], c);
                     check_plane(what, img.data + c * plane, src + (ch == 1 ? 0 : c) * plane, plane);
@@ -210,6 +210,67 @@ static size_t find_after(const unsigned char *hay, size_t size, const void *need
 
 static void put32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The first channel name of an EXR file's channel list ("" when none). */
+static const char *first_channel(const unsigned char *b, size_t n, char *name, size_t cap) {
+    name[0] = 0;
+    const size_t at = find_after(b, n, "channels\0chlist\0", 16);
+    if (!at || at + 4 >= n) return name;
+    size_t k = 0;
+    for (size_t i = at + 4; i < n && b[i] && k + 1 < cap; i++) name[k++] = (char)b[i];
+    name[k] = 0;
+    return name;
+}
+
+/*
+ * A one-channel EXR (the Matte pass) is written as "Y", as OpenCV names the
+ * channel of a one-channel cv2.imwrite (upstream's Matte); and a Y matte and
+ * an A matte (what ckey wrote before, and other tools write) both read back
+ * as the same hint.
+ */
+static void test_matte_channel(void) {
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    const int w = 9, h = 7;
+    const size_t plane = (size_t)w * h;
+    float src[9 * 7];
+    for (size_t i = 0; i < plane; i++) src[i] = (float)i / (float)(plane - 1);
+    char path[512], apath[512], name[32];
+    snprintf(path, sizeof path, "%s/matte.exr", dir);
+    snprintf(apath, sizeof apath, "%s/matte-a.exr", dir);
+    ckey_error err;
+    REQUIRE(ckey_image_write_exr(path, src, 1, w, h, CKEY_EXR_PXR24, &err) == CKEY_OK);
+    size_t n = 0;
+    unsigned char *b = ck_read_file(path, &n);
+    REQUIRE(b);
+    first_channel(b, n, name, sizeof name);
+    printf("  one-channel EXR written as channel '%s'\n", name);
+    CHECKF(!strcmp(name, "Y"), "channel '%s', want Y", name);
+    /* the same file with the channel renamed A */
+    const size_t at = find_after(b, n, "channels\0chlist\0", 16);
+    REQUIRE(at && at + 5 < n && b[at + 4] == 'Y' && b[at + 5] == 0);
+    b[at + 4] = 'A';
+    REQUIRE(write_bytes(apath, b, n));
+    free(b);
+    const char *paths[2] = {path, apath};
+    for (int k = 0; k < 2; k++) {
+        ckey_image img;
+        ckey_status st = ckey_image_read(paths[k], CKEY_IMAGE_HINT, &img, &err);
+        CHECKF(st == CKEY_OK, "read %s: %s", paths[k], err.message);
+        if (st == CKEY_OK) {
+            CHECK(img.channels == 1 && img.width == w && img.height == h);
+            CHECK(img.has_alpha == (k == 1));
+            check_plane(k ? "A matte as hint" : "Y matte as hint", img.data, src, plane);
+        }
+        ckey_image_free(&img);
+        /* and as a gray plate */
+        st = ckey_image_read(paths[k], CKEY_IMAGE_RGB, &img, &err);
+        CHECKF(st == CKEY_OK, "read %s as RGB: %s", paths[k], err.message);
+        if (st == CKEY_OK) check_plane("matte as RGB", img.data + plane, src, plane);
+        ckey_image_free(&img);
+    }
+    remove_tree(dir);
 }
 
 static void test_refused(void) {
@@ -351,6 +412,7 @@ static void test_atomic_write(void) {
     CHECK(strstr(err.message, "without OpenEXR") != NULL);
 }
 static void test_refused(void) { SKIP("built without OpenEXR"); }
+static void test_matte_channel(void) { SKIP("built without OpenEXR"); }
 #endif
 
 int main(int argc, char **argv) {
@@ -360,6 +422,7 @@ int main(int argc, char **argv) {
         {"opaque_alpha_hint", test_opaque_alpha_hint},
         {"atomic_write", test_atomic_write},
         {"refused", test_refused},
+        {"matte_channel", test_matte_channel},
     };
     return ck_test_main(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
 }

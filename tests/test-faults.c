@@ -9,7 +9,12 @@
  *     failure (stop and skip), a write failure;
  *   - truncated plate and corrupt hint mid-sequence (stop, then --on-error skip);
  *   - unreadable plate (permissions; skipped as root);
- *   - a missing hint, a hint of another size (stop and skip);
+ *   - a missing hint (stop and skip), a hint of another size (resized to the
+ *     plate with a warning, as upstream does);
+ *   - cancel (ckey_shot_options.cancel) through the library, and SIGINT /
+ *     SIGTERM to the CLI mid-shot: the frames keyed are written, no temporary
+ *     file is left, exit 130 / 143, the error event says interrupted, and a
+ *     re-run resumes;
  *   - absurd dimensions in a PNG header (the decoder's pixel limits);
  *   - full disk, as RLIMIT_FSIZE in the child with SIGXFSZ ignored (EFBIG);
  *   - SIGKILL mid-shot, then a re-run that resumes and finishes.
@@ -21,6 +26,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +337,9 @@ typedef struct ev_log {
     int64_t frame[8];
     int kind[8];
     int n;
+    atomic_int keyed;      /* read by the cancel callback from other threads */
+    int cancel_after;      /* cancel once this many frames are keyed; -1 never */
+    atomic_int polls;
 } ev_log;
 
 static void log_event(void *user, const ckey_shot_event *ev) {
@@ -339,7 +348,16 @@ static void log_event(void *user, const ckey_shot_event *ev) {
         l->frame[l->n] = ev->frame->number;
         l->kind[l->n++] = (int)ev->kind;
     }
+    if (ev->kind == CKEY_SHOT_KEYED) atomic_fetch_add(&l->keyed, 1);
 }
+
+static int log_cancel(void *user) {
+    ev_log *l = user;
+    atomic_fetch_add(&l->polls, 1);
+    return l->cancel_after >= 0 && atomic_load(&l->keyed) >= l->cancel_after;
+}
+
+static int cancel_after = -1; /* for the next run_mem */
 
 static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_t *plan, int on_error,
                     int read_ahead, ckey_status *st, mem_sink *sink_out, ev_log *log, char *msg) {
@@ -362,6 +380,11 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
     o.on_error = on_error;
     o.read_ahead = read_ahead;
     memset(log, 0, sizeof *log);
+    atomic_init(&log->keyed, 0);
+    atomic_init(&log->polls, 0);
+    log->cancel_after = cancel_after;
+    o.cancel = log_cancel;
+    o.cancel_user = log;
     ckey_error err;
     memset(&err, 0, sizeof err);
     *st = ckey_shot_run(s, &src, &sink, plan, &o, log_event, log, NULL, &err);
@@ -416,7 +439,31 @@ static void test_shot_api(void) {
         run_mem(s, 6, -1, 2, NULL, CKEY_ON_ERROR_SKIP, ra, &st, &k, &log, msg);
         CHECKF(st == CKEY_ERR_IO && strstr(msg, "frame 2") && strstr(msg, "out/f2.exr"), "%d %s", st, msg);
         CHECK(k.nwritten == 1 && log.n == 1);
+
+        /* cancel once 2 frames are keyed: those keyed by then are written, in
+         * order, nothing after; not finished; CKEY_ERR_CANCELLED. Without
+         * threads exactly 2; with read-ahead the frames in flight (at most
+         * the 2 output slots + the one being keyed) are written too. */
+        cancel_after = 2;
+        run_mem(s, 8, -1, -1, NULL, CKEY_ON_ERROR_STOP, ra, &st, &k, &log, msg);
+        cancel_after = -1;
+        printf("    cancelled after 2 keyed: %d written, %d polls: %s\n", k.nwritten,
+               atomic_load(&log.polls), msg);
+        CHECKF(st == CKEY_ERR_CANCELLED && strstr(msg, "interrupted"), "%d %s", st, msg);
+        CHECK(k.finished == 0 && k.began == 1);
+        CHECKF(ra == 0 ? k.nwritten == 2 : k.nwritten >= 2 && k.nwritten <= 5, "wrote %d", k.nwritten);
+        CHECK(log.n == k.nwritten);
+        for (int i = 0; i < k.nwritten; i++) CHECK(k.written[i] == i + 1);
+        char want[32];
+        snprintf(want, sizeof want, "before frame %d", k.nwritten + 1);
+        CHECKF(strstr(msg, want) != NULL, "'%s' lacks '%s'", msg, want);
+        /* cancelled before anything: nothing written */
+        cancel_after = 0;
+        run_mem(s, 4, -1, -1, NULL, CKEY_ON_ERROR_STOP, ra, &st, &k, &log, msg);
+        cancel_after = -1;
+        CHECKF(st == CKEY_ERR_CANCELLED && k.nwritten == 0 && k.finished == 0, "%d %d", st, k.nwritten);
     }
+    CHECK(!strcmp(ckey_status_name(CKEY_ERR_CANCELLED), "CKEY_ERR_CANCELLED"));
     ckey_shot_options o;
     ckey_shot_options_default(&o);
     CHECK(o.read_ahead == 2 && o.on_error == CKEY_ON_ERROR_STOP);
@@ -492,7 +539,7 @@ static void test_unreadable(void) {
     remove_tree(shot);
 }
 
-/* A missing hint and a hint of another size. */
+/* A missing hint (a fault) and a hint of another size (resized, a warning). */
 static void test_missing_and_mismatched(void) {
     char shot[512], p[1024];
     NEED_SETUP();
@@ -513,22 +560,25 @@ static void test_missing_and_mismatched(void) {
     snprintf(p, sizeof p, "%s/Output", shot);
     CHECK(!exists(p));
 
-    /* skip: 2 (no hint) and 3 (6 x 5 hint) fail, 1 and 4 are keyed */
+    /* skip: 2 (no hint) fails; 3 (6 x 5 hint) is resized with a warning and
+     * keyed with 1 and 4 */
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--on-error", "skip", NULL);
     CHECKF(r.code == 3, "exit %d", r.code);
-    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "6 x 5"), "%s", r.err);
+    CHECKF(strstr(r.err, "warning: frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "6 x 5") &&
+               strstr(r.err, "resized"), "%s", r.err);
     CHECKF(strstr(r.err, "frame 2") && strstr(r.err, "no hint"), "%s", r.err);
-    CHECKF(strstr(r.out, "keyed 2 frames") && strstr(r.out, "FAILED 2"), "%s", r.out);
+    CHECKF(strstr(r.out, "keyed 3 frames") && strstr(r.out, "FAILED 1"), "%s", r.out);
     ck_run_free(&r);
-    for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, 1) == (f == 1 || f == 4), "frame %d", f);
+    for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, f != 3) == (f != 2), "frame %d", f);
 
-    /* stop with only the size mismatch: frame 2 keyed first, then the error */
+    /* stop with only the size difference: every frame keyed, one warning */
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
     REQUIRE(copy_file("examples/hint.png", p));
-    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
-    CHECKF(r.code == 1 && strstr(r.err, "frame 3") && strstr(r.err, "6 x 5"), "%d %s", r.code, r.err);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", NULL);
+    CHECKF(r.code == 0 && count_str(r.err, "warning: frame 3") == 1 && strstr(r.err, "6 x 5"), "%d %s", r.code,
+           r.err);
     ck_run_free(&r);
-    CHECK(frame_state(shot, 2, 1) == 1 && frame_state(shot, 3, 0) == 0);
+    for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, f != 3) == 1, "frame %d", f);
     CHECK(no_tmp(shot));
     remove_tree(shot);
 }
@@ -739,6 +789,91 @@ static void test_kill_and_resume(void) {
     remove_tree(p);
 }
 
+/*
+ * SIGINT (then SIGTERM, with a video output) to `ckey key --json` once two
+ * frames are keyed: the run stops after the frames in flight, exits 128 +
+ * the signal, ends with an error event that says interrupted, leaves every
+ * output whole and no temporary file (nor a video), and a re-run resumes.
+ */
+static void test_interrupt(void) {
+    enum { N = 16 };
+    static const int sigs[2] = {SIGINT, SIGTERM};
+    static const char *const names[2] = {"SIGINT", "SIGTERM"};
+    NEED_SETUP();
+    REQUIRE(ensure_reference());
+    for (int k = 0; k < 2; k++) {
+        char shot[512], p[1024];
+        REQUIRE(make_shot(shot, sizeof shot, k ? "terminated" : "interrupted", N));
+        int fds[2];
+        REQUIRE(pipe(fds) == 0);
+        fflush(stdout);
+        const pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            dup2(fds[1], 1);
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) dup2(devnull, 2);
+#ifdef CK_HAVE_FFMPEG
+            if (k == 1)
+                execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
+                      "--json", "--video-out", "both", (char *)NULL);
+#endif
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
+                  "--json", (char *)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        char buf[65536];
+        size_t len = 0;
+        int keyed = 0, sent = 0;
+        for (;;) {
+            const ssize_t n = read(fds[0], buf + len, sizeof buf - 1 - len);
+            if (n <= 0) break;
+            len += (size_t)n;
+            buf[len] = 0;
+            keyed = count_str(buf, "\"status\":\"keyed\"");
+            if (keyed >= 2 && !sent) {
+                kill(pid, sigs[k]);
+                sent = 1;
+            }
+            if (len >= sizeof buf - 1) break;
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        close(fds[0]);
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        printf("  %s after 2 keyed events: exit %d, %d frames keyed in all\n", names[k], code, keyed);
+        CHECKF(code == 128 + sigs[k], "exit %d (status 0x%x), want %d", code, status, 128 + sigs[k]);
+        CHECKF(keyed < N, "all %d frames were keyed before the signal took effect", N);
+        const char *ev = strstr(buf, "{\"event\":\"error\"");
+        CHECKF(ev && strstr(ev, "\"status\":\"CKEY_ERR_CANCELLED\"") && strstr(ev, "\"interrupted\":true") &&
+                   strstr(ev, names[k]) && strstr(ev, "interrupted: stopped before frame"),
+               "%s", ev ? ev : buf);
+        CHECK(!strstr(buf, "\"event\":\"done\""));
+        char want[64];
+        snprintf(want, sizeof want, "\"keyed\":%d,", keyed);
+        CHECKF(ev && strstr(ev, want), "error event lacks %s: %s", want, ev ? ev : "");
+        int complete = 0;
+        for (int f = 1; f <= N; f++) complete += frame_state(shot, f, 1) == 1;
+        printf("  %d of %d frames complete\n", complete, N);
+        CHECKF(complete == keyed, "%d frames complete, %d keyed events", complete, keyed);
+        CHECK(no_tmp(shot));
+        snprintf(p, sizeof p, "%s/Output/%s_fg_alpha.mov", shot, k ? "terminated" : "interrupted");
+        CHECK(!exists(p));
+
+        /* resume */
+        result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        snprintf(want, sizeof want, "\"to_skip\":%d", complete);
+        CHECKF(strstr(r.out, want) != NULL, "started event lacks %s", want);
+        ck_run_free(&r);
+        for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
+        CHECK(no_tmp(shot));
+        remove_tree(shot);
+    }
+}
+
 int main(int argc, char **argv) {
     char self[PATH_MAX];
     snprintf(self, sizeof self, "%s", argv[0]);
@@ -760,6 +895,7 @@ int main(int argc, char **argv) {
         {"absurd_dimensions", test_absurd_dimensions},
         {"full_disk", test_full_disk},
         {"kill_and_resume", test_kill_and_resume},
+        {"interrupt", test_interrupt},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     for (int i = 0; i < 4; i++) ckey_image_free(&ref[i]);

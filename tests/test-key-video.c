@@ -233,7 +233,7 @@ static void check_passes(const char *out, int first, int last) {
             CHECKF(st == CKEY_OK, "%s: %s", p, err.message);
             if (st != CKEY_OK) continue;
             CHECKF(img.width == W && img.height == H, "%s is %d x %d", p, img.width, img.height);
-            if (pass == 0) CHECKF(img.channels == 1 && img.has_alpha, "%s: Matte is not one A channel", p);
+            if (pass == 0) CHECKF(img.channels == 1 && !img.has_alpha, "%s: Matte is not one Y channel", p);
             if (pass == 1) CHECKF(!img.has_alpha, "%s: FG has alpha", p);
             if (pass == 2) CHECKF(img.has_alpha, "%s: Processed has no alpha", p);
             CHECKF(img.bit_depth == (pass == 3 ? 8 : 16), "%s: bit depth %d", p, img.bit_depth);
@@ -593,6 +593,90 @@ static void test_video_out(void) {
     CHECKF(count_files(out, &tmp) == 6 && tmp == 0, "%s: %d .tmp files", out, tmp);
 }
 
+/*
+ * An image-sequence plate of odd size (63 x 47) with --video-out h264: the
+ * H.264 (4:2:0 needs even sides) is padded to 64 x 48, the last column and
+ * row repeated, at --fps (23.976 -> 24000/1001; default 24/1 for a
+ * sequence); its picture matches the Comp pass. --fps needs --video-out.
+ */
+static void test_odd_sequence_fps(void) {
+    NEED_SETUP();
+    enum { OW = W - 1, OH = H - 1, ON = OW * OH, NS = 3 };
+    char shot[1024];
+    snprintf(shot, sizeof shot, "%s", at("odd"));
+    ck_remove_tree(shot);
+    REQUIRE(mkdirs(at("odd/Input")) && mkdirs(at("odd/AlphaHint")));
+    float *rgb = malloc(sizeof(float) * 3 * N), *hint = malloc(sizeof(float) * N);
+    float *crgb = malloc(sizeof(float) * 3 * ON), *chint = malloc(sizeof(float) * ON);
+    REQUIRE(rgb && hint && crgb && chint);
+    ckey_error err;
+    for (int k = 0; k < NS; k++) {
+        plate_frame(k, rgb, hint);
+        for (int c = 0; c < 3; c++)
+            for (int y = 0; y < OH; y++) memcpy(crgb + (c * OH + y) * OW, rgb + (c * H + y) * W, sizeof(float) * OW);
+        for (int y = 0; y < OH; y++) memcpy(chint + y * OW, hint + y * W, sizeof(float) * OW);
+        REQUIRE(ckey_image_write_png(at("odd/Input/p_%04d.png", k + 1), crgb, 3, OW, OH, 16, &err) == CKEY_OK);
+        REQUIRE(ckey_image_write_png(at("odd/AlphaHint/h_%04d.png", k + 1), chint, 1, OW, OH, 8, &err) == CKEY_OK);
+    }
+    ck_run_result r = key(shot, "--fps", "24", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--video-out"), "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    r = key(shot, "--video-out", "h264", "--fps", "0", NULL);
+    CHECK(r.code == 2);
+    ck_run_free(&r);
+    static const char *const fps[2] = {"23.976", NULL};
+    static const int want_num[2] = {24000, 24}, want_den[2] = {1001, 1};
+    for (int run = 0; run < 2; run++) {
+        r = fps[run] ? key(shot, "--video-out", "h264", "--force", "--fps", fps[run], NULL)
+                     : key(shot, "--video-out", "h264", "--force", NULL);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        ck_run_free(&r);
+        ckey_video_reader *rd = NULL;
+        const ckey_status st = ckey_video_reader_open(at("odd/Output/odd_comp.mp4"), 1, &rd, &err);
+        CHECKF(st == CKEY_OK, "%s", err.message);
+        if (st != CKEY_OK) continue;
+        ckey_video_info in;
+        ckey_video_reader_get_info(rd, &in);
+        printf("  %s fps: %s %d x %d, %lld frames, %d/%d fps\n", fps[run] ? fps[run] : "default", in.codec,
+               in.width, in.height, (long long)in.frame_count, in.rate_num, in.rate_den);
+        CHECK(in.width == W && in.height == H && in.frame_count == NS);
+        CHECKF(in.rate_num == want_num[run] && in.rate_den == want_den[run], "%d/%d", in.rate_num, in.rate_den);
+        double e_in = 0, e_pad = 0;
+        for (int k = 0; k < NS; k++) {
+            CHECK(ckey_video_read_frame(rd, k, rgb, NULL, NULL, &err) == CKEY_OK);
+            ckey_image cp;
+            if (ckey_image_read(at("odd/Output/Comp/p_%04d.png", k + 1), CKEY_IMAGE_RGB, &cp, &err) != CKEY_OK) {
+                CHECKF(0, "%s", err.message);
+                continue;
+            }
+            static const float ky[3] = {0.2126f, 0.7152f, 0.0722f};
+            for (int y = 0; y < H; y++)
+                for (int x = 0; x < W; x++) {
+                    /* the padded pixel shows its edge neighbour of the Comp */
+                    const int sx = x < OW ? x : OW - 1, sy = y < OH ? y : OH - 1;
+                    float dy = 0;
+                    for (int c = 0; c < 3; c++) dy += ky[c] * (rgb[(c * H + y) * W + x] - cp.data[(c * OH + sy) * OW + sx]);
+                    if (x < OW && y < OH) e_in += fabsf(dy);
+                    else e_pad += fabsf(dy);
+                }
+            ckey_image_free(&cp);
+        }
+        e_in /= (double)ON * NS;
+        e_pad /= (double)(N - ON) * NS;
+        printf("  H.264 vs Comp, mean abs luma error: picture %.4f, padded column + row vs the edge %.4f\n", e_in,
+               e_pad);
+        CHECK(e_in < 0.03 && e_pad < 0.05);
+        ckey_video_reader_free(rd);
+    }
+    int tmp = 0;
+    count_files(at("odd/Output"), &tmp);
+    CHECK(tmp == 0);
+    free(rgb);
+    free(hint);
+    free(crgb);
+    free(chint);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_FFMPEG) || !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key-video: skipped: needs FFmpeg, PNG and OpenEXR support in the build\n");
@@ -618,6 +702,7 @@ int main(int argc, char **argv) {
         {"mkv_count", test_mkv_count},
         {"damaged_plate", test_damaged_plate},
         {"video_out", test_video_out},
+        {"odd_sequence_fps", test_odd_sequence_fps},
     };
     const int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     if (!getenv("CKEY_KEEP")) ck_remove_tree(workdir);

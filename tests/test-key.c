@@ -102,6 +102,26 @@ static void out_path(char *buf, size_t cap, const char *shot, int pass, int fram
              pass == 3 ? "png" : "exr");
 }
 
+/* The channel names of an EXR file's channel list, concatenated ("Y", "ABGR"). */
+static void exr_channels(const char *path, char *names, size_t cap) {
+    names[0] = 0;
+    size_t n = 0, k = 0;
+    unsigned char *b = ck_read_file(path, &n);
+    static const char key[] = "channels\0chlist\0";
+    for (size_t i = 0; b && i + sizeof key - 1 + 4 < n; i++) {
+        if (memcmp(b + i, key, sizeof key - 1)) continue;
+        /* name\0, pixel type, pLinear + 3 reserved, x / y sampling: 16 bytes after the name */
+        for (size_t j = i + sizeof key - 1 + 4; j < n && b[j] && k + 1 < cap;) {
+            names[k++] = (char)b[j];
+            while (j < n && b[j]) j++;
+            j += 1 + 16;
+        }
+        break;
+    }
+    names[k] = 0;
+    free(b);
+}
+
 #define NEED_SETUP(model)                                                                  \
     do {                                                                                   \
         if (access(ckey_bin, X_OK) != 0) SKIP("%s is not built", ckey_bin);                \
@@ -155,17 +175,24 @@ static void test_sequence_and_resume(void) {
             ckey_image_free(&img);
         }
     }
-    /* Channel layout of the EXR passes: Matte is the lone channel A, FG is
-     * R, G, B (no alpha), Processed R, G, B, A (has_alpha checked above). */
+    /* Channel layout of the EXR passes: Matte is the lone channel Y (as
+     * upstream's cv2.imwrite names it), FG is R, G, B (no alpha), Processed
+     * R, G, B, A (has_alpha checked above). */
     out_path(p, sizeof p, shot, 0, 1);
     ckey_image m;
     memset(&m, 0, sizeof m);
     if (ckey_image_read(p, CKEY_IMAGE_HINT, &m, &err) == CKEY_OK) {
-        CHECKF(m.channels == 1 && m.has_alpha, "%s: channels %d, has_alpha %d", p, m.channels, m.has_alpha);
+        CHECKF(m.channels == 1 && !m.has_alpha, "%s: channels %d, has_alpha %d", p, m.channels, m.has_alpha);
         ckey_image_free(&m);
     } else {
         CHECKF(0, "%s: %s", p, err.message);
     }
+    char ch[32];
+    exr_channels(p, ch, sizeof ch);
+    CHECKF(!strcmp(ch, "Y"), "%s holds channels '%s', want Y", p, ch);
+    out_path(p, sizeof p, shot, 2, 1);
+    exr_channels(p, ch, sizeof ch);
+    CHECKF(!strcmp(ch, "ABGR"), "%s holds channels '%s', want A B G R", p, ch);
     out_path(p, sizeof p, shot, 1, 1);
     if (ckey_image_read(p, CKEY_IMAGE_RGB, &m, &err) == CKEY_OK) {
         CHECKF(m.channels == 3 && !m.has_alpha, "%s: channels %d, has_alpha %d", p, m.channels, m.has_alpha);
@@ -252,16 +279,22 @@ static void test_errors(void) {
     snprintf(p, sizeof p, "%s/Output", shot);
     CHECK(!exists(p)); /* checked before anything is keyed */
 
-    /* a hint of another size for frame 3 */
+    /* a hint of another size for frame 3: resized to the plate, as upstream
+     * does, with a warning naming the frame and both sizes (test
+     * hint_resize checks the values) */
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0003.png", shot);
     float px[4 * 3] = {0};
     ckey_error err;
     REQUIRE(ckey_image_write_png(p, px, 1, 4, 3, 8, &err) == CKEY_OK);
     r = run_ckey("key", shot, "--model", model, "--size", "64", NULL);
-    CHECKF(r.code == 1, "exit %d", r.code);
-    CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "4 x 3"),
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    CHECKF(strstr(r.err, "warning: frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "4 x 3") &&
+               strstr(r.err, "resized"),
            "stderr: %s", r.err);
+    CHECK(count_str(r.err, "warning:") == 1);
     result_free(&r);
+    snprintf(p, sizeof p, "%s/Output", shot);
+    remove_tree(p);
 
     /* duplicate frame numbers */
     char p2[1024];
@@ -419,8 +452,8 @@ static void read_pass(const char *dir, const char *pass, const char *stem, const
 /*
  * Five generated frames (72 x 56, frame numbers 101..105) through `ckey key`
  * with the tiny model at S = 64, in both upstream post-processing flavours
- * (default: Lanczos4 + OpenCV despeckle, despill 1; then bilinear + torch
- * despeckle, despill 0.5). Per frame and pass: the file exists under the
+ * (default: Lanczos4 + OpenCV despeckle, despill 0.5 -- upstream's shot
+ * command defaults; then bilinear + torch despeckle, --despill 1). Per frame and pass: the file exists under the
  * official folder with the plate's stem, its size, channels and depth; then
  * every step against the official math:
  *   Matte / FG  = the network's S x S alpha / fg resized back to the plate
@@ -432,7 +465,11 @@ static void read_pass(const char *dir, const char *pass, const char *stem, const
  *   Processed.RGB = srgb_to_linear(despill(FG)) * Processed.A and
  *   Comp        = linear_to_srgb(lin * A + checker * (1 - A)), 8 bits:
  *                 recomputed here from the float outputs with the formulas
- *                 of upstream color_utils written out independently.
+ *                 of upstream color_utils written out independently, and
+ *                 stored as upstream stores it: (clip(c, 0, 1) * 255)
+ *                 .astype(uint8), truncated (checked exactly against the
+ *                 library's float comp; rounding would differ on about half
+ *                 the samples).
  */
 static void test_synthetic_shot(void) {
     char model[512], shot[512], p[1024];
@@ -467,7 +504,7 @@ static void test_synthetic_shot(void) {
         snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
         result r = torch ? run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
                                     "--size", "64", "--threads", "1", "--resize-back", "bilinear",
-                                    "--despeckle-mode", "torch", "--despill", "0.5", "--despeckle-area", "60", NULL)
+                                    "--despeckle-mode", "torch", "--despill", "1", "--despeckle-area", "60", NULL)
                          : run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1",
                                     "--despeckle-area", "60", NULL);
         CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
@@ -486,7 +523,11 @@ static void test_synthetic_shot(void) {
         ckey_post_options_default(&po);
         CHECK(po.despeckle_mode == CKEY_DESPECKLE_OPENCV);
         po.despeckle_mode = torch ? CKEY_DESPECKLE_TORCH : CKEY_DESPECKLE_OPENCV;
-        po.despill_strength = torch ? 0.5f : 1.0f;
+        /* the CLI's default is the shot default, upstream's 0.5 */
+        ckey_shot_options sho;
+        ckey_shot_options_default(&sho);
+        CHECK(sho.post.despill_strength == 0.5f && po.despill_strength == 1.0f);
+        po.despill_strength = torch ? 1.0f : sho.post.despill_strength;
         po.despeckle_area = 60;
         const float strength = po.despill_strength;
         float *alpha = malloc(sizeof(float) * N), *fg = malloc(sizeof(float) * 3 * N);
@@ -498,6 +539,7 @@ static void test_synthetic_shot(void) {
         float *pre = malloc(sizeof(float) * ck_preprocess_scratch_floats(H, W, S));
         REQUIRE(alpha && fg && proc && comp && raw && back && scratch && rs && pre);
         double e_matte = 0, e_fg = 0, e_pa = 0, e_prgb = 0, e_comp8 = 0, e_resize = 0;
+        long comp_trunc_bad = 0, comp_round_differs = 0;
         double sum_matte = 0, sum_pa = 0;
         int cleared = 0, kept = 0;
         int bad_files = 0;
@@ -577,9 +619,15 @@ static void test_synthetic_shot(void) {
                         if (!half_close(pr.data[c * N + i], want_p, 2e-6f)) e_prgb = fmax(e_prgb, 1.0);
                         float cs = lin_to_srgb_ref(lin * a + bg * (1.0f - a));
                         cs = cs < 0 ? 0 : cs > 1 ? 1 : cs;
-                        /* the PNG holds round(255 c) */
-                        e_comp8 = fmax(e_comp8, fabs((double)cp.data[c * N + i] * 255.0 - (double)cs * 255.0));
-                        (void)comp;
+                        /* the PNG holds trunc(255 c), c the library's float comp
+                         * clipped to [0, 1], the product in float32 (numpy) */
+                        const float cl = comp[c * N + i] < 0.0f ? 0.0f : comp[c * N + i] > 1.0f ? 1.0f : comp[c * N + i];
+                        const long got = lrint(cp.data[c * N + i] * 255.0f);
+                        const long want_t = (long)(cl * 255.0f);
+                        comp_trunc_bad += got != want_t;
+                        comp_round_differs += lrint((double)cl * 255.0) != want_t;
+                        /* and against the independent reference: within a step */
+                        e_comp8 = fmax(e_comp8, fabs((double)got - (double)cs * 255.0));
                     }
                 }
                 ckey_image_free(&pra);
@@ -590,16 +638,19 @@ static void test_synthetic_shot(void) {
             ckey_image_free(&cp);
         }
         printf("  %s: files bad %d; resize back vs session_key %.3g; Matte %.3g, FG %.3g, Processed A %.3g "
-               "(HALF rounding allowed), Processed RGB %.3g vs independent reference, Comp %.3g of 8-bit steps\n",
-               torch ? "bilinear + torch despeckle + despill 0.5" : "defaults (lanczos4 + opencv)", bad_files,
-               e_resize, e_matte, e_fg, e_pa, e_prgb, e_comp8);
+               "(HALF rounding allowed), Processed RGB %.3g vs independent reference, Comp %.3g of 8-bit steps; "
+               "Comp samples not truncated as upstream %ld (rounding would change %ld)\n",
+               torch ? "bilinear + torch despeckle + despill 1" : "defaults (lanczos4 + opencv, despill 0.5)",
+               bad_files, e_resize, e_matte, e_fg, e_pa, e_prgb, e_comp8, comp_trunc_bad, comp_round_differs);
         printf("  mean Matte %.4f, mean Processed A %.4f; pixels over 0.5 cleared by the despeckle %d, kept %d\n",
                sum_matte / (N * NF), sum_pa / (N * NF), cleared, kept);
         CHECK(bad_files == 0);
         CHECKF(sum_pa > 0.01 * N * NF && kept > 0, "the matte is empty: nothing to check");
         CHECKF(e_resize == 0.0, "resize back differs from ckey_session_key by %g", e_resize);
         CHECKF(e_matte < 1.0 && e_fg < 1.0 && e_pa < 1.0 && e_prgb < 1.0, "outside the HALF rounding");
-        CHECKF(e_comp8 <= 0.51, "Comp off by %g steps of 1/255", e_comp8);
+        CHECKF(e_comp8 < 1.0 + 1e-3, "Comp off by %g steps of 1/255", e_comp8);
+        CHECKF(comp_trunc_bad == 0, "%ld Comp samples are not trunc(255 c)", comp_trunc_bad);
+        CHECKF(comp_round_differs > 0, "no sample tells truncation from rounding");
         /* exactly the five frames, named after the plates, in each pass */
         for (int pass = 0; pass < 4; pass++) {
             snprintf(p, sizeof p, "%s/%s", out, passes[pass]);
@@ -628,6 +679,200 @@ static void test_synthetic_shot(void) {
     remove_tree(shot);
 }
 
+/* cv2.resize(src, (ow, oh), interpolation=INTER_LINEAR) on a one-channel
+ * float image, written out from OpenCV's definition: src = (dst + 0.5) *
+ * in / out - 0.5; below 0 the first pixel, past the end the last. */
+static void cv2_linear_ref(const float *src, int iw, int ih, float *dst, int ow, int oh) {
+    for (int y = 0; y < oh; y++) {
+        double sy = (y + 0.5) * ih / oh - 0.5;
+        int y0 = (int)floor(sy);
+        double fy = sy - y0;
+        if (y0 < 0) y0 = 0, fy = 0;
+        if (y0 >= ih - 1) y0 = ih - 1, fy = 0;
+        const int y1 = y0 + 1 < ih ? y0 + 1 : y0;
+        for (int x = 0; x < ow; x++) {
+            double sx = (x + 0.5) * iw / ow - 0.5;
+            int x0 = (int)floor(sx);
+            double fx = sx - x0;
+            if (x0 < 0) x0 = 0, fx = 0;
+            if (x0 >= iw - 1) x0 = iw - 1, fx = 0;
+            const int x1 = x0 + 1 < iw ? x0 + 1 : x0;
+            const double top = src[y0 * iw + x0] * (1 - fx) + src[y0 * iw + x1] * fx;
+            const double bot = src[y1 * iw + x0] * (1 - fx) + src[y1 * iw + x1] * fx;
+            dst[y * ow + x] = (float)(top * (1 - fy) + bot * fy);
+        }
+    }
+}
+
+/* Key `plate` with `hint` in-process as `ckey key --size 64 --threads 1` does. */
+static int key_in_process(const char *model, const ckey_image *plate, const float *hint, int input_is_linear,
+                          float *alpha, float *fg) {
+    ckey_model *m = NULL;
+    ckey_session *sess = NULL;
+    ckey_error err;
+    ckey_session_options so;
+    ckey_session_options_default(&so);
+    so.size = 64;
+    so.threads = 1;
+    int ok = ckey_model_load(model, &m, &err) == CKEY_OK && ckey_session_create(m, &so, &sess, &err) == CKEY_OK;
+    if (ok) {
+        ckey_frame fr = {plate->width, plate->height, plate->data, hint, input_is_linear};
+        ok = ckey_session_key(sess, &fr, alpha, fg, &err) == CKEY_OK;
+    }
+    if (!ok) printf("  in-process key failed: %s\n", err.message);
+    ckey_session_free(sess);
+    ckey_model_free(m);
+    return ok;
+}
+
+/*
+ * A hint of another size than its plate (100 x 60 for a 320 x 180 plate,
+ * ratios 3.2 and 3) is resized to the plate as upstream's shot command does
+ * (cv2.resize INTER_LINEAR on the float mask): the library's resize against
+ * OpenCV's formula written out here, then the CLI's Matte against keying
+ * with that resized hint in-process; the warning event names the frame and
+ * both sizes.
+ */
+static void test_hint_resize(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    REQUIRE(make_shot(shot, sizeof shot, "hintsize", 1));
+    enum { HW = 100, HH = 60 };
+    static float small[HW * HH];
+    for (int y = 0; y < HH; y++)
+        for (int x = 0; x < HW; x++) /* a soft blob: hint-like, not constant */
+            small[y * HW + x] = (float)(0.5 + 0.5 * tanh(6.0 * (0.3 - hypot((x - 50.0) / 100.0, (y - 33.0) / 60.0))));
+    ckey_error err;
+    snprintf(p, sizeof p, "%s/AlphaHint/hint_0001.png", shot);
+    REQUIRE(ckey_image_write_png(p, small, 1, HW, HH, 16, &err) == CKEY_OK);
+    ckey_image plate, hint;
+    REQUIRE(ckey_image_read("examples/plate.png", CKEY_IMAGE_RGB, &plate, &err) == CKEY_OK);
+    REQUIRE(ckey_image_read(p, CKEY_IMAGE_HINT, &hint, &err) == CKEY_OK);
+    const int W = plate.width, H = plate.height, N = W * H;
+    float *ref = malloc(sizeof(float) * N), *lib = malloc(sizeof(float) * N);
+    float *alpha = malloc(sizeof(float) * N), *fg = malloc(sizeof(float) * 3 * N);
+    float *rs = malloc(sizeof(float) * ck_resize_scratch_floats(1, HH, HW, H, W, CK_RESIZE_BILINEAR));
+    REQUIRE(ref && lib && alpha && fg && rs);
+    cv2_linear_ref(hint.data, HW, HH, ref, W, H);
+    ck_resize rz;
+    REQUIRE(ck_resize_prepare(&rz, 1, HH, HW, H, W, CK_RESIZE_BILINEAR, rs) == CKEY_OK);
+    ck_resize_run(&rz, hint.data, lib);
+    double e = 0, spread = 0;
+    for (int i = 0; i < N; i++) {
+        e = fmax(e, fabs((double)lib[i] - ref[i]));
+        spread = fmax(spread, fabs((double)ref[i] - ref[0]));
+    }
+    printf("  hint %d x %d -> %d x %d: library resize vs cv2 INTER_LINEAR formula max %.3g (hint spread %.3g)\n",
+           HW, HH, W, H, e, spread);
+    CHECKF(e <= 2e-6, "the hint resize is not cv2's INTER_LINEAR: max error %g", e);
+    CHECK(spread > 0.5);
+
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    CHECKF(strstr(r.out, "{\"event\":\"warning\",\"frame\":1,") && strstr(r.out, "100 x 60") &&
+               strstr(r.out, "320 x 180") && strstr(r.out, "resized"),
+           "%s", r.out);
+    CHECK(strstr(r.out, "\"warnings\":1,") != NULL);
+    /* the warning comes before the frame's event */
+    const char *w = strstr(r.out, "\"event\":\"warning\""), *k = strstr(r.out, "\"status\":\"keyed\"");
+    CHECK(w && k && w < k);
+    result_free(&r);
+    REQUIRE(key_in_process(model, &plate, lib, 0, alpha, fg));
+    ckey_image mt;
+    out_path(p, sizeof p, shot, 0, 1);
+    REQUIRE(ckey_image_read(p, CKEY_IMAGE_HINT, &mt, &err) == CKEY_OK);
+    double em = 0;
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        em = fmax(em, fabsf(mt.data[i] - alpha[i]));
+        bad += !half_close(mt.data[i], alpha[i], 0);
+    }
+    printf("  Matte vs in-process key with the resized hint: max %.3g (%d outside HALF rounding)\n", em, bad);
+    CHECK(bad == 0);
+    ckey_image_free(&mt);
+    ckey_image_free(&plate);
+    ckey_image_free(&hint);
+    free(ref);
+    free(lib);
+    free(alpha);
+    free(fg);
+    free(rs);
+    remove_tree(shot);
+}
+
+/*
+ * An EXR plate (scene-linear) with --input-space auto is converted to sRGB as
+ * it is read, at full size, before the resize: upstream's default
+ * (read_image_frame(gamma_correct_exr=True) with InferenceSettings
+ * .input_is_linear = False); --input-space linear converts after the resize
+ * (upstream's --linear). Each run's Matte against the in-process key of that
+ * treatment; the two treatments must differ for the check to mean anything.
+ */
+static void test_exr_plate_space(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    REQUIRE(make_shot(shot, sizeof shot, "exrplate", 1));
+    ckey_error err;
+    ckey_image plate, hint;
+    REQUIRE(ckey_image_read("examples/plate.png", CKEY_IMAGE_RGB, &plate, &err) == CKEY_OK);
+    REQUIRE(ckey_image_read("examples/hint.png", CKEY_IMAGE_HINT, &hint, &err) == CKEY_OK);
+    const int W = plate.width, H = plate.height, N = W * H;
+    /* the plate as linear light, HALF-exact so the EXR holds it unchanged */
+    for (int i = 0; i < 3 * N; i++) {
+        const float v = plate.data[i];
+        plate.data[i] = v <= 0.04045f ? v / 12.92f : powf((v + 0.055f) / 1.055f, 2.4f);
+    }
+    snprintf(p, sizeof p, "%s/Input/plate_0001.png", shot);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/Input/plate_0001.exr", shot);
+    REQUIRE(ckey_image_write_exr(p, plate.data, 3, W, H, CKEY_EXR_ZIP, &err) == CKEY_OK);
+    ckey_image_free(&plate);
+    REQUIRE(ckey_image_read(p, CKEY_IMAGE_RGB, &plate, &err) == CKEY_OK); /* as ckey reads it */
+    float *a_read = malloc(sizeof(float) * N), *a_after = malloc(sizeof(float) * N);
+    float *fg = malloc(sizeof(float) * 3 * N);
+    REQUIRE(a_read && a_after && fg);
+    REQUIRE(key_in_process(model, &plate, hint.data, 1, a_after, fg));
+    ckey_linear_to_srgb(plate.data, 3 * (size_t)N);
+    REQUIRE(key_in_process(model, &plate, hint.data, 0, a_read, fg));
+    double apart = 0;
+    for (int i = 0; i < N; i++) apart = fmax(apart, fabsf(a_read[i] - a_after[i]));
+    printf("  converting before vs after the resize changes the matte by up to %.3g\n", apart);
+    CHECKF(apart > 1e-2, "the two treatments are too close (%g) for this test to tell them apart", apart);
+
+    static const char *const spaces[2] = {"auto", "linear"};
+    for (int k = 0; k < 2; k++) {
+        char out[600];
+        snprintf(out, sizeof out, "%s/Out-%s", shot, spaces[k]);
+        char pl[600], hi[600];
+        snprintf(pl, sizeof pl, "%s/Input", shot);
+        snprintf(hi, sizeof hi, "%s/AlphaHint", shot);
+        result r = run_ckey("key", "--plate", pl, "--hint", hi, "--out", out, "--model", model, "--size", "64",
+                            "--threads", "1", "--input-space", spaces[k], NULL);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        result_free(&r);
+        ckey_image mt;
+        snprintf(p, sizeof p, "%s/Matte/plate_0001.exr", out);
+        REQUIRE(ckey_image_read(p, CKEY_IMAGE_HINT, &mt, &err) == CKEY_OK);
+        const float *want = k == 0 ? a_read : a_after;
+        int bad = 0;
+        double e = 0;
+        for (int i = 0; i < N; i++) {
+            e = fmax(e, fabsf(mt.data[i] - want[i]));
+            bad += !half_close(mt.data[i], want[i], 0);
+        }
+        printf("  --input-space %s: Matte vs converted %s the resize: max %.3g, %d outside HALF rounding\n",
+               spaces[k], k == 0 ? "before" : "after", e, bad);
+        CHECK(bad == 0);
+        ckey_image_free(&mt);
+    }
+    ckey_image_free(&plate);
+    ckey_image_free(&hint);
+    free(a_read);
+    free(a_after);
+    free(fg);
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -651,6 +896,8 @@ int main(int argc, char **argv) {
         {"errors", test_errors},
         {"auto_hint", test_auto_hint},
         {"synthetic_shot", test_synthetic_shot},
+        {"hint_resize", test_hint_resize},
+        {"exr_plate_space", test_exr_plate_space},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

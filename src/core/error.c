@@ -16,6 +16,7 @@ const char *ckey_status_name(ckey_status s) {
     case CKEY_ERR_BUDGET: return "CKEY_ERR_BUDGET";
     case CKEY_ERR_DEVICE: return "CKEY_ERR_DEVICE";
     case CKEY_ERR_INTERNAL: return "CKEY_ERR_INTERNAL";
+    case CKEY_ERR_CANCELLED: return "CKEY_ERR_CANCELLED";
     }
     return "CKEY_ERR_UNKNOWN";
 }

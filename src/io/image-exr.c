@@ -11,8 +11,9 @@
  * every chunk lies inside the file goes on to OpenEXR, which then decodes
  * from the memory buffer through a custom read function.
  *
- * The writer writes HALF scanline images (channels "A" / "R","G","B" /
- * "R","G","B","A") to "<path>.tmp" through a custom write function on our own
+ * The writer writes HALF scanline images (channels "Y" / "R","G","B" /
+ * "R","G","B","A"; one channel is "Y" as OpenCV's cv2.imwrite names it, so a
+ * Matte pass matches upstream's) to "<path>.tmp" through a custom write function on our own
  * descriptor, fsyncs it and renames it into place.
  */
 #include <errno.h>
@@ -622,7 +623,7 @@ static int64_t sink_write(exr_const_context_t ctxt, void *ud, const void *buf, u
 
 static ckey_status exr_encode(exr_context_t ctx, exr_sink *s, const float *data, int ch,
                               int32_t width, int32_t height, exr_compression_t comp) {
-    static const char *names[4][4] = {{"A"}, {0}, {"R", "G", "B"}, {"R", "G", "B", "A"}};
+    static const char *names[4][4] = {{"Y"}, {0}, {"R", "G", "B"}, {"R", "G", "B", "A"}};
     int part = 0;
     if (exr_add_part(ctx, "", EXR_STORAGE_SCANLINE, &part) ||
         exr_initialize_required_attr_simple(ctx, part, width, height, comp))

@@ -47,16 +47,23 @@ ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_ima
     return ck_image_read_png_memory(NULL, 0, path, kind, out, err);
 }
 
-ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
+ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
-                                 ckey_error *err) {
+                                 ck_png_quantize q, ckey_error *err) {
     (void)data;
     (void)channels;
     (void)width;
     (void)height;
     (void)bit_depth;
+    (void)q;
     return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without libpng",
                    path ? path : "(null)");
+}
+
+ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
+                                 int32_t width, int32_t height, int32_t bit_depth,
+                                 ckey_error *err) {
+    return ck_image_write_png_q(path, data, channels, width, height, bit_depth, CK_PNG_ROUND, err);
 }
 
 #else /* CK_HAVE_PNG */
@@ -416,8 +423,17 @@ static inline unsigned quantize(float v, unsigned maxv) {
     return (unsigned)((double)v * maxv + 0.5);
 }
 
+/* numpy's (np.clip(v, 0, 1) * 255.0).astype(np.uint8) on float32: the
+ * product rounded to float32, then truncated; NaN to 0. */
+static inline unsigned quantize_trunc(float v, unsigned maxv) {
+    if (!(v > 0.0f)) return 0;
+    if (v >= 1.0f) return maxv;
+    const float p = v * (float)maxv;
+    return (unsigned)p;
+}
+
 static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 width,
-                          png_uint_32 height, int depth) {
+                          png_uint_32 height, int depth, ck_png_quantize q) {
     if (setjmp(png_jmpbuf(w->png))) return w->status;
     png_structp png = w->png;
     static const int types[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
@@ -435,9 +451,10 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
         unsigned char *p = w->row;
         for (png_uint_32 x = 0; x < width; x++) {
             for (int c = 0; c < ch; c++) {
-                const unsigned q = quantize(data[(size_t)c * plane + (size_t)y * width + x], maxv);
-                if (depth == 16) *p++ = (unsigned char)(q >> 8);
-                *p++ = (unsigned char)q;
+                const float v = data[(size_t)c * plane + (size_t)y * width + x];
+                const unsigned k = q == CK_PNG_TRUNCATE ? quantize_trunc(v, maxv) : quantize(v, maxv);
+                if (depth == 16) *p++ = (unsigned char)(k >> 8);
+                *p++ = (unsigned char)k;
             }
         }
         png_write_row(png, w->row);
@@ -450,6 +467,12 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
 ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ckey_error *err) {
+    return ck_image_write_png_q(path, data, channels, width, height, bit_depth, CK_PNG_ROUND, err);
+}
+
+ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
+                                 int32_t width, int32_t height, int32_t bit_depth,
+                                 ck_png_quantize q, ckey_error *err) {
     if (!path || !*path || !data)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_png: %s",
                        !path || !*path ? "no path" : "no pixels");
@@ -487,7 +510,7 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
         st = CKEY_ERR_NOMEM;
         snprintf(w.msg, sizeof w.msg, "out of memory");
     } else {
-        st = encode(&w, data, channels, (png_uint_32)width, (png_uint_32)height, bit_depth);
+        st = encode(&w, data, channels, (png_uint_32)width, (png_uint_32)height, bit_depth, q);
     }
     png_destroy_write_struct(w.png ? &w.png : NULL, w.info ? &w.info : NULL);
     free(w.row);

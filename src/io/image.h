@@ -40,6 +40,16 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
+/* How ck_image_write_png_q maps [0, 1] to integers: ROUND to nearest
+ * (ckey_image_write_png), or TRUNCATE as numpy's astype(uint8) after
+ * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
+typedef enum ck_png_quantize { CK_PNG_ROUND = 0, CK_PNG_TRUNCATE = 1 } ck_png_quantize;
+
+/* ckey_image_write_png with the quantization chosen. */
+ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
+                                 int32_t width, int32_t height, int32_t bit_depth,
+                                 ck_png_quantize q, ckey_error *err);
+
 /* ckey_image_read on a buffer: sniffs and dispatches. */
 ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,
                                  ckey_image_kind kind, ckey_image *out, ckey_error *err);

@@ -17,6 +17,7 @@
 
 #include "ckey.h"
 #include "core/core.h"
+#include "io/image.h"
 #include "io/sequence.h"
 
 /* ----------------------------------------------------------------- names */
@@ -387,7 +388,9 @@ static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_s
         const char *path = pass_path(k, 0, q, f->stem);
         if (!path) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
         ckey_status st = q == PASS_COMP
-                             ? ckey_image_write_png(path, data[q], 3, p->width, p->height, 8, err)
+                             /* truncated to 8 bits as upstream writes its Comp */
+                             ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8,
+                                                    CK_PNG_TRUNCATE, err)
                              : ckey_image_write_exr(path, data[q], channels[q], p->width, p->height,
                                                     k->comp, err);
         if (st != CKEY_OK) return st;

@@ -39,3 +39,7 @@ void ck_imagenet_normalize(float *chw, size_t plane) {
         for (size_t i = 0; i < plane; i++) p[i] = (p[i] - m) / s;
     }
 }
+
+void ckey_linear_to_srgb(float *data, size_t count) {
+    if (data) ck_linear_to_srgb(data, count);
+}

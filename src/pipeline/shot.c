@@ -16,7 +16,13 @@
  * keeps the message of the lowest such job. A write error also sets `abort`:
  * nothing more can be written, so the reader and the model stop at once.
  * Under CKEY_ON_ERROR_SKIP an input fault marks the slot failed instead; it
- * travels down the pipeline so its event comes out in order.
+ * travels down the pipeline so its event comes out in order, and so does a
+ * warning (a hint resized to its plate).
+ *
+ * Cancel. opt.cancel is polled by the reader before it decodes job j and by
+ * the model loop before it keys job j; either lowers stop_at to j with
+ * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
+ * one before it) is still written, and nothing after it starts.
  *
  * Buffers: slots are allocated up front; the model outputs (alpha, fg), the
  * writer's processed / comp planes and the scratch of the post passes and
@@ -30,6 +36,7 @@
 
 #include "ckey.h"
 #include "core/core.h"
+#include "pipeline/pipeline.h"
 
 enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
 
@@ -37,6 +44,7 @@ typedef struct in_slot {
     int state;
     int failed;              /* input fault, skipped (CKEY_ON_ERROR_SKIP) */
     ckey_error err;
+    char warn[512];          /* a warning about this frame, "" when none */
     ckey_image plate, hint;
     double t_start;
 } in_slot;
@@ -45,6 +53,7 @@ typedef struct out_slot {
     int state;
     int failed;
     ckey_error err;
+    char warn[512];
     float *alpha, *fg;       /* [h, w], [3, h, w] */
     size_t cap;              /* pixels alpha/fg hold */
     int32_t w, h;
@@ -76,6 +85,8 @@ typedef struct shot {
     /* reader-owned */
     float *auto_scratch;
     size_t auto_cap;
+    float *rs_scratch;       /* hint resize tables */
+    size_t rs_cap;
     double read_s;
     /* writer-owned */
     float *processed, *comp;
@@ -126,6 +137,59 @@ static int skippable(const shot *sh, ckey_status st) {
            st != CKEY_ERR_DEVICE && st != CKEY_ERR_INTERNAL;
 }
 
+/* Has the caller asked to stop before job j? Then record it (stop_at <= j). */
+static int cancelled(shot *sh, int64_t j) {
+    if (!sh->opt.cancel || !sh->opt.cancel(sh->opt.cancel_user)) return 0;
+    ckey_error e;
+    ck_fail(&e, CKEY_ERR_CANCELLED, "interrupted: stopped before frame %lld",
+            (long long)sh->src->frames[sh->jobs[j]].number);
+    fail_at(sh, j, &e, 0);
+    return 1;
+}
+
+/*
+ * A hint of another size than its plate, resized to the plate as upstream's
+ * shot command does (clip_manager.run_inference: cv2.resize(mask, (w, h),
+ * interpolation=cv2.INTER_LINEAR) on the float mask): two taps per axis,
+ * half-pixel centres, no antialias, edges clamped -- the arithmetic of
+ * CK_RESIZE_BILINEAR. Replaces hint->data; the warning goes to `warn`.
+ */
+static ckey_status resize_hint(shot *sh, const ckey_shot_frame *f, ckey_image *hint, int32_t w,
+                               int32_t h, char *warn, size_t cap, ckey_error *err) {
+    const int32_t hw = hint->width, hh = hint->height;
+    const size_t sf = ck_resize_scratch_floats(1, hh, hw, h, w, CK_RESIZE_BILINEAR);
+    if (sf == 0 || hw < 1 || hh < 1)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame %lld: hint %s is %d x %d: cannot resize it",
+                       (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh);
+    if (sf > sh->rs_cap) {
+        free(sh->rs_scratch);
+        sh->rs_scratch = malloc(sf * sizeof(float));
+        sh->rs_cap = sh->rs_scratch ? sf : 0;
+    }
+    float *out = malloc((size_t)w * (size_t)h * sizeof(float));
+    if (!sh->rs_scratch || !out) {
+        free(out);
+        return ck_fail(err, CKEY_ERR_NOMEM, "frame %lld: out of memory to resize the hint",
+                       (long long)f->number);
+    }
+    ck_resize rz;
+    ckey_status st = ck_resize_prepare(&rz, 1, hh, hw, h, w, CK_RESIZE_BILINEAR, sh->rs_scratch);
+    if (st != CKEY_OK) {
+        free(out);
+        return ck_fail(err, st, "frame %lld: cannot resize the hint", (long long)f->number);
+    }
+    ck_resize_run(&rz, hint->data, out);
+    snprintf(warn, cap, "frame %lld: hint %s is %d x %d, plate %s %d x %d: hint resized to the "
+                        "plate (bilinear, as upstream)",
+             (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh, f->plate, (int)w, (int)h);
+    free(hint->data);
+    hint->data = out;
+    hint->width = w;
+    hint->height = h;
+    hint->channels = 1;
+    return CKEY_OK;
+}
+
 /* ------------------------------------------------------------- stages */
 
 /* Decode job j into its in slot. Returns 0 when the run must stop. */
@@ -136,12 +200,18 @@ static int stage_read(shot *sh, int64_t j) {
     const double t = ck_now();
     sl->t_start = t;
     sl->failed = 0;
+    sl->warn[0] = 0;
     ck_error_clear(&sl->err);
     ckey_status st = sh->src->read(sh->src->self, idx, &sl->plate, &sl->hint, &sl->err);
     if (st == CKEY_OK && !sl->plate.data)
         st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
                      (long long)f->number);
     const int32_t w = sl->plate.width, h = sl->plate.height;
+    /* a linear plate read as upstream's default reads an EXR: to sRGB now, at
+     * full size, before the resize (and before an auto hint looks at it) */
+    if (st == CKEY_OK && (sh->opt.input_space == CKEY_INPUT_LINEAR_AT_READ ||
+                          (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear)))
+        ck_linear_to_srgb(sl->plate.data, 3 * (size_t)w * (size_t)h);
     if (st == CKEY_OK && !sl->hint.data) {
         /* no hint from the source: make one from the plate */
         const size_t sb = ckey_auto_hint_scratch_bytes(w, h);
@@ -163,11 +233,7 @@ static int stage_read(shot *sh, int64_t j) {
         }
     }
     if (st == CKEY_OK && (sl->hint.width != w || sl->hint.height != h))
-        st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
-                     "frame %lld: plate %s is %d x %d but hint %s is %d x %d: the hint must "
-                     "match the plate",
-                     (long long)f->number, f->plate, (int)w, (int)h, f->hint ? f->hint : "-",
-                     (int)sl->hint.width, (int)sl->hint.height);
+        st = resize_hint(sh, f, &sl->hint, w, h, sl->warn, sizeof sl->warn, &sl->err);
     if (st == CKEY_OK && (int64_t)w * h > sh->max_pixels)
         st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
                      "frame %lld: plate %s is %d x %d, more than the %lld pixels a session takes",
@@ -191,6 +257,7 @@ static int stage_key(shot *sh, int64_t j) {
     o->t_start = in->t_start;
     o->failed = in->failed;
     o->err = in->err;
+    memcpy(o->warn, in->warn, sizeof o->warn);
     o->model_s = 0;
     if (in->failed) return 1;
     const int32_t w = in->plate.width, h = in->plate.height;
@@ -213,7 +280,8 @@ static int stage_key(shot *sh, int64_t j) {
         fr.height = h;
         fr.rgb = in->plate.data;
         fr.hint = in->hint.data;
-        fr.input_is_linear = sh->opt.input_space == 2 || (sh->opt.input_space == 0 && f->plate_linear);
+        /* AUTO converts a linear plate at read time (stage_read) */
+        fr.input_is_linear = sh->opt.input_space == CKEY_INPUT_LINEAR;
         ckey_error e;
         ck_error_clear(&e);
         const double t = ck_now();
@@ -268,6 +336,12 @@ static int stage_write(shot *sh, int64_t j) {
     memset(&ev, 0, sizeof ev);
     ev.index = idx;
     ev.frame = f;
+    if (o->warn[0]) {
+        ev.kind = CKEY_SHOT_WARNING;
+        ev.message = o->warn;
+        emit(sh, &ev);
+        ev.message = NULL;
+    }
     if (o->failed) {
         sh->stats.failed++;
         ev.kind = CKEY_SHOT_FAILED;
@@ -342,7 +416,7 @@ static void *reader_main(void *arg) {
     for (int64_t j = 0; j < sh->njobs; j++) {
         in_slot *sl = &sh->in[j % sh->nin];
         if (!wait_state(sh, &sl->state, SLOT_EMPTY, j)) break;
-        if (!stage_read(sh, j)) break;
+        if (cancelled(sh, j) || !stage_read(sh, j)) break;
         set_state(sh, &sl->state, SLOT_FULL);
     }
     return NULL;
@@ -365,7 +439,7 @@ static void model_loop(shot *sh) {
         out_slot *o = &sh->out[j % sh->nout];
         if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
         if (!wait_state(sh, &o->state, SLOT_EMPTY, j)) break;
-        if (!stage_key(sh, j)) break;
+        if (cancelled(sh, j) || !stage_key(sh, j)) break;
         pthread_mutex_lock(&sh->mu);
         in->state = SLOT_EMPTY;
         o->state = SLOT_FULL;
@@ -380,7 +454,11 @@ void ckey_shot_options_default(ckey_shot_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
     ckey_post_options_default(&o->post);
-    o->input_space = 0;
+    /* upstream's shot command: clip_manager.InferenceSettings.despill_strength
+     * = 0.5 (its CLI prompt's default, 5 of 10); process_frame's own default
+     * (ckey_post_options_default) is 1.0 */
+    o->post.despill_strength = 0.5f;
+    o->input_space = CKEY_INPUT_AUTO;
     o->on_error = CKEY_ON_ERROR_STOP;
     o->read_ahead = 2;
 }
@@ -396,7 +474,8 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     ckey_shot_options opt;
     if (o) opt = *o;
     else ckey_shot_options_default(&opt);
-    if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < 0 || opt.input_space > 2 ||
+    if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < CKEY_INPUT_AUTO ||
+        opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
         (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
@@ -447,7 +526,9 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
             pthread_mutex_init(&sh->mu, NULL);
             pthread_cond_init(&sh->cv, NULL);
             for (int64_t j = 0; j < sh->njobs; j++)
-                if (!stage_read(sh, j) || !stage_key(sh, j) || !stage_write(sh, j)) break;
+                if (cancelled(sh, j) || !stage_read(sh, j) || !stage_key(sh, j) ||
+                    !stage_write(sh, j))
+                    break;
             pthread_cond_destroy(&sh->cv);
             pthread_mutex_destroy(&sh->mu);
         }
@@ -477,6 +558,7 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     free(sh->in);
     free(sh->jobs);
     free(sh->auto_scratch);
+    free(sh->rs_scratch);
     free(sh->processed);
     free(sh->comp);
     free(sh->post_scratch);

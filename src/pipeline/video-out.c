@@ -4,7 +4,9 @@
  * two encoders:
  *   fg_alpha  ProRes 4444: RGB = despill(FG) (straight sRGB), A = the
  *             Processed alpha (the despeckled matte);
- *   comp      H.264: the Comp pass.
+ *   comp      H.264: the Comp pass; 4:2:0 needs an even size, so an odd
+ *             width / height is padded by one column / row repeating the
+ *             last (a compositor's preview loses no pixel; cropping would).
  * The shot runner calls write() from one thread in frame order, so the tee
  * needs no locking. Encoders open at the first frame (its size is the
  * video's); ckey_video_writer_close renames the files into place in finish().
@@ -26,6 +28,8 @@ typedef struct tee {
     int32_t width, height;      /* of the first frame; 0 before it */
     float *fg;                  /* [3, h, w] despilled fg */
     size_t fg_cap;
+    float *pad;                 /* [3, h + h%2, w + w%2] the comp padded to even */
+    size_t pad_cap;
 } tee;
 
 static ckey_status tee_begin(void *self, ckey_error *err) {
@@ -41,8 +45,9 @@ static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
         ckey_video_writer_options wo;
         memset(&wo, 0, sizeof wo);
         wo.codec = codec[k];
-        wo.width = w;
-        wo.height = h;
+        /* H.264 4:2:0: an odd side gets one more pixel (pad_even) */
+        wo.width = k == OUT_COMP ? w + (w & 1) : w;
+        wo.height = k == OUT_COMP ? h + (h & 1) : h;
         wo.rate_num = t->o.rate_num;
         wo.rate_den = t->o.rate_den;
         wo.threads = t->o.threads;
@@ -54,12 +59,33 @@ static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
     return CKEY_OK;
 }
 
+/* `src` [3, h, w] into t->pad [3, h + h%2, w + w%2], the last column and row
+ * repeated. */
+static ckey_status pad_even(tee *t, const float *src, int32_t w, int32_t h, ckey_error *err) {
+    const size_t W = (size_t)w + (size_t)(w & 1), H = (size_t)h + (size_t)(h & 1);
+    if (W * H > t->pad_cap) {
+        free(t->pad);
+        t->pad = malloc(3 * W * H * sizeof(float));
+        t->pad_cap = t->pad ? W * H : 0;
+        if (!t->pad) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
+                                    (int)W, (int)H);
+    }
+    for (int c = 0; c < 3; c++)
+        for (size_t y = 0; y < H; y++) {
+            const float *row = src + ((size_t)c * (size_t)h + (y < (size_t)h ? y : (size_t)h - 1)) * (size_t)w;
+            float *dst = t->pad + ((size_t)c * H + y) * W;
+            memcpy(dst, row, (size_t)w * sizeof(float));
+            if (W > (size_t)w) dst[w] = row[w - 1];
+        }
+    return CKEY_OK;
+}
+
 static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                              ckey_error *err) {
     tee *t = self;
     const int32_t w = p->width, h = p->height;
     /* Open the encoders before the first frame's passes are written, so a
-     * size they refuse (H.264: odd) stops the run with nothing written. */
+     * size they refuse stops the run with nothing written. */
     if (!t->width) {
         ckey_status st = open_writers(t, w, h, err);
         if (st != CKEY_OK) return st;
@@ -86,7 +112,14 @@ static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_sh
         st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, p->processed + 3 * n, err);
         if (st != CKEY_OK) return st;
     }
-    if (t->w[OUT_COMP]) st = ckey_video_write_frame(t->w[OUT_COMP], p->comp, NULL, err);
+    if (t->w[OUT_COMP]) {
+        const float *comp = p->comp;
+        if ((w | h) & 1) {
+            if ((st = pad_even(t, p->comp, w, h, err)) != CKEY_OK) return st;
+            comp = t->pad;
+        }
+        st = ckey_video_write_frame(t->w[OUT_COMP], comp, NULL, err);
+    }
     return st;
 }
 
@@ -112,6 +145,7 @@ static void tee_close(void *self) {
     }
     ckey_sink_close(&t->inner);
     free(t->fg);
+    free(t->pad);
     free(t);
 }
 
