@@ -196,6 +196,47 @@ static void test_gemm_variants(void) {
     CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
 }
 
+/* ck_conv3x3_row, both paths, against a double-precision direct conv: every
+ * dilation the refiner uses, widths that leave partial 32-channel panels,
+ * segments that start and end inside the zero-padded border. */
+static void test_conv3x3_rows(void) {
+    const int Cs[][2] = {{64, 64}, {16, 16}, {40, 24}}, dils[] = {1, 2, 4, 8}, S = 37;
+    double worst[2] = {0, 0};
+    for (size_t a = 0; a < CK_ARRAY_LEN(Cs); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(dils); b++) {
+            const int Cout = Cs[a][0], Cin = Cs[a][1], d = dils[b];
+            float *in = malloc(sizeof(float) * S * S * Cin), *W = malloc(sizeof(float) * Cout * Cin * 9);
+            float *bias = malloc(sizeof(float) * Cout), *wp = malloc(sizeof(float) * ck_conv3x3_packed_floats(Cout, Cin));
+            float *dst = malloc(sizeof(float) * S * Cout);
+            for (int i = 0; i < S * S * Cin; i++) in[i] = (float)((i * 29) % 83) / 83.0f - 0.5f;
+            for (int i = 0; i < Cout * Cin * 9; i++) W[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+            for (int i = 0; i < Cout; i++) bias[i] = (float)(i % 7) - 3.0f;
+            ck_conv3x3_pack(Cout, Cin, W, wp);
+            const int segs[][2] = {{0, 37}, {3, 30}, {0, 5}, {30, 7}, {9, 1}};
+            for (int y = 0; y < S; y += 3)
+                for (size_t sg = 0; sg < CK_ARRAY_LEN(segs); sg++)
+                    for (int v = 0; v < 2; v++) {
+                        const int x0 = segs[sg][0], n = segs[sg][1];
+                        ck_conv3x3_row(v, in, S, Cin, d, y, x0, n, wp, Cout, bias, dst);
+                        for (int i = 0; i < n; i++)
+                            for (int co = 0; co < Cout; co++) {
+                                double r = bias[co];
+                                for (int ky = 0; ky < 3; ky++)
+                                    for (int kx = 0; kx < 3; kx++) {
+                                        const int iy = y + (ky - 1) * d, ix = x0 + i + (kx - 1) * d;
+                                        if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+                                        for (int ci = 0; ci < Cin; ci++)
+                                            r += (double)in[((int64_t)iy * S + ix) * Cin + ci] * W[(co * Cin + ci) * 9 + ky * 3 + kx];
+                                    }
+                                worst[v] = fmax(worst[v], fabs(r - dst[i * Cout + co]) / (1.0 + sqrt(9.0 * Cin)));
+                            }
+                    }
+            free(in), free(W), free(bias), free(wp), free(dst);
+        }
+    printf("  conv3x3 rows: max scaled error %.3g (default path), %.3g (narrow path)\n", worst[0], worst[1]);
+    CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
+}
+
 static void test_vexp(void) {
     float x[2048], y[2048];
     double worst = 0;
@@ -216,6 +257,7 @@ int main(int argc, char **argv) {
         {"pool_coverage", test_pool_coverage},
         {"concurrent_gemm", test_concurrent_gemm},
         {"gemm_variants", test_gemm_variants},
+        {"conv3x3_rows", test_conv3x3_rows},
         {"vexp", test_vexp},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -30,6 +30,15 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* 3x3 convolution (padding = dilation) of a channels-last map in [S, S, Cin]
+ * for output row y, pixels [x0, x0 + n): dst[n, Cout] = bias + conv. wp holds
+ * the weights W[Cout][Cin][3][3] as packed by ck_conv3x3_pack
+ * (ck_conv3x3_packed_floats of them). variant as for ck_sgemm_variant. */
+size_t ck_conv3x3_packed_floats(int Cout, int Cin);
+void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp);
+void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
+                    const float *wp, int Cout, const float *bias, float *dst);
+
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */
 void ck_gemm_init(void);
 

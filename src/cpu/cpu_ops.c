@@ -663,7 +663,7 @@ VEC static void tile_moments(const float *restrict v, int64_t n, int C, int cpg,
 
 typedef struct {
     const float *in, *W, *bias;
-    const float *wt;     /* weights per tap [9][Cout][Cin] (map input) */
+    const float *wt;     /* weights packed by ck_conv3x3_pack (map input) */
     int Cin, S, dil, Cout, groups, image_in;
     float *out;          /* destination rows [.., S, Cout] */
     int64_t row0;        /* first image row held by the destination */
@@ -706,19 +706,7 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
                 ck_sgemm(1, n, Co, K, 1.0f, col, K, c->W, K, 0.0f, dst, Co);
                 add_bias_rows(dst, n, Co, Co, c->bias);
             } else {
-                for (int i = 0; i < n; i++)
-                    for (int j = 0; j < Co; j++) dst[(int64_t)i * Co + j] = c->bias[j];
-                for (int ky = 0; ky < 3; ky++) {
-                    const int64_t iy = y + (ky - 1) * d;
-                    if (iy < 0 || iy >= S) continue;
-                    for (int kx = 0; kx < 3; kx++) {
-                        const int off = (kx - 1) * d;
-                        const int xa = CK_MAX(x0, -off), xb = CK_MIN(x0 + n, S - off);
-                        if (xb <= xa) continue;
-                        ck_sgemm(1, xb - xa, Co, Cin, 1.0f, c->in + (iy * S + xa + off) * Cin, Cin,
-                                 c->wt + (int64_t)(ky * 3 + kx) * Co * Cin, Cin, 1.0f, dst + (int64_t)(xa - x0) * Co, Co);
-                    }
-                }
+                ck_conv3x3_row(0, c->in, S, Cin, d, y, x0, n, c->wt, Co, c->bias, dst);
             }
             tile_moments(dst, n, Co, cpg, st);
         }
@@ -790,12 +778,9 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, 
     /* A pending GroupNorm + ReLU is applied to the input first (it is then
      * overwritten by this conv, or owned by the caller for that purpose). */
     if (in_a) cpu_affine_relu(be, (float *)in, Cin, HW, in_a, in_b);
-    /* weights per tap, [9][Cout][Cin], so each tap's GEMM reads contiguous rows */
+    /* weights packed once per conv for ck_conv3x3_row */
     float *wt = be->shared;
-    if (!image_in)
-        for (int co = 0; co < Cout; co++)
-            for (int ci = 0; ci < Cin; ci++)
-                for (int k = 0; k < 9; k++) wt[((int64_t)k * Cout + co) * Cin + ci] = W[((int64_t)co * Cin + ci) * 9 + k];
+    if (!image_in) ck_conv3x3_pack(Cout, Cin, W, wt);
     conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, 0, be};
     if (out != in) {
         ck_pool_for(be->pool, S, 1, conv_rows, &c);
@@ -806,8 +791,8 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, 
          * beyond its own (dilation 8 adds 16), instead of 2 rows' work for
          * 18 rows read. */
         const int B = conv_band(be->threads, S);
-        float *band[2] = {be->shared + (size_t)9 * Cout * Cin,
-                          be->shared + (size_t)9 * Cout * Cin + (size_t)Cout * B * S};
+        const size_t wpf = ck_conv3x3_packed_floats(Cout, Cin);
+        float *band[2] = {be->shared + wpf, be->shared + wpf + (size_t)Cout * B * S};
         int nbands = (S + B - 1) / B;
         for (int b = 0; b <= nbands; b++) {
             if (b < nbands) {
@@ -902,7 +887,7 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
-    *shared = (size_t)9 * c->ref_dim * c->ref_dim + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
+    *shared = ck_conv3x3_packed_floats(c->ref_dim, c->ref_dim) + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
 }
 
 const ck_ops ck_cpu_ops = {

@@ -320,6 +320,98 @@ void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float
         sgemm_narrow(b_trans, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
+/* ------------------------------------------------ 3x3 convolution rows
+ * Channels-last implicit GEMM with all nine taps accumulated in registers:
+ * a 14-pixel x 32-channel tile starts from the bias, sweeps K = taps x Cin
+ * (the A rows of a tap are the same pixels shifted by (kx - 1) * dil) and is
+ * stored once. The per-tap GEMM this replaces read and wrote the output tile
+ * nine times and packed the tap's weights on every call. */
+
+static void conv_taps_generic(int variant, const float *in, int S, int Cin, int d, int64_t y, int xa, int xb,
+                              const float *wp, int Cout, const float *bias, float *dst);
+
+/* C[mr x nr] = bias + sum over the valid tap rows and the three kx taps.
+ * rows[r]: input row pointer at the strip's first pixel, tap row ky[r]. */
+static inline __attribute__((always_inline)) void conv_kernel(const int mr, int nrow, const float *const rows[3],
+                                                              const int ky[3], int64_t dC, int Cin,
+                                                              const float *P, const float *bias, float *C,
+                                                              int ldc, int nr) {
+    v16 c0[MR_MAX], c1[MR_MAX];
+    v16 b0i, b1i;
+    {
+        float t[NR] = {0};
+        for (int j = 0; j < nr; j++) t[j] = bias[j];
+        b0i = loadu(t), b1i = loadu(t + 16);
+    }
+    for (int i = 0; i < mr; i++) c0[i] = b0i, c1[i] = b1i;
+    for (int r = 0; r < nrow; r++)
+        for (int kx = 0; kx < 3; kx++) {
+            const float *Pk = P + (int64_t)(ky[r] * 3 + kx) * Cin * NR;
+            const float *a[MR_MAX];
+            for (int i = 0; i < mr; i++) a[i] = rows[r] + (kx - 1) * dC + (int64_t)i * Cin;
+            for (int k = 0; k < Cin; k++) {
+                const v16 b0 = loadu(Pk + (int64_t)k * NR), b1 = loadu(Pk + (int64_t)k * NR + 16);
+                for (int i = 0; i < mr; i++) {
+                    const float x = a[i][k];
+                    const v16 av = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+                    c0[i] += av * b0;
+                    c1[i] += av * b1;
+                }
+            }
+        }
+    for (int i = 0; i < mr; i++) {
+        float *c = C + (int64_t)i * ldc;
+        if (nr == NR) {
+            storeu(c, c0[i]);
+            storeu(c + 16, c1[i]);
+        } else {
+            float t[NR];
+            memcpy(t, &c0[i], sizeof c0[i]);
+            memcpy(t + 16, &c1[i], sizeof c1[i]);
+            for (int j = 0; j < nr; j++) c[j] = t[j];
+        }
+    }
+}
+
+__attribute__((target("arch=x86-64-v4")))
+static void conv_row_avx512(const float *in, int S, int Cin, int d, int64_t y, int x0, int n, const float *wp,
+                            int Cout, const float *bias, float *dst) {
+    /* pixels whose three kx taps are all inside the row */
+    const int xa = CK_MIN(CK_MAX(x0, d), x0 + n), xb = CK_MAX(CK_MIN(x0 + n, S - d), xa);
+    conv_taps_generic(0, in, S, Cin, d, y, x0, xa, wp, Cout, bias, dst);
+    conv_taps_generic(0, in, S, Cin, d, y, xb, x0 + n, wp, Cout, bias, dst + (int64_t)(xb - x0) * Cout);
+    if (xb <= xa) return;
+    const float *rows[3];
+    int ky[3], nrow = 0;
+    for (int k = 0; k < 3; k++) {
+        const int64_t iy = y + (k - 1) * d;
+        if (iy < 0 || iy >= S) continue;
+        rows[nrow] = in + (iy * S + xa) * Cin;
+        ky[nrow++] = k;
+    }
+    const int64_t dC = (int64_t)d * Cin;
+    for (int p = 0; p * NR < Cout; p++) {
+        const int nr = CK_MIN(NR, Cout - p * NR);
+        const float *P = wp + (int64_t)p * 9 * Cin * NR;
+        float *c = dst + (int64_t)(xa - x0) * Cout + p * NR;
+        const float *rr[3] = {rows[0], rows[1], rows[2]};
+        int i0 = 0;
+        const int M = xb - xa;
+        for (; i0 + 14 <= M; i0 += 14) {
+            conv_kernel(14, nrow, rr, ky, dC, Cin, P, bias + p * NR, c, Cout, nr);
+            for (int r = 0; r < nrow; r++) rr[r] += 14 * (int64_t)Cin;
+            c += 14 * (int64_t)Cout;
+        }
+#define CONV_TAIL(m) case m: conv_kernel(m, nrow, rr, ky, dC, Cin, P, bias + p * NR, c, Cout, nr); break;
+        switch (M - i0) {
+            CONV_TAIL(13) CONV_TAIL(12) CONV_TAIL(11) CONV_TAIL(10) CONV_TAIL(9) CONV_TAIL(8) CONV_TAIL(7)
+            CONV_TAIL(6) CONV_TAIL(5) CONV_TAIL(4) CONV_TAIL(3) CONV_TAIL(2) CONV_TAIL(1)
+        default: break;
+        }
+#undef CONV_TAIL
+    }
+}
+
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
               int64_t ldb, float beta, float *C, int64_t ldc) {
     (void)alpha; /* always 1 in ckey */
@@ -327,3 +419,66 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 }
 
 #endif
+
+/* ------------------------------------------- 3x3 convolution, any build */
+
+static void conv_gemm(int variant, int M, int N, int K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc) {
+#ifdef CK_HAVE_OPENBLAS
+    (void)variant;
+    ck_sgemm(0, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+#else
+    ck_sgemm_variant(variant, 0, M, N, K, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+size_t ck_conv3x3_packed_floats(int Cout, int Cin) { return (size_t)((Cout + NR - 1) / NR) * 9 * Cin * NR; }
+
+void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp) {
+    const int np = (Cout + NR - 1) / NR;
+    for (int p = 0; p < np; p++)
+        for (int t = 0; t < 9; t++)
+            for (int ci = 0; ci < Cin; ci++) {
+                float *d = wp + (((int64_t)p * 9 + t) * Cin + ci) * NR;
+                for (int j = 0; j < NR; j++) {
+                    const int co = p * NR + j;
+                    d[j] = co < Cout ? W[((int64_t)co * Cin + ci) * 9 + t] : 0.0f;
+                }
+            }
+}
+
+/* Pixels [xa, xb) of output row y, one tap GEMM at a time (taps that fall
+ * outside the image skip the pixels they would read there: zero padding).
+ * Used by the narrow path and for the border pixels of the fast one. */
+static void conv_taps_generic(int variant, const float *in, int S, int Cin, int d, int64_t y, int xa, int xb,
+                              const float *wp, int Cout, const float *bias, float *dst) {
+    if (xb <= xa) return;
+    for (int i = xa; i < xb; i++)
+        for (int j = 0; j < Cout; j++) dst[(int64_t)(i - xa) * Cout + j] = bias[j];
+    const int np = (Cout + NR - 1) / NR;
+    for (int ky = 0; ky < 3; ky++) {
+        const int64_t iy = y + (ky - 1) * d;
+        if (iy < 0 || iy >= S) continue;
+        for (int kx = 0; kx < 3; kx++) {
+            const int off = (kx - 1) * d;
+            const int a = CK_MAX(xa, -off), b = CK_MIN(xb, S - off);
+            if (b <= a) continue;
+            for (int p = 0; p < np; p++)
+                conv_gemm(variant, b - a, CK_MIN(NR, Cout - p * NR), Cin, in + (iy * S + a + off) * Cin, Cin,
+                                 wp + ((int64_t)p * 9 + ky * 3 + kx) * Cin * NR, NR, 1.0f,
+                                 dst + (int64_t)(a - xa) * Cout + p * NR, Cout);
+        }
+    }
+}
+
+void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
+                    const float *wp, int Cout, const float *bias, float *dst) {
+#ifndef CK_HAVE_OPENBLAS
+    if (variant == 0 && has_avx512()) {
+        conv_row_avx512(in, S, Cin, dil, y, x0, n, wp, Cout, bias, dst);
+        return;
+    }
+#endif
+        conv_taps_generic(1, in, S, Cin, dil, y, x0, x0 + n, wp, Cout, bias, dst);
+}
+
