@@ -30,6 +30,14 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* B packed once for many products: panels of 32 columns of op(B), each
+ * [K][32] (zero padded), panel p at Bp + p * panel_stride (>= K * 32).
+ * ck_sgemm_packed is ck_sgemm(op(B)) with beta 0 or 1 on such a B; the GEMM
+ * may start at any row k0 of the panels (Bp + k0 * 32) with the same stride. */
+void ck_sgemm_pack_b(int b_trans, int N, int K, const float *B, int64_t ldb, float *Bp, int64_t panel_stride);
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc);
+
 /* 3x3 convolution (padding = dilation) of a channels-last map in [S, S, Cin]
  * for output row y, pixels [x0, x0 + n): dst[n, Cout] = bias + conv. wp holds
  * the weights W[Cout][Cin][3][3] as packed by ck_conv3x3_pack

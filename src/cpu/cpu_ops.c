@@ -273,6 +273,39 @@ VEC static float exp_shift_sum(float *restrict s, int n, float m) {
     return sum;
 }
 
+/* One online-softmax step on the score tile S [nq, bk]: S becomes
+ * exp(S - m_new), the normalizers and the running output O [nq, hd] are
+ * rescaled. */
+static void softmax_step(float *S, int nq, int bk, float *O, int hd, float *mrow, float *lrow) {
+    for (int i = 0; i < nq; i++) {
+        float *s = S + (int64_t)i * bk;
+        float mx = row_max(s, bk);
+        float mnew = mx > mrow[i] ? mx : mrow[i];
+        float corr = expf(mrow[i] - mnew); /* 0 on the first step */
+        float sum = exp_shift_sum(s, bk, mnew);
+        lrow[i] = lrow[i] * corr + sum;
+        mrow[i] = mnew;
+        if (corr != 1.0f) {
+            float *o = O + (int64_t)i * hd;
+            for (int d = 0; d < hd; d++) o[d] *= corr;
+        }
+    }
+}
+
+static void flash_init(int nq, int hd, float *O, float *mrow, float *lrow) {
+    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
+    memset(O, 0, (size_t)nq * hd * sizeof(float));
+}
+
+static void flash_finish(int nq, int hd, const float *O, const float *lrow, float *out, int64_t ldo) {
+    for (int i = 0; i < nq; i++) {
+        float inv = 1.0f / lrow[i];
+        const float *o = O + (int64_t)i * hd;
+        float *dst = out + (int64_t)i * ldo;
+        for (int d = 0; d < hd; d++) dst[d] = o[d] * inv;
+    }
+}
+
 /* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
  * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
  * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
@@ -282,32 +315,39 @@ static void flash(const float *q, int nq, const float *k, const float *v, int64_
     float *O = S + (size_t)ATT_BQ * ATT_BK;
     float *mrow = O + (size_t)ATT_BQ * hd;
     float *lrow = mrow + ATT_BQ;
-    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
-    memset(O, 0, (size_t)nq * hd * sizeof(float));
+    flash_init(nq, hd, O, mrow, lrow);
     for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
         int bk = (int)CK_MIN(ATT_BK, nk - kb);
         ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, S, bk);
-        for (int i = 0; i < nq; i++) {
-            float *s = S + (int64_t)i * bk;
-            float mx = row_max(s, bk);
-            float mnew = mx > mrow[i] ? mx : mrow[i];
-            float corr = expf(mrow[i] - mnew); /* 0 on the first step */
-            float sum = exp_shift_sum(s, bk, mnew);
-            lrow[i] = lrow[i] * corr + sum;
-            mrow[i] = mnew;
-            if (corr != 1.0f) {
-                float *o = O + (int64_t)i * hd;
-                for (int d = 0; d < hd; d++) o[d] *= corr;
-            }
-        }
+        softmax_step(S, nq, bk, O, hd, mrow, lrow);
         ck_sgemm(0, nq, hd, bk, 1.0f, S, bk, v + kb * ldkv, ldkv, 1.0f, O, hd);
     }
-    for (int i = 0; i < nq; i++) {
-        float inv = 1.0f / lrow[i];
-        const float *o = O + (int64_t)i * hd;
-        float *dst = out + (int64_t)i * ldo;
-        for (int d = 0; d < hd; d++) dst[d] = o[d] * inv;
+    flash_finish(nq, hd, O, lrow, out, ldo);
+}
+
+/* Keys and values of one head packed once for every query block
+ * (ck_sgemm_pack_b panels): Kᵀ as [nk/32][hd][32], V as [hd/32][nk][32].
+ * Global attention streams all of a head's keys for each block of queries;
+ * read in place they are rows of 56 floats 3·D apart (a page or more), which
+ * the prefetchers do not follow, and every GEMM call packed them again. */
+static size_t kv_packed_floats(int64_t nk, int hd) {
+    return (size_t)((nk + 31) / 32) * 32 * hd + (size_t)((hd + 31) / 32) * 32 * nk;
+}
+
+static void flash_packed(const float *q, int nq, const float *Kp, const float *Vp, int64_t nk, int hd,
+                         float *out, int64_t ldo, float *work) {
+    float *S = work;
+    float *O = S + (size_t)ATT_BQ * ATT_BK;
+    float *mrow = O + (size_t)ATT_BQ * hd;
+    float *lrow = mrow + ATT_BQ;
+    flash_init(nq, hd, O, mrow, lrow);
+    for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
+        int bk = (int)CK_MIN(ATT_BK, nk - kb);
+        ck_sgemm_packed(0, nq, bk, hd, q, hd, Kp + kb * hd, (int64_t)32 * hd, 0.0f, S, bk);
+        softmax_step(S, nq, bk, O, hd, mrow, lrow);
+        ck_sgemm_packed(0, nq, hd, bk, S, bk, Vp + kb * 32, 32 * nk, 1.0f, O, hd);
     }
+    flash_finish(nq, hd, O, lrow, out, ldo);
 }
 
 static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
@@ -331,32 +371,59 @@ static void gather_q(const float *q, int64_t row_stride, int64_t Tq, int qs, int
 typedef struct {
     const float *qkv;
     int64_t N, Nq;
-    int D, heads, hd, qs, nqb;
+    int D, heads, hd, qs, nqb, h0;
     float scale;
+    float *kv; /* packed K and V of heads h0.. */
     float *out;
     ck_backend *be;
 } att_ctx;
+
+/* Items: (head in the group, chunk of 32-key panels). */
+static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
+    const att_ctx *c = p;
+    const int64_t ld = 3 * (int64_t)c->D, np = (c->N + 31) / 32;
+    const size_t per_head = kv_packed_floats(c->N, c->hd);
+    for (int64_t it = i0; it < i1; it++) {
+        const int g = (int)(it / np), h = c->h0 + g;
+        const int64_t a = (it % np) * 32, n = CK_MIN(32, c->N - a);
+        float *Kp = c->kv + g * per_head, *Vp = Kp + (size_t)np * 32 * c->hd;
+        ck_sgemm_pack_b(1, (int)n, c->hd, c->qkv + a * ld + c->D + (int64_t)h * c->hd, ld, Kp + a * c->hd,
+                        (int64_t)32 * c->hd);
+        ck_sgemm_pack_b(0, c->hd, (int)n, c->qkv + a * ld + 2 * c->D + (int64_t)h * c->hd, ld, Vp + a * 32,
+                        32 * c->N);
+    }
+}
 
 static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
     float *qbuf = thread_scratch(c->be, thread);
     float *work = qbuf + (size_t)ATT_BQ * c->hd;
-    const int64_t ld = 3 * (int64_t)c->D;
+    const int64_t ld = 3 * (int64_t)c->D, np = (c->N + 31) / 32;
+    const size_t per_head = kv_packed_floats(c->N, c->hd);
     for (int64_t it = i0; it < i1; it++) {
-        int h = (int)(it / c->nqb);
+        int g = (int)(it / c->nqb), h = c->h0 + g;
         int64_t j0 = (it % c->nqb) * ATT_BQ;
         int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
+        const float *Kp = c->kv + g * per_head, *Vp = Kp + (size_t)np * 32 * c->hd;
         gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, c->scale, qbuf);
-        flash(qbuf, nq, c->qkv + c->D + (int64_t)h * c->hd, c->qkv + 2 * c->D + (int64_t)h * c->hd, ld, c->N,
-              c->hd, c->out + j0 * c->D + (int64_t)h * c->hd, c->D, work);
+        flash_packed(qbuf, nq, Kp, Vp, c->N, c->hd, c->out + j0 * c->D + (int64_t)h * c->hd, c->D, work);
     }
 }
 
+/* Heads in groups whose packed K and V fit the shared scratch (the refiner's
+ * conv bands, idle during the encoder; sized for at least one head). */
 static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, out, be};
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be};
     c.nqb = (int)((c.Nq + ATT_BQ - 1) / ATT_BQ);
     c.scale = 1.0f / sqrtf((float)c.hd);
-    ck_pool_for(be->pool, (int64_t)heads * c.nqb, 1, attention_items, &c);
+    c.kv = be->shared;
+    const size_t per_head = kv_packed_floats(N, c.hd);
+    const int group = (int)CK_MAX(1, CK_MIN((size_t)heads, be->shared_floats / per_head));
+    for (c.h0 = 0; c.h0 < heads; c.h0 += group) {
+        const int g = CK_MIN(group, heads - c.h0);
+        ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 8, attention_pack, &c);
+        ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
+    }
 }
 
 /* Mask-unit block: per chunk of windows, gather the window's tokens
@@ -888,6 +955,12 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
     *shared = ck_conv3x3_packed_floats(c->ref_dim, c->ref_dim) + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
+    /* global attention: at least one head's packed keys and values */
+    int64_t tokens = (int64_t)G * G; /* keys of block i: its input tokens */
+    for (int i = 0; i < nb; i++) {
+        if (!bi[i].mask_unit_attn) *shared = CK_MAX(*shared, kv_packed_floats(tokens, bi[i].dim_out / bi[i].heads));
+        tokens /= bi[i].q_stride;
+    }
 }
 
 const ck_ops ck_cpu_ops = {

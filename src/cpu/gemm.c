@@ -39,6 +39,14 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
                 (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
 }
 
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    (void)variant;
+    for (int j0 = 0; j0 < N; j0 += 32)
+        ck_sgemm(0, M, N - j0 < 32 ? N - j0 : 32, K, 1.0f, A, lda, Bp + (int64_t)(j0 / 32) * panel_stride, 32, beta,
+                 C + j0, ldc);
+}
+
 #else
 
 void ck_gemm_init(void) {}
@@ -60,7 +68,7 @@ static inline __attribute__((always_inline)) void kernel(const int mr, int kc, c
     const float *a[MR_MAX];
     for (int i = 0; i < mr; i++) a[i] = A + (int64_t)i * lda;
     for (int k = 0; k < kc; k++) {
-        const v16 b0 = *(const v16 *)(P + (int64_t)k * NR), b1 = *(const v16 *)(P + (int64_t)k * NR + 16);
+        const v16 b0 = loadu(P + (int64_t)k * NR), b1 = loadu(P + (int64_t)k * NR + 16);
         for (int i = 0; i < mr; i++) {
             const float x = a[i][k];
             const v16 av = {x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
@@ -307,6 +315,28 @@ static void sgemm_avx512(int b_trans, int M, int N, int K, const float *A, int64
 }
 
 
+/* B already packed by ck_sgemm_pack_b: no packing per call. */
+__attribute__((target("arch=x86-64-v4")))
+static void sgemm_packed_avx512(int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                                int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kc = K - k0 < KC ? K - k0 : KC;
+        const int acc = beta != 0.0f || k0 > 0;
+        for (int j0 = 0; j0 < N; j0 += NR) {
+            const int nr = N - j0 < NR ? N - j0 : NR;
+            const float *P = Bp + (int64_t)(j0 / NR) * panel_stride + (int64_t)k0 * NR;
+            int i0 = 0;
+            for (; i0 + 14 <= M; i0 += 14)
+                kernel(14, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc);
+            const int rest = M - i0;
+            const float *a = A + (int64_t)i0 * lda + k0;
+            float *c = C + (int64_t)i0 * ldc + j0;
+            TAILS(14)
+        }
+    }
+}
+
 static int has_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
@@ -412,6 +442,18 @@ static void conv_row_avx512(const float *in, int S, int Cin, int d, int64_t y, i
     }
 }
 
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    if (variant == 0 && has_avx512()) {
+        sgemm_packed_avx512(M, N, K, A, lda, Bp, panel_stride, beta, C, ldc);
+        return;
+    }
+    if (M <= 0 || N <= 0) return;
+    for (int j0 = 0; j0 < N; j0 += NR) /* each panel is a plain [K][32] B */
+        sgemm_narrow(0, M, CK_MIN(NR, N - j0), K, A, lda, Bp + (int64_t)(j0 / NR) * panel_stride, NR, beta,
+                     C + j0, ldc);
+}
+
 void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int64_t lda, const float *B,
               int64_t ldb, float beta, float *C, int64_t ldc) {
     (void)alpha; /* always 1 in ckey */
@@ -482,3 +524,20 @@ void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64
         conv_taps_generic(1, in, S, Cin, dil, y, x0, x0 + n, wp, Cout, bias, dst);
 }
 
+void ck_sgemm_pack_b(int b_trans, int N, int K, const float *B, int64_t ldb, float *Bp, int64_t panel_stride) {
+    for (int j0 = 0; j0 < N; j0 += NR) {
+        float *P = Bp + (int64_t)(j0 / NR) * panel_stride;
+        const int nr = CK_MIN(NR, N - j0);
+        if (b_trans) {
+            for (int j = 0; j < NR; j++) {
+                const float *src = B + (int64_t)(j0 + j) * ldb;
+                for (int k = 0; k < K; k++) P[(int64_t)k * NR + j] = j < nr ? src[k] : 0.0f;
+            }
+        } else {
+            for (int k = 0; k < K; k++) {
+                const float *src = B + (int64_t)k * ldb + j0;
+                for (int j = 0; j < NR; j++) P[(int64_t)k * NR + j] = j < nr ? src[j] : 0.0f;
+            }
+        }
+    }
+}
