@@ -237,6 +237,51 @@ static void test_conv3x3_rows(void) {
     CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
 }
 
+/* ck_flash_t (the AVX-512 attention kernel) against a double-precision
+ * softmax: partial 32-query blocks, a partial last key tile, head_dim 56 (the
+ * network's) and 16 (the tiny fixtures', a partial 14-row strip). */
+static void test_flash_t(void) {
+    if (!ck_flash_t_available(0)) {
+        printf("  no AVX-512: ck_flash_t not used on this CPU\n");
+        return;
+    }
+    const int hds[] = {56, 16}, nqs[] = {1, 37, 256}, nks[] = {5, 252, 600};
+    double worst = 0;
+    for (size_t a = 0; a < CK_ARRAY_LEN(hds); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(nqs); b++)
+            for (size_t c = 0; c < CK_ARRAY_LEN(nks); c++) {
+                const int hd = hds[a], nq = nqs[b], nk = nks[c], BK = CK_FLASH_T_BK;
+                const int tiles = (nk + BK - 1) / BK, ldo = hd + 3;
+                float *q = malloc(sizeof(float) * nq * hd), *K = malloc(sizeof(float) * nk * hd);
+                float *V = malloc(sizeof(float) * nk * hd), *Vt = calloc((size_t)tiles * BK * hd, sizeof(float));
+                float *out = malloc(sizeof(float) * nq * ldo), *work = malloc(sizeof(float) * ck_flash_t_work(nq, hd));
+                for (int i = 0; i < nq * hd; i++) q[i] = 3.0f * ((float)((i * 29) % 83) / 83.0f - 0.5f);
+                for (int i = 0; i < nk * hd; i++) K[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+                for (int i = 0; i < nk * hd; i++) V[i] = (float)((i * 37) % 71) / 71.0f - 0.5f;
+                for (int k = 0; k < nk; k++)
+                    for (int d = 0; d < hd; d++) Vt[(size_t)(k / BK) * BK * hd + (size_t)d * BK + k % BK] = V[k * hd + d];
+                ck_flash_t(q, nq, K, Vt, nk, hd, out, ldo, work);
+                double *s = malloc(sizeof(double) * nk);
+                for (int i = 0; i < nq; i++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int k = 0; k < nk; k++) {
+                        s[k] = 0;
+                        for (int d = 0; d < hd; d++) s[k] += (double)q[i * hd + d] * K[k * hd + d];
+                        mx = fmax(mx, s[k]);
+                    }
+                    for (int k = 0; k < nk; k++) sum += s[k] = exp2(s[k] - mx);
+                    for (int d = 0; d < hd; d++) {
+                        double r = 0;
+                        for (int k = 0; k < nk; k++) r += s[k] * V[k * hd + d];
+                        worst = fmax(worst, fabs(r / sum - out[i * ldo + d]));
+                    }
+                }
+                free(s), free(q), free(K), free(V), free(Vt), free(out), free(work);
+            }
+    printf("  flash_t: max abs error %.3g\n", worst);
+    CHECK(worst < 1e-5);
+}
+
 static void test_vexp(void) {
     float x[2048], y[2048];
     double worst = 0;
@@ -258,6 +303,7 @@ int main(int argc, char **argv) {
         {"concurrent_gemm", test_concurrent_gemm},
         {"gemm_variants", test_gemm_variants},
         {"conv3x3_rows", test_conv3x3_rows},
+        {"flash_t", test_flash_t},
         {"vexp", test_vexp},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -325,27 +325,29 @@ static void flash(const float *q, int nq, const float *k, const float *v, int64_
     flash_finish(nq, hd, O, lrow, out, ldo);
 }
 
-/* Keys and values of one head packed once for every query block
- * (ck_sgemm_pack_b panels): Kᵀ as [nk/32][hd][32], V as [hd/32][nk][32].
- * Global attention streams all of a head's keys for each block of queries;
- * read in place they are rows of 56 floats 3·D apart (a page or more), which
- * the prefetchers do not follow, and every GEMM call packed them again. */
+/* Global attention reads one head's keys and values at a time, for every
+ * block of queries: they are copied once per head into K [nk, hd] (rows) and
+ * Vt, tiles of CK_FLASH_T_BK keys transposed ([hd][BK] each, contiguous; the
+ * layout ck_flash_t takes). Read in place they are rows of 56 floats 3·D
+ * apart (a page or more), which the prefetchers do not follow. */
 static size_t kv_packed_floats(int64_t nk, int hd) {
-    return (size_t)((nk + 31) / 32) * 32 * hd + (size_t)((hd + 31) / 32) * 32 * nk;
+    return (size_t)nk * hd + (size_t)((nk + CK_FLASH_T_BK - 1) / CK_FLASH_T_BK) * CK_FLASH_T_BK * hd;
 }
 
-static void flash_packed(const float *q, int nq, const float *Kp, const float *Vp, int64_t nk, int hd,
-                         float *out, int64_t ldo, float *work) {
+/* The portable path on that layout (natural-base softmax, q scaled by
+ * 1/sqrt(hd) only). */
+static void flash_kvt(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
+                      int64_t ldo, float *work) {
     float *S = work;
     float *O = S + (size_t)ATT_BQ * ATT_BK;
     float *mrow = O + (size_t)ATT_BQ * hd;
     float *lrow = mrow + ATT_BQ;
     flash_init(nq, hd, O, mrow, lrow);
-    for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
-        int bk = (int)CK_MIN(ATT_BK, nk - kb);
-        ck_sgemm_packed(0, nq, bk, hd, q, hd, Kp + kb * hd, (int64_t)32 * hd, 0.0f, S, bk);
+    for (int64_t kb = 0; kb < nk; kb += CK_FLASH_T_BK) {
+        int bk = (int)CK_MIN(CK_FLASH_T_BK, nk - kb);
+        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, K + kb * hd, hd, 0.0f, S, bk);
         softmax_step(S, nq, bk, O, hd, mrow, lrow);
-        ck_sgemm_packed(0, nq, hd, bk, S, bk, Vp + kb * 32, 32 * nk, 1.0f, O, hd);
+        ck_sgemm(1, nq, hd, bk, 1.0f, S, bk, Vt + kb * hd, CK_FLASH_T_BK, 1.0f, O, hd);
     }
     flash_finish(nq, hd, O, lrow, out, ldo);
 }
@@ -378,19 +380,22 @@ typedef struct {
     ck_backend *be;
 } att_ctx;
 
-/* Items: (head in the group, chunk of 32-key panels). */
+/* Items: (head in the group, chunk of 32 keys). */
 static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
-    const int64_t ld = 3 * (int64_t)c->D, np = (c->N + 31) / 32;
-    const size_t per_head = kv_packed_floats(c->N, c->hd);
+    const int64_t ld = 3 * (int64_t)c->D, nc = (c->N + 31) / 32;
+    const int hd = c->hd;
     for (int64_t it = i0; it < i1; it++) {
-        const int g = (int)(it / np), h = c->h0 + g;
-        const int64_t a = (it % np) * 32, n = CK_MIN(32, c->N - a);
-        float *Kp = c->kv + g * per_head, *Vp = Kp + (size_t)np * 32 * c->hd;
-        ck_sgemm_pack_b(1, (int)n, c->hd, c->qkv + a * ld + c->D + (int64_t)h * c->hd, ld, Kp + a * c->hd,
-                        (int64_t)32 * c->hd);
-        ck_sgemm_pack_b(0, c->hd, (int)n, c->qkv + a * ld + 2 * c->D + (int64_t)h * c->hd, ld, Vp + a * 32,
-                        32 * c->N);
+        const int g = (int)(it / nc), h = c->h0 + g;
+        const int64_t a = (it % nc) * 32, n = CK_MIN(32, c->N - a);
+        float *K = c->kv + g * kv_packed_floats(c->N, hd), *Vt = K + c->N * hd;
+        const float *src = c->qkv + a * ld + c->D + (int64_t)h * hd;
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t key = a + k, t = key / CK_FLASH_T_BK;
+            float *vt = Vt + t * hd * CK_FLASH_T_BK + (key - t * CK_FLASH_T_BK);
+            memcpy(K + key * hd, src + k * ld, (size_t)hd * sizeof(float));
+            for (int d = 0; d < hd; d++) vt[(int64_t)d * CK_FLASH_T_BK] = src[k * ld + c->D + d];
+        }
     }
 }
 
@@ -398,15 +403,21 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
     float *qbuf = thread_scratch(c->be, thread);
     float *work = qbuf + (size_t)ATT_BQ * c->hd;
-    const int64_t ld = 3 * (int64_t)c->D, np = (c->N + 31) / 32;
-    const size_t per_head = kv_packed_floats(c->N, c->hd);
+    const int64_t ld = 3 * (int64_t)c->D;
+    const int fast = ck_flash_t_available(0);
+    /* the fast path's softmax is exp2: log2(e) goes into the query scale */
+    const float scale = fast ? c->scale * 1.44269504088896341f : c->scale;
     for (int64_t it = i0; it < i1; it++) {
         int g = (int)(it / c->nqb), h = c->h0 + g;
         int64_t j0 = (it % c->nqb) * ATT_BQ;
         int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
-        const float *Kp = c->kv + g * per_head, *Vp = Kp + (size_t)np * 32 * c->hd;
-        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, c->scale, qbuf);
-        flash_packed(qbuf, nq, Kp, Vp, c->N, c->hd, c->out + j0 * c->D + (int64_t)h * c->hd, c->D, work);
+        const float *K = c->kv + g * kv_packed_floats(c->N, c->hd), *Vt = K + c->N * c->hd;
+        float *o = c->out + j0 * c->D + (int64_t)h * c->hd;
+        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
+        if (fast)
+            ck_flash_t(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
+        else
+            flash_kvt(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
     }
 }
 
@@ -421,7 +432,7 @@ static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, in
     const int group = (int)CK_MAX(1, CK_MIN((size_t)heads, be->shared_floats / per_head));
     for (c.h0 = 0; c.h0 < heads; c.h0 += group) {
         const int g = CK_MIN(group, heads - c.h0);
-        ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 8, attention_pack, &c);
+        ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 4, attention_pack, &c);
         ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
     }
 }
@@ -942,7 +953,7 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
             s = cw * T * D + cw * T * 3 * Do + (D != Do ? cw * T * Do : 0) + 2 * cw * Tq * Do +
                 (size_t)ATT_BQ * hd + flash_work(hd);
         } else {
-            s = (size_t)ATT_BQ * hd + flash_work(hd);
+            s = (size_t)ATT_BQ * hd + CK_MAX(flash_work(hd), ck_flash_t_work(ATT_BQ, hd));
             if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
         }
         need = CK_MAX(need, s);
