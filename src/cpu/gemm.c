@@ -139,6 +139,9 @@ static inline __attribute__((always_inline)) void pack_b(int b_trans, const floa
                     if (jb + j >= nr) {
                         blk[j] = (v16){0};
                     } else if (kn == 16) {
+                        /* weights come from L3 or memory, rows a page or
+                         * more apart: fetch four lines ahead */
+                        __builtin_prefetch(src[jb + j] + kb + 64);
                         blk[j] = loadu(src[jb + j] + kb); /* one vector, not a rep movs */
                     } else {
                         blk[j] = (v16){0};
