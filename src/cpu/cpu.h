@@ -30,6 +30,13 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* B packed once for many products: panels of 32 columns of op(B), each
+ * [K][32] (zero padded), panel p at Bp + p * panel_stride (>= K * 32).
+ * ck_sgemm_packed is ck_sgemm(op(B)) with beta 0 or 1 on such a B. */
+void ck_sgemm_pack_b(int b_trans, int N, int K, const float *B, int64_t ldb, float *Bp, int64_t panel_stride);
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc);
+
 /* Online-softmax attention of nq queries q [nq, hd] (already scaled, in
  * log2 units: the softmax is exp2) over nk keys K [nk, hd] (rows) and values
  * transposed in tiles of CK_FLASH_T_BK keys: tile t is [hd][CK_FLASH_T_BK] at

@@ -100,6 +100,39 @@ static inline void add_bias_rows(float *y, int64_t rows, int out, int64_t ldy, c
     }
 }
 
+/* ------------------------------------------------------ packed weights */
+
+/* A weight W [out, in] packed once per op (ck_sgemm_pack_b panels) into the
+ * shared scratch, for all row chunks and threads: packed per GEMM call, as
+ * ck_sgemm does, it was re-read from L3 or memory and re-packed for every
+ * chunk of 64 to 256 rows. */
+static size_t packed_w_floats(int out, int in) { return (size_t)((out + 31) / 32) * 32 * in; }
+
+typedef struct {
+    const float *W[2];
+    int out[2], in[2];
+    float *Wp[2];
+    int64_t np0;
+} wpack_ctx;
+
+static void pack_panels(void *p, int64_t a, int64_t b, int thread) {
+    const wpack_ctx *c = p;
+    for (int64_t it = a; it < b; it++) {
+        const int w = it >= c->np0, j0 = (int)(it - (w ? c->np0 : 0)) * 32, in = c->in[w];
+        ck_sgemm_pack_b(1, CK_MIN(32, c->out[w] - j0), in, c->W[w] + (int64_t)j0 * in, in,
+                        c->Wp[w] + (int64_t)j0 * in, (int64_t)32 * in);
+    }
+}
+
+/* Packs W0 (and W1 when given) into be->shared, W1 right after W0. */
+static void pack_weights(ck_backend *be, const float *W0, int out0, int in0, const float *W1, int out1, int in1,
+                         float *Wp[2]) {
+    wpack_ctx c = {{W0, W1}, {out0, out1}, {in0, in1}, {be->shared, be->shared + packed_w_floats(out0, in0)},
+                   (out0 + 31) / 32};
+    Wp[0] = c.Wp[0], Wp[1] = c.Wp[1];
+    ck_pool_for(be->pool, c.np0 + (W1 ? (out1 + 31) / 32 : 0), 1, pack_panels, &c);
+}
+
 /* --------------------------------------------------------------- linear */
 
 typedef struct {
@@ -108,6 +141,7 @@ typedef struct {
     int in, out, accumulate, qs;
     int64_t N;
     ck_backend *be;
+    const float *Wp; /* packed W (linear) */
 } lin_ctx;
 
 static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
@@ -115,15 +149,17 @@ static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
     for (int64_t r = r0; r < r1; r += LIN_ROWS) {
         int rows = (int)CK_MIN(LIN_ROWS, r1 - r);
         float *y = c->y + r * c->out;
-        ck_sgemm(1, rows, c->out, c->in, 1.0f, c->x + r * c->in, c->in, c->W, c->in,
-                 c->accumulate ? 1.0f : 0.0f, y, c->out);
+        ck_sgemm_packed(0, rows, c->out, c->in, c->x + r * c->in, c->in, c->Wp, (int64_t)32 * c->in,
+                        c->accumulate ? 1.0f : 0.0f, y, c->out);
         add_bias_rows(y, rows, c->out, c->out, c->b);
     }
 }
 
 static void cpu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
                        float *y, int out, int accumulate) {
-    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be};
+    float *Wp[2];
+    pack_weights(be, W, out, in, NULL, 0, 0, Wp);
+    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be, Wp[0]};
     ck_pool_for(be->pool, N, 32, linear_rows, &c);
 }
 
@@ -147,7 +183,7 @@ static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
 
 static void cpu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W,
                                const float *b, float *y, int out, int qs) {
-    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be};
+    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be, NULL};
     ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
 }
 
@@ -175,6 +211,7 @@ typedef struct {
     int C, hidden;
     const ck_block_w *w;
     ck_backend *be;
+    const float *W1p, *W2p; /* fc1, fc2 packed */
 } mlp_ctx;
 
 VEC static void gelu_inplace(float *restrict h, int64_t n) {
@@ -190,16 +227,18 @@ static void mlp_rows(void *p, int64_t r0, int64_t r1, int thread) {
         float *x = c->x + r * c->C;
         for (int i = 0; i < rows; i++)
             layernorm_row(x + (int64_t)i * c->C, c->C, c->w->norm2_w, c->w->norm2_b, xn + (int64_t)i * c->C);
-        ck_sgemm(1, rows, c->hidden, c->C, 1.0f, xn, c->C, c->w->fc1_w, c->C, 0.0f, h, c->hidden);
+        ck_sgemm_packed(0, rows, c->hidden, c->C, xn, c->C, c->W1p, (int64_t)32 * c->C, 0.0f, h, c->hidden);
         add_bias_rows(h, rows, c->hidden, c->hidden, c->w->fc1_b);
         gelu_inplace(h, (int64_t)rows * c->hidden);
-        ck_sgemm(1, rows, c->C, c->hidden, 1.0f, h, c->hidden, c->w->fc2_w, c->hidden, 1.0f, x, c->C);
+        ck_sgemm_packed(0, rows, c->C, c->hidden, h, c->hidden, c->W2p, (int64_t)32 * c->hidden, 1.0f, x, c->C);
         add_bias_rows(x, rows, c->C, c->C, c->w->fc2_b);
     }
 }
 
 static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
-    mlp_ctx c = {x, C, hidden, w, be};
+    float *Wp[2];
+    pack_weights(be, w->fc1_w, hidden, C, w->fc2_w, C, hidden, Wp);
+    mlp_ctx c = {x, C, hidden, w, be, Wp[0], Wp[1]};
     ck_pool_for(be->pool, N, 16, mlp_rows, &c);
 }
 
@@ -969,8 +1008,14 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     /* global attention: at least one head's packed keys and values */
     int64_t tokens = (int64_t)G * G; /* keys of block i: its input tokens */
     for (int i = 0; i < nb; i++) {
-        if (!bi[i].mask_unit_attn) *shared = CK_MAX(*shared, kv_packed_floats(tokens, bi[i].dim_out / bi[i].heads));
+        const int D = bi[i].dim, Do = bi[i].dim_out, hidden = Do * c->mlp_ratio;
+        if (!bi[i].mask_unit_attn) *shared = CK_MAX(*shared, kv_packed_floats(tokens, Do / bi[i].heads));
         tokens /= bi[i].q_stride;
+        /* packed weights: qkv, attn.proj, fc1 + fc2, the decoder's projection of this width */
+        *shared = CK_MAX(*shared, packed_w_floats(3 * Do, D));
+        *shared = CK_MAX(*shared, packed_w_floats(Do, Do));
+        *shared = CK_MAX(*shared, packed_w_floats(hidden, Do) + packed_w_floats(Do, hidden));
+        *shared = CK_MAX(*shared, packed_w_floats(2 * c->dec_dim, Do));
     }
 }
 

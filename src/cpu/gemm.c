@@ -47,6 +47,14 @@ void ck_flash_t(const float *q, int nq, const float *K, const float *Vt, int64_t
     (void)q, (void)nq, (void)K, (void)Vt, (void)nk, (void)hd, (void)out, (void)ldo, (void)work;
 }
 
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    (void)variant;
+    for (int j0 = 0; j0 < N; j0 += 32)
+        ck_sgemm(0, M, N - j0 < 32 ? N - j0 : 32, K, 1.0f, A, lda, Bp + (int64_t)(j0 / 32) * panel_stride, 32, beta,
+                 C + j0, ldc);
+}
+
 #else
 
 void ck_gemm_init(void) {}
@@ -428,6 +436,28 @@ static void flash_t_avx512(const float *q, int nq, const float *K, const float *
     }
 }
 
+/* B already packed by ck_sgemm_pack_b: no packing per call. */
+__attribute__((target("arch=x86-64-v4")))
+static void sgemm_packed_avx512(int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                                int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int kc = K - k0 < KC ? K - k0 : KC;
+        const int acc = beta != 0.0f || k0 > 0;
+        for (int j0 = 0; j0 < N; j0 += NR) {
+            const int nr = N - j0 < NR ? N - j0 : NR;
+            const float *P = Bp + (int64_t)(j0 / NR) * panel_stride + (int64_t)k0 * NR;
+            int i0 = 0;
+            for (; i0 + 14 <= M; i0 += 14)
+                kernel(14, kc, A + (int64_t)i0 * lda + k0, lda, P, C + (int64_t)i0 * ldc + j0, ldc, nr, acc);
+            const int rest = M - i0;
+            const float *a = A + (int64_t)i0 * lda + k0;
+            float *c = C + (int64_t)i0 * ldc + j0;
+            TAILS(14)
+        }
+    }
+}
+
 static int has_avx512(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
@@ -533,6 +563,18 @@ static void conv_row_avx512(const float *in, int S, int Cin, int d, int64_t y, i
     }
 }
 
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc) {
+    if (variant == 0 && has_avx512()) {
+        sgemm_packed_avx512(M, N, K, A, lda, Bp, panel_stride, beta, C, ldc);
+        return;
+    }
+    if (M <= 0 || N <= 0) return;
+    for (int j0 = 0; j0 < N; j0 += NR) /* each panel is a plain [K][32] B */
+        sgemm_narrow(0, M, CK_MIN(NR, N - j0), K, A, lda, Bp + (int64_t)(j0 / NR) * panel_stride, NR, beta,
+                     C + j0, ldc);
+}
+
 int ck_flash_t_available(int variant) { return variant == 0 && has_avx512(); }
 
 void ck_flash_t(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
@@ -611,3 +653,25 @@ void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64
 }
 
 size_t ck_flash_t_work(int nq, int hd) { return (size_t)CK_FLASH_T_BK * 32 + (size_t)((nq + 31) / 32) * (2 * (size_t)hd * 32 + 64); }
+
+void ck_sgemm_pack_b(int b_trans, int N, int K, const float *B, int64_t ldb, float *Bp, int64_t panel_stride) {
+    for (int j0 = 0; j0 < N; j0 += NR) {
+        float *P = Bp + (int64_t)(j0 / NR) * panel_stride;
+        const int nr = CK_MIN(NR, N - j0);
+        if (b_trans) {
+            for (int j = 0; j < NR; j++) {
+                if (j >= nr) {
+                    for (int k = 0; k < K; k++) P[(int64_t)k * NR + j] = 0.0f;
+                    continue;
+                }
+                const float *src = B + (int64_t)(j0 + j) * ldb;
+                for (int k = 0; k < K; k++) P[(int64_t)k * NR + j] = src[k];
+            }
+        } else {
+            for (int k = 0; k < K; k++) {
+                const float *src = B + (int64_t)k * ldb + j0;
+                for (int j = 0; j < NR; j++) P[(int64_t)k * NR + j] = j < nr ? src[j] : 0.0f;
+            }
+        }
+    }
+}
