@@ -282,6 +282,41 @@ static void test_flash_t(void) {
     CHECK(worst < 1e-5);
 }
 
+/* ck_sgemm_pack_b + ck_sgemm_packed, both paths, against a double-precision
+ * reference: partial panels, K across the 256 blocking, both operand layouts,
+ * overwrite and accumulate. */
+static void test_gemm_packed(void) {
+    const int Ms[] = {1, 13, 14, 64}, Ns[] = {1, 33, 56, 70}, Ks[] = {7, 256, 600};
+    double worst[2] = {0, 0};
+    for (size_t a = 0; a < CK_ARRAY_LEN(Ms); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(Ns); b++)
+            for (size_t c = 0; c < CK_ARRAY_LEN(Ks); c++)
+                for (int tr = 0; tr < 2; tr++) {
+                    const int M = Ms[a], N = Ns[b], K = Ks[c], lda = K + 1, ldb = (tr ? K : N) + 3, ldc = N + 2;
+                    const int64_t ps = (int64_t)K * 32 + 16;
+                    float *A = malloc(sizeof(float) * M * lda), *B = malloc(sizeof(float) * (tr ? N : K) * ldb);
+                    float *Bp = malloc(sizeof(float) * ps * ((N + 31) / 32)), *C = malloc(sizeof(float) * M * ldc);
+                    for (int i = 0; i < M * lda; i++) A[i] = (float)((i * 29) % 83) / 83.0f - 0.5f;
+                    for (int i = 0; i < (tr ? N : K) * ldb; i++) B[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+                    ck_sgemm_pack_b(tr, N, K, B, ldb, Bp, ps);
+                    for (int v = 0; v < 2; v++)
+                        for (int beta = 0; beta < 2; beta++) {
+                            for (int i = 0; i < M * ldc; i++) C[i] = (float)(i % 11) - 5.0f;
+                            ck_sgemm_packed(v, M, N, K, A, lda, Bp, ps, beta ? 1.0f : 0.0f, C, ldc);
+                            for (int i = 0; i < M; i++)
+                                for (int j = 0; j < N; j++) {
+                                    double r = beta ? (double)((i * ldc + j) % 11) - 5.0 : 0.0;
+                                    for (int k = 0; k < K; k++)
+                                        r += (double)A[i * lda + k] * (tr ? B[j * ldb + k] : B[k * ldb + j]);
+                                    worst[v] = fmax(worst[v], fabs(r - C[i * ldc + j]) / (1.0 + sqrt((double)K)));
+                                }
+                        }
+                    free(A), free(B), free(Bp), free(C);
+                }
+    printf("  packed B: max scaled error %.3g (default path), %.3g (narrow path)\n", worst[0], worst[1]);
+    CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
+}
+
 static void test_vexp(void) {
     float x[2048], y[2048];
     double worst = 0;
@@ -302,6 +337,7 @@ int main(int argc, char **argv) {
         {"pool_coverage", test_pool_coverage},
         {"concurrent_gemm", test_concurrent_gemm},
         {"gemm_variants", test_gemm_variants},
+        {"gemm_packed", test_gemm_packed},
         {"conv3x3_rows", test_conv3x3_rows},
         {"flash_t", test_flash_t},
         {"vexp", test_vexp},
