@@ -242,7 +242,7 @@ static void test_conv3x3_rows(void) {
  * network's) and 16 (the tiny fixtures', a partial 14-row strip). */
 static void test_flash_t(void) {
     if (!ck_flash_t_available(0)) {
-        printf("  no AVX-512: ck_flash_t not used on this CPU\n");
+        printf("  ck_flash_t not available (no AVX-512, or a BLAS=openblas build)\n");
         return;
     }
     const int hds[] = {56, 16}, nqs[] = {1, 37, 256}, nks[] = {5, 252, 600};
