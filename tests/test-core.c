@@ -196,6 +196,127 @@ static void test_gemm_variants(void) {
     CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
 }
 
+/* ck_conv3x3_row, both paths, against a double-precision direct conv: every
+ * dilation the refiner uses, widths that leave partial 32-channel panels,
+ * segments that start and end inside the zero-padded border. */
+static void test_conv3x3_rows(void) {
+    const int Cs[][2] = {{64, 64}, {16, 16}, {40, 24}}, dils[] = {1, 2, 4, 8}, S = 37;
+    double worst[2] = {0, 0};
+    for (size_t a = 0; a < CK_ARRAY_LEN(Cs); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(dils); b++) {
+            const int Cout = Cs[a][0], Cin = Cs[a][1], d = dils[b];
+            float *in = malloc(sizeof(float) * S * S * Cin), *W = malloc(sizeof(float) * Cout * Cin * 9);
+            float *bias = malloc(sizeof(float) * Cout), *wp = malloc(sizeof(float) * ck_conv3x3_packed_floats(Cout, Cin));
+            float *dst = malloc(sizeof(float) * S * Cout);
+            for (int i = 0; i < S * S * Cin; i++) in[i] = (float)((i * 29) % 83) / 83.0f - 0.5f;
+            for (int i = 0; i < Cout * Cin * 9; i++) W[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+            for (int i = 0; i < Cout; i++) bias[i] = (float)(i % 7) - 3.0f;
+            ck_conv3x3_pack(Cout, Cin, W, wp);
+            const int segs[][2] = {{0, 37}, {3, 30}, {0, 5}, {30, 7}, {9, 1}};
+            for (int y = 0; y < S; y += 3)
+                for (size_t sg = 0; sg < CK_ARRAY_LEN(segs); sg++)
+                    for (int v = 0; v < 2; v++) {
+                        const int x0 = segs[sg][0], n = segs[sg][1];
+                        ck_conv3x3_row(v, in, S, Cin, d, y, x0, n, wp, Cout, bias, dst);
+                        for (int i = 0; i < n; i++)
+                            for (int co = 0; co < Cout; co++) {
+                                double r = bias[co];
+                                for (int ky = 0; ky < 3; ky++)
+                                    for (int kx = 0; kx < 3; kx++) {
+                                        const int iy = y + (ky - 1) * d, ix = x0 + i + (kx - 1) * d;
+                                        if (iy < 0 || iy >= S || ix < 0 || ix >= S) continue;
+                                        for (int ci = 0; ci < Cin; ci++)
+                                            r += (double)in[((int64_t)iy * S + ix) * Cin + ci] * W[(co * Cin + ci) * 9 + ky * 3 + kx];
+                                    }
+                                worst[v] = fmax(worst[v], fabs(r - dst[i * Cout + co]) / (1.0 + sqrt(9.0 * Cin)));
+                            }
+                    }
+            free(in), free(W), free(bias), free(wp), free(dst);
+        }
+    printf("  conv3x3 rows: max scaled error %.3g (default path), %.3g (narrow path)\n", worst[0], worst[1]);
+    CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
+}
+
+/* ck_flash_t (the AVX-512 attention kernel) against a double-precision
+ * softmax: partial 32-query blocks, a partial last key tile, head_dim 56 (the
+ * network's) and 16 (the tiny fixtures', a partial 14-row strip). */
+static void test_flash_t(void) {
+    if (!ck_flash_t_available(0)) {
+        printf("  ck_flash_t not available (no AVX-512, or a BLAS=openblas build)\n");
+        return;
+    }
+    const int hds[] = {56, 16}, nqs[] = {1, 37, 256}, nks[] = {5, 252, 600};
+    double worst = 0;
+    for (size_t a = 0; a < CK_ARRAY_LEN(hds); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(nqs); b++)
+            for (size_t c = 0; c < CK_ARRAY_LEN(nks); c++) {
+                const int hd = hds[a], nq = nqs[b], nk = nks[c], BK = CK_FLASH_T_BK;
+                const int tiles = (nk + BK - 1) / BK, ldo = hd + 3;
+                float *q = malloc(sizeof(float) * nq * hd), *K = malloc(sizeof(float) * nk * hd);
+                float *V = malloc(sizeof(float) * nk * hd), *Vt = calloc((size_t)tiles * BK * hd, sizeof(float));
+                float *out = malloc(sizeof(float) * nq * ldo), *work = malloc(sizeof(float) * ck_flash_t_work(nq, hd));
+                for (int i = 0; i < nq * hd; i++) q[i] = 3.0f * ((float)((i * 29) % 83) / 83.0f - 0.5f);
+                for (int i = 0; i < nk * hd; i++) K[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+                for (int i = 0; i < nk * hd; i++) V[i] = (float)((i * 37) % 71) / 71.0f - 0.5f;
+                for (int k = 0; k < nk; k++)
+                    for (int d = 0; d < hd; d++) Vt[(size_t)(k / BK) * BK * hd + (size_t)d * BK + k % BK] = V[k * hd + d];
+                ck_flash_t(q, nq, K, Vt, nk, hd, out, ldo, work);
+                double *s = malloc(sizeof(double) * nk);
+                for (int i = 0; i < nq; i++) {
+                    double mx = -INFINITY, sum = 0;
+                    for (int k = 0; k < nk; k++) {
+                        s[k] = 0;
+                        for (int d = 0; d < hd; d++) s[k] += (double)q[i * hd + d] * K[k * hd + d];
+                        mx = fmax(mx, s[k]);
+                    }
+                    for (int k = 0; k < nk; k++) sum += s[k] = exp2(s[k] - mx);
+                    for (int d = 0; d < hd; d++) {
+                        double r = 0;
+                        for (int k = 0; k < nk; k++) r += s[k] * V[k * hd + d];
+                        worst = fmax(worst, fabs(r / sum - out[i * ldo + d]));
+                    }
+                }
+                free(s), free(q), free(K), free(V), free(Vt), free(out), free(work);
+            }
+    printf("  flash_t: max abs error %.3g\n", worst);
+    CHECK(worst < 1e-5);
+}
+
+/* ck_sgemm_pack_b + ck_sgemm_packed, both paths, against a double-precision
+ * reference: partial panels, K across the 256 blocking, both operand layouts,
+ * overwrite and accumulate. */
+static void test_gemm_packed(void) {
+    const int Ms[] = {1, 13, 14, 64}, Ns[] = {1, 33, 56, 70}, Ks[] = {7, 256, 600};
+    double worst[2] = {0, 0};
+    for (size_t a = 0; a < CK_ARRAY_LEN(Ms); a++)
+        for (size_t b = 0; b < CK_ARRAY_LEN(Ns); b++)
+            for (size_t c = 0; c < CK_ARRAY_LEN(Ks); c++)
+                for (int tr = 0; tr < 2; tr++) {
+                    const int M = Ms[a], N = Ns[b], K = Ks[c], lda = K + 1, ldb = (tr ? K : N) + 3, ldc = N + 2;
+                    const int64_t ps = (int64_t)K * 32 + 16;
+                    float *A = malloc(sizeof(float) * M * lda), *B = malloc(sizeof(float) * (tr ? N : K) * ldb);
+                    float *Bp = malloc(sizeof(float) * ps * ((N + 31) / 32)), *C = malloc(sizeof(float) * M * ldc);
+                    for (int i = 0; i < M * lda; i++) A[i] = (float)((i * 29) % 83) / 83.0f - 0.5f;
+                    for (int i = 0; i < (tr ? N : K) * ldb; i++) B[i] = (float)((i * 31) % 79) / 79.0f - 0.5f;
+                    ck_sgemm_pack_b(tr, N, K, B, ldb, Bp, ps);
+                    for (int v = 0; v < 2; v++)
+                        for (int beta = 0; beta < 2; beta++) {
+                            for (int i = 0; i < M * ldc; i++) C[i] = (float)(i % 11) - 5.0f;
+                            ck_sgemm_packed(v, M, N, K, A, lda, Bp, ps, beta ? 1.0f : 0.0f, C, ldc);
+                            for (int i = 0; i < M; i++)
+                                for (int j = 0; j < N; j++) {
+                                    double r = beta ? (double)((i * ldc + j) % 11) - 5.0 : 0.0;
+                                    for (int k = 0; k < K; k++)
+                                        r += (double)A[i * lda + k] * (tr ? B[j * ldb + k] : B[k * ldb + j]);
+                                    worst[v] = fmax(worst[v], fabs(r - C[i * ldc + j]) / (1.0 + sqrt((double)K)));
+                                }
+                        }
+                    free(A), free(B), free(Bp), free(C);
+                }
+    printf("  packed B: max scaled error %.3g (default path), %.3g (narrow path)\n", worst[0], worst[1]);
+    CHECK(worst[0] < 1e-5 && worst[1] < 1e-5);
+}
+
 static void test_vexp(void) {
     float x[2048], y[2048];
     double worst = 0;
@@ -216,6 +337,9 @@ int main(int argc, char **argv) {
         {"pool_coverage", test_pool_coverage},
         {"concurrent_gemm", test_concurrent_gemm},
         {"gemm_variants", test_gemm_variants},
+        {"gemm_packed", test_gemm_packed},
+        {"conv3x3_rows", test_conv3x3_rows},
+        {"flash_t", test_flash_t},
         {"vexp", test_vexp},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

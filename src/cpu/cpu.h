@@ -30,6 +30,34 @@ void ck_sgemm(int b_trans, int M, int N, int K, float alpha, const float *A, int
 void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* B packed once for many products: panels of 32 columns of op(B), each
+ * [K][32] (zero padded), panel p at Bp + p * panel_stride (>= K * 32).
+ * ck_sgemm_packed is ck_sgemm(op(B)) with beta 0 or 1 on such a B. */
+void ck_sgemm_pack_b(int b_trans, int N, int K, const float *B, int64_t ldb, float *Bp, int64_t panel_stride);
+void ck_sgemm_packed(int variant, int M, int N, int K, const float *A, int64_t lda, const float *Bp,
+                     int64_t panel_stride, float beta, float *C, int64_t ldc);
+
+/* Online-softmax attention of nq queries q [nq, hd] (already scaled, in
+ * log2 units: the softmax is exp2) over nk keys K [nk, hd] (rows) and values
+ * transposed in tiles of CK_FLASH_T_BK keys: tile t is [hd][CK_FLASH_T_BK] at
+ * Vt + t * hd * CK_FLASH_T_BK (the last one partly used). out [nq, hd], rows
+ * ldo apart. work: ck_flash_t_work(nq, hd) floats. Only where
+ * ck_flash_t_available(variant) (the AVX-512 build of ckey's kernel). */
+enum { CK_FLASH_T_BK = 252 };
+int ck_flash_t_available(int variant);
+size_t ck_flash_t_work(int nq, int hd);
+void ck_flash_t(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
+                int64_t ldo, float *work);
+
+/* 3x3 convolution (padding = dilation) of a channels-last map in [S, S, Cin]
+ * for output row y, pixels [x0, x0 + n): dst[n, Cout] = bias + conv. wp holds
+ * the weights W[Cout][Cin][3][3] as packed by ck_conv3x3_pack
+ * (ck_conv3x3_packed_floats of them). variant as for ck_sgemm_variant. */
+size_t ck_conv3x3_packed_floats(int Cout, int Cin);
+void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp);
+void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
+                    const float *wp, int Cout, const float *bias, float *dst);
+
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */
 void ck_gemm_init(void);
 

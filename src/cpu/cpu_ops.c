@@ -100,6 +100,39 @@ static inline void add_bias_rows(float *y, int64_t rows, int out, int64_t ldy, c
     }
 }
 
+/* ------------------------------------------------------ packed weights */
+
+/* A weight W [out, in] packed once per op (ck_sgemm_pack_b panels) into the
+ * shared scratch, for all row chunks and threads: packed per GEMM call, as
+ * ck_sgemm does, it was re-read from L3 or memory and re-packed for every
+ * chunk of 64 to 256 rows. */
+static size_t packed_w_floats(int out, int in) { return (size_t)((out + 31) / 32) * 32 * in; }
+
+typedef struct {
+    const float *W[2];
+    int out[2], in[2];
+    float *Wp[2];
+    int64_t np0;
+} wpack_ctx;
+
+static void pack_panels(void *p, int64_t a, int64_t b, int thread) {
+    const wpack_ctx *c = p;
+    for (int64_t it = a; it < b; it++) {
+        const int w = it >= c->np0, j0 = (int)(it - (w ? c->np0 : 0)) * 32, in = c->in[w];
+        ck_sgemm_pack_b(1, CK_MIN(32, c->out[w] - j0), in, c->W[w] + (int64_t)j0 * in, in,
+                        c->Wp[w] + (int64_t)j0 * in, (int64_t)32 * in);
+    }
+}
+
+/* Packs W0 (and W1 when given) into be->shared, W1 right after W0. */
+static void pack_weights(ck_backend *be, const float *W0, int out0, int in0, const float *W1, int out1, int in1,
+                         float *Wp[2]) {
+    wpack_ctx c = {{W0, W1}, {out0, out1}, {in0, in1}, {be->shared, be->shared + packed_w_floats(out0, in0)},
+                   (out0 + 31) / 32};
+    Wp[0] = c.Wp[0], Wp[1] = c.Wp[1];
+    ck_pool_for(be->pool, c.np0 + (W1 ? (out1 + 31) / 32 : 0), 1, pack_panels, &c);
+}
+
 /* --------------------------------------------------------------- linear */
 
 typedef struct {
@@ -108,6 +141,7 @@ typedef struct {
     int in, out, accumulate, qs;
     int64_t N;
     ck_backend *be;
+    const float *Wp; /* packed W (linear) */
 } lin_ctx;
 
 static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
@@ -115,15 +149,17 @@ static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
     for (int64_t r = r0; r < r1; r += LIN_ROWS) {
         int rows = (int)CK_MIN(LIN_ROWS, r1 - r);
         float *y = c->y + r * c->out;
-        ck_sgemm(1, rows, c->out, c->in, 1.0f, c->x + r * c->in, c->in, c->W, c->in,
-                 c->accumulate ? 1.0f : 0.0f, y, c->out);
+        ck_sgemm_packed(0, rows, c->out, c->in, c->x + r * c->in, c->in, c->Wp, (int64_t)32 * c->in,
+                        c->accumulate ? 1.0f : 0.0f, y, c->out);
         add_bias_rows(y, rows, c->out, c->out, c->b);
     }
 }
 
 static void cpu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
                        float *y, int out, int accumulate) {
-    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be};
+    float *Wp[2];
+    pack_weights(be, W, out, in, NULL, 0, 0, Wp);
+    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be, Wp[0]};
     ck_pool_for(be->pool, N, 32, linear_rows, &c);
 }
 
@@ -147,7 +183,7 @@ static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
 
 static void cpu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W,
                                const float *b, float *y, int out, int qs) {
-    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be};
+    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be, NULL};
     ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
 }
 
@@ -175,6 +211,7 @@ typedef struct {
     int C, hidden;
     const ck_block_w *w;
     ck_backend *be;
+    const float *W1p, *W2p; /* fc1, fc2 packed */
 } mlp_ctx;
 
 VEC static void gelu_inplace(float *restrict h, int64_t n) {
@@ -190,16 +227,18 @@ static void mlp_rows(void *p, int64_t r0, int64_t r1, int thread) {
         float *x = c->x + r * c->C;
         for (int i = 0; i < rows; i++)
             layernorm_row(x + (int64_t)i * c->C, c->C, c->w->norm2_w, c->w->norm2_b, xn + (int64_t)i * c->C);
-        ck_sgemm(1, rows, c->hidden, c->C, 1.0f, xn, c->C, c->w->fc1_w, c->C, 0.0f, h, c->hidden);
+        ck_sgemm_packed(0, rows, c->hidden, c->C, xn, c->C, c->W1p, (int64_t)32 * c->C, 0.0f, h, c->hidden);
         add_bias_rows(h, rows, c->hidden, c->hidden, c->w->fc1_b);
         gelu_inplace(h, (int64_t)rows * c->hidden);
-        ck_sgemm(1, rows, c->C, c->hidden, 1.0f, h, c->hidden, c->w->fc2_w, c->hidden, 1.0f, x, c->C);
+        ck_sgemm_packed(0, rows, c->C, c->hidden, h, c->hidden, c->W2p, (int64_t)32 * c->hidden, 1.0f, x, c->C);
         add_bias_rows(x, rows, c->C, c->C, c->w->fc2_b);
     }
 }
 
 static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
-    mlp_ctx c = {x, C, hidden, w, be};
+    float *Wp[2];
+    pack_weights(be, w->fc1_w, hidden, C, w->fc2_w, C, hidden, Wp);
+    mlp_ctx c = {x, C, hidden, w, be, Wp[0], Wp[1]};
     ck_pool_for(be->pool, N, 16, mlp_rows, &c);
 }
 
@@ -273,6 +312,39 @@ VEC static float exp_shift_sum(float *restrict s, int n, float m) {
     return sum;
 }
 
+/* One online-softmax step on the score tile S [nq, bk]: S becomes
+ * exp(S - m_new), the normalizers and the running output O [nq, hd] are
+ * rescaled. */
+static void softmax_step(float *S, int nq, int bk, float *O, int hd, float *mrow, float *lrow) {
+    for (int i = 0; i < nq; i++) {
+        float *s = S + (int64_t)i * bk;
+        float mx = row_max(s, bk);
+        float mnew = mx > mrow[i] ? mx : mrow[i];
+        float corr = expf(mrow[i] - mnew); /* 0 on the first step */
+        float sum = exp_shift_sum(s, bk, mnew);
+        lrow[i] = lrow[i] * corr + sum;
+        mrow[i] = mnew;
+        if (corr != 1.0f) {
+            float *o = O + (int64_t)i * hd;
+            for (int d = 0; d < hd; d++) o[d] *= corr;
+        }
+    }
+}
+
+static void flash_init(int nq, int hd, float *O, float *mrow, float *lrow) {
+    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
+    memset(O, 0, (size_t)nq * hd * sizeof(float));
+}
+
+static void flash_finish(int nq, int hd, const float *O, const float *lrow, float *out, int64_t ldo) {
+    for (int i = 0; i < nq; i++) {
+        float inv = 1.0f / lrow[i];
+        const float *o = O + (int64_t)i * hd;
+        float *dst = out + (int64_t)i * ldo;
+        for (int d = 0; d < hd; d++) dst[d] = o[d] * inv;
+    }
+}
+
 /* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
  * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
  * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
@@ -282,32 +354,41 @@ static void flash(const float *q, int nq, const float *k, const float *v, int64_
     float *O = S + (size_t)ATT_BQ * ATT_BK;
     float *mrow = O + (size_t)ATT_BQ * hd;
     float *lrow = mrow + ATT_BQ;
-    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
-    memset(O, 0, (size_t)nq * hd * sizeof(float));
+    flash_init(nq, hd, O, mrow, lrow);
     for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
         int bk = (int)CK_MIN(ATT_BK, nk - kb);
         ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, S, bk);
-        for (int i = 0; i < nq; i++) {
-            float *s = S + (int64_t)i * bk;
-            float mx = row_max(s, bk);
-            float mnew = mx > mrow[i] ? mx : mrow[i];
-            float corr = expf(mrow[i] - mnew); /* 0 on the first step */
-            float sum = exp_shift_sum(s, bk, mnew);
-            lrow[i] = lrow[i] * corr + sum;
-            mrow[i] = mnew;
-            if (corr != 1.0f) {
-                float *o = O + (int64_t)i * hd;
-                for (int d = 0; d < hd; d++) o[d] *= corr;
-            }
-        }
+        softmax_step(S, nq, bk, O, hd, mrow, lrow);
         ck_sgemm(0, nq, hd, bk, 1.0f, S, bk, v + kb * ldkv, ldkv, 1.0f, O, hd);
     }
-    for (int i = 0; i < nq; i++) {
-        float inv = 1.0f / lrow[i];
-        const float *o = O + (int64_t)i * hd;
-        float *dst = out + (int64_t)i * ldo;
-        for (int d = 0; d < hd; d++) dst[d] = o[d] * inv;
+    flash_finish(nq, hd, O, lrow, out, ldo);
+}
+
+/* Global attention reads one head's keys and values at a time, for every
+ * block of queries: they are copied once per head into K [nk, hd] (rows) and
+ * Vt, tiles of CK_FLASH_T_BK keys transposed ([hd][BK] each, contiguous; the
+ * layout ck_flash_t takes). Read in place they are rows of 56 floats 3·D
+ * apart (a page or more), which the prefetchers do not follow. */
+static size_t kv_packed_floats(int64_t nk, int hd) {
+    return (size_t)nk * hd + (size_t)((nk + CK_FLASH_T_BK - 1) / CK_FLASH_T_BK) * CK_FLASH_T_BK * hd;
+}
+
+/* The portable path on that layout (natural-base softmax, q scaled by
+ * 1/sqrt(hd) only). */
+static void flash_kvt(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
+                      int64_t ldo, float *work) {
+    float *S = work;
+    float *O = S + (size_t)ATT_BQ * ATT_BK;
+    float *mrow = O + (size_t)ATT_BQ * hd;
+    float *lrow = mrow + ATT_BQ;
+    flash_init(nq, hd, O, mrow, lrow);
+    for (int64_t kb = 0; kb < nk; kb += CK_FLASH_T_BK) {
+        int bk = (int)CK_MIN(CK_FLASH_T_BK, nk - kb);
+        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, K + kb * hd, hd, 0.0f, S, bk);
+        softmax_step(S, nq, bk, O, hd, mrow, lrow);
+        ck_sgemm(1, nq, hd, bk, 1.0f, S, bk, Vt + kb * hd, CK_FLASH_T_BK, 1.0f, O, hd);
     }
+    flash_finish(nq, hd, O, lrow, out, ldo);
 }
 
 static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
@@ -331,32 +412,68 @@ static void gather_q(const float *q, int64_t row_stride, int64_t Tq, int qs, int
 typedef struct {
     const float *qkv;
     int64_t N, Nq;
-    int D, heads, hd, qs, nqb;
+    int D, heads, hd, qs, nqb, h0;
     float scale;
+    float *kv; /* packed K and V of heads h0.. */
     float *out;
     ck_backend *be;
 } att_ctx;
+
+/* Items: (head in the group, chunk of 32 keys). */
+static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
+    const att_ctx *c = p;
+    const int64_t ld = 3 * (int64_t)c->D, nc = (c->N + 31) / 32;
+    const int hd = c->hd;
+    for (int64_t it = i0; it < i1; it++) {
+        const int g = (int)(it / nc), h = c->h0 + g;
+        const int64_t a = (it % nc) * 32, n = CK_MIN(32, c->N - a);
+        float *K = c->kv + g * kv_packed_floats(c->N, hd), *Vt = K + c->N * hd;
+        const float *src = c->qkv + a * ld + c->D + (int64_t)h * hd;
+        for (int64_t k = 0; k < n; k++) {
+            const int64_t key = a + k, t = key / CK_FLASH_T_BK;
+            float *vt = Vt + t * hd * CK_FLASH_T_BK + (key - t * CK_FLASH_T_BK);
+            memcpy(K + key * hd, src + k * ld, (size_t)hd * sizeof(float));
+            for (int d = 0; d < hd; d++) vt[(int64_t)d * CK_FLASH_T_BK] = src[k * ld + c->D + d];
+        }
+    }
+}
 
 static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
     float *qbuf = thread_scratch(c->be, thread);
     float *work = qbuf + (size_t)ATT_BQ * c->hd;
     const int64_t ld = 3 * (int64_t)c->D;
+    const int fast = ck_flash_t_available(0);
+    /* the fast path's softmax is exp2: log2(e) goes into the query scale */
+    const float scale = fast ? c->scale * 1.44269504088896341f : c->scale;
     for (int64_t it = i0; it < i1; it++) {
-        int h = (int)(it / c->nqb);
+        int g = (int)(it / c->nqb), h = c->h0 + g;
         int64_t j0 = (it % c->nqb) * ATT_BQ;
         int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
-        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, c->scale, qbuf);
-        flash(qbuf, nq, c->qkv + c->D + (int64_t)h * c->hd, c->qkv + 2 * c->D + (int64_t)h * c->hd, ld, c->N,
-              c->hd, c->out + j0 * c->D + (int64_t)h * c->hd, c->D, work);
+        const float *K = c->kv + g * kv_packed_floats(c->N, c->hd), *Vt = K + c->N * c->hd;
+        float *o = c->out + j0 * c->D + (int64_t)h * c->hd;
+        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
+        if (fast)
+            ck_flash_t(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
+        else
+            flash_kvt(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
     }
 }
 
+/* Heads in groups whose packed K and V fit the shared scratch (the refiner's
+ * conv bands, idle during the encoder; sized for at least one head). */
 static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, out, be};
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be};
     c.nqb = (int)((c.Nq + ATT_BQ - 1) / ATT_BQ);
     c.scale = 1.0f / sqrtf((float)c.hd);
-    ck_pool_for(be->pool, (int64_t)heads * c.nqb, 1, attention_items, &c);
+    c.kv = be->shared;
+    const size_t per_head = kv_packed_floats(N, c.hd);
+    const int group = (int)CK_MAX(1, CK_MIN((size_t)heads, be->shared_floats / per_head));
+    for (c.h0 = 0; c.h0 < heads; c.h0 += group) {
+        const int g = CK_MIN(group, heads - c.h0);
+        ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 4, attention_pack, &c);
+        ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
+    }
 }
 
 /* Mask-unit block: per chunk of windows, gather the window's tokens
@@ -663,7 +780,7 @@ VEC static void tile_moments(const float *restrict v, int64_t n, int C, int cpg,
 
 typedef struct {
     const float *in, *W, *bias;
-    const float *wt;     /* weights per tap [9][Cout][Cin] (map input) */
+    const float *wt;     /* weights packed by ck_conv3x3_pack (map input) */
     int Cin, S, dil, Cout, groups, image_in;
     float *out;          /* destination rows [.., S, Cout] */
     int64_t row0;        /* first image row held by the destination */
@@ -706,19 +823,7 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
                 ck_sgemm(1, n, Co, K, 1.0f, col, K, c->W, K, 0.0f, dst, Co);
                 add_bias_rows(dst, n, Co, Co, c->bias);
             } else {
-                for (int i = 0; i < n; i++)
-                    for (int j = 0; j < Co; j++) dst[(int64_t)i * Co + j] = c->bias[j];
-                for (int ky = 0; ky < 3; ky++) {
-                    const int64_t iy = y + (ky - 1) * d;
-                    if (iy < 0 || iy >= S) continue;
-                    for (int kx = 0; kx < 3; kx++) {
-                        const int off = (kx - 1) * d;
-                        const int xa = CK_MAX(x0, -off), xb = CK_MIN(x0 + n, S - off);
-                        if (xb <= xa) continue;
-                        ck_sgemm(1, xb - xa, Co, Cin, 1.0f, c->in + (iy * S + xa + off) * Cin, Cin,
-                                 c->wt + (int64_t)(ky * 3 + kx) * Co * Cin, Cin, 1.0f, dst + (int64_t)(xa - x0) * Co, Co);
-                    }
-                }
+                ck_conv3x3_row(0, c->in, S, Cin, d, y, x0, n, c->wt, Co, c->bias, dst);
             }
             tile_moments(dst, n, Co, cpg, st);
         }
@@ -790,12 +895,9 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, 
     /* A pending GroupNorm + ReLU is applied to the input first (it is then
      * overwritten by this conv, or owned by the caller for that purpose). */
     if (in_a) cpu_affine_relu(be, (float *)in, Cin, HW, in_a, in_b);
-    /* weights per tap, [9][Cout][Cin], so each tap's GEMM reads contiguous rows */
+    /* weights packed once per conv for ck_conv3x3_row */
     float *wt = be->shared;
-    if (!image_in)
-        for (int co = 0; co < Cout; co++)
-            for (int ci = 0; ci < Cin; ci++)
-                for (int k = 0; k < 9; k++) wt[((int64_t)k * Cout + co) * Cin + ci] = W[((int64_t)co * Cin + ci) * 9 + k];
+    if (!image_in) ck_conv3x3_pack(Cout, Cin, W, wt);
     conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, 0, be};
     if (out != in) {
         ck_pool_for(be->pool, S, 1, conv_rows, &c);
@@ -806,8 +908,8 @@ static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, 
          * beyond its own (dilation 8 adds 16), instead of 2 rows' work for
          * 18 rows read. */
         const int B = conv_band(be->threads, S);
-        float *band[2] = {be->shared + (size_t)9 * Cout * Cin,
-                          be->shared + (size_t)9 * Cout * Cin + (size_t)Cout * B * S};
+        const size_t wpf = ck_conv3x3_packed_floats(Cout, Cin);
+        float *band[2] = {be->shared + wpf, be->shared + wpf + (size_t)Cout * B * S};
         int nbands = (S + B - 1) / B;
         for (int b = 0; b <= nbands; b++) {
             if (b < nbands) {
@@ -890,7 +992,7 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
             s = cw * T * D + cw * T * 3 * Do + (D != Do ? cw * T * Do : 0) + 2 * cw * Tq * Do +
                 (size_t)ATT_BQ * hd + flash_work(hd);
         } else {
-            s = (size_t)ATT_BQ * hd + flash_work(hd);
+            s = (size_t)ATT_BQ * hd + CK_MAX(flash_work(hd), ck_flash_t_work(ATT_BQ, hd));
             if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
         }
         need = CK_MAX(need, s);
@@ -902,7 +1004,19 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
-    *shared = (size_t)9 * c->ref_dim * c->ref_dim + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
+    *shared = ck_conv3x3_packed_floats(c->ref_dim, c->ref_dim) + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
+    /* global attention: at least one head's packed keys and values */
+    int64_t tokens = (int64_t)G * G; /* keys of block i: its input tokens */
+    for (int i = 0; i < nb; i++) {
+        const int D = bi[i].dim, Do = bi[i].dim_out, hidden = Do * c->mlp_ratio;
+        if (!bi[i].mask_unit_attn) *shared = CK_MAX(*shared, kv_packed_floats(tokens, Do / bi[i].heads));
+        tokens /= bi[i].q_stride;
+        /* packed weights: qkv, attn.proj, fc1 + fc2, the decoder's projection of this width */
+        *shared = CK_MAX(*shared, packed_w_floats(3 * Do, D));
+        *shared = CK_MAX(*shared, packed_w_floats(Do, Do));
+        *shared = CK_MAX(*shared, packed_w_floats(hidden, Do) + packed_w_floats(Do, hidden));
+        *shared = CK_MAX(*shared, packed_w_floats(2 * c->dec_dim, Do));
+    }
 }
 
 const ck_ops ck_cpu_ops = {
