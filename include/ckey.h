@@ -565,9 +565,10 @@ ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, floa
  * encodes and writes), on three threads so the device never waits for file
  * I/O:
  *
- *   reader thread    source->read frame j+1, j+2 (+ auto hint)  -> input ring
- *   calling thread   ckey_session_key frame j                     -> output ring
- *   writer thread    ckey_post_passes + sink->write frame j-1; events, in order
+ *   reader thread    source->read frame j+1, j+2 (+ auto hint), resize to S -> input ring
+ *   calling thread   the network on frame j (ckey_session_forward)         -> output ring
+ *   writer thread    resize back, ckey_post_passes + sink->write frame j-1; events, in order
+ * (the steps of ckey_session_key, spread over the threads: the same results)
  *
  * Sources and sinks are tables of function pointers over an opaque `self`,
  * so a video reader / writer plugs in beside the image-sequence ones below.
@@ -798,7 +799,7 @@ typedef struct ckey_shot_event {
     const ckey_shot_frame *frame;
     int32_t width, height;        /* KEYED */
     double seconds;               /* KEYED: read start to written */
-    double model_seconds;         /* KEYED: inside ckey_session_key */
+    double model_seconds;         /* KEYED: in the network (ckey_session_forward) */
     const ckey_error *error;      /* FAILED */
     /* running totals, for progress */
     int64_t keyed, skipped, failed;
@@ -814,7 +815,7 @@ typedef void (*ckey_shot_event_fn)(void *user, const ckey_shot_event *ev);
 typedef struct ckey_shot_stats {
     int64_t keyed, skipped, failed;
     double seconds;               /* wall time of the run (end to end) */
-    double model_seconds;         /* total inside ckey_session_key */
+    double model_seconds;         /* total in the network (ckey_session_forward) */
     double read_seconds;          /* total in source->read (+ auto hint) */
     double write_seconds;         /* total in post-processing + sink->write */
 } ckey_shot_stats;

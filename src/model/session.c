@@ -682,6 +682,10 @@ int64_t ckey_session_max_plate_pixels(const ckey_session *s) {
     return CKEY_IMAGE_MAX_PIXELS;
 }
 
+ck_resize_mode ck_session_resize_back(const ckey_session *s) {
+    return s->opt.resize_back == CKEY_RESIZE_BACK_BILINEAR ? CK_RESIZE_BILINEAR_AA : CK_RESIZE_LANCZOS4;
+}
+
 ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha_out, float *fg_out,
                              ckey_error *err) {
     if (!s || !fr || !fr->rgb || !fr->hint || !alpha_out || !fg_out)
@@ -693,8 +697,7 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
                        CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
     /* The work buffers depend on the plate size: the first frame of a shot
      * sizes them, every later frame of that size reuses them. */
-    const ck_resize_mode back = s->opt.resize_back == CKEY_RESIZE_BACK_BILINEAR ? CK_RESIZE_BILINEAR_AA
-                                                                                 : CK_RESIZE_LANCZOS4;
+    const ck_resize_mode back = ck_session_resize_back(s);
     size_t need = CK_MAX(ck_preprocess_scratch_floats(h, w, S), ck_postprocess_scratch_floats(S, h, w, back));
     if (need == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", w, h, S);
     if (need > s->pipe_floats) {
