@@ -28,7 +28,7 @@ EXR     ?= $(shell pkg-config --exists OpenEXR 2>/dev/null && echo yes || echo n
 FFMPEG_PC := libavformat libavcodec libavutil libswscale
 FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
-WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-psabi
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
 LIBS    := -lm -pthread
 

@@ -297,22 +297,6 @@ static void test_info_and_convert(void) {
     result_free(&r);
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -334,6 +318,6 @@ int main(int argc, char **argv) {
         {"info_and_convert", test_info_and_convert},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
-    remove_tree(workdir);
+    ck_remove_tree(workdir);
     return rc;
 }

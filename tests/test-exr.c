@@ -33,20 +33,6 @@ static const char *make_tmpdir(void) {
     return mkdtemp(tmpdir);
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) != 0) remove_tree(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return 0;
@@ -152,7 +138,7 @@ static void test_round_trip(void) {
             free(src);
         }
     }
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_opaque_alpha_hint(void) {
@@ -172,7 +158,7 @@ static void test_opaque_alpha_hint(void) {
     CHECK(img.has_alpha == 1);
     ckey_image_free(&img);
     free(src);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_atomic_write(void) {
@@ -198,7 +184,7 @@ static void test_atomic_write(void) {
     CHECK(ckey_image_write_exr(path, px, 1, 0, 1, CKEY_EXR_ZIP, &err) == CKEY_ERR_INVALID_ARG);
     CHECK(ckey_image_write_exr(path, px, 1, 2, 2, (ckey_exr_compression)7, &err) ==
           CKEY_ERR_INVALID_ARG);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* Position just after `needle` (n bytes) in hay, or 0. */
@@ -270,7 +256,7 @@ static void test_matte_channel(void) {
         if (st == CKEY_OK) check_plane("matte as RGB", img.data + plane, src, plane);
         ckey_image_free(&img);
     }
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_refused(void) {
@@ -398,7 +384,7 @@ static void test_refused(void) {
     free(b);
     free(good);
     free(src);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 #else

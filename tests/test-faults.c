@@ -109,22 +109,6 @@ static int count_str(const char *hay, const char *needle) {
     return n;
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int write_bytes(const char *to, const void *b, size_t n) {
     FILE *f = fopen(to, "wb");
     int ok = f && fwrite(b, 1, n, f) == n;
@@ -150,7 +134,7 @@ static int exists(const char *p) {
  * frames 1..n, all copies of examples/. */
 static int make_shot(char *shot, size_t cap, const char *name, int n) {
     snprintf(shot, cap, "%s/%s", workdir, name);
-    remove_tree(shot);
+    ck_remove_tree(shot);
     char p[1024];
     if (mkdir(shot, 0777) != 0) return 0;
     snprintf(p, sizeof p, "%s/Input", shot);
@@ -519,7 +503,7 @@ static void test_corrupt_and_truncated(void) {
     ck_run_free(&r);
     for (int f = 1; f <= 5; f++) CHECKF(frame_state(shot, f, 1) == (f == 3 || f == 4 ? 0 : 1), "frame %d", f);
     CHECK(no_tmp(shot));
-    remove_tree(shot);
+    ck_remove_tree(shot);
 }
 
 static void test_unreadable(void) {
@@ -536,7 +520,7 @@ static void test_unreadable(void) {
     CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 0) == 0 && frame_state(shot, 3, 0) == 0);
     CHECK(no_tmp(shot));
     chmod(p, 0644);
-    remove_tree(shot);
+    ck_remove_tree(shot);
 }
 
 /* A missing hint (a fault) and a hint of another size (resized, a warning). */
@@ -580,7 +564,7 @@ static void test_missing_and_mismatched(void) {
     ck_run_free(&r);
     for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, f != 3) == 1, "frame %d", f);
     CHECK(no_tmp(shot));
-    remove_tree(shot);
+    ck_remove_tree(shot);
 }
 
 static uint32_t crc32_png(const unsigned char *p, size_t n) {
@@ -618,7 +602,7 @@ static void test_absurd_dimensions(void) {
     ck_run_free(&r);
     CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 0) == 0);
     CHECK(no_tmp(shot));
-    remove_tree(shot);
+    ck_remove_tree(shot);
 }
 
 /* Largest regular file under dir. */
@@ -672,7 +656,7 @@ static void test_full_disk(void) {
     }
     /* sizes of the outputs without a limit, from a copy of the shot's small frames */
     snprintf(small, sizeof small, "%s/fulldisk-ref", workdir);
-    remove_tree(small);
+    ck_remove_tree(small);
     char plates[600], hints[600], out[600];
     snprintf(plates, sizeof plates, "%s/Input", shot);
     snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
@@ -723,8 +707,8 @@ static void test_full_disk(void) {
                strstr(r.out, "\"frame\":3,\"status\":\"keyed\""), "%d %s", r.code, r.out);
     ck_run_free(&r);
     CHECK(frame_state(shot, 3, 0) == 1);
-    remove_tree(small);
-    remove_tree(shot);
+    ck_remove_tree(small);
+    ck_remove_tree(shot);
 }
 
 /* SIGKILL after some frames, then resume. */
@@ -786,7 +770,7 @@ static void test_kill_and_resume(void) {
     for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
     CHECK(no_tmp(shot));
     snprintf(p, sizeof p, "%s", shot);
-    remove_tree(p);
+    ck_remove_tree(p);
 }
 
 /*
@@ -870,7 +854,7 @@ static void test_interrupt(void) {
         ck_run_free(&r);
         for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
         CHECK(no_tmp(shot));
-        remove_tree(shot);
+        ck_remove_tree(shot);
     }
 }
 
@@ -899,6 +883,6 @@ int main(int argc, char **argv) {
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     for (int i = 0; i < 4; i++) ckey_image_free(&ref[i]);
-    remove_tree(workdir);
+    ck_remove_tree(workdir);
     return rc;
 }

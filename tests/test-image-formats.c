@@ -27,20 +27,6 @@ static const char *make_tmpdir(void) {
     return mkdtemp(tmpdir);
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return 0;
@@ -105,7 +91,7 @@ static void test_unknown_and_empty(void) {
     CHECK(img.data == NULL);
     CHECK(ck_image_read_memory("hello", 5, "m", CKEY_IMAGE_RGB, &img, &err) == CKEY_ERR_UNSUPPORTED);
     CHECK(img.data == NULL);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* A PNG under a .jpg name is still read as a PNG. */
@@ -119,7 +105,7 @@ static void test_dispatch_png(void) {
     ckey_error err;
     ckey_status st = ckey_image_write_png(path, px, 3, 3, 2, 8, &err);
     if (st == CKEY_ERR_UNSUPPORTED) {
-        remove_tree(dir);
+        ck_remove_tree(dir);
         SKIP("built without libpng");
     }
     REQUIRE(st == CKEY_OK);
@@ -128,7 +114,7 @@ static void test_dispatch_png(void) {
     CHECK(img.width == 3 && img.height == 2 && img.channels == 3);
     CHECK(ck_compare("png via ckey_image_read", img.data, px, 18, NULL) == 0.0);
     ckey_image_free(&img);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* ================================================================ JPEG */
@@ -238,7 +224,7 @@ static void test_jpeg_rgb(void) {
     free(bytes);
     free(px);
     free(want);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_jpeg_gray_and_cmyk(void) {
@@ -266,7 +252,7 @@ static void test_jpeg_gray_and_cmyk(void) {
     snprintf(path, sizeof path, "%s/cmyk.jpg", dir);
     REQUIRE(write_jpeg(path, px, w, h, 4, 90));
     expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "CMYK");
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 #else
@@ -353,7 +339,7 @@ static void tiff_roundtrip(const char *name, const tspec *s, const void *px,
         CHECK(ck_compare(name, img.data, want, (size_t)out_ch * s->w * s->h, NULL) == 0.0);
     }
     ckey_image_free(&img);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_tiff_rgb8(void) {
@@ -426,7 +412,7 @@ static void test_tiff_float_rgb(void) {
     CHECK(ckey_image_read(path, CKEY_IMAGE_RGB, &img, &err) == CKEY_ERR_FORMAT);
     CHECKF(strstr(err.message, "non-finite") && strstr(err.message, "x 5, y 4, channel 1"), "%s", err.message);
     printf("  %s\n", err.message);
-    remove_tree(dir);
+    ck_remove_tree(dir);
     free(px);
     free(want);
 }
@@ -521,7 +507,7 @@ static void test_tiff_refused(void) {
     REQUIRE(write_bytes(path, bytes, n));
     expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
     free(bytes);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 #else

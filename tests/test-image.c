@@ -23,22 +23,6 @@ static const char *make_tmpdir(void) {
     return mkdtemp(tmpdir);
 }
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(path);
-        else unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return -1;
@@ -106,7 +90,7 @@ static void roundtrip(int channels, int depth, ckey_image_kind kind) {
     ckey_image_free(&img);
     CHECK(img.data == NULL);
     free(src);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_roundtrip_gray16(void) { roundtrip(1, 16, CKEY_IMAGE_HINT); }
@@ -131,7 +115,7 @@ static void test_quantize(void) {
     const float want[8] = {0.0f, 0.0f, 0.0f, 32768.0f / 65535.0f, 1.0f, 1.0f, 0.0f, 0.0f};
     CHECK(ck_compare("quantize 16-bit", img.data, want, 8, NULL) == 0);
     ckey_image_free(&img);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* A hint file with an opaque alpha channel uses its color instead. */
@@ -155,7 +139,7 @@ static void test_hint_opaque_alpha(void) {
     CHECK(img.has_alpha == 1);
     CHECK(ck_compare("opaque alpha -> blue", img.data, src + 24, 12, NULL) < 1e-5);
     ckey_image_free(&img);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* ----------------------------------------------------------- the corpus */
@@ -334,7 +318,7 @@ static void test_huge_dimensions(void) {
     snprintf(path, sizeof path, "%s/forged.png", dir);
     REQUIRE(write_bytes(path, buf, sizeof buf));
     expect_error(path, CKEY_ERR_FORMAT, "need at least");
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 static void test_truncations(void) {
@@ -370,7 +354,7 @@ static void test_empty_file(void) {
     snprintf(path, sizeof path, "%s/empty.png", dir);
     REQUIRE(write_bytes(path, "", 0));
     expect_error(path, CKEY_ERR_FORMAT, "empty file");
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 /* ------------------------------------------------------------ writing */
@@ -418,7 +402,7 @@ static void test_atomic_write(void) {
     CHECK(ckey_image_write_png(path, px, 1, 0, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
     CHECK(ckey_image_write_png(path, NULL, 1, 3, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
     CHECK(count_entries(dir) == 2);
-    remove_tree(dir);
+    ck_remove_tree(dir);
 }
 
 int main(int argc, char **argv) {

@@ -25,20 +25,6 @@
 
 static char tmpdir[256];
 
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) != 0) remove_tree(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 #ifndef CK_HAVE_FFMPEG
 
 static void test_without_ffmpeg(void) {
@@ -730,6 +716,6 @@ int main(int argc, char **argv) {
     }
     ckey_video_set_log_level(0);
     const int rc = ck_test_main(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
-    remove_tree(tmpdir);
+    ck_remove_tree(tmpdir);
     return rc;
 }
