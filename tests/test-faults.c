@@ -116,38 +116,9 @@ static int write_bytes(const char *to, const void *b, size_t n) {
     return ok;
 }
 
-static int copy_file(const char *from, const char *to) {
-    size_t n = 0;
-    unsigned char *b = ck_read_file(from, &n);
-    if (!b) return 0;
-    int ok = write_bytes(to, b, n);
-    free(b);
-    return ok;
-}
-
 static int exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
-}
-
-/* A fresh shot <workdir>/<name>: Input/plate_NNNN.png + AlphaHint/hint_NNNN.png,
- * frames 1..n, all copies of examples/. */
-static int make_shot(char *shot, size_t cap, const char *name, int n) {
-    snprintf(shot, cap, "%s/%s", workdir, name);
-    ck_remove_tree(shot);
-    char p[1024];
-    if (mkdir(shot, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/Input", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    for (int i = 1; i <= n; i++) {
-        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, i);
-        if (!copy_file("examples/plate.png", p)) return 0;
-        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, i);
-        if (!copy_file("examples/hint.png", p)) return 0;
-    }
-    return 1;
 }
 
 static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
@@ -227,7 +198,7 @@ static int no_tmp(const char *shot) {
 static int ensure_reference(void) {
     if (have_ref) return 1;
     char shot[512], p[1024];
-    if (!make_shot(shot, sizeof shot, "reference", 1)) return 0;
+    if (!ck_make_shot(shot, sizeof shot, workdir, "reference", 1)) return 0;
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2",
                         "--read-ahead", "0", NULL);
     const int ok = r.code == 0;
@@ -466,7 +437,7 @@ static void test_corrupt_and_truncated(void) {
     char shot[512], p[1024];
     NEED_SETUP();
     REQUIRE(ensure_reference());
-    REQUIRE(make_shot(shot, sizeof shot, "corrupt", 5));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "corrupt", 5));
     size_t n = 0;
     unsigned char *b = ck_read_file("examples/plate.png", &n);
     REQUIRE(b && n > 200);
@@ -511,7 +482,7 @@ static void test_unreadable(void) {
     NEED_SETUP();
     if (geteuid() == 0) SKIP("running as root: permissions do not stop reads");
     REQUIRE(ensure_reference());
-    REQUIRE(make_shot(shot, sizeof shot, "unreadable", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "unreadable", 3));
     snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
     REQUIRE(chmod(p, 0) == 0);
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
@@ -528,7 +499,7 @@ static void test_missing_and_mismatched(void) {
     char shot[512], p[1024];
     NEED_SETUP();
     REQUIRE(ensure_reference());
-    REQUIRE(make_shot(shot, sizeof shot, "mismatch", 4));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "mismatch", 4));
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
     REQUIRE(unlink(p) == 0);
     float px[6 * 5] = {0};
@@ -557,7 +528,7 @@ static void test_missing_and_mismatched(void) {
 
     /* stop with only the size difference: every frame keyed, one warning */
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
-    REQUIRE(copy_file("examples/hint.png", p));
+    REQUIRE(ck_copy_file("examples/hint.png", p));
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", NULL);
     CHECKF(r.code == 0 && count_str(r.err, "warning: frame 3") == 1 && strstr(r.err, "6 x 5"), "%d %s", r.code,
            r.err);
@@ -586,7 +557,7 @@ static void test_absurd_dimensions(void) {
     char shot[512], p[1024];
     NEED_SETUP();
     REQUIRE(ensure_reference());
-    REQUIRE(make_shot(shot, sizeof shot, "absurd", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "absurd", 3));
     size_t n = 0;
     unsigned char *b = ck_read_file("examples/plate.png", &n);
     REQUIRE(b && n > 33 && !memcmp(b + 12, "IHDR", 4));
@@ -630,7 +601,7 @@ static long largest_file(const char *dir) {
 static void test_full_disk(void) {
     char shot[512], small[512], p[1024];
     NEED_SETUP();
-    REQUIRE(make_shot(shot, sizeof shot, "fulldisk", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "fulldisk", 3));
     ckey_image pl, hi;
     memset(&pl, 0, sizeof pl);
     memset(&hi, 0, sizeof hi);
@@ -717,7 +688,7 @@ static void test_kill_and_resume(void) {
     char shot[512], p[1024];
     NEED_SETUP();
     REQUIRE(ensure_reference());
-    REQUIRE(make_shot(shot, sizeof shot, "killed", N));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "killed", N));
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     fflush(stdout);
@@ -787,7 +758,7 @@ static void test_interrupt(void) {
     REQUIRE(ensure_reference());
     for (int k = 0; k < 2; k++) {
         char shot[512], p[1024];
-        REQUIRE(make_shot(shot, sizeof shot, k ? "terminated" : "interrupted", N));
+        REQUIRE(ck_make_shot(shot, sizeof shot, workdir, k ? "terminated" : "interrupted", N));
         int fds[2];
         REQUIRE(pipe(fds) == 0);
         fflush(stdout);

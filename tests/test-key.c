@@ -55,17 +55,6 @@ static int count_str(const char *hay, const char *needle) {
 
 #define remove_tree ck_remove_tree
 
-static int copy_file(const char *from, const char *to) {
-    size_t n = 0;
-    unsigned char *b = ck_read_file(from, &n);
-    if (!b) return 0;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(b, 1, n, f) == n;
-    if (f && fclose(f) != 0) ok = 0;
-    free(b);
-    return ok;
-}
-
 static int exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
@@ -74,25 +63,6 @@ static int exists(const char *p) {
 static int tiny_model(char *buf, size_t cap) {
     snprintf(buf, cap, "%s/tiny/tiny.pth", ck_fixtures_dir());
     return access(buf, R_OK) == 0;
-}
-
-/* A fresh shot directory <workdir>/<name> with frames 1..nframes. */
-static int make_shot(char *shot, size_t cap, const char *name, int nframes) {
-    snprintf(shot, cap, "%s/%s", workdir, name);
-    remove_tree(shot);
-    char p[1024];
-    if (mkdir(shot, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/Input", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    for (int i = 1; i <= nframes; i++) {
-        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, i);
-        if (!copy_file("examples/plate.png", p)) return 0;
-        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, i);
-        if (!copy_file("examples/hint.png", p)) return 0;
-    }
-    return 1;
 }
 
 static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
@@ -132,7 +102,7 @@ static void exr_channels(const char *path, char *names, size_t cap) {
 static void test_sequence_and_resume(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "shot", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot", 3));
     ckey_image ex;
     memset(&ex, 0, sizeof ex);
     ckey_error err;
@@ -232,7 +202,7 @@ static void test_sequence_and_resume(void) {
 static void test_frames_and_dry_run(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "shot2", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot2", 3));
     /* dry run writes nothing */
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--dry-run", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
@@ -268,7 +238,7 @@ static void test_frames_and_dry_run(void) {
 static void test_errors(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "shot3", 3));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot3", 3));
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0003.png", shot);
     REQUIRE(unlink(p) == 0);
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--json", NULL);
@@ -299,7 +269,7 @@ static void test_errors(void) {
     /* duplicate frame numbers */
     char p2[1024];
     snprintf(p2, sizeof p2, "%s/Input/plate_v2_0001.png", shot);
-    REQUIRE(copy_file("examples/plate.png", p2));
+    REQUIRE(ck_copy_file("examples/plate.png", p2));
     r = run_ckey("key", shot, "--model", model, NULL);
     CHECKF(r.code == 1 && strstr(r.err, "frame 1 appears twice"), "exit %d: %s", r.code, r.err);
     result_free(&r);
@@ -307,7 +277,7 @@ static void test_errors(void) {
 
     /* Input/ is frames or one video, not both */
     snprintf(p2, sizeof p2, "%s/Input/clip.mov", shot);
-    REQUIRE(copy_file("examples/plate.png", p2));
+    REQUIRE(ck_copy_file("examples/plate.png", p2));
     r = run_ckey("key", shot, "--model", model, NULL);
     CHECKF(r.code == 1 && strstr(r.err, "both image frames and a video file (clip.mov)"), "exit %d: %s",
            r.code, r.err);
@@ -375,7 +345,7 @@ static void test_post_api(void) {
 static void test_auto_hint(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "autoshot", 2));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "autoshot", 2));
     snprintf(p, sizeof p, "%s/AlphaHint", shot);
     remove_tree(p);
     result r = run_ckey("key", shot, "--model", model, "--size", "64", NULL);
@@ -736,7 +706,7 @@ static int key_in_process(const char *model, const ckey_image *plate, const floa
 static void test_hint_resize(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "hintsize", 1));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "hintsize", 1));
     enum { HW = 100, HH = 60 };
     static float small[HW * HH];
     for (int y = 0; y < HH; y++)
@@ -811,7 +781,7 @@ static void test_hint_resize(void) {
 static void test_exr_plate_space(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
-    REQUIRE(make_shot(shot, sizeof shot, "exrplate", 1));
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "exrplate", 1));
     ckey_error err;
     ckey_image plate, hint;
     REQUIRE(ckey_image_read("examples/plate.png", CKEY_IMAGE_RGB, &plate, &err) == CKEY_OK);

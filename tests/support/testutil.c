@@ -127,3 +127,32 @@ void ck_remove_tree(const char *dir) {
     closedir(d);
     rmdir(dir);
 }
+
+int ck_copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    unsigned char *b = ck_read_file(from, &n);
+    if (!b) return 0;
+    FILE *f = fopen(to, "wb");
+    int ok = f && fwrite(b, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    free(b);
+    return ok;
+}
+
+int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n) {
+    snprintf(shot, cap, "%s/%s", root, name);
+    ck_remove_tree(shot);
+    char p[1024];
+    if (mkdir(shot, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/Input", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    for (int i = 1; i <= n; i++) {
+        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, i);
+        if (!ck_copy_file("examples/plate.png", p)) return 0;
+        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, i);
+        if (!ck_copy_file("examples/hint.png", p)) return 0;
+    }
+    return 1;
+}

@@ -79,6 +79,13 @@ void ck_run_free(ck_run_result *r);
 /* rm -r: a directory and everything under it (symlinks are not followed). */
 void ck_remove_tree(const char *dir);
 
+/* Copy a file; 1 on success. */
+int ck_copy_file(const char *from, const char *to);
+
+/* A fresh shot <root>/<name> (into shot): Input/plate_NNNN.png +
+ * AlphaHint/hint_NNNN.png, frames 1..n, copies of examples/; 1 on success. */
+int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n);
+
 /* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
 const char *ck_fixtures_dir(void);
 
