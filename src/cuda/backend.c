@@ -272,7 +272,7 @@ static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups,
 
 static void cu_zero_stats(ck_backend *be, double *stats, int n) {
     ckey_error e_;
-    CHECKED(ck_cuda_memset(stats, 0, (size_t)n * sizeof(double), &e_));
+    CHECKED(ck_cuda_memset_async(stats, 0, (size_t)n * sizeof(double), ST(be)->stream, &e_));
 }
 
 const ck_ops ck_cuda_ops = {

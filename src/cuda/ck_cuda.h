@@ -182,6 +182,22 @@ ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);
 ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device, ckey_error *err);
 ckey_status ck_cuda_sync(ckey_error *err);
+/* Streams, pinned host memory, async copies and CUDA graphs (device.cu). */
+ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err);
+ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
+                               ckey_error *err);
+ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);
+void ck_cuda_host_free(void *p);
+ckey_status ck_cuda_stream_create(void **stream, ckey_error *err);
+void ck_cuda_stream_destroy(void *stream);
+ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err);
+/* Record what is issued on `stream` until capture_end, then instantiate it. */
+ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err);
+ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err);
+ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
+void ck_cuda_graph_free(void *exec);
+/* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
+ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 

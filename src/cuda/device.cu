@@ -89,6 +89,83 @@ ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *str
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) {
+    cudaError_t e = cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemsetAsync");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
+                               ckey_error *err) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                    (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemcpyAsync");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err) {
+    cudaError_t e = cudaMallocHost(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return cuda_fail(err, e, "cudaMallocHost");
+    }
+    return CKEY_OK;
+}
+
+void ck_cuda_host_free(void *p) {
+    if (p) cudaFreeHost(p);
+}
+
+ckey_status ck_cuda_stream_create(void **stream, ckey_error *err) {
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaStreamCreate(&s); /* blocking: the legacy stream still orders against it */
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaStreamCreate");
+    *stream = s;
+    return CKEY_OK;
+}
+
+void ck_cuda_stream_destroy(void *stream) {
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err) {
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaStreamSynchronize");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) {
+    cudaError_t e = cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaStreamBeginCapture");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) {
+    cudaGraph_t g = NULL;
+    *exec = NULL;
+    cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free capture error */
+        return cuda_fail(err, e, "cudaStreamEndCapture");
+    }
+    cudaGraphExec_t x = NULL;
+    e = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaGraphInstantiate");
+    *exec = x;
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) {
+    cudaError_t e = cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaGraphLaunch");
+    return CKEY_OK;
+}
+
+void ck_cuda_graph_free(void *exec) {
+    if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
+}
+
 ckey_status ck_cuda_sync(ckey_error *err) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaDeviceSynchronize");

@@ -98,6 +98,19 @@ ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *str
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
                             ckey_error *err) NOCUDA_BODY
 int ck_cuda_refiner_tc_ok(int R, ck_dtype dt) { return 0; }
+ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
+                               ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err) NOCUDA_BODY
+void ck_cuda_host_free(void *p) {}
+ckey_status ck_cuda_stream_create(void **stream, ckey_error *err) NOCUDA_BODY
+void ck_cuda_stream_destroy(void *stream) {}
+ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) NOCUDA_BODY
+void ck_cuda_graph_free(void *exec) {}
+ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err) NOCUDA_BODY
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

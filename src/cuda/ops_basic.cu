@@ -130,6 +130,11 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
     return CKEY_OK;
 }
 
+ckey_status ck_cublas_set_workspace(ck_cublas *c, void *ws, size_t bytes, ckey_error *err) {
+    cublasStatus_t s = cublasSetWorkspace(c->h, ws, bytes);
+    return s == CUBLAS_STATUS_SUCCESS ? CKEY_OK : fail_blas(err, s, "cublasSetWorkspace");
+}
+
 void ck_cublas_free(ck_cublas *c) {
     if (!c) return;
     cublasDestroy(c->h);

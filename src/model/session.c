@@ -11,6 +11,10 @@
 #include "model/greenformer.h"
 #include "pipeline/pipeline.h"
 
+/* cuBLAS's workspace on a CUDA session (its own allocation, so that no GEMM
+ * allocates during a graph capture). */
+enum { CUBLAS_WORKSPACE = 16 << 20 };
+
 struct ckey_session {
     const ckey_model *m;
     ckey_session_options opt;
@@ -38,7 +42,12 @@ struct ckey_session {
     void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
-    float *host_in, *host_out, *tap_host;
+    float *host_in, *host_out, *tap_host; /* host_in/out pinned (cudaMallocHost) */
+    void *blas_ws;        /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
+    void *graph;          /* the forward as a CUDA graph, captured on the second frame */
+    int64_t frames;       /* frames run */
+    int no_graph;         /* capture failed once: stay eager */
+    float *result;        /* the pass's [4, S, S] output on the device (the same every frame) */
     size_t tap_host_floats;
 };
 
@@ -433,6 +442,9 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
     if (!st) st = upload_weights(s, err);
     if (!st) st = ck_cublas_create(&s->cs.blas, err);
+    if (!st) st = ck_cuda_stream_create(&s->cs.stream, err);
+    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     if (st) return st;
     s->cs.dt = s->dt;
     const size_t pb = pos_bytes(m, S);
@@ -449,9 +461,8 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
         s->dpos = (float *)s->dm.pos_embed;
     }
     const size_t io = (size_t)4 * S * S * sizeof(float);
-    s->host_in = malloc(io);
-    s->host_out = malloc(io);
-    if (!s->host_in || !s->host_out) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for %zu-byte staging", io);
+    if ((st = ck_cuda_host_alloc((void **)&s->host_in, io, err))) return st;
+    if ((st = ck_cuda_host_alloc((void **)&s->host_out, io, err))) return st;
     ck_plan_begin_execute(s->plan, s->arena);
     s->cs.scratch = ck_plan_buffer(s->plan, 0);
     return CKEY_OK;
@@ -531,15 +542,18 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
 void ckey_session_free(ckey_session *s) {
     if (!s) return;
     if (s->cuda) {
+        ck_cuda_graph_free(s->graph);
         ck_cublas_free(s->cs.blas);
+        ck_cuda_free(s->blas_ws);
+        ck_cuda_stream_destroy(s->cs.stream);
         ck_cuda_free(s->arena);
         s->arena = NULL;
         ck_cuda_free(s->dstore);
         ck_cuda_free(s->dmat);
         ck_cuda_free(s->dconv);
         if (s->dpos_owned) ck_cuda_free(s->dpos);
-        free(s->host_in);
-        free(s->host_out);
+        ck_cuda_host_free(s->host_in);
+        ck_cuda_host_free(s->host_out);
         free(s->tap_host);
     }
     ck_pool_free(s->pool);
@@ -608,27 +622,57 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     ck_plan_begin_execute(s->plan, s->arena);
     ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
     s->cs.status = CKEY_OK;
+    void *stream = s->cs.stream;
     ckey_status st;
+    /* the upload stays outside the graph: pinned host -> device on the stream */
     if (s->dt == CK_F32) {
-        st = ck_cuda_copy(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
+        st = ck_cuda_copy_async(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, stream,
+                                err);
     } else {
         /* fp32 input through the scratch (free until the first op), stored in dt */
-        st = ck_cuda_copy(s->cs.scratch, s->host_in, (size_t)4 * HW * sizeof(float), 1, err);
-        if (!st) st = ck_cuda_convert(s->cs.scratch, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, NULL, err);
+        st = ck_cuda_copy_async(s->cs.scratch, s->host_in, (size_t)4 * HW * sizeof(float), 1, stream, err);
+        if (!st)
+            st = ck_cuda_convert(s->cs.scratch, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, stream, err);
     }
     if (st) return st;
-    ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
-                s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet,
-                (int)ck_dtype_size(s->dt)};
-    float *res = ck_forward(&f);
-    if (!ck_plan_replay_complete(s->plan) || !res)
-        return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
-    if (s->cs.status) {
-        if (err) *err = s->cs.err;
-        return s->cs.status;
+    /* Eager on the first frame, and whenever taps or profiling watch the
+     * ops; from the second frame on the pass is a CUDA graph: captured
+     * once (the arena's addresses are the same every frame), then replayed. */
+    const int eager = s->tap || s->prof || s->no_graph || (!s->graph && s->frames == 0);
+    float *res = NULL;
+    if (eager || !s->graph) {
+        int capturing = 0;
+        if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
+        ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
+                    s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet,
+                    (int)ck_dtype_size(s->dt)};
+        res = ck_forward(&f);
+        if (capturing) {
+            ckey_error ce;
+            if (ck_cuda_capture_end(stream, &s->graph, &ce) || s->cs.status) {
+                /* the capture did not take: stay eager, run this frame again eagerly */
+                ck_cuda_graph_free(s->graph);
+                s->graph = NULL;
+                s->no_graph = 1;
+                s->cs.status = CKEY_OK;
+                ck_plan_begin_execute(s->plan, s->arena);
+                ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
+                res = ck_forward(&f);
+            }
+        }
+        if (!ck_plan_replay_complete(s->plan) || !res)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
+        if (s->cs.status) {
+            if (err) *err = s->cs.err;
+            return s->cs.status;
+        }
+        s->result = res;
     }
-    if ((st = ck_cuda_sync(err))) return st;
-    if ((st = ck_cuda_copy(s->host_out, res, (size_t)4 * HW * sizeof(float), 0, err))) return st;
+    if (s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
+    res = s->result;
+    if ((st = ck_cuda_copy_async(s->host_out, res, (size_t)4 * HW * sizeof(float), 0, stream, err))) return st;
+    if ((st = ck_cuda_stream_sync(stream, err))) return st;
+    s->frames++;
     if (out) {
         out->alpha = s->host_out;
         out->fg = s->host_out + HW;
