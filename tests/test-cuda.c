@@ -505,6 +505,48 @@ static void gpu_network_case(ckey_model *m, const char *gold_rel, int S, const f
     ck_checkpoint_close(gold);
 }
 
+/* Frames after the first run as a CUDA graph (captured on the second frame,
+ * replayed after): the replay must read each frame's new input and give
+ * what the eager first frame gave. `first` is frame 1's [4, S, S] output
+ * for x; frames 2..4 are x2, x, x2. */
+static void graph_replay_check(ckey_session *s, const float *x, const float *first, int S, const char *pname) {
+    const int64_t HW = (int64_t)S * S;
+    const size_t n = (size_t)4 * HW;
+    float *x2 = malloc(n * sizeof(float)), *o2 = malloc(n * sizeof(float));
+    REQUIRE(x2 && o2);
+    for (int64_t i = 0; i < HW; i++) x2[i] = x[HW - 1 - i]; /* the image, turned 180 degrees */
+    for (int c = 1; c < 4; c++)
+        for (int64_t i = 0; i < HW; i++) x2[c * HW + i] = x[c * HW + HW - 1 - i];
+    ckey_forward_result r;
+    ckey_error err;
+    int ok = ckey_session_forward(s, x2, &r, &err) == CKEY_OK; /* frame 2: captured, then launched */
+    CHECKF(ok, "%s frame 2: %s", pname, err.message);
+    if (ok) {
+        memcpy(o2, r.alpha, n * sizeof(float));
+        double d12 = mean_abs(o2, first, n);
+        printf("  %s graph: frame 2 (other input) differs from frame 1 by %.3e (mean)\n", pname, d12);
+        CHECKF(d12 > 1e-3, "%s: frame 2 of another input gave frame 1's output", pname);
+        ok = ckey_session_forward(s, x, &r, &err) == CKEY_OK; /* frame 3: replay */
+        CHECKF(ok, "%s frame 3: %s", pname, err.message);
+    }
+    if (ok) {
+        char l[64];
+        snprintf(l, sizeof l, "%s replay (frame 3) vs eager (frame 1)", pname);
+        const double e = ck_compare(l, r.alpha, first, n, NULL);
+        CHECKF(e <= 2e-3 && mean_abs(r.alpha, first, n) <= 1e-6, "%s: replay differs from eager (max %.3g)", pname, e);
+        ok = ckey_session_forward(s, x2, &r, &err) == CKEY_OK; /* frame 4: replay of the other input */
+        CHECKF(ok, "%s frame 4: %s", pname, err.message);
+    }
+    if (ok) {
+        char l[64];
+        snprintf(l, sizeof l, "%s replay (frame 4) vs captured (frame 2)", pname);
+        const double e = ck_compare(l, r.alpha, o2, n, NULL);
+        CHECKF(e <= 2e-3 && mean_abs(r.alpha, o2, n) <= 1e-6, "%s: frame 4 differs from frame 2 (max %.3g)", pname, e);
+    }
+    free(x2);
+    free(o2);
+}
+
 /* fp16 / bf16 sessions on the full-size case against the fp32 PyTorch
  * outputs; bar (SPEC.md): mean abs error <= 1.5x PyTorch autocast's own. */
 static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const float *x, ckey_precision prec) {
@@ -545,6 +587,11 @@ static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const
                ac[2], ac[3]);
         CHECKF(ma <= 1.5 * ac[0] && mf <= 1.5 * ac[2], "%s mean error alpha %.3g fg %.3g over 1.5x autocast's (%.3g, %.3g)",
                pname, ma, mf, ac[0], ac[2]);
+        float *first = malloc((size_t)4 * HW * sizeof(float));
+        REQUIRE(first);
+        memcpy(first, r.alpha, (size_t)4 * HW * sizeof(float));
+        graph_replay_check(s, x, first, S, pname);
+        free(first);
         ckey_memory_plan mp;
         ckey_session_get_plan(s, &mp);
         printf("  S=%d %s on the GPU: %.3f s, planned weights %.1f MiB + arena %.1f MiB\n", S, pname, r.seconds,

@@ -668,7 +668,7 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
         }
         s->result = res;
     }
-    if (s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
+    if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     res = s->result;
     if ((st = ck_cuda_copy_async(s->host_out, res, (size_t)4 * HW * sizeof(float), 0, stream, err))) return st;
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
