@@ -116,11 +116,13 @@ struct ConvArgs {
     double *stats;
     int S, dil, groups, tiles_per_row;
     int y0, rows;   // output rows y0 .. y0+rows-1, stored from `out` on
+    int seg;        // chain steps per work item (kSeg, less for a thin band of rows)
     int nseg;       // segments per chain (see the kernel)
     int64_t nitems; // dil * nseg * tiles_per_row
 };
 
-constexpr int kSeg = 32; // output rows per work item
+constexpr int kSeg = 32;    // output rows per work item, at most
+constexpr int kMinSeg = 4;  // ... and at least (each item loads seg + 2 input rows)
 
 // shared memory layout, in bytes from the start of the dynamic allocation
 template <int CIN, int COUT> struct ConvSmem {
@@ -137,7 +139,9 @@ template <int CIN, int COUT> struct ConvSmem {
 // share two of their three input rows (y - d, y, y + d), so a chain is walked
 // with a ring of 4 input rows in shared memory: each step loads (and, with a
 // pending GroupNorm + ReLU, transforms) one new row while the previous step's
-// rows are reused. A work item is kSeg consecutive steps of a chain.
+// rows are reused. A work item is `seg` consecutive steps of a chain: kSeg,
+// or fewer when a thin band of rows (the in-place conv's) would otherwise
+// leave most SMs idle (a 64-row band at dilation 1 is only 32 items of 32).
 template <typename T, int CIN, int COUT>
 __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     using L = ConvSmem<CIN, COUT>;
@@ -236,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
         const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg, r = rs / p.nseg;
         const int nr = r < p.rows ? (p.rows - r + dil - 1) / dil : 0; // rows in this chain
         const int ybase = p.y0 + r; // image row of chain step 0
-        const int k0 = seg * kSeg, kend = min(nr, k0 + kSeg);
+        const int k0 = seg * p.seg, kend = min(nr, k0 + p.seg);
         if (k0 >= kend) continue;
         const int x0 = xt * kTM;
         // chain row q is image row r + q*d; step k needs rows k-1, k, k+1
@@ -361,8 +365,15 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
                                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                                "conv3x3 tc smem attribute");
     if (s) return s;
-    const int64_t grid = a.nitems < nsm ? a.nitems : nsm;
-    conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(a);
+    ConvArgs b = a;
+    const int chain = (b.rows + b.dil - 1) / b.dil; // rows in the longest chain
+    for (b.seg = kSeg;; b.seg /= 2) { /* at least ~3 items per SM, if segments of kMinSeg allow */
+        b.nseg = (chain + b.seg - 1) / b.seg;
+        b.nitems = (int64_t)b.dil * b.nseg * b.tiles_per_row;
+        if (b.seg <= kMinSeg || b.nitems >= 3LL * nsm) break;
+    }
+    const int64_t grid = b.nitems < nsm ? b.nitems : nsm;
+    conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(b);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");
 }
 
@@ -409,9 +420,7 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
     a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
-    const int chain = (a.rows + dil - 1) / dil; // rows in the longest chain
-    a.nseg = (chain + kSeg - 1) / kSeg;
-    a.nitems = (int64_t)dil * a.nseg * a.tiles_per_row;
+    a.seg = a.nseg = 0, a.nitems = 0; /* set by launch_conv, which knows the SM count */
     cudaStream_t st = (cudaStream_t)stream;
     return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
                         : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);
