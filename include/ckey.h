@@ -209,6 +209,20 @@ typedef struct ckey_forward_result {
 ckey_status ckey_session_forward(ckey_session *s, const float *input,
                                  ckey_forward_result *out, ckey_error *err);
 
+/* The same, writing alpha [S*S] then fg [3*S*S] into `output` (4*S*S floats,
+ * owned by the caller; `out`, when non-NULL, points into it). On a CUDA
+ * session the input is uploaded from `input` and the result downloaded into
+ * `output` directly, with no copy through the session's own buffers: give it
+ * buffers from ckey_session_host_alloc (page-locked there) for the fastest
+ * transfers. */
+ckey_status ckey_session_forward_into(ckey_session *s, const float *input, float *output,
+                                      ckey_forward_result *out, ckey_error *err);
+/* Host memory suited to a session's transfers: page-locked on a CUDA session,
+ * 64-byte aligned plain memory on the CPU. NULL when out of memory. Free it
+ * with ckey_session_host_free on the same session, before freeing the session. */
+void *ckey_session_host_alloc(ckey_session *s, size_t bytes);
+void ckey_session_host_free(ckey_session *s, void *p);
+
 /* Size S and the number of floats ckey_session_forward expects (4*S*S). */
 int32_t ckey_session_size(const ckey_session *s);
 /* The precision the session runs at (DEFAULT resolved: FP32, FP16 or BF16). */

@@ -534,14 +534,22 @@ static void graph_replay_check(ckey_session *s, const float *x, const float *fir
         snprintf(l, sizeof l, "%s replay (frame 3) vs eager (frame 1)", pname);
         const double e = ck_compare(l, r.alpha, first, n, NULL);
         CHECKF(e <= 2e-3 && mean_abs(r.alpha, first, n) <= 1e-6, "%s: replay differs from eager (max %.3g)", pname, e);
-        ok = ckey_session_forward(s, x2, &r, &err) == CKEY_OK; /* frame 4: replay of the other input */
+        /* frame 4: replay of the other input, from and into caller-owned page-locked buffers */
+        float *hin = ckey_session_host_alloc(s, n * sizeof(float)), *hout = ckey_session_host_alloc(s, n * sizeof(float));
+        REQUIRE(hin && hout);
+        memcpy(hin, x2, n * sizeof(float));
+        ok = ckey_session_forward_into(s, hin, hout, &r, &err) == CKEY_OK;
         CHECKF(ok, "%s frame 4: %s", pname, err.message);
-    }
-    if (ok) {
-        char l[64];
-        snprintf(l, sizeof l, "%s replay (frame 4) vs captured (frame 2)", pname);
-        const double e = ck_compare(l, r.alpha, o2, n, NULL);
-        CHECKF(e <= 2e-3 && mean_abs(r.alpha, o2, n) <= 1e-6, "%s: frame 4 differs from frame 2 (max %.3g)", pname, e);
+        if (ok) {
+            char l4[80];
+            snprintf(l4, sizeof l4, "%s replay (frame 4, forward_into) vs captured (frame 2)", pname);
+            CHECK(r.alpha == hout && r.fg == hout + HW);
+            const double e4 = ck_compare(l4, hout, o2, n, NULL);
+            CHECKF(e4 <= 2e-3 && mean_abs(hout, o2, n) <= 1e-6, "%s: frame 4 differs from frame 2 (max %.3g)", pname,
+                   e4);
+        }
+        ckey_session_host_free(s, hin);
+        ckey_session_host_free(s, hout);
     }
     free(x2);
     free(o2);

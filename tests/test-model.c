@@ -285,6 +285,17 @@ static void test_steady_state(void) {
     memcpy(first, r.alpha, (size_t)4 * HW * sizeof(float));
     for (int i = 0; i < 3; i++) REQUIRE(ckey_session_forward(s, x, &r, NULL) == CKEY_OK);
     CHECK(memcmp(first, r.alpha, (size_t)4 * HW * sizeof(float)) == 0);
+    /* the same into caller-owned buffers (from ckey_session_host_alloc) */
+    float *hin = ckey_session_host_alloc(s, (size_t)4 * HW * sizeof(float));
+    float *hout = ckey_session_host_alloc(s, (size_t)4 * HW * sizeof(float));
+    REQUIRE(hin && hout);
+    memcpy(hin, x, (size_t)4 * HW * sizeof(float));
+    REQUIRE(ckey_session_forward_into(s, hin, hout, &r, NULL) == CKEY_OK);
+    CHECK(r.alpha == hout && r.fg == hout + HW);
+    CHECK(memcmp(first, hout, (size_t)4 * HW * sizeof(float)) == 0);
+    CHECK(ckey_session_forward_into(s, hin, NULL, &r, NULL) == CKEY_ERR_INVALID_ARG);
+    ckey_session_host_free(s, hin);
+    ckey_session_host_free(s, hout);
     ckey_memory_plan mp_;
     ckey_session_get_plan(s, &mp_);
     printf("  plan: %d buffers, arena %.2f MiB vs %.2f MiB without reuse\n", mp_.num_buffers,

@@ -48,6 +48,8 @@ struct ckey_session {
     int64_t frames;       /* frames run */
     int no_graph;         /* capture failed once: stay eager */
     float *result;        /* the pass's [4, S, S] output on the device (the same every frame) */
+    const float *io_in;   /* ckey_session_forward_into's caller buffers for this call, else NULL */
+    float *io_out;
     size_t tap_host_floats;
 };
 
@@ -625,12 +627,12 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     void *stream = s->cs.stream;
     ckey_status st;
     /* the upload stays outside the graph: pinned host -> device on the stream */
+    const float *src = s->io_in ? s->io_in : s->host_in;
     if (s->dt == CK_F32) {
-        st = ck_cuda_copy_async(ck_plan_buffer(s->plan, 1), s->host_in, (size_t)4 * HW * sizeof(float), 1, stream,
-                                err);
+        st = ck_cuda_copy_async(ck_plan_buffer(s->plan, 1), src, (size_t)4 * HW * sizeof(float), 1, stream, err);
     } else {
         /* fp32 input through the scratch (free until the first op), stored in dt */
-        st = ck_cuda_copy_async(s->cs.scratch, s->host_in, (size_t)4 * HW * sizeof(float), 1, stream, err);
+        st = ck_cuda_copy_async(s->cs.scratch, src, (size_t)4 * HW * sizeof(float), 1, stream, err);
         if (!st)
             st = ck_cuda_convert(s->cs.scratch, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, stream, err);
     }
@@ -670,12 +672,13 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     }
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     res = s->result;
-    if ((st = ck_cuda_copy_async(s->host_out, res, (size_t)4 * HW * sizeof(float), 0, stream, err))) return st;
+    float *dst = s->io_out ? s->io_out : s->host_out;
+    if ((st = ck_cuda_copy_async(dst, res, (size_t)4 * HW * sizeof(float), 0, stream, err))) return st;
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
     s->frames++;
     if (out) {
-        out->alpha = s->host_out;
-        out->fg = s->host_out + HW;
+        out->alpha = dst;
+        out->fg = dst + HW;
         out->seconds = ck_now() - t0;
     }
     return CKEY_OK;
@@ -719,6 +722,54 @@ ckey_status ckey_session_forward(ckey_session *s, const float *input, ckey_forwa
     float *x = ck_session_input(s);
     if (x != input) memcpy(x, input, (size_t)4 * s->opt.size * s->opt.size * sizeof(float));
     return ck_session_run(s, out, err);
+}
+
+ckey_status ckey_session_forward_into(ckey_session *s, const float *input, float *output, ckey_forward_result *out,
+                                      ckey_error *err) {
+    if (!s || !input || !output) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_forward_into: NULL argument");
+    const size_t n = (size_t)4 * s->opt.size * s->opt.size;
+    ckey_forward_result r;
+    ckey_status st;
+    if (s->cuda) { /* straight from and to the caller's buffers */
+        s->io_in = input;
+        s->io_out = output;
+        st = ck_session_run(s, &r, err);
+        s->io_in = NULL;
+        s->io_out = NULL;
+    } else {
+        float *x = ck_session_input(s);
+        if (x != input) memcpy(x, input, n * sizeof(float));
+        st = ck_session_run(s, &r, err);
+        if (st == CKEY_OK) memcpy(output, r.alpha, n * sizeof(float)); /* alpha, then fg: one [4, S, S] block */
+        r.alpha = output;
+        r.fg = output + n / 4;
+    }
+    if (st == CKEY_OK && out) *out = r;
+    return st;
+}
+
+void *ckey_session_host_alloc(ckey_session *s, size_t bytes) {
+    if (!s || bytes == 0) return NULL;
+#ifdef CK_HAVE_CUDA
+    if (s->cuda) {
+        void *p = NULL;
+        if (ck_cuda_host_alloc(&p, bytes, NULL) == CKEY_OK) return p;
+        return NULL;
+    }
+#endif
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes) ? NULL : p;
+}
+
+void ckey_session_host_free(ckey_session *s, void *p) {
+    if (!s || !p) return;
+#ifdef CK_HAVE_CUDA
+    if (s->cuda) {
+        ck_cuda_host_free(p);
+        return;
+    }
+#endif
+    free(p);
 }
 
 int64_t ckey_session_max_plate_pixels(const ckey_session *s) {

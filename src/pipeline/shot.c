@@ -314,12 +314,7 @@ static int stage_key(shot *sh, int64_t j) {
         ck_error_clear(&e);
         const double t = ck_now();
         ckey_forward_result r;
-        st = ckey_session_forward(sh->sess, in->x, &r, &e);
-        if (st == CKEY_OK) {
-            const size_t hw = (size_t)sh->S * (size_t)sh->S;
-            memcpy(o->net, r.alpha, hw * sizeof(float));
-            memcpy(o->net + hw, r.fg, 3 * hw * sizeof(float));
-        }
+        st = ckey_session_forward_into(sh->sess, in->x, o->net, &r, &e); /* alpha then fg into o->net */
         o->model_s = ck_now() - t;
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     }
@@ -552,10 +547,14 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     if (st == CKEY_OK && sh->njobs > 0) { /* the network's input and output per slot, [4, S, S] each */
         sh->S = ckey_session_size(s);
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
+        /* from the session: page-locked on a GPU, so that it uploads and
+         * downloads them directly (ckey_session_forward_into) */
         for (int i = 0; st == CKEY_OK && i < sh->nin; i++)
-            if (!(sh->in[i].x = malloc(bytes))) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the input ring");
+            if (!(sh->in[i].x = ckey_session_host_alloc(s, bytes)))
+                st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the input ring");
         for (int i = 0; st == CKEY_OK && i < sh->nout; i++)
-            if (!(sh->out[i].net = malloc(bytes))) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the output ring");
+            if (!(sh->out[i].net = ckey_session_host_alloc(s, bytes)))
+                st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the output ring");
     }
     if (st == CKEY_OK && sh->njobs > 0) sh->max_pixels = ckey_session_max_plate_pixels(s);
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
@@ -607,10 +606,10 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     for (int i = 0; sh->in && i < sh->nin; i++) {
         ckey_image_free(&sh->in[i].plate);
         ckey_image_free(&sh->in[i].hint);
-        free(sh->in[i].x);
+        ckey_session_host_free(s, sh->in[i].x);
     }
     for (int i = 0; i < 2; i++) {
-        free(sh->out[i].net);
+        ckey_session_host_free(s, sh->out[i].net);
         free(sh->out[i].alpha);
         free(sh->out[i].fg);
     }
