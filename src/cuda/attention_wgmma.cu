@@ -14,8 +14,11 @@
 //   O += P V     : KN/16 x wgmma m64n56k16 (variant 5: n64, over V's
 //                  zeroed padding), A = P (S fragments packed to 16 bits),
 //                  B = V tile (MN-major: a key's dims contiguous, trans-b 1).
-// Each wgmma batch is committed and waited (wait_group 0) before its results
-// are touched; overlap comes from the other warpgroups / CTAs on the SM.
+// attention_wgmma_kernel commits and waits (wait_group 0) each wgmma batch
+// before its results are touched; overlap comes from the other warpgroups /
+// CTAs on the SM. attention_wgmma_pipe_kernel (variants 6-9) also overlaps
+// inside a warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued
+// together, softmax of S_j runs while the P V is on the tensor cores.
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements that are zeroed once and
@@ -247,7 +250,10 @@ template <int NWG, int KN, int ST> struct Cfg {
     static_assert(KN % 16 == 0 && KN >= 16 && KN <= 256 && ST >= 2, "tile shape");
 };
 
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN>
+// VT (a fallback / cross-check of the MN-major V operand): V is stored
+// transposed in shared memory instead (row d = head dim d, the KN = 64 keys
+// contiguous: K-major like the K tile, trans-b 0), loaded through registers.
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, bool VT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
     using C = Cfg<NWG, KN, ST>;
@@ -261,9 +267,16 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
     const T *kbase = qkv + D + (int64_t)h * HD; // row 0's K of this head; V is D further
 
+    static_assert(!VT || (KN == 64 && PVN == HD), "V^T: one 128-byte line of 64 keys per head dim");
     // zero the padding chunk (logical chunk 7) of every row of every stage
-    for (int r = tid; r < ST * 2 * KN; r += kThreads)
-        st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+    // (V^T: of the K tiles only; the V^T tiles are written whole)
+    if constexpr (VT) {
+        for (int r = tid; r < ST * KN; r += kThreads)
+            st_shared_zero16(sbase + (uint32_t)((r / KN) * kStageBytes + (r % KN) * ROWB + ((7 ^ (r & 7)) << 4)));
+    } else {
+        for (int r = tid; r < ST * 2 * KN; r += kThreads)
+            st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+    }
 
     auto load_tile = [&](int64_t tile, int stage) {
         const int64_t k0 = tile * KN;
@@ -274,14 +287,46 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
             const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
             const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
             cp_async16(kd + off, src, ok);
-            cp_async16(vd + off, src + D, ok);
+            if constexpr (!VT) cp_async16(vd + off, src + D, ok);
+        }
+    };
+    // V^T: global -> registers (load_v), registers -> transposed tile (store_v)
+    constexpr int VPT = VT ? (KN * CHUNKS + kThreads - 1) / kThreads : 1;
+    uint4 vreg[VPT];
+    auto load_v = [&](int64_t tile) {
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = idx < KN * CHUNKS && tile * KN + r < N;
+            vreg[j] = ok ? *reinterpret_cast<const uint4 *>(kbase + (tile * KN + r) * ld + D + cc * 8)
+                         : make_uint4(0u, 0u, 0u, 0u); // keys past the end: V = 0
+        }
+    };
+    auto store_v = [&](int stage) {
+        const uint32_t vd = sbase + (uint32_t)(stage * kStageBytes) + kTileBytes;
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            if (idx < KN * CHUNKS) {
+                const uint32_t w[4] = {vreg[j].x, vreg[j].y, vreg[j].z, vreg[j].w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const int d = cc * 8 + e; // row d, key r: chunk r / 8, element r % 8
+                    const uint32_t a = vd + (uint32_t)(d * ROWB + (((r >> 3) ^ (d & 7)) << 4) + (r & 7) * 2);
+                    const unsigned short v = (unsigned short)(e & 1 ? w[e >> 1] >> 16 : w[e >> 1] & 0xffffu);
+                    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a), "h"(v) : "memory");
+                }
+            }
         }
     };
 
     const int64_t ntiles = (N + KN - 1) / KN;
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) load_tile(s, s);
+        if (s < ntiles) {
+            load_tile(s, s);
+            if constexpr (VT) load_v(s), store_v(s);
+        }
         cp_async_commit();
     }
 
@@ -313,11 +358,12 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         cp_async_wait<ST - 2>(); // this thread's copies of tile `it` landed
         fence_proxy_async();     // ... and are visible to the async proxy
         __syncthreads();         // everyone's; and every warpgroup is done with tile it-1
-        {
-            const int64_t nt = it + ST - 1;
-            if (nt < ntiles) load_tile(nt, (int)(nt % ST));
-            cp_async_commit();
+        const int64_t nt = it + ST - 1;
+        if (nt < ntiles) {
+            load_tile(nt, (int)(nt % ST));
+            if constexpr (VT) load_v(nt); // stored after this tile's P V
         }
+        cp_async_commit();
         const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes), vs = ks + kTileBytes;
 
         // S = Q K^T over the 64 (padded) head dims
@@ -376,15 +422,189 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_fence();
         reg_fence(o);
 #pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            if constexpr (VT) Wg<T, PVN>::template mma<0>(o, p[kk], make_desc(vs + kk * 32, 16, 1024), 1);
+            else Wg<T, PVN>::template mma<1>(o, p[kk], make_desc(vs + kk * 16 * ROWB, 1024, 1024), 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        if constexpr (VT) {
+            if (nt < ntiles) store_v((int)(nt % ST)); // stage of tile it-1: every warpgroup is past it
+        }
+    }
+
+    // normalize and store rows g and g+8
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float L = l[r];
+        L += __shfl_xor_sync(0xffffffffu, L, 1);
+        L += __shfl_xor_sync(0xffffffffu, L, 2);
+        const float inv = 1.f / L;
+        const int64_t row = r ? rhi : rlo;
+        if (row < Nq) {
+            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++)
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+    }
+}
+
+// The same with S of the next tile overlapping softmax, and P V of a tile
+// overlapping the next tile's softmax (per warpgroup; cf. the plain kernel
+// above for layouts). Iteration j: issue S_j = Q K_j, then O += P_{j-1}
+// V_{j-1}; wait for S_j (wait_group 1), softmax it in place (m, l, exp);
+// wait for the P V (wait_group 0); rescale O by the row corrections; pack
+// P_j. A tile's stage is refilled two iterations after its S (its V is read
+// one iteration later), so ST >= 3 and ST - 2 tiles are loaded ahead.
+template <typename T, int NWG, int KN, int ST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    attention_wgmma_pipe_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    using C = Cfg<NWG, KN, ST>;
+    static_assert(ST >= 3, "the pipelined kernel holds three tiles");
+    constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int h = blockIdx.y;
+    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
+    const T *kbase = qkv + D + (int64_t)h * HD;
+
+    for (int r = tid; r < ST * 2 * KN; r += kThreads)
+        st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+
+    auto load_tile = [&](int64_t tile, int stage) {
+        const int64_t k0 = tile * KN;
+        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
+        for (int idx = tid; idx < KN * CHUNKS; idx += kThreads) {
+            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = k0 + r < N;
+            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
+            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
+            cp_async16(kd + off, src, ok);
+            cp_async16(vd + off, src + D, ok);
+        }
+    };
+
+    const int64_t ntiles = (N + KN - 1) / KN;
+#pragma unroll
+    for (int s = 0; s < ST - 2; s++) {
+        if (s < ntiles) load_tile(s, s);
+        cp_async_commit();
+    }
+
+    uint32_t q[4][4];
+    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
+    {
+        const T *qb = qkv + (int64_t)h * HD;
+        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
+        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
+        const int64_t ss = Nq * ld;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const int c0 = kk * 16 + 2 * t;
+            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
+            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
+            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u;
+            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
+        }
+    }
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t p[KN / 16][4]; // P of the previous tile
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; kk++) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
+
+    for (int64_t it = 0; it < ntiles; it++) {
+        cp_async_wait<ST - 3>(); // tile `it` landed
+        fence_proxy_async();
+        __syncthreads(); // everyone's copies; every warpgroup is done with tile it-2
+        {
+            const int64_t nt = it + ST - 2;
+            if (nt < ntiles) load_tile(nt, (int)(nt % ST));
+            cp_async_commit();
+        }
+        const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes);
+        const uint32_t vprev = sbase + (uint32_t)(((it + ST - 1) % ST) * kStageBytes) + kTileBytes;
+
+        float s[KN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+        if (it > 0) {
+#pragma unroll
+            for (int kk = 0; kk < KN / 16; kk++)
+                Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vprev + kk * 16 * ROWB, 1024, 1024), 1);
+        }
+        wgmma_commit(); // (an empty group when it == 0)
+        wgmma_wait<1>(); // S_it
+        reg_fence(s);
+
+        const int64_t rem = N - it * KN;
+        if (rem < KN) {
+#pragma unroll
+            for (int i = 0; i < KN / 2; i++)
+                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+        }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = s[2 * r];
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[r], mx * c);
+            corr[r] = fast_exp2(m[r] - mnew);
+            m[r] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
+                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr[r] + sum;
+        }
+
+        wgmma_wait<0>(); // P_{it-1} V_{it-1}
+        reg_fence(o);
+        reg_fence(p);
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    }
+    // the last tile's P V (its stage is intact: refills only reach tiles it-2)
+    {
+        const uint32_t vlast = sbase + (uint32_t)(((ntiles - 1) % ST) * kStageBytes) + kTileBytes;
+        wgmma_fence();
+#pragma unroll
         for (int kk = 0; kk < KN / 16; kk++)
-            Wg<T, PVN>::template mma<1>(o, p[kk], make_desc(vs + kk * 16 * ROWB, 1024, 1024), 1);
+            Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vlast + kk * 16 * ROWB, 1024, 1024), 1);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
     }
 
-    // normalize and store rows g and g+8
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float L = l[r];
@@ -413,10 +633,12 @@ ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN = HD>
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN = HD, bool PIPE = false, bool VT = false>
 cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
-    auto kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN>;
+    void (*kern)(const T *, int64_t, int, int, float, T *);
+    if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB>;
+    else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, VT>;
     if (C::kSmem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
         if (e != cudaSuccess) return e;
@@ -429,7 +651,7 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
 
 // Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
 // stages, min CTAs per SM (, N of the P V wgmma: 64 reads V's zero padding
-// columns too, 56 does not).
+// columns too, 56 does not; the pipelined kernel; V transposed in smem).
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     switch (variant) {
@@ -438,6 +660,11 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 3: return launch<T, 1, 64, 3, 3>(qkv, N, D, heads, qs, out, st);
     case 4: return launch<T, 2, 64, 4, 2>(qkv, N, D, heads, qs, out, st);
     case 5: return launch<T, 2, 64, 2, 2, 64>(qkv, N, D, heads, qs, out, st);
+    case 6: return launch<T, 2, 64, 3, 2, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 7: return launch<T, 2, 64, 4, 2, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 8: return launch<T, 2, 128, 3, 1, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 9: return launch<T, 3, 64, 4, 1, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 10: return launch<T, 2, 64, 2, 2, HD, false, true>(qkv, N, D, heads, qs, out, st);
     default: return launch<T, 2, 64, 2, 2>(qkv, N, D, heads, qs, out, st);
     }
 }
