@@ -78,8 +78,11 @@ ifeq ($(CUDA),yes)
   BASEFLAGS += -DCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   LIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
   NVFLAGS   := -std=c++17 -O3 -Iinclude -Isrc -DCK_HAVE_CUDA=1 \
-               -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
                -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
+  NVARCH    := -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)]
+  # wgmma exists only on sm_90a (arch-specific, no PTX forward compatibility):
+  # attention_wgmma.cu is built for exactly that; ck_cuda_wgmma_ok() gates it.
+  NVARCH_WGMMA := -gencode arch=compute_90a,code=sm_90a
 endif
 
 RELFLAGS  := -O3 -g -DNDEBUG
@@ -102,7 +105,8 @@ $(1)/obj/%.o: %.c $(1)/flags-$(FLAGS_ID)
 	$$(CC) $$(BASEFLAGS) $(2) -MMD -MP -c $$< -o $$@
 $(1)/obj/%.cu.o: %.cu $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
-	$$(NVCC) $$(NVFLAGS) -MMD -MP -c $$< -o $$@
+	$$(NVCC) $$(NVFLAGS) $$(NVARCH) -MMD -MP -c $$< -o $$@
+$(1)/obj/src/cuda/attention_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$(CU_SRC))
 	@rm -f $$@
 	ar rcs $$@ $$^

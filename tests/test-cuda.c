@@ -799,6 +799,54 @@ static void test_attention_tc(void) {
         }
 }
 
+/* The Hopper wgmma kernel (head_dim 56 only), every tuning variant, against
+ * the fp32 kernel: same bars as attention_tc; odd N (tiles of 64 / 128 keys
+ * with tails, query tiles of 64 / 128 / 192 rows with tails) and qs > 1. */
+enum { WGMMA_VARIANTS = 11 };
+static void test_attention_wgmma(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
+    const struct { int64_t N; int D, heads, qs; } cases[] = {
+        {77, 56, 1, 1},     {1000, 112, 2, 1}, {1, 56, 1, 1},      {36, 56, 1, 4},     {200, 56, 1, 1},
+        {520, 224, 4, 4},   {129, 112, 2, 1},  {4096, 448, 8, 1},  {4096, 896, 16, 4}, {2050, 448, 8, 1},
+        {1030, 448, 8, 2},
+    };
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
+        for (int k = 0; k < 2; k++) {
+            const ck_dtype dt = k ? CK_BF16 : CK_F16;
+            const int64_t N = cases[c].N, Nq = N / cases[c].qs;
+            const int D = cases[c].D, heads = cases[c].heads, qs = cases[c].qs;
+            float *qkv = random_floats((size_t)N * 3 * D, 101u + (unsigned)c);
+            void *d16 = tc_inputs(qkv, N, D, dt);
+            float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
+            REQUIRE(d16 && dq && dref);
+            ckey_error err;
+            REQUIRE(ck_cuda_attention(dq, N, D, heads, qs, dref, NULL, &err) == CKEY_OK);
+            float *ref = malloc((size_t)Nq * D * sizeof(float));
+            REQUIRE(ck_cuda_copy(ref, dref, (size_t)Nq * D * sizeof(float), 0, &err) == CKEY_OK);
+            for (int v = 0; v < WGMMA_VARIANTS; v++) {
+                void *dout = tc_out_alloc((size_t)Nq * D);
+                REQUIRE(dout);
+                CHECKF(ck_cuda_attention_wgmma_variant(d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
+                       err.message);
+                CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
+                float *got = tc_download(dout, (size_t)Nq * D, dt);
+                CHECK(got != NULL);
+                char name[96];
+                snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d", v, dt_name(dt),
+                         (long long)N, D, heads, qs);
+                if (got) tc_check(name, got, ref, (size_t)Nq * D, dt);
+                ck_cuda_free(dout);
+                free(got);
+            }
+            ck_cuda_free(d16), ck_cuda_free(dq), ck_cuda_free(dref);
+            free(qkv), free(ref);
+        }
+    /* head_dim other than 56: refused, not wrong */
+    ckey_error err;
+    CHECK(ck_cuda_attention_wgmma(NULL, 64, 64, 1, 1, NULL, CK_F16, NULL, &err) == CKEY_ERR_UNSUPPORTED);
+}
+
 static void test_window_attention_tc(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     /* stage 1-2 shapes of the real model (blocks 0-1, 2, 3-4, 5) and odd ones */
@@ -861,6 +909,19 @@ static void test_attention_tc_timing(void) {
             const double ms = (wall_s() - t0) * 1e3 / reps, flop = 4.0 * (double)Nq * (double)N * D;
             printf("  timing attention_tc %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n", dt_name(dt),
                    (long long)N, D, g[c].heads, g[c].qs, ms, flop / (ms * 1e-3) / 1e12);
+            for (int v = 0; ck_cuda_wgmma_ok() && v < WGMMA_VARIANTS; v++) {
+                for (int r = 0; r < 3; r++)
+                    CHECK(ck_cuda_attention_wgmma_variant(d16, N, D, g[c].heads, g[c].qs, dout, dt, v, NULL, &err) ==
+                          CKEY_OK);
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                const double tw = wall_s();
+                for (int r = 0; r < reps; r++)
+                    ck_cuda_attention_wgmma_variant(d16, N, D, g[c].heads, g[c].qs, dout, dt, v, NULL, &err);
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                const double msw = (wall_s() - tw) * 1e3 / reps;
+                printf("  timing attention_wgmma v%d %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n", v,
+                       dt_name(dt), (long long)N, D, g[c].heads, g[c].qs, msw, flop / (msw * 1e-3) / 1e12);
+            }
             if (c == 0 && k == 0) { /* the fp32 CUDA-core kernel, once, for scale */
                 float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
                 REQUIRE(dq && dref);
@@ -1191,6 +1252,7 @@ int main(int argc, char **argv) {
         {"network_fp16_bf16_vs_pytorch_autocast", test_network_reduced_precision},
         {"attention_tc_vs_fp32", test_attention_tc},
         {"window_attention_tc_vs_fp32", test_window_attention_tc},
+        {"attention_wgmma_vs_fp32", test_attention_wgmma},
         {"attention_tc_timing", test_attention_tc_timing},
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},

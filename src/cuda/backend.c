@@ -137,6 +137,8 @@ static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int
     ckey_error e_;
     if (ST(be)->dt == CK_F32)
         CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    else if (ST(be)->wgmma && heads > 0 && D == 56 * heads) /* the wgmma kernel is head_dim 56 only */
+        CHECKED(ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
     else
         CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
 }

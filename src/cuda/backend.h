@@ -10,6 +10,8 @@ typedef struct ck_cuda_state {
     ck_cublas *blas;
     float *scratch;     /* device, ck_cuda_scratch_floats() elements of dt, inside the arena */
     ck_dtype dt;        /* storage type of activations and matrix weights */
+    int wgmma;          /* global attention on the sm_90a wgmma kernel (16-bit dt, a 9.0
+                         * device, CKEY_CUDA_NO_WGMMA unset; decided at session init) */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;

@@ -58,6 +58,19 @@ ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int 
 ckey_status ck_cuda_window_attention_tc_ld(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
                                            int ldo, ck_dtype dt, void *stream, ckey_error *err);
 
+/* Hopper version of ck_cuda_attention_tc (src/cuda/attention_wgmma.cu,
+ * wgmma.mma_async, built for sm_90a only): same arguments, layouts and
+ * pooling; head_dim 56 only (else CKEY_ERR_UNSUPPORTED); dt CK_F16 or
+ * CK_BF16. Call it only where ck_cuda_wgmma_ok() says so. */
+ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                    void *stream, ckey_error *err);
+/* 1 if the current device is compute capability 9.0 (sm_90a code runs). */
+int ck_cuda_wgmma_ok(void);
+/* Tuning hook (tests): the same with a kernel variant (tile shape); 0 is
+ * ck_cuda_attention_wgmma's, unknown values fall back to 0. */
+ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                            ck_dtype dt, int variant, void *stream, ckey_error *err);
+
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,

@@ -1,0 +1,713 @@
+// Hopper (sm_90a) global attention on warpgroup MMA (wgmma.mma_async), fp16 /
+// bf16 storage, fp32 accumulation and softmax. Same interface, layouts and
+// q pooling as ck_cuda_attention_tc (attention_tc.cu); head_dim 56 only.
+//
+// Design. A CTA = NWG consumer warpgroups (128 threads each) x one head; each
+// warpgroup owns 64 query rows (wgmma M = 64). Q lives in registers as wgmma
+// A fragments (max-pooled over qs on load, head_dim zero-padded 56 -> 64).
+// K and V are streamed through shared memory in tiles of KN keys, ST stages,
+// loaded with cp.async by all threads of the CTA (one __syncthreads per
+// tile). Per tile and warpgroup:
+//   S  = Q K^T   : 4 x wgmma m64nKNk16, A = Q (registers), B = K tile
+//                  (K-major: a key's head dims are contiguous), trans-b 0;
+//   online softmax on the f32 S fragments (exp2, log2(e)/sqrt(56) folded);
+//   O += P V     : KN/16 x wgmma m64n56k16 (variant 5: n64, over V's
+//                  zeroed padding), A = P (S fragments packed to 16 bits),
+//                  B = V tile (MN-major: a key's dims contiguous, trans-b 1).
+// attention_wgmma_kernel commits and waits (wait_group 0) each wgmma batch
+// before its results are touched; overlap comes from the other warpgroups /
+// CTAs on the SM. attention_wgmma_pipe_kernel (variants 6-9) also overlaps
+// inside a warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued
+// together, softmax of S_j runs while the P V is on the tensor cores.
+//
+// Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
+// elements: dims 0..55, then 8 padding elements that are zeroed once and
+// never written again), 128-byte swizzle: the 16-byte chunk c of row r is at
+// byte r*128 + ((c ^ (r & 7)) * 16) of a 1024-byte aligned tile. That is the
+// canonical SWIZZLE_128B layout for both operands:
+//   K as B, K-major: rows = N (keys), 8-row groups SBO = 1024 B apart; the
+//     k16 step kk starts 32*kk bytes into the row (the swizzle is applied by
+//     the hardware to the computed address, so the start address may move
+//     inside the 1024-byte atom; the atom itself is 1024-aligned, base offset
+//     field 0). LBO is not used by swizzled K-major layouts (set to 16 B).
+//   V as B, MN-major (trans-b): 128-byte lines = k (keys), the 56 used
+//     N columns sit inside one 64-element swizzle atom; the k16 step kk starts
+//     at 2048*kk bytes. The two 8-key halves of a k16 step are 1024 B apart;
+//     both LBO and SBO are set to 1024 B (with N <= 64 there is no second
+//     atom along N, so whichever of the two the hardware uses for the
+//     k direction, 1024 is right).
+// Descriptor (PTX ISA, wgmma matrix descriptor): bits 0-13 start address >> 4,
+// 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle
+// (1 = 128B).
+//
+// Register fragments (PTX ISA, wgmma m64nNk16; warp w of the warpgroup owns
+// rows 16w..16w+15; g = lane / 4, t = lane % 4):
+//   D (f32), N/2 registers: d[4i + j] = (row g + 8*(j >= 2), col 8i + 2t + (j & 1))
+//   A (16-bit), 4 registers: a0 (g, k 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..)
+// i.e. per warp exactly mma.m16n8k16's layouts, so the S accumulator of keys
+// 16kk..16kk+15 (d[8kk .. 8kk+7]) packs pairwise into the A fragment of P
+// for the k16 step kk of O += P V.
+//
+// Synchronization: cp.async.wait_group + fence.proxy.async.shared::cta (the
+// generic-proxy writes become visible to wgmma's async proxy) + __syncthreads
+// before a tile is read; wgmma.fence before each batch (its accumulator / A
+// registers were written by ordinary instructions); commit_group +
+// wait_group 0 after; a tile's stage is refilled only after the next
+// __syncthreads, by which time every warpgroup has waited for its wgmmas.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda/ck_cuda.h"
+
+namespace {
+
+constexpr int HD = 56;         // head_dim
+constexpr int ROWB = 128;      // bytes per smem row (64 16-bit elements)
+constexpr int CHUNKS = HD / 8; // 16-byte chunks per row that hold data (7)
+
+// ---------------------------------------------------------------- PTX wrappers
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
+    // src-size 0 fills the 16 bytes with zeros (keys past the end)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Pin the compiler's view of registers that a wgmma in flight reads or
+// writes: no ordinary instruction touching them moves across this point.
+template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle.
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+template <typename T> struct Ty;
+template <> struct Ty<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 v = __floats2half2_rn(lo, hi); // lo in the low 16 bits: the lower column
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+    static __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
+        __half2 r = __hmax2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
+        return *reinterpret_cast<uint32_t *>(&r);
+    }
+};
+template <> struct Ty<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&v);
+    }
+    static __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
+        __nv_bfloat162 r =
+            __hmax2(*reinterpret_cast<__nv_bfloat162 *>(&a), *reinterpret_cast<__nv_bfloat162 *>(&b));
+        return *reinterpret_cast<uint32_t *>(&r);
+    }
+};
+
+// wgmma.mma_async m64nNk16, f32 accumulator, A from registers, B from a
+// shared-memory descriptor; scale_d 0: D = A B, 1: D += A B; TRANS_B 0:
+// B K-major, 1: B MN-major. (Generated: one specialization per type and N.)
+template <typename T, int N> struct Wg;
+
+template <> struct Wg<__half, 56> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[28], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n56k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, {%28, %29, %30, %31}, %32, p, 1, 1, %34;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+template <> struct Wg<__half, 64> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+template <> struct Wg<__half, 128> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+template <> struct Wg<__nv_bfloat16, 56> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[28], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, {%28, %29, %30, %31}, %32, p, 1, 1, %34;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+template <> struct Wg<__nv_bfloat16, 64> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+template <> struct Wg<__nv_bfloat16, 128> {
+    template <int TRANS_B>
+    static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
+    }
+};
+
+// ------------------------------------------------------------------ the kernel
+
+// The Q fragment word of columns col, col+1 of a query row, max-pooled over
+// the qs source rows src + s * sstride.
+template <typename T>
+__device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs, int col) {
+    uint32_t v = *reinterpret_cast<const uint32_t *>(src + col);
+    for (int s = 1; s < qs; s++) v = Ty<T>::max2(v, *reinterpret_cast<const uint32_t *>(src + s * sstride + col));
+    return v;
+}
+
+template <int NWG, int KN, int ST> struct Cfg {
+    static constexpr int kThreads = 128 * NWG;
+    static constexpr int kRows = 64 * NWG; // query rows per CTA
+    static constexpr int kTileBytes = KN * ROWB;
+    static constexpr int kStageBytes = 2 * kTileBytes; // K tile, then V tile
+    static constexpr int kSmem = ST * kStageBytes + 1024; // + slack to align to 1024
+    static_assert(KN % 16 == 0 && KN >= 16 && KN <= 256 && ST >= 2, "tile shape");
+};
+
+// VT (a fallback / cross-check of the MN-major V operand): V is stored
+// transposed in shared memory instead (row d = head dim d, the KN = 64 keys
+// contiguous: K-major like the K tile, trans-b 0), loaded through registers.
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, bool VT>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    attention_wgmma_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    using C = Cfg<NWG, KN, ST>;
+    constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int h = blockIdx.y;
+    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
+    const T *kbase = qkv + D + (int64_t)h * HD; // row 0's K of this head; V is D further
+
+    static_assert(!VT || (KN == 64 && PVN == HD), "V^T: one 128-byte line of 64 keys per head dim");
+    // zero the padding chunk (logical chunk 7) of every row of every stage
+    // (V^T: of the K tiles only; the V^T tiles are written whole)
+    if constexpr (VT) {
+        for (int r = tid; r < ST * KN; r += kThreads)
+            st_shared_zero16(sbase + (uint32_t)((r / KN) * kStageBytes + (r % KN) * ROWB + ((7 ^ (r & 7)) << 4)));
+    } else {
+        for (int r = tid; r < ST * 2 * KN; r += kThreads)
+            st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+    }
+
+    auto load_tile = [&](int64_t tile, int stage) {
+        const int64_t k0 = tile * KN;
+        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
+        for (int idx = tid; idx < KN * CHUNKS; idx += kThreads) {
+            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = k0 + r < N;
+            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
+            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
+            cp_async16(kd + off, src, ok);
+            if constexpr (!VT) cp_async16(vd + off, src + D, ok);
+        }
+    };
+    // V^T: global -> registers (load_v), registers -> transposed tile (store_v)
+    constexpr int VPT = VT ? (KN * CHUNKS + kThreads - 1) / kThreads : 1;
+    uint4 vreg[VPT];
+    auto load_v = [&](int64_t tile) {
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = idx < KN * CHUNKS && tile * KN + r < N;
+            vreg[j] = ok ? *reinterpret_cast<const uint4 *>(kbase + (tile * KN + r) * ld + D + cc * 8)
+                         : make_uint4(0u, 0u, 0u, 0u); // keys past the end: V = 0
+        }
+    };
+    auto store_v = [&](int stage) {
+        const uint32_t vd = sbase + (uint32_t)(stage * kStageBytes) + kTileBytes;
+#pragma unroll
+        for (int j = 0; j < VPT; j++) {
+            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            if (idx < KN * CHUNKS) {
+                const uint32_t w[4] = {vreg[j].x, vreg[j].y, vreg[j].z, vreg[j].w};
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const int d = cc * 8 + e; // row d, key r: chunk r / 8, element r % 8
+                    const uint32_t a = vd + (uint32_t)(d * ROWB + (((r >> 3) ^ (d & 7)) << 4) + (r & 7) * 2);
+                    const unsigned short v = (unsigned short)(e & 1 ? w[e >> 1] >> 16 : w[e >> 1] & 0xffffu);
+                    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a), "h"(v) : "memory");
+                }
+            }
+        }
+    };
+
+    const int64_t ntiles = (N + KN - 1) / KN;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < ntiles) {
+            load_tile(s, s);
+            if constexpr (VT) load_v(s), store_v(s);
+        }
+        cp_async_commit();
+    }
+
+    // Q fragments (A operand) of rows g and g+8 of this warp's 16
+    uint32_t q[4][4];
+    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
+    {
+        const T *qb = qkv + (int64_t)h * HD;
+        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
+        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
+        const int64_t ss = Nq * ld; // pooled q: source rows s*Nq + row
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const int c0 = kk * 16 + 2 * t;
+            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
+            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
+            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u; // dims >= 56: zero
+            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
+        }
+    }
+
+    static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the zero padding");
+    float o[PVN / 2];
+#pragma unroll
+    for (int i = 0; i < PVN / 2; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    for (int64_t it = 0; it < ntiles; it++) {
+        cp_async_wait<ST - 2>(); // this thread's copies of tile `it` landed
+        fence_proxy_async();     // ... and are visible to the async proxy
+        __syncthreads();         // everyone's; and every warpgroup is done with tile it-1
+        const int64_t nt = it + ST - 1;
+        if (nt < ntiles) {
+            load_tile(nt, (int)(nt % ST));
+            if constexpr (VT) load_v(nt); // stored after this tile's P V
+        }
+        cp_async_commit();
+        const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes), vs = ks + kTileBytes;
+
+        // S = Q K^T over the 64 (padded) head dims
+        float s[KN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(s);
+
+        // keys past the end
+        const int64_t rem = N - it * KN;
+        if (rem < KN) {
+#pragma unroll
+            for (int i = 0; i < KN / 2; i++)
+                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+        }
+
+        // online softmax, log2 domain; rows g (r = 0) and g + 8 (r = 1)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = s[2 * r];
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[r], mx * c);
+            const float corr = fast_exp2(m[r] - mnew);
+            m[r] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
+                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr + sum;
+#pragma unroll
+            for (int i = 0; i < PVN / 8; i++) o[4 * i + 2 * r] *= corr, o[4 * i + 2 * r + 1] *= corr;
+        }
+
+        // P as A fragments: keys 16kk.. = S columns of n8 blocks 2kk, 2kk+1
+        uint32_t p[KN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+
+        // O += P V
+        wgmma_fence();
+        reg_fence(o);
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            if constexpr (VT) Wg<T, PVN>::template mma<0>(o, p[kk], make_desc(vs + kk * 32, 16, 1024), 1);
+            else Wg<T, PVN>::template mma<1>(o, p[kk], make_desc(vs + kk * 16 * ROWB, 1024, 1024), 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        if constexpr (VT) {
+            if (nt < ntiles) store_v((int)(nt % ST)); // stage of tile it-1: every warpgroup is past it
+        }
+    }
+
+    // normalize and store rows g and g+8
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float L = l[r];
+        L += __shfl_xor_sync(0xffffffffu, L, 1);
+        L += __shfl_xor_sync(0xffffffffu, L, 2);
+        const float inv = 1.f / L;
+        const int64_t row = r ? rhi : rlo;
+        if (row < Nq) {
+            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++)
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+    }
+}
+
+// The same with S of the next tile overlapping softmax, and P V of a tile
+// overlapping the next tile's softmax (per warpgroup; cf. the plain kernel
+// above for layouts). Iteration j: issue S_j = Q K_j, then O += P_{j-1}
+// V_{j-1}; wait for S_j (wait_group 1), softmax it in place (m, l, exp);
+// wait for the P V (wait_group 0); rescale O by the row corrections; pack
+// P_j. A tile's stage is refilled two iterations after its S (its V is read
+// one iteration later), so ST >= 3 and ST - 2 tiles are loaded ahead.
+template <typename T, int NWG, int KN, int ST, int MINB>
+__global__ void __launch_bounds__(128 * NWG, MINB)
+    attention_wgmma_pipe_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    using C = Cfg<NWG, KN, ST>;
+    static_assert(ST >= 3, "the pipelined kernel holds three tiles");
+    constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int h = blockIdx.y;
+    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
+    const T *kbase = qkv + D + (int64_t)h * HD;
+
+    for (int r = tid; r < ST * 2 * KN; r += kThreads)
+        st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+
+    auto load_tile = [&](int64_t tile, int stage) {
+        const int64_t k0 = tile * KN;
+        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
+        for (int idx = tid; idx < KN * CHUNKS; idx += kThreads) {
+            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = k0 + r < N;
+            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
+            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
+            cp_async16(kd + off, src, ok);
+            cp_async16(vd + off, src + D, ok);
+        }
+    };
+
+    const int64_t ntiles = (N + KN - 1) / KN;
+#pragma unroll
+    for (int s = 0; s < ST - 2; s++) {
+        if (s < ntiles) load_tile(s, s);
+        cp_async_commit();
+    }
+
+    uint32_t q[4][4];
+    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
+    {
+        const T *qb = qkv + (int64_t)h * HD;
+        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
+        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
+        const int64_t ss = Nq * ld;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const int c0 = kk * 16 + 2 * t;
+            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
+            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
+            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u;
+            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
+        }
+    }
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t p[KN / 16][4]; // P of the previous tile
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; kk++) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
+
+    for (int64_t it = 0; it < ntiles; it++) {
+        cp_async_wait<ST - 3>(); // tile `it` landed
+        fence_proxy_async();
+        __syncthreads(); // everyone's copies; every warpgroup is done with tile it-2
+        {
+            const int64_t nt = it + ST - 2;
+            if (nt < ntiles) load_tile(nt, (int)(nt % ST));
+            cp_async_commit();
+        }
+        const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes);
+        const uint32_t vprev = sbase + (uint32_t)(((it + ST - 1) % ST) * kStageBytes) + kTileBytes;
+
+        float s[KN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+        if (it > 0) {
+#pragma unroll
+            for (int kk = 0; kk < KN / 16; kk++)
+                Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vprev + kk * 16 * ROWB, 1024, 1024), 1);
+        }
+        wgmma_commit(); // (an empty group when it == 0)
+        wgmma_wait<1>(); // S_it
+        reg_fence(s);
+
+        const int64_t rem = N - it * KN;
+        if (rem < KN) {
+#pragma unroll
+            for (int i = 0; i < KN / 2; i++)
+                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+        }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = s[2 * r];
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[r], mx * c);
+            corr[r] = fast_exp2(m[r] - mnew);
+            m[r] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) {
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
+                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr[r] + sum;
+        }
+
+        wgmma_wait<0>(); // P_{it-1} V_{it-1}
+        reg_fence(o);
+        reg_fence(p);
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    }
+    // the last tile's P V (its stage is intact: refills only reach tiles it-2)
+    {
+        const uint32_t vlast = sbase + (uint32_t)(((ntiles - 1) % ST) * kStageBytes) + kTileBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++)
+            Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vlast + kk * 16 * ROWB, 1024, 1024), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float L = l[r];
+        L += __shfl_xor_sync(0xffffffffu, L, 1);
+        L += __shfl_xor_sync(0xffffffffu, L, 2);
+        const float inv = 1.f / L;
+        const int64_t row = r ? rhi : rlo;
+        if (row < Nq) {
+            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++)
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+    }
+}
+
+// --------------------------------------------------------------- launchers
+
+ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
+    if (err) {
+        snprintf(err->message, sizeof err->message, "%s", msg);
+        err->status = st;
+    }
+    return st;
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN = HD, bool PIPE = false, bool VT = false>
+cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
+    using C = Cfg<NWG, KN, ST>;
+    void (*kern)(const T *, int64_t, int, int, float, T *);
+    if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB>;
+    else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, VT>;
+    if (C::kSmem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+        if (e != cudaSuccess) return e;
+    }
+    const int64_t Nq = N / qs;
+    dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
+    kern<<<grid, C::kThreads, C::kSmem, st>>>((const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD), (T *)out);
+    return cudaGetLastError();
+}
+
+// Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
+// stages, min CTAs per SM (, N of the P V wgmma: 64 reads V's zero padding
+// columns too, 56 does not; the pipelined kernel; V transposed in smem).
+template <typename T>
+cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
+    switch (variant) {
+    case 1: return launch<T, 2, 128, 2, 1>(qkv, N, D, heads, qs, out, st);
+    case 2: return launch<T, 3, 64, 3, 1>(qkv, N, D, heads, qs, out, st);
+    case 3: return launch<T, 1, 64, 3, 3>(qkv, N, D, heads, qs, out, st);
+    case 4: return launch<T, 2, 64, 4, 2>(qkv, N, D, heads, qs, out, st);
+    case 5: return launch<T, 2, 64, 2, 2, 64>(qkv, N, D, heads, qs, out, st);
+    case 6: return launch<T, 2, 64, 3, 2, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 7: return launch<T, 2, 64, 4, 2, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 8: return launch<T, 2, 128, 3, 1, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 9: return launch<T, 3, 64, 4, 1, HD, true>(qkv, N, D, heads, qs, out, st);
+    case 10: return launch<T, 2, 64, 2, 2, HD, false, true>(qkv, N, D, heads, qs, out, st);
+    default: return launch<T, 2, 64, 2, 2>(qkv, N, D, heads, qs, out, st);
+    }
+}
+
+} // namespace
+
+extern "C" int ck_cuda_wgmma_ok(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)) {
+        cudaGetLastError(); // clear "no driver / no device"
+        return 0;
+    }
+    return major == 9 && minor == 0;
+}
+
+extern "C" ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                                      ck_dtype dt, int variant, void *stream, ckey_error *err) {
+    char msg[160];
+    if (heads <= 0 || D <= 0 || D % heads || qs <= 0 || N < 0 || N % qs) {
+        snprintf(msg, sizeof msg, "attention (wgmma): D %d, heads %d, N %lld, q stride %d do not fit", D, heads,
+                 (long long)N, qs);
+        return fail(err, CKEY_ERR_INVALID_ARG, msg);
+    }
+    if (D / heads != HD || (dt != CK_F16 && dt != CK_BF16)) {
+        snprintf(msg, sizeof msg, "attention (wgmma): head_dim %d, dtype %d unsupported (56; f16, bf16)", D / heads,
+                 (int)dt);
+        return fail(err, CKEY_ERR_UNSUPPORTED, msg);
+    }
+    if (((uintptr_t)qkv & 15) || ((uintptr_t)out & 3))
+        return fail(err, CKEY_ERR_INVALID_ARG, "attention (wgmma): qkv must be 16-byte aligned, out 4-byte");
+    if (N == 0) return CKEY_OK;
+    cudaStream_t st = (cudaStream_t)stream;
+    const cudaError_t e = dt == CK_F16 ? dispatch<__half>(variant, qkv, N, D, heads, qs, out, st)
+                                       : dispatch<__nv_bfloat16>(variant, qkv, N, D, heads, qs, out, st);
+    if (e != cudaSuccess) {
+        snprintf(msg, sizeof msg, "CUDA: attention (wgmma) launch: %s", cudaGetErrorString(e));
+        return fail(err, CKEY_ERR_DEVICE, msg);
+    }
+    return CKEY_OK;
+}
+
+extern "C" ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                              ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_attention_wgmma_variant(qkv, N, D, heads, qs, out, dt, 0, stream, err);
+}
