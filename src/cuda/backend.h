@@ -8,14 +8,22 @@
 typedef struct ck_cuda_state {
     void *stream;       /* cudaStream_t; NULL = the default stream */
     ck_cublas *blas;
-    float *scratch;     /* device, ck_cuda_scratch_floats() elements of dt, inside the arena */
+    float *scratch;     /* device: the current phase's scratch inside the arena (set_scratch); NULL between phases */
+    size_t scratch_bytes;
     ck_dtype dt;        /* storage type of activations and matrix weights */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;
 
-/* Device scratch the CUDA ops need for this config and S. */
-size_t ck_cuda_scratch_floats(const ck_config *c, int S);
+/* Device scratch the CUDA ops need in each phase of the pass (ck_fwd.scratch_bytes),
+ * in elements of the storage type, for this config and S:
+ *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
+ *             mlp and patch-embed chunks, decoder_fuse chunks);
+ *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise);
+ *   residual  the residual blocks (the in-place conv's two output bands). */
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
+size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
+size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S);
 
 #ifdef CK_HAVE_CUDA
 extern const ck_ops ck_cuda_ops;
