@@ -159,7 +159,10 @@ void ckey_session_options_default(ckey_session_options *o);
 typedef struct ckey_memory_plan {
     int64_t weight_bytes;     /* model weights (incl. pos-embed resized for S) */
     int64_t arena_bytes;      /* the one activation arena, sized by the planner */
-    int64_t scratch_bytes;    /* per-thread scratch inside the arena */
+    int64_t scratch_bytes;    /* scratch inside the arena: on the CPU the one
+                                 pass-long scratch (per-thread slices + shared);
+                                 on CUDA the largest of the per-phase scratches
+                                 (encoder, refiner stem, refiner blocks) */
     int64_t peak_bytes;       /* weights + arena (plate-size resize buffers of
                                  ckey_session_key and the model's raw decoder
                                  copy kept for `convert`, ~7 MiB, come on top) */

@@ -1505,8 +1505,8 @@ static int cmd_info(int argc, char **argv) {
     printf("memory plan   at S = %d on %s, %s (%s memory):\n", (int)o.so.size, devname, ckey_precision_name(prec),
            on_gpu ? "device" : "host");
     printf("  weights     %10.1f MiB\n", mib(plan.weight_bytes));
-    printf("  arena       %10.1f MiB (of which scratch %.1f MiB)\n", mib(plan.arena_bytes),
-           mib(plan.scratch_bytes));
+    printf("  arena       %10.1f MiB (of which scratch %s%.1f MiB)\n", mib(plan.arena_bytes),
+           on_gpu ? "at most " : "", mib(plan.scratch_bytes));
     printf("  peak        %10.1f MiB\n", mib(plan.peak_bytes));
     printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
            (int)plan.num_buffers, mib(plan.naive_bytes));

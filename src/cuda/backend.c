@@ -2,9 +2,11 @@
  * through these entries, composed from the kernels in src/cuda/ (the .cu files) and
  * cuBLAS. First version: fp32, correctness first (each piece is checked
  * against the CPU op in tests/test-cuda.c, the whole network against the
- * PyTorch fixtures). Large intermediates use one device scratch region sized
- * by ck_cuda_scratch_floats; tensor-core kernels, fused epilogues, the
- * memory bound and CUDA graphs come next (issue 3). */
+ * PyTorch fixtures). Large intermediates use a device scratch inside the
+ * arena, one per phase of the pass (ck_fwd.scratch_bytes, handed over by
+ * set_scratch), sized by the ck_cuda_*_scratch_elems functions;
+ * tensor-core kernels, fused epilogues, the memory bound and CUDA graphs come
+ * next (issue 3). */
 #include <string.h>
 
 #include "cuda/backend.h"
@@ -27,7 +29,7 @@
  * dilation, 8): two bands of output are in flight in the scratch. */
 enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 64, PATCH_CHUNK = 32768 };
 
-size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -51,9 +53,31 @@ size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
     }
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
     need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
-    need = CK_MAX(need, (size_t)2 * CONV_BAND * S * c->ref_dim); /* in-place conv: two output bands */
-    need = CK_MAX(need, (size_t)S * S * 16);                       /* the tensor-core stem's padded input */
     return need;
+}
+
+size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
+    /* the tensor-core stem's input, repacked [S*S, 16]; the CUDA-core stem needs none */
+    return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 16 : 0;
+}
+
+size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S) {
+    return (size_t)2 * CONV_BAND * S * c->ref_dim; /* the in-place conv's two output bands */
+}
+
+/* Fails the pass (once) when the current phase's scratch is under `elems`
+ * elements of dt: the sizes above and the ops below disagree. */
+static int scratch_ok(ck_cuda_state *s, size_t elems) {
+    if (elems * ck_dtype_size(s->dt) <= s->scratch_bytes) return 1;
+    if (s->status == CKEY_OK)
+        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: the phase's scratch (%zu bytes) is under the %zu an op "
+                            "needs", s->scratch_bytes, elems * ck_dtype_size(s->dt));
+    return 0;
+}
+
+static void cu_set_scratch(ck_backend *be, void *scratch, size_t bytes) {
+    ST(be)->scratch = scratch;
+    ST(be)->scratch_bytes = bytes;
 }
 
 static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos, int k,
@@ -64,6 +88,7 @@ static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, 
     if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
         const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
         const int64_t total = (int64_t)G * G;
+        if (!scratch_ok(s, (size_t)CK_MIN((int64_t)PATCH_CHUNK, total) * (KK + c->embed_dim))) return;
         for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
             const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
             float *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
@@ -95,6 +120,7 @@ static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in,
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     float *full = s->scratch;
+    if (!scratch_ok(s, (size_t)N * out)) return;
     CHECKED(ck_cuda_linear_t(s->blas, x, N, in, W, NULL, full, out, 0, s->dt, s->stream, &e_));
     CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, b, y, s->dt, s->stream, &e_));
 }
@@ -111,6 +137,7 @@ static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, cons
     const int hd = Do / heads;
     const int64_t Nq = N / qs, nw = N / T;
     const size_t work = CK_MAX((size_t)N * 3 * hd, D != Do ? (size_t)N * Do : 0);
+    if (!scratch_ok(s, (size_t)N * D + work + (size_t)Nq * Do)) return;
     float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, work);
     CHECKED(ck_cuda_layernorm_t(x, N, D, w->norm1_w, w->norm1_b, xn, s->dt, s->stream, &e_));
     if (D != Do) {
@@ -146,6 +173,7 @@ static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int
 static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
+    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)MLP_CHUNK, N) * (C + hidden))) return;
     for (int64_t r = 0; r < N; r += MLP_CHUNK) {
         const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
         float *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, x, r * C);
@@ -167,6 +195,7 @@ static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1
     ck_cuda_state *s = ST(be);
     const int D2 = 2 * m->cfg.dec_dim;
     const int64_t total = (int64_t)H1 * H1;
+    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)DEC_CHUNK, total) * D2)) return;
     for (int64_t p0 = 0; p0 < total; p0 += DEC_CHUNK) {
         const int64_t n = CK_MIN((int64_t)DEC_CHUNK, total - p0);
         CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1, p0 * C1), n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->dt,
@@ -193,6 +222,40 @@ static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, in
     CHECKED(ck_cuda_affine_relu_t(x, y, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
 }
 
+/* A conv that writes over its own input (out == in), band by band: band k
+ * goes to scratch slot k % 2; once band k is computed no later band reads the
+ * input rows of band k - 1 (a band is at least the dilation tall), so that
+ * band's output is copied home. tc: the tensor-core conv (which applies the
+ * pending GroupNorm + ReLU in_a, in_b as it loads), else the CUDA-core one
+ * (the caller has applied it already; in_a, in_b are then unused). `in` is a
+ * refiner map (never the stem's image input) and equals `out`. */
+static void conv3x3_in_place(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
+                             const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
+                             double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
+    const int nb = (S + CONV_BAND - 1) / CONV_BAND;
+    if (!scratch_ok(s, (size_t)2 * CONV_BAND * S * Cout)) return;
+    for (int k = 0; k <= nb; k++) {
+        if (k < nb) {
+            const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
+            void *band = (char *)s->scratch + (k % 2) * band_bytes;
+            if (tc)
+                CHECKED(ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats,
+                                                s->dt, s->stream, &e_));
+            else
+                CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, W, bias, band, y0, y1, Cout, groups, stats, s->dt,
+                                               s->stream, &e_));
+        }
+        if (k > 0) {
+            const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
+            CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout), (char *)s->scratch + ((k - 1) % 2) * band_bytes,
+                                     (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
+        }
+    }
+}
+
 static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil, const float *W,
                        const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
                        double *stats) {
@@ -202,6 +265,7 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
     if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
         /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
         if (image_in) { /* the stem: [7, S, S] -> [S*S, 16] in the scratch, padded weights */
+            if (!scratch_ok(s, (size_t)HW * 16)) return;
             CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
             CHECKED(ck_cuda_conv3x3_tc(s->scratch, 16, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
                                        s->stream, &e_));
@@ -212,22 +276,7 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
                                        &e_));
             return;
         }
-        const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
-        const int nb = (S + CONV_BAND - 1) / CONV_BAND;
-        for (int k = 0; k <= nb; k++) { /* as below; band k reads no row written back yet */
-            if (k < nb) {
-                const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
-                CHECKED(ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b,
-                                                (char *)s->scratch + (k % 2) * band_bytes, y0, y1, Cout, groups, stats,
-                                                s->dt, s->stream, &e_));
-            }
-            if (k > 0) {
-                const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
-                CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout),
-                                         (char *)s->scratch + ((k - 1) % 2) * band_bytes,
-                                         (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
-            }
-        }
+        conv3x3_in_place(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
         return;
     }
     if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
@@ -235,24 +284,7 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
         CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
         return;
     }
-    /* In place, band by band: band k goes to scratch slot k % 2; once band k
-     * is computed no later band reads the input rows of band k - 1 (a band
-     * is at least the dilation tall), so that band's output is copied home. */
-    const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
-    const int nb = (S + CONV_BAND - 1) / CONV_BAND;
-    (void)HW;
-    for (int k = 0; k <= nb; k++) {
-        if (k < nb) {
-            const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
-            CHECKED(ck_cuda_conv3x3_rows_t(in, image_in, Cin, S, dil, W, bias, (char *)s->scratch + (k % 2) * band_bytes,
-                                           y0, y1, Cout, groups, stats, s->dt, s->stream, &e_));
-        }
-        if (k > 0) {
-            const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
-            CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout), (char *)s->scratch + ((k - 1) % 2) * band_bytes,
-                                     (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
-        }
-    }
+    conv3x3_in_place(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
 }
 
 static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,
@@ -278,6 +310,7 @@ static void cu_zero_stats(ck_backend *be, double *stats, int n) {
 }
 
 const ck_ops ck_cuda_ops = {
+    .set_scratch = cu_set_scratch,
     .patch_embed = cu_patch_embed,
     .mask_unit_attention = cu_mask_unit_attention,
     .layernorm = cu_layernorm,
@@ -299,7 +332,15 @@ const ck_ops ck_cuda_ops = {
 
 #else
 
-size_t ck_cuda_scratch_floats(const ck_config *c, int S) {
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
+    (void)c, (void)S;
+    return 0;
+}
+size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
+    (void)c, (void)S, (void)dt;
+    return 0;
+}
+size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S) {
     (void)c, (void)S;
     return 0;
 }

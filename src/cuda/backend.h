@@ -8,7 +8,8 @@
 typedef struct ck_cuda_state {
     void *stream;       /* cudaStream_t; NULL = the default stream */
     ck_cublas *blas;
-    float *scratch;     /* device, ck_cuda_scratch_floats() elements of dt, inside the arena */
+    float *scratch;     /* device: the current phase's scratch inside the arena (set_scratch); NULL between phases */
+    size_t scratch_bytes;
     ck_dtype dt;        /* storage type of activations and matrix weights */
     int wgmma;          /* global attention on the sm_90a wgmma kernel (16-bit dt, a 9.0
                          * device, CKEY_CUDA_NO_WGMMA unset; decided at session init) */
@@ -16,8 +17,15 @@ typedef struct ck_cuda_state {
     ckey_error err;
 } ck_cuda_state;
 
-/* Device scratch the CUDA ops need for this config and S. */
-size_t ck_cuda_scratch_floats(const ck_config *c, int S);
+/* Device scratch the CUDA ops need in each phase of the pass (ck_fwd.scratch_bytes),
+ * in elements of the storage type, for this config and S:
+ *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
+ *             mlp and patch-embed chunks, decoder_fuse chunks);
+ *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise);
+ *   residual  the residual blocks (the in-place conv's two output bands). */
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
+size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
+size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S);
 
 #ifdef CK_HAVE_CUDA
 extern const ck_ops ck_cuda_ops;

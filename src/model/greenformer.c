@@ -29,6 +29,25 @@ static void tap(const ck_fwd *f, const char *name, const void *data, int act, in
     f->tap(f->tap_user, name, data, shape, ndim, act ? f->act_bytes : 4);
 }
 
+/* Begin a phase: allocate its scratch (if the backend sized one) and hand it
+ * to the backend. */
+static void *phase_begin(const ck_fwd *f, int phase) {
+    static const char *const tags[CK_PHASE_COUNT] = {"scratch: encoder", "scratch: refiner stem",
+                                                     "scratch: refiner blocks"};
+    const size_t bytes = f->scratch_bytes[phase];
+    if (!bytes) return NULL;
+    void *p = ck_alloc(f->plan, bytes, tags[phase]);
+    if (f->ops && f->ops->set_scratch) f->ops->set_scratch(f->be, p, bytes);
+    return p;
+}
+
+/* End a phase: its scratch is free for the buffers that follow. */
+static void phase_end(const ck_fwd *f, void *scratch) {
+    if (!scratch) return;
+    if (f->ops && f->ops->set_scratch) f->ops->set_scratch(f->be, NULL, 0);
+    ck_release(f->plan, scratch);
+}
+
 /* An activation buffer of n elements (act_bytes each). */
 #define ALLOC_ACT(n, tag) ((float *)ck_alloc(pl, (size_t)(n) * (size_t)f->act_bytes, (tag)))
 /* Element `off` of an activation buffer. */
@@ -41,6 +60,8 @@ float *ck_forward(const ck_fwd *f) {
     const int S = f->S, G = S / c->patch_stride, E = c->embed_dim;
     const int64_t HW = (int64_t)S * S;
 
+    /* the encoder's and decoders' scratch (plan buffer 0 when there is one) */
+    void *scratch = phase_begin(f, CK_PHASE_ENCODER);
     /* x [4, S, S]: normalized RGB + hint, written by the caller. */
     float *x = ALLOC_ACT(4 * HW, "input x");
 
@@ -122,6 +143,7 @@ float *ck_forward(const ck_fwd *f) {
     OPP(f, CK_PROF_DECODER, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
     for (int s = 0; s < 3; s++) ck_release(pl, P[s]);
     ck_release(pl, feat[0]);
+    phase_end(f, scratch);
     tap(f, "alpha_logits", logits, 0, 3, 1, G, G);
     tap(f, "fg_logits", logits + (int64_t)G * G, 0, 3, 3, G, G);
 
@@ -139,13 +161,16 @@ float *ck_forward(const ck_fwd *f) {
     float *gb = ck_alloc_f32(pl, R, "gn shift");
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
     float *xr = ALLOC_ACT(R * HW, "refiner x");
+    scratch = phase_begin(f, CK_PHASE_STEM);
     OP(f, zero_stats, stats, 2 * gr);
     OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
+    phase_end(f, scratch);
     ck_release(pl, rin);
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
     OP(f, affine_relu, xr, R, HW, ga, gb);
     /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
     float *t = ALLOC_ACT(R * HW, "refiner t");
+    scratch = phase_begin(f, CK_PHASE_RESIDUAL);
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
@@ -157,6 +182,7 @@ float *ck_forward(const ck_fwd *f) {
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
         OP(f, residual_affine_relu, xr, t, R, HW, ga, gb);
     }
+    phase_end(f, scratch);
     ck_release(pl, t);
     ck_release(pl, stats);
     ck_release(pl, ga);

@@ -4,6 +4,11 @@
 #include "model/model.h"
 #include "model/ops.h"
 
+/* The phases of a pass with a backend scratch of their own (ck_fwd.scratch_bytes):
+ * the encoder and the decoders, the refiner's stem conv, the refiner's residual
+ * blocks. */
+enum { CK_PHASE_ENCODER, CK_PHASE_STEM, CK_PHASE_RESIDUAL, CK_PHASE_COUNT };
+
 /* One forward pass. With ops == NULL nothing is computed: the pass only
  * records its allocations (the planning run). */
 typedef struct ck_fwd {
@@ -20,6 +25,14 @@ typedef struct ck_fwd {
     double *prof;         /* optional: seconds per op kind, [CK_PROF_COUNT] */
     void (*sync)(void);   /* optional: wait for the device, so profiled times are real */
     int act_bytes;        /* bytes per activation element: 4 (fp32) or 2 (fp16/bf16 on CUDA) */
+    /* optional: the backend's scratch per phase, in bytes (0: none). ck_forward
+     * allocates each phase's scratch from the plan as the phase begins and
+     * releases it as it ends (so later buffers reuse its bytes), and hands it
+     * to ops->set_scratch: (ptr, bytes) at the start, (NULL, 0) at the end.
+     * Backends that keep one pass-long scratch of their own (the CPU) leave
+     * these 0. The encoder's scratch, when there is one, is the pass's first
+     * allocation (plan buffer 0). */
+    size_t scratch_bytes[CK_PHASE_COUNT];
 } ck_fwd;
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */
@@ -29,8 +42,10 @@ enum { CK_PROF_PATCH, CK_PROF_MU_ATTN, CK_PROF_LAYERNORM, CK_PROF_LINEAR, CK_PRO
 extern const char *const ck_prof_names[CK_PROF_COUNT];
 
 /* Returns the [4, S, S] fp32 result (alpha, then fg) inside the arena. The
- * first allocation of the pass is the [4, S, S] input buffer (activation
- * type): x is read from it (callers write the input there before the pass).
+ * first allocation of the pass (the second, after the encoder's scratch, when
+ * scratch_bytes[CK_PHASE_ENCODER] is set) is the [4, S, S] input buffer
+ * (activation type): x is read from it (callers write the input there before
+ * the pass).
  * Activations (tokens, features, refiner maps) are act_bytes per element;
  * logits, GroupNorm statistics and affines and the output are fp32. */
 float *ck_forward(const ck_fwd *f);

@@ -15,6 +15,11 @@
 typedef struct ck_backend ck_backend; /* backend-private state (pool, scratch, ...) */
 
 typedef struct ck_ops {
+    /* Optional. The scratch of the phase of the pass that begins (ck_fwd.scratch_bytes,
+     * inside the arena; the same address on every pass), or NULL, 0 when a phase
+     * ends. Ops that need scratch are called only inside a phase that sized it. */
+    void (*set_scratch)(ck_backend *be, void *scratch, size_t bytes);
+
     /* x [4, S, S] -> tokens [(S/4)^2, E] in unrolled order (k strides):
      * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). */
     void (*patch_embed)(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos,

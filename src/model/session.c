@@ -23,7 +23,8 @@ struct ckey_session {
     ck_plan *plan;
     void *arena;
     float *pos_resized;   /* NULL when S / 4 == the stored grid */
-    size_t scratch_bytes;
+    size_t scratch_bytes; /* CPU: the pass-long scratch; CUDA: the largest phase's */
+    size_t phase_scratch[CK_PHASE_COUNT]; /* CUDA: each phase's scratch (ck_fwd.scratch_bytes) */
     ckey_memory_plan mp;
     ckey_tap_fn tap;
     void *tap_user;
@@ -43,6 +44,7 @@ struct ckey_session {
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
     float *host_in, *host_out, *tap_host; /* host_in/out pinned (cudaMallocHost) */
+    float *tap_dev;       /* taps of 16-bit sessions: widened to fp32 here (device, outside the plan) */
     void *blas_ws;        /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
     void *graph;          /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;       /* frames run */
@@ -50,7 +52,7 @@ struct ckey_session {
     float *result;        /* the pass's [4, S, S] output on the device (the same every frame) */
     const float *io_in;   /* ckey_session_forward_into's caller buffers for this call, else NULL */
     float *io_out;
-    size_t tap_host_floats;
+    size_t tap_host_floats, tap_dev_floats;
 };
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
@@ -172,23 +174,32 @@ static int resolve_threads(int t) {
     return n > 0 ? (int)n : 1;
 }
 
-/* Record the pass: the CPU scratch first (lives throughout), then the
- * forward's own buffers. */
+/* Record the pass. CPU: its scratch first (buffer 0, lives throughout), then
+ * the forward's own buffers. CUDA: the forward allocates a scratch per phase
+ * (phase[], bytes; the encoder's is buffer 0), each released when its phase
+ * ends, so that the refiner's maps reuse the encoder's scratch. *scratch_bytes:
+ * the CPU scratch, or the largest phase's. */
 static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, int threads, ck_plan *plan,
-                             size_t *scratch_bytes, ckey_error *err) {
-    const size_t act_bytes = ck_dtype_size(session_dtype(o));
+                             size_t *scratch_bytes, size_t phase[CK_PHASE_COUNT], ckey_error *err) {
+    const ck_dtype dt = session_dtype(o);
+    const size_t act_bytes = ck_dtype_size(dt);
+    const int S = o->size;
+    for (int i = 0; i < CK_PHASE_COUNT; i++) phase[i] = 0;
+    ck_plan_begin_record(plan);
     if (o->device == CKEY_DEVICE_CUDA) {
-        /* the scratch also stages the fp32 input of a 16-bit session */
-        *scratch_bytes = CK_MAX(ck_cuda_scratch_floats(&m->cfg, o->size) * act_bytes,
-                                (size_t)16 * o->size * o->size);
+        /* the encoder's scratch also stages the fp32 input of a 16-bit session (cuda_run) */
+        phase[CK_PHASE_ENCODER] = CK_MAX(ck_cuda_encoder_scratch_elems(&m->cfg, S) * act_bytes, (size_t)16 * S * S);
+        phase[CK_PHASE_STEM] = ck_cuda_stem_scratch_elems(&m->cfg, S, dt) * act_bytes;
+        phase[CK_PHASE_RESIDUAL] = ck_cuda_residual_scratch_elems(&m->cfg, S) * act_bytes;
+        *scratch_bytes = CK_MAX(phase[CK_PHASE_ENCODER], CK_MAX(phase[CK_PHASE_STEM], phase[CK_PHASE_RESIDUAL]));
     } else {
         size_t per_thread, shared;
-        ck_cpu_scratch_floats(&m->cfg, o->size, threads, &per_thread, &shared);
+        ck_cpu_scratch_floats(&m->cfg, S, threads, &per_thread, &shared);
         *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
+        ck_alloc(plan, *scratch_bytes, "cpu scratch");
     }
-    ck_plan_begin_record(plan);
-    ck_alloc(plan, *scratch_bytes, o->device == CKEY_DEVICE_CUDA ? "cuda scratch" : "cpu scratch");
-    ck_fwd f = {m, NULL, NULL, plan, o->size, NULL, o->refiner_strength, NULL, NULL, NULL, NULL, (int)act_bytes};
+    ck_fwd f = {m, NULL, NULL, plan, S, NULL, o->refiner_strength, NULL, NULL, NULL, NULL, (int)act_bytes, {0}};
+    for (int i = 0; i < CK_PHASE_COUNT; i++) f.scratch_bytes[i] = phase[i];
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
@@ -273,9 +284,10 @@ static ckey_status plan_only(const ckey_model *m, const ckey_session_options *op
                              ck_plan **plan, size_t *scratch, ckey_error *err) {
     *plan = NULL;
     if (opt) *o = *opt; else ckey_session_options_default(o);
+    size_t phase[CK_PHASE_COUNT];
     ckey_status st = check_options(m, o, 0, err);
     if (!st) st = ck_plan_create(plan, err);
-    if (!st) st = plan_pass(m, o, resolve_threads(o->threads), *plan, scratch, err);
+    if (!st) st = plan_pass(m, o, resolve_threads(o->threads), *plan, scratch, phase, err);
     return st;
 }
 
@@ -469,7 +481,6 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if ((st = ck_cuda_host_alloc((void **)&s->host_in, io, err))) return st;
     if ((st = ck_cuda_host_alloc((void **)&s->host_out, io, err))) return st;
     ck_plan_begin_execute(s->plan, s->arena);
-    s->cs.scratch = ck_plan_buffer(s->plan, 0);
     return CKEY_OK;
 }
 
@@ -497,7 +508,7 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
     ckey_status st = check_options(m, &s->opt, 1, err);
     int threads = resolve_threads(s->opt.threads);
     if (!st) st = ck_plan_create(&s->plan, err);
-    if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, err);
+    if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, s->phase_scratch, err);
     if (!st) {
         fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, session_dtype(&s->opt), &s->mp);
         if (s->opt.memory_budget > 0 && s->mp.peak_bytes > s->opt.memory_budget)
@@ -559,6 +570,7 @@ void ckey_session_free(ckey_session *s) {
         if (s->dpos_owned) ck_cuda_free(s->dpos);
         ck_cuda_host_free(s->host_in);
         ck_cuda_host_free(s->host_out);
+        ck_cuda_free(s->tap_dev);
         free(s->tap_host);
     }
     ck_pool_free(s->pool);
@@ -606,11 +618,18 @@ static void cuda_tap(void *user, const char *name, const void *data, const int64
     if (elem_bytes == 4) {
         if (ck_cuda_copy(s->tap_host, data, (size_t)n * sizeof(float), 0, NULL)) return;
     } else {
-        /* widen to fp32 in the scratch, then copy (taps run between ops) */
-        float *wide = s->cs.scratch;
-        if ((size_t)n * sizeof(float) > s->scratch_bytes) return;
-        if (ck_cuda_convert(data, s->dt, wide, CK_F32, n, NULL, NULL) || ck_cuda_sync(NULL)) return;
-        if (ck_cuda_copy(s->tap_host, wide, (size_t)n * sizeof(float), 0, NULL)) return;
+        /* widen to fp32 on the device, then copy (taps run between ops, on eager
+         * passes only). The buffer is the tap's own, outside the plan: no
+         * phase's scratch has to fit every tap. */
+        if ((size_t)n > s->tap_dev_floats) {
+            ck_cuda_free(s->tap_dev); /* debug path only */
+            s->tap_dev = NULL;
+            s->tap_dev_floats = 0;
+            if (ck_cuda_malloc((void **)&s->tap_dev, (size_t)n * sizeof(float), NULL)) return;
+            s->tap_dev_floats = (size_t)n;
+        }
+        if (ck_cuda_convert(data, s->dt, s->tap_dev, CK_F32, n, NULL, NULL) || ck_cuda_sync(NULL)) return;
+        if (ck_cuda_copy(s->tap_host, s->tap_dev, (size_t)n * sizeof(float), 0, NULL)) return;
     }
     s->tap(s->tap_user, name, s->tap_host, shape, ndim);
 }
@@ -625,7 +644,6 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     double t0 = ck_now();
     const int64_t HW = (int64_t)s->opt.size * s->opt.size;
     ck_plan_begin_execute(s->plan, s->arena);
-    ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
     s->cs.status = CKEY_OK;
     void *stream = s->cs.stream;
     ckey_status st;
@@ -634,10 +652,11 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     if (s->dt == CK_F32) {
         st = ck_cuda_copy_async(ck_plan_buffer(s->plan, 1), src, (size_t)4 * HW * sizeof(float), 1, stream, err);
     } else {
-        /* fp32 input through the scratch (free until the first op), stored in dt */
-        st = ck_cuda_copy_async(s->cs.scratch, src, (size_t)4 * HW * sizeof(float), 1, stream, err);
-        if (!st)
-            st = ck_cuda_convert(s->cs.scratch, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, stream, err);
+        /* fp32 input through the encoder's scratch (buffer 0, free until the
+         * first op; plan_pass sizes it for this), stored in dt */
+        float *stage = ck_plan_buffer(s->plan, 0);
+        st = ck_cuda_copy_async(stage, src, (size_t)4 * HW * sizeof(float), 1, stream, err);
+        if (!st) st = ck_cuda_convert(stage, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, stream, err);
     }
     if (st) return st;
     /* Eager on the first frame, and whenever taps or profiling watch the
@@ -650,7 +669,8 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
         if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
         ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
                     s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet,
-                    (int)ck_dtype_size(s->dt)};
+                    (int)ck_dtype_size(s->dt), {0}};
+        for (int i = 0; i < CK_PHASE_COUNT; i++) f.scratch_bytes[i] = s->phase_scratch[i];
         res = ck_forward(&f);
         if (capturing) {
             ckey_error ce;
@@ -661,7 +681,6 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
                 s->no_graph = 1;
                 s->cs.status = CKEY_OK;
                 ck_plan_begin_execute(s->plan, s->arena);
-                ck_alloc(s->plan, s->scratch_bytes, "cuda scratch");
                 res = ck_forward(&f);
             }
         }
@@ -706,7 +725,7 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
     if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
     ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
                 s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap ? cpu_tap : NULL,
-                s, s->prof, NULL, (int)sizeof(float)};
+                s, s->prof, NULL, (int)sizeof(float), {0}};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
