@@ -111,6 +111,7 @@ ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) NOCU
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_graph_free(void *exec) {}
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err) NOCUDA_BODY
+void ck_cublas_plan_counts(const ck_cublas *h, int *fused, int *fallback) { *fused = *fallback = 0; }
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -287,6 +287,11 @@ void ck_cublas_free(ck_cublas *c) {
     free(c);
 }
 
+void ck_cublas_plan_counts(const ck_cublas *c, int *fused, int *fallback) {
+    *fused = *fallback = 0;
+    for (int i = 0; c && i < c->nplans; i++) ++*(c->plans[i].ok ? fused : fallback);
+}
+
 static unsigned align_of(const void *p) {
     const uintptr_t a = (uintptr_t)p;
     if (!a) return 16;
