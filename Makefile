@@ -76,7 +76,7 @@ ifeq ($(CUDA),yes)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
   BASEFLAGS += -DCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  LIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+  LIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
   NVFLAGS   := -std=c++17 -O3 -Iinclude -Isrc -DCK_HAVE_CUDA=1 \
                -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
   NVARCH    := -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)]

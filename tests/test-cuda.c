@@ -1238,6 +1238,152 @@ static void test_refiner_elementwise_16bit(void) {
     cpu_be_free(&cb);
 }
 
+/* Device copy of n values rounded to dt (h receives the rounded values). */
+static void *dev16_rounded(float *h, size_t n, ck_dtype dt) {
+    uint16_t *bits = malloc(n * 2);
+    for (size_t i = 0; i < n; i++) bits[i] = to16(h[i], dt), h[i] = from16(bits[i], dt);
+    void *d = to_device_bytes(bits, n * 2);
+    free(bits);
+    return d;
+}
+
+/* 16-bit linear layers (cuBLASLt with the fp32 bias in the epilogue, or the
+ * GEMM + bias pass) against a double reference on the rounded inputs: y a
+ * column block of a wider matrix (ldy != out), with and without bias and
+ * accumulation, aligned and unaligned (odd out, bias pointer at +1 float).
+ * Bound per element: the final rounding of the fused path, or the two of the
+ * GEMM + bias pass, u (2|ref| + |b|), plus 1e-5 of sum |x w| + |y0| + |b|
+ * for fp32 accumulation. Columns outside the block must keep their bits. */
+static void test_linear_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_cublas *h = NULL;
+    ckey_error err;
+    REQUIRE(ck_cublas_create(&h, &err) == CKEY_OK);
+    void *ws = NULL;
+    const size_t ws_bytes = (size_t)16 << 20;
+    REQUIRE(ck_cuda_malloc(&ws, ws_bytes, NULL) == CKEY_OK);
+    REQUIRE(ck_cublas_set_workspace(h, ws, ws_bytes, &err) == CKEY_OK);
+    const struct { int64_t N; int in, out, blocks, col, bias, acc, boff; } cases[] = {
+        {1000, 448, 224, 3, 1, 1, 1, 0}, /* bias + accumulate, y the middle block of [N, 672] */
+        {1000, 448, 224, 1, 0, 1, 0, 0}, /* bias, ldy == out */
+        {777, 896, 112, 2, 1, 0, 1, 0},  /* accumulate, no bias */
+        {513, 224, 56, 3, 2, 1, 0, 0},   /* qkv-like: head_dim 56 of a 3*56 row */
+        {300, 112, 100, 2, 1, 1, 1, 1},  /* out not a multiple of 8, bias at +1 float */
+    };
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (size_t ci = 0; ci < CK_ARRAY_LEN(cases); ci++)
+        for (int d = 0; d < 2; d++) {
+            const ck_dtype dt = dts[d];
+            const int64_t N = cases[ci].N;
+            const int in = cases[ci].in, out = cases[ci].out, ldy = out * cases[ci].blocks;
+            const int col = out * cases[ci].col, boff = cases[ci].boff;
+            const size_t ny = (size_t)N * ldy;
+            float *x = random_floats((size_t)N * in, 601u + (unsigned)ci), *W = random_floats((size_t)out * in, 603),
+                  *b = random_floats((size_t)out + 1, 605), *y0 = random_floats(ny, 607);
+            for (size_t i = 0; i < ny; i++) y0[i] *= 4.0f;
+            void *dx = dev16_rounded(x, (size_t)N * in, dt), *dW = dev16_rounded(W, (size_t)out * in, dt),
+                 *dy = dev16_rounded(y0, ny, dt);
+            float *db = to_device(b, (size_t)out + 1);
+            REQUIRE(dx && dW && dy && db);
+            const float *bb = cases[ci].bias ? b + boff : NULL;
+            CHECKF(ck_cuda_linear_ld_t(h, dx, N, in, dW, cases[ci].bias ? db + boff : NULL, (uint16_t *)dy + col, out,
+                                       ldy, cases[ci].acc, dt, NULL, &err) == CKEY_OK,
+                   "%s", err.message);
+            uint16_t *got = malloc(ny * 2);
+            REQUIRE(got && ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+            const double u = unit_roundoff(dt);
+            size_t bad = 0, moved = 0;
+            double emax = 0;
+            for (int64_t r = 0; r < N; r++)
+                for (int c = 0; c < ldy; c++) {
+                    const size_t i = (size_t)r * ldy + c;
+                    if (c < col || c >= col + out) {
+                        moved += got[i] != to16(y0[i], dt);
+                        continue;
+                    }
+                    const int o = c - col;
+                    double ref = 0, sabs = 0;
+                    for (int k = 0; k < in; k++) {
+                        const double p = (double)x[r * in + k] * W[(size_t)o * in + k];
+                        ref += p, sabs += fabs(p);
+                    }
+                    const double bo = bb ? bb[o] : 0.0, yo = cases[ci].acc ? y0[i] : 0.0;
+                    ref += bo + yo;
+                    sabs += fabs(bo) + fabs(yo);
+                    const double e = fabs((double)from16(got[i], dt) - ref);
+                    emax = fmax(emax, e);
+                    if (!(e <= u * (2 * fabs(ref) + fabs(bo)) + 1e-5 * sabs)) bad++;
+                }
+            printf("  linear %s N=%lld in=%d out=%d ldy=%d%s%s%s: max abs err %.3g, %zu over the bound, %zu "
+                   "outside the block changed\n",
+                   dt_name(dt), (long long)N, in, out, ldy, bb ? " bias" : "", cases[ci].acc ? " accumulate" : "",
+                   boff ? " (bias +1)" : "", emax, bad, moved);
+            CHECK(bad == 0 && moved == 0);
+            ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dy), ck_cuda_free(db);
+            free(x), free(W), free(b), free(y0), free(got);
+        }
+    int fused = 0, fallback = 0;
+    ck_cublas_plan_counts(h, &fused, &fallback);
+    printf("  cuBLASLt plans: %d with an algorithm (bias fused), %d without (GEMM + bias pass)\n", fused, fallback);
+    ck_cublas_free(h);
+    ck_cuda_free(ws);
+}
+
+/* 16-bit LayerNorm (vector kernel: C a multiple of 8, 16-byte aligned;
+ * generic otherwise) and bias + exact GELU (16-byte vectors or scalar)
+ * against double references on the rounded inputs: one final rounding plus
+ * fp32 arithmetic. */
+static void test_layernorm_gelu_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_error err;
+    const int64_t N = 1001;
+    const int Cs[] = {112, 224, 448, 896, 40, 100, 3584};
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (size_t k = 0; k < CK_ARRAY_LEN(Cs); k++)
+        for (int d = 0; d < 2; d++) {
+            const int C = Cs[k];
+            const ck_dtype dt = dts[d];
+            const size_t n = (size_t)N * C;
+            float *x = random_floats(n + 8, 701u + (unsigned)k), *g = random_floats(C, 703),
+                  *b = random_floats(C, 705), *ref = malloc(n * sizeof(float));
+            for (size_t i = 0; i < n + 8; i++) x[i] = 3.0f * x[i] + 0.5f;
+            void *dx = dev16_rounded(x, n + 8, dt), *dy = NULL;
+            float *dg = to_device(g, C), *db = to_device(b, C);
+            REQUIRE(dx && dg && db && ck_cuda_malloc(&dy, n * 2, NULL) == CKEY_OK);
+            char name[64];
+            if (C <= 896) {
+                for (int64_t r = 0; r < N; r++) {
+                    const float *xr = x + r * C;
+                    double s = 0, q = 0;
+                    for (int i = 0; i < C; i++) s += xr[i];
+                    const double mean = s / C;
+                    for (int i = 0; i < C; i++) q += (xr[i] - mean) * (xr[i] - mean);
+                    const double rstd = 1.0 / sqrt(q / C + 1e-6);
+                    for (int i = 0; i < C; i++) ref[r * C + i] = (float)((xr[i] - mean) * rstd * g[i] + b[i]);
+                }
+                CHECKF(ck_cuda_layernorm_t(dx, N, C, dg, db, dy, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+                snprintf(name, sizeof name, "layernorm %s C=%d", dt_name(dt), C);
+                CHECK(cmp_dev16(name, dy, dt, ref, n, 1e-4) == 0);
+            }
+            /* bias + GELU in place: aligned (16-byte vectors when C % 8 == 0) and at +1 element (scalar) */
+            for (int off = 0; off < 2; off++) {
+                for (size_t i = 0; i < n; i++) {
+                    const double v = (double)x[i + off] + b[i % C];
+                    ref[i] = (float)(0.5 * v * (1.0 + erf(v / sqrt(2.0))));
+                }
+                uint16_t *hp = (uint16_t *)dx + off;
+                CHECKF(ck_cuda_bias_gelu_t(hp, N, C, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+                snprintf(name, sizeof name, "bias+gelu %s C=%d%s", dt_name(dt), C, off ? " (+1 element)" : "");
+                CHECK(cmp_dev16(name, hp, dt, ref, n, 1e-5) == 0);
+                ck_cuda_free(dx); /* fresh input (x holds the rounded values) for the next round */
+                dx = dev16_rounded(x, n + 8, dt);
+                REQUIRE(dx);
+            }
+            ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(dg), ck_cuda_free(db);
+            free(x), free(g), free(b), free(ref);
+        }
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -1256,6 +1402,8 @@ int main(int argc, char **argv) {
         {"attention_tc_timing", test_attention_tc_timing},
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
+        {"linear_16bit_vs_cpu", test_linear_16bit},
+        {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -211,6 +211,10 @@ ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
 void ck_cuda_graph_free(void *exec);
 /* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
+/* cuBLASLt plans cached so far for 16-bit linear layers: *fused with an
+ * algorithm (bias in the epilogue), *fallback without one (cuBLAS GEMM +
+ * bias pass). For tests and profiling. */
+void ck_cublas_plan_counts(const ck_cublas *h, int *fused, int *fallback);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 

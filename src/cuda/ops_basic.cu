@@ -2,13 +2,17 @@
 // (dtype.cuh). fp32 sessions keep TF32 off, so results track the CPU backend
 // to fp32 rounding; 16-bit sessions run cuBLAS on tensor cores with fp32
 // accumulation.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/ck_cuda.h"
 #include "cuda/dtype.cuh"
+#include "cuda/rowbias.cuh"
 
 extern "C" {
 
@@ -30,8 +34,8 @@ static ckey_status fail_blas(ckey_error *err, cublasStatus_t s, const char *what
 
 }  // extern "C"
 
-// ---- LayerNorm: one warp per row; two passes over the row held in registers
-// would need C <= 32*K; rows here are <= 3584 floats, read twice from L1/L2.
+// ---- LayerNorm. Generic kernel: one warp per row, any C and alignment; two
+// passes over the row, read again from L1/L2.
 template <typename T>
 __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, const float *__restrict__ g,
                                  const float *__restrict__ b, T *__restrict__ y) {
@@ -54,12 +58,67 @@ __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, cons
     for (int i = lane; i < C; i += 32) ck_st(yr + i, (ck_ld(xr + i) - mean) * rstd * g[i] + b[i]);
 }
 
-template <typename T>
-__global__ void add_bias_kernel(T *__restrict__ y, int64_t N, int out, int ldy, const float *__restrict__ b) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= N * out) return;
-    T *p = y + (i / out) * ldy + i % out;
-    ck_st(p, ck_ld(p) + b[i % out]);
+// Vector kernel: G lanes per row (4..32, a power of two), the row held in
+// registers as 16-byte vectors (at most K per lane), read from memory once;
+// the mean, then the sum of squared deviations from the registers (the same
+// two passes as the generic kernel), then one 16-byte store per vector.
+// Needs C a multiple of V = 16 / sizeof(T), x and y 16-byte aligned and
+// C / V <= G * K.
+template <typename T, int G, int K>
+__global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict__ x, int64_t N, int C,
+                                                            const float *__restrict__ g,
+                                                            const float *__restrict__ b, T *__restrict__ y) {
+    constexpr int V = (int)(16 / sizeof(T));
+    const int64_t row = (int64_t)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
+    const int lane = threadIdx.x % G;
+    const bool live = row < N; /* every lane takes part in the shuffles */
+    const int nv = C / V;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x + (live ? row : 0) * C);
+    uint4 v[K];
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int j = k * G + lane;
+        v[k] = make_uint4(0, 0, 0, 0);
+        if (live && j < nv) {
+            v[k] = xr[j];
+            const T *e = reinterpret_cast<const T *>(&v[k]);
+#pragma unroll
+            for (int i = 0; i < V; i++) s += ck_ld(e + i);
+        }
+    }
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float mean = s / (float)C;
+    float q = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int j = k * G + lane;
+        if (live && j < nv) {
+            const T *e = reinterpret_cast<const T *>(&v[k]);
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                const float d = ck_ld(e + i) - mean;
+                q += d * d;
+            }
+        }
+    }
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    if (!live) return;
+    const float rstd = rsqrtf(q / (float)C + 1e-6f);
+    uint4 *yr = reinterpret_cast<uint4 *>(y + row * C);
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        const int j = k * G + lane;
+        if (j < nv) {
+            T *e = reinterpret_cast<T *>(&v[k]);
+            const int c0 = j * V;
+#pragma unroll
+            for (int i = 0; i < V; i++) ck_st(e + i, (ck_ld(e + i) - mean) * rstd * g[c0 + i] + b[c0 + i]);
+            yr[j] = v[k];
+        }
+    }
 }
 
 template <typename S, typename D>
@@ -70,13 +129,46 @@ __global__ void convert_kernel(const S *__restrict__ src, D *__restrict__ dst, i
 
 extern "C" {
 
+// G lanes per row and K vectors per lane for a row of nv 16-byte vectors:
+// the narrowest group that holds the row with 4 vectors a lane, else a warp
+// with 8; 0 when the row is too long for the vector kernel.
+static int layernorm_group(int nv, int *K) {
+    for (int G = 4; G <= 32; G *= 2)
+        if (nv <= 4 * G) {
+            *K = 4;
+            return G;
+        }
+    *K = 8;
+    return nv <= 8 * 32 ? 32 : 0;
+}
+
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err) {
     if (N <= 0) return CKEY_OK;
-    const int warps = 8;
-    const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-    CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, (cudaStream_t)stream>>>((const T *)x, N, C, g, b,
-                                                                                           (T *)y)));
+    cudaStream_t st = (cudaStream_t)stream;
+    const int V = (int)(16 / ck_dtype_size(dt));
+    int K = 0, G = 0;
+    if (C > 0 && C % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)y & 15) == 0) G = layernorm_group(C / V, &K);
+    if (G) {
+        const unsigned blocks = (unsigned)((N + 256 / G - 1) / (256 / G));
+#define LN_VEC(GG, KK) \
+    CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK><<<blocks, 256, 0, st>>>((const T *)x, N, C, g, b, (T *)y)))
+        if (K == 8)
+            LN_VEC(32, 8);
+        else if (G == 4)
+            LN_VEC(4, 4);
+        else if (G == 8)
+            LN_VEC(8, 4);
+        else if (G == 16)
+            LN_VEC(16, 4);
+        else
+            LN_VEC(32, 4);
+#undef LN_VEC
+    } else {
+        const int warps = 8;
+        const unsigned blocks = (unsigned)((N + warps - 1) / warps);
+        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y)));
+    }
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm launch");
 }
@@ -106,9 +198,51 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
     return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "convert launch");
 }
 
+// ---- cuBLAS / cuBLASLt. 16-bit linear layers run through cuBLASLt with the
+// bias fused into the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS, fp32 bias
+// vector); a plan (descriptors, layouts, algorithm) is kept per distinct
+// shape in a fixed table, so that after the first frame a linear layer is
+// one cublasLtMatmul. Shapes the heuristic gives no algorithm for, and fp32
+// (the parity path), take cuBLAS's GEMM and a separate bias pass.
+enum { LT_PLANS = 64 };
+
+typedef struct {
+    int64_t N;
+    int in, out, ldy, accumulate, bias;
+    ck_dtype dt;
+    unsigned align[4]; /* W, x, y, b: alignment in bytes, capped at 16 */
+} lt_key;
+
+typedef struct {
+    lt_key key;
+    int used;
+    int ok; /* 0: no algorithm, GEMM + bias pass */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
 struct ck_cublas {
     cublasHandle_t h;
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_bytes;
+    int nplans;
+    lt_plan plans[LT_PLANS];
 };
+
+static void lt_plan_release(lt_plan *p) {
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    memset(p, 0, sizeof *p);
+}
+
+static void lt_clear(ck_cublas *c) {
+    for (int i = 0; i < c->nplans; i++) lt_plan_release(&c->plans[i]);
+    c->nplans = 0;
+}
 
 ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
     *out = NULL;
@@ -125,6 +259,12 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
         free(c);
         return fail_blas(err, s, "cublasCreate");
     }
+    s = cublasLtCreate(&c->lt);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cublasDestroy(c->h);
+        free(c);
+        return fail_blas(err, s, "cublasLtCreate");
+    }
     cublasSetMathMode(c->h, CUBLAS_DEFAULT_MATH); /* fp32 GEMMs stay fp32 (no TF32) */
     *out = c;
     return CKEY_OK;
@@ -132,13 +272,136 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
 
 ckey_status ck_cublas_set_workspace(ck_cublas *c, void *ws, size_t bytes, ckey_error *err) {
     cublasStatus_t s = cublasSetWorkspace(c->h, ws, bytes);
-    return s == CUBLAS_STATUS_SUCCESS ? CKEY_OK : fail_blas(err, s, "cublasSetWorkspace");
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasSetWorkspace");
+    lt_clear(c); /* algorithms were chosen for the old workspace size */
+    c->ws = ws;
+    c->ws_bytes = ws ? bytes : 0;
+    return CKEY_OK;
 }
 
 void ck_cublas_free(ck_cublas *c) {
     if (!c) return;
+    lt_clear(c);
+    cublasLtDestroy(c->lt);
     cublasDestroy(c->h);
     free(c);
+}
+
+void ck_cublas_plan_counts(const ck_cublas *c, int *fused, int *fallback) {
+    *fused = *fallback = 0;
+    for (int i = 0; c && i < c->nplans; i++) ++*(c->plans[i].ok ? fused : fallback);
+}
+
+static unsigned align_of(const void *p) {
+    const uintptr_t a = (uintptr_t)p;
+    if (!a) return 16;
+    unsigned k = 1;
+    while (k < 16 && !(a & k)) k <<= 1;
+    return k;
+}
+
+static int lt_key_eq(const lt_key *x, const lt_key *y) {
+    return x->N == y->N && x->in == y->in && x->out == y->out && x->ldy == y->ldy && x->accumulate == y->accumulate &&
+           x->bias == y->bias && x->dt == y->dt && x->align[0] == y->align[0] && x->align[1] == y->align[1] &&
+           x->align[2] == y->align[2] && x->align[3] == y->align[3];
+}
+
+// Descriptors and the heuristic's first algorithm for key k (p->ok = 0 when
+// there is none). Column-major view: D [out, N] (ld ldy) = op(A) B (+ C) +
+// bias, A = W stored column-major [in, out] (ld in) with op T, B = x
+// column-major [in, N] (ld in); C = D. The bias pointer's value matters to the
+// heuristic only through its alignment, part of the key; each call sets it.
+static void lt_plan_build(const ck_cublas *c, const lt_key *k, const float *b, lt_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->key = *k;
+    p->used = 1;
+    const cudaDataType_t ty = k->dt == CK_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (s == CUBLAS_STATUS_SUCCESS && k->bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t bty = CUDA_R_32F;
+        s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bty, sizeof bty);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->a, ty, (uint64_t)k->in, (uint64_t)k->out, k->in);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->b, ty, (uint64_t)k->in, (uint64_t)k->N, k->in);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->c, ty, (uint64_t)k->out, (uint64_t)k->N, k->ldy);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        const uint64_t wsb = c->ws_bytes;
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+        const cublasLtMatmulPreferenceAttributes_t al[3] = {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES};
+        for (int i = 0; i < 3 && s == CUBLAS_STATUS_SUCCESS; i++) {
+            const uint32_t v = k->align[i];
+            s = cublasLtMatmulPreferenceSetAttribute(pref, al[i], &v, sizeof v);
+        }
+        if (s == CUBLAS_STATUS_SUCCESS) {
+            const uint32_t v = k->align[2];
+            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &v, sizeof v);
+        }
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        cublasLtMatmulHeuristicResult_t r;
+        int found = 0;
+        memset(&r, 0, sizeof r);
+        s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &r, &found);
+        if (s == CUBLAS_STATUS_SUCCESS && found > 0 && r.state == CUBLAS_STATUS_SUCCESS) {
+            p->algo = r.algo;
+            p->ok = 1;
+        }
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+}
+
+// The plan for k: from the table, else built into it, else (table full)
+// built into *tmp, which the caller releases.
+static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, const float *b, lt_plan *tmp) {
+    for (int i = 0; i < c->nplans; i++)
+        if (lt_key_eq(&c->plans[i].key, k)) return &c->plans[i];
+    lt_plan *p = c->nplans < LT_PLANS ? &c->plans[c->nplans++] : tmp;
+    lt_plan_build(c, k, b, p);
+    return p;
+}
+
+// y (+)= x W^T + b through cuBLASLt; *done = 0 when this shape has no
+// cuBLASLt algorithm (the caller takes the GEMM + bias pass).
+static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+                             int out, int ldy, int accumulate, ck_dtype dt, cudaStream_t st, int *done,
+                             ckey_error *err) {
+    lt_key k;
+    memset(&k, 0, sizeof k);
+    k.N = N, k.in = in, k.out = out, k.ldy = ldy, k.accumulate = accumulate ? 1 : 0, k.bias = b != NULL, k.dt = dt;
+    k.align[0] = align_of(W), k.align[1] = align_of(x), k.align[2] = align_of(y), k.align[3] = align_of(b);
+    lt_plan tmp;
+    memset(&tmp, 0, sizeof tmp);
+    lt_plan *p = lt_plan_get(c, &k, b, &tmp);
+    *done = 0;
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    if (p->ok) {
+        if (b) s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmul(c->lt, p->op, &one, W, p->a, x, p->b, &beta, y, p->c, y, p->c, &p->algo, c->ws,
+                               c->ws_bytes, st);
+        *done = s == CUBLAS_STATUS_SUCCESS;
+        if (s == CUBLAS_STATUS_NOT_SUPPORTED) { /* refused at run time: this shape takes the fallback */
+            p->ok = 0;
+            s = CUBLAS_STATUS_SUCCESS;
+        }
+    }
+    if (p == &tmp) lt_plan_release(&tmp);
+    return s == CUBLAS_STATUS_SUCCESS ? CKEY_OK : fail_blas(err, s, "cublasLtMatmul");
 }
 
 // Row-major y[N, out] = x[N, in] . W^T is column-major y^T[out, N] = W[out, in] . x^T:
@@ -158,7 +421,13 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
         }
         return CKEY_ERR_INVALID_ARG;
     }
-    cublasSetStream(c->h, (cudaStream_t)stream);
+    cudaStream_t st = (cudaStream_t)stream;
+    if (dt != CK_F32) {
+        int done = 0;
+        ckey_status r = linear_lt(c, x, N, in, W, b, y, out, ldy, accumulate, dt, st, &done, err);
+        if (r || done) return r;
+    }
+    cublasSetStream(c->h, st);
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     cublasStatus_t s;
     if (dt == CK_F32) {
@@ -171,10 +440,8 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     }
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, dt == CK_F32 ? "cublasSgemm" : "cublasGemmEx");
     if (b) {
-        const int64_t total = N * out;
-        CK_DISPATCH(dt, (add_bias_kernel<T><<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
-                            (T *)y, N, out, ldy, b)));
-        cudaError_t e = cudaGetLastError();
+        cudaError_t e;
+        CK_DISPATCH(dt, (e = ck_rowbias_launch<T, false>((T *)y, N, out, ldy, b, st)));
         if (e != cudaSuccess) return fail_cuda(err, e, "bias launch");
     }
     return CKEY_OK;

@@ -9,6 +9,7 @@
 
 #include "cuda/ck_cuda.h"
 #include "cuda/dtype.cuh"
+#include "cuda/rowbias.cuh"
 
 namespace {
 
@@ -59,14 +60,6 @@ __global__ void maxpool_bias_kernel(const T *__restrict__ x, int64_t Nq, int C, 
     float v = ck_ld(x + i);
     for (int s = 1; s < qs; s++) v = fmaxf(v, ck_ld(x + i + (int64_t)s * Nq * C));
     ck_st(y + i, v + (b ? b[i % C] : 0.f));
-}
-
-template <typename T>
-__global__ void bias_gelu_kernel(T *__restrict__ h, int64_t n, int C, const float *__restrict__ b) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const float v = ck_ld(h + i) + b[i % C];
-    ck_st(h + i, 0.5f * v * (1.f + erff(v * 0.70710678118654752f)));
 }
 
 template <typename T>
@@ -415,8 +408,15 @@ ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, con
 }
 
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st, ckey_error *err) {
-    LAUNCH_T(dt, blocks_for(rows * C, 256), 256, bias_gelu_kernel, (T *)h, rows * C, C, b);
-    return launched(err, "bias+gelu");
+    /* bias + exact-erf GELU, 16-byte vectors where C and h allow (rowbias.cuh) */
+    cudaError_t e;
+    CK_DISPATCH(dt, (e = ck_rowbias_launch<T, true>((T *)h, rows, C, C, b, (cudaStream_t)st)));
+    if (e == cudaSuccess) return CKEY_OK;
+    if (err) {
+        snprintf(err->message, sizeof err->message, "CUDA: bias+gelu: %s", cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
 }
 
 ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, void *rin, ck_dtype dt, void *st,

@@ -1,0 +1,79 @@
+// Per-column bias over the rows of a row-major [N, C] matrix (rows ld
+// elements apart), optionally followed by the exact GELU
+// 0.5 v (1 + erf(v / sqrt 2)), computed in fp32. Shared by the linear
+// layer's bias pass (ops_basic.cu) and bias + GELU (ops_net.cu).
+//
+// Layout of the launch (rowbias_launch): threadIdx.x / blockIdx.x walk the
+// row's vectors of V elements (V = 16 bytes / sizeof(T) when C and ld are
+// multiples of V and y is 16-byte aligned, else V = 1), threadIdx.y /
+// blockIdx.y walk rows with a grid stride. Each thread loads its V bias
+// values once and applies them to every row it visits: no division or
+// modulo per element, one 16-byte load and store per vector.
+#ifndef CK_CUDA_ROWBIAS_CUH
+#define CK_CUDA_ROWBIAS_CUH
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda/dtype.cuh"
+
+template <bool GELU>
+__device__ __forceinline__ float ck_rowbias_apply(float v) {
+    if (GELU) return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    return v;
+}
+
+// nv: vectors per row (C / V); ld: elements between rows.
+template <typename T, int V, bool GELU>
+__global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t ld, const float *__restrict__ b) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= nv) return;
+    const int64_t stride = (int64_t)gridDim.y * blockDim.y;
+    if constexpr (V == 1) {
+        const float bc = b ? b[c] : 0.f;
+        for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += stride) {
+            T *p = y + r * ld + c;
+            ck_st(p, ck_rowbias_apply<GELU>(ck_ld(p) + bc));
+        }
+    } else {
+        static_assert(V * sizeof(T) == 16, "one 16-byte vector");
+        float bv[V];
+#pragma unroll
+        for (int e = 0; e < V; e++) bv[e] = b ? b[c * V + e] : 0.f;
+        for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += stride) {
+            uint4 *p = reinterpret_cast<uint4 *>(y + r * ld) + c;
+            uint4 v = *p;
+            T *e8 = reinterpret_cast<T *>(&v);
+#pragma unroll
+            for (int e = 0; e < V; e++) ck_st(e8 + e, ck_rowbias_apply<GELU>(ck_ld(e8 + e) + bv[e]));
+            *p = v;
+        }
+    }
+}
+
+// y[r, c] = f(y[r, c] + b[c]) for r < N, c < C (b NULL: no bias). Returns
+// the launch's cudaGetLastError().
+template <typename T, bool GELU>
+static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const float *b, cudaStream_t st) {
+    if (N <= 0 || C <= 0) return cudaSuccess;
+    constexpr int VV = (int)(16 / sizeof(T));
+    const bool vec = C % VV == 0 && ld % VV == 0 && ((uintptr_t)y & 15) == 0;
+    const int nv = vec ? C / VV : C;
+    int tx = 1; /* a power of two >= the row's vectors, at most 256 */
+    while (tx < nv && tx < 256) tx *= 2;
+    const int ty = 256 / tx;
+    const unsigned gx = (unsigned)((nv + tx - 1) / tx);
+    int64_t gy = (N + ty - 1) / ty;
+    /* enough blocks to fill the GPU several times over; the rest is the grid stride */
+    const int64_t gy_max = gx >= 8192 ? 1 : 8192 / (int64_t)gx;
+    if (gy > gy_max) gy = gy_max;
+    const dim3 block((unsigned)tx, (unsigned)ty), grid(gx, (unsigned)gy);
+    if (vec)
+        ck_rowbias_kernel<T, VV, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+    else
+        ck_rowbias_kernel<T, 1, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+    return cudaGetLastError();
+}
+
+#endif
