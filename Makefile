@@ -10,7 +10,8 @@
 #         CKEY_ERR_UNSUPPORTED
 #         EXR = yes|no (default: found by pkg-config: OpenEXR, Debian's
 #         libopenexr-dev 3.1); without it the EXR reader and writer fail with
-#         CKEY_ERR_UNSUPPORTED
+#         CKEY_ERR_UNSUPPORTED. EXR_SYSROOT=dir: take OpenEXR from a sysroot
+#         unpacked by tools/gpu-deps.sh (.deps/root), with an rpath to it
 #         FFMPEG = yes|no (default: found by pkg-config: libavformat,
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
 #         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
@@ -24,7 +25,13 @@ BLAS    ?= none
 PNG     ?= $(shell pkg-config --exists libpng 2>/dev/null && echo yes || echo no)
 JPEG    ?= $(shell pkg-config --exists libjpeg 2>/dev/null && echo yes || echo no)
 TIFF    ?= $(shell pkg-config --exists libtiff-4 2>/dev/null && echo yes || echo no)
-EXR     ?= $(shell pkg-config --exists OpenEXR 2>/dev/null && echo yes || echo no)
+ifneq ($(EXR_SYSROOT),)
+  EXR_PC    := PKG_CONFIG_SYSROOT_DIR=$(abspath $(EXR_SYSROOT)) PKG_CONFIG_LIBDIR=$(abspath $(EXR_SYSROOT))/usr/lib/$(MULTIARCH)/pkgconfig pkg-config
+  EXR_RPATH := -Wl,-rpath,$(abspath $(EXR_SYSROOT))/usr/lib/$(MULTIARCH)
+else
+  EXR_PC    := pkg-config
+endif
+EXR     ?= $(shell $(EXR_PC) --exists OpenEXR 2>/dev/null && echo yes || echo no)
 FFMPEG_PC := libavformat libavcodec libavutil libswscale
 FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
@@ -58,8 +65,8 @@ endif
 # OpenEXR: only the C library (OpenEXRCore) is used; pkg-config's --libs also
 # names the C++ ones, which the linker drops with --as-needed.
 ifeq ($(EXR),yes)
-  BASEFLAGS += -DCK_HAVE_EXR=1 $(shell pkg-config --cflags OpenEXR)
-  LIBS += $(shell pkg-config --libs OpenEXR)
+  BASEFLAGS += -DCK_HAVE_EXR=1 $(shell $(EXR_PC) --cflags OpenEXR)
+  LIBS += $(shell $(EXR_PC) --libs OpenEXR) $(EXR_RPATH)
 endif
 ifeq ($(FFMPEG),yes)
   BASEFLAGS += -DCK_HAVE_FFMPEG=1 $(shell pkg-config --cflags $(FFMPEG_PC))

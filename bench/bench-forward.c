@@ -18,13 +18,14 @@ static double peak_rss_mib(void) {
 int main(int argc, char **argv) {
     int S = 512, threads = 0, runs = 3, cuda = 0, cuda_index = 0, profile = 0;
     ckey_precision prec = CKEY_PRECISION_DEFAULT;
-    const char *model_path = NULL;
+    const char *model_path = NULL, *save_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
         else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--save-model") && i + 1 < argc) save_path = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             const char *p = argv[++i];
             prec = !strcmp(p, "fp32") ? CKEY_PRECISION_FP32 : !strcmp(p, "fp16") ? CKEY_PRECISION_FP16
@@ -41,7 +42,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]] [--precision fp32|fp16|bf16] [--profile]\n",
+            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]] [--precision fp32|fp16|bf16] [--profile] [--save-model OUT.safetensors]\n",
                     argv[0]);
             return 2;
         }
@@ -62,6 +63,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     double t_load = ck_now() - t0;
+    if (save_path) { /* --save-model: write the (synthetic) weights as a checkpoint for `ckey` and stop */
+        st = ckey_model_save_safetensors(m, save_path, &err);
+        if (st) fprintf(stderr, "bench: %s\n", err.message);
+        ckey_model_free(m);
+        return st ? 1 : 0;
+    }
     ckey_session_options o;
     ckey_session_options_default(&o);
     o.size = S;
