@@ -207,6 +207,9 @@ typedef struct ckey_forward_result {
     const float *alpha;
     const float *fg;
     double seconds;           /* wall time of the forward pass */
+    double device_seconds;    /* CUDA: the network on the GPU alone, from the input
+                                 there to the output there (CUDA events; without the
+                                 host transfers); CPU: the same as seconds */
 } ckey_forward_result;
 
 ckey_status ckey_session_forward(ckey_session *s, const float *input,

@@ -209,6 +209,11 @@ ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err);
 ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err);
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
 void ck_cuda_graph_free(void *exec);
+/* Events, to time work on a stream; seconds between two completed events (0 on failure). */
+ckey_status ck_cuda_event_create(void **ev, ckey_error *err);
+void ck_cuda_event_destroy(void *ev);
+ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err);
+double ck_cuda_event_seconds(void *ev0, void *ev1);
 /* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
 /* cuBLASLt plans cached so far for 16-bit linear layers: *fused with an

@@ -162,6 +162,33 @@ ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) {
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_event_create(void **ev, ckey_error *err) {
+    cudaEvent_t e = NULL;
+    cudaError_t r = cudaEventCreate(&e);
+    if (r != cudaSuccess) return cuda_fail(err, r, "cudaEventCreate");
+    *ev = e;
+    return CKEY_OK;
+}
+
+void ck_cuda_event_destroy(void *ev) {
+    if (ev) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err) {
+    cudaError_t r = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream);
+    if (r != cudaSuccess) return cuda_fail(err, r, "cudaEventRecord");
+    return CKEY_OK;
+}
+
+double ck_cuda_event_seconds(void *ev0, void *ev1) {
+    float ms = 0.f;
+    if (cudaEventElapsedTime(&ms, (cudaEvent_t)ev0, (cudaEvent_t)ev1) != cudaSuccess) {
+        cudaGetLastError();
+        return 0.0;
+    }
+    return ms / 1000.0;
+}
+
 void ck_cuda_graph_free(void *exec) {
     if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }

@@ -115,6 +115,10 @@ ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_graph_free(void *exec) {}
+ckey_status ck_cuda_event_create(void **ev, ckey_error *err) NOCUDA_BODY
+void ck_cuda_event_destroy(void *ev) {}
+ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err) NOCUDA_BODY
+double ck_cuda_event_seconds(void *ev0, void *ev1) { return 0.0; }
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err) NOCUDA_BODY
 void ck_cublas_plan_counts(const ck_cublas *h, int *fused, int *fallback) { *fused = *fallback = 0; }
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,

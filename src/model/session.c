@@ -50,6 +50,7 @@ struct ckey_session {
     int64_t frames;       /* frames run */
     int no_graph;         /* capture failed once: stay eager */
     float *result;        /* the pass's [4, S, S] output on the device (the same every frame) */
+    void *ev[2];          /* around the network on the stream (device_seconds) */
     const float *io_in;   /* ckey_session_forward_into's caller buffers for this call, else NULL */
     float *io_out;
     size_t tap_host_floats, tap_dev_floats;
@@ -457,6 +458,8 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if (!st) st = upload_weights(s, err);
     if (!st) st = ck_cublas_create(&s->cs.blas, err);
     if (!st) st = ck_cuda_stream_create(&s->cs.stream, err);
+    if (!st) st = ck_cuda_event_create(&s->ev[0], err);
+    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     if (st) return st;
@@ -561,6 +564,8 @@ void ckey_session_free(ckey_session *s) {
         ck_cuda_graph_free(s->graph);
         ck_cublas_free(s->cs.blas);
         ck_cuda_free(s->blas_ws);
+        ck_cuda_event_destroy(s->ev[0]);
+        ck_cuda_event_destroy(s->ev[1]);
         ck_cuda_stream_destroy(s->cs.stream);
         ck_cuda_free(s->arena);
         s->arena = NULL;
@@ -649,13 +654,17 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     ckey_status st;
     /* the upload stays outside the graph: pinned host -> device on the stream */
     const float *src = s->io_in ? s->io_in : s->host_in;
+    /* device_seconds: from the input on the device (fp32) to the output
+     * there, i.e. without the two host transfers */
     if (s->dt == CK_F32) {
         st = ck_cuda_copy_async(ck_plan_buffer(s->plan, 1), src, (size_t)4 * HW * sizeof(float), 1, stream, err);
+        if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
     } else {
         /* fp32 input through the encoder's scratch (buffer 0, free until the
          * first op; plan_pass sizes it for this), stored in dt */
         float *stage = ck_plan_buffer(s->plan, 0);
         st = ck_cuda_copy_async(stage, src, (size_t)4 * HW * sizeof(float), 1, stream, err);
+        if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
         if (!st) st = ck_cuda_convert(stage, CK_F32, ck_plan_buffer(s->plan, 1), s->dt, 4 * HW, stream, err);
     }
     if (st) return st;
@@ -694,6 +703,7 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
     }
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     res = s->result;
+    if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     float *dst = s->io_out ? s->io_out : s->host_out;
     if ((st = ck_cuda_copy_async(dst, res, (size_t)4 * HW * sizeof(float), 0, stream, err))) return st;
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
@@ -702,6 +712,7 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
         out->alpha = dst;
         out->fg = dst + HW;
         out->seconds = ck_now() - t0;
+        out->device_seconds = ck_cuda_event_seconds(s->ev[0], s->ev[1]);
     }
     return CKEY_OK;
 #else
@@ -734,6 +745,7 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
         out->alpha = res;
         out->fg = res + HW;
         out->seconds = ck_now() - t0;
+        out->device_seconds = out->seconds;
     }
     return CKEY_OK;
 }
