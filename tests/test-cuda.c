@@ -544,6 +544,8 @@ static void graph_replay_check(ckey_session *s, const float *x, const float *fir
             char l4[80];
             snprintf(l4, sizeof l4, "%s replay (frame 4, forward_into) vs captured (frame 2)", pname);
             CHECK(r.alpha == hout && r.fg == hout + HW);
+            CHECKF(r.device_seconds > 0 && r.device_seconds <= r.seconds, "device %.6f s, call %.6f s",
+                   r.device_seconds, r.seconds);
             const double e4 = ck_compare(l4, hout, o2, n, NULL);
             CHECKF(e4 <= 2e-3 && mean_abs(hout, o2, n) <= 1e-6, "%s: frame 4 differs from frame 2 (max %.3g)", pname,
                    e4);

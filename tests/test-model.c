@@ -292,6 +292,7 @@ static void test_steady_state(void) {
     memcpy(hin, x, (size_t)4 * HW * sizeof(float));
     REQUIRE(ckey_session_forward_into(s, hin, hout, &r, NULL) == CKEY_OK);
     CHECK(r.alpha == hout && r.fg == hout + HW);
+    CHECK(r.device_seconds == r.seconds); /* the CPU: no separate device time */
     CHECK(memcmp(first, hout, (size_t)4 * HW * sizeof(float)) == 0);
     CHECK(ckey_session_forward_into(s, hin, NULL, &r, NULL) == CKEY_ERR_INVALID_ARG);
     ckey_session_host_free(s, hin);
