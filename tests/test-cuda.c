@@ -10,6 +10,7 @@
 #include "cuda/ck_cuda.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
+#include "model/session.h"
 #include "support/testutil.h"
 
 static float *random_floats(size_t n, unsigned seed) {
@@ -602,6 +603,14 @@ static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const
         memcpy(first, r.alpha, (size_t)4 * HW * sizeof(float));
         graph_replay_check(s, x, first, S, pname);
         free(first);
+        /* every linear layer with a bias ran as one cublasLtMatmul, the bias in its epilogue */
+        int fused = 0, fallback = 0, bfused = 0, bfallback = 0;
+        ck_session_blas_plan_counts(s, 0, &fused, &fallback);
+        ck_session_blas_plan_counts(s, 1, &bfused, &bfallback);
+        printf("  %s cuBLASLt plans: %d with an algorithm, %d without (GEMM + bias pass); with a bias: %d fused, "
+               "%d not\n", pname, fused, fallback, bfused, bfallback);
+        CHECKF(bfused > 0 && bfallback == 0, "%s: %d of the network's linear layers with a bias not fused", pname,
+               bfallback);
         ckey_memory_plan mp;
         ckey_session_get_plan(s, &mp);
         printf("  S=%d %s on the GPU: %.3f s, planned weights %.1f MiB + arena %.1f MiB\n", S, pname, r.seconds,
@@ -1249,13 +1258,29 @@ static void *dev16_rounded(float *h, size_t n, ck_dtype dt) {
     return d;
 }
 
-/* 16-bit linear layers (cuBLASLt with the fp32 bias in the epilogue, or the
- * GEMM + bias pass) against a double reference on the rounded inputs: y a
- * column block of a wider matrix (ldy != out), with and without bias and
- * accumulation, aligned and unaligned (odd out, bias pointer at +1 float).
- * Bound per element: the final rounding of the fused path, or the two of the
- * GEMM + bias pass, u (2|ref| + |b|), plus 1e-5 of sum |x w| + |y0| + |b|
- * for fp32 accumulation. Columns outside the block must keep their bits. */
+/* 16-bit linear layers against a double reference on the rounded inputs
+ * (x, W, y0 and the bias, which is in dt like W: cuBLASLt fuses a bias of
+ * the output's type only), each case run twice: through cuBLASLt (the bias in
+ * the GEMM's epilogue) and with cuBLASLt off (cuBLAS GEMM + the bias pass).
+ * y is a column block of a wider matrix (ldy != out), with and without bias
+ * and accumulation, aligned and unaligned (odd out, bias at +1 element), and
+ * the network's shapes (`net`: mask-unit qkv per head with the bias at a head's
+ * row offset, attn.proj, mlp.fc2, the decoder's scale layer), where the fused
+ * path must be taken.
+ *
+ * Bound per element, with ref = x W^T + y0 + b (y0 = 0 without accumulation)
+ * and fp32 accumulation inside 1e-5 of sum |x w| + |y0| + |b|:
+ *  - fused: D = round(acc + y0 + b) in fp32, one rounding: u |ref|;
+ *  - GEMM + bias pass: t = round(acc + y0), then round(t + b): the first
+ *    rounding is at most u |ref - b| <= u (|ref| + |b|), so u (2|ref| + |b|).
+ * Both are checked against the second (the larger). Split-K partial sums
+ * reduced in the 16-bit output type break it (each partial is rounded, errors
+ * of u |partial| while y0 may cancel x W^T, so that |ref| is small): ops_basic.cu
+ * forbids that reduction (cuBLASLt's reduction-scheme mask, cuBLAS's
+ * CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION). For diagnosis the counts
+ * over the one-rounding bound (informative on the fallback path) and over the
+ * bound plus one more rounding of x W^T are printed too. Columns outside the
+ * block must keep their bits. */
 static void test_linear_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ck_cublas *h = NULL;
@@ -1265,12 +1290,19 @@ static void test_linear_16bit(void) {
     const size_t ws_bytes = (size_t)16 << 20;
     REQUIRE(ck_cuda_malloc(&ws, ws_bytes, NULL) == CKEY_OK);
     REQUIRE(ck_cublas_set_workspace(h, ws, ws_bytes, &err) == CKEY_OK);
-    const struct { int64_t N; int in, out, blocks, col, bias, acc, boff; } cases[] = {
-        {1000, 448, 224, 3, 1, 1, 1, 0}, /* bias + accumulate, y the middle block of [N, 672] */
-        {1000, 448, 224, 1, 0, 1, 0, 0}, /* bias, ldy == out */
-        {777, 896, 112, 2, 1, 0, 1, 0},  /* accumulate, no bias */
-        {513, 224, 56, 3, 2, 1, 0, 0},   /* qkv-like: head_dim 56 of a 3*56 row */
-        {300, 112, 100, 2, 1, 1, 1, 1},  /* out not a multiple of 8, bias at +1 float */
+    const struct {
+        int64_t N;
+        int in, out, blocks, col, bias, acc, boff, net;
+    } cases[] = {
+        {1000, 448, 224, 3, 1, 1, 1, 0, 0}, /* bias + accumulate, y the middle block of [N, 672] */
+        {1000, 448, 224, 1, 0, 1, 0, 0, 0}, /* bias, ldy == out */
+        {777, 896, 112, 2, 1, 0, 1, 0, 0},  /* accumulate, no bias */
+        {513, 224, 56, 3, 2, 1, 0, 0, 0},   /* qkv-like: head_dim 56 of a 3*56 row */
+        {300, 112, 100, 2, 1, 1, 1, 1, 0},  /* out not a multiple of 8, bias at +1 element */
+        {4096, 112, 56, 3, 1, 1, 0, 56, 1}, /* mask-unit qkv, head 1's k rows: bias + 112 bytes */
+        {2048, 224, 224, 1, 0, 1, 1, 0, 1}, /* attn.proj: bias + residual */
+        {512, 1792, 448, 1, 0, 1, 1, 0, 1}, /* mlp.fc2: bias + residual, deep K */
+        {512, 896, 512, 1, 0, 1, 0, 0, 1},  /* decoder scale layer (stage 4 -> 2 * dec_dim) */
     };
     const ck_dtype dts[2] = {CK_F16, CK_BF16};
     for (size_t ci = 0; ci < CK_ARRAY_LEN(cases); ci++)
@@ -1279,54 +1311,78 @@ static void test_linear_16bit(void) {
             const int64_t N = cases[ci].N;
             const int in = cases[ci].in, out = cases[ci].out, ldy = out * cases[ci].blocks;
             const int col = out * cases[ci].col, boff = cases[ci].boff;
-            const size_t ny = (size_t)N * ldy;
-            float *x = random_floats((size_t)N * in, 601u + (unsigned)ci), *W = random_floats((size_t)out * in, 603),
-                  *b = random_floats((size_t)out + 1, 605), *y0 = random_floats(ny, 607);
+            const size_t ny = (size_t)N * ldy, nb = (size_t)out + (size_t)boff;
+            const unsigned sd = 16u * (unsigned)ci;
+            float *x = random_floats((size_t)N * in, 1601u + sd), *W = random_floats((size_t)out * in, 2603u + sd),
+                  *b = random_floats(nb, 3605u + sd), *y0 = random_floats(ny, 4607u + sd);
             for (size_t i = 0; i < ny; i++) y0[i] *= 4.0f;
             void *dx = dev16_rounded(x, (size_t)N * in, dt), *dW = dev16_rounded(W, (size_t)out * in, dt),
-                 *dy = dev16_rounded(y0, ny, dt);
-            float *db = to_device(b, (size_t)out + 1);
-            REQUIRE(dx && dW && dy && db);
+                 *db = dev16_rounded(b, nb, dt), *dy = NULL;
+            uint16_t *y0b = malloc(ny * 2), *got = malloc(ny * 2);
+            double *ref = malloc((size_t)N * out * sizeof(double)), *sabs = malloc((size_t)N * out * sizeof(double)),
+                   *pabs = malloc((size_t)N * out * sizeof(double));
+            REQUIRE(dx && dW && db && y0b && got && ref && sabs && pabs);
+            for (size_t i = 0; i < ny; i++) y0b[i] = to16(y0[i], dt), y0[i] = from16(y0b[i], dt);
             const float *bb = cases[ci].bias ? b + boff : NULL;
-            CHECKF(ck_cuda_linear_ld_t(h, dx, N, in, dW, cases[ci].bias ? db + boff : NULL, (uint16_t *)dy + col, out,
-                                       ldy, cases[ci].acc, dt, NULL, &err) == CKEY_OK,
-                   "%s", err.message);
-            uint16_t *got = malloc(ny * 2);
-            REQUIRE(got && ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
-            const double u = unit_roundoff(dt);
-            size_t bad = 0, moved = 0;
-            double emax = 0;
             for (int64_t r = 0; r < N; r++)
-                for (int c = 0; c < ldy; c++) {
-                    const size_t i = (size_t)r * ldy + c;
-                    if (c < col || c >= col + out) {
-                        moved += got[i] != to16(y0[i], dt);
-                        continue;
-                    }
-                    const int o = c - col;
-                    double ref = 0, sabs = 0;
+                for (int o = 0; o < out; o++) {
+                    double acc = 0, sa = 0;
                     for (int k = 0; k < in; k++) {
                         const double p = (double)x[r * in + k] * W[(size_t)o * in + k];
-                        ref += p, sabs += fabs(p);
+                        acc += p, sa += fabs(p);
                     }
-                    const double bo = bb ? bb[o] : 0.0, yo = cases[ci].acc ? y0[i] : 0.0;
-                    ref += bo + yo;
-                    sabs += fabs(bo) + fabs(yo);
-                    const double e = fabs((double)from16(got[i], dt) - ref);
-                    emax = fmax(emax, e);
-                    if (!(e <= u * (2 * fabs(ref) + fabs(bo)) + 1e-5 * sabs)) bad++;
+                    const double bo = bb ? bb[o] : 0.0, yo = cases[ci].acc ? y0[(size_t)r * ldy + col + o] : 0.0;
+                    const size_t j = (size_t)r * out + o;
+                    ref[j] = acc + bo + yo, sabs[j] = sa + fabs(bo) + fabs(yo), pabs[j] = fabs(acc);
                 }
-            printf("  linear %s N=%lld in=%d out=%d ldy=%d%s%s%s: max abs err %.3g, %zu over the bound, %zu "
-                   "outside the block changed\n",
-                   dt_name(dt), (long long)N, in, out, ldy, bb ? " bias" : "", cases[ci].acc ? " accumulate" : "",
-                   boff ? " (bias +1)" : "", emax, bad, moved);
-            CHECK(bad == 0 && moved == 0);
-            ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dy), ck_cuda_free(db);
-            free(x), free(W), free(b), free(y0), free(got);
+            const double u = unit_roundoff(dt);
+            for (int path = 0; path < 2; path++) { /* 0: cuBLASLt allowed, 1: GEMM + bias pass */
+                dy = to_device_bytes(y0b, ny * 2);
+                REQUIRE(dy);
+                ck_cublas_set_lt(h, path == 0);
+                CHECKF(ck_cuda_linear_ld_t(h, dx, N, in, dW, cases[ci].bias ? (uint16_t *)db + boff : NULL,
+                                           (uint16_t *)dy + col, out, ldy, cases[ci].acc, dt, NULL, &err) == CKEY_OK,
+                       "%s", err.message);
+                const int fused = ck_cublas_last_fused(h);
+                REQUIRE(ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+                size_t bad = 0, over1 = 0, over3 = 0, moved = 0;
+                double emax = 0;
+                for (int64_t r = 0; r < N; r++)
+                    for (int c = 0; c < ldy; c++) {
+                        const size_t i = (size_t)r * ldy + c;
+                        if (c < col || c >= col + out) {
+                            moved += got[i] != y0b[i];
+                            continue;
+                        }
+                        const int o = c - col;
+                        const size_t j = (size_t)r * out + o;
+                        const double bo = bb ? fabs(bb[o]) : 0.0, fp32 = 1e-5 * sabs[j];
+                        const double e = fabs((double)from16(got[i], dt) - ref[j]);
+                        emax = fmax(emax, e);
+                        over1 += !(e <= u * fabs(ref[j]) + fp32);
+                        bad += !(e <= u * (2 * fabs(ref[j]) + bo) + fp32);
+                        over3 += !(e <= u * (2 * fabs(ref[j]) + bo + pabs[j]) + fp32);
+                    }
+                printf("  linear %-4s N=%lld in=%d out=%d ldy=%d%s%s%s: %s: max abs err %.3g, %zu over the bound "
+                       "(%zu over one rounding, %zu over one more rounding of x W^T), %zu outside the block "
+                       "changed\n",
+                       dt_name(dt), (long long)N, in, out, ldy, bb ? " bias" : "", cases[ci].acc ? " accumulate" : "",
+                       boff == 1 ? " (bias +1)" : boff ? " (bias at a head's rows)" : "",
+                       fused ? "cuBLASLt, fused" : path ? "GEMM + bias pass (cuBLASLt off)" : "GEMM + bias pass "
+                       "(no cuBLASLt algorithm)", emax, bad, over1, over3, moved);
+                CHECK(bad == 0 && moved == 0);
+                CHECK(path == 1 ? !fused : !cases[ci].net || fused); /* the network's shapes run fused */
+                ck_cuda_free(dy);
+            }
+            ck_cublas_set_lt(h, 1);
+            ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(db);
+            free(x), free(W), free(b), free(y0), free(y0b), free(got), free(ref), free(sabs), free(pabs);
         }
-    int fused = 0, fallback = 0;
-    ck_cublas_plan_counts(h, &fused, &fallback);
-    printf("  cuBLASLt plans: %d with an algorithm (bias fused), %d without (GEMM + bias pass)\n", fused, fallback);
+    int fused = 0, fallback = 0, bfused = 0, bfallback = 0;
+    ck_cublas_plan_counts(h, 0, &fused, &fallback);
+    ck_cublas_plan_counts(h, 1, &bfused, &bfallback);
+    printf("  cuBLASLt plans: %d with an algorithm, %d without (GEMM + bias pass); with a bias: %d fused, %d not\n",
+           fused, fallback, bfused, bfallback);
     ck_cublas_free(h);
     ck_cuda_free(ws);
 }

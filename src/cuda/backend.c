@@ -113,6 +113,10 @@ static void cu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const
     CHECKED(ck_cuda_layernorm_t(x, N, C, g, b, y, ST(be)->dt, ST(be)->stream, &e_));
 }
 
+/* The biases handed to ck_cuda_linear_t / _ld_t (qkv_b, attn_proj_b, fc2_b,
+ * dec.scale_b[1..3]) are in the session's dt, like the matrices; the ones
+ * other kernels read (proj_b: maxpool_bias, fc1_b: bias_gelu, patch_b,
+ * dec.scale_b[0]: the epilogues) stay fp32 (session.c, upload_weights). */
 static void cu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b, float *y,
                       int out, int accumulate) {
     ckey_error e_;
@@ -151,7 +155,7 @@ static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, cons
     for (int h = 0; h < heads; h++) {
         for (int part = 0; part < 3; part++) { /* q, k, v rows of head h */
             const size_t row = (size_t)part * Do + (size_t)h * hd;
-            CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), w->qkv_b + row,
+            CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), AT(s, w->qkv_b, row),
                                         AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
         }
         if (s->dt == CK_F32)

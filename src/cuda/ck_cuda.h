@@ -101,10 +101,13 @@ ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
  * The fp32 entry points above are these with dt = CK_F32. */
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err);
-ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+/* y (+)= x W^T + b. The bias b (or NULL) is fp32 when dt is CK_F32, else in
+ * dt like W (cuBLASLt fuses a bias of the output's type only): 16-bit
+ * sessions keep 16-bit copies of these biases (session.c, upload_weights). */
+ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                              int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
 /* The same with y's rows ldy elements apart (a column block of a wider y). */
-ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
 ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
                                 void *stream, ckey_error *err);
@@ -216,10 +219,16 @@ ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err);
 double ck_cuda_event_seconds(void *ev0, void *ev1);
 /* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
-/* cuBLASLt plans cached so far for 16-bit linear layers: *fused with an
- * algorithm (bias in the epilogue), *fallback without one (cuBLAS GEMM +
- * bias pass). For tests and profiling. */
-void ck_cublas_plan_counts(const ck_cublas *h, int *fused, int *fallback);
+/* cuBLASLt plans cached so far for 16-bit linear layers (bias_only: those
+ * with a bias only): *fused with an algorithm (one cublasLtMatmul, the bias
+ * in its epilogue), *fallback without one (cuBLAS GEMM + bias pass). For
+ * tests and profiling. */
+void ck_cublas_plan_counts(const ck_cublas *h, int bias_only, int *fused, int *fallback);
+/* on = 0: 16-bit linear layers skip cuBLASLt (every one takes the GEMM + bias
+ * pass); for tests and A/B runs. */
+void ck_cublas_set_lt(ck_cublas *h, int on);
+/* Whether the last ck_cuda_linear_ld_t ran as one cublasLtMatmul (bias fused). */
+int ck_cublas_last_fused(const ck_cublas *h);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 

@@ -2,7 +2,9 @@
 // T (float, __half or __nv_bfloat16, chosen per session: ck_dtype); every
 // kernel loads T, computes in fp32 and stores T. Small per-channel vectors
 // (biases, norms, GroupNorm affines), logits and the network's output stay
-// fp32 whatever T is.
+// fp32 whatever T is, except the biases of the linear layers whose bias
+// goes through cuBLASLt's epilogue (ck_cuda_linear_ld_t), which are T: its
+// fused bias is in the output's type, as under PyTorch's fp16 autocast.
 #ifndef CK_CUDA_DTYPE_CUH
 #define CK_CUDA_DTYPE_CUH
 

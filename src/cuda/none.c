@@ -120,10 +120,12 @@ void ck_cuda_event_destroy(void *ev) {}
 ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err) NOCUDA_BODY
 double ck_cuda_event_seconds(void *ev0, void *ev1) { return 0.0; }
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err) NOCUDA_BODY
-void ck_cublas_plan_counts(const ck_cublas *h, int *fused, int *fallback) { *fused = *fallback = 0; }
+void ck_cublas_plan_counts(const ck_cublas *h, int bias_only, int *fused, int *fallback) { *fused = *fallback = 0; }
+void ck_cublas_set_lt(ck_cublas *h, int on) {}
+int ck_cublas_last_fused(const ck_cublas *h) { return 0; }
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st,
                                 ckey_error *err) NOCUDA_BODY

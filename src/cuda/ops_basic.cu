@@ -199,11 +199,22 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
 }
 
 // ---- cuBLAS / cuBLASLt. 16-bit linear layers run through cuBLASLt with the
-// bias fused into the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS, fp32 bias
-// vector); a plan (descriptors, layouts, algorithm) is kept per distinct
-// shape in a fixed table, so that after the first frame a linear layer is
-// one cublasLtMatmul. Shapes the heuristic gives no algorithm for, and fp32
-// (the parity path), take cuBLAS's GEMM and a separate bias pass.
+// bias fused into the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS). The bias is
+// in the output's type (cublasLt.h: "bias vector elements are the same type
+// as the elements of output matrix"; an fp32 bias with a 16-bit D finds no
+// algorithm), as PyTorch's fp16 autocast also rounds the bias to 16 bits;
+// the epilogue adds it in fp32 with x W^T (+ y), and D is rounded once. A
+// plan (descriptors, layouts, algorithm) is kept per distinct shape in a
+// fixed table, so that after the first frame a linear layer is one
+// cublasLtMatmul. Shapes the heuristic gives no algorithm for, and fp32 (the
+// parity path), take cuBLAS's GEMM and a separate bias pass.
+//
+// Split-K: the partial dot products must be reduced in fp32, never in the
+// 16-bit output type, which rounds every partial sum (an extra rounding of
+// the size of x W^T, large where y's accumulation cancels it): the cuBLASLt
+// heuristic is limited to CUBLASLT_REDUCTION_SCHEME_NONE | _COMPUTE_TYPE, and
+// cuBLAS's own GEMMs run with CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
+// (cuBLAS's default allows the output type).
 enum { LT_PLANS = 64 };
 
 typedef struct {
@@ -228,6 +239,8 @@ struct ck_cublas {
     void *ws;
     size_t ws_bytes;
     int nplans;
+    int no_lt;     /* ck_cublas_set_lt(c, 0): every 16-bit linear takes the GEMM + bias pass */
+    int last_lt;   /* the last 16-bit linear ran as one cublasLtMatmul */
     lt_plan plans[LT_PLANS];
 };
 
@@ -265,7 +278,14 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
         free(c);
         return fail_blas(err, s, "cublasLtCreate");
     }
-    cublasSetMathMode(c->h, CUBLAS_DEFAULT_MATH); /* fp32 GEMMs stay fp32 (no TF32) */
+    /* fp32 GEMMs stay fp32 (no TF32); 16-bit GEMMs reduce split-K partials in fp32 */
+    s = cublasSetMathMode(c->h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        cublasLtDestroy(c->lt);
+        cublasDestroy(c->h);
+        free(c);
+        return fail_blas(err, s, "cublasSetMathMode");
+    }
     *out = c;
     return CKEY_OK;
 }
@@ -287,10 +307,17 @@ void ck_cublas_free(ck_cublas *c) {
     free(c);
 }
 
-void ck_cublas_plan_counts(const ck_cublas *c, int *fused, int *fallback) {
+void ck_cublas_plan_counts(const ck_cublas *c, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
-    for (int i = 0; c && i < c->nplans; i++) ++*(c->plans[i].ok ? fused : fallback);
+    for (int i = 0; c && i < c->nplans; i++)
+        if (!bias_only || c->plans[i].key.bias) ++*(c->plans[i].ok ? fused : fallback);
 }
+
+void ck_cublas_set_lt(ck_cublas *c, int on) {
+    if (c) c->no_lt = !on;
+}
+
+int ck_cublas_last_fused(const ck_cublas *c) { return c ? c->last_lt : 0; }
 
 static unsigned align_of(const void *p) {
     const uintptr_t a = (uintptr_t)p;
@@ -311,7 +338,7 @@ static int lt_key_eq(const lt_key *x, const lt_key *y) {
 // bias, A = W stored column-major [in, out] (ld in) with op T, B = x
 // column-major [in, N] (ld in); C = D. The bias pointer's value matters to the
 // heuristic only through its alignment, part of the key; each call sets it.
-static void lt_plan_build(const ck_cublas *c, const lt_key *k, const float *b, lt_plan *p) {
+static void lt_plan_build(const ck_cublas *c, const lt_key *k, const void *b, lt_plan *p) {
     memset(p, 0, sizeof *p);
     p->key = *k;
     p->used = 1;
@@ -325,7 +352,7 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const float *b, l
         s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (s == CUBLAS_STATUS_SUCCESS && k->bias) {
         const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t bty = CUDA_R_32F;
+        const int32_t bty = ty; /* the bias is in D's type (see above) */
         s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bty, sizeof bty);
@@ -350,6 +377,10 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const float *b, l
             const uint32_t v = k->align[2];
             s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &v, sizeof v);
         }
+        if (s == CUBLAS_STATUS_SUCCESS) { /* split-K partials reduced in fp32 only (see above) */
+            const uint32_t v = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &v, sizeof v);
+        }
     }
     if (s == CUBLAS_STATUS_SUCCESS) {
         cublasLtMatmulHeuristicResult_t r;
@@ -366,7 +397,7 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const float *b, l
 
 // The plan for k: from the table, else built into it, else (table full)
 // built into *tmp, which the caller releases.
-static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, const float *b, lt_plan *tmp) {
+static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, const void *b, lt_plan *tmp) {
     for (int i = 0; i < c->nplans; i++)
         if (lt_key_eq(&c->plans[i].key, k)) return &c->plans[i];
     lt_plan *p = c->nplans < LT_PLANS ? &c->plans[c->nplans++] : tmp;
@@ -374,9 +405,9 @@ static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, const float *b, lt_pl
     return p;
 }
 
-// y (+)= x W^T + b through cuBLASLt; *done = 0 when this shape has no
-// cuBLASLt algorithm (the caller takes the GEMM + bias pass).
-static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+// y (+)= x W^T + b through cuBLASLt (b in dt); *done = 0 when this shape has
+// no cuBLASLt algorithm (the caller takes the GEMM + bias pass).
+static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                              int out, int ldy, int accumulate, ck_dtype dt, cudaStream_t st, int *done,
                              ckey_error *err) {
     lt_key k;
@@ -406,13 +437,14 @@ static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, con
 
 // Row-major y[N, out] = x[N, in] . W^T is column-major y^T[out, N] = W[out, in] . x^T:
 // with W stored [out, in] row-major = column-major [in, out], that is op(A) = A^T.
-ckey_status ck_cuda_linear_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+ckey_status ck_cuda_linear_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                              int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err) {
     return ck_cuda_linear_ld_t(c, x, N, in, W, b, y, out, out, accumulate, dt, stream, err);
 }
 
-ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const float *b, void *y,
+ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) {
+    c->last_lt = 0;
     if (N <= 0) return CKEY_OK;
     if (N > 0x7fffffff) {
         if (err) {
@@ -422,9 +454,10 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
         return CKEY_ERR_INVALID_ARG;
     }
     cudaStream_t st = (cudaStream_t)stream;
-    if (dt != CK_F32) {
+    if (dt != CK_F32 && !c->no_lt) {
         int done = 0;
         ckey_status r = linear_lt(c, x, N, in, W, b, y, out, ldy, accumulate, dt, st, &done, err);
+        c->last_lt = !r && done;
         if (r || done) return r;
     }
     cublasSetStream(c->h, st);
@@ -441,7 +474,8 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, dt == CK_F32 ? "cublasSgemm" : "cublasGemmEx");
     if (b) {
         cudaError_t e;
-        CK_DISPATCH(dt, (e = ck_rowbias_launch<T, false>((T *)y, N, out, ldy, b, st)));
+        /* the bias is T too: y = round(round(x W^T (+ y)) + b), two roundings */
+        CK_DISPATCH(dt, (e = ck_rowbias_launch<T, false>((T *)y, N, out, ldy, (const T *)b, st)));
         if (e != cudaSuccess) return fail_cuda(err, e, "bias launch");
     }
     return CKEY_OK;

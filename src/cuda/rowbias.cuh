@@ -1,7 +1,8 @@
 // Per-column bias over the rows of a row-major [N, C] matrix (rows ld
 // elements apart), optionally followed by the exact GELU
 // 0.5 v (1 + erf(v / sqrt 2)), computed in fp32. Shared by the linear
-// layer's bias pass (ops_basic.cu) and bias + GELU (ops_net.cu).
+// layer's bias pass (ops_basic.cu; the bias in the storage type B = T, as
+// cuBLASLt's fused bias takes it) and bias + GELU (ops_net.cu; B = float).
 //
 // Layout of the launch (rowbias_launch): threadIdx.x / blockIdx.x walk the
 // row's vectors of V elements (V = 16 bytes / sizeof(T) when C and ld are
@@ -25,13 +26,13 @@ __device__ __forceinline__ float ck_rowbias_apply(float v) {
 }
 
 // nv: vectors per row (C / V); ld: elements between rows.
-template <typename T, int V, bool GELU>
-__global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t ld, const float *__restrict__ b) {
+template <typename T, typename B, int V, bool GELU>
+__global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t ld, const B *__restrict__ b) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= nv) return;
     const int64_t stride = (int64_t)gridDim.y * blockDim.y;
     if constexpr (V == 1) {
-        const float bc = b ? b[c] : 0.f;
+        const float bc = b ? ck_ld(b + c) : 0.f;
         for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += stride) {
             T *p = y + r * ld + c;
             ck_st(p, ck_rowbias_apply<GELU>(ck_ld(p) + bc));
@@ -40,7 +41,7 @@ __global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t 
         static_assert(V * sizeof(T) == 16, "one 16-byte vector");
         float bv[V];
 #pragma unroll
-        for (int e = 0; e < V; e++) bv[e] = b ? b[c * V + e] : 0.f;
+        for (int e = 0; e < V; e++) bv[e] = b ? ck_ld(b + c * V + e) : 0.f;
         for (int64_t r = (int64_t)blockIdx.y * blockDim.y + threadIdx.y; r < N; r += stride) {
             uint4 *p = reinterpret_cast<uint4 *>(y + r * ld) + c;
             uint4 v = *p;
@@ -54,8 +55,8 @@ __global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t 
 
 // y[r, c] = f(y[r, c] + b[c]) for r < N, c < C (b NULL: no bias). Returns
 // the launch's cudaGetLastError().
-template <typename T, bool GELU>
-static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const float *b, cudaStream_t st) {
+template <typename T, bool GELU, typename B>
+static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const B *b, cudaStream_t st) {
     if (N <= 0 || C <= 0) return cudaSuccess;
     constexpr int VV = (int)(16 / sizeof(T));
     const bool vec = C % VV == 0 && ld % VV == 0 && ((uintptr_t)y & 15) == 0;
@@ -70,9 +71,9 @@ static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const f
     if (gy > gy_max) gy = gy_max;
     const dim3 block((unsigned)tx, (unsigned)ty), grid(gx, (unsigned)gy);
     if (vec)
-        ck_rowbias_kernel<T, VV, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+        ck_rowbias_kernel<T, B, VV, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
     else
-        ck_rowbias_kernel<T, 1, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+        ck_rowbias_kernel<T, B, 1, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
     return cudaGetLastError();
 }
 

@@ -41,6 +41,7 @@ struct ckey_session {
     float *dstore;        /* fp32 weights (all of them, or only the vectors when dt is 16-bit) */
     void *dmat;           /* 16-bit matrix weights (dt != CK_F32) */
     void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
+    void *dbias;          /* 16-bit copies of the biases fused into cuBLASLt GEMMs (collect_linear_biases) */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
     float *host_in, *host_out, *tap_host; /* host_in/out pinned (cudaMallocHost) */
@@ -57,6 +58,11 @@ struct ckey_session {
 };
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
+
+void ck_session_blas_plan_counts(const ckey_session *s, int bias_only, int *fused, int *fallback) {
+    *fused = *fallback = 0;
+    if (s && s->cuda) ck_cublas_plan_counts(s->cs.blas, bias_only, fused, fallback);
+}
 
 const char *ckey_precision_name(ckey_precision p) {
     switch (p) {
@@ -257,7 +263,57 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
     return n;
 }
 
-/* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices. */
+/* The biases that 16-bit sessions hand to cuBLASLt's fused bias epilogue
+ * (ck_cuda_linear_t with a bias, src/cuda/backend.c), which takes the bias
+ * in the output's type: qkv_b (also per head at row offsets, 56 elements =
+ * 112 bytes apart), attn_proj_b, fc2_b and the decoder's scale_b[1..3]. They
+ * get dt copies (s->dbias), each starting 16-byte aligned (BIAS_ALIGN
+ * elements), and their device-model slots point there. The biases other
+ * kernels read as fp32 keep their fp32 slots: proj_b (maxpool + bias), fc1_b
+ * (bias + GELU), patch_b (patch epilogue), scale_b[0] (decoder epilogue).
+ * r[i].count is the bias's length; the copies are packed in r's order, each
+ * padded to a multiple of BIAS_ALIGN. Returns the count of r. */
+enum { BIAS_ALIGN = 8, MAX_BIASES = CK_MAX_BLOCKS * 3 + 3 };
+
+static size_t bias_padded(size_t count) { return (count + BIAS_ALIGN - 1) / BIAS_ALIGN * BIAS_ALIGN; }
+
+static int collect_linear_biases(const ckey_model *m, ckey_model *dm, mat_ref *r) {
+    const ck_config *c = &m->cfg;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    int n = 0;
+#define ADD(field, dfield, cnt)                                                     \
+    do {                                                                            \
+        if (field) {                                                                \
+            r[n].off = (size_t)((field) - m->store), r[n].count = (size_t)(cnt);    \
+            r[n].slot = (const float **)&(dfield);                                  \
+            n++;                                                                    \
+        }                                                                           \
+    } while (0)
+    for (int i = 0; i < nb; i++) {
+        const size_t Do = (size_t)bi[i].dim_out;
+        ADD(m->blocks[i].qkv_b, dm->blocks[i].qkv_b, 3 * Do);
+        ADD(m->blocks[i].attn_proj_b, dm->blocks[i].attn_proj_b, Do);
+        ADD(m->blocks[i].fc2_b, dm->blocks[i].fc2_b, Do);
+    }
+    for (int k = 1; k < 4; k++) ADD(m->dec.scale_b[k], dm->dec.scale_b[k], (size_t)2 * c->dec_dim);
+#undef ADD
+    return n;
+}
+
+/* Elements of s->dbias (padded copies of the collect_linear_biases). */
+static size_t linear_bias_elems(const ckey_model *m) {
+    mat_ref r[MAX_BIASES];
+    ckey_model tmp = *m;
+    const int n = collect_linear_biases(m, &tmp, r);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += bias_padded(r[i].count);
+    return total;
+}
+
+/* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices +
+ * 16-bit copies of the fused linear biases + the packed refiner convs. */
 static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     if (dt == CK_F32) return m->store_floats * sizeof(float);
     mat_ref r[MAX_MATS];
@@ -265,7 +321,10 @@ static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     const int n = collect_matrices(m, &tmp, r);
     size_t mat = 0;
     for (int i = 0; i < n; i++) mat += r[i].count;
-    return (m->store_floats - mat) * sizeof(float) + mat * ck_dtype_size(dt);
+    size_t conv = 0;
+    const int R = m->cfg.ref_dim;
+    if (ck_cuda_refiner_tc_ok(R, dt)) conv = 8 * ck_conv3x3_tc_weight_bytes(R, R) + ck_conv3x3_tc_weight_bytes(R, 16);
+    return (m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) + conv;
 }
 
 static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ck_dtype dt,
@@ -367,10 +426,44 @@ static ckey_status pack_convs(ckey_session *s, ckey_error *err) {
     return st;
 }
 
+/* 16-bit sessions: the dt copies of the fused linear biases (see
+ * collect_linear_biases), converted on the device in one pass; the padding
+ * between them is zero. */
+static ckey_status upload_linear_biases(ckey_session *s, ckey_error *err) {
+    const ckey_model *m = s->m;
+    mat_ref r[MAX_BIASES];
+    const int n = collect_linear_biases(m, &s->dm, r);
+    const size_t total = linear_bias_elems(m);
+    if (!n || !total) return CKEY_OK;
+    float *host = calloc(total, sizeof(float));
+    if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the bias upload");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(host + at, m->store + r[i].off, r[i].count * sizeof(float));
+        at += bias_padded(r[i].count);
+    }
+    void *tmp = NULL;
+    ckey_status st = ck_cuda_malloc(&s->dbias, total * ck_dtype_size(s->dt), err);
+    if (!st) st = ck_cuda_malloc(&tmp, total * sizeof(float), err);
+    if (!st) st = ck_cuda_copy(tmp, host, total * sizeof(float), 1, err);
+    if (!st) st = ck_cuda_convert(tmp, CK_F32, s->dbias, s->dt, (int64_t)total, NULL, err);
+    if (!st) st = ck_cuda_sync(err);
+    ck_cuda_free(tmp);
+    free(host);
+    if (st) return st;
+    at = 0;
+    for (int i = 0; i < n; i++) {
+        *r[i].slot = (const float *)(void *)((char *)s->dbias + at * ck_dtype_size(s->dt));
+        at += bias_padded(r[i].count);
+    }
+    return CKEY_OK;
+}
+
 /* Upload the weights. fp32 sessions copy the store as it is. 16-bit
  * sessions store the matrices (GEMM operands) in dt, converted on the device
  * one at a time, and the rest (vectors, patch embed, pos-embed, convs) in a
- * compact fp32 copy of the store with the matrices cut out. */
+ * compact fp32 copy of the store with the matrices cut out; the biases fused
+ * into cuBLASLt GEMMs also get dt copies (upload_linear_biases). */
 static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
     const ckey_model *m = s->m;
     if (s->dt == CK_F32) {
@@ -447,7 +540,8 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
         *slots[j] = s->dstore + (off - before);
     }
     dm->store = s->dstore;
-    return pack_convs(s, err);
+    st = upload_linear_biases(s, err);
+    return st ? st : pack_convs(s, err);
 }
 
 static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
@@ -467,6 +561,9 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     /* Hopper's wgmma attention for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps the mma.sync kernel */
     const char *no_wgmma = getenv("CKEY_CUDA_NO_WGMMA");
     s->cs.wgmma = s->dt != CK_F32 && !(no_wgmma && no_wgmma[0] && strcmp(no_wgmma, "0") != 0) && ck_cuda_wgmma_ok();
+    /* CKEY_CUDA_NO_LT=1: 16-bit linears skip cuBLASLt (cuBLAS GEMM + bias pass), for A/B runs */
+    const char *no_lt = getenv("CKEY_CUDA_NO_LT");
+    if (no_lt && no_lt[0] && strcmp(no_lt, "0") != 0) ck_cublas_set_lt(s->cs.blas, 0);
     const size_t pb = pos_bytes(m, S);
     if (pb) {
         float *host = malloc(pb);
@@ -572,6 +669,7 @@ void ckey_session_free(ckey_session *s) {
         ck_cuda_free(s->dstore);
         ck_cuda_free(s->dmat);
         ck_cuda_free(s->dconv);
+        ck_cuda_free(s->dbias);
         if (s->dpos_owned) ck_cuda_free(s->dpos);
         ck_cuda_host_free(s->host_in);
         ck_cuda_host_free(s->host_out);

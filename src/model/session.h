@@ -9,4 +9,7 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
 ck_resize_mode ck_session_resize_back(const ckey_session *s);
 /* Accumulate per-op wall time into prof[CK_PROF_COUNT] (NULL: off). */
 void ck_session_set_profile(ckey_session *s, double *prof);
+/* A CUDA session's cuBLASLt plans so far (ck_cublas_plan_counts); zeros on
+ * other sessions. */
+void ck_session_blas_plan_counts(const ckey_session *s, int bias_only, int *fused, int *fallback);
 #endif
