@@ -19,6 +19,11 @@
 // CTAs on the SM. attention_wgmma_pipe_kernel (variants 6-9) also overlaps
 // inside a warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued
 // together, softmax of S_j runs while the P V is on the tensor cores.
+// attention_wgmma_ws_kernel (variants 11-18) adds mbarrier stage hand-off
+// instead of __syncthreads (a producer warp, or the consumers themselves,
+// load), ping-pong between the warpgroups through named barriers, and a
+// share of the exp2 computed by a polynomial on the FMA pipe (see there).
+// kDefaultVariant (below the kernels) selects the variant the network uses.
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements that are zeroed once and
@@ -621,6 +626,333 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     }
 }
 
+// --------------------------------------- warp-specialized / ping-pong kernel
+//
+// attention_wgmma_ws_kernel (variants 11-18): NWG consumer warpgroups, plus
+// (WS) one producer warp (the last 32 threads of the CTA).
+//  * WS: loads are decoupled from the consumers: the producer warp streams K/V
+//    tiles into ST stages with cp.async; per stage an mbarrier "full"
+//    (32 arrivals: the producer's lanes, each after cp.async.wait_group
+//    showed its copies of the tile landed and fence.proxy.async made them
+//    visible to wgmma's async proxy) and an mbarrier "empty" (4 * NWG
+//    arrivals: lane 0 of every consumer warp once its P V of the tile is
+//    complete). The producer keeps two tiles in flight: it issues tile i,
+//    then waits for tile i-1 and publishes it. No __syncthreads in the loop,
+//    so consumer warpgroups are free to drift apart (needed for ping-pong).
+//    Deadlock-free for ST >= 3: before refilling stage of tile i the
+//    producer needs tile i-ST released, which the consumers do in their
+//    iteration i-ST+1 <= i-2, whose tile the producer has published.
+//  * !WS (no producer warp: 256 threads keep 128 registers at 2 CTAs / SM;
+//    with the extra warp ptxas must fit 96 and spills): the consumers load
+//    tiles 0..ST-3 before the loop, and in iteration j, after their P V
+//    wait, tile j+ST-2 into the stage of tile j-2 (released by every warp
+//    in its iteration j-1, so normally no wait even when the warpgroups are
+//    half an iteration apart), then publish tile j+ST-3 (their copies of it
+//    landed: wait_group 1, fence.proxy.async, __syncwarp, lane 0 arrives;
+//    "full" counts 4 * NWG warps). Tile X is published at the end of
+//    iteration X-ST+3 < X: ST >= 4.
+//  * Phases never mix: a warp can arrive on a stage's barrier for tile
+//    X+ST only after the barrier's phase of tile X completed.
+//  * Intra-warpgroup overlap as in the pipe kernel: iteration j issues
+//    S_j = Q K_j (commit) and O += P_{j-1} V_{j-1} (commit) back to back,
+//    waits for S_j only (wait_group 1), does softmax j while the P V runs,
+//    then waits for the P V (wait_group 0), releases tile j-1, rescales O
+//    and packs P_j.
+//  * PP (ping-pong): the consumer warpgroups take turns issuing their
+//    wgmma batches, round robin, through named barriers 1..NWG (barrier 0 is
+//    __syncthreads'). Warpgroup w waits on barrier 1+w (bar.sync, 256
+//    threads: its own 128 + the 128 arrivals of its predecessor), issues,
+//    then bar.arrive on barrier 1+(w+1)%NWG. Warpgroup NWG-1 arrives once on
+//    barrier 1 before the loop (warpgroup 0 goes first) and skips its last
+//    arrive, so every barrier generation is complete when the CTA exits.
+//    Effect: while warpgroup A's softmax runs on the SFU / FMA pipes, the
+//    tensor cores work on warpgroup B's batch, instead of both warpgroups
+//    hitting the same pipe at the same time.
+//  * POLYQ: exp2 of the n8 blocks i with (i & 3) < POLYQ (POLYQ / 4 of the
+//    elements) is computed on the FMA pipe (poly_exp2) instead of MUFU.EX2,
+//    so the two pipes share the 4096 exponentials of a 64 x 64 tile.
+// The log2(e)/sqrt(56) scale is already folded into the one FFMA per element
+// (x = s * c - m), so pre-scaling Q would save nothing.
+
+// 2^x on the FMA pipe. Cody-Waite: x = n + f, n = round(x) (magic-number
+// add: 1.5 * 2^23 puts round(x) in the low mantissa bits of t), f in
+// [-0.5, 0.5]; 2^f by a degree-3 minimax polynomial (relative error 7.5e-5,
+// fp32 Horner included; fp16 rounding of P is 4.9e-4, bf16's 3.9e-3); 2^n
+// by adding n to the exponent field (t's bit pattern shifted left by 23 is
+// n << 23 modulo 2^32). x is clamped to -125 so that the result stays a
+// normal float (-inf, masked keys, gives 2^-125, which the caller zeroes).
+__device__ __forceinline__ float poly_exp2(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = __fadd_rn(x, 12582912.f);
+    const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
+    const float p = fmaf(fmaf(fmaf(5.517167971e-02f, f, 2.426111698e-01f), f, 6.932609677e-01f), f, 9.999280572e-01f);
+    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+// Named barriers 1..3 with 256 threads (immediate ids: ptxas then reserves
+// only those, not all 16).
+template <int ID> __device__ __forceinline__ void nbar_sync() { asm volatile("bar.sync %0, 256;\n" ::"n"(ID) : "memory"); }
+template <int ID> __device__ __forceinline__ void nbar_arrive() {
+    asm volatile("bar.arrive %0, 256;\n" ::"n"(ID) : "memory");
+}
+__device__ __forceinline__ void pp_sync(int id) {
+    if (id == 1) nbar_sync<1>();
+    else if (id == 2) nbar_sync<2>();
+    else nbar_sync<3>();
+}
+__device__ __forceinline__ void pp_arrive(int id) {
+    if (id == 1) nbar_arrive<1>();
+    else if (id == 2) nbar_arrive<2>();
+    else nbar_arrive<3>();
+}
+
+template <int NWG, int KN, int ST, bool WS> struct CfgWs {
+    static constexpr int kCons = 128 * NWG;                // consumer threads
+    static constexpr int kThreads = kCons + (WS ? 32 : 0); // + the producer warp
+    static constexpr int kRows = 64 * NWG;
+    static constexpr int kTileBytes = KN * ROWB;
+    static constexpr int kStageBytes = 2 * kTileBytes;
+    static constexpr int kBarOff = ST * kStageBytes; // 2 * ST mbarriers after the tiles
+    static constexpr int kSmem = kBarOff + 16 * ST + 1024;
+    static_assert(KN % 16 == 0 && KN >= 16 && KN <= 256 && ST >= (WS ? 3 : 4), "tile shape");
+};
+
+template <typename T, int NWG, int KN, int ST, int MINB, bool WS, bool PP, int POLYQ>
+__global__ void __launch_bounds__(128 * NWG + (WS ? 32 : 0), MINB)
+    attention_wgmma_ws_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    using C = CfgWs<NWG, KN, ST, WS>;
+    static_assert(!PP || (NWG >= 2 && NWG <= 3), "ping-pong: two or three consumer warpgroups");
+    static_assert(POLYQ >= 0 && POLYQ <= 4, "POLYQ: quarters of the exponentials on the FMA pipe");
+    constexpr int kCons = C::kCons, kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t full0 = sbase + C::kBarOff, empty0 = full0 + 8 * ST;
+
+    const int tid = threadIdx.x;
+    const int h = blockIdx.y;
+    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
+    const T *kbase = qkv + D + (int64_t)h * HD;
+    const int64_t ntiles = (N + KN - 1) / KN;
+
+    for (int r = tid; r < ST * 2 * KN; r += kThreads)
+        st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) mbar_init(full0 + 8 * s, WS ? 32 : 4 * NWG), mbar_init(empty0 + 8 * s, 4 * NWG);
+    }
+    fence_proxy_async(); // the zeroed padding, for wgmma
+    __syncthreads();
+
+    // tile `tile` into its stage, by threads first, first + stride, ...; the
+    // stage's previous tile (tile - ST) must have been released
+    auto load_tile = [&](int64_t tile, int first, int stride) {
+        const int stage = (int)(tile % ST);
+        if (tile >= ST) mbar_wait(empty0 + 8 * stage, (uint32_t)((tile / ST + 1) & 1));
+        const int64_t k0 = tile * KN;
+        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
+        for (int idx = first; idx < KN * CHUNKS; idx += stride) {
+            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            const bool ok = k0 + r < N;
+            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
+            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
+            cp_async16(kd + off, src, ok);
+            cp_async16(vd + off, src + D, ok);
+        }
+    };
+
+    if constexpr (WS) {
+        if (tid >= kCons) { // ------------------------------------------- producer warp
+            for (int64_t it = 0; it <= ntiles; it++) {
+                if (it < ntiles) load_tile(it, tid - kCons, 32);
+                cp_async_commit();
+                if (it >= 1) { // publish tile it-1
+                    cp_async_wait<1>();
+                    fence_proxy_async();
+                    mbar_arrive(full0 + 8 * (uint32_t)((it - 1) % ST));
+                }
+            }
+            return;
+        }
+    } else { // consumers load: tiles 0 .. ST-3 now, tile it+ST-2 in iteration it
+        for (int64_t tile = 0; tile < ST - 2; tile++) {
+            if (tile < ntiles) load_tile(tile, tid, kCons);
+            cp_async_commit();
+        }
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncwarp();
+        if ((tid & 31) == 0)
+            for (int s = 0; s < ST - 2 && s < ntiles; s++) mbar_arrive(full0 + 8 * s);
+    }
+
+    // ------------------------------------------------------------ consumers
+    const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    uint32_t q[4][4];
+    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
+    {
+        const T *qb = qkv + (int64_t)h * HD;
+        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
+        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
+        const int64_t ss = Nq * ld;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            const int c0 = kk * 16 + 2 * t;
+            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
+            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
+            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u;
+            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
+        }
+    }
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    uint32_t p[KN / 16][4]; // P of the previous tile
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; kk++) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
+
+    if constexpr (PP) {
+        if (wg == NWG - 1) nbar_arrive<1>(); // warpgroup 0 issues first
+    }
+
+    for (int64_t it = 0; it < ntiles; it++) {
+        const int stage = (int)(it % ST);
+        mbar_wait(full0 + 8 * stage, (uint32_t)((it / ST) & 1)); // tile it published
+        fence_proxy_async();
+        const uint32_t ks = sbase + (uint32_t)(stage * kStageBytes);
+        const uint32_t vprev = sbase + (uint32_t)(((it + ST - 1) % ST) * kStageBytes) + kTileBytes;
+
+        if constexpr (PP) pp_sync(1 + wg); // my turn on the tensor cores
+        float s[KN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+        if (it > 0) {
+#pragma unroll
+            for (int kk = 0; kk < KN / 16; kk++)
+                Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vprev + kk * 16 * ROWB, 1024, 1024), 1);
+        }
+        wgmma_commit(); // (an empty group when it == 0)
+        if constexpr (PP) {
+            if (wg != NWG - 1 || it != ntiles - 1) pp_arrive(wg == NWG - 1 ? 1 : wg + 2); // next one's turn
+        }
+        wgmma_wait<1>(); // S_it
+        reg_fence(s);
+
+        const int64_t rem = N - it * KN;
+        if (rem < KN) {
+#pragma unroll
+            for (int i = 0; i < KN / 2; i++)
+                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+        }
+        float corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float mx = s[2 * r];
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mnew = fmaxf(m[r], mx * c);
+            corr[r] = fast_exp2(m[r] - mnew);
+            m[r] = mnew;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) {
+                const float x0 = fmaf(s[4 * i + 2 * r], c, -mnew), x1 = fmaf(s[4 * i + 2 * r + 1], c, -mnew);
+                const bool poly = (i & 3) < POLYQ;
+                const float p0 = poly ? poly_exp2(x0) : fast_exp2(x0);
+                const float p1 = poly ? poly_exp2(x1) : fast_exp2(x1);
+                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            l[r] = l[r] * corr[r] + sum;
+        }
+        if constexpr (POLYQ > 0) {
+            if (rem < KN) { // poly_exp2(-inf) is 2^-125: masked keys get exactly 0
+#pragma unroll
+                for (int i = 0; i < KN / 2; i++)
+                    if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = 0.f;
+            }
+        }
+
+        wgmma_wait<0>(); // P_{it-1} V_{it-1}
+        reg_fence(o);
+        reg_fence(p);
+        if (it > 0 && lane == 0) mbar_arrive(empty0 + 8 * (uint32_t)((it - 1) % ST)); // this warp is done with tile it-1
+        if constexpr (!WS) {
+            // refill the stage of tile it-2 (released by every warp one
+            // iteration ago, normally: no wait) with tile it+ST-2; publish
+            // tile it+ST-3, issued one iteration ago
+            const int64_t nt = it + ST - 2;
+            if (nt < ntiles) load_tile(nt, tid, kCons);
+            cp_async_commit();
+            if (it >= 1 && nt - 1 < ntiles) {
+                cp_async_wait<1>();
+                fence_proxy_async();
+                __syncwarp();
+                if (lane == 0) mbar_arrive(full0 + 8 * (uint32_t)((nt - 1) % ST));
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    }
+    // the last tile's P V (never released: the producer needs no stage of it)
+    {
+        const uint32_t vlast = sbase + (uint32_t)(((ntiles - 1) % ST) * kStageBytes) + kTileBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++)
+            Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vlast + kk * 16 * ROWB, 1024, 1024), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float L = l[r];
+        L += __shfl_xor_sync(0xffffffffu, L, 1);
+        L += __shfl_xor_sync(0xffffffffu, L, 2);
+        const float inv = 1.f / L;
+        const int64_t row = r ? rhi : rlo;
+        if (row < Nq) {
+            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++)
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+    }
+}
+
 // --------------------------------------------------------------- launchers
 
 ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
@@ -633,12 +965,32 @@ ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
+// The variant ck_cuda_attention_wgmma (the network) uses: one constant to
+// switch after timing (attention_tc_timing). Expected fastest of the new
+// ones: 11 (ping-pong + 25 % polynomial exp2, 64-key tiles, 2 CTAs / SM).
+constexpr int kDefaultVariant = 0;
+
 template <typename T, int NWG, int KN, int ST, int MINB, int PVN = HD, bool PIPE = false, bool VT = false>
 cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
     void (*kern)(const T *, int64_t, int, int, float, T *);
     if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB>;
     else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, VT>;
+    if (C::kSmem > 48 * 1024) {
+        const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
+        if (e != cudaSuccess) return e;
+    }
+    const int64_t Nq = N / qs;
+    dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
+    kern<<<grid, C::kThreads, C::kSmem, st>>>((const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD), (T *)out);
+    return cudaGetLastError();
+}
+
+template <typename T, int NWG, int KN, int ST, int MINB, bool WS, bool PP, int POLYQ>
+cudaError_t launch_ws(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
+    using C = CfgWs<NWG, KN, ST, WS>;
+    void (*kern)(const T *, int64_t, int, int, float, T *) =
+        attention_wgmma_ws_kernel<T, NWG, KN, ST, MINB, WS, PP, POLYQ>;
     if (C::kSmem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
         if (e != cudaSuccess) return e;
@@ -665,6 +1017,17 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 8: return launch<T, 2, 128, 3, 1, HD, true>(qkv, N, D, heads, qs, out, st);
     case 9: return launch<T, 3, 64, 4, 1, HD, true>(qkv, N, D, heads, qs, out, st);
     case 10: return launch<T, 2, 64, 2, 2, HD, false, true>(qkv, N, D, heads, qs, out, st);
+    // mbarrier kernel: consumer warpgroups, keys per tile, stages, min CTAs
+    // per SM, producer warp (else the consumers load), ping-pong, quarters
+    // of the exp2 on the FMA pipe
+    case 11: return launch_ws<T, 2, 64, 5, 2, false, true, 1>(qkv, N, D, heads, qs, out, st);
+    case 12: return launch_ws<T, 2, 128, 4, 1, true, true, 1>(qkv, N, D, heads, qs, out, st);
+    case 13: return launch_ws<T, 2, 64, 5, 2, false, false, 1>(qkv, N, D, heads, qs, out, st);
+    case 14: return launch_ws<T, 2, 64, 5, 2, false, true, 0>(qkv, N, D, heads, qs, out, st);
+    case 15: return launch_ws<T, 2, 64, 5, 2, false, true, 2>(qkv, N, D, heads, qs, out, st);
+    case 16: return launch_ws<T, 3, 64, 4, 1, true, true, 1>(qkv, N, D, heads, qs, out, st);
+    case 17: return launch_ws<T, 2, 64, 6, 1, true, true, 1>(qkv, N, D, heads, qs, out, st);
+    case 18: return launch_ws<T, 2, 128, 4, 1, false, true, 1>(qkv, N, D, heads, qs, out, st);
     default: return launch<T, 2, 64, 2, 2>(qkv, N, D, heads, qs, out, st);
     }
 }
@@ -709,5 +1072,5 @@ extern "C" ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t 
 
 extern "C" ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
                                               ck_dtype dt, void *stream, ckey_error *err) {
-    return ck_cuda_attention_wgmma_variant(qkv, N, D, heads, qs, out, dt, 0, stream, err);
+    return ck_cuda_attention_wgmma_variant(qkv, N, D, heads, qs, out, dt, kDefaultVariant, stream, err);
 }
