@@ -277,7 +277,7 @@ static ckey_status mem_write(void *self, const ckey_shot_frame *f, const ckey_sh
                              ckey_error *err) {
     mem_sink *k = self;
     if (atomic_fetch_add(&k->busy, 1) != 0) atomic_store(&k->overlap, 1);
-    usleep(2000); /* widen the window for another writer to come in */
+    usleep(20000); /* widen the window for another writer to come in */
     atomic_fetch_sub(&k->busy, 1);
     if (f->number == k->bad_write) {
         err->status = CKEY_ERR_IO;

@@ -1,27 +1,48 @@
 /*
- * ckey_shot_run: a shot keyed as a three-stage pipeline (see ckey.h).
+ * ckey_shot_run: a shot keyed as a pipeline of a reader, the model and K
+ * writers (see ckey.h).
  *
- *   reader   source->read (+ ckey_auto_hint, size checks),
- *            resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
- *   caller   the network only (ckey_session_forward)         -> out ring (2 slots)
- *   writer   resize back (ck_postprocess), ckey_post_passes,
- *            sink->write, events in order                    -> slot freed
+ *   reader     source->read (+ ckey_auto_hint, size checks),
+ *              resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
+ *   caller     the network only (ckey_session_forward)         -> out ring (K + 1 slots)
+ *   writer w   jobs w, w + K, w + 2K, ... (K = opt.writers):
+ *              heavy part, in parallel with the other writers: resize back
+ *              (ck_postprocess), ckey_post_passes, and sink->write when the
+ *              sink has concurrent_write;
+ *              ordered part, when its turn comes (next_to_finish == j), one
+ *              writer at a time: sink->write of an ordered sink,
+ *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
  * The model thread runs nothing but the network, so a GPU is not kept
  * waiting by the plate-size resizes (at 4K on one core: ~0.1 s in, ~0.25 s
  * back with Lanczos4): the same steps ckey_session_key takes, spread over
- * the threads, so the results are the same bit for bit.
+ * the threads, so the results are the same bit for bit. The writers are
+ * several because at plate size their work (resize back, post passes, zlib in
+ * the EXR and PNG encoders: ~5.5 s a 4K frame on one core) is far slower than
+ * a GPU's network.
  *
- * Job j (the j-th frame to key) always uses in slot j % nin and out slot
- * j % nout, so the stages need no queue bookkeeping beyond a state per slot;
- * one mutex and one condition variable guard every state change (a few per
- * frame, nothing next to the milliseconds a frame takes).
+ * Job j (the j-th frame to key) always uses in slot j % nin, out slot
+ * j % nout and writer j % K, so the stages need no queue bookkeeping beyond a
+ * state per slot and the turn counter; one mutex and one condition variable
+ * guard every state change (a few per frame, nothing next to the
+ * milliseconds a frame takes). nout = K + 1 lets the model key a frame while
+ * all K writers are busy. The turn makes the events (planned skips,
+ * warnings, KEYED / FAILED, stats, next_index) come out in frame order, from
+ * one thread at a time, exactly as with one writer; each writer has its own
+ * scratch and Processed / Comp planes, so the passes do not depend on K.
  *
  * Errors. `stop_at` is the first job that will not be written; every stage
  * stops when it reaches it, so the frames before a failing one are still
  * keyed and written, in order. A fatal error at job j lowers stop_at to j and
  * keeps the message of the lowest such job. A write error also sets `abort`:
  * nothing more can be written, so the reader and the model stop at once.
+ * A writer whose heavy part fails at job j lowers stop_at to j at once (no
+ * later job starts or gets its turn) and still waits for its own turn: the
+ * jobs before it finish, its warning comes out before the error. With a
+ * concurrent_write sink, later jobs already in another writer's heavy part
+ * may have written their files: allowed, since every file is renamed into
+ * place whole (a re-run resumes them as complete); they get no event. No
+ * frame before a failure is lost. An ordered sink writes nothing past it.
  * Under CKEY_ON_ERROR_SKIP an input fault marks the slot failed instead; it
  * travels down the pipeline so its event comes out in order, and so does a
  * warning (a hint resized to its plate).
@@ -31,10 +52,11 @@
  * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
  * one before it) is still written, and nothing after it starts.
  *
- * Buffers: slots are allocated up front; the model outputs (alpha, fg), the
- * writer's processed / comp planes and the scratch of the post passes and
- * the auto hint grow to the largest plate seen and are then reused. The
- * image decoders allocate each frame's pixels themselves.
+ * Buffers: slots are allocated up front; the model outputs (alpha, fg) per
+ * out slot, each writer's processed / comp planes and scratch (resize back,
+ * post passes) and the reader's auto hint scratch grow to the largest plate
+ * seen and are then reused. The image decoders allocate each frame's pixels
+ * themselves.
  */
 #include <pthread.h>
 #include <stdint.h>
