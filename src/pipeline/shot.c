@@ -59,6 +59,7 @@
  * themselves.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -584,10 +585,13 @@ static void model_loop(shot *sh) {
 
 /* --------------------------------------------------------------- entry */
 
-/* max(1, min(8, online CPUs - 2)): the reader and the model thread keep a
- * core each; past 8 the writers mostly wait on the disk. */
+/* max(1, min(8, CPUs - 2)): the reader and the model thread keep a core
+ * each; past 8 the writers mostly wait on the disk. CPUs: those this process
+ * may run on (taskset), else the online ones. */
 static int default_writers(void) {
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
     return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
 }
 
