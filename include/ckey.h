@@ -587,7 +587,8 @@ ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, floa
  *
  *   reader thread    source->read frame j+1, j+2 (+ auto hint), resize to S -> input ring
  *   calling thread   the network on frame j (ckey_session_forward)         -> output ring
- *   writer thread    resize back, ckey_post_passes + sink->write frame j-1; events, in order
+ *   writer threads   resize back, ckey_post_passes + sink->write frames j-1, j-2, ...
+ *                    (K of them, a frame each, in parallel); events, in order
  * (the steps of ckey_session_key, spread over the threads: the same results)
  *
  * Sources and sinks are tables of function pointers over an opaque `self`,
@@ -642,13 +643,29 @@ typedef struct ckey_sink {
     int (*complete)(void *self, const ckey_shot_frame *f);
     /* Called once before the first write (create directories, open encoders). */
     ckey_status (*begin)(void *self, ckey_error *err);
-    /* Write one frame; calls come from one thread, in frame order. A failed
-     * write must leave no partial file under a final name. */
+    /* Write one frame. A failed write must leave no partial file under a
+     * final name. With concurrent_write 0, calls come from one thread at a
+     * time, in frame order; with concurrent_write non-zero, see below. */
     ckey_status (*write)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                          ckey_error *err);
     /* Called once after the last frame of a run that did not fail (flush). */
     ckey_status (*finish)(void *self, ckey_error *err);
     void (*close)(void *self);
+    /*
+     * Opt-in to parallel writes (0, the default: write() is called one frame
+     * at a time, in frame order). Non-zero: the runner's writer threads
+     * (ckey_shot_options.writers) may call write() for several frames at
+     * once and out of order, so write() must be thread-safe (no shared
+     * mutable state across calls); then, in frame order and one at a time,
+     * write_ordered() for each frame whose write() succeeded.
+     */
+    int32_t concurrent_write;
+    /* Optional (may be NULL): the part of a frame's write that must see the
+     * frames in order (a video encoder); called after write() succeeded for
+     * that frame, one frame at a time, in frame order, whatever
+     * concurrent_write says. A failure is the frame's write failure. */
+    ckey_status (*write_ordered)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                                 ckey_error *err);
 } ckey_sink;
 
 /*
@@ -788,6 +805,10 @@ typedef struct ckey_shot_options {
     ckey_shot_on_error on_error;
     int32_t read_ahead;      /* frames decoded ahead of the one being keyed: 1..8,
                                 default 2; 0 runs every stage on the calling thread */
+    int32_t writers;         /* writer threads, 0..64: each resizes back, post-processes
+                                and writes whole frames, frame w, w + K, w + 2K, ...;
+                                0 (default) = max(1, min(8, online CPUs - 2)); ignored
+                                when read_ahead is 0 */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already
@@ -829,7 +850,7 @@ typedef struct ckey_shot_event {
 } ckey_shot_event;
 
 /* Called for every frame of the plan that is not EXCLUDE, in frame order,
- * from one thread at a time (the writer thread when threaded). */
+ * from one thread at a time (a writer thread when threaded). */
 typedef void (*ckey_shot_event_fn)(void *user, const ckey_shot_event *ev);
 
 typedef struct ckey_shot_stats {
@@ -852,8 +873,11 @@ typedef struct ckey_shot_stats {
  * that frame.
  * On a fatal error the frames before the failing one are still written (in
  * order), the stages stop, and the error names the frame and the file
- * ("frame 7: Input/plate_0007.png: truncated"). `stats` (may be NULL) is
- * filled on success and failure.
+ * ("frame 7: Input/plate_0007.png: truncated"). With several writers and a
+ * concurrent_write sink, a few frames after the failing one may have been
+ * written too (each file whole: resume sees them complete); they get no
+ * event. `stats` (may be NULL) is filled on success and failure;
+ * write_seconds sums the writer threads' time.
  */
 ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           const uint8_t *plan, const ckey_shot_options *o,

@@ -218,6 +218,7 @@ typedef struct opts {
     ckey_exr_compression exr;
     ckey_shot_on_error on_error;
     int read_ahead; /* -1: the library default */
+    int writers;    /* writer threads; 0: the library default */
     int video_out;  /* bit 1: ProRes 4444 fg + alpha, bit 2: H.264 comp */
     int verbose;    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den; /* --fps; 0/0: the plate's (24 for a sequence) */
@@ -294,7 +295,7 @@ enum { O_MODEL = 1, O_IMAGE = 2, O_HINT = 4, O_OUT = 8, O_SIZE = 16, O_THREADS =
        O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
        O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22, O_RESIZE_BACK = 1 << 23,
        O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25, O_VIDEO_OUT = 1 << 26, O_VERBOSE = 1 << 27,
-       O_FPS = 1 << 28 };
+       O_FPS = 1 << 28, O_WRITERS = 1 << 29 };
 
 enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
 
@@ -313,7 +314,7 @@ static const struct {
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
     {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
-    {"--fps", O_FPS, 1},
+    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1},
 };
 
 /*
@@ -503,6 +504,11 @@ static int parse_opts(int argc, char **argv, int allowed, int max_positional, co
             if (!parse_int(val, 0, 8, &n))
                 return usage_error(o->cmd, "--read-ahead '%s' is not a count between 0 and 8", val);
             o->read_ahead = (int)n;
+            break;
+        case O_WRITERS:
+            if (!parse_int(val, 0, 64, &n))
+                return usage_error(o->cmd, "--writers '%s' is not a count between 0 and 64", val);
+            o->writers = (int)n;
             break;
         case O_VIDEO_OUT:
             if (!strcmp(val, "prores")) o->video_out = VIDEO_OUT_PRORES;
@@ -824,8 +830,10 @@ static const char usage_key[] =
     "whose passes exist, unless --force) are refused.\n"
     "\n"
     "Threads: a reader thread decodes the next frames (--read-ahead) while the\n"
-    "network keys one, and a writer thread post-processes and writes the one\n"
-    "before, in frame order.\n"
+    "network keys one, and writer threads (--writers) resize back, post-process\n"
+    "and write the ones before, a frame each, in parallel; progress is reported\n"
+    "in frame order. If a frame fails, a few frames after it may already be\n"
+    "written (each file whole, so a re-run resumes correctly).\n"
     "\n"
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors); required\n"
@@ -875,6 +883,9 @@ static const char usage_key[] =
     "                          Output errors (disk full, ...) always stop\n"
     "  --read-ahead N          frames decoded ahead of the network, 0 .. 8\n"
     "                          (default 2; 0 = no threads, one stage at a time)\n"
+    "  --writers N             writer threads (resize back, post-process, write),\n"
+    "                          0 .. 64 (default 0: online CPUs - 2, between 1\n"
+    "                          and 8); each holds one frame's buffers\n"
     "  --dry-run               list the frames that would be keyed or skipped;\n"
     "                          writes nothing and loads no model\n"
     "  --force                 re-key frames whose outputs already exist\n"
@@ -1108,7 +1119,7 @@ static int cmd_key(int argc, char **argv) {
                             O_DEVICE | O_PRECISION | O_BUDGET | O_JSON | O_PLATE | O_DESPILL | O_NO_DESPECKLE |
                             O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN | O_FORCE | O_EXR_COMPRESSION |
                             O_ON_ERROR | O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT |
-                            O_VERBOSE | O_FPS,
+                            O_VERBOSE | O_FPS | O_WRITERS,
                         1, usage_key, &o);
     if (rc >= 0) return rc;
     /* FFmpeg's log level is process-wide: set once, before any thread decodes */
@@ -1336,6 +1347,7 @@ static int cmd_key(int argc, char **argv) {
     so.on_error = o.on_error;
     so.cancel = stop_requested;
     if (o.read_ahead >= 0) so.read_ahead = o.read_ahead;
+    so.writers = o.writers;
     ckey_shot_stats stats;
     const ckey_status st = ckey_shot_run(sess, &src, &sink, plan, &so, key_event, &kc, &stats, &err);
     if (kc.tty && kc.pos > 0) fputc('\n', stderr);

@@ -263,6 +263,9 @@ static ckey_status mem_read(void *self, int64_t index, ckey_image *plate, ckey_i
 typedef struct mem_sink {
     int64_t written[8];
     int nwritten, bad_write, began, finished;
+    /* concurrent_write 0: the runner must call write() one at a time */
+    atomic_int busy;
+    atomic_int overlap;
 } mem_sink;
 
 static ckey_status mem_begin(void *self, ckey_error *err) {
@@ -273,6 +276,9 @@ static ckey_status mem_begin(void *self, ckey_error *err) {
 static ckey_status mem_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                              ckey_error *err) {
     mem_sink *k = self;
+    if (atomic_fetch_add(&k->busy, 1) != 0) atomic_store(&k->overlap, 1);
+    usleep(20000); /* widen the window for another writer to come in */
+    atomic_fetch_sub(&k->busy, 1);
     if (f->number == k->bad_write) {
         err->status = CKEY_ERR_IO;
         snprintf(err->message, sizeof err->message, "out/%s.exr: No space left on device", f->stem);
@@ -314,6 +320,8 @@ static int log_cancel(void *user) {
 
 static int cancel_after = -1; /* for the next run_mem */
 
+static int run_writers = 1; /* ckey_shot_options.writers for the next run_mem */
+
 static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_t *plan, int on_error,
                     int read_ahead, ckey_status *st, mem_sink *sink_out, ev_log *log, char *msg) {
     mem_src m;
@@ -329,11 +337,15 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
     ckey_source src = {&m, n, m.frames, mem_read, NULL, 0, 0};
     memset(sink_out, 0, sizeof *sink_out);
     sink_out->bad_write = bad_write;
-    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL};
+    atomic_init(&sink_out->busy, 0);
+    atomic_init(&sink_out->overlap, 0);
+    /* concurrent_write 0: ordered writes, whatever the number of writers */
+    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL, 0, NULL};
     ckey_shot_options o;
     ckey_shot_options_default(&o);
     o.on_error = on_error;
     o.read_ahead = read_ahead;
+    o.writers = run_writers;
     memset(log, 0, sizeof *log);
     atomic_init(&log->keyed, 0);
     atomic_init(&log->polls, 0);
@@ -345,6 +357,7 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
     *st = ckey_shot_run(s, &src, &sink, plan, &o, log_event, log, NULL, &err);
     snprintf(msg, 512, "%s", err.message);
     CHECKF(m.order_ok, "source read out of order");
+    CHECKF(!atomic_load(&sink_out->overlap), "two writes of an ordered sink overlapped");
 }
 
 static void test_shot_api(void) {
@@ -361,8 +374,13 @@ static void test_shot_api(void) {
         ckey_model_free(m);
         REQUIRE(0);
     }
-    for (int ra = 0; ra <= 3; ra += 3) {
-        printf("  read_ahead %d\n", ra);
+    /* writers 3: three writer threads, an ordered sink (concurrent_write 0):
+     * the same writes and events, in the same order, one write at a time */
+    static const int config[3][2] = {{0, 1}, {3, 1}, {3, 3}}; /* read_ahead, writers */
+    for (int c = 0; c < 3; c++) {
+        const int ra = config[c][0], nw = config[c][1];
+        run_writers = nw;
+        printf("  read_ahead %d, writers %d\n", ra, nw);
         ckey_status st;
         mem_sink k;
         ev_log log;
@@ -398,7 +416,7 @@ static void test_shot_api(void) {
         /* cancel once 2 frames are keyed: those keyed by then are written, in
          * order, nothing after; not finished; CKEY_ERR_CANCELLED. Without
          * threads exactly 2; with read-ahead the frames in flight (at most
-         * the 2 output slots + the one being keyed) are written too. */
+         * the writers + 1 output slots + the one being keyed) are written too. */
         cancel_after = 2;
         run_mem(s, 8, -1, -1, NULL, CKEY_ON_ERROR_STOP, ra, &st, &k, &log, msg);
         cancel_after = -1;
@@ -406,7 +424,7 @@ static void test_shot_api(void) {
                atomic_load(&log.polls), msg);
         CHECKF(st == CKEY_ERR_CANCELLED && strstr(msg, "interrupted"), "%d %s", st, msg);
         CHECK(k.finished == 0 && k.began == 1);
-        CHECKF(ra == 0 ? k.nwritten == 2 : k.nwritten >= 2 && k.nwritten <= 5, "wrote %d", k.nwritten);
+        CHECKF(ra == 0 ? k.nwritten == 2 : k.nwritten >= 2 && k.nwritten <= 4 + nw, "wrote %d", k.nwritten);
         CHECK(log.n == k.nwritten);
         for (int i = 0; i < k.nwritten; i++) CHECK(k.written[i] == i + 1);
         char want[32];
@@ -421,11 +439,20 @@ static void test_shot_api(void) {
     CHECK(!strcmp(ckey_status_name(CKEY_ERR_CANCELLED), "CKEY_ERR_CANCELLED"));
     ckey_shot_options o;
     ckey_shot_options_default(&o);
-    CHECK(o.read_ahead == 2 && o.on_error == CKEY_ON_ERROR_STOP);
+    CHECK(o.read_ahead == 2 && o.on_error == CKEY_ON_ERROR_STOP && o.writers == 0);
     o.read_ahead = 9;
     ckey_source src;
     memset(&src, 0, sizeof src);
     CHECK(ckey_shot_run(s, &src, NULL, NULL, &o, NULL, NULL, NULL, &err) == CKEY_ERR_INVALID_ARG);
+    ckey_sink nosink;
+    memset(&nosink, 0, sizeof nosink);
+    nosink.write = mem_write;
+    src.read = mem_read; /* no frames */
+    o.read_ahead = 2;
+    o.writers = 65;
+    CHECK(ckey_shot_run(s, &src, &nosink, NULL, &o, NULL, NULL, NULL, &err) == CKEY_ERR_INVALID_ARG);
+    o.writers = 64;
+    CHECK(ckey_shot_run(s, &src, &nosink, NULL, &o, NULL, NULL, NULL, &err) == CKEY_OK);
     ckey_session_free(s);
     ckey_model_free(m);
 }

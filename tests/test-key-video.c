@@ -36,24 +36,27 @@ static char workdir[256];
 static char model[512];
 
 static ck_run_result key(const char *first, ...) {
+    /* the same network settings for every run: results comparable. S = 32,
+     * the smallest size, keeps the suite fast under the sanitizers: these
+     * tests are about frames in and out, not the network. Three writers:
+     * the tee gets the pass files written concurrently and must still
+     * encode the frames in order (the passes do not depend on the count) */
+    static const char *const common[] = {"--model", model, "--size", "32", "--threads", "1",
+                                         "--writers", "3"};
     const char *argv[48];
     int argc = 0;
     argv[argc++] = ckey_bin;
     argv[argc++] = "key";
     va_list ap;
     va_start(ap, first);
-    for (const char *a = first; a && argc < (int)LEN(argv) - 6; a = va_arg(ap, const char *))
+    for (const char *a = first; a && argc < (int)LEN(argv) - (int)LEN(common) - 1; a = va_arg(ap, const char *))
         argv[argc++] = a;
     va_end(ap);
-    /* the same network settings for every run: results comparable. S = 32,
-     * the smallest size, keeps the suite fast under the sanitizers: these
-     * tests are about frames in and out, not the network */
-    static const char *const common[] = {"--model", model, "--size", "32", "--threads", "1"};
     for (size_t i = 0; i < LEN(common); i++) argv[argc++] = common[i];
     argv[argc] = NULL;
     ck_run_result r = ck_run(argv, workdir);
     printf("  $ ckey");
-    for (int i = 1; i < argc - 6; i++) printf(" %s", argv[i]);
+    for (int i = 1; i < argc - (int)LEN(common); i++) printf(" %s", argv[i]);
     printf("  -> %d\n", r.code);
     return r;
 }

@@ -843,6 +843,87 @@ static void test_exr_plate_space(void) {
     remove_tree(shot);
 }
 
+/* ------------------------------------------------------ parallel writers */
+
+/*
+ * --writers 3 against --writers 1 on a 7-frame shot whose frames differ
+ * (the synthetic disc moving): every pass file byte for byte the same (the
+ * three writers work on frames 1, 2, 3 then 4, 5, 6 at once, with their own
+ * buffers), and the frame events in frame order.
+ */
+static void test_parallel_writers(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    enum { W = 72, H = 56, N = W * H, F0 = 11, NF = 7 };
+    snprintf(shot, sizeof shot, "%s/writers", workdir);
+    remove_tree(shot);
+    REQUIRE(mkdir(shot, 0777) == 0);
+    snprintf(p, sizeof p, "%s/Input", shot);
+    REQUIRE(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    REQUIRE(mkdir(p, 0777) == 0);
+    float *rgb = malloc(sizeof(float) * 3 * N), *hint = malloc(sizeof(float) * N);
+    REQUIRE(rgb && hint);
+    ckey_error err;
+    for (int k = 0; k < NF; k++) {
+        synth_frame(k, W, H, rgb, hint);
+        snprintf(p, sizeof p, "%s/Input/w.%04d.png", shot, F0 + k);
+        REQUIRE(ckey_image_write_png(p, rgb, 3, W, H, 16, &err) == CKEY_OK);
+        snprintf(p, sizeof p, "%s/AlphaHint/w_hint.%04d.png", shot, F0 + k);
+        REQUIRE(ckey_image_write_png(p, hint, 1, W, H, 8, &err) == CKEY_OK);
+    }
+    free(rgb);
+    free(hint);
+    char plates[600], hints[600], out[2][600];
+    snprintf(plates, sizeof plates, "%s/Input", shot);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+    static const char *const writers[2] = {"1", "3"};
+    for (int v = 0; v < 2; v++) {
+        snprintf(out[v], sizeof out[v], "%s/Out%s", shot, writers[v]);
+        result r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out[v], "--model", model,
+                            "--size", "64", "--threads", "1", "--read-ahead", "2", "--writers", writers[v],
+                            "--json", NULL);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        CHECK(count_str(r.out, "\"status\":\"keyed\"") == NF);
+        /* the frame events in order */
+        const char *at = r.out;
+        for (int k = 0; k < NF; k++) {
+            char want[64];
+            snprintf(want, sizeof want, "\"frame\":%d,\"status\":\"keyed\"", F0 + k);
+            const char *q = strstr(r.out, want);
+            CHECKF(q && q >= at, "writers %s: event of frame %d missing or out of order", writers[v], F0 + k);
+            if (q) at = q;
+        }
+        result_free(&r);
+    }
+    for (int k = 0; k < NF; k++)
+        for (int pass = 0; pass < 4; pass++) {
+            char a[1024], b[1024];
+            snprintf(a, sizeof a, "%s/%s/w.%04d.%s", out[0], passes[pass], F0 + k, pass == 3 ? "png" : "exr");
+            snprintf(b, sizeof b, "%s/%s/w.%04d.%s", out[1], passes[pass], F0 + k, pass == 3 ? "png" : "exr");
+            size_t na = 0, nb = 0;
+            unsigned char *da = ck_read_file(a, &na), *db = ck_read_file(b, &nb);
+            CHECKF(da && db && na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
+            free(da);
+            free(db);
+        }
+    /* frames differ from each other (so a mix-up would show) */
+    {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, "%s/Matte/w.%04d.exr", out[1], F0);
+        snprintf(b, sizeof b, "%s/Matte/w.%04d.exr", out[1], F0 + 1);
+        size_t na = 0, nb = 0;
+        unsigned char *da = ck_read_file(a, &na), *db = ck_read_file(b, &nb);
+        CHECK(da && db && (na != nb || memcmp(da, db, na) != 0));
+        free(da);
+        free(db);
+    }
+    result r = run_ckey("key", shot, "--model", model, "--writers", "65", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--writers"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -868,6 +949,7 @@ int main(int argc, char **argv) {
         {"synthetic_shot", test_synthetic_shot},
         {"hint_resize", test_hint_resize},
         {"exr_plate_space", test_exr_plate_space},
+        {"parallel_writers", test_parallel_writers},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

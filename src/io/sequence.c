@@ -311,31 +311,31 @@ static const char *const pass_dir[NPASS] = {"Matte", "FG", "Processed", "Comp"};
 typedef struct pass_sink {
     char *out;
     ckey_exr_compression comp;
-    /* one output path each for write (writer thread) and complete (caller) */
-    char *path[2];
-    size_t path_cap[2];
+    /* the output path for complete (the caller's thread); write() uses its
+     * own, so that writes may run concurrently (concurrent_write) */
+    char *path;
+    size_t path_cap;
 } pass_sink;
 
-/* OUT/<Pass>/<stem>.<ext> into the sink's path buffer (grown as needed). */
-static const char *pass_path(pass_sink *k, int which, int pass, const char *stem) {
+/* OUT/<Pass>/<stem>.<ext> into *buf (grown as needed). */
+static const char *pass_path(const pass_sink *k, char **buf, size_t *cap, int pass, const char *stem) {
     const size_t need = strlen(k->out) + strlen(pass_dir[pass]) + strlen(stem) + 8;
-    if (need > k->path_cap[which]) {
-        char *p = realloc(k->path[which], need);
+    if (need > *cap) {
+        char *p = realloc(*buf, need);
         if (!p) return NULL;
-        k->path[which] = p;
-        k->path_cap[which] = need;
+        *buf = p;
+        *cap = need;
     }
     const size_t ol = strlen(k->out);
-    snprintf(k->path[which], k->path_cap[which], "%s%s%s/%s.%s", k->out,
-             ol && k->out[ol - 1] == '/' ? "" : "/", pass_dir[pass], stem,
-             pass == PASS_COMP ? "png" : "exr");
-    return k->path[which];
+    snprintf(*buf, *cap, "%s%s%s/%s.%s", k->out, ol && k->out[ol - 1] == '/' ? "" : "/",
+             pass_dir[pass], stem, pass == PASS_COMP ? "png" : "exr");
+    return *buf;
 }
 
 static int pass_complete(void *self, const ckey_shot_frame *f) {
     pass_sink *k = self;
     for (int p = 0; p < NPASS; p++) {
-        const char *path = pass_path(k, 1, p, f->stem);
+        const char *path = pass_path(k, &k->path, &k->path_cap, p, f->stem);
         struct stat st;
         if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     }
@@ -381,21 +381,25 @@ static ckey_status pass_begin(void *self, ckey_error *err) {
 
 static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                               ckey_error *err) {
-    pass_sink *k = self;
+    /* nothing shared is written: safe to call from several threads at once */
+    const pass_sink *k = self;
     const float *data[NPASS] = {p->alpha, p->fg, p->processed, p->comp};
     static const int32_t channels[NPASS] = {1, 3, 4, 3};
-    for (int q = 0; q < NPASS; q++) {
-        const char *path = pass_path(k, 0, q, f->stem);
-        if (!path) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-        ckey_status st = q == PASS_COMP
-                             /* truncated to 8 bits as upstream writes its Comp */
-                             ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8,
-                                                    CK_PNG_TRUNCATE, err)
-                             : ckey_image_write_exr(path, data[q], channels[q], p->width, p->height,
-                                                    k->comp, err);
-        if (st != CKEY_OK) return st;
+    char *buf = NULL;
+    size_t cap = 0;
+    ckey_status st = CKEY_OK;
+    for (int q = 0; st == CKEY_OK && q < NPASS; q++) {
+        const char *path = pass_path(k, &buf, &cap, q, f->stem);
+        if (!path) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+        else st = q == PASS_COMP
+                      /* truncated to 8 bits as upstream writes its Comp */
+                      ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8,
+                                             CK_PNG_TRUNCATE, err)
+                      : ckey_image_write_exr(path, data[q], channels[q], p->width, p->height,
+                                             k->comp, err);
     }
-    return CKEY_OK;
+    free(buf);
+    return st;
 }
 
 static ckey_status pass_finish(void *self, ckey_error *err) {
@@ -408,8 +412,7 @@ static void pass_close(void *self) {
     pass_sink *k = self;
     if (!k) return;
     free(k->out);
-    free(k->path[0]);
-    free(k->path[1]);
+    free(k->path);
     free(k);
 }
 
@@ -431,6 +434,7 @@ ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp
     out->write = pass_write;
     out->finish = pass_finish;
     out->close = pass_close;
+    out->concurrent_write = 1; /* pass_write shares nothing across calls */
     return CKEY_OK;
 }
 

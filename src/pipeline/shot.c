@@ -1,27 +1,48 @@
 /*
- * ckey_shot_run: a shot keyed as a three-stage pipeline (see ckey.h).
+ * ckey_shot_run: a shot keyed as a pipeline of a reader, the model and K
+ * writers (see ckey.h).
  *
- *   reader   source->read (+ ckey_auto_hint, size checks),
- *            resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
- *   caller   the network only (ckey_session_forward)         -> out ring (2 slots)
- *   writer   resize back (ck_postprocess), ckey_post_passes,
- *            sink->write, events in order                    -> slot freed
+ *   reader     source->read (+ ckey_auto_hint, size checks),
+ *              resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
+ *   caller     the network only (ckey_session_forward)         -> out ring (K + 1 slots)
+ *   writer w   jobs w, w + K, w + 2K, ... (K = opt.writers):
+ *              heavy part, in parallel with the other writers: resize back
+ *              (ck_postprocess), ckey_post_passes, and sink->write when the
+ *              sink has concurrent_write;
+ *              ordered part, when its turn comes (next_to_finish == j), one
+ *              writer at a time: sink->write of an ordered sink,
+ *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
  * The model thread runs nothing but the network, so a GPU is not kept
  * waiting by the plate-size resizes (at 4K on one core: ~0.1 s in, ~0.25 s
  * back with Lanczos4): the same steps ckey_session_key takes, spread over
- * the threads, so the results are the same bit for bit.
+ * the threads, so the results are the same bit for bit. The writers are
+ * several because at plate size their work (resize back, post passes, zlib in
+ * the EXR and PNG encoders: ~5.5 s a 4K frame on one core) is far slower than
+ * a GPU's network.
  *
- * Job j (the j-th frame to key) always uses in slot j % nin and out slot
- * j % nout, so the stages need no queue bookkeeping beyond a state per slot;
- * one mutex and one condition variable guard every state change (a few per
- * frame, nothing next to the milliseconds a frame takes).
+ * Job j (the j-th frame to key) always uses in slot j % nin, out slot
+ * j % nout and writer j % K, so the stages need no queue bookkeeping beyond a
+ * state per slot and the turn counter; one mutex and one condition variable
+ * guard every state change (a few per frame, nothing next to the
+ * milliseconds a frame takes). nout = K + 1 lets the model key a frame while
+ * all K writers are busy. The turn makes the events (planned skips,
+ * warnings, KEYED / FAILED, stats, next_index) come out in frame order, from
+ * one thread at a time, exactly as with one writer; each writer has its own
+ * scratch and Processed / Comp planes, so the passes do not depend on K.
  *
  * Errors. `stop_at` is the first job that will not be written; every stage
  * stops when it reaches it, so the frames before a failing one are still
  * keyed and written, in order. A fatal error at job j lowers stop_at to j and
  * keeps the message of the lowest such job. A write error also sets `abort`:
  * nothing more can be written, so the reader and the model stop at once.
+ * A writer whose heavy part fails at job j lowers stop_at to j at once (no
+ * later job starts or gets its turn) and still waits for its own turn: the
+ * jobs before it finish, its warning comes out before the error. With a
+ * concurrent_write sink, later jobs already in another writer's heavy part
+ * may have written their files: allowed, since every file is renamed into
+ * place whole (a re-run resumes them as complete); they get no event. No
+ * frame before a failure is lost. An ordered sink writes nothing past it.
  * Under CKEY_ON_ERROR_SKIP an input fault marks the slot failed instead; it
  * travels down the pipeline so its event comes out in order, and so does a
  * warning (a hint resized to its plate).
@@ -31,15 +52,18 @@
  * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
  * one before it) is still written, and nothing after it starts.
  *
- * Buffers: slots are allocated up front; the model outputs (alpha, fg), the
- * writer's processed / comp planes and the scratch of the post passes and
- * the auto hint grow to the largest plate seen and are then reused. The
- * image decoders allocate each frame's pixels themselves.
+ * Buffers: slots are allocated up front; the model outputs (alpha, fg) per
+ * out slot, each writer's processed / comp planes and scratch (resize back,
+ * post passes) and the reader's auto hint scratch grow to the largest plate
+ * seen and are then reused. The image decoders allocate each frame's pixels
+ * themselves.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckey.h"
 #include "core/core.h"
@@ -70,6 +94,19 @@ typedef struct out_slot {
     double t_start, model_s;
 } out_slot;
 
+/* A writer thread's own buffers (grown to the largest plate, then reused). */
+typedef struct writer {
+    struct shot *sh;
+    int id;
+    float *back_scratch;     /* ck_postprocess */
+    size_t back_cap;
+    float *processed, *comp;
+    size_t post_cap;
+    void *post_scratch;
+    size_t post_scratch_cap;
+    double write_s;
+} writer;
+
 typedef struct shot {
     ckey_session *sess;
     ckey_source *src;
@@ -83,8 +120,10 @@ typedef struct shot {
     int64_t max_pixels;      /* ckey_session_max_plate_pixels, read once */
     in_slot *in;
     int nin;
-    out_slot out[2];
-    int nout;
+    out_slot *out;
+    int nout;                /* writers + 1 (1 unthreaded) */
+    writer *wr;
+    int nwr;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -101,16 +140,10 @@ typedef struct shot {
     float *rs_scratch;       /* hint resize tables */
     size_t rs_cap;
     double read_s;
-    /* writer-owned */
-    float *back_scratch;     /* ck_postprocess */
-    size_t back_cap;
-    float *processed, *comp;
-    size_t post_cap;
-    void *post_scratch;
-    size_t post_scratch_cap;
+    /* owned by the writer whose turn it is (next_to_finish, under mu) */
+    int64_t next_to_finish;  /* the job whose events come next */
     int64_t next_index;      /* first source index without an event yet */
-    double write_s;
-    ckey_shot_stats stats;   /* counts and model time (writer and caller) */
+    ckey_shot_stats stats;   /* counts and model time */
     double t0;
 } shot;
 
@@ -354,8 +387,84 @@ static void emit_skips(shot *sh, int64_t upto) {
     }
 }
 
-/* Post-process and write job j from its out slot; events. */
-static int stage_write(shot *sh, int64_t j) {
+/*
+ * Job j's heavy part, on writer `wk`, outside the lock: resize back, the post
+ * passes and (a concurrent_write sink) sink->write. Returns the status; an
+ * error (naming the frame) in *e. A failed (skipped) slot has nothing to do.
+ */
+static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
+    out_slot *o = &sh->out[j % sh->nout];
+    const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
+    ck_error_clear(e);
+    if (o->failed) return CKEY_OK;
+    const double t = ck_now();
+    const int32_t w = o->w, h = o->h;
+    const size_t n = (size_t)w * (size_t)h;
+    ckey_status st = CKEY_OK;
+    if (n > wk->post_cap) {
+        free(wk->processed);
+        free(wk->comp);
+        wk->processed = malloc(4 * n * sizeof(float));
+        wk->comp = malloc(3 * n * sizeof(float));
+        wk->post_cap = wk->processed && wk->comp ? n : 0;
+        if (!wk->post_cap)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    }
+    const size_t sb = ckey_post_scratch_bytes(w, h, &sh->opt.post);
+    if (st == CKEY_OK && sb == SIZE_MAX)
+        st = ck_fail(e, CKEY_ERR_INVALID_ARG, "frame %lld: bad plate size %d x %d",
+                     (long long)f->number, (int)w, (int)h);
+    if (st == CKEY_OK && sb > wk->post_scratch_cap) {
+        free(wk->post_scratch);
+        wk->post_scratch = malloc(sb);
+        wk->post_scratch_cap = wk->post_scratch ? sb : 0;
+        if (!wk->post_scratch)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory", (long long)f->number);
+    }
+    if (st == CKEY_OK) { /* alpha and fg from S back to the plate, as ckey_session_key does */
+        const ck_resize_mode back = ck_session_resize_back(sh->sess);
+        const size_t need = ck_postprocess_scratch_floats(sh->S, h, w, back);
+        if (need > wk->back_cap) {
+            free(wk->back_scratch);
+            wk->back_scratch = malloc(need * sizeof(float));
+            wk->back_cap = wk->back_scratch ? need : 0;
+        }
+        const size_t hw = (size_t)sh->S * (size_t)sh->S;
+        if (!need || !wk->back_scratch)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize back", (long long)f->number);
+        else if ((st = ck_postprocess(o->net, o->net + hw, sh->S, h, w, back, o->alpha, o->fg, wk->back_scratch)) !=
+                 CKEY_OK)
+            ck_fail(e, st, "frame %lld: postprocessing failed", (long long)f->number);
+    }
+    if (st == CKEY_OK) {
+        st = ckey_post_passes(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp,
+                              wk->post_scratch, e);
+        if (st != CKEY_OK) {
+            ckey_error e2 = *e;
+            ck_fail(e, st, "frame %lld: %s", (long long)f->number, e2.message);
+        }
+    }
+    if (st == CKEY_OK && sh->sink->concurrent_write) {
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write(sh->sink->self, f, &p, &we);
+        /* the writers name the output file */
+        if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    wk->write_s += ck_now() - t;
+    return st;
+}
+
+/*
+ * Job j's ordered part, on its writer when its turn has come (every job
+ * before it has finished): the events, and the writes that must see the
+ * frames in order (sink->write of a sink without concurrent_write, and
+ * sink->write_ordered). `st` / `pe` are stage_post's result. Returns 0 when
+ * the run must stop.
+ */
+static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const ckey_error *pe) {
     out_slot *o = &sh->out[j % sh->nout];
     const int64_t idx = sh->jobs[j];
     const ckey_shot_frame *f = &sh->src->frames[idx];
@@ -378,66 +487,24 @@ static int stage_write(shot *sh, int64_t j) {
         emit(sh, &ev);
         return 1;
     }
-    const double t = ck_now();
+    ckey_error e = *pe;
     const int32_t w = o->w, h = o->h;
-    const size_t n = (size_t)w * (size_t)h;
-    ckey_error e;
-    ck_error_clear(&e);
-    ckey_status st = CKEY_OK;
-    if (n > sh->post_cap) {
-        free(sh->processed);
-        free(sh->comp);
-        sh->processed = malloc(4 * n * sizeof(float));
-        sh->comp = malloc(3 * n * sizeof(float));
-        sh->post_cap = sh->processed && sh->comp ? n : 0;
-        if (!sh->post_cap)
-            st = ck_fail(&e, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
-                         (long long)f->number, (int)w, (int)h);
-    }
-    const size_t sb = ckey_post_scratch_bytes(w, h, &sh->opt.post);
-    if (st == CKEY_OK && sb == SIZE_MAX)
-        st = ck_fail(&e, CKEY_ERR_INVALID_ARG, "frame %lld: bad plate size %d x %d",
-                     (long long)f->number, (int)w, (int)h);
-    if (st == CKEY_OK && sb > sh->post_scratch_cap) {
-        free(sh->post_scratch);
-        sh->post_scratch = malloc(sb);
-        sh->post_scratch_cap = sh->post_scratch ? sb : 0;
-        if (!sh->post_scratch)
-            st = ck_fail(&e, CKEY_ERR_NOMEM, "frame %lld: out of memory", (long long)f->number);
-    }
-    if (st == CKEY_OK) { /* alpha and fg from S back to the plate, as ckey_session_key does */
-        const ck_resize_mode back = ck_session_resize_back(sh->sess);
-        const size_t need = ck_postprocess_scratch_floats(sh->S, h, w, back);
-        if (need > sh->back_cap) {
-            free(sh->back_scratch);
-            sh->back_scratch = malloc(need * sizeof(float));
-            sh->back_cap = sh->back_scratch ? need : 0;
-        }
-        const size_t hw = (size_t)sh->S * (size_t)sh->S;
-        if (!need || !sh->back_scratch)
-            st = ck_fail(&e, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize back", (long long)f->number);
-        else if ((st = ck_postprocess(o->net, o->net + hw, sh->S, h, w, back, o->alpha, o->fg, sh->back_scratch)) !=
-                 CKEY_OK)
-            ck_fail(&e, st, "frame %lld: postprocessing failed", (long long)f->number);
-    }
-    if (st == CKEY_OK) {
-        st = ckey_post_passes(o->alpha, o->fg, w, h, &sh->opt.post, sh->processed, sh->comp,
-                              sh->post_scratch, &e);
-        if (st != CKEY_OK) {
-            ckey_error e2 = e;
-            ck_fail(&e, st, "frame %lld: %s", (long long)f->number, e2.message);
-        }
-    }
-    if (st == CKEY_OK) {
-        const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->processed, sh->comp};
+    const double t = ck_now();
+    const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+    if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
         st = sh->sink->write(sh->sink->self, f, &p, &we);
-        /* the writers name the output file */
+        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    if (st == CKEY_OK && sh->sink->write_ordered) {
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write_ordered(sh->sink->self, f, &p, &we);
         if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
     }
     const double done = ck_now();
-    sh->write_s += done - t;
+    wk->write_s += done - t;
     if (st != CKEY_OK) {
         fail_at(sh, j, &e, 1);
         return 0;
@@ -466,13 +533,37 @@ static void *reader_main(void *arg) {
     return NULL;
 }
 
+/*
+ * Writer w of K: jobs w, w + K, w + 2K, ... Heavy work in parallel with the
+ * other writers, then its turn (next_to_finish == j) for the ordered part,
+ * then the slot is freed and the turn passes on. A job whose heavy part
+ * failed has already lowered stop_at to itself (so later jobs stop), yet
+ * still waits for its turn: the frames before it finish, and its warning
+ * comes out before the error, as with one writer.
+ */
 static void *writer_main(void *arg) {
-    shot *sh = arg;
-    for (int64_t j = 0; j < sh->njobs; j++) {
+    writer *wk = arg;
+    shot *sh = wk->sh;
+    for (int64_t j = wk->id; j < sh->njobs; j += sh->nwr) {
         out_slot *o = &sh->out[j % sh->nout];
         if (!wait_state(sh, &o->state, SLOT_FULL, j)) break;
-        if (!stage_write(sh, j)) break;
-        set_state(sh, &o->state, SLOT_EMPTY);
+        ckey_error e;
+        const ckey_status st = stage_post(sh, wk, j, &e);
+        pthread_mutex_lock(&sh->mu);
+        if (st != CKEY_OK) fail_locked(sh, j, &e, 0);
+        /* job j runs on while stop_at > j, or == j through its own failure */
+        while (sh->next_to_finish != j && !sh->abort &&
+               (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at)))
+            pthread_cond_wait(&sh->cv, &sh->mu);
+        const int turn = sh->next_to_finish == j && !sh->abort &&
+                         (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at));
+        pthread_mutex_unlock(&sh->mu);
+        if (!turn || !stage_finish(sh, wk, j, st, &e)) break;
+        pthread_mutex_lock(&sh->mu);
+        sh->next_to_finish = j + 1;
+        o->state = SLOT_EMPTY;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
     }
     return NULL;
 }
@@ -493,6 +584,16 @@ static void model_loop(shot *sh) {
 }
 
 /* --------------------------------------------------------------- entry */
+
+/* max(1, min(8, CPUs - 2)): the reader and the model thread keep a core
+ * each; past 8 the writers mostly wait on the disk. CPUs: those this process
+ * may run on (taskset), else the online ones. */
+static int default_writers(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+    return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
+}
 
 void ckey_shot_options_default(ckey_shot_options *o) {
     if (!o) return;
@@ -520,7 +621,8 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     else ckey_shot_options_default(&opt);
     if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < CKEY_INPUT_AUTO ||
         opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
-        (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP))
+        (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
+        opt.writers < 0 || opt.writers > 64)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
     shot *sh = calloc(1, sizeof *sh);
@@ -535,11 +637,18 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     sh->t0 = ck_now();
     const int threaded = opt.read_ahead > 0;
     sh->nin = threaded ? opt.read_ahead + 1 : 1;
-    sh->nout = threaded ? 2 : 1;
+    sh->nwr = threaded ? (opt.writers > 0 ? opt.writers : default_writers()) : 1;
+    sh->nout = threaded ? sh->nwr + 1 : 1;
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
-    if (!sh->jobs || !sh->in) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    sh->out = calloc((size_t)sh->nout, sizeof *sh->out);
+    sh->wr = calloc((size_t)sh->nwr, sizeof *sh->wr);
+    if (!sh->jobs || !sh->in || !sh->out || !sh->wr) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == CKEY_OK && i < sh->nwr; i++) {
+        sh->wr[i].sh = sh;
+        sh->wr[i].id = i;
+    }
     for (int64_t i = 0; st == CKEY_OK && i < src->count; i++)
         if (!plan || plan[i] == CKEY_SHOT_KEY) sh->jobs[sh->njobs++] = i;
     if (st == CKEY_OK && sh->njobs > 0 && !s)
@@ -564,10 +673,13 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
         if (threaded) {
             pthread_mutex_init(&sh->mu, NULL);
             pthread_cond_init(&sh->cv, NULL);
-            pthread_t rd, wr;
+            pthread_t rd, wr[64];
             int have_rd = pthread_create(&rd, NULL, reader_main, sh) == 0;
-            int have_wr = have_rd && pthread_create(&wr, NULL, writer_main, sh) == 0;
-            if (have_wr) {
+            int have_wr = 0;
+            while (have_rd && have_wr < sh->nwr &&
+                   pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
+                have_wr++;
+            if (have_wr == sh->nwr) {
                 model_loop(sh);
             } else {
                 ckey_error e;
@@ -575,16 +687,18 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                 fail_at(sh, 0, &e, 1);
             }
             if (have_rd) pthread_join(rd, NULL);
-            if (have_wr) pthread_join(wr, NULL);
+            for (int i = 0; i < have_wr; i++) pthread_join(wr[i], NULL);
             pthread_cond_destroy(&sh->cv);
             pthread_mutex_destroy(&sh->mu);
         } else {
             pthread_mutex_init(&sh->mu, NULL);
             pthread_cond_init(&sh->cv, NULL);
-            for (int64_t j = 0; j < sh->njobs; j++)
-                if (cancelled(sh, j) || !stage_read(sh, j) || !stage_key(sh, j) ||
-                    !stage_write(sh, j))
-                    break;
+            for (int64_t j = 0; j < sh->njobs; j++) {
+                if (cancelled(sh, j) || !stage_read(sh, j) || !stage_key(sh, j)) break;
+                ckey_error e;
+                const ckey_status pst = stage_post(sh, &sh->wr[0], j, &e);
+                if (!stage_finish(sh, &sh->wr[0], j, pst, &e)) break;
+            }
             pthread_cond_destroy(&sh->cv);
             pthread_mutex_destroy(&sh->mu);
         }
@@ -600,7 +714,7 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     }
     sh->stats.seconds = ck_now() - sh->t0;
     sh->stats.read_seconds = sh->read_s;
-    sh->stats.write_seconds = sh->write_s;
+    for (int i = 0; sh->wr && i < sh->nwr; i++) sh->stats.write_seconds += sh->wr[i].write_s;
     if (stats) *stats = sh->stats;
 
     for (int i = 0; sh->in && i < sh->nin; i++) {
@@ -608,20 +722,24 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
         ckey_image_free(&sh->in[i].hint);
         ckey_session_host_free(s, sh->in[i].x);
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; sh->out && i < sh->nout; i++) {
         ckey_session_host_free(s, sh->out[i].net);
         free(sh->out[i].alpha);
         free(sh->out[i].fg);
     }
+    for (int i = 0; sh->wr && i < sh->nwr; i++) {
+        free(sh->wr[i].back_scratch);
+        free(sh->wr[i].processed);
+        free(sh->wr[i].comp);
+        free(sh->wr[i].post_scratch);
+    }
     free(sh->in);
+    free(sh->out);
+    free(sh->wr);
     free(sh->jobs);
     free(sh->pre_scratch);
-    free(sh->back_scratch);
     free(sh->auto_scratch);
     free(sh->rs_scratch);
-    free(sh->processed);
-    free(sh->comp);
-    free(sh->post_scratch);
     free(sh);
     return st;
 }

@@ -7,9 +7,13 @@
  *   comp      H.264: the Comp pass; 4:2:0 needs an even size, so an odd
  *             width / height is padded by one column / row repeating the
  *             last (a compositor's preview loses no pixel; cropping would).
- * The shot runner calls write() from one thread in frame order, so the tee
- * needs no locking. Encoders open at the first frame (its size is the
- * video's); ckey_video_writer_close renames the files into place in finish().
+ * The pass files are written by write(), which is concurrent when the inner
+ * sink's is (concurrent_write: the runner's writer threads write several
+ * frames' passes at once); the encoders run in write_ordered(), which the
+ * runner calls one frame at a time, in frame order, so the tee needs no
+ * locking: write() touches the tee's own state only when not concurrent.
+ * Encoders open at the first frame (its size is the video's);
+ * ckey_video_writer_close renames the files into place in finish().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,23 +84,41 @@ static ckey_status pad_even(tee *t, const float *src, int32_t w, int32_t h, ckey
     return CKEY_OK;
 }
 
-static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
-                             ckey_error *err) {
-    tee *t = self;
-    const int32_t w = p->width, h = p->height;
-    /* Open the encoders before the first frame's passes are written, so a
-     * size they refuse stops the run with nothing written. */
-    if (!t->width) {
-        ckey_status st = open_writers(t, w, h, err);
-        if (st != CKEY_OK) return st;
-    } else if (w != t->width || h != t->height) {
+/* Open the encoders at the first frame; refuse a frame of another size. */
+static ckey_status check_size(tee *t, const ckey_shot_frame *f, int32_t w, int32_t h,
+                              ckey_error *err) {
+    if (!t->width) return open_writers(t, w, h, err);
+    if (w != t->width || h != t->height)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "%s is %d x %d, but the video outputs are %d x %d (the size of the first "
                        "frame): a video keeps one size", f->plate, (int)w, (int)h,
                        (int)t->width, (int)t->height);
+    return CKEY_OK;
+}
+
+static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                             ckey_error *err) {
+    tee *t = self;
+    /* Ordered writes (an inner sink without concurrent_write): open the
+     * encoders before the first frame's passes are written, so a size they
+     * refuse stops the run with nothing written. Concurrent ones leave the
+     * tee's state to tee_write_ordered. */
+    if (!t->inner.concurrent_write) {
+        ckey_status st = check_size(t, f, p->width, p->height, err);
+        if (st != CKEY_OK) return st;
     }
-    ckey_status st = t->inner.write(t->inner.self, f, p, err);
+    return t->inner.write(t->inner.self, f, p, err);
+}
+
+/* The encoders, in frame order, after the frame's passes are written. */
+static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                                     ckey_error *err) {
+    tee *t = self;
+    const int32_t w = p->width, h = p->height;
+    ckey_status st = check_size(t, f, w, h, err);
     if (st != CKEY_OK) return st;
+    if (t->inner.write_ordered && (st = t->inner.write_ordered(t->inner.self, f, p, err)) != CKEY_OK)
+        return st;
     const size_t n = (size_t)w * (size_t)h;
     if (t->w[OUT_FG_ALPHA]) {
         if (n > t->fg_cap) {
@@ -172,6 +194,8 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
     out->complete = NULL; /* a video cannot resume */
     out->begin = tee_begin;
     out->write = tee_write;
+    out->write_ordered = tee_write_ordered;
+    out->concurrent_write = t->inner.concurrent_write;
     out->finish = tee_finish;
     out->close = tee_close;
     return CKEY_OK;
