@@ -66,9 +66,8 @@ ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads
                                     void *stream, ckey_error *err);
 /* 1 if the current device is compute capability 9.0 (sm_90a code runs). */
 int ck_cuda_wgmma_ok(void);
-/* Tuning hook (tests): the same with a kernel variant (tile shape,
- * pipelining, 0-18); ck_cuda_attention_wgmma uses kDefaultVariant
- * (attention_wgmma.cu), unknown values fall back to 0. */
+/* Tuning hook (tests): the same with a kernel variant (tile shape); 0 is
+ * ck_cuda_attention_wgmma's, unknown values fall back to 0. */
 ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
                                             ck_dtype dt, int variant, void *stream, ckey_error *err);
 
