@@ -62,6 +62,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/ptx.cuh"
 
 namespace {
 
@@ -71,16 +72,6 @@ constexpr int CHUNKS = HD / 8; // 16-byte chunks per row that hold data (7)
 
 // ---------------------------------------------------------------- PTX wrappers
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid) {
-    // src-size 0 fills the 16 bytes with zeros (keys past the end)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
 }
@@ -110,34 +101,7 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
            ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-template <typename T> struct Ty;
-template <> struct Ty<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 v = __floats2half2_rn(lo, hi); // lo in the low 16 bits: the lower column
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-    static __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
-        __half2 r = __hmax2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
-        return *reinterpret_cast<uint32_t *>(&r);
-    }
-};
-template <> struct Ty<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t *>(&v);
-    }
-    static __device__ __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
-        __nv_bfloat162 r =
-            __hmax2(*reinterpret_cast<__nv_bfloat162 *>(&a), *reinterpret_cast<__nv_bfloat162 *>(&b));
-        return *reinterpret_cast<uint32_t *>(&r);
-    }
-};
+template <typename T> using Ty = Pair16<T>;
 
 // wgmma.mma_async m64nNk16, f32 accumulator, A from registers, B from a
 // shared-memory descriptor; scale_d 0: D = A B, 1: D += A B; TRANS_B 0:
