@@ -359,7 +359,9 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
 typedef enum {
     CKEY_EXR_PXR24 = 0, /* default: lossless for HALF, small for mattes */
     CKEY_EXR_ZIP = 1,
-    CKEY_EXR_NONE = 2
+    CKEY_EXR_NONE = 2,
+    CKEY_EXR_ZIP_FAST = 3 /* ZIP at zlib level 1: the same format as ZIP (any reader),
+                             ~20% larger files, several times less CPU to write */
 } ckey_exr_compression;
 
 /*

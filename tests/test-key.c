@@ -229,6 +229,22 @@ static void test_frames_and_dry_run(void) {
             out_path(p, sizeof p, shot, pass, f);
             CHECKF(exists(p) == (f == 2), "%s %s", p, exists(p) ? "exists" : "missing");
         }
+    /* --exr-compression zip-fast keys frame 3 (readable passes); an unknown name is a usage error */
+    r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model, "--size",
+                 "64", "--frames", "3-3", "--exr-compression", "zip-fast", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    out_path(p, sizeof p, shot, 0, 3);
+    ckey_image mimg;
+    ckey_error merr;
+    CHECKF(ckey_image_read(p, CKEY_IMAGE_HINT, &mimg, &merr) == CKEY_OK, "%s", merr.message);
+    ckey_image_free(&mimg);
+    out_path(p, sizeof p, shot, 0, 3);
+    remove(p); /* frame 3 stays to be keyed by the resume below */
+    r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model, "--size",
+                 "64", "--frames", "3-3", "--exr-compression", "zip9", NULL);
+    CHECK(r.code == 2 && strstr(r.err, "zip-fast") != NULL);
+    result_free(&r);
     /* dry run now lists frame 2 as skipped */
     r = run_ckey("key", shot, "--model", model, "--dry-run", NULL);
     CHECK(r.code == 0 && strstr(r.out, "frame 2: skip") != NULL && strstr(r.out, "frame 1: key") != NULL);

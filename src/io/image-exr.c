@@ -622,11 +622,12 @@ static int64_t sink_write(exr_const_context_t ctxt, void *ud, const void *buf, u
 
 
 static ckey_status exr_encode(exr_context_t ctx, exr_sink *s, const float *data, int ch,
-                              int32_t width, int32_t height, exr_compression_t comp) {
+                              int32_t width, int32_t height, exr_compression_t comp, int zip_level) {
     static const char *names[4][4] = {{"Y"}, {0}, {"R", "G", "B"}, {"R", "G", "B", "A"}};
     int part = 0;
     if (exr_add_part(ctx, "", EXR_STORAGE_SCANLINE, &part) ||
-        exr_initialize_required_attr_simple(ctx, part, width, height, comp))
+        exr_initialize_required_attr_simple(ctx, part, width, height, comp) ||
+        (zip_level >= 0 && exr_set_zip_compression_level(ctx, part, zip_level)))
         goto fail;
     for (int c = 0; c < ch; c++)
         if (exr_add_channel(ctx, part, names[ch - 1][c], EXR_PIXEL_HALF,
@@ -693,9 +694,11 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d image", path,
                        (int)width, (int)height);
     exr_compression_t ec;
+    int zip_level = -1; /* OpenEXR's default (zlib's 6) */
     switch (comp) {
     case CKEY_EXR_PXR24: ec = EXR_COMPRESSION_PXR24; break;
     case CKEY_EXR_ZIP: ec = EXR_COMPRESSION_ZIP; break;
+    case CKEY_EXR_ZIP_FAST: ec = EXR_COMPRESSION_ZIP, zip_level = 1; break;
     case CKEY_EXR_NONE: ec = EXR_COMPRESSION_NONE; break;
     default:
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: unknown EXR compression %d", path,
@@ -730,7 +733,7 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
         st = CKEY_ERR_INTERNAL;
         if (!s->box.msg[0]) snprintf(s->box.msg, sizeof s->box.msg, "OpenEXR refused to start");
     } else {
-        st = exr_encode(ctx, s, data, channels, width, height, ec);
+        st = exr_encode(ctx, s, data, channels, width, height, ec, zip_level);
     }
     /* exr_finish writes the chunk offset table */
     if (ctx && exr_finish(&ctx) != EXR_ERR_SUCCESS && st == CKEY_OK) {

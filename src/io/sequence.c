@@ -418,7 +418,8 @@ static void pass_close(void *self) {
 
 ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
                                   ckey_error *err) {
-    if (!out_dir || !out || (comp != CKEY_EXR_PXR24 && comp != CKEY_EXR_ZIP && comp != CKEY_EXR_NONE))
+    if (!out_dir || !out || (comp != CKEY_EXR_PXR24 && comp != CKEY_EXR_ZIP && comp != CKEY_EXR_NONE &&
+                             comp != CKEY_EXR_ZIP_FAST))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_sink_open_passes: bad arguments");
     memset(out, 0, sizeof *out);
     pass_sink *k = calloc(1, sizeof *k);
