@@ -779,6 +779,34 @@ static void tc_check(const char *name, const float *got, const float *ref, size_
     CHECKF(e <= tc_bar(dt), "%s: max abs err %.3g over the bar %.1e", name, e, tc_bar(dt));
 }
 
+/* One attention case for the 16-bit kernels: random qkv [N, 3D] (seed),
+ * uploaded in dt, and the fp32 CUDA-core kernel's output as the reference
+ * (host, [Nq, D]). */
+typedef struct attn_case {
+    void *d16;  /* qkv in dt, on the device */
+    float *ref; /* the fp32 reference, host */
+    int64_t Nq;
+} attn_case;
+
+static void attn_case_make(attn_case *ac, int64_t N, int D, int heads, int qs, unsigned seed, ck_dtype dt) {
+    ac->Nq = N / qs;
+    float *qkv = random_floats((size_t)N * 3 * D, seed);
+    ac->d16 = tc_inputs(qkv, N, D, dt);
+    float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)ac->Nq * D);
+    ac->ref = malloc((size_t)ac->Nq * D * sizeof(float));
+    REQUIRE(ac->d16 && dq && dref && ac->ref);
+    ckey_error err;
+    REQUIRE(ck_cuda_attention(dq, N, D, heads, qs, dref, NULL, &err) == CKEY_OK);
+    REQUIRE(ck_cuda_copy(ac->ref, dref, (size_t)ac->Nq * D * sizeof(float), 0, &err) == CKEY_OK);
+    ck_cuda_free(dq), ck_cuda_free(dref);
+    free(qkv);
+}
+
+static void attn_case_free(attn_case *ac) {
+    ck_cuda_free(ac->d16);
+    free(ac->ref);
+}
+
 static void test_attention_tc(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     const struct { int64_t N; int D, heads, qs; } cases[] = {
@@ -788,25 +816,24 @@ static void test_attention_tc(void) {
     for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
         for (int k = 0; k < 2; k++) {
             const ck_dtype dt = k ? CK_BF16 : CK_F16;
-            const int64_t N = cases[c].N, Nq = N / cases[c].qs;
+            const int64_t N = cases[c].N;
             const int D = cases[c].D, heads = cases[c].heads, qs = cases[c].qs;
-            float *qkv = random_floats((size_t)N * 3 * D, 101u + (unsigned)c);
-            void *d16 = tc_inputs(qkv, N, D, dt), *dout = tc_out_alloc((size_t)Nq * D);
-            float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
-            REQUIRE(d16 && dout && dq && dref);
+            attn_case ac;
+            attn_case_make(&ac, N, D, heads, qs, 101u + (unsigned)c, dt);
+            void *dout = tc_out_alloc((size_t)ac.Nq * D);
+            REQUIRE(dout);
             ckey_error err;
-            REQUIRE(ck_cuda_attention(dq, N, D, heads, qs, dref, NULL, &err) == CKEY_OK);
-            CHECKF(ck_cuda_attention_tc(d16, N, D, heads, qs, dout, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            CHECKF(ck_cuda_attention_tc(ac.d16, N, D, heads, qs, dout, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
-            float *ref = malloc((size_t)Nq * D * sizeof(float)), *got = tc_download(dout, (size_t)Nq * D, dt);
-            REQUIRE(ck_cuda_copy(ref, dref, (size_t)Nq * D * sizeof(float), 0, &err) == CKEY_OK);
+            float *got = tc_download(dout, (size_t)ac.Nq * D, dt);
             CHECK(got != NULL);
             char name[96];
             snprintf(name, sizeof name, "attention_tc %s N=%lld D=%d h=%d qs=%d", dt_name(dt), (long long)N, D, heads,
                      qs);
-            if (got) tc_check(name, got, ref, (size_t)Nq * D, dt);
-            ck_cuda_free(d16), ck_cuda_free(dout), ck_cuda_free(dq), ck_cuda_free(dref);
-            free(qkv), free(ref), free(got);
+            if (got) tc_check(name, got, ac.ref, (size_t)ac.Nq * D, dt);
+            ck_cuda_free(dout);
+            free(got);
+            attn_case_free(&ac);
         }
 }
 
@@ -825,20 +852,16 @@ static void test_attention_wgmma(void) {
     for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
         for (int k = 0; k < 2; k++) {
             const ck_dtype dt = k ? CK_BF16 : CK_F16;
-            const int64_t N = cases[c].N, Nq = N / cases[c].qs;
+            const int64_t N = cases[c].N;
             const int D = cases[c].D, heads = cases[c].heads, qs = cases[c].qs;
-            float *qkv = random_floats((size_t)N * 3 * D, 101u + (unsigned)c);
-            void *d16 = tc_inputs(qkv, N, D, dt);
-            float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
-            REQUIRE(d16 && dq && dref);
+            attn_case ac;
+            attn_case_make(&ac, N, D, heads, qs, 101u + (unsigned)c, dt);
+            const int64_t Nq = ac.Nq;
             ckey_error err;
-            REQUIRE(ck_cuda_attention(dq, N, D, heads, qs, dref, NULL, &err) == CKEY_OK);
-            float *ref = malloc((size_t)Nq * D * sizeof(float));
-            REQUIRE(ck_cuda_copy(ref, dref, (size_t)Nq * D * sizeof(float), 0, &err) == CKEY_OK);
             for (int v = 0; v < WGMMA_VARIANTS; v++) {
                 void *dout = tc_out_alloc((size_t)Nq * D);
                 REQUIRE(dout);
-                CHECKF(ck_cuda_attention_wgmma_variant(d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
+                CHECKF(ck_cuda_attention_wgmma_variant(ac.d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
                        err.message);
                 CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
                 float *got = tc_download(dout, (size_t)Nq * D, dt);
@@ -846,12 +869,11 @@ static void test_attention_wgmma(void) {
                 char name[96];
                 snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d", v, dt_name(dt),
                          (long long)N, D, heads, qs);
-                if (got) tc_check(name, got, ref, (size_t)Nq * D, dt);
+                if (got) tc_check(name, got, ac.ref, (size_t)Nq * D, dt);
                 ck_cuda_free(dout);
                 free(got);
             }
-            ck_cuda_free(d16), ck_cuda_free(dq), ck_cuda_free(dref);
-            free(qkv), free(ref);
+            attn_case_free(&ac);
         }
     /* head_dim other than 56: refused, not wrong */
     ckey_error err;

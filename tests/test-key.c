@@ -435,6 +435,18 @@ static void read_pass(const char *dir, const char *pass, const char *stem, const
     }
 }
 
+/* A fresh clip folder workdir/name with empty Input/ and AlphaHint/. */
+static int empty_shot(char *shot, size_t cap, const char *name) {
+    char p[1024];
+    snprintf(shot, cap, "%s/%s", workdir, name);
+    remove_tree(shot);
+    if (mkdir(shot, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/Input", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    return mkdir(p, 0777) == 0;
+}
+
 /*
  * Five generated frames (72 x 56, frame numbers 101..105) through `ckey key`
  * with the tiny model at S = 64, in both upstream post-processing flavours
@@ -461,13 +473,7 @@ static void test_synthetic_shot(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
     enum { W = 72, H = 56, N = W * H, F0 = 101, NF = 5, S = 64 };
-    snprintf(shot, sizeof shot, "%s/synth", workdir);
-    remove_tree(shot);
-    REQUIRE(mkdir(shot, 0777) == 0);
-    snprintf(p, sizeof p, "%s/Input", shot);
-    REQUIRE(mkdir(p, 0777) == 0);
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    REQUIRE(mkdir(p, 0777) == 0);
+    REQUIRE(empty_shot(shot, sizeof shot, "synth"));
     float *rgb = malloc(sizeof(float) * 3 * N * NF), *hint = malloc(sizeof(float) * N * NF);
     REQUIRE(rgb && hint);
     ckey_error err;
@@ -871,13 +877,7 @@ static void test_parallel_writers(void) {
     char model[512], shot[512], p[1024];
     NEED_SETUP(model);
     enum { W = 72, H = 56, N = W * H, F0 = 11, NF = 7 };
-    snprintf(shot, sizeof shot, "%s/writers", workdir);
-    remove_tree(shot);
-    REQUIRE(mkdir(shot, 0777) == 0);
-    snprintf(p, sizeof p, "%s/Input", shot);
-    REQUIRE(mkdir(p, 0777) == 0);
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    REQUIRE(mkdir(p, 0777) == 0);
+    REQUIRE(empty_shot(shot, sizeof shot, "writers"));
     float *rgb = malloc(sizeof(float) * 3 * N), *hint = malloc(sizeof(float) * N);
     REQUIRE(rgb && hint);
     ckey_error err;

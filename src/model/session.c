@@ -223,6 +223,17 @@ typedef struct mat_ref {
     size_t off, count;  /* in floats, within the store */
     const float **slot; /* in the device model struct */
 } mat_ref;
+
+/* Append `field` (count elements of the model's store; skipped when absent)
+ * with its slot `dfield` in the device model. */
+#define ADD(field, dfield, cnt)                                                     \
+    do {                                                                            \
+        if (field) {                                                                \
+            r[n].off = (size_t)((field) - m->store), r[n].count = (size_t)(cnt);    \
+            r[n].slot = (const float **)&(dfield);                                  \
+            n++;                                                                    \
+        }                                                                           \
+    } while (0)
 enum { MAX_MATS = CK_MAX_BLOCKS * 5 + 5 };
 
 static int cmp_mat(const void *a, const void *b) {
@@ -236,14 +247,6 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
     int n = 0, nf = 0, feat[4] = {0};
-#define ADD(field, dfield, cnt)                                                     \
-    do {                                                                            \
-        if (field) {                                                                \
-            r[n].off = (size_t)((field) - m->store), r[n].count = (size_t)(cnt);    \
-            r[n].slot = (const float **)&(dfield);                                  \
-            n++;                                                                    \
-        }                                                                           \
-    } while (0)
     for (int i = 0; i < nb; i++) {
         const ck_block_info *b = &bi[i];
         const ck_block_w *w = &m->blocks[i];
@@ -258,7 +261,6 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
     }
     for (int k = 0; k < 4; k++) ADD(m->dec.scale_w[k], dm->dec.scale_w[k], (size_t)2 * c->dec_dim * feat[k]);
     ADD(m->patch_w, dm->patch_w, (size_t)c->embed_dim * c->in_chans * c->patch_kernel * c->patch_kernel);
-#undef ADD
     qsort(r, (size_t)n, sizeof *r, cmp_mat);
     return n;
 }
@@ -283,14 +285,6 @@ static int collect_linear_biases(const ckey_model *m, ckey_model *dm, mat_ref *r
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
     int n = 0;
-#define ADD(field, dfield, cnt)                                                     \
-    do {                                                                            \
-        if (field) {                                                                \
-            r[n].off = (size_t)((field) - m->store), r[n].count = (size_t)(cnt);    \
-            r[n].slot = (const float **)&(dfield);                                  \
-            n++;                                                                    \
-        }                                                                           \
-    } while (0)
     for (int i = 0; i < nb; i++) {
         const size_t Do = (size_t)bi[i].dim_out;
         ADD(m->blocks[i].qkv_b, dm->blocks[i].qkv_b, 3 * Do);
@@ -298,9 +292,9 @@ static int collect_linear_biases(const ckey_model *m, ckey_model *dm, mat_ref *r
         ADD(m->blocks[i].fc2_b, dm->blocks[i].fc2_b, Do);
     }
     for (int k = 1; k < 4; k++) ADD(m->dec.scale_b[k], dm->dec.scale_b[k], (size_t)2 * c->dec_dim);
-#undef ADD
     return n;
 }
+#undef ADD
 
 /* Elements of s->dbias (padded copies of the collect_linear_biases). */
 static size_t linear_bias_elems(const ckey_model *m) {
