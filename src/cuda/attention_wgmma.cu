@@ -7,21 +7,31 @@
 // A fragments (max-pooled over qs on load, head_dim zero-padded 56 -> 64).
 // K and V are streamed through shared memory in tiles of KN keys, ST stages,
 // loaded with cp.async by all threads of the CTA (one __syncthreads per
-// tile). Per tile and warpgroup:
+// tile; KvLoader works each thread's addresses out once). Per tile and
+// warpgroup:
 //   S  = Q K^T   : 4 x wgmma m64nKNk16, A = Q (registers), B = K tile
 //                  (K-major: a key's head dims are contiguous), trans-b 0;
-//   online softmax on the f32 S fragments (exp2, log2(e)/sqrt(56) folded);
-//   O += P V     : KN/16 x wgmma m64n56k16 (variant 5: n64, over V's
-//                  zeroed padding), A = P (S fragments packed to 16 bits),
-//                  B = V tile (MN-major: a key's dims contiguous, trans-b 1).
+//   online softmax on the f32 S fragments (exp2, log2(e)/sqrt(56) folded;
+//                  softmax_tile);
+//   O += P V     : KN/16 x wgmma m64n64k16 (or n56), A = P (S fragments
+//                  packed to 16 bits), B = V tile (MN-major: a key's dims
+//                  contiguous, trans-b 1); with F_ONES the 1.0 in V's padding
+//                  column 56 makes O's column 56 the row sum of P.
 // attention_wgmma_kernel commits and waits (wait_group 0) each wgmma batch
 // before its results are touched; overlap comes from the other warpgroups /
-// CTAs on the SM. attention_wgmma_pipe_kernel (variants 6-9) also overlaps
-// inside a warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued
-// together, softmax of S_j runs while the P V is on the tensor cores.
+// CTAs on the SM. attention_wgmma_pipe_kernel also overlaps inside a
+// warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued together,
+// softmax of S_j runs while the P V is on the tensor cores.
+//
+// What the time goes to (ncu, H200, N = 16384, 8 heads): the tile's
+// instruction count, then latency. Before KvLoader, precomputed descriptors
+// and F_ONES / F_LAZY a warp issued ~390 instructions per 64-key tile (100
+// of them address arithmetic for the copies), the issue slots were the limit
+// and the kernel ran at 1.53 ms; now ~1.35 ms, with the tensor pipe ~40%
+// busy and most stalls on the S wgmma's result and the tile barrier.
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
-// elements: dims 0..55, then 8 padding elements that are zeroed once and
+// elements: dims 0..55, then 8 padding elements, set once by init_tiles and
 // never written again), 128-byte swizzle: the 16-byte chunk c of row r is at
 // byte r*128 + ((c ^ (r & 7)) * 16) of a 1024-byte aligned tile. That is the
 // canonical SWIZZLE_128B layout for both operands:
@@ -72,9 +82,6 @@ constexpr int CHUNKS = HD / 8; // 16-byte chunks per row that hold data (7)
 
 // ---------------------------------------------------------------- PTX wrappers
 
-__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
-}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -205,6 +212,180 @@ __device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs
     return v;
 }
 
+// Softmax features (variants): F_ONES: V's padding column 56 holds 1.0, so
+// the P V MMA (n64) also sums P per row into O's column 56 (no per-score
+// FADD; the sum is of the 16-bit P that the numerator uses); F_LAZY: the
+// running max m moves only when a tile's max exceeds it by more than 8 (log2
+// units), so O is rescaled on few tiles; p <= 2^8 meanwhile, well inside
+// fp16 / bf16 and fp32. (exp2 of f16x2 pairs was tried: ptxas splits
+// ex2.approx.f16x2 into two MUFU.EX2.F16, so it saves no MUFU work.)
+enum { F_ONES = 1, F_LAZY = 4 };
+// F_POLY(n): n of the KN / 8 score pairs per row and tile take exp2 from a
+// polynomial on the FMA pipe instead of the MUFU (16 exp2 per clock per SM,
+// the limit once the tile's other work is small: FlashAttention-4's split).
+__host__ __device__ constexpr int F_POLY(int n) { return n << 8; }
+__host__ __device__ constexpr int poly_pairs(int feat) { return feat >> 8; }
+
+// 2^x for x <= 8 (x = -inf allowed) on the FMA pipe: x = j + f, j = round(x)
+// by the 1.5 * 2^23 trick, f in [-0.5, 0.5]; 2^f by a degree-3 polynomial
+// (relative error 7.5e-5, fitted to minimize the relative error over f);
+// j added to the exponent bits. x is clamped at -125 (2^-125 is zero to
+// every 16-bit P).
+__device__ __forceinline__ float poly_exp2(float x) {
+    x = fmaxf(x, -125.f);
+    const float t = x + 12582912.f;
+    const float f = x - (t - 12582912.f);
+    float p = fmaf(0.05517098f, f, 0.24260971f);
+    p = fmaf(p, f, 0.69326097f);
+    p = fmaf(p, f, 0.99992818f);
+    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+constexpr float kLazyThreshold = 8.f;
+
+template <typename T> __device__ __forceinline__ uint32_t one_bits();
+template <> __device__ __forceinline__ uint32_t one_bits<__half>() { return 0x3C00u; }
+template <> __device__ __forceinline__ uint32_t one_bits<__nv_bfloat16>() { return 0x3F80u; }
+
+// One tile's online softmax for rows g (r = 0) and g + 8 (r = 1) of S (f32
+// wgmma fragments, see above), log2 domain: updates m (and l unless F_ONES),
+// gives the rows' O corrections and P as the A fragments of the P V MMA
+// (keys 16kk.. = S columns of n8 blocks 2kk, 2kk+1).
+template <typename T, int KN, int FEAT>
+__device__ __forceinline__ void softmax_tile(float (&s)[KN / 2], float (&m)[2], float (&l)[2], float c, float (&corr)[2],
+                                             uint32_t (&p)[KN / 16][4]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float mx = s[2 * r];
+#pragma unroll
+        for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float cand = mx * c;
+        float mnew;
+        if constexpr ((FEAT & F_LAZY) != 0) mnew = cand > m[r] + kLazyThreshold ? cand : m[r];
+        else mnew = fmaxf(m[r], cand);
+        corr[r] = fast_exp2(m[r] - mnew);
+        m[r] = mnew;
+        {
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < KN / 8; i++) {
+                const float x0 = fmaf(s[4 * i + 2 * r], c, -mnew), x1 = fmaf(s[4 * i + 2 * r + 1], c, -mnew);
+                const bool poly = i < poly_pairs(FEAT);
+                const float p0 = poly ? poly_exp2(x0) : fast_exp2(x0);
+                const float p1 = poly ? poly_exp2(x1) : fast_exp2(x1);
+                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
+                sum += p0 + p1;
+            }
+            if constexpr ((FEAT & F_ONES) == 0) l[r] = l[r] * corr[r] + sum;
+        }
+    }
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; kk++) {
+        p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
+        p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+// O *= the rows' corrections (F_LAZY: only when some row of the warp moved
+// its max; otherwise the corrections are all exactly 1).
+template <int FEAT, int N> __device__ __forceinline__ void rescale_o(float (&o)[N], const float (&corr)[2]) {
+    if constexpr ((FEAT & F_LAZY) != 0)
+        if (!__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
+#pragma unroll
+    for (int i = 0; i < N / 4; i++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
+}
+
+// Normalize rows g and g+8 and store their 56 columns. The row sums are l
+// (summed over the quad), or with F_ONES O's column 56 (lane t = 0 of the
+// quad holds it: o[28] row g, o[30] row g + 8).
+template <typename T, int FEAT, int N>
+__device__ __forceinline__ void store_rows(const float (&o)[N], const float (&l)[2], T *out, int64_t rlo, int64_t rhi,
+                                           int64_t Nq, int D, int h, int lane) {
+    const int t = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float L;
+        if constexpr ((FEAT & F_ONES) != 0) {
+            L = __shfl_sync(0xffffffffu, o[28 + 2 * r], lane & ~3);
+        } else {
+            L = l[r];
+            L += __shfl_xor_sync(0xffffffffu, L, 1);
+            L += __shfl_xor_sync(0xffffffffu, L, 2);
+        }
+        const float inv = 1.f / L;
+        const int64_t row = r ? rhi : rlo;
+        if (row < Nq) {
+            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++)
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
+    }
+}
+
+// Every K and V row of ST stages zeroed, or with F_ONES the V rows'
+// element 56 (the padding chunk, logical chunk 7) = 1.0. The padding chunk
+// is never written again; the rest is zero until a tile lands there (the
+// pipelined kernel multiplies a zero P by a stage no tile has reached yet).
+template <typename T, int KN, int ST, int FEAT>
+__device__ __forceinline__ void init_tiles(uint32_t sbase, int tid, int nthreads) {
+    for (int i = tid; i < ST * 2 * KN * 8; i += nthreads) {
+        const int r = i >> 3, c = i & 7; // row, physical chunk
+        const bool one = (FEAT & F_ONES) && ((r / KN) & 1) && c == (7 ^ (r & 7));
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %2, %2};\n" ::"r"(sbase + (uint32_t)(r * ROWB + c * 16)),
+                     "r"(one ? one_bits<T>() : 0u), "r"(0u)
+                     : "memory");
+    }
+}
+
+// The K and V tile loads of one CTA (cp.async, 16-byte chunks). The chunk
+// assignment is fixed for the kernel: thread tid copies chunks tid,
+// tid + NT, ... of a tile's KN * 7, whose global offsets (inside a tile) and
+// swizzled shared offsets are worked out once, so a tile costs each thread a
+// pointer add, a bounds test and two cp.async per chunk.
+template <typename T, int KN, int NT> struct KvLoader {
+    static constexpr int kChunks = KN * CHUNKS, kPer = (kChunks + NT - 1) / NT;
+    const T *base; // this head's K of row 0
+    int64_t tile_stride;
+    int goff[kPer];      // elements from the tile's first K
+    uint32_t soff[kPer]; // bytes from the tile's first byte
+    int row[kPer];       // key inside the tile; KN: no chunk for this thread
+    __device__ __forceinline__ KvLoader(const T *kbase, int64_t ld, int tid) : base(kbase), tile_stride(KN * ld) {
+#pragma unroll
+        for (int j = 0; j < kPer; j++) {
+            const int idx = tid + j * NT, r = idx / CHUNKS, cc = idx - r * CHUNKS;
+            row[j] = idx < kChunks ? r : KN;
+            goff[j] = (int)(r * ld) + cc * 8;
+            soff[j] = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
+        }
+    }
+    // K of tile `tile` to kdst, V (D elements further) to kdst + vbytes;
+    // keys past N are zero-filled.
+    __device__ __forceinline__ void load(int64_t tile, int64_t N, int D, uint32_t kdst, uint32_t vbytes) const {
+        const T *tb = base + tile * tile_stride;
+        const int64_t rem = N - tile * KN;
+#pragma unroll
+        for (int j = 0; j < kPer; j++) {
+            if (row[j] < KN) {
+                const bool ok = row[j] < rem;
+                const T *src = ok ? tb + goff[j] : base;
+                cp_async16(kdst + soff[j], src, ok);
+                cp_async16(kdst + vbytes + soff[j], src + D, ok);
+            }
+        }
+    }
+};
+
+// Descriptor of the byte `off` bytes after the one `d` describes (the start
+// address field is bits 0-13, in 16-byte units; shared addresses stay below
+// 2^18 bytes, so the add never carries out of it).
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
+
 template <int NWG, int KN, int ST> struct Cfg {
     static constexpr int kThreads = 128 * NWG;
     static constexpr int kRows = 64 * NWG; // query rows per CTA
@@ -214,14 +395,32 @@ template <int NWG, int KN, int ST> struct Cfg {
     static_assert(KN % 16 == 0 && KN >= 16 && KN <= 256 && ST >= 2, "tile shape");
 };
 
-// VT (a fallback / cross-check of the MN-major V operand): V is stored
-// transposed in shared memory instead (row d = head dim d, the KN = 64 keys
-// contiguous: K-major like the K tile, trans-b 0), loaded through registers.
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN, bool VT>
+// The Q fragments (A operand) of rows rlo and rhi = rlo + 8 of head h,
+// max-pooled over qs; head dims 56..63 are zero.
+template <typename T>
+__device__ __forceinline__ void load_q(uint32_t (&q)[4][4], const T *qkv, int h, int64_t rlo, int64_t rhi, int64_t Nq,
+                                       int64_t ld, int qs, int t) {
+    const T *qb = qkv + (int64_t)h * HD;
+    const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
+    const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
+    const int64_t ss = Nq * ld; // pooled q: source rows s*Nq + row
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        const int c0 = kk * 16 + 2 * t;
+        q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
+        q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
+        q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u;
+        q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
+    }
+}
+
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
     using C = Cfg<NWG, KN, ST>;
     constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
+    static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the padding");
+    static_assert(!(FEAT & F_ONES) || PVN == 64, "the row sums come from V's padding column 56");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
 
@@ -229,113 +428,44 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y;
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
-    const T *kbase = qkv + D + (int64_t)h * HD; // row 0's K of this head; V is D further
 
-    static_assert(!VT || (KN == 64 && PVN == HD), "V^T: one 128-byte line of 64 keys per head dim");
-    // zero the padding chunk (logical chunk 7) of every row of every stage
-    // (V^T: of the K tiles only; the V^T tiles are written whole)
-    if constexpr (VT) {
-        for (int r = tid; r < ST * KN; r += kThreads)
-            st_shared_zero16(sbase + (uint32_t)((r / KN) * kStageBytes + (r % KN) * ROWB + ((7 ^ (r & 7)) << 4)));
-    } else {
-        for (int r = tid; r < ST * 2 * KN; r += kThreads)
-            st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
-    }
-
-    auto load_tile = [&](int64_t tile, int stage) {
-        const int64_t k0 = tile * KN;
-        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
-        for (int idx = tid; idx < KN * CHUNKS; idx += kThreads) {
-            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
-            const bool ok = k0 + r < N;
-            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
-            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
-            cp_async16(kd + off, src, ok);
-            if constexpr (!VT) cp_async16(vd + off, src + D, ok);
-        }
-    };
-    // V^T: global -> registers (load_v), registers -> transposed tile (store_v)
-    constexpr int VPT = VT ? (KN * CHUNKS + kThreads - 1) / kThreads : 1;
-    uint4 vreg[VPT];
-    auto load_v = [&](int64_t tile) {
-#pragma unroll
-        for (int j = 0; j < VPT; j++) {
-            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
-            const bool ok = idx < KN * CHUNKS && tile * KN + r < N;
-            vreg[j] = ok ? *reinterpret_cast<const uint4 *>(kbase + (tile * KN + r) * ld + D + cc * 8)
-                         : make_uint4(0u, 0u, 0u, 0u); // keys past the end: V = 0
-        }
-    };
-    auto store_v = [&](int stage) {
-        const uint32_t vd = sbase + (uint32_t)(stage * kStageBytes) + kTileBytes;
-#pragma unroll
-        for (int j = 0; j < VPT; j++) {
-            const int idx = tid + j * kThreads, r = idx / CHUNKS, cc = idx - r * CHUNKS;
-            if (idx < KN * CHUNKS) {
-                const uint32_t w[4] = {vreg[j].x, vreg[j].y, vreg[j].z, vreg[j].w};
-#pragma unroll
-                for (int e = 0; e < 8; e++) {
-                    const int d = cc * 8 + e; // row d, key r: chunk r / 8, element r % 8
-                    const uint32_t a = vd + (uint32_t)(d * ROWB + (((r >> 3) ^ (d & 7)) << 4) + (r & 7) * 2);
-                    const unsigned short v = (unsigned short)(e & 1 ? w[e >> 1] >> 16 : w[e >> 1] & 0xffffu);
-                    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(a), "h"(v) : "memory");
-                }
-            }
-        }
-    };
-
-    const int64_t ntiles = (N + KN - 1) / KN;
+    init_tiles<T, KN, ST, FEAT>(sbase, tid, kThreads);
+    __syncthreads(); // the zeros land before any tile copy to the same bytes
+    const KvLoader<T, KN, kThreads> ldr(qkv + D + (int64_t)h * HD, ld, tid);
+    const int ntiles = (int)((N + KN - 1) / KN);
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) {
-            load_tile(s, s);
-            if constexpr (VT) load_v(s), store_v(s);
-        }
+        if (s < ntiles) ldr.load(s, N, D, sbase + (uint32_t)(s * kStageBytes), kTileBytes);
         cp_async_commit();
     }
 
-    // Q fragments (A operand) of rows g and g+8 of this warp's 16
     uint32_t q[4][4];
     const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
-    {
-        const T *qb = qkv + (int64_t)h * HD;
-        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
-        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
-        const int64_t ss = Nq * ld; // pooled q: source rows s*Nq + row
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const int c0 = kk * 16 + 2 * t;
-            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
-            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
-            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u; // dims >= 56: zero
-            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
-        }
-    }
+    load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
 
-    static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the zero padding");
     float o[PVN / 2];
 #pragma unroll
     for (int i = 0; i < PVN / 2; i++) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    // descriptors of stage 0: K as K-major B, V as MN-major B
+    const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
 
-    for (int64_t it = 0; it < ntiles; it++) {
+    for (int it = 0; it < ntiles; it++) {
         cp_async_wait<ST - 2>(); // this thread's copies of tile `it` landed
         fence_proxy_async();     // ... and are visible to the async proxy
         __syncthreads();         // everyone's; and every warpgroup is done with tile it-1
-        const int64_t nt = it + ST - 1;
-        if (nt < ntiles) {
-            load_tile(nt, (int)(nt % ST));
-            if constexpr (VT) load_v(nt); // stored after this tile's P V
+        {
+            const int nt = it + ST - 1;
+            if (nt < ntiles) ldr.load(nt, N, D, sbase + (uint32_t)((nt % ST) * kStageBytes), kTileBytes);
+            cp_async_commit();
         }
-        cp_async_commit();
-        const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes), vs = ks + kTileBytes;
+        const uint32_t so = (uint32_t)((it % ST) * kStageBytes);
 
         // S = Q K^T over the 64 (padded) head dims
         float s[KN / 2];
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+        for (int kk = 0; kk < 4; kk++) Wg<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(s);
@@ -348,72 +478,23 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
         }
 
-        // online softmax, log2 domain; rows g (r = 0) and g + 8 (r = 1)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = s[2 * r];
-#pragma unroll
-            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mnew = fmaxf(m[r], mx * c);
-            const float corr = fast_exp2(m[r] - mnew);
-            m[r] = mnew;
-            float sum = 0.f;
-#pragma unroll
-            for (int i = 0; i < KN / 8; i++) {
-                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
-                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
-                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            l[r] = l[r] * corr + sum;
-#pragma unroll
-            for (int i = 0; i < PVN / 8; i++) o[4 * i + 2 * r] *= corr, o[4 * i + 2 * r + 1] *= corr;
-        }
-
-        // P as A fragments: keys 16kk.. = S columns of n8 blocks 2kk, 2kk+1
+        float corr[2];
         uint32_t p[KN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++) {
-            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
+        rescale_o<FEAT>(o, corr);
 
         // O += P V
         wgmma_fence();
         reg_fence(o);
 #pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++) {
-            if constexpr (VT) Wg<T, PVN>::template mma<0>(o, p[kk], make_desc(vs + kk * 32, 16, 1024), 1);
-            else Wg<T, PVN>::template mma<1>(o, p[kk], make_desc(vs + kk * 16 * ROWB, 1024, 1024), 1);
-        }
+        for (int kk = 0; kk < KN / 16; kk++)
+            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, so + kk * 16 * ROWB), 1);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
-        if constexpr (VT) {
-            if (nt < ntiles) store_v((int)(nt % ST)); // stage of tile it-1: every warpgroup is past it
-        }
     }
-
-    // normalize and store rows g and g+8
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float L = l[r];
-        L += __shfl_xor_sync(0xffffffffu, L, 1);
-        L += __shfl_xor_sync(0xffffffffu, L, 2);
-        const float inv = 1.f / L;
-        const int64_t row = r ? rhi : rlo;
-        if (row < Nq) {
-            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++)
-                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-        }
-    }
+    store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
 // The same with S of the next tile overlapping softmax, and P V of a tile
@@ -423,7 +504,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // wait for the P V (wait_group 0); rescale O by the row corrections; pack
 // P_j. A tile's stage is refilled two iterations after its S (its V is read
 // one iteration later), so ST >= 3 and ST - 2 tiles are loaded ahead.
-template <typename T, int NWG, int KN, int ST, int MINB>
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_pipe_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
     using C = Cfg<NWG, KN, ST>;
@@ -436,80 +517,54 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y;
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
-    const T *kbase = qkv + D + (int64_t)h * HD;
 
-    for (int r = tid; r < ST * 2 * KN; r += kThreads)
-        st_shared_zero16(sbase + (uint32_t)(r * ROWB + ((7 ^ (r & 7)) << 4)));
-
-    auto load_tile = [&](int64_t tile, int stage) {
-        const int64_t k0 = tile * KN;
-        const uint32_t kd = sbase + (uint32_t)(stage * kStageBytes), vd = kd + kTileBytes;
-        for (int idx = tid; idx < KN * CHUNKS; idx += kThreads) {
-            const int r = idx / CHUNKS, cc = idx - r * CHUNKS;
-            const bool ok = k0 + r < N;
-            const T *src = kbase + (ok ? k0 + r : 0) * ld + cc * 8;
-            const uint32_t off = (uint32_t)(r * ROWB + ((cc ^ (r & 7)) << 4));
-            cp_async16(kd + off, src, ok);
-            cp_async16(vd + off, src + D, ok);
-        }
-    };
-
-    const int64_t ntiles = (N + KN - 1) / KN;
+    init_tiles<T, KN, ST, FEAT>(sbase, tid, kThreads);
+    __syncthreads(); // the zeros land before any tile copy to the same bytes
+    const KvLoader<T, KN, kThreads> ldr(qkv + D + (int64_t)h * HD, ld, tid);
+    const int ntiles = (int)((N + KN - 1) / KN);
 #pragma unroll
     for (int s = 0; s < ST - 2; s++) {
-        if (s < ntiles) load_tile(s, s);
+        if (s < ntiles) ldr.load(s, N, D, sbase + (uint32_t)(s * kStageBytes), kTileBytes);
         cp_async_commit();
     }
 
     uint32_t q[4][4];
     const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
-    {
-        const T *qb = qkv + (int64_t)h * HD;
-        const T *lo = qb + rlo * ld, *hi = qb + rhi * ld;
-        const bool lo_ok = rlo < Nq, hi_ok = rhi < Nq;
-        const int64_t ss = Nq * ld;
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const int c0 = kk * 16 + 2 * t;
-            q[kk][0] = lo_ok ? q_word(lo, ss, qs, c0) : 0u;
-            q[kk][1] = hi_ok ? q_word(hi, ss, qs, c0) : 0u;
-            q[kk][2] = lo_ok && kk < 3 ? q_word(lo, ss, qs, c0 + 8) : 0u;
-            q[kk][3] = hi_ok && kk < 3 ? q_word(hi, ss, qs, c0 + 8) : 0u;
-        }
-    }
+    load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
 
-    float o[HD / 2];
+    static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the padding");
+    float o[PVN / 2];
 #pragma unroll
-    for (int i = 0; i < HD / 2; i++) o[i] = 0.f;
+    for (int i = 0; i < PVN / 2; i++) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
     uint32_t p[KN / 16][4]; // P of the previous tile
 #pragma unroll
     for (int kk = 0; kk < KN / 16; kk++) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
 
-    for (int64_t it = 0; it < ntiles; it++) {
+    for (int it = 0; it < ntiles; it++) {
         cp_async_wait<ST - 3>(); // tile `it` landed
         fence_proxy_async();
         __syncthreads(); // everyone's copies; every warpgroup is done with tile it-2
         {
-            const int64_t nt = it + ST - 2;
-            if (nt < ntiles) load_tile(nt, (int)(nt % ST));
+            const int nt = it + ST - 2;
+            if (nt < ntiles) ldr.load(nt, N, D, sbase + (uint32_t)((nt % ST) * kStageBytes), kTileBytes);
             cp_async_commit();
         }
-        const uint32_t ks = sbase + (uint32_t)((it % ST) * kStageBytes);
-        const uint32_t vprev = sbase + (uint32_t)(((it + ST - 1) % ST) * kStageBytes) + kTileBytes;
+        const uint32_t ks = (uint32_t)((it % ST) * kStageBytes);
+        const uint32_t vprev = (uint32_t)(((it + ST - 1) % ST) * kStageBytes);
 
         float s[KN / 2];
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
-            Wg<T, KN>::template mma<0>(s, q[kk], make_desc(ks + kk * 32, 16, 1024), kk > 0);
+            Wg<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, ks + kk * 32), kk > 0);
         wgmma_commit();
-        if (it > 0) {
+        // (it == 0: P = 0 times the zeroed last stage, no branch around a wgmma)
 #pragma unroll
-            for (int kk = 0; kk < KN / 16; kk++)
-                Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vprev + kk * 16 * ROWB, 1024, 1024), 1);
-        }
-        wgmma_commit(); // (an empty group when it == 0)
+        for (int kk = 0; kk < KN / 16; kk++)
+            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vprev + kk * 16 * ROWB), 1);
+        wgmma_commit();
         wgmma_wait<1>(); // S_it
         reg_fence(s);
 
@@ -520,69 +575,32 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
                 if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
         }
         float corr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float mx = s[2 * r];
-#pragma unroll
-            for (int i = 0; i < KN / 8; i++) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mnew = fmaxf(m[r], mx * c);
-            corr[r] = fast_exp2(m[r] - mnew);
-            m[r] = mnew;
-            float sum = 0.f;
-#pragma unroll
-            for (int i = 0; i < KN / 8; i++) {
-                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
-                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
-                s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
-                sum += p0 + p1;
-            }
-            l[r] = l[r] * corr[r] + sum;
-        }
+        uint32_t pn[KN / 16][4];
+        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, pn);
 
         wgmma_wait<0>(); // P_{it-1} V_{it-1}
         reg_fence(o);
         reg_fence(p);
+        rescale_o<FEAT>(o, corr);
 #pragma unroll
-        for (int i = 0; i < HD / 8; i++)
+        for (int kk = 0; kk < KN / 16; kk++)
 #pragma unroll
-            for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++) {
-            p[kk][0] = Ty<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-            p[kk][1] = Ty<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-            p[kk][2] = Ty<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-            p[kk][3] = Ty<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+            for (int j = 0; j < 4; j++) p[kk][j] = pn[kk][j];
     }
     // the last tile's P V (its stage is intact: refills only reach tiles it-2)
     {
-        const uint32_t vlast = sbase + (uint32_t)(((ntiles - 1) % ST) * kStageBytes) + kTileBytes;
+        const uint32_t vlast = (uint32_t)(((ntiles - 1) % ST) * kStageBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KN / 16; kk++)
-            Wg<T, HD>::template mma<1>(o, p[kk], make_desc(vlast + kk * 16 * ROWB, 1024, 1024), 1);
+            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vlast + kk * 16 * ROWB), 1);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
     }
 
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float L = l[r];
-        L += __shfl_xor_sync(0xffffffffu, L, 1);
-        L += __shfl_xor_sync(0xffffffffu, L, 2);
-        const float inv = 1.f / L;
-        const int64_t row = r ? rhi : rlo;
-        if (row < Nq) {
-            T *dst = out + row * D + (int64_t)h * HD + 2 * t;
-#pragma unroll
-            for (int i = 0; i < HD / 8; i++)
-                *reinterpret_cast<uint32_t *>(dst + 8 * i) = Ty<T>::pack(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-        }
-    }
+    store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
 // --------------------------------------------------------------- launchers
@@ -597,12 +615,12 @@ ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN = HD, bool PIPE = false, bool VT = false>
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT, bool PIPE = false>
 cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
     void (*kern)(const T *, int64_t, int, int, float, T *);
-    if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB>;
-    else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, VT>;
+    if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB, PVN, FEAT>;
+    else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, FEAT>;
     if (C::kSmem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
         if (e != cudaSuccess) return e;
@@ -614,22 +632,21 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
 }
 
 // Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
-// stages, min CTAs per SM (, N of the P V wgmma: 64 reads V's zero padding
-// columns too, 56 does not; the pipelined kernel; V transposed in smem).
+// stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
+// softmax features, the pipelined kernel.
+constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     switch (variant) {
-    case 1: return launch<T, 2, 128, 2, 1>(qkv, N, D, heads, qs, out, st);
-    case 2: return launch<T, 3, 64, 3, 1>(qkv, N, D, heads, qs, out, st);
-    case 3: return launch<T, 1, 64, 3, 3>(qkv, N, D, heads, qs, out, st);
-    case 4: return launch<T, 2, 64, 4, 2>(qkv, N, D, heads, qs, out, st);
-    case 5: return launch<T, 2, 64, 2, 2, 64>(qkv, N, D, heads, qs, out, st);
-    case 6: return launch<T, 2, 64, 3, 2, HD, true>(qkv, N, D, heads, qs, out, st);
-    case 7: return launch<T, 2, 64, 4, 2, HD, true>(qkv, N, D, heads, qs, out, st);
-    case 8: return launch<T, 2, 128, 3, 1, HD, true>(qkv, N, D, heads, qs, out, st);
-    case 9: return launch<T, 3, 64, 4, 1, HD, true>(qkv, N, D, heads, qs, out, st);
-    case 10: return launch<T, 2, 64, 2, 2, HD, false, true>(qkv, N, D, heads, qs, out, st);
-    default: return launch<T, 2, 64, 2, 2>(qkv, N, D, heads, qs, out, st);
+    case 1: return launch<T, 2, 64, 2, 2, HD, 0>(qkv, N, D, heads, qs, out, st);
+    case 2: return launch<T, 2, 64, 2, 2, 64, F_ONES>(qkv, N, D, heads, qs, out, st);
+    case 3: return launch<T, 2, 64, 2, 2, HD, F_LAZY>(qkv, N, D, heads, qs, out, st);
+    case 4: return launch<T, 2, 64, 3, 2, 64, OL, true>(qkv, N, D, heads, qs, out, st);
+    case 5: return launch<T, 1, 64, 3, 3, 64, OL>(qkv, N, D, heads, qs, out, st);
+    case 6: return launch<T, 2, 64, 4, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
+    case 7: return launch<T, 2, 64, 2, 2, 64, OL | F_POLY(2)>(qkv, N, D, heads, qs, out, st);
+    case 8: return launch<T, 2, 64, 3, 2, HD, 0, true>(qkv, N, D, heads, qs, out, st);
+    default: return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
     }
 }
 
