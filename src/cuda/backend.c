@@ -237,6 +237,19 @@ static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, in
  * pending GroupNorm + ReLU in_a, in_b as it loads), else the CUDA-core one
  * (the caller has applied it already; in_a, in_b are then unused). `in` is a
  * refiner map (never the stem's image input) and equals `out`. */
+/* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
+ * the 64 -> 64 convolutions (dilation <= 8: its shared memory) where the
+ * session uses wgmma, mma.sync else. */
+static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin, int S, int dil, const void *W,
+                                const float *bias, const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                int Cout, int groups, double *stats, ckey_error *err) {
+    if (s->wgmma && Cin == 64 && Cout == 64 && dil <= 8)
+        return ck_cuda_conv3x3_wgmma_rows(in, S, dil, W, bias, in_a, in_b, out, y0, y1, groups, stats, s->dt,
+                                          s->stream, err);
+    return ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, out, y0, y1, Cout, groups, stats, s->dt,
+                                   s->stream, err);
+}
+
 static void conv3x3_in_place(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
                              const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
                              double *stats) {
@@ -250,8 +263,7 @@ static void conv3x3_in_place(ck_backend *be, int tc, const float *in, int Cin, i
             const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
             void *band = (char *)s->scratch + (k % 2) * band_bytes;
             if (tc)
-                CHECKED(ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats,
-                                                s->dt, s->stream, &e_));
+                CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
             else
                 CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, W, bias, band, y0, y1, Cout, groups, stats, s->dt,
                                                s->stream, &e_));
@@ -280,8 +292,7 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
             return;
         }
         if (out != in) {
-            CHECKED(ck_cuda_conv3x3_tc(in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats, s->dt, s->stream,
-                                       &e_));
+            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
             return;
         }
         conv3x3_in_place(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);

@@ -11,8 +11,9 @@ typedef struct ck_cuda_state {
     float *scratch;     /* device: the current phase's scratch inside the arena (set_scratch); NULL between phases */
     size_t scratch_bytes;
     ck_dtype dt;        /* storage type of activations and matrix weights */
-    int wgmma;          /* global attention on the sm_90a wgmma kernel (16-bit dt, a 9.0
-                         * device, CKEY_CUDA_NO_WGMMA unset; decided at session init) */
+    int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
+                         * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
+                         * unset; decided at session init) */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;

@@ -176,6 +176,14 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
 ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                     const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
                                     int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* Hopper version of ck_cuda_conv3x3_tc_rows for Cin = Cout = 64
+ * (src/cuda/refiner_wgmma.cu, wgmma.mma_async, built for sm_90a only): same
+ * arguments, weights, results and statistics; dilations up to 8 (shared
+ * memory; CKEY_ERR_UNSUPPORTED above). Call it only where ck_cuda_wgmma_ok()
+ * says so. */
+ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                       const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
+                                       double *stats, ck_dtype dt, void *stream, ckey_error *err);
 /* Whether the refiner of width R runs on the tensor-core conv in storage dt
  * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
  * ck_cuda_refiner_stem_input and its weights are padded to 16 channels. */

@@ -27,10 +27,10 @@
 #include <string.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/conv_work.cuh"
 
 namespace {
 
-constexpr int kTM = 128;      // output pixels per tile (one row segment)
 constexpr int kThreads = 256; // 8 warps: 4 along pixels x 2 along output channels
 
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
@@ -109,21 +109,6 @@ template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4
 
 // ---- the convolution ----------------------------------------------------
 
-struct ConvArgs {
-    const void *in, *W;
-    const float *bias, *a, *b;
-    void *out;
-    double *stats;
-    int S, dil, groups, tiles_per_row;
-    int y0, rows;   // output rows y0 .. y0+rows-1, stored from `out` on
-    int seg;        // chain steps per work item (kSeg, less for a thin band of rows)
-    int nseg;       // segments per chain (see the kernel)
-    int64_t nitems; // dil * nseg * tiles_per_row
-};
-
-constexpr int kSeg = 32;    // output rows per work item, at most
-constexpr int kMinSeg = 4;  // ... and at least (each item loads seg + 2 input rows)
-
 // shared memory layout, in bytes from the start of the dynamic allocation
 template <int CIN, int COUT> struct ConvSmem {
     static constexpr int PS = CIN + 8; // padded pixel / weight-row stride, elements
@@ -134,14 +119,7 @@ template <int CIN, int COUT> struct ConvSmem {
     }
 };
 
-// Work: output rows y = r, r + d, r + 2d, ... (one residue r of the dilation)
-// of one 128-pixel column strip form a chain; consecutive rows of a chain
-// share two of their three input rows (y - d, y, y + d), so a chain is walked
-// with a ring of 4 input rows in shared memory: each step loads (and, with a
-// pending GroupNorm + ReLU, transforms) one new row while the previous step's
-// rows are reused. A work item is `seg` consecutive steps of a chain: kSeg,
-// or fewer when a thin band of rows (the in-place conv's) would otherwise
-// leave most SMs idle (a 64-row band at dilation 1 is only 32 items of 32).
+// The work decomposition (chains of rows, items) is conv_work.cuh's.
 template <typename T, int CIN, int COUT>
 __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     using L = ConvSmem<CIN, COUT>;
@@ -236,13 +214,10 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     const uint32_t b_lane =
         smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PS + ((lane >> 3) & 1) * 8) * 2);
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-        const int xt = (int)(item % p.tiles_per_row);
-        const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg, r = rs / p.nseg;
-        const int nr = r < p.rows ? (p.rows - r + dil - 1) / dil : 0; // rows in this chain
-        const int ybase = p.y0 + r; // image row of chain step 0
-        const int k0 = seg * p.seg, kend = min(nr, k0 + p.seg);
+        const ConvItem ci = conv_item(p, item);
+        const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
         if (k0 >= kend) continue;
-        const int x0 = xt * kTM;
+        const int ybase = p.y0 + r; // image row of chain step 0
         // chain row q is image row r + q*d; step k needs rows k-1, k, k+1
         for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
         cp_async_commit();
@@ -366,12 +341,7 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
                                "conv3x3 tc smem attribute");
     if (s) return s;
     ConvArgs b = a;
-    const int chain = (b.rows + b.dil - 1) / b.dil; // rows in the longest chain
-    for (b.seg = kSeg;; b.seg /= 2) { /* at least ~3 items per SM, if segments of kMinSeg allow */
-        b.nseg = (chain + b.seg - 1) / b.seg;
-        b.nitems = (int64_t)b.dil * b.nseg * b.tiles_per_row;
-        if (b.seg <= kMinSeg || b.nitems >= 3LL * nsm) break;
-    }
+    conv_plan(b, nsm);
     const int64_t grid = b.nitems < nsm ? b.nitems : nsm;
     conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(b);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");

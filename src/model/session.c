@@ -552,7 +552,7 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     if (st) return st;
     s->cs.dt = s->dt;
-    /* Hopper's wgmma attention for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps the mma.sync kernel */
+    /* Hopper's wgmma attention and refiner convs for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps mma.sync */
     const char *no_wgmma = getenv("CKEY_CUDA_NO_WGMMA");
     s->cs.wgmma = s->dt != CK_F32 && !(no_wgmma && no_wgmma[0] && strcmp(no_wgmma, "0") != 0) && ck_cuda_wgmma_ok();
     /* CKEY_CUDA_NO_LT=1: 16-bit linears skip cuBLASLt (cuBLAS GEMM + bias pass), for A/B runs */

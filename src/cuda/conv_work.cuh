@@ -1,0 +1,65 @@
+// The work of the refiner's tensor-core 3x3 convolutions (refiner_tc.cu,
+// mma.sync; refiner_wgmma.cu, Hopper wgmma), shared by both kernels.
+//
+// Work: output rows y = r, r + d, r + 2d, ... (one residue r of the dilation
+// d) of one kTM-pixel column strip form a chain; consecutive rows of a chain
+// share two of their three input rows (y - d, y, y + d), so a chain is walked
+// with a ring of 4 input rows in shared memory: each step loads (and, with a
+// pending GroupNorm + ReLU, transforms) one new row while the previous step's
+// rows are reused. A work item is `seg` consecutive steps of a chain: kSeg,
+// or fewer when a thin band of rows (the in-place conv's) would otherwise
+// leave most SMs idle (a 64-row band at dilation 1 is only 32 items of 32).
+#ifndef CK_CUDA_CONV_WORK_CUH
+#define CK_CUDA_CONV_WORK_CUH
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int kTM = 128;   // output pixels per tile (one row segment)
+constexpr int kSeg = 32;   // chain steps per work item, at most
+constexpr int kMinSeg = 4; // ... and at least (each item loads seg + 2 input rows)
+
+struct ConvArgs {
+    const void *in, *W;
+    const float *bias, *a, *b;
+    void *out;
+    double *stats;
+    int S, dil, groups, tiles_per_row;
+    int y0, rows;   // output rows y0 .. y0+rows-1, stored from `out` on
+    int seg;        // chain steps per work item (kSeg, less for a thin band of rows)
+    int nseg;       // segments per chain
+    int64_t nitems; // dil * nseg * tiles_per_row
+};
+
+// seg, nseg, nitems for a device of nsm SMs: at least ~3 items per SM if
+// segments of kMinSeg allow.
+inline void conv_plan(ConvArgs &b, int nsm) {
+    const int chain = (b.rows + b.dil - 1) / b.dil; // rows in the longest chain
+    for (b.seg = kSeg;; b.seg /= 2) {
+        b.nseg = (chain + b.seg - 1) / b.seg;
+        b.nitems = (int64_t)b.dil * b.nseg * b.tiles_per_row;
+        if (b.seg <= kMinSeg || b.nitems >= 3LL * nsm) break;
+    }
+}
+
+// Item `item` of a plan: its column strip x0, residue r, steps k0 .. kend-1
+// of a chain of nr rows (k0 >= kend: nothing to do).
+struct ConvItem {
+    int x0, r, k0, kend;
+};
+__device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
+    ConvItem it;
+    const int xt = (int)(item % p.tiles_per_row);
+    const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg;
+    it.r = rs / p.nseg;
+    const int nr = it.r < p.rows ? (p.rows - it.r + p.dil - 1) / p.dil : 0;
+    it.k0 = seg * p.seg;
+    it.kend = min(nr, it.k0 + p.seg);
+    it.x0 = xt * kTM;
+    return it;
+}
+
+} // namespace
+
+#endif
