@@ -60,6 +60,39 @@ __device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
     return it;
 }
 
+// The end of a conv block: each thread's per-channel GroupNorm sums (NB
+// blocks of 8 channels: channel c0 + 8i + 2 * (lane % 4) + e, e = 0, 1; the
+// mma fragments' layout) reduced over the lanes that hold the same channels,
+// gathered per group in the block's shared sstat[2 * groups] (zeroed at the
+// start) and added to p.stats. Every thread of the block calls it.
+template <int NB>
+__device__ __forceinline__ void conv_stats_finish(double (&ssum)[NB][2], double (&ssq)[NB][2], int c0, int cout,
+                                                  const ConvArgs &p, double *sstat) {
+    const int tid = threadIdx.x, lane = tid & 31;
+#pragma unroll
+    for (int i = 0; i < NB; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++)
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1) {
+                ssum[i][e] += __shfl_xor_sync(0xffffffffu, ssum[i][e], off);
+                ssq[i][e] += __shfl_xor_sync(0xffffffffu, ssq[i][e], off);
+            }
+    const int cpg = cout / p.groups;
+    if (lane < 4) {
+#pragma unroll
+        for (int i = 0; i < NB; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int g = (c0 + i * 8 + lane * 2 + e) / cpg;
+                atomicAdd(&sstat[2 * g], ssum[i][e]);
+                atomicAdd(&sstat[2 * g + 1], ssq[i][e]);
+            }
+    }
+    __syncthreads();
+    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
+}
+
 } // namespace
 
 #endif

@@ -297,29 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     }
     cp_async_wait<0>();
     if (!p.stats) return;
-    // lanes with equal lane%4 hold the same channels: reduce over lane/4
-#pragma unroll
-    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1) {
-                ssum[nt][e] += __shfl_xor_sync(0xffffffffu, ssum[nt][e], off);
-                ssq[nt][e] += __shfl_xor_sync(0xffffffffu, ssq[nt][e], off);
-            }
-    const int cpg = COUT / p.groups;
-    if (lane < 4) {
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int g = (wn * WN + nt * 8 + lane * 2 + e) / cpg;
-                atomicAdd(&sstat[2 * g], ssum[nt][e]);
-                atomicAdd(&sstat[2 * g + 1], ssq[nt][e]);
-            }
-    }
-    __syncthreads();
-    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
+    conv_stats_finish<NT>(ssum, ssq, wn * WN, COUT, p, sstat);
 }
 
 template <typename T, int CIN, int COUT>

@@ -254,29 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
     }
     cp_async_wait<0>();
     if (!p.stats) return;
-    // lanes with equal t hold the same channels: reduce over g
-#pragma unroll
-    for (int i = 0; i < 8; i++)
-#pragma unroll
-        for (int e = 0; e < 2; e++)
-#pragma unroll
-            for (int off = 4; off < 32; off <<= 1) {
-                ssum[i][e] += __shfl_xor_sync(0xffffffffu, ssum[i][e], off);
-                ssq[i][e] += __shfl_xor_sync(0xffffffffu, ssq[i][e], off);
-            }
-    const int cpg = C / p.groups;
-    if (lane < 4) {
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int grp = (8 * i + 2 * lane + e) / cpg;
-                atomicAdd(&sstat[2 * grp], ssum[i][e]);
-                atomicAdd(&sstat[2 * grp + 1], ssq[i][e]);
-            }
-    }
-    __syncthreads();
-    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
+    conv_stats_finish<8>(ssum, ssq, 0, C, p, sstat);
 }
 
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
