@@ -46,9 +46,7 @@
 //     both LBO and SBO are set to 1024 B (with N <= 64 there is no second
 //     atom along N, so whichever of the two the hardware uses for the
 //     k direction, 1024 is right).
-// Descriptor (PTX ISA, wgmma matrix descriptor): bits 0-13 start address >> 4,
-// 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0), 62-63 swizzle
-// (1 = 128B).
+// Descriptor: make_desc in wgmma.cuh.
 //
 // Register fragments (PTX ISA, wgmma m64nNk16; warp w of the warpgroup owns
 // rows 16w..16w+15; g = lane / 4, t = lane % 4):
@@ -73,6 +71,7 @@
 
 #include "cuda/ck_cuda.h"
 #include "cuda/ptx.cuh"
+#include "cuda/wgmma.cuh"
 
 namespace {
 
@@ -80,126 +79,7 @@ constexpr int HD = 56;         // head_dim
 constexpr int ROWB = 128;      // bytes per smem row (64 16-bit elements)
 constexpr int CHUNKS = HD / 8; // 16-byte chunks per row that hold data (7)
 
-// ---------------------------------------------------------------- PTX wrappers
-
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Pin the compiler's view of registers that a wgmma in flight reads or
-// writes: no ordinary instruction touching them moves across this point.
-template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(r[i][j])::"memory");
-}
-
-// Shared-memory matrix descriptor, 128-byte swizzle.
-__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
-
-template <typename T> using Ty = Pair16<T>;
-
-// wgmma.mma_async m64nNk16, f32 accumulator, A from registers, B from a
-// shared-memory descriptor; scale_d 0: D = A B, 1: D += A B; TRANS_B 0:
-// B K-major, 1: B MN-major. (Generated: one specialization per type and N.)
-template <typename T, int N> struct Wg;
-
-template <> struct Wg<__half, 56> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[28], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n56k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, {%28, %29, %30, %31}, %32, p, 1, 1, %34;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <> struct Wg<__half, 64> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <> struct Wg<__half, 128> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <> struct Wg<__nv_bfloat16, 56> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[28], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, {%28, %29, %30, %31}, %32, p, 1, 1, %34;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <> struct Wg<__nv_bfloat16, 64> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
-
-template <> struct Wg<__nv_bfloat16, 128> {
-    template <int TRANS_B>
-    static __device__ __forceinline__ void mma(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));
-    }
-};
+template <typename T> using Ty = Pair16<T>; // (wgmma wrappers: wgmma.cuh)
 
 // ------------------------------------------------------------------ the kernel
 
@@ -465,7 +345,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         float s[KN / 2];
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) Wg<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
+        for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(s);
@@ -488,7 +368,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         reg_fence(o);
 #pragma unroll
         for (int kk = 0; kk < KN / 16; kk++)
-            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, so + kk * 16 * ROWB), 1);
+            WgRS<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, so + kk * 16 * ROWB), 1);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(o);
@@ -558,12 +438,12 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
-            Wg<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, ks + kk * 32), kk > 0);
+            WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, ks + kk * 32), kk > 0);
         wgmma_commit();
         // (it == 0: P = 0 times the zeroed last stage, no branch around a wgmma)
 #pragma unroll
         for (int kk = 0; kk < KN / 16; kk++)
-            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vprev + kk * 16 * ROWB), 1);
+            WgRS<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vprev + kk * 16 * ROWB), 1);
         wgmma_commit();
         wgmma_wait<1>(); // S_it
         reg_fence(s);
@@ -593,7 +473,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < KN / 16; kk++)
-            Wg<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vlast + kk * 16 * ROWB), 1);
+            WgRS<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vlast + kk * 16 * ROWB), 1);
         wgmma_commit();
         wgmma_wait<0>();
         reg_fence(o);

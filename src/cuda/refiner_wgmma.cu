@@ -49,6 +49,7 @@
 #include "cuda/ck_cuda.h"
 #include "cuda/conv_work.cuh"
 #include "cuda/ptx.cuh"
+#include "cuda/wgmma.cuh"
 
 namespace {
 
@@ -65,45 +66,6 @@ size_t smem_total(int dil) {
 }
 
 __device__ __forceinline__ uint32_t swz(int row, int chunk) { return (uint32_t)(row * 128 + ((chunk ^ (row & 7)) << 4)); }
-
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void reg_fence(float (&r)[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// Shared-memory matrix descriptor, 128-byte swizzle, K-major (LBO unused:
-// 16; SBO = 1024 between 8-row groups; base offset 0).
-__device__ __forceinline__ uint64_t make_desc(uint32_t saddr) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-
-// wgmma.mma_async m64n64k16, A and B from shared memory (both K-major),
-// f32 accumulators; scale_d 0: D = A B, 1: D += A B.
-template <typename T> struct WgSS;
-#define CK_WGMMA_SS(TYPE, PTXT)                                                                                       \
-    template <> struct WgSS<TYPE> {                                                                                    \
-        static __device__ __forceinline__ void mma(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {            \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
-                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT                                   \
-                         " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "    \
-                         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, "   \
-                         "0;\n}\n"                                                                                     \
-                         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),        \
-                           "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),    \
-                           "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),              \
-                           "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),              \
-                           "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])               \
-                         : "l"(a), "l"(b), "r"(scale_d));                                                             \
-        }                                                                                                              \
-    };
-CK_WGMMA_SS(__half, "f16")
-CK_WGMMA_SS(__nv_bfloat16, "bf16")
-#undef CK_WGMMA_SS
 
 template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
 template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
@@ -219,10 +181,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
                 const uint32_t b0 = sbase + (uint32_t)(tap * kTapBytes);
 #pragma unroll
                 for (int kc = 0; kc < 4; kc++)
-                    WgSS<T>::mma(acc, make_desc(a0 + kc * 32), make_desc(b0 + kc * 32), tap > 0 || kc > 0);
+                    WgSS64<T>::mma(acc, make_desc(a0 + kc * 32, 16, 1024), make_desc(b0 + kc * 32, 16, 1024),
+                                   tap > 0 || kc > 0);
             }
             wgmma_commit();
-            wgmma_wait0();
+            wgmma_wait<0>();
             reg_fence(acc);
 
             // epilogue: bias, statistics, store. acc[4i + j]: pixel

@@ -1,0 +1,119 @@
+// Hopper warpgroup MMA (wgmma.mma_async, sm_90a) wrappers shared by the
+// wgmma kernels (attention_wgmma.cu, refiner_wgmma.cu): synchronization,
+// shared-memory matrix descriptors and the MMA instructions themselves, one
+// specialization per operand type, N and operand source (PTX ISA, "Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate"). Included by .cu files built
+// for sm_90a only; everything is inline and file-local.
+#ifndef CK_CUDA_WGMMA_CUH
+#define CK_CUDA_WGMMA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace {
+
+// Generic-proxy writes to shared memory (st.shared, cp.async) become
+// visible to the MMA's async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Pin the compiler's view of registers that a wgmma in flight reads or
+// writes: no ordinary instruction touching them moves across this point.
+template <int N> __device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: bits 0-13 start
+// address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0),
+// 62-63 swizzle mode (1 = 128B).
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// The accumulator operands d[0..n-1] ("+f") and their PTX list, for the
+// N = 56 / 64 / 128 shapes (n = N / 2 f32 registers a thread).
+#define CK_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
+#define CK_WG_D8(i) CK_WG_D4(i), CK_WG_D4((i) + 4)
+#define CK_WG_D28 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D4(24)
+#define CK_WG_D32 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D8(24)
+#define CK_WG_D64 CK_WG_D32, CK_WG_D8(32), CK_WG_D8(40), CK_WG_D8(48), CK_WG_D8(56)
+#define CK_WG_S8(a, b, c, e, f, g, h, i) "%" #a ", %" #b ", %" #c ", %" #e ", %" #f ", %" #g ", %" #h ", %" #i
+#define CK_WG_S28                                                                                                   \
+    "{" CK_WG_S8(0, 1, 2, 3, 4, 5, 6, 7) ", " CK_WG_S8(8, 9, 10, 11, 12, 13, 14, 15) ", "                            \
+        CK_WG_S8(16, 17, 18, 19, 20, 21, 22, 23) ", %24, %25, %26, %27}"
+#define CK_WG_S32                                                                                                   \
+    "{" CK_WG_S8(0, 1, 2, 3, 4, 5, 6, 7) ", " CK_WG_S8(8, 9, 10, 11, 12, 13, 14, 15) ", "                            \
+        CK_WG_S8(16, 17, 18, 19, 20, 21, 22, 23) ", " CK_WG_S8(24, 25, 26, 27, 28, 29, 30, 31) "}"
+#define CK_WG_S64                                                                                                   \
+    "{" CK_WG_S8(0, 1, 2, 3, 4, 5, 6, 7) ", " CK_WG_S8(8, 9, 10, 11, 12, 13, 14, 15) ", "                            \
+        CK_WG_S8(16, 17, 18, 19, 20, 21, 22, 23) ", " CK_WG_S8(24, 25, 26, 27, 28, 29, 30, 31) ", "                  \
+        CK_WG_S8(32, 33, 34, 35, 36, 37, 38, 39) ", " CK_WG_S8(40, 41, 42, 43, 44, 45, 46, 47) ", "                  \
+        CK_WG_S8(48, 49, 50, 51, 52, 53, 54, 55) ", " CK_WG_S8(56, 57, 58, 59, 60, 61, 62, 63) "}"
+
+// wgmma.mma_async m64nNk16, f32 accumulators, A from registers (4 32-bit
+// words of 16-bit pairs), B from a shared-memory descriptor; scale_d 0:
+// D = A B, 1: D += A B; TRANS_B 0: B K-major, 1: B MN-major. The operands
+// after the n accumulators: a at %n..%n+3, desc %n+4, scale_d %n+5, TRANS_B
+// %n+6 (A0..A6 below, as PTX digits).
+template <typename T, int N> struct WgRS;
+#define CK_WGMMA_RS(TYPE, PTXT, N, n, DLIST, DSTR, A0, A1, A2, A3, A4, A5, A6)                                         \
+    template <> struct WgRS<TYPE, N> {                                                                                 \
+        template <int TRANS_B>                                                                                         \
+        static __device__ __forceinline__ void mma(float (&d)[n], const uint32_t (&a)[4], uint64_t desc, int scale_d) { \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #A5 ", 0;\n"                                           \
+                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTXT "." PTXT " " DSTR ", {%" #A0 ", %" #A1 \
+                         ", %" #A2 ", %" #A3 "}, %" #A4 ", p, 1, 1, %" #A6 ";\n}\n"                                   \
+                         : DLIST                                                                                       \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));      \
+        }                                                                                                              \
+    };
+CK_WGMMA_RS(__half, "f16", 56, 28, CK_WG_D28, CK_WG_S28, 28, 29, 30, 31, 32, 33, 34)
+CK_WGMMA_RS(__half, "f16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34, 35, 36, 37, 38)
+CK_WGMMA_RS(__half, "f16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66, 67, 68, 69, 70)
+CK_WGMMA_RS(__nv_bfloat16, "bf16", 56, 28, CK_WG_D28, CK_WG_S28, 28, 29, 30, 31, 32, 33, 34)
+CK_WGMMA_RS(__nv_bfloat16, "bf16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34, 35, 36, 37, 38)
+CK_WGMMA_RS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66, 67, 68, 69, 70)
+#undef CK_WGMMA_RS
+
+// The same with A from a shared-memory descriptor too (both K-major), N = 64.
+template <typename T> struct WgSS64;
+#define CK_WGMMA_SS64(TYPE, PTXT)                                                                                     \
+    template <> struct WgSS64<TYPE> {                                                                                  \
+        static __device__ __forceinline__ void mma(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {            \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " CK_WG_S32                    \
+                         ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                             \
+                         : CK_WG_D32                                                                                   \
+                         : "l"(a), "l"(b), "r"(scale_d));                                                             \
+        }                                                                                                              \
+    };
+CK_WGMMA_SS64(__half, "f16")
+CK_WGMMA_SS64(__nv_bfloat16, "bf16")
+#undef CK_WGMMA_SS64
+
+#undef CK_WG_D4
+#undef CK_WG_D8
+#undef CK_WG_D28
+#undef CK_WG_D32
+#undef CK_WG_D64
+#undef CK_WG_S8
+#undef CK_WG_S28
+#undef CK_WG_S32
+#undef CK_WG_S64
+
+} // namespace
+
+#endif
