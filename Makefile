@@ -12,8 +12,9 @@
 #         libopenexr-dev 3.1); without it the EXR reader and writer fail with
 #         CKEY_ERR_UNSUPPORTED. EXR_SYSROOT=dir: take OpenEXR from a sysroot
 #         unpacked by tools/gpu-deps.sh (.deps/root), with an rpath to it
-#         DEFLATE = yes|no (default: found by pkg-config: libdeflate, Debian's
-#         libdeflate-dev); with EXR, PXR24 / ZIP chunks are deflated by it
+#         DEFLATE = yes|no (default: found by pkg-config, in EXR_SYSROOT if
+#         set: libdeflate, Debian's libdeflate-dev); with EXR, PXR24 / ZIP
+#         chunks are deflated by it
 #         instead of OpenEXR's zlib (same format, ~2.5x faster)
 #         FFMPEG = yes|no (default: found by pkg-config: libavformat,
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
@@ -35,7 +36,7 @@ else
   EXR_PC    := pkg-config
 endif
 EXR     ?= $(shell $(EXR_PC) --exists OpenEXR 2>/dev/null && echo yes || echo no)
-DEFLATE ?= $(shell pkg-config --exists libdeflate 2>/dev/null && echo yes || echo no)
+DEFLATE ?= $(shell $(EXR_PC) --exists libdeflate 2>/dev/null && echo yes || echo no)
 FFMPEG_PC := libavformat libavcodec libavutil libswscale
 FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
@@ -72,8 +73,8 @@ ifeq ($(EXR),yes)
   BASEFLAGS += -DCK_HAVE_EXR=1 $(shell $(EXR_PC) --cflags OpenEXR)
   LIBS += $(shell $(EXR_PC) --libs OpenEXR) $(EXR_RPATH)
 ifeq ($(DEFLATE),yes)
-  BASEFLAGS += -DCK_HAVE_LIBDEFLATE=1 $(shell pkg-config --cflags libdeflate)
-  LIBS += $(shell pkg-config --libs libdeflate)
+  BASEFLAGS += -DCK_HAVE_LIBDEFLATE=1 $(shell $(EXR_PC) --cflags libdeflate)
+  LIBS += $(shell $(EXR_PC) --libs libdeflate)
 endif
 endif
 ifeq ($(FFMPEG),yes)
