@@ -659,15 +659,17 @@ static int grow(uint8_t **buf, size_t *cap, size_t n) {
 /* PXR24 on HALF channels (the format's own transform): line by line, channel
  * by channel as packed, each 16-bit value's difference to the previous one
  * of its line and channel (mod 2^16), high bytes of the run first, then the
- * low bytes. Returns 0 on a channel it does not handle. */
+ * low bytes. Returns 0 on a channel it does not handle or a packed buffer
+ * shorter than the channels say. */
 static int pxr24_transform(const exr_encode_pipeline_t *e, uint8_t *out) {
-    const uint8_t *in = e->packed_buffer;
+    const uint8_t *in = e->packed_buffer, *end = in + e->packed_bytes;
     for (int y = 0; y < e->chunk.height; y++) {
         const int cy = y + e->chunk.start_y;
         for (int c = 0; c < e->channel_count; c++) {
             const exr_coding_channel_info_t *cc = &e->channels[c];
             if (cc->height == 0 || (cc->y_samples > 1 && cy % cc->y_samples != 0)) continue;
-            if (cc->data_type != EXR_PIXEL_HALF) return 0;
+            if (cc->data_type != EXR_PIXEL_HALF || cc->width < 0 || (size_t)(end - in) < 2 * (size_t)cc->width)
+                return 0;
             const int w = cc->width;
             uint8_t *hi = out, *lo = out + w;
             unsigned prev = 0;
