@@ -294,6 +294,25 @@ __device__ __forceinline__ void load_q(uint32_t (&q)[4][4], const T *qkv, int h,
     }
 }
 
+// The start of both kernels: every stage's tiles zeroed (init_tiles), then
+// the first AHEAD tiles of head h in flight, one cp.async group each; gives
+// the CTA's loader (ld: the qkv row stride, 3 D).
+template <typename T, int KN, int ST, int FEAT, int NT, int AHEAD>
+__device__ __forceinline__ KvLoader<T, KN, NT> start_tiles(const T *qkv, int64_t N, int D, int64_t ld, int h,
+                                                          uint32_t sbase, int tid) {
+    constexpr int kTileBytes = KN * ROWB, kStageBytes = 2 * kTileBytes;
+    init_tiles<T, KN, ST, FEAT>(sbase, tid, NT);
+    __syncthreads(); // the zeros land before any tile copy to the same bytes
+    const KvLoader<T, KN, NT> ldr(qkv + D + (int64_t)h * HD, ld, tid);
+    const int ntiles = (int)((N + KN - 1) / KN);
+#pragma unroll
+    for (int s = 0; s < AHEAD; s++) {
+        if (s < ntiles) ldr.load(s, N, D, sbase + (uint32_t)(s * kStageBytes), kTileBytes);
+        cp_async_commit();
+    }
+    return ldr;
+}
+
 template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
@@ -309,15 +328,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int h = blockIdx.y;
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
 
-    init_tiles<T, KN, ST, FEAT>(sbase, tid, kThreads);
-    __syncthreads(); // the zeros land before any tile copy to the same bytes
-    const KvLoader<T, KN, kThreads> ldr(qkv + D + (int64_t)h * HD, ld, tid);
+    const KvLoader<T, KN, kThreads> ldr = start_tiles<T, KN, ST, FEAT, kThreads, ST - 1>(qkv, N, D, ld, h, sbase, tid);
     const int ntiles = (int)((N + KN - 1) / KN);
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) ldr.load(s, N, D, sbase + (uint32_t)(s * kStageBytes), kTileBytes);
-        cp_async_commit();
-    }
 
     uint32_t q[4][4];
     const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
@@ -398,15 +410,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     const int h = blockIdx.y;
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
 
-    init_tiles<T, KN, ST, FEAT>(sbase, tid, kThreads);
-    __syncthreads(); // the zeros land before any tile copy to the same bytes
-    const KvLoader<T, KN, kThreads> ldr(qkv + D + (int64_t)h * HD, ld, tid);
+    const KvLoader<T, KN, kThreads> ldr = start_tiles<T, KN, ST, FEAT, kThreads, ST - 2>(qkv, N, D, ld, h, sbase, tid);
     const int ntiles = (int)((N + KN - 1) / KN);
-#pragma unroll
-    for (int s = 0; s < ST - 2; s++) {
-        if (s < ntiles) ldr.load(s, N, D, sbase + (uint32_t)(s * kStageBytes), kTileBytes);
-        cp_async_commit();
-    }
 
     uint32_t q[4][4];
     const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
