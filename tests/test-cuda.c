@@ -802,6 +802,19 @@ static void attn_case_make(attn_case *ac, int64_t N, int D, int heads, int qs, u
     free(qkv);
 }
 
+/* A kernel's output for the case (dout, [Nq, D] in dt, launched on the
+ * default stream): synchronize, download, check against the reference with
+ * tc_check under `name`; dout is freed. */
+static void attn_case_check(const attn_case *ac, void *dout, int D, ck_dtype dt, const char *name) {
+    ckey_error err;
+    CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
+    float *got = tc_download(dout, (size_t)ac->Nq * D, dt);
+    CHECK(got != NULL);
+    if (got) tc_check(name, got, ac->ref, (size_t)ac->Nq * D, dt);
+    ck_cuda_free(dout);
+    free(got);
+}
+
 static void attn_case_free(attn_case *ac) {
     ck_cuda_free(ac->d16);
     free(ac->ref);
@@ -824,15 +837,10 @@ static void test_attention_tc(void) {
             REQUIRE(dout);
             ckey_error err;
             CHECKF(ck_cuda_attention_tc(ac.d16, N, D, heads, qs, dout, dt, NULL, &err) == CKEY_OK, "%s", err.message);
-            CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
-            float *got = tc_download(dout, (size_t)ac.Nq * D, dt);
-            CHECK(got != NULL);
             char name[96];
             snprintf(name, sizeof name, "attention_tc %s N=%lld D=%d h=%d qs=%d", dt_name(dt), (long long)N, D, heads,
                      qs);
-            if (got) tc_check(name, got, ac.ref, (size_t)ac.Nq * D, dt);
-            ck_cuda_free(dout);
-            free(got);
+            attn_case_check(&ac, dout, D, dt, name);
             attn_case_free(&ac);
         }
 }
@@ -863,15 +871,10 @@ static void test_attention_wgmma(void) {
                 REQUIRE(dout);
                 CHECKF(ck_cuda_attention_wgmma_variant(ac.d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
                        err.message);
-                CHECKF(ck_cuda_sync(&err) == CKEY_OK, "%s", err.message);
-                float *got = tc_download(dout, (size_t)Nq * D, dt);
-                CHECK(got != NULL);
                 char name[96];
                 snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d", v, dt_name(dt),
                          (long long)N, D, heads, qs);
-                if (got) tc_check(name, got, ac.ref, (size_t)Nq * D, dt);
-                ck_cuda_free(dout);
-                free(got);
+                attn_case_check(&ac, dout, D, dt, name);
             }
             attn_case_free(&ac);
         }
