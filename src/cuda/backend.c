@@ -230,13 +230,6 @@ static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, in
     CHECKED(ck_cuda_affine_relu_t(x, y, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
 }
 
-/* A conv that writes over its own input (out == in), band by band: band k
- * goes to scratch slot k % 2; once band k is computed no later band reads the
- * input rows of band k - 1 (a band is at least the dilation tall), so that
- * band's output is copied home. tc: the tensor-core conv (which applies the
- * pending GroupNorm + ReLU in_a, in_b as it loads), else the CUDA-core one
- * (the caller has applied it already; in_a, in_b are then unused). `in` is a
- * refiner map (never the stem's image input) and equals `out`. */
 /* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
  * the 64 -> 64 convolutions (dilation <= 8: its shared memory) where the
  * session uses wgmma, mma.sync else. */
@@ -250,6 +243,13 @@ static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin,
                                    s->stream, err);
 }
 
+/* A conv that writes over its own input (out == in), band by band: band k
+ * goes to scratch slot k % 2; once band k is computed no later band reads the
+ * input rows of band k - 1 (a band is at least the dilation tall), so that
+ * band's output is copied home. tc: the tensor-core conv (which applies the
+ * pending GroupNorm + ReLU in_a, in_b as it loads), else the CUDA-core one
+ * (the caller has applied it already; in_a, in_b are then unused). `in` is a
+ * refiner map (never the stem's image input) and equals `out`. */
 static void conv3x3_in_place(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
                              const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
                              double *stats) {
