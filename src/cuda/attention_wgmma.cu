@@ -69,6 +69,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <type_traits>
+
 #include "cuda/ck_cuda.h"
 #include "cuda/ptx.cuh"
 #include "cuda/wgmma.cuh"
@@ -266,6 +268,15 @@ template <typename T, int KN, int NT> struct KvLoader {
 // 2^18 bytes, so the add never carries out of it).
 __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
 
+// f(integral_constant<int, 0>), ..., f(integral_constant<int, N - 1>), in order.
+template <int I, int N, typename F> __device__ __forceinline__ void unroll_from(F &&f) {
+    if constexpr (I < N) {
+        f(std::integral_constant<int, I>{});
+        unroll_from<I + 1, N>(f);
+    }
+}
+template <int N, typename F> __device__ __forceinline__ void unroll(F &&f) { unroll_from<0, N>(f); }
+
 template <int NWG, int KN, int ST> struct Cfg {
     static constexpr int kThreads = 128 * NWG;
     static constexpr int kRows = 64 * NWG; // query rows per CTA
@@ -342,16 +353,20 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     // descriptors of stage 0: K as K-major B, V as MN-major B
     const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
 
-    for (int it = 0; it < ntiles; it++) {
+    // One tile; SI = it % ST is a compile-time constant (the loop below is
+    // unrolled ST times), so every descriptor and stage address is a
+    // loop-invariant constant instead of per-tile uniform arithmetic.
+    auto tile = [&](auto si_c, int it) {
+        constexpr int SI = decltype(si_c)::value;
         cp_async_wait<ST - 2>(); // this thread's copies of tile `it` landed
         fence_proxy_async();     // ... and are visible to the async proxy
         __syncthreads();         // everyone's; and every warpgroup is done with tile it-1
         {
             const int nt = it + ST - 1;
-            if (nt < ntiles) ldr.load(nt, N, D, sbase + (uint32_t)((nt % ST) * kStageBytes), kTileBytes);
+            if (nt < ntiles) ldr.load(nt, N, D, sbase + (uint32_t)(((SI + ST - 1) % ST) * kStageBytes), kTileBytes);
             cp_async_commit();
         }
-        const uint32_t so = (uint32_t)((it % ST) * kStageBytes);
+        constexpr uint32_t so = (uint32_t)(SI * kStageBytes);
 
         // S = Q K^T over the 64 (padded) head dims
         float s[KN / 2];
@@ -363,7 +378,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         reg_fence(s);
 
         // keys past the end
-        const int64_t rem = N - it * KN;
+        const int64_t rem = N - (int64_t)it * KN;
         if (rem < KN) {
 #pragma unroll
             for (int i = 0; i < KN / 2; i++)
@@ -385,7 +400,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
-    }
+    };
+    for (int it = 0; it < ntiles; it += ST)
+        unroll<ST>([&](auto si_c) {
+            if (it + decltype(si_c)::value < ntiles) tile(si_c, it + decltype(si_c)::value);
+        });
     store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
