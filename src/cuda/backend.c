@@ -44,10 +44,8 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
         const ck_block_info *b = &bi[i];
         const int64_t Nq = N / b->q_stride;
         size_t s = 0;
-        if (b->mask_unit_attn) /* xn | one head's qkv or the full projection | att (cu_mask_unit_attention) */
-            s = (size_t)N * b->dim +
-                CK_MAX((size_t)N * 3 * (b->dim_out / b->heads), b->dim != b->dim_out ? (size_t)N * b->dim_out : 0) +
-                (size_t)Nq * b->dim_out;
+        if (b->mask_unit_attn) /* xn | q, k, v of all heads | att (cu_mask_unit_attention) */
+            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (size_t)Nq * b->dim_out;
         else if (b->dim != b->dim_out)
             s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
         need = CK_MAX(need, s);
@@ -133,38 +131,32 @@ static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in,
     CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, b, y, s->dt, s->stream, &e_));
 }
 
-/* Head by head, so that only one head's q, k, v exist at a time: the
- * scratch holds xn [N, D], then either the full projection [N, Do] (the
- * stage transition's pooled shortcut, consumed at once) or one head's
- * [N, 3*hd] (q | k | v), and att [Nq, Do]. */
+/* All heads at once: one qkv GEMM, one attention launch. The scratch holds
+ * xn [N, D], then the full projection [N, Do] (the stage transition's pooled
+ * shortcut, consumed at once) and the q | k | v of all heads [N, 3 Do], and
+ * att [Nq, Do]. (Until session 5 this went head by head, each head's q, k, v
+ * [N, 3 hd] projected by its own 56-wide GEMMs: a smaller scratch, 196 vs
+ * 420 MiB at S = 2048, but no smaller arena, since the refiner's maps set
+ * the peak, and each of those GEMMs read all of xn: 1.6 of 43.5 ms of
+ * kernel time at S = 2048, ncu. A memory-bounded plan may want it back.) */
 static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
                                    int64_t N, float *xo) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
-    const int hd = Do / heads;
     const int64_t Nq = N / qs, nw = N / T;
-    const size_t work = CK_MAX((size_t)N * 3 * hd, D != Do ? (size_t)N * Do : 0);
-    if (!scratch_ok(s, (size_t)N * D + work + (size_t)Nq * Do)) return;
-    float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, work);
+    if (!scratch_ok(s, (size_t)N * D + (size_t)N * 3 * Do + (size_t)Nq * Do)) return;
+    float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, (size_t)N * 3 * Do);
     CHECKED(ck_cuda_layernorm_t(x, N, D, w->norm1_w, w->norm1_b, xn, s->dt, s->stream, &e_));
     if (D != Do) {
         CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w, NULL, wk, Do, 0, s->dt, s->stream, &e_));
         CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, w->proj_b, xo, s->dt, s->stream, &e_));
     }
-    for (int h = 0; h < heads; h++) {
-        for (int part = 0; part < 3; part++) { /* q, k, v rows of head h */
-            const size_t row = (size_t)part * Do + (size_t)h * hd;
-            CHECKED(ck_cuda_linear_ld_t(s->blas, xn, N, D, AT(s, w->qkv_w, row * D), AT(s, w->qkv_b, row),
-                                        AT(s, wk, (size_t)part * hd), hd, 3 * hd, 0, s->dt, s->stream, &e_));
-        }
-        if (s->dt == CK_F32)
-            CHECKED(ck_cuda_window_attention_ld_t(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
-                                                  s->stream, &e_));
-        else
-            CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, hd, 1, AT(s, att, (size_t)h * hd), Do, s->dt,
-                                                   s->stream, &e_));
-    }
+    CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w, w->qkv_b, wk, 3 * Do, 0, s->dt, s->stream, &e_));
+    if (s->dt == CK_F32)
+        CHECKED(ck_cuda_window_attention_t(wk, nw, T, qs, Do, heads, att, s->dt, s->stream, &e_));
+    else
+        CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
     CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
 }
 

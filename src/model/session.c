@@ -267,10 +267,9 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
 
 /* The biases that 16-bit sessions hand to cuBLASLt's fused bias epilogue
  * (ck_cuda_linear_t with a bias, src/cuda/backend.c), which takes the bias
- * in the output's type: qkv_b (also per head at row offsets, 56 elements =
- * 112 bytes apart), attn_proj_b, fc2_b and the decoder's scale_b[1..3]. They
- * get dt copies (s->dbias), each starting 16-byte aligned (BIAS_ALIGN
- * elements), and their device-model slots point there. The biases other
+ * in the output's type: qkv_b, attn_proj_b, fc2_b and the decoder's
+ * scale_b[1..3]. They get dt copies (s->dbias), each starting 16-byte
+ * aligned (BIAS_ALIGN elements), and their device-model slots point there. The biases other
  * kernels read as fp32 keep their fp32 slots: proj_b (maxpool + bias), fc1_b
  * (bias + GELU), patch_b (patch epilogue), scale_b[0] (decoder epilogue).
  * r[i].count is the bias's length; the copies are packed in r's order, each
