@@ -25,13 +25,18 @@
         }                                                                 \
     } while (0)
 
-/* CONV_BAND: rows per band of the in-place refiner conv (>= the largest
- * dilation, 8): two bands of output are in flight in the scratch (2 x 128 x
- * S x 64 16-bit values, 64 MiB at S = 2048). Measured on the H200 at S = 2048
- * fp16 (bench-forward, 10 runs): bands of 64 / 128 / 256 rows took 58.0 /
- * 56.8 / 55.7 ms a frame in 1430 / 1462 / 1526 MiB of device memory; 128
- * keeps a margin under the 1.5 GiB goal. */
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 128, PATCH_CHUNK = 32768 };
+/* CONV_BAND: rows per band of a residual block's conv2 (at most; S / 4 below
+ * S = 1024, so the parity tests' small S run several bands), which writes
+ * band + REF_MAX_DIL rows before its input (ck_cuda_conv_shift_rows,
+ * conv3x3_shifted). Until session 5 it wrote over its input through two
+ * 128-row bands of scratch, each copied home: at S = 2048 fp16 (bench-forward,
+ * 20 runs, H200) 43.0 ms a frame; 256-row bands 42.0 ms (in 64 MiB more);
+ * one band of the whole image (a third 512 MiB map) 41.4 ms. */
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 256, REF_MAX_DIL = 8, PATCH_CHUNK = 32768 };
+
+static int conv_band(int S) { return CK_MIN(CONV_BAND, S / 4); }
+
+int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
 
 size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
@@ -64,7 +69,8 @@ size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
 }
 
 size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S) {
-    return (size_t)2 * CONV_BAND * S * c->ref_dim; /* the in-place conv's two output bands */
+    (void)c, (void)S;
+    return 0; /* conv2 writes into t's margin (conv3x3_shifted) */
 }
 
 /* Fails the pass (once) when the current phase's scratch is under `elems`
@@ -235,37 +241,46 @@ static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin,
                                    s->stream, err);
 }
 
-/* A conv that writes over its own input (out == in), band by band: band k
- * goes to scratch slot k % 2; once band k is computed no later band reads the
- * input rows of band k - 1 (a band is at least the dilation tall), so that
- * band's output is copied home. tc: the tensor-core conv (which applies the
- * pending GroupNorm + ReLU in_a, in_b as it loads), else the CUDA-core one
- * (the caller has applied it already; in_a, in_b are then unused). `in` is a
- * refiner map (never the stem's image input) and equals `out`. */
-static void conv3x3_in_place(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
-                             const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
-                             double *stats) {
+/* A conv whose output begins `shift` image rows before its input (out = in -
+ * shift rows, shift = band + REF_MAX_DIL >= band + dil; the margin is
+ * allocated with the input: ck_fwd.conv_shift_rows), one launch per band of
+ * output rows in order. Band k writes rows y0 .. y1-1 at out + y0 rows = in +
+ * y0 - shift rows <= in + y0 - band - dil rows: below every input row that
+ * band k or a later one reads (from y0 - dil on), so no band reads what an
+ * earlier band wrote, and stream order keeps band k's reads before band
+ * k+1's writes. tc: the tensor-core conv (which applies the pending GroupNorm
+ * + ReLU in_a, in_b as it loads), else the CUDA-core one (the caller has
+ * applied it already; in_a, in_b are then unused). */
+static void conv3x3_shifted(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
+                            const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
+                            double *stats) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
-    const size_t band_bytes = (size_t)CONV_BAND * S * Cout * ck_dtype_size(s->dt);
-    const int nb = (S + CONV_BAND - 1) / CONV_BAND;
-    if (!scratch_ok(s, (size_t)2 * CONV_BAND * S * Cout)) return;
-    for (int k = 0; k <= nb; k++) {
-        if (k < nb) {
-            const int y0 = k * CONV_BAND, y1 = CK_MIN(S, y0 + CONV_BAND);
-            void *band = (char *)s->scratch + (k % 2) * band_bytes;
-            if (tc)
-                CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
-            else
-                CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, W, bias, band, y0, y1, Cout, groups, stats, s->dt,
-                                               s->stream, &e_));
-        }
-        if (k > 0) {
-            const int p0 = (k - 1) * CONV_BAND, p1 = CK_MIN(S, p0 + CONV_BAND);
-            CHECKED(ck_cuda_copy_d2d(AT(s, out, (size_t)p0 * S * Cout), (char *)s->scratch + ((k - 1) % 2) * band_bytes,
-                                     (size_t)(p1 - p0) * S * Cout * ck_dtype_size(s->dt), s->stream, &e_));
-        }
+    const int rows = conv_band(S);
+    for (int y0 = 0; y0 < S; y0 += rows) {
+        const int y1 = CK_MIN(S, y0 + rows);
+        float *band = AT(s, out, (size_t)y0 * S * Cout);
+        if (tc)
+            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
+        else
+            CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, W, bias, band, y0, y1, Cout, groups, stats, s->dt,
+                                           s->stream, &e_));
     }
+}
+
+/* out overlapping in: only as conv3x3_shifted takes it (else the pass fails). */
+static int conv_shift_ok(ck_cuda_state *s, const float *in, int Cin, int S, int dil, const float *out, int Cout) {
+    const size_t row = (size_t)S * Cout * ck_dtype_size(s->dt);
+    const char *i = (const char *)in, *o = (const char *)out;
+    if (o >= i + (size_t)S * row || i >= o + (size_t)S * row) return -1; /* disjoint */
+    if (Cin == Cout && dil <= REF_MAX_DIL && o + (size_t)ck_cuda_conv_shift_rows(S) * row == i) return 1;
+    if (s->status == CKEY_OK) {
+        snprintf(s->err.message, sizeof s->err.message,
+                 "conv3x3: output overlaps the input other than %d rows before it (dilation %d)",
+                 ck_cuda_conv_shift_rows(S), dil);
+        s->err.status = s->status = CKEY_ERR_INTERNAL;
+    }
+    return 0;
 }
 
 static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil, const float *W,
@@ -283,19 +298,18 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
                                        s->stream, &e_));
             return;
         }
-        if (out != in) {
-            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
-            return;
-        }
-        conv3x3_in_place(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
+        const int sh = conv_shift_ok(s, in, Cin, S, dil, out, Cout);
+        if (sh < 0) CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
+        if (sh > 0) conv3x3_shifted(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
         return;
     }
+    const int sh = image_in ? -1 : conv_shift_ok(s, in, Cin, S, dil, out, Cout);
+    if (!sh) return;
     if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
-    if (out != in) {
+    if (sh < 0)
         CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
-        return;
-    }
-    conv3x3_in_place(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
+    else
+        conv3x3_shifted(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
 }
 
 static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,

@@ -169,21 +169,25 @@ float *ck_forward(const ck_fwd *f) {
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
     OP(f, affine_relu, xr, R, HW, ga, gb);
     /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
-    float *t = ALLOC_ACT(R * HW, "refiner t");
+    /* t, after a margin of conv_shift_rows image rows into which conv2 writes
+     * (its output starts at tbuf: f->conv_shift_rows rows before t) */
+    const int64_t margin = (int64_t)f->conv_shift_rows * S * R;
+    float *tbuf = ALLOC_ACT(R * HW + margin, "refiner t"), *t = ACT_AT(tbuf, margin);
     scratch = phase_begin(f, CK_PHASE_RESIDUAL);
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
         OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, 0, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r], rw->gn_b[2 * r], ga, gb);
-        /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place */
+        /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place
+         * or writes conv_shift_rows rows before it (tbuf) */
         OP(f, zero_stats, stats, 2 * gr);
-        OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, 0, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, 0, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, tbuf, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
-        OP(f, residual_affine_relu, xr, t, R, HW, ga, gb);
+        OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb);
     }
     phase_end(f, scratch);
-    ck_release(pl, t);
+    ck_release(pl, tbuf);
     ck_release(pl, stats);
     ck_release(pl, ga);
     ck_release(pl, gb);

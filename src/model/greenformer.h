@@ -33,6 +33,11 @@ typedef struct ck_fwd {
      * these 0. The encoder's scratch, when there is one, is the pass's first
      * allocation (plan buffer 0). */
     size_t scratch_bytes[CK_PHASE_COUNT];
+    /* Where a residual block's conv2 writes: 0, over its input t (in place,
+     * the CPU); else this many image rows before t, into a margin allocated
+     * with t (the CUDA backend's banded conv needs no copies then:
+     * ck_cuda_conv_shift_rows). */
+    int conv_shift_rows;
 } ck_fwd;
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */

@@ -69,8 +69,10 @@ typedef struct ck_ops {
      * are given, each input value v is read as relu(a*v + b) (a pending
      * GroupNorm + ReLU; the backend may apply it to `in` in place first; zero
      * padding stays zero). Accumulates per-group sum and sum of squares of the
-     * output into stats [groups][2]. out may equal in: then rows are written
-     * back band by band once no later row needs them. */
+     * output into stats [groups][2]. out may equal in (the CPU: rows are
+     * written back band by band once no later row needs them), or begin
+     * ck_fwd.conv_shift_rows image rows before in (the CUDA backend: bands of
+     * output rows go straight below the input rows that later bands read). */
     void (*conv3x3)(ck_backend *be, const float *in, int in_is_image, int Cin, int S, int dil,
                     const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
                     int Cout, int groups, double *stats);
