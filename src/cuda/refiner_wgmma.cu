@@ -59,6 +59,8 @@ constexpr int kWBytes = 9 * kTapBytes;  // all taps
 
 __host__ __device__ constexpr uint32_t slot_bytes(int dil) { return (uint32_t)((kTM + 2 * dil + 7) / 8) * 1024u; }
 constexpr int kThreads = 256; // two warpgroups
+// 16-byte chunks of a ring row a thread copies, at most (dilation <= 8)
+constexpr int kRowIters = ((kTM + 2 * 8) * 8 + kThreads - 1) / kThreads;
 // + 1024 to align the start; weights, the ring of 4 slots, bias, a, b
 // (fp32) and the group sums (double)
 size_t smem_total(int dil) {
@@ -66,6 +68,24 @@ size_t smem_total(int dil) {
 }
 
 __device__ __forceinline__ uint32_t swz(int row, int chunk) { return (uint32_t)(row * 128 + ((chunk ^ (row & 7)) << 4)); }
+
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
+
+// 4 x 4 transpose of 32-bit words across the lanes of a quad (lane % 4 = q):
+// afterwards w[j] of lane q is what w[q] of lane j was. Two butterfly steps
+// (partner q ^ 1, then q ^ 2), each swapping the two words whose index
+// differs from q in that bit.
+__device__ __forceinline__ void quad_transpose(uint32_t *w, int q) {
+#pragma unroll
+    for (int b = 1; b <= 2; b <<= 1) {
+        const bool hi = (q & b) != 0;
+        const int pa = 0, pb = b == 1 ? 2 : 1; // the pairs (pa, pa | b), (pb, pb | b) this step swaps across
+        const uint32_t sa = hi ? w[pa] : w[pa | b], sb = hi ? w[pb] : w[pb | b];
+        const uint32_t ra = __shfl_xor_sync(0xffffffffu, sa, b), rb = __shfl_xor_sync(0xffffffffu, sb, b);
+        if (hi) w[pa] = ra, w[pb] = rb;
+        else w[pa | b] = ra, w[pb | b] = rb;
+    }
+}
 
 template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
 template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
@@ -107,13 +127,20 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
     auto slot = [&](int q) { return srows + (uint32_t)((q + 1) & 3) * sbytes; };
     // input row iy over pixels x0-d .. x0+kTM-1+d; zeros outside the image
     // (cp.async with no source bytes)
+    // A thread copies 16-byte chunk ch = tid % 8 of pixels j = tid / 8 + 32 m
+    // (m < kRowIters), so its swizzled offsets differ by m * 4096 only.
+    const int lj = tid >> 3, lch = tid & 7;
+    const uint32_t lsw = swz(lj, lch);
     auto load_row = [&](int iy, int x0, uint32_t dst) {
         const bool row_in = iy >= 0 && iy < S;
-        const T *srow = in + (size_t)(row_in ? iy : 0) * S * C;
-        for (int i = tid; i < TMH * 8; i += kThreads) {
-            const int j = i >> 3, ch = i & 7, ix = x0 - dil + j;
-            const bool ok = row_in && ix >= 0 && ix < S;
-            cp_async16(dst + swz(j, ch), ok ? srow + (size_t)ix * C + ch * 8 : in, ok);
+        const T *src = in + (size_t)(row_in ? iy : 0) * S * C + (ptrdiff_t)(x0 - dil + lj) * C + lch * 8;
+#pragma unroll
+        for (int m = 0; m < kRowIters; m++) {
+            const int j = lj + 32 * m, ix = x0 - dil + j;
+            if (j < TMH) {
+                const bool ok = row_in && ix >= 0 && ix < S;
+                cp_async16(dst + lsw + (uint32_t)m * 4096u, ok ? src + (ptrdiff_t)32 * m * C : in, ok);
+            }
         }
     };
     // relu(a*v + b) in place on the in-image pixels of a loaded row; a thread
@@ -144,6 +171,15 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
         }
     };
 
+    // this thread's bias (channels 8i + 2t + e), in registers: read from
+    // shared memory in the epilogue, it waited behind the wgmma operand reads
+    float bias[8][2];
+#pragma unroll
+    for (int i = 0; i < 8; i++) bias[i][0] = sbias[8 * i + 2 * t], bias[i][1] = sbias[8 * i + 2 * t + 1];
+    // B (weights) descriptor of tap 0; A descriptors come from the row slots
+    const uint64_t wdesc = make_desc(sbase, 16, 1024);
+    const uint32_t dil_bytes = (uint32_t)dil * 128u;
+
     // per-thread channel statistics (channels 8i + 2t + e): fp32 over a
     // tile's 2 values, double across tiles
     double ssum[8][2], ssq[8][2];
@@ -173,15 +209,17 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
             __syncthreads();
 
             float acc[32];
+            uint64_t adesc[3]; // rows k-1, k, k+1 at this warpgroup's pixels
+#pragma unroll
+            for (int ky = 0; ky < 3; ky++) adesc[ky] = make_desc(slot(k - 1 + ky) + (uint32_t)(wg * 64 * 128), 16, 1024);
             wgmma_fence();
 #pragma unroll
             for (int tap = 0; tap < 9; tap++) {
                 const int ky = tap / 3, kx = tap % 3;
-                const uint32_t a0 = slot(k - 1 + ky) + (uint32_t)((wg * 64 + kx * dil) * 128);
-                const uint32_t b0 = sbase + (uint32_t)(tap * kTapBytes);
+                const uint64_t a0 = desc_add(adesc[ky], (uint32_t)kx * dil_bytes);
 #pragma unroll
                 for (int kc = 0; kc < 4; kc++)
-                    WgSS64<T>::mma(acc, make_desc(a0 + kc * 32, 16, 1024), make_desc(b0 + kc * 32, 16, 1024),
+                    WgSS64<T>::mma(acc, desc_add(a0, kc * 32), desc_add(wdesc, tap * kTapBytes + kc * 32),
                                    tap > 0 || kc > 0);
             }
             wgmma_commit();
@@ -190,26 +228,35 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
 
             // epilogue: bias, statistics, store. acc[4i + j]: pixel
             // wg*64 + warp*16 + g + 8*(j >= 2), channel 8i + 2t + (j & 1)
+            // (pixels outside the image: no statistics, no store). The packed
+            // pairs are transposed within each quad of lanes (quad_transpose)
+            // so that a lane stores 16 bytes, 8 channels, a time: a warp's
+            // store then fills whole 32-byte sectors (4-byte stores half-filled
+            // them: ncu).
             {
                 const int y = r + k * dil; // output row y0 + y, stored as row y
                 T *orow = out + (size_t)y * S * C;
                 const int xa = x0 + wg * 64 + warp * 16 + g, xb = xa + 8;
+                const bool ina = xa < S, inb = xb < S;
+                uint32_t wa[8], wb[8];
 #pragma unroll
                 for (int i = 0; i < 8; i++) {
-                    const int c = 8 * i + 2 * t;
-                    const float b0 = sbias[c], b1 = sbias[c + 1];
+                    const float v0 = acc[4 * i] + bias[i][0], v1 = acc[4 * i + 1] + bias[i][1];
+                    const float u0 = acc[4 * i + 2] + bias[i][0], u1 = acc[4 * i + 3] + bias[i][1];
                     float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
-                    if (xa < S) {
-                        const float v0 = acc[4 * i] + b0, v1 = acc[4 * i + 1] + b1;
-                        s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
-                        *reinterpret_cast<uint32_t *>(orow + (size_t)xa * C + c) = Pair16<T>::pack(v0, v1);
-                    }
-                    if (xb < S) {
-                        const float v0 = acc[4 * i + 2] + b0, v1 = acc[4 * i + 3] + b1;
-                        s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
-                        *reinterpret_cast<uint32_t *>(orow + (size_t)xb * C + c) = Pair16<T>::pack(v0, v1);
-                    }
+                    if (ina) s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
+                    if (inb) s0 += u0, s1 += u1, q0 += u0 * u0, q1 += u1 * u1;
                     ssum[i][0] += s0, ssum[i][1] += s1, ssq[i][0] += q0, ssq[i][1] += q1;
+                    wa[i] = Pair16<T>::pack(v0, v1), wb[i] = Pair16<T>::pack(u0, u1);
+                }
+                quad_transpose(wa, t), quad_transpose(wa + 4, t), quad_transpose(wb, t), quad_transpose(wb + 4, t);
+                if (ina) {
+                    uint4 *o = reinterpret_cast<uint4 *>(orow + (size_t)xa * C);
+                    o[t] = make_uint4(wa[0], wa[1], wa[2], wa[3]), o[4 + t] = make_uint4(wa[4], wa[5], wa[6], wa[7]);
+                }
+                if (inb) {
+                    uint4 *o = reinterpret_cast<uint4 *>(orow + (size_t)xb * C);
+                    o[t] = make_uint4(wb[0], wb[1], wb[2], wb[3]), o[4 + t] = make_uint4(wb[4], wb[5], wb[6], wb[7]);
                 }
             }
             __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
