@@ -60,6 +60,22 @@ __device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
     return it;
 }
 
+// The epilogues' 4 x 4 transpose of 32-bit words across the lanes of a quad (lane % 4 = q):
+// afterwards w[j] of lane q is what w[q] of lane j was. Two butterfly steps
+// (partner q ^ 1, then q ^ 2), each swapping the two words whose index
+// differs from q in that bit.
+__device__ __forceinline__ void quad_transpose(uint32_t *w, int q) {
+#pragma unroll
+    for (int b = 1; b <= 2; b <<= 1) {
+        const bool hi = (q & b) != 0;
+        const int pa = 0, pb = b == 1 ? 2 : 1; // the pairs (pa, pa | b), (pb, pb | b) this step swaps across
+        const uint32_t sa = hi ? w[pa] : w[pa | b], sb = hi ? w[pb] : w[pb | b];
+        const uint32_t ra = __shfl_xor_sync(0xffffffffu, sa, b), rb = __shfl_xor_sync(0xffffffffu, sb, b);
+        if (hi) w[pa] = ra, w[pb] = rb;
+        else w[pa | b] = ra, w[pb | b] = rb;
+    }
+}
+
 // The end of a conv block: each thread's per-channel GroupNorm sums (NB
 // blocks of 8 channels: channel c0 + 8i + 2 * (lane % 4) + e, e = 0, 1; the
 // mma fragments' layout) reduced over the lanes that hold the same channels,

@@ -141,7 +141,6 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     const int wm = warp & 3, wn = warp >> 2;
     const bool affine = p.a != nullptr;
 
-    for (int i = tid; i < COUT; i += kThreads) sbias[i] = p.bias ? p.bias[i] : 0.f;
     for (int i = tid; i < CIN; i += kThreads) {
         sa[i] = affine ? p.a[i] : 1.f;
         sb[i] = affine ? p.b[i] : 0.f;
@@ -207,6 +206,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     double ssum[NT][2], ssq[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) ssum[nt][0] = ssum[nt][1] = ssq[nt][0] = ssq[nt][1] = 0.0;
+    float bias[NT][2]; // this thread's bias, in registers (see refiner_wgmma.cu)
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) bias[nt][e] = p.bias ? p.bias[wn * WN + nt * 8 + (lane & 3) * 2 + e] : 0.f;
 
     // lane addresses for ldmatrix: A rows are pixels (lane%16), k chunk lane/16;
     // B rows are output channels (lane%8 + 8*(lane/16)), k chunk (lane/8)%2
@@ -269,28 +273,44 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
                         for (int nt = 0; nt < NT; nt++) mma16816<T>(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
                 }
             }
-            // epilogue: bias, statistics, store
+            // epilogue: bias, statistics, store. With NT = 4 the packed pairs
+            // are transposed within each quad of lanes (quad_transpose) so
+            // that a lane stores 8 channels, 16 bytes, at once (4-byte stores
+            // fill half of each 32-byte sector).
             {
                 const int y = r + k * dil; // output row y0 + y, stored as row y
                 T *orow = out + (size_t)y * S * COUT;
+                float s0[NT], s1[NT], q0[NT], q1[NT];
 #pragma unroll
-                for (int nt = 0; nt < NT; nt++) {
-                    const int c = wn * WN + nt * 8 + (lane & 3) * 2;
-                    const float b0 = sbias[c], b1 = sbias[c + 1];
-                    float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+                for (int nt = 0; nt < NT; nt++) s0[nt] = s1[nt] = q0[nt] = q1[nt] = 0.f;
 #pragma unroll
-                    for (int mt = 0; mt < 2; mt++)
+                for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                        for (int h = 0; h < 2; h++) {
-                            const int x = x0 + wm * 32 + mt * 16 + h * 8 + (lane >> 2);
-                            if (x < S) {
-                                const float v0 = acc[mt][nt][2 * h] + b0, v1 = acc[mt][nt][2 * h + 1] + b1;
-                                s0 += v0, s1 += v1, q0 += v0 * v0, q1 += v1 * v1;
-                                *reinterpret_cast<uint32_t *>(orow + (size_t)x * COUT + c) = pack2<T>(v0, v1);
-                            }
+                    for (int h = 0; h < 2; h++) {
+                        const int x = x0 + wm * 32 + mt * 16 + h * 8 + (lane >> 2);
+                        const bool in_img = x < S;
+                        uint32_t w[NT];
+#pragma unroll
+                        for (int nt = 0; nt < NT; nt++) {
+                            const float v0 = acc[mt][nt][2 * h] + bias[nt][0], v1 = acc[mt][nt][2 * h + 1] + bias[nt][1];
+                            if (in_img) s0[nt] += v0, s1[nt] += v1, q0[nt] += v0 * v0, q1[nt] += v1 * v1;
+                            w[nt] = pack2<T>(v0, v1);
                         }
-                    ssum[nt][0] += s0, ssum[nt][1] += s1, ssq[nt][0] += q0, ssq[nt][1] += q1;
-                }
+                        if constexpr (NT == 4) {
+                            quad_transpose(w, lane & 3);
+                            if (in_img)
+                                reinterpret_cast<uint4 *>(orow + (size_t)x * COUT + wn * WN)[lane & 3] =
+                                    make_uint4(w[0], w[1], w[2], w[3]);
+                        } else if (in_img) {
+#pragma unroll
+                            for (int nt = 0; nt < NT; nt++)
+                                *reinterpret_cast<uint32_t *>(orow + (size_t)x * COUT + wn * WN + nt * 8 +
+                                                              (lane & 3) * 2) = w[nt];
+                        }
+                    }
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+                    ssum[nt][0] += s0[nt], ssum[nt][1] += s1[nt], ssq[nt][0] += q0[nt], ssq[nt][1] += q1[nt];
             }
             __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
         }

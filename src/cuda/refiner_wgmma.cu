@@ -71,22 +71,6 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) { return (uint32_t)(
 
 __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
 
-// 4 x 4 transpose of 32-bit words across the lanes of a quad (lane % 4 = q):
-// afterwards w[j] of lane q is what w[q] of lane j was. Two butterfly steps
-// (partner q ^ 1, then q ^ 2), each swapping the two words whose index
-// differs from q in that bit.
-__device__ __forceinline__ void quad_transpose(uint32_t *w, int q) {
-#pragma unroll
-    for (int b = 1; b <= 2; b <<= 1) {
-        const bool hi = (q & b) != 0;
-        const int pa = 0, pb = b == 1 ? 2 : 1; // the pairs (pa, pa | b), (pb, pb | b) this step swaps across
-        const uint32_t sa = hi ? w[pa] : w[pa | b], sb = hi ? w[pb] : w[pb | b];
-        const uint32_t ra = __shfl_xor_sync(0xffffffffu, sa, b), rb = __shfl_xor_sync(0xffffffffu, sb, b);
-        if (hi) w[pa] = ra, w[pb] = rb;
-        else w[pa | b] = ra, w[pb | b] = rb;
-    }
-}
-
 template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
 template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
     return __half22float2(*reinterpret_cast<__half2 *>(&w));
@@ -150,10 +134,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
     for (int e = 0; e < 8; e++) ra[e] = sa[(tid & 7) * 8 + e], rb[e] = sb[(tid & 7) * 8 + e];
     auto transform_row = [&](int iy, int x0, uint32_t buf) {
         if (iy < 0 || iy >= S) return; // padding rows stay zero
-        for (int i = tid; i < TMH * 8; i += kThreads) {
-            const int j = i >> 3, ix = x0 - dil + j;
-            if (ix < 0 || ix >= S) continue;
-            const uint32_t a = buf + swz(j, i & 7);
+#pragma unroll
+        for (int m = 0; m < kRowIters; m++) { // the chunks load_row copied
+            const int j = lj + 32 * m, ix = x0 - dil + j;
+            if (j >= TMH || ix < 0 || ix >= S) continue;
+            const uint32_t a = buf + lsw + (uint32_t)m * 4096u;
             uint32_t w[4];
             asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                          : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
