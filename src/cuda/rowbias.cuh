@@ -1,6 +1,7 @@
 // Per-column bias over the rows of a row-major [N, C] matrix (rows ld
-// elements apart), optionally followed by the exact GELU
-// 0.5 v (1 + erf(v / sqrt 2)), computed in fp32. Shared by the linear
+// elements apart), optionally followed by the GELU 0.5 v (1 + erf(v / sqrt 2)),
+// computed in fp32 (erff for fp32 storage; for 16-bit storage an erf good to
+// 1e-6, ck_one_plus_erf_fast). Shared by the linear
 // layer's bias pass (ops_basic.cu; the bias in the storage type B = T, as
 // cuBLASLt's fused bias takes it) and bias + GELU (ops_net.cu; B = float).
 //
