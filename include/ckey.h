@@ -809,10 +809,8 @@ typedef struct ckey_shot_options {
                                 default 2; 0 runs every stage on the calling thread */
     int32_t writers;         /* writer threads, 0..64: each resizes back, post-processes
                                 and writes whole frames, frame w, w + K, w + 2K, ...;
-                                0 (default) = online CPUs - 2, between 1 and 16,
-                                and at most half the physical memory / 0.4 GiB
-                                (a 4K frame's buffers a writer); ignored when
-                                read_ahead is 0 */
+                                0 (default) = max(1, min(8, online CPUs - 2)); ignored
+                                when read_ahead is 0 */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already

@@ -585,25 +585,14 @@ static void model_loop(shot *sh) {
 
 /* --------------------------------------------------------------- entry */
 
-/* CPUs - 2 (the reader and the model thread keep a core each), between 1 and
- * 16, and no more than half the physical memory holds at WRITER_BYTES a
- * writer (a 4K frame's buffers: 1114 -> 1519 MB max RSS from 1 to 2 writers,
- * /usr/bin/time on `ckey key`). CPUs: those this process may run on
- * (taskset), else the online ones. The writers' CPU work bounds a clip: on
- * the GPU machine's 16 vCPUs a 4K clip ran at 1.35 fps with 8 writers, the
- * old cap, and at 1.81 with 14 (bench/key_clip.sh). */
-#define WRITER_BYTES (400.0 * 1024 * 1024)
+/* max(1, min(8, CPUs - 2)): the reader and the model thread keep a core
+ * each; past 8 the writers mostly wait on the disk. CPUs: those this process
+ * may run on (taskset), else the online ones. */
 static int default_writers(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
-    n = n - 2 < 1 ? 1 : n - 2 > 16 ? 16 : n - 2;
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) {
-        const long by_mem = (long)((double)pages * (double)page / 2 / WRITER_BYTES);
-        if (by_mem < n) n = by_mem < 1 ? 1 : by_mem;
-    }
-    return (int)n;
+    return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
 }
 
 void ckey_shot_options_default(ckey_shot_options *o) {
