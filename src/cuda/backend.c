@@ -268,7 +268,8 @@ static void conv3x3_shifted(ck_backend *be, int tc, const float *in, int Cin, in
     }
 }
 
-/* out overlapping in: only as conv3x3_shifted takes it (else the pass fails). */
+/* How out lies against in: -1 apart; 1 exactly conv_shift_rows rows before
+ * it (conv3x3_shifted); 0 any other overlap, which fails the pass. */
 static int conv_shift_ok(ck_cuda_state *s, const float *in, int Cin, int S, int dil, const float *out, int Cout) {
     const size_t row = (size_t)S * Cout * ck_dtype_size(s->dt);
     const char *i = (const char *)in, *o = (const char *)out;
