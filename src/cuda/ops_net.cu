@@ -337,6 +337,18 @@ __global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, 
     for (int e = 0; e < HD; e++) ck_st(dst + e, o[e] * inv);
 }
 
+// The decoder epilogue kernels' shared parts: a pixel's bilinear taps into
+// the three coarser maps, and the warp's classifier sums reduced and stored.
+__device__ __forceinline__ void dec_taps(int y, int x, int G, const int (&Hk)[3], Tap (&ty)[3], Tap (&tx)[3]) {
+    for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
+}
+__device__ __forceinline__ void dec_store(float (&acc)[4], int lane, int y, int x, int G, const float *__restrict__ cls_b,
+                                          float *__restrict__ logits) {
+    for (int o = 0; o < 4; o++)
+        for (int off = 16; off > 0; off >>= 1) acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], off);
+    if (lane < 4) logits[((int64_t)lane * G + y) * G + x] = acc[lane] + cls_b[lane];
+}
+
 // decoder epilogue: h [n, D2] (P1 rows of image rows y0..) + sum of upsampled
 // P2..P4 + b1, relu, classifier -> logits [4, G, G]; one warp per pixel.
 template <typename T>
@@ -353,7 +365,7 @@ __global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int
     const T *P[3] = {P2, P3, P4};
     const int Hk[3] = {H2, H3, H4};
     Tap ty[3], tx[3];
-    for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
+    dec_taps(y, x, G, Hk, ty, tx);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const T *hr = h + wid * D2;
     for (int e = lane; e < D2; e += 32) {
@@ -369,9 +381,7 @@ __global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int
         v = v > 0.f ? v : 0.f;
         for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
     }
-    for (int o = 0; o < 4; o++)
-        for (int off = 16; off > 0; off >>= 1) acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], off);
-    if (lane < 4) logits[((int64_t)lane * G + y) * G + x] = acc[lane] + cls_b[lane];
+    dec_store(acc, lane, y, x, G, cls_b, logits);
 }
 
 // The same for 16-bit storage with D2 % 8 == 0 and 16-byte aligned rows: a
@@ -416,7 +426,7 @@ __global__ void decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0,
     const T *P[3] = {P2, P3, P4};
     const int Hk[3] = {H2, H3, H4};
     Tap ty[3], tx[3];
-    for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
+    dec_taps(y, x, G, Hk, ty, tx);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const T *hr = h + wid * D2;
     for (int e = lane * 8; e < D2; e += 256) {
@@ -447,9 +457,7 @@ __global__ void decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0,
             for (int k = 0; k < 8; k++) acc[o] += w[k] * v[k];
         }
     }
-    for (int o = 0; o < 4; o++)
-        for (int off = 16; off > 0; off >>= 1) acc[o] += __shfl_xor_sync(0xffffffffu, acc[o], off);
-    if (lane < 4) logits[((int64_t)lane * G + y) * G + x] = acc[lane] + cls_b[lane];
+    dec_store(acc, lane, y, x, G, cls_b, logits);
 }
 
 inline unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
