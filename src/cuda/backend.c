@@ -68,10 +68,6 @@ size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
     return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 16 : 0;
 }
 
-size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S) {
-    (void)c, (void)S;
-    return 0; /* conv2 writes into t's margin (conv3x3_shifted) */
-}
 
 /* Fails the pass (once) when the current phase's scratch is under `elems`
  * elements of dt: the sizes above and the ops below disagree. */
@@ -364,10 +360,6 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
 }
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
     (void)c, (void)S, (void)dt;
-    return 0;
-}
-size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S) {
-    (void)c, (void)S;
     return 0;
 }
 

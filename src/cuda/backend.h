@@ -22,11 +22,10 @@ typedef struct ck_cuda_state {
  * in elements of the storage type, for this config and S:
  *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
  *             mlp and patch-embed chunks, decoder_fuse chunks);
- *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise);
- *   residual  the residual blocks (none: conv2 writes into t's margin). */
+ *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
+ * The residual blocks need none: conv2 writes into t's margin. */
 size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
-size_t ck_cuda_residual_scratch_elems(const ck_config *c, int S);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_fwd.conv_shift_rows): its band of rows + the largest dilation. */
 int ck_cuda_conv_shift_rows(int S);

@@ -32,8 +32,7 @@ static void tap(const ck_fwd *f, const char *name, const void *data, int act, in
 /* Begin a phase: allocate its scratch (if the backend sized one) and hand it
  * to the backend. */
 static void *phase_begin(const ck_fwd *f, int phase) {
-    static const char *const tags[CK_PHASE_COUNT] = {"scratch: encoder", "scratch: refiner stem",
-                                                     "scratch: refiner blocks"};
+    static const char *const tags[CK_PHASE_COUNT] = {"scratch: encoder", "scratch: refiner stem"};
     const size_t bytes = f->scratch_bytes[phase];
     if (!bytes) return NULL;
     void *p = ck_alloc(f->plan, bytes, tags[phase]);
@@ -173,7 +172,6 @@ float *ck_forward(const ck_fwd *f) {
      * (its output starts at tbuf: f->conv_shift_rows rows before t) */
     const int64_t margin = (int64_t)f->conv_shift_rows * S * R;
     float *tbuf = ALLOC_ACT(R * HW + margin, "refiner t"), *t = ACT_AT(tbuf, margin);
-    scratch = phase_begin(f, CK_PHASE_RESIDUAL);
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         OP(f, zero_stats, stats, 2 * gr);
@@ -186,7 +184,6 @@ float *ck_forward(const ck_fwd *f) {
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
         OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb);
     }
-    phase_end(f, scratch);
     ck_release(pl, tbuf);
     ck_release(pl, stats);
     ck_release(pl, ga);

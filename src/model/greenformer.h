@@ -7,7 +7,7 @@
 /* The phases of a pass with a backend scratch of their own (ck_fwd.scratch_bytes):
  * the encoder and the decoders, the refiner's stem conv, the refiner's residual
  * blocks. */
-enum { CK_PHASE_ENCODER, CK_PHASE_STEM, CK_PHASE_RESIDUAL, CK_PHASE_COUNT };
+enum { CK_PHASE_ENCODER, CK_PHASE_STEM, CK_PHASE_COUNT };
 
 /* One forward pass. With ops == NULL nothing is computed: the pass only
  * records its allocations (the planning run). */

@@ -197,8 +197,7 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
         /* the encoder's scratch also stages the fp32 input of a 16-bit session (cuda_run) */
         phase[CK_PHASE_ENCODER] = CK_MAX(ck_cuda_encoder_scratch_elems(&m->cfg, S) * act_bytes, (size_t)16 * S * S);
         phase[CK_PHASE_STEM] = ck_cuda_stem_scratch_elems(&m->cfg, S, dt) * act_bytes;
-        phase[CK_PHASE_RESIDUAL] = ck_cuda_residual_scratch_elems(&m->cfg, S) * act_bytes;
-        *scratch_bytes = CK_MAX(phase[CK_PHASE_ENCODER], CK_MAX(phase[CK_PHASE_STEM], phase[CK_PHASE_RESIDUAL]));
+        *scratch_bytes = CK_MAX(phase[CK_PHASE_ENCODER], phase[CK_PHASE_STEM]);
     } else {
         size_t per_thread, shared;
         ck_cpu_scratch_floats(&m->cfg, S, threads, &per_thread, &shared);
@@ -270,10 +269,10 @@ static int collect_matrices(const ckey_model *m, ckey_model *dm, mat_ref *r) {
  * (ck_cuda_linear_t with a bias, src/cuda/backend.c), which takes the bias
  * in the output's type: qkv_b, attn_proj_b, fc2_b and the decoder's
  * scale_b[1..3]. They get dt copies (s->dbias), each starting 16-byte
- * aligned (BIAS_ALIGN elements), and their device-model slots point there. The biases other
- * kernels read as fp32 keep their fp32 slots: proj_b (maxpool + bias), fc1_b
- * (bias + GELU), patch_b (patch epilogue), scale_b[0] (decoder epilogue).
- * r[i].count is the bias's length; the copies are packed in r's order, each
+ * aligned (BIAS_ALIGN elements), and their device-model slots point there.
+ * The biases other kernels read as fp32 keep their fp32 slots: proj_b
+ * (maxpool + bias), fc1_b (bias + GELU), patch_b (patch epilogue), scale_b[0]
+ * (decoder epilogue). r[i].count is the bias's length; the copies are packed in r's order, each
  * padded to a multiple of BIAS_ALIGN. Returns the count of r. */
 enum { BIAS_ALIGN = 8, MAX_BIASES = CK_MAX_BLOCKS * 3 + 3 };
 
