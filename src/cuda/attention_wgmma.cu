@@ -64,6 +64,7 @@
 // __syncthreads, by which time every warpgroup has waited for its wgmmas.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -507,6 +508,134 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
+// The same math with the K / V tiles brought in by the Tensor Memory
+// Accelerator and a producer warp (FlashAttention-3's split): the CTA is NWG
+// consumer warpgroups + one producer warp. Lane 0 of the producer issues two
+// TMA box loads a tile (K and V of head h, KN keys x 64 elements; the map's
+// dims are [56 head elements, 3 heads slots, N keys], so elements 56..63 and
+// keys past N arrive as zeros) into a ring of ST stages, each with a `full`
+// mbarrier (the producer's arrive + the tiles' bytes) and an `empty` one
+// (an arrival from every consumer warp once its P V wgmma, the last reader
+// of the stage, is complete). The consumers never touch a load or a
+// CTA-wide barrier, so the warpgroups drift apart: one's softmax runs while
+// another's MMAs are on the tensor cores.
+//
+// Row sums: the zero padding leaves no 1.0 in V's column 56 (F_ONES), so P
+// is multiplied by a constant all-ones B tile as well (wgmma m64n8k16: 8
+// rows = n, 128 bytes of k each; every element 1.0, so the swizzle does not
+// matter and its k16 steps reuse the one 1 KB atom), into o[28..31]; P V
+// itself is n56. o[28] / o[30] are rows g / g + 8 sums, where store_rows
+// with F_ONES looks for them.
+template <typename T, int NWG, int KN, int ST, int MINB, bool PROD>
+__global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
+    attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
+                         const T *__restrict__ qkv, T *__restrict__ out) {
+    using C = Cfg<NWG, KN, ST>;
+    static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
+    constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
+    constexpr int FEAT = F_ONES | F_LAZY;
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t ones = sbase + ST * kStageBytes, bars = ones + 1024; // full[ST], then empty[ST]
+
+    const int tid = threadIdx.x, warp_id = tid >> 5, lane = tid & 31;
+    const int h = blockIdx.y;
+    const int ntiles = (int)((N + KN - 1) / KN);
+    for (int i = tid; i < 1024 / 16; i += blockDim.x)
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(ones + 16u * i),
+                     "r"(one_bits<T>() * 0x10001u)
+                     : "memory");
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (ST + s), kConsumerWarps);
+        mbar_init_fence();
+    }
+    fence_proxy_async(); // the ones tile, for wgmma
+    __syncthreads();
+
+    // tile `it` into its stage, once the stage's previous tile is released
+    auto produce = [&](int it) {
+        const int s = it % ST;
+        if (it >= ST) mbar_wait(bars + 8 * (ST + s), ((it / ST) & 1) ^ 1);
+        const uint32_t full = bars + 8 * s, dst = sbase + (uint32_t)(s * kStageBytes);
+        mbar_arrive_tx(full, kStageBytes);
+        tma_load_3d(dst, &kv, 0, heads + h, it * KN, full);
+        tma_load_3d(dst + kTileBytes, &kv, 0, 2 * heads + h, it * KN, full);
+    };
+    constexpr int kAhead = PROD ? ST : ST - 2; // tiles issued before the first is consumed
+    if constexpr (PROD) {
+        if (warp_id == kConsumerWarps) { // the producer warp
+            if (lane == 0)
+                for (int it = 0; it < ntiles; it++) produce(it);
+            return;
+        }
+    } else if (tid == 0) {
+        for (int it = 0; it < kAhead && it < ntiles; it++) produce(it);
+    }
+
+    const int wg = tid >> 7, warp = warp_id & 3;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
+    uint32_t q[4][4];
+    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
+    load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
+
+    float o[32]; // P V (n56) in o[0..27], the row sums (n8) in o[28..31]
+#pragma unroll
+    for (int i = 0; i < 32; i++) o[i] = 0.f;
+    float(&pv)[28] = *reinterpret_cast<float(*)[28]>(o);
+    float(&rs)[4] = *reinterpret_cast<float(*)[4]>(o + 28);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
+    const uint64_t odesc = make_desc(ones, 16, 1024);
+
+    auto tile = [&](auto si_c, int it, uint32_t parity) {
+        constexpr int SI = decltype(si_c)::value;
+        constexpr uint32_t so = (uint32_t)(SI * kStageBytes);
+        // no producer warp: thread 0 refills the stage of tile it - 2
+        if constexpr (!PROD)
+            if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead);
+        mbar_wait(bars + 8 * SI, parity);
+
+        float s[KN / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(s);
+
+        const int64_t rem = N - (int64_t)it * KN;
+        if (rem < KN) {
+#pragma unroll
+            for (int i = 0; i < KN / 2; i++)
+                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+        }
+        float corr[2];
+        uint32_t p[KN / 16][4];
+        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
+        rescale_o<FEAT>(o, corr);
+
+        wgmma_fence();
+        reg_fence(o);
+#pragma unroll
+        for (int kk = 0; kk < KN / 16; kk++) {
+            WgRS<T, HD>::template mma<1>(pv, p[kk], desc_add(vdesc0, so + kk * 16 * ROWB), 1);
+            WgRS<T, 8>::template mma<0>(rs, p[kk], desc_add(odesc, (kk & 3) * 32), 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(o);
+        reg_fence(p);
+        if (lane == 0) mbar_arrive(bars + 8 * (ST + SI));
+    };
+    for (int it = 0; it < ntiles; it += ST)
+        unroll<ST>([&](auto si_c) {
+            constexpr int SI = decltype(si_c)::value;
+            if (it + SI < ntiles) tile(si_c, it + SI, (uint32_t)((it / ST) & 1));
+        });
+    store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
+}
+
 // --------------------------------------------------------------- launchers
 
 ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
@@ -535,6 +664,52 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
     return cudaGetLastError();
 }
 
+// The K / V tensor map of attention_tma_kernel: dims (innermost first) 56
+// elements of a head, 3 * heads head slots of a qkv row (q, k, v), N rows;
+// box 64 x 1 x KN (elements 56..63 out of bounds: zeros), 128-byte swizzle.
+// cuTensorMapEncodeTiled is a driver function: reached through the runtime's
+// entry-point query (no link against libcuda).
+template <typename T>
+cudaError_t encode_kv_map(CUtensorMap *map, const void *qkv, int64_t N, int heads, int KN) {
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+    const cuuint64_t dims[3] = {HD, (cuuint64_t)3 * heads, (cuuint64_t)N};
+    const cuuint64_t strides[2] = {HD * sizeof(T), (cuuint64_t)3 * heads * HD * sizeof(T)};
+    const cuuint32_t box[3] = {64, 1, (cuuint32_t)KN}, estr[3] = {1, 1, 1};
+    const CUtensorMapDataType dt =
+        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUresult r = ((encode_fn)fn)(map, dt, 3, const_cast<void *>(qkv), dims, strides, box, estr,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <typename T, int NWG, int KN, int ST, int MINB, bool PROD>
+cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
+    using C = Cfg<NWG, KN, ST>;
+    constexpr int kSmem = C::kSmem + 1024 + 16 * ST; // + the ones tile and the mbarriers
+    auto kern = attention_tma_kernel<T, NWG, KN, ST, MINB, PROD>;
+    if (N > INT32_MAX - KN) return cudaErrorInvalidValue; // TMA coordinates are 32-bit
+    alignas(64) CUtensorMap map;
+    cudaError_t e = encode_kv_map<T>(&map, qkv, N, heads, KN);
+    if (e != cudaSuccess) return e;
+    if (kSmem > 48 * 1024) {
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+        if (e != cudaSuccess) return e;
+    }
+    const int64_t Nq = N / qs;
+    dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
+    kern<<<grid, C::kThreads + (PROD ? 32 : 0), kSmem, st>>>(map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv,
+                                              (T *)out);
+    return cudaGetLastError();
+}
+
 // Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
 // stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
 // softmax features, the pipelined kernel.
@@ -550,6 +725,11 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 6: return launch<T, 2, 64, 4, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
     case 7: return launch<T, 2, 64, 2, 2, 64, OL | F_POLY(2)>(qkv, N, D, heads, qs, out, st);
     case 8: return launch<T, 2, 64, 3, 2, HD, 0, true>(qkv, N, D, heads, qs, out, st);
+    case 9: return launch_tma<T, 2, 64, 4, 2, false>(qkv, N, D, heads, qs, out, st);
+    case 10: return launch_tma<T, 2, 64, 5, 2, false>(qkv, N, D, heads, qs, out, st);
+    case 11: return launch_tma<T, 3, 64, 4, 1, true>(qkv, N, D, heads, qs, out, st);
+    case 12: return launch_tma<T, 2, 128, 3, 1, true>(qkv, N, D, heads, qs, out, st);
+    case 13: return launch_tma<T, 4, 64, 4, 1, false>(qkv, N, D, heads, qs, out, st);
     default: return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
     }
 }

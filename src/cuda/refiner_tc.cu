@@ -115,7 +115,7 @@ template <int CIN, int COUT> struct ConvSmem {
     static constexpr size_t w_bytes = (size_t)9 * COUT * PS * 2;
     __host__ __device__ static size_t row_bytes(int dil) { return (size_t)(kTM + 2 * dil) * PS * 2; }
     static size_t total(int dil) {
-        return w_bytes + 4 * row_bytes(dil) + (COUT + 2 * CIN) * sizeof(float) + 2 * 64 * sizeof(double);
+        return w_bytes + 4 * row_bytes(dil) + 2 * CIN * sizeof(float) + 2 * 64 * sizeof(double);
     }
 };
 
@@ -132,8 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
     const uint32_t row_bytes = (uint32_t)L::row_bytes(dil);
     T *sw = reinterpret_cast<T *>(smem);
     unsigned char *srows = smem + L::w_bytes; // ring: chain row q in slot (q + 1) % 4
-    float *sbias = reinterpret_cast<float *>(srows + 4 * row_bytes);
-    float *sa = sbias + COUT, *sb = sa + CIN;
+    float *sa = reinterpret_cast<float *>(srows + 4 * row_bytes), *sb = sa + CIN;
     double *sstat = reinterpret_cast<double *>(sb + CIN);
     const T *__restrict__ in = static_cast<const T *>(p.in);
     T *__restrict__ out = static_cast<T *>(p.out);

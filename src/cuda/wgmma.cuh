@@ -35,6 +35,40 @@ template <int N> __device__ __forceinline__ void reg_fence(uint32_t (&r)[N][4]) 
         for (int j = 0; j < 4; j++) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
+// Shared-memory mbarriers (PTX ISA, "Parallel Synchronization and
+// Communication Instructions: mbarrier") and the TMA tile load that
+// completes on one. init once before a __syncthreads; a phase completes when
+// `count` arrivals and every expected transaction byte have landed; waiters
+// poll the parity of the phase they wait for.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// the inits visible to the async proxy (TMA's complete_tx) as well
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// one arrival that also announces `bytes` of transactions (the TMA loads)
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nCK_MBAR_WAIT_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra CK_MBAR_WAIT_%=;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+// The box of a 3-D tensor map at (c0, c1, c2) to shared memory at dst
+// (the map's swizzle applied), completing `bar`'s transaction bytes.
+// tmap: the generic address of a __grid_constant__ CUtensorMap parameter.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void *tmap, int c0, int c1, int c2, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+
 // Shared-memory matrix descriptor, 128-byte swizzle: bits 0-13 start
 // address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset (0),
 // 62-63 swizzle mode (1 = 128B).
@@ -44,12 +78,13 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
 }
 
 // The accumulator operands d[0..n-1] ("+f") and their PTX list, for the
-// N = 56 / 64 / 128 shapes (n = N / 2 f32 registers a thread).
+// N = 8 / 56 / 64 / 128 shapes (n = N / 2 f32 registers a thread).
 #define CK_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define CK_WG_D8(i) CK_WG_D4(i), CK_WG_D4((i) + 4)
 #define CK_WG_D28 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D4(24)
 #define CK_WG_D32 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D8(24)
 #define CK_WG_D64 CK_WG_D32, CK_WG_D8(32), CK_WG_D8(40), CK_WG_D8(48), CK_WG_D8(56)
+#define CK_WG_S4 "{%0, %1, %2, %3}"
 #define CK_WG_S8(a, b, c, e, f, g, h, i) "%" #a ", %" #b ", %" #c ", %" #e ", %" #f ", %" #g ", %" #h ", %" #i
 #define CK_WG_S28                                                                                                   \
     "{" CK_WG_S8(0, 1, 2, 3, 4, 5, 6, 7) ", " CK_WG_S8(8, 9, 10, 11, 12, 13, 14, 15) ", "                            \
@@ -80,9 +115,11 @@ template <typename T, int N> struct WgRS;
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d), "n"(TRANS_B));      \
         }                                                                                                              \
     };
+CK_WGMMA_RS(__half, "f16", 8, 4, CK_WG_D4(0), CK_WG_S4, 4, 5, 6, 7, 8, 9, 10)
 CK_WGMMA_RS(__half, "f16", 56, 28, CK_WG_D28, CK_WG_S28, 28, 29, 30, 31, 32, 33, 34)
 CK_WGMMA_RS(__half, "f16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34, 35, 36, 37, 38)
 CK_WGMMA_RS(__half, "f16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66, 67, 68, 69, 70)
+CK_WGMMA_RS(__nv_bfloat16, "bf16", 8, 4, CK_WG_D4(0), CK_WG_S4, 4, 5, 6, 7, 8, 9, 10)
 CK_WGMMA_RS(__nv_bfloat16, "bf16", 56, 28, CK_WG_D28, CK_WG_S28, 28, 29, 30, 31, 32, 33, 34)
 CK_WGMMA_RS(__nv_bfloat16, "bf16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34, 35, 36, 37, 38)
 CK_WGMMA_RS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66, 67, 68, 69, 70)
@@ -109,6 +146,7 @@ CK_WGMMA_SS64(__nv_bfloat16, "bf16")
 #undef CK_WG_D28
 #undef CK_WG_D32
 #undef CK_WG_D64
+#undef CK_WG_S4
 #undef CK_WG_S8
 #undef CK_WG_S28
 #undef CK_WG_S32
