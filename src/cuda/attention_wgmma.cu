@@ -22,13 +22,24 @@
 // CTAs on the SM. attention_wgmma_pipe_kernel also overlaps inside a
 // warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued together,
 // softmax of S_j runs while the P V is on the tensor cores.
+// attention_tma_kernel (the default) does the same math with the tiles
+// brought in by the Tensor Memory Accelerator into an mbarrier ring: no copy
+// instructions and no CTA-wide barrier in the consumers' loop, so the
+// warpgroups of a CTA drift apart and one's softmax overlaps another's MMAs.
 //
 // What the time goes to (ncu, H200, N = 16384, 8 heads): the tile's
 // instruction count, then latency. Before KvLoader, precomputed descriptors
 // and F_ONES / F_LAZY a warp executed 389 instructions per 64-key tile (100
 // of them address arithmetic for the copies), the issue slots were the limit
-// and the kernel ran at 1.53 ms; now 273 and 1.35 ms, with the tensor pipe ~40%
-// busy and most stalls on the S wgmma's result and the tile barrier.
+// and the kernel ran at 1.53 ms; then 273 and 1.28 ms, with the tensor pipe
+// ~40% busy and most stalls on the S wgmma's result and the tile barrier.
+// The TMA kernel (4 warpgroups, one CTA an SM): 1.14-1.25 ms over runs, 9.3
+// cycles between a warp's instructions (4 warps a scheduler, ~43% of the
+// issue slots); tensor and MUFU pipes each about half busy, i.e. latency of
+// the S -> softmax -> P V chain. Tried and slower there: a producer warp
+// (1.36), S / P V overlap inside the warpgroup (1.31), Q in shared memory
+// (16 registers fewer: 1.25; with 5 warpgroups 1.44), exp2 partly on the FMA
+// pipe (1.28).
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements, set once by init_tiles and
@@ -56,12 +67,13 @@
 // 16kk..16kk+15 (d[8kk .. 8kk+7]) packs pairwise into the A fragment of P
 // for the k16 step kk of O += P V.
 //
-// Synchronization: cp.async.wait_group + fence.proxy.async.shared::cta (the
-// generic-proxy writes become visible to wgmma's async proxy) + __syncthreads
-// before a tile is read; wgmma.fence before each batch (its accumulator / A
-// registers were written by ordinary instructions); commit_group +
-// wait_group 0 after; a tile's stage is refilled only after the next
-// __syncthreads, by which time every warpgroup has waited for its wgmmas.
+// Synchronization (cp.async kernels): cp.async.wait_group +
+// fence.proxy.async.shared::cta (the generic-proxy writes become visible to
+// wgmma's async proxy) + __syncthreads before a tile is read; wgmma.fence
+// before each batch (its accumulator / A registers were written by ordinary
+// instructions); commit_group + wait_group 0 after; a tile's stage is
+// refilled only after the next __syncthreads, by which time every warpgroup
+// has waited for its wgmmas. The TMA kernel: see attention_tma_kernel.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
@@ -509,16 +521,17 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 }
 
 // The same math with the K / V tiles brought in by the Tensor Memory
-// Accelerator and a producer warp (FlashAttention-3's split): the CTA is NWG
-// consumer warpgroups + one producer warp. Lane 0 of the producer issues two
-// TMA box loads a tile (K and V of head h, KN keys x 64 elements; the map's
-// dims are [56 head elements, 3 heads slots, N keys], so elements 56..63 and
-// keys past N arrive as zeros) into a ring of ST stages, each with a `full`
-// mbarrier (the producer's arrive + the tiles' bytes) and an `empty` one
-// (an arrival from every consumer warp once its P V wgmma, the last reader
-// of the stage, is complete). The consumers never touch a load or a
-// CTA-wide barrier, so the warpgroups drift apart: one's softmax runs while
-// another's MMAs are on the tensor cores.
+// Accelerator. Two TMA box loads a tile (K and V of head h, KN keys x 64
+// elements; the map's dims are [56 head elements, 3 heads slots, N keys], so
+// elements 56..63 and keys past N arrive as zeros) into a ring of ST
+// stages, each with a `full` mbarrier (one arrive announcing the tiles'
+// bytes + the bytes) and an `empty` one (an arrival from every consumer warp
+// once its P V wgmma, the last reader of the stage, is complete). Who issues
+// the loads: thread 0, at the start of tile it, for tile it + ST - 2 into
+// the stage of tile it - 2 (so a warpgroup may run up to a tile ahead of the
+// slowest before thread 0 waits), or with T_PROD a producer warp after the
+// consumer warpgroups (FlashAttention-3's split; slower here, see the top).
+// Neither the loads nor a CTA-wide barrier sit in the consumers' loop.
 //
 // Row sums: the zero padding leaves no 1.0 in V's column 56 (F_ONES), so P
 // is multiplied by a constant all-ones B tile as well (wgmma m64n8k16: 8
@@ -526,14 +539,17 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // matter and its k16 steps reuse the one 1 KB atom), into o[28..31]; P V
 // itself is n56. o[28] / o[30] are rows g / g + 8 sums, where store_rows
 // with F_ONES looks for them.
-template <typename T, int NWG, int KN, int ST, int MINB, bool PROD>
-__global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
+// OPT: T_PROD and F_POLY(n) (softmax_tile's).
+enum { T_PROD = 1 };
+template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
+__global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
                          const T *__restrict__ qkv, T *__restrict__ out) {
     using C = Cfg<NWG, KN, ST>;
+    constexpr bool PROD = (OPT & T_PROD) != 0;
     static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
     constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
-    constexpr int FEAT = F_ONES | F_LAZY;
+    constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255));
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
     const uint32_t ones = sbase + ST * kStageBytes, bars = ones + 1024; // full[ST], then empty[ST]
@@ -588,14 +604,16 @@ __global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
     const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
     const uint64_t odesc = make_desc(ones, 16, 1024);
 
+    // Tile `it` from stage SI (compile-time: the loop below is unrolled ST
+    // times); parity: the phase of the stage's barriers this round.
     auto tile = [&](auto si_c, int it, uint32_t parity) {
         constexpr int SI = decltype(si_c)::value;
         constexpr uint32_t so = (uint32_t)(SI * kStageBytes);
-        // no producer warp: thread 0 refills the stage of tile it - 2
-        if constexpr (!PROD)
+        if constexpr (!PROD) // thread 0 refills the stage of tile it - 2
             if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead);
-        mbar_wait(bars + 8 * SI, parity);
+        mbar_wait(bars + 8 * SI, parity); // K and V of tile `it` landed
 
+        // S = Q K^T over the 64 (padded) head dims
         float s[KN / 2];
         wgmma_fence();
 #pragma unroll
@@ -604,7 +622,7 @@ __global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
         wgmma_wait<0>();
         reg_fence(s);
 
-        const int64_t rem = N - (int64_t)it * KN;
+        const int64_t rem = N - (int64_t)it * KN; // keys past the end
         if (rem < KN) {
 #pragma unroll
             for (int i = 0; i < KN / 2; i++)
@@ -615,6 +633,7 @@ __global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
         softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
         rescale_o<FEAT>(o, corr);
 
+        // O += P V (n56), row sums += P 1 (n8)
         wgmma_fence();
         reg_fence(o);
 #pragma unroll
@@ -626,7 +645,7 @@ __global__ void __launch_bounds__(128 * NWG + (PROD ? 32 : 0), MINB)
         wgmma_wait<0>();
         reg_fence(o);
         reg_fence(p);
-        if (lane == 0) mbar_arrive(bars + 8 * (ST + SI));
+        if (lane == 0) mbar_arrive(bars + 8 * (ST + SI)); // this warp is done with the stage
     };
     for (int it = 0; it < ntiles; it += ST)
         unroll<ST>([&](auto si_c) {
@@ -690,11 +709,11 @@ cudaError_t encode_kv_map(CUtensorMap *map, const void *qkv, int64_t N, int head
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <typename T, int NWG, int KN, int ST, int MINB, bool PROD>
+template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
     constexpr int kSmem = C::kSmem + 1024 + 16 * ST; // + the ones tile and the mbarriers
-    auto kern = attention_tma_kernel<T, NWG, KN, ST, MINB, PROD>;
+    auto kern = attention_tma_kernel<T, NWG, KN, ST, MINB, OPT>;
     if (N > INT32_MAX - KN) return cudaErrorInvalidValue; // TMA coordinates are 32-bit
     alignas(64) CUtensorMap map;
     cudaError_t e = encode_kv_map<T>(&map, qkv, N, heads, KN);
@@ -705,14 +724,18 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
     }
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
-    kern<<<grid, C::kThreads + (PROD ? 32 : 0), kSmem, st>>>(map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv,
-                                              (T *)out);
+    const int threads = C::kThreads + ((OPT & T_PROD) ? 32 : 0);
+    kern<<<grid, threads, kSmem, st>>>(map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv, (T *)out);
     return cudaGetLastError();
 }
 
 // Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
 // stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
-// softmax features, the pipelined kernel.
+// softmax features, the pipelined kernel; from 10 the TMA kernel's.
+// 0: the TMA kernel with 4 warpgroups a CTA when that still makes a CTA per
+// SM (H200, N = 16384, 8 heads, fp16: 1.14-1.25 ms against 1.28 for the
+// cp.async kernel, variant 9), else 2 warpgroups x 2 CTAs; the cp.async
+// kernel where the driver has no tensor-map encoder.
 constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
@@ -725,12 +748,23 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 6: return launch<T, 2, 64, 4, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
     case 7: return launch<T, 2, 64, 2, 2, 64, OL | F_POLY(2)>(qkv, N, D, heads, qs, out, st);
     case 8: return launch<T, 2, 64, 3, 2, HD, 0, true>(qkv, N, D, heads, qs, out, st);
-    case 9: return launch_tma<T, 2, 64, 4, 2, false>(qkv, N, D, heads, qs, out, st);
-    case 10: return launch_tma<T, 2, 64, 5, 2, false>(qkv, N, D, heads, qs, out, st);
-    case 11: return launch_tma<T, 3, 64, 4, 1, true>(qkv, N, D, heads, qs, out, st);
-    case 12: return launch_tma<T, 2, 128, 3, 1, true>(qkv, N, D, heads, qs, out, st);
-    case 13: return launch_tma<T, 4, 64, 4, 1, false>(qkv, N, D, heads, qs, out, st);
-    default: return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
+    case 9: return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
+    case 10: return launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
+    case 11: return launch_tma<T, 4, 64, 4, 1, 0>(qkv, N, D, heads, qs, out, st);
+    case 12: return launch_tma<T, 3, 64, 4, 1, T_PROD>(qkv, N, D, heads, qs, out, st);
+    case 13: return launch_tma<T, 4, 64, 4, 1, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
+    case 14: return launch_tma<T, 2, 64, 4, 2, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
+    default: {
+        int dev = 0, sms = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess) return e;
+        const int64_t ctas4 = (N / qs + 255) / 256 * heads;
+        e = ctas4 >= sms ? launch_tma<T, 4, 64, 4, 1, 0>(qkv, N, D, heads, qs, out, st)
+                         : launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
+        if (e == cudaErrorNotSupported) return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
+        return e;
+    }
     }
 }
 
