@@ -33,13 +33,16 @@
 // of them address arithmetic for the copies), the issue slots were the limit
 // and the kernel ran at 1.53 ms; then 273 and 1.28 ms, with the tensor pipe
 // ~40% busy and most stalls on the S wgmma's result and the tile barrier.
-// The TMA kernel (4 warpgroups, one CTA an SM): 1.14-1.25 ms over runs, 9.3
+// The TMA kernel (4 warpgroups, one CTA an SM): 1.13-1.25 ms over runs
+// (1.14 in the network, ncu), 200 instructions a warp and 64-key tile (34
+// MUFU, 34 FMNMX, 32 FFMA, 16 F2FP, 12 HGMMA; the rest control), 9.3
 // cycles between a warp's instructions (4 warps a scheduler, ~43% of the
-// issue slots); tensor and MUFU pipes each about half busy, i.e. latency of
-// the S -> softmax -> P V chain. Tried and slower there: a producer warp
-// (1.36), S / P V overlap inside the warpgroup (1.31), Q in shared memory
-// (16 registers fewer: 1.25; with 5 warpgroups 1.44), exp2 partly on the FMA
-// pipe (1.28).
+// issue slots); stalls: waiting on a fixed-latency result 26% (half of it
+// feeding the MUFU), the wgmma waits 20%, the MUFU queue full 12%. Tried and
+// not faster: a producer warp (1.36), S / P V overlap inside the warpgroup
+// (1.31; with FlashAttention-3's ping-pong between warpgroup pairs on named
+// barriers 1.14-1.17), Q in shared memory (16 registers fewer: 1.25; with 5
+// warpgroups 1.44), exp2 partly on the FMA pipe (1.28).
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements, set once by init_tiles and
@@ -539,19 +542,14 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // matter and its k16 steps reuse the one 1 KB atom), into o[28..31]; P V
 // itself is n56. o[28] / o[30] are rows g / g + 8 sums, where store_rows
 // with F_ONES looks for them.
-// OPT: T_PROD, F_POLY(n) (softmax_tile's), T_PIPE (S_j and P_{j-1} V_{j-1}
-// issued together, the softmax of S_j overlapping the P V, as in
-// attention_wgmma_pipe_kernel) and T_PING (with T_PIPE: the warpgroups of a
-// pair take turns to issue their MMAs, named barriers 1 + wg, so one's
-// softmax runs under the other's MMAs: FlashAttention-3's ping-pong).
-enum { T_PROD = 1, T_PIPE = 2, T_PING = 4 };
+// OPT: T_PROD and F_POLY(n) (softmax_tile's).
+enum { T_PROD = 1 };
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
                          const T *__restrict__ qkv, T *__restrict__ out) {
     using C = Cfg<NWG, KN, ST>;
-    constexpr bool PROD = (OPT & T_PROD) != 0, PIPE = (OPT & T_PIPE) != 0, PING = (OPT & T_PING) != 0;
-    static_assert(!PING || (PIPE && NWG % 2 == 0), "ping-pong: pairs of pipelined warpgroups");
+    constexpr bool PROD = (OPT & T_PROD) != 0;
     static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
     constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
     constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255));
@@ -652,78 +650,11 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
         reg_fence(p);
         if (lane == 0) mbar_arrive(bars + 8 * (ST + SI)); // this warp is done with the stage
     };
-    // The pipelined tile: S_it and P_{it-1} V_{it-1} issued together; the
-    // stage of tile it - 1 is released once its P V completes.
-    uint32_t pp[KN / 16][4]; // P of the previous tile (T_PIPE); zero before the first
-#pragma unroll
-    for (int kk = 0; kk < KN / 16; kk++) pp[kk][0] = pp[kk][1] = pp[kk][2] = pp[kk][3] = 0u;
-    auto pv_issue = [&](const uint32_t(&pk)[KN / 16][4], uint32_t sv) {
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++) {
-            WgRS<T, HD>::template mma<1>(pv, pk[kk], desc_add(vdesc0, sv + kk * 16 * ROWB), 1);
-            WgRS<T, 8>::template mma<0>(rs, pk[kk], desc_add(odesc, (kk & 3) * 32), 1);
-        }
-    };
-    auto bar_sync = [](int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); };
-    auto bar_arrive = [](int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); };
-    auto tile_pipe = [&](auto si_c, int it, uint32_t parity) {
-        constexpr int SI = decltype(si_c)::value, SP = (SI + ST - 1) % ST;
-        constexpr uint32_t so = (uint32_t)(SI * kStageBytes), sp = (uint32_t)(SP * kStageBytes);
-        if constexpr (!PROD)
-            if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead);
-        mbar_wait(bars + 8 * SI, parity);
-        if constexpr (PING) bar_sync(1 + wg); // my turn
-        float s[KN / 2];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
-        wgmma_commit();
-        // tile 0: P = 0 times tile 0's own (landed, finite) K tile, no branch
-        // around the MMAs
-        pv_issue(pp, it > 0 ? sp : so);
-        wgmma_commit();
-        if constexpr (PING) bar_arrive(1 + (wg ^ 1)); // the partner's turn
-        wgmma_wait<1>();
-        reg_fence(s);
-        const int64_t rem = N - (int64_t)it * KN;
-        if (rem < KN) {
-#pragma unroll
-            for (int i = 0; i < KN / 2; i++)
-                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
-        }
-        float corr[2];
-        uint32_t pn[KN / 16][4];
-        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, pn);
-        wgmma_wait<0>();
-        reg_fence(o);
-        reg_fence(pp);
-        if (it > 0 && lane == 0) mbar_arrive(bars + 8 * (ST + SP));
-        rescale_o<FEAT>(o, corr);
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) pp[kk][j] = pn[kk][j];
-    };
-    if constexpr (PING)
-        if (wg & 1) bar_arrive(1 + (wg ^ 1)); // the even warpgroup of a pair goes first
     for (int it = 0; it < ntiles; it += ST)
         unroll<ST>([&](auto si_c) {
             constexpr int SI = decltype(si_c)::value;
-            if (it + SI < ntiles) {
-                if constexpr (PIPE) tile_pipe(si_c, it + SI, (uint32_t)((it / ST) & 1));
-                else tile(si_c, it + SI, (uint32_t)((it / ST) & 1));
-            }
+            if (it + SI < ntiles) tile(si_c, it + SI, (uint32_t)((it / ST) & 1));
         });
-    if constexpr (PIPE) { // the last tile's P V
-        wgmma_fence();
-        pv_issue(pp, (uint32_t)(((ntiles - 1) % ST) * kStageBytes));
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(o);
-        reg_fence(pp);
-        if constexpr (PING)
-            if (!(wg & 1)) bar_sync(1 + wg); // the odd partner's last arrival
-    }
     store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
@@ -826,10 +757,8 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 12: return launch_tma<T, 3, 64, 4, 1, T_PROD>(qkv, N, D, heads, qs, out, st);
     case 13: return launch_tma<T, 4, 64, 4, 1, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
     case 14: return launch_tma<T, 2, 64, 4, 2, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
-    case 15: return launch_tma<T, 4, 64, 4, 1, T_PIPE | T_PING>(qkv, N, D, heads, qs, out, st);
-    case 16: return launch_tma<T, 4, 64, 4, 1, T_PIPE>(qkv, N, D, heads, qs, out, st);
-    case 17: return launch_tma<T, 2, 64, 4, 2, T_PIPE | T_PING>(qkv, N, D, heads, qs, out, st);
-    case 18: return launch_tma<T, 4, 64, 5, 1, T_PIPE | T_PING>(qkv, N, D, heads, qs, out, st);
+    case 15: return launch_tma<T, 4, 64, 4, 1, F_POLY(2)>(qkv, N, D, heads, qs, out, st);
+    case 16: return launch_tma<T, 4, 64, 4, 1, F_POLY(3)>(qkv, N, D, heads, qs, out, st);
     default: {
         int dev = 0, sms = 0;
         cudaError_t e = cudaGetDevice(&dev);
