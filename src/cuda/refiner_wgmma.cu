@@ -326,11 +326,11 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wgt_kernel(ConvArgs p) {
             }
         }
     };
+    float ra[8], rb[8];
+#pragma unroll
+    for (int e = 0; e < 8; e++) ra[e] = sa[(tid & 7) * 8 + e], rb[e] = sb[(tid & 7) * 8 + e];
     auto transform_row = [&](int iy, int x0, uint32_t buf) {
         if (iy < 0 || iy >= S) return;
-        float ra[8], rb[8]; // (read here, not held: registers are short with two accumulators)
-#pragma unroll
-        for (int e = 0; e < 8; e++) ra[e] = sa[(tid & 7) * 8 + e], rb[e] = sb[(tid & 7) * 8 + e];
 #pragma unroll
         for (int m = 0; m < kRowItersT; m++) {
             const int j = lj + 32 * m, ix = x0 - dil + j;
@@ -363,126 +363,88 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wgt_kernel(ConvArgs p) {
     // (L / 16), channel block 2 * warp + (L / 8) % 2)
     const int st_pix = ((lane >> 4) << 3) + (lane & 7), st_chunk = 2 * warp + ((lane >> 3) & 1);
 
-    // MMAs of step k (output row ybase + k * dil of the item: input rows
-    // k - 1, k, k + 1 in their ring slots) into acc, issued, not waited for
-    auto issue = [&](int k, float(&acc)[64]) {
-        uint64_t bdesc[3]; // pixel rows of input rows k-1, k, k+1 at this warpgroup's pixels
-#pragma unroll
-        for (int ky = 0; ky < 3; ky++) bdesc[ky] = make_desc(slot(k - 1 + ky) + (uint32_t)(wg * 128 * 128), 16, 1024);
-        // the weights' descriptor made opaque here: else the compiler hoists
-        // all 36 of them out of the loop (72 registers the two accumulators need)
-        uint64_t wd = wdesc;
-        asm volatile("" : "+l"(wd));
-        wgmma_fence();
-#pragma unroll
-        for (int tap = 0; tap < 9; tap++) {
-            const int ky = tap / 3, kx = tap % 3;
-            const uint64_t b0 = desc_add(bdesc[ky], (uint32_t)kx * dil_bytes);
-#pragma unroll
-            for (int kc = 0; kc < 4; kc++)
-                WgSS128<T>::mma(acc, desc_add(wd, tap * kTapBytes + kc * 32), desc_add(b0, kc * 32), tap > 0 || kc > 0);
-        }
-        wgmma_commit();
-    };
-    // Step k's epilogue from acc (acc[4i + j]: channel c0 + 8 * (j >= 2),
-    // pixel 8i + 2t + (j & 1) of this warpgroup's 128): bias, statistics,
-    // 16-bit pairs transposed into staging rows of slot `stg` by stmatrix,
-    // then stored as 16-byte chunks of whole pixels to row y. The staging
-    // rows are ones the other warpgroup's MMAs do not read (warpgroup 0
-    // reads slot rows 0 .. 127 + 2d, 1 reads 128 .. 255 + 2d): rows 0 .. 127
-    // for warpgroup 0, 128 + 2d .. 255 + 2d for 1; so only this warpgroup's
-    // MMAs need to be complete.
-    auto epilogue = [&](const float(&acc)[64], int xw, int y, uint32_t stg) {
-        stg += (uint32_t)(wg * (128 + 2 * dil) * 128);
-        float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
-#pragma unroll
-        for (int i = 0; i < 16; i += 2) {
-            uint32_t pk[2][2];
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int ii = i + h;
-                const float v0 = acc[4 * ii] + bias0, v1 = acc[4 * ii + 1] + bias0;
-                const float u0 = acc[4 * ii + 2] + bias1, u1 = acc[4 * ii + 3] + bias1;
-                const int x = xw + 8 * ii + 2 * t;
-                if (x < S) s0 += v0, q0 += v0 * v0, s1 += u0, q1 += u0 * u0;
-                if (x + 1 < S) s0 += v1, q0 += v1 * v1, s1 += u1, q1 += u1 * u1;
-                pk[h][0] = Pair16<T>::pack(v0, v1), pk[h][1] = Pair16<T>::pack(u0, u1);
-            }
-            const int px = 8 * i + st_pix;
-            stmatrix_t4(stg + (uint32_t)(px * 128 + ((st_chunk ^ (px & 7)) << 4)), pk[0][0], pk[0][1], pk[1][0],
-                        pk[1][1]);
-        }
-        ssum[0] += s0, ssum[1] += s1, ssq[0] += q0, ssq[1] += q1;
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // this warpgroup's staging is complete
-        T *orow = out + (size_t)y * S * C;
-        const int wt = tid & 127;
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            const int q = wt + 128 * m, px = q >> 3, ch = q & 7;
-            if (xw + px < S) {
-                uint4 v;
-                asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                             : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                             : "r"(stg + (uint32_t)(px * 128 + ((ch ^ (px & 7)) << 4))));
-                *reinterpret_cast<uint4 *>(orow + (size_t)(xw + px) * C + ch * 8) = v;
-            }
-        }
-    };
-
-    // Per item, software-pipelined by one step: step k issues its MMAs
-    // (queued behind step k - 1's), waits for step k - 1's, and runs step
-    // k - 1's epilogue under its own MMAs, staging through slot k - 2 (step
-    // k - 1 was its last reader), then prefetches input row k + 2 into that
-    // slot for step k + 1. Accumulators alternate between accA / accB (the
-    // loop is unrolled twice so that both stay in registers).
-    float accA[64], accB[64];
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
         const ConvItem ci = conv_item<kTMT>(p, item);
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
         if (k0 >= kend) continue;
-        const int ybase = p.y0 + r, xw = x0 + wg * 128;
+        const int ybase = p.y0 + r;
         for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
         cp_async_commit();
-        cp_async_wait<0>();
-        if (affine) // each thread transforms the chunks it copied
-            for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
-        fence_proxy_async();
-        __syncthreads();
-        issue(k0, accA);
-        if (k0 + 2 <= kend) load_row(ybase + (k0 + 2) * dil, x0, slot(k0 + 2));
-        cp_async_commit();
-        // step k: issue it into acc_n, then step k - 1's epilogue from acc_p
-        auto step = [&](int k, float(&acc_n)[64], float(&acc_p)[64]) {
-            cp_async_wait<0>(); // row k + 1 (this thread's copies)
-            if (affine) transform_row(ybase + (k + 1) * dil, x0, slot(k + 1));
-            fence_proxy_async();
-            __syncthreads(); // every thread's row k + 1
-            issue(k, acc_n);
-            wgmma_wait<1>(); // step k - 1's MMAs
-            reg_fence(acc_p);
-            epilogue(acc_p, xw, r + (k - 1) * dil, slot(k - 2));
-            __syncthreads(); // both warpgroups' MMAs of step k - 1 and staging done: the prefetch may refill slot k - 2
+        for (int k = k0; k < kend; k++) {
             if (k + 2 <= kend) load_row(ybase + (k + 2) * dil, x0, slot(k + 2));
             cp_async_commit();
-        };
-        // the last step's epilogue (step kend - 1, from acc)
-        auto drain = [&](float(&acc)[64]) {
+            cp_async_wait<1>();
+            if (affine) {
+                __syncthreads();
+                if (k == k0)
+                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
+                else
+                    transform_row(ybase + (k + 1) * dil, x0, slot(k + 1));
+            }
+            fence_proxy_async();
+            __syncthreads();
+
+            float acc[64];
+            uint64_t bdesc[3]; // pixel rows of input rows k-1, k, k+1 at this warpgroup's pixels
+#pragma unroll
+            for (int ky = 0; ky < 3; ky++) bdesc[ky] = make_desc(slot(k - 1 + ky) + (uint32_t)(wg * 128 * 128), 16, 1024);
+            wgmma_fence();
+#pragma unroll
+            for (int tap = 0; tap < 9; tap++) {
+                const int ky = tap / 3, kx = tap % 3;
+                const uint64_t b0 = desc_add(bdesc[ky], (uint32_t)kx * dil_bytes);
+#pragma unroll
+                for (int kc = 0; kc < 4; kc++)
+                    WgSS128<T>::mma(acc, desc_add(wdesc, tap * kTapBytes + kc * 32), desc_add(b0, kc * 32),
+                                    tap > 0 || kc > 0);
+            }
+            wgmma_commit();
             wgmma_wait<0>();
             reg_fence(acc);
-            epilogue(acc, xw, r + (kend - 1) * dil, slot(kend - 2));
-            __syncthreads(); // staging done before the next item's loads
-        };
-        for (int k = k0 + 1;; k += 2) {
-            if (k >= kend) {
-                drain(accA);
-                break;
+
+            // epilogue. acc[4i + j]: channel c0 + 8 * (j >= 2), pixel
+            // 8i + 2t + (j & 1) of this warpgroup's 128
+            const int y = r + k * dil;
+            const int xw = x0 + wg * 128; // this warpgroup's first pixel
+            uint32_t pk[16][2];
+            {
+                float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+#pragma unroll
+                for (int i = 0; i < 16; i++) {
+                    const float v0 = acc[4 * i] + bias0, v1 = acc[4 * i + 1] + bias0;
+                    const float u0 = acc[4 * i + 2] + bias1, u1 = acc[4 * i + 3] + bias1;
+                    const int x = xw + 8 * i + 2 * t;
+                    if (x < S) s0 += v0, q0 += v0 * v0, s1 += u0, q1 += u0 * u0;
+                    if (x + 1 < S) s0 += v1, q0 += v1 * v1, s1 += u1, q1 += u1 * u1;
+                    pk[i][0] = Pair16<T>::pack(v0, v1), pk[i][1] = Pair16<T>::pack(u0, u1);
+                }
+                ssum[0] += s0, ssum[1] += s1, ssq[0] += q0, ssq[1] += q1;
             }
-            step(k, accB, accA);
-            if (k + 1 >= kend) {
-                drain(accB);
-                break;
+            __syncthreads(); // both warpgroups' MMAs are done with slot k - 1: it stages the output
+            const uint32_t stg = slot(k - 1) + (uint32_t)wg * 16384u;
+#pragma unroll
+            for (int i = 0; i < 16; i += 2) {
+                const int px = 8 * i + st_pix;
+                stmatrix_t4(stg + (uint32_t)(px * 128 + ((st_chunk ^ (px & 7)) << 4)), pk[i][0], pk[i][1],
+                            pk[i + 1][0], pk[i + 1][1]);
             }
-            step(k + 1, accA, accB);
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // this warpgroup's staging is complete
+            {
+                T *orow = out + (size_t)y * S * C;
+                const int wt = tid & 127;
+#pragma unroll
+                for (int m = 0; m < 8; m++) {
+                    const int q = wt + 128 * m, px = q >> 3, ch = q & 7;
+                    if (xw + px < S) {
+                        uint4 v;
+                        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                                     : "r"(stg + (uint32_t)(px * 128 + ((ch ^ (px & 7)) << 4))));
+                        *reinterpret_cast<uint4 *>(orow + (size_t)(xw + px) * C + ch * 8) = v;
+                    }
+                }
+            }
+            __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
         }
     }
     cp_async_wait<0>();
