@@ -252,223 +252,6 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
     conv_stats_finish<8>(ssum, ssq, 0, C, p, sstat);
 }
 
-// The same convolution with the GEMM transposed: D^T[cout][pixel] =
-// W_tap[cout][cin] . X_tap^T[cin][pixel], so that a warpgroup's wgmma is
-// m64n128k16 (M = the 64 output channels, N = 128 pixels) instead of
-// m64n64k16 (M = 64 pixels, N = 64 channels): the weights' A tile is read
-// once for twice the pixels. Tiles of kTMT = 256 pixels, warpgroup w taking
-// pixels 128w..128w+127; the shared-memory layouts are the other kernel's
-// (the weights' rows are now the A operand, the pixel rows the B operand,
-// both K-major, 128-byte swizzle), with ring slots of 256 + 2d pixels.
-// Epilogue: a thread's accumulators are 2 output channels (16 * warp + g,
-// + 8) x 32 pixels; bias, statistics, then the 16-bit values go through
-// shared memory transposed by stmatrix.trans (the 8 x 8 blocks of a
-// fragment land as 8 pixels x 8 channels = 16 bytes a pixel, in the
-// 128-byte swizzled layout) into slot k - 1 of the ring, free once both
-// warpgroups' MMAs are complete, and are stored as 16-byte chunks of whole
-// pixels.
-constexpr int kTMT = 256;
-__host__ __device__ constexpr uint32_t slot_bytes_t(int dil) { return (uint32_t)((kTMT + 2 * dil + 7) / 8) * 1024u; }
-constexpr int kRowItersT = ((kTMT + 2 * 8) * 8 + kThreads - 1) / kThreads;
-size_t smem_total_t(int dil) {
-    return 1024 + kWBytes + 4 * (size_t)slot_bytes_t(dil) + 3 * C * sizeof(float) + 2 * C * sizeof(double);
-}
-
-// Four 8 x 8 16-bit matrices (r[i]: matrix i in the mma accumulator layout,
-// row g = lane / 4, columns 2t, 2t + 1) stored transposed: row j of matrix i
-// (its column j) at the address lane 8i + j gives.
-__device__ __forceinline__ void stmatrix_t4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
-                 "r"(r1), "r"(r2), "r"(r3)
-                 : "memory");
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 1) conv3x3_wgt_kernel(ConvArgs p) {
-    extern __shared__ __align__(16) uint8_t smem_raw[];
-    const uint32_t raw = smem_addr(smem_raw), sbase = (raw + 1023u) & ~1023u;
-    uint8_t *gbase = smem_raw + (sbase - raw);
-    const int S = p.S, dil = p.dil, TMH = kTMT + 2 * dil;
-    const uint32_t sbytes = slot_bytes_t(dil), srows = sbase + kWBytes;
-    float *sbias = reinterpret_cast<float *>(gbase + kWBytes + 4 * sbytes);
-    float *sa = sbias + C, *sb = sa + C;
-    double *sstat = reinterpret_cast<double *>(sb + C);
-    const T *__restrict__ in = static_cast<const T *>(p.in);
-    T *__restrict__ out = static_cast<T *>(p.out);
-    const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
-    const int g = lane >> 2, t = lane & 3;
-    const bool affine = p.a != nullptr;
-
-    for (int i = tid; i < C; i += kThreads) {
-        sbias[i] = p.bias ? p.bias[i] : 0.f;
-        sa[i] = affine ? p.a[i] : 1.f;
-        sb[i] = affine ? p.b[i] : 0.f;
-    }
-    for (int i = tid; i < 2 * C; i += kThreads) sstat[i] = 0.0;
-    {
-        const T *W = static_cast<const T *>(p.W);
-        for (int i = tid; i < 9 * C * 8; i += kThreads)
-            cp_async16(sbase + swz(i >> 3, i & 7), W + (size_t)(i >> 3) * C + (i & 7) * 8, true);
-    }
-    __syncthreads();
-    auto slot = [&](int q) { return srows + (uint32_t)((q + 1) & 3) * sbytes; };
-    const int lj = tid >> 3, lch = tid & 7;
-    const uint32_t lsw = swz(lj, lch);
-    auto load_row = [&](int iy, int x0, uint32_t dst) {
-        const bool row_in = iy >= 0 && iy < S;
-        const T *src = in + (size_t)(row_in ? iy : 0) * S * C + (ptrdiff_t)(x0 - dil + lj) * C + lch * 8;
-#pragma unroll
-        for (int m = 0; m < kRowItersT; m++) {
-            const int j = lj + 32 * m, ix = x0 - dil + j;
-            if (j < TMH) {
-                const bool ok = row_in && ix >= 0 && ix < S;
-                cp_async16(dst + lsw + (uint32_t)m * 4096u, ok ? src + (ptrdiff_t)32 * m * C : in, ok);
-            }
-        }
-    };
-    float ra[8], rb[8];
-#pragma unroll
-    for (int e = 0; e < 8; e++) ra[e] = sa[(tid & 7) * 8 + e], rb[e] = sb[(tid & 7) * 8 + e];
-    auto transform_row = [&](int iy, int x0, uint32_t buf) {
-        if (iy < 0 || iy >= S) return;
-#pragma unroll
-        for (int m = 0; m < kRowItersT; m++) {
-            const int j = lj + 32 * m, ix = x0 - dil + j;
-            if (j >= TMH || ix < 0 || ix >= S) continue;
-            const uint32_t a = buf + lsw + (uint32_t)m * 4096u;
-            uint32_t w[4];
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                         : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-                         : "r"(a));
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float2 f = unpack2<T>(w[e]);
-                f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
-                f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
-                w[e] = Pair16<T>::pack(f.x, f.y);
-            }
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]),
-                         "r"(w[3])
-                         : "memory");
-        }
-    };
-
-    // this thread's output channels c0 = 16 * warp + g and c0 + 8
-    const int c0 = 16 * warp + g;
-    const float bias0 = sbias[c0], bias1 = sbias[c0 + 8];
-    const uint64_t wdesc = make_desc(sbase, 16, 1024); // A (weights) of tap 0
-    const uint32_t dil_bytes = (uint32_t)dil * 128u;
-    double ssum[2] = {0.0, 0.0}, ssq[2] = {0.0, 0.0};
-    // stmatrix: lane L stores row L % 8 of matrix L / 8 = (pixel block +
-    // (L / 16), channel block 2 * warp + (L / 8) % 2)
-    const int st_pix = ((lane >> 4) << 3) + (lane & 7), st_chunk = 2 * warp + ((lane >> 3) & 1);
-
-    for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-        const ConvItem ci = conv_item<kTMT>(p, item);
-        const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
-        if (k0 >= kend) continue;
-        const int ybase = p.y0 + r;
-        for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
-        cp_async_commit();
-        for (int k = k0; k < kend; k++) {
-            if (k + 2 <= kend) load_row(ybase + (k + 2) * dil, x0, slot(k + 2));
-            cp_async_commit();
-            cp_async_wait<1>();
-            if (affine) {
-                __syncthreads();
-                if (k == k0)
-                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
-                else
-                    transform_row(ybase + (k + 1) * dil, x0, slot(k + 1));
-            }
-            fence_proxy_async();
-            __syncthreads();
-
-            float acc[64];
-            uint64_t bdesc[3]; // pixel rows of input rows k-1, k, k+1 at this warpgroup's pixels
-#pragma unroll
-            for (int ky = 0; ky < 3; ky++) bdesc[ky] = make_desc(slot(k - 1 + ky) + (uint32_t)(wg * 128 * 128), 16, 1024);
-            wgmma_fence();
-#pragma unroll
-            for (int tap = 0; tap < 9; tap++) {
-                const int ky = tap / 3, kx = tap % 3;
-                const uint64_t b0 = desc_add(bdesc[ky], (uint32_t)kx * dil_bytes);
-#pragma unroll
-                for (int kc = 0; kc < 4; kc++)
-                    WgSS128<T>::mma(acc, desc_add(wdesc, tap * kTapBytes + kc * 32), desc_add(b0, kc * 32),
-                                    tap > 0 || kc > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(acc);
-
-            // epilogue. acc[4i + j]: channel c0 + 8 * (j >= 2), pixel
-            // 8i + 2t + (j & 1) of this warpgroup's 128
-            const int y = r + k * dil;
-            const int xw = x0 + wg * 128; // this warpgroup's first pixel
-            uint32_t pk[16][2];
-            {
-                float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
-#pragma unroll
-                for (int i = 0; i < 16; i++) {
-                    const float v0 = acc[4 * i] + bias0, v1 = acc[4 * i + 1] + bias0;
-                    const float u0 = acc[4 * i + 2] + bias1, u1 = acc[4 * i + 3] + bias1;
-                    const int x = xw + 8 * i + 2 * t;
-                    if (x < S) s0 += v0, q0 += v0 * v0, s1 += u0, q1 += u0 * u0;
-                    if (x + 1 < S) s0 += v1, q0 += v1 * v1, s1 += u1, q1 += u1 * u1;
-                    pk[i][0] = Pair16<T>::pack(v0, v1), pk[i][1] = Pair16<T>::pack(u0, u1);
-                }
-                ssum[0] += s0, ssum[1] += s1, ssq[0] += q0, ssq[1] += q1;
-            }
-            __syncthreads(); // both warpgroups' MMAs are done with slot k - 1: it stages the output
-            const uint32_t stg = slot(k - 1) + (uint32_t)wg * 16384u;
-#pragma unroll
-            for (int i = 0; i < 16; i += 2) {
-                const int px = 8 * i + st_pix;
-                stmatrix_t4(stg + (uint32_t)(px * 128 + ((st_chunk ^ (px & 7)) << 4)), pk[i][0], pk[i][1],
-                            pk[i + 1][0], pk[i + 1][1]);
-            }
-            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // this warpgroup's staging is complete
-            {
-                T *orow = out + (size_t)y * S * C;
-                const int wt = tid & 127;
-#pragma unroll
-                for (int m = 0; m < 8; m++) {
-                    const int q = wt + 128 * m, px = q >> 3, ch = q & 7;
-                    if (xw + px < S) {
-                        uint4 v;
-                        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                                     : "r"(stg + (uint32_t)(px * 128 + ((ch ^ (px & 7)) << 4))));
-                        *reinterpret_cast<uint4 *>(orow + (size_t)(xw + px) * C + ch * 8) = v;
-                    }
-                }
-            }
-            __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
-        }
-    }
-    cp_async_wait<0>();
-    if (!p.stats) return;
-    // sums over the 4 lanes of a quad (same channels), then per group
-#pragma unroll
-    for (int e = 0; e < 2; e++)
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            ssum[e] += __shfl_xor_sync(0xffffffffu, ssum[e], off);
-            ssq[e] += __shfl_xor_sync(0xffffffffu, ssq[e], off);
-        }
-    const int cpg = C / p.groups;
-    if (t == 0)
-#pragma unroll
-        for (int e = 0; e < 2; e++) {
-            const int gi = (c0 + 8 * e) / cpg;
-            atomicAdd(&sstat[2 * gi], ssum[e]);
-            atomicAdd(&sstat[2 * gi + 1], ssq[e]);
-        }
-    __syncthreads();
-    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
-}
-
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
     if (err) {
         snprintf(err->message, sizeof err->message, "%s", msg);
@@ -477,29 +260,28 @@ ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
     return s;
 }
 
-template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem, bool tr, cudaStream_t st) {
-    auto kern = tr ? conv3x3_wgt_kernel<T> : conv3x3_wg_kernel<T>;
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem, cudaStream_t st) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(conv3x3_wg_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     ConvArgs b = a;
     conv_plan(b, nsm);
     const int64_t grid = b.nitems < nsm ? b.nitems : nsm;
-    kern<<<(unsigned)grid, kThreads, smem, st>>>(b);
+    conv3x3_wg_kernel<T><<<(unsigned)grid, kThreads, smem, st>>>(b);
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int dil, const void *W, const float *bias,
-                                                   const float *in_a, const float *in_b, void *out, int y0, int y1,
-                                                   int groups, double *stats, ck_dtype dt, int variant, void *stream,
-                                                   ckey_error *err) {
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                                 int groups, double *stats, ck_dtype dt, void *stream,
+                                                 ckey_error *err) {
     if (stats && (groups < 1 || groups > C || C % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: groups must divide 64");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: storage must be fp16 or bf16");
     if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad size or dilation");
-    if (dil > 8) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: dilations up to 8 (the row copies' unrolling)");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad row range");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: in_a and in_b go together");
@@ -507,8 +289,7 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int d
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
     cudaDeviceGetAttribute(&maxsmem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    const bool tr = variant == 1; // the transposed kernel
-    const size_t smem = tr ? smem_total_t(dil) : smem_total(dil);
+    const size_t smem = smem_total(dil);
     if (smem > (size_t)maxsmem) {
         char msg[160];
         snprintf(msg, sizeof msg, "conv3x3 wgmma: dilation %d needs %zu bytes of shared memory, the device has %d", dil,
@@ -518,23 +299,14 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int d
     ConvArgs a;
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
     a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
-    a.tiles_per_row = tr ? (S + kTMT - 1) / kTMT : (S + kTM - 1) / kTM;
+    a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const cudaError_t e =
-        dt == CK_F16 ? launch<__half>(a, nsm, smem, tr, st) : launch<__nv_bfloat16>(a, nsm, smem, tr, st);
+    const cudaError_t e = dt == CK_F16 ? launch<__half>(a, nsm, smem, st) : launch<__nv_bfloat16>(a, nsm, smem, st);
     if (e != cudaSuccess) {
         char msg[160];
         snprintf(msg, sizeof msg, "CUDA: conv3x3 wgmma: %s", cudaGetErrorString(e));
         return fail(err, CKEY_ERR_DEVICE, msg);
     }
     return CKEY_OK;
-}
-
-extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
-                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
-                                                 int groups, double *stats, ck_dtype dt, void *stream,
-                                                 ckey_error *err) {
-    return ck_cuda_conv3x3_wgmma_rows_v(in, S, dil, W, bias, in_a, in_b, out, y0, y1, groups, stats, dt, 0, stream,
-                                        err);
 }

@@ -141,22 +141,6 @@ CK_WGMMA_SS64(__half, "f16")
 CK_WGMMA_SS64(__nv_bfloat16, "bf16")
 #undef CK_WGMMA_SS64
 
-// ... and N = 128.
-template <typename T> struct WgSS128;
-#define CK_WGMMA_SS128(TYPE, PTXT)                                                                                    \
-    template <> struct WgSS128<TYPE> {                                                                                 \
-        static __device__ __forceinline__ void mma(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {            \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
-                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTXT "." PTXT " " CK_WG_S64                   \
-                         ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                             \
-                         : CK_WG_D64                                                                                   \
-                         : "l"(a), "l"(b), "r"(scale_d));                                                             \
-        }                                                                                                              \
-    };
-CK_WGMMA_SS128(__half, "f16")
-CK_WGMMA_SS128(__nv_bfloat16, "bf16")
-#undef CK_WGMMA_SS128
-
 #undef CK_WG_D4
 #undef CK_WG_D8
 #undef CK_WG_D28
