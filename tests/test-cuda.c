@@ -1176,6 +1176,10 @@ static void test_conv3x3_tc(void) {
                              &err) == CKEY_ERR_UNSUPPORTED);
     CHECK(ck_cuda_conv3x3_tc((void *)16, 64, 64, 1, (void *)16, NULL, NULL, NULL, (void *)16, 64, 8, NULL, CK_F16, NULL,
                              &err) == CKEY_ERR_INVALID_ARG);
+    /* the wgmma conv: dilations over 8 (its row copies are unrolled for 8) */
+    if (ck_cuda_wgmma_ok())
+        CHECK(ck_cuda_conv3x3_wgmma_rows((void *)16, 64, 16, (void *)16, NULL, NULL, NULL, (void *)32, 0, 64, 8, NULL,
+                                         CK_F16, NULL, &err) == CKEY_ERR_UNSUPPORTED);
     cpu_be_free(&cb);
 }
 

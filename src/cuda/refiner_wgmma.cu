@@ -19,6 +19,15 @@
 // work item, forced by the 128-register budget of 512 threads, cost more
 // on the in-place conv's short items than the overlap gained).
 //
+// Also tried (session 6, S = 2048, dil 4, fp16): the GEMM transposed
+// (output channels x pixels: m64n128k16 a warpgroup, 256-pixel tiles, the
+// output transposed back through shared memory by stmatrix.trans) 0.600 /
+// 0.708 ms plain / fused against 0.612 / 0.730 (36.18 against 36.35 ms for
+// the network: not worth a second kernel); the same software-pipelined by
+// one step (a step's MMAs issued before the previous step's epilogue, two
+// accumulator sets, 254 registers) 0.672 / 0.768, slower. The 64-wide N of
+// this kernel is not what holds it at ~505 TFLOP/s.
+//
 // Shared memory, both operands K-major with the 128-byte swizzle (the
 // canonical SWIZZLE_128B layout, as attention_wgmma.cu's K tile): a pixel's
 // 64 channels (or an output channel's 64 weights) are one 128-byte row, and
@@ -282,6 +291,7 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: storage must be fp16 or bf16");
     if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad size or dilation");
+    if (dil > 8) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: dilations up to 8 (the row copies' unrolling)");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad row range");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: in_a and in_b go together");
