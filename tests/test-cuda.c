@@ -235,7 +235,7 @@ static void test_elementwise_ops(void) {
         ck_cpu_ops.affine_relu(&cb.be, x, C, HW, a, b);
         REQUIRE(ck_cuda_affine_relu(dx, NULL, C, HW, da, db, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("affine relu", dx, x, (size_t)HW * C) < 1e-6);
-        ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b);
+        ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, NULL, NULL);
         REQUIRE(ck_cuda_affine_relu(dx, dy, C, HW, da, db, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("residual affine relu", dx, x, (size_t)HW * C) < 1e-6);
         float *Wp = random_floats(4 * C, 37), *bp = random_floats(4, 39), *ref = malloc((size_t)4 * HW * sizeof(float));
@@ -1297,9 +1297,20 @@ static void test_refiner_elementwise_16bit(void) {
             REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
             for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
             free(xr);
-            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b);
+            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, NULL, NULL);
             CHECKF(ck_cuda_affine_relu_t(dx, dy, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "residual affine relu %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
+            xr = malloc(n * 2);
+            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
+            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
+            free(xr);
+            /* the same with a GroupNorm + ReLU still pending on x (the stem's,
+             * in the first residual block): here relu(b*x + a) */
+            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, b, a);
+            CHECKF(ck_cuda_residual_relu_t(dx, dy, C, HW, da, db, db, da, dt, NULL, &err) == CKEY_OK, "%s",
+                   err.message);
+            snprintf(name, sizeof name, "residual, pending affine %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             xr = malloc(n * 2);
             REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);

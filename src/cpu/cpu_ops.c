@@ -837,18 +837,27 @@ static void conv_rows_offset(void *p, int64_t a, int64_t b, int thread) {
 
 typedef struct {
     float *x;
-    const float *y, *a, *b;
+    const float *y, *a, *b, *pa, *pb;
     int C;
 } aff_ctx;
 
-/* x = relu(a*x + b) or, with y, relu(x + a*y + b); channels-last [n, C]. */
+/* x = relu(a*x + b) or, with y, relu(x' + a*y + b), x' = x or, with pa / pb,
+ * relu(pa*x + pb); channels-last [n, C]. */
 VEC static void affine_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     const aff_ctx *c = p;
     const int C = c->C;
     const float *restrict a = c->a, *restrict b = c->b;
     float *restrict x = c->x + p0 * C;
     const int64_t n = (p1 - p0) * C;
-    if (c->y) {
+    if (c->y && c->pa) {
+        const float *restrict y = c->y + p0 * C, *restrict pa = c->pa, *restrict pb = c->pb;
+        for (int64_t i = 0; i < n; i += C)
+            for (int ch = 0; ch < C; ch++) {
+                const float u = pa[ch] * x[i + ch] + pb[ch];
+                float v = (u > 0 ? u : 0) + (a[ch] * y[i + ch] + b[ch]);
+                x[i + ch] = v > 0 ? v : 0;
+            }
+    } else if (c->y) {
         const float *restrict y = c->y + p0 * C;
         for (int64_t i = 0; i < n; i += C)
             for (int ch = 0; ch < C; ch++) {
@@ -865,13 +874,13 @@ VEC static void affine_pixels(void *p, int64_t p0, int64_t p1, int thread) {
 }
 
 static void cpu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
-    aff_ctx c = {x, NULL, a, b, C};
+    aff_ctx c = {x, NULL, a, b, NULL, NULL, C};
     ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
 }
 
 static void cpu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW,
-                                     const float *a, const float *b) {
-    aff_ctx c = {x, y, a, b, C};
+                                     const float *a, const float *b, const float *pre_a, const float *pre_b) {
+    aff_ctx c = {x, y, a, b, pre_a, pre_b, C};
     ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
 }
 

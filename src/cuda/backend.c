@@ -38,6 +38,11 @@ static int conv_band(int S) { return CK_MIN(CONV_BAND, S / 4); }
 
 int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
 
+/* cu_conv3x3 runs the tensor-core convs, which apply in_a / in_b as they
+ * load, for a refiner of width R in storage dt; else its CUDA-core path
+ * applies them to the input in place first. */
+int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
+
 size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
     const int64_t G = S / c->patch_stride;
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -219,9 +224,9 @@ static void cu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const fl
 }
 
 static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW, const float *a,
-                                    const float *b) {
+                                    const float *b, const float *pre_a, const float *pre_b) {
     ckey_error e_;
-    CHECKED(ck_cuda_affine_relu_t(x, y, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_residual_relu_t(x, y, C, HW, a, b, pre_a, pre_b, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 /* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
@@ -360,6 +365,10 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
 }
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
     (void)c, (void)S, (void)dt;
+    return 0;
+}
+int ck_cuda_conv_loads_affine(int R, ck_dtype dt) {
+    (void)R, (void)dt;
     return 0;
 }
 

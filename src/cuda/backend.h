@@ -29,6 +29,10 @@ size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_fwd.conv_shift_rows): its band of rows + the largest dilation. */
 int ck_cuda_conv_shift_rows(int S);
+/* Whether conv3x3 applies a pending GroupNorm + ReLU as it loads, leaving
+ * its input as it was, for a refiner of width R in storage dt
+ * (ck_fwd.conv_load_affine). */
+int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
 
 #ifdef CK_HAVE_CUDA
 extern const ck_ops ck_cuda_ops;

@@ -122,6 +122,11 @@ ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, v
                                     ckey_error *err);
 ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
                                   ck_dtype dt, void *st, ckey_error *err);
+/* The same with y, x' = relu(pre_a*x + pre_b) in place of x when pre_a is
+ * given (the residual after a conv that applied a pending GroupNorm + ReLU
+ * to x as it loaded): x = relu(x' + a*y + b). */
+ckey_status ck_cuda_residual_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                    const float *pre_a, const float *pre_b, ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
                                 float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,

@@ -96,15 +96,22 @@ __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *
     out[i] = sigmoidf_(v + out[i]);
 }
 
-// channels-last: x = relu(a*x + b) or relu(x + a*y + b)
+// channels-last: x = relu(a*x + b) or relu(x' + a*y + b), x' = x or, with
+// pa / pb, relu(pa*x + pb) (a pending GroupNorm + ReLU)
+__device__ __forceinline__ float pre_relu(float x, const float *pa, const float *pb, int c) {
+    if (!pa) return x;
+    const float u = pa[c] * x + pb[c];
+    return u > 0.f ? u : 0.f;
+}
 template <typename T>
 __global__ void affine_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t n,
-                              const float *__restrict__ a, const float *__restrict__ b) {
+                              const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ pa,
+                              const float *__restrict__ pb) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int c = (int)(i % C);
     const float xv = ck_ld(x + i);
-    const float v = y ? xv + (a[c] * ck_ld(y + i) + b[c]) : a[c] * xv + b[c];
+    const float v = y ? pre_relu(xv, pa, pb, c) + (a[c] * ck_ld(y + i) + b[c]) : a[c] * xv + b[c];
     ck_st(x + i, v > 0.f ? v : 0.f);
 }
 
@@ -112,7 +119,8 @@ __global__ void affine_kernel(T *__restrict__ x, const T *__restrict__ y, int C,
 // buffers): the refiner's 64-channel maps.
 template <typename T>
 __global__ void affine_vec_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t nvec,
-                                  const float *__restrict__ a, const float *__restrict__ b) {
+                                  const float *__restrict__ a, const float *__restrict__ b,
+                                  const float *__restrict__ pa, const float *__restrict__ pb) {
     constexpr int V = 16 / sizeof(T);
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
@@ -124,7 +132,8 @@ __global__ void affine_vec_kernel(T *__restrict__ x, const T *__restrict__ y, in
 #pragma unroll
     for (int e = 0; e < V; e++) {
         const float xf = ck_ld(xe + e);
-        const float v = y ? xf + (a[c0 + e] * ck_ld(ye + e) + b[c0 + e]) : a[c0 + e] * xf + b[c0 + e];
+        const float v =
+            y ? pre_relu(xf, pa, pb, c0 + e) + (a[c0 + e] * ck_ld(ye + e) + b[c0 + e]) : a[c0 + e] * xf + b[c0 + e];
         ck_st(xe + e, v > 0.f ? v : 0.f);
     }
     reinterpret_cast<uint4 *>(x)[i] = xv;
@@ -517,16 +526,22 @@ ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, c
     return launched(err, "finalize");
 }
 
-ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
-                                  ck_dtype dt, void *st, ckey_error *err) {
+ckey_status ck_cuda_residual_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                    const float *pre_a, const float *pre_b, ck_dtype dt, void *st, ckey_error *err) {
     const size_t V = 16 / ck_dtype_size(dt);
+    if (!y) pre_a = pre_b = NULL;
     if (C % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)y & 15) == 0) {
         const int64_t nvec = HW * C / (int64_t)V;
-        LAUNCH_T(dt, blocks_for(nvec, 256), 256, affine_vec_kernel, (T *)x, (const T *)y, C, nvec, a, b);
+        LAUNCH_T(dt, blocks_for(nvec, 256), 256, affine_vec_kernel, (T *)x, (const T *)y, C, nvec, a, b, pre_a,
+                 pre_b);
         return launched(err, "affine+relu");
     }
-    LAUNCH_T(dt, blocks_for(HW * C, 256), 256, affine_kernel, (T *)x, (const T *)y, C, HW * C, a, b);
+    LAUNCH_T(dt, blocks_for(HW * C, 256), 256, affine_kernel, (T *)x, (const T *)y, C, HW * C, a, b, pre_a, pre_b);
     return launched(err, "affine+relu");
+}
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *st, ckey_error *err) {
+    return ck_cuda_residual_relu_t(x, y, C, HW, a, b, NULL, NULL, dt, st, err);
 }
 
 ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,

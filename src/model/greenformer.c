@@ -158,6 +158,8 @@ float *ck_forward(const ck_fwd *f) {
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *ga = ck_alloc_f32(pl, R, "gn scale");
     float *gb = ck_alloc_f32(pl, R, "gn shift");
+    float *ga0 = ck_alloc_f32(pl, R, "stem gn scale");
+    float *gb0 = ck_alloc_f32(pl, R, "stem gn shift");
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
     float *xr = ALLOC_ACT(R * HW, "refiner x");
     scratch = phase_begin(f, CK_PHASE_STEM);
@@ -165,8 +167,12 @@ float *ck_forward(const ck_fwd *f) {
     OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     phase_end(f, scratch);
     ck_release(pl, rin);
-    OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga, gb);
-    OP(f, affine_relu, xr, R, HW, ga, gb);
+    OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga0, gb0);
+    /* the stem's GroupNorm + ReLU: a pass of its own, or (conv_load_affine)
+     * pending on xr, applied by res1's conv1 as it loads xr and by res1's
+     * residual as it adds (a 2 x 512 MiB pass less at S = 2048 in 16 bits) */
+    const int stem_pending = f->conv_load_affine;
+    if (!stem_pending) OP(f, affine_relu, xr, R, HW, ga0, gb0);
     /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
     /* t, after a margin of conv_shift_rows image rows into which conv2 writes
      * (its output starts at tbuf: f->conv_shift_rows rows before t) */
@@ -174,20 +180,23 @@ float *ck_forward(const ck_fwd *f) {
     float *tbuf = ALLOC_ACT(R * HW + margin, "refiner t"), *t = ACT_AT(tbuf, margin);
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
+        const float *pa = stem_pending && r == 0 ? ga0 : NULL, *pb = stem_pending && r == 0 ? gb0 : NULL;
         OP(f, zero_stats, stats, 2 * gr);
-        OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, 0, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], NULL, NULL, t, R, gr, stats);
+        OPP(f, CK_PROF_REFINER_CONV, conv3x3, xr, 0, R, S, dil, rw->conv_w[2 * r], rw->conv_b[2 * r], pa, pb, t, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r], rw->gn_b[2 * r], ga, gb);
         /* gn1 + relu are applied as conv2 reads t; conv2 overwrites t in place
          * or writes conv_shift_rows rows before it (tbuf) */
         OP(f, zero_stats, stats, 2 * gr);
         OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, 0, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, tbuf, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
-        OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb);
+        OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb, pa, pb);
     }
     ck_release(pl, tbuf);
     ck_release(pl, stats);
     ck_release(pl, ga);
     ck_release(pl, gb);
+    ck_release(pl, ga0);
+    ck_release(pl, gb0);
     /* final 1x1 conv, x10, x strength -> deltas [4, S, S] */
     float *out = ck_alloc_f32(pl, 4 * HW, "output");
     OP(f, pointwise_conv, xr, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);

@@ -38,6 +38,12 @@ typedef struct ck_fwd {
      * with t (the CUDA backend's banded conv needs no copies then:
      * ck_cuda_conv_shift_rows). */
     int conv_shift_rows;
+    /* 1: conv3x3 applies a pending GroupNorm + ReLU (in_a, in_b) as it loads
+     * and leaves `in` as it was (the CUDA backend's tensor-core convs); the
+     * stem's is then never applied in a pass of its own: the first residual
+     * block's conv1 and residual apply it (ck_cuda_conv_loads_affine). 0:
+     * conv3x3 may apply it to `in` in place (the CPU). */
+    int conv_load_affine;
 } ck_fwd;
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */

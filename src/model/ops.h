@@ -80,9 +80,11 @@ typedef struct ck_ops {
     /* x = relu(a*x + b) per channel of a refiner map (C channels, HW pixels). */
     void (*affine_relu)(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b);
 
-    /* x = relu(x + a*y + b) per channel. */
+    /* x = relu(x' + a*y + b) per channel, x' = x, or with pre_a / pre_b
+     * relu(pre_a*x + pre_b) (a GroupNorm + ReLU still pending on x: the
+     * stem's, which the first residual block's conv1 applied as it loaded). */
     void (*residual_affine_relu)(ck_backend *be, float *x, const float *y, int C, int64_t HW,
-                                 const float *a, const float *b);
+                                 const float *a, const float *b, const float *pre_a, const float *pre_b);
 
     /* out [4, S, S] (channel-major) = mult * (final_w . x + final_b), x a refiner map. */
     void (*pointwise_conv)(ck_backend *be, const float *x, int C, int64_t HW, const float *W,

@@ -204,9 +204,13 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
         *scratch_bytes = ((size_t)threads * per_thread + shared) * sizeof(float);
         ck_alloc(plan, *scratch_bytes, "cpu scratch");
     }
-    ck_fwd f = {m, NULL, NULL, plan, S, NULL, o->refiner_strength, NULL, NULL, NULL, NULL, (int)act_bytes, {0}, 0};
+    ck_fwd f = {m,    NULL, NULL, plan, S, NULL, o->refiner_strength, NULL, NULL, NULL, NULL, (int)act_bytes,
+                {0}, 0,    0};
     for (int i = 0; i < CK_PHASE_COUNT; i++) f.scratch_bytes[i] = phase[i];
-    if (o->device == CKEY_DEVICE_CUDA) f.conv_shift_rows = ck_cuda_conv_shift_rows(S);
+    if (o->device == CKEY_DEVICE_CUDA) {
+        f.conv_shift_rows = ck_cuda_conv_shift_rows(S);
+        f.conv_load_affine = ck_cuda_conv_loads_affine(m->cfg.ref_dim, dt);
+    }
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
@@ -769,7 +773,8 @@ static ckey_status cuda_run(ckey_session *s, ckey_forward_result *out, ckey_erro
         if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
         ck_fwd f = {&s->dm, &ck_cuda_ops, (ck_backend *)(void *)&s->cs, s->plan, s->opt.size, s->dpos,
                     s->opt.refiner_strength, s->tap ? cuda_tap : NULL, s, s->prof, cuda_sync_quiet,
-                    (int)ck_dtype_size(s->dt), {0}, ck_cuda_conv_shift_rows(s->opt.size)};
+                    (int)ck_dtype_size(s->dt), {0}, ck_cuda_conv_shift_rows(s->opt.size),
+                    ck_cuda_conv_loads_affine(s->dm.cfg.ref_dim, s->dt)};
         for (int i = 0; i < CK_PHASE_COUNT; i++) f.scratch_bytes[i] = s->phase_scratch[i];
         res = ck_forward(&f);
         if (capturing) {
@@ -827,7 +832,7 @@ ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error
     if (scratch != s->be.scratch) return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged (scratch)");
     ck_fwd f = {s->m, &ck_cpu_ops, &s->be, s->plan, s->opt.size,
                 s->pos_resized ? s->pos_resized : s->m->pos_embed, s->opt.refiner_strength, s->tap ? cpu_tap : NULL,
-                s, s->prof, NULL, (int)sizeof(float), {0}, 0};
+                s, s->prof, NULL, (int)sizeof(float), {0}, 0, 0};
     float *res = ck_forward(&f);
     if (!ck_plan_replay_complete(s->plan) || !res)
         return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
