@@ -199,6 +199,15 @@ template <int FEAT, int N> __device__ __forceinline__ void rescale_o(float (&o)[
         for (int r = 0; r < 2; r++) o[4 * i + 2 * r] *= corr[r], o[4 * i + 2 * r + 1] *= corr[r];
 }
 
+// Scores of keys at or past the end (rem keys left in this tile, fewer than
+// KN) set to -inf; the key of s[i] is 8 (i / 4) + 2t + (i % 2).
+template <int KN> __device__ __forceinline__ void mask_tail(float (&s)[KN / 2], int64_t rem, int t) {
+    if (rem >= KN) return;
+#pragma unroll
+    for (int i = 0; i < KN / 2; i++)
+        if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
+}
+
 // Normalize rows g and g+8 and store their 56 columns. The row sums are l
 // (summed over the quad), or with F_ONES O's column 56 (lane t = 0 of the
 // quad holds it: o[28] row g, o[30] row g + 8).
@@ -394,13 +403,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_wait<0>();
         reg_fence(s);
 
-        // keys past the end
-        const int64_t rem = N - (int64_t)it * KN;
-        if (rem < KN) {
-#pragma unroll
-            for (int i = 0; i < KN / 2; i++)
-                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
-        }
+        mask_tail<KN>(s, N - (int64_t)it * KN, t); // keys past the end
 
         float corr[2];
         uint32_t p[KN / 16][4];
@@ -489,12 +492,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         wgmma_wait<1>(); // S_it
         reg_fence(s);
 
-        const int64_t rem = N - it * KN;
-        if (rem < KN) {
-#pragma unroll
-            for (int i = 0; i < KN / 2; i++)
-                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
-        }
+        mask_tail<KN>(s, N - it * KN, t);
         float corr[2];
         uint32_t pn[KN / 16][4];
         softmax_tile<T, KN, FEAT>(s, m, l, c, corr, pn);
@@ -626,12 +624,7 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
         wgmma_wait<0>();
         reg_fence(s);
 
-        const int64_t rem = N - (int64_t)it * KN; // keys past the end
-        if (rem < KN) {
-#pragma unroll
-            for (int i = 0; i < KN / 2; i++)
-                if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
-        }
+        mask_tail<KN>(s, N - (int64_t)it * KN, t); // keys past the end
         float corr[2];
         uint32_t p[KN / 16][4];
         softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
