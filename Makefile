@@ -88,6 +88,11 @@ NVCC      ?= $(shell command -v nvcc 2>/dev/null)
 CUDA      ?= $(if $(NVCC),yes,no)
 CUDA_ARCH ?= 90
 CU_SRC    :=
+# the flags of a build without CUDA (build-nocuda: `make test` links one, so
+# the CUDA-less stand-ins in src/cuda/none.c and backend.c stay complete)
+BASEFLAGS_NOCUDA := $(BASEFLAGS)
+LIBS_NOCUDA      := $(LIBS)
+NO_CU_SRC        :=
 ifeq ($(CUDA),yes)
   CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
   CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
@@ -114,22 +119,24 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 # Objects depend on a stamp holding the flags, so `make BLAS=...` rebuilds.
 FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS)' | cksum | cut -d' ' -f1)
 
+# build_tree(dir, flags[, base flags, libs, CUDA sources]: the names of the
+# variables, BASEFLAGS, LIBS and CU_SRC when not given)
 define build_tree
 $(1)/flags-$(FLAGS_ID):
 	@mkdir -p $(1) && rm -f $(1)/flags-* && touch $$@
 $(1)/obj/%.o: %.c $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(BASEFLAGS) $(2) -MMD -MP -c $$< -o $$@
+	$$(CC) $$($(or $(3),BASEFLAGS)) $(2) -MMD -MP -c $$< -o $$@
 $(1)/obj/%.cu.o: %.cu $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
 	$$(NVCC) $$(NVFLAGS) $$(NVARCH) -MMD -MP -c $$< -o $$@
 $(1)/obj/src/cuda/attention_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/obj/src/cuda/refiner_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
-$(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$(CU_SRC))
+$(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$($(or $(5),CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^
 $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
-	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+	$$(CC) $(2) $$^ -o $$@ $$($(or $(4),LIBS))
 $(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
@@ -144,6 +151,7 @@ endef
 
 $(eval $(call build_tree,build,$(RELFLAGS)))
 $(eval $(call build_tree,build-asan,$(ASANFLAGS)))
+$(eval $(call build_tree,build-nocuda,-O0,BASEFLAGS_NOCUDA,LIBS_NOCUDA,NO_CU_SRC))
 
 TESTS      := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 ASAN_TESTS := $(patsubst tests/%.c,build-asan/tests/%,$(TEST_SRC))
@@ -159,7 +167,8 @@ asan: build-asan/ckey $(ASAN_TESTS) $(ASAN_FUZZERS)
 
 # The whole suite: every tests/test-*.c and the fuzz corpora, in the release
 # build and again under ASan+UBSan. Prints "N passed, N failed" at the end.
-test: all asan
+# build-nocuda/ckey (unoptimized) checks that a machine without nvcc builds.
+test: all asan build-nocuda/ckey
 	@tools/run-tests.sh build build-asan
 
 test-release: all
@@ -176,4 +185,4 @@ example: build/ckey
 bench: build/ckey $(BENCHES)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-nocuda
