@@ -208,6 +208,31 @@ template <int KN> __device__ __forceinline__ void mask_tail(float (&s)[KN / 2], 
         if ((i >> 2) * 8 + 2 * t + (i & 1) >= rem) s[i] = -INFINITY;
 }
 
+// Descriptor of the byte `off` bytes after the one `d` describes (the start
+// address field is bits 0-13, in 16-byte units; shared addresses stay below
+// 2^18 bytes, so the add never carries out of it).
+__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
+
+// Tile `it`'s scores to P: S = Q K^T over the 64 (padded) head dims (K-major
+// B at descriptor kd, waited for), keys past N masked, the online softmax
+// (softmax_tile) and O rescaled by the rows' corrections.
+template <typename T, int KN, int FEAT, int NO>
+__device__ __forceinline__ void qk_softmax(const uint32_t (&q)[4][4], uint64_t kd, int64_t N, int it, int t,
+                                           float (&m)[2], float (&l)[2], float c, float (&o)[NO],
+                                           uint32_t (&p)[KN / 16][4]) {
+    float s[KN / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kd, kk * 32), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(s);
+    mask_tail<KN>(s, N - (int64_t)it * KN, t);
+    float corr[2];
+    softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
+    rescale_o<FEAT>(o, corr);
+}
+
 // Normalize rows g and g+8 and store their 56 columns. The row sums are l
 // (summed over the quad), or with F_ONES O's column 56 (lane t = 0 of the
 // quad holds it: o[28] row g, o[30] row g + 8).
@@ -288,11 +313,6 @@ template <typename T, int KN, int NT> struct KvLoader {
         }
     }
 };
-
-// Descriptor of the byte `off` bytes after the one `d` describes (the start
-// address field is bits 0-13, in 16-byte units; shared addresses stay below
-// 2^18 bytes, so the add never carries out of it).
-__device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return d + (off >> 4); }
 
 // f(integral_constant<int, 0>), ..., f(integral_constant<int, N - 1>), in order.
 template <int I, int N, typename F> __device__ __forceinline__ void unroll_from(F &&f) {
@@ -394,21 +414,8 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
         }
         constexpr uint32_t so = (uint32_t)(SI * kStageBytes);
 
-        // S = Q K^T over the 64 (padded) head dims
-        float s[KN / 2];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(s);
-
-        mask_tail<KN>(s, N - (int64_t)it * KN, t); // keys past the end
-
-        float corr[2];
         uint32_t p[KN / 16][4];
-        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
-        rescale_o<FEAT>(o, corr);
+        qk_softmax<T, KN, FEAT>(q, desc_add(kdesc0, so), N, it, t, m, l, c, o, p);
 
         // O += P V
         wgmma_fence();
@@ -615,20 +622,8 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
             if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead);
         mbar_wait(bars + 8 * SI, parity); // K and V of tile `it` landed
 
-        // S = Q K^T over the 64 (padded) head dims
-        float s[KN / 2];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, so + kk * 32), kk > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(s);
-
-        mask_tail<KN>(s, N - (int64_t)it * KN, t); // keys past the end
-        float corr[2];
         uint32_t p[KN / 16][4];
-        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
-        rescale_o<FEAT>(o, corr);
+        qk_softmax<T, KN, FEAT>(q, desc_add(kdesc0, so), N, it, t, m, l, c, o, p);
 
         // O += P V (n56), row sums += P 1 (n8)
         wgmma_fence();
