@@ -360,44 +360,11 @@ __device__ __forceinline__ void dec_store(float (&acc)[4], int lane, int y, int 
 
 // decoder epilogue: h [n, D2] (P1 rows of image rows y0..) + sum of upsampled
 // P2..P4 + b1, relu, classifier -> logits [4, G, G]; one warp per pixel.
-template <typename T>
-__global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
-                                        const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
-                                        const T *__restrict__ P4, int H4, const float *__restrict__ b1,
-                                        const float *__restrict__ cls_w, const float *__restrict__ cls_b,
-                                        float *__restrict__ logits) {
-    const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (wid >= n) return;
-    const int64_t p = p0 + wid;
-    const int y = (int)(p / G), x = (int)(p % G);
-    const T *P[3] = {P2, P3, P4};
-    const int Hk[3] = {H2, H3, H4};
-    Tap ty[3], tx[3];
-    dec_taps(y, x, G, Hk, ty, tx);
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    const T *hr = h + wid * D2;
-    for (int e = lane; e < D2; e += 32) {
-        float v = ck_ld(hr + e) + b1[e];
-        for (int s = 0; s < 3; s++) {
-            const int Hs = Hk[s];
-            const T *Q = P[s];
-            v += ty[s].l0 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e) +
-                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e)) +
-                 ty[s].l1 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e) +
-                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e));
-        }
-        v = v > 0.f ? v : 0.f;
-        for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
-    }
-    dec_store(acc, lane, y, x, G, cls_b, logits);
-}
-
-// The same for 16-bit storage with D2 % 8 == 0 and 16-byte aligned rows: a
-// lane takes 8 consecutive channels per 16-byte load (the scalar kernel
-// issues 13 two-byte loads per channel). Per channel the arithmetic is the
-// scalar kernel's, in the same order; only the lanes' partial sums of the
-// classifier split the channels differently.
+// VEC: 16-bit storage with D2 % 8 == 0 and 16-byte aligned rows: a lane
+// takes 8 consecutive channels per 16-byte load (the scalar loop issues 13
+// two-byte loads per channel). Per channel the arithmetic is the scalar
+// loop's, in the same order; only the lanes' partial sums of the classifier
+// split the channels differently.
 __device__ __forceinline__ void ld8(const __half *p, float (&v)[8]) {
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
     const __half2 *h = reinterpret_cast<const __half2 *>(&u);
@@ -421,12 +388,12 @@ __device__ __forceinline__ void ld8(const float *p, float (&v)[8]) {
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-template <typename T>
-__global__ void decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
-                                            const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
-                                            const T *__restrict__ P4, int H4, const float *__restrict__ b1,
-                                            const float *__restrict__ cls_w, const float *__restrict__ cls_b,
-                                            float *__restrict__ logits) {
+template <typename T, bool VEC>
+__device__ __forceinline__ void decoder_epilogue(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
+                                        const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
+                                        const T *__restrict__ P4, int H4, const float *__restrict__ b1,
+                                        const float *__restrict__ cls_w, const float *__restrict__ cls_b,
+                                        float *__restrict__ logits) {
     const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (wid >= n) return;
@@ -438,35 +405,67 @@ __global__ void decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0,
     dec_taps(y, x, G, Hk, ty, tx);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const T *hr = h + wid * D2;
-    for (int e = lane * 8; e < D2; e += 256) {
-        float v[8], bb[8];
-        ld8(hr + e, v);
-        ld8(b1 + e, bb);
+    if constexpr (VEC) {
+        for (int e = lane * 8; e < D2; e += 256) {
+            float v[8], bb[8];
+            ld8(hr + e, v);
+            ld8(b1 + e, bb);
 #pragma unroll
-        for (int k = 0; k < 8; k++) v[k] += bb[k];
-        for (int s = 0; s < 3; s++) {
-            const int Hs = Hk[s];
-            const T *Q = P[s];
-            float q00[8], q01[8], q10[8], q11[8];
-            ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e, q00);
-            ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e, q01);
-            ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e, q10);
-            ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e, q11);
+            for (int k = 0; k < 8; k++) v[k] += bb[k];
+            for (int s = 0; s < 3; s++) {
+                const int Hs = Hk[s];
+                const T *Q = P[s];
+                float q00[8], q01[8], q10[8], q11[8];
+                ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e, q00);
+                ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e, q01);
+                ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e, q10);
+                ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e, q11);
 #pragma unroll
-            for (int k = 0; k < 8; k++)
-                v[k] += ty[s].l0 * (tx[s].l0 * q00[k] + tx[s].l1 * q01[k]) +
-                        ty[s].l1 * (tx[s].l0 * q10[k] + tx[s].l1 * q11[k]);
+                for (int k = 0; k < 8; k++)
+                    v[k] += ty[s].l0 * (tx[s].l0 * q00[k] + tx[s].l1 * q01[k]) +
+                            ty[s].l1 * (tx[s].l0 * q10[k] + tx[s].l1 * q11[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; k++) v[k] = v[k] > 0.f ? v[k] : 0.f;
+            for (int o = 0; o < 4; o++) {
+                float w[8];
+                ld8(cls_w + (int64_t)o * D2 + e, w);
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc[o] += w[k] * v[k];
+            }
         }
-#pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = v[k] > 0.f ? v[k] : 0.f;
-        for (int o = 0; o < 4; o++) {
-            float w[8];
-            ld8(cls_w + (int64_t)o * D2 + e, w);
-#pragma unroll
-            for (int k = 0; k < 8; k++) acc[o] += w[k] * v[k];
+    } else {
+        for (int e = lane; e < D2; e += 32) {
+            float v = ck_ld(hr + e) + b1[e];
+            for (int s = 0; s < 3; s++) {
+                const int Hs = Hk[s];
+                const T *Q = P[s];
+                v += ty[s].l0 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e) +
+                                 tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e)) +
+                     ty[s].l1 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e) +
+                                 tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e));
+            }
+            v = v > 0.f ? v : 0.f;
+            for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
         }
     }
     dec_store(acc, lane, y, x, G, cls_b, logits);
+}
+template <typename T>
+__global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
+                                        const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
+                                        const T *__restrict__ P4, int H4, const float *__restrict__ b1,
+                                        const float *__restrict__ cls_w, const float *__restrict__ cls_b,
+                                        float *__restrict__ logits) {
+    decoder_epilogue<T, false>(h, p0, n, G, D2, P2, H2, P3, H3, P4, H4, b1, cls_w, cls_b, logits);
+}
+template <typename T>
+__global__ void decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,
+                                        const T *__restrict__ P2, int H2, const T *__restrict__ P3, int H3,
+                                        const T *__restrict__ P4, int H4, const float *__restrict__ b1,
+                                        const float *__restrict__ cls_w, const float *__restrict__ cls_b,
+                                        float *__restrict__ logits) {
+    decoder_epilogue<T, true>(h, p0, n, G, D2, P2, H2, P3, H3, P4, H4, b1, cls_w, cls_b, logits);
 }
 
 inline unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
