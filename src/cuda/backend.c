@@ -25,16 +25,23 @@
         }                                                                 \
     } while (0)
 
-/* CONV_BAND: rows per band of a residual block's conv2 (at most; S / 4 below
- * S = 1024, so the parity tests' small S run several bands), which writes
- * band + REF_MAX_DIL rows before its input (ck_cuda_conv_shift_rows,
- * conv3x3_shifted). Until session 5 it wrote over its input through two
- * 128-row bands of scratch, each copied home: at S = 2048 fp16 (bench-forward,
- * 20 runs, H200) 43.0 ms a frame; 256-row bands 42.0 ms (in 64 MiB more);
- * one band of the whole image (a third 512 MiB map) 41.4 ms. */
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 256, REF_MAX_DIL = 8, PATCH_CHUNK = 32768 };
+/* CONV_BAND: rows per band of a residual block's conv2 from S = 2048 on,
+ * which writes band + REF_MAX_DIL rows before its input
+ * (ck_cuda_conv_shift_rows, conv3x3_shifted), so the margin costs a band of
+ * a map. Until session 5 conv2 wrote over its input through two 128-row bands
+ * of scratch, each copied home: at S = 2048 fp16 (bench-forward, 20 runs,
+ * H200) 43.0 ms a frame; 256-row bands 42.0 ms (in 64 MiB more); one band of
+ * the whole image (a third 512 MiB map) 41.4 ms. Session 7 (device time of
+ * bench-forward --device cuda --runs 20, two rounds, band set by hand):
+ *   S = 2048: 256-row bands 36.42 / 36.41 ms, 1432 MiB on the device;
+ *             512-row bands 35.88 / 35.79 ms, 1496 MiB (<= 1.5 GiB: taken);
+ *   S = 1024: 256-row bands 6.95 / 6.96 ms, 656 MiB; 512 6.82 / 6.75;
+ *             one band of the image 6.56 / 6.55 ms, 752 MiB (taken: thin
+ *             bands mean short work items and 50% more row loads).
+ * Below S = 1024 S / 4, so the parity tests' small S run several bands. */
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 512, REF_MAX_DIL = 8, PATCH_CHUNK = 32768 };
 
-static int conv_band(int S) { return CK_MIN(CONV_BAND, S / 4); }
+static int conv_band(int S) { return S < 1024 ? S / 4 : S < 2048 ? S : CONV_BAND; }
 
 int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
 
