@@ -2,31 +2,32 @@
 // (wgmma.mma_async, sm_90a only: built with its own -gencode, like
 // attention_wgmma.cu), fp16 / bf16 storage, fp32 accumulation. Same
 // arguments, results and work (conv_work.cuh: chains of rows through a ring
-// of 4 input rows, persistent blocks) as the mma.sync kernel in
-// refiner_tc.cu, whose comments explain the rest; what differs is the MMA.
+// of input rows, persistent blocks) as the mma.sync kernel in refiner_tc.cu,
+// whose comments explain the rest; what differs is the MMA. Two kernels:
 //
-// GEMM per tile (128 output pixels of one row, 64 output channels, K = 9
-// taps x 64 input channels): two warpgroups, each 64 pixels x 64 channels
-// (wgmma m64n64k16, A and B from shared memory, f32 accumulators in
-// registers), 36 wgmma per tile (9 taps x 4 k16 steps).
+// conv3x3_wgr_kernel (the default, see there): channels x pixels, the
+// weights in registers as the A operand, one warpgroup a block, two blocks
+// an SM.
 //
-// One block an SM (persistent), 256 threads. Tried and dropped: two such
-// pairs of warpgroups a block (512 threads), sharing the weights, each pair
-// with its own items, ring and named barrier, so one pair's epilogue
+// conv3x3_wg_kernel (variant 1 of ck_cuda_conv3x3_wgmma_rows_v): pixels x
+// channels. GEMM per tile (128 output pixels of one row, 64 output
+// channels, K = 9 taps x 64 input channels): two warpgroups, each 64 pixels
+// x 64 channels (wgmma m64n64k16, A and B from shared memory, f32
+// accumulators in registers), 36 wgmma per tile (9 taps x 4 k16 steps); one
+// block an SM (persistent), 256 threads. Tried with it and dropped: two
+// such pairs of warpgroups a block (512 threads), sharing the weights, each
+// pair with its own items, ring and named barrier, so one pair's epilogue
 // overlaps the other's wgmma: 0.81 / 0.89 ms plain / with the GroupNorm
 // transform against 0.78 / 0.94 (S = 2048, dil 4, H200), but 47.5 against
 // 46.4 ms for the whole network at S = 2048 (its fp32 GroupNorm sums per
 // work item, forced by the 128-register budget of 512 threads, cost more
-// on the in-place conv's short items than the overlap gained).
-//
-// Also tried (session 6, S = 2048, dil 4, fp16): the GEMM transposed
-// (output channels x pixels: m64n128k16 a warpgroup, 256-pixel tiles, the
-// output transposed back through shared memory by stmatrix.trans) 0.600 /
-// 0.708 ms plain / fused against 0.612 / 0.730 (36.18 against 36.35 ms for
-// the network: not worth a second kernel); the same software-pipelined by
-// one step (a step's MMAs issued before the previous step's epilogue, two
-// accumulator sets, 254 registers) 0.672 / 0.768, slower. The 64-wide N of
-// this kernel is not what holds it at ~505 TFLOP/s.
+// on the in-place conv's short items than the overlap gained). Session 6:
+// the GEMM transposed with both operands in shared memory (m64n128k16 a
+// warpgroup, 256-pixel tiles, output transposed by stmatrix.trans) 0.600 /
+// 0.708 ms against 0.612 / 0.730; the same software-pipelined by one step
+// (two accumulator sets, 254 registers) 0.672 / 0.768, slower. Session 7:
+// the step loop with one barrier a step, a 5-row ring and the GroupNorm
+// transform of row k+2 under step k's MMAs: 0.614 / 0.715.
 //
 // Shared memory, both operands K-major with the 128-byte swizzle (the
 // canonical SWIZZLE_128B layout, as attention_wgmma.cu's K tile): a pixel's
@@ -43,12 +44,14 @@
 //    base offset field (bits 49-51) left 0 (measured: setting it to the
 //    start's row within its atom gave wrong results for every dilation
 //    but 8, where the starts are atom-aligned).
-// Synchronization: cp.async (generic proxy) and the GroupNorm transform's
-// stores are made visible to the MMA (async proxy) by
-// fence.proxy.async.shared::cta before the __syncthreads that precedes the
-// wgmma batch; wgmma.wait_group 0 before the epilogue reads the
-// accumulators, and the step's final __syncthreads before a slot is
-// refilled.
+// Synchronization (both kernels, step k of a chain): row k+3 is sent for
+// at the start of the step (into the slot that step k-1's MMAs read last),
+// the step's wgmma batch is issued, then the thread waits for its own
+// cp.async chunks of row k+2 (cp.async.wait_group 1) and applies the pending
+// GroupNorm + ReLU to those same chunks; wgmma.wait_group 0 before the
+// epilogue reads the accumulators; fence.proxy.async.shared::cta (the
+// copies' and the transform's generic-proxy writes -> the MMAs' async proxy)
+// and one __syncthreads end the step.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -70,10 +73,11 @@ __host__ __device__ constexpr uint32_t slot_bytes(int dil) { return (uint32_t)((
 constexpr int kThreads = 256; // two warpgroups
 // 16-byte chunks of a ring row a thread copies, at most (dilation <= 8)
 constexpr int kRowIters = ((kTM + 2 * 8) * 8 + kThreads - 1) / kThreads;
-// + 1024 to align the start; weights, the ring of 4 slots, bias, a, b
-// (fp32) and the group sums (double)
+constexpr int kSlots = 5; // ring: rows k-1, k, k+1 of step k, k+2 landing, k+3 in flight
+// + 1024 to align the start; weights, the ring, bias, a, b (fp32) and the
+// group sums (double)
 size_t smem_total(int dil) {
-    return 1024 + kWBytes + 4 * (size_t)slot_bytes(dil) + 3 * C * sizeof(float) + 2 * C * sizeof(double);
+    return 1024 + kWBytes + kSlots * (size_t)slot_bytes(dil) + 3 * C * sizeof(float) + 2 * C * sizeof(double);
 }
 
 __device__ __forceinline__ uint32_t swz(int row, int chunk) { return (uint32_t)(row * 128 + ((chunk ^ (row & 7)) << 4)); }
@@ -95,7 +99,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
     uint8_t *gbase = smem_raw + (sbase - raw); // the same byte, generic
     const int S = p.S, dil = p.dil, TMH = kTM + 2 * dil;
     const uint32_t sbytes = slot_bytes(dil), srows = sbase + kWBytes;
-    float *sbias = reinterpret_cast<float *>(gbase + kWBytes + 4 * sbytes);
+    float *sbias = reinterpret_cast<float *>(gbase + kWBytes + kSlots * sbytes);
     float *sa = sbias + C, *sb = sa + C;
     double *sstat = reinterpret_cast<double *>(sb + C);
     const T *__restrict__ in = static_cast<const T *>(p.in);
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
             cp_async16(sbase + swz(i >> 3, i & 7), W + (size_t)(i >> 3) * C + (i & 7) * 8, true);
     }
     __syncthreads(); // bias, sa, sb
-    auto slot = [&](int q) { return srows + (uint32_t)((q + 1) & 3) * sbytes; };
+    auto slot = [&](int q) { return srows + (uint32_t)((q + 1) % kSlots) * sbytes; }; // q >= -1
     // input row iy over pixels x0-d .. x0+kTM-1+d; zeros outside the image
     // (cp.async with no source bytes)
     // A thread copies 16-byte chunk ch = tid % 8 of pixels j = tid / 8 + 32 m
@@ -185,22 +189,27 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
         if (k0 >= kend) continue;
         const int ybase = p.y0 + r; // image row of chain step 0
-        // chain row q is image row r + q*d; step k needs rows k-1, k, k+1
+        // chain row q is image row r + q*d; step k needs rows k-1, k, k+1.
+        // Rows k0-1 .. k0+1 (one group), then k0+2 (its own group).
         for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
         cp_async_commit();
+        if (k0 + 2 <= kend) load_row(ybase + (k0 + 2) * dil, x0, slot(k0 + 2));
+        cp_async_commit();
+        cp_async_wait<1>(); // this thread's chunks of rows k0-1 .. k0+1
+        if (affine)
+            for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
+        fence_proxy_async();
+        __syncthreads();
+        // Step k: row k+3 is sent for (into the slot of row k-2, which step
+        // k-1's MMAs were the last to read), the MMAs of rows k-1 .. k+1 are
+        // issued, and while they run this thread waits for its chunks of row
+        // k+2 and applies the pending GroupNorm + ReLU to them (each thread
+        // transforms the chunks it copied itself); then the epilogue, and
+        // one barrier, after which row k+2 is visible to the next step's
+        // MMAs and nothing reads the slot of row k-1 any more.
         for (int k = k0; k < kend; k++) {
-            if (k + 2 <= kend) load_row(ybase + (k + 2) * dil, x0, slot(k + 2));
+            if (k + 3 <= kend) load_row(ybase + (k + 3) * dil, x0, slot(k + 3));
             cp_async_commit();
-            cp_async_wait<1>();
-            if (affine) {
-                __syncthreads();
-                if (k == k0)
-                    for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
-                else
-                    transform_row(ybase + (k + 1) * dil, x0, slot(k + 1));
-            }
-            fence_proxy_async();
-            __syncthreads();
 
             float acc[32];
             uint64_t adesc[3]; // rows k-1, k, k+1 at this warpgroup's pixels
@@ -217,6 +226,8 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
                                    tap > 0 || kc > 0);
             }
             wgmma_commit();
+            cp_async_wait<1>(); // row k+2 (all but row k+3's group)
+            if (affine && k + 2 <= kend) transform_row(ybase + (k + 2) * dil, x0, slot(k + 2));
             wgmma_wait<0>();
             reg_fence(acc);
 
@@ -253,12 +264,266 @@ __global__ void __launch_bounds__(kThreads, 1) conv3x3_wg_kernel(ConvArgs p) {
                     o[t] = make_uint4(wb[0], wb[1], wb[2], wb[3]), o[4 + t] = make_uint4(wb[4], wb[5], wb[6], wb[7]);
                 }
             }
-            __syncthreads(); // slot(k - 1) is refilled by the next step's prefetch
+            fence_proxy_async(); // row k+2's copies and transform -> the MMAs
+            __syncthreads();
         }
     }
     cp_async_wait<0>();
     if (!p.stats) return;
     conv_stats_finish<8>(ssum, ssq, 0, C, p, sstat);
+}
+
+// The default kernel: the GEMM transposed, the weights in registers, one
+// warpgroup a block and two blocks an SM. D^T[cout][pixel] =
+// W_tap[cout][cin] . X_tap^T[cin][pixel]: wgmma m64n128k16 with A = the
+// weights (M = the 64 output channels; 36 k16 steps x 4 registers, loaded
+// once a block) and B = 128 pixel rows of the ring (K-major, swizzled rows
+// as above). The two blocks of an SM run independently, so one's epilogue,
+// row wait and GroupNorm transform overlap the other's MMAs. Tiles of 128
+// pixels, ring slots of 128 + 2d pixels, kSlots of them (the step loop of
+// conv3x3_wg_kernel: the transform of row k+2 runs under the MMAs of step
+// k). Epilogue: a thread's accumulators are 2 output channels (16 * warp +
+// g, + 8) x 32 pixels; bias and statistics (double, in shared memory: the
+// registers are full), then the 16-bit values go to the slot of row k-1
+// (this step's MMAs were its last readers; it is refilled next step)
+// transposed by stmatrix.trans (8 x 8 blocks land as 8 pixels x 8
+// channels, 16 bytes a pixel, in the 128-byte swizzled layout) and out as
+// 16-byte chunks of whole pixels.
+// Measured against conv3x3_wg_kernel (S = 2048, dil 4, fp16, H200, plain /
+// with the GroupNorm transform): 0.612 / 0.628 ms against 0.613 / 0.716; the
+// network at S = 2048 35.32 against 35.84 ms. Under ncu (clocks ~1.79 GHz)
+// the tensor pipe is busy 53% of the time, as the other kernel's 54%; the
+// per-thread double sums then moved from [thread][4] to [4][thread] in
+// shared memory (an 8-way bank conflict on every step: 7.4M conflicts a
+// conv) and the a, b loads to float4: 0.598 / 0.639 ms. Staging and storing
+// each warp's own 16 channels (32-byte sectors, a __syncwarp instead of the
+// __syncthreads) was slower: 0.632 / 0.644. Tried on the way (session 7):
+// the same with two warpgroups and one block an SM, 256-pixel tiles: 0.596 /
+// 0.711 (the transform after the epilogue: the same; under the MMAs it
+// spilled); so the gain is the second block, not the halved shared-memory
+// operand traffic (an m64n64k16 SS wgmma reads 4 KiB in its 32 clocks,
+// 128 bytes a clock, the SM's limit, yet the plain conv did not move).
+constexpr int kTW = 128; // pixels a tile
+static_assert(kTW == kTM, "tiles_per_row is worked out with kTM for both kernels");
+__host__ __device__ constexpr uint32_t slot_bytes_w(int dil) { return (uint32_t)((kTW + 2 * dil + 7) / 8) * 1024u; }
+size_t smem_total_w(int dil) {
+    return 1024 + kSlots * (size_t)slot_bytes_w(dil) + 3 * C * sizeof(float) + 2 * C * sizeof(double) +
+           4 * 128 * sizeof(double);
+}
+
+// Four 8 x 8 16-bit matrices (r[i]: matrix i in the mma accumulator layout,
+// row g = lane / 4, columns 2t, 2t + 1) stored transposed: row j of matrix i
+// (its column j) at the address lane 8i + j gives.
+__device__ __forceinline__ void stmatrix_t4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
+template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wgr_kernel(ConvArgs p) {
+    constexpr int NT = 128;                              // threads
+    constexpr int RI = ((kTW + 2 * 8) * 8 + NT - 1) / NT; // 16-byte chunks of a ring row a thread copies, at most
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw), sbase = (raw + 1023u) & ~1023u;
+    uint8_t *gbase = smem_raw + (sbase - raw);
+    const int S = p.S, dil = p.dil, TMH = kTW + 2 * dil;
+    const uint32_t sbytes = slot_bytes_w(dil), srows = sbase;
+    float *sbias = reinterpret_cast<float *>(gbase + kSlots * sbytes);
+    float *sa = sbias + C, *sb = sa + C;
+    double *sstat = reinterpret_cast<double *>(sb + C);
+    // this thread's running sums (double) of its two channels' values and
+    // squares: ssum[e * NT] (a thread's four apart, so a warp's accesses are
+    // consecutive doubles: no bank conflicts)
+    double *ssum = sstat + 2 * C + threadIdx.x;
+    const T *__restrict__ in = static_cast<const T *>(p.in);
+    T *__restrict__ out = static_cast<T *>(p.out);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const bool affine = p.a != nullptr;
+
+    for (int i = tid; i < C; i += NT) {
+        sbias[i] = p.bias ? p.bias[i] : 0.f;
+        sa[i] = affine ? p.a[i] : 1.f;
+        sb[i] = affine ? p.b[i] : 0.f;
+    }
+    for (int i = tid; i < 2 * C; i += NT) sstat[i] = 0.0;
+    ssum[0] = ssum[NT] = ssum[2 * NT] = ssum[3 * NT] = 0.0;
+    // this thread's output channels c0 = 16 * warp + g and c0 + 8
+    const int c0 = 16 * warp + g;
+    // A fragments of the weights [9][Cout][Cin], k16 step j = 4 * tap + kc:
+    // a0 (c0, cin 16kc + 2t, +1), a1 (c0 + 8, same), a2 (c0, + 8), a3 (c0 + 8, + 8)
+    uint32_t wa[36][4];
+    {
+        const uint32_t *W = static_cast<const uint32_t *>(p.W); // pairs of cin
+#pragma unroll
+        for (int j = 0; j < 36; j++) {
+            const int tap = j >> 2, kc = j & 3;
+            const size_t r0 = (size_t)(tap * C + c0) * (C / 2), r1 = r0 + 8 * (C / 2);
+            const int col = kc * 8 + t;
+            wa[j][0] = W[r0 + col], wa[j][1] = W[r1 + col], wa[j][2] = W[r0 + col + 4], wa[j][3] = W[r1 + col + 4];
+        }
+    }
+    __syncthreads(); // bias, sa, sb
+    auto slot = [&](int q) { return srows + (uint32_t)((q + 1) % kSlots) * sbytes; }; // q >= -1
+    // input row iy over pixels x0-d .. x0+kTW-1+d; zeros outside the image.
+    // A thread copies 16-byte chunk lch = tid % 8 of pixels lj + 16 m.
+    const int lj = tid >> 3, lch = tid & 7;
+    const uint32_t lsw = swz(lj, lch);
+    auto load_row = [&](int iy, int x0, uint32_t dst) {
+        const bool row_in = iy >= 0 && iy < S;
+        const T *src = in + (size_t)(row_in ? iy : 0) * S * C + (ptrdiff_t)(x0 - dil + lj) * C + lch * 8;
+#pragma unroll
+        for (int m = 0; m < RI; m++) {
+            const int j = lj + (NT / 8) * m, ix = x0 - dil + j;
+            if (j < TMH) {
+                const bool ok = row_in && ix >= 0 && ix < S;
+                cp_async16(dst + lsw + (uint32_t)(m * NT * 16), ok ? src + (ptrdiff_t)(NT / 8) * m * C : in, ok);
+            }
+        }
+    };
+    // relu(a*v + b) in place on this thread's chunks (channels 8 * lch ..) of
+    // the in-image pixels of a loaded row
+    auto transform_row = [&](int iy, int x0, uint32_t buf) {
+        if (iy < 0 || iy >= S) return; // padding rows stay zero
+        float ra[8], rb[8];
+        {
+            const float4 *a4 = reinterpret_cast<const float4 *>(sa + lch * 8);
+            const float4 *b4 = reinterpret_cast<const float4 *>(sb + lch * 8);
+            const float4 a0 = a4[0], a1 = a4[1], b0 = b4[0], b1 = b4[1];
+            ra[0] = a0.x, ra[1] = a0.y, ra[2] = a0.z, ra[3] = a0.w;
+            ra[4] = a1.x, ra[5] = a1.y, ra[6] = a1.z, ra[7] = a1.w;
+            rb[0] = b0.x, rb[1] = b0.y, rb[2] = b0.z, rb[3] = b0.w;
+            rb[4] = b1.x, rb[5] = b1.y, rb[6] = b1.z, rb[7] = b1.w;
+        }
+#pragma unroll
+        for (int m = 0; m < RI; m++) {
+            const int j = lj + (NT / 8) * m, ix = x0 - dil + j;
+            if (j >= TMH || ix < 0 || ix >= S) continue;
+            const uint32_t a = buf + lsw + (uint32_t)(m * NT * 16);
+            uint32_t w[4];
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+                         : "r"(a));
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = unpack2<T>(w[e]);
+                f.x = fmaxf(fmaf(ra[2 * e], f.x, rb[2 * e]), 0.f);
+                f.y = fmaxf(fmaf(ra[2 * e + 1], f.y, rb[2 * e + 1]), 0.f);
+                w[e] = Pair16<T>::pack(f.x, f.y);
+            }
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                         "r"(w[3])
+                         : "memory");
+        }
+    };
+
+    const float bias0 = sbias[c0], bias1 = sbias[c0 + 8];
+    const uint32_t dil_bytes = (uint32_t)dil * 128u;
+    // stmatrix: lane L stores row L % 8 of matrix L / 8 = (pixel block +
+    // (L / 16), channel chunk 2 * warp + (L / 8) % 2)
+    const int st_pix = ((lane >> 4) << 3) + (lane & 7), st_chunk = 2 * warp + ((lane >> 3) & 1);
+
+    for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
+        const ConvItem ci = conv_item<kTW>(p, item);
+        const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
+        if (k0 >= kend) continue;
+        const int ybase = p.y0 + r;
+        for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
+        cp_async_commit();
+        if (k0 + 2 <= kend) load_row(ybase + (k0 + 2) * dil, x0, slot(k0 + 2));
+        cp_async_commit();
+        cp_async_wait<1>();
+        if (affine)
+            for (int q = k0 - 1; q <= k0 + 1; q++) transform_row(ybase + q * dil, x0, slot(q));
+        fence_proxy_async();
+        __syncthreads();
+        for (int k = k0; k < kend; k++) { // the steps of conv3x3_wg_kernel
+            if (k + 3 <= kend) load_row(ybase + (k + 3) * dil, x0, slot(k + 3));
+            cp_async_commit();
+
+            float acc[64];
+            uint64_t bdesc[3]; // pixel rows of input rows k-1, k, k+1
+#pragma unroll
+            for (int ky = 0; ky < 3; ky++) bdesc[ky] = make_desc(slot(k - 1 + ky), 16, 1024);
+            wgmma_fence();
+#pragma unroll
+            for (int tap = 0; tap < 9; tap++) {
+                const int ky = tap / 3, kx = tap % 3;
+                const uint64_t b0 = desc_add(bdesc[ky], (uint32_t)kx * dil_bytes);
+#pragma unroll
+                for (int kc = 0; kc < 4; kc++)
+                    WgRS<T, 128>::template mma<0>(acc, wa[4 * tap + kc], desc_add(b0, kc * 32), tap > 0 || kc > 0);
+            }
+            wgmma_commit();
+            cp_async_wait<1>(); // row k+2 (all but row k+3's group)
+            if (affine && k + 2 <= kend) transform_row(ybase + (k + 2) * dil, x0, slot(k + 2));
+            wgmma_wait<0>();
+            reg_fence(acc);
+
+            // epilogue. acc[4i + j]: channel c0 + 8 * (j >= 2), pixel
+            // x0 + 8i + 2t + (j & 1). Staged in the slot of row k-1 (this
+            // step's MMAs were its last readers; refilled next step) as
+            // swizzled 128-byte pixel rows.
+            const int y = r + k * dil;
+            const uint32_t stg = slot(k - 1);
+            {
+                float s0 = 0.f, s1 = 0.f, q0 = 0.f, q1 = 0.f;
+#pragma unroll
+                for (int i = 0; i < 16; i += 2) {
+                    uint32_t pk[2][2];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int ii = i + h;
+                        const float v0 = acc[4 * ii] + bias0, v1 = acc[4 * ii + 1] + bias0;
+                        const float u0 = acc[4 * ii + 2] + bias1, u1 = acc[4 * ii + 3] + bias1;
+                        const int x = x0 + 8 * ii + 2 * t;
+                        if (x < S) s0 += v0, q0 += v0 * v0, s1 += u0, q1 += u0 * u0;
+                        if (x + 1 < S) s0 += v1, q0 += v1 * v1, s1 += u1, q1 += u1 * u1;
+                        pk[h][0] = Pair16<T>::pack(v0, v1), pk[h][1] = Pair16<T>::pack(u0, u1);
+                    }
+                    const int px = 8 * i + st_pix;
+                    stmatrix_t4(stg + (uint32_t)(px * 128 + ((st_chunk ^ (px & 7)) << 4)), pk[0][0], pk[0][1],
+                                pk[1][0], pk[1][1]);
+                }
+                ssum[0] += s0, ssum[NT] += s1, ssum[2 * NT] += q0, ssum[3 * NT] += q1;
+            }
+            __syncthreads(); // the staging is complete
+            {
+                T *orow = out + (size_t)y * S * C;
+#pragma unroll
+                for (int m = 0; m < 8; m++) {
+                    const int q = tid + 128 * m, px = q >> 3, ch = q & 7;
+                    if (x0 + px < S) {
+                        uint4 v;
+                        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                                     : "r"(stg + (uint32_t)(px * 128 + ((ch ^ (px & 7)) << 4))));
+                        *reinterpret_cast<uint4 *>(orow + (size_t)(x0 + px) * C + ch * 8) = v;
+                    }
+                }
+            }
+            fence_proxy_async(); // row k+2's copies and transform -> the MMAs
+            __syncthreads();
+        }
+    }
+    cp_async_wait<0>();
+    if (!p.stats) return;
+    // sums over the 4 lanes of a quad (same channels), then per group
+    double v[4] = {ssum[0], ssum[NT], ssum[2 * NT], ssum[3 * NT]};
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) v[e] += __shfl_xor_sync(0xffffffffu, v[e], off);
+    const int cpg = C / p.groups;
+    if (t == 0)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int gi = (c0 + 8 * e) / cpg;
+            atomicAdd(&sstat[2 * gi], v[e]);
+            atomicAdd(&sstat[2 * gi + 1], v[2 + e]);
+        }
+    __syncthreads();
+    if (tid < 2 * p.groups) atomicAdd(&p.stats[tid], sstat[tid]);
 }
 
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
@@ -269,23 +534,25 @@ ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
     return s;
 }
 
-template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem, cudaStream_t st) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(conv3x3_wg_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem, int variant, cudaStream_t st) {
+    const bool w = variant == 0; // conv3x3_wgr_kernel: one warpgroup a block, two blocks an SM
+    auto kern = w ? conv3x3_wgr_kernel<T> : conv3x3_wg_kernel<T>;
+    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
+    const int blocks = w ? 2 * nsm : nsm;
     ConvArgs b = a;
-    conv_plan(b, nsm);
-    const int64_t grid = b.nitems < nsm ? b.nitems : nsm;
-    conv3x3_wg_kernel<T><<<(unsigned)grid, kThreads, smem, st>>>(b);
+    conv_plan(b, blocks);
+    const int64_t grid = b.nitems < blocks ? b.nitems : blocks;
+    kern<<<(unsigned)grid, w ? 128 : kThreads, smem, st>>>(b);
     return cudaGetLastError();
 }
 
 } // namespace
 
-extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
-                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
-                                                 int groups, double *stats, ck_dtype dt, void *stream,
-                                                 ckey_error *err) {
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int dil, const void *W, const float *bias,
+                                                   const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                                   int groups, double *stats, ck_dtype dt, int variant, void *stream,
+                                                   ckey_error *err) {
     if (stats && (groups < 1 || groups > C || C % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: groups must divide 64");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: storage must be fp16 or bf16");
@@ -299,7 +566,7 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
     cudaDeviceGetAttribute(&maxsmem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    const size_t smem = smem_total(dil);
+    const size_t smem = variant == 0 ? smem_total_w(dil) : smem_total(dil);
     if (smem > (size_t)maxsmem) {
         char msg[160];
         snprintf(msg, sizeof msg, "conv3x3 wgmma: dilation %d needs %zu bytes of shared memory, the device has %d", dil,
@@ -312,11 +579,20 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
     a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const cudaError_t e = dt == CK_F16 ? launch<__half>(a, nsm, smem, st) : launch<__nv_bfloat16>(a, nsm, smem, st);
+    const cudaError_t e =
+        dt == CK_F16 ? launch<__half>(a, nsm, smem, variant, st) : launch<__nv_bfloat16>(a, nsm, smem, variant, st);
     if (e != cudaSuccess) {
         char msg[160];
         snprintf(msg, sizeof msg, "CUDA: conv3x3 wgmma: %s", cudaGetErrorString(e));
         return fail(err, CKEY_ERR_DEVICE, msg);
     }
     return CKEY_OK;
+}
+
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                                 int groups, double *stats, ck_dtype dt, void *stream,
+                                                 ckey_error *err) {
+    return ck_cuda_conv3x3_wgmma_rows_v(in, S, dil, W, bias, in_a, in_b, out, y0, y1, groups, stats, dt, 0, stream,
+                                        err);
 }
