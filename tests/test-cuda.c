@@ -1367,6 +1367,91 @@ static void *dev16_rounded(float *h, size_t n, ck_dtype dt) {
  * over the one-rounding bound (informative on the fallback path) and over the
  * bound plus one more rounding of x W^T are printed too. Columns outside the
  * block must keep their bits. */
+/* The 16-bit patch embedding's kernels, bit for bit against the host: the
+ * im2col rows of a chunk from the middle of the token range (K = 7, the
+ * model's, on its compile-time path, and K = 5 on the generic one), and the
+ * epilogue (bias + position, scattered to the unrolled order), vectorized
+ * (E = 112) and scalar (E = 100); tokens outside the chunk stay untouched. */
+static int64_t host_unroll(int y, int x, int H, int W, int k) {
+    int64_t outer = 0;
+    for (int i = 0; i < k; i++) outer = outer * 4 + (((y >> i) & 1) * 2 + ((x >> i) & 1));
+    return outer * ((int64_t)(H >> k) * (W >> k)) + (int64_t)(y >> k) * (W >> k) + (x >> k);
+}
+
+static void test_patch_embed_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_error err;
+    const int S = 64, Cin = 4, st = 4, G = S / st, unroll = 2;
+    const int64_t p0 = 37, n = 150;
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (int d = 0; d < 2; d++) {
+        const ck_dtype dt = dts[d];
+        float *x = random_floats((size_t)Cin * S * S, 71u + (unsigned)d);
+        uint16_t *xb = malloc((size_t)Cin * S * S * 2);
+        REQUIRE(x && xb);
+        for (size_t i = 0; i < (size_t)Cin * S * S; i++) xb[i] = to16(x[i], dt);
+        void *dx = to_device_bytes(xb, (size_t)Cin * S * S * 2);
+        REQUIRE(dx);
+        for (int K = 5; K <= 7; K += 2) {
+            const int pad = K / 2, KK = Cin * K * K;
+            void *dcol = NULL;
+            uint16_t *got = malloc((size_t)n * KK * 2);
+            REQUIRE(got && ck_cuda_malloc(&dcol, (size_t)n * KK * 2, NULL) == CKEY_OK);
+            CHECKF(ck_cuda_im2col_patch_t(dx, S, Cin, K, st, pad, p0, n, dcol, dt, NULL, &err) == CKEY_OK, "%s",
+                   err.message);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(got, dcol, (size_t)n * KK * 2, 0, &err) == CKEY_OK);
+            int64_t bad = 0;
+            for (int64_t pl = 0; pl < n; pl++)
+                for (int k = 0; k < KK; k++) {
+                    const int64_t p = p0 + pl;
+                    const int ci = k / (K * K), ky = (k / K) % K, kx = k % K;
+                    const int iy = (int)(p / G) * st - pad + ky, ix = (int)(p % G) * st - pad + kx;
+                    const uint16_t want = iy >= 0 && iy < S && ix >= 0 && ix < S ? xb[((size_t)ci * S + iy) * S + ix] : 0;
+                    bad += got[pl * KK + k] != want;
+                }
+            printf("  im2col %s K=%d: %lld of %lld values differ\n", dt_name(dt), K, (long long)bad, (long long)(n * KK));
+            CHECK(bad == 0);
+            ck_cuda_free(dcol), free(got);
+        }
+        for (int E = 100; E <= 112; E += 12) {
+            float *y = random_floats((size_t)n * E, 81u + (unsigned)E), *b = random_floats((size_t)E, 82u),
+                  *pos = random_floats((size_t)G * G * E, 83u);
+            uint16_t *yb = malloc((size_t)n * E * 2), *tok = malloc((size_t)G * G * E * 2);
+            REQUIRE(y && b && pos && yb && tok);
+            for (size_t i = 0; i < (size_t)n * E; i++) yb[i] = to16(y[i], dt);
+            memset(tok, 0x5a, (size_t)G * G * E * 2);
+            void *dy = to_device_bytes(yb, (size_t)n * E * 2), *dtok = to_device_bytes(tok, (size_t)G * G * E * 2);
+            float *db = to_device(b, (size_t)E), *dpos = to_device(pos, (size_t)G * G * E);
+            REQUIRE(dy && dtok && db && dpos);
+            CHECKF(ck_cuda_patch_epilogue_t(dy, G, E, unroll, p0, n, db, dpos, dtok, dt, NULL, &err) == CKEY_OK, "%s",
+                   err.message);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(tok, dtok, (size_t)G * G * E * 2, 0, &err) == CKEY_OK);
+            int64_t bad = 0, stray = 0;
+            char *in_chunk = calloc((size_t)G * G, 1);
+            REQUIRE(in_chunk);
+            for (int64_t pl = 0; pl < n; pl++) {
+                const int64_t p = p0 + pl, t = host_unroll((int)(p / G), (int)(p % G), G, G, unroll);
+                in_chunk[t] = 1;
+                for (int e = 0; e < E; e++) {
+                    float v = from16(yb[pl * E + e], dt) + b[e];
+                    v = v + pos[p * E + e];
+                    bad += tok[t * E + e] != to16(v, dt);
+                }
+            }
+            for (int64_t t = 0; t < (int64_t)G * G; t++)
+                for (int e = 0; e < E && !in_chunk[t]; e++) stray += tok[t * E + e] != 0x5a5a;
+            printf("  patch epilogue %s E=%d: %lld of %lld values differ, %lld written outside the chunk\n", dt_name(dt),
+                   E, (long long)bad, (long long)(n * E), (long long)stray);
+            CHECK(bad == 0 && stray == 0);
+            ck_cuda_free(dy), ck_cuda_free(dtok), ck_cuda_free(db), ck_cuda_free(dpos);
+            free(y), free(b), free(pos), free(yb), free(tok), free(in_chunk);
+        }
+        ck_cuda_free(dx), free(x), free(xb);
+    }
+}
+
 static void test_linear_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ck_cublas *h = NULL;
@@ -1551,6 +1636,7 @@ int main(int argc, char **argv) {
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
         {"linear_16bit_vs_cpu", test_linear_16bit},
+        {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
     };

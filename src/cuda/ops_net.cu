@@ -4,6 +4,7 @@
 // unrolled order, features [H, W, C], refiner maps channels-last [S*S, C],
 // logits and outputs [C, S, S].
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -275,18 +276,33 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
 }
 
 // Patch embed as a GEMM (16-bit sessions): im2col rows for output pixels
-// p0 .. p0+n-1, [n, Cin*K*K] in W's (ci, ky, kx) order ...
-template <typename T>
-__global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad, int64_t p0,
-                                    int64_t n, T *__restrict__ col) {
-    const int KK = Cin * K * K, G = S / stride;
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * KK) return;
-    const int k = (int)(i % KK);
-    const int64_t p = p0 + i / KK;
-    const int ci = k / (K * K), ky = (k / K) % K, kx = k % K;
-    const int iy = (int)(p / G) * stride - pad + ky, ix = (int)(p % G) * stride - pad + kx;
-    col[i] = (iy >= 0 && iy < S && ix >= 0 && ix < S) ? x[((int64_t)ci * S + iy) * S + ix] : T(0.f);
+// p0 .. p0+n-1, [n, Cin*K*K] in W's (ci, ky, kx) order. A thread writes the
+// K values of one (token, ci, ky), so the index arithmetic (32-bit; KC = K
+// known at compile time: 7, Hiera's patch embedding, or 0: K at run time)
+// is paid once for K values. (One value a thread with 64-bit divisions took
+// 48.6 us a 32768-row chunk at S = 2048 on the H200, and one block row a
+// token with 64-thread blocks 81.6 us.)
+template <typename T, int KC>
+__global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int Kr, int stride, int pad, int p0, int n,
+                                    T *__restrict__ col) {
+    const int K = KC ? KC : Kr, CK = Cin * K, G = S / stride;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * CK) return;
+    const int pl = i / CK, r = i - pl * CK, ci = r / K, ky = r - ci * K;
+    const int p = p0 + pl, yo = p / G, xo = p - yo * G;
+    const int iy = yo * stride - pad + ky, ix0 = xo * stride - pad;
+    T *dst = col + (size_t)i * K; // = row pl, column (ci * K + ky) * K
+    if (iy < 0 || iy >= S) {
+#pragma unroll
+        for (int kx = 0; kx < K; kx++) dst[kx] = T(0.f);
+        return;
+    }
+    const T *src = x + ((size_t)ci * S + iy) * S;
+#pragma unroll
+    for (int kx = 0; kx < K; kx++) {
+        const int ix = ix0 + kx;
+        dst[kx] = ix >= 0 && ix < S ? src[ix] : T(0.f);
+    }
 }
 
 // ... then, after the GEMM y [n, E] = col . W^T: bias + pos, scattered to
@@ -386,6 +402,49 @@ __device__ __forceinline__ void ld8(const __nv_bfloat16 *p, float (&v)[8]) {
 __device__ __forceinline__ void ld8(const float *p, float (&v)[8]) {
     const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ __forceinline__ void st8(__half *p, const float (&v)[8]) {
+    uint4 u;
+    __half2 *h = reinterpret_cast<__half2 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+__device__ __forceinline__ void st8(__nv_bfloat16 *p, const float (&v)[8]) {
+    uint4 u;
+    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+__device__ __forceinline__ void st8(float *p, const float (&v)[8]) {
+    *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4 *>(p + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+// patch_epilogue_kernel with a thread for 8 consecutive channels of a token
+// (E % 8 == 0, every pointer 16-byte aligned): 16-byte loads and stores, the
+// token's unrolled position worked out once for 8 values. The same sums in
+// the same order (y + b + pos, rounded once).
+template <typename T>
+__global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
+                                          const float *__restrict__ b, const float *__restrict__ pos,
+                                          T *__restrict__ tok) {
+    const int E8 = E / 8;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * E8) return;
+    const int64_t pl = i / E8;
+    const int e = (int)(i - pl * E8) * 8;
+    const int64_t p = p0 + pl;
+    const int yo = (int)(p / G), xo = (int)(p - (int64_t)yo * G);
+    float v[8], bb[8], pp[8];
+    ld8(y + pl * E + e, v);
+    ld8(b + e, bb);
+    ld8(pos + p * E + e, pp);
+#pragma unroll
+    for (int j = 0; j < 8; j++) v[j] = v[j] + bb[j] + pp[j];
+    st8(tok + unroll_index(yo, xo, G, G, k) * E + e, v);
 }
 
 template <typename T, bool VEC>
@@ -593,14 +652,36 @@ ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stri
 
 ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
                                    void *col, ck_dtype dt, void *st, ckey_error *err) {
-    LAUNCH_T(dt, blocks_for(n * Cin * K * K, 256), 256, im2col_patch_kernel, (const T *)x, S, Cin, K, stride, pad, p0, n,
-             (T *)col);
+    if (n <= 0) return CKEY_OK;
+    const int64_t G = S / stride, threads = n * Cin * K;
+    if (p0 < 0 || p0 + n > G * G || threads > INT_MAX) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "patch embed im2col: rows %lld..%lld of %lld, or too many",
+                     (long long)p0, (long long)(p0 + n), (long long)(G * G));
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    cudaStream_t cs = (cudaStream_t)st;
+    const unsigned blocks = (unsigned)blocks_for(threads, 256);
+    if (K == 7)
+        CK_DISPATCH(dt, (im2col_patch_kernel<T, 7><<<blocks, 256, 0, cs>>>((const T *)x, S, Cin, K, stride, pad, (int)p0,
+                                                                         (int)n, (T *)col)));
+    else
+        CK_DISPATCH(dt, (im2col_patch_kernel<T, 0><<<blocks, 256, 0, cs>>>((const T *)x, S, Cin, K, stride, pad, (int)p0,
+                                                                         (int)n, (T *)col)));
     return launched(err, "patch embed im2col");
 }
 
 ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
                                      const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err) {
-    LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos, (T *)tok);
+    const uintptr_t al = (uintptr_t)y | (uintptr_t)b | (uintptr_t)pos | (uintptr_t)tok;
+    if (E % 8 == 0 && al % 16 == 0)
+        LAUNCH_T(dt, blocks_for(n * (E / 8), 256), 256, patch_epilogue_vec_kernel, (const T *)y, G, E, k, p0, n, b, pos,
+                 (T *)tok);
+    else
+        LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos,
+                 (T *)tok);
     return launched(err, "patch embed epilogue");
 }
 
