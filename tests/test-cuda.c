@@ -849,8 +849,6 @@ static void test_attention_tc(void) {
  * the fp32 kernel: same bars as attention_tc; odd N (tiles of 64 / 128 keys
  * with tails, query tiles of 64 / 128 / 192 rows with tails) and qs > 1. */
 enum { WGMMA_VARIANTS = 15 };
-/* the wgmma conv's kernels (ck_cuda_conv3x3_wgmma_rows_v) */
-enum { CONV_WG_VARIANTS = 2 };
 static void test_attention_wgmma(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
@@ -1145,21 +1143,21 @@ static void test_conv3x3_tc(void) {
             free(h1), free(h2), ck_cuda_free(dout2);
         }
         /* the Hopper wgmma kernel (64 -> 64): the same bars, whole and in three bands */
-        for (int pass = 0; pass < 2 * CONV_WG_VARIANTS && Cin == 64 && Cout == 64 && ck_cuda_wgmma_ok(); pass++) {
+        for (int pass = 0; pass < 2 && Cin == 64 && Cout == 64 && ck_cuda_wgmma_ok(); pass++) {
             const int cut[4] = {0, S / 3, S / 3 + 1 + (S / 5), S};
             REQUIRE(ck_cuda_memset(dst, 0, 128 * sizeof(double), &err) == CKEY_OK);
             REQUIRE(ck_cuda_memset(dout, 0xff, (size_t)HW * Cout * 2, &err) == CKEY_OK);
-            const int banded = pass & 1, variant = pass >> 1;
+            const int banded = pass;
             for (int bnd = 0; bnd < (banded ? 3 : 1); bnd++) {
                 const int y0 = banded ? cut[bnd] : 0, y1 = banded ? cut[bnd + 1] : S;
-                s = ck_cuda_conv3x3_wgmma_rows_v(dx, S, dil, dW, dbias, cases[k].affine ? da : NULL,
-                                                 cases[k].affine ? db : NULL, (char *)dout + (size_t)y0 * S * Cout * 2,
-                                                 y0, y1, groups, dst, dt, variant, NULL, &err);
+                s = ck_cuda_conv3x3_wgmma_rows(dx, S, dil, dW, dbias, cases[k].affine ? da : NULL,
+                                               cases[k].affine ? db : NULL, (char *)dout + (size_t)y0 * S * Cout * 2,
+                                               y0, y1, groups, dst, dt, NULL, &err);
                 CHECKF(s == CKEY_OK, "%s", err.message);
             }
             if (s == CKEY_OK) s = ck_cuda_sync(&err);
             CHECKF(s == CKEY_OK, "%s", err.message);
-            snprintf(name, sizeof name, "conv3x3 wgmma v%d %s S=%d dil %d%s%s", variant, dt_name(dt), S, dil,
+            snprintf(name, sizeof name, "conv3x3 wgmma %s S=%d dil %d%s%s", dt_name(dt), S, dil,
                      cases[k].affine ? " +gn/relu in" : "", banded ? " (3 bands)" : "");
             CHECK(cmp_dev16(name, dout, dt, ref, (size_t)HW * Cout, 1e-4) == 0);
             REQUIRE(ck_cuda_copy(st_got, dst, 2 * groups * sizeof(double), 0, &err) == CKEY_OK);
@@ -1238,8 +1236,7 @@ static void test_conv3x3_tc_timing(void) {
                        ms, 2.0 * 9 * C * C * (double)HW / (ms * 1e-3) / 1e12);
             }
         }
-        for (int m = 0; m < 2 * CONV_WG_VARIANTS && ck_cuda_wgmma_ok(); m++) { /* the wgmma kernels, plain and fused */
-            const int fused = m & 1, variant = m >> 1;
+        for (int fused = 0; fused < 2 && ck_cuda_wgmma_ok(); fused++) { /* the wgmma kernel, plain and fused */
             ckey_status s = CKEY_OK;
             double t0 = 0;
             for (int r = 0; r <= reps && s == CKEY_OK; r++) {
@@ -1248,14 +1245,14 @@ static void test_conv3x3_tc_timing(void) {
                     t0 = now_s();
                 }
                 if (s == CKEY_OK)
-                    s = ck_cuda_conv3x3_wgmma_rows_v(dx, S, 4, dW, dbias, fused ? da : NULL, fused ? db : NULL, dout,
-                                                     0, S, groups, dst, dt, variant, NULL, &err);
+                    s = ck_cuda_conv3x3_wgmma_rows(dx, S, 4, dW, dbias, fused ? da : NULL, fused ? db : NULL, dout, 0, S,
+                                                   groups, dst, dt, NULL, &err);
             }
             if (s == CKEY_OK) s = ck_cuda_sync(&err);
             CHECKF(s == CKEY_OK, "%s", err.message);
             if (s == CKEY_OK) {
                 const double ms = (now_s() - t0) * 1e3 / reps;
-                printf("  conv3x3 wgmma v%d %s S=%d 64->64 dil 4%s: %.3f ms, %.1f TFLOP/s\n", variant, dt_name(dt), S,
+                printf("  conv3x3 wgmma %s S=%d 64->64 dil 4%s: %.3f ms, %.1f TFLOP/s\n", dt_name(dt), S,
                        mode_name[fused], ms, 2.0 * 9 * C * C * (double)HW / (ms * 1e-3) / 1e12);
             }
         }

@@ -189,14 +189,6 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
 ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
                                        const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
                                        double *stats, ck_dtype dt, void *stream, ckey_error *err);
-/* Tuning hook (tests): the same with a kernel variant; 0 is
- * ck_cuda_conv3x3_wgmma_rows's (channels x pixels, the weights in
- * registers, one warpgroup a block, two blocks an SM), else the pixels x
- * channels kernel (both operands in shared memory, two warpgroups, one block
- * an SM). */
-ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int dil, const void *W, const float *bias,
-                                         const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
-                                         double *stats, ck_dtype dt, int variant, void *stream, ckey_error *err);
 /* Whether the refiner of width R runs on the tensor-core conv in storage dt
  * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
  * ck_cuda_refiner_stem_input and its weights are padded to 16 channels. */

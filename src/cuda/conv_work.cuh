@@ -4,7 +4,8 @@
 // Work: output rows y = r, r + d, r + 2d, ... (one residue r of the dilation
 // d) of one kTM-pixel column strip form a chain; consecutive rows of a chain
 // share two of their three input rows (y - d, y, y + d), so a chain is walked
-// with a ring of 4 input rows in shared memory: each step loads (and, with a
+// with a ring of input rows in shared memory (4 in refiner_tc.cu, 5 in
+// refiner_wgmma.cu): each step loads (and, with a
 // pending GroupNorm + ReLU, transforms) one new row while the previous step's
 // rows are reused. A work item is `seg` consecutive steps of a chain: kSeg,
 // or fewer when a thin band of rows (the in-place conv's) would otherwise

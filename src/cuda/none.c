@@ -80,10 +80,6 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
 ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
                                        const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
                                        double *stats, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_conv3x3_wgmma_rows_v(const void *in, int S, int dil, const void *W, const float *bias,
-                                         const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
-                                         double *stats, ck_dtype dt, int variant, void *stream,
-                                         ckey_error *err) NOCUDA_BODY
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
 ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
     return CKEY_ERR_DEVICE;
