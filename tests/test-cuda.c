@@ -1264,6 +1264,16 @@ static void test_conv3x3_tc_timing(void) {
 
 /* 16-bit affine / residual / final 1x1 conv against the CPU ops on the
  * rounded data: one rounding of the fp32 result (elementwise), fp32 (1x1). */
+/* x = the n 16-bit values at dx, widened (what the next step reads); 0 on
+ * a failed copy. */
+static int download16(float *x, const void *dx, size_t n, ck_dtype dt) {
+    uint16_t *xr = malloc(n * 2);
+    const int ok = xr && ck_cuda_copy(xr, dx, n * 2, 0, NULL) == CKEY_OK;
+    for (size_t i = 0; ok && i < n; i++) x[i] = from16(xr[i], dt);
+    free(xr);
+    return ok;
+}
+
 static void test_refiner_elementwise_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     cpu_be cb;
@@ -1293,18 +1303,12 @@ static void test_refiner_elementwise_16bit(void) {
             snprintf(name, sizeof name, "affine relu %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             /* the residual reads the device's rounded x, as the next step would */
-            uint16_t *xr = malloc(n * 2);
-            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
-            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
-            free(xr);
+            REQUIRE(download16(x, dx, n, dt));
             ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, NULL, NULL);
             CHECKF(ck_cuda_affine_relu_t(dx, dy, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "residual affine relu %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
-            xr = malloc(n * 2);
-            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
-            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
-            free(xr);
+            REQUIRE(download16(x, dx, n, dt));
             /* the same with a GroupNorm + ReLU still pending on x (the stem's,
              * in the first residual block): here relu(b*x + a) */
             ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, b, a);
@@ -1312,10 +1316,7 @@ static void test_refiner_elementwise_16bit(void) {
                    err.message);
             snprintf(name, sizeof name, "residual, pending affine %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
-            xr = malloc(n * 2);
-            REQUIRE(xr && ck_cuda_copy(xr, dx, n * 2, 0, &err) == CKEY_OK);
-            for (size_t i = 0; i < n; i++) x[i] = from16(xr[i], dt);
-            free(xr);
+            REQUIRE(download16(x, dx, n, dt));
             float *Wp = random_floats(4 * (size_t)C, 509), *bp = random_floats(4, 511),
                   *ref = malloc((size_t)4 * HW * sizeof(float));
             ck_cpu_ops.pointwise_conv(&cb.be, x, C, HW, Wp, bp, 10.0f, ref, 4);

@@ -44,13 +44,12 @@ inline void conv_plan(ConvArgs &b, int nsm) {
     }
 }
 
-// Item `item` of a plan: its column strip x0 (TM pixels a strip: the
-// kernel's tile width), residue r, steps k0 .. kend-1 of a chain of nr rows
-// (k0 >= kend: nothing to do).
+// Item `item` of a plan: its column strip x0, residue r, steps k0 .. kend-1
+// of a chain of nr rows (k0 >= kend: nothing to do).
 struct ConvItem {
     int x0, r, k0, kend;
 };
-template <int TM = kTM> __device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
+__device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
     ConvItem it;
     const int xt = (int)(item % p.tiles_per_row);
     const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg;
@@ -58,7 +57,7 @@ template <int TM = kTM> __device__ __forceinline__ ConvItem conv_item(const Conv
     const int nr = it.r < p.rows ? (p.rows - it.r + p.dil - 1) / p.dil : 0;
     it.k0 = seg * p.seg;
     it.kend = min(nr, it.k0 + p.seg);
-    it.x0 = xt * TM;
+    it.x0 = xt * kTM;
     return it;
 }
 

@@ -381,21 +381,24 @@ __device__ __forceinline__ void dec_store(float (&acc)[4], int lane, int y, int 
 // two-byte loads per channel). Per channel the arithmetic is the scalar
 // loop's, in the same order; only the lanes' partial sums of the classifier
 // split the channels differently.
-__device__ __forceinline__ void ld8(const __half *p, float (&v)[8]) {
+// 16-bit pairs <-> float2, for 8-value loads and stores of either type
+template <typename T> struct Half2Of;
+template <> struct Half2Of<__half> {
+    typedef __half2 P;
+    static __device__ __forceinline__ float2 get(P p) { return __half22float2(p); }
+    static __device__ __forceinline__ P make(float a, float b) { return __floats2half2_rn(a, b); }
+};
+template <> struct Half2Of<__nv_bfloat16> {
+    typedef __nv_bfloat162 P;
+    static __device__ __forceinline__ float2 get(P p) { return __bfloat1622float2(p); }
+    static __device__ __forceinline__ P make(float a, float b) { return __floats2bfloat162_rn(a, b); }
+};
+template <typename T> __device__ __forceinline__ void ld8(const T *p, float (&v)[8]) {
     const uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+    const typename Half2Of<T>::P *h = reinterpret_cast<const typename Half2Of<T>::P *>(&u);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const float2 f = __half22float2(h[i]);
-        v[2 * i] = f.x, v[2 * i + 1] = f.y;
-    }
-}
-__device__ __forceinline__ void ld8(const __nv_bfloat16 *p, float (&v)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4 *>(p);
-    const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 f = __bfloat1622float2(h[i]);
+        const float2 f = Half2Of<T>::get(h[i]);
         v[2 * i] = f.x, v[2 * i + 1] = f.y;
     }
 }
@@ -403,19 +406,11 @@ __device__ __forceinline__ void ld8(const float *p, float (&v)[8]) {
     const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
-
-__device__ __forceinline__ void st8(__half *p, const float (&v)[8]) {
+template <typename T> __device__ __forceinline__ void st8(T *p, const float (&v)[8]) {
     uint4 u;
-    __half2 *h = reinterpret_cast<__half2 *>(&u);
+    typename Half2Of<T>::P *h = reinterpret_cast<typename Half2Of<T>::P *>(&u);
 #pragma unroll
-    for (int i = 0; i < 4; i++) h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-    *reinterpret_cast<uint4 *>(p) = u;
-}
-__device__ __forceinline__ void st8(__nv_bfloat16 *p, const float (&v)[8]) {
-    uint4 u;
-    __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    for (int i = 0; i < 4; i++) h[i] = Half2Of<T>::make(v[2 * i], v[2 * i + 1]);
     *reinterpret_cast<uint4 *>(p) = u;
 }
 __device__ __forceinline__ void st8(float *p, const float (&v)[8]) {

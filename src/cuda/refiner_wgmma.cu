@@ -80,8 +80,7 @@ namespace {
 
 constexpr int C = 64;      // Cin = Cout
 constexpr int kSlots = 5;  // ring: rows k-1, k, k+1 of step k, k+2 landing, k+3 in flight
-constexpr int kTW = kTM;   // pixels a tile (conv_work.cuh's strip width)
-__host__ __device__ constexpr uint32_t slot_bytes(int dil) { return (uint32_t)((kTW + 2 * dil + 7) / 8) * 1024u; }
+__host__ __device__ constexpr uint32_t slot_bytes(int dil) { return (uint32_t)((kTM + 2 * dil + 7) / 8) * 1024u; }
 // + 1024 to align the start; the ring, bias, a, b (fp32), the group sums
 // and each thread's four running sums (double)
 size_t smem_total(int dil) {
@@ -112,11 +111,11 @@ __device__ __forceinline__ void stmatrix_t4(uint32_t addr, uint32_t r0, uint32_t
 
 template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kernel(ConvArgs p) {
     constexpr int NT = 128;                              // threads
-    constexpr int RI = ((kTW + 2 * 8) * 8 + NT - 1) / NT; // 16-byte chunks of a ring row a thread copies, at most
+    constexpr int RI = ((kTM + 2 * 8) * 8 + NT - 1) / NT; // 16-byte chunks of a ring row a thread copies, at most
     extern __shared__ __align__(16) uint8_t smem_raw[];
     const uint32_t raw = smem_addr(smem_raw), sbase = (raw + 1023u) & ~1023u;
     uint8_t *gbase = smem_raw + (sbase - raw);
-    const int S = p.S, dil = p.dil, TMH = kTW + 2 * dil;
+    const int S = p.S, dil = p.dil, TMH = kTM + 2 * dil;
     const uint32_t sbytes = slot_bytes(dil), srows = sbase;
     float *sbias = reinterpret_cast<float *>(gbase + kSlots * sbytes);
     float *sa = sbias + C, *sb = sa + C;
@@ -155,7 +154,7 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
     }
     __syncthreads(); // bias, sa, sb
     auto slot = [&](int q) { return srows + (uint32_t)((q + 1) % kSlots) * sbytes; }; // q >= -1
-    // input row iy over pixels x0-d .. x0+kTW-1+d; zeros outside the image.
+    // input row iy over pixels x0-d .. x0+kTM-1+d; zeros outside the image.
     // A thread copies 16-byte chunk lch = tid % 8 of pixels lj + 16 m.
     const int lj = tid >> 3, lch = tid & 7;
     const uint32_t lsw = swz(lj, lch);
@@ -214,7 +213,7 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
     const int st_pix = ((lane >> 4) << 3) + (lane & 7), st_chunk = 2 * warp + ((lane >> 3) & 1);
 
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-        const ConvItem ci = conv_item<kTW>(p, item);
+        const ConvItem ci = conv_item(p, item);
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
         if (k0 >= kend) continue;
         const int ybase = p.y0 + r;
