@@ -1450,6 +1450,156 @@ static void test_patch_embed_16bit(void) {
     }
 }
 
+/* The network's 16-bit data-movement kernels against the host: reroll and
+ * the stage transition's max-pool + bias (16-byte vectors for C % 8 == 0,
+ * the scalar kernels else), the refiner input and the stem's channels-last
+ * repacking (a thread per pixel, a partial last block), bit for bit where the
+ * arithmetic is exact; the decoder epilogue (16-byte vectors, a warp a
+ * pixel) against a double reference on a chunk from the middle of the map,
+ * D2 = 512 (the model's: two channel groups a lane) and 64 (lanes without
+ * channels), pixels outside the chunk untouched. */
+static void host_tap(int dst, int in, int out, int *i0, int *i1, double *l1) {
+    double src = (double)(float)((float)in / (float)out * ((float)dst + 0.5f) - 0.5f);
+    if (src < 0) src = 0;
+    *i0 = (int)src;
+    *i1 = *i0 + (*i0 < in - 1 ? 1 : 0);
+    *l1 = src - *i0;
+}
+
+static void test_net_dataflow_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    cpu_be cb;
+    cpu_be_init(&cb, 128);
+    ckey_error err;
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (int d = 0; d < 2; d++) {
+        const ck_dtype dt = dts[d];
+        char name[80];
+        /* reroll, C = 112 (vectors) and 100 (scalar) */
+        for (int C = 100; C <= 112; C += 12) {
+            const int H = 32, W = 32, k = 2;
+            const size_t n = (size_t)H * W * C;
+            float *tok = random_floats(n, 601u + (unsigned)C), *ref = malloc(n * sizeof(float));
+            void *dtok = dev16_rounded(tok, n, dt), *df = NULL;
+            REQUIRE(ref && dtok && ck_cuda_malloc(&df, n * 2, NULL) == CKEY_OK);
+            ck_cpu_ops.reroll(&cb.be, tok, H, W, k, C, ref);
+            CHECKF(ck_cuda_reroll_t(dtok, H, W, k, C, df, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "reroll %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev16(name, df, dt, ref, n, 0.0) == 0);
+            ck_cuda_free(dtok), ck_cuda_free(df), free(tok), free(ref);
+        }
+        /* max-pool over qs = 4 planes + bias */
+        for (int C = 100; C <= 112; C += 12) {
+            const int64_t Nq = 300;
+            const int qs = 4;
+            const size_t n = (size_t)Nq * C;
+            float *x = random_floats(n * qs, 611u + (unsigned)C), *b = random_floats((size_t)C, 613u),
+                  *ref = malloc(n * sizeof(float));
+            void *dx = dev16_rounded(x, n * qs, dt), *dy = NULL;
+            float *db = to_device(b, (size_t)C);
+            REQUIRE(ref && dx && db && ck_cuda_malloc(&dy, n * 2, NULL) == CKEY_OK);
+            for (size_t i = 0; i < n; i++) {
+                float m = x[i];
+                for (int s = 1; s < qs; s++) m = fmaxf(m, x[i + (size_t)s * n]);
+                ref[i] = round16(m + b[i % (size_t)C], dt);
+            }
+            CHECKF(ck_cuda_maxpool_bias_t(dx, Nq, C, qs, db, dy, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "maxpool+bias %s C=%d", dt_name(dt), C);
+            CHECK(cmp_dev16(name, dy, dt, ref, n, 0.0) == 0);
+            ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(db), free(x), free(b), free(ref);
+        }
+        /* refiner input [7, S, S] and the stem's [S*S, 16] repacking */
+        {
+            const int S = 96, G = S / 4;
+            const size_t HW = (size_t)S * S;
+            float *x = random_floats(4 * HW, 621u), *lg = random_floats((size_t)4 * G * G, 623u),
+                  *ref = malloc(7 * HW * sizeof(float)), *ref16 = malloc(16 * HW * sizeof(float));
+            void *dx = dev16_rounded(x, 4 * HW, dt), *drin = NULL, *dmap = NULL;
+            float *dl = to_device(lg, (size_t)4 * G * G);
+            REQUIRE(ref && ref16 && dx && dl && ck_cuda_malloc(&drin, 7 * HW * 2, NULL) == CKEY_OK &&
+                    ck_cuda_malloc(&dmap, 16 * HW * 2, NULL) == CKEY_OK);
+            ck_cpu_ops.refiner_input(&cb.be, x, lg, S, ref);
+            CHECKF(ck_cuda_refiner_input_t(dx, dl, S, drin, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "refiner input %s", dt_name(dt));
+            /* one rounding of the fp32 sigmoid (the device's expf may differ in the last fp32 bit) */
+            CHECK(cmp_dev16(name, drin, dt, ref, 7 * HW, 1e-6) == 0);
+            float *rin = malloc(7 * HW * sizeof(float));
+            REQUIRE(rin && download16(rin, drin, 7 * HW, dt));
+            for (size_t p = 0; p < HW; p++)
+                for (int c = 0; c < 16; c++) ref16[p * 16 + c] = c < 7 ? rin[(size_t)c * HW + p] : 0.f;
+            CHECKF(ck_cuda_refiner_stem_input(drin, S, dmap, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            snprintf(name, sizeof name, "stem input %s", dt_name(dt));
+            CHECK(cmp_dev16(name, dmap, dt, ref16, 16 * HW, 0.0) == 0);
+            ck_cuda_free(dx), ck_cuda_free(drin), ck_cuda_free(dmap), ck_cuda_free(dl);
+            free(x), free(lg), free(ref), free(ref16), free(rin);
+        }
+        /* decoder epilogue */
+        for (int D2 = 64; D2 <= 512; D2 *= 8) {
+            const int G = 32, Hk[3] = {16, 8, 4};
+            const int64_t p0 = 37, n = 301;
+            float *h = random_floats((size_t)n * D2, 631u), *P[3], *b1 = random_floats((size_t)D2, 633u),
+                  *cw = random_floats((size_t)4 * D2, 635u), *cb_ = random_floats(4, 637u);
+            void *dh = dev16_rounded(h, (size_t)n * D2, dt), *dP[3];
+            for (int s = 0; s < 3; s++) {
+                P[s] = random_floats((size_t)Hk[s] * Hk[s] * D2, 641u + (unsigned)s);
+                dP[s] = dev16_rounded(P[s], (size_t)Hk[s] * Hk[s] * D2, dt);
+                REQUIRE(dP[s]);
+            }
+            float *lg = malloc((size_t)4 * G * G * sizeof(float)), *got = malloc((size_t)4 * G * G * sizeof(float));
+            REQUIRE(lg && got && dh);
+            for (size_t i = 0; i < (size_t)4 * G * G; i++) lg[i] = 12345.f;
+            float *db1 = to_device(b1, (size_t)D2), *dcw = to_device(cw, (size_t)4 * D2), *dcb = to_device(cb_, 4),
+                  *dlg = to_device(lg, (size_t)4 * G * G);
+            REQUIRE(db1 && dcw && dcb && dlg);
+            CHECKF(ck_cuda_decoder_epilogue_t(dh, p0, n, G, D2, dP[0], Hk[0], dP[1], Hk[1], dP[2], Hk[2], db1, dcw, dcb,
+                                              dlg, dt, NULL, &err) == CKEY_OK,
+                   "%s", err.message);
+            REQUIRE(ck_cuda_copy(got, dlg, (size_t)4 * G * G * sizeof(float), 0, &err) == CKEY_OK);
+            int64_t bad = 0, stray = 0;
+            double worst = 0;
+            for (int64_t p = 0; p < (int64_t)G * G; p++) {
+                const int y = (int)(p / G), xx = (int)(p % G);
+                if (p < p0 || p >= p0 + n) {
+                    for (int o = 0; o < 4; o++) stray += got[(size_t)o * G * G + p] != 12345.f;
+                    continue;
+                }
+                double acc[4] = {0, 0, 0, 0}, mag[4] = {0, 0, 0, 0};
+                for (int e = 0; e < D2; e++) {
+                    double v = (double)h[(p - p0) * D2 + e] + b1[e], a = fabs(v);
+                    for (int s = 0; s < 3; s++) {
+                        int y0, y1, x0, x1;
+                        double ly, lx;
+                        host_tap(y, Hk[s], G, &y0, &y1, &ly);
+                        host_tap(xx, Hk[s], G, &x0, &x1, &lx);
+                        const float *Q = P[s];
+                        const int Hs = Hk[s];
+                        const double q00 = Q[((size_t)y0 * Hs + x0) * D2 + e], q01 = Q[((size_t)y0 * Hs + x1) * D2 + e],
+                                     q10 = Q[((size_t)y1 * Hs + x0) * D2 + e], q11 = Q[((size_t)y1 * Hs + x1) * D2 + e];
+                        v += (1 - ly) * ((1 - lx) * q00 + lx * q01) + ly * ((1 - lx) * q10 + lx * q11);
+                        a += fabs(q00) + fabs(q01) + fabs(q10) + fabs(q11);
+                    }
+                    v = v > 0 ? v : 0;
+                    for (int o = 0; o < 4; o++) acc[o] += cw[o * D2 + e] * v, mag[o] += fabs(cw[o * D2 + e]) * a;
+                }
+                for (int o = 0; o < 4; o++) {
+                    const double want = acc[o] + cb_[o], g = got[(size_t)o * G * G + p];
+                    const double tol = 1e-5 * (mag[o] + fabs(cb_[o])) + 1e-6;
+                    worst = fmax(worst, fabs(g - want) / tol);
+                    bad += !(fabs(g - want) <= tol);
+                }
+            }
+            printf("  decoder epilogue %s D2=%d: %lld of %lld logits over the bound (worst %.3g of it), %lld written "
+                   "outside the chunk\n",
+                   dt_name(dt), D2, (long long)bad, (long long)(4 * n), worst, (long long)stray);
+            CHECK(bad == 0 && stray == 0);
+            ck_cuda_free(dh), ck_cuda_free(db1), ck_cuda_free(dcw), ck_cuda_free(dcb), ck_cuda_free(dlg);
+            for (int s = 0; s < 3; s++) free(P[s]), ck_cuda_free(dP[s]);
+            free(h), free(b1), free(cw), free(cb_), free(lg), free(got);
+        }
+    }
+    cpu_be_free(&cb);
+}
+
 static void test_linear_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ck_cublas *h = NULL;
@@ -1635,6 +1785,7 @@ int main(int argc, char **argv) {
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
         {"linear_16bit_vs_cpu", test_linear_16bit},
         {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
+        {"net_dataflow_16bit_vs_host", test_net_dataflow_16bit},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
     };

@@ -358,9 +358,12 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const T *__restr
 // row t * nw + w; query j pools rows (s * Tq + j) * nw + w; output row
 // j * nw + w. A block holds `upb` units' K/V chunks (KN keys each) in
 // dynamic shared memory; `wpu` warps share a unit, each taking 16 queries
-// (more passes when a window has more than 16 * wpu queries).
+// (more passes when a window has more than 16 * wpu queries). Latency-bound
+// (S = 2048, fp16, H200: 45% of DRAM bandwidth at 143 registers, 3 blocks an
+// SM): at most 96 registers, 5 blocks an SM (44 bytes spilled) take the six
+// launches of a frame from 636 to 597 us (128 registers, 4 blocks: 614).
 template <typename T, int HD, int KN>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 5)
     window_attention_tc_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
                                T *__restrict__ out, int ldo, int upb, int wpu, int units) {
     using W = Tile<T, HD, 1, KN>;
