@@ -2,7 +2,7 @@
 // 16-bit storage as implicit GEMM on tensor cores (mma.sync m16n8k16, fp32
 // accumulation). Maps are channels-last [S*S, C].
 //
-// Conv design (one persistent block per SM, 8 warps):
+// Conv design (persistent blocks, one an SM, two for the stem; 8 warps):
 //  - GEMM view: M = pixels, N = Cout, K = 9 taps x Cin. A tile is 128 pixels
 //    of one output row; each warp computes 32 pixels x Cout/2 channels.
 //  - Shared memory: all 9 taps of the weights, [tap][Cout][Cin] (loaded once
@@ -119,9 +119,15 @@ template <int CIN, int COUT> struct ConvSmem {
     }
 };
 
+// Blocks an SM: the stem (16 input channels, the image's 7 padded) is bound
+// by each tile's latency, not the MMAs: two blocks an SM (128 registers, no
+// spill) take it from 405 to 325 us at S = 2048 on the H200 (three: 397,
+// spilling at 80 registers).
+template <int CIN> constexpr int conv_blocks_per_sm() { return CIN == 16 ? 2 : 1; }
+
 // The work decomposition (chains of rows, items) is conv_work.cuh's.
 template <typename T, int CIN, int COUT>
-__global__ void __launch_bounds__(kThreads, 1) conv3x3_tc_kernel(ConvArgs p) {
+__global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_tc_kernel(ConvArgs p) {
     using L = ConvSmem<CIN, COUT>;
     constexpr int PS = L::PS;
     constexpr int CPX = CIN / 8;  // 16-byte chunks per pixel
@@ -338,8 +344,9 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
                                "conv3x3 tc smem attribute");
     if (s) return s;
     ConvArgs b = a;
-    conv_plan(b, nsm);
-    const int64_t grid = b.nitems < nsm ? b.nitems : nsm;
+    const int nblk = nsm * conv_blocks_per_sm<CIN>();
+    conv_plan(b, nblk);
+    const int64_t grid = b.nitems < nblk ? b.nitems : nblk;
     conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(b);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");
 }
