@@ -1765,6 +1765,69 @@ static void test_layernorm_gelu_16bit(void) {
         }
 }
 
+/* The measured cuBLASLt picks (src/cuda/lt_tuned.h): on the GPU and
+ * cuBLASLt version they were measured on, three of the table's keys (fp16
+ * and bf16; with and without accumulation and bias) run with their pick, not
+ * the heuristic's first, and agree with the heuristic's first to within the
+ * 16-bit rounding of either result (both sum in fp32, in different orders):
+ * |tuned - first| <= 2u max(|tuned|, |first|) + 1e-3. Elsewhere: skipped. */
+static void test_linear_tuned_picks(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_cublas *h = NULL;
+    ckey_error err;
+    REQUIRE(ck_cublas_create(&h, &err) == CKEY_OK);
+    void *ws = NULL;
+    REQUIRE(ck_cuda_malloc(&ws, (size_t)16 << 20, NULL) == CKEY_OK);
+    REQUIRE(ck_cublas_set_workspace(h, ws, (size_t)16 << 20, &err) == CKEY_OK); /* the session's size */
+    if (!ck_cublas_tuned(h)) {
+        ck_cublas_free(h), ck_cuda_free(ws);
+        SKIP("no measured cuBLASLt picks for this GPU and cuBLASLt version");
+    }
+    static const struct {
+        int N, in, out, acc, bias;
+        ck_dtype dt;
+    } cases[] = {{4096, 896, 896, 1, 1, CK_F16}, {16384, 448, 1792, 0, 0, CK_F16}, {4096, 896, 2688, 0, 1, CK_BF16}};
+    for (int ci = 0; ci < 3; ci++) {
+        const int N = cases[ci].N, in = cases[ci].in, out = cases[ci].out;
+        const ck_dtype dt = cases[ci].dt;
+        const size_t nx = (size_t)N * in, nw = (size_t)in * out, ny = (size_t)N * out;
+        float *x = random_floats(nx, 701u + (unsigned)ci), *w = random_floats(nw, 703u), *y0 = random_floats(ny, 705u),
+              *b = random_floats((size_t)out, 707u), *got[2];
+        void *dx = dev16_rounded(x, nx, dt), *dw = dev16_rounded(w, nw, dt), *db = dev16_rounded(b, (size_t)out, dt);
+        REQUIRE(dx && dw && db);
+        int picks[2];
+        for (int t = 0; t < 2; t++) { /* t = 0: the table's pick; 1: the heuristic's first */
+            ck_cublas_set_tuned(h, t == 0);
+            void *dy = dev16_rounded(y0, ny, dt);
+            got[t] = malloc(ny * sizeof(float));
+            REQUIRE(dy && got[t]);
+            CHECKF(ck_cuda_linear_t(h, dx, N, in, dw, cases[ci].bias ? db : NULL, dy, out, cases[ci].acc, dt, NULL,
+                                    &err) == CKEY_OK,
+                   "%s", err.message);
+            picks[t] = ck_cublas_last_pick(h);
+            REQUIRE(ck_cublas_last_fused(h) && download16(got[t], dy, ny, dt));
+            ck_cuda_free(dy);
+        }
+        const double u = unit_roundoff(dt);
+        size_t bad = 0;
+        double maxd = 0;
+        for (size_t i = 0; i < ny; i++) {
+            const double d = fabs((double)got[0][i] - got[1][i]);
+            maxd = fmax(maxd, d);
+            bad += !(d <= 2 * u * fmax(fabs(got[0][i]), fabs(got[1][i])) + 1e-3);
+        }
+        printf("  %s N=%d %d->%d%s%s: pick %d (heuristic's first: %d), max |diff| %.3g, %zu of %zu over the bound\n",
+               dt_name(dt), N, in, out, cases[ci].acc ? " accumulate" : "", cases[ci].bias ? " bias" : "", picks[0],
+               picks[1], maxd, bad, ny);
+        CHECK(picks[0] > 0 && picks[1] == 0 && bad == 0);
+        ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db);
+        free(x), free(w), free(y0), free(b), free(got[0]), free(got[1]);
+    }
+    ck_cublas_set_tuned(h, 1);
+    ck_cublas_free(h);
+    ck_cuda_free(ws);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -1784,6 +1847,7 @@ int main(int argc, char **argv) {
         {"conv3x3_tc_vs_cpu", test_conv3x3_tc},
         {"refiner_elementwise_16bit_vs_cpu", test_refiner_elementwise_16bit},
         {"linear_16bit_vs_cpu", test_linear_16bit},
+        {"linear_tuned_picks_16bit", test_linear_tuned_picks},
         {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
         {"net_dataflow_16bit_vs_host", test_net_dataflow_16bit},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},

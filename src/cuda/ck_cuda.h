@@ -242,6 +242,13 @@ void ck_cublas_plan_counts(const ck_cublas *h, int bias_only, int *fused, int *f
 void ck_cublas_set_lt(ck_cublas *h, int on);
 /* Whether the last ck_cuda_linear_ld_t ran as one cublasLtMatmul (bias fused). */
 int ck_cublas_last_fused(const ck_cublas *h);
+/* The measured cuBLASLt picks (lt_tuned.h): whether a table is in use for
+ * this GPU and cuBLASLt version; on = 0 / 1 turns it off / back on (cached
+ * plans are dropped); the last linear's pick (its index in the heuristic's
+ * ranking, 0 = the heuristic's first). For tests and A/B runs. */
+int ck_cublas_tuned(const ck_cublas *h);
+void ck_cublas_set_tuned(ck_cublas *h, int on);
+int ck_cublas_last_pick(const ck_cublas *h);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 

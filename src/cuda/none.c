@@ -129,6 +129,9 @@ ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_e
 void ck_cublas_plan_counts(const ck_cublas *h, int bias_only, int *fused, int *fallback) { *fused = *fallback = 0; }
 void ck_cublas_set_lt(ck_cublas *h, int on) {}
 int ck_cublas_last_fused(const ck_cublas *h) { return 0; }
+int ck_cublas_tuned(const ck_cublas *h) { return 0; }
+void ck_cublas_set_tuned(ck_cublas *h, int on) {}
+int ck_cublas_last_pick(const ck_cublas *h) { return 0; }
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
