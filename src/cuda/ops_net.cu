@@ -202,8 +202,9 @@ __global__ void pointwise_kernel(const T *__restrict__ x, int C, int64_t HW, con
 // The refiner's final 1x1 conv (64 -> 4): a block stages its 256 pixels'
 // channels (at most 128 bytes a pixel) in shared memory with coalesced
 // 16-byte loads, then a thread per pixel sums each output over c in the same
-// order as above (weights in shared memory). S = 2048, fp16, H200: 201 us
-// (a thread per pixel reading its 128 bytes itself: 282).
+// order as above (weights in shared memory). S = 2048, fp16, H200: 201-205
+// us (a thread per pixel reading its 128 bytes itself: 282; 128 or 64 pixels
+// a block: 214, 216).
 constexpr int kPwMaxC = 64, kPwMaxCout = 4, kPwPx = 256, kPwRowV = 8;
 template <typename T>
 __global__ void __launch_bounds__(kPwPx) pointwise_vec_kernel(const T *__restrict__ x, int C, int64_t HW,
