@@ -260,9 +260,7 @@ typedef struct {
 } lt_key;
 
 typedef struct {
-    int64_t N;
-    int in, out, ldy, accumulate, bias, dt; /* dt: ck_dtype */
-    unsigned align[4];
+    lt_key key;
     int pick; /* index into the heuristic's ranking */
 } lt_pick;
 
@@ -300,23 +298,22 @@ struct ck_cublas {
     lt_plan plans[LT_PLANS];
 };
 
-static const lt_tuning *lt_tuning_find(void) {
-    int dev = 0;
-    cudaDeviceProp prop;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return NULL;
+static int lt_key_eq(const lt_key *x, const lt_key *y) {
+    return x->N == y->N && x->in == y->in && x->out == y->out && x->ldy == y->ldy && x->accumulate == y->accumulate &&
+           x->bias == y->bias && x->dt == y->dt && x->align[0] == y->align[0] && x->align[1] == y->align[1] &&
+           x->align[2] == y->align[2] && x->align[3] == y->align[3];
+}
+
+static const lt_tuning *lt_tuning_find(const char *gpu) {
     const size_t v = cublasLtGetVersion();
     for (size_t i = 0; i < sizeof lt_tuned / sizeof lt_tuned[0]; i++)
-        if (lt_tuned[i].lt_version == v && strcmp(lt_tuned[i].gpu, prop.name) == 0) return &lt_tuned[i];
+        if (lt_tuned[i].lt_version == v && strcmp(lt_tuned[i].gpu, gpu) == 0) return &lt_tuned[i];
     return NULL;
 }
 
 static int lt_pick_of(const ck_cublas *c, const lt_key *k) {
     for (int i = 0; c->tuned && !c->no_tuned && i < c->tuned->n; i++) {
-        const lt_pick *p = &c->tuned->picks[i];
-        if (p->N == k->N && p->in == k->in && p->out == k->out && p->ldy == k->ldy &&
-            p->accumulate == k->accumulate && p->bias == k->bias && p->dt == (int)k->dt &&
-            memcmp(p->align, k->align, sizeof p->align) == 0)
-            return p->pick;
+        if (lt_key_eq(&c->tuned->picks[i].key, k)) return c->tuned->picks[i].pick;
     }
     return 0;
 }
@@ -365,11 +362,11 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
     }
     const char *tune = getenv("CKEY_CUDA_LT_TUNE");
     c->tune = tune && strcmp(tune, "1") == 0;
-    c->tuned = lt_tuning_find();
-    if (c->tune) {
-        int dev = 0;
-        cudaDeviceProp prop;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+    int dev = 0;
+    cudaDeviceProp prop;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+        c->tuned = lt_tuning_find(prop.name);
+        if (c->tune)
             fprintf(stderr, "lt tune: gpu \"%s\", cuBLASLt %zu, table %s\n", prop.name, cublasLtGetVersion(),
                     c->tuned ? "found" : "none");
     }
@@ -424,11 +421,6 @@ static unsigned align_of(const void *p) {
     return k;
 }
 
-static int lt_key_eq(const lt_key *x, const lt_key *y) {
-    return x->N == y->N && x->in == y->in && x->out == y->out && x->ldy == y->ldy && x->accumulate == y->accumulate &&
-           x->bias == y->bias && x->dt == y->dt && x->align[0] == y->align[0] && x->align[1] == y->align[1] &&
-           x->align[2] == y->align[2] && x->align[3] == y->align[3];
-}
 
 // CKEY_CUDA_LT_TUNE=1: time each of the heuristic's candidates for p's key
 // (20 runs after 3, on scratch buffers of its shape, the device otherwise
@@ -478,8 +470,9 @@ static void lt_tune(const ck_cublas *c, const lt_plan *p, const cublasLtMatmulHe
         }
         if (best > 0.97f * first) besti = 0, best = first; /* within the noise: keep the heuristic's */
         fprintf(stderr,
-                "    {%lld, %d, %d, %d, %d, %d, %d, {%u, %u, %u, %u}, %d}, /* %.1f -> %.1f us of %d candidates */\n",
-                (long long)k->N, k->in, k->out, k->ldy, k->accumulate, k->bias, (int)k->dt, k->align[0], k->align[1],
+                "    {{%lld, %d, %d, %d, %d, %d, %s, {%u, %u, %u, %u}}, %d}, /* %.1f -> %.1f us of %d candidates */\n",
+                (long long)k->N, k->in, k->out, k->ldy, k->accumulate, k->bias,
+                k->dt == CK_F16 ? "CK_F16" : "CK_BF16", k->align[0], k->align[1],
                 k->align[2], k->align[3], besti, first * 1e3f, best * 1e3f, found);
     }
     if (e0) cudaEventDestroy(e0);
