@@ -105,6 +105,12 @@ __global__ void maxpool_bias_vec_kernel(const T *__restrict__ x, int nvec, int c
     reinterpret_cast<uint4 *>(y)[i] = o.u;
 }
 
+// The bilinear sample of a G x G map L at taps ty, tx.
+__device__ __forceinline__ float bilerp(const float *__restrict__ L, int G, const Tap &ty, const Tap &tx) {
+    return ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
+           ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
+}
+
 // rin [7, S, S] = [x[0:3], sigmoid(up(logits))]: a thread per pixel (its
 // bilinear taps found once for the four logit channels), a grid row per
 // image row (a thread per value with 64-bit divisions: 152 -> 48 us at
@@ -119,9 +125,7 @@ __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__res
     const int G = S / 4;
     const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
     for (int ch = 0; ch < 4; ch++) {
-        const float *L = logits + (int64_t)ch * G * G;
-        const float v = ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
-                        ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
+        const float v = bilerp(logits + (int64_t)ch * G * G, G, ty, tx);
         ck_st(rin + (3 + ch) * HW + p, sigmoidf_(v));
     }
 }
@@ -135,9 +139,7 @@ __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *
     const int G = S / 4;
     const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
     for (int ch = 0; ch < 4; ch++) {
-        const float *L = logits + (int64_t)ch * G * G;
-        const float v = ty.l0 * (tx.l0 * L[ty.i0 * G + tx.i0] + tx.l1 * L[ty.i0 * G + tx.i1]) +
-                        ty.l1 * (tx.l0 * L[ty.i1 * G + tx.i0] + tx.l1 * L[ty.i1 * G + tx.i1]);
+        const float v = bilerp(logits + (int64_t)ch * G * G, G, ty, tx);
         out[ch * HW + p] = sigmoidf_(v + out[ch * HW + p]);
     }
 }
