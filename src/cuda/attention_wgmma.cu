@@ -216,14 +216,25 @@ __device__ __forceinline__ uint64_t desc_add(uint64_t d, uint32_t off) { return 
 // Tile `it`'s scores to P: S = Q K^T over the 64 (padded) head dims (K-major
 // B at descriptor kd, waited for), keys past N masked, the online softmax
 // (softmax_tile) and O rescaled by the rows' corrections.
-template <typename T, int KN, int FEAT, int NO>
-__device__ __forceinline__ void qk_softmax(const uint32_t (&q)[4][4], uint64_t kd, int64_t N, int it, int t,
-                                           float (&m)[2], float (&l)[2], float c, float (&o)[NO],
-                                           uint32_t (&p)[KN / 16][4]) {
+// Q is the A fragments in registers (q[kk]) or, as a uint64_t, the
+// descriptor of the warpgroup's 64 x 64 Q tile in shared memory (K-major,
+// 128-byte swizzle: K's tile layout).
+template <typename T, int KN>
+__device__ __forceinline__ void qk_mma(float (&s)[KN / 2], const uint32_t (&q)[4][4], uint64_t kd, int kk) {
+    WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kd, kk * 32), kk > 0);
+}
+template <typename T, int KN>
+__device__ __forceinline__ void qk_mma(float (&s)[KN / 2], uint64_t qd, uint64_t kd, int kk) {
+    WgSS<T, KN>::mma(s, desc_add(qd, kk * 32), desc_add(kd, kk * 32), kk > 0);
+}
+
+template <typename T, int KN, int FEAT, int NO, typename QA>
+__device__ __forceinline__ void qk_softmax(const QA &q, uint64_t kd, int64_t N, int it, int t, float (&m)[2],
+                                           float (&l)[2], float c, float (&o)[NO], uint32_t (&p)[KN / 16][4]) {
     float s[KN / 2];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kd, kk * 32), kk > 0);
+    for (int kk = 0; kk < 4; kk++) qk_mma<T, KN>(s, q, kd, kk);
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(s);
@@ -548,8 +559,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // matter and its k16 steps reuse the one 1 KB atom), into o[28..31]; P V
 // itself is n56. o[28] / o[30] are rows g / g + 8 sums, where store_rows
 // with F_ONES looks for them.
-// OPT: T_PROD and F_POLY(n) (softmax_tile's).
-enum { T_PROD = 1 };
+// OPT: T_PROD, T_QSMEM (Q as a shared-memory operand: each warpgroup's 64
+// rows x 64 head dims staged once, in K's tile layout, so the S wgmma is SS
+// and the 16 Q registers are free for 128-key tiles) and F_POLY(n)
+// (softmax_tile's).
+enum { T_PROD = 1, T_QSMEM = 2 };
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
@@ -559,9 +573,13 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
     constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
     constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255));
+    constexpr bool QSMEM = (OPT & T_QSMEM) != 0;
+    static_assert(!(PROD && QSMEM), "the Q tile is staged by every warp of its warpgroup");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const uint32_t ones = sbase + ST * kStageBytes, bars = ones + 1024; // full[ST], then empty[ST]
+    // stages | ones tile | Q tiles (T_QSMEM) | mbarriers: full[ST], then empty[ST]
+    const uint32_t ones = sbase + ST * kStageBytes, qtiles = ones + 1024;
+    const uint32_t bars = qtiles + (QSMEM ? NWG * 64 * ROWB : 0);
 
     const int tid = threadIdx.x, warp_id = tid >> 5, lane = tid & 31;
     const int h = blockIdx.y;
@@ -600,9 +618,29 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     const int wg = tid >> 7, warp = warp_id & 3;
     const int g = lane >> 2, t = lane & 3;
     const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
-    uint32_t q[4][4];
     const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
-    load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
+    using QArg = typename std::conditional<QSMEM, uint64_t, uint32_t[4][4]>::type;
+    QArg q;
+    if constexpr (QSMEM) {
+        // this thread's A-fragment words (load_q's) to the swizzled tile:
+        // word (row, col pair) at row * 128 + ((col / 8) ^ (row & 7)) * 16 + (col % 8) * 2
+        const uint32_t qt = qtiles + (uint32_t)(wg * 64 * ROWB);
+        uint32_t qr[4][4];
+        load_q(qr, qkv, h, rlo, rhi, Nq, ld, qs, t);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int row = warp * 16 + g + 8 * (j & 1), col = kk * 16 + 2 * t + 8 * (j >> 1);
+                const uint32_t a = qt + (uint32_t)(row * ROWB + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2);
+                asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(a), "r"(qr[kk][j]) : "memory");
+            }
+        fence_proxy_async(); // the Q tile, for wgmma
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's four warps
+        q = make_desc(qt, 16, 1024);
+    } else {
+        load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
+    }
 
     float o[32]; // P V (n56) in o[0..27], the row sums (n8) in o[28..31]
 #pragma unroll
@@ -704,7 +742,8 @@ cudaError_t encode_kv_map(CUtensorMap *map, const void *qkv, int64_t N, int head
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
-    constexpr int kSmem = C::kSmem + 1024 + 16 * ST; // + the ones tile and the mbarriers
+    // + the ones tile, the Q tiles (T_QSMEM) and the mbarriers
+    constexpr int kSmem = C::kSmem + 1024 + ((OPT & T_QSMEM) ? NWG * 64 * ROWB : 0) + 16 * ST;
     auto kern = attention_tma_kernel<T, NWG, KN, ST, MINB, OPT>;
     if (N > INT32_MAX - KN) return cudaErrorInvalidValue; // TMA coordinates are 32-bit
     alignas(64) CUtensorMap map;
@@ -724,10 +763,17 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
 // Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
 // stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
 // softmax features, the pipelined kernel; from 10 the TMA kernel's.
-// 0: the TMA kernel with 4 warpgroups a CTA when that still makes a CTA per
-// SM (H200, N = 16384, 8 heads, fp16: 1.14-1.25 ms against 1.28 for the
-// cp.async kernel, variant 9), else 2 warpgroups x 2 CTAs; the cp.async
-// kernel where the driver has no tensor-map encoder.
+// 0: the TMA kernel with 4 warpgroups a CTA, 128-key tiles, Q in shared
+// memory and 5 stages when that still makes a CTA per SM, else 2 warpgroups
+// x 2 CTAs (64-key tiles, Q in registers); the cp.async kernel where the
+// driver has no tensor-map encoder. H200, N = 16384, 8 heads (session 9,
+// one run, ms fp16 / bf16): 64-key tiles, Q in registers (the default until
+// then, variant 11) 1.128 / 1.132; 128-key tiles with Q in registers spill
+// 468 bytes (1.118 / 1.104 at 3 stages); with Q in shared memory (no spill)
+// 1.090 / 1.068 at 3 stages, 1.086 / 1.063 at 4, 1.067 / 1.020 at 5 (the
+// default; 6 do not fit); 64-key tiles with Q in shared memory 1.257 / 1.218;
+// 3 warpgroups a CTA (683 CTAs: 5.2 waves) 1.355 / 1.294 with 128-key tiles.
+// Session 8 and before: the cp.async kernel (variant 9) 1.28.
 constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
@@ -746,13 +792,18 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 12: return launch_tma<T, 3, 64, 4, 1, T_PROD>(qkv, N, D, heads, qs, out, st);
     case 13: return launch_tma<T, 4, 64, 4, 1, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
     case 14: return launch_tma<T, 2, 64, 4, 2, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
+    case 15: return launch_tma<T, 4, 128, 4, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
+    case 16: return launch_tma<T, 4, 128, 3, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
+    case 17: return launch_tma<T, 4, 64, 4, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
+    case 18: return launch_tma<T, 4, 128, 5, 1, T_QSMEM | F_POLY(1)>(qkv, N, D, heads, qs, out, st);
+    case 19: return launch_tma<T, 4, 128, 5, 1, T_QSMEM | F_POLY(2)>(qkv, N, D, heads, qs, out, st);
     default: {
         int dev = 0, sms = 0;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e != cudaSuccess) return e;
         const int64_t ctas4 = (N / qs + 255) / 256 * heads;
-        e = ctas4 >= sms ? launch_tma<T, 4, 64, 4, 1, 0>(qkv, N, D, heads, qs, out, st)
+        e = ctas4 >= sms ? launch_tma<T, 4, 128, 5, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st)
                          : launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
         if (e == cudaErrorNotSupported) return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
         return e;

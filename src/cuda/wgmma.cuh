@@ -125,21 +125,24 @@ CK_WGMMA_RS(__nv_bfloat16, "bf16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34, 35,
 CK_WGMMA_RS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66, 67, 68, 69, 70)
 #undef CK_WGMMA_RS
 
-// The same with A from a shared-memory descriptor too (both K-major), N = 64.
-template <typename T> struct WgSS64;
-#define CK_WGMMA_SS64(TYPE, PTXT)                                                                                     \
-    template <> struct WgSS64<TYPE> {                                                                                  \
-        static __device__ __forceinline__ void mma(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {            \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                  \
-                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTXT "." PTXT " " CK_WG_S32                    \
-                         ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                             \
-                         : CK_WG_D32                                                                                   \
+// The same with A from a shared-memory descriptor too (both K-major); the
+// operands after the n accumulators: a %n, b %n+1, scale_d %n+2.
+template <typename T, int N> struct WgSS;
+#define CK_WGMMA_SS(TYPE, PTXT, N, n, DLIST, DSTR, A0, A1, A2)                                                      \
+    template <> struct WgSS<TYPE, N> {                                                                                 \
+        static __device__ __forceinline__ void mma(float (&d)[n], uint64_t a, uint64_t b, int scale_d) {             \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #A2 ", 0;\n"                                           \
+                         "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTXT "." PTXT " " DSTR ", %" #A0 ", %" #A1 \
+                         ", p, 1, 1, 0, 0;\n}\n"                                                                      \
+                         : DLIST                                                                                       \
                          : "l"(a), "l"(b), "r"(scale_d));                                                             \
         }                                                                                                              \
     };
-CK_WGMMA_SS64(__half, "f16")
-CK_WGMMA_SS64(__nv_bfloat16, "bf16")
-#undef CK_WGMMA_SS64
+CK_WGMMA_SS(__half, "f16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34)
+CK_WGMMA_SS(__half, "f16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
+#undef CK_WGMMA_SS
 
 #undef CK_WG_D4
 #undef CK_WG_D8
