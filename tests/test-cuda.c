@@ -239,10 +239,15 @@ static void test_elementwise_ops(void) {
         REQUIRE(ck_cuda_affine_relu(dx, dy, C, HW, da, db, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("residual affine relu", dx, x, (size_t)HW * C) < 1e-6);
         float *Wp = random_floats(4 * C, 37), *bp = random_floats(4, 39), *ref = malloc((size_t)4 * HW * sizeof(float));
-        ck_cpu_ops.pointwise_conv(&cb.be, x, C, HW, Wp, bp, 10.0f, ref, 4);
+        ck_cpu_ops.pointwise_conv(&cb.be, x, NULL, NULL, NULL, C, HW, Wp, bp, 10.0f, ref, 4);
         float *dW = to_device(Wp, 4 * C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
         REQUIRE(dW && dbp && dout && ck_cuda_pointwise(dx, C, HW, dW, dbp, 10.0f, dout, 4, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("pointwise conv", dout, ref, (size_t)4 * HW) < 1e-4);
+        /* with the last residual fused (x' = relu(x + a*y + b), not stored on the GPU) */
+        REQUIRE(ck_cuda_pointwise_t(dx, dy, da, db, C, HW, dW, dbp, 10.0f, dout, 4, CK_F32, NULL, &err) == CKEY_OK);
+        CHECK(cmp_dev("pointwise conv, residual fused: x kept", dx, x, (size_t)HW * C) == 0);
+        ck_cpu_ops.pointwise_conv(&cb.be, x, y, a, b, C, HW, Wp, bp, 10.0f, ref, 4);
+        CHECK(cmp_dev("pointwise conv, residual fused", dout, ref, (size_t)4 * HW) < 1e-4);
         ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(da), ck_cuda_free(db), ck_cuda_free(dW), ck_cuda_free(dbp),
             ck_cuda_free(dout);
         free(x), free(y), free(a), free(b), free(Wp), free(bp), free(ref);
@@ -1337,13 +1342,38 @@ static void test_refiner_elementwise_16bit(void) {
             }
             float *Wp = random_floats(4 * (size_t)C, 509), *bp = random_floats(4, 511),
                   *ref = malloc((size_t)4 * HW * sizeof(float));
-            ck_cpu_ops.pointwise_conv(&cb.be, x, C, HW, Wp, bp, 10.0f, ref, 4);
+            ck_cpu_ops.pointwise_conv(&cb.be, x, NULL, NULL, NULL, C, HW, Wp, bp, 10.0f, ref, 4);
             float *dW = to_device(Wp, 4 * (size_t)C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
             REQUIRE(dW && dbp && dout);
-            CHECKF(ck_cuda_pointwise_t(dx, C, HW, dW, dbp, 10.0f, dout, 4, dt, NULL, &err) == CKEY_OK, "%s",
-                   err.message);
+            CHECKF(ck_cuda_pointwise_t(dx, NULL, NULL, NULL, C, HW, dW, dbp, 10.0f, dout, 4, dt, NULL, &err) == CKEY_OK,
+                   "%s", err.message);
             snprintf(name, sizeof name, "pointwise %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev(name, dout, ref, (size_t)4 * HW) < 1e-4 * C);
+            /* the last residual fused into the conv: bit for bit the residual
+             * pass (into a copy of x) followed by the conv, x itself untouched */
+            {
+                void *dx2 = NULL;
+                float *dout2 = dev_alloc((size_t)4 * HW);
+                REQUIRE(ck_cuda_malloc(&dx2, n * 2, NULL) == CKEY_OK && dout2 &&
+                        ck_cuda_copy_d2d(dx2, dx, n * 2, NULL, &err) == CKEY_OK);
+                CHECKF(ck_cuda_pointwise_t(dx, dy, da, db, C, HW, dW, dbp, 10.0f, dout, 4, dt, NULL, &err) == CKEY_OK,
+                       "%s", err.message);
+                CHECKF(ck_cuda_residual_relu_t(dx2, dy, C, HW, da, db, NULL, NULL, dt, NULL, &err) == CKEY_OK, "%s",
+                       err.message);
+                CHECKF(ck_cuda_pointwise_t(dx2, NULL, NULL, NULL, C, HW, dW, dbp, 10.0f, dout2, 4, dt, NULL, &err) ==
+                           CKEY_OK,
+                       "%s", err.message);
+                float *h1 = malloc((size_t)16 * HW), *h2 = malloc((size_t)16 * HW), *xk = malloc(n * sizeof(float));
+                REQUIRE(h1 && h2 && xk && ck_cuda_copy(h1, dout, (size_t)16 * HW, 0, &err) == CKEY_OK &&
+                        ck_cuda_copy(h2, dout2, (size_t)16 * HW, 0, &err) == CKEY_OK && download16(xk, dx, n, dt));
+                snprintf(name, sizeof name, "pointwise, residual fused %s C=%d", dt_name(dt), C);
+                CHECKF(memcmp(h1, h2, (size_t)16 * HW) == 0, "%s: differs from residual pass + conv", name);
+                CHECKF(memcmp(xk, x, n * sizeof(float)) == 0, "%s: x was written", name);
+                /* (against the CPU: the residual and the conv are each checked above; the
+                 * fused op's 16-bit rounding of x' is what the CPU's fp32 op does not do) */
+                ck_cuda_free(dx2), ck_cuda_free(dout2);
+                free(h1), free(h2), free(xk);
+            }
             ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(da), ck_cuda_free(db), ck_cuda_free(dW),
                 ck_cuda_free(dbp), ck_cuda_free(dout);
             free(x), free(y), free(a), free(b), free(x16), free(y16), free(Wp), free(bp), free(ref);

@@ -962,8 +962,9 @@ VEC static void pw_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     }
 }
 
-static void cpu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
-                               const float *b, float mult, float *out, int Cout) {
+static void cpu_pointwise_conv(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb,
+                               int C, int64_t HW, const float *W, const float *b, float mult, float *out, int Cout) {
+    if (y) cpu_residual_affine_relu(be, (float *)x, y, C, HW, ra, rb, NULL, NULL); /* x' into x */
     pw_ctx c = {x, W, b, C, Cout, HW, mult, out};
     ck_pool_for(be->pool, HW, 4096, pw_pixels, &c);
 }

@@ -321,10 +321,10 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
         conv3x3_shifted(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
 }
 
-static void cu_pointwise_conv(ck_backend *be, const float *x, int C, int64_t HW, const float *W, const float *b,
-                              float mult, float *out, int Cout) {
+static void cu_pointwise_conv(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb, int C,
+                              int64_t HW, const float *W, const float *b, float mult, float *out, int Cout) {
     ckey_error e_;
-    CHECKED(ck_cuda_pointwise_t(x, C, HW, W, b, mult, out, Cout, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(ck_cuda_pointwise_t(x, y, ra, rb, C, HW, W, b, mult, out, Cout, ST(be)->dt, ST(be)->stream, &e_));
 }
 
 static void cu_finalize(ck_backend *be, const float *logits, int S, float *out) {

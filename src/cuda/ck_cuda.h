@@ -127,8 +127,11 @@ ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, con
  * to x as it loaded): x = relu(x' + a*y + b). */
 ckey_status ck_cuda_residual_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
                                     const float *pre_a, const float *pre_b, ck_dtype dt, void *st, ckey_error *err);
-ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                                float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
+/* out [Cout, HW] = mult * (W x' + b), x' = x or, with y, relu(x + ra*y + rb)
+ * rounded to dt (the residual pass's value, not stored). */
+ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
+                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
+                                ckey_error *err);
 ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
                               const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
                               ckey_error *err);

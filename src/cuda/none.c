@@ -91,8 +91,9 @@ ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, con
 ckey_status ck_cuda_residual_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
                                     const float *pre_a, const float *pre_b, ck_dtype dt, void *st,
                                     ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                                float *out, int Cout, ck_dtype dt, void *st, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
+                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
+                                ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err) {
     (void)bytes;
     *p = NULL;

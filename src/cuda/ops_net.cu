@@ -187,16 +187,27 @@ __global__ void affine_vec_kernel(T *__restrict__ x, const T *__restrict__ y, in
     reinterpret_cast<uint4 *>(x)[i] = xv;
 }
 
-// channels-last x [HW, C] -> out [Cout, HW]
+// The residual pass's value of one element (affine_vec_kernel's arithmetic
+// without a pending affine), rounded to T as that pass stores it.
+template <typename T> __device__ __forceinline__ float residual_value(float xf, float yf, float a, float b) {
+    const float v = xf + (a * yf + b);
+    T r;
+    ck_st(&r, v > 0.f ? v : 0.f);
+    return ck_ld(&r);
+}
+
+// channels-last x [HW, C] -> out [Cout, HW]; with y, x' = relu(x + ra*y + rb)
 template <typename T>
-__global__ void pointwise_kernel(const T *__restrict__ x, int C, int64_t HW, const float *__restrict__ W,
+__global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
+                                 const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
                                  const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
-    const T *xr = x + p * C;
+    const T *xr = x + p * C, *yr = y ? y + p * C : NULL;
     for (int o = 0; o < Cout; o++) {
         float acc = 0.f;
-        for (int c = 0; c < C; c++) acc += W[o * C + c] * ck_ld(xr + c);
+        for (int c = 0; c < C; c++)
+            acc += W[o * C + c] * (yr ? residual_value<T>(ck_ld(xr + c), ck_ld(yr + c), ra[c], rb[c]) : ck_ld(xr + c));
         out[(int64_t)o * HW + p] = mult * (acc + b[o]);
     }
 }
@@ -209,30 +220,47 @@ __global__ void pointwise_kernel(const T *__restrict__ x, int C, int64_t HW, con
 // a block: 214, 216).
 constexpr int kPwMaxC = 64, kPwMaxCout = 4, kPwPx = 256, kPwRowV = 8;
 template <typename T>
-__global__ void __launch_bounds__(kPwPx) pointwise_vec_kernel(const T *__restrict__ x, int C, int64_t HW,
-                                                              const float *__restrict__ W, const float *__restrict__ b,
-                                                              float mult, float *__restrict__ out, int Cout) {
+__global__ void __launch_bounds__(kPwPx)
+    pointwise_vec_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
+                         const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
+                         const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
     constexpr int V = 16 / sizeof(T);
-    __shared__ float ws[kPwMaxCout * kPwMaxC], bs[kPwMaxCout];
+    __shared__ float ws[kPwMaxCout * kPwMaxC], bs[kPwMaxCout], as[kPwMaxC], cs[kPwMaxC];
     __shared__ uint4 tile[kPwPx * (kPwRowV + 1)]; /* a pixel's row padded by 16 bytes: no bank conflicts */
     for (int i = threadIdx.x; i < Cout * C; i += blockDim.x) ws[i] = W[i];
     if (threadIdx.x < Cout) bs[threadIdx.x] = b[threadIdx.x];
+    if (y)
+        for (int i = threadIdx.x; i < C; i += blockDim.x) as[i] = ra[i], cs[i] = rb[i];
     const int rv = C / V;
     const int64_t p0 = (int64_t)blockIdx.x * kPwPx;
     const int npx = (int)(HW - p0 < kPwPx ? HW - p0 : kPwPx);
     const uint4 *src = reinterpret_cast<const uint4 *>(x + p0 * C);
-    uint4 r[kPwRowV]; /* every load in flight before the first store */
-#pragma unroll
-    for (int k = 0; k < kPwRowV; k++) {
-        const int i = threadIdx.x + k * kPwPx;
-        if (i < npx * rv) r[k] = __ldg(src + i);
-    }
+    const uint4 *ysrc = y ? reinterpret_cast<const uint4 *>(y + p0 * C) : NULL;
+    uint4 r[kPwRowV], q[kPwRowV]; /* every load in flight before the first store */
 #pragma unroll
     for (int k = 0; k < kPwRowV; k++) {
         const int i = threadIdx.x + k * kPwPx;
         if (i < npx * rv) {
-            const int px = i / rv;
-            tile[px * (kPwRowV + 1) + (i - px * rv)] = r[k];
+            r[k] = __ldg(src + i);
+            if (y) q[k] = __ldg(ysrc + i);
+        }
+    }
+    if (y) __syncthreads(); /* as, cs */
+#pragma unroll
+    for (int k = 0; k < kPwRowV; k++) {
+        const int i = threadIdx.x + k * kPwPx;
+        if (i < npx * rv) {
+            const int px = i / rv, cv = i - px * rv;
+            if (y) { /* the last residual: x' = relu(x + ra*y + rb), as the residual pass would store it */
+                T *xe = reinterpret_cast<T *>(&r[k]);
+                const T *ye = reinterpret_cast<const T *>(&q[k]);
+#pragma unroll
+                for (int e = 0; e < V; e++) {
+                    const int c = cv * V + e;
+                    ck_st(xe + e, residual_value<T>(ck_ld(xe + e), ck_ld(ye + e), as[c], cs[c]));
+                }
+            }
+            tile[px * (kPwRowV + 1) + cv] = r[k];
         }
     }
     __syncthreads();
@@ -693,14 +721,18 @@ ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, con
     return ck_cuda_residual_relu_t(x, y, C, HW, a, b, NULL, NULL, dt, st, err);
 }
 
-ckey_status ck_cuda_pointwise_t(const void *x, int C, int64_t HW, const float *W, const float *b, float mult,
-                                float *out, int Cout, ck_dtype dt, void *st, ckey_error *err) {
+ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
+                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
+                                ckey_error *err) {
     const int V = 16 / (int)ck_dtype_size(dt);
-    if (C <= kPwMaxC && C / V <= kPwRowV && Cout <= kPwMaxCout && C % V == 0 && ((uintptr_t)x & 15) == 0) {
-        LAUNCH_T(dt, blocks_for(HW, kPwPx), kPwPx, pointwise_vec_kernel, (const T *)x, C, HW, W, b, mult, out, Cout);
+    if (C <= kPwMaxC && C / V <= kPwRowV && Cout <= kPwMaxCout && C % V == 0 &&
+        (((uintptr_t)x | (uintptr_t)y) & 15) == 0) {
+        LAUNCH_T(dt, blocks_for(HW, kPwPx), kPwPx, pointwise_vec_kernel, (const T *)x, (const T *)y, ra, rb, C, HW, W,
+                 b, mult, out, Cout);
         return launched(err, "pointwise conv");
     }
-    LAUNCH_T(dt, blocks_for(HW, 128), 128, pointwise_kernel, (const T *)x, C, HW, W, b, mult, out, Cout);
+    LAUNCH_T(dt, blocks_for(HW, 128), 128, pointwise_kernel, (const T *)x, (const T *)y, ra, rb, C, HW, W, b, mult,
+             out, Cout);
     return launched(err, "pointwise conv");
 }
 
@@ -843,7 +875,7 @@ ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, con
 }
 ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
                               float *out, int Cout, void *st, ckey_error *err) {
-    return ck_cuda_pointwise_t(x, C, HW, W, b, mult, out, Cout, CK_F32, st, err);
+    return ck_cuda_pointwise_t(x, NULL, NULL, NULL, C, HW, W, b, mult, out, Cout, CK_F32, st, err);
 }
 ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
                             float *out, int Cout, int groups, double *stats, void *st, ckey_error *err) {

@@ -189,17 +189,24 @@ float *ck_forward(const ck_fwd *f) {
         OP(f, zero_stats, stats, 2 * gr);
         OPP(f, CK_PROF_REFINER_CONV, conv3x3, t, 0, R, S, dil, rw->conv_w[2 * r + 1], rw->conv_b[2 * r + 1], ga, gb, tbuf, R, gr, stats);
         OP(f, groupnorm_affine, stats, gr, R, HW, rw->gn_w[2 * r + 1], rw->gn_b[2 * r + 1], ga, gb);
-        OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb, pa, pb);
+        /* the last block's residual is left to the final 1x1 conv, which reads xr
+         * and tbuf (its pa / pb are NULL: only res1 has a pending GroupNorm) */
+        if (r < 3) OP(f, residual_affine_relu, xr, tbuf, R, HW, ga, gb, pa, pb);
     }
-    ck_release(pl, tbuf);
     ck_release(pl, stats);
-    ck_release(pl, ga);
-    ck_release(pl, gb);
     ck_release(pl, ga0);
     ck_release(pl, gb0);
-    /* final 1x1 conv, x10, x strength -> deltas [4, S, S] */
-    float *out = ck_alloc_f32(pl, 4 * HW, "output");
-    OP(f, pointwise_conv, xr, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);
+    /* final 1x1 conv of relu(xr + gn2(t)) (res4's sum, not stored by the CUDA
+     * backend), x10, x strength -> deltas [4, S, S] fp32. With a margin (CUDA),
+     * the last conv2 wrote its output conv_shift_rows rows before t, so tbuf's
+     * last `margin` elements are free: the deltas go there when they fit (S =
+     * 2048: 64 MiB in the 130 MiB tail), and tbuf then lives on with them. */
+    const int out_in_t = (size_t)margin * (size_t)f->act_bytes >= (size_t)4 * HW * sizeof(float);
+    float *out = out_in_t ? ACT_AT(tbuf, R * HW) : ck_alloc_f32(pl, 4 * HW, "output");
+    OP(f, pointwise_conv, xr, tbuf, ga, gb, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);
+    ck_release(pl, ga);
+    ck_release(pl, gb);
+    if (!out_in_t) ck_release(pl, tbuf);
     ck_release(pl, xr);
     tap(f, "deltas", out, 0, 3, 4, S, S);
     /* alpha, fg = sigmoid(up(logits) + deltas) */

@@ -86,9 +86,12 @@ typedef struct ck_ops {
     void (*residual_affine_relu)(ck_backend *be, float *x, const float *y, int C, int64_t HW,
                                  const float *a, const float *b, const float *pre_a, const float *pre_b);
 
-    /* out [4, S, S] (channel-major) = mult * (final_w . x + final_b), x a refiner map. */
-    void (*pointwise_conv)(ck_backend *be, const float *x, int C, int64_t HW, const float *W,
-                           const float *b, float mult, float *out, int Cout);
+    /* out [4, S, S] (channel-major) = mult * (final_w . x' + final_b), x a refiner map,
+     * x' = x, or with y (the last residual block's sum, never stored by the CUDA
+     * backend) relu(x + ra*y + rb) per channel, rounded to the storage type as
+     * residual_affine_relu would store it; the backend may store x' in x. */
+    void (*pointwise_conv)(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb,
+                           int C, int64_t HW, const float *W, const float *b, float mult, float *out, int Cout);
 
     /* out [4, S, S] = sigmoid(up(logits [4, S/4, S/4]) + out). */
     void (*finalize)(ck_backend *be, const float *logits, int S, float *out);
