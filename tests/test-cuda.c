@@ -1581,10 +1581,15 @@ static void test_net_dataflow_16bit(void) {
             ck_cuda_free(dx), ck_cuda_free(drin), ck_cuda_free(dmap), ck_cuda_free(dl);
             free(x), free(lg), free(ref), free(ref16), free(rin);
         }
-        /* decoder epilogue */
+        /* decoder epilogue: a chunk of odd bounds (the pixel-a-warp kernels), chunks
+         * of whole row pairs (the quad kernel), and maps not a power of two coarser */
+        const struct { int G, H[3]; int64_t p0, n; } dcases[] = {
+            {32, {16, 8, 4}, 37, 301}, {32, {16, 8, 4}, 128, 320}, {32, {16, 8, 4}, 0, 1024}, {30, {15, 8, 4}, 60, 840},
+            {30, {30, 11, 1}, 0, 900}};
+        for (size_t dc = 0; dc < CK_ARRAY_LEN(dcases); dc++)
         for (int D2 = 64; D2 <= 512; D2 *= 8) {
-            const int G = 32, Hk[3] = {16, 8, 4};
-            const int64_t p0 = 37, n = 301;
+            const int G = dcases[dc].G, Hk[3] = {dcases[dc].H[0], dcases[dc].H[1], dcases[dc].H[2]};
+            const int64_t p0 = dcases[dc].p0, n = dcases[dc].n;
             float *h = random_floats((size_t)n * D2, 631u), *P[3], *b1 = random_floats((size_t)D2, 633u),
                   *cw = random_floats((size_t)4 * D2, 635u), *cb_ = random_floats(4, 637u);
             void *dh = dev16_rounded(h, (size_t)n * D2, dt), *dP[3];
@@ -1636,9 +1641,10 @@ static void test_net_dataflow_16bit(void) {
                     bad += !(fabs(g - want) <= tol);
                 }
             }
-            printf("  decoder epilogue %s D2=%d: %lld of %lld logits over the bound (worst %.3g of it), %lld written "
-                   "outside the chunk\n",
-                   dt_name(dt), D2, (long long)bad, (long long)(4 * n), worst, (long long)stray);
+            printf("  decoder epilogue %s D2=%d G=%d maps %d/%d/%d pixels %lld+%lld: %lld of %lld logits over the "
+                   "bound (worst %.3g of it), %lld written outside the chunk\n",
+                   dt_name(dt), D2, G, Hk[0], Hk[1], Hk[2], (long long)p0, (long long)n, (long long)bad,
+                   (long long)(4 * n), worst, (long long)stray);
             CHECK(bad == 0 && stray == 0);
             ck_cuda_free(dh), ck_cuda_free(db1), ck_cuda_free(dcw), ck_cuda_free(dcb), ck_cuda_free(dlg);
             for (int s = 0; s < 3; s++) free(P[s]), ck_cuda_free(dP[s]);

@@ -209,9 +209,11 @@ static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1
     ck_cuda_state *s = ST(be);
     const int D2 = 2 * m->cfg.dec_dim;
     const int64_t total = (int64_t)H1 * H1;
-    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)DEC_CHUNK, total) * D2)) return;
-    for (int64_t p0 = 0; p0 < total; p0 += DEC_CHUNK) {
-        const int64_t n = CK_MIN((int64_t)DEC_CHUNK, total - p0);
+    /* chunks of whole row pairs where they fit (the epilogue's 2 x 2 quad kernel) */
+    const int64_t chunk = 2 * H1 <= DEC_CHUNK ? DEC_CHUNK / (2 * H1) * (2 * H1) : DEC_CHUNK;
+    if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+        const int64_t n = CK_MIN(chunk, total - p0);
         CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1, p0 * C1), n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->dt,
                                  s->stream, &e_));
         CHECKED(ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0], Hk[0], P[1], Hk[1], P[2], Hk[2],

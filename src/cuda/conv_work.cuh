@@ -33,14 +33,19 @@ struct ConvArgs {
     int64_t nitems; // dil * nseg * tiles_per_row
 };
 
-// seg, nseg, nitems for a device of nsm SMs: at least ~3 items per SM if
-// segments of kMinSeg allow.
-inline void conv_plan(ConvArgs &b, int nsm) {
+// seg, nseg, nitems: the longest segments (fewest rows loaded twice) that
+// still make at least min_items items, if segments of kMinSeg allow.
+// refiner_wgmma.cu asks for an item a block: H200, S = 2048 fp16, a 512-row
+// band of conv2 on 264 blocks took 187-190 us in 8-step items (3 items a
+// block asked for, until session 9), 176-182 in 16-step items (a frame's
+// convs 5.47 -> 5.34 ms; 64-step items for the whole-image conv1 were no
+// faster). refiner_tc.cu (one block an SM) still asks for three a block.
+inline void conv_plan(ConvArgs &b, int64_t min_items) {
     const int chain = (b.rows + b.dil - 1) / b.dil; // rows in the longest chain
     for (b.seg = kSeg;; b.seg /= 2) {
         b.nseg = (chain + b.seg - 1) / b.seg;
         b.nitems = (int64_t)b.dil * b.nseg * b.tiles_per_row;
-        if (b.seg <= kMinSeg || b.nitems >= 3LL * nsm) break;
+        if (b.seg <= kMinSeg || b.nitems >= min_items) break;
     }
 }
 

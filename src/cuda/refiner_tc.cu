@@ -345,7 +345,7 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
     if (s) return s;
     ConvArgs b = a;
     const int nblk = nsm * conv_blocks_per_sm<CIN>();
-    conv_plan(b, nblk);
+    conv_plan(b, 3LL * nblk);
     const int64_t grid = b.nitems < nblk ? b.nitems : nblk;
     conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(b);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");

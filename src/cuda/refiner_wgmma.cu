@@ -329,7 +329,7 @@ template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem
     if (e != cudaSuccess) return e;
     const int blocks = 2 * nsm; // two an SM
     ConvArgs b = a;
-    conv_plan(b, blocks);
+    conv_plan(b, blocks); // an item a block at least (conv_work.cuh)
     const int64_t grid = b.nitems < blocks ? b.nitems : blocks;
     conv3x3_wg_kernel<T><<<(unsigned)grid, 128, smem, st>>>(b);
     return cudaGetLastError();
