@@ -420,6 +420,75 @@ __global__ void __launch_bounds__(kThreads, 5)
     }
 }
 
+// The same for windows of at most KN keys whose queries one pass of the
+// block's warps covers (every mask-unit attention of the model), persistent:
+// a block walks groups of `upb` units (g = blockIdx.x, + gridDim.x, ...) and
+// sends for the next group's K / V (cp.async, the other of two buffers)
+// before it loads this group's queries and waits for this group's K / V, so
+// a unit's loads overlap the previous unit's math.
+template <typename T, int HD, int KN>
+__global__ void __launch_bounds__(kThreads, 5)
+    window_attention_pipe_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
+                                 T *__restrict__ out, int ldo, int upb, int wpu, int units) {
+    using W = Tile<T, HD, 1, KN>;
+    constexpr int STR = W::STR, CH = W::CH;
+    constexpr uint32_t kChunkBytes = (uint32_t)(KN * STR * sizeof(T));
+    extern __shared__ uint4 smem_raw[];
+    const uint32_t sbase = smem_addr(smem_raw); // buffer b, unit u: K at (2 (b upb + u)) chunks, V after it
+    const uint32_t kBufBytes = 2u * (uint32_t)upb * kChunkBytes;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int Tq = Tk / qs;
+    const int64_t ld = 3 * (int64_t)Do;
+    const int ngroups = (units + upb - 1) / upb;
+    const int u = warp / wpu, sub = warp - u * wpu;
+
+    auto load_group = [&](int g, uint32_t buf) {
+        const int U0 = g * upb;
+        for (int idx = tid; idx < upb * KN * CH; idx += kThreads) {
+            const int uu = idx / (KN * CH), rem = idx - uu * (KN * CH);
+            const int r = rem / CH, cc = rem - r * CH;
+            const int UU = U0 + uu;
+            const bool ok = UU < units && r < Tk;
+            const int ww = ok ? UU / heads : 0, hh = ok ? UU - ww * heads : 0;
+            const T *src = qkv + ((ok ? (int64_t)r : 0) * nw + ww) * ld + Do + hh * HD + cc * 8;
+            const uint32_t dst = buf + 2u * (uint32_t)uu * kChunkBytes + (uint32_t)((r * STR + cc * 8) * (int)sizeof(T));
+            cp_async16(dst, src, ok);
+            cp_async16(dst + kChunkBytes, src + Do, ok);
+        }
+    };
+
+    if ((int)blockIdx.x < ngroups) load_group(blockIdx.x, sbase);
+    cp_async_commit();
+    for (int g = blockIdx.x, i = 0; g < ngroups; g += gridDim.x, i++) {
+        const uint32_t buf = sbase + (uint32_t)(i & 1) * kBufBytes;
+        if (g + (int)gridDim.x < ngroups) load_group(g + gridDim.x, sbase + (uint32_t)((i + 1) & 1) * kBufBytes);
+        cp_async_commit();
+
+        const int U = g * upb + u;
+        const bool active = u < upb && U < units && sub * 16 < Tq;
+        const int w_ = active ? U / heads : 0, h = active ? U - w_ * heads : 0;
+        const int jlo = sub * 16 + (lane >> 2), jhi = jlo + 8;
+        W wt;
+        wt.init();
+        if (active) {
+            const T *qb = qkv + (int64_t)w_ * ld + (int64_t)h * HD; // query j: row (s*Tq + j)*nw + w
+            wt.load_q(0, qb + (int64_t)jlo * nw * ld, jlo < Tq, qb + (int64_t)jhi * nw * ld, jhi < Tq,
+                      (int64_t)Tq * nw * ld, qs, lane);
+        }
+        cp_async_wait<1>(); // this group's K / V (the next group's may still be in flight)
+        __syncthreads();
+        const uint32_t ks = buf + 2u * (uint32_t)u * kChunkBytes;
+        if (active) {
+            wt.step(ks, ks + kChunkBytes, Tk, c, lane);
+            T *base = out + (int64_t)w_ * ldo + (int64_t)h * HD;
+            const int64_t rs = nw * (int64_t)ldo; // output row j*nw + w, rows ldo apart
+            wt.store(0, jlo < Tq ? base + jlo * rs : nullptr, jhi < Tq ? base + jhi * rs : nullptr, lane);
+        }
+        __syncthreads(); // buf is refilled next iteration
+    }
+}
+
 // --------------------------------------------------------------- launchers
 
 ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
@@ -458,6 +527,26 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
     const int upb = kWarps / wpu;
     const int units = (int)(nw * heads); // checked < 2^31 by the caller
     const size_t smem = (size_t)upb * 2 * KN * Tile<T, HD, 1, KN>::STR * sizeof(T);
+    if (T_ <= KN && nqc <= wpu) { // one chunk of keys, one pass: the persistent, prefetching kernel
+        auto pk = window_attention_pipe_kernel<T, HD, KN>;
+        const size_t psmem = 2 * smem;
+        cudaError_t e = cudaSuccess;
+        if (psmem > 48 * 1024) e = cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)psmem);
+        int dev = 0, nsm = 0, per_sm = 0;
+        if (e == cudaSuccess) e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
+        if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pk, kThreads, psmem);
+        if (e != cudaSuccess) return e;
+        /* with its two buffers it must still fit 4 blocks an SM: S = 2048 fp16 on the H200, the six launches
+         * of a frame 597 -> 559 us (stage 0: 99 / 96 -> 86 / 86 us; the q-pooled stage-1 block, 4 units of 64
+         * keys a block and 2 blocks an SM in 128 KiB, 202 -> 281: that one keeps the kernel above) */
+        if (per_sm >= 4) {
+            const int64_t groups = (units + upb - 1) / upb, resident = (int64_t)nsm * per_sm;
+            pk<<<(unsigned)(groups < resident ? groups : resident), kThreads, psmem, st>>>(
+                (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
+            return cudaSuccess;
+        }
+    }
     auto kern = window_attention_tc_kernel<T, HD, KN>;
     if (smem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
