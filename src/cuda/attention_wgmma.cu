@@ -4,7 +4,9 @@
 //
 // Design. A CTA = NWG consumer warpgroups (128 threads each) x one head; each
 // warpgroup owns 64 query rows (wgmma M = 64). Q lives in registers as wgmma
-// A fragments (max-pooled over qs on load, head_dim zero-padded 56 -> 64).
+// A fragments (max-pooled over qs on load, head_dim zero-padded 56 -> 64),
+// or (T_QSMEM, the default TMA kernel's since session 9: 128-key tiles need
+// its 16 registers) in a shared-memory tile per warpgroup, staged once.
 // K and V are streamed through shared memory in tiles of KN keys, ST stages,
 // loaded with cp.async by all threads of the CTA (one __syncthreads per
 // tile; KvLoader works each thread's addresses out once). Per tile and
