@@ -217,10 +217,13 @@ __global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ 
 // 16-byte loads, then a thread per pixel sums each output over c in the same
 // order as above (weights in shared memory). S = 2048, fp16, H200: 201-205
 // us (a thread per pixel reading its 128 bytes itself: 282; 128 or 64 pixels
-// a block: 214, 216).
-constexpr int kPwMaxC = 64, kPwMaxCout = 4, kPwPx = 256, kPwRowV = 8;
+// a block: 214, 216). Since session 9 it also reads res4's t and applies the
+// residual (twice the loads): 395 us at 256 pixels a block (93 registers, 2
+// blocks an SM), 381 at 256 with 3 blocks an SM, 381 at 128 pixels, 371 at
+// 128 pixels and 6 blocks an SM (taken), 460 at 256 and 4 blocks (spilling).
+constexpr int kPwMaxC = 64, kPwMaxCout = 4, kPwPx = 128, kPwRowV = 8;
 template <typename T>
-__global__ void __launch_bounds__(kPwPx)
+__global__ void __launch_bounds__(kPwPx, 6)
     pointwise_vec_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
                          const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
                          const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
