@@ -354,6 +354,30 @@ __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const T *__restr
 
 // ------------------------------------------------------ mask-unit attention
 
+// The K and V chunks (keys k0 .. k0 + KN - 1) of units U0 .. U0 + upb - 1 to
+// shared memory at dst (unit u: K at 2u chunks of kChunkBytes, V after it),
+// cp.async by all the block's threads; keys past Tk and units past `units`
+// are zero-filled. Token t of window w is row t * nw + w.
+template <typename T, int HD, int KN>
+__device__ __forceinline__ void window_kv_load(const T *__restrict__ qkv, int64_t nw, int Tk, int Do, int heads,
+                                               int units, int upb, int U0, int k0, uint32_t dst0, int tid) {
+    using W = Tile<T, HD, 1, KN>;
+    constexpr int STR = W::STR, CH = W::CH;
+    constexpr uint32_t kChunkBytes = (uint32_t)(KN * STR * sizeof(T));
+    const int64_t ld = 3 * (int64_t)Do;
+    for (int idx = tid; idx < upb * KN * CH; idx += kThreads) {
+        const int uu = idx / (KN * CH), rem = idx - uu * (KN * CH);
+        const int r = rem / CH, cc = rem - r * CH;
+        const int UU = U0 + uu;
+        const bool ok = UU < units && k0 + r < Tk;
+        const int ww = ok ? UU / heads : 0, hh = ok ? UU - ww * heads : 0;
+        const T *src = qkv + ((ok ? (int64_t)(k0 + r) : 0) * nw + ww) * ld + Do + hh * HD + cc * 8;
+        const uint32_t dst = dst0 + 2u * (uint32_t)uu * kChunkBytes + (uint32_t)((r * STR + cc * 8) * (int)sizeof(T));
+        cp_async16(dst, src, ok);
+        cp_async16(dst + kChunkBytes, src + Do, ok);
+    }
+}
+
 // Units are (window w, head h), U = w * heads + h. Token t of window w is
 // row t * nw + w; query j pools rows (s * Tq + j) * nw + w; output row
 // j * nw + w. A block holds `upb` units' K/V chunks (KN keys each) in
@@ -367,8 +391,7 @@ __global__ void __launch_bounds__(kThreads, 5)
     window_attention_tc_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
                                T *__restrict__ out, int ldo, int upb, int wpu, int units) {
     using W = Tile<T, HD, 1, KN>;
-    constexpr int STR = W::STR, CH = W::CH;
-    constexpr uint32_t kChunkBytes = (uint32_t)(KN * STR * sizeof(T));
+    constexpr uint32_t kChunkBytes = (uint32_t)(KN * W::STR * sizeof(T));
     extern __shared__ uint4 smem_raw[];
     const uint32_t sbase = smem_addr(smem_raw); // unit u: K at 2u chunks, V after it
 
@@ -396,17 +419,7 @@ __global__ void __launch_bounds__(kThreads, 5)
         }
         for (int k0 = 0; k0 < Tk; k0 += KN) {
             __syncthreads(); // the previous chunk is consumed
-            for (int idx = tid; idx < upb * KN * CH; idx += kThreads) {
-                const int uu = idx / (KN * CH), rem = idx - uu * (KN * CH);
-                const int r = rem / CH, cc = rem - r * CH;
-                const int UU = U0 + uu;
-                const bool ok = UU < units && k0 + r < Tk;
-                const int ww = ok ? UU / heads : 0, hh = ok ? UU - ww * heads : 0;
-                const T *src = qkv + ((ok ? (int64_t)(k0 + r) : 0) * nw + ww) * ld + Do + hh * HD + cc * 8;
-                const uint32_t dst = sbase + 2u * (uint32_t)uu * kChunkBytes + (uint32_t)((r * STR + cc * 8) * (int)sizeof(T));
-                cp_async16(dst, src, ok);
-                cp_async16(dst + kChunkBytes, src + Do, ok);
-            }
+            window_kv_load<T, HD, KN>(qkv, nw, Tk, Do, heads, units, upb, U0, k0, sbase, tid);
             cp_async_commit();
             cp_async_wait<0>();
             __syncthreads();
@@ -431,8 +444,7 @@ __global__ void __launch_bounds__(kThreads, 5)
     window_attention_pipe_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
                                  T *__restrict__ out, int ldo, int upb, int wpu, int units) {
     using W = Tile<T, HD, 1, KN>;
-    constexpr int STR = W::STR, CH = W::CH;
-    constexpr uint32_t kChunkBytes = (uint32_t)(KN * STR * sizeof(T));
+    constexpr uint32_t kChunkBytes = (uint32_t)(KN * W::STR * sizeof(T));
     extern __shared__ uint4 smem_raw[];
     const uint32_t sbase = smem_addr(smem_raw); // buffer b, unit u: K at (2 (b upb + u)) chunks, V after it
     const uint32_t kBufBytes = 2u * (uint32_t)upb * kChunkBytes;
@@ -444,18 +456,7 @@ __global__ void __launch_bounds__(kThreads, 5)
     const int u = warp / wpu, sub = warp - u * wpu;
 
     auto load_group = [&](int g, uint32_t buf) {
-        const int U0 = g * upb;
-        for (int idx = tid; idx < upb * KN * CH; idx += kThreads) {
-            const int uu = idx / (KN * CH), rem = idx - uu * (KN * CH);
-            const int r = rem / CH, cc = rem - r * CH;
-            const int UU = U0 + uu;
-            const bool ok = UU < units && r < Tk;
-            const int ww = ok ? UU / heads : 0, hh = ok ? UU - ww * heads : 0;
-            const T *src = qkv + ((ok ? (int64_t)r : 0) * nw + ww) * ld + Do + hh * HD + cc * 8;
-            const uint32_t dst = buf + 2u * (uint32_t)uu * kChunkBytes + (uint32_t)((r * STR + cc * 8) * (int)sizeof(T));
-            cp_async16(dst, src, ok);
-            cp_async16(dst + kChunkBytes, src + Do, ok);
-        }
+        window_kv_load<T, HD, KN>(qkv, nw, Tk, Do, heads, units, upb, g * upb, 0, buf, tid);
     };
 
     if ((int)blockIdx.x < ngroups) load_group(blockIdx.x, sbase);
