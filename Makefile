@@ -102,7 +102,7 @@ ifeq ($(CUDA),yes)
                -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
   NVARCH    := -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)]
   # wgmma exists only on sm_90a (arch-specific, no PTX forward compatibility):
-  # attention_wgmma.cu and refiner_wgmma.cu are built for exactly that;
+  # attention_wgmma.cu, refiner_wgmma.cu and gemm_wgmma.cu are built for exactly that;
   # ck_cuda_wgmma_ok() gates them.
   NVARCH_WGMMA := -gencode arch=compute_90a,code=sm_90a
 endif
@@ -132,6 +132,7 @@ $(1)/obj/%.cu.o: %.cu $(1)/flags-$(FLAGS_ID)
 	$$(NVCC) $$(NVFLAGS) $$(NVARCH) -MMD -MP -c $$< -o $$@
 $(1)/obj/src/cuda/attention_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/obj/src/cuda/refiner_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
+$(1)/obj/src/cuda/gemm_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$($(or $(5),CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^

@@ -1768,6 +1768,106 @@ static void test_linear_16bit(void) {
  * generic otherwise) and bias + exact GELU (16-byte vectors or scalar)
  * against double references on the rounded inputs: one final rounding plus
  * fp32 arithmetic. */
+/* The fused linear + bias + erf GELU (gemm_wgmma.cu) against a double
+ * reference on the 16-bit-rounded x and W: the MLP's fc1 shapes (K = 112,
+ * 224, 448, 896 into 4K) and small ones (K under one 64-wide step, N under
+ * one 128-wide tile), M with partial tiles; rows past M untouched. Bound per
+ * value: the output's 16-bit rounding (u |ref|) plus the fp32 accumulation
+ * (2e-5 of sum |x w|, GELU's slope at most 1.13) and the erf approximation. */
+static void test_linear_gelu_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
+    ckey_error err;
+    const struct { int64_t M; int K, N; } cases[] = {{300, 112, 448}, {257, 224, 896}, {129, 448, 1792},
+                                                     {77, 896, 3584},  {64, 40, 24},   {1000, 8, 136}};
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
+        for (int d = 0; d < 2; d++) {
+            const ck_dtype dt = dts[d];
+            const int64_t M = cases[c].M;
+            const int K = cases[c].K, N = cases[c].N;
+            REQUIRE(ck_cuda_linear_gelu_ok(M, K, N, dt));
+            float *x = random_floats((size_t)M * K, 801u + (unsigned)c), *w = random_floats((size_t)N * K, 803u),
+                  *b = random_floats((size_t)N, 805u);
+            for (size_t i = 0; i < (size_t)M * K; i++) x[i] *= 2.0f;
+            for (size_t i = 0; i < (size_t)N * K; i++) w[i] *= 2.0f / sqrtf((float)K);
+            void *dx = dev16_rounded(x, (size_t)M * K, dt), *dw = dev16_rounded(w, (size_t)N * K, dt), *dy = NULL;
+            float *db = to_device(b, (size_t)N);
+            const size_t ny = (size_t)(M + 2) * N; /* two rows past M: must stay as they are */
+            uint16_t *got = malloc(ny * 2);
+            REQUIRE(dx && dw && db && got && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK);
+            for (size_t i = 0; i < ny; i++) got[i] = 0x7BCDu;
+            REQUIRE(ck_cuda_copy(dy, got, ny * 2, 1, &err) == CKEY_OK);
+            CHECKF(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+            const double u = dt == CK_F16 ? 1.0 / 2048 : 1.0 / 256;
+            int64_t bad = 0, stray = 0;
+            double worst = 0;
+            for (int64_t r = 0; r < M; r++)
+                for (int n = 0; n < N; n++) {
+                    double s = b[n], mag = fabs(b[n]);
+                    for (int k = 0; k < K; k++) {
+                        const double p = (double)x[r * K + k] * w[(size_t)n * K + k];
+                        s += p, mag += fabs(p);
+                    }
+                    const double want = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+                    const double g = from16(got[r * N + n], dt);
+                    const double tol = u * fabs(want) + 1.13 * 2e-5 * mag + 1e-6 * (1.0 + fabs(s));
+                    worst = fmax(worst, fabs(g - want) / tol);
+                    bad += !(fabs(g - want) <= tol);
+                }
+            for (size_t i = (size_t)M * N; i < ny; i++) stray += got[i] != 0x7BCDu;
+            printf("  linear + GELU %s M=%lld K=%d N=%d: %lld of %lld over the bound (worst %.3g of it), %lld "
+                   "written past M\n",
+                   dt_name(dt), (long long)M, K, N, (long long)bad, (long long)(M * N), worst, (long long)stray);
+            CHECK(bad == 0 && stray == 0);
+            ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(dy);
+            free(x), free(w), free(b), free(got);
+        }
+    /* K or N not a multiple of 8: refused by _ok and by the call */
+    CHECK(!ck_cuda_linear_gelu_ok(100, 12, 448, CK_F16) && !ck_cuda_linear_gelu_ok(100, 112, 100, CK_F16));
+    CHECK(ck_cuda_linear_gelu(NULL, 100, 12, NULL, NULL, NULL, 448, CK_F16, NULL, &err) == CKEY_ERR_UNSUPPORTED);
+
+    /* timings at S = 2048's fc1 shapes (printed, not asserted): the fused kernel against cuBLASLt's
+     * GEMM + the bias + GELU pass, 20 launches after 3 */
+    const struct { int64_t M; int K, N; } t[] = {{32768, 112, 448}, {32768, 224, 896}, {16384, 448, 1792}, {4096, 896, 3584}};
+    ck_cublas *blas = NULL;
+    void *ws = NULL; /* the session's cuBLAS workspace size */
+    REQUIRE(ck_cublas_create(&blas, &err) == CKEY_OK && ck_cuda_malloc(&ws, 16u << 20, NULL) == CKEY_OK &&
+            ck_cublas_set_workspace(blas, ws, 16u << 20, &err) == CKEY_OK);
+    for (size_t c = 0; c < CK_ARRAY_LEN(t); c++) {
+        const int64_t M = t[c].M;
+        const int K = t[c].K, N = t[c].N;
+        float *x = random_floats((size_t)M * K, 811u), *w = random_floats((size_t)N * K, 813u), *b = random_floats(N, 815u);
+        void *dx = dev16_rounded(x, (size_t)M * K, CK_F16), *dw = dev16_rounded(w, (size_t)N * K, CK_F16), *dy = NULL;
+        float *db = to_device(b, N);
+        REQUIRE(dx && dw && db && ck_cuda_malloc(&dy, (size_t)M * N * 2, NULL) == CKEY_OK);
+        double ms[2];
+        for (int v = 0; v < 2; v++) {
+            for (int r = 0; r < 23; r++) {
+                if (r == 3) {
+                    REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                    ms[v] = wall_s();
+                }
+                if (v == 0) CHECK(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, CK_F16, NULL, &err) == CKEY_OK);
+                else {
+                    CHECK(ck_cuda_linear_t(blas, dx, M, K, dw, NULL, dy, N, 0, CK_F16, NULL, &err) == CKEY_OK);
+                    CHECK(ck_cuda_bias_gelu_t(dy, M, N, db, CK_F16, NULL, &err) == CKEY_OK);
+                }
+            }
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+            ms[v] = (wall_s() - ms[v]) * 1e3 / 20;
+        }
+        printf("  timing linear + GELU f16 M=%lld K=%d N=%d: fused %.1f us (%.0f TFLOP/s), cuBLASLt + pass %.1f us\n",
+               (long long)M, K, N, ms[0] * 1e3, 2.0 * M * K * N / (ms[0] * 1e-3) / 1e12, ms[1] * 1e3);
+        ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(dy);
+        free(x), free(w), free(b);
+    }
+    ck_cublas_free(blas);
+    ck_cuda_free(ws);
+}
+
 static void test_layernorm_gelu_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_error err;
@@ -1909,6 +2009,7 @@ int main(int argc, char **argv) {
         {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
         {"net_dataflow_16bit_vs_host", test_net_dataflow_16bit},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
+        {"linear_gelu_16bit_vs_host", test_linear_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -14,6 +14,9 @@ typedef struct ck_cuda_state {
     int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
                          * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
                          * unset; decided at session init) */
+    int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (gemm_wgmma.cu) where it
+                         * supports the shape; CKEY_CUDA_FUSED_FC1=1 until timed against
+                         * cuBLASLt + the bias + GELU pass */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;

@@ -71,6 +71,15 @@ int ck_cuda_wgmma_ok(void);
 ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
                                             ck_dtype dt, int variant, void *stream, ckey_error *err);
 
+/* y [M, N] = gelu(x [M, K] . W [N, K]^T + b) in one Hopper kernel (src/cuda/gemm_wgmma.cu,
+ * sm_90a): fp16 / bf16 x, W and y, fp32 b and accumulation, the erf GELU of
+ * ck_cuda_bias_gelu_t on the fp32 sum. ck_cuda_linear_gelu_ok says whether
+ * the shape, type and device are supported (K and N multiples of 8); x, W, y
+ * 16-byte aligned, b 8-byte. */
+int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt);
+ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
+                                ck_dtype dt, void *stream, ckey_error *err);
+
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,

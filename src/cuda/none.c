@@ -71,6 +71,12 @@ ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads
 ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
                                             ck_dtype dt, int variant, void *stream, ckey_error *err) NOCUDA_BODY
 int ck_cuda_wgmma_ok(void) { return 0; }
+int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt) {
+    (void)M, (void)K, (void)N, (void)dt;
+    return 0;
+}
+ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
+                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY

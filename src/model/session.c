@@ -558,6 +558,9 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     /* Hopper's wgmma attention and refiner convs for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps mma.sync */
     const char *no_wgmma = getenv("CKEY_CUDA_NO_WGMMA");
     s->cs.wgmma = s->dt != CK_F32 && !(no_wgmma && no_wgmma[0] && strcmp(no_wgmma, "0") != 0) && ck_cuda_wgmma_ok();
+    /* CKEY_CUDA_FUSED_FC1=1: fc1 + bias + GELU as one wgmma kernel (not yet measured against cuBLASLt + the pass) */
+    const char *fused = getenv("CKEY_CUDA_FUSED_FC1");
+    s->cs.fused_fc1 = s->cs.wgmma && fused && fused[0] && strcmp(fused, "0") != 0;
     /* CKEY_CUDA_NO_LT=1: 16-bit linears skip cuBLASLt (cuBLAS GEMM + bias pass), for A/B runs */
     const char *no_lt = getenv("CKEY_CUDA_NO_LT");
     if (no_lt && no_lt[0] && strcmp(no_lt, "0") != 0) ck_cublas_set_lt(s->cs.blas, 0);

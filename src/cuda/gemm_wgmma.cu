@@ -1,0 +1,225 @@
+// Hopper (sm_90a) linear layer with the bias and the GELU in its epilogue:
+// y [M, N] = gelu(x [M, K] . W [N, K]^T + b), 16-bit storage, fp32
+// accumulation and epilogue, the MLP's fc1. cuBLASLt's own GELU epilogue is
+// the tanh approximation (up to 4.7e-4 from erf's); this one applies the erf
+// GELU of the separate pass (ck_one_plus_erf_fast, rowbias.cuh) to the fp32
+// accumulator, so the hidden activations are rounded to 16 bits once
+// instead of twice and are written once instead of three times (GEMM, then
+// the pass's read and write).
+//
+// Design (the tile loop of attention_wgmma.cu's TMA kernel): a CTA = two
+// consumer warpgroups x a 128 x 128 output tile, each warpgroup 64 rows
+// (wgmma m64n128k16, both operands from shared memory, K-major, 128-byte
+// swizzle). K is walked in 64-element steps; the x and W tiles of a step
+// (128 rows x 128 bytes each) come in by TMA (2-D tensor maps, elements past
+// K, M or N zero-filled) into a ring of ST stages with a `full` mbarrier (the
+// bytes) and an `empty` one (every consumer warp, once its MMAs of the step
+// are complete). Thread 0 refills the stage of step k - 1 with step
+// k + ST - 1 as it starts step k. Epilogue: bias + GELU on the accumulator
+// fragments, packed to 16 bits, staged per warpgroup in the (then idle) ring
+// with stmatrix (rows of 256 bytes, 16-byte chunks swizzled by row % 8), and
+// stored as 16-byte vectors, a row's 256 bytes by 16 lanes.
+//
+// NOT YET RUN ON A GPU (written in session 9 without device time left):
+// `build/tests/test-cuda linear_gelu` checks it against a double reference;
+// the backend uses it only with CKEY_CUDA_FUSED_FC1=1 until it is timed
+// against cuBLASLt + the pass.
+#include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <type_traits>
+
+#include "cuda/ck_cuda.h"
+#include "cuda/ptx.cuh"
+#include "cuda/rowbias.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BK = 64;         // tile rows, columns, K step (one 128-byte swizzle row)
+constexpr int kTileBytes = BM * BK * 2;             // x's or W's part of a stage (16 KiB)
+constexpr int kStageBytes = 2 * kTileBytes;         // x tile, then W tile
+constexpr int kThreads = 256;                       // two consumer warpgroups
+constexpr int kConsumerWarps = kThreads / 32;
+
+template <int ST> constexpr int gemm_smem() { return ST * kStageBytes + 1024 + 16 * ST; } // + alignment slack, mbarriers
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, int c0, int c1, uint32_t bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+template <typename T, int ST>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
+                          int N, int K, const float *__restrict__ bias, T *__restrict__ y) {
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t bars = sbase + ST * kStageBytes; // full[ST], then empty[ST]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
+    const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+    const int nk = (K + BK - 1) / BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < ST; s++) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (ST + s), kConsumerWarps);
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    // step k into its stage, once the stage's previous step is released
+    auto produce = [&](int k) {
+        const int s = k % ST;
+        if (k >= ST) mbar_wait(bars + 8 * (ST + s), ((k / ST) & 1) ^ 1);
+        const uint32_t full = bars + 8 * s, dst = sbase + (uint32_t)(s * kStageBytes);
+        mbar_arrive_tx(full, kStageBytes);
+        tma_load_2d(dst, &xmap, k * BK, m0, full);
+        tma_load_2d(dst + kTileBytes, &wmap, k * BK, n0, full);
+    };
+    if (tid == 0)
+        for (int k = 0; k < ST - 1 && k < nk; k++) produce(k);
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.f;
+    for (int k = 0; k < nk; k++) {
+        if (tid == 0 && k + ST - 1 < nk) produce(k + ST - 1); // into the stage of step k - 1
+        const int s = k % ST;
+        mbar_wait(bars + 8 * s, (uint32_t)((k / ST) & 1));
+        const uint32_t st = sbase + (uint32_t)(s * kStageBytes);
+        const uint64_t ad = make_desc(st + (uint32_t)(wg * 64 * 128), 16, 1024), bd = make_desc(st + kTileBytes, 16, 1024);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++)
+            WgSS<T, 128>::mma(acc, ad + (uint64_t)(kk * 2), bd + (uint64_t)(kk * 2), k > 0 || kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(acc);
+        if (lane == 0) mbar_arrive(bars + 8 * (ST + s)); // this warp is done with the stage
+    }
+
+    // Epilogue. Fragment d[4i + j] of the warp's 16 rows: row g + 8 (j >= 2),
+    // column 8i + 2t + (j & 1) (wgmma's D layout, as mma.m16n8's).
+    const int t = lane & 3;
+    uint32_t pk[16][2];
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        const int col = n0 + 8 * i + 2 * t;
+        float2 bb = make_float2(0.f, 0.f);
+        if (col < N) bb = *reinterpret_cast<const float2 *>(bias + col); // N % 8 == 0: col + 1 < N too
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float u = acc[4 * i + j] + ((j & 1) ? bb.y : bb.x);
+            v[j] = 0.5f * u * ck_one_plus_erf_fast(u);
+        }
+        pk[i][0] = Pair16<T>::pack(v[0], v[1]); // row g
+        pk[i][1] = Pair16<T>::pack(v[2], v[3]); // row g + 8
+    }
+    __syncthreads(); // every warp's MMAs are complete: the ring is free for staging
+    const uint32_t stg = sbase + (uint32_t)(wg * 64 * 256); // the warpgroup's 64 rows x 256 bytes
+    {
+        // stmatrix x4: lane L gives the address of row L % 8 of matrix L / 8;
+        // matrices: (rows 0-7, chunk i), (rows 8-15, chunk i), (0-7, i + 1), (8-15, i + 1)
+        const int m = lane >> 3, row = (warp & 3) * 16 + (m & 1) * 8 + (lane & 7);
+#pragma unroll
+        for (int i = 0; i < 16; i += 2) {
+            const int c = i + (m >> 1);
+            const uint32_t a = stg + (uint32_t)(row * 256 + ((c ^ (row & 7)) << 4));
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(pk[i][0]),
+                         "r"(pk[i][1]), "r"(pk[i + 1][0]), "r"(pk[i + 1][1])
+                         : "memory");
+        }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory"); // the warpgroup's staging is complete
+    for (int idx = tid & 127; idx < 64 * 16; idx += 128) {
+        const int r = idx >> 4, c = idx & 15;
+        const int row = m0 + wg * 64 + r, col = n0 + c * 8;
+        if (row < M && col < N) {
+            uint4 v;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                         : "r"(stg + (uint32_t)(r * 256 + ((c ^ (r & 7)) << 4))));
+            *reinterpret_cast<uint4 *>(y + (int64_t)row * N + col) = v;
+        }
+    }
+}
+
+// A 2-D tensor map over a row-major [rows, cols] 16-bit matrix (cols
+// contiguous, rows cols * 2 bytes apart), box 64 columns x 128 rows,
+// 128-byte swizzle, out-of-bounds elements zero. cuTensorMapEncodeTiled is a
+// driver function, reached through the runtime's entry-point query.
+template <typename T> cudaError_t encode_2d(CUtensorMap *map, const void *base, int64_t rows, int64_t cols) {
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(T)};
+    const cuuint32_t box[2] = {BK, 128}, estr[2] = {1, 1};
+    const CUtensorMapDataType dt =
+        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUresult r = ((encode_fn)fn)(map, dt, 2, const_cast<void *>(base), dims, strides, box, estr,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+constexpr int kStages = 3; // 97 KiB: two CTAs an SM, one's epilogue under the other's MMAs
+
+template <typename T>
+cudaError_t launch(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N, cudaStream_t st) {
+    alignas(64) CUtensorMap xm, wm;
+    cudaError_t e = encode_2d<T>(&xm, x, M, K);
+    if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K);
+    if (e != cudaSuccess) return e;
+    auto kern = gemm_bias_gelu_kernel<T, kStages>;
+    constexpr int smem = gemm_smem<kStages>();
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    const dim3 grid((unsigned)((N + BN - 1) / BN), (unsigned)((M + BM - 1) / BM));
+    kern<<<grid, kThreads, smem, st>>>(xm, wm, (int)M, N, K, b, (T *)y);
+    return cudaGetLastError();
+}
+
+ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
+    if (err) {
+        snprintf(err->message, sizeof err->message, "%s", msg);
+        err->status = s;
+    }
+    return s;
+}
+
+} // namespace
+
+extern "C" int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt) {
+    return (dt == CK_F16 || dt == CK_BF16) && M > 0 && M <= 65535LL * BM && K > 0 && K % 8 == 0 && N > 0 &&
+           N % 8 == 0 && ck_cuda_wgmma_ok();
+}
+
+extern "C" ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y,
+                                          int N, ck_dtype dt, void *stream, ckey_error *err) {
+    if (!ck_cuda_linear_gelu_ok(M, K, N, dt))
+        return fail(err, CKEY_ERR_UNSUPPORTED,
+                    "linear + GELU (wgmma): needs fp16 / bf16, K and N multiples of 8, a compute capability 9.0 GPU");
+    if ((((uintptr_t)x | (uintptr_t)W | (uintptr_t)y) & 15) || ((uintptr_t)b & 7))
+        return fail(err, CKEY_ERR_INVALID_ARG, "linear + GELU (wgmma): x, W, y must be 16-byte aligned, b 8-byte");
+    cudaStream_t st = (cudaStream_t)stream;
+    const cudaError_t e = dt == CK_F16 ? launch<__half>(x, M, K, W, b, y, N, st)
+                                       : launch<__nv_bfloat16>(x, M, K, W, b, y, N, st);
+    if (e != cudaSuccess) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "CUDA: linear + GELU (wgmma): %s", cudaGetErrorString(e));
+        return fail(err, CKEY_ERR_DEVICE, msg);
+    }
+    return CKEY_OK;
+}
