@@ -55,7 +55,7 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, int 
                  : "memory");
 }
 
-template <typename T, int ST>
+template <typename T, int ST, bool GELU>
 __global__ void __launch_bounds__(kThreads, 2)
     gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
                           int N, int K, const float *__restrict__ bias, T *__restrict__ y) {
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const float u = acc[4 * i + j] + ((j & 1) ? bb.y : bb.x);
-            v[j] = 0.5f * u * ck_one_plus_erf_fast(u);
+            v[j] = GELU ? 0.5f * u * ck_one_plus_erf_fast(u) : u;
         }
         pk[i][0] = Pair16<T>::pack(v[0], v[1]); // row g
         pk[i][1] = Pair16<T>::pack(v[2], v[3]); // row g + 8
@@ -176,13 +176,13 @@ template <typename T> cudaError_t encode_2d(CUtensorMap *map, const void *base, 
 
 constexpr int kStages = 3; // 97 KiB: two CTAs an SM, one's epilogue under the other's MMAs
 
-template <typename T>
+template <typename T, bool GELU>
 cudaError_t launch(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N, cudaStream_t st) {
     alignas(64) CUtensorMap xm, wm;
     cudaError_t e = encode_2d<T>(&xm, x, M, K);
     if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K);
     if (e != cudaSuccess) return e;
-    auto kern = gemm_bias_gelu_kernel<T, kStages>;
+    auto kern = gemm_bias_gelu_kernel<T, kStages, GELU>;
     constexpr int smem = gemm_smem<kStages>();
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -206,20 +206,29 @@ extern "C" int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt) {
            N % 8 == 0 && ck_cuda_wgmma_ok();
 }
 
-extern "C" ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y,
-                                          int N, ck_dtype dt, void *stream, ckey_error *err) {
+extern "C" ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const float *b, void *y,
+                                           int N, int gelu, ck_dtype dt, void *stream, ckey_error *err) {
     if (!ck_cuda_linear_gelu_ok(M, K, N, dt))
         return fail(err, CKEY_ERR_UNSUPPORTED,
                     "linear + GELU (wgmma): needs fp16 / bf16, K and N multiples of 8, a compute capability 9.0 GPU");
     if ((((uintptr_t)x | (uintptr_t)W | (uintptr_t)y) & 15) || ((uintptr_t)b & 7))
         return fail(err, CKEY_ERR_INVALID_ARG, "linear + GELU (wgmma): x, W, y must be 16-byte aligned, b 8-byte");
     cudaStream_t st = (cudaStream_t)stream;
-    const cudaError_t e = dt == CK_F16 ? launch<__half>(x, M, K, W, b, y, N, st)
-                                       : launch<__nv_bfloat16>(x, M, K, W, b, y, N, st);
+    cudaError_t e;
+    if (gelu)
+        e = dt == CK_F16 ? launch<__half, true>(x, M, K, W, b, y, N, st) : launch<__nv_bfloat16, true>(x, M, K, W, b, y, N, st);
+    else
+        e = dt == CK_F16 ? launch<__half, false>(x, M, K, W, b, y, N, st)
+                         : launch<__nv_bfloat16, false>(x, M, K, W, b, y, N, st);
     if (e != cudaSuccess) {
         char msg[160];
         snprintf(msg, sizeof msg, "CUDA: linear + GELU (wgmma): %s", cudaGetErrorString(e));
         return fail(err, CKEY_ERR_DEVICE, msg);
     }
     return CKEY_OK;
+}
+
+extern "C" ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y,
+                                          int N, ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_linear_wgmma(x, M, K, W, b, y, N, 1, dt, stream, err);
 }
