@@ -14,6 +14,9 @@ typedef struct ck_cuda_state {
     int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
                          * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
                          * unset; decided at session init) */
+    int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
+                         * done flags; NULL: one launch a band) */
+    int64_t conv_sync_n;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;
