@@ -1170,6 +1170,40 @@ static void test_conv3x3_tc(void) {
             printf("    GroupNorm stats: worst |d mean|/std, |d var|/var %.3g\n", sw);
             CHECK(sw <= 1e-4);
         }
+        /* ... and in place in one launch over bands (the backend's conv2 unless CKEY_CUDA_NO_CONV_ONE_LAUNCH):
+         * the input after a margin of band + 8 rows, the output from the margin's start, bitwise what
+         * the banded call above wrote; twice, so that the counter and flags are reset by the call */
+        if (Cin == 64 && Cout == 64 && ck_cuda_wgmma_ok()) {
+            const int band = S / 4 / 8 * 8 > 8 ? S / 4 / 8 * 8 : 8, shift = band + 8;
+            const size_t row = (size_t)S * Cout * 2;
+            void *buf = NULL;
+            int *sync = NULL;
+            uint16_t *h1 = malloc((size_t)HW * Cout * 2), *h2 = malloc((size_t)HW * Cout * 2);
+            REQUIRE(h1 && h2 && ck_cuda_malloc(&buf, (size_t)(S + shift) * row, NULL) == CKEY_OK &&
+                    ck_cuda_malloc((void **)&sync, 16384 * sizeof(int), NULL) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(h1, dout, (size_t)HW * Cout * 2, 0, &err) == CKEY_OK);
+            for (int rep = 0; rep < 2; rep++) {
+                REQUIRE(ck_cuda_copy((char *)buf + (size_t)shift * row, x16, (size_t)S * row, 1, &err) == CKEY_OK);
+                REQUIRE(ck_cuda_memset(dst, 0, 128 * sizeof(double), &err) == CKEY_OK);
+                s = ck_cuda_conv3x3_wgmma_inplace((char *)buf + (size_t)shift * row, S, dil, dW, dbias,
+                                                  cases[k].affine ? da : NULL, cases[k].affine ? db : NULL, band,
+                                                  shift, sync, 16384, groups, dst, dt, NULL, &err);
+                CHECKF(s == CKEY_OK, "%s", err.message);
+                if (s == CKEY_OK) s = ck_cuda_sync(&err);
+                CHECKF(s == CKEY_OK, "%s", err.message);
+                REQUIRE(ck_cuda_copy(h2, buf, (size_t)HW * Cout * 2, 0, &err) == CKEY_OK);
+                size_t diff = 0;
+                for (size_t i = 0; i < (size_t)HW * Cout; i++) diff += h1[i] != h2[i];
+                REQUIRE(ck_cuda_copy(st_got, dst, 2 * groups * sizeof(double), 0, &err) == CKEY_OK);
+                const double sw = stats_diff(st_got, st_ref, groups, (double)HW * (Cout / groups));
+                printf("    in place, one launch over %d-row bands (run %d): %zu values differ from the banded "
+                       "call; stats %.3g\n",
+                       band, rep + 1, diff, sw);
+                CHECK(diff == 0 && sw <= 1e-4);
+            }
+            ck_cuda_free(buf), ck_cuda_free(sync);
+            free(h1), free(h2);
+        }
         ck_cuda_free(dx), ck_cuda_free(dW), ck_cuda_free(dout), ck_cuda_free(dst);
         ck_cuda_free(dbias), ck_cuda_free(da), ck_cuda_free(db);
         free(x), free(W), free(bias), free(a), free(b), free(ref), free(x16);

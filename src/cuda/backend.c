@@ -271,6 +271,16 @@ static void conv3x3_shifted(ck_backend *be, int tc, const float *in, int Cin, in
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int rows = conv_band(S);
+    if (tc && s->wgmma && s->conv_sync && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL) {
+        /* all bands in one launch, items waiting only for the readers of the rows they overwrite */
+        const ckey_status st = ck_cuda_conv3x3_wgmma_inplace(in, S, dil, W, bias, in_a, in_b, rows,
+                                                            ck_cuda_conv_shift_rows(S), s->conv_sync, s->conv_sync_n,
+                                                            groups, stats, s->dt, s->stream, &e_);
+        if (st != CKEY_ERR_UNSUPPORTED) {
+            CHECKED(st);
+            return;
+        }
+    }
     for (int y0 = 0; y0 < S; y0 += rows) {
         const int y1 = CK_MIN(S, y0 + rows);
         float *band = AT(s, out, (size_t)y0 * S * Cout);

@@ -15,8 +15,10 @@ typedef struct ck_cuda_state {
                          * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
                          * unset; decided at session init) */
     int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (gemm_wgmma.cu) where it
-                         * supports the shape; CKEY_CUDA_FUSED_FC1=1 until timed against
-                         * cuBLASLt + the bias + GELU pass */
+                         * supports the shape (wgmma sessions; CKEY_CUDA_NO_FUSED_FC1 unset) */
+    int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
+                         * done flags; NULL: one launch a band) */
+    int64_t conv_sync_n;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
 } ck_cuda_state;

@@ -205,6 +205,17 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
 ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
                                        const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
                                        double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* The whole image in place in one launch: output row y lands shift_rows rows
+ * before input row y (out = in - shift_rows rows, the margin allocated with
+ * in), as the backend's banded conv2 does in bands of band_rows, but the
+ * bands' items overlap: an item waits only for the earlier items that read
+ * the rows it overwrites. band_rows and shift_rows multiples of dil, shift_rows
+ * >= band_rows + dil; sync: a device buffer of sync_cap ints (zeroed by the
+ * call, in stream order); CKEY_ERR_UNSUPPORTED when the items would not fit. */
+ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const void *W, const float *bias,
+                                          const float *in_a, const float *in_b, int band_rows, int shift_rows,
+                                          int *sync, int64_t sync_cap, int groups, double *stats, ck_dtype dt,
+                                          void *stream, ckey_error *err);
 /* Whether the refiner of width R runs on the tensor-core conv in storage dt
  * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
  * ck_cuda_refiner_stem_input and its weights are padded to 16 channels. */

@@ -31,6 +31,13 @@ struct ConvArgs {
     int seg;        // chain steps per work item (kSeg, less for a thin band of rows)
     int nseg;       // segments per chain
     int64_t nitems; // dil * nseg * tiles_per_row
+    // One launch for nbands bands of band_rows output rows written shift_rows
+    // rows before the input (refiner_wgmma.cu's in-place conv2): rows and
+    // nitems are then a band's, and sync (zeroed before the launch) holds the
+    // item counter ([0]) and the items' done flags ([1 + item]). nbands = 1
+    // and sync = NULL otherwise.
+    int nbands, band_rows, shift_rows;
+    int *sync;
 };
 
 // seg, nseg, nitems: the longest segments (fewest rows loaded twice) that
@@ -54,12 +61,12 @@ inline void conv_plan(ConvArgs &b, int64_t min_items) {
 struct ConvItem {
     int x0, r, k0, kend;
 };
-__device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item) {
+__device__ __forceinline__ ConvItem conv_item(const ConvArgs &p, int64_t item, int rows) {
     ConvItem it;
     const int xt = (int)(item % p.tiles_per_row);
     const int rs = (int)(item / p.tiles_per_row), seg = rs % p.nseg;
     it.r = rs / p.nseg;
-    const int nr = it.r < p.rows ? (p.rows - it.r + p.dil - 1) / p.dil : 0;
+    const int nr = it.r < rows ? (rows - it.r + p.dil - 1) / p.dil : 0;
     it.k0 = seg * p.seg;
     it.kend = min(nr, it.k0 + p.seg);
     it.x0 = xt * kTM;

@@ -88,6 +88,10 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
 ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
                                        const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
                                        double *stats, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const void *W, const float *bias,
+                                          const float *in_a, const float *in_b, int band_rows, int shift_rows,
+                                          int *sync, int64_t sync_cap, int groups, double *stats, ck_dtype dt,
+                                          void *stream, ckey_error *err) NOCUDA_BODY
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
 ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
     return CKEY_ERR_DEVICE;

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
     const uint32_t b_lane =
         smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PS + ((lane >> 3) & 1) * 8) * 2);
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-        const ConvItem ci = conv_item(p, item);
+        const ConvItem ci = conv_item(p, item, p.rows);
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
         if (k0 >= kend) continue;
         const int ybase = p.y0 + r; // image row of chain step 0
@@ -395,6 +395,7 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
     a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0; /* set by launch_conv, which knows the SM count */
+    a.nbands = 1, a.band_rows = a.rows, a.shift_rows = 0, a.sync = NULL;
     cudaStream_t st = (cudaStream_t)stream;
     return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
                         : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);

@@ -109,6 +109,38 @@ __device__ __forceinline__ void stmatrix_t4(uint32_t addr, uint32_t r0, uint32_t
                  : "memory");
 }
 
+// Merged bands (ConvArgs.sync): an item of band `band` writes output rows
+// ylo .. yhi (absolute, step d) at input rows q = y - shift. Input row q is
+// read by the output rows q - d, q, q + d of earlier bands (never of this or
+// a later one: shift >= band_rows + d), all in the item's residue class r
+// (band_rows and shift are multiples of d), by the items of strips xt - 1 ..
+// xt + 1 (the halo is d <= 8 pixels). Thread 0 waits until each of those
+// items has flagged itself done (acquire loads).
+__device__ __forceinline__ void wait_readers(const ConvArgs &p, int band, int r, int ylo, int yhi, int xt) {
+    const int d = p.dil, B = p.band_rows;
+    int prev = -1;
+    for (int rho = ylo - p.shift_rows - d; rho <= yhi - p.shift_rows + d; rho += d) {
+        if (rho < p.y0 || rho >= p.S) continue;
+        const int bb = (rho - p.y0) / B;
+        if (bb >= band) continue;
+        const int kq = (rho - p.y0 - bb * B) / d, sq = kq / p.seg;
+        const int key = bb * p.nseg + sq;
+        if (key == prev) continue;
+        prev = key;
+        for (int xs = xt - 1; xs <= xt + 1; xs++) {
+            if (xs < 0 || xs >= p.tiles_per_row) continue;
+            const int64_t dep = (int64_t)bb * p.nitems + ((int64_t)r * p.nseg + sq) * p.tiles_per_row + xs;
+            const int *f = p.sync + 1 + dep;
+            int v;
+            for (;;) {
+                asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+                if (v) break;
+                __nanosleep(64);
+            }
+        }
+    }
+}
+
 template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kernel(ConvArgs p) {
     constexpr int NT = 128;                              // threads
     constexpr int RI = ((kTM + 2 * 8) * 8 + NT - 1) / NT; // 16-byte chunks of a ring row a thread copies, at most
@@ -212,11 +244,37 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
     // (L / 16), channel chunk 2 * warp + (L / 8) % 2)
     const int st_pix = ((lane >> 4) << 3) + (lane & 7), st_chunk = 2 * warp + ((lane >> 3) & 1);
 
-    for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
-        const ConvItem ci = conv_item(p, item);
+    // Items: a static share (item += gridDim.x), or with p.sync (several bands
+    // in one launch, in place) handed out in order by an atomic counter, an
+    // item of band b first waiting for the earlier bands' items that read
+    // the rows it overwrites (wait_readers), and flagging itself done.
+    const bool merged = p.sync != nullptr;
+    const int64_t total = merged ? (int64_t)p.nbands * p.nitems : p.nitems;
+    __shared__ int s_item;
+    for (int64_t item = blockIdx.x;; item += gridDim.x) {
+        if (merged) {
+            __syncthreads(); // everyone has read the previous s_item
+            if (tid == 0) s_item = atomicAdd(p.sync, 1);
+            __syncthreads();
+            item = s_item;
+        }
+        if (item >= total) break;
+        const int band = merged ? (int)(item / p.nitems) : 0;
+        const int64_t li = item - (int64_t)band * p.nitems;
+        const int by0 = p.y0 + band * p.band_rows; // the band's first output row (absolute)
+        const int brows = merged ? min(p.band_rows, S - by0) : p.rows;
+        const ConvItem ci = conv_item(p, li, brows);
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
-        if (k0 >= kend) continue;
-        const int ybase = p.y0 + r;
+        if (k0 >= kend) {
+            if (merged && tid == 0) atomicExch(p.sync + 1 + item, 1);
+            continue;
+        }
+        if (merged && band > 0) {
+            if (tid == 0) wait_readers(p, band, r, by0 + r + k0 * dil, by0 + r + (kend - 1) * dil, x0 / kTM);
+            __syncthreads();
+        }
+        T *const bout = out + (size_t)band * p.band_rows * S * C; // the band's output, from its first row
+        const int ybase = by0 + r;
         for (int q = k0 - 1; q <= k0 + 1; q++) load_row(ybase + q * dil, x0, slot(q));
         cp_async_commit();
         if (k0 + 2 <= kend) load_row(ybase + (k0 + 2) * dil, x0, slot(k0 + 2));
@@ -278,7 +336,7 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
             }
             __syncthreads(); // the staging is complete
             {
-                T *orow = out + (size_t)y * S * C;
+                T *orow = bout + (size_t)y * S * C;
 #pragma unroll
                 for (int m = 0; m < 8; m++) {
                     const int q = tid + 128 * m, px = q >> 3, ch = q & 7;
@@ -293,6 +351,11 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
             }
             fence_proxy_async(); // row k+2's copies and transform -> the MMAs
             __syncthreads();
+        }
+        if (merged) { // the item's stores, then its done flag (the release pattern of threadFenceReduction)
+            __threadfence();
+            __syncthreads();
+            if (tid == 0) atomicExch(p.sync + 1 + item, 1);
         }
     }
     cp_async_wait<0>();
@@ -329,18 +392,25 @@ template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem
     if (e != cudaSuccess) return e;
     const int blocks = 2 * nsm; // two an SM
     ConvArgs b = a;
-    conv_plan(b, blocks); // an item a block at least (conv_work.cuh)
-    const int64_t grid = b.nitems < blocks ? b.nitems : blocks;
+    // an item a block at least (conv_work.cuh), over all of a merged launch's bands
+    conv_plan(b, (blocks + b.nbands - 1) / b.nbands);
+    const int64_t total = (int64_t)b.nbands * b.nitems;
+    if (b.sync) {
+        if (total + 1 > (int64_t)INT32_MAX) return cudaErrorInvalidValue;
+        const cudaError_t m = cudaMemsetAsync(b.sync, 0, (size_t)(total + 1) * sizeof(int), st);
+        if (m != cudaSuccess) return m;
+    }
+    const int64_t grid = total < blocks ? total : blocks;
     conv3x3_wg_kernel<T><<<(unsigned)grid, 128, smem, st>>>(b);
     return cudaGetLastError();
 }
 
-} // namespace
-
-extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
-                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
-                                                 int groups, double *stats, ck_dtype dt, void *stream,
-                                                 ckey_error *err) {
+// Checks and launches either form: rows y0 .. y1-1 into a separate out, or
+// (sync) the whole image in place, bands of band_rows written shift_rows
+// rows before the input.
+ckey_status conv_call(const void *in, int S, int dil, const void *W, const float *bias, const float *in_a,
+                      const float *in_b, void *out, int y0, int y1, int band_rows, int shift_rows, int *sync,
+                      int64_t sync_cap, int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
     if (stats && (groups < 1 || groups > C || C % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: groups must divide 64");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: storage must be fp16 or bf16");
@@ -350,6 +420,9 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad row range");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: in_a and in_b go together");
+    if (sync && (band_rows <= 0 || band_rows % dil || shift_rows % dil || shift_rows < band_rows + dil))
+        return fail(err, CKEY_ERR_INVALID_ARG,
+                    "conv3x3 wgmma in place: bands and shift must be multiples of the dilation, shift >= band + dil");
     int dev = 0, nsm = 0, maxsmem = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
@@ -363,9 +436,15 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
     }
     ConvArgs a;
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
-    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
+    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = sync ? band_rows : y1 - y0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0;
+    a.nbands = sync ? (S + band_rows - 1) / band_rows : 1;
+    a.band_rows = sync ? band_rows : y1 - y0, a.shift_rows = sync ? shift_rows : 0, a.sync = sync;
+    if (sync) { /* the flags must fit: the most items the plan can make (kMinSeg-step segments) */
+        const int64_t most = (int64_t)a.nbands * dil * ((band_rows / dil + kMinSeg - 1) / kMinSeg + 1) * a.tiles_per_row;
+        if (most + 1 > sync_cap) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma in place: too many work items");
+    }
     cudaStream_t st = (cudaStream_t)stream;
     const cudaError_t e = dt == CK_F16 ? launch<__half>(a, nsm, smem, st) : launch<__nv_bfloat16>(a, nsm, smem, st);
     if (e != cudaSuccess) {
@@ -374,4 +453,24 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
         return fail(err, CKEY_ERR_DEVICE, msg);
     }
     return CKEY_OK;
+}
+
+} // namespace
+
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                                 const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                                 int groups, double *stats, ck_dtype dt, void *stream,
+                                                 ckey_error *err) {
+    return conv_call(in, S, dil, W, bias, in_a, in_b, out, y0, y1, 0, 0, NULL, 0, groups, stats, dt, stream, err);
+}
+
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const void *W, const float *bias,
+                                                    const float *in_a, const float *in_b, int band_rows,
+                                                    int shift_rows, int *sync, int64_t sync_cap, int groups,
+                                                    double *stats, ck_dtype dt, void *stream, ckey_error *err) {
+    if (!sync) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma in place: no sync buffer");
+    const size_t row = (size_t)S * C * 2; /* 16-bit storage (conv_call refuses the rest) */
+    void *out = (void *)((const char *)in - (size_t)shift_rows * row);
+    return conv_call(in, S, dil, W, bias, in_a, in_b, out, 0, S, band_rows, shift_rows, sync, sync_cap, groups, stats,
+                     dt, stream, err);
 }

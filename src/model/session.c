@@ -13,7 +13,7 @@
 
 /* cuBLAS's workspace on a CUDA session (its own allocation, so that no GEMM
  * allocates during a graph capture). */
-enum { CUBLAS_WORKSPACE = 16 << 20 };
+enum { CUBLAS_WORKSPACE = 16 << 20, CONV_SYNC_INTS = 16384 };
 
 struct ckey_session {
     const ckey_model *m;
@@ -541,6 +541,12 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
     return st ? st : pack_convs(s, err);
 }
 
+/* An A/B switch of the CUDA path: set and not "0". */
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
 static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     const ckey_model *m = s->m;
     const int S = s->opt.size;
@@ -556,14 +562,17 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if (st) return st;
     s->cs.dt = s->dt;
     /* Hopper's wgmma attention and refiner convs for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps mma.sync */
-    const char *no_wgmma = getenv("CKEY_CUDA_NO_WGMMA");
-    s->cs.wgmma = s->dt != CK_F32 && !(no_wgmma && no_wgmma[0] && strcmp(no_wgmma, "0") != 0) && ck_cuda_wgmma_ok();
-    /* CKEY_CUDA_FUSED_FC1=1: fc1 + bias + GELU as one wgmma kernel (not yet measured against cuBLASLt + the pass) */
-    const char *fused = getenv("CKEY_CUDA_FUSED_FC1");
-    s->cs.fused_fc1 = s->cs.wgmma && fused && fused[0] && strcmp(fused, "0") != 0;
+    s->cs.wgmma = s->dt != CK_F32 && !env_flag("CKEY_CUDA_NO_WGMMA") && ck_cuda_wgmma_ok();
+    /* the MLP's fc1 + bias + GELU as one wgmma kernel (CKEY_CUDA_NO_FUSED_FC1=1: cuBLASLt + a pass) */
+    s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
+    /* the in-place conv2 as one launch over its bands (CKEY_CUDA_NO_CONV_ONE_LAUNCH=1: a launch a band) */
+    if (s->cs.wgmma && !env_flag("CKEY_CUDA_NO_CONV_ONE_LAUNCH")) {
+        s->cs.conv_sync_n = CONV_SYNC_INTS;
+        st = ck_cuda_malloc((void **)&s->cs.conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
+        if (st) return st;
+    }
     /* CKEY_CUDA_NO_LT=1: 16-bit linears skip cuBLASLt (cuBLAS GEMM + bias pass), for A/B runs */
-    const char *no_lt = getenv("CKEY_CUDA_NO_LT");
-    if (no_lt && no_lt[0] && strcmp(no_lt, "0") != 0) ck_cublas_set_lt(s->cs.blas, 0);
+    if (env_flag("CKEY_CUDA_NO_LT")) ck_cublas_set_lt(s->cs.blas, 0);
     const size_t pb = pos_bytes(m, S);
     if (pb) {
         float *host = malloc(pb);
@@ -661,6 +670,7 @@ void ckey_session_free(ckey_session *s) {
         ck_cuda_graph_free(s->graph);
         ck_cublas_free(s->cs.blas);
         ck_cuda_free(s->blas_ws);
+        ck_cuda_free(s->cs.conv_sync);
         ck_cuda_event_destroy(s->ev[0]);
         ck_cuda_event_destroy(s->ev[1]);
         ck_cuda_stream_destroy(s->cs.stream);
