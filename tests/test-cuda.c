@@ -1072,6 +1072,9 @@ static void test_conv3x3_tc(void) {
         {257, 64, 64, 1, 0, CK_BF16}, {37, 16, 16, 1, 1, CK_F16},   {100, 16, 16, 8, 0, CK_BF16},
         {128, 16, 16, 4, 1, CK_BF16}, {200, 16, 16, 2, 1, CK_F16},  {64, 32, 48, 2, 1, CK_F16},
         {130, 48, 32, 8, 1, CK_BF16},
+        /* Cin 8: the stem's path, taps paired in k16 steps */
+        {100, 8, 64, 1, 0, CK_F16},   {37, 8, 16, 1, 0, CK_BF16},   {130, 8, 32, 2, 1, CK_F16},
+        {300, 8, 48, 4, 0, CK_BF16},  {257, 8, 64, 8, 1, CK_BF16},
         /* more work items (dil x ceil(ceil(S/dil)/32) x ceil(S/128) = 144)
          * than an H200 has SMs: blocks walk several */
         {700, 64, 64, 8, 1, CK_F16},  {700, 16, 16, 4, 0, CK_BF16},
@@ -1590,16 +1593,16 @@ static void test_net_dataflow_16bit(void) {
             CHECK(cmp_dev16(name, dy, dt, ref, n, 0.0) == 0);
             ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(db), free(x), free(b), free(ref);
         }
-        /* refiner input [7, S, S] and the stem's [S*S, 16] repacking */
+        /* refiner input [7, S, S] and the stem's [S*S, 8] repacking */
         {
             const int S = 96, G = S / 4;
             const size_t HW = (size_t)S * S;
             float *x = random_floats(4 * HW, 621u), *lg = random_floats((size_t)4 * G * G, 623u),
-                  *ref = malloc(7 * HW * sizeof(float)), *ref16 = malloc(16 * HW * sizeof(float));
+                  *ref = malloc(7 * HW * sizeof(float)), *ref8 = malloc(8 * HW * sizeof(float));
             void *dx = dev16_rounded(x, 4 * HW, dt), *drin = NULL, *dmap = NULL;
             float *dl = to_device(lg, (size_t)4 * G * G);
-            REQUIRE(ref && ref16 && dx && dl && ck_cuda_malloc(&drin, 7 * HW * 2, NULL) == CKEY_OK &&
-                    ck_cuda_malloc(&dmap, 16 * HW * 2, NULL) == CKEY_OK);
+            REQUIRE(ref && ref8 && dx && dl && ck_cuda_malloc(&drin, 7 * HW * 2, NULL) == CKEY_OK &&
+                    ck_cuda_malloc(&dmap, 8 * HW * 2, NULL) == CKEY_OK);
             ck_cpu_ops.refiner_input(&cb.be, x, lg, S, ref);
             CHECKF(ck_cuda_refiner_input_t(dx, dl, S, drin, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "refiner input %s", dt_name(dt));
@@ -1608,12 +1611,12 @@ static void test_net_dataflow_16bit(void) {
             float *rin = malloc(7 * HW * sizeof(float));
             REQUIRE(rin && download16(rin, drin, 7 * HW, dt));
             for (size_t p = 0; p < HW; p++)
-                for (int c = 0; c < 16; c++) ref16[p * 16 + c] = c < 7 ? rin[(size_t)c * HW + p] : 0.f;
+                for (int c = 0; c < 8; c++) ref8[p * 8 + c] = c < 7 ? rin[(size_t)c * HW + p] : 0.f;
             CHECKF(ck_cuda_refiner_stem_input(drin, S, dmap, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "stem input %s", dt_name(dt));
-            CHECK(cmp_dev16(name, dmap, dt, ref16, 16 * HW, 0.0) == 0);
+            CHECK(cmp_dev16(name, dmap, dt, ref8, 8 * HW, 0.0) == 0);
             ck_cuda_free(dx), ck_cuda_free(drin), ck_cuda_free(dmap), ck_cuda_free(dl);
-            free(x), free(lg), free(ref), free(ref16), free(rin);
+            free(x), free(lg), free(ref), free(ref8), free(rin);
         }
         /* decoder epilogue: a chunk of odd bounds (the pixel-a-warp kernels), chunks
          * of whole row pairs (the quad kernel), and maps not a power of two coarser */

@@ -76,8 +76,8 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
 }
 
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
-    /* the tensor-core stem's input, repacked [S*S, 16]; the CUDA-core stem needs none */
-    return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 16 : 0;
+    /* the tensor-core stem's input, repacked [S*S, 8]; the CUDA-core stem needs none */
+    return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 8 : 0;
 }
 
 
@@ -316,10 +316,10 @@ static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, i
     const int64_t HW = (int64_t)S * S;
     if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
         /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
-        if (image_in) { /* the stem: [7, S, S] -> [S*S, 16] in the scratch, padded weights */
-            if (!scratch_ok(s, (size_t)HW * 16)) return;
+        if (image_in) { /* the stem: [7, S, S] -> [S*S, 8] in the scratch, weights with paired taps */
+            if (!scratch_ok(s, (size_t)HW * 8)) return;
             CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 16, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
+            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 8, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
                                        s->stream, &e_));
             return;
         }

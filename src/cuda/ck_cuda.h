@@ -184,9 +184,10 @@ ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int
  * stats (may be NULL): per group g of Cout/groups channels, the sum and sum of
  * squares of the fp32 bias-added outputs (before rounding to dt, as the fp32
  * reference) are ADDED to stats[2g], stats[2g+1] (zero them first).
- * W: the weights packed by ck_cuda_conv3x3_tc_pack_weights. Cin and Cout in
- * {16, 32, 48, 64} (else CKEY_ERR_UNSUPPORTED: the stem, Cin = 7, stays on
- * ck_cuda_conv3x3); dt F16 or BF16; out must not alias in. */
+ * W: the weights packed by ck_cuda_conv3x3_tc_pack_weights. Cin in {8, 16,
+ * 32, 48, 64} (8: the stem's 7 image channels padded, its taps paired in k16
+ * steps), Cout in {16, 32, 48, 64} (else CKEY_ERR_UNSUPPORTED); dt F16 or
+ * BF16; out must not alias in. */
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err);
@@ -218,15 +219,17 @@ ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const 
                                           void *stream, ckey_error *err);
 /* Whether the refiner of width R runs on the tensor-core conv in storage dt
  * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
- * ck_cuda_refiner_stem_input and its weights are padded to 16 channels. */
+ * ck_cuda_refiner_stem_input and its weights are padded to 8 channels. */
 int ck_cuda_refiner_tc_ok(int R, ck_dtype dt);
-/* rin [7, S, S] (image layout) -> map [S*S, 16], channels 7..15 zero. */
+/* rin [7, S, S] (image layout) -> map [S*S, 8], channel 7 zero. */
 ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *map, ck_dtype dt, void *stream, ckey_error *err);
-/* Bytes of packed weights: 9 * Cout * Cin 16-bit values. */
+/* Bytes of packed weights: 9 * Cout * Cin 16-bit values (Cin = 8: 5 * Cout * 16). */
 size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin);
 /* Pack a PyTorch conv weight [Cout, Cin, 3, 3] fp32 (host) into the layout
  * [tap = ky*3 + kx][Cout][Cin] in dt (round to nearest even), into host
- * memory `dst` of ck_conv3x3_tc_weight_bytes bytes. */
+ * memory `dst` of ck_conv3x3_tc_weight_bytes bytes; for Cin = 8
+ * [step][Cout][16], element c of step j being channel c % 8 of tap
+ * 2j + c / 8 (zero for tap 9). */
 ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst);
 /* The same, uploaded to device memory W_dev_out (synchronous copy). *bytes
  * (if not NULL) receives the size; W_dev_out NULL: size query only. */

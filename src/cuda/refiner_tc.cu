@@ -109,27 +109,39 @@ template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4
 
 // ---- the convolution ----------------------------------------------------
 
+// Cin = 8 (the stem: the image's 7 channels padded to 8) pairs taps: k16
+// step j holds taps 2j and 2j + 1, 8 channels each (tap 9 is zero weights),
+// so a 3x3 conv is 5 k16 steps instead of 9 with the channels padded to 16.
+// Its weights are packed [5][Cout][16] (ck_conv3x3_tc_pack_weights_host).
+template <int CIN> struct TapPack {
+    static constexpr bool PAIR = CIN == 8;
+    static constexpr int KW = PAIR ? 16 : CIN;  // K of a weight row (a k16 step's taps x channels)
+    static constexpr int NSTEP = PAIR ? 5 : 9;  // weight rows per output channel
+};
+
 // shared memory layout, in bytes from the start of the dynamic allocation
 template <int CIN, int COUT> struct ConvSmem {
-    static constexpr int PS = CIN + 8; // padded pixel / weight-row stride, elements
-    static constexpr size_t w_bytes = (size_t)9 * COUT * PS * 2;
-    __host__ __device__ static size_t row_bytes(int dil) { return (size_t)(kTM + 2 * dil) * PS * 2; }
+    static constexpr int PSW = TapPack<CIN>::KW + 8;            // padded weight-row stride, elements
+    static constexpr int PSA = TapPack<CIN>::PAIR ? 8 : CIN + 8; // pixel stride (16 bytes: conflict-free as is)
+    static constexpr size_t w_bytes = (size_t)TapPack<CIN>::NSTEP * COUT * PSW * 2;
+    __host__ __device__ static size_t row_bytes(int dil) { return (size_t)(kTM + 2 * dil) * PSA * 2; }
     static size_t total(int dil) {
         return w_bytes + 4 * row_bytes(dil) + 2 * CIN * sizeof(float) + 2 * 64 * sizeof(double);
     }
 };
 
-// Blocks an SM: the stem (16 input channels, the image's 7 padded) is bound
+// Blocks an SM: the stem (then 16 input channels, the image's 7 padded; 8 since) is bound
 // by each tile's latency, not the MMAs: two blocks an SM (128 registers, no
 // spill) take it from 405 to 325 us at S = 2048 on the H200 (three: 397,
-// spilling at 80 registers).
-template <int CIN> constexpr int conv_blocks_per_sm() { return CIN == 16 ? 2 : 1; }
+// spilling at 80 registers). Cin 8 (the paired taps) likewise, not yet measured.
+template <int CIN> constexpr int conv_blocks_per_sm() { return CIN <= 16 ? 2 : 1; }
 
 // The work decomposition (chains of rows, items) is conv_work.cuh's.
 template <typename T, int CIN, int COUT>
 __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_tc_kernel(ConvArgs p) {
     using L = ConvSmem<CIN, COUT>;
-    constexpr int PS = L::PS;
+    using TP = TapPack<CIN>;
+    constexpr int PSA = L::PSA, PSW = L::PSW;
     constexpr int CPX = CIN / 8;  // 16-byte chunks per pixel
     constexpr int NT = COUT / 16; // n8 tiles per warp (a warp covers COUT/2 channels)
     constexpr int WN = COUT / 2;
@@ -151,12 +163,13 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
         sb[i] = affine ? p.b[i] : 0.f;
     }
     for (int i = tid; i < 2 * 64; i += kThreads) sstat[i] = 0.0;
-    // weights [9][COUT][CIN] (global) -> [9][COUT][PS] (shared)
+    // weights [NSTEP][COUT][KW] (global) -> [NSTEP][COUT][PSW] (shared)
     {
         const T *W = static_cast<const T *>(p.W);
-        for (int i = tid; i < 9 * COUT * CPX; i += kThreads) {
-            const int row = i / CPX, ch = i % CPX;
-            cp_async16(smem_u32(sw + row * PS + ch * 8), W + (size_t)row * CIN + ch * 8);
+        constexpr int CPW = TP::KW / 8;
+        for (int i = tid; i < TP::NSTEP * COUT * CPW; i += kThreads) {
+            const int row = i / CPW, ch = i % CPW;
+            cp_async16(smem_u32(sw + row * PSW + ch * 8), W + (size_t)row * TP::KW + ch * 8);
         }
     }
     auto slot = [&](int q) { return srows + (uint32_t)((q + 1) & 3) * row_bytes; };
@@ -167,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
         const T *srow = in + (size_t)(row_in ? iy : 0) * S * CIN;
         for (int i = tid; i < TMH * CPX; i += kThreads) {
             const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
-            T *d = drow + j * PS + ch * 8;
+            T *d = drow + j * PSA + ch * 8;
             if (row_in && ix >= 0 && ix < S)
                 cp_async16(smem_u32(d), srow + (size_t)ix * CIN + ch * 8);
             else
@@ -192,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
 #pragma unroll
                 for (int e = 0; e < 8; e++) ra[e] = sa[ch * 8 + e], rb[e] = sb[ch * 8 + e];
             }
-            uint4 *d = reinterpret_cast<uint4 *>(drow + j * PS + ch * 8);
+            uint4 *d = reinterpret_cast<uint4 *>(drow + j * PSA + ch * 8);
             uint4 v = *d;
             uint32_t *w = reinterpret_cast<uint32_t *>(&v);
 #pragma unroll
@@ -219,9 +232,10 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
 
     // lane addresses for ldmatrix: A rows are pixels (lane%16), k chunk lane/16;
     // B rows are output channels (lane%8 + 8*(lane/16)), k chunk (lane/8)%2
-    const uint32_t a_lane = (uint32_t)(((wm * 32 + (lane & 15)) * PS + (lane >> 4) * 8) * 2);
+    // (PAIR: no k chunk in the pixel row; lane / 16 picks the step's second tap instead)
+    const uint32_t a_lane = (uint32_t)(((wm * 32 + (lane & 15)) * PSA + (TP::PAIR ? 0 : (lane >> 4) * 8)) * 2);
     const uint32_t b_lane =
-        smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PS + ((lane >> 3) & 1) * 8) * 2);
+        smem_u32(sw) + (uint32_t)(((wn * WN + (lane & 7) + ((lane >> 4) << 3)) * PSW + ((lane >> 3) & 1) * 8) * 2);
     for (int64_t item = blockIdx.x; item < p.nitems; item += gridDim.x) {
         const ConvItem ci = conv_item(p, item, p.rows);
         const int r = ci.r, k0 = ci.k0, kend = ci.kend, x0 = ci.x0;
@@ -251,19 +265,23 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
             const uint32_t a_row[3] = {smem_u32(slot(k - 1)) + a_lane, smem_u32(slot(k)) + a_lane,
                                        smem_u32(slot(k + 1)) + a_lane};
 #pragma unroll
-            for (int tap = 0; tap < 9; tap++) {
-                const int ky = tap / 3, kx = tap % 3;
-                const uint32_t a_tap = a_row[ky] + (uint32_t)(kx * dil * PS * 2);
-                const uint32_t b_tap = b_lane + (uint32_t)(tap * COUT * PS * 2);
+            for (int step = 0; step < TP::NSTEP; step++) {
+                // the tap this lane's A rows come from: step's (9 steps), or for PAIR taps 2 step
+                // (lanes 0-15: k 0-7) and 2 step + 1 (lanes 16-31: k 8-15; tap 9 = tap 8 x zero weights)
+                const int tap = TP::PAIR ? min(2 * step + (lane >> 4), 8) : step;
+                const int ky = tap / 3, kx = tap - 3 * ky;
+                const uint32_t arow = TP::PAIR ? (ky == 0 ? a_row[0] : ky == 1 ? a_row[1] : a_row[2]) : a_row[ky];
+                const uint32_t a_tap = arow + (uint32_t)(kx * dil * PSA * 2);
+                const uint32_t b_tap = b_lane + (uint32_t)(step * COUT * PSW * 2);
 #pragma unroll
-                for (int kc = 0; kc < CIN / 16; kc++) {
+                for (int kc = 0; kc < TP::KW / 16; kc++) {
                     uint32_t af[2][4];
                     ldsm_x4(af[0], a_tap + kc * 32);
-                    ldsm_x4(af[1], a_tap + 16 * PS * 2 + kc * 32);
+                    ldsm_x4(af[1], a_tap + 16 * PSA * 2 + kc * 32);
                     uint32_t bf[NT][2];
 #pragma unroll
                     for (int j = 0; j < NT; j += 2) {
-                        const uint32_t addr = b_tap + (uint32_t)(j * 8 * PS * 2 + kc * 32);
+                        const uint32_t addr = b_tap + (uint32_t)(j * 8 * PSW * 2 + kc * 32);
                         if (j + 1 < NT) {
                             uint32_t rr[4];
                             ldsm_x4(rr, addr);
@@ -365,12 +383,13 @@ ckey_status dispatch_cout(const ConvArgs &a, int Cout, cudaStream_t st, ckey_err
 template <typename T>
 ckey_status dispatch_conv(const ConvArgs &a, int Cin, int Cout, cudaStream_t st, ckey_error *err) {
     switch (Cin) {
+    case 8: return dispatch_cout<T, 8>(a, Cout, st, err);
     case 16: return dispatch_cout<T, 16>(a, Cout, st, err);
     case 32: return dispatch_cout<T, 32>(a, Cout, st, err);
     case 48: return dispatch_cout<T, 48>(a, Cout, st, err);
     case 64: return dispatch_cout<T, 64>(a, Cout, st, err);
     }
-    return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 16, 32, 48 or 64");
+    return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 8, 16, 32, 48 or 64");
 }
 
 } // namespace
@@ -380,8 +399,8 @@ extern "C" {
 ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                     const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
                                     int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
-    if (Cin % 16 || Cout % 16 || Cin < 16 || Cout < 16 || Cin > 64 || Cout > 64)
-        return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin and Cout must be 16, 32, 48 or 64");
+    if ((Cin != 8 && (Cin % 16 || Cin < 16 || Cin > 64)) || Cout % 16 || Cout < 16 || Cout > 64)
+        return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 8, 16, 32, 48 or 64, Cout 16, 32, 48 or 64");
     if (stats && (groups < 1 || groups > 64 || Cout % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: groups must divide Cout (at most 64)");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: storage must be fp16 or bf16");
@@ -408,10 +427,26 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
                                    err);
 }
 
-size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) { return (size_t)9 * Cout * Cin * 2; }
+size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin) {
+    return Cin == 8 ? (size_t)5 * Cout * 16 * 2 : (size_t)9 * Cout * Cin * 2;
+}
 
 ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst) {
     if (dt != CK_F16 && dt != CK_BF16) return CKEY_ERR_UNSUPPORTED;
+    if (Cin == 8) { /* taps paired: [5][Cout][16], element c of step j = tap 2j + c / 8, channel c % 8 */
+        for (int j = 0; j < 5; j++)
+            for (int co = 0; co < Cout; co++)
+                for (int c = 0; c < 16; c++) {
+                    const int tap = 2 * j + c / 8, ci = c % 8;
+                    const float v = tap < 9 ? W_oihw[((size_t)co * 8 + ci) * 9 + tap] : 0.f;
+                    const size_t o = ((size_t)j * Cout + co) * 16 + c;
+                    if (dt == CK_F16)
+                        ((__half *)dst)[o] = __float2half_rn(v);
+                    else
+                        ((__nv_bfloat16 *)dst)[o] = __float2bfloat16_rn(v);
+                }
+        return CKEY_OK;
+    }
     for (int co = 0; co < Cout; co++)
         for (int ci = 0; ci < Cin; ci++)
             for (int k = 0; k < 9; k++) {
@@ -442,22 +477,20 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
 } // extern "C"
 
 namespace {
-// rin [7, HW] -> map [HW, 16] (channels 7..15 zero): a thread per pixel,
-// its 32 bytes stored as two 16-byte vectors (a thread per value: 199 -> 85
-// us at S = 2048, fp16, H200).
+// rin [7, HW] -> map [HW, 8] (channel 7 zero; the conv pairs taps, Cin 8):
+// a thread per pixel, its 16 bytes stored as one vector (a thread per value
+// into [HW, 16]: 199 -> 85 us at S = 2048, fp16, H200, as two vectors).
 template <typename T>
 __global__ void stem_input_kernel(const T *__restrict__ rin, int64_t HW, T *__restrict__ map) {
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
     union {
-        uint4 u[2];
-        T v[16];
+        uint4 u;
+        T v[8];
     } o;
 #pragma unroll
-    for (int c = 0; c < 16; c++) o.v[c] = c < 7 ? rin[c * HW + p] : T(0.f);
-    uint4 *dst = reinterpret_cast<uint4 *>(map + p * 16);
-    dst[0] = o.u[0];
-    dst[1] = o.u[1];
+    for (int c = 0; c < 8; c++) o.v[c] = c < 7 ? rin[c * HW + p] : T(0.f);
+    *reinterpret_cast<uint4 *>(map + p * 8) = o.u;
 }
 } // namespace
 

@@ -398,13 +398,14 @@ static void remap_model(const ckey_model *m, float *dstore, ckey_model *dm) {
 }
 
 /* 16-bit sessions with a refiner width the tensor-core conv takes: the
- * eight residual convs and the stem (its 7 input channels zero-padded to 16,
- * see ck_cuda_refiner_stem_input) packed for ck_cuda_conv3x3_tc. */
+ * eight residual convs and the stem (its 7 input channels zero-padded to 8,
+ * see ck_cuda_refiner_stem_input; packed with its taps paired) packed for
+ * ck_cuda_conv3x3_tc. */
 static ckey_status pack_convs(ckey_session *s, ckey_error *err) {
     const ckey_model *m = s->m;
     const int R = m->cfg.ref_dim;
     if (!ck_cuda_refiner_tc_ok(R, s->dt)) return CKEY_OK;
-    const size_t conv = ck_conv3x3_tc_weight_bytes(R, R), stem = ck_conv3x3_tc_weight_bytes(R, 16);
+    const size_t conv = ck_conv3x3_tc_weight_bytes(R, R), stem = ck_conv3x3_tc_weight_bytes(R, 8);
     ckey_status st = ck_cuda_malloc(&s->dconv, 8 * conv + stem, err);
     for (int i = 0; !st && i < 8; i++) {
         void *d = (char *)s->dconv + (size_t)i * conv;
@@ -412,13 +413,13 @@ static ckey_status pack_convs(ckey_session *s, ckey_error *err) {
         s->dm.ref.conv_w[i] = d;
     }
     if (st) return st;
-    float *w16 = calloc((size_t)R * 16 * 9, sizeof(float));
-    if (!w16) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    float *w8 = calloc((size_t)R * 8 * 9, sizeof(float));
+    if (!w8) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     for (int o = 0; o < R; o++)
-        for (int c = 0; c < 7; c++) memcpy(w16 + ((size_t)o * 16 + c) * 9, m->ref.stem_w + ((size_t)o * 7 + c) * 9, 9 * sizeof(float));
+        for (int c = 0; c < 7; c++) memcpy(w8 + ((size_t)o * 8 + c) * 9, m->ref.stem_w + ((size_t)o * 7 + c) * 9, 9 * sizeof(float));
     void *d = (char *)s->dconv + 8 * conv;
-    st = ck_cuda_conv3x3_tc_pack_weights(w16, R, 16, s->dt, d, NULL, err);
-    free(w16);
+    st = ck_cuda_conv3x3_tc_pack_weights(w8, R, 8, s->dt, d, NULL, err);
+    free(w8);
     s->dm.ref.stem_w = d;
     return st;
 }
