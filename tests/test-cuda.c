@@ -853,7 +853,7 @@ static void test_attention_tc(void) {
 /* The Hopper wgmma kernel (head_dim 56 only), every tuning variant, against
  * the fp32 kernel: same bars as attention_tc; odd N (tiles of 64 / 128 keys
  * with tails, query tiles of 64 / 128 / 192 rows with tails) and qs > 1. */
-enum { WGMMA_VARIANTS = 19 };
+enum { WGMMA_VARIANTS = 20 };
 static void test_attention_wgmma(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
@@ -1816,52 +1816,59 @@ static void test_linear_gelu_16bit(void) {
     if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
     ckey_error err;
     const struct { int64_t M; int K, N; } cases[] = {{300, 112, 448}, {257, 224, 896}, {129, 448, 1792},
-                                                     {77, 896, 3584},  {64, 40, 24},   {1000, 8, 136}};
+                                                     {77, 896, 3584},  {64, 40, 24},   {1000, 8, 136},
+                                                     {4500, 72, 1032}}; /* 324 tiles: more than a CTA each */
     const ck_dtype dts[2] = {CK_F16, CK_BF16};
     for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
-        for (int d = 0; d < 2; d++) {
-            const ck_dtype dt = dts[d];
-            const int64_t M = cases[c].M;
-            const int K = cases[c].K, N = cases[c].N;
-            REQUIRE(ck_cuda_linear_gelu_ok(M, K, N, dt));
-            float *x = random_floats((size_t)M * K, 801u + (unsigned)c), *w = random_floats((size_t)N * K, 803u),
-                  *b = random_floats((size_t)N, 805u);
-            for (size_t i = 0; i < (size_t)M * K; i++) x[i] *= 2.0f;
-            for (size_t i = 0; i < (size_t)N * K; i++) w[i] *= 2.0f / sqrtf((float)K);
-            void *dx = dev16_rounded(x, (size_t)M * K, dt), *dw = dev16_rounded(w, (size_t)N * K, dt), *dy = NULL;
-            float *db = to_device(b, (size_t)N);
-            const size_t ny = (size_t)(M + 2) * N; /* two rows past M: must stay as they are */
-            uint16_t *got = malloc(ny * 2);
-            REQUIRE(dx && dw && db && got && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK);
-            for (size_t i = 0; i < ny; i++) got[i] = 0x7BCDu;
-            REQUIRE(ck_cuda_copy(dy, got, ny * 2, 1, &err) == CKEY_OK);
-            CHECKF(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, dt, NULL, &err) == CKEY_OK, "%s", err.message);
-            REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
-            REQUIRE(ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
-            const double u = dt == CK_F16 ? 1.0 / 2048 : 1.0 / 256;
-            int64_t bad = 0, stray = 0;
-            double worst = 0;
-            for (int64_t r = 0; r < M; r++)
-                for (int n = 0; n < N; n++) {
-                    double s = b[n], mag = fabs(b[n]);
-                    for (int k = 0; k < K; k++) {
-                        const double p = (double)x[r * K + k] * w[(size_t)n * K + k];
-                        s += p, mag += fabs(p);
+        for (int d = 0; d < 2; d++)
+            for (int mode = 0; mode < 2; mode++) { /* bias + GELU (fp32 bias); bias only (bias in dt) */
+                const ck_dtype dt = dts[d];
+                const int64_t M = cases[c].M;
+                const int K = cases[c].K, N = cases[c].N;
+                REQUIRE(ck_cuda_linear_gelu_ok(M, K, N, dt));
+                float *x = random_floats((size_t)M * K, 801u + (unsigned)c), *w = random_floats((size_t)N * K, 803u),
+                      *b = random_floats((size_t)N, 805u);
+                for (size_t i = 0; i < (size_t)M * K; i++) x[i] *= 2.0f;
+                for (size_t i = 0; i < (size_t)N * K; i++) w[i] *= 2.0f / sqrtf((float)K);
+                void *dx = dev16_rounded(x, (size_t)M * K, dt), *dw = dev16_rounded(w, (size_t)N * K, dt), *dy = NULL;
+                void *db = mode ? dev16_rounded(b, (size_t)N, dt) : (void *)to_device(b, (size_t)N);
+                const size_t ny = (size_t)(M + 2) * N; /* two rows past M: must stay as they are */
+                uint16_t *got = malloc(ny * 2);
+                REQUIRE(dx && dw && db && got && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK);
+                for (size_t i = 0; i < ny; i++) got[i] = 0x7BCDu;
+                REQUIRE(ck_cuda_copy(dy, got, ny * 2, 1, &err) == CKEY_OK);
+                if (mode == 0)
+                    CHECKF(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+                else
+                    CHECKF(ck_cuda_linear_wgmma(dx, M, K, dw, db, dy, N, CK_LINEAR_BIAS16, dt, NULL, &err) == CKEY_OK,
+                           "%s", err.message);
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                REQUIRE(ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+                const double u = dt == CK_F16 ? 1.0 / 2048 : 1.0 / 256;
+                int64_t bad = 0, stray = 0;
+                double worst = 0;
+                for (int64_t r = 0; r < M; r++)
+                    for (int n = 0; n < N; n++) {
+                        double s = b[n], mag = fabs(b[n]);
+                        for (int k = 0; k < K; k++) {
+                            const double p = (double)x[r * K + k] * w[(size_t)n * K + k];
+                            s += p, mag += fabs(p);
+                        }
+                        const double want = mode ? s : 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+                        const double g = from16(got[r * N + n], dt);
+                        const double tol = u * fabs(want) + 1.13 * 2e-5 * mag + 1e-6 * (1.0 + fabs(s));
+                        worst = fmax(worst, fabs(g - want) / tol);
+                        bad += !(fabs(g - want) <= tol);
                     }
-                    const double want = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
-                    const double g = from16(got[r * N + n], dt);
-                    const double tol = u * fabs(want) + 1.13 * 2e-5 * mag + 1e-6 * (1.0 + fabs(s));
-                    worst = fmax(worst, fabs(g - want) / tol);
-                    bad += !(fabs(g - want) <= tol);
-                }
-            for (size_t i = (size_t)M * N; i < ny; i++) stray += got[i] != 0x7BCDu;
-            printf("  linear + GELU %s M=%lld K=%d N=%d: %lld of %lld over the bound (worst %.3g of it), %lld "
-                   "written past M\n",
-                   dt_name(dt), (long long)M, K, N, (long long)bad, (long long)(M * N), worst, (long long)stray);
-            CHECK(bad == 0 && stray == 0);
-            ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(dy);
-            free(x), free(w), free(b), free(got);
-        }
+                for (size_t i = (size_t)M * N; i < ny; i++) stray += got[i] != 0x7BCDu;
+                printf("  linear %s %s M=%lld K=%d N=%d: %lld of %lld over the bound (worst %.3g of it), %lld "
+                       "written past M\n",
+                       mode ? "+ bias (16-bit)" : "+ GELU", dt_name(dt), (long long)M, K, N, (long long)bad,
+                       (long long)(M * N), worst, (long long)stray);
+                CHECK(bad == 0 && stray == 0);
+                ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(dy);
+                free(x), free(w), free(b), free(got);
+            }
     /* K or N not a multiple of 8: refused by _ok and by the call */
     CHECK(!ck_cuda_linear_gelu_ok(100, 12, 448, CK_F16) && !ck_cuda_linear_gelu_ok(100, 112, 100, CK_F16));
     CHECK(ck_cuda_linear_gelu(NULL, 100, 12, NULL, NULL, NULL, 448, CK_F16, NULL, &err) == CKEY_ERR_UNSUPPORTED);
@@ -1892,7 +1899,8 @@ static void test_linear_gelu_16bit(void) {
                     ms[v] = wall_s();
                 }
                 if (v == 0)
-                    CHECK(ck_cuda_linear_wgmma(dx, M, K, dw, db, dy, N, t[c].gelu, CK_F16, NULL, &err) == CKEY_OK);
+                    CHECK(ck_cuda_linear_wgmma(dx, M, K, dw, t[c].gelu ? (const void *)db : db16, dy, N,
+                                               t[c].gelu ? CK_LINEAR_GELU : CK_LINEAR_BIAS16, CK_F16, NULL, &err) == CKEY_OK);
                 else if (t[c].gelu) {
                     CHECK(ck_cuda_linear_t(blas, dx, M, K, dw, NULL, dy, N, 0, CK_F16, NULL, &err) == CKEY_OK);
                     CHECK(ck_cuda_bias_gelu_t(dy, M, N, db, CK_F16, NULL, &err) == CKEY_OK);

@@ -113,14 +113,23 @@ __device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs
     return v;
 }
 
-// Softmax features (variants): F_ONES: V's padding column 56 holds 1.0, so
+// Softmax features (variants): F_PCHECK (with F_LAZY and F_ONES): a tile's
+// P is first taken from the running max as it stands, without the row max
+// (64 FMNMX a thread and 128-key tile, their shuffles and the lazy test);
+// the packed P's pairwise max (32 HMNMX2) tells whether any p exceeds 2^8,
+// i.e. whether some row's max would have moved under F_LAZY; if one did
+// anywhere in the warpgroup (bar.red.or: the warpgroup's wgmmas must agree),
+// S is recomputed (the K tile is still in its stage) and the tile takes the
+// max path. Tile 0 always takes the max path (m = -inf). The rows' m and O
+// are then exactly those of F_LAZY whenever the check passes, so the
+// results match it up to which tiles set m. F_ONES: V's padding column 56 holds 1.0, so
 // the P V MMA (n64) also sums P per row into O's column 56 (no per-score
 // FADD; the sum is of the 16-bit P that the numerator uses); F_LAZY: the
 // running max m moves only when a tile's max exceeds it by more than 8 (log2
 // units), so O is rescaled on few tiles; p <= 2^8 meanwhile, well inside
 // fp16 / bf16 and fp32. (exp2 of f16x2 pairs was tried: ptxas splits
 // ex2.approx.f16x2 into two MUFU.EX2.F16, so it saves no MUFU work.)
-enum { F_ONES = 1, F_LAZY = 4 };
+enum { F_ONES = 1, F_LAZY = 4, F_PCHECK = 8 };
 // F_POLY(n): n of the KN / 8 score pairs per row and tile take exp2 from a
 // polynomial on the FMA pipe instead of the MUFU (16 exp2 per clock per SM,
 // the limit once the tile's other work is small: FlashAttention-4's split).
@@ -230,6 +239,33 @@ __device__ __forceinline__ void qk_mma(float (&s)[KN / 2], uint64_t qd, uint64_t
     WgSS<T, KN>::mma(s, desc_add(qd, kk * 32), desc_add(kd, kk * 32), kk > 0);
 }
 
+// P from the running max as it stands (no row max): false for the whole
+// warpgroup when some p of it exceeds 2^8 (the lazy threshold), i.e. when
+// some row's max would have moved; s is consumed either way.
+template <typename T> __device__ __forceinline__ uint32_t p_limit2();
+template <> __device__ __forceinline__ uint32_t p_limit2<__half>() { return 0x5C005C00u; }         // 256, 256
+template <> __device__ __forceinline__ uint32_t p_limit2<__nv_bfloat16>() { return 0x43804380u; } // 256, 256
+template <typename T, int KN>
+__device__ __forceinline__ bool softmax_try(float (&s)[KN / 2], const float (&m)[2], float c, uint32_t (&p)[KN / 16][4]) {
+    uint32_t mx = 0;
+#pragma unroll
+    for (int kk = 0; kk < KN / 16; kk++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float mr = m[j & 1];
+            p[kk][j] = Ty<T>::pack(fast_exp2(fmaf(s[8 * kk + 2 * j], c, -mr)), fast_exp2(fmaf(s[8 * kk + 2 * j + 1], c, -mr)));
+            mx = (kk | j) ? Ty<T>::max2(mx, p[kk][j]) : p[kk][j];
+        }
+    const uint32_t bad = __vcmpgtu2(mx, p_limit2<T>());
+    uint32_t any;
+    asm volatile("{\n .reg .pred pi, po;\n setp.ne.u32 pi, %1, 0;\n bar.red.or.pred po, %2, 128, pi;\n"
+                 " selp.u32 %0, 1, 0, po;\n}\n"
+                 : "=r"(any)
+                 : "r"(bad), "r"(1 + (int)(threadIdx.x >> 7))
+                 : "memory");
+    return !any;
+}
+
 template <typename T, int KN, int FEAT, int NO, typename QA>
 __device__ __forceinline__ void qk_softmax(const QA &q, uint64_t kd, int64_t N, int it, int t, float (&m)[2],
                                            float (&l)[2], float c, float (&o)[NO], uint32_t (&p)[KN / 16][4]) {
@@ -241,6 +277,19 @@ __device__ __forceinline__ void qk_softmax(const QA &q, uint64_t kd, int64_t N, 
     wgmma_wait<0>();
     reg_fence(s);
     mask_tail<KN>(s, N - (int64_t)it * KN, t);
+    if constexpr ((FEAT & F_PCHECK) != 0) {
+        static_assert((FEAT & (F_LAZY | F_ONES)) == (F_LAZY | F_ONES), "the check stands in for the lazy max");
+        if (it > 0) {
+            if (softmax_try<T, KN>(s, m, c, p)) return; // no row's max moved: O as it is
+            wgmma_fence(); // S again (the try consumed it), for the max path
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) qk_mma<T, KN>(s, q, kd, kk);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(s);
+            mask_tail<KN>(s, N - (int64_t)it * KN, t);
+        }
+    }
     float corr[2];
     softmax_tile<T, KN, FEAT>(s, m, l, c, corr, p);
     rescale_o<FEAT>(o, corr);
@@ -565,7 +614,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // rows x 64 head dims staged once, in K's tile layout, so the S wgmma is SS
 // and the 16 Q registers are free for 128-key tiles) and F_POLY(n)
 // (softmax_tile's).
-enum { T_PROD = 1, T_QSMEM = 2 };
+enum { T_PROD = 1, T_QSMEM = 2, T_PCHECK = 4 };
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
@@ -574,7 +623,7 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     constexpr bool PROD = (OPT & T_PROD) != 0;
     static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
     constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
-    constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255));
+    constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255)) | ((OPT & T_PCHECK) ? F_PCHECK : 0);
     constexpr bool QSMEM = (OPT & T_QSMEM) != 0;
     static_assert(!(PROD && QSMEM), "the Q tile is staged by every warp of its warpgroup");
     extern __shared__ uint8_t smem_raw[];
@@ -780,6 +829,13 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
 // (stmatrix into a swizzled tile, the P V and row-sum wgmmas SS: 3 stages fit)
 // 1.241 / 1.211 against 1.086 / 1.051 for the same tiles with P in registers.
 // Session 8 and before: the cp.async kernel (variant 9) 1.28.
+// Session 10 (the default gained T_PCHECK; variant 19 is the default
+// without it): ncu over a frame at S = 2048 fp16, stage 2's 16 launches
+// 941-948 us against 1004-1013, the frame's global attention 14.96 against
+// 15.97 ms. Measured and dropped the same session: the row max as a 4-way
+// tree (1.089 against 0.997 ms: the chain's latency was not what bound it),
+// the P V as one n64 wgmma over V's padding (1.041; the separate n8 row-sum
+// wgmma costs nothing measurable: 1.024 without it).
 constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
@@ -802,13 +858,14 @@ cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, 
     case 16: return launch_tma<T, 4, 128, 3, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
     case 17: return launch_tma<T, 4, 64, 4, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
     case 18: return launch_tma<T, 4, 128, 5, 1, T_QSMEM | F_POLY(1)>(qkv, N, D, heads, qs, out, st);
+    case 19: return launch_tma<T, 4, 128, 5, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
     default: {
         int dev = 0, sms = 0;
         cudaError_t e = cudaGetDevice(&dev);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         if (e != cudaSuccess) return e;
         const int64_t ctas4 = (N / qs + 255) / 256 * heads;
-        e = ctas4 >= sms ? launch_tma<T, 4, 128, 5, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st)
+        e = ctas4 >= sms ? launch_tma<T, 4, 128, 5, 1, T_QSMEM | T_PCHECK>(qkv, N, D, heads, qs, out, st)
                          : launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
         if (e == cudaErrorNotSupported) return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
         return e;

@@ -79,10 +79,11 @@ ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, i
 int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt);
 ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
                                 ck_dtype dt, void *stream, ckey_error *err);
-/* The same kernel with the GELU (gelu = 1) or without (bias only), for timing it against cuBLASLt on the
- * memory-bound small-K GEMMs too. */
-ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
-                                 int gelu, ck_dtype dt, void *stream, ckey_error *err);
+/* The same kernel with the GELU (mode CK_LINEAR_GELU, fp32 b) or bias only (mode 0: fp32 b;
+ * CK_LINEAR_BIAS16: b in dt, as the linears' biases are on the device). */
+enum { CK_LINEAR_GELU = 1, CK_LINEAR_BIAS16 = 2 };
+ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
+                                 int mode, ck_dtype dt, void *stream, ckey_error *err);
 
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);

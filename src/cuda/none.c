@@ -77,8 +77,8 @@ int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt) {
 }
 ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
                                 ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
-                                 int gelu, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
+                                 int mode, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
