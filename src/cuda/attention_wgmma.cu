@@ -14,7 +14,9 @@
 //   S  = Q K^T   : 4 x wgmma m64nKNk16, A = Q (registers), B = K tile
 //                  (K-major: a key's head dims are contiguous), trans-b 0;
 //   online softmax on the f32 S fragments (exp2, log2(e)/sqrt(56) folded;
-//                  softmax_tile);
+//                  softmax_tile; the default TMA kernel first tries P from
+//                  the running max as it stands and takes the row max only
+//                  when some p of the warpgroup exceeds 2^8: F_PCHECK);
 //   O += P V     : KN/16 x wgmma m64n64k16 (or n56), A = P (S fragments
 //                  packed to 16 bits), B = V tile (MN-major: a key's dims
 //                  contiguous, trans-b 1); with F_ONES the 1.0 in V's padding
@@ -239,6 +241,18 @@ __device__ __forceinline__ void qk_mma(float (&s)[KN / 2], uint64_t qd, uint64_t
     WgSS<T, KN>::mma(s, desc_add(qd, kk * 32), desc_add(kd, kk * 32), kk > 0);
 }
 
+// Whether `bad` is nonzero in any thread of this thread's warpgroup (named
+// barrier 1 + warpgroup, 128 threads: every thread of the warpgroup calls it).
+__device__ __forceinline__ bool wg_any(uint32_t bad) {
+    uint32_t any;
+    asm volatile("{\n .reg .pred pi, po;\n setp.ne.u32 pi, %1, 0;\n bar.red.or.pred po, %2, 128, pi;\n"
+                 " selp.u32 %0, 1, 0, po;\n}\n"
+                 : "=r"(any)
+                 : "r"(bad), "r"(1 + (int)(threadIdx.x >> 7))
+                 : "memory");
+    return any != 0;
+}
+
 // P from the running max as it stands (no row max): false for the whole
 // warpgroup when some p of it exceeds 2^8 (the lazy threshold), i.e. when
 // some row's max would have moved; s is consumed either way.
@@ -256,14 +270,7 @@ __device__ __forceinline__ bool softmax_try(float (&s)[KN / 2], const float (&m)
             p[kk][j] = Ty<T>::pack(fast_exp2(fmaf(s[8 * kk + 2 * j], c, -mr)), fast_exp2(fmaf(s[8 * kk + 2 * j + 1], c, -mr)));
             mx = (kk | j) ? Ty<T>::max2(mx, p[kk][j]) : p[kk][j];
         }
-    const uint32_t bad = __vcmpgtu2(mx, p_limit2<T>());
-    uint32_t any;
-    asm volatile("{\n .reg .pred pi, po;\n setp.ne.u32 pi, %1, 0;\n bar.red.or.pred po, %2, 128, pi;\n"
-                 " selp.u32 %0, 1, 0, po;\n}\n"
-                 : "=r"(any)
-                 : "r"(bad), "r"(1 + (int)(threadIdx.x >> 7))
-                 : "memory");
-    return !any;
+    return !wg_any(__vcmpgtu2(mx, p_limit2<T>()));
 }
 
 template <typename T, int KN, int FEAT, int NO, typename QA>
@@ -815,7 +822,8 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
 // stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
 // softmax features, the pipelined kernel; from 10 the TMA kernel's.
 // 0: the TMA kernel with 4 warpgroups a CTA, 128-key tiles, Q in shared
-// memory and 5 stages when that still makes a CTA per SM, else 2 warpgroups
+// memory, 5 stages and P checked against the running max first (T_PCHECK;
+// 19: the same without) when that still makes a CTA per SM, else 2 warpgroups
 // x 2 CTAs (64-key tiles, Q in registers); the cp.async kernel where the
 // driver has no tensor-map encoder. H200, N = 16384, 8 heads (session 9,
 // one run, ms fp16 / bf16): 64-key tiles, Q in registers (the default until
@@ -835,7 +843,13 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
 // 15.97 ms. Measured and dropped the same session: the row max as a 4-way
 // tree (1.089 against 0.997 ms: the chain's latency was not what bound it),
 // the P V as one n64 wgmma over V's padding (1.041; the separate n8 row-sum
-// wgmma costs nothing measurable: 1.024 without it).
+// wgmma costs nothing measurable: 1.024 without it); with T_PCHECK: the
+// P's row sums by their own n8 wgmma first and checked against 2^15 instead
+// of the packed P's max (frame: 970 against 943 us a launch; the extra wgmma
+// round trip costs more than the 32 HMNMX2 it saves), 4 stages (943, the
+// same), exp2 of 2 / 4 of a tile's 32 P words on the FMA pipe (973 / 983).
+// Runs of the same variant differ by ~1-2% (ncu over a frame is steadier
+// than this test's host-timed batches).
 constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
