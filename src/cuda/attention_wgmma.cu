@@ -277,24 +277,21 @@ template <typename T, int KN, int FEAT, int NO, typename QA>
 __device__ __forceinline__ void qk_softmax(const QA &q, uint64_t kd, int64_t N, int it, int t, float (&m)[2],
                                            float (&l)[2], float c, float (&o)[NO], uint32_t (&p)[KN / 16][4]) {
     float s[KN / 2];
-    wgmma_fence();
+    auto scores = [&]() { // S = Q K^T of the tile, keys past N masked
+        wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) qk_mma<T, KN>(s, q, kd, kk);
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(s);
-    mask_tail<KN>(s, N - (int64_t)it * KN, t);
+        for (int kk = 0; kk < 4; kk++) qk_mma<T, KN>(s, q, kd, kk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        reg_fence(s);
+        mask_tail<KN>(s, N - (int64_t)it * KN, t);
+    };
+    scores();
     if constexpr ((FEAT & F_PCHECK) != 0) {
         static_assert((FEAT & (F_LAZY | F_ONES)) == (F_LAZY | F_ONES), "the check stands in for the lazy max");
         if (it > 0) {
             if (softmax_try<T, KN>(s, m, c, p)) return; // no row's max moved: O as it is
-            wgmma_fence(); // S again (the try consumed it), for the max path
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) qk_mma<T, KN>(s, q, kd, kk);
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(s);
-            mask_tail<KN>(s, N - (int64_t)it * KN, t);
+            scores();                                   // S again (the try consumed it), for the max path
         }
     }
     float corr[2];
@@ -778,23 +775,10 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
 // entry-point query (no link against libcuda).
 template <typename T>
 cudaError_t encode_kv_map(CUtensorMap *map, const void *qkv, int64_t N, int heads, int KN) {
-    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    void *fn = NULL;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess) return e;
-    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
     const cuuint64_t dims[3] = {HD, (cuuint64_t)3 * heads, (cuuint64_t)N};
     const cuuint64_t strides[2] = {HD * sizeof(T), (cuuint64_t)3 * heads * HD * sizeof(T)};
-    const cuuint32_t box[3] = {64, 1, (cuuint32_t)KN}, estr[3] = {1, 1, 1};
-    const CUtensorMapDataType dt =
-        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const CUresult r = ((encode_fn)fn)(map, dt, 3, const_cast<void *>(qkv), dims, strides, box, estr,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+    const cuuint32_t box[3] = {64, 1, (cuuint32_t)KN};
+    return encode_tmap<T>(map, 3, qkv, dims, strides, box);
 }
 
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>

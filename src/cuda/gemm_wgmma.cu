@@ -193,27 +193,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // A 2-D tensor map over a row-major [rows, cols] 16-bit matrix (cols
-// contiguous, rows cols * 2 bytes apart), box 64 columns x 128 rows,
-// 128-byte swizzle, out-of-bounds elements zero. cuTensorMapEncodeTiled is a
-// driver function, reached through the runtime's entry-point query.
+// contiguous, rows cols * 2 bytes apart), box 64 columns x 128 rows.
 template <typename T> cudaError_t encode_2d(CUtensorMap *map, const void *base, int64_t rows, int64_t cols) {
-    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    void *fn = NULL;
-    cudaDriverEntryPointQueryResult q;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess) return e;
-    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
-    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    const cuuint64_t strides[1] = {(cuuint64_t)cols * sizeof(T)};
-    const cuuint32_t box[2] = {BK, 128}, estr[2] = {1, 1};
-    const CUtensorMapDataType dt =
-        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const CUresult r = ((encode_fn)fn)(map, dt, 2, const_cast<void *>(base), dims, strides, box, estr,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+    const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * sizeof(T)};
+    const cuuint32_t box[2] = {BK, 128};
+    return encode_tmap<T>(map, 2, base, dims, strides, box);
 }
 
 constexpr int kStages = 3; // 107 KiB: two CTAs an SM, one's epilogue under the other's MMAs

@@ -1,15 +1,20 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a) wrappers shared by the
-// wgmma kernels (attention_wgmma.cu, refiner_wgmma.cu): synchronization,
-// shared-memory matrix descriptors and the MMA instructions themselves, one
-// specialization per operand type, N and operand source (PTX ISA, "Asynchronous
-// Warpgroup Level Matrix Multiply-Accumulate"). Included by .cu files built
-// for sm_90a only; everything is inline and file-local.
+// wgmma kernels (attention_wgmma.cu, refiner_wgmma.cu, gemm_wgmma.cu):
+// synchronization, shared-memory matrix descriptors and the MMA instructions
+// themselves, one specialization per operand type, N and operand source (PTX
+// ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), and the
+// host side's tensor-map encoding for the TMA loads. Included by .cu files
+// built for sm_90a only; everything is inline and file-local.
 #ifndef CK_CUDA_WGMMA_CUH
 #define CK_CUDA_WGMMA_CUH
 
+#include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 namespace {
 
@@ -154,6 +159,32 @@ CK_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
 #undef CK_WG_S28
 #undef CK_WG_S32
 #undef CK_WG_S64
+
+// A tiled tensor map over 16-bit elements of type T (rank dimensions,
+// innermost first; strides in bytes for dimensions 1..rank-1), 128-byte
+// swizzle, 256-byte L2 promotion, out-of-bounds elements zero.
+// cuTensorMapEncodeTiled is a driver function, reached through the runtime's
+// entry-point query (no link against libcuda); cudaErrorNotSupported where
+// the driver has none.
+template <typename T>
+cudaError_t encode_tmap(CUtensorMap *map, int rank, const void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                        const cuuint32_t *box) {
+    typedef CUresult (*encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult q;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess) return e;
+    if (q != cudaDriverEntryPointSuccess || !fn) return cudaErrorNotSupported;
+    const cuuint32_t estr[3] = {1, 1, 1};
+    const CUtensorMapDataType dt =
+        std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUresult r = ((encode_fn)fn)(map, dt, (cuuint32_t)rank, const_cast<void *>(base), dims, strides, box, estr,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
 
 } // namespace
 
