@@ -793,9 +793,15 @@ typedef struct attn_case {
     int64_t Nq;
 } attn_case;
 
-static void attn_case_make(attn_case *ac, int64_t N, int D, int heads, int qs, unsigned seed, ck_dtype dt) {
+/* kgrow > 0: key j's k scaled by 1 + kgrow j / N, so that the scores grow along the keys and a
+ * row's running max moves again and again (the wgmma kernel's P check then takes its max path on
+ * later tiles, which uniform random keys almost never make it do). */
+static void attn_case_make_grow(attn_case *ac, int64_t N, int D, int heads, int qs, unsigned seed, ck_dtype dt,
+                                float kgrow) {
     ac->Nq = N / qs;
     float *qkv = random_floats((size_t)N * 3 * D, seed);
+    for (int64_t j = 0; kgrow > 0 && j < N; j++)
+        for (int d = 0; d < D; d++) qkv[j * 3 * D + D + d] *= 1.0f + kgrow * (float)j / (float)N;
     ac->d16 = tc_inputs(qkv, N, D, dt);
     float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)ac->Nq * D);
     ac->ref = malloc((size_t)ac->Nq * D * sizeof(float));
@@ -805,6 +811,10 @@ static void attn_case_make(attn_case *ac, int64_t N, int D, int heads, int qs, u
     REQUIRE(ck_cuda_copy(ac->ref, dref, (size_t)ac->Nq * D * sizeof(float), 0, &err) == CKEY_OK);
     ck_cuda_free(dq), ck_cuda_free(dref);
     free(qkv);
+}
+
+static void attn_case_make(attn_case *ac, int64_t N, int D, int heads, int qs, unsigned seed, ck_dtype dt) {
+    attn_case_make_grow(ac, N, D, heads, qs, seed, dt, 0.0f);
 }
 
 /* A kernel's output for the case (dout, [Nq, D] in dt, launched on the
@@ -857,10 +867,12 @@ enum { WGMMA_VARIANTS = 20 };
 static void test_attention_wgmma(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
-    const struct { int64_t N; int D, heads, qs; } cases[] = {
-        {77, 56, 1, 1},     {1000, 112, 2, 1}, {1, 56, 1, 1},      {36, 56, 1, 4},     {200, 56, 1, 1},
-        {520, 224, 4, 4},   {129, 112, 2, 1},  {4096, 448, 8, 1},  {4096, 896, 16, 4}, {2050, 448, 8, 1},
-        {1030, 448, 8, 2},
+    const struct { int64_t N; int D, heads, qs; float kgrow; } cases[] = {
+        {77, 56, 1, 1, 0},     {1000, 112, 2, 1, 0}, {1, 56, 1, 1, 0},      {36, 56, 1, 4, 0},
+        {200, 56, 1, 1, 0},    {520, 224, 4, 4, 0},  {129, 112, 2, 1, 0},   {4096, 448, 8, 1, 0},
+        {4096, 896, 16, 4, 0}, {2050, 448, 8, 1, 0}, {1030, 448, 8, 2, 0},
+        /* scores growing along the keys: the running max moves on later tiles */
+        {4096, 448, 8, 1, 30}, {1030, 448, 8, 2, 30}, {2050, 224, 4, 1, 12},
     };
     for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
         for (int k = 0; k < 2; k++) {
@@ -868,7 +880,7 @@ static void test_attention_wgmma(void) {
             const int64_t N = cases[c].N;
             const int D = cases[c].D, heads = cases[c].heads, qs = cases[c].qs;
             attn_case ac;
-            attn_case_make(&ac, N, D, heads, qs, 101u + (unsigned)c, dt);
+            attn_case_make_grow(&ac, N, D, heads, qs, 101u + (unsigned)c, dt, cases[c].kgrow);
             const int64_t Nq = ac.Nq;
             ckey_error err;
             for (int v = 0; v < WGMMA_VARIANTS; v++) {
@@ -877,8 +889,8 @@ static void test_attention_wgmma(void) {
                 CHECKF(ck_cuda_attention_wgmma_variant(ac.d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
                        err.message);
                 char name[96];
-                snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d", v, dt_name(dt),
-                         (long long)N, D, heads, qs);
+                snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d%s", v, dt_name(dt),
+                         (long long)N, D, heads, qs, cases[c].kgrow > 0 ? " (keys growing)" : "");
                 attn_case_check(&ac, dout, D, dt, name);
             }
             attn_case_free(&ac);
