@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A/B runs of git refs (branches, commits) against the checked-out tree on the
+# GPU machine, where there is no git: the refs travel as overlays of the files
+# they change.
+#
+#   tools/gpu-ab.sh prepare REF...     (here) writes .ab/<name>/: the files that
+#                                      differ between HEAD and REF, as REF has
+#                                      them, and .ab/<name>.deleted; .ab/ is
+#                                      git-ignored: carry it (with .deps)
+#   tools/gpu-ab.sh run [options]      (on the GPU machine, in the tree) builds
+#                                      the tree and each overlay (a copy of the
+#                                      tree under /tmp/ab), runs the tests asked
+#                                      for in each, then bench-forward in
+#                                      interleaved rounds, and prints each one's
+#                                      device_mean_s a round
+#     --test FILTER    build/tests/test-cuda FILTER in each tree (log in $OUT or /tmp)
+#     --size S --runs R --rounds K    bench-forward's size and runs, rounds (2048, 20, 2)
+#     --env NAME=VALUE  an environment variable for an extra bench entry of the
+#                       checked-out tree ("HEAD+NAME=VALUE"); may be repeated
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmd=${1:-}
+shift || true
+case "$cmd" in
+prepare)
+    [ $# -gt 0 ] || { echo "usage: tools/gpu-ab.sh prepare REF..." >&2; exit 2; }
+    rm -rf .ab && mkdir -p .ab
+    for ref in "$@"; do
+        name=$(echo "$ref" | tr '/:' '__')
+        mkdir -p ".ab/$name"
+        git diff --name-only --diff-filter=AMR HEAD "$ref" | while read -r f; do
+            mkdir -p ".ab/$name/$(dirname "$f")"
+            git show "$ref:$f" > ".ab/$name/$f"
+        done
+        git diff --name-only --diff-filter=D HEAD "$ref" > ".ab/$name.deleted"
+        echo "$name: $(git diff --name-only HEAD "$ref" | wc -l) files differ ($(git rev-parse --short "$ref"))"
+    done
+    du -sh .ab
+    ;;
+run)
+    test_filter="" size=2048 runs=20 rounds=2 envs=()
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --test) test_filter=$2; shift 2 ;;
+        --size) size=$2; shift 2 ;;
+        --runs) runs=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
+        --env) envs+=("$2"); shift 2 ;;
+        *) echo "gpu-ab: unknown option $1" >&2; exit 2 ;;
+        esac
+    done
+    root=$PWD
+    logs=${OUT:-/tmp}
+    build="make EXR_SYSROOT=$root/.deps/root -j$(nproc) build/tests/test-cuda build/bench/bench-forward"
+    trees=("$root")
+    names=("HEAD")
+    for d in .ab/*/; do
+        [ -d "$d" ] || continue
+        name=$(basename "$d")
+        t=/tmp/ab/$name
+        rm -rf "$t" && mkdir -p "$t"
+        tar -C "$root" --exclude=./build --exclude=./.ab --exclude=./.git --exclude=./.deps -cf - . | tar -C "$t" -xf -
+        cp -r "$d." "$t/"
+        while read -r f; do [ -n "$f" ] && rm -f "$t/$f"; done < ".ab/$name.deleted"
+        ln -sfn "$root/.deps" "$t/.deps"
+        trees+=("$t")
+        names+=("$name")
+    done
+    pids=()
+    for i in "${!trees[@]}"; do
+        (cd "${trees[$i]}" && $build > "$logs/ab-build-${names[$i]}.log" 2>&1) &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || { echo "gpu-ab: ${names[$i]} does not build (see ab-build-${names[$i]}.log)"; tail -20 "$logs/ab-build-${names[$i]}.log"; exit 1; }
+    done
+    if [ -n "$test_filter" ]; then
+        for i in "${!trees[@]}"; do
+            if (cd "${trees[$i]}" && build/tests/test-cuda "$test_filter" > "$logs/ab-test-${names[$i]}.log" 2>&1); then r=ok; else r=FAILED; fi
+            echo "test $test_filter ${names[$i]}: $r ($(tail -1 "$logs/ab-test-${names[$i]}.log"))"
+        done
+    fi
+    bench="build/bench/bench-forward --device cuda --size $size --runs $runs"
+    mean() { grep -o '"device_mean_s":[0-9.]*' | cut -d: -f2; }
+    for r in $(seq 1 "$rounds"); do
+        for i in "${!trees[@]}"; do
+            echo "round $r ${names[$i]}: $(cd "${trees[$i]}" && $bench 2>/dev/null | mean)"
+        done
+        for e in ${envs[@]+"${envs[@]}"}; do
+            echo "round $r HEAD+$e: $(env "$e" $bench 2>/dev/null | mean)"
+        done
+    done
+    ;;
+*)
+    echo "usage: tools/gpu-ab.sh prepare REF... | run [--test FILTER] [--size S] [--runs R] [--rounds K] [--env NAME=VALUE]" >&2
+    exit 2
+    ;;
+esac
