@@ -13,7 +13,8 @@
 #                                      for in each, then bench-forward in
 #                                      interleaved rounds, and prints each one's
 #                                      device_mean_s a round
-#     --test FILTER    build/tests/test-cuda FILTER in each tree (log in $OUT or /tmp)
+#     --test FILTER    build/tests/test-cuda FILTER in each tree (logs in /tmp/ab-logs,
+#                      all of them in $OUT/ab-tests.log when $OUT is set)
 #     --size S --runs R --rounds K    bench-forward's size and runs, rounds (2048, 20, 2)
 #     --env NAME=VALUE  an environment variable for an extra bench entry of the
 #                       checked-out tree ("HEAD+NAME=VALUE"); may be repeated
@@ -50,7 +51,8 @@ run)
         esac
     done
     root=$PWD
-    logs=${OUT:-/tmp}
+    logs=/tmp/ab-logs # build and test logs; the tests' also gathered into $OUT/ab-tests.log
+    mkdir -p "$logs"
     build="make EXR_SYSROOT=$root/.deps/root -j$(nproc) build/tests/test-cuda build/bench/bench-forward"
     trees=("$root")
     names=("HEAD")
@@ -59,7 +61,8 @@ run)
         name=$(basename "$d")
         t=/tmp/ab/$name
         rm -rf "$t" && mkdir -p "$t"
-        tar -C "$root" --exclude=./build --exclude=./.ab --exclude=./.git --exclude=./.deps -cf - . | tar -C "$t" -xf -
+        tar -C "$root" --exclude=./build --exclude=./build-asan --exclude=./build-nocuda --exclude=./example-out \
+            --exclude=./.ab --exclude=./.git --exclude=./.deps -cf - . | tar -C "$t" -xf -
         cp -r "$d." "$t/"
         while read -r f; do [ -n "$f" ] && rm -f "$t/$f"; done < ".ab/$name.deleted"
         ln -sfn "$root/.deps" "$t/.deps"
@@ -76,8 +79,13 @@ run)
     done
     if [ -n "$test_filter" ]; then
         for i in "${!trees[@]}"; do
-            if (cd "${trees[$i]}" && build/tests/test-cuda "$test_filter" > "$logs/ab-test-${names[$i]}.log" 2>&1); then r=ok; else r=FAILED; fi
-            echo "test $test_filter ${names[$i]}: $r ($(tail -1 "$logs/ab-test-${names[$i]}.log"))"
+            r=0
+            (cd "${trees[$i]}" && build/tests/test-cuda "$test_filter" > "$logs/ab-test-${names[$i]}.log" 2>&1) || r=$?
+            echo "test $test_filter ${names[$i]}: exit $r, $(tail -1 "$logs/ab-test-${names[$i]}.log")"
+            if [ -n "${OUT:-}" ]; then
+                echo "==== ${names[$i]}" >> "$OUT/ab-tests.log"
+                cat "$logs/ab-test-${names[$i]}.log" >> "$OUT/ab-tests.log"
+            fi
         done
     fi
     bench="build/bench/bench-forward --device cuda --size $size --runs $runs"
