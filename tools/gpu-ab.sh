@@ -16,8 +16,8 @@
 #     --test FILTER    build/tests/test-cuda FILTER in each tree (logs in /tmp/ab-logs,
 #                      all of them in $OUT/ab-tests.log when $OUT is set)
 #     --size S --runs R --rounds K    bench-forward's size and runs, rounds (2048, 20, 2)
-#     --env NAME=VALUE  an environment variable for an extra bench entry of the
-#                       checked-out tree ("HEAD+NAME=VALUE"); may be repeated
+#     --env TREE:NAME=VALUE  an extra bench entry: tree TREE (HEAD or an overlay's
+#                       name) with that environment variable; may be repeated
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
@@ -95,12 +95,14 @@ run)
             echo "round $r ${names[$i]}: $(cd "${trees[$i]}" && $bench 2>/dev/null | mean)"
         done
         for e in ${envs[@]+"${envs[@]}"}; do
-            echo "round $r HEAD+$e: $(env "$e" $bench 2>/dev/null | mean)"
+            tn=${e%%:*} ev=${e#*:} td=$root
+            [ "$tn" = HEAD ] || td=/tmp/ab/$tn
+            echo "round $r $tn+$ev: $(cd "$td" && env "$ev" $bench 2>/dev/null | mean)"
         done
     done
     ;;
 *)
-    echo "usage: tools/gpu-ab.sh prepare REF... | run [--test FILTER] [--size S] [--runs R] [--rounds K] [--env NAME=VALUE]" >&2
+    echo "usage: tools/gpu-ab.sh prepare REF... | run [--test FILTER] [--size S] [--runs R] [--rounds K] [--env TREE:NAME=VALUE]" >&2
     exit 2
     ;;
 esac
