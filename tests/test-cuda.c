@@ -1829,8 +1829,15 @@ static void test_linear_gelu_16bit(void) {
     ckey_error err;
     const struct { int64_t M; int K, N; } cases[] = {{300, 112, 448}, {257, 224, 896}, {129, 448, 1792},
                                                      {77, 896, 3584},  {64, 40, 24},   {1000, 8, 136},
-                                                     {4500, 72, 1032}}; /* 324 tiles: more than a CTA each */
+                                                     {4500, 72, 1032}, /* 324 / 162 tiles: more than a CTA each */
+                                                     {1500, 448, 1800}}; /* N past a 256-wide tile by 8 */
     const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    /* the kernel's forms by request (tile width, clusters), then its default pick */
+    enum { NF = 5 };
+    const int forms[NF] = {CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1, CK_LINEAR_TILE_N256 | CK_LINEAR_CLUSTER1,
+                           CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER2, CK_LINEAR_TILE_N256 | CK_LINEAR_CLUSTER2, 0};
+    const char *const form_name[NF] = {"128-wide tiles", "256-wide tiles", "128-wide tiles, clusters of 2",
+                                       "256-wide tiles, clusters of 2", "default form"};
     for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
         for (int d = 0; d < 2; d++)
             for (int mode = 0; mode < 2; mode++) { /* bias + GELU (fp32 bias); bias only (bias in dt) */
@@ -1845,20 +1852,28 @@ static void test_linear_gelu_16bit(void) {
                 void *dx = dev16_rounded(x, (size_t)M * K, dt), *dw = dev16_rounded(w, (size_t)N * K, dt), *dy = NULL;
                 void *db = mode ? dev16_rounded(b, (size_t)N, dt) : (void *)to_device(b, (size_t)N);
                 const size_t ny = (size_t)(M + 2) * N; /* two rows past M: must stay as they are */
-                uint16_t *got = malloc(ny * 2);
-                REQUIRE(dx && dw && db && got && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK);
-                for (size_t i = 0; i < ny; i++) got[i] = 0x7BCDu;
-                REQUIRE(ck_cuda_copy(dy, got, ny * 2, 1, &err) == CKEY_OK);
-                if (mode == 0)
-                    CHECKF(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, dt, NULL, &err) == CKEY_OK, "%s", err.message);
-                else
-                    CHECKF(ck_cuda_linear_wgmma(dx, M, K, dw, db, dy, N, CK_LINEAR_BIAS16, dt, NULL, &err) == CKEY_OK,
-                           "%s", err.message);
-                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
-                REQUIRE(ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+                uint16_t *got[NF];
+                for (int f = 0; f < NF; f++) got[f] = malloc(ny * 2);
+                REQUIRE(dx && dw && db && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK);
+                /* the default form of the GELU through ck_cuda_linear_gelu, as the MLP calls it */
+                for (int f = 0; f < NF; f++) {
+                    REQUIRE(got[f]);
+                    for (size_t i = 0; i < ny; i++) got[f][i] = 0x7BCDu;
+                    REQUIRE(ck_cuda_copy(dy, got[f], ny * 2, 1, &err) == CKEY_OK);
+                    if (forms[f] == 0 && mode == 0)
+                        CHECKF(ck_cuda_linear_gelu(dx, M, K, dw, db, dy, N, dt, NULL, &err) == CKEY_OK, "%s",
+                               err.message);
+                    else
+                        CHECKF(ck_cuda_linear_wgmma(dx, M, K, dw, db, dy, N,
+                                                    (mode ? CK_LINEAR_BIAS16 : CK_LINEAR_GELU) | forms[f], dt, NULL,
+                                                    &err) == CKEY_OK,
+                               "%s", err.message);
+                    REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                    REQUIRE(ck_cuda_copy(got[f], dy, ny * 2, 0, &err) == CKEY_OK);
+                }
                 const double u = dt == CK_F16 ? 1.0 / 2048 : 1.0 / 256;
-                int64_t bad = 0, stray = 0;
-                double worst = 0;
+                int64_t bad[NF] = {0}, stray[NF] = {0};
+                double worst[NF] = {0};
                 for (int64_t r = 0; r < M; r++)
                     for (int n = 0; n < N; n++) {
                         double s = b[n], mag = fabs(b[n]);
@@ -1867,19 +1882,25 @@ static void test_linear_gelu_16bit(void) {
                             s += p, mag += fabs(p);
                         }
                         const double want = mode ? s : 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
-                        const double g = from16(got[r * N + n], dt);
                         const double tol = u * fabs(want) + 1.13 * 2e-5 * mag + 1e-6 * (1.0 + fabs(s));
-                        worst = fmax(worst, fabs(g - want) / tol);
-                        bad += !(fabs(g - want) <= tol);
+                        for (int f = 0; f < NF; f++) {
+                            const double g = from16(got[f][r * N + n], dt);
+                            worst[f] = fmax(worst[f], fabs(g - want) / tol);
+                            bad[f] += !(fabs(g - want) <= tol);
+                        }
                     }
-                for (size_t i = (size_t)M * N; i < ny; i++) stray += got[i] != 0x7BCDu;
-                printf("  linear %s %s M=%lld K=%d N=%d: %lld of %lld over the bound (worst %.3g of it), %lld "
-                       "written past M\n",
-                       mode ? "+ bias (16-bit)" : "+ GELU", dt_name(dt), (long long)M, K, N, (long long)bad,
-                       (long long)(M * N), worst, (long long)stray);
-                CHECK(bad == 0 && stray == 0);
+                for (int f = 0; f < NF; f++) {
+                    for (size_t i = (size_t)M * N; i < ny; i++) stray[f] += got[f][i] != 0x7BCDu;
+                    printf("  linear %s %s M=%lld K=%d N=%d, %s: %lld of %lld over the bound (worst %.3g of it), "
+                           "%lld written past M\n",
+                           mode ? "+ bias (16-bit)" : "+ GELU", dt_name(dt), (long long)M, K, N,
+                           form_name[f], (long long)bad[f],
+                           (long long)(M * N), worst[f], (long long)stray[f]);
+                    CHECK(bad[f] == 0 && stray[f] == 0);
+                }
                 ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(dy);
-                free(x), free(w), free(b), free(got);
+                free(x), free(w), free(b);
+                for (int f = 0; f < NF; f++) free(got[f]);
             }
     /* K or N not a multiple of 8: refused by _ok and by the call */
     CHECK(!ck_cuda_linear_gelu_ok(100, 12, 448, CK_F16) && !ck_cuda_linear_gelu_ok(100, 112, 100, CK_F16));
@@ -1903,16 +1924,17 @@ static void test_linear_gelu_16bit(void) {
         float *db = to_device(b, N);
         void *db16 = dev16_rounded(b, N, CK_F16); /* cuBLASLt's fused bias is in the output's type */
         REQUIRE(dx && dw && db && db16 && ck_cuda_malloc(&dy, (size_t)M * N * 2, NULL) == CKEY_OK);
-        double ms[2];
-        for (int v = 0; v < 2; v++) {
+        double ms[NF];
+        for (int v = 0; v < NF; v++) { /* the forms as above, then cuBLASLt */
             for (int r = 0; r < 23; r++) {
                 if (r == 3) {
                     REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
                     ms[v] = wall_s();
                 }
-                if (v == 0)
+                if (v < NF - 1)
                     CHECK(ck_cuda_linear_wgmma(dx, M, K, dw, t[c].gelu ? (const void *)db : db16, dy, N,
-                                               t[c].gelu ? CK_LINEAR_GELU : CK_LINEAR_BIAS16, CK_F16, NULL, &err) == CKEY_OK);
+                                               (t[c].gelu ? CK_LINEAR_GELU : CK_LINEAR_BIAS16) | forms[v], CK_F16,
+                                               NULL, &err) == CKEY_OK);
                 else if (t[c].gelu) {
                     CHECK(ck_cuda_linear_t(blas, dx, M, K, dw, NULL, dy, N, 0, CK_F16, NULL, &err) == CKEY_OK);
                     CHECK(ck_cuda_bias_gelu_t(dy, M, N, db, CK_F16, NULL, &err) == CKEY_OK);
@@ -1922,9 +1944,12 @@ static void test_linear_gelu_16bit(void) {
             REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
             ms[v] = (wall_s() - ms[v]) * 1e3 / 20;
         }
-        printf("  timing linear%s f16 M=%lld K=%d N=%d: wgmma kernel %.1f us (%.0f TFLOP/s), cuBLASLt%s %.1f us\n",
-               t[c].gelu ? " + GELU" : " + bias", (long long)M, K, N, ms[0] * 1e3,
-               2.0 * M * K * N / (ms[0] * 1e-3) / 1e12, t[c].gelu ? " + the pass" : "", ms[1] * 1e3);
+        printf("  timing linear%s f16 M=%lld K=%d N=%d, wgmma kernel:", t[c].gelu ? " + GELU" : " + bias",
+               (long long)M, K, N);
+        for (int v = 0; v < NF - 1; v++)
+            printf("%s %s %.1f us (%.0f TFLOP/s)", v ? ";" : "", form_name[v], ms[v] * 1e3,
+                   2.0 * M * K * N / (ms[v] * 1e-3) / 1e12);
+        printf("; cuBLASLt%s %.1f us\n", t[c].gelu ? " + the pass" : "", ms[NF - 1] * 1e3);
         ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(db16), ck_cuda_free(dy);
         free(x), free(w), free(b);
     }

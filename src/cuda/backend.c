@@ -193,7 +193,8 @@ static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w 
         float *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, x, r * C);
         CHECKED(ck_cuda_layernorm_t(xr, n, C, w->norm2_w, w->norm2_b, xn, s->dt, s->stream, &e_));
         if (s->fused_fc1 && ck_cuda_linear_gelu_ok(n, C, hidden, s->dt) && !((uintptr_t)w->fc1_b & 7)) {
-            CHECKED(ck_cuda_linear_gelu(xn, n, C, w->fc1_w, w->fc1_b, h, hidden, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_linear_wgmma(xn, n, C, w->fc1_w, w->fc1_b, h, hidden, CK_LINEAR_GELU | s->fc1_form, s->dt,
+                                         s->stream, &e_));
         } else {
             CHECKED(ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w, NULL, h, hidden, 0, s->dt, s->stream, &e_));
             CHECKED(ck_cuda_bias_gelu_t(h, n, hidden, w->fc1_b, s->dt, s->stream, &e_));

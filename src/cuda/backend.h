@@ -16,6 +16,8 @@ typedef struct ck_cuda_state {
                          * unset; decided at session init) */
     int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (gemm_wgmma.cu) where it
                          * supports the shape (wgmma sessions; CKEY_CUDA_NO_FUSED_FC1 unset) */
+    int fc1_form;       /* its form (ck_cuda_linear_wgmma's mode bits): 0 = the kernel's pick for the
+                         * shape; 128-wide tiles without clusters with CKEY_CUDA_FC1_PLAIN set (A/B runs) */
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;

@@ -80,8 +80,18 @@ int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt);
 ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
                                 ck_dtype dt, void *stream, ckey_error *err);
 /* The same kernel with the GELU (mode CK_LINEAR_GELU, fp32 b) or bias only (mode 0: fp32 b;
- * CK_LINEAR_BIAS16: b in dt, as the linears' biases are on the device). */
-enum { CK_LINEAR_GELU = 1, CK_LINEAR_BIAS16 = 2 };
+ * CK_LINEAR_BIAS16: b in dt, as the linears' biases are on the device). The
+ * tile width (128 or 256 output columns) is the kernel's pick for the shape
+ * unless CK_LINEAR_TILE_N128 / _N256 asks for one, and so is the clustering
+ * unless CK_LINEAR_CLUSTER1 / 2 asks (tests, timings). */
+enum {
+    CK_LINEAR_GELU = 1,
+    CK_LINEAR_BIAS16 = 2,
+    CK_LINEAR_TILE_N128 = 4,
+    CK_LINEAR_TILE_N256 = 8,
+    CK_LINEAR_CLUSTER1 = 16, /* CTAs on their own (no W multicast) */
+    CK_LINEAR_CLUSTER2 = 32  /* clusters of two CTAs sharing W tiles */
+};
 ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
                                  int mode, ck_dtype dt, void *stream, ckey_error *err);
 

@@ -34,6 +34,24 @@
 // without cluster multicast ask the L2 for 32 KiB per K step and tile).
 // The backend uses it for every fc1 (the frame is 0.24-0.3 ms faster than
 // with cuBLASLt + the pass; stage 2-3 alone measured no different).
+//
+// Session 11: the tile width BN a template parameter (128, or 256 with
+// m64n256 and one CTA an SM), and clusters of two CTAs sharing the W tile by
+// TMA multicast (CL = 2). `build/tests/test-cuda linear_gelu` on the H200,
+// fp16, us for 128 / 256-wide tiles / 128 and 256 in clusters / cuBLASLt +
+// the pass: stage 0's fc1 (32768 x 112 -> 448) 27.3 / 29.0 / 27.6 / 29.3 /
+// 34.9; stage 1's (x 224 -> 896) 52.9 / 61.5 / 54.6 / 60.9 / 63.9; stage 2's
+// (16384 x 448 -> 1792) 68.9 / 65.4 / 70.9 / 66.5 / 73.3 (69.3 / 64.5 and
+// 69.3 / 65.9 in two more runs); stage 3's (4096 x 896 -> 3584) 56.3 / 57.3 /
+// 58.3 / 58.6 / 55.4. The 256-wide tiles are the default for stages 2-3; the
+// frame (bench-forward, 20 runs, two rounds) 29.54 / 29.49 ms against 29.67 /
+// 29.50 with the old form (CKEY_CUDA_FC1_PLAIN=1). Multicast halves the L2
+// reads of W and changes nothing, so the L2 is not what holds the kernel at
+// ~400 TFLOP/s; the bias-only form is no faster than the GELU form at the
+// same shape, so neither is the epilogue's arithmetic (the first cluster
+// form, with its remote arrivals .release.cluster, ran at 92 us). What does
+// (load latency with the producer inside a consumer warp, the wgmma issue)
+// wants an ncu look next.
 
 #include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_bf16.h>
@@ -51,22 +69,53 @@
 
 namespace {
 
-constexpr int BM = 128, BN = 128, BK = 64;         // tile rows, columns, K step (one 128-byte swizzle row)
-constexpr int kTileBytes = BM * BK * 2;             // x's or W's part of a stage (16 KiB)
-constexpr int kStageBytes = 2 * kTileBytes;         // x tile, then W tile
+constexpr int BM = 128, BK = 64;                    // tile rows, K step (one 128-byte swizzle row)
+constexpr int kXTileBytes = BM * BK * 2;            // x's part of a stage (16 KiB); W's follows it
 constexpr int kThreads = 256;                       // two consumer warpgroups
 constexpr int kConsumerWarps = kThreads / 32;
 constexpr int kStgPitch = 80;                       // bytes a staged row: 32 columns + 16 (no bank conflicts)
 constexpr int kStgWarp = 16 * kStgPitch;            // a warp's staging area: 16 rows x 32 columns
 
+// A stage: the x tile (BM rows x 128 bytes), then the W tile (BN rows x 128 bytes)
+template <int BN> __host__ __device__ constexpr int stage_bytes() { return (BM + BN) * BK * 2; }
 // ring + epilogue staging + alignment slack + mbarriers
-template <int ST> constexpr int gemm_smem() { return ST * kStageBytes + kConsumerWarps * kStgWarp + 1024 + 16 * ST; }
+template <int BN, int ST> constexpr int gemm_smem() {
+    return ST * stage_bytes<BN>() + kConsumerWarps * kStgWarp + 1024 + 16 * ST;
+}
 
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, int c0, int c1, uint32_t bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
                  "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar)
                  : "memory");
+}
+
+// The same into the shared memory of every CTA of the cluster in `mask`, at
+// the same offset, each completing its own mbarrier at bar's offset.
+__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const void *tmap, int c0, int c1, uint32_t bar,
+                                               uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                 : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// the address of this CTA's shared-memory location a in the cluster's CTA `rank`
+__device__ __forceinline__ uint32_t cluster_map(uint32_t a, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+// an arrival on the mbarrier at a shared::cluster address (another CTA's)
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // Persistent: CTA b takes tiles b, b + gridDim.x, ... (tile -> row block
@@ -78,37 +127,67 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void *tmap, int 
 // Each warpgroup keeps one K step's wgmma batch in flight: the batch of step
 // g is issued before the warpgroup waits for that of g - 1 (wait_group 1)
 // and releases its stage.
-template <typename T, typename B, int ST, bool GELU>
-__global__ void __launch_bounds__(kThreads, 2)
+//
+// BN (the tile's columns, each warpgroup's wgmma N): 128 with two CTAs an SM
+// (one's epilogue under the other's MMAs), or 256 with one CTA an SM (half
+// the x loads a FLOP, m64n256 reads 10 KiB of shared memory per 512K FLOP
+// against m64n128's 6 KiB per 256K; the epilogue is not overlapped). The
+// bias of a pass's columns is loaded during the pass before it.
+//
+// CL = 2: clusters of two CTAs on row blocks 2p and 2p + 1 of the same
+// column block, in lockstep over their tile pairs; each CTA loads its own x
+// tile and half of the shared W tile, multicast into both CTAs (the L2 reads
+// a pair's K step 2 x + W instead of 2 x + 2 W: 64 instead of 96 KiB at BN
+// 256). A stage is refilled only when the consumer warps of both CTAs have
+// released it (each warp arrives on both CTAs' `empty` barrier); a CTA's
+// `full` barrier expects its x tile and both W halves.
+template <typename T, typename B, int BN, int ST, bool GELU, int CL>
+__global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
     gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
                           int N, int K, const B *__restrict__ bias, T *__restrict__ y) {
+    constexpr int kStage = stage_bytes<BN>(), NA = BN / 2, NQ = BN / 32;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
-    const uint32_t stg0 = sbase + ST * kStageBytes;                  // the warps' staging areas
+    const uint32_t stg0 = sbase + ST * kStage;                       // the warps' staging areas
     const uint32_t bars = stg0 + kConsumerWarps * kStgWarp;          // full[ST], then empty[ST]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
-    const int nk = (K + BK - 1) / BK, tiles_n = (N + BN - 1) / BN, tiles = tiles_n * ((M + BM - 1) / BM);
-    const int mine = (int)blockIdx.x < tiles ? (tiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    const int total = mine * nk; // this CTA's K steps
+    // work units: tiles (CL 1) or tile pairs of a cluster (CL 2: row blocks 2p, 2p + 1)
+    const int nk = (K + BK - 1) / BK, tiles_n = (N + BN - 1) / BN;
+    const int units = tiles_n * (((M + BM - 1) / BM + CL - 1) / CL);
+    const int unit0 = (int)blockIdx.x / CL, nunit = (int)gridDim.x / CL;
+    const int rank = CL > 1 ? (int)cluster_rank() : 0;
+    const int mine = unit0 < units ? (units - 1 - unit0) / nunit + 1 : 0;
+    const int total = mine * nk; // this CTA's K steps (the same for both CTAs of a cluster)
 
     if (tid == 0) {
-        for (int s = 0; s < ST; s++) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (ST + s), kConsumerWarps);
+        for (int s = 0; s < ST; s++) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (ST + s), CL * kConsumerWarps);
         mbar_init_fence();
     }
-    __syncthreads();
+    if (CL > 1)
+        cluster_sync(); // the peer's barriers are initialized before anything reaches them
+    else
+        __syncthreads();
 
-    // step g into its stage, once the stage's previous step is released
+    // step g into its stage, once the stage's previous step is released (by both CTAs)
     auto produce = [&](int g) {
-        const int s = g % ST, tile = (int)blockIdx.x + (g / nk) * (int)gridDim.x, k = g % nk;
+        const int s = g % ST, unit = unit0 + (g / nk) * nunit, k = g % nk;
         if (g >= ST) mbar_wait(bars + 8 * (ST + s), ((g / ST) & 1) ^ 1);
-        const uint32_t full = bars + 8 * s, dst = sbase + (uint32_t)(s * kStageBytes);
-        mbar_arrive_tx(full, kStageBytes);
-        tma_load_2d(dst, &xmap, k * BK, (tile / tiles_n) * BM, full);
-        tma_load_2d(dst + kTileBytes, &wmap, k * BK, (tile % tiles_n) * BN, full);
+        const uint32_t full = bars + 8 * s, dst = sbase + (uint32_t)(s * kStage);
+        mbar_arrive_tx(full, kStage);
+        tma_load_2d(dst, &xmap, k * BK, ((unit / tiles_n) * CL + rank) * BM, full);
+        if (CL == 1)
+            tma_load_2d(dst + kXTileBytes, &wmap, k * BK, (unit % tiles_n) * BN, full);
+        else
+            tma_load_2d_mc(dst + kXTileBytes + (uint32_t)(rank * (BN / CL) * 128), &wmap, k * BK,
+                           (unit % tiles_n) * BN + rank * (BN / CL), full, (uint16_t)((1u << CL) - 1));
     };
-    // step g's stage released by this warp; thread 0 refills it (step g + ST)
+    // step g's stage released by this warp (in every CTA of the cluster); thread 0 refills it (step g + ST)
     auto release = [&](int g) {
-        if (lane == 0) mbar_arrive(bars + 8 * (ST + g % ST));
+        if (lane == 0) {
+            const uint32_t e = bars + 8 * (ST + g % ST);
+            mbar_arrive(e);
+            for (int c = 1; c < CL; c++) mbar_arrive_cluster(cluster_map(e, (uint32_t)((rank + c) % CL)));
+        }
         if (tid == 0 && g + ST < total) produce(g + ST);
     };
     if (tid == 0)
@@ -116,23 +195,34 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     const int t = lane & 3;
     const uint32_t stg = stg0 + (uint32_t)(warp * kStgWarp);
+    // this thread's bias pairs of pass q (columns n0 + 32 q + 8 ii + 2 t, + 1)
+    auto load_bias = [&](int n0, int q, float2 (&bb)[4]) {
+#pragma unroll
+        for (int ii = 0; ii < 4; ii++) {
+            const int col = n0 + 32 * q + 8 * ii + 2 * t;
+            bb[ii] = col < N ? make_float2(ck_ld(bias + col), ck_ld(bias + col + 1)) // N % 8 == 0: col + 1 < N
+                             : make_float2(0.f, 0.f);
+        }
+    };
     int g = 0;
     for (int i = 0; i < mine; i++) {
-        const int tile = (int)blockIdx.x + i * (int)gridDim.x;
-        const int m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
-        float acc[64];
+        const int unit = unit0 + i * nunit;
+        const int m0 = ((unit / tiles_n) * CL + rank) * BM, n0 = (unit % tiles_n) * BN;
+        float acc[NA];
 #pragma unroll
-        for (int j = 0; j < 64; j++) acc[j] = 0.f;
+        for (int j = 0; j < NA; j++) acc[j] = 0.f;
+        float2 bnext[4];
+        load_bias(n0, 0, bnext); // in flight during the MMAs
         for (int k = 0; k < nk; k++, g++) {
             const int s = g % ST;
             mbar_wait(bars + 8 * s, (uint32_t)((g / ST) & 1));
-            const uint32_t st = sbase + (uint32_t)(s * kStageBytes);
+            const uint32_t st = sbase + (uint32_t)(s * kStage);
             const uint64_t ad = make_desc(st + (uint32_t)(wg * 64 * 128), 16, 1024),
-                           bd = make_desc(st + kTileBytes, 16, 1024);
+                           bd = make_desc(st + kXTileBytes, 16, 1024);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BK / 16; kk++)
-                WgSS<T, 128>::mma(acc, ad + (uint64_t)(kk * 2), bd + (uint64_t)(kk * 2), k > 0 || kk > 0);
+                WgSS<T, BN>::mma(acc, ad + (uint64_t)(kk * 2), bd + (uint64_t)(kk * 2), k > 0 || kk > 0);
             wgmma_commit();
             if (k > 0) {
                 wgmma_wait<1>(); // step g - 1's batch is complete
@@ -144,23 +234,25 @@ __global__ void __launch_bounds__(kThreads, 2)
         release(g - 1);
 
         // Epilogue. Fragment d[4i + j] of the warp's 16 rows: row g + 8 (j >= 2),
-        // column 8i + 2t + (j & 1) (wgmma's D layout, as mma.m16n8's). Four
+        // column 8i + 2t + (j & 1) (wgmma's D layout, as mma.m16n8's). NQ
         // passes of 32 columns: bias (+ GELU), packed to 16 bits, staged with
         // stmatrix in the warp's area (16 rows x 80 bytes), read back as
         // 16-byte chunks and stored, 8 rows x 64 bytes an instruction.
         const int row0 = m0 + wg * 64 + (warp & 3) * 16;
 #pragma unroll
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < NQ; q++) {
+            float2 bb[4];
+#pragma unroll
+            for (int ii = 0; ii < 4; ii++) bb[ii] = bnext[ii];
+            if (q + 1 < NQ) load_bias(n0, q + 1, bnext);
             uint32_t pk[4][2];
 #pragma unroll
             for (int ii = 0; ii < 4; ii++) {
-                const int i8 = 4 * q + ii, col = n0 + 8 * i8 + 2 * t;
-                float2 bb = make_float2(0.f, 0.f);
-                if (col < N) bb = make_float2(ck_ld(bias + col), ck_ld(bias + col + 1)); // N % 8 == 0: col + 1 < N
+                const int i8 = 4 * q + ii;
                 float v[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const float u = acc[4 * i8 + j] + ((j & 1) ? bb.y : bb.x);
+                    const float u = acc[4 * i8 + j] + ((j & 1) ? bb[ii].y : bb[ii].x);
                     v[j] = GELU ? 0.5f * u * ck_one_plus_erf_fast(u) : u;
                 }
                 pk[ii][0] = Pair16<T>::pack(v[0], v[1]); // row g
@@ -190,36 +282,71 @@ __global__ void __launch_bounds__(kThreads, 2)
             __syncwarp(); // the area is rewritten by the next pass
         }
     }
+    if (CL > 1) cluster_sync(); // no CTA leaves while its peer may still arrive on its barriers
 }
 
 // A 2-D tensor map over a row-major [rows, cols] 16-bit matrix (cols
-// contiguous, rows cols * 2 bytes apart), box 64 columns x 128 rows.
-template <typename T> cudaError_t encode_2d(CUtensorMap *map, const void *base, int64_t rows, int64_t cols) {
+// contiguous, rows cols * 2 bytes apart), box 64 columns x box_rows rows.
+template <typename T>
+cudaError_t encode_2d(CUtensorMap *map, const void *base, int64_t rows, int64_t cols, int box_rows) {
     const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * sizeof(T)};
-    const cuuint32_t box[2] = {BK, 128};
+    const cuuint32_t box[2] = {BK, (cuuint32_t)box_rows};
     return encode_tmap<T>(map, 2, base, dims, strides, box);
 }
 
-constexpr int kStages = 3; // 107 KiB: two CTAs an SM, one's epilogue under the other's MMAs
+// Stages: BN 128: 3 (107 KiB, two CTAs an SM); BN 256: 4 (203 KiB, one CTA).
+template <int BN> constexpr int stages() { return BN == 128 ? 3 : 4; }
 
-template <typename T, typename B, bool GELU>
+// The tile width for a shape when the caller leaves it open, from the
+// session-11 timings in the header: 256 for stages 2-3's fc1 (K 448 / 896),
+// 128 for stages 0-1's. Clusters only when asked for (never faster there).
+int pick_bn(int64_t M, int K, int N) {
+    (void)M;
+    return K >= 448 && N >= 1024 ? 256 : 128;
+}
+
+template <typename T, typename B, bool GELU, int BN, int CL>
 cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N, cudaStream_t st) {
     alignas(64) CUtensorMap xm, wm;
-    cudaError_t e = encode_2d<T>(&xm, x, M, K);
-    if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K);
+    cudaError_t e = encode_2d<T>(&xm, x, M, K, BM);
+    if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K, BN / CL);
     if (e != cudaSuccess) return e;
-    auto kern = gemm_bias_gelu_kernel<T, B, kStages, GELU>;
-    constexpr int smem = gemm_smem<kStages>();
+    constexpr int ST = stages<BN>();
+    auto kern = gemm_bias_gelu_kernel<T, B, BN, ST, GELU, CL>;
+    constexpr int smem = gemm_smem<BN, ST>();
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     int dev = 0, sms = 0;
     e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
-    const int64_t tiles = (M + BM - 1) / BM * ((N + BN - 1) / BN);
-    const unsigned grid = (unsigned)(tiles < 2LL * sms ? tiles : 2LL * sms); // two CTAs an SM, persistent
-    kern<<<grid, kThreads, smem, st>>>(xm, wm, (int)M, N, K, (const B *)b, (T *)y);
+    const int64_t units = ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN);
+    const int64_t slots = (int64_t)(BN == 128 ? 2 : 1) * (sms / CL); // persistent: a unit per CTA slot (cluster)
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((units < slots ? units : slots) * CL));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CL;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    e = cudaLaunchKernelEx(&cfg, kern, xm, wm, (int)M, N, K, (const B *)b, (T *)y);
+    if (e != cudaSuccess) return e;
     return cudaGetLastError();
+}
+
+template <typename T, typename B, bool GELU>
+cudaError_t launch_bn(int bn, int cl, const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
+                      cudaStream_t st) {
+    if (bn == 256)
+        return cl == 2 ? launch<T, B, GELU, 256, 2>(x, M, K, W, b, y, N, st)
+                       : launch<T, B, GELU, 256, 1>(x, M, K, W, b, y, N, st);
+    return cl == 2 ? launch<T, B, GELU, 128, 2>(x, M, K, W, b, y, N, st)
+                   : launch<T, B, GELU, 128, 1>(x, M, K, W, b, y, N, st);
 }
 
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
@@ -247,17 +374,20 @@ extern "C" ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, con
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
     const bool f16 = dt == CK_F16;
+    const int bn = (mode & CK_LINEAR_TILE_N256) ? 256 : (mode & CK_LINEAR_TILE_N128) ? 128 : pick_bn(M, K, N);
+    const int cl = (mode & CK_LINEAR_CLUSTER2) ? 2 : 1;
     switch (mode & (CK_LINEAR_GELU | CK_LINEAR_BIAS16)) {
     case CK_LINEAR_GELU:
-        e = f16 ? launch<__half, float, true>(x, M, K, W, b, y, N, st) : launch<__nv_bfloat16, float, true>(x, M, K, W, b, y, N, st);
+        e = f16 ? launch_bn<__half, float, true>(bn, cl, x, M, K, W, b, y, N, st)
+                : launch_bn<__nv_bfloat16, float, true>(bn, cl, x, M, K, W, b, y, N, st);
         break;
     case 0:
-        e = f16 ? launch<__half, float, false>(x, M, K, W, b, y, N, st)
-                : launch<__nv_bfloat16, float, false>(x, M, K, W, b, y, N, st);
+        e = f16 ? launch_bn<__half, float, false>(bn, cl, x, M, K, W, b, y, N, st)
+                : launch_bn<__nv_bfloat16, float, false>(bn, cl, x, M, K, W, b, y, N, st);
         break;
     case CK_LINEAR_BIAS16:
-        e = f16 ? launch<__half, __half, false>(x, M, K, W, b, y, N, st)
-                : launch<__nv_bfloat16, __nv_bfloat16, false>(x, M, K, W, b, y, N, st);
+        e = f16 ? launch_bn<__half, __half, false>(bn, cl, x, M, K, W, b, y, N, st)
+                : launch_bn<__nv_bfloat16, __nv_bfloat16, false>(bn, cl, x, M, K, W, b, y, N, st);
         break;
     default: return fail(err, CKEY_ERR_INVALID_ARG, "linear (wgmma): the GELU takes an fp32 bias");
     }

@@ -83,12 +83,15 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
 }
 
 // The accumulator operands d[0..n-1] ("+f") and their PTX list, for the
-// N = 8 / 56 / 64 / 128 shapes (n = N / 2 f32 registers a thread).
+// N = 8 / 56 / 64 / 128 / 256 shapes (n = N / 2 f32 registers a thread).
 #define CK_WG_D4(i) "+f"(d[(i)]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3])
 #define CK_WG_D8(i) CK_WG_D4(i), CK_WG_D4((i) + 4)
 #define CK_WG_D28 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D4(24)
 #define CK_WG_D32 CK_WG_D8(0), CK_WG_D8(8), CK_WG_D8(16), CK_WG_D8(24)
 #define CK_WG_D64 CK_WG_D32, CK_WG_D8(32), CK_WG_D8(40), CK_WG_D8(48), CK_WG_D8(56)
+#define CK_WG_D128                                                                                                  \
+    CK_WG_D64, CK_WG_D8(64), CK_WG_D8(72), CK_WG_D8(80), CK_WG_D8(88), CK_WG_D8(96), CK_WG_D8(104), CK_WG_D8(112),  \
+        CK_WG_D8(120)
 #define CK_WG_S4 "{%0, %1, %2, %3}"
 #define CK_WG_S8(a, b, c, e, f, g, h, i) "%" #a ", %" #b ", %" #c ", %" #e ", %" #f ", %" #g ", %" #h ", %" #i
 #define CK_WG_S28                                                                                                   \
@@ -102,6 +105,16 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
         CK_WG_S8(16, 17, 18, 19, 20, 21, 22, 23) ", " CK_WG_S8(24, 25, 26, 27, 28, 29, 30, 31) ", "                  \
         CK_WG_S8(32, 33, 34, 35, 36, 37, 38, 39) ", " CK_WG_S8(40, 41, 42, 43, 44, 45, 46, 47) ", "                  \
         CK_WG_S8(48, 49, 50, 51, 52, 53, 54, 55) ", " CK_WG_S8(56, 57, 58, 59, 60, 61, 62, 63) "}"
+
+#define CK_WG_S128                                                                                                  \
+    "{" CK_WG_S8(0, 1, 2, 3, 4, 5, 6, 7) ", " CK_WG_S8(8, 9, 10, 11, 12, 13, 14, 15) ", "                            \
+        CK_WG_S8(16, 17, 18, 19, 20, 21, 22, 23) ", " CK_WG_S8(24, 25, 26, 27, 28, 29, 30, 31) ", "                  \
+        CK_WG_S8(32, 33, 34, 35, 36, 37, 38, 39) ", " CK_WG_S8(40, 41, 42, 43, 44, 45, 46, 47) ", "                  \
+        CK_WG_S8(48, 49, 50, 51, 52, 53, 54, 55) ", " CK_WG_S8(56, 57, 58, 59, 60, 61, 62, 63) ", "                  \
+        CK_WG_S8(64, 65, 66, 67, 68, 69, 70, 71) ", " CK_WG_S8(72, 73, 74, 75, 76, 77, 78, 79) ", "                  \
+        CK_WG_S8(80, 81, 82, 83, 84, 85, 86, 87) ", " CK_WG_S8(88, 89, 90, 91, 92, 93, 94, 95) ", "                  \
+        CK_WG_S8(96, 97, 98, 99, 100, 101, 102, 103) ", " CK_WG_S8(104, 105, 106, 107, 108, 109, 110, 111) ", "      \
+        CK_WG_S8(112, 113, 114, 115, 116, 117, 118, 119) ", " CK_WG_S8(120, 121, 122, 123, 124, 125, 126, 127) "}"
 
 // wgmma.mma_async m64nNk16, f32 accumulators, A from registers (4 32-bit
 // words of 16-bit pairs), B from a shared-memory descriptor; scale_d 0:
@@ -147,6 +160,8 @@ CK_WGMMA_SS(__half, "f16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34)
 CK_WGMMA_SS(__half, "f16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 64, 32, CK_WG_D32, CK_WG_S32, 32, 33, 34)
 CK_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
+CK_WGMMA_SS(__half, "f16", 256, 128, CK_WG_D128, CK_WG_S128, 128, 129, 130)
+CK_WGMMA_SS(__nv_bfloat16, "bf16", 256, 128, CK_WG_D128, CK_WG_S128, 128, 129, 130)
 #undef CK_WGMMA_SS
 
 #undef CK_WG_D4
@@ -154,11 +169,13 @@ CK_WGMMA_SS(__nv_bfloat16, "bf16", 128, 64, CK_WG_D64, CK_WG_S64, 64, 65, 66)
 #undef CK_WG_D28
 #undef CK_WG_D32
 #undef CK_WG_D64
+#undef CK_WG_D128
 #undef CK_WG_S4
 #undef CK_WG_S8
 #undef CK_WG_S28
 #undef CK_WG_S32
 #undef CK_WG_S64
+#undef CK_WG_S128
 
 // A tiled tensor map over 16-bit elements of type T (rank dimensions,
 // innermost first; strides in bytes for dimensions 1..rank-1), 128-byte

@@ -566,6 +566,8 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     s->cs.wgmma = s->dt != CK_F32 && !env_flag("CKEY_CUDA_NO_WGMMA") && ck_cuda_wgmma_ok();
     /* the MLP's fc1 + bias + GELU as one wgmma kernel (CKEY_CUDA_NO_FUSED_FC1=1: cuBLASLt + a pass) */
     s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
+    /* CKEY_CUDA_FC1_PLAIN=1: that kernel in its session-10 form (128-wide tiles, no clusters) for every shape */
+    s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
     /* the in-place conv2 as one launch over its bands (CKEY_CUDA_NO_CONV_ONE_LAUNCH=1: a launch a band) */
     if (s->cs.wgmma && !env_flag("CKEY_CUDA_NO_CONV_ONE_LAUNCH")) {
         s->cs.conv_sync_n = CONV_SYNC_INTS;
