@@ -1957,6 +1957,31 @@ static void test_linear_gelu_16bit(void) {
     ck_cuda_free(ws);
 }
 
+/* The 16-bit paths' GELU formula (ck_gelu_fast: A&S 7.1.26 folded into
+ * max(v, 0) - |v| erfc(|v| / sqrt 2) / 2), built for the host with exact rcp
+ * and exp2, against the double erf GELU over [-12, 12] in steps of 1e-5:
+ * within A&S's 1.5e-7 on erfc (times |v| / 2) plus 8 fp32 roundings. No GPU
+ * needed: the device build differs only in its approximate rcp / ex2, which
+ * the GPU tests of the GELU kernels cover. */
+static void test_gelu_fast_formula(void) {
+    if (isnan(ck_cuda_gelu_fast_host(0.f))) SKIP("this build has no CUDA code");
+    double worst = 0, at = 0, emax = 0;
+    int64_t bad = 0, n = 0;
+    for (int64_t i = -1200000; i <= 1200000; i++, n++) {
+        const float v = (float)((double)i * 1e-5);
+        const double r = 0.5 * (double)v * (1.0 + erf((double)v / sqrt(2.0)));
+        const double e = fabs((double)ck_cuda_gelu_fast_host(v) - r);
+        const double bound = 0.5 * fabs(v) * 1.5e-7 + 8.0 * ldexp(1.0, -24) * (fabs(r) + fabs(v));
+        if (e / bound > worst) worst = e / bound, at = v;
+        emax = fmax(emax, e);
+        bad += !(e <= bound);
+    }
+    printf("  gelu_fast (host) vs erf: %lld of %lld over the bound, max abs error %.3g, worst %.3f of the bound at "
+           "%g\n",
+           (long long)bad, (long long)n, emax, worst, at);
+    CHECK(bad == 0);
+}
+
 static void test_layernorm_gelu_16bit(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_error err;
@@ -2097,6 +2122,7 @@ int main(int argc, char **argv) {
         {"linear_tuned_picks_16bit", test_linear_tuned_picks},
         {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
         {"net_dataflow_16bit_vs_host", test_net_dataflow_16bit},
+        {"gelu_fast_formula_vs_erf", test_gelu_fast_formula},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"linear_gelu_16bit_vs_host", test_linear_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},

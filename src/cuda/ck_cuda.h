@@ -100,6 +100,10 @@ ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
                                  ckey_error *err);
 ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err);
+/* The 16-bit paths' GELU (ck_gelu_fast, rowbias.cuh) built for the host, with
+ * exact rcp and exp2 in place of the GPU's approximate ones: the tests check
+ * its formula against erf on any machine. NAN in a build without CUDA. */
+float ck_cuda_gelu_fast_host(float v);
 ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err);
 ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err);
 ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,

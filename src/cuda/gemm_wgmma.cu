@@ -2,7 +2,7 @@
 // y [M, N] = gelu(x [M, K] . W [N, K]^T + b), 16-bit storage, fp32
 // accumulation and epilogue, the MLP's fc1. cuBLASLt's own GELU epilogue is
 // the tanh approximation (up to 4.7e-4 from erf's); this one applies the erf
-// GELU of the separate pass (ck_one_plus_erf_fast, rowbias.cuh) to the fp32
+// GELU of the separate pass (ck_gelu_fast, rowbias.cuh) to the fp32
 // accumulator, so the hidden activations are rounded to 16 bits once
 // instead of twice and are written once instead of three times (GEMM, then
 // the pass's read and write).
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
                     const float u = acc[4 * i8 + j] + ((j & 1) ? bb[ii].y : bb[ii].x);
-                    v[j] = GELU ? 0.5f * u * ck_one_plus_erf_fast(u) : u;
+                    v[j] = GELU ? ck_gelu_fast(u) : u;
                 }
                 pk[ii][0] = Pair16<T>::pack(v[0], v[1]); // row g
                 pk[ii][1] = Pair16<T>::pack(v[2], v[3]); // row g + 8

@@ -1,6 +1,7 @@
 /* Builds without CUDA: the CUDA entry points report "no device". */
 #ifndef CK_HAVE_CUDA
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <math.h>
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
@@ -14,6 +15,10 @@ static ckey_status no_cuda(ckey_error *err) {
 }
 
 int ck_cuda_device_count(void) { return 0; }
+float ck_cuda_gelu_fast_host(float v) {
+    (void)v;
+    return NAN;
+}
 ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *err) {
     (void)index, (void)info;
     return no_cuda(err);

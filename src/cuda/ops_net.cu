@@ -996,6 +996,8 @@ ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, cons
                                  ckey_error *err) {
     return ck_cuda_maxpool_bias_t(x, Nq, C, qs, b, y, CK_F32, st, err);
 }
+float ck_cuda_gelu_fast_host(float v) { return ck_gelu_fast(v); }
+
 ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err) {
     return ck_cuda_bias_gelu_t(h, rows, C, b, CK_F32, st, err);
 }
