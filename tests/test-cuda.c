@@ -9,6 +9,7 @@
 #include "cpu/cpu.h"
 #include "cuda/ck_cuda.h"
 #include "io/checkpoint.h"
+#include "model/lnfold.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "support/testutil.h"
@@ -638,6 +639,14 @@ static void test_network_reduced_precision(void) {
     ck_synth_input(256, x);
     gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
     gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
+    /* the same bars with norm2 folded into the fused fc1 (lnfold.h; read at session creation) */
+    if (ck_cuda_wgmma_ok()) {
+        printf("  with the LN fold (CKEY_CUDA_LN_FOLD=1):\n");
+        setenv("CKEY_CUDA_LN_FOLD", "1", 1);
+        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
+        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
+        unsetenv("CKEY_CUDA_LN_FOLD");
+    }
     free(x);
     ckey_model_free(m);
 }
@@ -1957,6 +1966,160 @@ static void test_linear_gelu_16bit(void) {
     ck_cuda_free(ws);
 }
 
+/* The fused fc1 with its LayerNorm folded in (lnfold.h; ck_cuda_layernorm_stats_t +
+ * ck_cuda_linear_gelu_ln) against a double reference of LayerNorm -> linear
+ * -> GELU on the 16-bit-rounded x: rows with mean offsets up to 16 times
+ * their spread (the fold subtracts mean colsum after the GEMM), g and beta
+ * random, each tile form and the default. Bound per value: the output's
+ * rounding, W diag(g)'s 16-bit rounding on the centred part (u_w rstd
+ * sum |W g (x - mean)|), the fp32 accumulation of the uncentred products
+ * (2e-5 rstd sum |W' x|), the stats' fp32 error and the GELU's 1e-6. The
+ * stats are checked against double too (mean within 1e-6 of the row's
+ * magnitude, rstd within 1e-5 relative), and rows past M stay as they were. */
+static void test_linear_gelu_ln_fold_16bit(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
+    ckey_error err;
+    const struct { int64_t M; int K, N; } cases[] = {{300, 112, 448}, {257, 224, 896},  {129, 448, 1792},
+                                                     {77, 896, 3584},  {1000, 40, 136}, {4500, 72, 1032}};
+    const ck_dtype dts[2] = {CK_F16, CK_BF16};
+    const int forms[3] = {CK_LINEAR_TILE_N128, CK_LINEAR_TILE_N256, 0};
+    for (size_t c = 0; c < CK_ARRAY_LEN(cases); c++)
+        for (int d = 0; d < 2; d++) {
+            const ck_dtype dt = dts[d];
+            const int64_t M = cases[c].M;
+            const int K = cases[c].K, N = cases[c].N;
+            REQUIRE(ck_cuda_linear_gelu_ok(M, K, N, dt));
+            float *x = random_floats((size_t)M * K, 901u + (unsigned)c), *w = random_floats((size_t)N * K, 903u),
+                  *b = random_floats((size_t)N, 905u), *g = random_floats((size_t)K, 907u),
+                  *beta = random_floats((size_t)K, 909u), *off = random_floats((size_t)M, 911u);
+            float *wf = malloc((size_t)N * K * sizeof(float)), *bf = malloc((size_t)N * sizeof(float)),
+                  *cs = malloc((size_t)N * sizeof(float)), *st = malloc((size_t)M * 2 * sizeof(float));
+            uint16_t *wq = malloc((size_t)N * K * 2);
+            REQUIRE(wf && bf && cs && st && wq);
+            for (int64_t r = 0; r < M; r++) /* spread 0.5 .. 2, offsets up to 16 spreads */
+                for (int k = 0; k < K; k++) {
+                    const float spread = 1.25f + 0.75f * off[(r + 7) % M];
+                    x[r * K + k] = spread * (x[r * K + k] + 16.f * off[r]);
+                }
+            for (int k = 0; k < K; k++) g[k] = 1.f + 0.5f * g[k];
+            for (size_t i = 0; i < (size_t)N * K; i++) w[i] *= 2.0f / sqrtf((float)K);
+            ck_lnfold_weights(w, g, beta, b, N, K, wf, bf);
+            void *dx = dev16_rounded(x, (size_t)M * K, dt), *dw = dev16_rounded(wf, (size_t)N * K, dt), *dy = NULL;
+            REQUIRE(dx && dw && ck_cuda_copy(wq, dw, (size_t)N * K * 2, 0, &err) == CKEY_OK);
+            ck_lnfold_colsum16(wq, dt, N, K, cs);
+            float *dbf = to_device(bf, (size_t)N), *dcs = to_device(cs, (size_t)N), *dst = NULL;
+            const size_t ny = (size_t)(M + 2) * N;
+            uint16_t *got = malloc(ny * 2);
+            REQUIRE(dbf && dcs && got && ck_cuda_malloc(&dy, ny * 2, NULL) == CKEY_OK &&
+                    ck_cuda_malloc((void **)&dst, (size_t)M * 2 * sizeof(float), NULL) == CKEY_OK);
+            CHECKF(ck_cuda_layernorm_stats_t(dx, M, K, dst, dt, NULL, &err) == CKEY_OK, "%s", err.message);
+            REQUIRE(ck_cuda_sync(&err) == CKEY_OK && ck_cuda_copy(st, dst, (size_t)M * 2 * sizeof(float), 0, &err) == CKEY_OK);
+            /* double reference: stats, then LayerNorm -> linear -> GELU on the rounded x (w, g, beta, b unrounded) */
+            double *mu = malloc((size_t)M * sizeof(double)), *rs = malloc((size_t)M * sizeof(double));
+            REQUIRE(mu && rs);
+            int64_t bad_stats = 0;
+            for (int64_t r = 0; r < M; r++) { /* fp32 sums of K terms: the mean within 2u sum |x|, rstd (K + 4) u */
+                double sum = 0, q = 0, sabs = 0;
+                for (int k = 0; k < K; k++) sum += x[r * K + k], sabs += fabs(x[r * K + k]);
+                mu[r] = sum / K;
+                for (int k = 0; k < K; k++) q += (x[r * K + k] - mu[r]) * (x[r * K + k] - mu[r]);
+                rs[r] = 1.0 / sqrt(q / K + 1e-6);
+                bad_stats += !(fabs(st[2 * r] - mu[r]) <= ldexp(sabs, -23) &&
+                               fabs(st[2 * r + 1] - rs[r]) <= (K + 4) * ldexp(rs[r], -24));
+            }
+            const double u = unit_roundoff(dt);
+            for (int f = 0; f < 3; f++) {
+                for (size_t i = 0; i < ny; i++) got[i] = 0x7BCDu;
+                REQUIRE(ck_cuda_copy(dy, got, ny * 2, 1, &err) == CKEY_OK);
+                CHECKF(ck_cuda_linear_gelu_ln(dx, M, K, dw, dbf, dcs, dst, dy, N, forms[f], dt, NULL, &err) == CKEY_OK,
+                       "%s", err.message);
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK && ck_cuda_copy(got, dy, ny * 2, 0, &err) == CKEY_OK);
+                int64_t bad = 0, stray = 0;
+                double worst = 0;
+                for (int64_t r = 0; r < M; r++)
+                    for (int n = 0; n < N; n++) {
+                        double s0 = b[n], cen = 0, unc = 0, wabs = 0;
+                        for (int k = 0; k < K; k++) {
+                            const double xc = x[r * K + k] - mu[r], wk = w[(size_t)n * K + k];
+                            s0 += wk * (xc * rs[r] * g[k] + beta[k]);
+                            cen += fabs(wk * g[k] * xc);
+                            unc += fabs((double)wf[(size_t)n * K + k] * x[r * K + k]);
+                            wabs += fabs(wf[(size_t)n * K + k]);
+                        }
+                        const double want = 0.5 * s0 * (1.0 + erf(s0 / sqrt(2.0)));
+                        /* the kernel's stats' own errors (checked above) enter through mean colsum and rstd */
+                        const double dmu = fabs(st[2 * r] - mu[r]), drs = fabs(st[2 * r + 1] - rs[r]);
+                        const double tol = u * fabs(want) +
+                                           1.13 * (u * rs[r] * cen + 2e-5 * rs[r] * unc + dmu * rs[r] * wabs +
+                                                   drs * cen + 1e-6 * fabs(s0)) +
+                                           1e-6 * (1.0 + fabs(s0));
+                        const double gv = from16(got[r * N + n], dt);
+                        worst = fmax(worst, fabs(gv - want) / tol);
+                        bad += !(fabs(gv - want) <= tol);
+                    }
+                for (size_t i = (size_t)M * N; i < ny; i++) stray += got[i] != 0x7BCDu;
+                printf("  linear + GELU, LayerNorm folded, %s M=%lld K=%d N=%d, %s: %lld of %lld over the bound "
+                       "(worst %.3g of it), %lld written past M; stats: %lld rows off\n",
+                       dt_name(dt), (long long)M, K, N,
+                       f == 0 ? "128-wide tiles" : f == 1 ? "256-wide tiles" : "default form", (long long)bad,
+                       (long long)(M * N), worst, (long long)stray, (long long)bad_stats);
+                CHECK(bad == 0 && stray == 0 && bad_stats == 0);
+            }
+            ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(dy), ck_cuda_free(dbf), ck_cuda_free(dcs), ck_cuda_free(dst);
+            free(x), free(w), free(b), free(g), free(beta), free(off), free(wf), free(bf), free(cs), free(st), free(wq);
+            free(mu), free(rs), free(got);
+        }
+}
+
+/* The LN fold's host side (lnfold.c) on any machine: for random rows x with
+ * mean offsets, LayerNorm(x) W^T + b equals rstd (x W'^T - mean colsum) + b'
+ * in double (W', b' from ck_lnfold_weights; colsum of W' from the 16-bit
+ * rounding of W' by ck_lnfold_colsum16, against the sums of the rounded
+ * values), within double rounding: the identity the fused kernel relies on. */
+static void test_ln_fold_identity(void) {
+    const int M = 17, K = 40, N = 24;
+    float *x = random_floats((size_t)M * K, 921u), *w = random_floats((size_t)N * K, 923u),
+          *b = random_floats(N, 925u), *g = random_floats(K, 927u), *beta = random_floats(K, 929u);
+    float *wf = malloc((size_t)N * K * sizeof(float)), *bf = malloc(N * sizeof(float)), *cs = malloc(N * sizeof(float));
+    uint16_t *wq = malloc((size_t)N * K * 2);
+    REQUIRE(wf && bf && cs && wq);
+    for (int i = 0; i < M * K; i++) x[i] = 3.f * x[i] + (float)(i / K) - 8.f;
+    ck_lnfold_weights(w, g, beta, b, N, K, wf, bf);
+    double worst = 0, cworst = 0;
+    for (int r = 0; r < M; r++) {
+        double mu = 0, q = 0;
+        for (int k = 0; k < K; k++) mu += x[r * K + k];
+        mu /= K;
+        for (int k = 0; k < K; k++) q += (x[r * K + k] - mu) * (x[r * K + k] - mu);
+        const double rs = 1.0 / sqrt(q / K + 1e-6);
+        for (int n = 0; n < N; n++) {
+            double ln = b[n], fx = 0, cs0 = 0;
+            for (int k = 0; k < K; k++) {
+                ln += (double)w[n * K + k] * ((x[r * K + k] - mu) * rs * g[k] + beta[k]);
+                fx += (double)wf[n * K + k] * x[r * K + k];
+                cs0 += wf[n * K + k];
+            }
+            const double folded = rs * (fx - mu * cs0) + bf[n];
+            worst = fmax(worst, fabs(folded - ln) / (1.0 + fabs(ln)));
+        }
+    }
+    for (int d = 0; d < 2; d++) { /* colsum16 = the sums of the rounded values */
+        const ck_dtype dt = d ? CK_BF16 : CK_F16;
+        for (int i = 0; i < N * K; i++) wq[i] = to16(wf[i], dt);
+        ck_lnfold_colsum16(wq, dt, N, K, cs);
+        for (int n = 0; n < N; n++) {
+            double s0 = 0;
+            for (int k = 0; k < K; k++) s0 += from16(wq[n * K + k], dt);
+            cworst = fmax(cworst, fabs(cs[n] - s0) / (1.0 + fabs(s0)));
+        }
+    }
+    printf("  LN fold identity: worst relative difference %.3g (b' in fp32); colsum16 vs the rounded sums %.3g\n",
+           worst, cworst);
+    CHECK(worst < 1e-6 && cworst < 1e-7);
+    free(x), free(w), free(b), free(g), free(beta), free(wf), free(bf), free(cs), free(wq);
+}
+
 /* The 16-bit paths' GELU formula (ck_gelu_fast: A&S 7.1.26 folded into
  * max(v, 0) - |v| erfc(|v| / sqrt 2) / 2), built for the host with exact rcp
  * and exp2, against the double erf GELU over [-12, 12] in steps of 1e-5:
@@ -2123,6 +2286,8 @@ int main(int argc, char **argv) {
         {"patch_embed_16bit_vs_host", test_patch_embed_16bit},
         {"net_dataflow_16bit_vs_host", test_net_dataflow_16bit},
         {"gelu_fast_formula_vs_erf", test_gelu_fast_formula},
+        {"ln_fold_identity", test_ln_fold_identity},
+        {"linear_gelu_ln_fold_16bit_vs_host", test_linear_gelu_ln_fold_16bit},
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"linear_gelu_16bit_vs_host", test_linear_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},

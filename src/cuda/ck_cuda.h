@@ -94,6 +94,15 @@ enum {
 };
 ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
                                  int mode, ck_dtype dt, void *stream, ckey_error *err);
+/* The same kernel's GELU with the LayerNorm before it folded in (the LN fold,
+ * src/model/lnfold.h): y = gelu(rstd_r (x_r . W_c - mean_r colsum_c) + b_c)
+ * for x un-normalized, W = W0 diag(g), b = b0 + W0 beta (fp32), colsum [N]
+ * the row sums of the 16-bit W as stored, stats [M, 2] each row's mean and
+ * 1 / sqrt(var + eps) (ck_cuda_layernorm_stats_t). mode: the tile and cluster
+ * bits of ck_cuda_linear_wgmma. b, colsum, stats 8-byte aligned. */
+ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *W, const float *b,
+                                   const float *colsum, const float *stats, void *y, int N, int mode, ck_dtype dt,
+                                   void *stream, ckey_error *err);
 
 /* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
@@ -129,6 +138,10 @@ ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
  * The fp32 entry points above are these with dt = CK_F32. */
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err);
+/* The LayerNorm's row statistics only: stats [N, 2] = mean, 1 / sqrt(var + 1e-6) of x's rows (dt
+ * storage), computed as ck_cuda_layernorm_t computes them; stats 8-byte aligned. */
+ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *stats, ck_dtype dt, void *stream,
+                                      ckey_error *err);
 /* y (+)= x W^T + b. The bias b (or NULL) is fp32 when dt is CK_F32, else in
  * dt like W (cuBLASLt fuses a bias of the output's type only): 16-bit
  * sessions keep 16-bit copies of these biases (session.c, upload_weights). */

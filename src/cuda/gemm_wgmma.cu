@@ -141,10 +141,20 @@ __device__ __forceinline__ void cluster_sync() {
 // 256). A stage is refilled only when the consumer warps of both CTAs have
 // released it (each warp arrives on both CTAs' `empty` barrier); a CTA's
 // `full` barrier expects its x tile and both W halves.
-template <typename T, typename B, int BN, int ST, bool GELU, int CL>
+//
+// FOLD: the LayerNorm before the linear folded into it (lnfold: W = W0
+// diag(g), bias = b0 + W0 beta, colsum = the 16-bit W's row sums, stats = the
+// rows' mean and 1 / std): x is the un-normalized input and the epilogue
+// takes rstd (acc - mean colsum) + bias, the LayerNorm's output never
+// written.
+struct LnFold {
+    const float2 *stats;  // [M]: mean, rstd of x's rows
+    const float *colsum;  // [N]
+};
+template <typename T, typename B, int BN, int ST, bool GELU, int CL, bool FOLD>
 __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
     gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
-                          int N, int K, const B *__restrict__ bias, T *__restrict__ y) {
+                          int N, int K, const B *__restrict__ bias, T *__restrict__ y, LnFold fold) {
     constexpr int kStage = stage_bytes<BN>(), NA = BN / 2, NQ = BN / 32;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -195,13 +205,15 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
 
     const int t = lane & 3;
     const uint32_t stg = stg0 + (uint32_t)(warp * kStgWarp);
-    // this thread's bias pairs of pass q (columns n0 + 32 q + 8 ii + 2 t, + 1)
-    auto load_bias = [&](int n0, int q, float2 (&bb)[4]) {
+    // this thread's bias pairs of pass q (columns n0 + 32 q + 8 ii + 2 t, + 1),
+    // and with FOLD the column sums' pairs in cs
+    auto load_bias = [&](int n0, int q, float2 (&bb)[4], float2 (&cs)[4]) {
 #pragma unroll
         for (int ii = 0; ii < 4; ii++) {
             const int col = n0 + 32 * q + 8 * ii + 2 * t;
             bb[ii] = col < N ? make_float2(ck_ld(bias + col), ck_ld(bias + col + 1)) // N % 8 == 0: col + 1 < N
                              : make_float2(0.f, 0.f);
+            if (FOLD) cs[ii] = col < N ? *reinterpret_cast<const float2 *>(fold.colsum + col) : make_float2(0.f, 0.f);
         }
     };
     int g = 0;
@@ -211,8 +223,14 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
         float acc[NA];
 #pragma unroll
         for (int j = 0; j < NA; j++) acc[j] = 0.f;
-        float2 bnext[4];
-        load_bias(n0, 0, bnext); // in flight during the MMAs
+        float2 bnext[4], cnext[4], rs[2] = {make_float2(0.f, 0.f), make_float2(0.f, 0.f)};
+        load_bias(n0, 0, bnext, cnext); // in flight during the MMAs
+        if (FOLD) // the stats of this thread's rows g and g + 8
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int row = m0 + wg * 64 + (warp & 3) * 16 + (lane >> 2) + 8 * h;
+                if (row < M) rs[h] = fold.stats[row];
+            }
         for (int k = 0; k < nk; k++, g++) {
             const int s = g % ST;
             mbar_wait(bars + 8 * s, (uint32_t)((g / ST) & 1));
@@ -241,10 +259,10 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
         const int row0 = m0 + wg * 64 + (warp & 3) * 16;
 #pragma unroll
         for (int q = 0; q < NQ; q++) {
-            float2 bb[4];
+            float2 bb[4], cs[4];
 #pragma unroll
-            for (int ii = 0; ii < 4; ii++) bb[ii] = bnext[ii];
-            if (q + 1 < NQ) load_bias(n0, q + 1, bnext);
+            for (int ii = 0; ii < 4; ii++) bb[ii] = bnext[ii], cs[ii] = cnext[ii];
+            if (q + 1 < NQ) load_bias(n0, q + 1, bnext, cnext);
             uint32_t pk[4][2];
 #pragma unroll
             for (int ii = 0; ii < 4; ii++) {
@@ -252,7 +270,10 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
                 float v[4];
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const float u = acc[4 * i8 + j] + ((j & 1) ? bb[ii].y : bb[ii].x);
+                    const float bj = (j & 1) ? bb[ii].y : bb[ii].x;
+                    const float u = FOLD ? fmaf(fmaf(-rs[j >> 1].x, (j & 1) ? cs[ii].y : cs[ii].x, acc[4 * i8 + j]),
+                                                rs[j >> 1].y, bj)
+                                         : acc[4 * i8 + j] + bj;
                     v[j] = GELU ? ck_gelu_fast(u) : u;
                 }
                 pk[ii][0] = Pair16<T>::pack(v[0], v[1]); // row g
@@ -305,14 +326,15 @@ int pick_bn(int64_t M, int K, int N) {
     return K >= 448 && N >= 1024 ? 256 : 128;
 }
 
-template <typename T, typename B, bool GELU, int BN, int CL>
-cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N, cudaStream_t st) {
+template <typename T, typename B, bool GELU, int BN, int CL, bool FOLD>
+cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N, LnFold fold,
+                   cudaStream_t st) {
     alignas(64) CUtensorMap xm, wm;
     cudaError_t e = encode_2d<T>(&xm, x, M, K, BM);
     if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K, BN / CL);
     if (e != cudaSuccess) return e;
     constexpr int ST = stages<BN>();
-    auto kern = gemm_bias_gelu_kernel<T, B, BN, ST, GELU, CL>;
+    auto kern = gemm_bias_gelu_kernel<T, B, BN, ST, GELU, CL, FOLD>;
     constexpr int smem = gemm_smem<BN, ST>();
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -334,19 +356,19 @@ cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, kern, xm, wm, (int)M, N, K, (const B *)b, (T *)y);
+    e = cudaLaunchKernelEx(&cfg, kern, xm, wm, (int)M, N, K, (const B *)b, (T *)y, fold);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
-template <typename T, typename B, bool GELU>
+template <typename T, typename B, bool GELU, bool FOLD = false>
 cudaError_t launch_bn(int bn, int cl, const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
-                      cudaStream_t st) {
+                      cudaStream_t st, LnFold fold = LnFold{nullptr, nullptr}) {
     if (bn == 256)
-        return cl == 2 ? launch<T, B, GELU, 256, 2>(x, M, K, W, b, y, N, st)
-                       : launch<T, B, GELU, 256, 1>(x, M, K, W, b, y, N, st);
-    return cl == 2 ? launch<T, B, GELU, 128, 2>(x, M, K, W, b, y, N, st)
-                   : launch<T, B, GELU, 128, 1>(x, M, K, W, b, y, N, st);
+        return cl == 2 ? launch<T, B, GELU, 256, 2, FOLD>(x, M, K, W, b, y, N, fold, st)
+                       : launch<T, B, GELU, 256, 1, FOLD>(x, M, K, W, b, y, N, fold, st);
+    return cl == 2 ? launch<T, B, GELU, 128, 2, FOLD>(x, M, K, W, b, y, N, fold, st)
+                   : launch<T, B, GELU, 128, 1, FOLD>(x, M, K, W, b, y, N, fold, st);
 }
 
 ckey_status fail(ckey_error *err, ckey_status s, const char *msg) {
@@ -402,4 +424,27 @@ extern "C" ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, con
 extern "C" ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y,
                                           int N, ck_dtype dt, void *stream, ckey_error *err) {
     return ck_cuda_linear_wgmma(x, M, K, W, b, y, N, CK_LINEAR_GELU, dt, stream, err);
+}
+
+extern "C" ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *W, const float *b,
+                                             const float *colsum, const float *stats, void *y, int N, int mode,
+                                             ck_dtype dt, void *stream, ckey_error *err) {
+    if (!ck_cuda_linear_gelu_ok(M, K, N, dt))
+        return fail(err, CKEY_ERR_UNSUPPORTED,
+                    "linear + GELU (wgmma): needs fp16 / bf16, K and N multiples of 8, a compute capability 9.0 GPU");
+    if ((((uintptr_t)x | (uintptr_t)W | (uintptr_t)y) & 15) || (((uintptr_t)b | (uintptr_t)colsum | (uintptr_t)stats) & 7))
+        return fail(err, CKEY_ERR_INVALID_ARG,
+                    "linear + GELU (wgmma): x, W, y must be 16-byte aligned, b, colsum, stats 8-byte");
+    const int bn = (mode & CK_LINEAR_TILE_N256) ? 256 : (mode & CK_LINEAR_TILE_N128) ? 128 : pick_bn(M, K, N);
+    const int cl = (mode & CK_LINEAR_CLUSTER2) ? 2 : 1;
+    const LnFold fold{reinterpret_cast<const float2 *>(stats), colsum};
+    cudaStream_t st = (cudaStream_t)stream;
+    const cudaError_t e = dt == CK_F16 ? launch_bn<__half, float, true, true>(bn, cl, x, M, K, W, b, y, N, st, fold)
+                                       : launch_bn<__nv_bfloat16, float, true, true>(bn, cl, x, M, K, W, b, y, N, st, fold);
+    if (e != cudaSuccess) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "CUDA: linear + GELU, LayerNorm folded (wgmma): %s", cudaGetErrorString(e));
+        return fail(err, CKEY_ERR_DEVICE, msg);
+    }
+    return CKEY_OK;
 }

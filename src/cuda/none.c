@@ -84,6 +84,9 @@ ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, 
                                 ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
                                  int mode, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *W, const float *b,
+                                   const float *colsum, const float *stats, void *y, int N, int mode, ck_dtype dt,
+                                   void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
                                ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
@@ -152,6 +155,8 @@ void ck_cublas_set_tuned(ck_cublas *h, int on) {}
 int ck_cublas_last_pick(const ck_cublas *h) { return 0; }
 ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
                                 ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *stats, ck_dtype dt, void *stream,
+                                      ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st,

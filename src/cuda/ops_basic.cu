@@ -36,9 +36,11 @@ static ckey_status fail_blas(ckey_error *err, cublasStatus_t s, const char *what
 
 // ---- LayerNorm. Generic kernel: one warp per row, any C and alignment; two
 // passes over the row, read again from L1/L2.
+// stats != NULL: only the row's mean and rstd, to stats[2 row .. 2 row + 1]
+// (the LN fold's row statistics), y, g, b unused.
 template <typename T>
 __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, const float *__restrict__ g,
-                                 const float *__restrict__ b, T *__restrict__ y) {
+                                 const float *__restrict__ b, T *__restrict__ y, float *__restrict__ stats) {
     const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -54,6 +56,10 @@ __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, cons
     }
     for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
     const float rstd = rsqrtf(q / (float)C + 1e-6f);
+    if (stats) {
+        if (lane == 0) *reinterpret_cast<float2 *>(stats + 2 * row) = make_float2(mean, rstd);
+        return;
+    }
     T *yr = y + row * C;
     for (int i = lane; i < C; i += 32) ck_st(yr + i, (ck_ld(xr + i) - mean) * rstd * g[i] + b[i]);
 }
@@ -67,10 +73,12 @@ __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, cons
 // GB4: g and b 16-byte aligned, read as float4 (8 scalar loads of fp32
 // weights a 16-bit vector were most of the kernel's load instructions; a
 // frame's 65 launches at S = 2048, fp16, H200: 0.835 -> 0.715 ms).
-template <typename T, int G, int K, bool GB4>
+// STATS: the row's mean and rstd to stats (as the generic kernel's stats).
+template <typename T, int G, int K, bool GB4, bool STATS = false>
 __global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict__ x, int64_t N, int C,
                                                             const float *__restrict__ g,
-                                                            const float *__restrict__ b, T *__restrict__ y) {
+                                                            const float *__restrict__ b, T *__restrict__ y,
+                                                            float *__restrict__ stats = nullptr) {
     constexpr int V = (int)(16 / sizeof(T));
     const int64_t row = (int64_t)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
@@ -110,6 +118,10 @@ __global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict_
     for (int o = G / 2; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
     if (!live) return;
     const float rstd = rsqrtf(q / (float)C + 1e-6f);
+    if constexpr (STATS) {
+        if (lane == 0) *reinterpret_cast<float2 *>(stats + 2 * row) = make_float2(mean, rstd);
+        return;
+    }
     uint4 *yr = reinterpret_cast<uint4 *>(y + row * C);
 #pragma unroll
     for (int k = 0; k < K; k++) {
@@ -191,10 +203,50 @@ ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g,
     } else {
         const int warps = 8;
         const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y)));
+        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y, nullptr)));
     }
     cudaError_t e = cudaGetLastError();
     return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm launch");
+}
+
+ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *stats, ck_dtype dt, void *stream,
+                                      ckey_error *err) {
+    if (N <= 0) return CKEY_OK;
+    if ((uintptr_t)stats & 7) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "layernorm stats: stats must be 8-byte aligned");
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    cudaStream_t st = (cudaStream_t)stream;
+    const int V = (int)(16 / ck_dtype_size(dt));
+    int K = 0, G = 0;
+    if (C > 0 && C % V == 0 && ((uintptr_t)x & 15) == 0) G = layernorm_group(C / V, &K);
+    if (G) {
+        const unsigned blocks = (unsigned)((N + 256 / G - 1) / (256 / G));
+#define LN_STATS(GG, KK)                                                                                          \
+    CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, false, true>                                                 \
+                     <<<blocks, 256, 0, st>>>((const T *)x, N, C, nullptr, nullptr, nullptr, stats)))
+        if (K == 8)
+            LN_STATS(32, 8);
+        else if (G == 4)
+            LN_STATS(4, 4);
+        else if (G == 8)
+            LN_STATS(8, 4);
+        else if (G == 16)
+            LN_STATS(16, 4);
+        else
+            LN_STATS(32, 4);
+#undef LN_STATS
+    } else {
+        const int warps = 8;
+        const unsigned blocks = (unsigned)((N + warps - 1) / warps);
+        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, nullptr, nullptr,
+                                                                            nullptr, stats)));
+    }
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm stats launch");
 }
 
 ckey_status ck_cuda_layernorm(const float *x, int64_t N, int C, const float *g, const float *b, float *y,

@@ -9,6 +9,7 @@
 #include "cuda/backend.h"
 #include "model/session.h"
 #include "model/greenformer.h"
+#include "model/lnfold.h"
 #include "pipeline/pipeline.h"
 
 /* cuBLAS's workspace on a CUDA session (its own allocation, so that no GEMM
@@ -42,6 +43,9 @@ struct ckey_session {
     void *dmat;           /* 16-bit matrix weights (dt != CK_F32) */
     void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
     void *dbias;          /* 16-bit copies of the biases fused into cuBLASLt GEMMs (collect_linear_biases) */
+    float *dfold;         /* the LN fold (CKEY_CUDA_LN_FOLD): per folded block, fc1's colsum [hidden], then its
+                           * folded bias [hidden] (lnfold.h) */
+    int ln_fold;          /* fold norm2 into the fused fc1 where that kernel takes the block's shapes */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
     float *host_in, *host_out, *tap_host; /* host_in/out pinned (cudaMallocHost) */
@@ -58,6 +62,12 @@ struct ckey_session {
 };
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
+
+/* An A/B switch of the CUDA path: set and not "0". */
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}
 
 void ck_session_blas_plan_counts(const ckey_session *s, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
@@ -309,8 +319,27 @@ static size_t linear_bias_elems(const ckey_model *m) {
     return total;
 }
 
+/* Whether block b's norm2 folds into its fc1 in a 16-bit session that asked
+ * for the fold: the fused fc1 kernel takes its shapes (lnfold.h). */
+static int block_folds(const ckey_model *m, int i, const ck_block_info *b, ck_dtype dt) {
+    const ck_block_w *w = &m->blocks[i];
+    return dt != CK_F32 && w->fc1_w && w->norm2_w && w->norm2_b &&
+           ck_cuda_linear_gelu_ok(1, b->dim_out, b->dim_out * m->cfg.mlp_ratio, dt);
+}
+
+/* Floats of the LN fold's vectors (s->dfold): colsum and the folded bias per folded block. */
+static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(&m->cfg, bi);
+    size_t n = 0;
+    for (int i = 0; i < ck_config_num_blocks(&m->cfg); i++)
+        if (block_folds(m, i, &bi[i], dt)) n += 2 * (size_t)bi[i].dim_out * m->cfg.mlp_ratio;
+    return n;
+}
+
 /* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices +
- * 16-bit copies of the fused linear biases + the packed refiner convs. */
+ * 16-bit copies of the fused linear biases + the packed refiner convs (+ the
+ * LN fold's vectors when CKEY_CUDA_LN_FOLD asks for it). */
 static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     if (dt == CK_F32) return m->store_floats * sizeof(float);
     mat_ref r[MAX_MATS];
@@ -321,7 +350,8 @@ static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     size_t conv = 0;
     const int R = m->cfg.ref_dim;
     if (ck_cuda_refiner_tc_ok(R, dt)) conv = 8 * ck_conv3x3_tc_weight_bytes(R, R) + ck_conv3x3_tc_weight_bytes(R, 16);
-    return (m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) + conv;
+    const size_t fold = env_flag("CKEY_CUDA_LN_FOLD") ? ln_fold_floats(m, dt) * sizeof(float) : 0;
+    return (m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) + conv + fold;
 }
 
 static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ck_dtype dt,
@@ -491,6 +521,24 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
         dst += end - src;
         if (i < n) src = r[i].off + r[i].count;
     }
+    /* the LN fold (lnfold.h): which blocks, and their vectors' offsets in s->dfold */
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(&m->cfg, bi);
+    const int nb = ck_config_num_blocks(&m->cfg);
+    size_t fold_at[CK_MAX_BLOCKS], nfold = 0;
+    for (int b = 0; b < nb; b++) {
+        fold_at[b] = SIZE_MAX;
+        if (s->ln_fold && block_folds(m, b, &bi[b], s->dt)) {
+            fold_at[b] = nfold;
+            nfold += 2 * (size_t)bi[b].dim_out * m->cfg.mlp_ratio;
+        }
+    }
+    float *hfold = nfold ? malloc(nfold * sizeof(float)) : NULL, *hw = nfold ? malloc(biggest * sizeof(float)) : NULL;
+    uint16_t *hq = nfold ? malloc(biggest * sizeof(uint16_t)) : NULL;
+    if (nfold && (!hfold || !hw || !hq)) {
+        free(host), free(hfold), free(hw), free(hq);
+        return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the weight upload");
+    }
     void *tmp = NULL;
     ckey_status st = ck_cuda_malloc((void **)&s->dstore, CK_MAX(nvec, (size_t)1) * sizeof(float), err);
     if (!st) st = ck_cuda_copy(s->dstore, host, nvec * sizeof(float), 1, err);
@@ -500,13 +548,31 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
     size_t at = 0;
     for (int i = 0; !st && i < n; i++) {
         void *d = (char *)s->dmat + at * ck_dtype_size(s->dt);
-        st = ck_cuda_copy(tmp, m->store + r[i].off, r[i].count * sizeof(float), 1, err);
+        int fb = -1; /* the block whose folded fc1 this is */
+        for (int b = 0; b < nb && nfold; b++)
+            if (fold_at[b] != SIZE_MAX && r[i].slot == (const float **)&s->dm.blocks[b].fc1_w) fb = b;
+        const float *from = m->store + r[i].off;
+        const int H = fb >= 0 ? bi[fb].dim_out * m->cfg.mlp_ratio : 0, C = fb >= 0 ? bi[fb].dim_out : 0;
+        if (fb >= 0) { /* W diag(g) and b + W beta, from the host model's fp32 weights */
+            const ck_block_w *w = &m->blocks[fb];
+            ck_lnfold_weights(w->fc1_w, w->norm2_w, w->norm2_b, w->fc1_b, H, C, hw, hfold + fold_at[fb] + H);
+            from = hw;
+        }
+        st = ck_cuda_copy(tmp, from, r[i].count * sizeof(float), 1, err);
         if (!st) st = ck_cuda_convert(tmp, CK_F32, d, s->dt, (int64_t)r[i].count, NULL, err);
         if (!st) st = ck_cuda_sync(err);
+        if (!st && fb >= 0) { /* colsum of the 16-bit matrix as the GEMM reads it */
+            st = ck_cuda_copy(hq, d, r[i].count * sizeof(uint16_t), 0, err);
+            if (!st) ck_lnfold_colsum16(hq, s->dt, H, C, hfold + fold_at[fb]);
+        }
         *r[i].slot = (const float *)d;
         at += r[i].count;
     }
     ck_cuda_free(tmp);
+    free(hw), free(hq);
+    if (!st && nfold) st = ck_cuda_malloc((void **)&s->dfold, nfold * sizeof(float), err);
+    if (!st && nfold) st = ck_cuda_copy(s->dfold, hfold, nfold * sizeof(float), 1, err);
+    free(hfold);
     if (st) return st;
     /* every other pointer: host store offset -> compact device offset */
     const float **slots[256];
@@ -538,28 +604,21 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
         *slots[j] = s->dstore + (off - before);
     }
     dm->store = s->dstore;
+    for (int b = 0; b < nb; b++) /* folded blocks: their colsum and folded bias, past the slot remapping */
+        if (fold_at[b] != SIZE_MAX) {
+            const size_t H = (size_t)bi[b].dim_out * m->cfg.mlp_ratio;
+            dm->blocks[b].fc1_colsum = s->dfold + fold_at[b];
+            dm->blocks[b].fc1_b = s->dfold + fold_at[b] + H;
+        }
     st = upload_linear_biases(s, err);
     return st ? st : pack_convs(s, err);
 }
 
-/* An A/B switch of the CUDA path: set and not "0". */
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
 
 static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     const ckey_model *m = s->m;
     const int S = s->opt.size;
     ckey_status st = ck_cuda_set_device(s->opt.device_index, err);
-    if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
-    if (!st) st = upload_weights(s, err);
-    if (!st) st = ck_cublas_create(&s->cs.blas, err);
-    if (!st) st = ck_cuda_stream_create(&s->cs.stream, err);
-    if (!st) st = ck_cuda_event_create(&s->ev[0], err);
-    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
-    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
-    if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     if (st) return st;
     s->cs.dt = s->dt;
     /* Hopper's wgmma attention and refiner convs for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps mma.sync */
@@ -568,6 +627,17 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
     /* CKEY_CUDA_FC1_PLAIN=1: that kernel in its session-10 form (128-wide tiles, no clusters) for every shape */
     s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
+    /* CKEY_CUDA_LN_FOLD=1: norm2 folded into that kernel (lnfold.h; upload_weights) */
+    s->ln_fold = s->cs.fused_fc1 && env_flag("CKEY_CUDA_LN_FOLD");
+    st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
+    if (!st) st = upload_weights(s, err);
+    if (!st) st = ck_cublas_create(&s->cs.blas, err);
+    if (!st) st = ck_cuda_stream_create(&s->cs.stream, err);
+    if (!st) st = ck_cuda_event_create(&s->ev[0], err);
+    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
+    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (st) return st;
     /* the in-place conv2 as one launch over its bands (CKEY_CUDA_NO_CONV_ONE_LAUNCH=1: a launch a band) */
     if (s->cs.wgmma && !env_flag("CKEY_CUDA_NO_CONV_ONE_LAUNCH")) {
         s->cs.conv_sync_n = CONV_SYNC_INTS;
@@ -683,6 +753,7 @@ void ckey_session_free(ckey_session *s) {
         ck_cuda_free(s->dmat);
         ck_cuda_free(s->dconv);
         ck_cuda_free(s->dbias);
+        ck_cuda_free(s->dfold);
         if (s->dpos_owned) ck_cuda_free(s->dpos);
         ck_cuda_host_free(s->host_in);
         ck_cuda_host_free(s->host_out);
