@@ -170,19 +170,22 @@ static int layernorm_group(int nv, int *K) {
     return nv <= 8 * 32 ? 32 : 0;
 }
 
-ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
-                                ck_dtype dt, void *stream, ckey_error *err) {
-    if (N <= 0) return CKEY_OK;
-    cudaStream_t st = (cudaStream_t)stream;
+// The LayerNorm (stats NULL) or only its row statistics (stats [N, 2]).
+static cudaError_t layernorm_launch(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
+                                    float *stats, ck_dtype dt, cudaStream_t st) {
     const int V = (int)(16 / ck_dtype_size(dt));
     int K = 0, G = 0;
-    if (C > 0 && C % V == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)y & 15) == 0) G = layernorm_group(C / V, &K);
+    if (C > 0 && C % V == 0 && ((uintptr_t)x & 15) == 0 && (stats || ((uintptr_t)y & 15) == 0))
+        G = layernorm_group(C / V, &K);
     if (G) {
         const unsigned blocks = (unsigned)((N + 256 / G - 1) / (256 / G));
-        const bool gb4 = (((uintptr_t)g | (uintptr_t)b) & 15) == 0;
+        const bool gb4 = !stats && (((uintptr_t)g | (uintptr_t)b) & 15) == 0;
 #define LN_VEC(GG, KK)                                                                                            \
     do {                                                                                                          \
-        if (gb4)                                                                                                  \
+        if (stats)                                                                                                \
+            CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, false, true>                                         \
+                             <<<blocks, 256, 0, st>>>((const T *)x, N, C, nullptr, nullptr, nullptr, stats)));    \
+        else if (gb4)                                                                                             \
             CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, true>                                                \
                              <<<blocks, 256, 0, st>>>((const T *)x, N, C, g, b, (T *)y)));                        \
         else                                                                                                      \
@@ -203,9 +206,15 @@ ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g,
     } else {
         const int warps = 8;
         const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y, nullptr)));
+        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y, stats)));
     }
-    cudaError_t e = cudaGetLastError();
+    return cudaGetLastError();
+}
+
+ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
+                                ck_dtype dt, void *stream, ckey_error *err) {
+    if (N <= 0) return CKEY_OK;
+    const cudaError_t e = layernorm_launch(x, N, C, g, b, y, nullptr, dt, (cudaStream_t)stream);
     return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm launch");
 }
 
@@ -219,33 +228,7 @@ ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *st
         }
         return CKEY_ERR_INVALID_ARG;
     }
-    cudaStream_t st = (cudaStream_t)stream;
-    const int V = (int)(16 / ck_dtype_size(dt));
-    int K = 0, G = 0;
-    if (C > 0 && C % V == 0 && ((uintptr_t)x & 15) == 0) G = layernorm_group(C / V, &K);
-    if (G) {
-        const unsigned blocks = (unsigned)((N + 256 / G - 1) / (256 / G));
-#define LN_STATS(GG, KK)                                                                                          \
-    CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, false, true>                                                 \
-                     <<<blocks, 256, 0, st>>>((const T *)x, N, C, nullptr, nullptr, nullptr, stats)))
-        if (K == 8)
-            LN_STATS(32, 8);
-        else if (G == 4)
-            LN_STATS(4, 4);
-        else if (G == 8)
-            LN_STATS(8, 4);
-        else if (G == 16)
-            LN_STATS(16, 4);
-        else
-            LN_STATS(32, 4);
-#undef LN_STATS
-    } else {
-        const int warps = 8;
-        const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, nullptr, nullptr,
-                                                                            nullptr, stats)));
-    }
-    cudaError_t e = cudaGetLastError();
+    const cudaError_t e = layernorm_launch(x, N, C, nullptr, nullptr, nullptr, stats, dt, (cudaStream_t)stream);
     return e == cudaSuccess ? CKEY_OK : fail_cuda(err, e, "layernorm stats launch");
 }
 
