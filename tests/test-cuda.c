@@ -1959,6 +1959,25 @@ static void test_linear_gelu_16bit(void) {
             printf("%s %s %.1f us (%.0f TFLOP/s)", v ? ";" : "", form_name[v], ms[v] * 1e3,
                    2.0 * M * K * N / (ms[v] * 1e-3) / 1e12);
         printf("; cuBLASLt%s %.1f us\n", t[c].gelu ? " + the pass" : "", ms[NF - 1] * 1e3);
+        if (t[c].gelu) { /* what the time is made of: the K loop without the epilogue, the loads alone */
+            const int probe[4] = {CK_LINEAR_TILE_N128 | CK_LINEAR_PROBE_MAINLOOP, CK_LINEAR_TILE_N128 | CK_LINEAR_PROBE_LOADS,
+                                  CK_LINEAR_TILE_N256 | CK_LINEAR_PROBE_MAINLOOP, CK_LINEAR_TILE_N256 | CK_LINEAR_PROBE_LOADS};
+            double pm[4];
+            for (int v = 0; v < 4; v++) {
+                for (int r = 0; r < 23; r++) {
+                    if (r == 3) {
+                        REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                        pm[v] = wall_s();
+                    }
+                    CHECK(ck_cuda_linear_wgmma(dx, M, K, dw, db, dy, N, CK_LINEAR_GELU | probe[v], CK_F16, NULL, &err) ==
+                          CKEY_OK);
+                }
+                REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+                pm[v] = (wall_s() - pm[v]) * 1e6 / 20;
+            }
+            printf("    probes: 128-wide tiles, K loop alone %.1f us, loads alone %.1f us; 256-wide %.1f / %.1f us\n",
+                   pm[0], pm[1], pm[2], pm[3]);
+        }
         ck_cuda_free(dx), ck_cuda_free(dw), ck_cuda_free(db), ck_cuda_free(db16), ck_cuda_free(dy);
         free(x), free(w), free(b);
     }

@@ -90,7 +90,11 @@ enum {
     CK_LINEAR_TILE_N128 = 4,
     CK_LINEAR_TILE_N256 = 8,
     CK_LINEAR_CLUSTER1 = 16, /* CTAs on their own (no W multicast) */
-    CK_LINEAR_CLUSTER2 = 32  /* clusters of two CTAs sharing W tiles */
+    CK_LINEAR_CLUSTER2 = 32, /* clusters of two CTAs sharing W tiles */
+    /* timings only (fp16, GELU, no clusters; y is not written): the K loop without the epilogue, or
+     * the loads alone, so that a test can say what the kernel's time is made of */
+    CK_LINEAR_PROBE_MAINLOOP = 64,
+    CK_LINEAR_PROBE_LOADS = 128
 };
 ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
                                  int mode, ck_dtype dt, void *stream, ckey_error *err);

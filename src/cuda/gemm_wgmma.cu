@@ -151,7 +151,11 @@ struct LnFold {
     const float2 *stats;  // [M]: mean, rstd of x's rows
     const float *colsum;  // [N]
 };
-template <typename T, typename B, int BN, int ST, bool GELU, int CL, bool FOLD>
+//
+// PROBE (timings only, y not written): 1 = the K loop's loads and MMAs
+// without the epilogue, 2 = the loads alone (each stage released once it has
+// landed); what the kernel's time is made of, without a profiler.
+template <typename T, typename B, int BN, int ST, bool GELU, int CL, bool FOLD, int PROBE = 0>
 __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
     gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
                           int N, int K, const B *__restrict__ bias, T *__restrict__ y, LnFold fold) {
@@ -234,6 +238,10 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
         for (int k = 0; k < nk; k++, g++) {
             const int s = g % ST;
             mbar_wait(bars + 8 * s, (uint32_t)((g / ST) & 1));
+            if (PROBE == 2) {
+                release(g);
+                continue;
+            }
             const uint32_t st = sbase + (uint32_t)(s * kStage);
             const uint64_t ad = make_desc(st + (uint32_t)(wg * 64 * 128), 16, 1024),
                            bd = make_desc(st + kXTileBytes, 16, 1024);
@@ -247,9 +255,11 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
                 release(g - 1);
             }
         }
+        if (PROBE == 2) continue;
         wgmma_wait<0>();
         reg_fence(acc);
         release(g - 1);
+        if (PROBE) continue;
 
         // Epilogue. Fragment d[4i + j] of the warp's 16 rows: row g + 8 (j >= 2),
         // column 8i + 2t + (j & 1) (wgmma's D layout, as mma.m16n8's). NQ
@@ -326,7 +336,7 @@ int pick_bn(int64_t M, int K, int N) {
     return K >= 448 && N >= 1024 ? 256 : 128;
 }
 
-template <typename T, typename B, bool GELU, int BN, int CL, bool FOLD>
+template <typename T, typename B, bool GELU, int BN, int CL, bool FOLD, int PROBE = 0>
 cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N, LnFold fold,
                    cudaStream_t st) {
     alignas(64) CUtensorMap xm, wm;
@@ -334,7 +344,7 @@ cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b
     if (e == cudaSuccess) e = encode_2d<T>(&wm, W, N, K, BN / CL);
     if (e != cudaSuccess) return e;
     constexpr int ST = stages<BN>();
-    auto kern = gemm_bias_gelu_kernel<T, B, BN, ST, GELU, CL, FOLD>;
+    auto kern = gemm_bias_gelu_kernel<T, B, BN, ST, GELU, CL, FOLD, PROBE>;
     constexpr int smem = gemm_smem<BN, ST>();
     e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
@@ -398,6 +408,19 @@ extern "C" ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, con
     const bool f16 = dt == CK_F16;
     const int bn = (mode & CK_LINEAR_TILE_N256) ? 256 : (mode & CK_LINEAR_TILE_N128) ? 128 : pick_bn(M, K, N);
     const int cl = (mode & CK_LINEAR_CLUSTER2) ? 2 : 1;
+    if (mode & (CK_LINEAR_PROBE_MAINLOOP | CK_LINEAR_PROBE_LOADS)) { /* timings only: fp16, GELU, no clusters */
+        if (!f16 || cl != 1 || (mode & (CK_LINEAR_GELU | CK_LINEAR_BIAS16)) != CK_LINEAR_GELU)
+            return fail(err, CKEY_ERR_UNSUPPORTED, "linear (wgmma): the probes are fp16 + GELU without clusters");
+        const LnFold nf{nullptr, nullptr};
+        const bool loads = mode & CK_LINEAR_PROBE_LOADS;
+        if (bn == 256)
+            e = loads ? launch<__half, float, true, 256, 1, false, 2>(x, M, K, W, b, y, N, nf, st)
+                      : launch<__half, float, true, 256, 1, false, 1>(x, M, K, W, b, y, N, nf, st);
+        else
+            e = loads ? launch<__half, float, true, 128, 1, false, 2>(x, M, K, W, b, y, N, nf, st)
+                      : launch<__half, float, true, 128, 1, false, 1>(x, M, K, W, b, y, N, nf, st);
+        return e == cudaSuccess ? CKEY_OK : fail(err, CKEY_ERR_DEVICE, cudaGetErrorString(e));
+    }
     switch (mode & (CK_LINEAR_GELU | CK_LINEAR_BIAS16)) {
     case CK_LINEAR_GELU:
         e = f16 ? launch_bn<__half, float, true>(bn, cl, x, M, K, W, b, y, N, st)
