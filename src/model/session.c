@@ -625,7 +625,7 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     s->cs.wgmma = s->dt != CK_F32 && !env_flag("CKEY_CUDA_NO_WGMMA") && ck_cuda_wgmma_ok();
     /* the MLP's fc1 + bias + GELU as one wgmma kernel (CKEY_CUDA_NO_FUSED_FC1=1: cuBLASLt + a pass) */
     s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
-    /* CKEY_CUDA_FC1_PLAIN=1: that kernel in its session-10 form (128-wide tiles, no clusters) for every shape */
+    /* CKEY_CUDA_FC1_PLAIN=1: that kernel in 128-wide tiles without clusters for every shape, as in session 10 */
     s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
     /* CKEY_CUDA_LN_FOLD=1: norm2 folded into that kernel (lnfold.h; upload_weights) */
     s->ln_fold = s->cs.fused_fc1 && env_flag("CKEY_CUDA_LN_FOLD");
