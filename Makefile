@@ -120,16 +120,25 @@ BENCH_SRC := $(sort $(wildcard bench/*.c))
 FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS)' | cksum | cut -d' ' -f1)
 
 # build_tree(dir, flags[, base flags, libs, CUDA sources]: the names of the
-# variables, BASEFLAGS, LIBS and CU_SRC when not given)
+# variables, BASEFLAGS, LIBS and CU_SRC when not given[, a tree whose CUDA
+# objects to take]: nvcc gets the same flags in every tree and no sanitizer
+# reaches device code, so the ASan tree copies the release tree's instead of
+# compiling them again)
 define build_tree
 $(1)/flags-$(FLAGS_ID):
 	@mkdir -p $(1) && rm -f $(1)/flags-* && touch $$@
 $(1)/obj/%.o: %.c $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$($(or $(3),BASEFLAGS)) $(2) -MMD -MP -c $$< -o $$@
+ifeq ($(6),)
 $(1)/obj/%.cu.o: %.cu $(1)/flags-$(FLAGS_ID)
 	@mkdir -p $$(dir $$@)
 	$$(NVCC) $$(NVFLAGS) $$(NVARCH) -MMD -MP -c $$< -o $$@
+else
+$(1)/obj/%.cu.o: $(6)/obj/%.cu.o
+	@mkdir -p $$(dir $$@)
+	cp $$< $$@
+endif
 $(1)/obj/src/cuda/attention_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/obj/src/cuda/refiner_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/obj/src/cuda/gemm_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
@@ -151,7 +160,7 @@ $(1)/bench/%: $(1)/obj/bench/%.o $(1)/libckey.a
 endef
 
 $(eval $(call build_tree,build,$(RELFLAGS)))
-$(eval $(call build_tree,build-asan,$(ASANFLAGS)))
+$(eval $(call build_tree,build-asan,$(ASANFLAGS),,,,build))
 $(eval $(call build_tree,build-nocuda,-O0,BASEFLAGS_NOCUDA,LIBS_NOCUDA,NO_CU_SRC))
 
 TESTS      := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
