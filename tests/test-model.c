@@ -1,11 +1,15 @@
 /* GreenFormer parity against PyTorch fixtures (tools/reference/make_fixtures.py):
  * per-stage and end-to-end, full hiera_base_plus architecture with the seeded
  * synthetic weights at S = 256, and the torch-saved tiny model at S = 128
- * (native) and S = 64 (pos-embed resized), in fp32. */
+ * (native) and S = 64 (pos-embed resized), in fp32. Also the host-side
+ * math of the CUDA sessions' LayerNorm fold and 16-bit GELU, which needs no
+ * GPU. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "cuda/ck_cuda.h"
+#include "model/lnfold.h"
 #include "model/model.h"
 #include "support/testutil.h"
 
@@ -317,6 +321,109 @@ static void test_steady_state(void) {
     free(mp);
 }
 
+/* Uniform in [-1, 1), seeded (an LCG). */
+static float *random_floats(size_t n, unsigned seed) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; v && i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = (float)(seed >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+    }
+    return v;
+}
+
+/* Independent 16-bit conversions for the fold's colsum check: bf16 by
+ * rounding the fp32 bits to nearest even, fp16 decoded by hand. */
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static double bits_bf16(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double half_value(uint16_t h) {
+    const int e = (h >> 10) & 31, m = h & 1023;
+    const double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* The LN fold's host side (lnfold.c; 16-bit CUDA sessions with CKEY_CUDA_LN_FOLD): for random rows x with
+ * mean offsets, LayerNorm(x) W^T + b equals rstd (x W'^T - mean colsum) + b'
+ * in double (W', b' from ck_lnfold_weights; colsum of W' from the 16-bit
+ * rounding of W' by ck_lnfold_colsum16, against the sums of the rounded
+ * values), within double rounding: the identity the fused kernel relies on. */
+static void test_ln_fold_identity(void) {
+    const int M = 17, K = 40, N = 24;
+    float *x = random_floats((size_t)M * K, 921u), *w = random_floats((size_t)N * K, 923u),
+          *b = random_floats(N, 925u), *g = random_floats(K, 927u), *beta = random_floats(K, 929u);
+    float *wf = malloc((size_t)N * K * sizeof(float)), *bf = malloc(N * sizeof(float)), *cs = malloc(N * sizeof(float));
+    uint16_t *wq = malloc((size_t)N * K * 2);
+    REQUIRE(wf && bf && cs && wq);
+    for (int i = 0; i < M * K; i++) x[i] = 3.f * x[i] + (float)(i / K) - 8.f;
+    ck_lnfold_weights(w, g, beta, b, N, K, wf, bf);
+    double worst = 0, cworst = 0;
+    for (int r = 0; r < M; r++) {
+        double mu = 0, q = 0;
+        for (int k = 0; k < K; k++) mu += x[r * K + k];
+        mu /= K;
+        for (int k = 0; k < K; k++) q += (x[r * K + k] - mu) * (x[r * K + k] - mu);
+        const double rs = 1.0 / sqrt(q / K + 1e-6);
+        for (int n = 0; n < N; n++) {
+            double ln = b[n], fx = 0, cs0 = 0;
+            for (int k = 0; k < K; k++) {
+                ln += (double)w[n * K + k] * ((x[r * K + k] - mu) * rs * g[k] + beta[k]);
+                fx += (double)wf[n * K + k] * x[r * K + k];
+                cs0 += wf[n * K + k];
+            }
+            const double folded = rs * (fx - mu * cs0) + bf[n];
+            worst = fmax(worst, fabs(folded - ln) / (1.0 + fabs(ln)));
+        }
+    }
+    for (int d = 0; d < 2; d++) { /* colsum16 = the sums of the rounded values */
+        const ck_dtype dt = d ? CK_BF16 : CK_F16;
+        for (int i = 0; i < N * K; i++) wq[i] = dt == CK_BF16 ? bf16_bits(wf[i]) : ck_f32_to_f16(wf[i]);
+        ck_lnfold_colsum16(wq, dt, N, K, cs);
+        for (int n = 0; n < N; n++) {
+            double s0 = 0;
+            for (int k = 0; k < K; k++) s0 += dt == CK_BF16 ? bits_bf16(wq[n * K + k]) : half_value(wq[n * K + k]);
+            cworst = fmax(cworst, fabs(cs[n] - s0) / (1.0 + fabs(s0)));
+        }
+    }
+    printf("  LN fold identity: worst relative difference %.3g (b' in fp32); colsum16 vs the rounded sums %.3g\n",
+           worst, cworst);
+    CHECK(worst < 1e-6 && cworst < 1e-7);
+    free(x), free(w), free(b), free(g), free(beta), free(wf), free(bf), free(cs), free(wq);
+}
+
+/* The CUDA 16-bit paths' GELU formula (ck_gelu_fast: A&S 7.1.26 folded into
+ * max(v, 0) - |v| erfc(|v| / sqrt 2) / 2), built for the host with exact rcp
+ * and exp2, against the double erf GELU over [-12, 12] in steps of 1e-5:
+ * within A&S's 1.5e-7 on erfc (times |v| / 2) plus 8 fp32 roundings. No GPU
+ * needed: the device build differs only in its approximate rcp / ex2, which
+ * the GPU tests of the GELU kernels cover. */
+static void test_gelu_fast_formula(void) {
+    if (isnan(ck_cuda_gelu_fast_host(0.f))) SKIP("this build has no CUDA code");
+    double worst = 0, at = 0, emax = 0;
+    int64_t bad = 0, n = 0;
+    for (int64_t i = -1200000; i <= 1200000; i++, n++) {
+        const float v = (float)((double)i * 1e-5);
+        const double r = 0.5 * (double)v * (1.0 + erf((double)v / sqrt(2.0)));
+        const double e = fabs((double)ck_cuda_gelu_fast_host(v) - r);
+        const double bound = 0.5 * fabs(v) * 1.5e-7 + 8.0 * ldexp(1.0, -24) * (fabs(r) + fabs(v));
+        if (e / bound > worst) worst = e / bound, at = v;
+        emax = fmax(emax, e);
+        bad += !(e <= bound);
+    }
+    printf("  gelu_fast (host) vs erf: %lld of %lld over the bound, max abs error %.3g, worst %.3f of the bound at "
+           "%g\n",
+           (long long)bad, (long long)n, emax, worst, at);
+    CHECK(bad == 0);
+}
+
 static void test_bad_options(void) {
     char *mp = fixture("tiny/tiny.pth");
     ckey_model *m = NULL;
@@ -372,6 +479,8 @@ int main(int argc, char **argv) {
         {"checkpoint_variants_fp16_bf16", test_checkpoint_variants},
         {"steady_state", test_steady_state},
         {"bad_options", test_bad_options},
+        {"ln_fold_identity", test_ln_fold_identity},
+        {"cuda_gelu_formula_vs_erf", test_gelu_fast_formula},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -30,7 +30,7 @@
 // erff's ~25 and the 15 of session 10's form (1 + erf, then 0.5 v times
 // it). Max abs error over [-12, 12] in steps of 1e-5 against double erf
 // (host build: exact rcp and exp2): 3.3e-7 (the old form 4.2e-7). The host
-// build is there for ck_cuda_gelu_fast_host, which the tests check.
+// build is there for ck_cuda_gelu_fast_host, which test-model checks.
 __host__ __device__ __forceinline__ float ck_rcp_approx(float x) {
 #ifdef __CUDA_ARCH__
     float y;
