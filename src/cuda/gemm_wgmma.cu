@@ -47,11 +47,12 @@
 // frame (bench-forward, 20 runs, two rounds) 29.54 / 29.49 ms against 29.67 /
 // 29.50 with the old form (CKEY_CUDA_FC1_PLAIN=1). Multicast halves the L2
 // reads of W and changes nothing, so the L2 is not what holds the kernel at
-// ~400 TFLOP/s; the bias-only form is no faster than the GELU form at the
-// same shape, so neither is the epilogue's arithmetic (the first cluster
-// form, with its remote arrivals .release.cluster, ran at 92 us). What does
-// (load latency with the producer inside a consumer warp, the wgmma issue)
-// wants an ncu look next.
+// ~400 TFLOP/s; the bias-only form at 16384 x 448 -> 1344 (stage 2's qkv)
+// runs at about the GELU form's rate at 1792 (128-wide tiles: 49.1 us, 402
+// TFLOP/s, against 68.9 us, 382), so neither is the epilogue's arithmetic
+// (the first cluster form, with its remote arrivals .release.cluster, ran at
+// 92 us). What does (load latency with the producer inside a consumer warp,
+// the wgmma issue) wants the probes (PROBE) and an ncu look next.
 
 #include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_bf16.h>
