@@ -178,7 +178,11 @@ asan: build-asan/ckey $(ASAN_TESTS) $(ASAN_FUZZERS)
 # The whole suite: every tests/test-*.c and the fuzz corpora, in the release
 # build and again under ASan+UBSan. Prints "N passed, N failed" at the end.
 # build-nocuda/ckey (unoptimized) checks that a machine without nvcc builds.
-test: all asan build-nocuda/ckey
+# The three trees are built with a job per core (JOBS=1 for a serial build);
+# the tests themselves run one binary at a time.
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+test:
+	@$(MAKE) --no-print-directory -j$(JOBS) all asan build-nocuda/ckey
 	@tools/run-tests.sh build build-asan
 
 test-release: all
