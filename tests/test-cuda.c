@@ -639,13 +639,13 @@ static void test_network_reduced_precision(void) {
     ck_synth_input(256, x);
     gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
     gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
-    /* the same bars with norm2 folded into the fused fc1 (lnfold.h; read at session creation) */
+    /* the same bars without the LN fold (norm2, then the fused fc1; read at session creation) */
     if (ck_cuda_wgmma_ok()) {
-        printf("  with the LN fold (CKEY_CUDA_LN_FOLD=1):\n");
-        setenv("CKEY_CUDA_LN_FOLD", "1", 1);
+        printf("  without the LN fold (CKEY_CUDA_NO_LN_FOLD=1):\n");
+        setenv("CKEY_CUDA_NO_LN_FOLD", "1", 1);
         gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
         gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
-        unsetenv("CKEY_CUDA_LN_FOLD");
+        unsetenv("CKEY_CUDA_NO_LN_FOLD");
     }
     free(x);
     ckey_model_free(m);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
 
 namespace {
@@ -17,6 +18,7 @@ constexpr int kTile = 64; // keys per shared-memory stage, and queries per block
 template <int HD, typename T>
 __global__ void attention_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float scale,
                                  T *__restrict__ out) {
+    ck_pdl_enter();
     __shared__ float ks[kTile][HD];
     __shared__ float vs[kTile][HD];
     const int h = blockIdx.y;
@@ -76,7 +78,7 @@ template <int HD>
 cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt, cudaStream_t st) {
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + kTile - 1) / kTile), (unsigned)heads);
-    CK_DISPATCH(dt, (attention_kernel<HD, T><<<grid, kTile, 0, st>>>((const T *)qkv, N, D, qs,
+    CK_DISPATCH(dt, (ck_launch(attention_kernel<HD, T>, grid, kTile, 0, (cudaStream_t)st, (const T *)qkv, N, D, qs,
                                                                       1.0f / sqrtf((float)HD), (T *)out)));
     return cudaGetLastError();
 }

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/ptx.cuh"
 
 namespace {
@@ -296,6 +297,7 @@ constexpr int kGlobalKN = 64;                      // keys per stage
 template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads) attention_tc_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs,
                                                                 float c, T *__restrict__ out) {
+    ck_pdl_enter();
     using W = Tile<T, HD, kGlobalMT, kGlobalKN>;
     constexpr int STR = W::STR, CH = W::CH, KN = kGlobalKN;
     __shared__ __align__(16) T ksm[2][KN * STR];
@@ -390,6 +392,7 @@ template <typename T, int HD, int KN>
 __global__ void __launch_bounds__(kThreads, 5)
     window_attention_tc_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
                                T *__restrict__ out, int ldo, int upb, int wpu, int units) {
+    ck_pdl_enter();
     using W = Tile<T, HD, 1, KN>;
     constexpr uint32_t kChunkBytes = (uint32_t)(KN * W::STR * sizeof(T));
     extern __shared__ uint4 smem_raw[];
@@ -443,6 +446,7 @@ template <typename T, int HD, int KN>
 __global__ void __launch_bounds__(kThreads, 5)
     window_attention_pipe_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
                                  T *__restrict__ out, int ldo, int upb, int wpu, int units) {
+    ck_pdl_enter();
     using W = Tile<T, HD, 1, KN>;
     constexpr uint32_t kChunkBytes = (uint32_t)(KN * W::STR * sizeof(T));
     extern __shared__ uint4 smem_raw[];
@@ -516,7 +520,7 @@ template <typename T, int HD>
 void launch_global(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + kGlobalBM - 1) / kGlobalBM), (unsigned)heads);
-    attention_tc_kernel<T, HD><<<grid, kThreads, 0, st>>>((const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD),
+    ck_launch(attention_tc_kernel<T, HD>, grid, kThreads, 0, (cudaStream_t)st, (const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD),
                                                           (T *)out);
 }
 
@@ -543,8 +547,7 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
          * keys a block and 2 blocks an SM in 128 KiB, 202 -> 281: that one keeps the kernel above) */
         if (per_sm >= 4) {
             const int64_t groups = (units + upb - 1) / upb, resident = (int64_t)nsm * per_sm;
-            pk<<<(unsigned)(groups < resident ? groups : resident), kThreads, psmem, st>>>(
-                (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
+            ck_launch(pk, (unsigned)(groups < resident ? groups : resident), kThreads, psmem, (cudaStream_t)st, (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
             return cudaSuccess;
         }
     }
@@ -553,8 +556,7 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    kern<<<(unsigned)((units + upb - 1) / upb), kThreads, smem, st>>>(
-        (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
+    ck_launch(kern, (unsigned)((units + upb - 1) / upb), kThreads, smem, (cudaStream_t)st, (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
     return cudaSuccess;
 }
 

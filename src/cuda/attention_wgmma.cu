@@ -93,6 +93,7 @@
 #include <type_traits>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/ptx.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -439,6 +440,7 @@ __device__ __forceinline__ KvLoader<T, KN, NT> start_tiles(const T *qkv, int64_t
 template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    ck_pdl_enter();
     using C = Cfg<NWG, KN, ST>;
     constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
     static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the padding");
@@ -511,6 +513,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 __global__ void __launch_bounds__(128 * NWG, MINB)
     attention_wgmma_pipe_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
+    ck_pdl_enter();
     using C = Cfg<NWG, KN, ST>;
     static_assert(ST >= 3, "the pipelined kernel holds three tiles");
     constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
@@ -623,6 +626,7 @@ template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
 __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
                          const T *__restrict__ qkv, T *__restrict__ out) {
+    ck_pdl_enter();
     using C = Cfg<NWG, KN, ST>;
     constexpr bool PROD = (OPT & T_PROD) != 0;
     static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
@@ -764,7 +768,7 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
     }
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
-    kern<<<grid, C::kThreads, C::kSmem, st>>>((const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD), (T *)out);
+    ck_launch(kern, grid, C::kThreads, C::kSmem, (cudaStream_t)st, (const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD), (T *)out);
     return cudaGetLastError();
 }
 
@@ -798,7 +802,7 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
     const int threads = C::kThreads + ((OPT & T_PROD) ? 32 : 0);
-    kern<<<grid, threads, kSmem, st>>>(map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv, (T *)out);
+    ck_launch(kern, grid, threads, kSmem, (cudaStream_t)st, map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv, (T *)out);
     return cudaGetLastError();
 }
 

@@ -1,5 +1,6 @@
 // Device enumeration and memory helpers for the CUDA backend.
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -200,3 +201,11 @@ ckey_status ck_cuda_sync(ckey_error *err) {
 }
 
 }  // extern "C"
+
+/* launch.cuh's PDL switch: CKEY_CUDA_NO_PDL=1 (not "0") launches every
+ * kernel in plain stream order, for A/B runs. Read per launch: a frame's
+ * launches are captured into its graph once. */
+extern "C" int ck_cuda_pdl_on(void) {
+    const char *v = getenv("CKEY_CUDA_NO_PDL");
+    return !(v && v[0] && strcmp(v, "0") != 0);
+}

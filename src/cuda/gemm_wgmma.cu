@@ -64,6 +64,7 @@
 #include <type_traits>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/ptx.cuh"
 #include "cuda/rowbias.cuh"
 #include "cuda/wgmma.cuh"
@@ -160,6 +161,7 @@ template <typename T, typename B, int BN, int ST, bool GELU, int CL, bool FOLD, 
 __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1)
     gemm_bias_gelu_kernel(const __grid_constant__ CUtensorMap xmap, const __grid_constant__ CUtensorMap wmap, int M,
                           int N, int K, const B *__restrict__ bias, T *__restrict__ y, LnFold fold) {
+    ck_pdl_enter();
     constexpr int kStage = stage_bytes<BN>(), NA = BN / 2, NQ = BN / 32;
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -355,19 +357,13 @@ cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b
     if (e != cudaSuccess) return e;
     const int64_t units = ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN);
     const int64_t slots = (int64_t)(BN == 128 ? 2 : 1) * (sms / CL); // persistent: a unit per CTA slot (cluster)
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((units < slots ? units : slots) * CL));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = CL;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    e = cudaLaunchKernelEx(&cfg, kern, xm, wm, (int)M, N, K, (const B *)b, (T *)y, fold);
+    e = ck_launch_attrs(kern, dim3((unsigned)((units < slots ? units : slots) * CL)), dim3(kThreads), smem, st, attr, 1,
+                        xm, wm, (int)M, N, K, (const B *)b, (T *)y, fold);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
 #include "cuda/rowbias.cuh"
 
@@ -41,6 +42,7 @@ static ckey_status fail_blas(ckey_error *err, cublasStatus_t s, const char *what
 template <typename T>
 __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, const float *__restrict__ g,
                                  const float *__restrict__ b, T *__restrict__ y, float *__restrict__ stats) {
+    ck_pdl_enter();
     const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
@@ -79,6 +81,7 @@ __global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict_
                                                             const float *__restrict__ g,
                                                             const float *__restrict__ b, T *__restrict__ y,
                                                             float *__restrict__ stats = nullptr) {
+    ck_pdl_enter();
     constexpr int V = (int)(16 / sizeof(T));
     const int64_t row = (int64_t)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
     const int lane = threadIdx.x % G;
@@ -151,6 +154,7 @@ __global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict_
 
 template <typename S, typename D>
 __global__ void convert_kernel(const S *__restrict__ src, D *__restrict__ dst, int64_t n) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) ck_st(dst + i, ck_ld(src + i));
 }
@@ -183,14 +187,14 @@ static cudaError_t layernorm_launch(const void *x, int64_t N, int C, const float
 #define LN_VEC(GG, KK)                                                                                            \
     do {                                                                                                          \
         if (stats)                                                                                                \
-            CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, false, true>                                         \
-                             <<<blocks, 256, 0, st>>>((const T *)x, N, C, nullptr, nullptr, nullptr, stats)));    \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false, true>,                                         \
+                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, nullptr, nullptr, nullptr, stats)));    \
         else if (gb4)                                                                                             \
-            CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, true>                                                \
-                             <<<blocks, 256, 0, st>>>((const T *)x, N, C, g, b, (T *)y)));                        \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, true>,                                                \
+                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, nullptr)));               \
         else                                                                                                      \
-            CK_DISPATCH(dt, (layernorm_vec_kernel<T, GG, KK, false>                                               \
-                             <<<blocks, 256, 0, st>>>((const T *)x, N, C, g, b, (T *)y)));                        \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false>,                                               \
+                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, nullptr)));               \
     } while (0)
         if (K == 8)
             LN_VEC(32, 8);
@@ -206,7 +210,7 @@ static cudaError_t layernorm_launch(const void *x, int64_t N, int C, const float
     } else {
         const int warps = 8;
         const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-        CK_DISPATCH(dt, (layernorm_kernel<T><<<blocks, warps * 32, 0, st>>>((const T *)x, N, C, g, b, (T *)y, stats)));
+        CK_DISPATCH(dt, (ck_launch(layernorm_kernel<T>, blocks, warps * 32, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, stats)));
     }
     return cudaGetLastError();
 }
@@ -243,9 +247,9 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
     const unsigned blocks = (unsigned)((n + 255) / 256);
     cudaStream_t st = (cudaStream_t)stream;
     if (sdt == CK_F32) {
-        CK_DISPATCH(ddt, (convert_kernel<float, T><<<blocks, 256, 0, st>>>((const float *)src, (T *)dst, n)));
+        CK_DISPATCH(ddt, (ck_launch(convert_kernel<float, T>, blocks, 256, 0, (cudaStream_t)st, (const float *)src, (T *)dst, n)));
     } else if (ddt == CK_F32) {
-        CK_DISPATCH(sdt, (convert_kernel<T, float><<<blocks, 256, 0, st>>>((const T *)src, (float *)dst, n)));
+        CK_DISPATCH(sdt, (ck_launch(convert_kernel<T, float>, blocks, 256, 0, (cudaStream_t)st, (const T *)src, (float *)dst, n)));
     } else {
         if (err) {
             snprintf(err->message, sizeof err->message, "convert: 16-bit to 16-bit is not supported");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
 #include "cuda/rowbias.cuh"
 
@@ -43,6 +44,7 @@ __device__ __forceinline__ Tap bilinear_tap(int dst, int in, int out) {
 
 template <typename T>
 __global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t total = (int64_t)H * W * C;
     if (i >= total) return;
@@ -57,6 +59,7 @@ __global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, in
 // at S = 2048, fp16, H200: 300 -> 59 us).
 template <typename T>
 __global__ void reroll_vec_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
+    ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
     const int cv = C / V, j = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
     if (j >= W * cv) return;
@@ -69,6 +72,7 @@ __global__ void reroll_vec_kernel(const T *__restrict__ tok, int H, int W, int k
 template <typename T>
 __global__ void maxpool_bias_kernel(const T *__restrict__ x, int64_t Nq, int C, int qs,
                                     const float *__restrict__ b, T *__restrict__ y) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= Nq * C) return;
     float v = ck_ld(x + i);
@@ -82,6 +86,7 @@ __global__ void maxpool_bias_kernel(const T *__restrict__ x, int64_t Nq, int C, 
 template <typename T>
 __global__ void maxpool_bias_vec_kernel(const T *__restrict__ x, int nvec, int cv, int64_t plane, int qs,
                                         const float *__restrict__ b, T *__restrict__ y) {
+    ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= nvec) return;
@@ -118,6 +123,7 @@ __device__ __forceinline__ float bilerp(const float *__restrict__ L, int G, cons
 template <typename T>
 __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__restrict__ logits, int S,
                                      T *__restrict__ rin) {
+    ck_pdl_enter();
     const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
     if (xx >= S) return;
     const int64_t HW = (int64_t)S * S, p = (int64_t)y * S + xx;
@@ -133,6 +139,7 @@ __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__res
 // out [4, S, S] = sigmoid(up(logits) + out): a thread per pixel, as above
 // (105 -> 49 us).
 __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
+    ck_pdl_enter();
     const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
     if (xx >= S) return;
     const int64_t HW = (int64_t)S * S, p = (int64_t)y * S + xx;
@@ -155,6 +162,7 @@ template <typename T>
 __global__ void affine_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t n,
                               const float *__restrict__ a, const float *__restrict__ b, const float *__restrict__ pa,
                               const float *__restrict__ pb) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int c = (int)(i % C);
@@ -169,6 +177,7 @@ template <typename T>
 __global__ void affine_vec_kernel(T *__restrict__ x, const T *__restrict__ y, int C, int64_t nvec,
                                   const float *__restrict__ a, const float *__restrict__ b,
                                   const float *__restrict__ pa, const float *__restrict__ pb) {
+    ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
@@ -201,6 +210,7 @@ template <typename T>
 __global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
                                  const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
                                  const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+    ck_pdl_enter();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
     const T *xr = x + p * C, *yr = y ? y + p * C : NULL;
@@ -227,6 +237,7 @@ __global__ void __launch_bounds__(kPwPx, 6)
     pointwise_vec_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
                          const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
                          const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+    ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
     __shared__ float ws[kPwMaxCout * kPwMaxC], bs[kPwMaxCout], as[kPwMaxC], cs[kPwMaxC];
     __shared__ uint4 tile[kPwPx * (kPwRowV + 1)]; /* a pixel's row padded by 16 bytes: no bank conflicts */
@@ -299,6 +310,7 @@ template <typename T>
 __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, int S, int dil,
                                const float *__restrict__ W, const float *__restrict__ bias, T *__restrict__ out,
                                int y0, int Cout, int groups, double *__restrict__ stats) {
+    ck_pdl_enter();
     const int y = blockIdx.y + y0; // out holds rows y0.. of the output
     const int x0 = blockIdx.x * kConvPx;
     const int px = threadIdx.x % kConvPx;
@@ -339,6 +351,7 @@ __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, 
 __global__ void gn_affine_kernel(const double *__restrict__ stats, int groups, int C, int64_t HW,
                                  const float *__restrict__ gamma, const float *__restrict__ beta, float *__restrict__ a,
                                  float *__restrict__ b) {
+    ck_pdl_enter();
     const int ch = threadIdx.x;
     if (ch >= C) return;
     const int cpg = C / groups, g = ch / cpg;
@@ -356,6 +369,7 @@ template <typename T>
 __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad,
                                    const float *__restrict__ w, const float *__restrict__ b,
                                    const float *__restrict__ pos, int E, int k, T *__restrict__ tok) {
+    ck_pdl_enter();
     const int G = S / stride;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (int64_t)G * G * E) return;
@@ -386,6 +400,7 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
 template <typename T, int KC>
 __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int Kr, int stride, int pad, int p0, int n,
                                     T *__restrict__ col) {
+    ck_pdl_enter();
     const int K = KC ? KC : Kr, CK = Cin * K, G = S / stride;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * CK) return;
@@ -412,6 +427,7 @@ __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int
 template <typename T, int K>
 __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin, int stride, int pad, int p0, int n,
                                          T *__restrict__ col) {
+    ck_pdl_enter();
     constexpr int KK = K * K;
     const int nv = Cin * KK / 4, G = S / stride;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -436,6 +452,7 @@ __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin
 template <typename T>
 __global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
                                       const float *__restrict__ b, const float *__restrict__ pos, T *__restrict__ tok) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const int e = (int)(i % E);
@@ -449,6 +466,7 @@ __global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int
 template <int HD, typename TT>
 __global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, int T, int qs, int Do,
                                         int heads, float scale, TT *__restrict__ out, int ldo) {
+    ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int Tq = T / qs;
     if (i >= (int64_t)Tq * nw * heads) return;
@@ -546,6 +564,7 @@ template <typename T>
 __global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
                                           const float *__restrict__ b, const float *__restrict__ pos,
                                           T *__restrict__ tok) {
+    ck_pdl_enter();
     const int E8 = E / 8;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E8) return;
@@ -572,6 +591,7 @@ __global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int
                                         const T *__restrict__ P4, int H4, const float *__restrict__ b1,
                                         const float *__restrict__ cls_w, const float *__restrict__ cls_b,
                                         float *__restrict__ logits) {
+    ck_pdl_enter();
     const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (wid >= n) return;
@@ -615,6 +635,7 @@ __global__ void __launch_bounds__(256, 3)
                                 const T *__restrict__ P4, int H4, const float *__restrict__ b1,
                                 const float *__restrict__ cls_w, const float *__restrict__ cls_b,
                                 float *__restrict__ logits) {
+    ck_pdl_enter();
     const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (wid >= n) return;
@@ -674,6 +695,7 @@ __global__ void __launch_bounds__(256, 2)
                                  const T *__restrict__ P4, int H4, const float *__restrict__ b1,
                                  const float *__restrict__ cls_w, const float *__restrict__ cls_b,
                                  float *__restrict__ logits) {
+    ck_pdl_enter();
     const int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     const int qpr = G / 2; // quads per row pair
@@ -770,7 +792,7 @@ ckey_status launched(ckey_error *err, const char *what) {
 extern "C" {
 
 #define LAUNCH_T(dt, grid, threads, kern, ...) \
-    CK_DISPATCH(dt, (kern<T><<<(grid), (threads), 0, (cudaStream_t)st>>>(__VA_ARGS__)))
+    CK_DISPATCH(dt, (ck_launch(kern<T>, (grid), (threads), 0, (cudaStream_t)st, __VA_ARGS__)))
 
 ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
                              ckey_error *err) {
@@ -820,7 +842,7 @@ ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, v
 
 ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err) {
     if (S <= 0) return CKEY_OK;
-    finalize_kernel<<<dim3(blocks_for(S, 256), (unsigned)S), 256, 0, (cudaStream_t)st>>>(logits, S, out);
+    ck_launch(finalize_kernel, dim3(blocks_for(S, 256), (unsigned)S), 256, 0, (cudaStream_t)st, logits, S, out);
     return launched(err, "finalize");
 }
 
@@ -882,7 +904,7 @@ ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int 
 
 ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
                                      const float *beta, float *a, float *b, void *st, ckey_error *err) {
-    gn_affine_kernel<<<1, C, 0, (cudaStream_t)st>>>(stats, groups, C, HW, gamma, beta, a, b);
+    ck_launch(gn_affine_kernel, 1, C, 0, (cudaStream_t)st, stats, groups, C, HW, gamma, beta, a, b);
     return launched(err, "groupnorm affine");
 }
 
@@ -910,16 +932,16 @@ ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int str
     cudaStream_t cs = (cudaStream_t)st;
     if (K == 7 && dt != CK_F32 && (Cin * 49) % 4 == 0 && ((uintptr_t)col & 7) == 0 && n * Cin * 49 / 4 <= INT_MAX) {
         const unsigned vblocks = (unsigned)blocks_for(n * Cin * 49 / 4, 256);
-        CK_DISPATCH(dt, (im2col_patch_vec4_kernel<T, 7><<<vblocks, 256, 0, cs>>>((const T *)x, S, Cin, stride, pad,
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_vec4_kernel<T, 7>, vblocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, stride, pad,
                                                                                 (int)p0, (int)n, (T *)col)));
         return launched(err, "patch embed im2col");
     }
     const unsigned blocks = (unsigned)blocks_for(threads, 256);
     if (K == 7)
-        CK_DISPATCH(dt, (im2col_patch_kernel<T, 7><<<blocks, 256, 0, cs>>>((const T *)x, S, Cin, K, stride, pad, (int)p0,
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 7>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K, stride, pad, (int)p0,
                                                                          (int)n, (T *)col)));
     else
-        CK_DISPATCH(dt, (im2col_patch_kernel<T, 0><<<blocks, 256, 0, cs>>>((const T *)x, S, Cin, K, stride, pad, (int)p0,
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 0>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K, stride, pad, (int)p0,
                                                                          (int)n, (T *)col)));
     return launched(err, "patch embed im2col");
 }
@@ -949,7 +971,7 @@ ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, i
     const unsigned g = blocks_for(n, 128);
     cudaStream_t s = (cudaStream_t)st;
 #define WA(HD)                                                                                                  \
-    CK_DISPATCH(dt, (window_attention_kernel<HD, T><<<g, 128, 0, s>>>((const T *)qkv, nw, Tw, qs, Do, heads, scale, \
+    CK_DISPATCH(dt, (ck_launch(window_attention_kernel<HD, T>, g, 128, 0, (cudaStream_t)s, (const T *)qkv, nw, Tw, qs, Do, heads, scale, \
                                                                         (T *)out, ldo)))
     switch (hd) {
     case 16: WA(16); break;

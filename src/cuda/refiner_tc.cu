@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/conv_work.cuh"
 
 namespace {
@@ -139,6 +140,7 @@ template <int CIN> constexpr int conv_blocks_per_sm() { return CIN <= 16 ? 2 : 1
 // The work decomposition (chains of rows, items) is conv_work.cuh's.
 template <typename T, int CIN, int COUT>
 __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_tc_kernel(ConvArgs p) {
+    ck_pdl_enter();
     using L = ConvSmem<CIN, COUT>;
     using TP = TapPack<CIN>;
     constexpr int PSA = L::PSA, PSW = L::PSW;
@@ -365,7 +367,7 @@ ckey_status launch_conv(const ConvArgs &a, cudaStream_t st, ckey_error *err) {
     const int nblk = nsm * conv_blocks_per_sm<CIN>();
     conv_plan(b, 3LL * nblk);
     const int64_t grid = b.nitems < nblk ? b.nitems : nblk;
-    conv3x3_tc_kernel<T, CIN, COUT><<<(unsigned)grid, kThreads, smem, st>>>(b);
+    ck_launch(conv3x3_tc_kernel<T, CIN, COUT>, (unsigned)grid, kThreads, smem, (cudaStream_t)st, b);
     return cuda_check(err, cudaGetLastError(), "conv3x3 tc");
 }
 
@@ -482,6 +484,7 @@ namespace {
 // into [HW, 16]: 199 -> 85 us at S = 2048, fp16, H200, as two vectors).
 template <typename T>
 __global__ void stem_input_kernel(const T *__restrict__ rin, int64_t HW, T *__restrict__ map) {
+    ck_pdl_enter();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
     union {
@@ -510,9 +513,9 @@ extern "C" ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *
         return CKEY_ERR_INTERNAL;
     }
     if (dt == CK_F16)
-        stem_input_kernel<__half><<<blocks, 256, 0, (cudaStream_t)stream>>>((const __half *)rin, HW, (__half *)map);
+        ck_launch(stem_input_kernel<__half>, blocks, 256, 0, (cudaStream_t)stream, (const __half *)rin, HW, (__half *)map);
     else
-        stem_input_kernel<__nv_bfloat16><<<blocks, 256, 0, (cudaStream_t)stream>>>((const __nv_bfloat16 *)rin, HW,
+        ck_launch(stem_input_kernel<__nv_bfloat16>, blocks, 256, 0, (cudaStream_t)stream, (const __nv_bfloat16 *)rin, HW,
                                                                                    (__nv_bfloat16 *)map);
     const cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return CKEY_OK;

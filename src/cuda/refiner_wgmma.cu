@@ -72,6 +72,7 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
+#include "cuda/launch.cuh"
 #include "cuda/conv_work.cuh"
 #include "cuda/ptx.cuh"
 #include "cuda/wgmma.cuh"
@@ -142,6 +143,7 @@ __device__ __forceinline__ void wait_readers(const ConvArgs &p, int band, int r,
 }
 
 template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kernel(ConvArgs p) {
+    ck_pdl_enter();
     constexpr int NT = 128;                              // threads
     constexpr int RI = ((kTM + 2 * 8) * 8 + NT - 1) / NT; // 16-byte chunks of a ring row a thread copies, at most
     extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -401,7 +403,7 @@ template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem
         if (m != cudaSuccess) return m;
     }
     const int64_t grid = total < blocks ? total : blocks;
-    conv3x3_wg_kernel<T><<<(unsigned)grid, 128, smem, st>>>(b);
+    ck_launch(conv3x3_wg_kernel<T>, (unsigned)grid, 128, smem, (cudaStream_t)st, b);
     return cudaGetLastError();
 }
 

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "cuda/dtype.cuh"
+#include "cuda/launch.cuh"
 
 // The GELU 0.5 v (1 + erf(v / sqrt 2)) for 16-bit storage, from Abramowitz &
 // Stegun 7.1.26: erfc(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2),
@@ -70,6 +71,7 @@ __device__ __forceinline__ float ck_rowbias_apply(float v) {
 // nv: vectors per row (C / V); ld: elements between rows.
 template <typename T, typename B, int V, bool GELU, int ROWS = 2>
 __global__ void ck_rowbias_kernel(T *__restrict__ y, int64_t N, int nv, int64_t ld, const B *__restrict__ b) {
+    ck_pdl_enter();
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= nv) return;
     const int64_t stride = (int64_t)gridDim.y * blockDim.y;
@@ -132,9 +134,9 @@ static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const B
     if (gy > gy_max) gy = gy_max;
     const dim3 block((unsigned)tx, (unsigned)ty), grid(gx, (unsigned)gy);
     if (vec)
-        ck_rowbias_kernel<T, B, VV, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+        ck_launch(ck_rowbias_kernel<T, B, VV, GELU>, grid, block, 0, (cudaStream_t)st, y, N, nv, ld, b);
     else
-        ck_rowbias_kernel<T, B, 1, GELU><<<grid, block, 0, st>>>(y, N, nv, ld, b);
+        ck_launch(ck_rowbias_kernel<T, B, 1, GELU>, grid, block, 0, (cudaStream_t)st, y, N, nv, ld, b);
     return cudaGetLastError();
 }
 

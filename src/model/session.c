@@ -327,6 +327,12 @@ static int block_folds(const ckey_model *m, int i, const ck_block_info *b, ck_dt
            ck_cuda_linear_gelu_ok(1, b->dim_out, b->dim_out * m->cfg.mlp_ratio, dt);
 }
 
+/* The LN fold unless a switch turns it (or the fused fc1 it lives in) off;
+ * whether the device takes it is cuda_session_init's question. */
+static int ln_fold_wanted(void) {
+    return !env_flag("CKEY_CUDA_NO_LN_FOLD") && !env_flag("CKEY_CUDA_NO_FUSED_FC1") && !env_flag("CKEY_CUDA_NO_WGMMA");
+}
+
 /* Floats of the LN fold's vectors (s->dfold): colsum and the folded bias per folded block. */
 static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -339,7 +345,7 @@ static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
 
 /* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices +
  * 16-bit copies of the fused linear biases + the packed refiner convs (+ the
- * LN fold's vectors when CKEY_CUDA_LN_FOLD asks for it). */
+ * LN fold's vectors unless a switch turns the fold off). */
 static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     if (dt == CK_F32) return m->store_floats * sizeof(float);
     mat_ref r[MAX_MATS];
@@ -350,7 +356,7 @@ static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     size_t conv = 0;
     const int R = m->cfg.ref_dim;
     if (ck_cuda_refiner_tc_ok(R, dt)) conv = 8 * ck_conv3x3_tc_weight_bytes(R, R) + ck_conv3x3_tc_weight_bytes(R, 16);
-    const size_t fold = env_flag("CKEY_CUDA_LN_FOLD") ? ln_fold_floats(m, dt) * sizeof(float) : 0;
+    const size_t fold = ln_fold_wanted() ? ln_fold_floats(m, dt) * sizeof(float) : 0;
     return (m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) + conv + fold;
 }
 
@@ -627,8 +633,8 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
     /* CKEY_CUDA_FC1_PLAIN=1: that kernel in 128-wide tiles without clusters for every shape, as in session 10 */
     s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
-    /* CKEY_CUDA_LN_FOLD=1: norm2 folded into that kernel (lnfold.h; upload_weights) */
-    s->ln_fold = s->cs.fused_fc1 && env_flag("CKEY_CUDA_LN_FOLD");
+    /* norm2 folded into that kernel (lnfold.h; upload_weights); CKEY_CUDA_NO_LN_FOLD=1: LayerNorm, then fc1 */
+    s->ln_fold = s->cs.fused_fc1 && ln_fold_wanted();
     st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
     if (!st) st = upload_weights(s, err);
     if (!st) st = ck_cublas_create(&s->cs.blas, err);
