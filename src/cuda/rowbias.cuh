@@ -21,26 +21,20 @@
 #include "cuda/dtype.cuh"
 #include "cuda/launch.cuh"
 
-// The GELU 0.5 v (1 + erf(v / sqrt 2)) for 16-bit storage, from Abramowitz &
-// Stegun 7.1.26: erfc(z) = t (a1 + t (a2 + ... + t a5)) exp(-z^2),
-// t = 1 / (1 + p z), z = |v| / sqrt 2, absolute error under 1.5e-7 (erff's
-// own is ~1e-7), far below the 16-bit rounding of the result (2^-11
-// relative). Written as GELU(v) = max(v, 0) - 0.5 |v| erfc(|v| / sqrt 2)
-// (both signs at once), with 1 / sqrt 2, -1/2 and log2(e) / 2 folded into
-// the constants: two MUFU ops (rcp, ex2) and 11 FMA-pipe ones, against
-// erff's ~25 and the 15 of session 10's form (1 + erf, then 0.5 v times
-// it). Max abs error over [-12, 12] in steps of 1e-5 against double erf
-// (host build: exact rcp and exp2): 3.3e-7 (the old form 4.2e-7). The host
-// build is there for ck_cuda_gelu_fast_host, which test-model checks.
-__host__ __device__ __forceinline__ float ck_rcp_approx(float x) {
-#ifdef __CUDA_ARCH__
-    float y;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return 1.f / x;
-#endif
-}
+// The GELU 0.5 v (1 + erf(v / sqrt 2)) for 16-bit storage, written as
+// GELU(v) = max(v, 0) - 0.5 |v| erfc(|v| / sqrt 2) (both signs at once),
+// with erfc(|v| / sqrt 2) = 2^P(a), a = min(|v|, 5.7), P a degree-6
+// polynomial fitted to log2 erfc (weighted by erfc, so that the error is
+// small where |v| erfc is large; past a = 5.7 the term is under 1e-7 |v|):
+// one MUFU op (ex2) and 10 FMA-pipe ones. Session 11's form (Abramowitz &
+// Stegun 7.1.26: erfc = t poly(t) exp(-z^2), t = 1 / (1 + p z)) took two
+// MUFU ops (rcp, ex2) and 11; the MUFU pipe (16 lanes an SM) was busy ~14
+// us of stage 2's fc1 (ncu: 1.9M MUFU warp instructions a launch). Max abs
+// error over [-12, 12] in steps of 1e-5 against double erf (host build:
+// exact exp2, the same FMAs): 5.5e-7, worst 0.21 of test-model's bound
+// (0.5 |v| 1.5e-7 + 8 ulp), far below the 16-bit rounding of the result
+// (2^-11 relative). The host build is there for ck_cuda_gelu_fast_host,
+// which test-model checks.
 __host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
 #ifdef __CUDA_ARCH__
     float y;
@@ -51,13 +45,14 @@ __host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
 #endif
 }
 __host__ __device__ __forceinline__ float ck_gelu_fast(float v) {
-    const float a = fabsf(v);
-    const float t = ck_rcp_approx(fmaf(0.2316418882f, a, 1.f)); // p / sqrt 2
-    // -a_i / 2
-    const float q = fmaf(t, fmaf(t, fmaf(t, fmaf(t, -0.5307027145f, 0.7265760135f), -0.7107068705f), 0.142248368f),
-                         -0.127414796f);
-    const float e = ck_exp2_approx((v * -0.7213475204f) * v); // exp(-v^2 / 2)
-    return fmaf((a * t) * q, e, fmaxf(v, 0.f));
+    const float a = fminf(fabsf(v), 5.7f);
+    float p = fmaf(a, 1.9182993128e-05f, -6.5866525983e-04f);
+    p = fmaf(p, a, 7.7545703389e-03f);
+    p = fmaf(p, a, -5.2965588868e-02f);
+    p = fmaf(p, a, -4.5906013250e-01f);
+    p = fmaf(p, a, -1.1511220932e+00f);
+    p = fmaf(p, a, 3.0768052284e-07f);
+    return fmaf(fabsf(v) * -0.5f, ck_exp2_approx(p), fmaxf(v, 0.f)); // erfc(|v| / sqrt 2) = 2^p
 }
 
 // FAST: the 16-bit storage types (ck_gelu_fast); fp32 storage, the parity
