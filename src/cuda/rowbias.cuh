@@ -23,16 +23,19 @@
 
 // The GELU 0.5 v (1 + erf(v / sqrt 2)) for 16-bit storage, written as
 // GELU(v) = max(v, 0) - 0.5 |v| erfc(|v| / sqrt 2) (both signs at once),
-// with erfc(|v| / sqrt 2) = 2^P(a), a = min(|v|, 5.7), P a degree-6
-// polynomial fitted to log2 erfc (weighted by erfc, so that the error is
+// with erfc(|v| / sqrt 2) / 2 = 2^P(a), a = min(|v|, 5.7), P a degree-5
+// polynomial fitted to log2 erfc - 1 (weighted by erfc, so that the error is
 // small where |v| erfc is large; past a = 5.7 the term is under 1e-7 |v|):
-// one MUFU op (ex2) and 10 FMA-pipe ones. Session 11's form (Abramowitz &
-// Stegun 7.1.26: erfc = t poly(t) exp(-z^2), t = 1 / (1 + p z)) took two
-// MUFU ops (rcp, ex2) and 11; the MUFU pipe (16 lanes an SM) was busy ~14
-// us of stage 2's fc1 (ncu: 1.9M MUFU warp instructions a launch). Max abs
-// error over [-12, 12] in steps of 1e-5 against double erf (host build:
-// exact exp2, the same FMAs): 5.5e-7, worst 0.21 of test-model's bound
-// (0.5 |v| 1.5e-7 + 8 ulp), far below the 16-bit rounding of the result
+// one MUFU op (ex2) and 8 FMA / ALU-pipe ones (the |v| and its sign are
+// operand modifiers). Session 11's form (Abramowitz & Stegun 7.1.26: erfc =
+// t poly(t) exp(-z^2), t = 1 / (1 + p z)) took two MUFU ops (rcp, ex2) and
+// 11; the MUFU pipe (16 lanes an SM) was busy ~14 us of stage 2's fc1 (ncu:
+// 1.9M MUFU warp instructions a launch), and with one MUFU op (degree 6,
+// session 12) that fc1 went from ~62 to 58.2 us and stages 0 / 1 / 3 from
+// 25-27 / 51-54 / 55-58 to 21.8 / 47.0 / 51.5. Max abs error over [-12, 12]
+// in steps of 1e-5 against double erf (host build: exact exp2, the same
+// FMAs): 1.2e-6, worst 0.54 of test-model's bound (0.5 |v| 1.5e-7 + 8 ulp;
+// degree 6: 5.5e-7 and 0.22), far below the 16-bit rounding of the result
 // (2^-11 relative). The host build is there for ck_cuda_gelu_fast_host,
 // which test-model checks.
 __host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
@@ -46,13 +49,12 @@ __host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
 }
 __host__ __device__ __forceinline__ float ck_gelu_fast(float v) {
     const float a = fminf(fabsf(v), 5.7f);
-    float p = fmaf(a, 1.9182993128e-05f, -6.5866525983e-04f);
-    p = fmaf(p, a, 7.7545703389e-03f);
-    p = fmaf(p, a, -5.2965588868e-02f);
-    p = fmaf(p, a, -4.5906013250e-01f);
-    p = fmaf(p, a, -1.1511220932e+00f);
-    p = fmaf(p, a, 3.0768052284e-07f);
-    return fmaf(fabsf(v) * -0.5f, ck_exp2_approx(p), fmaxf(v, 0.f)); // erfc(|v| / sqrt 2) = 2^p
+    float p = fmaf(a, -5.1885255380e-04f, 7.3871598579e-03f);
+    p = fmaf(p, a, -5.2537918091e-02f);
+    p = fmaf(p, a, -4.5927679539e-01f);
+    p = fmaf(p, a, -1.1510831118e+00f);
+    p = fmaf(p, a, -1.0000008345e+00f);
+    return fmaf(-fabsf(v), ck_exp2_approx(p), fmaxf(v, 0.f)); // 2^p = erfc(|v| / sqrt 2) / 2
 }
 
 // FAST: the 16-bit storage types (ck_gelu_fast); fp32 storage, the parity
