@@ -53,6 +53,19 @@
 // (the first cluster form, with its remote arrivals .release.cluster, ran at
 // 92 us). What does (load latency with the producer inside a consumer warp,
 // the wgmma issue) wants the probes (PROBE) and an ncu look next.
+//
+// Session 12, the probes and ncu (stage 2's fc1, 256-wide tiles): the K loop
+// alone 20-29 us and the loads alone about the same, against ~62 us for the
+// kernel, so the epilogue (not under the MMAs with one CTA an SM) is half the
+// time; ncu over one launch: 35% of the issue slots used, 0.56 eligible warps
+// a scheduler, tensor pipe 40% busy, 1.9M MUFU warp instructions (two a GELU
+// value: ~14 us of the MUFU pipe). The GELU with one MUFU op (rowbias.cuh)
+// took it to 58-59 us (stages 0 / 1 / 3: 21-22 / 45-47 / 51.5). Each tile's
+// bias staged in shared memory for the epilogue (a __syncthreads a tile) was
+// slower (62.4 -> 67.3) and was dropped. What is left is overlap: the
+// epilogue of one tile under the MMAs of the next (two accumulator sets do
+// not fit at 256 columns; warpgroups on different tiles, ping-pong, would
+// need x rows of their own: 1.67 x the shared-memory bytes a FLOP).
 
 #include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_bf16.h>
