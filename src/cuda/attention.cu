@@ -8,8 +8,8 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
-#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
+#include "cuda/launch.cuh"
 
 namespace {
 
@@ -79,7 +79,7 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + kTile - 1) / kTile), (unsigned)heads);
     CK_DISPATCH(dt, (ck_launch(attention_kernel<HD, T>, grid, kTile, 0, (cudaStream_t)st, (const T *)qkv, N, D, qs,
-                                                                      1.0f / sqrtf((float)HD), (T *)out)));
+                               1.0f / sqrtf((float)HD), (T *)out)));
     return cudaGetLastError();
 }
 

@@ -520,8 +520,8 @@ template <typename T, int HD>
 void launch_global(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + kGlobalBM - 1) / kGlobalBM), (unsigned)heads);
-    ck_launch(attention_tc_kernel<T, HD>, grid, kThreads, 0, (cudaStream_t)st, (const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD),
-                                                          (T *)out);
+    ck_launch(attention_tc_kernel<T, HD>, grid, kThreads, 0, (cudaStream_t)st, (const T *)qkv, N, D, qs,
+              kLog2e / sqrtf((float)HD), (T *)out);
 }
 
 template <typename T, int HD, int KN>
@@ -547,7 +547,8 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
          * keys a block and 2 blocks an SM in 128 KiB, 202 -> 281: that one keeps the kernel above) */
         if (per_sm >= 4) {
             const int64_t groups = (units + upb - 1) / upb, resident = (int64_t)nsm * per_sm;
-            ck_launch(pk, (unsigned)(groups < resident ? groups : resident), kThreads, psmem, (cudaStream_t)st, (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
+            ck_launch(pk, (unsigned)(groups < resident ? groups : resident), kThreads, psmem, (cudaStream_t)st,
+                      (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
             return cudaSuccess;
         }
     }
@@ -556,7 +557,8 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
     }
-    ck_launch(kern, (unsigned)((units + upb - 1) / upb), kThreads, smem, (cudaStream_t)st, (const T *)qkv, nw, T_, qs, Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
+    ck_launch(kern, (unsigned)((units + upb - 1) / upb), kThreads, smem, (cudaStream_t)st, (const T *)qkv, nw, T_, qs,
+              Do, heads, kLog2e / sqrtf((float)HD), (T *)out, ldo, upb, wpu, units);
     return cudaSuccess;
 }
 

@@ -768,7 +768,8 @@ cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *o
     }
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
-    ck_launch(kern, grid, C::kThreads, C::kSmem, (cudaStream_t)st, (const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD), (T *)out);
+    ck_launch(kern, grid, C::kThreads, C::kSmem, (cudaStream_t)st, (const T *)qkv, N, D, qs, kLog2e / sqrtf((float)HD),
+              (T *)out);
     return cudaGetLastError();
 }
 
@@ -802,7 +803,8 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
     const int threads = C::kThreads + ((OPT & T_PROD) ? 32 : 0);
-    ck_launch(kern, grid, threads, kSmem, (cudaStream_t)st, map, N, D, heads, qs, kLog2e / sqrtf((float)HD), (const T *)qkv, (T *)out);
+    ck_launch(kern, grid, threads, kSmem, (cudaStream_t)st, map, N, D, heads, qs, kLog2e / sqrtf((float)HD),
+              (const T *)qkv, (T *)out);
     return cudaGetLastError();
 }
 

@@ -62,7 +62,8 @@
 // value: ~14 us of the MUFU pipe). The GELU with one MUFU op (rowbias.cuh)
 // took it to 58-59 us (stages 0 / 1 / 3: 21-22 / 45-47 / 51.5). Each tile's
 // bias staged in shared memory for the epilogue (a __syncthreads a tile) was
-// slower (62.4 -> 67.3) and was dropped. What is left is overlap: the
+// slower (62.4 -> 67.3, two runs, cuBLASLt + the pass 70.0 / 70.5 in them)
+// and was dropped. What is left is overlap: the
 // epilogue of one tile under the MMAs of the next (two accumulator sets do
 // not fit at 256 columns; warpgroups on different tiles, ping-pong, would
 // need x rows of their own: 1.67 x the shared-memory bytes a FLOP).
@@ -370,13 +371,13 @@ cudaError_t launch(const void *x, int64_t M, int K, const void *W, const void *b
     if (e != cudaSuccess) return e;
     const int64_t units = ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN);
     const int64_t slots = (int64_t)(BN == 128 ? 2 : 1) * (sms / CL); // persistent: a unit per CTA slot (cluster)
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = CL;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    e = ck_launch_attrs(kern, dim3((unsigned)((units < slots ? units : slots) * CL)), dim3(kThreads), smem, st, attr, 1,
-                        xm, wm, (int)M, N, K, (const B *)b, (T *)y, fold);
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = CL;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    e = ck_launch_attr(kern, dim3((unsigned)((units < slots ? units : slots) * CL)), dim3(kThreads), smem, st, &cluster,
+                       xm, wm, (int)M, N, K, (const B *)b, (T *)y, fold);
     if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }

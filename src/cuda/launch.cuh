@@ -39,32 +39,33 @@ __device__ __forceinline__ void ck_pdl_enter() {
 }
 
 // kern<<<grid, block, smem, st>>>(args...) with the PDL attribute (unless
-// switched off) and nattr further launch attributes (a cluster shape).
+// switched off) and, when extra is not null, that launch attribute too (a
+// cluster shape).
 template <typename... P, typename... A>
-static inline cudaError_t ck_launch_attrs(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
-                                          const cudaLaunchAttribute *extra, int nextra, A &&...args) {
+static inline cudaError_t ck_launch_attr(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                         const cudaLaunchAttribute *extra, A &&...args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[4];
-    int n = 0;
-    for (int i = 0; i < nextra && n < 3; i++) attr[n++] = extra[i];
+    cudaLaunchAttribute attr[2];
+    unsigned n = 0;
+    if (extra) attr[n++] = *extra;
     if (ck_cuda_pdl_on()) {
         attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[n].val.programmaticStreamSerializationAllowed = 1;
         n++;
     }
     cfg.attrs = attr;
-    cfg.numAttrs = (unsigned)n;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, kern, std::forward<A>(args)...);
 }
 
 template <typename... P, typename... A>
 static inline cudaError_t ck_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
                                     A &&...args) {
-    return ck_launch_attrs(kern, grid, block, smem, st, nullptr, 0, std::forward<A>(args)...);
+    return ck_launch_attr(kern, grid, block, smem, st, nullptr, std::forward<A>(args)...);
 }
 
 #endif

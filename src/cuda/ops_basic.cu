@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "cuda/ck_cuda.h"
-#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/rowbias.cuh"
 
 extern "C" {
@@ -184,17 +184,17 @@ static cudaError_t layernorm_launch(const void *x, int64_t N, int C, const float
     if (G) {
         const unsigned blocks = (unsigned)((N + 256 / G - 1) / (256 / G));
         const bool gb4 = !stats && (((uintptr_t)g | (uintptr_t)b) & 15) == 0;
-#define LN_VEC(GG, KK)                                                                                            \
-    do {                                                                                                          \
-        if (stats)                                                                                                \
-            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false, true>,                                         \
-                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, nullptr, nullptr, nullptr, stats)));    \
-        else if (gb4)                                                                                             \
-            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, true>,                                                \
-                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, nullptr)));               \
-        else                                                                                                      \
-            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false>,                                               \
-                             blocks, 256, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, nullptr)));               \
+#define LN_VEC(GG, KK)                                                                                                 \
+    do {                                                                                                               \
+        if (stats)                                                                                                     \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false, true>, blocks, 256, 0, (cudaStream_t)st, \
+                                       (const T *)x, N, C, nullptr, nullptr, nullptr, stats)));                        \
+        else if (gb4)                                                                                                  \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, true>, blocks, 256, 0, (cudaStream_t)st,        \
+                                       (const T *)x, N, C, g, b, (T *)y, nullptr)));                                   \
+        else                                                                                                           \
+            CK_DISPATCH(dt, (ck_launch(layernorm_vec_kernel<T, GG, KK, false>, blocks, 256, 0, (cudaStream_t)st,       \
+                                       (const T *)x, N, C, g, b, (T *)y, nullptr)));                                   \
     } while (0)
         if (K == 8)
             LN_VEC(32, 8);
@@ -210,7 +210,8 @@ static cudaError_t layernorm_launch(const void *x, int64_t N, int C, const float
     } else {
         const int warps = 8;
         const unsigned blocks = (unsigned)((N + warps - 1) / warps);
-        CK_DISPATCH(dt, (ck_launch(layernorm_kernel<T>, blocks, warps * 32, 0, (cudaStream_t)st, (const T *)x, N, C, g, b, (T *)y, stats)));
+        CK_DISPATCH(dt, (ck_launch(layernorm_kernel<T>, blocks, warps * 32, 0, (cudaStream_t)st, (const T *)x, N, C, g,
+                                   b, (T *)y, stats)));
     }
     return cudaGetLastError();
 }
@@ -247,9 +248,11 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
     const unsigned blocks = (unsigned)((n + 255) / 256);
     cudaStream_t st = (cudaStream_t)stream;
     if (sdt == CK_F32) {
-        CK_DISPATCH(ddt, (ck_launch(convert_kernel<float, T>, blocks, 256, 0, (cudaStream_t)st, (const float *)src, (T *)dst, n)));
+        CK_DISPATCH(ddt, (ck_launch(convert_kernel<float, T>, blocks, 256, 0, (cudaStream_t)st, (const float *)src,
+                                    (T *)dst, n)));
     } else if (ddt == CK_F32) {
-        CK_DISPATCH(sdt, (ck_launch(convert_kernel<T, float>, blocks, 256, 0, (cudaStream_t)st, (const T *)src, (float *)dst, n)));
+        CK_DISPATCH(sdt, (ck_launch(convert_kernel<T, float>, blocks, 256, 0, (cudaStream_t)st, (const T *)src,
+                                    (float *)dst, n)));
     } else {
         if (err) {
             snprintf(err->message, sizeof err->message, "convert: 16-bit to 16-bit is not supported");

@@ -9,8 +9,8 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
-#include "cuda/launch.cuh"
 #include "cuda/dtype.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/rowbias.cuh"
 
 namespace {
@@ -791,7 +791,7 @@ ckey_status launched(ckey_error *err, const char *what) {
 
 extern "C" {
 
-#define LAUNCH_T(dt, grid, threads, kern, ...) \
+#define LAUNCH_T(dt, grid, threads, kern, ...)                                                                         \
     CK_DISPATCH(dt, (ck_launch(kern<T>, (grid), (threads), 0, (cudaStream_t)st, __VA_ARGS__)))
 
 ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
@@ -932,17 +932,17 @@ ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int str
     cudaStream_t cs = (cudaStream_t)st;
     if (K == 7 && dt != CK_F32 && (Cin * 49) % 4 == 0 && ((uintptr_t)col & 7) == 0 && n * Cin * 49 / 4 <= INT_MAX) {
         const unsigned vblocks = (unsigned)blocks_for(n * Cin * 49 / 4, 256);
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_vec4_kernel<T, 7>, vblocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, stride, pad,
-                                                                                (int)p0, (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_vec4_kernel<T, 7>, vblocks, 256, 0, (cudaStream_t)cs, (const T *)x, S,
+                                   Cin, stride, pad, (int)p0, (int)n, (T *)col)));
         return launched(err, "patch embed im2col");
     }
     const unsigned blocks = (unsigned)blocks_for(threads, 256);
     if (K == 7)
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 7>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K, stride, pad, (int)p0,
-                                                                         (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 7>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K,
+                                   stride, pad, (int)p0, (int)n, (T *)col)));
     else
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 0>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K, stride, pad, (int)p0,
-                                                                         (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 0>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K,
+                                   stride, pad, (int)p0, (int)n, (T *)col)));
     return launched(err, "patch embed im2col");
 }
 
@@ -970,9 +970,9 @@ ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, i
     const float scale = 1.f / sqrtf((float)hd);
     const unsigned g = blocks_for(n, 128);
     cudaStream_t s = (cudaStream_t)st;
-#define WA(HD)                                                                                                  \
-    CK_DISPATCH(dt, (ck_launch(window_attention_kernel<HD, T>, g, 128, 0, (cudaStream_t)s, (const T *)qkv, nw, Tw, qs, Do, heads, scale, \
-                                                                        (T *)out, ldo)))
+#define WA(HD)                                                                                                         \
+    CK_DISPATCH(dt, (ck_launch(window_attention_kernel<HD, T>, g, 128, 0, (cudaStream_t)s, (const T *)qkv, nw, Tw, qs, \
+                               Do, heads, scale, (T *)out, ldo)))
     switch (hd) {
     case 16: WA(16); break;
     case 32: WA(32); break;

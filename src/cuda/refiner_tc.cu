@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "cuda/ck_cuda.h"
-#include "cuda/launch.cuh"
 #include "cuda/conv_work.cuh"
+#include "cuda/launch.cuh"
 
 namespace {
 
@@ -513,10 +513,11 @@ extern "C" ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *
         return CKEY_ERR_INTERNAL;
     }
     if (dt == CK_F16)
-        ck_launch(stem_input_kernel<__half>, blocks, 256, 0, (cudaStream_t)stream, (const __half *)rin, HW, (__half *)map);
+        ck_launch(stem_input_kernel<__half>, blocks, 256, 0, (cudaStream_t)stream, (const __half *)rin, HW,
+                  (__half *)map);
     else
-        ck_launch(stem_input_kernel<__nv_bfloat16>, blocks, 256, 0, (cudaStream_t)stream, (const __nv_bfloat16 *)rin, HW,
-                                                                                   (__nv_bfloat16 *)map);
+        ck_launch(stem_input_kernel<__nv_bfloat16>, blocks, 256, 0, (cudaStream_t)stream, (const __nv_bfloat16 *)rin,
+                  HW, (__nv_bfloat16 *)map);
     const cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return CKEY_OK;
     if (err) {

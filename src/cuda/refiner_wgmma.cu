@@ -72,8 +72,8 @@
 #include <stdio.h>
 
 #include "cuda/ck_cuda.h"
-#include "cuda/launch.cuh"
 #include "cuda/conv_work.cuh"
+#include "cuda/launch.cuh"
 #include "cuda/ptx.cuh"
 #include "cuda/wgmma.cuh"
 
