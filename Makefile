@@ -89,7 +89,7 @@ CUDA      ?= $(if $(NVCC),yes,no)
 CUDA_ARCH ?= 90
 CU_SRC    :=
 # the flags of a build without CUDA (build-nocuda: `make test` links one, so
-# the CUDA-less stand-ins in src/cuda/none.c and backend.c stay complete)
+# the CUDA-less stand-ins in src/cuda/no-cuda.c and backend.c stay complete)
 BASEFLAGS_NOCUDA := $(BASEFLAGS)
 LIBS_NOCUDA      := $(LIBS)
 NO_CU_SRC        :=
@@ -102,7 +102,7 @@ ifeq ($(CUDA),yes)
                -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
   NVARCH    := -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)]
   # wgmma exists only on sm_90a (arch-specific, no PTX forward compatibility):
-  # attention_wgmma.cu, refiner_wgmma.cu and gemm_wgmma.cu are built for exactly that;
+  # attention-wgmma.cu, refiner-wgmma.cu and linear-gelu-wgmma.cu are built for exactly that;
   # ck_cuda_wgmma_ok() gates them.
   NVARCH_WGMMA := -gencode arch=compute_90a,code=sm_90a
 endif
@@ -110,7 +110,7 @@ endif
 RELFLAGS  := -O3 -g -DNDEBUG
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRC  := $(sort $(wildcard src/core/*.c src/io/*.c src/model/*.c src/cpu/*.c src/pipeline/*.c src/cuda/*.c))
+LIB_SRC  := $(sort $(wildcard src/core/*.c src/ckpt/*.c src/media/*.c src/pixel/*.c src/clip/*.c src/model/*.c src/backend/*.c src/cpu/*.c src/cuda/*.c))
 PROG_SRC := $(sort $(wildcard programs/*.c))
 TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
@@ -139,9 +139,9 @@ $(1)/obj/%.cu.o: $(6)/obj/%.cu.o
 	@mkdir -p $$(dir $$@)
 	cp $$< $$@
 endif
-$(1)/obj/src/cuda/attention_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
-$(1)/obj/src/cuda/refiner_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
-$(1)/obj/src/cuda/gemm_wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
+$(1)/obj/src/cuda/attention-wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
+$(1)/obj/src/cuda/refiner-wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
+$(1)/obj/src/cuda/linear-gelu-wgmma.cu.o: NVARCH = $$(NVARCH_WGMMA)
 $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/obj/%.cu.o,$$($(or $(5),CU_SRC)))
 	@rm -f $$@
 	ar rcs $$@ $$^

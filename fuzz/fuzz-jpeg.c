@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the JPEG reader (src/io/image-formats.c): any byte
+ * libFuzzer target for the JPEG reader (src/media/image.c): any byte
  * string must give either an image within the caps or a clean error -- never
  * a crash, an exit(), a leak or a read outside the buffer. fuzz/replay.c
  * supplies main() to replay the corpus (fuzz/corpus/jpeg) without libFuzzer.
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "io/image.h"
+#include "media/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the TIFF reader (src/io/image-formats.c), through the
+ * libFuzzer target for the TIFF reader (src/media/image.c), through the
  * sniffing entry point ck_image_read_memory: any byte string must give either
  * an image within the caps or a clean error -- never a crash, a leak or a
  * read outside the buffer. fuzz/replay.c supplies main() to replay the corpus
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "io/image.h"
+#include "media/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the video reader (src/io/video.c) on a memory buffer
+ * libFuzzer target for the video reader (src/media/video.c) on a memory buffer
  * (ck_video_reader_open_memory: a custom AVIOContext, the demuxer whitelist,
  * the size and frame caps, ckey's own YUV -> RGB path and the swscale
  * fallback): any byte string must give frames within the caps or a clean
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/video.h"
+#include "media/video.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

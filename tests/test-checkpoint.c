@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "io/checkpoint.h"
-#include "io/json.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/json.h"
 #include "support/testutil.h"
 
 /* ---------------------------------------------------------------- helpers */

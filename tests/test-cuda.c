@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "cpu/cpu.h"
-#include "cuda/ck_cuda.h"
-#include "io/checkpoint.h"
-#include "model/lnfold.h"
+#include "cuda/kernels.h"
+#include "ckpt/checkpoint.h"
+#include "model/ln-fold.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "support/testutil.h"
@@ -269,7 +269,7 @@ static void test_conv_and_groupnorm(void) {
     float *map = malloc((size_t)HW * R * sizeof(float)), *out = malloc((size_t)HW * R * sizeof(float));
     double st[16] = {0}, st2[16] = {0};
     /* stem: image -> map */
-    ck_cpu_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
+    ck_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
     float *dimg = to_device(img, (size_t)7 * HW), *dWs = to_device(Ws, (size_t)R * 63), *dbs = to_device(bs, R);
     float *dmap = dev_alloc((size_t)HW * R), *dout = dev_alloc((size_t)HW * R);
     double *dst = NULL;
@@ -286,7 +286,7 @@ static void test_conv_and_groupnorm(void) {
     float *dW = to_device(W, (size_t)R * R * 9), *dbw = to_device(bw, R);
     REQUIRE(dW && dbw);
     memset(st, 0, sizeof st);
-    ck_cpu_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
+    ck_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
     REQUIRE(ck_cuda_memset(dst, 0, 16 * sizeof(double), &err) == CKEY_OK);
     CHECKF(ck_cuda_conv3x3(dmap, 0, R, S, 4, dW, dbw, dout, R, groups, dst, NULL, &err) == CKEY_OK, "%s", err.message);
     CHECK(cmp_dev("conv3x3 dil 4", dout, out, (size_t)HW * R) < 1e-4);
@@ -1023,7 +1023,7 @@ static void test_attention_tc_timing(void) {
         }
 }
 
-/* ---- the refiner on 16-bit storage (src/cuda/refiner_tc.cu) ---- */
+/* ---- the refiner on 16-bit storage (src/cuda/refiner-mma.cu) ---- */
 
 /* (fp16 / bf16 <-> float: the helpers above, round to nearest even) */
 static uint16_t to16(float v, ck_dtype dt) { return dt == CK_F16 ? f32_to_f16(v) : f32_to_bf16(v); }
@@ -1121,7 +1121,7 @@ static void test_conv3x3_tc(void) {
             if (cases[k].affine) x[i] = round16(fmaxf(fmaf(a[i % Cin], x[i], b[i % Cin]), 0.f), dt);
         }
         double st_ref[128] = {0}, st_got[128] = {0};
-        ck_cpu_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
+        ck_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
         size_t wbytes = 0;
         REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, Cout, Cin, dt, NULL, &wbytes, &err) == CKEY_OK);
         void *dW = NULL, *dout = NULL, *dx = to_device_bytes(x16, (size_t)HW * Cin * 2);
@@ -1465,7 +1465,7 @@ static void *dev16_rounded(float *h, size_t n, ck_dtype dt) {
  *    rounding is at most u |ref - b| <= u (|ref| + |b|), so u (2|ref| + |b|).
  * Both are checked against the second (the larger). Split-K partial sums
  * reduced in the 16-bit output type break it (each partial is rounded, errors
- * of u |partial| while y0 may cancel x W^T, so that |ref| is small): ops_basic.cu
+ * of u |partial| while y0 may cancel x W^T, so that |ref| is small): layernorm-linear.cu
  * forbids that reduction (cuBLASLt's reduction-scheme mask, cuBLAS's
  * CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION). For diagnosis the counts
  * over the one-rounding bound (informative on the fallback path) and over the
@@ -1826,7 +1826,7 @@ static void test_linear_16bit(void) {
  * generic otherwise) and bias + exact GELU (16-byte vectors or scalar)
  * against double references on the rounded inputs: one final rounding plus
  * fp32 arithmetic. */
-/* The fused linear + bias + erf GELU (gemm_wgmma.cu) against a double
+/* The fused linear + bias + erf GELU (linear-gelu-wgmma.cu) against a double
  * reference on the 16-bit-rounded x and W: the MLP's fc1 shapes (K = 112,
  * 224, 448, 896 into 4K) and small ones (K under one 64-wide step, N under
  * one 128-wide tile), M with partial tiles; rows past M untouched. Bound per
@@ -1985,7 +1985,7 @@ static void test_linear_gelu_16bit(void) {
     ck_cuda_free(ws);
 }
 
-/* The fused fc1 with its LayerNorm folded in (lnfold.h; ck_cuda_layernorm_stats_t +
+/* The fused fc1 with its LayerNorm folded in (ln-fold.h; ck_cuda_layernorm_stats_t +
  * ck_cuda_linear_gelu_ln) against a double reference of LayerNorm -> linear
  * -> GELU on the 16-bit-rounded x: rows with mean offsets up to 16 times
  * their spread (the fold subtracts mean colsum after the GEMM), g and beta
@@ -2146,7 +2146,7 @@ static void test_layernorm_gelu_16bit(void) {
         }
 }
 
-/* The measured cuBLASLt picks (src/cuda/lt_tuned.h): on the GPU and
+/* The measured cuBLASLt picks (src/cuda/lt-tuned.h): on the GPU and
  * cuBLASLt version they were measured on, three of the table's keys (fp16
  * and bf16; with and without accumulation and bias) run with their pick, not
  * the heuristic's first, and agree with the heuristic's first to within the

@@ -1,5 +1,5 @@
 /*
- * OpenEXR (src/io/image-exr.c): HALF round trips through ckey_image_write_exr
+ * OpenEXR (src/media/exr.c): HALF round trips through ckey_image_write_exr
  * and ckey_image_read for 1, 3 and 4 channels and each compression, the
  * atomic write, and the header / offset-table checks that run before OpenEXR
  * sees a byte (forged data window, tiled flag, bad compression, UINT channel,
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/image.h"
+#include "media/image.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_EXR

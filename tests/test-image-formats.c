@@ -1,5 +1,5 @@
 /*
- * JPEG and TIFF reading and format sniffing (src/io/image-formats.c): files
+ * JPEG and TIFF reading and format sniffing (src/media/image.c): files
  * written here with libjpeg / libtiff are read back through ckey_image_read;
  * truncated, oversized, CMYK and unknown files are refused with a message
  * naming the file.
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/image.h"
+#include "media/image.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_JPEG

@@ -1,5 +1,5 @@
 /*
- * PNG IO (src/io/image.c): round trips, every color type of the corpus
+ * PNG IO (src/media/png.c): round trips, every color type of the corpus
  * (fuzz/corpus/png, made by tools/make_png_corpus.py), broken files, the
  * dimension caps and the atomic write.
  */
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/image.h"
+#include "media/image.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))

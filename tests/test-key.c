@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "ckey.h"
-#include "pipeline/pipeline.h"
+#include "pixel/pixel.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))

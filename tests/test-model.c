@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
-#include "cuda/ck_cuda.h"
-#include "model/lnfold.h"
+#include "ckpt/checkpoint.h"
+#include "cuda/kernels.h"
+#include "model/ln-fold.h"
 #include "model/model.h"
 #include "support/testutil.h"
 
@@ -351,7 +351,7 @@ static double half_value(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
-/* The LN fold's host side (lnfold.c; 16-bit CUDA sessions with CKEY_CUDA_LN_FOLD): for random rows x with
+/* The LN fold's host side (ln-fold.c; 16-bit CUDA sessions with CKEY_CUDA_LN_FOLD): for random rows x with
  * mean offsets, LayerNorm(x) W^T + b equals rstd (x W'^T - mean colsum) + b'
  * in double (W', b' from ck_lnfold_weights; colsum of W' from the 16-bit
  * rounding of W' by ck_lnfold_colsum16, against the sums of the rounded

@@ -1,12 +1,12 @@
 /*
- * src/pipeline against torch/torchvision goldens (tests/fixtures/pipeline,
+ * src/pixel against torch/torchvision goldens (tests/fixtures/pipeline,
  * made by tools/reference/make_pipeline_fixtures.py), plus properties that
  * need no golden: pass splitting, invariants, argument checks.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline.h"
+#include "pixel/pixel.h"
 #include "support/testutil.h"
 
 #define CK_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))

@@ -1,5 +1,5 @@
 /*
- * src/pipeline/post.c: hand-computed values and properties that need no
+ * src/pixel/post.c: hand-computed values and properties that need no
  * golden (despill formula, component filtering, OpenCV's ellipse and Q8
  * Gaussian weights, reflect-101 borders, checkerboard layout, a whole frame).
  * Parity with upstream's cv2 / numpy / torch code: the goldens of
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline.h"
-#include "pipeline/post.h"
+#include "pixel/pixel.h"
+#include "pixel/post.h"
 #include "support/testutil.h"
 
 #define CK_ARRAY_LEN_T(a) (sizeof(a) / sizeof((a)[0]))

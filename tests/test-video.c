@@ -1,5 +1,5 @@
 /*
- * Video (src/io/video.c): clips made here with ckey_video_writer (H.264,
+ * Video (src/media/video.c): clips made here with ckey_video_writer (H.264,
  * ProRes 422 HQ, ProRes 4444 with alpha) and, for exact colour checks, with
  * libavcodec directly (lossless FFV1 in Matroska with chosen YUV samples and
  * tags), read back through ckey_video_reader. Checks size, frame count, rate,
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/video.h"
+#include "media/video.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_FFMPEG

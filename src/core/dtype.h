@@ -16,7 +16,7 @@ typedef enum ck_dtype {
     CK_BOOL
 } ck_dtype;
 
-/* Bytes per element (src/io/checkpoint.c). */
+/* Bytes per element (src/ckpt/checkpoint.c). */
 #ifdef __cplusplus
 extern "C"
 #endif

@@ -1,7 +1,7 @@
 #ifndef CK_CPU_H
 #define CK_CPU_H
 
-#include "model/ops.h"
+#include "backend/ops.h"
 
 /* The CPU backend: the op table, and its state (thread pool + scratch). */
 extern const ck_ops ck_cpu_ops;

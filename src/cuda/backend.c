@@ -191,7 +191,7 @@ static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w 
     for (int64_t r = 0; r < N; r += MLP_CHUNK) {
         const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
         float *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, x, r * C);
-        if (w->fc1_colsum) { /* norm2 folded into fc1 (session.c, lnfold.h): the rows' stats where xn would be */
+        if (w->fc1_colsum) { /* norm2 folded into fc1 (session.c, ln-fold.h): the rows' stats where xn would be */
             float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
             CHECKED(ck_cuda_layernorm_stats_t(xr, n, C, stats, s->dt, s->stream, &e_));
             CHECKED(ck_cuda_linear_gelu_ln(xr, n, C, w->fc1_w, w->fc1_b, w->fc1_colsum, stats, h, hidden, s->fc1_form,

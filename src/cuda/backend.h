@@ -2,8 +2,8 @@
 #ifndef CK_CUDA_BACKEND_H
 #define CK_CUDA_BACKEND_H
 
-#include "cuda/ck_cuda.h"
-#include "model/ops.h"
+#include "cuda/kernels.h"
+#include "backend/ops.h"
 
 typedef struct ck_cuda_state {
     void *stream;       /* cudaStream_t; NULL = the default stream */
@@ -14,7 +14,7 @@ typedef struct ck_cuda_state {
     int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
                          * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
                          * unset; decided at session init) */
-    int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (gemm_wgmma.cu) where it
+    int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (linear-gelu-wgmma.cu) where it
                          * supports the shape (wgmma sessions; CKEY_CUDA_NO_FUSED_FC1 unset) */
     int fc1_form;       /* its form (ck_cuda_linear_wgmma's mode bits): 0 = the kernel's pick for the
                          * shape; 128-wide tiles without clusters with CKEY_CUDA_FC1_PLAIN set (A/B runs) */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda/ck_cuda.h"
+#include "cuda/kernels.h"
 
 extern "C" {
 

@@ -11,7 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda/ck_cuda.h"
+#include "cuda/kernels.h"
 
 __device__ __forceinline__ float ck_ld(const float *p) { return *p; }
 __device__ __forceinline__ float ck_ld(const __half *p) { return __half2float(*p); }

@@ -26,7 +26,7 @@
 
 #include <utility>
 
-#include "cuda/ck_cuda.h"
+#include "cuda/kernels.h"
 
 // whether launches take the PDL attribute: unless CKEY_CUDA_NO_PDL is set (device.cu)
 extern "C" int ck_cuda_pdl_on(void);

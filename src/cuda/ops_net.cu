@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "cuda/ck_cuda.h"
+#include "cuda/kernels.h"
 #include "cuda/dtype.cuh"
 #include "cuda/launch.cuh"
 #include "cuda/rowbias.cuh"

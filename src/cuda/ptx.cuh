@@ -1,5 +1,5 @@
 // PTX wrappers and 16-bit pair helpers shared by the tensor-core attention
-// kernels (attention_tc.cu, mma.sync; attention_wgmma.cu, wgmma). Included
+// kernels (attention-mma.cu, mma.sync; attention-wgmma.cu, wgmma). Included
 // by .cu files only; everything is inline and file-local.
 #ifndef CK_CUDA_PTX_CUH
 #define CK_CUDA_PTX_CUH

@@ -2,7 +2,7 @@
 // elements apart), optionally followed by the GELU 0.5 v (1 + erf(v / sqrt 2)),
 // computed in fp32 (erff for fp32 storage; for 16-bit storage a GELU good to
 // 1e-6, ck_gelu_fast). Shared by the linear
-// layer's bias pass (ops_basic.cu; the bias in the storage type B = T, as
+// layer's bias pass (layernorm-linear.cu; the bias in the storage type B = T, as
 // cuBLASLt's fused bias takes it) and bias + GELU (ops_net.cu; B = float).
 //
 // Layout of the launch (rowbias_launch): threadIdx.x / blockIdx.x walk the

@@ -1,5 +1,5 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a) wrappers shared by the
-// wgmma kernels (attention_wgmma.cu, refiner_wgmma.cu, gemm_wgmma.cu):
+// wgmma kernels (attention-wgmma.cu, refiner-wgmma.cu, linear-gelu-wgmma.cu):
 // synchronization, shared-memory matrix descriptors and the MMA instructions
 // themselves, one specialization per operand type, N and operand source (PTX
 // ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"), and the

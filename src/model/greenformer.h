@@ -2,7 +2,7 @@
 #define CK_GREENFORMER_H
 
 #include "model/model.h"
-#include "model/ops.h"
+#include "backend/ops.h"
 
 /* The phases of a pass with a backend scratch of their own (ck_fwd.scratch_bytes):
  * the encoder and the decoders, the refiner's stem conv, the refiner's residual

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "model/model.h"
 
 typedef struct {

@@ -1,5 +1,5 @@
 /* GreenFormer: hyper-parameters, weights, and the forward pass written once
- * against the backend op table (src/model/ops.h). */
+ * against the backend op table (src/backend/ops.h). */
 #ifndef CK_MODEL_H
 #define CK_MODEL_H
 
@@ -52,7 +52,7 @@ typedef struct ck_block_w {
     const float *fc1_w, *fc1_b;       /* [4*dim_out, dim_out] */
     const float *fc2_w, *fc2_b;       /* [dim_out, 4*dim_out] */
     const float *fc1_colsum;          /* [4*dim_out], device models of 16-bit CUDA sessions with the LN fold
-                                       * (lnfold.h): fc1_w is W diag(norm2_w), fc1_b the folded bias; else NULL */
+                                       * (ln-fold.h): fc1_w is W diag(norm2_w), fc1_b the folded bias; else NULL */
 } ck_block_w;
 
 /* Both decoder heads folded into one: the 1024-channel concatenation is a

@@ -9,8 +9,8 @@
 #include "cuda/backend.h"
 #include "model/session.h"
 #include "model/greenformer.h"
-#include "model/lnfold.h"
-#include "pipeline/pipeline.h"
+#include "model/ln-fold.h"
+#include "pixel/pixel.h"
 
 /* cuBLAS's workspace on a CUDA session (its own allocation, so that no GEMM
  * allocates during a graph capture). */
@@ -44,7 +44,7 @@ struct ckey_session {
     void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
     void *dbias;          /* 16-bit copies of the biases fused into cuBLASLt GEMMs (collect_linear_biases) */
     float *dfold;         /* the LN fold (CKEY_CUDA_LN_FOLD): per folded block, fc1's colsum [hidden], then its
-                           * folded bias [hidden] (lnfold.h) */
+                           * folded bias [hidden] (ln-fold.h) */
     int ln_fold;          /* fold norm2 into the fused fc1 where that kernel takes the block's shapes */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
     int dpos_owned;
@@ -320,7 +320,7 @@ static size_t linear_bias_elems(const ckey_model *m) {
 }
 
 /* Whether block b's norm2 folds into its fc1 in a 16-bit session that asked
- * for the fold: the fused fc1 kernel takes its shapes (lnfold.h). */
+ * for the fold: the fused fc1 kernel takes its shapes (ln-fold.h). */
 static int block_folds(const ckey_model *m, int i, const ck_block_info *b, ck_dtype dt) {
     const ck_block_w *w = &m->blocks[i];
     return dt != CK_F32 && w->fc1_w && w->norm2_w && w->norm2_b &&
@@ -527,7 +527,7 @@ static ckey_status upload_weights(ckey_session *s, ckey_error *err) {
         dst += end - src;
         if (i < n) src = r[i].off + r[i].count;
     }
-    /* the LN fold (lnfold.h): which blocks, and their vectors' offsets in s->dfold */
+    /* the LN fold (ln-fold.h): which blocks, and their vectors' offsets in s->dfold */
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(&m->cfg, bi);
     const int nb = ck_config_num_blocks(&m->cfg);
@@ -633,7 +633,7 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
     /* CKEY_CUDA_FC1_PLAIN=1: that kernel in 128-wide tiles without clusters for every shape, as in session 10 */
     s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
-    /* norm2 folded into that kernel (lnfold.h; upload_weights); CKEY_CUDA_NO_LN_FOLD=1: LayerNorm, then fc1 */
+    /* norm2 folded into that kernel (ln-fold.h; upload_weights); CKEY_CUDA_NO_LN_FOLD=1: LayerNorm, then fc1 */
     s->ln_fold = s->cs.fused_fc1 && ln_fold_wanted();
     st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
     if (!st) st = upload_weights(s, err);

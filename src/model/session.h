@@ -1,7 +1,7 @@
 #ifndef CK_SESSION_H
 #define CK_SESSION_H
 #include "ckey.h"
-#include "pipeline/pipeline.h"
+#include "pixel/pixel.h"
 /* Internal: the arena's input buffer [4, S, S] (write x there, then run). */
 float *ck_session_input(ckey_session *s);
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err);

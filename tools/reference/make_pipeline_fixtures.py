@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Goldens for tests/test-pipeline.c, computed by torch/torchvision themselves.
 
-Everything ckey's src/pipeline must reproduce is a torch/torchvision op:
+Everything ckey's src/pixel must reproduce is a torch/torchvision op:
   * TF.resize(..., BILINEAR) on float tensors (torchvision v2: antialias=True,
     i.e. aten::_upsample_bilinear2d_aa)                       -> mode "aa"
   * F.interpolate(mode="bilinear", align_corners=False)       -> mode "bilinear"

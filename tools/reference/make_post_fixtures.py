@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for src/pipeline/post.c and the Lanczos4 resize of src/pipeline/resize.c.
+"""Goldens for src/pixel/post.c and the Lanczos4 resize of src/pixel/resize.c.
 
 Upstream CorridorKey (CorridorKeyModule/inference_engine.py) has two
 post-processing paths after the network:

@@ -1,0 +1,46 @@
+/*
+ * Image-sequence directory scanning, shared by the sequence source
+ * (clip/sequence.c) and the video source (src/clip/video-source.c), which pairs a
+ * video with a sequence. Internal; the public API is in ckey.h.
+ */
+#ifndef CK_SEQUENCE_H
+#define CK_SEQUENCE_H
+
+#include <stdint.h>
+
+#include "ckey.h"
+
+typedef struct ck_seq_file {
+    char *name;              /* file name within the directory */
+    long frame;              /* last run of digits in the name */
+} ck_seq_file;
+
+/* The image files of a directory, sorted by frame number (unique). */
+typedef struct ck_seq {
+    ck_seq_file *f;
+    int64_t n, cap;
+    /* video files seen (only when the scan was asked to collect them) */
+    int64_t videos;
+    char *video;             /* the first one's name */
+} ck_seq;
+
+/*
+ * List the image files (*.png, *.jpg, *.jpeg, *.tif, *.tiff, *.exr, any case)
+ * of `dir`; `what` ("plate", "hint") names it in messages. Fails on a name
+ * without digits or two files with one frame number. Video files (by
+ * extension): with `collect_videos` zero they are an error
+ * (CKEY_ERR_UNSUPPORTED); otherwise they are counted in `videos` and the
+ * first is named in `video`.
+ */
+ckey_status ck_seq_scan(const char *dir, const char *what, int collect_videos, ck_seq *s,
+                        ckey_error *err);
+void ck_seq_free(ck_seq *s);
+const ck_seq_file *ck_seq_find(const ck_seq *s, long frame);
+
+/* "dir/name" (malloc'd); NULL when out of memory. */
+char *ck_path_join(const char *dir, const char *name);
+/* The extension after the last dot ("" when none). */
+const char *ck_file_ext(const char *name);
+int ck_is_video_ext(const char *ext);
+
+#endif

@@ -1,0 +1,745 @@
+/*
+ * ckey_shot_run: a shot keyed as a pipeline of a reader, the model and K
+ * writers (see ckey.h).
+ *
+ *   reader     source->read (+ ckey_auto_hint, size checks),
+ *              resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
+ *   caller     the network only (ckey_session_forward)         -> out ring (K + 1 slots)
+ *   writer w   jobs w, w + K, w + 2K, ... (K = opt.writers):
+ *              heavy part, in parallel with the other writers: resize back
+ *              (ck_postprocess), ckey_post_passes, and sink->write when the
+ *              sink has concurrent_write;
+ *              ordered part, when its turn comes (next_to_finish == j), one
+ *              writer at a time: sink->write of an ordered sink,
+ *              sink->write_ordered, the events                 -> slot freed, turn passed on
+ *
+ * The model thread runs nothing but the network, so a GPU is not kept
+ * waiting by the plate-size resizes (at 4K on one core: ~0.1 s in, ~0.25 s
+ * back with Lanczos4): the same steps ckey_session_key takes, spread over
+ * the threads, so the results are the same bit for bit. The writers are
+ * several because at plate size their work (resize back, post passes, zlib in
+ * the EXR and PNG encoders: ~5.5 s a 4K frame on one core) is far slower than
+ * a GPU's network.
+ *
+ * Job j (the j-th frame to key) always uses in slot j % nin, out slot
+ * j % nout and writer j % K, so the stages need no queue bookkeeping beyond a
+ * state per slot and the turn counter; one mutex and one condition variable
+ * guard every state change (a few per frame, nothing next to the
+ * milliseconds a frame takes). nout = K + 1 lets the model key a frame while
+ * all K writers are busy. The turn makes the events (planned skips,
+ * warnings, KEYED / FAILED, stats, next_index) come out in frame order, from
+ * one thread at a time, exactly as with one writer; each writer has its own
+ * scratch and Processed / Comp planes, so the passes do not depend on K.
+ *
+ * Errors. `stop_at` is the first job that will not be written; every stage
+ * stops when it reaches it, so the frames before a failing one are still
+ * keyed and written, in order. A fatal error at job j lowers stop_at to j and
+ * keeps the message of the lowest such job. A write error also sets `abort`:
+ * nothing more can be written, so the reader and the model stop at once.
+ * A writer whose heavy part fails at job j lowers stop_at to j at once (no
+ * later job starts or gets its turn) and still waits for its own turn: the
+ * jobs before it finish, its warning comes out before the error. With a
+ * concurrent_write sink, later jobs already in another writer's heavy part
+ * may have written their files: allowed, since every file is renamed into
+ * place whole (a re-run resumes them as complete); they get no event. No
+ * frame before a failure is lost. An ordered sink writes nothing past it.
+ * Under CKEY_ON_ERROR_SKIP an input fault marks the slot failed instead; it
+ * travels down the pipeline so its event comes out in order, and so does a
+ * warning (a hint resized to its plate).
+ *
+ * Cancel. opt.cancel is polled by the reader before it decodes job j and by
+ * the model loop before it keys job j; either lowers stop_at to j with
+ * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
+ * one before it) is still written, and nothing after it starts.
+ *
+ * Buffers: slots are allocated up front; the model outputs (alpha, fg) per
+ * out slot, each writer's processed / comp planes and scratch (resize back,
+ * post passes) and the reader's auto hint scratch grow to the largest plate
+ * seen and are then reused. The image decoders allocate each frame's pixels
+ * themselves.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckey.h"
+#include "core/core.h"
+#include "model/session.h"
+#include "pixel/pixel.h"
+
+enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
+
+typedef struct in_slot {
+    int state;
+    int failed;              /* input fault, skipped (CKEY_ON_ERROR_SKIP) */
+    ckey_error err;
+    char warn[512];          /* a warning about this frame, "" when none */
+    ckey_image plate, hint;
+    float *x;                /* [4, S, S]: the network's input */
+    double t_start;
+} in_slot;
+
+typedef struct out_slot {
+    int state;
+    int failed;
+    ckey_error err;
+    char warn[512];
+    float *net;              /* [4, S, S]: the network's alpha and fg at S */
+    float *alpha, *fg;       /* [h, w], [3, h, w] */
+    size_t cap;              /* pixels alpha/fg hold */
+    int32_t w, h;
+    double t_start, model_s;
+} out_slot;
+
+/* A writer thread's own buffers (grown to the largest plate, then reused). */
+typedef struct writer {
+    struct shot *sh;
+    int id;
+    float *back_scratch;     /* ck_postprocess */
+    size_t back_cap;
+    float *processed, *comp;
+    size_t post_cap;
+    void *post_scratch;
+    size_t post_scratch_cap;
+    double write_s;
+} writer;
+
+typedef struct shot {
+    ckey_session *sess;
+    ckey_source *src;
+    ckey_sink *sink;
+    const uint8_t *plan;
+    ckey_shot_options opt;
+    ckey_shot_event_fn on_event;
+    void *user;
+
+    int64_t *jobs, njobs;    /* source indices to key, in order */
+    int64_t max_pixels;      /* ckey_session_max_plate_pixels, read once */
+    in_slot *in;
+    int nin;
+    out_slot *out;
+    int nout;                /* writers + 1 (1 unthreaded) */
+    writer *wr;
+    int nwr;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t stop_at;         /* first job not to write */
+    int abort;               /* stop every stage now */
+    ckey_error err;          /* the fatal error of job stop_at */
+
+    int32_t S;               /* the session's network size */
+    /* reader-owned */
+    float *pre_scratch;      /* ck_preprocess */
+    size_t pre_cap;
+    float *auto_scratch;
+    size_t auto_cap;
+    float *rs_scratch;       /* hint resize tables */
+    size_t rs_cap;
+    double read_s;
+    /* owned by the writer whose turn it is (next_to_finish, under mu) */
+    int64_t next_to_finish;  /* the job whose events come next */
+    int64_t next_index;      /* first source index without an event yet */
+    ckey_shot_stats stats;   /* counts and model time */
+    double t0;
+} shot;
+
+/* Record a fatal error at job j (lock held). */
+static void fail_locked(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
+    if (j < sh->stop_at) {
+        sh->stop_at = j;
+        sh->err = *e;
+    }
+    if (abort_now) sh->abort = 1;
+    pthread_cond_broadcast(&sh->cv);
+}
+
+static void fail_at(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
+    pthread_mutex_lock(&sh->mu);
+    fail_locked(sh, j, e, abort_now);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Wait until *state == want, or job j is cancelled (returns 0). */
+static int wait_state(shot *sh, const int *state, int want, int64_t j) {
+    pthread_mutex_lock(&sh->mu);
+    while (*state != want && !sh->abort && j < sh->stop_at) pthread_cond_wait(&sh->cv, &sh->mu);
+    const int go = !sh->abort && j < sh->stop_at;
+    pthread_mutex_unlock(&sh->mu);
+    return go;
+}
+
+static void set_state(shot *sh, int *state, int v) {
+    pthread_mutex_lock(&sh->mu);
+    *state = v;
+    pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* Input faults are skippable; running out of memory or a broken device is not. */
+static int skippable(const shot *sh, ckey_status st) {
+    return sh->opt.on_error == CKEY_ON_ERROR_SKIP && st != CKEY_ERR_NOMEM &&
+           st != CKEY_ERR_DEVICE && st != CKEY_ERR_INTERNAL;
+}
+
+/* Has the caller asked to stop before job j? Then record it (stop_at <= j). */
+static int cancelled(shot *sh, int64_t j) {
+    if (!sh->opt.cancel || !sh->opt.cancel(sh->opt.cancel_user)) return 0;
+    ckey_error e;
+    ck_fail(&e, CKEY_ERR_CANCELLED, "interrupted: stopped before frame %lld",
+            (long long)sh->src->frames[sh->jobs[j]].number);
+    fail_at(sh, j, &e, 0);
+    return 1;
+}
+
+/*
+ * A hint of another size than its plate, resized to the plate as upstream's
+ * shot command does (clip_manager.run_inference: cv2.resize(mask, (w, h),
+ * interpolation=cv2.INTER_LINEAR) on the float mask): two taps per axis,
+ * half-pixel centres, no antialias, edges clamped -- the arithmetic of
+ * CK_RESIZE_BILINEAR. Replaces hint->data; the warning goes to `warn`.
+ */
+static ckey_status resize_hint(shot *sh, const ckey_shot_frame *f, ckey_image *hint, int32_t w,
+                               int32_t h, char *warn, size_t cap, ckey_error *err) {
+    const int32_t hw = hint->width, hh = hint->height;
+    const size_t sf = ck_resize_scratch_floats(1, hh, hw, h, w, CK_RESIZE_BILINEAR);
+    if (sf == 0 || hw < 1 || hh < 1)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame %lld: hint %s is %d x %d: cannot resize it",
+                       (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh);
+    if (sf > sh->rs_cap) {
+        free(sh->rs_scratch);
+        sh->rs_scratch = malloc(sf * sizeof(float));
+        sh->rs_cap = sh->rs_scratch ? sf : 0;
+    }
+    float *out = malloc((size_t)w * (size_t)h * sizeof(float));
+    if (!sh->rs_scratch || !out) {
+        free(out);
+        return ck_fail(err, CKEY_ERR_NOMEM, "frame %lld: out of memory to resize the hint",
+                       (long long)f->number);
+    }
+    ck_resize rz;
+    ckey_status st = ck_resize_prepare(&rz, 1, hh, hw, h, w, CK_RESIZE_BILINEAR, sh->rs_scratch);
+    if (st != CKEY_OK) {
+        free(out);
+        return ck_fail(err, st, "frame %lld: cannot resize the hint", (long long)f->number);
+    }
+    ck_resize_run(&rz, hint->data, out);
+    snprintf(warn, cap, "frame %lld: hint %s is %d x %d, plate %s %d x %d: hint resized to the "
+                        "plate (bilinear, as upstream)",
+             (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh, f->plate, (int)w, (int)h);
+    free(hint->data);
+    hint->data = out;
+    hint->width = w;
+    hint->height = h;
+    hint->channels = 1;
+    return CKEY_OK;
+}
+
+/* ------------------------------------------------------------- stages */
+
+/* Decode job j into its in slot. Returns 0 when the run must stop. */
+static int stage_read(shot *sh, int64_t j) {
+    in_slot *sl = &sh->in[j % sh->nin];
+    const int64_t idx = sh->jobs[j];
+    const ckey_shot_frame *f = &sh->src->frames[idx];
+    const double t = ck_now();
+    sl->t_start = t;
+    sl->failed = 0;
+    sl->warn[0] = 0;
+    ck_error_clear(&sl->err);
+    ckey_status st = sh->src->read(sh->src->self, idx, &sl->plate, &sl->hint, &sl->err);
+    if (st == CKEY_OK && !sl->plate.data)
+        st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
+                     (long long)f->number);
+    const int32_t w = sl->plate.width, h = sl->plate.height;
+    /* a linear plate read as upstream's default reads an EXR: to sRGB now, at
+     * full size, before the resize (and before an auto hint looks at it) */
+    if (st == CKEY_OK && (sh->opt.input_space == CKEY_INPUT_LINEAR_AT_READ ||
+                          (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear)))
+        ck_linear_to_srgb(sl->plate.data, 3 * (size_t)w * (size_t)h);
+    if (st == CKEY_OK && !sl->hint.data) {
+        /* no hint from the source: make one from the plate */
+        const size_t sb = ckey_auto_hint_scratch_bytes(w, h);
+        const size_t n = (size_t)w * (size_t)h;
+        if (sb > sh->auto_cap) {
+            free(sh->auto_scratch);
+            sh->auto_scratch = malloc(sb);
+            sh->auto_cap = sh->auto_scratch ? sb : 0;
+        }
+        sl->hint.data = malloc(n * sizeof(float));
+        sl->hint.width = w, sl->hint.height = h, sl->hint.channels = 1;
+        if (!sh->auto_scratch || !sl->hint.data)
+            st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the auto hint",
+                         (long long)f->number);
+        else if ((st = ckey_auto_hint(sl->plate.data, w, h, sl->hint.data, sh->auto_scratch,
+                                      &sl->err)) != CKEY_OK) {
+            ckey_error e = sl->err;
+            ck_fail(&sl->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+        }
+    }
+    if (st == CKEY_OK && (sl->hint.width != w || sl->hint.height != h))
+        st = resize_hint(sh, f, &sl->hint, w, h, sl->warn, sizeof sl->warn, &sl->err);
+    if (st == CKEY_OK && ((int64_t)w * h > sh->max_pixels || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE))
+        st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
+                     "frame %lld: plate %s is %d x %d, more than the %lld pixels (%d per side) a session takes",
+                     (long long)f->number, f->plate, (int)w, (int)h, (long long)sh->max_pixels,
+                     CKEY_IMAGE_MAX_SIDE);
+    if (st == CKEY_OK) { /* resize to S and normalize, as ckey_session_key does */
+        const size_t need = ck_preprocess_scratch_floats(h, w, sh->S);
+        if (need == 0)
+            st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG, "frame %lld: plate %s (%d x %d) cannot be resized to %d",
+                         (long long)f->number, f->plate, (int)w, (int)h, (int)sh->S);
+        if (st == CKEY_OK && need > sh->pre_cap) {
+            free(sh->pre_scratch);
+            sh->pre_scratch = malloc(need * sizeof(float));
+            sh->pre_cap = sh->pre_scratch ? need : 0;
+            if (!sh->pre_scratch)
+                st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize buffers",
+                             (long long)f->number);
+        }
+        if (st == CKEY_OK &&
+            (st = ck_preprocess(sl->plate.data, sl->hint.data, h, w, sh->S,
+                                sh->opt.input_space == CKEY_INPUT_LINEAR, sl->x, sh->pre_scratch)) != CKEY_OK)
+            ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
+                    f->plate, (int)w, (int)h);
+    }
+    sh->read_s += ck_now() - t;
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st)) {
+            fail_at(sh, j, &sl->err, 0);
+            return 0;
+        }
+        sl->failed = 1;
+    }
+    return 1;
+}
+
+/* Key job j: in slot -> out slot. */
+static int stage_key(shot *sh, int64_t j) {
+    in_slot *in = &sh->in[j % sh->nin];
+    out_slot *o = &sh->out[j % sh->nout];
+    const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
+    o->t_start = in->t_start;
+    o->failed = in->failed;
+    o->err = in->err;
+    memcpy(o->warn, in->warn, sizeof o->warn);
+    o->model_s = 0;
+    if (in->failed) return 1;
+    const int32_t w = in->plate.width, h = in->plate.height;
+    const size_t n = (size_t)w * (size_t)h;
+    ckey_status st = CKEY_OK;
+    if (n > o->cap) {
+        free(o->alpha);
+        free(o->fg);
+        o->alpha = malloc(n * sizeof(float));
+        o->fg = malloc(3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg ? n : 0;
+        if (!o->cap)
+            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    }
+    if (st == CKEY_OK) {
+        /* the network only: the reader resized the plate, the writer resizes back */
+        ckey_error e;
+        ck_error_clear(&e);
+        const double t = ck_now();
+        ckey_forward_result r;
+        st = ckey_session_forward_into(sh->sess, in->x, o->net, &r, &e); /* alpha then fg into o->net */
+        o->model_s = ck_now() - t;
+        if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+    }
+    o->w = w;
+    o->h = h;
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st) || st == CKEY_ERR_NOMEM) {
+            fail_at(sh, j, &o->err, 0);
+            return 0;
+        }
+        o->failed = 1;
+    }
+    return 1;
+}
+
+static void emit(shot *sh, ckey_shot_event *ev) {
+    ev->keyed = sh->stats.keyed;
+    ev->skipped = sh->stats.skipped;
+    ev->failed = sh->stats.failed;
+    ev->elapsed = ck_now() - sh->t0;
+    ev->model_total = sh->stats.model_seconds;
+    if (sh->on_event) sh->on_event(sh->user, ev);
+}
+
+/* SKIP events for the planned-skip frames before source index `upto`. */
+static void emit_skips(shot *sh, int64_t upto) {
+    for (; sh->next_index < upto; sh->next_index++) {
+        const int64_t i = sh->next_index;
+        if (!sh->plan || sh->plan[i] != CKEY_SHOT_SKIP) continue;
+        sh->stats.skipped++;
+        ckey_shot_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.kind = CKEY_SHOT_SKIPPED;
+        ev.index = i;
+        ev.frame = &sh->src->frames[i];
+        emit(sh, &ev);
+    }
+}
+
+/*
+ * Job j's heavy part, on writer `wk`, outside the lock: resize back, the post
+ * passes and (a concurrent_write sink) sink->write. Returns the status; an
+ * error (naming the frame) in *e. A failed (skipped) slot has nothing to do.
+ */
+static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
+    out_slot *o = &sh->out[j % sh->nout];
+    const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
+    ck_error_clear(e);
+    if (o->failed) return CKEY_OK;
+    const double t = ck_now();
+    const int32_t w = o->w, h = o->h;
+    const size_t n = (size_t)w * (size_t)h;
+    ckey_status st = CKEY_OK;
+    if (n > wk->post_cap) {
+        free(wk->processed);
+        free(wk->comp);
+        wk->processed = malloc(4 * n * sizeof(float));
+        wk->comp = malloc(3 * n * sizeof(float));
+        wk->post_cap = wk->processed && wk->comp ? n : 0;
+        if (!wk->post_cap)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    }
+    const size_t sb = ckey_post_scratch_bytes(w, h, &sh->opt.post);
+    if (st == CKEY_OK && sb == SIZE_MAX)
+        st = ck_fail(e, CKEY_ERR_INVALID_ARG, "frame %lld: bad plate size %d x %d",
+                     (long long)f->number, (int)w, (int)h);
+    if (st == CKEY_OK && sb > wk->post_scratch_cap) {
+        free(wk->post_scratch);
+        wk->post_scratch = malloc(sb);
+        wk->post_scratch_cap = wk->post_scratch ? sb : 0;
+        if (!wk->post_scratch)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory", (long long)f->number);
+    }
+    if (st == CKEY_OK) { /* alpha and fg from S back to the plate, as ckey_session_key does */
+        const ck_resize_mode back = ck_session_resize_back(sh->sess);
+        const size_t need = ck_postprocess_scratch_floats(sh->S, h, w, back);
+        if (need > wk->back_cap) {
+            free(wk->back_scratch);
+            wk->back_scratch = malloc(need * sizeof(float));
+            wk->back_cap = wk->back_scratch ? need : 0;
+        }
+        const size_t hw = (size_t)sh->S * (size_t)sh->S;
+        if (!need || !wk->back_scratch)
+            st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize back", (long long)f->number);
+        else if ((st = ck_postprocess(o->net, o->net + hw, sh->S, h, w, back, o->alpha, o->fg, wk->back_scratch)) !=
+                 CKEY_OK)
+            ck_fail(e, st, "frame %lld: postprocessing failed", (long long)f->number);
+    }
+    if (st == CKEY_OK) {
+        st = ckey_post_passes(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp,
+                              wk->post_scratch, e);
+        if (st != CKEY_OK) {
+            ckey_error e2 = *e;
+            ck_fail(e, st, "frame %lld: %s", (long long)f->number, e2.message);
+        }
+    }
+    if (st == CKEY_OK && sh->sink->concurrent_write) {
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write(sh->sink->self, f, &p, &we);
+        /* the writers name the output file */
+        if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    wk->write_s += ck_now() - t;
+    return st;
+}
+
+/*
+ * Job j's ordered part, on its writer when its turn has come (every job
+ * before it has finished): the events, and the writes that must see the
+ * frames in order (sink->write of a sink without concurrent_write, and
+ * sink->write_ordered). `st` / `pe` are stage_post's result. Returns 0 when
+ * the run must stop.
+ */
+static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const ckey_error *pe) {
+    out_slot *o = &sh->out[j % sh->nout];
+    const int64_t idx = sh->jobs[j];
+    const ckey_shot_frame *f = &sh->src->frames[idx];
+    emit_skips(sh, idx);
+    sh->next_index = idx + 1;
+    ckey_shot_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.index = idx;
+    ev.frame = f;
+    if (o->warn[0]) {
+        ev.kind = CKEY_SHOT_WARNING;
+        ev.message = o->warn;
+        emit(sh, &ev);
+        ev.message = NULL;
+    }
+    if (o->failed) {
+        sh->stats.failed++;
+        ev.kind = CKEY_SHOT_FAILED;
+        ev.error = &o->err;
+        emit(sh, &ev);
+        return 1;
+    }
+    ckey_error e = *pe;
+    const int32_t w = o->w, h = o->h;
+    const double t = ck_now();
+    const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+    if (st == CKEY_OK && !sh->sink->concurrent_write) {
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write(sh->sink->self, f, &p, &we);
+        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    if (st == CKEY_OK && sh->sink->write_ordered) {
+        ckey_error we;
+        ck_error_clear(&we);
+        st = sh->sink->write_ordered(sh->sink->self, f, &p, &we);
+        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
+    }
+    const double done = ck_now();
+    wk->write_s += done - t;
+    if (st != CKEY_OK) {
+        fail_at(sh, j, &e, 1);
+        return 0;
+    }
+    sh->stats.keyed++;
+    sh->stats.model_seconds += o->model_s;
+    ev.kind = CKEY_SHOT_KEYED;
+    ev.width = w;
+    ev.height = h;
+    ev.seconds = done - o->t_start;
+    ev.model_seconds = o->model_s;
+    emit(sh, &ev);
+    return 1;
+}
+
+/* ------------------------------------------------------------- threads */
+
+static void *reader_main(void *arg) {
+    shot *sh = arg;
+    for (int64_t j = 0; j < sh->njobs; j++) {
+        in_slot *sl = &sh->in[j % sh->nin];
+        if (!wait_state(sh, &sl->state, SLOT_EMPTY, j)) break;
+        if (cancelled(sh, j) || !stage_read(sh, j)) break;
+        set_state(sh, &sl->state, SLOT_FULL);
+    }
+    return NULL;
+}
+
+/*
+ * Writer w of K: jobs w, w + K, w + 2K, ... Heavy work in parallel with the
+ * other writers, then its turn (next_to_finish == j) for the ordered part,
+ * then the slot is freed and the turn passes on. A job whose heavy part
+ * failed has already lowered stop_at to itself (so later jobs stop), yet
+ * still waits for its turn: the frames before it finish, and its warning
+ * comes out before the error, as with one writer.
+ */
+static void *writer_main(void *arg) {
+    writer *wk = arg;
+    shot *sh = wk->sh;
+    for (int64_t j = wk->id; j < sh->njobs; j += sh->nwr) {
+        out_slot *o = &sh->out[j % sh->nout];
+        if (!wait_state(sh, &o->state, SLOT_FULL, j)) break;
+        ckey_error e;
+        const ckey_status st = stage_post(sh, wk, j, &e);
+        pthread_mutex_lock(&sh->mu);
+        if (st != CKEY_OK) fail_locked(sh, j, &e, 0);
+        /* job j runs on while stop_at > j, or == j through its own failure */
+        while (sh->next_to_finish != j && !sh->abort &&
+               (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at)))
+            pthread_cond_wait(&sh->cv, &sh->mu);
+        const int turn = sh->next_to_finish == j && !sh->abort &&
+                         (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at));
+        pthread_mutex_unlock(&sh->mu);
+        if (!turn || !stage_finish(sh, wk, j, st, &e)) break;
+        pthread_mutex_lock(&sh->mu);
+        sh->next_to_finish = j + 1;
+        o->state = SLOT_EMPTY;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return NULL;
+}
+
+static void model_loop(shot *sh) {
+    for (int64_t j = 0; j < sh->njobs; j++) {
+        in_slot *in = &sh->in[j % sh->nin];
+        out_slot *o = &sh->out[j % sh->nout];
+        if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
+        if (!wait_state(sh, &o->state, SLOT_EMPTY, j)) break;
+        if (cancelled(sh, j) || !stage_key(sh, j)) break;
+        pthread_mutex_lock(&sh->mu);
+        in->state = SLOT_EMPTY;
+        o->state = SLOT_FULL;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+    }
+}
+
+/* --------------------------------------------------------------- entry */
+
+/* max(1, min(8, CPUs - 2)): the reader and the model thread keep a core
+ * each; past 8 the writers mostly wait on the disk. CPUs: those this process
+ * may run on (taskset), else the online ones. */
+static int default_writers(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+    return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
+}
+
+void ckey_shot_options_default(ckey_shot_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    ckey_post_options_default(&o->post);
+    /* upstream's shot command: clip_manager.InferenceSettings.despill_strength
+     * = 0.5 (its CLI prompt's default, 5 of 10); process_frame's own default
+     * (ckey_post_options_default) is 1.0 */
+    o->post.despill_strength = 0.5f;
+    o->input_space = CKEY_INPUT_AUTO;
+    o->on_error = CKEY_ON_ERROR_STOP;
+    o->read_ahead = 2;
+}
+
+ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
+                          const uint8_t *plan, const ckey_shot_options *o,
+                          ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                          ckey_error *err) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!src || !src->read || (src->count > 0 && !src->frames) || src->count < 0 || !sink ||
+        !sink->write)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad source or sink");
+    ckey_shot_options opt;
+    if (o) opt = *o;
+    else ckey_shot_options_default(&opt);
+    if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < CKEY_INPUT_AUTO ||
+        opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
+        (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
+        opt.writers < 0 || opt.writers > 64)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
+
+    shot *sh = calloc(1, sizeof *sh);
+    if (!sh) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    sh->sess = s;
+    sh->src = src;
+    sh->sink = sink;
+    sh->plan = plan;
+    sh->opt = opt;
+    sh->on_event = on_event;
+    sh->user = user;
+    sh->t0 = ck_now();
+    const int threaded = opt.read_ahead > 0;
+    sh->nin = threaded ? opt.read_ahead + 1 : 1;
+    sh->nwr = threaded ? (opt.writers > 0 ? opt.writers : default_writers()) : 1;
+    sh->nout = threaded ? sh->nwr + 1 : 1;
+    ckey_status st = CKEY_OK;
+    sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
+    sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
+    sh->out = calloc((size_t)sh->nout, sizeof *sh->out);
+    sh->wr = calloc((size_t)sh->nwr, sizeof *sh->wr);
+    if (!sh->jobs || !sh->in || !sh->out || !sh->wr) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == CKEY_OK && i < sh->nwr; i++) {
+        sh->wr[i].sh = sh;
+        sh->wr[i].id = i;
+    }
+    for (int64_t i = 0; st == CKEY_OK && i < src->count; i++)
+        if (!plan || plan[i] == CKEY_SHOT_KEY) sh->jobs[sh->njobs++] = i;
+    if (st == CKEY_OK && sh->njobs > 0 && !s)
+        st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
+    if (st == CKEY_OK && sh->njobs > 0) { /* the network's input and output per slot, [4, S, S] each */
+        sh->S = ckey_session_size(s);
+        const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
+        /* from the session: page-locked on a GPU, so that it uploads and
+         * downloads them directly (ckey_session_forward_into) */
+        for (int i = 0; st == CKEY_OK && i < sh->nin; i++)
+            if (!(sh->in[i].x = ckey_session_host_alloc(s, bytes)))
+                st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the input ring");
+        for (int i = 0; st == CKEY_OK && i < sh->nout; i++)
+            if (!(sh->out[i].net = ckey_session_host_alloc(s, bytes)))
+                st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the output ring");
+    }
+    if (st == CKEY_OK && sh->njobs > 0) sh->max_pixels = ckey_session_max_plate_pixels(s);
+    if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
+    sh->stop_at = sh->njobs;
+
+    if (st == CKEY_OK && sh->njobs > 0) {
+        if (threaded) {
+            pthread_mutex_init(&sh->mu, NULL);
+            pthread_cond_init(&sh->cv, NULL);
+            pthread_t rd, wr[64];
+            int have_rd = pthread_create(&rd, NULL, reader_main, sh) == 0;
+            int have_wr = 0;
+            while (have_rd && have_wr < sh->nwr &&
+                   pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
+                have_wr++;
+            if (have_wr == sh->nwr) {
+                model_loop(sh);
+            } else {
+                ckey_error e;
+                ck_fail(&e, CKEY_ERR_NOMEM, "cannot start the reader and writer threads");
+                fail_at(sh, 0, &e, 1);
+            }
+            if (have_rd) pthread_join(rd, NULL);
+            for (int i = 0; i < have_wr; i++) pthread_join(wr[i], NULL);
+            pthread_cond_destroy(&sh->cv);
+            pthread_mutex_destroy(&sh->mu);
+        } else {
+            pthread_mutex_init(&sh->mu, NULL);
+            pthread_cond_init(&sh->cv, NULL);
+            for (int64_t j = 0; j < sh->njobs; j++) {
+                if (cancelled(sh, j) || !stage_read(sh, j) || !stage_key(sh, j)) break;
+                ckey_error e;
+                const ckey_status pst = stage_post(sh, &sh->wr[0], j, &e);
+                if (!stage_finish(sh, &sh->wr[0], j, pst, &e)) break;
+            }
+            pthread_cond_destroy(&sh->cv);
+            pthread_mutex_destroy(&sh->mu);
+        }
+        if (sh->stop_at < sh->njobs) {
+            st = sh->err.status != CKEY_OK ? sh->err.status : CKEY_ERR_INTERNAL;
+            if (err) *err = sh->err;
+            if (err) err->status = st;
+        }
+    }
+    if (st == CKEY_OK) {
+        emit_skips(sh, src->count);
+        if (sh->njobs > 0 && sink->finish) st = sink->finish(sink->self, err);
+    }
+    sh->stats.seconds = ck_now() - sh->t0;
+    sh->stats.read_seconds = sh->read_s;
+    for (int i = 0; sh->wr && i < sh->nwr; i++) sh->stats.write_seconds += sh->wr[i].write_s;
+    if (stats) *stats = sh->stats;
+
+    for (int i = 0; sh->in && i < sh->nin; i++) {
+        ckey_image_free(&sh->in[i].plate);
+        ckey_image_free(&sh->in[i].hint);
+        ckey_session_host_free(s, sh->in[i].x);
+    }
+    for (int i = 0; sh->out && i < sh->nout; i++) {
+        ckey_session_host_free(s, sh->out[i].net);
+        free(sh->out[i].alpha);
+        free(sh->out[i].fg);
+    }
+    for (int i = 0; sh->wr && i < sh->nwr; i++) {
+        free(sh->wr[i].back_scratch);
+        free(sh->wr[i].processed);
+        free(sh->wr[i].comp);
+        free(sh->wr[i].post_scratch);
+    }
+    free(sh->in);
+    free(sh->out);
+    free(sh->wr);
+    free(sh->jobs);
+    free(sh->pre_scratch);
+    free(sh->auto_scratch);
+    free(sh->rs_scratch);
+    free(sh);
+    return st;
+}

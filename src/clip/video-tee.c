@@ -1,0 +1,202 @@
+/*
+ * ckey_sink_open_video_tee: video outputs beside the passes (public API in
+ * ckey.h). Each frame goes to the inner sink (the pass files), then to up to
+ * two encoders:
+ *   fg_alpha  ProRes 4444: RGB = despill(FG) (straight sRGB), A = the
+ *             Processed alpha (the despeckled matte);
+ *   comp      H.264: the Comp pass; 4:2:0 needs an even size, so an odd
+ *             width / height is padded by one column / row repeating the
+ *             last (a compositor's preview loses no pixel; cropping would).
+ * The pass files are written by write(), which is concurrent when the inner
+ * sink's is (concurrent_write: the runner's writer threads write several
+ * frames' passes at once); the encoders run in write_ordered(), which the
+ * runner calls one frame at a time, in frame order, so the tee needs no
+ * locking: write() touches the tee's own state only when not concurrent.
+ * Encoders open at the first frame (its size is the video's);
+ * ckey_video_writer_close renames the files into place in finish().
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckey.h"
+#include "core/core.h"
+#include "pixel/post.h"
+
+enum { OUT_FG_ALPHA = 0, OUT_COMP = 1, NOUT = 2 };
+
+typedef struct tee {
+    ckey_sink inner;
+    char *path[NOUT];           /* NULL: that video is off */
+    ckey_video_writer *w[NOUT];
+    ckey_video_tee_options o;
+    int32_t width, height;      /* of the first frame; 0 before it */
+    float *fg;                  /* [3, h, w] despilled fg */
+    size_t fg_cap;
+    float *pad;                 /* [3, h + h%2, w + w%2] the comp padded to even */
+    size_t pad_cap;
+} tee;
+
+static ckey_status tee_begin(void *self, ckey_error *err) {
+    tee *t = self;
+    return t->inner.begin ? t->inner.begin(t->inner.self, err) : CKEY_OK;
+}
+
+/* The encoders, at the first frame's size. */
+static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
+    static const ckey_video_codec codec[NOUT] = {CKEY_VIDEO_PRORES_4444, CKEY_VIDEO_H264};
+    for (int k = 0; k < NOUT; k++) {
+        if (!t->path[k]) continue;
+        ckey_video_writer_options wo;
+        memset(&wo, 0, sizeof wo);
+        wo.codec = codec[k];
+        /* H.264 4:2:0: an odd side gets one more pixel (pad_even) */
+        wo.width = k == OUT_COMP ? w + (w & 1) : w;
+        wo.height = k == OUT_COMP ? h + (h & 1) : h;
+        wo.rate_num = t->o.rate_num;
+        wo.rate_den = t->o.rate_den;
+        wo.threads = t->o.threads;
+        ckey_status st = ckey_video_writer_open(t->path[k], &wo, &t->w[k], err);
+        if (st != CKEY_OK) return st;
+    }
+    t->width = w;
+    t->height = h;
+    return CKEY_OK;
+}
+
+/* `src` [3, h, w] into t->pad [3, h + h%2, w + w%2], the last column and row
+ * repeated. */
+static ckey_status pad_even(tee *t, const float *src, int32_t w, int32_t h, ckey_error *err) {
+    const size_t W = (size_t)w + (size_t)(w & 1), H = (size_t)h + (size_t)(h & 1);
+    if (W * H > t->pad_cap) {
+        free(t->pad);
+        t->pad = malloc(3 * W * H * sizeof(float));
+        t->pad_cap = t->pad ? W * H : 0;
+        if (!t->pad) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
+                                    (int)W, (int)H);
+    }
+    for (int c = 0; c < 3; c++)
+        for (size_t y = 0; y < H; y++) {
+            const float *row = src + ((size_t)c * (size_t)h + (y < (size_t)h ? y : (size_t)h - 1)) * (size_t)w;
+            float *dst = t->pad + ((size_t)c * H + y) * W;
+            memcpy(dst, row, (size_t)w * sizeof(float));
+            if (W > (size_t)w) dst[w] = row[w - 1];
+        }
+    return CKEY_OK;
+}
+
+/* Open the encoders at the first frame; refuse a frame of another size. */
+static ckey_status check_size(tee *t, const ckey_shot_frame *f, int32_t w, int32_t h,
+                              ckey_error *err) {
+    if (!t->width) return open_writers(t, w, h, err);
+    if (w != t->width || h != t->height)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "%s is %d x %d, but the video outputs are %d x %d (the size of the first "
+                       "frame): a video keeps one size", f->plate, (int)w, (int)h,
+                       (int)t->width, (int)t->height);
+    return CKEY_OK;
+}
+
+static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                             ckey_error *err) {
+    tee *t = self;
+    /* Ordered writes (an inner sink without concurrent_write): open the
+     * encoders before the first frame's passes are written, so a size they
+     * refuse stops the run with nothing written. Concurrent ones leave the
+     * tee's state to tee_write_ordered. */
+    if (!t->inner.concurrent_write) {
+        ckey_status st = check_size(t, f, p->width, p->height, err);
+        if (st != CKEY_OK) return st;
+    }
+    return t->inner.write(t->inner.self, f, p, err);
+}
+
+/* The encoders, in frame order, after the frame's passes are written. */
+static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                                     ckey_error *err) {
+    tee *t = self;
+    const int32_t w = p->width, h = p->height;
+    ckey_status st = check_size(t, f, w, h, err);
+    if (st != CKEY_OK) return st;
+    if (t->inner.write_ordered && (st = t->inner.write_ordered(t->inner.self, f, p, err)) != CKEY_OK)
+        return st;
+    const size_t n = (size_t)w * (size_t)h;
+    if (t->w[OUT_FG_ALPHA]) {
+        if (n > t->fg_cap) {
+            free(t->fg);
+            t->fg = malloc(3 * n * sizeof(float));
+            t->fg_cap = t->fg ? n : 0;
+            if (!t->fg) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
+                                       (int)w, (int)h);
+        }
+        /* the straight fg that Processed premultiplies (post.c's first steps) */
+        memcpy(t->fg, p->fg, 3 * n * sizeof(float));
+        ck_despill(t->fg, n, t->o.despill_strength);
+        st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, p->processed + 3 * n, err);
+        if (st != CKEY_OK) return st;
+    }
+    if (t->w[OUT_COMP]) {
+        const float *comp = p->comp;
+        if ((w | h) & 1) {
+            if ((st = pad_even(t, p->comp, w, h, err)) != CKEY_OK) return st;
+            comp = t->pad;
+        }
+        st = ckey_video_write_frame(t->w[OUT_COMP], comp, NULL, err);
+    }
+    return st;
+}
+
+static ckey_status tee_finish(void *self, ckey_error *err) {
+    tee *t = self;
+    ckey_status st = t->inner.finish ? t->inner.finish(t->inner.self, err) : CKEY_OK;
+    for (int k = 0; k < NOUT; k++) {
+        if (!t->w[k]) continue;
+        ckey_video_writer *w = t->w[k];
+        t->w[k] = NULL;
+        if (st == CKEY_OK) st = ckey_video_writer_close(w, err); /* frees w */
+        else ckey_video_writer_free(w);
+    }
+    return st;
+}
+
+static void tee_close(void *self) {
+    tee *t = self;
+    if (!t) return;
+    for (int k = 0; k < NOUT; k++) {
+        ckey_video_writer_free(t->w[k]); /* unfinished: removes the temporary file */
+        free(t->path[k]);
+    }
+    ckey_sink_close(&t->inner);
+    free(t->fg);
+    free(t->pad);
+    free(t);
+}
+
+ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
+                                     ckey_sink *out, ckey_error *err) {
+    if (!inner || !inner->write || !o || !out || out == inner || (!o->fg_alpha && !o->comp) ||
+        o->rate_num < 0 || o->rate_den < 0 || o->threads < 0 ||
+        !(o->despill_strength >= 0.0f && o->despill_strength <= 1.0f))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_sink_open_video_tee: bad arguments");
+    tee *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    t->o = *o;
+    t->o.fg_alpha = t->o.comp = NULL;
+    const char *paths[NOUT] = {o->fg_alpha, o->comp};
+    for (int k = 0; k < NOUT; k++)
+        if (paths[k] && !(t->path[k] = strdup(paths[k]))) {
+            tee_close(t);
+            return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+        }
+    t->inner = *inner;
+    memset(inner, 0, sizeof *inner);
+    memset(out, 0, sizeof *out);
+    out->self = t;
+    out->complete = NULL; /* a video cannot resume */
+    out->begin = tee_begin;
+    out->write = tee_write;
+    out->write_ordered = tee_write_ordered;
+    out->concurrent_write = t->inner.concurrent_write;
+    out->finish = tee_finish;
+    out->close = tee_close;
+    return CKEY_OK;
+}

@@ -1,0 +1,320 @@
+/* The CUDA side of libckey, callable from C. Everything here degrades to
+ * "no device" when the build has no CUDA (CK_HAVE_CUDA undefined) or the
+ * machine has no driver or GPU. */
+#ifndef CK_CUDA_H
+#define CK_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckey.h"
+#include "core/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Storage type of device activations and matrix weights (ck_dtype: CK_F32,
+ * CK_F16 or CK_BF16). Math is fp32 throughout; the 16-bit types store 16
+ * bits and accumulate in fp32. */
+
+/* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
+int ck_cuda_device_count(void);
+
+/* Make `index` the calling thread's current device. */
+ckey_status ck_cuda_set_device(int index, ckey_error *err);
+
+/* Name, memory and compute capability of device `index`. */
+ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *err);
+
+/* ---- op kernels (the CUDA op table grows from these; see docs/architecture.md).
+ * All pointers are device memory; `stream` is a cudaStream_t (NULL: default). */
+
+/* y [N, C] = layernorm(x) * g + b, eps 1e-6; one warp per row. */
+ckey_status ck_cuda_layernorm(const float *x, int64_t N, int C, const float *g, const float *b, float *y,
+                              void *stream, ckey_error *err);
+
+/* y [N, out] (+)= x [N, in] . W^T + b with cuBLAS (fp32, no TF32). */
+typedef struct ck_cublas ck_cublas;
+ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err);
+void ck_cublas_free(ck_cublas *h);
+ckey_status ck_cuda_linear(ck_cublas *h, const float *x, int64_t N, int in, const float *W, const float *b,
+                           float *y, int out, int accumulate, void *stream, ckey_error *err);
+
+/* Global attention, q max-pooled by qs: qkv [N, 3*D] (q | k | v, head-major
+ * inside each), out [N/qs, D]; online softmax, no score matrix. */
+ckey_status ck_cuda_attention(const float *qkv, int64_t N, int D, int heads, int qs, float *out, void *stream,
+                              ckey_error *err);
+
+/* Tensor-core versions (src/cuda/attention-mma.cu): qkv and out in storage
+ * type dt (CK_F16 or CK_BF16), fp32 accumulation and softmax; same layouts
+ * and pooling as ck_cuda_attention / ck_cuda_window_attention. head_dim
+ * 16, 32, 56 or 64; qkv 16-byte aligned. */
+ckey_status ck_cuda_attention_tc(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                 void *stream, ckey_error *err);
+ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                        ck_dtype dt, void *stream, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_tc_ld(const void *qkv, int64_t nw, int T, int qs, int Do, int heads, void *out,
+                                           int ldo, ck_dtype dt, void *stream, ckey_error *err);
+
+/* Hopper version of ck_cuda_attention_tc (src/cuda/attention-wgmma.cu,
+ * wgmma.mma_async, built for sm_90a only): same arguments, layouts and
+ * pooling; head_dim 56 only (else CKEY_ERR_UNSUPPORTED); dt CK_F16 or
+ * CK_BF16. Call it only where ck_cuda_wgmma_ok() says so. */
+ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                    void *stream, ckey_error *err);
+/* 1 if the current device is compute capability 9.0 (sm_90a code runs). */
+int ck_cuda_wgmma_ok(void);
+/* Tuning hook (tests): the same with a kernel variant (tile shape); 0 is
+ * ck_cuda_attention_wgmma's, unknown values fall back to 0. */
+ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                            ck_dtype dt, int variant, void *stream, ckey_error *err);
+
+/* y [M, N] = gelu(x [M, K] . W [N, K]^T + b) in one Hopper kernel (src/cuda/linear-gelu-wgmma.cu,
+ * sm_90a): fp16 / bf16 x, W and y, fp32 b and accumulation, the erf GELU of
+ * ck_cuda_bias_gelu_t on the fp32 sum. ck_cuda_linear_gelu_ok says whether
+ * the shape, type and device are supported (K and N multiples of 8); x, W, y
+ * 16-byte aligned, b 8-byte. */
+int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt);
+ckey_status ck_cuda_linear_gelu(const void *x, int64_t M, int K, const void *W, const float *b, void *y, int N,
+                                ck_dtype dt, void *stream, ckey_error *err);
+/* The same kernel with the GELU (mode CK_LINEAR_GELU, fp32 b) or bias only (mode 0: fp32 b;
+ * CK_LINEAR_BIAS16: b in dt, as the linears' biases are on the device). The
+ * tile width (128 or 256 output columns) is the kernel's pick for the shape
+ * unless CK_LINEAR_TILE_N128 / _N256 asks for one, and so is the clustering
+ * unless CK_LINEAR_CLUSTER1 / 2 asks (tests, timings). */
+enum {
+    CK_LINEAR_GELU = 1,
+    CK_LINEAR_BIAS16 = 2,
+    CK_LINEAR_TILE_N128 = 4,
+    CK_LINEAR_TILE_N256 = 8,
+    CK_LINEAR_CLUSTER1 = 16, /* CTAs on their own (no W multicast) */
+    CK_LINEAR_CLUSTER2 = 32, /* clusters of two CTAs sharing W tiles */
+    /* timings only (fp16, GELU, no clusters; y is not written): the K loop without the epilogue, or
+     * the loads alone, so that a test can say what the kernel's time is made of */
+    CK_LINEAR_PROBE_MAINLOOP = 64,
+    CK_LINEAR_PROBE_LOADS = 128
+};
+ckey_status ck_cuda_linear_wgmma(const void *x, int64_t M, int K, const void *W, const void *b, void *y, int N,
+                                 int mode, ck_dtype dt, void *stream, ckey_error *err);
+/* The same kernel's GELU with the LayerNorm before it folded in (the LN fold,
+ * src/model/ln-fold.h): y = gelu(rstd_r (x_r . W_c - mean_r colsum_c) + b_c)
+ * for x un-normalized, W = W0 diag(g), b = b0 + W0 beta (fp32), colsum [N]
+ * the row sums of the 16-bit W as stored, stats [M, 2] each row's mean and
+ * 1 / sqrt(var + eps) (ck_cuda_layernorm_stats_t). mode: the tile and cluster
+ * bits of ck_cuda_linear_wgmma. b, colsum, stats 8-byte aligned. */
+ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *W, const float *b,
+                                   const float *colsum, const float *stats, void *y, int N, int mode, ck_dtype dt,
+                                   void *stream, ckey_error *err);
+
+/* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
+ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
+ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
+                                 ckey_error *err);
+ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err);
+/* The 16-bit paths' GELU (ck_gelu_fast, rowbias.cuh) built for the host, with
+ * exact rcp and exp2 in place of the GPU's approximate ones: the tests check
+ * its formula against erf on any machine. NAN in a build without CUDA. */
+float ck_cuda_gelu_fast_host(float v);
+ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err);
+ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err);
+ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
+                                ckey_error *err);
+ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
+                              float *out, int Cout, void *st, ckey_error *err);
+ckey_status ck_cuda_conv3x3(const float *in, int image_in, int Cin, int S, int dil, const float *W, const float *bias,
+                            float *out, int Cout, int groups, double *stats, void *st, ckey_error *err);
+ckey_status ck_cuda_groupnorm_affine(const double *stats, int groups, int C, int64_t HW, const float *gamma,
+                                     const float *beta, float *a, float *b, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                const float *b, const float *pos, int E, int k, float *tok, void *st,
+                                ckey_error *err);
+ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
+                                     void *st, ckey_error *err);
+ckey_status ck_cuda_decoder_epilogue(const float *h, int64_t p0, int64_t n, int G, int D2, const float *P2, int H2,
+                                     const float *P3, int H3, const float *P4, int H4, const float *b1,
+                                     const float *cls_w, const float *cls_b, float *logits, void *st, ckey_error *err);
+ckey_status ck_cuda_memset(void *p, int value, size_t bytes, ckey_error *err);
+
+/* The same ops for any storage type (dtype.cuh): activations `void *` of
+ * type dt; weights of linear layers in dt; vectors, logits, outputs fp32.
+ * The fp32 entry points above are these with dt = CK_F32. */
+ckey_status ck_cuda_layernorm_t(const void *x, int64_t N, int C, const float *g, const float *b, void *y,
+                                ck_dtype dt, void *stream, ckey_error *err);
+/* The LayerNorm's row statistics only: stats [N, 2] = mean, 1 / sqrt(var + 1e-6) of x's rows (dt
+ * storage), computed as ck_cuda_layernorm_t computes them; stats 8-byte aligned. */
+ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *stats, ck_dtype dt, void *stream,
+                                      ckey_error *err);
+/* y (+)= x W^T + b. The bias b (or NULL) is fp32 when dt is CK_F32, else in
+ * dt like W (cuBLASLt fuses a bias of the output's type only): 16-bit
+ * sessions keep 16-bit copies of these biases (session.c, upload_weights). */
+ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
+                             int out, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+/* The same with y's rows ldy elements apart (a column block of a wider y). */
+ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
+                                int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                void *stream, ckey_error *err);
+ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
+                            ckey_error *err);
+ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
+                             ckey_error *err);
+ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, const float *b, void *y, ck_dtype dt,
+                                   void *st, ckey_error *err);
+ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, void *rin, ck_dtype dt, void *st,
+                                    ckey_error *err);
+ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                  ck_dtype dt, void *st, ckey_error *err);
+/* The same with y, x' = relu(pre_a*x + pre_b) in place of x when pre_a is
+ * given (the residual after a conv that applied a pending GroupNorm + ReLU
+ * to x as it loaded): x = relu(x' + a*y + b). */
+ckey_status ck_cuda_residual_relu_t(void *x, const void *y, int C, int64_t HW, const float *a, const float *b,
+                                    const float *pre_a, const float *pre_b, ck_dtype dt, void *st, ckey_error *err);
+/* out [Cout, HW] = mult * (W x' + b), x' = x or, with y, relu(x + ra*y + rb)
+ * rounded to dt (the residual pass's value, not stored). */
+ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
+                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
+                                ckey_error *err);
+ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                              const float *bias, void *out, int Cout, int groups, double *stats, ck_dtype dt, void *st,
+                              ckey_error *err);
+/* Output rows y0..y1-1 only, into out (row y0 first): the in-place refiner
+ * conv runs band by band (backend.c). */
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err);
+/* Patch embed as im2col + GEMM + epilogue (16-bit sessions), for output
+ * pixels p0 .. p0+n-1 of the (S/stride)^2 grid: col [n, Cin*K*K]; then
+ * tok[unroll(p)] = y[p - p0] + b + pos[p] with y [n, E] = col . W^T. */
+ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
+                                   void *col, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
+                                     const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
+                                  const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
+                                  ckey_error *err);
+ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                       ck_dtype dt, void *st, ckey_error *err);
+/* The same with out's rows ldo elements apart (one head's columns of a wider out). */
+ckey_status ck_cuda_window_attention_ld_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
+                                          int ldo, ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_decoder_epilogue_t(const void *h, int64_t p0, int64_t n, int G, int D2, const void *P2, int H2,
+                                       const void *P3, int H3, const void *P4, int H4, const float *b1,
+                                       const float *cls_w, const float *cls_b, float *logits, ck_dtype dt, void *st,
+                                       ckey_error *err);
+
+/* ---- the refiner on 16-bit storage (src/cuda/refiner-mma.cu) ----
+ * Maps are channels-last [S*S, C] in storage dt (CK_F16 or CK_BF16), math fp32.
+ *
+ * 3x3 conv, padding = dilation, as implicit GEMM on tensor cores:
+ * out [S*S, Cout] = conv(in' [S*S, Cin]) + bias, stored in dt, where
+ * in' = relu(in_a[c] * in + in_b[c]) when in_a/in_b are given (a pending
+ * GroupNorm + ReLU, fp32 math, rounded to dt once) and in' = in otherwise;
+ * out-of-image taps contribute 0 (padding comes after the transform).
+ * stats (may be NULL): per group g of Cout/groups channels, the sum and sum of
+ * squares of the fp32 bias-added outputs (before rounding to dt, as the fp32
+ * reference) are ADDED to stats[2g], stats[2g+1] (zero them first).
+ * W: the weights packed by ck_cuda_conv3x3_tc_pack_weights. Cin in {8, 16,
+ * 32, 48, 64} (8: the stem's 7 image channels padded, its taps paired in k16
+ * steps), Cout in {16, 32, 48, 64} (else CKEY_ERR_UNSUPPORTED); dt F16 or
+ * BF16; out must not alias in. */
+ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                               const float *in_a, const float *in_b, void *out, int Cout, int groups, double *stats,
+                               ck_dtype dt, void *stream, ckey_error *err);
+/* The same for output rows y0 .. y1-1 only, stored from `out` on (row y0
+ * first; in is the whole map): for the in-place refiner conv, band by band.
+ * Each output value is bitwise the whole-image call's; stats get the band's
+ * sums. */
+ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
+                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* Hopper version of ck_cuda_conv3x3_tc_rows for Cin = Cout = 64
+ * (src/cuda/refiner-wgmma.cu, wgmma.mma_async, built for sm_90a only): same
+ * arguments, weights, results and statistics; dilations up to 8 (shared
+ * memory; CKEY_ERR_UNSUPPORTED above). Call it only where ck_cuda_wgmma_ok()
+ * says so. */
+ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                       const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
+                                       double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* The whole image in place in one launch: output row y lands shift_rows rows
+ * before input row y (out = in - shift_rows rows, the margin allocated with
+ * in), as the backend's banded conv2 does in bands of band_rows, but the
+ * bands' items overlap: an item waits only for the earlier items that read
+ * the rows it overwrites. band_rows and shift_rows multiples of dil, shift_rows
+ * >= band_rows + dil; sync: a device buffer of sync_cap ints (zeroed by the
+ * call, in stream order); CKEY_ERR_UNSUPPORTED when the items would not fit. */
+ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const void *W, const float *bias,
+                                          const float *in_a, const float *in_b, int band_rows, int shift_rows,
+                                          int *sync, int64_t sync_cap, int groups, double *stats, ck_dtype dt,
+                                          void *stream, ckey_error *err);
+/* Whether the refiner of width R runs on the tensor-core conv in storage dt
+ * (16-bit, R in {16, 32, 48, 64}); then the stem's input goes through
+ * ck_cuda_refiner_stem_input and its weights are padded to 8 channels. */
+int ck_cuda_refiner_tc_ok(int R, ck_dtype dt);
+/* rin [7, S, S] (image layout) -> map [S*S, 8], channel 7 zero. */
+ckey_status ck_cuda_refiner_stem_input(const void *rin, int S, void *map, ck_dtype dt, void *stream, ckey_error *err);
+/* Bytes of packed weights: 9 * Cout * Cin 16-bit values (Cin = 8: 5 * Cout * 16). */
+size_t ck_conv3x3_tc_weight_bytes(int Cout, int Cin);
+/* Pack a PyTorch conv weight [Cout, Cin, 3, 3] fp32 (host) into the layout
+ * [tap = ky*3 + kx][Cout][Cin] in dt (round to nearest even), into host
+ * memory `dst` of ck_conv3x3_tc_weight_bytes bytes; for Cin = 8
+ * [step][Cout][16], element c of step j being channel c % 8 of tap
+ * 2j + c / 8 (zero for tap 9). */
+ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int Cin, ck_dtype dt, void *dst);
+/* The same, uploaded to device memory W_dev_out (synchronous copy). *bytes
+ * (if not NULL) receives the size; W_dev_out NULL: size query only. */
+ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
+                                            void *W_dev_out, size_t *bytes, ckey_error *err);
+
+/* Device memory helpers for tests and the future backend. */
+ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
+void ck_cuda_free(void *p);
+ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device, ckey_error *err);
+ckey_status ck_cuda_sync(ckey_error *err);
+/* Streams, pinned host memory, async copies and CUDA graphs (device.cu). */
+ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err);
+ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
+                               ckey_error *err);
+ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);
+void ck_cuda_host_free(void *p);
+ckey_status ck_cuda_stream_create(void **stream, ckey_error *err);
+void ck_cuda_stream_destroy(void *stream);
+ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err);
+/* Record what is issued on `stream` until capture_end, then instantiate it. */
+ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err);
+ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err);
+ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
+void ck_cuda_graph_free(void *exec);
+/* Events, to time work on a stream; seconds between two completed events (0 on failure). */
+ckey_status ck_cuda_event_create(void **ev, ckey_error *err);
+void ck_cuda_event_destroy(void *ev);
+ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err);
+double ck_cuda_event_seconds(void *ev0, void *ev1);
+/* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
+ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
+/* cuBLASLt plans cached so far for 16-bit linear layers (bias_only: those
+ * with a bias only): *fused with an algorithm (one cublasLtMatmul, the bias
+ * in its epilogue), *fallback without one (cuBLAS GEMM + bias pass). For
+ * tests and profiling. */
+void ck_cublas_plan_counts(const ck_cublas *h, int bias_only, int *fused, int *fallback);
+/* on = 0: 16-bit linear layers skip cuBLASLt (every one takes the GEMM + bias
+ * pass); for tests and A/B runs. */
+void ck_cublas_set_lt(ck_cublas *h, int on);
+/* Whether the last ck_cuda_linear_ld_t ran as one cublasLtMatmul (bias fused). */
+int ck_cublas_last_fused(const ck_cublas *h);
+/* The measured cuBLASLt picks (lt-tuned.h): whether a table is in use for
+ * this GPU and cuBLASLt version; on = 0 / 1 turns it off / back on (cached
+ * plans are dropped); the last linear's pick (its index in the heuristic's
+ * ranking, 0 = the heuristic's first). For tests and A/B runs. */
+int ck_cublas_tuned(const ck_cublas *h);
+void ck_cublas_set_tuned(ck_cublas *h, int on);
+int ck_cublas_last_pick(const ck_cublas *h);
+/* Device-to-device copy on a stream. */
+ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1334 @@
+/*
+ * Video in and out through FFmpeg (libavformat / libavcodec / libswscale).
+ *
+ * Reading. ckey opens the file itself and hands libavformat a custom
+ * AVIOContext (or one over a memory buffer, for the fuzz target), so a path is
+ * never parsed as an FFmpeg URL ("concat:", "http:"); the demuxer's io_open is
+ * replaced by one that refuses, so no format can pull in other files (HLS, dref
+ * atoms, image2 patterns), and only the container formats of a video workflow
+ * are probed. The frame-size cap goes to the decoder as max_pixels, which
+ * libavcodec checks before it allocates a picture; ckey checks the sides and
+ * the container's frame count. The decoder runs with AV_EF_EXPLODE and every
+ * frame's corruption flags are checked, so a damaged frame is an error naming
+ * it, not a concealed picture.
+ *
+ * Colour. libswscale 5.1 places >8-bit samples in its 16-bit outputs by
+ * shifting, which leaves a gain error of up to 0.4% (10-bit limited-range
+ * white reads 0.9962; full-range 1023 reads 0.9990), the size of an 8-bit
+ * step; even RGB24 -> RGBA64 came back up to 1/255 off (measured). So ckey converts planar
+ * formats itself with the textbook formulas (direct_convert), and swscale only
+ * repacks the other layouts into a planar one of the same family (exact
+ * unscaled copies). The writer likewise computes its YUV samples itself, with
+ * the same formulas and chroma siting the reader assumes.
+ *
+ * Writing. Frames are converted to BT.709 limited-range YUV and encoded
+ * (prores_ks or libx264) into a container written through our own FILE* to
+ * "<path>.tmp"; close drains the encoder, writes the trailer, fsyncs and
+ * renames.
+ *
+ * FFmpeg's log level is process-wide; only ckey_video_set_log_level touches
+ * it, for programs to call once (see ckey.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "media/video.h"
+
+#ifndef CK_HAVE_FFMPEG
+
+static ckey_status no_ffmpeg(ckey_error *err, const char *what) {
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without FFmpeg (video support)",
+                   what ? what : "(null)");
+}
+
+ckey_status ck_video_reader_open_memory(const void *data, size_t size, const char *label,
+                                        int32_t threads, int64_t max_pixels,
+                                        ckey_video_reader **out, ckey_error *err) {
+    (void)data;
+    (void)size;
+    (void)threads;
+    (void)max_pixels;
+    if (out) *out = NULL;
+    return no_ffmpeg(err, label ? label : "(memory)");
+}
+
+ckey_status ckey_video_reader_open(const char *path, int32_t threads, ckey_video_reader **out,
+                                   ckey_error *err) {
+    (void)threads;
+    if (out) *out = NULL;
+    return no_ffmpeg(err, path);
+}
+
+void ckey_video_reader_free(ckey_video_reader *r) { (void)r; }
+
+ckey_status ckey_video_reader_get_info(const ckey_video_reader *r, ckey_video_info *info) {
+    (void)r;
+    if (info) memset(info, 0, sizeof *info);
+    return CKEY_ERR_UNSUPPORTED;
+}
+
+ckey_status ckey_video_read_frame(ckey_video_reader *r, int64_t index, float *rgb, float *alpha,
+                                  int32_t *eof, ckey_error *err) {
+    (void)r;
+    (void)index;
+    (void)rgb;
+    (void)alpha;
+    (void)eof;
+    return no_ffmpeg(err, "ckey_video_read_frame");
+}
+
+ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hint, int32_t *eof,
+                                 ckey_error *err) {
+    (void)r;
+    (void)index;
+    (void)hint;
+    (void)eof;
+    return no_ffmpeg(err, "ckey_video_read_hint");
+}
+
+ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
+                                   ckey_video_writer **out, ckey_error *err) {
+    (void)o;
+    if (out) *out = NULL;
+    return no_ffmpeg(err, path);
+}
+
+ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const float *alpha,
+                                   ckey_error *err) {
+    (void)w;
+    (void)rgb;
+    (void)alpha;
+    return no_ffmpeg(err, "ckey_video_write_frame");
+}
+
+ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err) {
+    (void)w;
+    return no_ffmpeg(err, "ckey_video_writer_close");
+}
+
+void ckey_video_writer_free(ckey_video_writer *w) { (void)w; }
+
+void ckey_video_set_log_level(int32_t verbose) { (void)verbose; }
+
+#else /* CK_HAVE_FFMPEG */
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/opt.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#define CK_AVIO_BUF 65536
+
+/* Demuxers a clip may come in (matched against the probed format's names). */
+static const char format_whitelist[] =
+    "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mxf,mpegts,mpeg,h264,hevc,m4v,ivf,nut,flv,"
+    "yuv4mpegpipe";
+
+/* A decoder that swallows this many packets without a frame is given up on. */
+#define CK_MAX_PACKETS_PER_FRAME 100000
+
+/* The fallback repacks without scaling or chroma resampling (same layout
+ * family); the flags only matter if swscale ever has to interpolate. */
+#define CK_SWS_FLAGS (SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP)
+
+static void av_message(int code, char *buf, size_t cap) {
+    if (av_strerror(code, buf, cap) < 0) snprintf(buf, cap, "FFmpeg error %d", code);
+}
+
+void ckey_video_set_log_level(int32_t verbose) {
+    av_log_set_level(verbose <= 0 ? AV_LOG_QUIET : verbose == 1 ? AV_LOG_WARNING : AV_LOG_INFO);
+}
+
+/* ============================================================= reading */
+
+typedef struct source {
+    FILE *file; /* or the memory range */
+    const unsigned char *mem;
+    size_t size, pos;
+    int io_errno;
+} source;
+
+static int source_read(void *opaque, uint8_t *buf, int n) {
+    source *s = opaque;
+    if (n <= 0) return 0;
+    if (s->file) {
+        const size_t got = fread(buf, 1, (size_t)n, s->file);
+        if (got == 0) {
+            if (ferror(s->file)) {
+                s->io_errno = errno ? errno : EIO;
+                return AVERROR(EIO);
+            }
+            return AVERROR_EOF;
+        }
+        return (int)got;
+    }
+    const size_t left = s->size - s->pos;
+    if (left == 0) return AVERROR_EOF;
+    const size_t len = (size_t)n < left ? (size_t)n : left;
+    memcpy(buf, s->mem + s->pos, len);
+    s->pos += len;
+    return (int)len;
+}
+
+static int64_t source_seek(void *opaque, int64_t offset, int whence) {
+    source *s = opaque;
+    whence &= ~AVSEEK_FORCE;
+    if (whence == AVSEEK_SIZE) return (int64_t)s->size;
+    int64_t base;
+    if (whence == SEEK_SET) base = 0;
+    else if (whence == SEEK_CUR) base = s->file ? (int64_t)ftello(s->file) : (int64_t)s->pos;
+    else if (whence == SEEK_END) base = (int64_t)s->size;
+    else return AVERROR(EINVAL);
+    if ((offset > 0 && base > INT64_MAX - offset)) return AVERROR(EINVAL);
+    const int64_t to = base + offset;
+    if (to < 0 || to > (int64_t)s->size) return AVERROR(EINVAL);
+    if (s->file) {
+        if (fseeko(s->file, (off_t)to, SEEK_SET) != 0) return AVERROR(errno ? errno : EIO);
+    } else {
+        s->pos = (size_t)to;
+    }
+    return to;
+}
+
+/* The demuxer may not open anything besides the file it was given. */
+static int refuse_io_open(struct AVFormatContext *s, AVIOContext **pb, const char *url, int flags,
+                          AVDictionary **options) {
+    (void)s;
+    (void)url;
+    (void)flags;
+    (void)options;
+    *pb = NULL;
+    return AVERROR(EPERM);
+}
+
+struct ckey_video_reader {
+    char *label;                /* the path, for messages; owned */
+    source src;
+    AVIOContext *pb;            /* custom I/O over src; its buffer is av_malloc'd */
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVPacket *pkt;
+    AVFrame *frame;             /* holds frame `cur` */
+    struct SwsContext *sws;     /* fallback repacker, made on first use */
+    int sws_fmt;                /* its source format (-1: none) */
+    AVFrame *planar;            /* fallback: frame `cur` repacked to a planar format */
+    float *rowbuf;              /* direct path: two chroma rows, [2, w] */
+    int32_t *cx0, *cx1;         /* direct path: per column, the chroma samples to mix */
+    float *cxw;                 /*   and the weight of the second */
+    int stream;
+    int64_t max_pixels;
+    int64_t next;               /* index the decoder's next frame gets */
+    int64_t cur;                /* index held in `frame`, -1 when none */
+    int flushing;               /* the demuxer ended; the decoder was sent its NULL packet */
+    int ended;                  /* the decoder is drained: `next` frames in all */
+    ckey_video_info info;
+};
+
+static ckey_status frame_fail(const ckey_video_reader *r, ckey_error *err, ckey_status st,
+                              const char *what, int code) {
+    char msg[128];
+    av_message(code, msg, sizeof msg);
+    return ck_fail(err, st, "%s: frame %lld: %s: %s", r->label, (long long)r->next, what, msg);
+}
+
+/* Sides and pixels within the caps; 0 and a message otherwise. */
+static int size_ok(const ckey_video_reader *r, int64_t w, int64_t h, char *msg, size_t cap) {
+    if (w < 1 || h < 1) {
+        snprintf(msg, cap, "invalid frame size %lld x %lld", (long long)w, (long long)h);
+        return 0;
+    }
+    if (w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE) {
+        snprintf(msg, cap, "%lld x %lld exceeds the %d-pixel side limit", (long long)w,
+                 (long long)h, CKEY_IMAGE_MAX_SIDE);
+        return 0;
+    }
+    if (w * h > r->max_pixels) {
+        snprintf(msg, cap, "%lld x %lld exceeds the limit of %lld pixels", (long long)w,
+                 (long long)h, (long long)r->max_pixels);
+        return 0;
+    }
+    return 1;
+}
+
+/* A frame the decoder returned: vet it and make it frame `next`. */
+static ckey_status accept_frame(ckey_video_reader *r, ckey_error *err) {
+    const AVFrame *f = r->frame;
+    char msg[160];
+    if (r->next >= CKEY_VIDEO_MAX_FRAMES)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: more than %lld frames", r->label,
+                       (long long)CKEY_VIDEO_MAX_FRAMES);
+    if (!size_ok(r, f->width, f->height, msg, sizeof msg))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: frame %lld: %s", r->label,
+                       (long long)r->next, msg);
+    if (r->info.width && (f->width != r->info.width || f->height != r->info.height))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                       "%s: frame %lld: size changed from %d x %d to %d x %d", r->label,
+                       (long long)r->next, (int)r->info.width, (int)r->info.height, f->width,
+                       f->height);
+    if (f->decode_error_flags || (f->flags & AV_FRAME_FLAG_CORRUPT))
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the decoder reports it corrupt",
+                       r->label, (long long)r->next);
+    if (!av_pix_fmt_desc_get((enum AVPixelFormat)f->format))
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: no pixel format", r->label,
+                       (long long)r->next);
+    r->cur = r->next++;
+    return CKEY_OK;
+}
+
+/* Decode the next frame into r->frame, or set r->ended. */
+static ckey_status decode_next(ckey_video_reader *r, ckey_error *err) {
+    int64_t packets = 0;
+    for (;;) {
+        int ret = avcodec_receive_frame(r->dec, r->frame);
+        if (ret >= 0) return accept_frame(r, err);
+        r->cur = -1;
+        if (ret == AVERROR_EOF) {
+            r->ended = 1;
+            return CKEY_OK;
+        }
+        if (ret != AVERROR(EAGAIN)) return frame_fail(r, err, CKEY_ERR_FORMAT, "decode error", ret);
+        if (r->flushing)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "%s: frame %lld: the decoder stalled",
+                           r->label, (long long)r->next);
+        if (++packets > CK_MAX_PACKETS_PER_FRAME)
+            return ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: no picture in %d packets",
+                           r->label, (long long)r->next, CK_MAX_PACKETS_PER_FRAME);
+        ret = av_read_frame(r->fmt, r->pkt);
+        if (ret == AVERROR_EOF) {
+            r->flushing = 1;
+            ret = avcodec_send_packet(r->dec, NULL);
+            if (ret < 0 && ret != AVERROR_EOF)
+                return frame_fail(r, err, CKEY_ERR_FORMAT, "decode error", ret);
+            continue;
+        }
+        if (ret < 0) {
+            if (r->src.io_errno)
+                return ck_fail(err, CKEY_ERR_IO, "%s: frame %lld: read error: %s", r->label,
+                               (long long)r->next, strerror(r->src.io_errno));
+            return frame_fail(r, err, CKEY_ERR_FORMAT, "cannot read the next packet", ret);
+        }
+        if (r->pkt->stream_index != r->stream) {
+            av_packet_unref(r->pkt);
+            continue;
+        }
+        if (r->pkt->flags & AV_PKT_FLAG_CORRUPT) {
+            av_packet_unref(r->pkt);
+            return ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: truncated or corrupt packet",
+                           r->label, (long long)r->next);
+        }
+        ret = avcodec_send_packet(r->dec, r->pkt);
+        av_packet_unref(r->pkt);
+        if (ret < 0 && ret != AVERROR(EAGAIN))
+            return frame_fail(r, err, CKEY_ERR_FORMAT, "decode error", ret);
+    }
+}
+
+/* Back to the first frame: seek the demuxer to the stream's start (by time,
+ * else by byte for raw streams) and reset the decoder. */
+static ckey_status rewind_reader(ckey_video_reader *r, int64_t index, ckey_error *err) {
+    const AVStream *st = r->fmt->streams[r->stream];
+    const int64_t start = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
+    int ret = avformat_seek_file(r->fmt, r->stream, INT64_MIN, start, start, 0);
+    if (ret < 0) ret = av_seek_frame(r->fmt, r->stream, 0, AVSEEK_FLAG_BYTE | AVSEEK_FLAG_BACKWARD);
+    if (ret < 0) {
+        char msg[128];
+        av_message(ret, msg, sizeof msg);
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                       "%s: cannot rewind to frame %lld (frames are read in order): %s",
+                       r->label, (long long)index, msg);
+    }
+    avcodec_flush_buffers(r->dec);
+    av_frame_unref(r->frame);
+    r->next = 0;
+    r->cur = -1;
+    r->flushing = 0;
+    r->ended = 0;
+    return CKEY_OK;
+}
+
+/* Make frame `index` the current one. *at_end = 1 when the clip ends first. */
+static ckey_status goto_frame(ckey_video_reader *r, int64_t index, int *at_end, ckey_error *err) {
+    *at_end = 0;
+    if (index == r->cur) return CKEY_OK;
+    if (index < r->next) {
+        ckey_status st = rewind_reader(r, index, err);
+        if (st != CKEY_OK) return st;
+    }
+    while (r->cur != index) {
+        if (r->ended) {
+            if (r->info.frame_count > r->next)
+                return ck_fail(err, CKEY_ERR_FORMAT,
+                               "%s: truncated: the clip ends after %lld frames, its header "
+                               "declares %lld (frame %lld asked for)",
+                               r->label, (long long)r->next, (long long)r->info.frame_count,
+                               (long long)index);
+            *at_end = 1;
+            return CKEY_OK;
+        }
+        ckey_status st = decode_next(r, err);
+        if (st != CKEY_OK) {
+            /* the stream position is unknown now: start over on the next call */
+            r->cur = -1;
+            r->next = INT64_MAX;
+            return st;
+        }
+    }
+    return CKEY_OK;
+}
+
+/* How a frame's samples become RGB. */
+typedef struct color {
+    int rgb;            /* RGB (or gray-as-is) samples: no matrix */
+    int gray;           /* one component: R = G = B = Y */
+    double kr, kb;      /* luma weights of the matrix */
+    int full;           /* full (JPEG) range */
+    const char *name;
+} color;
+
+/* The YUV matrix and range of a frame: its own tags, else BT.709 for HD and
+ * BT.601 below, limited range unless a yuvj format. Gray is full range
+ * unless tagged limited (FFmpeg's convention). */
+static ckey_status frame_color(const ckey_video_reader *r, const AVFrame *f, color *c,
+                               ckey_error *err) {
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    memset(c, 0, sizeof *c);
+    if (d->flags & AV_PIX_FMT_FLAG_RGB) {
+        c->rgb = 1;
+        c->full = 1;
+        c->name = "rgb";
+        return CKEY_OK;
+    }
+    if (d->nb_components < 3) {
+        c->gray = 1;
+        c->full = f->color_range != AVCOL_RANGE_MPEG;
+        c->name = "gray";
+        return CKEY_OK;
+    }
+    enum AVColorSpace cs = f->colorspace;
+    if (cs == AVCOL_SPC_UNSPECIFIED || cs == AVCOL_SPC_RESERVED)
+        cs = (f->width >= 1280 || f->height >= 720) ? AVCOL_SPC_BT709 : AVCOL_SPC_SMPTE170M;
+    switch (cs) {
+    case AVCOL_SPC_BT709: c->kr = 0.2126, c->kb = 0.0722; break;
+    case AVCOL_SPC_FCC: c->kr = 0.30, c->kb = 0.11; break;
+    case AVCOL_SPC_BT470BG:
+    case AVCOL_SPC_SMPTE170M: c->kr = 0.299, c->kb = 0.114; break;
+    case AVCOL_SPC_SMPTE240M: c->kr = 0.212, c->kb = 0.087; break;
+    case AVCOL_SPC_BT2020_NCL: c->kr = 0.2627, c->kb = 0.0593; break;
+    default: {
+        const char *n = av_color_space_name(cs);
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                       "%s: frame %lld: colour matrix %s is not supported", r->label,
+                       (long long)r->cur, n ? n : "(unknown)");
+    }
+    }
+    c->name = av_color_space_name(cs);
+    const enum AVPixelFormat pf = (enum AVPixelFormat)f->format;
+    c->full = f->color_range == AVCOL_RANGE_JPEG || pf == AV_PIX_FMT_YUVJ420P ||
+              pf == AV_PIX_FMT_YUVJ422P || pf == AV_PIX_FMT_YUVJ444P ||
+              pf == AV_PIX_FMT_YUVJ440P || pf == AV_PIX_FMT_YUVJ411P;
+    return CKEY_OK;
+}
+
+/*
+ * The formats ckey converts itself: every component in a plane of its own,
+ * 1..16 bits in whole bytes (any chroma subsampling, either endianness):
+ * yuv(a)4xxp*, gbr(a)p*, gray*. libswscale (5.1) scales >8-bit samples by
+ * shifts, which leaves a gain error up to 0.4% (10-bit limited-range white
+ * comes out 0.9962), so these exact formulas replace it where they can;
+ * packed, semi-planar, palette and float formats go through swscale.
+ */
+static int direct_format(const AVPixFmtDescriptor *d) {
+    if (d->flags & (AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BITSTREAM | AV_PIX_FMT_FLAG_HWACCEL |
+                    AV_PIX_FMT_FLAG_FLOAT | AV_PIX_FMT_FLAG_BAYER))
+        return 0;
+    if (d->nb_components != 1 && d->nb_components != 3 && d->nb_components != 4) return 0;
+    if (d->nb_components > 1 && !(d->flags & AV_PIX_FMT_FLAG_PLANAR)) return 0;
+    unsigned planes = 0;
+    for (int c = 0; c < d->nb_components; c++) {
+        const AVComponentDescriptor *k = &d->comp[c];
+        if (k->depth < 8 || k->depth > 16 || k->depth != d->comp[0].depth || k->shift ||
+            k->offset || k->step != (k->depth > 8 ? 2 : 1) || k->plane < 0 || k->plane > 3 ||
+            (planes & (1u << k->plane)))
+            return 0;
+        planes |= 1u << k->plane;
+    }
+    return 1;
+}
+
+static inline unsigned sample_at(const uint8_t *row, int x, int wide, int be) {
+    if (!wide) return row[x];
+    const uint8_t *p = row + 2 * (size_t)x;
+    return be ? (unsigned)p[0] << 8 | p[1] : (unsigned)p[1] << 8 | p[0];
+}
+
+static inline float clamp01(double v) { return v <= 0.0 ? 0.0f : v >= 1.0 ? 1.0f : (float)v; }
+
+/* Chroma sample position for luma coordinate p, as (index, weight) of a
+ * linear interpolation between index and index + 1 of n samples; `centred`:
+ * chroma sits between its luma samples, else on the first of them. */
+static void chroma_tap(int p, int log2s, int centred, int n, int32_t *i0, int32_t *i1, float *t) {
+    const double s = (double)(1 << log2s);
+    const double u = ((double)p - (centred ? (s - 1) / 2 : 0.0)) / s;
+    const double fl = floor(u);
+    int a = (int)fl, b = a + 1;
+    *t = (float)(u - fl);
+    if (a < 0) a = 0;
+    if (b < 0) b = 0;
+    if (a > n - 1) a = n - 1;
+    if (b > n - 1) b = n - 1;
+    *i0 = a;
+    *i1 = b;
+}
+
+/*
+ * Frame `cur` into any of the planes R, G, B, A ([h, w] each; NULL: not
+ * wanted) by the direct path. YUV: chroma upsampled linearly at its sited
+ * position (frame's chroma_location; unspecified = MPEG-2's "left":
+ * co-sited horizontally, centred vertically), then
+ *   Y' = (Y - 16 * 2^(n-8)) / (219 * 2^(n-8)), C' = (C - 2^(n-1)) / (224 * 2^(n-8))
+ * (full range: Y / (2^n - 1), (C - 2^(n-1)) / (2^n - 1)) and
+ *   R = Y' + 2(1-Kr) Cr', B = Y' + 2(1-Kb) Cb', G = (Y' - Kr R - Kb B) / Kg.
+ */
+static void direct_convert(ckey_video_reader *r, const AVFrame *f, const color *col, float *R,
+                           float *G, float *B, float *A) {
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    const int w = f->width, h = f->height, n = d->comp[0].depth;
+    const int wide = n > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
+    const double maxv = (double)((1u << n) - 1);
+    const AVComponentDescriptor *k = d->comp;
+    const int alpha_c = (d->flags & AV_PIX_FMT_FLAG_ALPHA) ? d->nb_components - 1 : -1;
+    const size_t W = (size_t)w;
+#define ROW(c, y) (f->data[k[c].plane] + (ptrdiff_t)(y) * f->linesize[k[c].plane])
+    if (A && alpha_c >= 0)
+        for (int y = 0; y < h; y++) {
+            const uint8_t *ra = ROW(alpha_c, y);
+            for (int x = 0; x < w; x++) A[y * W + x] = (float)(sample_at(ra, x, wide, be) / maxv);
+        }
+    if (!R && !G && !B) return;
+    if (col->rgb) {
+        float *out[3] = {R, G, B};
+        for (int c = 0; c < 3; c++) {
+            if (!out[c]) continue;
+            for (int y = 0; y < h; y++) {
+                const uint8_t *row = ROW(c, y);
+                for (int x = 0; x < w; x++)
+                    out[c][y * W + x] = (float)(sample_at(row, x, wide, be) / maxv);
+            }
+        }
+        return;
+    }
+    const double unit = ldexp(1.0, n - 8);
+    const double yoff = col->full ? 0.0 : 16.0 * unit;
+    const double ysc = col->full ? 1.0 / maxv : 1.0 / (219.0 * unit);
+    if (col->gray) {
+        for (int y = 0; y < h; y++) {
+            const uint8_t *row = ROW(0, y);
+            for (int x = 0; x < w; x++) {
+                const float v = clamp01(((double)sample_at(row, x, wide, be) - yoff) * ysc);
+                if (R) R[y * W + x] = v;
+                if (G) G[y * W + x] = v;
+                if (B) B[y * W + x] = v;
+            }
+        }
+        return;
+    }
+    const double coff = ldexp(1.0, n - 1);
+    const double csc = col->full ? 1.0 / maxv : 1.0 / (224.0 * unit);
+    const double kr = col->kr, kb = col->kb, kg = 1.0 - kr - kb;
+    const double rcr = 2 * (1 - kr), bcb = 2 * (1 - kb), gcb = bcb * kb / kg, gcr = rcr * kr / kg;
+    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
+    const int cw = AV_CEIL_RSHIFT(w, lw), ch = AV_CEIL_RSHIFT(h, lh);
+    const enum AVChromaLocation loc = f->chroma_location;
+    const int hcentred = loc == AVCHROMA_LOC_CENTER || loc == AVCHROMA_LOC_TOP ||
+                         loc == AVCHROMA_LOC_BOTTOM;
+    const int vcentred = loc == AVCHROMA_LOC_UNSPECIFIED || loc == AVCHROMA_LOC_LEFT ||
+                         loc == AVCHROMA_LOC_CENTER;
+    const int vbottom = loc == AVCHROMA_LOC_BOTTOMLEFT || loc == AVCHROMA_LOC_BOTTOM;
+    float *cbrow = r->rowbuf, *crrow = cbrow + W;
+    for (int x = 0; x < w; x++)
+        chroma_tap(x, lw, hcentred, cw, &r->cx0[x], &r->cx1[x], &r->cxw[x]);
+    for (int y = 0; y < h; y++) {
+        int32_t j0, j1;
+        float t;
+        if (vbottom && lh) {
+            /* chroma row j sits on luma row j * 2^lh + 2^lh - 1 */
+            chroma_tap(y - ((1 << lh) - 1), lh, 0, ch, &j0, &j1, &t);
+        } else {
+            chroma_tap(y, lh, vcentred, ch, &j0, &j1, &t);
+        }
+        const uint8_t *b0 = ROW(1, j0), *b1 = ROW(1, j1), *r0 = ROW(2, j0), *r1 = ROW(2, j1);
+        for (int i = 0; i < cw; i++) {
+            cbrow[i] = (1 - t) * (float)sample_at(b0, i, wide, be) + t * (float)sample_at(b1, i, wide, be);
+            crrow[i] = (1 - t) * (float)sample_at(r0, i, wide, be) + t * (float)sample_at(r1, i, wide, be);
+        }
+        const uint8_t *yr = ROW(0, y);
+        for (int x = 0; x < w; x++) {
+            const int i0 = r->cx0[x], i1 = r->cx1[x];
+            const float u = r->cxw[x];
+            const double cb = ((1 - u) * cbrow[i0] + u * cbrow[i1] - coff) * csc;
+            const double cr = ((1 - u) * crrow[i0] + u * crrow[i1] - coff) * csc;
+            const double yv = ((double)sample_at(yr, x, wide, be) - yoff) * ysc;
+            if (R) R[y * W + x] = clamp01(yv + rcr * cr);
+            if (G) G[y * W + x] = clamp01(yv - gcb * cb - gcr * cr);
+            if (B) B[y * W + x] = clamp01(yv + bcb * cb);
+        }
+    }
+#undef ROW
+}
+
+/* The planar format of the same family, chroma layout and alpha that a
+ * fallback format is repacked into (8 or 16 bits). */
+static enum AVPixelFormat planar_target(const AVPixFmtDescriptor *d) {
+    const int deep = d->comp[0].depth > 8 || (d->flags & AV_PIX_FMT_FLAG_FLOAT);
+    const int alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
+    if (d->flags & (AV_PIX_FMT_FLAG_RGB | AV_PIX_FMT_FLAG_PAL | AV_PIX_FMT_FLAG_BAYER)) {
+        if (alpha || (d->flags & AV_PIX_FMT_FLAG_PAL))
+            return deep ? AV_PIX_FMT_GBRAP16 : AV_PIX_FMT_GBRAP;
+        return deep ? AV_PIX_FMT_GBRP16 : AV_PIX_FMT_GBRP;
+    }
+    if (d->nb_components < 3) return deep ? AV_PIX_FMT_GRAY16 : AV_PIX_FMT_GRAY8;
+    static const enum AVPixelFormat yuv[2][2][3][3] = {
+        /* [deep][alpha][log2_chroma_h][log2_chroma_w]; AV_PIX_FMT_NONE: none */
+        {{{AV_PIX_FMT_YUV444P, AV_PIX_FMT_YUV422P, AV_PIX_FMT_YUV411P},
+          {AV_PIX_FMT_YUV440P, AV_PIX_FMT_YUV420P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_YUV410P}},
+         {{AV_PIX_FMT_YUVA444P, AV_PIX_FMT_YUVA422P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_YUVA420P, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}}},
+        {{{AV_PIX_FMT_YUV444P16, AV_PIX_FMT_YUV422P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_YUV440P12, AV_PIX_FMT_YUV420P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}},
+         {{AV_PIX_FMT_YUVA444P16, AV_PIX_FMT_YUVA422P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_YUVA420P16, AV_PIX_FMT_NONE},
+          {AV_PIX_FMT_NONE, AV_PIX_FMT_NONE, AV_PIX_FMT_NONE}}}};
+    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
+    enum AVPixelFormat t = lw <= 2 && lh <= 2 ? yuv[deep][alpha][lh][lw] : AV_PIX_FMT_NONE;
+    /* no planar twin: 4:4:4 keeps every sample */
+    if (t == AV_PIX_FMT_NONE) t = yuv[deep][alpha][0][0];
+    return t;
+}
+
+/*
+ * The fallback for formats direct_format refuses (packed yuyv, semi-planar
+ * nv12 / p010, packed RGB, palettes, float): swscale repacks frame `cur`
+ * into the planar format of the same family (unscaled copies: 8-bit samples
+ * stay exact, deeper ones are placed in 16 bits by shifting, which is exact
+ * for limited-range video), and the direct path converts that.
+ */
+static ckey_status repack(ckey_video_reader *r, const AVFrame **out, ckey_error *err) {
+    const AVFrame *f = r->frame;
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    const enum AVPixelFormat t = planar_target(d);
+    if (!r->planar || r->planar->format != t) {
+        av_frame_free(&r->planar);
+        r->planar = av_frame_alloc();
+        if (!r->planar) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+        r->planar->format = t;
+        r->planar->width = f->width;
+        r->planar->height = f->height;
+        if (av_frame_get_buffer(r->planar, 0) < 0) {
+            av_frame_free(&r->planar);
+            return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a %d x %d frame",
+                           r->label, f->width, f->height);
+        }
+    }
+    if (!r->sws || r->sws_fmt != f->format) {
+        sws_freeContext(r->sws);
+        r->sws = sws_getContext(f->width, f->height, (enum AVPixelFormat)f->format, f->width,
+                                f->height, t, CK_SWS_FLAGS, NULL, NULL, NULL);
+        r->sws_fmt = r->sws ? f->format : -1;
+        if (!r->sws)
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                           "%s: frame %lld: cannot convert pixel format %s", r->label,
+                           (long long)r->cur, av_get_pix_fmt_name((enum AVPixelFormat)f->format));
+    }
+    const int h = sws_scale(r->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height,
+                            r->planar->data, r->planar->linesize);
+    if (h != f->height)
+        return ck_fail(err, CKEY_ERR_INTERNAL, "%s: frame %lld: swscale converted %d of %d rows",
+                       r->label, (long long)r->cur, h, f->height);
+    r->planar->colorspace = f->colorspace;
+    r->planar->color_range = f->color_range;
+    r->planar->chroma_location = f->chroma_location;
+    *out = r->planar;
+    return CKEY_OK;
+}
+
+/* Frame `cur` into the wanted planes (NULL: skipped). hint != 0: `B` gets
+ * the hint (alpha unless absent or entirely opaque, else blue); R, G, A
+ * must then be NULL. */
+static ckey_status convert_to(ckey_video_reader *r, float *R, float *G, float *B, float *A,
+                              int hint, ckey_error *err) {
+    const AVFrame *f = r->frame;
+    const size_t w = (size_t)f->width, h = (size_t)f->height;
+    ckey_status st;
+    if (!direct_format(av_pix_fmt_desc_get((enum AVPixelFormat)f->format))) {
+        st = repack(r, &f, err);
+        if (st != CKEY_OK) return st;
+    }
+    color col; /* of the planar frame: a palette has become RGB */
+    st = frame_color(r, f, &col, err);
+    if (st != CKEY_OK) return st;
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    const int has_alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
+    if (A && !has_alpha) {
+        for (size_t i = 0; i < w * h; i++) A[i] = 1.0f;
+        A = NULL;
+    }
+    if (hint && has_alpha) {
+        const AVComponentDescriptor *k = &d->comp[d->nb_components - 1];
+        const int wide = k->depth > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
+        const unsigned maxv = (1u << k->depth) - 1;
+        int opaque = 1;
+        for (size_t y = 0; y < h && opaque; y++) {
+            const uint8_t *row = f->data[k->plane] + (ptrdiff_t)y * f->linesize[k->plane];
+            for (size_t x = 0; x < w; x++)
+                if (sample_at(row, (int)x, wide, be) != maxv) {
+                    opaque = 0;
+                    break;
+                }
+        }
+        if (!opaque) {
+            A = B;
+            B = NULL;
+        }
+    }
+    direct_convert(r, f, &col, R, G, B, A);
+    return CKEY_OK;
+}
+
+static void reader_close(ckey_video_reader *r) {
+    sws_freeContext(r->sws);
+    av_frame_free(&r->planar);
+    free(r->rowbuf);
+    free(r->cx0);
+    free(r->cx1);
+    free(r->cxw);
+    av_frame_free(&r->frame);
+    av_packet_free(&r->pkt);
+    avcodec_free_context(&r->dec);
+    avformat_close_input(&r->fmt);
+    if (r->pb) {
+        av_freep(&r->pb->buffer);
+        avio_context_free(&r->pb);
+    }
+    if (r->src.file) fclose(r->src.file);
+    free(r->label);
+    free(r);
+}
+
+void ckey_video_reader_free(ckey_video_reader *r) {
+    if (r) reader_close(r);
+}
+
+/* Everything after the byte source is set up. */
+static ckey_status reader_start(ckey_video_reader *r, int32_t threads, ckey_error *err) {
+    char msg[160];
+    int ret;
+    unsigned char *buf = av_malloc(CK_AVIO_BUF);
+    if (buf) r->pb = avio_alloc_context(buf, CK_AVIO_BUF, 0, &r->src, source_read, NULL, source_seek);
+    if (!r->pb) {
+        av_free(buf);
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    }
+    r->fmt = avformat_alloc_context();
+    if (!r->fmt) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    r->fmt->pb = r->pb;
+    r->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    r->fmt->io_open = refuse_io_open;
+    r->fmt->format_whitelist = av_strdup(format_whitelist);
+    if (!r->fmt->format_whitelist) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    ret = avformat_open_input(&r->fmt, r->label, NULL, NULL); /* frees fmt on failure */
+    if (ret < 0) {
+        av_message(ret, msg, sizeof msg);
+        if (r->src.io_errno)
+            return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", r->label,
+                           strerror(r->src.io_errno));
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: not a video file ckey can read (%s)", r->label,
+                       msg);
+    }
+
+    /* Sizes the container states are checked before anything decodes: a
+     * probe decoder that hits max_pixels leaves the parameters zeroed. */
+    for (unsigned i = 0; i < r->fmt->nb_streams; i++) {
+        const AVCodecParameters *p = r->fmt->streams[i]->codecpar;
+        if (p->codec_type == AVMEDIA_TYPE_VIDEO && (p->width || p->height) &&
+            !size_ok(r, p->width, p->height, msg, sizeof msg))
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: %s", r->label, msg);
+    }
+
+    /* Probe decoders get the same size cap and no threads. */
+    const unsigned n0 = r->fmt->nb_streams;
+    AVDictionary **sopts = n0 ? calloc(n0, sizeof *sopts) : NULL;
+    if (n0 && !sopts) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    for (unsigned i = 0; i < n0; i++) {
+        av_dict_set_int(&sopts[i], "max_pixels", r->max_pixels, 0);
+        av_dict_set(&sopts[i], "threads", "1", 0);
+    }
+    ret = avformat_find_stream_info(r->fmt, sopts);
+    for (unsigned i = 0; i < n0; i++) av_dict_free(&sopts[i]);
+    free(sopts);
+    if (ret < 0) {
+        av_message(ret, msg, sizeof msg);
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: cannot read the stream parameters (%s)",
+                       r->label, msg);
+    }
+
+    const AVCodec *codec = NULL;
+    ret = av_find_best_stream(r->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (ret == AVERROR_DECODER_NOT_FOUND) {
+        const int s = av_find_best_stream(r->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: FFmpeg has no decoder for its %s video",
+                       r->label,
+                       s >= 0 ? avcodec_get_name(r->fmt->streams[s]->codecpar->codec_id) : "?");
+    }
+    if (ret < 0 || !codec) return ck_fail(err, CKEY_ERR_FORMAT, "%s: no video stream", r->label);
+    r->stream = ret;
+    for (unsigned i = 0; i < r->fmt->nb_streams; i++)
+        if ((int)i != r->stream) r->fmt->streams[i]->discard = AVDISCARD_ALL;
+    AVStream *st = r->fmt->streams[r->stream];
+    const AVCodecParameters *par = st->codecpar;
+    if ((par->width || par->height) && !size_ok(r, par->width, par->height, msg, sizeof msg))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: %s", r->label, msg);
+    if (st->nb_frames > CKEY_VIDEO_MAX_FRAMES)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: %lld frames exceed the limit of %lld",
+                       r->label, (long long)st->nb_frames, (long long)CKEY_VIDEO_MAX_FRAMES);
+
+    r->dec = avcodec_alloc_context3(codec);
+    if (!r->dec) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    ret = avcodec_parameters_to_context(r->dec, par);
+    if (ret < 0) return frame_fail(r, err, CKEY_ERR_FORMAT, "decoder parameters", ret);
+    r->dec->pkt_timebase = st->time_base;
+    r->dec->max_pixels = r->max_pixels;
+    r->dec->thread_count = threads;
+    r->dec->err_recognition |= AV_EF_EXPLODE;
+    ret = avcodec_open2(r->dec, codec, NULL);
+    if (ret < 0) {
+        av_message(ret, msg, sizeof msg);
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: cannot open the %s decoder (%s)", r->label,
+                       codec->name, msg);
+    }
+    r->pkt = av_packet_alloc();
+    r->frame = av_frame_alloc();
+    if (!r->pkt || !r->frame) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+
+    r->info.frame_count = st->nb_frames > 0 ? st->nb_frames : 0;
+    r->cur = -1;
+    r->sws_fmt = -1;
+    int at_end;
+    ckey_status s = goto_frame(r, 0, &at_end, err);
+    if (s != CKEY_OK) return s;
+    if (at_end) return ck_fail(err, CKEY_ERR_FORMAT, "%s: the video has no frames", r->label);
+
+    const AVFrame *f = r->frame;
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    ckey_video_info *in = &r->info;
+    in->width = f->width;
+    in->height = f->height;
+    const AVRational rate = av_guess_frame_rate(r->fmt, st, NULL);
+    in->rate_num = rate.num > 0 && rate.den > 0 ? rate.num : 0;
+    in->rate_den = rate.num > 0 && rate.den > 0 ? rate.den : 1;
+    in->bit_depth = d->comp[0].depth;
+    in->has_alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
+    snprintf(in->codec, sizeof in->codec, "%s", codec->name);
+    snprintf(in->pixel_format, sizeof in->pixel_format, "%s", d->name);
+    color col;
+    s = frame_color(r, f, &col, err);
+    if (s != CKEY_OK) return s;
+    in->full_range = col.full;
+    snprintf(in->color_matrix, sizeof in->color_matrix, "%s", col.gray ? "rgb" : col.name);
+
+    const size_t w = (size_t)f->width;
+    r->rowbuf = malloc(2 * w * sizeof(float));
+    r->cx0 = malloc(w * sizeof(int32_t));
+    r->cx1 = malloc(w * sizeof(int32_t));
+    r->cxw = malloc(w * sizeof(float));
+    if (!r->rowbuf || !r->cx0 || !r->cx1 || !r->cxw)
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    return CKEY_OK;
+}
+
+static ckey_status reader_new(const char *label, int64_t max_pixels, ckey_video_reader **out,
+                              ckey_error *err) {
+    ckey_video_reader *r = calloc(1, sizeof *r);
+    if (r) r->label = strdup(label);
+    if (!r || !r->label) {
+        free(r);
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
+    }
+    r->max_pixels = max_pixels > 0 && max_pixels < CKEY_IMAGE_MAX_PIXELS ? max_pixels
+                                                                          : CKEY_IMAGE_MAX_PIXELS;
+    *out = r;
+    return CKEY_OK;
+}
+
+ckey_status ck_video_reader_open_memory(const void *data, size_t size, const char *label,
+                                        int32_t threads, int64_t max_pixels,
+                                        ckey_video_reader **out, ckey_error *err) {
+    if (out) *out = NULL;
+    if (!label) label = "(memory)";
+    if (!out || (!data && size) || threads < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the video reader",
+                       label);
+    ckey_video_reader *r = NULL;
+    ckey_status st = reader_new(label, max_pixels, &r, err);
+    if (st != CKEY_OK) return st;
+    r->src.mem = data;
+    r->src.size = size;
+    st = reader_start(r, threads, err);
+    if (st != CKEY_OK) {
+        reader_close(r);
+        return st;
+    }
+    *out = r;
+    return CKEY_OK;
+}
+
+ckey_status ckey_video_reader_open(const char *path, int32_t threads, ckey_video_reader **out,
+                                   ckey_error *err) {
+    if (out) *out = NULL;
+    if (!path || !out || threads < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_reader_open: invalid arguments");
+    ckey_video_reader *r = NULL;
+    ckey_status st = reader_new(path, 0, &r, err);
+    if (st != CKEY_OK) return st;
+    r->src.file = fopen(path, "rbe");
+    if (!r->src.file) {
+        st = ck_fail(err, CKEY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        reader_close(r);
+        return st;
+    }
+    struct stat sb;
+    if (fstat(fileno(r->src.file), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = ck_fail(err, CKEY_ERR_IO, "%s: not a regular file", path);
+        reader_close(r);
+        return st;
+    }
+    r->src.size = (size_t)sb.st_size;
+    st = reader_start(r, threads, err);
+    if (st != CKEY_OK) {
+        reader_close(r);
+        return st;
+    }
+    *out = r;
+    return CKEY_OK;
+}
+
+ckey_status ckey_video_reader_get_info(const ckey_video_reader *r, ckey_video_info *info) {
+    if (!info) return CKEY_ERR_INVALID_ARG;
+    if (!r) {
+        memset(info, 0, sizeof *info);
+        return CKEY_ERR_INVALID_ARG;
+    }
+    *info = r->info;
+    return CKEY_OK;
+}
+
+/* Shared head of the two frame readers: position on `index`. */
+static ckey_status prepare(ckey_video_reader *r, int64_t index, int32_t *eof, int *at_end,
+                           ckey_error *err) {
+    if (eof) *eof = 0;
+    if (index < 0 || index >= CKEY_VIDEO_MAX_FRAMES)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: frame index %lld out of range", r->label,
+                       (long long)index);
+    ckey_status st = goto_frame(r, index, at_end, err);
+    if (st != CKEY_OK || !*at_end) return st;
+    if (eof) {
+        *eof = 1;
+        return CKEY_OK;
+    }
+    return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: frame %lld is past the end (%lld frames)",
+                   r->label, (long long)index, (long long)r->next);
+}
+
+ckey_status ckey_video_read_frame(ckey_video_reader *r, int64_t index, float *rgb, float *alpha,
+                                  int32_t *eof, ckey_error *err) {
+    if (!r) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_read_frame: no reader");
+    int at_end;
+    ckey_status st = prepare(r, index, eof, &at_end, err);
+    if (st != CKEY_OK || at_end) return st;
+    const size_t plane = (size_t)r->info.width * (size_t)r->info.height;
+    return convert_to(r, rgb, rgb ? rgb + plane : NULL, rgb ? rgb + 2 * plane : NULL, alpha, 0,
+                      err);
+}
+
+ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hint, int32_t *eof,
+                                 ckey_error *err) {
+    if (!r || !hint)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_read_hint: invalid arguments");
+    int at_end;
+    ckey_status st = prepare(r, index, eof, &at_end, err);
+    if (st != CKEY_OK || at_end) return st;
+    return convert_to(r, NULL, NULL, hint, NULL, 1, err);
+}
+
+/* ============================================================= writing */
+
+struct ckey_video_writer {
+    char *path, *tmp;           /* owned */
+    FILE *file;
+    int io_errno;
+    int renamed;
+    AVIOContext *pb;            /* over `file`; buffer av_malloc'd */
+    AVFormatContext *fmt;
+    AVCodecContext *enc;
+    AVStream *st;
+    AVFrame *frame;
+    AVPacket *pkt;
+    float *chroma;              /* [2, h, w] full-resolution Cb', Cr' of the frame */
+    int32_t width, height;
+    int header_written;
+    int64_t frames;
+};
+
+#if LIBAVFORMAT_VERSION_MAJOR >= 61
+#define CK_AVIO_WBUF const uint8_t
+#else
+#define CK_AVIO_WBUF uint8_t
+#endif
+
+static int sink_write(void *opaque, CK_AVIO_WBUF *buf, int n) {
+    ckey_video_writer *w = opaque;
+    if (n <= 0) return 0;
+    if (fwrite(buf, 1, (size_t)n, w->file) != (size_t)n) {
+        if (!w->io_errno) w->io_errno = errno ? errno : EIO;
+        return AVERROR(EIO);
+    }
+    return n;
+}
+
+static int64_t sink_seek(void *opaque, int64_t offset, int whence) {
+    ckey_video_writer *w = opaque;
+    whence &= ~AVSEEK_FORCE;
+    if (whence == AVSEEK_SIZE) {
+        struct stat sb;
+        if (fflush(w->file) != 0 || fstat(fileno(w->file), &sb) != 0) return AVERROR(EIO);
+        return (int64_t)sb.st_size;
+    }
+    if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) return AVERROR(EINVAL);
+    if (fseeko(w->file, (off_t)offset, whence) != 0) return AVERROR(errno ? errno : EIO);
+    return (int64_t)ftello(w->file);
+}
+
+static void writer_release(ckey_video_writer *w) {
+    free(w->chroma);
+    av_frame_free(&w->frame);
+    av_packet_free(&w->pkt);
+    avcodec_free_context(&w->enc);
+    avformat_free_context(w->fmt);
+    if (w->pb) {
+        av_freep(&w->pb->buffer);
+        avio_context_free(&w->pb);
+    }
+    if (w->file) fclose(w->file);
+    if (w->tmp && !w->renamed) unlink(w->tmp);
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
+void ckey_video_writer_free(ckey_video_writer *w) {
+    if (w) writer_release(w);
+}
+
+static const char *muxer_for(const char *path) {
+    const char *dot = strrchr(path, '.');
+    const char *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) return NULL;
+    if (!strcasecmp(dot, ".mov")) return "mov";
+    if (!strcasecmp(dot, ".mp4")) return "mp4";
+    if (!strcasecmp(dot, ".mkv")) return "matroska";
+    return NULL;
+}
+
+static ckey_status writer_fail(ckey_video_writer *w, ckey_error *err, const char *what, int code) {
+    char msg[128];
+    if (w->io_errno) snprintf(msg, sizeof msg, "%s", strerror(w->io_errno));
+    else av_message(code, msg, sizeof msg);
+    return ck_fail(err, w->io_errno ? CKEY_ERR_IO : CKEY_ERR_INTERNAL, "%s: %s: %s", w->path, what,
+                   msg);
+}
+
+static ckey_status writer_start(ckey_video_writer *w, const ckey_video_writer_options *o,
+                                const char *muxer, ckey_error *err) {
+    static const char *const encoders[3] = {"prores_ks", "prores_ks", "libx264"};
+    static const enum AVPixelFormat formats[3] = {AV_PIX_FMT_YUVA444P10LE, AV_PIX_FMT_YUV422P10LE,
+                                                  AV_PIX_FMT_YUV420P};
+    const AVCodec *codec = avcodec_find_encoder_by_name(encoders[o->codec]);
+    if (!codec)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: this FFmpeg has no %s encoder", w->path,
+                       encoders[o->codec]);
+    int ret;
+    w->file = fopen(w->tmp, "wbe");
+    if (!w->file)
+        return ck_fail(err, CKEY_ERR_IO, "%s: cannot create %s: %s", w->path, w->tmp,
+                       strerror(errno));
+    unsigned char *buf = av_malloc(CK_AVIO_BUF);
+    if (buf) w->pb = avio_alloc_context(buf, CK_AVIO_BUF, 1, w, NULL, sink_write, sink_seek);
+    if (!w->pb) {
+        av_free(buf);
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    }
+    ret = avformat_alloc_output_context2(&w->fmt, NULL, muxer, NULL);
+    if (ret < 0 || !w->fmt) return writer_fail(w, err, "cannot set up the container", ret);
+    w->fmt->pb = w->pb;
+    w->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+
+    AVCodecContext *c = w->enc = avcodec_alloc_context3(codec);
+    if (!c) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    c->width = o->width;
+    c->height = o->height;
+    c->pix_fmt = formats[o->codec];
+    c->time_base = (AVRational){o->rate_den, o->rate_num};
+    c->framerate = (AVRational){o->rate_num, o->rate_den};
+    c->sample_aspect_ratio = (AVRational){1, 1};
+    c->color_primaries = AVCOL_PRI_BT709;
+    c->color_trc = AVCOL_TRC_IEC61966_2_1;
+    c->colorspace = AVCOL_SPC_BT709;
+    c->color_range = AVCOL_RANGE_MPEG;
+    c->chroma_sample_location = AVCHROMA_LOC_LEFT;
+    c->thread_count = o->threads;
+    if (w->fmt->oformat->flags & AVFMT_GLOBALHEADER) c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    if (o->codec == CKEY_VIDEO_H264) {
+        av_opt_set(c->priv_data, "preset", "medium", 0);
+        av_opt_set(c->priv_data, "crf", "18", 0);
+    } else {
+        av_opt_set(c->priv_data, "profile", o->codec == CKEY_VIDEO_PRORES_4444 ? "4444" : "hq", 0);
+    }
+    ret = avcodec_open2(c, codec, NULL);
+    if (ret < 0) return writer_fail(w, err, "cannot open the encoder", ret);
+    w->st = avformat_new_stream(w->fmt, NULL);
+    if (!w->st) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    ret = avcodec_parameters_from_context(w->st->codecpar, c);
+    if (ret < 0) return writer_fail(w, err, "stream parameters", ret);
+    w->st->time_base = c->time_base;
+    w->st->avg_frame_rate = c->framerate;
+    ret = avformat_write_header(w->fmt, NULL);
+    if (ret < 0) return writer_fail(w, err, "cannot write the container header", ret);
+    w->header_written = 1;
+
+    w->pkt = av_packet_alloc();
+    w->frame = av_frame_alloc();
+    if (!w->pkt || !w->frame) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    w->frame->format = c->pix_fmt;
+    w->frame->width = c->width;
+    w->frame->height = c->height;
+    w->frame->color_primaries = c->color_primaries;
+    w->frame->color_trc = c->color_trc;
+    w->frame->colorspace = c->colorspace;
+    w->frame->color_range = c->color_range;
+    w->frame->chroma_location = c->chroma_sample_location;
+    ret = av_frame_get_buffer(w->frame, 0);
+    if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    size_t n;
+    if (!ck_mul_size((size_t)o->width * (size_t)o->height, 2 * sizeof(float), &n) ||
+        !(w->chroma = malloc(n)))
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    return CKEY_OK;
+}
+
+ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
+                                   ckey_video_writer **out, ckey_error *err) {
+    if (out) *out = NULL;
+    if (!path || !*path || !o || !out)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_writer_open: invalid arguments");
+    if (o->codec != CKEY_VIDEO_PRORES_4444 && o->codec != CKEY_VIDEO_PRORES_422HQ &&
+        o->codec != CKEY_VIDEO_H264)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: unknown video codec %d", path, (int)o->codec);
+    if (o->width < 1 || o->height < 1 || o->width > CKEY_IMAGE_MAX_SIDE ||
+        o->height > CKEY_IMAGE_MAX_SIDE || (int64_t)o->width * o->height > CKEY_IMAGE_MAX_PIXELS)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d video", path,
+                       (int)o->width, (int)o->height);
+    if (o->codec == CKEY_VIDEO_H264 && (o->width % 2 || o->height % 2))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "%s: H.264 4:2:0 needs an even width and height, not %d x %d", path,
+                       (int)o->width, (int)o->height);
+    if (o->threads < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: %d threads", path, (int)o->threads);
+    ckey_video_writer_options opt = *o;
+    if (opt.rate_num == 0 && opt.rate_den == 0) {
+        opt.rate_num = 24;
+        opt.rate_den = 1;
+    }
+    if (opt.rate_num <= 0 || opt.rate_den <= 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: frame rate %d/%d", path, (int)o->rate_num,
+                       (int)o->rate_den);
+    const char *muxer = muxer_for(path);
+    if (!muxer)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "%s: unknown video container (the name must end in .mov, .mp4 or .mkv)",
+                       path);
+    if (!strcmp(muxer, "mp4") && opt.codec != CKEY_VIDEO_H264)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: ProRes goes in .mov or .mkv, not .mp4",
+                       path);
+
+    ckey_video_writer *w = calloc(1, sizeof *w);
+    const size_t plen = strlen(path);
+    if (w) w->path = strdup(path);
+    if (w) w->tmp = malloc(plen + 5);
+    if (!w || !w->path || !w->tmp) {
+        if (w) writer_release(w);
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(w->tmp, path, plen);
+    memcpy(w->tmp + plen, ".tmp", 5);
+    w->width = opt.width;
+    w->height = opt.height;
+    ckey_status st = writer_start(w, &opt, muxer, err);
+    if (st != CKEY_OK) {
+        writer_release(w);
+        return st;
+    }
+    *out = w;
+    return CKEY_OK;
+}
+
+/* Send `frame` (NULL: drain) and write every packet the encoder has. */
+static ckey_status encode(ckey_video_writer *w, const AVFrame *frame, ckey_error *err) {
+    int ret = avcodec_send_frame(w->enc, frame);
+    if (ret < 0) return writer_fail(w, err, "encoder error", ret);
+    for (;;) {
+        ret = avcodec_receive_packet(w->enc, w->pkt);
+        if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return CKEY_OK;
+        if (ret < 0) return writer_fail(w, err, "encoder error", ret);
+        av_packet_rescale_ts(w->pkt, w->enc->time_base, w->st->time_base);
+        w->pkt->stream_index = w->st->index;
+        ret = av_interleaved_write_frame(w->fmt, w->pkt); /* takes the packet's data */
+        if (ret < 0) return writer_fail(w, err, "write error", ret);
+    }
+}
+
+static inline double unit01(float v) { return v > 0.0f ? (v < 1.0f ? (double)v : 1.0) : 0.0; }
+
+static inline void put_code(uint8_t *row, size_t x, int wide, double v, int maxv) {
+    long q = lrint(v);
+    if (q < 0) q = 0;
+    if (q > maxv) q = maxv;
+    if (wide) {
+        row[2 * x] = (uint8_t)(q & 255); /* the encoders take little-endian formats */
+        row[2 * x + 1] = (uint8_t)(q >> 8);
+    } else {
+        row[x] = (uint8_t)q;
+    }
+}
+
+/*
+ * sRGB-encoded planes -> the encoder's YUV frame (BT.709, limited range) by
+ * the formulas the reader inverts: Y' = Kr R + Kg G + Kb B,
+ * Cb' = (B - Y') / (2 (1 - Kb)), Cr' = (R - Y') / (2 (1 - Kr)); n-bit codes
+ * 16 + 219 Y', 128 + 224 C' (times 2^(n-8)). Chroma is subsampled where it is
+ * sited: 4:2:2 / 4:2:0 co-sited horizontally ([1 2 1] / 4 filter), 4:2:0
+ * centred vertically (mean of the two rows) -- MPEG-2's "left" siting, the
+ * reader's default.
+ */
+static void rgb_to_yuv(ckey_video_writer *w, const float *rgb, const float *alpha) {
+    AVFrame *f = w->frame;
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    const int width = w->width, h = w->height, n = d->comp[0].depth, wide = n > 8;
+    const size_t W = (size_t)width, plane = W * (size_t)h;
+    const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
+    const double kr = 0.2126, kb = 0.0722, kg = 1.0 - kr - kb;
+    float *cb = w->chroma, *cr = cb + plane;
+    for (int y = 0; y < h; y++) {
+        uint8_t *yrow = f->data[0] + (ptrdiff_t)y * f->linesize[0];
+        for (int x = 0; x < width; x++) {
+            const size_t i = (size_t)y * W + (size_t)x;
+            const double R = unit01(rgb[i]), G = unit01(rgb[plane + i]), B = unit01(rgb[2 * plane + i]);
+            const double Y = kr * R + kg * G + kb * B;
+            cb[i] = (float)((B - Y) / (2 * (1 - kb)));
+            cr[i] = (float)((R - Y) / (2 * (1 - kr)));
+            put_code(yrow, (size_t)x, wide, (16.0 + 219.0 * Y) * unit, (int)maxv);
+        }
+        if (d->flags & AV_PIX_FMT_FLAG_ALPHA) {
+            uint8_t *arow = f->data[3] + (ptrdiff_t)y * f->linesize[3];
+            for (int x = 0; x < width; x++)
+                put_code(arow, (size_t)x, wide,
+                         alpha ? unit01(alpha[(size_t)y * W + (size_t)x]) * maxv : maxv, (int)maxv);
+        }
+    }
+    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
+    const int cw = AV_CEIL_RSHIFT(width, lw), ch = AV_CEIL_RSHIFT(h, lh);
+    for (int c = 0; c < 2; c++) {
+        const float *src = c ? cr : cb;
+        for (int j = 0; j < ch; j++) {
+            uint8_t *row = f->data[1 + c] + (ptrdiff_t)j * f->linesize[1 + c];
+            const int y0 = j << lh, y1 = lh && y0 + 1 < h ? y0 + 1 : y0;
+            for (int i = 0; i < cw; i++) {
+                double v = 0;
+                for (int yy = y0;; yy = y1) {
+                    const float *s = src + (size_t)yy * W;
+                    const int x = i << lw;
+                    if (lw) {
+                        const int xl = x > 0 ? x - 1 : 0, xr = x + 1 < width ? x + 1 : x;
+                        v += 0.25 * s[xl] + 0.5 * s[x] + 0.25 * s[xr];
+                    } else {
+                        v += s[x];
+                    }
+                    if (yy == y1) break;
+                }
+                if (y1 != y0) v *= 0.5;
+                put_code(row, (size_t)i, wide, (128.0 + 224.0 * v) * unit, (int)maxv);
+            }
+        }
+    }
+}
+
+ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const float *alpha,
+                                   ckey_error *err) {
+    if (!w || !rgb)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_write_frame: %s",
+                       w ? "no pixels" : "no writer");
+    if (w->frames >= CKEY_VIDEO_MAX_FRAMES)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: more than %lld frames", w->path,
+                       (long long)CKEY_VIDEO_MAX_FRAMES);
+    const int ret = av_frame_make_writable(w->frame); /* the encoder may hold the last one */
+    if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    rgb_to_yuv(w, rgb, alpha);
+    w->frame->pts = w->frames;
+    ckey_status st = encode(w, w->frame, err);
+    if (st != CKEY_OK) return st;
+    w->frames++;
+    return CKEY_OK;
+}
+
+ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err) {
+    if (!w) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_writer_close: no writer");
+    ckey_status st = CKEY_OK;
+    if (w->frames == 0)
+        st = ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: no frames were written", w->path);
+    if (st == CKEY_OK) st = encode(w, NULL, err);
+    if (st == CKEY_OK) {
+        const int ret = av_write_trailer(w->fmt);
+        if (ret < 0) st = writer_fail(w, err, "cannot finish the container", ret);
+    }
+    if (st == CKEY_OK) {
+        avio_flush(w->pb);
+        if (w->pb->error < 0) st = writer_fail(w, err, "write error", w->pb->error);
+    }
+    if (st == CKEY_OK && (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0))
+        st = ck_fail(err, CKEY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    if (w->file && fclose(w->file) != 0 && st == CKEY_OK)
+        st = ck_fail(err, CKEY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    w->file = NULL;
+    if (st == CKEY_OK) {
+        if (rename(w->tmp, w->path) != 0)
+            st = ck_fail(err, CKEY_ERR_IO, "%s: cannot rename %s into place: %s", w->path, w->tmp,
+                         strerror(errno));
+        else
+            w->renamed = 1;
+    }
+    if (st == CKEY_OK) ck_sync_parent_dir(w->path);
+    writer_release(w);
+    return st;
+}
+
+#endif /* CK_HAVE_FFMPEG */

@@ -1,0 +1,22 @@
+/*
+ * Video (public API in ckey.h: ckey_video_*). This header adds the in-memory
+ * reader the fuzz target drives; src/media/video.c implements both on FFmpeg.
+ */
+#ifndef CK_VIDEO_H
+#define CK_VIDEO_H
+
+#include <stddef.h>
+
+#include "ckey.h"
+
+/*
+ * ckey_video_reader_open on a buffer, which must outlive the reader; `label`
+ * stands for the file name in messages. `max_pixels` (<= CKEY_IMAGE_MAX_PIXELS;
+ * 0 means that) lowers the frame-size cap, so a fuzzer can stay within its
+ * memory limit.
+ */
+ckey_status ck_video_reader_open_memory(const void *data, size_t size, const char *label,
+                                        int32_t threads, int64_t max_pixels,
+                                        ckey_video_reader **out, ckey_error *err);
+
+#endif
