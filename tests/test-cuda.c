@@ -269,7 +269,7 @@ static void test_conv_and_groupnorm(void) {
     float *map = malloc((size_t)HW * R * sizeof(float)), *out = malloc((size_t)HW * R * sizeof(float));
     double st[16] = {0}, st2[16] = {0};
     /* stem: image -> map */
-    ck_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
+    ck_cpu_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
     float *dimg = to_device(img, (size_t)7 * HW), *dWs = to_device(Ws, (size_t)R * 63), *dbs = to_device(bs, R);
     float *dmap = dev_alloc((size_t)HW * R), *dout = dev_alloc((size_t)HW * R);
     double *dst = NULL;
@@ -286,7 +286,7 @@ static void test_conv_and_groupnorm(void) {
     float *dW = to_device(W, (size_t)R * R * 9), *dbw = to_device(bw, R);
     REQUIRE(dW && dbw);
     memset(st, 0, sizeof st);
-    ck_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
+    ck_cpu_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
     REQUIRE(ck_cuda_memset(dst, 0, 16 * sizeof(double), &err) == CKEY_OK);
     CHECKF(ck_cuda_conv3x3(dmap, 0, R, S, 4, dW, dbw, dout, R, groups, dst, NULL, &err) == CKEY_OK, "%s", err.message);
     CHECK(cmp_dev("conv3x3 dil 4", dout, out, (size_t)HW * R) < 1e-4);
@@ -1121,7 +1121,7 @@ static void test_conv3x3_tc(void) {
             if (cases[k].affine) x[i] = round16(fmaxf(fmaf(a[i % Cin], x[i], b[i % Cin]), 0.f), dt);
         }
         double st_ref[128] = {0}, st_got[128] = {0};
-        ck_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
+        ck_cpu_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
         size_t wbytes = 0;
         REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, Cout, Cin, dt, NULL, &wbytes, &err) == CKEY_OK);
         void *dW = NULL, *dout = NULL, *dx = to_device_bytes(x16, (size_t)HW * Cin * 2);
