@@ -1,6 +1,5 @@
 /* ckey version: the library version. */
 #include <stdio.h>
-#include <string.h>
 
 #include "ckey.h"
 #include "commands.h"
