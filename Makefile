@@ -111,7 +111,7 @@ RELFLAGS  := -O3 -g -DNDEBUG
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 LIB_SRC  := $(sort $(wildcard src/core/*.c src/ckpt/*.c src/media/*.c src/pixel/*.c src/clip/*.c src/model/*.c src/backend/*.c src/cpu/*.c src/cuda/*.c))
-PROG_SRC := $(sort $(wildcard programs/*.c))
+PROG_SRC := $(sort $(wildcard programs/ckey/*.c))
 TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))

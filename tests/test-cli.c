@@ -1,7 +1,8 @@
 /*
  * The ckey CLI as a user meets it: exit codes (0 ok, 1 runtime, 2 usage) and
- * messages for bad arguments and bad files, then an end-to-end `ckey run` on
- * examples/ with the tiny fixture model. The binary is the ckey next to this
+ * messages for bad arguments and bad files, every --help text against the
+ * reference in docs/cli.md, then an end-to-end `ckey run` on examples/ with
+ * the tiny fixture model. The binary is the ckey next to this
  * test's build tree (<dir of argv[0]>/../ckey).
  */
 #include <dirent.h>
@@ -144,6 +145,113 @@ static void test_usage_errors(void) {
         CHECKF(strstr(r.err, "--help"), "no pointer to --help: %s", r.err);
         result_free(&r);
     }
+}
+
+/* ------------------------------------------------------ the reference */
+
+/*
+ * docs/cli.md holds each help text in the fenced block after a line
+ * "<!-- ckey-help: ckey ARGS -->" (tools/gen-cli-doc.sh writes them). The
+ * block of `args`, malloc'd; NULL with the reason in why[cap] when the doc
+ * has no such marker or block.
+ */
+static char *doc_help_block(const char *doc, const char *args, char *why, size_t cap) {
+    char marker[128];
+    snprintf(marker, sizeof marker, "<!-- ckey-help: ckey %s -->\n", args);
+    const char *m = doc;
+    while ((m = strstr(m, marker)) && m != doc && m[-1] != '\n') m++;
+    if (!m) {
+        snprintf(why, cap, "no line '%.*s'", (int)strlen(marker) - 1, marker);
+        return NULL;
+    }
+    const char *fence = m + strlen(marker);
+    if (strncmp(fence, "```", 3)) {
+        snprintf(why, cap, "no fenced block after '%.*s'", (int)strlen(marker) - 1, marker);
+        return NULL;
+    }
+    const char *body = strchr(fence, '\n');
+    const char *end = body ? strstr(body, "\n```\n") : NULL;
+    if (!end) {
+        snprintf(why, cap, "the block after '%.*s' is not closed", (int)strlen(marker) - 1, marker);
+        return NULL;
+    }
+    body++;
+    end++; /* the block's last line keeps its newline */
+    return end > body ? strndup(body, (size_t)(end - body)) : strdup("");
+}
+
+/* The first line where a and b differ (1-based), 0 when they are equal. */
+static int first_diff_line(const char *a, const char *b, const char **la, const char **lb) {
+    int line = 1;
+    const char *sa = a, *sb = b;
+    for (; *a && *a == *b; a++, b++)
+        if (*a == '\n') line++, sa = a + 1, sb = b + 1;
+    *la = sa;
+    *lb = sb;
+    return *a == *b ? 0 : line;
+}
+
+/* Every command of `ckey --help`: the lines "  name   what it does" under
+ * "commands:" (a continuation line is indented further), up to a blank line. */
+static int help_commands(const char *help, char names[][16], int cap) {
+    const char *line = strstr(help, "commands:\n");
+    int n = 0;
+    if (!line) return 0;
+    line += strlen("commands:\n");
+    for (const char *eol; n < cap && (eol = strchr(line, '\n')) && eol > line; line = eol + 1) {
+        if (strncmp(line, "  ", 2) || line[2] == ' ') continue;
+        const size_t len = strcspn(line + 2, " \n");
+        if (len == 0 || len >= 16) continue;
+        memcpy(names[n], line + 2, len);
+        names[n++][len] = 0;
+    }
+    return n;
+}
+
+static void check_doc_block(const char *doc, const char *args, const result *r) {
+    char why[256];
+    char *block = doc_help_block(doc, args, why, sizeof why);
+    CHECKF(block != NULL, "docs/cli.md: %s", why);
+    if (!block) return;
+    const char *la, *lb;
+    const int line = first_diff_line(r->out, block, &la, &lb);
+    if (!*la) la = "(no line)";
+    if (!*lb) lb = "(no line)";
+    CHECKF(line == 0,
+           "docs/cli.md's block for 'ckey %s' differs from the program's output at line %d:\n"
+           "    program: %.*s\n    doc:     %.*s\n  (run tools/gen-cli-doc.sh after changing a "
+           "help text)",
+           args, line, (int)strcspn(la, "\n"), la, (int)strcspn(lb, "\n"), lb);
+    if (line == 0) {
+        int lines = 0;
+        for (const char *c = block; *c; c++) lines += *c == '\n';
+        printf("  docs/cli.md: 'ckey %s' block matches (%d lines)\n", args, lines);
+    }
+    free(block);
+}
+
+static void test_help_in_reference(void) {
+    NEED_BINARY();
+    size_t size = 0;
+    char *doc = (char *)ck_read_file("docs/cli.md", &size);
+    CHECKF(doc != NULL, "cannot read docs/cli.md (the tests run from the repository root)");
+    if (!doc) return;
+    result r = run_ckey("--help", NULL);
+    EXPECT(r, 0, out, "commands:");
+    check_doc_block(doc, "--help", &r);
+    char names[16][16];
+    const int n = help_commands(r.out, names, (int)LEN(names));
+    result_free(&r);
+    CHECKF(n >= 6, "ckey --help lists %d commands", n);
+    for (int k = 0; k < n; k++) {
+        char args[64];
+        snprintf(args, sizeof args, "%.15s --help", names[k]);
+        r = run_ckey(names[k], "--help", NULL);
+        EXPECT(r, 0, out, "usage: ckey ");
+        check_doc_block(doc, args, &r);
+        result_free(&r);
+    }
+    free(doc);
 }
 
 /* ------------------------------------------------------- runtime errors */
@@ -313,6 +421,7 @@ int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"help_and_version", test_help_and_version},
         {"usage_errors", test_usage_errors},
+        {"help_in_reference", test_help_in_reference},
         {"bad_files", test_bad_files},
         {"run_end_to_end", test_run_end_to_end},
         {"info_and_convert", test_info_and_convert},

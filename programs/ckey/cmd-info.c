@@ -1,0 +1,125 @@
+/* ckey info: a checkpoint's architecture and the memory plan of a session. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ckey.h"
+#include "commands.h"
+#include "help.h"
+#include "opts.h"
+#include "output.h"
+
+static void print_list(const int32_t *v, int n) {
+    for (int i = 0; i < n; i++) printf("%s%d", i ? "/" : "", (int)v[i]);
+}
+
+static void json_list(const int32_t *v, int n) {
+    putchar('[');
+    for (int i = 0; i < n; i++) printf("%s%d", i ? ", " : "", (int)v[i]);
+    putchar(']');
+}
+
+/* What info found: the model's architecture, its plan and the time each took. */
+typedef struct info_result {
+    ckey_model_info mi;
+    ckey_memory_plan plan;
+    double t_load, t_plan;
+} info_result;
+
+/* The number of stages the architecture lists hold (at most 4). */
+static int stage_count(const ckey_model_info *mi) {
+    return mi->num_stages < 0 ? 0 : mi->num_stages > 4 ? 4 : mi->num_stages;
+}
+
+static void print_json(const opts *o, const info_result *r) {
+    const ckey_model_info *mi = &r->mi;
+    const int ns = stage_count(mi);
+    printf("{\"ok\": true, \"command\": \"info\", \"model\": ");
+    json_str(stdout, o->model);
+    printf(", \"test_weights\": %s, \"architecture\": {\"embed_dim\": %d, \"head_dim\": %d, "
+           "\"num_blocks\": %d, \"num_stages\": %d, \"stage_blocks\": ",
+           is_test_model(mi) ? "true" : "false", (int)mi->embed_dim, (int)mi->head_dim,
+           (int)mi->num_blocks, (int)mi->num_stages);
+    json_list(mi->stage_blocks, ns);
+    printf(", \"stage_dims\": ");
+    json_list(mi->stage_dims, ns);
+    printf(", \"stage_heads\": ");
+    json_list(mi->stage_heads, ns);
+    printf(", \"decoder_dim\": %d, \"refiner_dim\": %d, \"refiner_groups\": %d, "
+           "\"pos_embed_grid\": %d, \"native_size\": %d}, \"num_params\": %lld, ",
+           (int)mi->decoder_dim, (int)mi->refiner_dim, (int)mi->refiner_groups,
+           (int)mi->pos_embed_grid, (int)mi->native_size, (long long)mi->num_params);
+    printf("\"size\": %d, \"seconds\": {\"load\": %.6f, \"plan\": %.6f}, \"memory\": ",
+           (int)o->so.size, r->t_load, r->t_plan);
+    print_plan_json(&r->plan);
+    printf("}\n");
+}
+
+static void print_text(const opts *o, const info_result *r) {
+    const ckey_model_info *mi = &r->mi;
+    const ckey_memory_plan *plan = &r->plan;
+    const int ns = stage_count(mi);
+    printf("model         %s%s\n", o->model, is_test_model(mi) ? " (reduced test configuration)" : "");
+    printf("encoder       hiera: %d stages, blocks ", (int)mi->num_stages);
+    print_list(mi->stage_blocks, ns);
+    printf(" (%d in all), dims ", (int)mi->num_blocks);
+    print_list(mi->stage_dims, ns);
+    printf(", heads ");
+    print_list(mi->stage_heads, ns);
+    printf(", head_dim %d, embed_dim %d\n", (int)mi->head_dim, (int)mi->embed_dim);
+    printf("decoders      dim %d; refiner dim %d, %d GroupNorm groups\n", (int)mi->decoder_dim,
+           (int)mi->refiner_dim, (int)mi->refiner_groups);
+    printf("pos-embed     %d x %d grid (native S = %d)\n", (int)mi->pos_embed_grid,
+           (int)mi->pos_embed_grid, (int)mi->native_size);
+    printf("parameters    %lld (%.1f M)\n", (long long)mi->num_params, (double)mi->num_params / 1e6);
+    const int on_gpu = o->so.device == CKEY_DEVICE_CUDA;
+    const ckey_precision prec =
+        !on_gpu ? CKEY_PRECISION_FP32
+        : o->so.precision == CKEY_PRECISION_DEFAULT ? CKEY_PRECISION_FP16 : o->so.precision;
+    char devname[32];
+    if (on_gpu) snprintf(devname, sizeof devname, "cuda:%d", (int)o->so.device_index);
+    else snprintf(devname, sizeof devname, "the CPU");
+    printf("memory plan   at S = %d on %s, %s (%s memory):\n", (int)o->so.size, devname,
+           ckey_precision_name(prec), on_gpu ? "device" : "host");
+    printf("  weights     %10.1f MiB\n", mib(plan->weight_bytes));
+    printf("  arena       %10.1f MiB (of which scratch %s%.1f MiB)\n", mib(plan->arena_bytes),
+           on_gpu ? "at most " : "", mib(plan->scratch_bytes));
+    printf("  peak        %10.1f MiB\n", mib(plan->peak_bytes));
+    printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
+           (int)plan->num_buffers, mib(plan->naive_bytes));
+    printf("time          load %.3f s, plan %.3f s\n", r->t_load, r->t_plan);
+}
+
+int cmd_info(int argc, char **argv) {
+    opts o;
+    opts_init_session(&o, "info");
+    const int rc = parse_opts(argc, argv,
+                              O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET |
+                                  O_JSON | O_MEMORY,
+                              0, help_info, &o);
+    if (rc != CONTINUE) return rc;
+    if (!require(&o, o.model, "--model")) return EXIT_USAGE;
+
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    info_result r;
+    memset(&r, 0, sizeof r);
+    ckey_model *model = NULL;
+    double t0 = now_seconds();
+    if (ckey_model_load(o.model, &model, &err) != CKEY_OK) return fail_err(o.json, &err);
+    r.t_load = now_seconds() - t0;
+    ckey_model_get_info(model, &r.mi);
+    t0 = now_seconds();
+    ckey_status st = ckey_plan_memory(model, &o.so, &r.plan, &err);
+    r.t_plan = now_seconds() - t0;
+    if (st == CKEY_OK && o.memory && !o.json) {
+        printf("planned buffers (tag, size, offset in the arena, lifetime in op events; -1 = to the end):\n");
+        st = ckey_plan_memory_print(model, &o.so, stdout, &err);
+        printf("\n");
+    }
+    ckey_model_free(model);
+    if (st != CKEY_OK) return fail_err(o.json, &err);
+    if (o.json) print_json(&o, &r);
+    else print_text(&o, &r);
+    if (is_test_model(&r.mi)) test_model_notice(o.model, &r.mi);
+    return EXIT_OK;
+}

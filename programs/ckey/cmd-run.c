@@ -1,0 +1,205 @@
+/*
+ * ckey run: key one plate with its hint (or an automatic one) and write
+ * DIR/alpha.png and DIR/fg.png.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ckey.h"
+#include "commands.h"
+#include "help.h"
+#include "opts.h"
+#include "output.h"
+#include "paths.h"
+
+/* One run: its inputs, outputs and the time each stage took. */
+typedef struct run_job {
+    opts o;
+    ckey_image plate, hint;
+    int auto_hint, linear_at_read, test_model;
+    ckey_model *model;
+    ckey_session *sess;
+    ckey_memory_plan plan;
+    ckey_frame frame;
+    float *alpha, *fg;
+    char *alpha_path, *fg_path;
+    double t_read, t_load, t_session, t_key, t_write;
+} run_job;
+
+/* --hint auto: a rough chroma-key hint made from the plate itself. */
+static int make_auto_hint(run_job *j, ckey_error *err) {
+    const ckey_image *plate = &j->plate;
+    const size_t sb = ckey_auto_hint_scratch_bytes(plate->width, plate->height);
+    void *scratch = malloc(sb);
+    j->hint.width = plate->width;
+    j->hint.height = plate->height;
+    j->hint.channels = 1;
+    j->hint.data = malloc((size_t)plate->width * plate->height * sizeof(float));
+    if (!scratch || !j->hint.data) {
+        free(scratch);
+        return fail(j->o.json, CKEY_ERR_NOMEM, "out of memory for the automatic hint");
+    }
+    const ckey_status st =
+        ckey_auto_hint(plate->data, plate->width, plate->height, j->hint.data, scratch, err);
+    free(scratch);
+    if (st != CKEY_OK) return fail(j->o.json, st, "%s: %s", j->o.image, err->message);
+    return CONTINUE;
+}
+
+/* The plate and its hint, of one size. Read before the model is loaded: a
+ * typo in a path should not cost a model load. */
+static int read_inputs(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    const double t0 = now_seconds();
+    j->auto_hint = !strcmp(o->hint, "auto");
+    if (ckey_image_read(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
+        (!j->auto_hint && ckey_image_read(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
+        return fail_err(o->json, err);
+    /* auto: an EXR plate is linear, converted to sRGB now, at full size, as
+     * upstream's reader does by default (linear: after the resize instead) */
+    j->linear_at_read = o->space == CKEY_INPUT_LINEAR_AT_READ ||
+                        (o->space == CKEY_INPUT_AUTO && !strcasecmp(file_ext(o->image), "exr"));
+    if (j->linear_at_read)
+        ckey_linear_to_srgb(j->plate.data, 3 * (size_t)j->plate.width * (size_t)j->plate.height);
+    if (j->auto_hint) {
+        const int rc = make_auto_hint(j, err);
+        if (rc != CONTINUE) return rc;
+    }
+    if (j->plate.width != j->hint.width || j->plate.height != j->hint.height)
+        return fail(o->json, CKEY_ERR_INVALID_ARG,
+                    "%s is %d x %d but %s is %d x %d: the hint must match the plate", o->image,
+                    (int)j->plate.width, (int)j->plate.height, o->hint, (int)j->hint.width,
+                    (int)j->hint.height);
+    j->t_read = now_seconds() - t0;
+    return CONTINUE;
+}
+
+/* Load the model, plan a session and key the plate into j->alpha, j->fg. */
+static int key_plate(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    double t0 = now_seconds();
+    if (ckey_model_load(o->model, &j->model, err) != CKEY_OK) return fail_err(o->json, err);
+    j->t_load = now_seconds() - t0;
+    ckey_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    ckey_model_get_info(j->model, &mi);
+    j->test_model = is_test_model(&mi);
+    if (j->test_model) test_model_notice(o->model, &mi);
+
+    t0 = now_seconds();
+    if (ckey_session_create(j->model, &o->so, &j->sess, err) != CKEY_OK)
+        return fail_err(o->json, err);
+    j->t_session = now_seconds() - t0;
+    ckey_session_get_plan(j->sess, &j->plan);
+
+    const size_t pixels = (size_t)j->plate.width * (size_t)j->plate.height;
+    j->alpha = malloc(pixels * sizeof *j->alpha);
+    j->fg = malloc(3 * pixels * sizeof *j->fg);
+    if (!j->alpha || !j->fg)
+        return fail(o->json, CKEY_ERR_NOMEM, "out of memory for a %d x %d plate",
+                    (int)j->plate.width, (int)j->plate.height);
+    ckey_frame *frame = &j->frame;
+    frame->width = j->plate.width;
+    frame->height = j->plate.height;
+    frame->rgb = j->plate.data;
+    frame->hint = j->hint.data;
+    frame->input_is_linear = o->space == CKEY_INPUT_LINEAR;
+    t0 = now_seconds();
+    if (ckey_session_key(j->sess, frame, j->alpha, j->fg, err) != CKEY_OK)
+        return fail_err(o->json, err);
+    j->t_key = now_seconds() - t0;
+    return CONTINUE;
+}
+
+/* DIR (created if needed)/alpha.png, 16-bit gray, and DIR/fg.png, 16-bit RGB. */
+static int write_outputs(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    char why[4400];
+    if (!make_dirs(o->out, why, sizeof why)) return fail(o->json, CKEY_ERR_IO, "%s", why);
+    j->alpha_path = path_join(o->out, "alpha.png");
+    j->fg_path = path_join(o->out, "fg.png");
+    if (!j->alpha_path || !j->fg_path) return fail(o->json, CKEY_ERR_NOMEM, "out of memory");
+    const int32_t w = j->plate.width, h = j->plate.height;
+    const double t0 = now_seconds();
+    if (ckey_image_write_png(j->alpha_path, j->alpha, 1, w, h, 16, err) != CKEY_OK ||
+        ckey_image_write_png(j->fg_path, j->fg, 3, w, h, 16, err) != CKEY_OK)
+        return fail_err(o->json, err);
+    j->t_write = now_seconds() - t0;
+    return CONTINUE;
+}
+
+static void report(const run_job *j) {
+    const opts *o = &j->o;
+    if (o->json) {
+        printf("{\"ok\": true, \"command\": \"run\", \"model\": ");
+        json_str(stdout, o->model);
+        printf(", \"image\": ");
+        json_str(stdout, o->image);
+        printf(", \"hint\": ");
+        json_str(stdout, o->hint);
+        printf(", \"width\": %d, \"height\": %d, \"size\": %d, \"threads\": %d, "
+               "\"refiner_strength\": %g, \"input_is_linear\": %s, \"linear_at_read\": %s, "
+               "\"test_weights\": %s, ",
+               (int)j->plate.width, (int)j->plate.height, (int)o->so.size, (int)o->so.threads,
+               (double)o->so.refiner_strength, j->frame.input_is_linear ? "true" : "false",
+               j->linear_at_read ? "true" : "false", j->test_model ? "true" : "false");
+        printf("\"seconds\": {\"read\": %.6f, \"load\": %.6f, \"session\": %.6f, \"key\": %.6f, "
+               "\"write\": %.6f}, \"memory\": ",
+               j->t_read, j->t_load, j->t_session, j->t_key, j->t_write);
+        print_plan_json(&j->plan);
+        printf(", \"outputs\": {\"alpha\": ");
+        json_str(stdout, j->alpha_path);
+        printf(", \"fg\": ");
+        json_str(stdout, j->fg_path);
+        printf("}}\n");
+        return;
+    }
+    printf("ckey run: %s (%d x %d) + %s, model %s%s, S = %d\n", o->image, (int)j->plate.width,
+           (int)j->plate.height, o->hint, o->model, j->test_model ? " (test weights)" : "",
+           (int)o->so.size);
+    printf("  read     %8.3f s\n", j->t_read);
+    printf("  load     %8.3f s\n", j->t_load);
+    printf("  session  %8.3f s   planned peak %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
+           j->t_session, mib(j->plan.peak_bytes), mib(j->plan.weight_bytes),
+           mib(j->plan.arena_bytes));
+    printf("  key      %8.3f s\n", j->t_key);
+    printf("  write    %8.3f s\n", j->t_write);
+    printf("  wrote %s (16-bit gray) and %s (16-bit RGB)\n", j->alpha_path, j->fg_path);
+}
+
+int cmd_run(int argc, char **argv) {
+    run_job j;
+    memset(&j, 0, sizeof j);
+    opts *o = &j.o;
+    opts_init_session(o, "run");
+    const int rc = parse_opts(argc, argv,
+                              O_MODEL | O_IMAGE | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH |
+                                  O_LINEAR | O_INPUT_SPACE | O_DEVICE | O_BUDGET | O_JSON |
+                                  O_RESIZE_BACK | O_PRECISION,
+                              0, help_run, o);
+    if (rc != CONTINUE) return rc;
+    if (!require(o, o->model, "--model") || !require(o, o->image, "--image") ||
+        !require(o, o->hint, "--hint") || !require(o, o->out, "--out"))
+        return EXIT_USAGE;
+
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    int exit_code = read_inputs(&j, &err);
+    if (exit_code == CONTINUE) exit_code = key_plate(&j, &err);
+    if (exit_code == CONTINUE) exit_code = write_outputs(&j, &err);
+    if (exit_code == CONTINUE) {
+        report(&j);
+        exit_code = EXIT_OK;
+    }
+    free(j.alpha_path);
+    free(j.fg_path);
+    free(j.alpha);
+    free(j.fg);
+    ckey_session_free(j.sess);
+    ckey_model_free(j.model);
+    ckey_image_free(&j.plate);
+    ckey_image_free(&j.hint);
+    return exit_code;
+}
