@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "ckey_media.h"
 #include "media/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckey_media.h"
 #include "media/video.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "support/testutil.h"

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "ckey.h"
 #include "support/testutil.h"
 

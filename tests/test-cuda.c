@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckey_debug.h"
 #include "cpu/cpu.h"
 #include "cuda/kernels.h"
 #include "ckpt/checkpoint.h"

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "support/testutil.h"
 

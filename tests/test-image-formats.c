@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "media/image.h"
 #include "support/testutil.h"
 

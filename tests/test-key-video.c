@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "support/testutil.h"
 

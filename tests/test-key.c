@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "pixel/pixel.h"
 #include "support/testutil.h"

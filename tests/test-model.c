@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckey_debug.h"
 #include "ckpt/checkpoint.h"
 #include "cuda/kernels.h"
 #include "model/ln-fold.h"

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "media/video.h"
 #include "support/testutil.h"
 

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include "ckey_media.h"
 #include "ckey.h"
 int main(int argc, char **argv) {
     const char *dir = argv[1];

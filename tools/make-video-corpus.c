@@ -17,6 +17,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
 
+#include "ckey_media.h"
 #include "ckey.h"
 
 static int clip(const char *dir, const char *name, ckey_video_codec codec, int w, int h, int n) {

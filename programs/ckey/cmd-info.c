@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckey_debug.h"
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"

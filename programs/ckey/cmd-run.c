@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"

@@ -1,4 +1,5 @@
 /* Option parsing shared by the ckey commands (opts.h). */
+#include "ckey_clip.h"
 #include "opts.h"
 
 #include <errno.h>

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 
 /* Exit codes (ckey --help lists them). CONTINUE is no exit code: a step that

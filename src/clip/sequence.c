@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "media/image.h"

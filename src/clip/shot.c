@@ -65,6 +65,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "model/session.h"

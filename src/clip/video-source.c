@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "clip/sequence.h"

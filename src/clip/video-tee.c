@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "pixel/post.h"

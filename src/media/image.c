@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckey_media.h"
 #include "core/core.h"
 #include "media/image.h"
 

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "ckey_media.h"
 #include "ckey.h"
 
 /* ckey_image_read_png on a buffer; `label` stands for the file name in

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "core/core.h"
 #include "media/image.h"
 

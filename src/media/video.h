@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "ckey_media.h"
 #include "ckey.h"
 
 /*

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
+#include "ckey_debug.h"
 #include "cpu/cpu.h"
 #include "cuda/backend.h"
 #include "model/session.h"

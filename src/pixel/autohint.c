@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "core/core.h"
 
 enum { BINS = 1024 };

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "pixel/post.h"

@@ -1,0 +1,392 @@
+/*
+ * ckey_clip.h -- after the network: the official post passes, the auto hint, and keying a
+ * whole shot from a source to a sink (part of libckey's public API).
+ */
+#ifndef CKEY_CLIP_H
+#define CKEY_CLIP_H
+
+#include "ckey_media.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ============================================================ post passes
+ * The official per-frame post-processing after ckey_session_key (see
+ * CorridorKey's _postprocess_opencv): optional despeckle of the matte
+ * (connected components below an area threshold removed, then dilation 25
+ * and blur 5), despill of the fg (strength 0..1), fg sRGB -> linear,
+ * premultiply; and the preview comp over a 128 px checkerboard. The Matte/
+ * and FG/ passes are the raw ckey_session_key outputs, unchanged.
+ */
+/*
+ * The two upstream despeckle implementations (core/color_utils.py):
+ *   OPENCV  clean_matte_opencv (`_postprocess_opencv`, the official CLI's
+ *           default): alpha > 0.5, 8-connected components, ellipse dilation
+ *           radius 25, 8-bit Gaussian blur 11 x 11;
+ *   TORCH   clean_matte_torch (`_postprocess_torch`, `--gpu-post`): alpha >
+ *           0.25, components joined across gaps (pixels within 4 px are
+ *           neighbours) by area / 20 rounds of a 9 x 9 max-propagation of
+ *           pseudo-random labels, square dilation radius 2 * (25 / 2) = 24,
+ *           float Gaussian blur 11 x 11 (sigma 2, reflect border). Its
+ *           labels are random upstream (torch.randperm); ckey uses a fixed
+ *           pseudo-random permutation, so a component too large to be
+ *           labelled within those rounds may split differently than in any
+ *           one upstream run (upstream differs from run to run there too).
+ */
+typedef enum ckey_despeckle_mode {
+    CKEY_DESPECKLE_OPENCV = 0,
+    CKEY_DESPECKLE_TORCH = 1
+} ckey_despeckle_mode;
+
+typedef struct ckey_post_options {
+    float despill_strength;   /* 0 .. 1; default 1, process_frame's (upstream's shot
+                                 command defaults to 0.5: ckey_shot_options_default) */
+    int32_t despeckle;        /* non-zero: clean the matte (official default on) */
+    int64_t despeckle_area;   /* components smaller than this are removed; default 400 */
+    ckey_despeckle_mode despeckle_mode; /* default OPENCV */
+} ckey_post_options;
+
+/* Fill `o` with the official defaults above. */
+void ckey_post_options_default(ckey_post_options *o);
+
+/* Bytes of `scratch` ckey_post_passes needs for this plate size (0 when
+ * despeckle is off); SIZE_MAX when the arguments are invalid. */
+size_t ckey_post_scratch_bytes(int32_t width, int32_t height, const ckey_post_options *o);
+
+/*
+ * alpha [h, w] (linear) and fg [3, h, w] (straight sRGB) as ckey_session_key
+ * returned them. Writes `processed` [4, h, w] (linear premultiplied RGBA,
+ * after despeckle and despill; required) and `comp` [3, h, w] (sRGB preview
+ * over the checkerboard; NULL skips it). Outputs must not overlap the inputs.
+ * `scratch` (aligned for int32_t, ckey_post_scratch_bytes bytes) may be NULL
+ * when that size is 0. Allocates nothing.
+ */
+ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width, int32_t height,
+                             const ckey_post_options *o, float *processed, float *comp,
+                             void *scratch, ckey_error *err);
+
+/* ------------------------------------------------------- auto hint */
+
+/*
+ * A rough alpha hint from a green-screen plate alone (`--hint auto`): the
+ * screen colour is estimated from the plate (median of its green-dominant
+ * pixels), pixels with less than half the screen's green excess form the
+ * foreground, which is eroded (by ~1% of the plate's short side) and blurred.
+ * rgb [3, h, w] in [0, 1] (sRGB); hint [h, w]. `scratch` holds
+ * ckey_auto_hint_scratch_bytes() bytes (float-aligned). Fails with
+ * CKEY_ERR_INVALID_ARG when the plate has no green screen.
+ */
+size_t ckey_auto_hint_scratch_bytes(int32_t width, int32_t height);
+ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, float *hint, void *scratch,
+                           ckey_error *err);
+
+/* ================================================================= shots
+ * Keying a whole shot: frames stream from a *source* (decode) through the
+ * network to a *sink* (post-processing is done by the runner; the sink
+ * encodes and writes), on three threads so the device never waits for file
+ * I/O:
+ *
+ *   reader thread    source->read frame j+1, j+2 (+ auto hint), resize to S -> input ring
+ *   calling thread   the network on frame j (ckey_session_forward)         -> output ring
+ *   writer threads   resize back, ckey_post_passes + sink->write frames j-1, j-2, ...
+ *                    (K of them, a frame each, in parallel); events, in order
+ * (the steps of ckey_session_key, spread over the threads: the same results)
+ *
+ * Sources and sinks are tables of function pointers over an opaque `self`,
+ * so a video reader / writer plugs in beside the image-sequence ones below.
+ */
+
+/* One frame of a source, as listed before anything is decoded. */
+typedef struct ckey_shot_frame {
+    int64_t number;          /* frame number (sequences: digits of the file name) */
+    const char *stem;        /* output base name: "plate_0042" for plate_0042.png */
+    const char *plate;       /* the plate's path (or "clip.mov#42"), for messages */
+    const char *hint;        /* the hint's path, "auto", or NULL: this frame has no
+                                hint (reading it fails; see ckey_shot_options.on_error) */
+    int32_t plate_linear;    /* the source's guess: 1 for scene-linear plates (EXR) */
+} ckey_shot_frame;
+
+typedef struct ckey_source {
+    void *self;
+    int64_t count;                            /* frames, in playback order */
+    const ckey_shot_frame *frames;            /* [count], valid until close */
+    /*
+     * Decode frame `index` into `plate` (CKEY_IMAGE_RGB layout, [3, h, w]) and
+     * `hint` ([1, h, w]; leave hint->data NULL when the source makes no hint
+     * and the runner should make one with ckey_auto_hint). Calls come from one
+     * thread (the reader), with `index` strictly increasing; frames not asked
+     * for need not be decoded (a video reader decodes and drops them). The
+     * images arrive holding an earlier frame's pixels: a source may reuse
+     * buffers of the right size (data is malloc'd; ckey_image_free frees it)
+     * or free and replace them. Errors name the file and the frame.
+     */
+    ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
+                        ckey_error *err);
+    void (*close)(void *self);                /* frees self; NULL-safe via ckey_source_close */
+    /* The plate's frame rate when it is a video (for video outputs); 0/0 when
+     * unknown (image sequences). */
+    int32_t rate_num, rate_den;
+} ckey_source;
+
+/* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
+typedef struct ckey_shot_passes {
+    int32_t width, height;
+    const float *alpha;      /* [1, h, w] linear alpha, raw network output (Matte) */
+    const float *fg;         /* [3, h, w] straight sRGB fg, raw network output (FG) */
+    const float *processed;  /* [4, h, w] linear premultiplied RGBA (Processed) */
+    const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
+} ckey_shot_passes;
+
+typedef struct ckey_sink {
+    void *self;
+    /* Non-zero when `f` already has every output (resume skips it); may be
+     * NULL for sinks that cannot resume (a video encoder). */
+    int (*complete)(void *self, const ckey_shot_frame *f);
+    /* Called once before the first write (create directories, open encoders). */
+    ckey_status (*begin)(void *self, ckey_error *err);
+    /* Write one frame. A failed write must leave no partial file under a
+     * final name. With concurrent_write 0, calls come from one thread at a
+     * time, in frame order; with concurrent_write non-zero, see below. */
+    ckey_status (*write)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                         ckey_error *err);
+    /* Called once after the last frame of a run that did not fail (flush). */
+    ckey_status (*finish)(void *self, ckey_error *err);
+    void (*close)(void *self);
+    /*
+     * Opt-in to parallel writes (0, the default: write() is called one frame
+     * at a time, in frame order). Non-zero: the runner's writer threads
+     * (ckey_shot_options.writers) may call write() for several frames at
+     * once and out of order, so write() must be thread-safe (no shared
+     * mutable state across calls); then, in frame order and one at a time,
+     * write_ordered() for each frame whose write() succeeded.
+     */
+    int32_t concurrent_write;
+    /* Optional (may be NULL): the part of a frame's write that must see the
+     * frames in order (a video encoder); called after write() succeeded for
+     * that frame, one frame at a time, in frame order, whatever
+     * concurrent_write says. A failure is the frame's write failure. */
+    ckey_status (*write_ordered)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                                 ckey_error *err);
+} ckey_sink;
+
+/*
+ * An image-sequence source: the image files of `plate_dir` (*.png, *.jpg,
+ * *.jpeg, *.tif, *.tiff, *.exr, any case) paired with those of `hint_dir` by
+ * frame number (the last run of digits in the name); `hint_dir` NULL: every
+ * frame's hint is made with ckey_auto_hint ("auto"). Fails (naming the file)
+ * on a name without digits, two files with one frame number, a video file in
+ * the directory (CKEY_ERR_UNSUPPORTED), or no frames at all. A plate without
+ * a hint is listed with hint NULL. `warn` (may be NULL) hears about hints
+ * without a plate.
+ */
+typedef void (*ckey_message_fn)(void *user, const char *message);
+ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_dir,
+                                      ckey_message_fn warn, void *user, ckey_source *out,
+                                      ckey_error *err);
+void ckey_source_close(ckey_source *src);
+
+/*
+ * A shot with video in it (FFmpeg; CKEY_ERR_UNSUPPORTED without it):
+ *   `plate`  a video file, or a directory of image frames, or a directory
+ *            that holds exactly one video file and no image frames (the
+ *            official clip layout: Input/ is frames or one video);
+ *   `hint`   the same three forms, or NULL: every frame's hint is made with
+ *            ckey_auto_hint ("auto").
+ * With no video on either side this is ckey_source_open_sequence.
+ *
+ * A video's frames are numbered from 0 in decode order, and a plate video's
+ * frames get the stems "00000", "00001", ... (5 digits, more past 99999), as
+ * upstream names the frames it extracts from a video. Plates and hints pair by
+ * frame number, whatever each side is: a plate video's frame k takes hint
+ * video frame k, or the hint file whose frame number is k; a plate sequence's
+ * frame n takes hint video frame n. A plate frame with no hint is listed with
+ * hint NULL (as for sequences); hint frames without a plate are ignored.
+ * `warn` hears about both: "frame counts differ: plate clip.mov has 5 frames,
+ * hint hint.mov 3", "... hint frames have no plate; ignored".
+ *
+ * Frame counts come from the container's header; a clip whose container has
+ * none (Matroska, raw H.264) is decoded once at open to count its frames. A
+ * video plate is sRGB-encoded: frames[].plate_linear is 0. Labels name the
+ * frame: frames[].plate "clip.mov#3", .hint "hint.mov#3". Decoding keeps the
+ * video reader's checks (size caps before allocation, corrupt or truncated
+ * data is an error naming the file and frame); once a video fails at frame
+ * k, later frames of it fail at once (a decoder cannot pass the damage).
+ * `decode_threads`: per video, 0 = FFmpeg's choice, 1 = none.
+ * `src->rate_num / rate_den` are the plate video's frame rate.
+ */
+ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t decode_threads,
+                                   ckey_message_fn warn, void *user, ckey_source *out,
+                                   ckey_error *err);
+
+/*
+ * The official passes as files: OUT/Matte/<stem>.exr (Y), OUT/FG/<stem>.exr
+ * (RGB), OUT/Processed/<stem>.exr (RGBA), all HALF with compression `comp`,
+ * and OUT/Comp/<stem>.png (8-bit RGB, truncated as upstream's
+ * `(clip(comp, 0, 1) * 255).astype(uint8)`: floor(255 c) in float32, NaN 0;
+ * ckey_image_write_png rounds instead). Each file is written atomically
+ * (ckey_image_write_*: "<path>.tmp", fsync, rename), so a frame whose four
+ * files exist is complete. begin() creates the directories.
+ */
+ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
+                                  ckey_error *err);
+void ckey_sink_close(ckey_sink *sink);
+
+/*
+ * Video outputs beside the passes: a "tee" sink that hands every frame to
+ * `inner` (e.g. ckey_sink_open_passes) and then encodes it into up to two
+ * videos (FFmpeg; CKEY_ERR_UNSUPPORTED without it):
+ *   fg_alpha  ProRes 4444 (.mov / .mkv), for compositing: RGB the straight
+ *             foreground, despilled, in sRGB (= the Processed pass
+ *             un-premultiplied and encoded back to sRGB; the despill is
+ *             applied to the FG pass with `despill_strength`, so it is
+ *             defined where the matte is 0 too), alpha the Processed pass's
+ *             alpha (the despeckled linear matte); 10 bits each;
+ *   comp      H.264 (.mp4 / .mov / .mkv): the Comp preview pass, 8-bit 4:2:0,
+ *             which needs an even width and height: an odd one is padded
+ *             by one pixel, the last column / row repeated (the video is
+ *             then one pixel wider / taller than the plate).
+ * Encoders open at the first frame, at its size (a later frame of another
+ * size is an error). The videos are written to "<path>.tmp" and renamed into
+ * place by finish(); a run that fails or is closed without finish() leaves no
+ * file under either name. A video cannot resume: the tee's `complete` is
+ * NULL, and the frames it gets are the video's frames, in order, so a caller
+ * keys every frame of the source (no gaps) for a whole video.
+ * On success the tee owns `inner` (closing the tee closes it) and *inner is
+ * zeroed; on failure *inner is untouched.
+ */
+typedef struct ckey_video_tee_options {
+    const char *fg_alpha;        /* path of the ProRes 4444 video, or NULL */
+    const char *comp;            /* path of the H.264 video, or NULL */
+    int32_t rate_num, rate_den;  /* frame rate; 0/0 = 24/1 (an image sequence has none:
+                                    `ckey key --fps` sets it) */
+    float despill_strength;      /* the run's (ckey_post_options.despill_strength) */
+    int32_t threads;             /* encoder threads, 0 = FFmpeg's choice */
+} ckey_video_tee_options;
+
+ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
+                                     ckey_sink *out, ckey_error *err);
+
+/* What to do with each source frame (ckey_shot_run's `plan`). */
+enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
+
+typedef enum ckey_shot_on_error {
+    CKEY_ON_ERROR_STOP = 0,  /* the first bad frame ends the run (default) */
+    CKEY_ON_ERROR_SKIP = 1   /* a frame whose input cannot be used (unreadable, corrupt,
+                                no hint, too large) is reported and
+                                skipped; output and device errors still stop */
+} ckey_shot_on_error;
+
+/*
+ * How the runner takes each plate's colour (ckey_shot_options.input_space).
+ * Upstream's shot command reads an EXR plate as linear either way
+ * (backend/frame_io.py read_image_frame); its default (`--srgb`,
+ * InferenceSettings.input_is_linear = False) converts it to sRGB as it is
+ * read, before the resize, and `--linear` converts after the resize
+ * (process_frame(input_is_linear=True)).
+ */
+typedef enum ckey_input_space {
+    CKEY_INPUT_AUTO = 0,           /* plate_linear frames (EXR) LINEAR_AT_READ, others SRGB:
+                                      upstream's default */
+    CKEY_INPUT_SRGB = 1,           /* every plate is sRGB-encoded: no conversion */
+    CKEY_INPUT_LINEAR = 2,         /* linear, converted to sRGB after the resize to S
+                                      (ckey_frame.input_is_linear; upstream's --linear) */
+    CKEY_INPUT_LINEAR_AT_READ = 3  /* linear, converted to sRGB (ckey_linear_to_srgb) at
+                                      full size before the resize */
+} ckey_input_space;
+
+/* Polled by the runner; non-zero asks it to stop (e.g. a signal handler's flag). */
+typedef int (*ckey_cancel_fn)(void *user);
+
+typedef struct ckey_shot_options {
+    /* ckey_shot_options_default: as upstream's shot command (clip_manager
+     * InferenceSettings), so despill_strength 0.5, not ckey_post_options_default's
+     * 1.0 (process_frame's default) */
+    ckey_post_options post;
+    ckey_input_space input_space; /* default AUTO */
+    ckey_shot_on_error on_error;
+    int32_t read_ahead;      /* frames decoded ahead of the one being keyed: 1..8,
+                                default 2; 0 runs every stage on the calling thread */
+    int32_t writers;         /* writer threads, 0..64: each resizes back, post-processes
+                                and writes whole frames, frame w, w + K, w + 2K, ...;
+                                0 (default) = max(1, min(8, online CPUs - 2)); ignored
+                                when read_ahead is 0 */
+    /*
+     * Optional. Polled before each frame is decoded and before each frame is
+     * keyed; once it returns non-zero no new frame starts: the frames already
+     * keyed (the one in flight included) are written, in order, and the run
+     * returns CKEY_ERR_CANCELLED ("interrupted: ..."). No file is left half
+     * written (every output is renamed into place whole), and a video sink is
+     * not finished (its temporary file is removed at close). Called from the
+     * reader thread and the calling thread: it must be thread-safe (reading
+     * a volatile sig_atomic_t set by a signal handler is the intended use).
+     */
+    ckey_cancel_fn cancel;
+    void *cancel_user;
+} ckey_shot_options;
+
+void ckey_shot_options_default(ckey_shot_options *o);
+
+typedef enum ckey_shot_event_kind {
+    CKEY_SHOT_KEYED = 0,     /* written */
+    CKEY_SHOT_SKIPPED = 1,   /* plan said SKIP (outputs complete) */
+    CKEY_SHOT_FAILED = 2,    /* skipped under CKEY_ON_ERROR_SKIP; `error` says why */
+    CKEY_SHOT_WARNING = 3    /* about the frame that follows (its KEYED or FAILED event
+                                comes next); `message` says what, e.g. a hint of
+                                another size resized to the plate; counts unchanged */
+} ckey_shot_event_kind;
+
+typedef struct ckey_shot_event {
+    ckey_shot_event_kind kind;
+    int64_t index;                /* into source->frames */
+    const ckey_shot_frame *frame;
+    int32_t width, height;        /* KEYED */
+    double seconds;               /* KEYED: read start to written */
+    double model_seconds;         /* KEYED: in the network (ckey_session_forward) */
+    const ckey_error *error;      /* FAILED */
+    /* running totals, for progress */
+    int64_t keyed, skipped, failed;
+    double elapsed;               /* since ckey_shot_run began */
+    double model_total;           /* sum of model_seconds so far */
+    const char *message;          /* WARNING */
+} ckey_shot_event;
+
+/* Called for every frame of the plan that is not EXCLUDE, in frame order,
+ * from one thread at a time (a writer thread when threaded). */
+typedef void (*ckey_shot_event_fn)(void *user, const ckey_shot_event *ev);
+
+typedef struct ckey_shot_stats {
+    int64_t keyed, skipped, failed;
+    double seconds;               /* wall time of the run (end to end) */
+    double model_seconds;         /* total in the network (ckey_session_forward) */
+    double read_seconds;          /* total in source->read (+ auto hint) */
+    double write_seconds;         /* total in post-processing + sink->write */
+} ckey_shot_stats;
+
+/*
+ * Key the frames of `src` whose `plan[i]` is CKEY_SHOT_KEY ([src->count]
+ * entries; NULL: key every frame) with session `s`, writing to `sink`. Calls
+ * sink->begin first when any frame is to be keyed. Per-frame buffers are
+ * allocated for the first frame and reused (grown only for a larger plate);
+ * the decoders allocate their own pixel buffers.
+ * A hint whose size differs from its plate's is resized to the plate as
+ * upstream's shot command does (cv2.resize INTER_LINEAR: bilinear, half-pixel
+ * centres, no antialias, edges clamped), with a CKEY_SHOT_WARNING event for
+ * that frame.
+ * On a fatal error the frames before the failing one are still written (in
+ * order), the stages stop, and the error names the frame and the file
+ * ("frame 7: Input/plate_0007.png: truncated"). With several writers and a
+ * concurrent_write sink, a few frames after the failing one may have been
+ * written too (each file whole: resume sees them complete); they get no
+ * event. `stats` (may be NULL) is filled on success and failure;
+ * write_seconds sums the writer threads' time.
+ */
+ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
+                          const uint8_t *plan, const ckey_shot_options *o,
+                          ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                          ckey_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKEY_CLIP_H */
