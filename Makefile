@@ -20,6 +20,10 @@
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
 #         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
 #         CUDA=yes|no (default: yes when nvcc is on PATH); CUDA_ARCH=90 (H100/H200)
+#         CUDA_OPTS: build options of the CUDA code for A/B benchmarks, e.g.
+#         -DCK_CUDA_NO_PDL (plain stream order instead of programmatic dependent
+#         launch), -DCK_CUDA_LT_TUNE (time cuBLASLt's candidates and print the
+#         table for src/cuda/lt-tuned.h); a default build has none
 
 .DEFAULT_GOAL := all
 
@@ -98,7 +102,7 @@ ifeq ($(CUDA),yes)
   CU_SRC    := $(sort $(wildcard src/cuda/*.cu))
   BASEFLAGS += -DCK_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   LIBS      += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcublasLt -lcudart -lstdc++
-  NVFLAGS   := -std=c++17 -O3 -Iinclude -Isrc -DCK_HAVE_CUDA=1 \
+  NVFLAGS   := -std=c++17 -O3 -Iinclude -Isrc -DCK_HAVE_CUDA=1 $(CUDA_OPTS) \
                -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter --Werror all-warnings
   NVARCH    := -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)]
   # wgmma exists only on sm_90a (arch-specific, no PTX forward compatibility):
@@ -117,7 +121,7 @@ FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 
 # Objects depend on a stamp holding the flags, so `make BLAS=...` rebuilds.
-FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS)' | cksum | cut -d' ' -f1)
+FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS) $(CUDA_OPTS)' | cksum | cut -d' ' -f1)
 
 # build_tree(dir, flags[, base flags, libs, CUDA sources]: the names of the
 # variables, BASEFLAGS, LIBS and CU_SRC when not given[, a tree whose CUDA

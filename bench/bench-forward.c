@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "ckey_debug.h"
 #include "model/greenformer.h"
 #include "model/session.h"
 
@@ -17,6 +18,7 @@ static double peak_rss_mib(void) {
 
 int main(int argc, char **argv) {
     int S = 512, threads = 0, runs = 3, cuda = 0, cuda_index = 0, profile = 0;
+    uint32_t cuda_off = 0;
     ckey_precision prec = CKEY_PRECISION_DEFAULT;
     const char *model_path = NULL, *save_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -25,6 +27,25 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
         else if (!strcmp(argv[i], "--profile")) profile = 1;
+        else if (!strcmp(argv[i], "--cuda-off") && i + 1 < argc) {
+            /* optimisations of the CUDA path to switch off, comma-separated (ckey_debug.h) */
+            static const struct { const char *name; uint32_t bit; } offs[] = {
+                {"wgmma", CKEY_DEBUG_CUDA_NO_WGMMA},         {"fused-fc1", CKEY_DEBUG_CUDA_NO_FUSED_FC1},
+                {"fc1-tiles", CKEY_DEBUG_CUDA_FC1_PLAIN},     {"ln-fold", CKEY_DEBUG_CUDA_NO_LN_FOLD},
+                {"conv-one-launch", CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH}, {"lt", CKEY_DEBUG_CUDA_NO_LT}};
+            char list[256];
+            snprintf(list, sizeof list, "%s", argv[++i]);
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                size_t k = 0;
+                while (k < sizeof offs / sizeof offs[0] && strcmp(offs[k].name, tok)) k++;
+                if (k == sizeof offs / sizeof offs[0]) {
+                    fprintf(stderr, "bench: --cuda-off %s: expected wgmma, fused-fc1, fc1-tiles, ln-fold, "
+                                    "conv-one-launch or lt\n", tok);
+                    return 2;
+                }
+                cuda_off |= offs[k].bit;
+            }
+        }
         else if (!strcmp(argv[i], "--save-model") && i + 1 < argc) save_path = argv[++i];
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
             const char *p = argv[++i];
@@ -42,7 +63,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]] [--precision fp32|fp16|bf16] [--profile] [--save-model OUT.safetensors]\n",
+            fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda[:N]] [--precision fp32|fp16|bf16] [--profile] [--cuda-off LIST] [--save-model OUT.safetensors]\n",
                     argv[0]);
             return 2;
         }
@@ -86,7 +107,7 @@ int main(int argc, char **argv) {
     if (cuda && ckey_device_get_info(CKEY_DEVICE_CUDA, cuda_index, &di, NULL) == CKEY_OK) free0 = di.memory_free;
     ckey_session *s = NULL;
     t0 = ck_now();
-    if (ckey_session_create(m, &o, &s, &err)) {
+    if (ckey_session_create_debug(m, &o, cuda_off, &s, &err)) {
         fprintf(stderr, "bench: %s\n", err.message);
         return 1;
     }

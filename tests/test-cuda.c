@@ -567,7 +567,8 @@ static void graph_replay_check(ckey_session *s, const float *x, const float *fir
 
 /* fp16 / bf16 sessions on the full-size case against the fp32 PyTorch
  * outputs; bar (SPEC.md): mean abs error <= 1.5x PyTorch autocast's own. */
-static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const float *x, ckey_precision prec) {
+static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const float *x, ckey_precision prec,
+                               uint32_t cuda_off) {
     const char *pname = ckey_precision_name(prec);
     char gp[512], key[64];
     snprintf(gp, sizeof gp, "%s/%s", ck_fixtures_dir(), gold_rel);
@@ -586,7 +587,7 @@ static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const
     o.precision = prec;
     ckey_session *s = NULL;
     ckey_error err;
-    CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(ckey_session_create_debug(m, &o, cuda_off, &s, &err) == CKEY_OK, "%s", err.message);
     const int64_t HW = (int64_t)S * S;
     float *want = malloc((size_t)4 * HW * sizeof(float));
     const ck_tensor_info *ga = ck_checkpoint_find(gold, "alpha"), *gf = ck_checkpoint_find(gold, "fg");
@@ -638,15 +639,13 @@ static void test_network_reduced_precision(void) {
     REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
     float *x = malloc((size_t)4 * 256 * 256 * sizeof(float));
     ck_synth_input(256, x);
-    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
-    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
+    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16, 0);
+    gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16, 0);
     /* the same bars without the LN fold (norm2, then the fused fc1; read at session creation) */
     if (ck_cuda_wgmma_ok()) {
-        printf("  without the LN fold (CKEY_CUDA_NO_LN_FOLD=1):\n");
-        setenv("CKEY_CUDA_NO_LN_FOLD", "1", 1);
-        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16);
-        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16);
-        unsetenv("CKEY_CUDA_NO_LN_FOLD");
+        printf("  without the LN fold (CKEY_DEBUG_CUDA_NO_LN_FOLD):\n");
+        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_FP16, CKEY_DEBUG_CUDA_NO_LN_FOLD);
+        gpu_precision_case(m, "full256.safetensors", 256, x, CKEY_PRECISION_BF16, CKEY_DEBUG_CUDA_NO_LN_FOLD);
     }
     free(x);
     ckey_model_free(m);
@@ -1195,7 +1194,7 @@ static void test_conv3x3_tc(void) {
             printf("    GroupNorm stats: worst |d mean|/std, |d var|/var %.3g\n", sw);
             CHECK(sw <= 1e-4);
         }
-        /* ... and in place in one launch over bands (the backend's conv2 unless CKEY_CUDA_NO_CONV_ONE_LAUNCH):
+        /* ... and in place in one launch over bands (the backend's conv2 unless CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH):
          * the input after a margin of band + 8 rows, the output from the margin's start, bitwise what
          * the banded call above wrote; twice, so that the counter and flags are reset by the call */
         if (Cin == 64 && Cout == 64 && ck_cuda_wgmma_ok()) {

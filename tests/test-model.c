@@ -352,7 +352,7 @@ static double half_value(uint16_t h) {
     return (h & 0x8000) ? -v : v;
 }
 
-/* The LN fold's host side (ln-fold.c; 16-bit CUDA sessions with CKEY_CUDA_LN_FOLD): for random rows x with
+/* The LN fold's host side (ln-fold.c; 16-bit CUDA sessions with the fold): for random rows x with
  * mean offsets, LayerNorm(x) W^T + b equals rstd (x W'^T - mean colsum) + b'
  * in double (W', b' from ck_lnfold_weights; colsum of W' from the 16-bit
  * rounding of W' by ck_lnfold_colsum16, against the sums of the rounded

@@ -16,8 +16,8 @@
 #     --test FILTER    build/tests/test-cuda FILTER in each tree (logs in /tmp/ab-logs,
 #                      all of them in $OUT/ab-tests.log when $OUT is set)
 #     --size S --runs R --rounds K    bench-forward's size and runs, rounds (2048, 20, 2)
-#     --env TREE:NAME=VALUE  an extra bench entry: tree TREE (HEAD or an overlay's
-#                       name) with that environment variable; may be repeated
+#     --off TREE:LIST  an extra bench entry: tree TREE (HEAD or an overlay's name)
+#                      with bench-forward --cuda-off LIST (ckey_debug.h); may be repeated
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd=${1:-}
@@ -46,7 +46,7 @@ run)
         --size) size=$2; shift 2 ;;
         --runs) runs=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
-        --env) envs+=("$2"); shift 2 ;;
+        --off) envs+=("$2"); shift 2 ;;
         *) echo "gpu-ab: unknown option $1" >&2; exit 2 ;;
         esac
     done
@@ -97,12 +97,12 @@ run)
         for e in ${envs[@]+"${envs[@]}"}; do
             tn=${e%%:*} ev=${e#*:} td=$root
             [ "$tn" = HEAD ] || td=/tmp/ab/$tn
-            echo "round $r $tn+$ev: $(cd "$td" && env "$ev" $bench 2>/dev/null | mean)"
+            echo "round $r $tn-$ev: $(cd "$td" && $bench --cuda-off "$ev" 2>/dev/null | mean)"
         done
     done
     ;;
 *)
-    echo "usage: tools/gpu-ab.sh prepare REF... | run [--test FILTER] [--size S] [--runs R] [--rounds K] [--env TREE:NAME=VALUE]" >&2
+    echo "usage: tools/gpu-ab.sh prepare REF... | run [--test FILTER] [--size S] [--runs R] [--rounds K] [--off TREE:LIST]" >&2
     exit 2
     ;;
 esac

@@ -24,9 +24,8 @@ enum { MR_MAX = 16, NR = 32, KC = 256 };
 #ifdef CK_HAVE_OPENBLAS
 /* `make BLAS=openblas`: Debian's pthread OpenBLAS, one thread per call (its
  * serial build is not safe to call from several threads at once). Kept for
- * comparison; ckey's own kernel below is the default: on the GPU machine's
- * 16 cores at S = 2048 a forward took 63.1 s with this path and 15.5 s with
- * the first version of ckey's kernel (docs/architecture.md). */
+ * comparison; ckey's own kernel below is the default (docs/design.md
+ * compares the two). */
 #include <cblas.h>
 
 void ck_gemm_init(void) {
@@ -482,8 +481,8 @@ void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float
  * Channels-last implicit GEMM with all nine taps accumulated in registers:
  * a 14-pixel x 32-channel tile starts from the bias, sweeps K = taps x Cin
  * (the A rows of a tap are the same pixels shifted by (kx - 1) * dil) and is
- * stored once. The per-tap GEMM this replaces read and wrote the output tile
- * nine times and packed the tap's weights on every call. */
+ * stored once. A GEMM per tap (conv_taps_generic, below) reads and writes
+ * the output tile nine times and packs the tap's weights on every call. */
 
 static void conv_taps_generic(int variant, const float *in, int S, int Cin, int d, int64_t y, int xa, int xb,
                               const float *wp, int Cout, const float *bias, float *dst);

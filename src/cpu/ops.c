@@ -104,8 +104,8 @@ static inline void add_bias_rows(float *y, int64_t rows, int out, int64_t ldy, c
 
 /* A weight W [out, in] packed once per op (ck_sgemm_pack_b panels) into the
  * shared scratch, for all row chunks and threads: packed per GEMM call, as
- * ck_sgemm does, it was re-read from L3 or memory and re-packed for every
- * chunk of 64 to 256 rows. */
+ * ck_sgemm does, it would be re-read from L3 or memory and re-packed for
+ * every chunk of 64 to 256 rows. */
 static size_t packed_w_floats(int out, int in) { return (size_t)((out + 31) / 32) * 32 * in; }
 
 typedef struct {

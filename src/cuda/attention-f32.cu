@@ -1,8 +1,9 @@
 // Global attention with q max-pooling, streamed with an online softmax
-// (no score matrix exists). First version: fp32 on CUDA cores, one thread
+// (no score matrix exists), on CUDA cores with fp32 arithmetic: one thread
 // per query row holding q and the running output in registers, keys and
-// values staged through shared memory 64 at a time. The tensor-core
-// (bf16/fp16 mma) version replaces this once it is measured against it.
+// values staged through shared memory 64 at a time. The fp32 sessions' path;
+// 16-bit sessions take the tensor-core kernels (attention-mma.cu,
+// attention-wgmma.cu).
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>

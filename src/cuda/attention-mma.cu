@@ -385,9 +385,9 @@ __device__ __forceinline__ void window_kv_load(const T *__restrict__ qkv, int64_
 // j * nw + w. A block holds `upb` units' K/V chunks (KN keys each) in
 // dynamic shared memory; `wpu` warps share a unit, each taking 16 queries
 // (more passes when a window has more than 16 * wpu queries). Latency-bound
-// (S = 2048, fp16, H200: 45% of DRAM bandwidth at 143 registers, 3 blocks an
-// SM): at most 96 registers, 5 blocks an SM (44 bytes spilled) take the six
-// launches of a frame from 636 to 597 us (128 registers, 4 blocks: 614).
+// (45% of DRAM bandwidth at the unbounded 143 registers, 3 blocks an SM),
+// hence the bound: at most 96 registers, 5 blocks an SM (44 bytes spilled),
+// the six launches of a frame 597 us against 636 (S = 2048, fp16, H200).
 template <typename T, int HD, int KN>
 __global__ void __launch_bounds__(kThreads, 5)
     window_attention_tc_kernel(const T *__restrict__ qkv, int64_t nw, int Tk, int qs, int Do, int heads, float c,
@@ -542,9 +542,9 @@ cudaError_t launch_window_kn(const void *qkv, int64_t nw, int T_, int qs, int Do
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev);
         if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pk, kThreads, psmem);
         if (e != cudaSuccess) return e;
-        /* with its two buffers it must still fit 4 blocks an SM: S = 2048 fp16 on the H200, the six launches
-         * of a frame 597 -> 559 us (stage 0: 99 / 96 -> 86 / 86 us; the q-pooled stage-1 block, 4 units of 64
-         * keys a block and 2 blocks an SM in 128 KiB, 202 -> 281: that one keeps the kernel above) */
+        /* only where its two buffers still fit 4 blocks an SM: there the six launches of a frame take
+         * 559 us instead of 597 (S = 2048, fp16, H200); at 2 blocks an SM (the q-pooled stage-1 block, 4 units
+         * of 64 keys a block in 128 KiB) it is slower than the kernel above (281 us against 202) */
         if (per_sm >= 4) {
             const int64_t groups = (units + upb - 1) / upb, resident = (int64_t)nsm * per_sm;
             ck_launch(pk, (unsigned)(groups < resident ? groups : resident), kThreads, psmem, (cudaStream_t)st,

@@ -5,8 +5,8 @@
 // Design. A CTA = NWG consumer warpgroups (128 threads each) x one head; each
 // warpgroup owns 64 query rows (wgmma M = 64). Q lives in registers as wgmma
 // A fragments (max-pooled over qs on load, head_dim zero-padded 56 -> 64),
-// or (T_QSMEM, the default TMA kernel's since session 9: 128-key tiles need
-// its 16 registers) in a shared-memory tile per warpgroup, staged once.
+// or (T_QSMEM, the default TMA kernel's: 128-key tiles need its 16
+// registers) in a shared-memory tile per warpgroup, staged once.
 // K and V are streamed through shared memory in tiles of KN keys, ST stages,
 // loaded with cp.async by all threads of the CTA (one __syncthreads per
 // tile; KvLoader works each thread's addresses out once). Per tile and
@@ -31,23 +31,14 @@
 // instructions and no CTA-wide barrier in the consumers' loop, so the
 // warpgroups of a CTA drift apart and one's softmax overlaps another's MMAs.
 //
-// What the time goes to (ncu, H200, N = 16384, 8 heads): the tile's
-// instruction count, then latency. Before KvLoader, precomputed descriptors
-// and F_ONES / F_LAZY a warp executed 389 instructions per 64-key tile (100
-// of them address arithmetic for the copies), the issue slots were the limit
-// and the kernel ran at 1.53 ms; then 273 and 1.28 ms, with the tensor pipe
-// ~40% busy and most stalls on the S wgmma's result and the tile barrier.
-// The TMA kernel (4 warpgroups, one CTA an SM): 1.13-1.25 ms over runs
-// (1.14 in the network, ncu), 200 instructions a warp and 64-key tile (34
-// MUFU, 34 FMNMX, 32 FFMA, 16 F2FP, 12 HGMMA; the rest control), 9.3
-// cycles between a warp's instructions (4 warps a scheduler, ~43% of the
-// issue slots); stalls: waiting on a fixed-latency result 26% (half of it
-// feeding the MUFU), the wgmma waits 20%, the MUFU queue full 12%. Tried and
-// not faster: a producer warp (1.36), S / P V overlap inside the warpgroup
-// (1.31; with FlashAttention-3's ping-pong between warpgroup pairs on named
-// barriers 1.14-1.17), Q in shared memory (16 registers fewer: 1.25; with 5
-// warpgroups 1.44), exp2 of 1 / 2 / 3 of a row's 8 score pairs on the FMA
-// pipe (1.28 / 1.30 / 1.37).
+// What bounds it (ncu, H200, N = 16384, 8 heads): the tile's instruction
+// count, then latency, not memory. Hence KvLoader, the precomputed
+// descriptors and F_ONES / F_LAZY, which take the copies' address
+// arithmetic and per-score work out of the loop: the TMA kernel (4
+// warpgroups, 64-key tiles) runs ~200 instructions a warp and tile (34 MUFU,
+// 34 FMNMX, 32 FFMA, 16 F2FP, 12 HGMMA; the rest control) at ~43% of the
+// issue slots; its stalls: a fixed-latency result 26% (half of it feeding
+// the MUFU), the wgmma waits 20%, the MUFU queue full 12%.
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements, set once by init_tiles and
@@ -130,8 +121,8 @@ __device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs
 // FADD; the sum is of the 16-bit P that the numerator uses); F_LAZY: the
 // running max m moves only when a tile's max exceeds it by more than 8 (log2
 // units), so O is rescaled on few tiles; p <= 2^8 meanwhile, well inside
-// fp16 / bf16 and fp32. (exp2 of f16x2 pairs was tried: ptxas splits
-// ex2.approx.f16x2 into two MUFU.EX2.F16, so it saves no MUFU work.)
+// fp16 / bf16 and fp32. (exp2 of f16x2 pairs would save no MUFU work:
+// ptxas splits ex2.approx.f16x2 into two MUFU.EX2.F16.)
 enum { F_ONES = 1, F_LAZY = 4, F_PCHECK = 8 };
 // F_POLY(n): n of the KN / 8 score pairs per row and tile take exp2 from a
 // polynomial on the FMA pipe instead of the MUFU (16 exp2 per clock per SM,
@@ -608,7 +599,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // the loads: thread 0, at the start of tile it, for tile it + ST - 2 into
 // the stage of tile it - 2 (so a warpgroup may run up to a tile ahead of the
 // slowest before thread 0 waits), or with T_PROD a producer warp after the
-// consumer warpgroups (FlashAttention-3's split; slower here, see the top).
+// consumer warpgroups (FlashAttention-3's split; not faster here).
 // Neither the loads nor a CTA-wide barrier sit in the consumers' loop.
 //
 // Row sums: the zero padding leaves no 1.0 in V's column 56 (F_ONES), so P
@@ -815,31 +806,14 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
 // memory, 5 stages and P checked against the running max first (T_PCHECK;
 // 19: the same without) when that still makes a CTA per SM, else 2 warpgroups
 // x 2 CTAs (64-key tiles, Q in registers); the cp.async kernel where the
-// driver has no tensor-map encoder. H200, N = 16384, 8 heads (session 9,
-// one run, ms fp16 / bf16): 64-key tiles, Q in registers (the default until
-// then, variant 11) 1.128 / 1.132; 128-key tiles with Q in registers spill
-// 468 bytes (1.118 / 1.104 at 3 stages); with Q in shared memory (no spill)
-// 1.090 / 1.068 at 3 stages, 1.086 / 1.063 at 4, 1.067 / 1.020 at 5 (the
-// default; 6 do not fit); 64-key tiles with Q in shared memory 1.257 / 1.218;
-// 3 warpgroups a CTA (683 CTAs: 5.2 waves) 1.355 / 1.294 with 128-key tiles;
-// exp2 of 1 / 2 of 16 score pairs on the FMA pipe (F_POLY) 1.076 / 1.061
-// against 0.999 for the default in the same run; P through shared memory too
-// (stmatrix into a swizzled tile, the P V and row-sum wgmmas SS: 3 stages fit)
-// 1.241 / 1.211 against 1.086 / 1.051 for the same tiles with P in registers.
-// Session 8 and before: the cp.async kernel (variant 9) 1.28.
-// Session 10 (the default gained T_PCHECK; variant 19 is the default
-// without it): ncu over a frame at S = 2048 fp16, stage 2's 16 launches
-// 941-948 us against 1004-1013, the frame's global attention 14.96 against
-// 15.97 ms. Measured and dropped the same session: the row max as a 4-way
-// tree (1.089 against 0.997 ms: the chain's latency was not what bound it),
-// the P V as one n64 wgmma over V's padding (1.041; the separate n8 row-sum
-// wgmma costs nothing measurable: 1.024 without it); with T_PCHECK: the
-// P's row sums by their own n8 wgmma first and checked against 2^15 instead
-// of the packed P's max (frame: 970 against 943 us a launch; the extra wgmma
-// round trip costs more than the 32 HMNMX2 it saves), 4 stages (943, the
-// same), exp2 of 2 / 4 of a tile's 32 P words on the FMA pipe (973 / 983).
-// Runs of the same variant differ by ~1-2% (ncu over a frame is steadier
-// than this test's host-timed batches).
+// driver has no tensor-map encoder. Why (H200, N = 16384, 8 heads, ms fp16 /
+// bf16): 128-key tiles need Q in shared memory (with Q in registers they
+// spill 468 bytes) and then run at 1.067 / 1.020 with 5 stages (6 do not
+// fit) against 1.128 / 1.132 for 64-key tiles with Q in registers; with
+// T_PCHECK stage 2's 16 launches of a frame (S = 2048, fp16, ncu) take
+// 941-948 us against 1004-1013. F_POLY, T_PROD, the pipelined kernel and 3
+// warpgroups a CTA are not faster. Host-timed runs of one variant differ by
+// ~1-2%.
 constexpr int OL = F_ONES | F_LAZY;
 template <typename T>
 cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {

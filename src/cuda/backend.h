@@ -12,12 +12,12 @@ typedef struct ck_cuda_state {
     size_t scratch_bytes;
     ck_dtype dt;        /* storage type of activations and matrix weights */
     int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
-                         * wgmma kernels (16-bit dt, a 9.0 device, CKEY_CUDA_NO_WGMMA
-                         * unset; decided at session init) */
+                         * wgmma kernels (16-bit dt, a 9.0 device, CKEY_DEBUG_CUDA_NO_WGMMA not
+                         * set; decided at session init) */
     int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (linear-gelu-wgmma.cu) where it
-                         * supports the shape (wgmma sessions; CKEY_CUDA_NO_FUSED_FC1 unset) */
+                         * supports the shape (wgmma sessions; CKEY_DEBUG_CUDA_NO_FUSED_FC1 off) */
     int fc1_form;       /* its form (ck_cuda_linear_wgmma's mode bits): 0 = the kernel's pick for the
-                         * shape; 128-wide tiles without clusters with CKEY_CUDA_FC1_PLAIN set (A/B runs) */
+                         * shape; 128-wide tiles without clusters with CKEY_DEBUG_CUDA_FC1_PLAIN (A/B runs) */
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;

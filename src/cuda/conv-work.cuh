@@ -42,11 +42,11 @@ struct ConvArgs {
 
 // seg, nseg, nitems: the longest segments (fewest rows loaded twice) that
 // still make at least min_items items, if segments of kMinSeg allow.
-// refiner-wgmma.cu asks for an item a block: H200, S = 2048 fp16, a 512-row
-// band of conv2 on 264 blocks took 187-190 us in 8-step items (3 items a
-// block asked for, until session 9), 176-182 in 16-step items (a frame's
-// convs 5.47 -> 5.34 ms; 64-step items for the whole-image conv1 were no
-// faster). refiner-mma.cu (one block an SM) still asks for three a block.
+// refiner-wgmma.cu asks for an item a block: the longer segments beat
+// three items a block (H200, S = 2048 fp16: a 512-row band of conv2 on 264
+// blocks 176-182 us in 16-step items against 187-190 in 8-step ones; a
+// frame's convs 5.34 against 5.47 ms). refiner-mma.cu (one block an SM) asks
+// for three a block.
 inline void conv_plan(ConvArgs &b, int64_t min_items) {
     const int chain = (b.rows + b.dil - 1) / b.dil; // rows in the longest chain
     for (b.seg = kSeg;; b.seg /= 2) {

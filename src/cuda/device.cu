@@ -202,10 +202,12 @@ ckey_status ck_cuda_sync(ckey_error *err) {
 
 }  // extern "C"
 
-/* launch.cuh's PDL switch: CKEY_CUDA_NO_PDL=1 (not "0") launches every
- * kernel in plain stream order, for A/B runs. Read per launch: a frame's
- * launches are captured into its graph once. */
+/* launch.cuh's PDL switch: on, unless the build turns programmatic dependent
+ * launch off (make CUDA_OPTS=-DCK_CUDA_NO_PDL) to compare plain stream order. */
 extern "C" int ck_cuda_pdl_on(void) {
-    const char *v = getenv("CKEY_CUDA_NO_PDL");
-    return !(v && v[0] && strcmp(v, "0") != 0);
+#ifdef CK_CUDA_NO_PDL
+    return 0;
+#else
+    return 1;
+#endif
 }

@@ -27,7 +27,7 @@ ckey_status ck_cuda_set_device(int index, ckey_error *err);
 /* Name, memory and compute capability of device `index`. */
 ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *err);
 
-/* ---- op kernels (the CUDA op table grows from these; see docs/architecture.md).
+/* ---- op kernels (the CUDA op table grows from these; see docs/design.md).
  * All pointers are device memory; `stream` is a cudaStream_t (NULL: default). */
 
 /* y [N, C] = layernorm(x) * g + b, eps 1e-6; one warp per row. */

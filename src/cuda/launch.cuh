@@ -17,7 +17,7 @@
 //     deep).
 //
 // A kernel launched without the attribute (cuBLAS's, or with
-// CKEY_CUDA_NO_PDL=1, the A/B switch) keeps ordinary stream order; the
+// a CK_CUDA_NO_PDL build, for A/B runs) keeps ordinary stream order; the
 // instructions are no-ops for a kernel that was not launched early.
 #ifndef CK_CUDA_LAUNCH_CUH
 #define CK_CUDA_LAUNCH_CUH
@@ -28,7 +28,7 @@
 
 #include "cuda/kernels.h"
 
-// whether launches take the PDL attribute: unless CKEY_CUDA_NO_PDL is set (device.cu)
+// whether launches take the PDL attribute: unless the build sets CK_CUDA_NO_PDL (device.cu)
 extern "C" int ck_cuda_pdl_on(void);
 
 __device__ __forceinline__ void ck_pdl_enter() {

@@ -73,8 +73,8 @@ __global__ void layernorm_kernel(const T *__restrict__ x, int64_t N, int C, cons
 // Needs C a multiple of V = 16 / sizeof(T), x and y 16-byte aligned and
 // C / V <= G * K.
 // GB4: g and b 16-byte aligned, read as float4 (8 scalar loads of fp32
-// weights a 16-bit vector were most of the kernel's load instructions; a
-// frame's 65 launches at S = 2048, fp16, H200: 0.835 -> 0.715 ms).
+// weights a 16-bit vector would be most of the kernel's load instructions;
+// a frame's 65 launches at S = 2048, fp16, H200: 0.715 ms against 0.835).
 // STATS: the row's mean and rstd to stats (as the generic kernel's stats).
 template <typename T, int G, int K, bool GB4, bool STATS = false>
 __global__ void __launch_bounds__(256) layernorm_vec_kernel(const T *__restrict__ x, int64_t N, int C,
@@ -284,13 +284,13 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
 //
 // Algorithm choice: cuBLASLt's heuristic ranks candidates for a shape; its
 // first is often not the fastest of its own first eight on the H200 (timed
-// one by one: stage 2's fc1 44 -> 36 us, about 0.43 ms a frame at S = 2048).
+// one by one: stage 2's fc1 36 us against 44, about 0.43 ms a frame at S = 2048).
 // Choosing by timing at run time would make a session's results differ in
 // the last bits from the next's (the candidates sum in different orders), so
 // the choice is a table (lt-tuned.h) of measured picks, an index into the
 // heuristic's ranking, for a GPU model and cuBLASLt version; any other GPU,
 // version or shape takes the first. The table is measured with
-// CKEY_CUDA_LT_TUNE=1 (lt_tune below), which times each candidate of each
+// a CK_CUDA_LT_TUNE build (lt_tune below), which times each candidate of each
 // new shape on scratch buffers and prints the table's lines to stderr.
 enum { LT_PLANS = 64, LT_CANDIDATES = 8 };
 
@@ -333,7 +333,7 @@ struct ck_cublas {
     int nplans;
     int no_lt;     /* ck_cublas_set_lt(c, 0): every 16-bit linear takes the GEMM + bias pass */
     int last_lt;   /* the last 16-bit linear ran as one cublasLtMatmul */
-    int tune;      /* CKEY_CUDA_LT_TUNE=1: time the candidates, print the table */
+    int tune;      /* a CK_CUDA_LT_TUNE build: time the candidates, print the table */
     const lt_tuning *tuned; /* this GPU's and cuBLASLt's picks, or NULL */
     int no_tuned;  /* ck_cublas_set_tuned(c, 0): the heuristic's first everywhere */
     int last_pick; /* the last linear's plan's pick */
@@ -402,8 +402,11 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
         free(c);
         return fail_blas(err, s, "cublasSetMathMode");
     }
-    const char *tune = getenv("CKEY_CUDA_LT_TUNE");
-    c->tune = tune && strcmp(tune, "1") == 0;
+#ifdef CK_CUDA_LT_TUNE
+    c->tune = 1; /* a build for regenerating lt-tuned.h (make CUDA_OPTS=-DCK_CUDA_LT_TUNE) */
+#else
+    c->tune = 0;
+#endif
     int dev = 0;
     cudaDeviceProp prop;
     if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
@@ -464,7 +467,7 @@ static unsigned align_of(const void *p) {
 }
 
 
-// CKEY_CUDA_LT_TUNE=1: time each of the heuristic's candidates for p's key
+// A CK_CUDA_LT_TUNE build: time each of the heuristic's candidates for p's key
 // (20 runs after 3, on scratch buffers of its shape, the device otherwise
 // idle) and print the key as a line of lt-tuned.h with the fastest's index
 // (the first's unless another is more than 3% faster).

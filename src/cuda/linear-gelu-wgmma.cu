@@ -8,65 +8,28 @@
 // the pass's read and write).
 //
 // Design (the tile loop of attention-wgmma.cu's TMA kernel): a CTA = two
-// consumer warpgroups, persistent over 128 x 128 output tiles (two CTAs an
-// SM), each warpgroup 64 rows of a tile (wgmma m64n128k16, both operands
-// from shared memory, K-major, 128-byte swizzle). K is walked in 64-element
-// steps; the x and W tiles of a step (128 rows x 128 bytes each) come in by
-// TMA (2-D tensor maps, elements past K, M or N zero-filled) into a ring of
-// ST stages with a `full` mbarrier (the bytes) and an `empty` one (every
-// consumer warp, once its MMAs of the step are complete). The ring runs on
-// across a CTA's tiles, so the next tile's loads land during this one's
-// epilogue. Epilogue: bias + GELU on the accumulator fragments, packed to 16
-// bits, staged per warp (stmatrix, 32 columns at a time) and stored as
-// 16-byte vectors.
+// consumer warpgroups, persistent over 128 x BN output tiles (BN 128: two
+// CTAs an SM; 256: one), each warpgroup 64 rows of a tile (wgmma m64nBNk16,
+// both operands from shared memory, K-major, 128-byte swizzle). K is walked
+// in 64-element steps; the x and W tiles of a step (128 and BN rows x 128
+// bytes) come in by TMA (2-D tensor maps, elements past K, M or N
+// zero-filled) into a ring of ST stages with a `full` mbarrier (the bytes)
+// and an `empty` one (every consumer warp, once its MMAs of the step are
+// complete). The ring runs on across a CTA's tiles, so the next tile's loads
+// land during this one's epilogue. Epilogue: bias + GELU on the accumulator
+// fragments, packed to 16 bits, staged per warp (stmatrix, 32 columns at a
+// time) and stored as 16-byte vectors.
 //
-// H200, session 10 (`build/tests/test-cuda linear_gelu`, fp16): the first
-// form (a CTA a tile, the ring refilled tile by tile, every K step's batch
-// waited for before the next was issued, the ring reused for staging) ran
-// stage 2's fc1 (16384 x 448 -> 1792) in 71.3 us against 74.9 for cuBLASLt +
-// the pass, and the bias-only qkv shapes 10-30% behind cuBLASLt. This one
-// (host-timed batches, fp16): fc1 of stages 0-3 25.5 / 52.8 / 69.9 / 63.3 us
-// against 34.5 / 63.5 / 73.8 / 55.2 for cuBLASLt + the pass (29.4 / 60.7 /
-// 71.3 / 58.3 for the first form); bias only (a 16-bit bias) at the qkv
-// shapes 140 / 226 / 50 us against cuBLASLt's 102 / 195 / 37. In the frame
-// (ncu): stage 2's fc1 71 us against 37 + 32, so the tensor work there runs
-// at about half cuBLASLt's rate (~370 against ~715 TFLOP/s: 128 x 128 tiles
-// without cluster multicast ask the L2 for 32 KiB per K step and tile).
-// The backend uses it for every fc1 (the frame is 0.24-0.3 ms faster than
-// with cuBLASLt + the pass; stage 2-3 alone measured no different).
-//
-// Session 11: the tile width BN a template parameter (128, or 256 with
-// m64n256 and one CTA an SM), and clusters of two CTAs sharing the W tile by
-// TMA multicast (CL = 2). `build/tests/test-cuda linear_gelu` on the H200,
-// fp16, us for 128 / 256-wide tiles / 128 and 256 in clusters / cuBLASLt +
-// the pass: stage 0's fc1 (32768 x 112 -> 448) 27.3 / 29.0 / 27.6 / 29.3 /
-// 34.9; stage 1's (x 224 -> 896) 52.9 / 61.5 / 54.6 / 60.9 / 63.9; stage 2's
-// (16384 x 448 -> 1792) 68.9 / 65.4 / 70.9 / 66.5 / 73.3 (69.3 / 64.5 and
-// 69.3 / 65.9 in two more runs); stage 3's (4096 x 896 -> 3584) 56.3 / 57.3 /
-// 58.3 / 58.6 / 55.4. The 256-wide tiles are the default for stages 2-3; the
-// frame (bench-forward, 20 runs, two rounds) 29.54 / 29.49 ms against 29.67 /
-// 29.50 with the old form (CKEY_CUDA_FC1_PLAIN=1). Multicast halves the L2
-// reads of W and changes nothing, so the L2 is not what holds the kernel at
-// ~400 TFLOP/s; the bias-only form at 16384 x 448 -> 1344 (stage 2's qkv)
-// runs at about the GELU form's rate at 1792 (128-wide tiles: 49.1 us, 402
-// TFLOP/s, against 68.9 us, 382), so neither is the epilogue's arithmetic
-// (the first cluster form, with its remote arrivals .release.cluster, ran at
-// 92 us). What does (load latency with the producer inside a consumer warp,
-// the wgmma issue) wants the probes (PROBE) and an ncu look next.
-//
-// Session 12, the probes and ncu (stage 2's fc1, 256-wide tiles): the K loop
-// alone 20-29 us and the loads alone about the same, against ~62 us for the
-// kernel, so the epilogue (not under the MMAs with one CTA an SM) is half the
-// time; ncu over one launch: 35% of the issue slots used, 0.56 eligible warps
-// a scheduler, tensor pipe 40% busy, 1.9M MUFU warp instructions (two a GELU
-// value: ~14 us of the MUFU pipe). The GELU with one MUFU op (rowbias.cuh)
-// took it to 58-59 us (stages 0 / 1 / 3: 21-22 / 45-47 / 51.5). Each tile's
-// bias staged in shared memory for the epilogue (a __syncthreads a tile) was
-// slower (62.4 -> 67.3, two runs, cuBLASLt + the pass 70.0 / 70.5 in them)
-// and was dropped. What is left is overlap: the
-// epilogue of one tile under the MMAs of the next (two accumulator sets do
-// not fit at 256 columns; warpgroups on different tiles, ping-pong, would
-// need x rows of their own: 1.67 x the shared-memory bytes a FLOP).
+// The backend uses it for every fc1: the frame is 0.24-0.3 ms faster than
+// with cuBLASLt + the separate pass, although the tensor work runs at about
+// half cuBLASLt's rate (~400 against ~715 TFLOP/s, H200). What holds it is
+// the epilogue: with 256-wide tiles (one CTA an SM) it is not under the
+// MMAs, and the K loop alone or the loads alone take under half of the
+// kernel's time (PROBE, stage 2's fc1). Overlapping it would take two
+// accumulator sets (they do not fit at 256 columns) or warpgroups on
+// different tiles (ping-pong: x rows of their own, 1.67 x the shared-memory
+// bytes a FLOP). The L2 is not the limit: clusters sharing W by multicast
+// (CL = 2) halve its L2 reads and change nothing.
 
 #include <cuda.h> // CUtensorMap and its enums (types only: no libcuda link)
 #include <cuda_bf16.h>
@@ -345,9 +308,10 @@ cudaError_t encode_2d(CUtensorMap *map, const void *base, int64_t rows, int64_t 
 // Stages: BN 128: 3 (107 KiB, two CTAs an SM); BN 256: 4 (203 KiB, one CTA).
 template <int BN> constexpr int stages() { return BN == 128 ? 3 : 4; }
 
-// The tile width for a shape when the caller leaves it open, from the
-// session-11 timings in the header: 256 for stages 2-3's fc1 (K 448 / 896),
-// 128 for stages 0-1's. Clusters only when asked for (never faster there).
+// The tile width for a shape when the caller leaves it open: 256 for stages
+// 2-3's fc1 (K 448 / 896; stage 2's 65 us against 69 with 128), 128 for
+// stages 0-1's (27 / 53 us against 29 / 61 with 256; H200, fp16). Clusters
+// only when asked for (never faster there).
 int pick_bn(int64_t M, int K, int N) {
     (void)M;
     return K >= 448 && N >= 1024 ? 256 : 128;

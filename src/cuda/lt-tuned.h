@@ -4,8 +4,8 @@
  * the index of the fastest among the heuristic's first LT_CANDIDATES
  * algorithms; keys not listed (the heuristic's first was fastest, or within
  * 3% of it), other GPUs and other versions take the heuristic's first.
- * Measured on 2026-11-30 on an H200 (cuBLAS 13.1) with
- *   CKEY_CUDA_LT_TUNE=1 build/bench/bench-forward --device cuda --size S --precision P --runs 0
+ * Measured on an H200 (cuBLAS 13.1) with
+ *   make CUDA_OPTS=-DCK_CUDA_LT_TUNE build/bench/bench-forward && build/bench/bench-forward --device cuda --size S --precision P --runs 0
  * for S = 2048 and 1024, P = fp16 and bf16, whose stderr holds these lines
  * (the comment: the heuristic's first -> the pick, 20 runs each; a key seen
  * at both sizes keeps the S = 2048 measurement). Included by layernorm-linear.cu

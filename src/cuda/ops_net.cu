@@ -1,6 +1,6 @@
-// CUDA kernels for the rest of the op table, first versions in fp32 on CUDA
-// cores: correctness first, each checked against the CPU op by
-// tests/test-cuda.c. Layouts are the CPU backend's: tokens [N, C] in Hiera's
+// CUDA kernels for the rest of the op table, on CUDA cores in every storage
+// type (dtype.cuh), each checked against the CPU op by tests/test-cuda.c.
+// Layouts are the CPU backend's: tokens [N, C] in Hiera's
 // unrolled order, features [H, W, C], refiner maps channels-last [S*S, C],
 // logits and outputs [C, S, S].
 #include <cuda_runtime.h>
@@ -56,7 +56,7 @@ __global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, in
 
 // The same, 16 bytes a thread (C a multiple of the vector, 16-byte aligned
 // buffers), a row of feat a grid row: 32-bit index arithmetic (a frame's four
-// at S = 2048, fp16, H200: 300 -> 59 us).
+// at S = 2048, fp16, H200: 59 us against the kernel above's 300).
 template <typename T>
 __global__ void reroll_vec_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
     ck_pdl_enter();
@@ -82,7 +82,7 @@ __global__ void maxpool_bias_kernel(const T *__restrict__ x, int64_t Nq, int C, 
 
 // The same, 16 bytes a thread (C a multiple of the vector, 16-byte aligned
 // x and y, Nq * C / V < 2^31: 32-bit index arithmetic; a frame's three at
-// S = 2048, fp16, H200: 205 -> 75 us).
+// S = 2048, fp16, H200: 75 us against the kernel above's 205).
 template <typename T>
 __global__ void maxpool_bias_vec_kernel(const T *__restrict__ x, int nvec, int cv, int64_t plane, int qs,
                                         const float *__restrict__ b, T *__restrict__ y) {
@@ -118,8 +118,8 @@ __device__ __forceinline__ float bilerp(const float *__restrict__ L, int G, cons
 
 // rin [7, S, S] = [x[0:3], sigmoid(up(logits))]: a thread per pixel (its
 // bilinear taps found once for the four logit channels), a grid row per
-// image row (a thread per value with 64-bit divisions: 152 -> 48 us at
-// S = 2048, fp16, H200).
+// image row: 48 us at S = 2048, fp16, H200, against 152 with a thread per
+// value and 64-bit divisions.
 template <typename T>
 __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__restrict__ logits, int S,
                                      T *__restrict__ rin) {
@@ -137,7 +137,7 @@ __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__res
 }
 
 // out [4, S, S] = sigmoid(up(logits) + out): a thread per pixel, as above
-// (105 -> 49 us).
+// (49 us against 105).
 __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
     ck_pdl_enter();
     const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
@@ -222,15 +222,14 @@ __global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ 
     }
 }
 
-// The refiner's final 1x1 conv (64 -> 4): a block stages its 256 pixels'
+// The refiner's final 1x1 conv (64 -> 4): a block stages its kPwPx pixels'
 // channels (at most 128 bytes a pixel) in shared memory with coalesced
 // 16-byte loads, then a thread per pixel sums each output over c in the same
-// order as above (weights in shared memory). S = 2048, fp16, H200: 201-205
-// us (a thread per pixel reading its 128 bytes itself: 282; 128 or 64 pixels
-// a block: 214, 216). Since session 9 it also reads res4's t and applies the
-// residual (twice the loads): 395 us at 256 pixels a block (93 registers, 2
-// blocks an SM), 381 at 256 with 3 blocks an SM, 381 at 128 pixels, 371 at
-// 128 pixels and 6 blocks an SM (taken), 460 at 256 and 4 blocks (spilling).
+// order as above (weights in shared memory). With y (res4's t) it also
+// applies the last residual as it loads (twice the loads). S = 2048, fp16,
+// H200: 128 pixels a block and 6 blocks an SM 371 us, against 381-395 with
+// 256 pixels a block and 2-3 blocks an SM (4 spill); without the residual,
+// staging 201 us against 282 for a thread per pixel reading its own 128 bytes.
 constexpr int kPwMaxC = 64, kPwMaxCout = 4, kPwPx = 128, kPwRowV = 8;
 template <typename T>
 __global__ void __launch_bounds__(kPwPx, 6)
@@ -394,9 +393,7 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
 // p0 .. p0+n-1, [n, Cin*K*K] in W's (ci, ky, kx) order. A thread writes the
 // K values of one (token, ci, ky), so the index arithmetic (32-bit; KC = K
 // known at compile time: 7, Hiera's patch embedding, or 0: K at run time)
-// is paid once for K values. (One value a thread with 64-bit divisions took
-// 48.6 us a 32768-row chunk at S = 2048 on the H200, and one block row a
-// token with 64-thread blocks 81.6 us.)
+// is paid once for K values.
 template <typename T, int KC>
 __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int Kr, int stride, int pad, int p0, int n,
                                     T *__restrict__ col) {
@@ -423,7 +420,7 @@ __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int
 
 // The same, a thread per 4 consecutive values of a row (one 8-byte store;
 // Cin * K * K a multiple of 4, K = 7 at compile time): the 2-byte stores of
-// the kernel above, 14 bytes apart across a warp, were its cost.
+// the kernel above, 14 bytes apart across a warp, are its cost.
 template <typename T, int K>
 __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin, int stride, int pad, int p0, int n,
                                          T *__restrict__ col) {
@@ -623,11 +620,10 @@ __global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int
 // 13 two-byte loads per channel). Per channel the arithmetic is the loop's
 // above, in the same order; only the lanes' partial sums of the classifier
 // split the channels differently. Its loads are L1 hits mostly (88%): it is
-// bound by latency, so occupancy decides. With the scale loop unrolled and
-// at most 80 registers (3 blocks an SM) a 16384-pixel chunk at S = 2048 takes
-// 33.6 us on the H200; 36.9 at 96 registers rolled (2 blocks), 47 at 167
-// unrolled, 35.3 at 64 (spilling). Four pixels a warp with each lane's
-// classifier weights and b1 in registers, loaded once for the four, was 41.
+// bound by latency, so occupancy decides: the scale loop unrolled and at
+// most 80 registers (3 blocks an SM), a 16384-pixel chunk at S = 2048 in
+// 33.6 us on the H200, against 36.9 at 96 registers (2 blocks) and 35.3 at
+// 64 (spilling).
 template <typename T>
 __global__ void __launch_bounds__(256, 3)
     decoder_epilogue_vec_kernel(const T *__restrict__ h, int64_t p0, int64_t n, int G, int D2,

@@ -1,6 +1,7 @@
-// PTX wrappers and 16-bit pair helpers shared by the tensor-core attention
-// kernels (attention-mma.cu, mma.sync; attention-wgmma.cu, wgmma). Included
-// by .cu files only; everything is inline and file-local.
+// PTX wrappers and 16-bit pair helpers shared by the tensor-core kernels
+// (attention-mma.cu, mma.sync; attention-wgmma.cu, linear-gelu-wgmma.cu,
+// refiner-wgmma.cu, wgmma). Included by .cu files only; everything is
+// inline and file-local.
 #ifndef CK_CUDA_PTX_CUH
 #define CK_CUDA_PTX_CUH
 

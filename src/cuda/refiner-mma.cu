@@ -131,10 +131,10 @@ template <int CIN, int COUT> struct ConvSmem {
     }
 };
 
-// Blocks an SM: the stem (then 16 input channels, the image's 7 padded; 8 since) is bound
-// by each tile's latency, not the MMAs: two blocks an SM (128 registers, no
-// spill) take it from 405 to 325 us at S = 2048 on the H200 (three: 397,
-// spilling at 80 registers). Cin 8 (the paired taps) likewise (session 10: the stem conv 325 -> 237 us, its input repacking 85 -> 31, ncu, S = 2048 fp16).
+// Blocks an SM: the stem (Cin 8, or 16) is bound by each tile's latency, not
+// the MMAs, so it runs two blocks an SM (128 registers, no spill): at Cin 16,
+// 325 us against 405 with one at S = 2048 on the H200 (three spill at 80
+// registers: 397). With Cin 8 (the paired taps) the stem conv takes 237 us.
 template <int CIN> constexpr int conv_blocks_per_sm() { return CIN <= 16 ? 2 : 1; }
 
 // The work decomposition (chains of rows, items) is conv-work.cuh's.
@@ -480,8 +480,7 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
 
 namespace {
 // rin [7, HW] -> map [HW, 8] (channel 7 zero; the conv pairs taps, Cin 8):
-// a thread per pixel, its 16 bytes stored as one vector (a thread per value
-// into [HW, 16]: 199 -> 85 us at S = 2048, fp16, H200, as two vectors).
+// a thread per pixel, its 16 bytes stored as one vector.
 template <typename T>
 __global__ void stem_input_kernel(const T *__restrict__ rin, int64_t HW, T *__restrict__ map) {
     ck_pdl_enter();

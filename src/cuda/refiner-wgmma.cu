@@ -24,8 +24,8 @@
 // number of rows but not of 8-row (1024-byte) swizzle atoms. The hardware
 // swizzles the computed address (its bits 7-9 pick the XOR), so rows read
 // back as stored with the descriptor's base offset field (bits 49-51) left
-// 0 (measured: setting it to the start's row within its atom gave wrong
-// results for every dilation but 8, where the starts are atom-aligned).
+// 0 (setting it to the start's row within its atom gives wrong results for
+// every dilation but 8, where the starts are atom-aligned).
 //
 // Step k of a chain: row k+3 is sent for at the start of the step (into the
 // slot step k-1's MMAs read last), the step's wgmma batch is issued, then
@@ -43,28 +43,14 @@
 // generic-proxy writes -> the MMAs' async proxy) and a __syncthreads end the
 // step.
 //
-// History (S = 2048, dil 4, H200; ms plain / with the GroupNorm transform).
-// Until session 7 the kernel was pixels x channels: two warpgroups a block
-// of 64 pixels x 64 channels each (wgmma m64n64k16, both operands in shared
-// memory, the weights' 72 KiB there too), one block an SM: 1.08 / 1.27 on
-// mma.sync before it, then 0.78 / 0.94, and with the bias in registers,
-// descriptors advanced by adds, per-thread copy offsets worked out once and
-// 16-byte stores after a quad transpose 0.612 / 0.730. Tried with it and
-// dropped: two independent pairs of warpgroups a block (0.81 / 0.89 against
-// 0.78 / 0.94 then, but 47.5 against 46.4 ms for the network: fp32 sums per
-// item forced by the 128-register budget); session 6: the GEMM transposed
-// with both operands in shared memory (m64n128k16, 256-pixel tiles) 0.600 /
-// 0.708, the same software-pipelined by one step (two accumulator sets, 254
-// registers) 0.672 / 0.768; session 7: one barrier a step with the
-// transform under the MMAs 0.614 / 0.715; this kernel's layout with two
-// warpgroups and one block an SM, 256-pixel tiles, 0.596 / 0.711 (the gain
-// is the second block, not the halved operand traffic); this kernel first
-// with the double sums laid out [thread][4] (an 8-way bank conflict every
-// step: 0.628 / 0.643), now 0.598 / 0.639, and with each warp storing only
-// its own 16 channels after a __syncwarp (32-byte sectors) 0.632 / 0.644.
-// Under ncu the SM clock is ~1.79 GHz and the tensor pipe is busy 53% of
-// this kernel's time (54% for the old one); the network at S = 2048 went
-// from 35.84 to ~35.4 ms.
+// Why this form (S = 2048, dil 4, H200; ms without / with the GroupNorm
+// transform): 0.598 / 0.639, against 0.612 / 0.730 for two warpgroups a
+// block of 64 pixels x 64 channels each (both operands in shared memory, one
+// block an SM); the gain is the second block an SM, not the halved operand
+// traffic. The double sums laid out [4][thread] avoid an 8-way bank conflict
+// every step ([thread][4]: 0.628 / 0.643); each warp storing only its own 16
+// channels after a __syncwarp (32-byte sectors) is slower (0.632 / 0.644).
+// Under ncu (SM clock ~1.79 GHz) the tensor pipe is busy 53% of its time.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

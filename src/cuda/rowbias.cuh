@@ -27,17 +27,15 @@
 // polynomial fitted to log2 erfc - 1 (weighted by erfc, so that the error is
 // small where |v| erfc is large; past a = 5.7 the term is under 1e-7 |v|):
 // one MUFU op (ex2) and 8 FMA / ALU-pipe ones (the |v| and its sign are
-// operand modifiers). Session 11's form (Abramowitz & Stegun 7.1.26: erfc =
-// t poly(t) exp(-z^2), t = 1 / (1 + p z)) took two MUFU ops (rcp, ex2) and
-// 11; the MUFU pipe (16 lanes an SM) was busy ~14 us of stage 2's fc1 (ncu:
-// 1.9M MUFU warp instructions a launch), and with one MUFU op (degree 6,
-// session 12) that fc1 went from ~62 to 58.2 us and stages 0 / 1 / 3 from
-// 25-27 / 51-54 / 55-58 to 21.8 / 47.0 / 51.5. Max abs error over [-12, 12]
-// in steps of 1e-5 against double erf (host build: exact exp2, the same
-// FMAs): 1.2e-6, worst 0.54 of test-model's bound (0.5 |v| 1.5e-7 + 8 ulp;
-// degree 6: 5.5e-7 and 0.22), far below the 16-bit rounding of the result
-// (2^-11 relative). The host build is there for ck_cuda_gelu_fast_host,
-// which test-model checks.
+// operand modifiers). One MUFU op, not the two (rcp, ex2) of Abramowitz &
+// Stegun 7.1.26 (erfc = t poly(t) exp(-z^2), t = 1 / (1 + p z)), because the
+// MUFU pipe (16 lanes an SM) bounds the fused fc1's epilogue
+// (linear-gelu-wgmma.cu): with two, ~14 us of stage 2's fc1; with one, that
+// fc1 takes 58.2 us instead of ~62 (H200, fp16). Max abs error over
+// [-12, 12] in steps of 1e-5 against double erf (host build: exact exp2, the
+// same FMAs): 1.2e-6, worst 0.54 of test-model's bound (0.5 |v| 1.5e-7 +
+// 8 ulp), far below the 16-bit rounding of the result (2^-11 relative). The
+// host build is there for ck_cuda_gelu_fast_host, which test-model checks.
 __host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
 #ifdef __CUDA_ARCH__
     float y;
@@ -123,10 +121,9 @@ static cudaError_t ck_rowbias_launch(T *y, int64_t N, int C, int64_t ld, const B
     const unsigned gx = (unsigned)((nv + tx - 1) / tx);
     int64_t gy = (N + ty - 1) / ty;
     /* at most 4096 blocks (the rest is the grid stride), each thread taking
-     * its rows two at a time: S = 2048 fp16 on the H200, bias + GELU of a
-     * frame 1.136 ms with 8192 blocks a row at a time, 1.178 two rows at a
-     * time, 1.063 with 4096 blocks two at a time (1.071 / 1.083 with 2048
-     * blocks two / four at a time, 1.322 with 16384 blocks one) */
+     * its rows two at a time (ROWS): the fastest of 2048-16384 blocks and one
+     * to four rows at a time (S = 2048 fp16, H200: bias + GELU of a frame
+     * 1.063 ms, against 1.136 with 8192 blocks a row at a time) */
     const int64_t gy_max = gx >= 4096 ? 1 : 4096 / (int64_t)gx;
     if (gy > gy_max) gy = gy_max;
     const dim3 block((unsigned)tx, (unsigned)ty), grid(gx, (unsigned)gy);

@@ -1,5 +1,5 @@
 /* The LayerNorm before an MLP's fc1 folded into fc1 (16-bit CUDA sessions,
- * CKEY_CUDA_LN_FOLD=1): with xn = (x - mean) rstd g + beta,
+ * unless CKEY_DEBUG_CUDA_NO_LN_FOLD): with xn = (x - mean) rstd g + beta,
  *   W xn + b = rstd (W' x - mean colsum) + b',
  *   W' = W diag(g), b' = b + W beta, colsum = W' 1,
  * so the fused fc1 kernel reads x itself and only the rows' mean and rstd

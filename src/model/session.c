@@ -29,6 +29,7 @@ struct ckey_session {
     size_t scratch_bytes; /* CPU: the pass-long scratch; CUDA: the largest phase's */
     size_t phase_scratch[CK_PHASE_COUNT]; /* CUDA: each phase's scratch (ck_fwd.scratch_bytes) */
     ckey_memory_plan mp;
+    uint32_t cuda_off;    /* CKEY_DEBUG_CUDA_* bits: optimisations of the CUDA path switched off */
     ckey_tap_fn tap;
     void *tap_user;
     double *prof;
@@ -45,7 +46,7 @@ struct ckey_session {
     void *dmat;           /* 16-bit matrix weights (dt != CK_F32) */
     void *dconv;          /* 16-bit refiner conv weights packed for the tensor-core conv */
     void *dbias;          /* 16-bit copies of the biases fused into cuBLASLt GEMMs (collect_linear_biases) */
-    float *dfold;         /* the LN fold (CKEY_CUDA_LN_FOLD): per folded block, fc1's colsum [hidden], then its
+    float *dfold;         /* the LN fold : per folded block, fc1's colsum [hidden], then its
                            * folded bias [hidden] (ln-fold.h) */
     int ln_fold;          /* fold norm2 into the fused fc1 where that kernel takes the block's shapes */
     float *dpos;          /* pos-embed for S: into dstore, or its own allocation (dpos_owned) */
@@ -65,11 +66,6 @@ struct ckey_session {
 
 void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
 
-/* An A/B switch of the CUDA path: set and not "0". */
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
-    return v && v[0] && strcmp(v, "0") != 0;
-}
 
 void ck_session_blas_plan_counts(const ckey_session *s, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
@@ -331,8 +327,8 @@ static int block_folds(const ckey_model *m, int i, const ck_block_info *b, ck_dt
 
 /* The LN fold unless a switch turns it (or the fused fc1 it lives in) off;
  * whether the device takes it is cuda_session_init's question. */
-static int ln_fold_wanted(void) {
-    return !env_flag("CKEY_CUDA_NO_LN_FOLD") && !env_flag("CKEY_CUDA_NO_FUSED_FC1") && !env_flag("CKEY_CUDA_NO_WGMMA");
+static int ln_fold_wanted(uint32_t cuda_off) {
+    return !(cuda_off & (CKEY_DEBUG_CUDA_NO_LN_FOLD | CKEY_DEBUG_CUDA_NO_FUSED_FC1 | CKEY_DEBUG_CUDA_NO_WGMMA));
 }
 
 /* Floats of the LN fold's vectors (s->dfold): colsum and the folded bias per folded block. */
@@ -348,7 +344,7 @@ static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
 /* Device weight bytes: fp32 store, or fp32 vectors + 16-bit matrices +
  * 16-bit copies of the fused linear biases + the packed refiner convs (+ the
  * LN fold's vectors unless a switch turns the fold off). */
-static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
+static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt, uint32_t cuda_off) {
     if (dt == CK_F32) return m->store_floats * sizeof(float);
     mat_ref r[MAX_MATS];
     ckey_model tmp = *m;
@@ -358,14 +354,14 @@ static size_t device_weight_bytes(const ckey_model *m, ck_dtype dt) {
     size_t conv = 0;
     const int R = m->cfg.ref_dim;
     if (ck_cuda_refiner_tc_ok(R, dt)) conv = 8 * ck_conv3x3_tc_weight_bytes(R, R) + ck_conv3x3_tc_weight_bytes(R, 16);
-    const size_t fold = ln_fold_wanted() ? ln_fold_floats(m, dt) * sizeof(float) : 0;
+    const size_t fold = ln_fold_wanted(cuda_off) ? ln_fold_floats(m, dt) * sizeof(float) : 0;
     return (m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) + conv + fold;
 }
 
-static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ck_dtype dt,
+static void fill_plan(const ckey_model *m, const ck_plan *plan, size_t scratch, int S, ck_dtype dt, uint32_t cuda_off,
                       ckey_memory_plan *mp) {
     memset(mp, 0, sizeof *mp);
-    mp->weight_bytes = (int64_t)(device_weight_bytes(m, dt) + pos_bytes(m, S));
+    mp->weight_bytes = (int64_t)(device_weight_bytes(m, dt, cuda_off) + pos_bytes(m, S));
     mp->arena_bytes = (int64_t)ck_plan_arena_bytes(plan);
     mp->scratch_bytes = (int64_t)scratch;
     mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
@@ -394,7 +390,7 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     size_t scratch;
     ckey_status st = plan_only(m, opt, &o, &plan, &scratch, err);
     if (!st) {
-        fill_plan(m, plan, scratch, o.size, session_dtype(&o), mp);
+        fill_plan(m, plan, scratch, o.size, session_dtype(&o), 0, mp);
         if (o.memory_budget > 0 && mp->peak_bytes > o.memory_budget)
             st = ck_fail(err, CKEY_ERR_BUDGET,
                          "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
@@ -629,14 +625,15 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     ckey_status st = ck_cuda_set_device(s->opt.device_index, err);
     if (st) return st;
     s->cs.dt = s->dt;
-    /* Hopper's wgmma attention and refiner convs for 16-bit sessions; CKEY_CUDA_NO_WGMMA=1 keeps mma.sync */
-    s->cs.wgmma = s->dt != CK_F32 && !env_flag("CKEY_CUDA_NO_WGMMA") && ck_cuda_wgmma_ok();
-    /* the MLP's fc1 + bias + GELU as one wgmma kernel (CKEY_CUDA_NO_FUSED_FC1=1: cuBLASLt + a pass) */
-    s->cs.fused_fc1 = s->cs.wgmma && !env_flag("CKEY_CUDA_NO_FUSED_FC1");
-    /* CKEY_CUDA_FC1_PLAIN=1: that kernel in 128-wide tiles without clusters for every shape, as in session 10 */
-    s->cs.fc1_form = env_flag("CKEY_CUDA_FC1_PLAIN") ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
-    /* norm2 folded into that kernel (ln-fold.h; upload_weights); CKEY_CUDA_NO_LN_FOLD=1: LayerNorm, then fc1 */
-    s->ln_fold = s->cs.fused_fc1 && ln_fold_wanted();
+    const uint32_t off = s->cuda_off;
+    /* Hopper's wgmma attention and refiner convs for 16-bit sessions (else mma.sync) */
+    s->cs.wgmma = s->dt != CK_F32 && !(off & CKEY_DEBUG_CUDA_NO_WGMMA) && ck_cuda_wgmma_ok();
+    /* the MLP's fc1 + bias + GELU as one wgmma kernel (else cuBLASLt + a pass) */
+    s->cs.fused_fc1 = s->cs.wgmma && !(off & CKEY_DEBUG_CUDA_NO_FUSED_FC1);
+    /* that kernel's tile form: the kernel's pick for the shape, or 128-wide tiles without clusters */
+    s->cs.fc1_form = off & CKEY_DEBUG_CUDA_FC1_PLAIN ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
+    /* norm2 folded into that kernel (ln-fold.h; upload_weights), else LayerNorm, then fc1 */
+    s->ln_fold = s->cs.fused_fc1 && ln_fold_wanted(off);
     st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(s->plan) + 255) / 256 * 256, err);
     if (!st) st = upload_weights(s, err);
     if (!st) st = ck_cublas_create(&s->cs.blas, err);
@@ -646,14 +643,14 @@ static ckey_status cuda_session_init(ckey_session *s, ckey_error *err) {
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->cs.blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     if (st) return st;
-    /* the in-place conv2 as one launch over its bands (CKEY_CUDA_NO_CONV_ONE_LAUNCH=1: a launch a band) */
-    if (s->cs.wgmma && !env_flag("CKEY_CUDA_NO_CONV_ONE_LAUNCH")) {
+    /* the in-place conv2 as one launch over its bands (else a launch a band) */
+    if (s->cs.wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
         s->cs.conv_sync_n = CONV_SYNC_INTS;
         st = ck_cuda_malloc((void **)&s->cs.conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
         if (st) return st;
     }
-    /* CKEY_CUDA_NO_LT=1: 16-bit linears skip cuBLASLt (cuBLAS GEMM + bias pass), for A/B runs */
-    if (env_flag("CKEY_CUDA_NO_LT")) ck_cublas_set_lt(s->cs.blas, 0);
+    /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
+    if (off & CKEY_DEBUG_CUDA_NO_LT) ck_cublas_set_lt(s->cs.blas, 0);
     const size_t pb = pos_bytes(m, S);
     if (pb) {
         float *host = malloc(pb);
@@ -688,19 +685,25 @@ ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_optio
 
 ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options *opt, ckey_session **out,
                                 ckey_error *err) {
+    return ckey_session_create_debug(m, opt, 0, out, err);
+}
+
+ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                      ckey_session **out, ckey_error *err) {
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
     *out = NULL;
     if (!m) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: model is NULL");
     ckey_session *s = calloc(1, sizeof *s);
     if (!s) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     s->m = m;
+    s->cuda_off = cuda_off;
     if (opt) s->opt = *opt; else ckey_session_options_default(&s->opt);
     ckey_status st = check_options(m, &s->opt, 1, err);
     int threads = resolve_threads(s->opt.threads);
     if (!st) st = ck_plan_create(&s->plan, err);
     if (!st) st = plan_pass(m, &s->opt, threads, s->plan, &s->scratch_bytes, s->phase_scratch, err);
     if (!st) {
-        fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, session_dtype(&s->opt), &s->mp);
+        fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, session_dtype(&s->opt), s->cuda_off, &s->mp);
         if (s->opt.memory_budget > 0 && s->mp.peak_bytes > s->opt.memory_budget)
             st = ck_fail(err, CKEY_ERR_BUDGET,
                          "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
