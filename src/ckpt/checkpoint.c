@@ -1,7 +1,7 @@
 /*
  * Checkpoint front end: maps the file, sniffs the format, runs the torch-zip
- * or safetensors reader, and owns the resulting tensor table. Also the dtype
- * conversions every consumer of a tensor goes through.
+ * or safetensors reader, and owns the resulting tensor table; converts
+ * tensors to float32.
  */
 #include "ckpt/checkpoint.h"
 
@@ -37,83 +37,6 @@ struct ck_checkpoint {
     const ck_tensor_info **sorted; /* by name, for ck_checkpoint_find */
     ck_meta_table meta;
 };
-
-size_t ck_dtype_size(ck_dtype dt) {
-    switch (dt) {
-    case CK_F32: return 4;
-    case CK_F16: return 2;
-    case CK_BF16: return 2;
-    case CK_F64: return 8;
-    case CK_I64: return 8;
-    case CK_I32: return 4;
-    case CK_U8: return 1;
-    case CK_BOOL: return 1;
-    }
-    return 0;
-}
-
-const char *ck_dtype_name(ck_dtype dt) {
-    switch (dt) {
-    case CK_F32: return "float32";
-    case CK_F16: return "float16";
-    case CK_BF16: return "bfloat16";
-    case CK_F64: return "float64";
-    case CK_I64: return "int64";
-    case CK_I32: return "int32";
-    case CK_U8: return "uint8";
-    case CK_BOOL: return "bool";
-    }
-    return "unknown";
-}
-
-/* ------------------------------------------------------------ tensor table */
-
-static int has_prefix(const char *s, size_t n, const char *prefix, size_t *plen) {
-    *plen = strlen(prefix);
-    return n > *plen && memcmp(s, prefix, *plen) == 0;
-}
-
-ckey_status ck_table_add(ck_tensor_table *t, const char *name, size_t len,
-                         const ck_tensor_info *info, const char *label, ckey_error *err) {
-    size_t pl;
-    for (;;) {
-        if (has_prefix(name, len, "_orig_mod.", &pl) || has_prefix(name, len, "module.", &pl)) {
-            name += pl;
-            len -= pl;
-        } else {
-            break;
-        }
-    }
-    if (len == 0 || len > CK_MAX_NAME_LEN || memchr(name, 0, len))
-        return ck_fail(err, CKEY_ERR_FORMAT,
-                       "%s: tensor name '%.*s' is empty, longer than %d bytes or holds a NUL",
-                       label, (int)(len > 100 ? 100 : len), name, CK_MAX_NAME_LEN);
-    if (t->count >= CK_MAX_TENSORS)
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: more than %d tensors", label,
-                       CK_MAX_TENSORS);
-    if (t->count == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        ck_tensor_info *items = realloc(t->items, cap * sizeof *items);
-        if (!items) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
-        t->items = items;
-        t->cap = cap;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
-    memcpy(copy, name, len);
-    copy[len] = 0;
-    t->items[t->count] = *info;
-    t->items[t->count].name = copy;
-    t->count++;
-    return CKEY_OK;
-}
-
-void ck_table_free(ck_tensor_table *t) {
-    if (!t) return;
-    for (size_t i = 0; i < t->count; i++) free((char *)t->items[i].name);
-    free(t->items);
-    memset(t, 0, sizeof *t);
-}
 
 static int cmp_info(const void *a, const void *b) {
     return strcmp((*(const ck_tensor_info *const *)a)->name, (*(const ck_tensor_info *const *)b)->name);
@@ -378,60 +301,6 @@ const char *ck_checkpoint_meta(const ck_checkpoint *c, const char *key) {
 const char *ck_checkpoint_format(const ck_checkpoint *c) { return c ? c->format : NULL; }
 
 /* ------------------------------------------------------------- conversion */
-
-static inline float bits_f32(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-float ck_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-    if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (mant << 13)); /* inf, nan */
-    if (exp == 0) {
-        if (!mant) return bits_f32(sign);
-        /* Subnormal: mant * 2^-24, exact in float32. */
-        float v = (float)mant * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-float ck_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t ck_f32_to_f16(float f) {
-    uint32_t x = f32_bits(f);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) /* inf stays inf; nan stays a quiet nan */
-        return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00 | ((ax >> 13) & 0x3ff) : 0x7c00));
-    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* >= 65520 rounds to inf */
-    if (ax < 0x38800000u) {                                  /* below 2^-14: subnormal */
-        if (ax <= 0x33000000u) return sign;                  /* <= 2^-25 rounds to zero */
-        uint32_t e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126 - e; /* 14..24 */
-        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (q & 1))) q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t h = (ax - 0x38000000u) >> 13, rem = ax & 0x1fff;
-    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++; /* a carry bumps the exponent: right */
-    return (uint16_t)(sign | h);
-}
-
-uint16_t ck_f32_to_bf16(float f) {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet nan */
-    x += 0x7fffu + ((x >> 16) & 1);
-    return (uint16_t)(x >> 16);
-}
 
 static inline float load_f32(const uint8_t *p, ck_dtype dt) {
     switch (dt) {

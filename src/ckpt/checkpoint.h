@@ -17,9 +17,6 @@
 
 #define CK_MAX_DIMS 8
 
-/* Size of one element of `dt` in bytes. */
-const char *ck_dtype_name(ck_dtype dt);
-
 typedef struct ck_tensor_info {
     const char *name;          /* key, `_orig_mod.` / `module.` prefixes removed
                                   (a nested `state_dict` dict is unwrapped) */
@@ -87,11 +84,5 @@ typedef struct ck_st_entry {
 ckey_status ck_safetensors_write(const char *path, const ck_st_entry *entries, size_t n,
                                  const char *const *meta_kv /* key,value,...,NULL */,
                                  ckey_error *err);
-
-/* Half-precision conversions (round-to-nearest-even for the narrowing ones). */
-float ck_f16_to_f32(uint16_t h);
-float ck_bf16_to_f32(uint16_t h);
-uint16_t ck_f32_to_f16(float f);
-uint16_t ck_f32_to_bf16(float f);
 
 #endif

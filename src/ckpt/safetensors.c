@@ -33,14 +33,6 @@ static int cmp_span(const void *a, const void *b) {
     return (x->begin > y->begin) - (x->begin < y->begin);
 }
 
-void ck_meta_free(ck_meta_table *m) {
-    if (!m) return;
-    for (size_t i = 0; i < 2 * m->count; i++) free(m->kv[i]);
-    free(m->kv);
-    m->kv = NULL;
-    m->count = 0;
-}
-
 static ckey_status read_metadata(const ck_json *j, const ck_json_node *obj, const char *label,
                                  ck_meta_table *meta, ckey_error *err) {
     if (obj->type != CK_JSON_OBJECT)

@@ -4,6 +4,7 @@
 #define CK_DTYPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum ck_dtype {
     CK_F32 = 0,
@@ -16,10 +17,20 @@ typedef enum ck_dtype {
     CK_BOOL
 } ck_dtype;
 
-/* Bytes per element (src/ckpt/checkpoint.c). */
 #ifdef __cplusplus
-extern "C"
+extern "C" {
 #endif
+/* Bytes per element. */
 size_t ck_dtype_size(ck_dtype dt);
+/* "float32", "float16", ... */
+const char *ck_dtype_name(ck_dtype dt);
+/* IEEE half and bfloat16 <-> float32, round to nearest even. */
+float ck_f16_to_f32(uint16_t h);
+float ck_bf16_to_f32(uint16_t h);
+uint16_t ck_f32_to_f16(float f);
+uint16_t ck_f32_to_bf16(float f);
+#ifdef __cplusplus
+}
+#endif
 
 #endif
