@@ -117,7 +117,8 @@ ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *
                                    const float *colsum, const float *stats, void *y, int N, int mode, ck_dtype dt,
                                    void *stream, ckey_error *err);
 
-/* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
+/* The rest of the op table's building blocks, on CUDA cores (src/cuda/encoder-ops.cu,
+ * decoder-ops.cu, refiner-ops.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
                                  ckey_error *err);
