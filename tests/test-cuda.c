@@ -1,7 +1,7 @@
 /* CUDA op kernels against the CPU backend (backend-vs-CPU, as ggml's
  * test-backend-ops): same inputs, compare by max abs error. Every case skips
  * with a message on a machine without a CUDA device (CI); `make test-gpu`
- * runs this binary on the GPU machine and fails if it skipped. */
+ * runs this binary on a machine with an NVIDIA GPU and fails if it skipped. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -305,7 +305,8 @@ static void test_conv_and_groupnorm(void) {
 
 /* Encoder pieces on the tiny model at S = 128: patch embed, a mask-unit
  * block (plain and expanding), an MLP, and the decoder, each composed from
- * the CUDA building blocks as the CUDA op table will, against the CPU op. */
+ * the CUDA building blocks as the CUDA op table composes them, against the
+ * CPU op. */
 static void test_encoder_decoder_compositions(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_model *m = tiny_model();
@@ -1392,7 +1393,7 @@ static void test_refiner_elementwise_16bit(void) {
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             REQUIRE(download16(x, dx, n, dt));
             /* again with the coefficients 4 bytes past 16-byte alignment (the kernel reads them as
-             * scalars; float4 loads of them were measured slower: 1.53 -> 1.73 ms a frame) */
+             * scalars, which beats float4 loads there and takes any alignment) */
             {
                 float *a1 = malloc((size_t)(C + 1) * sizeof(float)), *b1 = malloc((size_t)(C + 1) * sizeof(float));
                 REQUIRE(a1 && b1);
@@ -1812,10 +1813,11 @@ static void test_linear_16bit(void) {
                        boff == 1 ? " (bias +1)" : boff ? " (bias at a head's rows)" : "",
                        fused ? "cuBLASLt, fused" : path ? "GEMM + bias pass (cuBLASLt off)" : "GEMM + bias pass "
                        "(no cuBLASLt algorithm)", emax, bad, over1, over3, moved);
-                /* Measured on the H200 (both paths): with accumulation, cuBLAS's
-                 * epilogue rounds x W^T to 16 bits before it adds y, one rounding
-                 * more than the bound (PyTorch's `x + linear(...)` under autocast
-                 * rounds the same way); the errors are all within that rounding. */
+                /* With accumulation, cuBLAS's epilogue (on both paths) rounds
+                 * x W^T to 16 bits before it adds y, one rounding more than the
+                 * bound (PyTorch's `x + linear(...)` under autocast rounds the
+                 * same way), so those cases are held to the bound plus that
+                 * rounding. */
                 CHECK((cases[ci].acc ? over3 : bad) == 0 && moved == 0);
                 CHECK(path == 1 ? !fused : !cases[ci].net || fused); /* the network's shapes run fused */
                 ck_cuda_free(dy);
