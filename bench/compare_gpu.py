@@ -3,8 +3,8 @@
 
     python3 bench/compare_gpu.py [--sizes 1024 2048] [--runs 10]
 
-Runs build/bench/bench-forward --device cuda (ckey; build with `make bench` on the GPU machine)
-and bench/torch_gpu.py (the reference GreenFormer: eager fp32, eager fp16 autocast,
+Runs build/bench/bench-forward --device cuda (ckey; `make bench` builds it) and
+bench/torch_gpu.py (the reference GreenFormer: eager fp32, eager fp16 autocast,
 torch.compile fp16) for each size, each in its own process, and prints a markdown table of
 ms/frame with ckey's time as a ratio of torch.compile's, plus device memory. Raw JSON lines go
 to stderr.

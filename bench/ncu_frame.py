@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a frame's GPU time goes, from ncu's per-launch durations.
 
-On the GPU machine:
+On a machine with an NVIDIA GPU and Nsight Compute:
   ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \\
       build/bench/bench-forward --device cuda --size 2048 --runs 0 > frame.csv
   python3 bench/ncu_frame.py frame.csv [--start im2col] [--top 40]

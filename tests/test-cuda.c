@@ -1,7 +1,7 @@
 /* CUDA op kernels against the CPU backend (backend-vs-CPU, as ggml's
  * test-backend-ops): same inputs, compare by max abs error. Every case skips
  * with a message on a machine without a CUDA device (CI); `make test-gpu`
- * runs this binary on the GPU machine and fails if it skipped. */
+ * runs this binary on a machine with an NVIDIA GPU and fails if it skipped. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -305,7 +305,8 @@ static void test_conv_and_groupnorm(void) {
 
 /* Encoder pieces on the tiny model at S = 128: patch embed, a mask-unit
  * block (plain and expanding), an MLP, and the decoder, each composed from
- * the CUDA building blocks as the CUDA op table will, against the CPU op. */
+ * the CUDA building blocks as the CUDA op table composes them, against the
+ * CPU op. */
 static void test_encoder_decoder_compositions(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_model *m = tiny_model();
@@ -869,10 +870,16 @@ static void test_attention_tc(void) {
         }
 }
 
-/* The Hopper wgmma kernel (head_dim 56 only), every tuning variant, against
- * the fp32 kernel: same bars as attention_tc; odd N (tiles of 64 / 128 keys
- * with tails, query tiles of 64 / 128 / 192 rows with tails) and qs > 1. */
-enum { WGMMA_VARIANTS = 20 };
+/* The forms of the Hopper wgmma attention (ck_attn_wgmma_form), by name. */
+static const char *wgmma_form_name(int f) {
+    static const char *const names[CK_ATTN_WGMMA_FORMS] = {"auto", "tma128", "tma64", "no-tma"};
+    return f >= 0 && f < CK_ATTN_WGMMA_FORMS ? names[f] : "?";
+}
+
+/* The Hopper wgmma kernel (head_dim 56 only), in each form the production
+ * dispatch may take and in its own choice (auto), against the fp32 kernel:
+ * same bars as attention_tc; odd N (tiles of 64 / 128 keys with tails, query
+ * tiles of 128 / 256 rows with tails) and qs > 1. */
 static void test_attention_wgmma(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     if (!ck_cuda_wgmma_ok()) SKIP("the device is not compute capability 9.0 (wgmma is sm_90a only)");
@@ -892,21 +899,24 @@ static void test_attention_wgmma(void) {
             attn_case_make_grow(&ac, N, D, heads, qs, 101u + (unsigned)c, dt, cases[c].kgrow);
             const int64_t Nq = ac.Nq;
             ckey_error err;
-            for (int v = 0; v < WGMMA_VARIANTS; v++) {
+            for (int f = 0; f < CK_ATTN_WGMMA_FORMS; f++) {
                 void *dout = tc_out_alloc((size_t)Nq * D);
                 REQUIRE(dout);
-                CHECKF(ck_cuda_attention_wgmma_variant(ac.d16, N, D, heads, qs, dout, dt, v, NULL, &err) == CKEY_OK, "%s",
-                       err.message);
+                CHECKF(ck_cuda_attention_wgmma_form(ac.d16, N, D, heads, qs, dout, dt, (ck_attn_wgmma_form)f, NULL,
+                                                    &err) == CKEY_OK,
+                       "%s", err.message);
                 char name[96];
-                snprintf(name, sizeof name, "attention_wgmma v%d %s N=%lld D=%d h=%d qs=%d%s", v, dt_name(dt),
-                         (long long)N, D, heads, qs, cases[c].kgrow > 0 ? " (keys growing)" : "");
+                snprintf(name, sizeof name, "attention_wgmma %s %s N=%lld D=%d h=%d qs=%d%s", wgmma_form_name(f),
+                         dt_name(dt), (long long)N, D, heads, qs, cases[c].kgrow > 0 ? " (keys growing)" : "");
                 attn_case_check(&ac, dout, D, dt, name);
             }
             attn_case_free(&ac);
         }
-    /* head_dim other than 56: refused, not wrong */
+    /* head_dim other than 56: refused, not wrong; so is a form outside the enum */
     ckey_error err;
     CHECK(ck_cuda_attention_wgmma(NULL, 64, 64, 1, 1, NULL, CK_F16, NULL, &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(ck_cuda_attention_wgmma_form(NULL, 64, 56, 1, 1, NULL, CK_F16, CK_ATTN_WGMMA_FORMS, NULL, &err) ==
+          CKEY_ERR_INVALID_ARG);
 }
 
 static void test_window_attention_tc(void) {
@@ -971,18 +981,20 @@ static void test_attention_tc_timing(void) {
             const double ms = (wall_s() - t0) * 1e3 / reps, flop = 4.0 * (double)Nq * (double)N * D;
             printf("  timing attention_tc %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n", dt_name(dt),
                    (long long)N, D, g[c].heads, g[c].qs, ms, flop / (ms * 1e-3) / 1e12);
-            for (int v = 0; ck_cuda_wgmma_ok() && v < WGMMA_VARIANTS; v++) {
+            for (int f = 0; ck_cuda_wgmma_ok() && f < CK_ATTN_WGMMA_FORMS; f++) {
+                const ck_attn_wgmma_form form = (ck_attn_wgmma_form)f;
                 for (int r = 0; r < 3; r++)
-                    CHECK(ck_cuda_attention_wgmma_variant(d16, N, D, g[c].heads, g[c].qs, dout, dt, v, NULL, &err) ==
+                    CHECK(ck_cuda_attention_wgmma_form(d16, N, D, g[c].heads, g[c].qs, dout, dt, form, NULL, &err) ==
                           CKEY_OK);
                 REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
                 const double tw = wall_s();
                 for (int r = 0; r < reps; r++)
-                    ck_cuda_attention_wgmma_variant(d16, N, D, g[c].heads, g[c].qs, dout, dt, v, NULL, &err);
+                    ck_cuda_attention_wgmma_form(d16, N, D, g[c].heads, g[c].qs, dout, dt, form, NULL, &err);
                 REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
                 const double msw = (wall_s() - tw) * 1e3 / reps;
-                printf("  timing attention_wgmma v%d %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n", v,
-                       dt_name(dt), (long long)N, D, g[c].heads, g[c].qs, msw, flop / (msw * 1e-3) / 1e12);
+                printf("  timing attention_wgmma %-6s %-4s N=%lld D=%d heads=%d qs=%d: %.3f ms, %.1f TFLOP/s\n",
+                       wgmma_form_name(f), dt_name(dt), (long long)N, D, g[c].heads, g[c].qs, msw,
+                       flop / (msw * 1e-3) / 1e12);
             }
             if (c == 0 && k == 0) { /* the fp32 CUDA-core kernel, once, for scale */
                 float *dq = to_device(qkv, (size_t)N * 3 * D), *dref = dev_alloc((size_t)Nq * D);
@@ -1381,7 +1393,7 @@ static void test_refiner_elementwise_16bit(void) {
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             REQUIRE(download16(x, dx, n, dt));
             /* again with the coefficients 4 bytes past 16-byte alignment (the kernel reads them as
-             * scalars; float4 loads of them were measured slower: 1.53 -> 1.73 ms a frame) */
+             * scalars, which beats float4 loads there and takes any alignment) */
             {
                 float *a1 = malloc((size_t)(C + 1) * sizeof(float)), *b1 = malloc((size_t)(C + 1) * sizeof(float));
                 REQUIRE(a1 && b1);
@@ -1801,10 +1813,11 @@ static void test_linear_16bit(void) {
                        boff == 1 ? " (bias +1)" : boff ? " (bias at a head's rows)" : "",
                        fused ? "cuBLASLt, fused" : path ? "GEMM + bias pass (cuBLASLt off)" : "GEMM + bias pass "
                        "(no cuBLASLt algorithm)", emax, bad, over1, over3, moved);
-                /* Measured on the H200 (both paths): with accumulation, cuBLAS's
-                 * epilogue rounds x W^T to 16 bits before it adds y, one rounding
-                 * more than the bound (PyTorch's `x + linear(...)` under autocast
-                 * rounds the same way); the errors are all within that rounding. */
+                /* With accumulation, cuBLAS's epilogue (on both paths) rounds
+                 * x W^T to 16 bits before it adds y, one rounding more than the
+                 * bound (PyTorch's `x + linear(...)` under autocast rounds the
+                 * same way), so those cases are held to the bound plus that
+                 * rounding. */
                 CHECK((cases[ci].acc ? over3 : bad) == 0 && moved == 0);
                 CHECK(path == 1 ? !fused : !cases[ci].net || fused); /* the network's shapes run fused */
                 ck_cuda_free(dy);

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# A/B runs of git refs (branches, commits) against the checked-out tree on the
-# GPU machine, where there is no git: the refs travel as overlays of the files
-# they change.
+# A/B runs of git refs (branches, commits) against the checked-out tree, on a
+# machine with a GPU that gets a copy of the tree but has no git: the refs
+# travel as overlays of the files they change.
 #
-#   tools/gpu-ab.sh prepare REF...     (here) writes .ab/<name>/: the files that
-#                                      differ between HEAD and REF, as REF has
-#                                      them, and .ab/<name>.deleted; .ab/ is
+#   tools/gpu-ab.sh prepare REF...     (in the git checkout) writes
+#                                      .ab/<name>/: the files that differ
+#                                      between HEAD and REF, as REF has them,
+#                                      and .ab/<name>.deleted; .ab/ is
 #                                      git-ignored: carry it (with .deps)
-#   tools/gpu-ab.sh run [options]      (on the GPU machine, in the tree) builds
+#   tools/gpu-ab.sh run [options]      (in that copy, where the GPU is) builds
 #                                      the tree and each overlay (a copy of the
 #                                      tree under /tmp/ab), runs the tests asked
 #                                      for in each, then bench-forward in

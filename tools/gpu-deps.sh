@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Unpack the Debian packages the build links against into .deps/ so the
-# build can run on a machine with no package registry (the GPU machine). Run
-# here, where apt works. Two parts:
+# Unpack the Debian packages the build links against into .deps/ so that the
+# tree builds on a machine without apt or a package registry (a GPU host, for
+# tools/gpu-ab.sh). Run it where apt works. Two parts:
 #   .deps/include, .deps/lib  OpenBLAS: `make BLAS=openblas BLAS_PREFIX=.deps`
 #   .deps/root                OpenEXR, Imath and libdeflate (headers, libraries,
 #                             .pc files) as a sysroot: `make EXR_SYSROOT=.deps/root`
-# Carry .deps to the GPU machine with the tree.
+# Copy .deps along with the tree to the machine that builds it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=$(gcc -print-multiarch)

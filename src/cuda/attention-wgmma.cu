@@ -23,22 +23,17 @@
 //                  column 56 makes O's column 56 the row sum of P.
 // attention_wgmma_kernel commits and waits (wait_group 0) each wgmma batch
 // before its results are touched; overlap comes from the other warpgroups /
-// CTAs on the SM. attention_wgmma_pipe_kernel also overlaps inside a
-// warpgroup: S_j = Q K_j and O += P_{j-1} V_{j-1} are issued together,
-// softmax of S_j runs while the P V is on the tensor cores.
-// attention_tma_kernel (the default) does the same math with the tiles
-// brought in by the Tensor Memory Accelerator into an mbarrier ring: no copy
-// instructions and no CTA-wide barrier in the consumers' loop, so the
-// warpgroups of a CTA drift apart and one's softmax overlaps another's MMAs.
+// CTAs on the SM. attention_tma_kernel (the default) does the same math with
+// the tiles brought in by the Tensor Memory Accelerator into an mbarrier
+// ring: no copy instructions and no CTA-wide barrier in the consumers' loop,
+// so the warpgroups of a CTA drift apart and one's softmax overlaps
+// another's MMAs. The forms the dispatch may take: see dispatch() below.
 //
-// What bounds it (ncu, H200, N = 16384, 8 heads): the tile's instruction
-// count, then latency, not memory. Hence KvLoader, the precomputed
-// descriptors and F_ONES / F_LAZY, which take the copies' address
-// arithmetic and per-score work out of the loop: the TMA kernel (4
-// warpgroups, 64-key tiles) runs ~200 instructions a warp and tile (34 MUFU,
-// 34 FMNMX, 32 FFMA, 16 F2FP, 12 HGMMA; the rest control) at ~43% of the
-// issue slots; its stalls: a fixed-latency result 26% (half of it feeding
-// the MUFU), the wgmma waits 20%, the MUFU queue full 12%.
+// What bounds it: the tile's instruction count, then latency, not memory.
+// Hence KvLoader, the precomputed descriptors and F_ONES / F_LAZY, which
+// take the copies' address arithmetic and per-score work out of the loop;
+// of what remains, the exp2 of every score (MUFU) and the wgmma waits are
+// the largest parts.
 //
 // Shared-memory tile layout (K and V alike): row r (a key) = 128 bytes (64
 // elements: dims 0..55, then 8 padding elements, set once by init_tiles and
@@ -107,7 +102,7 @@ __device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs
     return v;
 }
 
-// Softmax features (variants): F_PCHECK (with F_LAZY and F_ONES): a tile's
+// Softmax features: F_PCHECK (with F_LAZY and F_ONES): a tile's
 // P is first taken from the running max as it stands, without the row max
 // (64 FMNMX a thread and 128-key tile, their shuffles and the lazy test);
 // the packed P's pairwise max (32 HMNMX2) tells whether any p exceeds 2^8,
@@ -124,26 +119,6 @@ __device__ __forceinline__ uint32_t q_word(const T *src, int64_t sstride, int qs
 // fp16 / bf16 and fp32. (exp2 of f16x2 pairs would save no MUFU work:
 // ptxas splits ex2.approx.f16x2 into two MUFU.EX2.F16.)
 enum { F_ONES = 1, F_LAZY = 4, F_PCHECK = 8 };
-// F_POLY(n): n of the KN / 8 score pairs per row and tile take exp2 from a
-// polynomial on the FMA pipe instead of the MUFU (16 exp2 per clock per SM,
-// the limit once the tile's other work is small: FlashAttention-4's split).
-__host__ __device__ constexpr int F_POLY(int n) { return n << 8; }
-__host__ __device__ constexpr int poly_pairs(int feat) { return feat >> 8; }
-
-// 2^x for x <= 8 (x = -inf allowed) on the FMA pipe: x = j + f, j = round(x)
-// by the 1.5 * 2^23 trick, f in [-0.5, 0.5]; 2^f by a degree-3 polynomial
-// (relative error 7.5e-5, fitted to minimize the relative error over f);
-// j added to the exponent bits. x is clamped at -125 (2^-125 is zero to
-// every 16-bit P).
-__device__ __forceinline__ float poly_exp2(float x) {
-    x = fmaxf(x, -125.f);
-    const float t = x + 12582912.f;
-    const float f = x - (t - 12582912.f);
-    float p = fmaf(0.05517098f, f, 0.24260971f);
-    p = fmaf(p, f, 0.69326097f);
-    p = fmaf(p, f, 0.99992818f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
 constexpr float kLazyThreshold = 8.f;
 
 template <typename T> __device__ __forceinline__ uint32_t one_bits();
@@ -174,10 +149,8 @@ __device__ __forceinline__ void softmax_tile(float (&s)[KN / 2], float (&m)[2], 
             float sum = 0.f;
 #pragma unroll
             for (int i = 0; i < KN / 8; i++) {
-                const float x0 = fmaf(s[4 * i + 2 * r], c, -mnew), x1 = fmaf(s[4 * i + 2 * r + 1], c, -mnew);
-                const bool poly = i < poly_pairs(FEAT);
-                const float p0 = poly ? poly_exp2(x0) : fast_exp2(x0);
-                const float p1 = poly ? poly_exp2(x1) : fast_exp2(x1);
+                const float p0 = fast_exp2(fmaf(s[4 * i + 2 * r], c, -mnew));
+                const float p1 = fast_exp2(fmaf(s[4 * i + 2 * r + 1], c, -mnew));
                 s[4 * i + 2 * r] = p0, s[4 * i + 2 * r + 1] = p1;
                 sum += p0 + p1;
             }
@@ -321,8 +294,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[N], const float (&l)
 
 // Every K and V row of ST stages zeroed, or with F_ONES the V rows'
 // element 56 (the padding chunk, logical chunk 7) = 1.0. The padding chunk
-// is never written again; the rest is zero until a tile lands there (the
-// pipelined kernel multiplies a zero P by a stage no tile has reached yet).
+// is never written again; the rest is zero until a tile lands there.
 template <typename T, int KN, int ST, int FEAT>
 __device__ __forceinline__ void init_tiles(uint32_t sbase, int tid, int nthreads) {
     for (int i = tid; i < ST * 2 * KN * 8; i += nthreads) {
@@ -409,9 +381,9 @@ __device__ __forceinline__ void load_q(uint32_t (&q)[4][4], const T *qkv, int h,
     }
 }
 
-// The start of both kernels: every stage's tiles zeroed (init_tiles), then
-// the first AHEAD tiles of head h in flight, one cp.async group each; gives
-// the CTA's loader (ld: the qkv row stride, 3 D).
+// The start of the cp.async kernel: every stage's tiles zeroed (init_tiles),
+// then the first AHEAD tiles of head h in flight, one cp.async group each;
+// gives the CTA's loader (ld: the qkv row stride, 3 D).
 template <typename T, int KN, int ST, int FEAT, int NT, int AHEAD>
 __device__ __forceinline__ KvLoader<T, KN, NT> start_tiles(const T *qkv, int64_t N, int D, int64_t ld, int h,
                                                           uint32_t sbase, int tid) {
@@ -494,101 +466,6 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
     store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
 }
 
-// The same with S of the next tile overlapping softmax, and P V of a tile
-// overlapping the next tile's softmax (per warpgroup; cf. the plain kernel
-// above for layouts). Iteration j: issue S_j = Q K_j, then O += P_{j-1}
-// V_{j-1}; wait for S_j (wait_group 1), softmax it in place (m, l, exp);
-// wait for the P V (wait_group 0); rescale O by the row corrections; pack
-// P_j. A tile's stage is refilled two iterations after its S (its V is read
-// one iteration later), so ST >= 3 and ST - 2 tiles are loaded ahead.
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
-__global__ void __launch_bounds__(128 * NWG, MINB)
-    attention_wgmma_pipe_kernel(const T *__restrict__ qkv, int64_t N, int D, int qs, float c, T *__restrict__ out) {
-    ck_pdl_enter();
-    using C = Cfg<NWG, KN, ST>;
-    static_assert(ST >= 3, "the pipelined kernel holds three tiles");
-    constexpr int kThreads = C::kThreads, kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes;
-    extern __shared__ uint8_t smem_raw[];
-    const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
-
-    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
-    const int g = lane >> 2, t = lane & 3;
-    const int h = blockIdx.y;
-    const int64_t Nq = N / qs, ld = 3 * (int64_t)D;
-
-    const KvLoader<T, KN, kThreads> ldr = start_tiles<T, KN, ST, FEAT, kThreads, ST - 2>(qkv, N, D, ld, h, sbase, tid);
-    const int ntiles = (int)((N + KN - 1) / KN);
-
-    uint32_t q[4][4];
-    const int64_t rlo = (int64_t)blockIdx.x * C::kRows + wg * 64 + warp * 16 + g, rhi = rlo + 8;
-    load_q(q, qkv, h, rlo, rhi, Nq, ld, qs, t);
-
-    static_assert(PVN == 56 || PVN == 64, "O = P V is n56, or n64 over the padding");
-    float o[PVN / 2];
-#pragma unroll
-    for (int i = 0; i < PVN / 2; i++) o[i] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const uint64_t kdesc0 = make_desc(sbase, 16, 1024), vdesc0 = make_desc(sbase + kTileBytes, 1024, 1024);
-    uint32_t p[KN / 16][4]; // P of the previous tile
-#pragma unroll
-    for (int kk = 0; kk < KN / 16; kk++) p[kk][0] = p[kk][1] = p[kk][2] = p[kk][3] = 0u;
-
-    for (int it = 0; it < ntiles; it++) {
-        cp_async_wait<ST - 3>(); // tile `it` landed
-        fence_proxy_async();
-        __syncthreads(); // everyone's copies; every warpgroup is done with tile it-2
-        {
-            const int nt = it + ST - 2;
-            if (nt < ntiles) ldr.load(nt, N, D, sbase + (uint32_t)((nt % ST) * kStageBytes), kTileBytes);
-            cp_async_commit();
-        }
-        const uint32_t ks = (uint32_t)((it % ST) * kStageBytes);
-        const uint32_t vprev = (uint32_t)(((it + ST - 1) % ST) * kStageBytes);
-
-        float s[KN / 2];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-            WgRS<T, KN>::template mma<0>(s, q[kk], desc_add(kdesc0, ks + kk * 32), kk > 0);
-        wgmma_commit();
-        // (it == 0: P = 0 times the zeroed last stage, no branch around a wgmma)
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++)
-            WgRS<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vprev + kk * 16 * ROWB), 1);
-        wgmma_commit();
-        wgmma_wait<1>(); // S_it
-        reg_fence(s);
-
-        mask_tail<KN>(s, N - it * KN, t);
-        float corr[2];
-        uint32_t pn[KN / 16][4];
-        softmax_tile<T, KN, FEAT>(s, m, l, c, corr, pn);
-
-        wgmma_wait<0>(); // P_{it-1} V_{it-1}
-        reg_fence(o);
-        reg_fence(p);
-        rescale_o<FEAT>(o, corr);
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) p[kk][j] = pn[kk][j];
-    }
-    // the last tile's P V (its stage is intact: refills only reach tiles it-2)
-    {
-        const uint32_t vlast = (uint32_t)(((ntiles - 1) % ST) * kStageBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < KN / 16; kk++)
-            WgRS<T, PVN>::template mma<1>(o, p[kk], desc_add(vdesc0, vlast + kk * 16 * ROWB), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(o);
-        reg_fence(p);
-    }
-
-    store_rows<T, FEAT>(o, l, out, rlo, rhi, Nq, D, h, lane);
-}
-
 // The same math with the K / V tiles brought in by the Tensor Memory
 // Accelerator. Two TMA box loads a tile (K and V of head h, KN keys x 64
 // elements; the map's dims are [56 head elements, 3 heads slots, N keys], so
@@ -598,9 +475,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // once its P V wgmma, the last reader of the stage, is complete). Who issues
 // the loads: thread 0, at the start of tile it, for tile it + ST - 2 into
 // the stage of tile it - 2 (so a warpgroup may run up to a tile ahead of the
-// slowest before thread 0 waits), or with T_PROD a producer warp after the
-// consumer warpgroups (FlashAttention-3's split; not faster here).
-// Neither the loads nor a CTA-wide barrier sit in the consumers' loop.
+// slowest before thread 0 waits). Neither the loads nor a CTA-wide barrier sit in the consumers' loop.
 //
 // Row sums: the zero padding leaves no 1.0 in V's column 56 (F_ONES), so P
 // is multiplied by a constant all-ones B tile as well (wgmma m64n8k16: 8
@@ -608,23 +483,21 @@ __global__ void __launch_bounds__(128 * NWG, MINB)
 // matter and its k16 steps reuse the one 1 KB atom), into o[28..31]; P V
 // itself is n56. o[28] / o[30] are rows g / g + 8 sums, where store_rows
 // with F_ONES looks for them.
-// OPT: T_PROD, T_QSMEM (Q as a shared-memory operand: each warpgroup's 64
-// rows x 64 head dims staged once, in K's tile layout, so the S wgmma is SS
-// and the 16 Q registers are free for 128-key tiles) and F_POLY(n)
-// (softmax_tile's).
-enum { T_PROD = 1, T_QSMEM = 2, T_PCHECK = 4 };
+// OPT: T_QSMEM (Q as a shared-memory operand: each warpgroup's 64 rows x 64
+// head dims staged once, in K's tile layout, so the S wgmma is SS and the 16
+// Q registers are free for 128-key tiles) and T_PCHECK (softmax with
+// F_PCHECK).
+enum { T_QSMEM = 1, T_PCHECK = 2 };
 template <typename T, int NWG, int KN, int ST, int MINB, int OPT>
-__global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
+__global__ void __launch_bounds__(128 * NWG, MINB)
     attention_tma_kernel(const __grid_constant__ CUtensorMap kv, int64_t N, int D, int heads, int qs, float c,
                          const T *__restrict__ qkv, T *__restrict__ out) {
     ck_pdl_enter();
     using C = Cfg<NWG, KN, ST>;
-    constexpr bool PROD = (OPT & T_PROD) != 0;
-    static_assert(PROD || ST >= 3, "without a producer warp, tiles are refilled two tiles behind");
+    static_assert(ST >= 3, "tiles are refilled two tiles behind");
     constexpr int kTileBytes = C::kTileBytes, kStageBytes = C::kStageBytes, kConsumerWarps = 4 * NWG;
-    constexpr int FEAT = F_ONES | F_LAZY | (OPT & F_POLY(255)) | ((OPT & T_PCHECK) ? F_PCHECK : 0);
+    constexpr int FEAT = F_ONES | F_LAZY | ((OPT & T_PCHECK) ? F_PCHECK : 0);
     constexpr bool QSMEM = (OPT & T_QSMEM) != 0;
-    static_assert(!(PROD && QSMEM), "the Q tile is staged by every warp of its warpgroup");
     extern __shared__ uint8_t smem_raw[];
     const uint32_t sbase = (smem_addr(smem_raw) + 1023u) & ~1023u;
     // stages | ones tile | Q tiles (T_QSMEM) | mbarriers: full[ST], then empty[ST]
@@ -654,16 +527,9 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
         tma_load_3d(dst, &kv, 0, heads + h, it * KN, full);
         tma_load_3d(dst + kTileBytes, &kv, 0, 2 * heads + h, it * KN, full);
     };
-    constexpr int kAhead = PROD ? ST : ST - 2; // tiles issued before the first is consumed
-    if constexpr (PROD) {
-        if (warp_id == kConsumerWarps) { // the producer warp
-            if (lane == 0)
-                for (int it = 0; it < ntiles; it++) produce(it);
-            return;
-        }
-    } else if (tid == 0) {
+    constexpr int kAhead = ST - 2; // tiles issued before the first is consumed
+    if (tid == 0)
         for (int it = 0; it < kAhead && it < ntiles; it++) produce(it);
-    }
 
     const int wg = tid >> 7, warp = warp_id & 3;
     const int g = lane >> 2, t = lane & 3;
@@ -706,8 +572,7 @@ __global__ void __launch_bounds__(128 * NWG + ((OPT & T_PROD) ? 32 : 0), MINB)
     auto tile = [&](auto si_c, int it, uint32_t parity) {
         constexpr int SI = decltype(si_c)::value;
         constexpr uint32_t so = (uint32_t)(SI * kStageBytes);
-        if constexpr (!PROD) // thread 0 refills the stage of tile it - 2
-            if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead);
+        if (tid == 0 && it + kAhead < ntiles) produce(it + kAhead); // thread 0 refills the stage of tile it - 2
         mbar_wait(bars + 8 * SI, parity); // K and V of tile `it` landed
 
         uint32_t p[KN / 16][4];
@@ -747,12 +612,10 @@ ckey_status fail(ckey_error *err, ckey_status st, const char *msg) {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT, bool PIPE = false>
+template <typename T, int NWG, int KN, int ST, int MINB, int PVN, int FEAT>
 cudaError_t launch(const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
     using C = Cfg<NWG, KN, ST>;
-    void (*kern)(const T *, int64_t, int, int, float, T *);
-    if constexpr (PIPE) kern = attention_wgmma_pipe_kernel<T, NWG, KN, ST, MINB, PVN, FEAT>;
-    else kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, FEAT>;
+    auto kern = attention_wgmma_kernel<T, NWG, KN, ST, MINB, PVN, FEAT>;
     if (C::kSmem > 48 * 1024) {
         const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem);
         if (e != cudaSuccess) return e;
@@ -793,62 +656,43 @@ cudaError_t launch_tma(const void *qkv, int64_t N, int D, int heads, int qs, voi
     }
     const int64_t Nq = N / qs;
     dim3 grid((unsigned)((Nq + C::kRows - 1) / C::kRows), (unsigned)heads);
-    const int threads = C::kThreads + ((OPT & T_PROD) ? 32 : 0);
-    ck_launch(kern, grid, threads, kSmem, (cudaStream_t)st, map, N, D, heads, qs, kLog2e / sqrtf((float)HD),
+    ck_launch(kern, grid, C::kThreads, kSmem, (cudaStream_t)st, map, N, D, heads, qs, kLog2e / sqrtf((float)HD),
               (const T *)qkv, (T *)out);
     return cudaGetLastError();
 }
 
-// Variants (tuning; 0 is the default): warpgroups per CTA, keys per tile,
-// stages, min CTAs per SM, N of the P V wgmma (64: over V's padding too),
-// softmax features, the pipelined kernel; from 10 the TMA kernel's.
-// 0: the TMA kernel with 4 warpgroups a CTA, 128-key tiles, Q in shared
-// memory, 5 stages and P checked against the running max first (T_PCHECK;
-// 19: the same without) when that still makes a CTA per SM, else 2 warpgroups
-// x 2 CTAs (64-key tiles, Q in registers); the cp.async kernel where the
-// driver has no tensor-map encoder. Why (H200, N = 16384, 8 heads, ms fp16 /
-// bf16): 128-key tiles need Q in shared memory (with Q in registers they
-// spill 468 bytes) and then run at 1.067 / 1.020 with 5 stages (6 do not
-// fit) against 1.128 / 1.132 for 64-key tiles with Q in registers; with
-// T_PCHECK stage 2's 16 launches of a frame (S = 2048, fp16, ncu) take
-// 941-948 us against 1004-1013. F_POLY, T_PROD, the pipelined kernel and 3
-// warpgroups a CTA are not faster. Host-timed runs of one variant differ by
-// ~1-2%.
-constexpr int OL = F_ONES | F_LAZY;
+// The forms (ck_attn_wgmma_form; AUTO is ck_cuda_attention_wgmma's choice):
+//   TMA_128: the TMA kernel, 4 warpgroups a CTA, 128-key tiles, 5 stages, Q
+//            in shared memory, P checked against the running max first
+//            (T_PCHECK). AUTO takes it when its CTAs (256 query rows each)
+//            still give every SM one;
+//   TMA_64:  the TMA kernel, 2 warpgroups x 2 CTAs an SM, 64-key tiles, 4
+//            stages, Q in registers: AUTO's choice for smaller grids;
+//   NO_TMA:  the cp.async kernel, 2 warpgroups x 2 CTAs an SM, 64-key tiles,
+//            2 stages: AUTO's fallback where the driver has no tensor-map
+//            encoder (cudaErrorNotSupported from either TMA form).
+// Why (H200, N = 16384, 8 heads, ms fp16 / bf16): 128-key tiles need Q in
+// shared memory (with Q in registers they spill 468 bytes) and then run at
+// 1.067 / 1.020 with 5 stages (6 do not fit) against 1.128 / 1.132 for
+// 64-key tiles with Q in registers; T_PCHECK takes stage 2's 16 launches of
+// a frame (S = 2048, fp16) from about 1.01 to 0.945 ms.
 template <typename T>
-cudaError_t dispatch(int variant, const void *qkv, int64_t N, int D, int heads, int qs, void *out, cudaStream_t st) {
-    switch (variant) {
-    case 1: return launch<T, 2, 64, 2, 2, HD, 0>(qkv, N, D, heads, qs, out, st);
-    case 2: return launch<T, 2, 64, 2, 2, 64, F_ONES>(qkv, N, D, heads, qs, out, st);
-    case 3: return launch<T, 2, 64, 2, 2, HD, F_LAZY>(qkv, N, D, heads, qs, out, st);
-    case 4: return launch<T, 2, 64, 3, 2, 64, OL, true>(qkv, N, D, heads, qs, out, st);
-    case 5: return launch<T, 1, 64, 3, 3, 64, OL>(qkv, N, D, heads, qs, out, st);
-    case 6: return launch<T, 2, 64, 4, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
-    case 7: return launch<T, 2, 64, 2, 2, 64, OL | F_POLY(2)>(qkv, N, D, heads, qs, out, st);
-    case 8: return launch<T, 2, 64, 3, 2, HD, 0, true>(qkv, N, D, heads, qs, out, st);
-    case 9: return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
-    case 10: return launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
-    case 11: return launch_tma<T, 4, 64, 4, 1, 0>(qkv, N, D, heads, qs, out, st);
-    case 12: return launch_tma<T, 3, 64, 4, 1, T_PROD>(qkv, N, D, heads, qs, out, st);
-    case 13: return launch_tma<T, 4, 64, 4, 1, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
-    case 14: return launch_tma<T, 2, 64, 4, 2, F_POLY(1)>(qkv, N, D, heads, qs, out, st);
-    case 15: return launch_tma<T, 4, 128, 4, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
-    case 16: return launch_tma<T, 4, 128, 3, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
-    case 17: return launch_tma<T, 4, 64, 4, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
-    case 18: return launch_tma<T, 4, 128, 5, 1, T_QSMEM | F_POLY(1)>(qkv, N, D, heads, qs, out, st);
-    case 19: return launch_tma<T, 4, 128, 5, 1, T_QSMEM>(qkv, N, D, heads, qs, out, st);
-    default: {
-        int dev = 0, sms = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (e != cudaSuccess) return e;
-        const int64_t ctas4 = (N / qs + 255) / 256 * heads;
-        e = ctas4 >= sms ? launch_tma<T, 4, 128, 5, 1, T_QSMEM | T_PCHECK>(qkv, N, D, heads, qs, out, st)
-                         : launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
-        if (e == cudaErrorNotSupported) return launch<T, 2, 64, 2, 2, 64, OL>(qkv, N, D, heads, qs, out, st);
-        return e;
+cudaError_t dispatch(ck_attn_wgmma_form form, const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                     cudaStream_t st) {
+    switch (form) {
+    case CK_ATTN_WGMMA_TMA_128: return launch_tma<T, 4, 128, 5, 1, T_QSMEM | T_PCHECK>(qkv, N, D, heads, qs, out, st);
+    case CK_ATTN_WGMMA_TMA_64: return launch_tma<T, 2, 64, 4, 2, 0>(qkv, N, D, heads, qs, out, st);
+    case CK_ATTN_WGMMA_NO_TMA: return launch<T, 2, 64, 2, 2, 64, F_ONES | F_LAZY>(qkv, N, D, heads, qs, out, st);
+    default: break;
     }
-    }
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    const int64_t ctas4 = (N / qs + 255) / 256 * heads;
+    e = dispatch<T>(ctas4 >= sms ? CK_ATTN_WGMMA_TMA_128 : CK_ATTN_WGMMA_TMA_64, qkv, N, D, heads, qs, out, st);
+    if (e == cudaErrorNotSupported) return dispatch<T>(CK_ATTN_WGMMA_NO_TMA, qkv, N, D, heads, qs, out, st);
+    return e;
 }
 
 } // namespace
@@ -863,9 +707,14 @@ extern "C" int ck_cuda_wgmma_ok(void) {
     return major == 9 && minor == 0;
 }
 
-extern "C" ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
-                                                      ck_dtype dt, int variant, void *stream, ckey_error *err) {
+extern "C" ckey_status ck_cuda_attention_wgmma_form(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
+                                                   ck_dtype dt, ck_attn_wgmma_form form, void *stream,
+                                                   ckey_error *err) {
     char msg[160];
+    if ((int)form < 0 || (int)form >= CK_ATTN_WGMMA_FORMS) {
+        snprintf(msg, sizeof msg, "attention (wgmma): no form %d", (int)form);
+        return fail(err, CKEY_ERR_INVALID_ARG, msg);
+    }
     if (heads <= 0 || D <= 0 || D % heads || qs <= 0 || N < 0 || N % qs) {
         snprintf(msg, sizeof msg, "attention (wgmma): D %d, heads %d, N %lld, q stride %d do not fit", D, heads,
                  (long long)N, qs);
@@ -880,8 +729,8 @@ extern "C" ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t 
         return fail(err, CKEY_ERR_INVALID_ARG, "attention (wgmma): qkv must be 16-byte aligned, out 4-byte");
     if (N == 0) return CKEY_OK;
     cudaStream_t st = (cudaStream_t)stream;
-    const cudaError_t e = dt == CK_F16 ? dispatch<__half>(variant, qkv, N, D, heads, qs, out, st)
-                                       : dispatch<__nv_bfloat16>(variant, qkv, N, D, heads, qs, out, st);
+    const cudaError_t e = dt == CK_F16 ? dispatch<__half>(form, qkv, N, D, heads, qs, out, st)
+                                       : dispatch<__nv_bfloat16>(form, qkv, N, D, heads, qs, out, st);
     if (e != cudaSuccess) {
         snprintf(msg, sizeof msg, "CUDA: attention (wgmma) launch: %s", cudaGetErrorString(e));
         return fail(err, CKEY_ERR_DEVICE, msg);
@@ -891,5 +740,5 @@ extern "C" ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t 
 
 extern "C" ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
                                               ck_dtype dt, void *stream, ckey_error *err) {
-    return ck_cuda_attention_wgmma_variant(qkv, N, D, heads, qs, out, dt, 0, stream, err);
+    return ck_cuda_attention_wgmma_form(qkv, N, D, heads, qs, out, dt, CK_ATTN_WGMMA_AUTO, stream, err);
 }

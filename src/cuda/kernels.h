@@ -66,10 +66,19 @@ ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads
                                     void *stream, ckey_error *err);
 /* 1 if the current device is compute capability 9.0 (sm_90a code runs). */
 int ck_cuda_wgmma_ok(void);
-/* Tuning hook (tests): the same with a kernel variant (tile shape); 0 is
- * ck_cuda_attention_wgmma's, unknown values fall back to 0. */
-ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
-                                            ck_dtype dt, int variant, void *stream, ckey_error *err);
+/* The forms ck_cuda_attention_wgmma takes (attention-wgmma.cu says why each). */
+typedef enum {
+    CK_ATTN_WGMMA_AUTO,    /* ck_cuda_attention_wgmma's choice among the three below */
+    CK_ATTN_WGMMA_TMA_128, /* K / V by TMA, 4 warpgroups a CTA, 128-key tiles: where its CTAs fill every SM */
+    CK_ATTN_WGMMA_TMA_64,  /* K / V by TMA, 2 warpgroups a CTA, 64-key tiles: smaller grids */
+    CK_ATTN_WGMMA_NO_TMA,  /* K / V by cp.async: where the driver has no tensor-map encoder */
+    CK_ATTN_WGMMA_FORMS    /* the number of forms */
+} ck_attn_wgmma_form;
+/* ck_cuda_attention_wgmma in a given form, so that tests reach each one
+ * (CKEY_ERR_INVALID_ARG for a form outside the enum; a TMA form where the
+ * driver has no tensor-map encoder fails with CKEY_ERR_DEVICE). */
+ckey_status ck_cuda_attention_wgmma_form(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                         ck_attn_wgmma_form form, void *stream, ckey_error *err);
 
 /* y [M, N] = gelu(x [M, K] . W [N, K]^T + b) in one Hopper kernel (src/cuda/linear-gelu-wgmma.cu,
  * sm_90a): fp16 / bf16 x, W and y, fp32 b and accumulation, the erf GELU of
@@ -108,7 +117,8 @@ ckey_status ck_cuda_linear_gelu_ln(const void *x, int64_t M, int K, const void *
                                    const float *colsum, const float *stats, void *y, int N, int mode, ck_dtype dt,
                                    void *stream, ckey_error *err);
 
-/* The rest of the op table's building blocks (src/cuda/ops_net.cu). */
+/* The rest of the op table's building blocks, on CUDA cores (src/cuda/encoder-ops.cu,
+ * decoder-ops.cu, refiner-ops.cu). */
 ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *feat, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
                                  ckey_error *err);

@@ -73,8 +73,8 @@ ckey_status ck_cuda_window_attention_tc(const void *qkv, int64_t nw, int T, int 
                                         ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_attention_wgmma(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
                                     void *stream, ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_attention_wgmma_variant(const void *qkv, int64_t N, int D, int heads, int qs, void *out,
-                                            ck_dtype dt, int variant, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_attention_wgmma_form(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
+                                         ck_attn_wgmma_form form, void *stream, ckey_error *err) NOCUDA_BODY
 int ck_cuda_wgmma_ok(void) { return 0; }
 int ck_cuda_linear_gelu_ok(int64_t M, int K, int N, ck_dtype dt) {
     (void)M, (void)K, (void)N, (void)dt;

@@ -3,7 +3,7 @@
 // computed in fp32 (erff for fp32 storage; for 16-bit storage a GELU good to
 // 1e-6, ck_gelu_fast). Shared by the linear
 // layer's bias pass (layernorm-linear.cu; the bias in the storage type B = T, as
-// cuBLASLt's fused bias takes it) and bias + GELU (ops_net.cu; B = float).
+// cuBLASLt's fused bias takes it) and bias + GELU (encoder-ops.cu; B = float).
 //
 // Layout of the launch (rowbias_launch): threadIdx.x / blockIdx.x walk the
 // row's vectors of V elements (V = 16 bytes / sizeof(T) when C and ld are
