@@ -8,12 +8,19 @@
 
 #include "ckey_debug.h"
 #include "cpu/cpu.h"
+#include "cuda/backend.h"
+#include "model/session.h"
 #include "cuda/kernels.h"
 #include "ckpt/checkpoint.h"
 #include "model/ln-fold.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "support/testutil.h"
+
+
+/* fp32 host data as the CPU op table's typed views */
+#define T32(p) ck_tensor_of((void *)(p), CK_F32)
+#define W32(p) ck_weight_of((p), CK_F32)
 
 static float *random_floats(size_t n, unsigned seed) {
     float *v = malloc(n * sizeof(float));
@@ -112,7 +119,7 @@ static void test_attention(void) {
     ck_config_default(&cfg);
     size_t per_thread, shared;
     ck_cpu_scratch_floats(&cfg, 256, 2, &per_thread, &shared);
-    ck_backend be;
+    ck_cpu be;
     memset(&be, 0, sizeof be);
     REQUIRE(ck_pool_create(2, &be.pool, NULL) == CKEY_OK);
     be.threads = 2;
@@ -125,7 +132,7 @@ static void test_attention(void) {
         const int D = cases[c].D;
         float *qkv = random_floats((size_t)N * 3 * D, 17u + (unsigned)c);
         float *ref = malloc((size_t)Nq * D * sizeof(float)), *got = malloc((size_t)Nq * D * sizeof(float));
-        ck_cpu_ops.attention(&be, qkv, N, D, cases[c].heads, cases[c].qs, ref);
+        ck_cpu_ops.attention(&be.base, T32(qkv), N, D, cases[c].heads, cases[c].qs, T32(ref));
         float *dq = to_device(qkv, (size_t)N * 3 * D), *dout = NULL;
         REQUIRE(dq && ck_cuda_malloc((void **)&dout, (size_t)Nq * D * sizeof(float), NULL) == CKEY_OK);
         ckey_error err;
@@ -144,7 +151,7 @@ static void test_attention(void) {
 /* ---- the rest of the op table: each GPU composition against the CPU op ---- */
 
 typedef struct {
-    ck_backend be;
+    ck_cpu be;
     float *mem;
 } cpu_be;
 
@@ -202,7 +209,7 @@ static void test_elementwise_ops(void) {
     {
         const int H = 32, W = 32, k = 2, C = 64;
         float *tok = random_floats((size_t)H * W * C, 21), *ref = malloc((size_t)H * W * C * sizeof(float));
-        ck_cpu_ops.reroll(&cb.be, tok, H, W, k, C, ref);
+        ck_cpu_ops.reroll(&cb.be.base, T32(tok), H, W, k, C, T32(ref));
         float *dt = to_device(tok, (size_t)H * W * C), *df = dev_alloc((size_t)H * W * C);
         REQUIRE(dt && df && ck_cuda_reroll(dt, H, W, k, C, df, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("reroll", df, ref, (size_t)H * W * C) == 0.0);
@@ -213,13 +220,13 @@ static void test_elementwise_ops(void) {
         const int S = 128, G = 32;
         float *x = random_floats(4 * S * S, 23), *lg = random_floats(4 * G * G, 25);
         float *ref = malloc((size_t)7 * S * S * sizeof(float));
-        ck_cpu_ops.refiner_input(&cb.be, x, lg, S, ref);
+        ck_cpu_ops.refiner_input(&cb.be.base, T32(x), T32(lg), S, T32(ref));
         float *dx = to_device(x, 4 * S * S), *dl = to_device(lg, 4 * G * G), *dr = dev_alloc((size_t)7 * S * S);
         REQUIRE(dx && dl && dr && ck_cuda_refiner_input(dx, dl, S, dr, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("refiner input", dr, ref, (size_t)7 * S * S) < 1e-6);
         float *out = random_floats(4 * S * S, 27);
         float *dout = to_device(out, 4 * S * S);
-        ck_cpu_ops.finalize(&cb.be, lg, S, out);
+        ck_cpu_ops.finalize(&cb.be.base, T32(lg), S, T32(out));
         REQUIRE(dout && ck_cuda_finalize(dl, S, dout, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("finalize", dout, out, 4 * S * S) < 1e-6);
         ck_cuda_free(dx), ck_cuda_free(dl), ck_cuda_free(dr), ck_cuda_free(dout);
@@ -234,21 +241,21 @@ static void test_elementwise_ops(void) {
         float *dx = to_device(x, (size_t)HW * C), *dy = to_device(y, (size_t)HW * C), *da = to_device(a, C),
               *db = to_device(b, C);
         REQUIRE(dx && dy && da && db);
-        ck_cpu_ops.affine_relu(&cb.be, x, C, HW, a, b);
+        ck_cpu_ops.affine_relu(&cb.be.base, T32(x), C, HW, a, b);
         REQUIRE(ck_cuda_affine_relu(dx, NULL, C, HW, da, db, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("affine relu", dx, x, (size_t)HW * C) < 1e-6);
-        ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, NULL, NULL);
+        ck_cpu_ops.residual_affine_relu(&cb.be.base, T32(x), T32(y), C, HW, a, b, NULL, NULL);
         REQUIRE(ck_cuda_affine_relu(dx, dy, C, HW, da, db, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("residual affine relu", dx, x, (size_t)HW * C) < 1e-6);
         float *Wp = random_floats(4 * C, 37), *bp = random_floats(4, 39), *ref = malloc((size_t)4 * HW * sizeof(float));
-        ck_cpu_ops.pointwise_conv(&cb.be, x, NULL, NULL, NULL, C, HW, Wp, bp, 10.0f, ref, 4);
+        ck_cpu_ops.pointwise_conv(&cb.be.base, T32(x), T32(NULL), NULL, NULL, C, HW, W32(Wp), W32(bp), 10.0f, T32(ref), 4);
         float *dW = to_device(Wp, 4 * C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
         REQUIRE(dW && dbp && dout && ck_cuda_pointwise(dx, C, HW, dW, dbp, 10.0f, dout, 4, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("pointwise conv", dout, ref, (size_t)4 * HW) < 1e-4);
         /* with the last residual fused (x' = relu(x + a*y + b), not stored on the GPU) */
         REQUIRE(ck_cuda_pointwise_t(dx, dy, da, db, C, HW, dW, dbp, 10.0f, dout, 4, CK_F32, NULL, &err) == CKEY_OK);
         CHECK(cmp_dev("pointwise conv, residual fused: x kept", dx, x, (size_t)HW * C) == 0);
-        ck_cpu_ops.pointwise_conv(&cb.be, x, y, a, b, C, HW, Wp, bp, 10.0f, ref, 4);
+        ck_cpu_ops.pointwise_conv(&cb.be.base, T32(x), T32(y), a, b, C, HW, W32(Wp), W32(bp), 10.0f, T32(ref), 4);
         CHECK(cmp_dev("pointwise conv, residual fused", dout, ref, (size_t)4 * HW) < 1e-4);
         ck_cuda_free(dx), ck_cuda_free(dy), ck_cuda_free(da), ck_cuda_free(db), ck_cuda_free(dW), ck_cuda_free(dbp),
             ck_cuda_free(dout);
@@ -270,7 +277,7 @@ static void test_conv_and_groupnorm(void) {
     float *map = malloc((size_t)HW * R * sizeof(float)), *out = malloc((size_t)HW * R * sizeof(float));
     double st[16] = {0}, st2[16] = {0};
     /* stem: image -> map */
-    ck_cpu_ops.conv3x3(&cb.be, img, 1, 7, S, 1, Ws, bs, NULL, NULL, map, R, groups, st);
+    ck_cpu_ops.conv3x3(&cb.be.base, T32(img), 1, 7, S, 1, W32(Ws), W32(bs), NULL, NULL, T32(map), R, groups, st);
     float *dimg = to_device(img, (size_t)7 * HW), *dWs = to_device(Ws, (size_t)R * 63), *dbs = to_device(bs, R);
     float *dmap = dev_alloc((size_t)HW * R), *dout = dev_alloc((size_t)HW * R);
     double *dst = NULL;
@@ -287,12 +294,12 @@ static void test_conv_and_groupnorm(void) {
     float *dW = to_device(W, (size_t)R * R * 9), *dbw = to_device(bw, R);
     REQUIRE(dW && dbw);
     memset(st, 0, sizeof st);
-    ck_cpu_ops.conv3x3(&cb.be, map, 0, R, S, 4, W, bw, NULL, NULL, out, R, groups, st);
+    ck_cpu_ops.conv3x3(&cb.be.base, T32(map), 0, R, S, 4, W32(W), W32(bw), NULL, NULL, T32(out), R, groups, st);
     REQUIRE(ck_cuda_memset(dst, 0, 16 * sizeof(double), &err) == CKEY_OK);
     CHECKF(ck_cuda_conv3x3(dmap, 0, R, S, 4, dW, dbw, dout, R, groups, dst, NULL, &err) == CKEY_OK, "%s", err.message);
     CHECK(cmp_dev("conv3x3 dil 4", dout, out, (size_t)HW * R) < 1e-4);
     float *g = random_floats(R, 51), *be = random_floats(R, 53), a[64], b[64];
-    ck_cpu_ops.groupnorm_affine(&cb.be, st, groups, R, HW, g, be, a, b);
+    ck_cpu_ops.groupnorm_affine(&cb.be.base, st, groups, R, HW, W32(g), W32(be), a, b);
     float *dg = to_device(g, R), *dbe = to_device(be, R), *da = dev_alloc(R), *db = dev_alloc(R);
     REQUIRE(dg && dbe && da && db);
     REQUIRE(ck_cuda_groupnorm_affine(dst, groups, R, HW, dg, dbe, da, db, NULL, &err) == CKEY_OK);
@@ -321,15 +328,15 @@ static void test_encoder_decoder_compositions(void) {
     /* device copy of the weight store; host pointers map by offset */
     float *dstore = to_device(m->store, m->store_floats);
     REQUIRE(dstore);
-#define DEV(p) (dstore + ((p) - m->store))
+#define DEV(p) (dstore + (ck_wf32(p) - m->store))
     /* patch embed */
     const int64_t N = (int64_t)G * G;
     float *x = random_floats((size_t)4 * S * S, 61), *tok = malloc((size_t)N * E * sizeof(float));
-    ck_cpu_ops.patch_embed(&cb.be, m, x, S, m->pos_embed, 3, tok);
+    ck_cpu_ops.patch_embed(&cb.be.base, c, m->w.patch_w, m->w.patch_b, T32(x), S, m->w.pos_embed, 3, T32(tok));
     float *dx = to_device(x, (size_t)4 * S * S), *dtok = dev_alloc((size_t)N * E);
     REQUIRE(dx && dtok);
-    CHECKF(ck_cuda_patch_embed(dx, S, 4, c->patch_kernel, c->patch_stride, c->patch_pad, DEV(m->patch_w),
-                               DEV(m->patch_b), DEV(m->pos_embed), E, 3, dtok, NULL, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(ck_cuda_patch_embed(dx, S, 4, c->patch_kernel, c->patch_stride, c->patch_pad, DEV(m->w.patch_w),
+                               DEV(m->w.patch_b), DEV(m->w.pos_embed), E, 3, dtok, NULL, &err) == CKEY_OK, "%s", err.message);
     CHECK(cmp_dev("patch embed", dtok, tok, (size_t)N * E) < 1e-4);
     /* blocks 0 (mask unit, plain) and 1 (mask unit, expanding, q pooled) */
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -338,11 +345,11 @@ static void test_encoder_decoder_compositions(void) {
     int64_t n = N;
     for (int i = 0; i < 2; i++) {
         const ck_block_info *b = &bi[i];
-        const ck_block_w *w = &m->blocks[i];
+        const ck_block_w *w = &m->w.blocks[i];
         const int D = b->dim, Do = b->dim_out, qs = b->q_stride, T = b->window * qs;
         const int64_t Nq = n / qs, nw = n / T;
         float *xo = D != Do ? malloc((size_t)Nq * Do * sizeof(float)) : cur;
-        ck_cpu_ops.mask_unit_attention(&cb.be, b, w, cur, n, xo);
+        ck_cpu_ops.mask_unit_attention(&cb.be.base, b, w, T32(cur), n, T32(xo));
         float *dxn = dev_alloc((size_t)n * D), *dqkv = dev_alloc((size_t)n * 3 * Do), *datt = dev_alloc((size_t)Nq * Do);
         float *dxo = D != Do ? dev_alloc((size_t)Nq * Do) : dcur;
         REQUIRE(dxn && dqkv && datt && dxo);
@@ -361,7 +368,7 @@ static void test_encoder_decoder_compositions(void) {
         CHECK(cmp_dev(name, dxo, xo, (size_t)Nq * Do) < 1e-4);
         /* MLP: layernorm, fc1, bias + GELU, fc2 accumulated onto the tokens */
         const int hid = Do * c->mlp_ratio;
-        ck_cpu_ops.mlp(&cb.be, xo, Nq, Do, w, hid);
+        ck_cpu_ops.mlp(&cb.be.base, T32(xo), Nq, Do, w, hid);
         float *dh = dev_alloc((size_t)Nq * hid);
         REQUIRE(dh);
         REQUIRE(ck_cuda_layernorm(dxo, Nq, Do, DEV(w->norm2_w), DEV(w->norm2_b), dxn, NULL, &err) == CKEY_OK);
@@ -396,20 +403,21 @@ static void test_encoder_decoder_compositions(void) {
         for (int k = 1; k < 4; k++) {
             const int64_t nk = (int64_t)Hs[k] * Hs[k];
             P[k - 1] = malloc((size_t)nk * D2 * sizeof(float));
-            ck_cpu_ops.linear(&cb.be, feat[k], nk, Cs[k], m->dec.scale_w[k], m->dec.scale_b[k], P[k - 1], D2, 0);
+            ck_cpu_ops.linear(&cb.be.base, T32(feat[k]), nk, Cs[k], m->w.dec.scale_w[k], m->w.dec.scale_b[k], T32(P[k - 1]), D2, 0);
             dP[k - 1] = dev_alloc((size_t)nk * D2);
-            REQUIRE(dP[k - 1] && ck_cuda_linear(hb, dfeat[k], nk, Cs[k], DEV(m->dec.scale_w[k]), DEV(m->dec.scale_b[k]),
+            REQUIRE(dP[k - 1] && ck_cuda_linear(hb, dfeat[k], nk, Cs[k], DEV(m->w.dec.scale_w[k]), DEV(m->w.dec.scale_b[k]),
                                                 dP[k - 1], D2, 0, NULL, &err) == CKEY_OK);
         }
         const int Hk[3] = {Hs[1], Hs[2], Hs[3]};
         float *lg = malloc((size_t)4 * G * G * sizeof(float));
-        ck_cpu_ops.decoder_fuse(&cb.be, m, feat[0], G, Cs[0], (const float *const *)P, Hk, lg);
+        const ck_tensor Pt[3] = {T32(P[0]), T32(P[1]), T32(P[2])};
+        ck_cpu_ops.decoder_fuse(&cb.be.base, c, &m->w.dec, T32(feat[0]), G, Cs[0], Pt, Hk, T32(lg));
         float *dh = dev_alloc((size_t)G * G * D2), *dlg = dev_alloc((size_t)4 * G * G);
         REQUIRE(dh && dlg);
-        REQUIRE(ck_cuda_linear(hb, dfeat[0], (int64_t)G * G, Cs[0], DEV(m->dec.scale_w[0]), NULL, dh, D2, 0, NULL, &err) ==
+        REQUIRE(ck_cuda_linear(hb, dfeat[0], (int64_t)G * G, Cs[0], DEV(m->w.dec.scale_w[0]), NULL, dh, D2, 0, NULL, &err) ==
                 CKEY_OK);
         CHECKF(ck_cuda_decoder_epilogue(dh, 0, (int64_t)G * G, G, D2, dP[0], Hk[0], dP[1], Hk[1], dP[2], Hk[2],
-                                        DEV(m->dec.scale_b[0]), DEV(m->dec.cls_w), DEV(m->dec.cls_b), dlg, NULL,
+                                        DEV(m->w.dec.scale_b[0]), DEV(m->w.dec.cls_w), DEV(m->w.dec.cls_b), dlg, NULL,
                                         &err) == CKEY_OK, "%s", err.message);
         CHECK(cmp_dev("decoder logits", dlg, lg, (size_t)4 * G * G) < 1e-4);
         for (int k = 0; k < 4; k++) free(feat[k]), ck_cuda_free(dfeat[k]);
@@ -614,8 +622,8 @@ static void gpu_precision_case(ckey_model *m, const char *gold_rel, int S, const
         free(first);
         /* every linear layer with a bias ran as one cublasLtMatmul, the bias in its epilogue */
         int fused = 0, fallback = 0, bfused = 0, bfallback = 0;
-        ck_session_blas_plan_counts(s, 0, &fused, &fallback);
-        ck_session_blas_plan_counts(s, 1, &bfused, &bfallback);
+        ck_cuda_backend_blas_plan_counts(ck_session_backend(s), 0, &fused, &fallback);
+        ck_cuda_backend_blas_plan_counts(ck_session_backend(s), 1, &bfused, &bfallback);
         printf("  %s cuBLASLt plans: %d with an algorithm, %d without (GEMM + bias pass); with a bias: %d fused, "
                "%d not\n", pname, fused, fallback, bfused, bfallback);
         CHECKF(bfused > 0 && bfallback == 0, "%s: %d of the network's linear layers with a bias not fused", pname,
@@ -1133,7 +1141,7 @@ static void test_conv3x3_tc(void) {
             if (cases[k].affine) x[i] = round16(fmaxf(fmaf(a[i % Cin], x[i], b[i % Cin]), 0.f), dt);
         }
         double st_ref[128] = {0}, st_got[128] = {0};
-        ck_cpu_ops.conv3x3(&cb.be, x, 0, Cin, S, dil, W, bias, NULL, NULL, ref, Cout, groups, st_ref);
+        ck_cpu_ops.conv3x3(&cb.be.base, T32(x), 0, Cin, S, dil, W32(W), W32(bias), NULL, NULL, T32(ref), Cout, groups, st_ref);
         size_t wbytes = 0;
         REQUIRE(ck_cuda_conv3x3_tc_pack_weights(W, Cout, Cin, dt, NULL, &wbytes, &err) == CKEY_OK);
         void *dW = NULL, *dout = NULL, *dx = to_device_bytes(x16, (size_t)HW * Cin * 2);
@@ -1373,20 +1381,20 @@ static void test_refiner_elementwise_16bit(void) {
             float *da = to_device(a, C), *db = to_device(b, C);
             REQUIRE(dx && dy && da && db);
             char name[64];
-            ck_cpu_ops.affine_relu(&cb.be, x, C, HW, a, b);
+            ck_cpu_ops.affine_relu(&cb.be.base, T32(x), C, HW, a, b);
             CHECKF(ck_cuda_affine_relu_t(dx, NULL, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "affine relu %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             /* the residual reads the device's rounded x, as the next step would */
             REQUIRE(download16(x, dx, n, dt));
-            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, NULL, NULL);
+            ck_cpu_ops.residual_affine_relu(&cb.be.base, T32(x), T32(y), C, HW, a, b, NULL, NULL);
             CHECKF(ck_cuda_affine_relu_t(dx, dy, C, HW, da, db, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "residual affine relu %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, dx, dt, x, n, 1e-5) == 0);
             REQUIRE(download16(x, dx, n, dt));
             /* the same with a GroupNorm + ReLU still pending on x (the stem's,
              * in the first residual block): here relu(b*x + a) */
-            ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, b, a);
+            ck_cpu_ops.residual_affine_relu(&cb.be.base, T32(x), T32(y), C, HW, a, b, b, a);
             CHECKF(ck_cuda_residual_relu_t(dx, dy, C, HW, da, db, db, da, dt, NULL, &err) == CKEY_OK, "%s",
                    err.message);
             snprintf(name, sizeof name, "residual, pending affine %s C=%d", dt_name(dt), C);
@@ -1401,7 +1409,7 @@ static void test_refiner_elementwise_16bit(void) {
                 a1[0] = b1[0] = 0.f;
                 float *da1 = to_device(a1, (size_t)C + 1), *db1 = to_device(b1, (size_t)C + 1);
                 REQUIRE(da1 && db1);
-                ck_cpu_ops.residual_affine_relu(&cb.be, x, y, C, HW, a, b, b, a);
+                ck_cpu_ops.residual_affine_relu(&cb.be.base, T32(x), T32(y), C, HW, a, b, b, a);
                 CHECKF(ck_cuda_residual_relu_t(dx, dy, C, HW, da1 + 1, db1 + 1, db1 + 1, da1 + 1, dt, NULL, &err) ==
                            CKEY_OK,
                        "%s", err.message);
@@ -1412,7 +1420,7 @@ static void test_refiner_elementwise_16bit(void) {
             }
             float *Wp = random_floats(4 * (size_t)C, 509), *bp = random_floats(4, 511),
                   *ref = malloc((size_t)4 * HW * sizeof(float));
-            ck_cpu_ops.pointwise_conv(&cb.be, x, NULL, NULL, NULL, C, HW, Wp, bp, 10.0f, ref, 4);
+            ck_cpu_ops.pointwise_conv(&cb.be.base, T32(x), T32(NULL), NULL, NULL, C, HW, W32(Wp), W32(bp), 10.0f, T32(ref), 4);
             float *dW = to_device(Wp, 4 * (size_t)C), *dbp = to_device(bp, 4), *dout = dev_alloc((size_t)4 * HW);
             REQUIRE(dW && dbp && dout);
             CHECKF(ck_cuda_pointwise_t(dx, NULL, NULL, NULL, C, HW, dW, dbp, 10.0f, dout, 4, dt, NULL, &err) == CKEY_OK,
@@ -1600,7 +1608,7 @@ static void test_net_dataflow_16bit(void) {
             float *tok = random_floats(n, 601u + (unsigned)C), *ref = malloc(n * sizeof(float));
             void *dtok = dev16_rounded(tok, n, dt), *df = NULL;
             REQUIRE(ref && dtok && ck_cuda_malloc(&df, n * 2, NULL) == CKEY_OK);
-            ck_cpu_ops.reroll(&cb.be, tok, H, W, k, C, ref);
+            ck_cpu_ops.reroll(&cb.be.base, T32(tok), H, W, k, C, T32(ref));
             CHECKF(ck_cuda_reroll_t(dtok, H, W, k, C, df, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "reroll %s C=%d", dt_name(dt), C);
             CHECK(cmp_dev16(name, df, dt, ref, n, 0.0) == 0);
@@ -1636,7 +1644,7 @@ static void test_net_dataflow_16bit(void) {
             float *dl = to_device(lg, (size_t)4 * G * G);
             REQUIRE(ref && ref8 && dx && dl && ck_cuda_malloc(&drin, 7 * HW * 2, NULL) == CKEY_OK &&
                     ck_cuda_malloc(&dmap, 8 * HW * 2, NULL) == CKEY_OK);
-            ck_cpu_ops.refiner_input(&cb.be, x, lg, S, ref);
+            ck_cpu_ops.refiner_input(&cb.be.base, T32(x), T32(lg), S, T32(ref));
             CHECKF(ck_cuda_refiner_input_t(dx, dl, S, drin, dt, NULL, &err) == CKEY_OK, "%s", err.message);
             snprintf(name, sizeof name, "refiner input %s", dt_name(dt));
             /* one rounding of the fp32 sigmoid (the device's expf may differ in the last fp32 bit) */

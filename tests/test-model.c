@@ -209,7 +209,7 @@ static void test_pos_embed_resize(void) {
     REQUIRE(t->numel == (uint64_t)gd * gd * C);
     float *want = malloc(t->numel * sizeof(float)), *got = malloc(t->numel * sizeof(float));
     REQUIRE(!ck_tensor_to_f32(t, want, NULL));
-    ck_pos_embed_resize(m->pos_embed, m->cfg.pos_grid, C, got, gd);
+    ck_pos_embed_resize(ck_wf32(m->w.pos_embed), m->cfg.pos_grid, C, got, gd);
     double e = ck_compare("pos_embed 32->16", got, want, t->numel, NULL);
     CHECK(e <= 1e-6);
     free(want), free(got);
@@ -228,7 +228,7 @@ static void test_pos_embed_resize(void) {
     float *full = malloc((size_t)64 * 64 * 112 * sizeof(float));
     want = malloc(4096 * sizeof(float));
     REQUIRE(!ck_tensor_to_f32(t, want, NULL));
-    ck_pos_embed_resize(m->pos_embed, 512, 112, full, 64);
+    ck_pos_embed_resize(ck_wf32(m->w.pos_embed), 512, 112, full, 64);
     e = ck_compare("pos_embed 512->64 (head)", full, want, 4096, NULL);
     CHECK(e <= 1e-6);
     free(full), free(want);
@@ -254,7 +254,7 @@ static void test_checkpoint_variants(void) {
             size_t bad = 0, n = CK_MIN(mv->store_floats, m32->store_floats);
             /* the direct tensors come first in the store; compare the raw
              * (unfolded) region only: the folded decoder mixes values */
-            size_t direct = (size_t)(m32->dec.scale_w[0] - m32->store);
+            size_t direct = (size_t)(ck_wf32(m32->w.dec.scale_w[0]) - m32->store);
             for (size_t i = 0; i < direct && i < n; i++) {
                 uint16_t h = v == 0 ? ck_f32_to_f16(m32->store[i]) : ck_f32_to_bf16(m32->store[i]);
                 float r = v == 0 ? ck_f16_to_f32(h) : ck_bf16_to_f32(h);

@@ -1,7 +1,11 @@
 /* The backend op table. src/model/greenformer.c calls these in order; a
- * backend (src/cpu, src/cuda) fills the table. Pointers are backend memory
- * (host for CPU, device for CUDA) carved from the session arena by the
- * planner. All tensors are float32 and densely packed:
+ * backend (src/cpu, src/cuda) fills the table. Every tensor is a typed view
+ * (core/tensor.h) of backend memory (host for the CPU, device for CUDA),
+ * carved from the session arena by the planner; weights are the backend's
+ * copy (ck_backend_i.upload_weights). Activations (tokens, features, refiner
+ * maps, the input x and the refiner input) are in the session's activation
+ * type; logits, the output, GroupNorm statistics (fp64) and affines are fp32.
+ * Layouts, densely packed:
  *   tokens   [N, C]        token-major, in Hiera's unrolled order
  *   features [H, W, C]     spatial, channels last (NHWC without the batch)
  *   images   [C, H, W]     channel-major (the model input, logits, outputs)
@@ -12,7 +16,12 @@
 
 #include "model/model.h"
 
-typedef struct ck_backend ck_backend; /* backend-private state (pool, scratch, ...) */
+/* A backend's state. Each backend embeds this as the first member of its own
+ * struct (src/cpu/cpu.h, src/cuda/backend.h). */
+typedef struct ck_backend_i ck_backend_i;
+typedef struct ck_backend {
+    const ck_backend_i *iface;
+} ck_backend;
 
 typedef struct ck_ops {
     /* Optional. The scratch of the phase of the pass that begins (ck_fwd.scratch_bytes,
@@ -20,48 +29,52 @@ typedef struct ck_ops {
      * ends. Ops that need scratch are called only inside a phase that sized it. */
     void (*set_scratch)(ck_backend *be, void *scratch, size_t bytes);
 
+    /* Copy n elements of t to host memory as fp32 (taps; not on the hot path). */
+    void (*read)(ck_backend *be, ck_tensor t, int64_t n, float *host);
+
+    /* Optional. Wait until every op issued so far has finished (profiling). */
+    void (*sync)(ck_backend *be);
+
     /* x [4, S, S] -> tokens [(S/4)^2, E] in unrolled order (k strides):
      * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). */
-    void (*patch_embed)(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos,
-                        int unroll_k, float *tokens);
+    void (*patch_embed)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
+                        ck_weight pos, int unroll_k, ck_tensor tokens);
 
     /* The attention half of a mask-unit block, window by window:
      * xo = (expand ? maxpool_q(proj(norm1(x))) : x) + attn.proj(attn(norm1(x))).
      * x [N, dim]; xo [N / q_stride, dim_out] (xo == x when dim == dim_out). */
-    void (*mask_unit_attention)(ck_backend *be, const ck_block_info *bi, const ck_block_w *w,
-                                const float *x, int64_t N, float *xo);
+    void (*mask_unit_attention)(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor x,
+                                int64_t N, ck_tensor xo);
 
     /* y [N, C] = layernorm(x) (eps 1e-6). */
-    void (*layernorm)(ck_backend *be, const float *x, int64_t N, int C, const float *g,
-                      const float *b, float *y);
+    void (*layernorm)(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y);
 
     /* y [N, out] (+)= x [N, in] . W^T + b   (W [out, in], PyTorch layout). */
-    void (*linear)(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
-                   float *y, int out, int accumulate);
+    void (*linear)(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
+                   int accumulate);
 
     /* y [N/qs, out] = max over s of (x [s*N/qs + n] . W^T + b). */
-    void (*linear_maxpool)(ck_backend *be, const float *x, int64_t N, int in, const float *W,
-                           const float *b, float *y, int out, int qs);
+    void (*linear_maxpool)(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y,
+                           int out, int qs);
 
     /* Global attention over all tokens, q max-pooled by qs, heads of head_dim:
      * qkv [N, 3*D] (q | k | v, head-major inside each); out [N/qs, D]. */
-    void (*attention)(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs,
-                      float *out);
+    void (*attention)(ck_backend *be, ck_tensor qkv, int64_t N, int D, int heads, int qs, ck_tensor out);
 
     /* x [N, C] += fc2(gelu(fc1(norm2(x)))), token chunk by chunk. */
-    void (*mlp)(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden);
+    void (*mlp)(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden);
 
     /* tokens [H*W, C] in unrolled order with k strides -> feat [H, W, C]. */
-    void (*reroll)(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat);
+    void (*reroll)(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat);
 
-    /* Both decoders at S/4 = H1: logits [4, H1, H1] = cls(relu(P1 + sum_k up(Pk))) + cls_b
+    /* Both decoders at S/4 = H1: logits [4, H1, H1] (fp32) = cls(relu(P1 + sum_k up(Pk))) + cls_b
      * where P1 = c1 . W1^T + b1 and Pk [Hk, Hk, 2*dec] are the projected
      * coarser scales (computed with linear). */
-    void (*decoder_fuse)(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
-                         const float *const P[3], const int Hk[3], float *logits);
+    void (*decoder_fuse)(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                         const ck_tensor P[3], const int Hk[3], ck_tensor logits);
 
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]. */
-    void (*refiner_input)(ck_backend *be, const float *x, const float *logits, int S, float *rin);
+    void (*refiner_input)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin);
 
     /* 3x3 conv, padding = dilation, S x S, into a refiner map (layout is the
      * backend's: CPU keeps maps channels-last). in_is_image: `in` is the
@@ -73,33 +86,33 @@ typedef struct ck_ops {
      * written back band by band once no later row needs them), or begin
      * ck_fwd.conv_shift_rows image rows before in (the CUDA backend: bands of
      * output rows go straight below the input rows that later bands read). */
-    void (*conv3x3)(ck_backend *be, const float *in, int in_is_image, int Cin, int S, int dil,
-                    const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
-                    int Cout, int groups, double *stats);
+    void (*conv3x3)(ck_backend *be, ck_tensor in, int in_is_image, int Cin, int S, int dil, ck_weight W,
+                    ck_weight bias, const float *in_a, const float *in_b, ck_tensor out, int Cout, int groups,
+                    double *stats);
 
     /* x = relu(a*x + b) per channel of a refiner map (C channels, HW pixels). */
-    void (*affine_relu)(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b);
+    void (*affine_relu)(ck_backend *be, ck_tensor x, int C, int64_t HW, const float *a, const float *b);
 
     /* x = relu(x' + a*y + b) per channel, x' = x, or with pre_a / pre_b
      * relu(pre_a*x + pre_b) (a GroupNorm + ReLU still pending on x: the
      * stem's, which the first residual block's conv1 applied as it loaded). */
-    void (*residual_affine_relu)(ck_backend *be, float *x, const float *y, int C, int64_t HW,
-                                 const float *a, const float *b, const float *pre_a, const float *pre_b);
+    void (*residual_affine_relu)(ck_backend *be, ck_tensor x, ck_tensor y, int C, int64_t HW, const float *a,
+                                 const float *b, const float *pre_a, const float *pre_b);
 
-    /* out [4, S, S] (channel-major) = mult * (final_w . x' + final_b), x a refiner map,
+    /* out [4, S, S] (fp32, channel-major) = mult * (final_w . x' + final_b), x a refiner map,
      * x' = x, or with y (the last residual block's sum, never stored by the CUDA
      * backend) relu(x + ra*y + rb) per channel, rounded to the storage type as
      * residual_affine_relu would store it; the backend may store x' in x. */
-    void (*pointwise_conv)(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb,
-                           int C, int64_t HW, const float *W, const float *b, float mult, float *out, int Cout);
+    void (*pointwise_conv)(ck_backend *be, ck_tensor x, ck_tensor y, const float *ra, const float *rb, int C,
+                           int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout);
 
-    /* out [4, S, S] = sigmoid(up(logits [4, S/4, S/4]) + out). */
-    void (*finalize)(ck_backend *be, const float *logits, int S, float *out);
+    /* out [4, S, S] = sigmoid(up(logits [4, S/4, S/4]) + out), both fp32. */
+    void (*finalize)(ck_backend *be, ck_tensor logits, int S, ck_tensor out);
 
     /* Per-channel GroupNorm affine from accumulated stats: a = g / sqrt(var + eps),
      * b = beta - mean * a, over count = (C/groups) * HW values per group. */
-    void (*groupnorm_affine)(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
-                             const float *gamma, const float *beta, float *a, float *b);
+    void (*groupnorm_affine)(ck_backend *be, const double *stats, int groups, int C, int64_t HW, ck_weight gamma,
+                             ck_weight beta, float *a, float *b);
 
     /* zero n doubles (stats accumulators). */
     void (*zero_stats)(ck_backend *be, double *stats, int n);

@@ -1,19 +1,29 @@
 #ifndef CK_CPU_H
 #define CK_CPU_H
 
-#include "backend/ops.h"
+#include "backend/backend.h"
 
-/* The CPU backend: the op table, and its state (thread pool + scratch). */
+/* The CPU backend: its interface (backend.c), its op table (ops.c), and its
+ * state (thread pool + scratch). */
+extern const ck_backend_i ck_cpu_backend;
 extern const ck_ops ck_cpu_ops;
 
-struct ck_backend {
+typedef struct ck_cpu {
+    ck_backend base;
     ck_pool *pool;
     int threads;
     float *scratch;          /* threads * per_thread floats, then shared */
     size_t per_thread;       /* floats per thread */
     float *shared;           /* in-place conv bands */
     size_t shared_floats;
-};
+    /* the lifecycle's (backend.c; a test may build ops-only state without them) */
+    ck_backend_config cfg;
+    const ck_config *mcfg;   /* the model's */
+    ck_weights w;            /* the model's fp32 weights, pos_embed resized to S/4 when needed */
+    float *pos_resized;
+    void *arena;
+    ck_plan *plan;
+} ck_cpu;
 
 /* Scratch the CPU ops need for this config and S (per thread and shared). */
 void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared);

@@ -18,12 +18,26 @@ enum {
     CONV_BAND_MIN = 32 /* rows per in-place conv band (>= max dilation 8) */
 };
 
+/* A block's weights as fp32 pointers (the CPU runs the model's own store). */
+typedef struct {
+    const float *norm1_w, *norm1_b, *proj_w, *proj_b, *qkv_w, *qkv_b, *attn_proj_w, *attn_proj_b;
+    const float *norm2_w, *norm2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} blk32;
+
+static blk32 block_f32(const ck_block_w *w) {
+    blk32 b = {ck_wf32(w->norm1_w), ck_wf32(w->norm1_b), ck_wf32(w->proj_w),      ck_wf32(w->proj_b),
+               ck_wf32(w->qkv_w),   ck_wf32(w->qkv_b),   ck_wf32(w->attn_proj_w), ck_wf32(w->attn_proj_b),
+               ck_wf32(w->norm2_w), ck_wf32(w->norm2_b), ck_wf32(w->fc1_w),       ck_wf32(w->fc1_b),
+               ck_wf32(w->fc2_w),   ck_wf32(w->fc2_b)};
+    return b;
+}
+
 static int conv_band(int threads, int S) {
     int b = CK_MAX(CONV_BAND_MIN, 8 * threads);
     return CK_MIN(b, S);
 }
 
-static inline float *thread_scratch(ck_backend *be, int thread) {
+static inline float *thread_scratch(ck_cpu *be, int thread) {
     return be->scratch + (size_t)thread * be->per_thread;
 }
 
@@ -125,7 +139,7 @@ static void pack_panels(void *p, int64_t a, int64_t b, int thread) {
 }
 
 /* Packs W0 (and W1 when given) into be->shared, W1 right after W0. */
-static void pack_weights(ck_backend *be, const float *W0, int out0, int in0, const float *W1, int out1, int in1,
+static void pack_weights(ck_cpu *be, const float *W0, int out0, int in0, const float *W1, int out1, int in1,
                          float *Wp[2]) {
     wpack_ctx c = {{W0, W1}, {out0, out1}, {in0, in1}, {be->shared, be->shared + packed_w_floats(out0, in0)},
                    (out0 + 31) / 32};
@@ -140,7 +154,7 @@ typedef struct {
     float *y;
     int in, out, accumulate, qs;
     int64_t N;
-    ck_backend *be;
+    ck_cpu *be;
     const float *Wp; /* packed W (linear) */
 } lin_ctx;
 
@@ -155,7 +169,7 @@ static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-static void cpu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
+static void cpu_linear(ck_cpu *be, const float *x, int64_t N, int in, const float *W, const float *b,
                        float *y, int out, int accumulate) {
     float *Wp[2];
     pack_weights(be, W, out, in, NULL, 0, 0, Wp);
@@ -181,7 +195,7 @@ static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-static void cpu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W,
+static void cpu_linear_maxpool(ck_cpu *be, const float *x, int64_t N, int in, const float *W,
                                const float *b, float *y, int out, int qs) {
     lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be, NULL};
     ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
@@ -198,7 +212,7 @@ static void ln_rows(void *p, int64_t r0, int64_t r1, int thread) {
     for (int64_t r = r0; r < r1; r++) layernorm_row(c->x + r * c->C, c->C, c->g, c->b, c->y + r * c->C);
 }
 
-static void cpu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const float *g, const float *b,
+static void cpu_layernorm(ck_cpu *be, const float *x, int64_t N, int C, const float *g, const float *b,
                           float *y) {
     ln_ctx c = {x, g, b, y, C};
     ck_pool_for(be->pool, N, 64, ln_rows, &c);
@@ -209,8 +223,8 @@ static void cpu_layernorm(ck_backend *be, const float *x, int64_t N, int C, cons
 typedef struct {
     float *x;
     int C, hidden;
-    const ck_block_w *w;
-    ck_backend *be;
+    blk32 w;
+    ck_cpu *be;
     const float *W1p, *W2p; /* fc1, fc2 packed */
 } mlp_ctx;
 
@@ -226,18 +240,19 @@ static void mlp_rows(void *p, int64_t r0, int64_t r1, int thread) {
         int rows = (int)CK_MIN(MLP_ROWS, r1 - r);
         float *x = c->x + r * c->C;
         for (int i = 0; i < rows; i++)
-            layernorm_row(x + (int64_t)i * c->C, c->C, c->w->norm2_w, c->w->norm2_b, xn + (int64_t)i * c->C);
+            layernorm_row(x + (int64_t)i * c->C, c->C, c->w.norm2_w, c->w.norm2_b, xn + (int64_t)i * c->C);
         ck_sgemm_packed(0, rows, c->hidden, c->C, xn, c->C, c->W1p, (int64_t)32 * c->C, 0.0f, h, c->hidden);
-        add_bias_rows(h, rows, c->hidden, c->hidden, c->w->fc1_b);
+        add_bias_rows(h, rows, c->hidden, c->hidden, c->w.fc1_b);
         gelu_inplace(h, (int64_t)rows * c->hidden);
         ck_sgemm_packed(0, rows, c->C, c->hidden, h, c->hidden, c->W2p, (int64_t)32 * c->hidden, 1.0f, x, c->C);
-        add_bias_rows(x, rows, c->C, c->C, c->w->fc2_b);
+        add_bias_rows(x, rows, c->C, c->C, c->w.fc2_b);
     }
 }
 
-static void cpu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
+static void cpu_mlp(ck_cpu *be, float *x, int64_t N, int C, const ck_block_w *bw, int hidden) {
+    const blk32 w = block_f32(bw);
     float *Wp[2];
-    pack_weights(be, w->fc1_w, hidden, C, w->fc2_w, C, hidden, Wp);
+    pack_weights(be, w.fc1_w, hidden, C, w.fc2_w, C, hidden, Wp);
     mlp_ctx c = {x, C, hidden, w, be, Wp[0], Wp[1]};
     ck_pool_for(be->pool, N, 16, mlp_rows, &c);
 }
@@ -416,7 +431,7 @@ typedef struct {
     float scale;
     float *kv; /* packed K and V of heads h0.. */
     float *out;
-    ck_backend *be;
+    ck_cpu *be;
 } att_ctx;
 
 /* Items: (head in the group, chunk of 32 keys). */
@@ -462,7 +477,7 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
 
 /* Heads in groups whose packed K and V fit the shared scratch (the refiner's
  * conv bands, idle during the encoder; sized for at least one head). */
-static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
+static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
     att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be};
     c.nqb = (int)((c.Nq + ATT_BQ - 1) / ATT_BQ);
     c.scale = 1.0f / sqrtf((float)c.hd);
@@ -481,12 +496,12 @@ static void cpu_attention(ck_backend *be, const float *qkv, int64_t N, int D, in
  * within the window, project back, add the residual, scatter. */
 typedef struct {
     const ck_block_info *bi;
-    const ck_block_w *w;
+    blk32 w;
     const float *x;
     float *xo;
     int64_t N, nw;
     int T, Tq, cw;
-    ck_backend *be;
+    ck_cpu *be;
 } mu_ctx;
 
 static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
@@ -507,13 +522,13 @@ static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
         int rows = nwin * T, qrows = nwin * Tq;
         for (int wi = 0; wi < nwin; wi++)
             for (int t = 0; t < T; t++)
-                layernorm_row(c->x + ((int64_t)t * c->nw + wb + wi) * D, D, c->w->norm1_w, c->w->norm1_b,
+                layernorm_row(c->x + ((int64_t)t * c->nw + wb + wi) * D, D, c->w.norm1_w, c->w.norm1_b,
                               xn + ((int64_t)wi * T + t) * D);
-        ck_sgemm(1, rows, 3 * Do, D, 1.0f, xn, D, c->w->qkv_w, D, 0.0f, qkv, 3 * Do);
-        add_bias_rows(qkv, rows, 3 * Do, 3 * Do, c->w->qkv_b);
+        ck_sgemm(1, rows, 3 * Do, D, 1.0f, xn, D, c->w.qkv_w, D, 0.0f, qkv, 3 * Do);
+        add_bias_rows(qkv, rows, 3 * Do, 3 * Do, c->w.qkv_b);
         if (expand) {
             /* residual = maxpool_q(proj(xn)): the pooled tokens are Tq apart */
-            ck_sgemm(1, rows, Do, D, 1.0f, xn, D, c->w->proj_w, D, 0.0f, pr, Do);
+            ck_sgemm(1, rows, Do, D, 1.0f, xn, D, c->w.proj_w, D, 0.0f, pr, Do);
             for (int wi = 0; wi < nwin; wi++)
                 for (int j = 0; j < Tq; j++) {
                     float *r = res + ((int64_t)wi * Tq + j) * Do;
@@ -523,7 +538,7 @@ static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
                         const float *o = s0 + (int64_t)s * Tq * Do;
                         for (int e = 0; e < Do; e++) r[e] = o[e] > r[e] ? o[e] : r[e];
                     }
-                    for (int e = 0; e < Do; e++) r[e] += c->w->proj_b[e];
+                    for (int e = 0; e < Do; e++) r[e] += c->w.proj_b[e];
                 }
         } else {
             for (int wi = 0; wi < nwin; wi++)
@@ -542,8 +557,8 @@ static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
                 }
             }
         }
-        ck_sgemm(1, qrows, Do, Do, 1.0f, att, Do, c->w->attn_proj_w, Do, 1.0f, res, Do);
-        add_bias_rows(res, qrows, Do, Do, c->w->attn_proj_b);
+        ck_sgemm(1, qrows, Do, Do, 1.0f, att, Do, c->w.attn_proj_w, Do, 1.0f, res, Do);
+        add_bias_rows(res, qrows, Do, Do, c->w.attn_proj_b);
         for (int wi = 0; wi < nwin; wi++)
             for (int j = 0; j < Tq; j++)
                 memcpy(c->xo + ((int64_t)j * c->nw + wb + wi) * Do, res + ((int64_t)wi * Tq + j) * Do,
@@ -557,9 +572,9 @@ static int mu_chunk(const ck_block_info *bi) {
     return cw < 1 ? 1 : cw;
 }
 
-static void cpu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
+static void cpu_mask_unit_attention(ck_cpu *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
                                     int64_t N, float *xo) {
-    mu_ctx c = {bi, w, x, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be};
+    mu_ctx c = {bi, block_f32(w), x, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be};
     c.nw = N / c.T;
     ck_pool_for(be->pool, c.nw, c.cw, mu_windows, &c);
 }
@@ -590,7 +605,7 @@ static void reroll_rows(void *p, int64_t y0, int64_t y1, int thread) {
                    c->tokens + unroll_index((int)y, x, c->H, c->W, c->k) * c->C, (size_t)c->C * sizeof(float));
 }
 
-static void cpu_reroll(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat) {
+static void cpu_reroll(ck_cpu *be, const float *tokens, int H, int W, int k, int C, float *feat) {
     reroll_ctx c = {tokens, H, W, k, C, feat};
     ck_pool_for(be->pool, H, 1, reroll_rows, &c);
 }
@@ -598,16 +613,17 @@ static void cpu_reroll(ck_backend *be, const float *tokens, int H, int W, int k,
 /* ---------------------------------------------------------- patch embed */
 
 typedef struct {
-    const ckey_model *m;
+    const ck_config *cfg;
+    const float *w, *b; /* patch_w, patch_b */
     const float *x, *pos;
     int S, k;
     float *tokens;
-    ck_backend *be;
+    ck_cpu *be;
 } pe_ctx;
 
 static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
     const pe_ctx *c = p;
-    const ck_config *cf = &c->m->cfg;
+    const ck_config *cf = c->cfg;
     const int S = c->S, G = S / cf->patch_stride, E = cf->embed_dim, K = cf->patch_kernel;
     const int Ci = cf->in_chans, KK = Ci * K * K, st = cf->patch_stride, pad = cf->patch_pad;
     float *col = thread_scratch(c->be, thread);
@@ -630,19 +646,19 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
                     }
                 }
         }
-        ck_sgemm(1, G, E, KK, 1.0f, col, KK, c->m->patch_w, KK, 0.0f, out, E);
+        ck_sgemm(1, G, E, KK, 1.0f, col, KK, c->w, KK, 0.0f, out, E);
         for (int xo = 0; xo < G; xo++) {
             const float *o = out + (int64_t)xo * E, *pe = c->pos + (y * G + xo) * E;
             float *t = c->tokens + unroll_index((int)y, xo, G, G, c->k) * E;
-            for (int e = 0; e < E; e++) t[e] = o[e] + c->m->patch_b[e] + pe[e];
+            for (int e = 0; e < E; e++) t[e] = o[e] + c->b[e] + pe[e];
         }
     }
 }
 
-static void cpu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos,
-                            int k, float *tokens) {
-    pe_ctx c = {m, x, pos, S, k, tokens, be};
-    ck_pool_for(be->pool, S / m->cfg.patch_stride, 1, pe_rows, &c);
+static void cpu_patch_embed(ck_cpu *be, const ck_config *cfg, const float *w, const float *b, const float *x, int S,
+                            const float *pos, int k, float *tokens) {
+    pe_ctx c = {cfg, w, b, x, pos, S, k, tokens, be};
+    ck_pool_for(be->pool, S / cfg->patch_stride, 1, pe_rows, &c);
 }
 
 /* -------------------------------------------------------------- decoder */
@@ -666,22 +682,23 @@ static inline tap2 bilinear_tap(int dst, int in, int out) {
 }
 
 typedef struct {
-    const ckey_model *m;
+    int D2;
+    const float *w0, *b0, *cls_w, *cls_b; /* scale_w[0], scale_b[0], the classifier */
     const float *c1;
     int G, C1;
     const float *const *P;
     const int *Hk;
     float *logits;
-    ck_backend *be;
+    ck_cpu *be;
 } dec_ctx;
 
 static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
     const dec_ctx *c = p;
-    const int G = c->G, D2 = 2 * c->m->cfg.dec_dim;
+    const int G = c->G, D2 = c->D2;
     float *h = thread_scratch(c->be, thread);
     float *lg = h + (size_t)G * D2;
     for (int64_t y = y0; y < y1; y++) {
-        ck_sgemm(1, G, D2, c->C1, 1.0f, c->c1 + y * G * c->C1, c->C1, c->m->dec.scale_w[0], c->C1, 0.0f, h, D2);
+        ck_sgemm(1, G, D2, c->C1, 1.0f, c->c1 + y * G * c->C1, c->C1, c->w0, c->C1, 0.0f, h, D2);
         for (int s = 0; s < 3; s++) {
             const int Hs = c->Hk[s];
             const float *P = c->P[s];
@@ -697,7 +714,7 @@ static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
                     hr[e] += ty.l0 * (tx.l0 * p00[e] + tx.l1 * p01[e]) + ty.l1 * (tx.l0 * p10[e] + tx.l1 * p11[e]);
             }
         }
-        const float *b1 = c->m->dec.scale_b[0];
+        const float *b1 = c->b0;
         for (int x = 0; x < G; x++) {
             float *hr = h + (int64_t)x * D2;
             for (int e = 0; e < D2; e++) {
@@ -705,16 +722,17 @@ static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
                 hr[e] = v > 0 ? v : 0;
             }
         }
-        ck_sgemm(1, G, 4, D2, 1.0f, h, D2, c->m->dec.cls_w, D2, 0.0f, lg, 4);
+        ck_sgemm(1, G, 4, D2, 1.0f, h, D2, c->cls_w, D2, 0.0f, lg, 4);
         for (int x = 0; x < G; x++)
             for (int o = 0; o < 4; o++)
-                c->logits[((int64_t)o * G + y) * G + x] = lg[x * 4 + o] + c->m->dec.cls_b[o];
+                c->logits[((int64_t)o * G + y) * G + x] = lg[x * 4 + o] + c->cls_b[o];
     }
 }
 
-static void cpu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
-                             const float *const P[3], const int Hk[3], float *logits) {
-    dec_ctx c = {m, c1, H1, C1, P, Hk, logits, be};
+static void cpu_decoder_fuse(ck_cpu *be, const ck_config *cfg, const ck_decoder_w *w, const float *c1, int H1,
+                             int C1, const float *const P[3], const int Hk[3], float *logits) {
+    dec_ctx c = {2 * cfg->dec_dim, ck_wf32(w->scale_w[0]), ck_wf32(w->scale_b[0]), ck_wf32(w->cls_w), ck_wf32(w->cls_b),
+                 c1, H1, C1, P, Hk, logits, be};
     ck_pool_for(be->pool, H1, 1, dec_rows, &c);
 }
 
@@ -745,13 +763,13 @@ static void up_rows(void *p, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-static void cpu_refiner_input(ck_backend *be, const float *x, const float *logits, int S, float *rin) {
+static void cpu_refiner_input(ck_cpu *be, const float *x, const float *logits, int S, float *rin) {
     memcpy(rin, x, (size_t)3 * S * S * sizeof(float));
     up_ctx c = {x, logits, S, rin, 0};
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
-static void cpu_finalize(ck_backend *be, const float *logits, int S, float *out) {
+static void cpu_finalize(ck_cpu *be, const float *logits, int S, float *out) {
     up_ctx c = {NULL, logits, S, out, 1};
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
@@ -784,11 +802,11 @@ typedef struct {
     int Cin, S, dil, Cout, groups, image_in;
     float *out;          /* destination rows [.., S, Cout] */
     int64_t row0;        /* first image row held by the destination */
-    ck_backend *be;
+    ck_cpu *be;
 } conv_ctx;
 
 /* Per-thread stats live at the end of each thread's scratch. */
-static double *thread_stats(ck_backend *be, int thread, int groups) {
+static double *thread_stats(ck_cpu *be, int thread, int groups) {
     float *end = thread_scratch(be, thread) + be->per_thread;
     return (double *)(void *)(end - 4 * groups);
 }
@@ -873,12 +891,12 @@ VEC static void affine_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     }
 }
 
-static void cpu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
+static void cpu_affine_relu(ck_cpu *be, float *x, int C, int64_t HW, const float *a, const float *b) {
     aff_ctx c = {x, NULL, a, b, NULL, NULL, C};
     ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
 }
 
-static void cpu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW,
+static void cpu_residual_affine_relu(ck_cpu *be, float *x, const float *y, int C, int64_t HW,
                                      const float *a, const float *b, const float *pre_a, const float *pre_b) {
     aff_ctx c = {x, y, a, b, pre_a, pre_b, C};
     ck_pool_for(be->pool, HW, 4096, affine_pixels, &c);
@@ -895,7 +913,7 @@ static void copy_range(void *p, int64_t a, int64_t b, int thread) {
     memcpy(c->dst + a, c->src + a, (size_t)(b - a) * sizeof(float));
 }
 
-static void cpu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil,
+static void cpu_conv3x3(ck_cpu *be, const float *in, int image_in, int Cin, int S, int dil,
                         const float *W, const float *bias, const float *in_a, const float *in_b, float *out,
                         int Cout, int groups, double *stats) {
     const int T = be->threads;
@@ -962,14 +980,14 @@ VEC static void pw_pixels(void *p, int64_t p0, int64_t p1, int thread) {
     }
 }
 
-static void cpu_pointwise_conv(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb,
+static void cpu_pointwise_conv(ck_cpu *be, const float *x, const float *y, const float *ra, const float *rb,
                                int C, int64_t HW, const float *W, const float *b, float mult, float *out, int Cout) {
     if (y) cpu_residual_affine_relu(be, (float *)x, y, C, HW, ra, rb, NULL, NULL); /* x' into x */
     pw_ctx c = {x, W, b, C, Cout, HW, mult, out};
     ck_pool_for(be->pool, HW, 4096, pw_pixels, &c);
 }
 
-static void cpu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
+static void cpu_groupnorm_affine(ck_cpu *be, const double *stats, int groups, int C, int64_t HW,
                                  const float *gamma, const float *beta, float *a, float *b) {
     const int cpg = C / groups;
     const double n = (double)cpg * (double)HW;
@@ -985,7 +1003,7 @@ static void cpu_groupnorm_affine(ck_backend *be, const double *stats, int groups
     }
 }
 
-static void cpu_zero_stats(ck_backend *be, double *stats, int n) { memset(stats, 0, (size_t)n * sizeof(double)); }
+static void cpu_zero_stats(ck_cpu *be, double *stats, int n) { memset(stats, 0, (size_t)n * sizeof(double)); }
 
 void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared) {
     const int G = S / c->patch_stride;
@@ -1029,22 +1047,95 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     }
 }
 
+/* ---------------------------------------------------------- the table */
+
+/* The table's entries: typed views in, fp32 pointers to the functions above
+ * (every CPU tensor and weight is fp32; ck_f32 aborts on any other type). */
+#define CPU(b) ((ck_cpu *)(void *)(b))
+#define F(t) ck_f32(t)
+#define WF(w) ck_wf32(w)
+
+static void t_read(ck_backend *be, ck_tensor t, int64_t n, float *host) {
+    memcpy(host, F(t), (size_t)n * sizeof(float));
+}
+static void t_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
+                          ck_weight pos, int k, ck_tensor tokens) {
+    cpu_patch_embed(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, F(tokens));
+}
+static void t_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor x,
+                                  int64_t N, ck_tensor xo) {
+    cpu_mask_unit_attention(CPU(be), bi, w, F(x), N, F(xo));
+}
+static void t_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
+    cpu_layernorm(CPU(be), F(x), N, C, WF(g), WF(b), F(y));
+}
+static void t_linear(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
+                     int accumulate) {
+    cpu_linear(CPU(be), F(x), N, in, WF(W), WF(b), F(y), out, accumulate);
+}
+static void t_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y,
+                             int out, int qs) {
+    cpu_linear_maxpool(CPU(be), F(x), N, in, WF(W), WF(b), F(y), out, qs);
+}
+static void t_attention(ck_backend *be, ck_tensor qkv, int64_t N, int D, int heads, int qs, ck_tensor out) {
+    cpu_attention(CPU(be), F(qkv), N, D, heads, qs, F(out));
+}
+static void t_mlp(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden) {
+    cpu_mlp(CPU(be), F(x), N, C, w, hidden);
+}
+static void t_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat) {
+    cpu_reroll(CPU(be), F(tokens), H, W, k, C, F(feat));
+}
+static void t_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                           const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
+    const float *const p[3] = {F(P[0]), F(P[1]), F(P[2])};
+    cpu_decoder_fuse(CPU(be), c, w, F(c1), H1, C1, p, Hk, F(logits));
+}
+static void t_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
+    cpu_refiner_input(CPU(be), F(x), F(logits), S, F(rin));
+}
+static void t_conv3x3(ck_backend *be, ck_tensor in, int in_is_image, int Cin, int S, int dil, ck_weight W,
+                      ck_weight bias, const float *in_a, const float *in_b, ck_tensor out, int Cout, int groups,
+                      double *stats) {
+    cpu_conv3x3(CPU(be), F(in), in_is_image, Cin, S, dil, WF(W), WF(bias), in_a, in_b, F(out), Cout, groups, stats);
+}
+static void t_affine_relu(ck_backend *be, ck_tensor x, int C, int64_t HW, const float *a, const float *b) {
+    cpu_affine_relu(CPU(be), F(x), C, HW, a, b);
+}
+static void t_residual_affine_relu(ck_backend *be, ck_tensor x, ck_tensor y, int C, int64_t HW, const float *a,
+                                   const float *b, const float *pre_a, const float *pre_b) {
+    cpu_residual_affine_relu(CPU(be), F(x), F(y), C, HW, a, b, pre_a, pre_b);
+}
+static void t_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const float *ra, const float *rb, int C,
+                             int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout) {
+    cpu_pointwise_conv(CPU(be), F(x), F(y), ra, rb, C, HW, WF(W), WF(b), mult, F(out), Cout);
+}
+static void t_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
+    cpu_finalize(CPU(be), F(logits), S, F(out));
+}
+static void t_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW, ck_weight gamma,
+                               ck_weight beta, float *a, float *b) {
+    cpu_groupnorm_affine(CPU(be), stats, groups, C, HW, WF(gamma), WF(beta), a, b);
+}
+static void t_zero_stats(ck_backend *be, double *stats, int n) { cpu_zero_stats(CPU(be), stats, n); }
+
 const ck_ops ck_cpu_ops = {
-    .patch_embed = cpu_patch_embed,
-    .mask_unit_attention = cpu_mask_unit_attention,
-    .layernorm = cpu_layernorm,
-    .linear = cpu_linear,
-    .linear_maxpool = cpu_linear_maxpool,
-    .attention = cpu_attention,
-    .mlp = cpu_mlp,
-    .reroll = cpu_reroll,
-    .decoder_fuse = cpu_decoder_fuse,
-    .refiner_input = cpu_refiner_input,
-    .conv3x3 = cpu_conv3x3,
-    .affine_relu = cpu_affine_relu,
-    .residual_affine_relu = cpu_residual_affine_relu,
-    .pointwise_conv = cpu_pointwise_conv,
-    .finalize = cpu_finalize,
-    .groupnorm_affine = cpu_groupnorm_affine,
-    .zero_stats = cpu_zero_stats,
+    .read = t_read,
+    .patch_embed = t_patch_embed,
+    .mask_unit_attention = t_mask_unit_attention,
+    .layernorm = t_layernorm,
+    .linear = t_linear,
+    .linear_maxpool = t_linear_maxpool,
+    .attention = t_attention,
+    .mlp = t_mlp,
+    .reroll = t_reroll,
+    .decoder_fuse = t_decoder_fuse,
+    .refiner_input = t_refiner_input,
+    .conv3x3 = t_conv3x3,
+    .affine_relu = t_affine_relu,
+    .residual_affine_relu = t_residual_affine_relu,
+    .pointwise_conv = t_pointwise_conv,
+    .finalize = t_finalize,
+    .groupnorm_affine = t_groupnorm_affine,
+    .zero_stats = t_zero_stats,
 };

@@ -1,411 +1,558 @@
-/* The CUDA op table: the forward in src/model/greenformer.c runs on the GPU
- * through these entries, composed from the kernels in src/cuda/ (the .cu files) and
- * cuBLAS. First version: fp32, correctness first (each piece is checked
- * against the CPU op in tests/test-cuda.c, the whole network against the
- * PyTorch fixtures). Large intermediates use a device scratch inside the
- * arena, one per phase of the pass (ck_fwd.scratch_bytes, handed over by
- * set_scratch), sized by the ck_cuda_*_scratch_elems functions;
- * tensor-core kernels, fused epilogues, the memory bound and CUDA graphs come
- * next (issue 3). */
+/* The CUDA backend's lifecycle (backend/backend.h): device checks, the
+ * weights on the device (16-bit matrices, packed convs, the LN fold), the
+ * arena, pinned host buffers, and the run: upload, the pass as a CUDA graph
+ * from the second frame on, download. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "ckey_debug.h"
 #include "cuda/backend.h"
+#include "model/ln-fold.h"
 
 #ifdef CK_HAVE_CUDA
 
-#define ST(be) ((ck_cuda_state *)(void *)(be))
-/* element n of a dt-typed device buffer */
-#define AT(s, p, n) ((float *)(void *)((char *)(p) + (size_t)(n) * ck_dtype_size((s)->dt)))
-#define CHECKED(call)                                                     \
-    do {                                                                  \
-        ckey_status s_ = (call);                                          \
-        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
-            ST(be)->status = s_;                                          \
-            ST(be)->err = e_;                                             \
-        }                                                                 \
+/* cuBLAS's workspace (its own allocation, so that no GEMM allocates during a
+ * graph capture); device ints for the one-launch in-place conv. */
+enum { CUBLAS_WORKSPACE = 16 << 20, CONV_SYNC_INTS = 16384 };
+
+#define CU(be) ((ck_cuda_state *)(void *)(be))
+
+static ck_dtype precision_dtype(ckey_precision p) {
+    switch (p) {
+    case CKEY_PRECISION_FP32: return CK_F32;
+    case CKEY_PRECISION_BF16: return CK_BF16;
+    default: return CK_F16;
+    }
+}
+
+static ckey_status cu_check(const ckey_model *m, const ckey_session_options *o, int need_device, ck_dtype *act,
+                            ckey_error *err) {
+    const int n = ck_cuda_device_count();
+    if (o->device_index < 0 || (need_device && o->device_index >= n))
+        return ck_fail(err, CKEY_ERR_DEVICE, "cuda:%d: no such CUDA device (%d found%s)", o->device_index, n,
+                       n ? "" : "; is there a GPU and a driver?");
+    if (m->cfg.ref_dim > 64)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "cuda: refiner width %d over 64 is not supported", m->cfg.ref_dim);
+    *act = precision_dtype(o->precision);
+    return CKEY_OK;
+}
+
+static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_pass_params *p) {
+    memset(p, 0, sizeof *p);
+    const int S = bc->size;
+    const size_t act = ck_dtype_size(bc->act);
+    /* the encoder's scratch also stages the fp32 input of a 16-bit session (cu_run) */
+    p->phase_scratch[CK_PHASE_ENCODER] =
+        CK_MAX(ck_cuda_encoder_scratch_elems(c, S) * act, (size_t)bc->io_elems * sizeof(float));
+    p->phase_scratch[CK_PHASE_STEM] = ck_cuda_stem_scratch_elems(c, S, bc->act) * act;
+    p->conv_shift_rows = ck_cuda_conv_shift_rows(S);
+    p->conv_load_affine = ck_cuda_conv_loads_affine(c->ref_dim, bc->act);
+}
+
+static size_t pos_bytes(const ck_config *c, int S) {
+    const int g = S / c->patch_stride;
+    return g == c->pos_grid ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
+}
+
+/* ------------------------------------------------------------ weight sets */
+
+/* A weight of the host model (fp32, in its store) and its slot in the device
+ * view. */
+typedef struct wref {
+    size_t off, count;  /* in floats, within the host store */
+    ck_weight *slot;
+} wref;
+
+static size_t store_off(const ckey_model *m, ck_weight w) { return (size_t)(ck_wf32(w) - m->store); }
+
+#define ADD(hw, dw, cnt)                                                            \
+    do {                                                                            \
+        if ((hw).data) {                                                            \
+            r[n].off = store_off(m, (hw)), r[n].count = (size_t)(cnt);              \
+            r[n].slot = &(dw);                                                      \
+            n++;                                                                    \
+        }                                                                           \
     } while (0)
+enum { MAX_MATS = CK_MAX_BLOCKS * 5 + 5, MAX_BIASES = CK_MAX_BLOCKS * 3 + 3, BIAS_ALIGN = 8 };
 
-/* CONV_BAND: rows per band of a residual block's conv2 from S = 2048 on,
- * which writes band + REF_MAX_DIL rows before its input
- * (ck_cuda_conv_shift_rows, conv3x3_shifted), so the margin costs a band of
- * a map. Until session 5 conv2 wrote over its input through two 128-row bands
- * of scratch, each copied home: at S = 2048 fp16 (bench-forward, 20 runs,
- * H200) 43.0 ms a frame; 256-row bands 42.0 ms (in 64 MiB more); one band of
- * the whole image (a third 512 MiB map) 41.4 ms. Session 7 (device time of
- * bench-forward --device cuda --runs 20, two rounds, band set by hand):
- *   S = 2048: 256-row bands 36.42 / 36.41 ms, 1432 MiB on the device;
- *             512-row bands 35.88 / 35.79 ms, 1496 MiB (<= 1.5 GiB: taken);
- *   S = 1024: 256-row bands 6.95 / 6.96 ms, 656 MiB; 512 6.82 / 6.75;
- *             one band of the image 6.56 / 6.55 ms, 752 MiB (taken: thin
- *             bands mean short work items and 50% more row loads).
- * Below S = 1024 S / 4, so the parity tests' small S run several bands. */
-enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 512, REF_MAX_DIL = 8, PATCH_CHUNK = 32768 };
+static int cmp_ref(const void *a, const void *b) {
+    const wref *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
 
-static int conv_band(int S) { return S < 1024 ? S / 4 : S < 2048 ? S : CONV_BAND; }
-
-int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
-
-/* cu_conv3x3 runs the tensor-core convs, which apply in_a / in_b as they
- * load, for a refiner of width R in storage dt; else its CUDA-core path
- * applies them to the input in place first. */
-int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
-
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
-    const int64_t G = S / c->patch_stride;
+/* The matrix weights (GEMM operands: stored in dt on 16-bit sessions), in
+ * store order. */
+static int collect_matrices(const ckey_model *m, ck_weights *dw, wref *r) {
+    const ck_config *c = &m->cfg;
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
-    int64_t N = G * G;
-    size_t need = 0;
+    int n = 0, nf = 0, feat[4] = {0};
     for (int i = 0; i < nb; i++) {
         const ck_block_info *b = &bi[i];
-        const int64_t Nq = N / b->q_stride;
-        size_t s = 0;
-        if (b->mask_unit_attn) /* xn | q, k, v of all heads | att (cu_mask_unit_attention) */
-            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (size_t)Nq * b->dim_out;
-        else if (b->dim != b->dim_out)
-            s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
-        need = CK_MAX(need, s);
-        const int64_t ch = CK_MIN(Nq, (int64_t)MLP_CHUNK);
-        need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
-        N = Nq;
+        const ck_block_w *w = &m->w.blocks[i];
+        ck_block_w *d = &dw->blocks[i];
+        const size_t D = (size_t)b->dim, Do = (size_t)b->dim_out, Hd = Do * (size_t)c->mlp_ratio;
+        ADD(w->qkv_w, d->qkv_w, 3 * Do * D);
+        ADD(w->proj_w, d->proj_w, Do * D);
+        ADD(w->attn_proj_w, d->attn_proj_w, Do * Do);
+        ADD(w->fc1_w, d->fc1_w, Hd * Do);
+        ADD(w->fc2_w, d->fc2_w, Do * Hd);
+        if (b->stage_end && nf < 4) feat[nf++] = b->dim_out;
     }
-    need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
-    need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
-    return need;
+    for (int k = 0; k < 4; k++) ADD(m->w.dec.scale_w[k], dw->dec.scale_w[k], (size_t)2 * c->dec_dim * feat[k]);
+    ADD(m->w.patch_w, dw->patch_w, (size_t)c->embed_dim * c->in_chans * c->patch_kernel * c->patch_kernel);
+    qsort(r, (size_t)n, sizeof *r, cmp_ref);
+    return n;
 }
 
-size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
-    /* the tensor-core stem's input, repacked [S*S, 8]; the CUDA-core stem needs none */
-    return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 8 : 0;
-}
-
-
-/* Fails the pass (once) when the current phase's scratch is under `elems`
- * elements of dt: the sizes above and the ops below disagree. */
-static int scratch_ok(ck_cuda_state *s, size_t elems) {
-    if (elems * ck_dtype_size(s->dt) <= s->scratch_bytes) return 1;
-    if (s->status == CKEY_OK)
-        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: the phase's scratch (%zu bytes) is under the %zu an op "
-                            "needs", s->scratch_bytes, elems * ck_dtype_size(s->dt));
-    return 0;
-}
-
-static void cu_set_scratch(ck_backend *be, void *scratch, size_t bytes) {
-    ST(be)->scratch = scratch;
-    ST(be)->scratch_bytes = bytes;
-}
-
-static void cu_patch_embed(ck_backend *be, const ckey_model *m, const float *x, int S, const float *pos, int k,
-                           float *tokens) {
-    ckey_error e_;
+/* The biases 16-bit sessions hand to cuBLASLt's fused bias epilogue, which
+ * takes the bias in the output's type: qkv_b, attn_proj_b, fc2_b and the
+ * decoder's scale_b[1..3]. They get dt copies (dbias), each starting 16-byte
+ * aligned (BIAS_ALIGN elements). The biases other kernels read as fp32 keep
+ * their fp32 slots: proj_b (maxpool + bias), fc1_b (bias + GELU), patch_b
+ * (patch epilogue), scale_b[0] (decoder epilogue). */
+static int collect_linear_biases(const ckey_model *m, ck_weights *dw, wref *r) {
     const ck_config *c = &m->cfg;
-    ck_cuda_state *s = ST(be);
-    if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
-        const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
-        const int64_t total = (int64_t)G * G;
-        if (!scratch_ok(s, (size_t)CK_MIN((int64_t)PATCH_CHUNK, total) * (KK + c->embed_dim))) return;
-        for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
-            const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
-            float *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
-            CHECKED(ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
-                                           col, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_t(s->blas, col, n, KK, m->patch_w, NULL, y, c->embed_dim, 0, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, m->patch_b, pos, tokens, s->dt, s->stream,
-                                             &e_));
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    int n = 0;
+    for (int i = 0; i < nb; i++) {
+        const size_t Do = (size_t)bi[i].dim_out;
+        ADD(m->w.blocks[i].qkv_b, dw->blocks[i].qkv_b, 3 * Do);
+        ADD(m->w.blocks[i].attn_proj_b, dw->blocks[i].attn_proj_b, Do);
+        ADD(m->w.blocks[i].fc2_b, dw->blocks[i].fc2_b, Do);
+    }
+    for (int k = 1; k < 4; k++) ADD(m->w.dec.scale_b[k], dw->dec.scale_b[k], (size_t)2 * c->dec_dim);
+    return n;
+}
+#undef ADD
+
+static size_t bias_padded(size_t count) { return (count + BIAS_ALIGN - 1) / BIAS_ALIGN * BIAS_ALIGN; }
+
+static size_t linear_bias_elems(const ckey_model *m) {
+    wref r[MAX_BIASES];
+    ck_weights tmp = m->w;
+    const int n = collect_linear_biases(m, &tmp, r);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += bias_padded(r[i].count);
+    return total;
+}
+
+/* Whether block i's norm2 folds into its fc1 in a 16-bit session that asked
+ * for the fold: the fused fc1 kernel takes its shapes (ln-fold.h). */
+static int block_folds(const ckey_model *m, int i, const ck_block_info *b, ck_dtype dt) {
+    const ck_block_w *w = &m->w.blocks[i];
+    return dt != CK_F32 && w->fc1_w.data && w->norm2_w.data && w->norm2_b.data &&
+           ck_cuda_linear_gelu_ok(1, b->dim_out, b->dim_out * m->cfg.mlp_ratio, dt);
+}
+
+/* The LN fold unless a switch turns it (or the fused fc1 it lives in) off;
+ * whether the device takes it is cu_create's question. */
+static int ln_fold_wanted(uint32_t off) {
+    return !(off & (CKEY_DEBUG_CUDA_NO_LN_FOLD | CKEY_DEBUG_CUDA_NO_FUSED_FC1 | CKEY_DEBUG_CUDA_NO_WGMMA));
+}
+
+static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(&m->cfg, bi);
+    size_t n = 0;
+    for (int i = 0; i < ck_config_num_blocks(&m->cfg); i++)
+        if (block_folds(m, i, &bi[i], dt)) n += 2 * (size_t)bi[i].dim_out * m->cfg.mlp_ratio;
+    return n;
+}
+
+/* Device weight bytes: the fp32 store, or fp32 vectors + dt matrices + dt
+ * copies of the fused linear biases + the packed refiner convs (+ the LN
+ * fold's vectors unless a switch turns the fold off); + the resized pos-embed. */
+static int64_t cu_weight_bytes(const ck_backend_config *bc, const ckey_model *m) {
+    const ck_dtype dt = bc->act;
+    const size_t pos = pos_bytes(&m->cfg, bc->size);
+    if (dt == CK_F32) return (int64_t)(m->store_floats * sizeof(float) + pos);
+    wref r[MAX_MATS];
+    ck_weights tmp = m->w;
+    const int n = collect_matrices(m, &tmp, r);
+    size_t mat = 0;
+    for (int i = 0; i < n; i++) mat += r[i].count;
+    size_t conv = 0;
+    const int R = m->cfg.ref_dim;
+    if (ck_cuda_refiner_tc_ok(R, dt)) conv = 8 * ck_conv3x3_tc_weight_bytes(R, R) + ck_conv3x3_tc_weight_bytes(R, 16);
+    const size_t fold = ln_fold_wanted(bc->debug_off) ? ln_fold_floats(m, dt) * sizeof(float) : 0;
+    return (int64_t)((m->store_floats - mat) * sizeof(float) + (mat + linear_bias_elems(m)) * ck_dtype_size(dt) +
+                     conv + fold + pos);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+static void cu_free(ck_backend *be);
+
+static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey_error *err) {
+    ck_cuda_state *s = calloc(1, sizeof *s);
+    if (!s) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    s->base.iface = &ck_cuda_backend;
+    s->cfg = *bc;
+    s->dt = bc->act;
+    const uint32_t off = bc->debug_off;
+    ckey_status st = ck_cuda_set_device(bc->device_index, err);
+    if (!st) {
+        /* Hopper's wgmma attention and refiner convs for 16-bit sessions (else mma.sync) */
+        s->wgmma = s->dt != CK_F32 && !(off & CKEY_DEBUG_CUDA_NO_WGMMA) && ck_cuda_wgmma_ok();
+        /* the MLP's fc1 + bias + GELU as one wgmma kernel (else cuBLASLt + a pass) */
+        s->fused_fc1 = s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_FUSED_FC1);
+        /* that kernel's tile form: the kernel's pick for the shape, or 128-wide tiles without clusters */
+        s->fc1_form = off & CKEY_DEBUG_CUDA_FC1_PLAIN ? CK_LINEAR_TILE_N128 | CK_LINEAR_CLUSTER1 : 0;
+        /* norm2 folded into that kernel (ln-fold.h; upload_weights), else LayerNorm, then fc1 */
+        s->ln_fold = s->fused_fc1 && ln_fold_wanted(off);
+        st = ck_cublas_create(&s->blas, err);
+    }
+    if (!st) st = ck_cuda_stream_create(&s->stream, err);
+    if (!st) st = ck_cuda_event_create(&s->ev[0], err);
+    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
+    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
+    /* the in-place conv2 as one launch over its bands (else a launch a band) */
+    if (!st && s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
+        s->conv_sync_n = CONV_SYNC_INTS;
+        st = ck_cuda_malloc((void **)&s->conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
+    }
+    /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
+    if (!st && (off & CKEY_DEBUG_CUDA_NO_LT)) ck_cublas_set_lt(s->blas, 0);
+    if (st) {
+        cu_free(&s->base);
+        return st;
+    }
+    *out = &s->base;
+    return CKEY_OK;
+}
+
+/* 16-bit sessions with a refiner width the tensor-core conv takes: the eight
+ * residual convs and the stem (its 7 input channels zero-padded to 8, see
+ * ck_cuda_refiner_stem_input) packed for ck_cuda_conv3x3_tc. */
+static ckey_status pack_convs(ck_cuda_state *s, const ckey_model *m, ckey_error *err) {
+    const int R = m->cfg.ref_dim;
+    if (!ck_cuda_refiner_tc_ok(R, s->dt)) return CKEY_OK;
+    const size_t conv = ck_conv3x3_tc_weight_bytes(R, R), stem = ck_conv3x3_tc_weight_bytes(R, 8);
+    ckey_status st = ck_cuda_malloc(&s->dconv, 8 * conv + stem, err);
+    for (int i = 0; !st && i < 8; i++) {
+        void *d = (char *)s->dconv + (size_t)i * conv;
+        st = ck_cuda_conv3x3_tc_pack_weights(ck_wf32(m->w.ref.conv_w[i]), R, R, s->dt, d, NULL, err);
+        s->w.ref.conv_w[i] = ck_weight_of(d, s->dt);
+    }
+    if (st) return st;
+    float *w8 = calloc((size_t)R * 8 * 9, sizeof(float));
+    if (!w8) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    const float *stem_w = ck_wf32(m->w.ref.stem_w);
+    for (int o = 0; o < R; o++)
+        for (int c = 0; c < 7; c++) memcpy(w8 + ((size_t)o * 8 + c) * 9, stem_w + ((size_t)o * 7 + c) * 9, 9 * sizeof(float));
+    void *d = (char *)s->dconv + 8 * conv;
+    st = ck_cuda_conv3x3_tc_pack_weights(w8, R, 8, s->dt, d, NULL, err);
+    free(w8);
+    s->w.ref.stem_w = ck_weight_of(d, s->dt);
+    return st;
+}
+
+/* 16-bit sessions: the dt copies of the fused linear biases, converted on
+ * the device in one pass; the padding between them is zero. */
+static ckey_status upload_linear_biases(ck_cuda_state *s, const ckey_model *m, ckey_error *err) {
+    wref r[MAX_BIASES];
+    const int n = collect_linear_biases(m, &s->w, r);
+    const size_t total = linear_bias_elems(m);
+    if (!n || !total) return CKEY_OK;
+    float *host = calloc(total, sizeof(float));
+    if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the bias upload");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(host + at, m->store + r[i].off, r[i].count * sizeof(float));
+        at += bias_padded(r[i].count);
+    }
+    void *tmp = NULL;
+    ckey_status st = ck_cuda_malloc(&s->dbias, total * ck_dtype_size(s->dt), err);
+    if (!st) st = ck_cuda_malloc(&tmp, total * sizeof(float), err);
+    if (!st) st = ck_cuda_copy(tmp, host, total * sizeof(float), 1, err);
+    if (!st) st = ck_cuda_convert(tmp, CK_F32, s->dbias, s->dt, (int64_t)total, NULL, err);
+    if (!st) st = ck_cuda_sync(err);
+    ck_cuda_free(tmp);
+    free(host);
+    if (st) return st;
+    at = 0;
+    for (int i = 0; i < n; i++) {
+        *r[i].slot = ck_weight_of((char *)s->dbias + at * ck_dtype_size(s->dt), s->dt);
+        at += bias_padded(r[i].count);
+    }
+    return CKEY_OK;
+}
+
+/* Every fp32 slot of the view still pointing into the host store: to the
+ * same weight in the device copy, whose layout is the store with the ranges
+ * in cut[0..ncut) (sorted) removed. */
+static ckey_status remap_vectors(ck_cuda_state *s, const ckey_model *m, const wref *cut, int ncut, ckey_error *err) {
+    ck_weight *slots[CK_MAX_WEIGHT_SLOTS];
+    const int ns = ck_weights_slots(&s->w, slots, CK_MAX_WEIGHT_SLOTS);
+    if (ns >= CK_MAX_WEIGHT_SLOTS) return ck_fail(err, CKEY_ERR_INTERNAL, "too many weight slots");
+    for (int j = 0; j < ns; j++) {
+        const float *p = slots[j]->data;
+        if (slots[j]->type != CK_F32 || p < m->store || p >= m->store + m->store_floats) continue; /* already on the device */
+        const size_t off = (size_t)(p - m->store);
+        size_t before = 0;
+        for (int i = 0; i < ncut && cut[i].off < off; i++) {
+            if (off < cut[i].off + cut[i].count) return ck_fail(err, CKEY_ERR_INTERNAL, "vector inside a matrix");
+            before += cut[i].count;
         }
-        return;
+        *slots[j] = ck_weight_of(s->dstore + (off - before), CK_F32);
     }
-    CHECKED(ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, m->patch_w,
-                                  m->patch_b, pos, c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, &e_));
+    return CKEY_OK;
 }
 
-static void cu_layernorm(ck_backend *be, const float *x, int64_t N, int C, const float *g, const float *b, float *y) {
-    ckey_error e_;
-    CHECKED(ck_cuda_layernorm_t(x, N, C, g, b, y, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-/* The biases handed to ck_cuda_linear_t / _ld_t (qkv_b, attn_proj_b, fc2_b,
- * dec.scale_b[1..3]) are in the session's dt, like the matrices; the ones
- * other kernels read (proj_b: maxpool_bias, fc1_b: bias_gelu, patch_b,
- * dec.scale_b[0]: the epilogues) stay fp32 (session.c, upload_weights). */
-static void cu_linear(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b, float *y,
-                      int out, int accumulate) {
-    ckey_error e_;
-    CHECKED(ck_cuda_linear_t(ST(be)->blas, x, N, in, W, b, y, out, accumulate, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-static void cu_linear_maxpool(ck_backend *be, const float *x, int64_t N, int in, const float *W, const float *b,
-                              float *y, int out, int qs) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    float *full = s->scratch;
-    if (!scratch_ok(s, (size_t)N * out)) return;
-    CHECKED(ck_cuda_linear_t(s->blas, x, N, in, W, NULL, full, out, 0, s->dt, s->stream, &e_));
-    CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, b, y, s->dt, s->stream, &e_));
-}
-
-/* All heads at once: one qkv GEMM, one attention launch. The scratch holds
- * xn [N, D], then the full projection [N, Do] (the stage transition's pooled
- * shortcut, consumed at once) and the q | k | v of all heads [N, 3 Do], and
- * att [Nq, Do]. (Until session 5 this went head by head, each head's q, k, v
- * [N, 3 hd] projected by its own 56-wide GEMMs: a smaller scratch, 196 vs
- * 420 MiB at S = 2048, but no smaller arena, since the refiner's maps set
- * the peak, and each of those GEMMs read all of xn: 1.6 of 43.5 ms of
- * kernel time at S = 2048, ncu. A memory-bounded plan may want it back.) */
-static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
-                                   int64_t N, float *xo) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
-    const int64_t Nq = N / qs, nw = N / T;
-    if (!scratch_ok(s, (size_t)N * D + (size_t)N * 3 * Do + (size_t)Nq * Do)) return;
-    float *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, (size_t)N * 3 * Do);
-    CHECKED(ck_cuda_layernorm_t(x, N, D, w->norm1_w, w->norm1_b, xn, s->dt, s->stream, &e_));
-    if (D != Do) {
-        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w, NULL, wk, Do, 0, s->dt, s->stream, &e_));
-        CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, w->proj_b, xo, s->dt, s->stream, &e_));
+/* fp32 sessions copy the store as it is. 16-bit sessions store the matrices
+ * (GEMM operands) in dt, converted on the device one at a time, and the rest
+ * (vectors, patch embed, convs) in a compact fp32 copy of the store with the
+ * matrices cut out; the biases fused into cuBLASLt GEMMs also get dt copies
+ * (upload_linear_biases); the refiner convs are packed (pack_convs). The
+ * pos-embed for S, when the stored grid is not S/4, is resized on the host. */
+static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_error *err) {
+    if (s->dt == CK_F32) {
+        ckey_status st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
+        if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+        return st ? st : remap_vectors(s, m, NULL, 0, err);
     }
-    CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w, w->qkv_b, wk, 3 * Do, 0, s->dt, s->stream, &e_));
-    if (s->dt == CK_F32)
-        CHECKED(ck_cuda_window_attention_t(wk, nw, T, qs, Do, heads, att, s->dt, s->stream, &e_));
-    else
-        CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
-    CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1, s->dt, s->stream, &e_));
-}
-
-static void cu_attention(ck_backend *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    ckey_error e_;
-    if (ST(be)->dt == CK_F32)
-        CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
-    else if (ST(be)->wgmma && heads > 0 && D == 56 * heads) /* the wgmma kernel is head_dim 56 only */
-        CHECKED(ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
-    else
-        CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-static void cu_mlp(ck_backend *be, float *x, int64_t N, int C, const ck_block_w *w, int hidden) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)MLP_CHUNK, N) * (C + hidden))) return;
-    for (int64_t r = 0; r < N; r += MLP_CHUNK) {
-        const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
-        float *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, x, r * C);
-        if (w->fc1_colsum) { /* norm2 folded into fc1 (session.c, ln-fold.h): the rows' stats where xn would be */
-            float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
-            CHECKED(ck_cuda_layernorm_stats_t(xr, n, C, stats, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_gelu_ln(xr, n, C, w->fc1_w, w->fc1_b, w->fc1_colsum, stats, h, hidden, s->fc1_form,
-                                           s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w, w->fc2_b, xr, C, 1, s->dt, s->stream, &e_));
-            continue;
-        }
-        CHECKED(ck_cuda_layernorm_t(xr, n, C, w->norm2_w, w->norm2_b, xn, s->dt, s->stream, &e_));
-        if (s->fused_fc1 && ck_cuda_linear_gelu_ok(n, C, hidden, s->dt) && !((uintptr_t)w->fc1_b & 7)) {
-            CHECKED(ck_cuda_linear_wgmma(xn, n, C, w->fc1_w, w->fc1_b, h, hidden, CK_LINEAR_GELU | s->fc1_form, s->dt,
-                                         s->stream, &e_));
-        } else {
-            CHECKED(ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w, NULL, h, hidden, 0, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_bias_gelu_t(h, n, hidden, w->fc1_b, s->dt, s->stream, &e_));
-        }
-        CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w, w->fc2_b, xr, C, 1, s->dt, s->stream, &e_));
+    wref r[MAX_MATS];
+    const int n = collect_matrices(m, &s->w, r);
+    size_t mat = 0, biggest = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && r[i].off < r[i - 1].off + r[i - 1].count)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "weight matrices overlap in the store");
+        mat += r[i].count;
+        biggest = CK_MAX(biggest, r[i].count);
     }
-}
-
-static void cu_reroll(ck_backend *be, const float *tokens, int H, int W, int k, int C, float *feat) {
-    ckey_error e_;
-    CHECKED(ck_cuda_reroll_t(tokens, H, W, k, C, feat, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-static void cu_decoder_fuse(ck_backend *be, const ckey_model *m, const float *c1, int H1, int C1,
-                            const float *const P[3], const int Hk[3], float *logits) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    const int D2 = 2 * m->cfg.dec_dim;
-    const int64_t total = (int64_t)H1 * H1;
-    /* chunks of whole row pairs where they fit (the epilogue's 2 x 2 quad kernel) */
-    const int64_t chunk = 2 * H1 <= DEC_CHUNK ? DEC_CHUNK / (2 * H1) * (2 * H1) : DEC_CHUNK;
-    if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-        const int64_t n = CK_MIN(chunk, total - p0);
-        CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1, p0 * C1), n, C1, m->dec.scale_w[0], NULL, s->scratch, D2, 0, s->dt,
-                                 s->stream, &e_));
-        CHECKED(ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0], Hk[0], P[1], Hk[1], P[2], Hk[2],
-                                           m->dec.scale_b[0], m->dec.cls_w, m->dec.cls_b, logits, s->dt, s->stream,
-                                           &e_));
+    const size_t nvec = m->store_floats - mat;
+    float *host = malloc(CK_MAX(nvec, (size_t)1) * sizeof(float));
+    if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the weight upload");
+    /* compact copy: the store with the matrix ranges cut out */
+    size_t src = 0, dst = 0;
+    for (int i = 0; i <= n; i++) {
+        const size_t end = i < n ? r[i].off : m->store_floats;
+        memcpy(host + dst, m->store + src, (end - src) * sizeof(float));
+        dst += end - src;
+        if (i < n) src = r[i].off + r[i].count;
     }
-}
-
-static void cu_refiner_input(ck_backend *be, const float *x, const float *logits, int S, float *rin) {
-    ckey_error e_;
-    CHECKED(ck_cuda_refiner_input_t(x, logits, S, rin, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-static void cu_affine_relu(ck_backend *be, float *x, int C, int64_t HW, const float *a, const float *b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_affine_relu_t(x, NULL, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-static void cu_residual_affine_relu(ck_backend *be, float *x, const float *y, int C, int64_t HW, const float *a,
-                                    const float *b, const float *pre_a, const float *pre_b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_residual_relu_t(x, y, C, HW, a, b, pre_a, pre_b, ST(be)->dt, ST(be)->stream, &e_));
-}
-
-/* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
- * the 64 -> 64 convolutions (dilation <= 8: its shared memory) where the
- * session uses wgmma, mma.sync else. */
-static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin, int S, int dil, const void *W,
-                                const float *bias, const float *in_a, const float *in_b, void *out, int y0, int y1,
-                                int Cout, int groups, double *stats, ckey_error *err) {
-    if (s->wgmma && Cin == 64 && Cout == 64 && dil <= 8)
-        return ck_cuda_conv3x3_wgmma_rows(in, S, dil, W, bias, in_a, in_b, out, y0, y1, groups, stats, s->dt,
-                                          s->stream, err);
-    return ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, out, y0, y1, Cout, groups, stats, s->dt,
-                                   s->stream, err);
-}
-
-/* A conv whose output begins `shift` image rows before its input (out = in -
- * shift rows, shift = band + REF_MAX_DIL >= band + dil; the margin is
- * allocated with the input: ck_fwd.conv_shift_rows), one launch per band of
- * output rows in order. Band k writes rows y0 .. y1-1 at out + y0 rows = in +
- * y0 - shift rows <= in + y0 - band - dil rows: below every input row that
- * band k or a later one reads (from y0 - dil on), so no band reads what an
- * earlier band wrote, and stream order keeps band k's reads before band
- * k+1's writes. tc: the tensor-core conv (which applies the pending GroupNorm
- * + ReLU in_a, in_b as it loads), else the CUDA-core one (the caller has
- * applied it already; in_a, in_b are then unused). */
-static void conv3x3_shifted(ck_backend *be, int tc, const float *in, int Cin, int S, int dil, const float *W,
-                            const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
-                            double *stats) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    const int rows = conv_band(S);
-    if (tc && s->wgmma && s->conv_sync && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL) {
-        /* all bands in one launch, items waiting only for the readers of the rows they overwrite */
-        const ckey_status st = ck_cuda_conv3x3_wgmma_inplace(in, S, dil, W, bias, in_a, in_b, rows,
-                                                            ck_cuda_conv_shift_rows(S), s->conv_sync, s->conv_sync_n,
-                                                            groups, stats, s->dt, s->stream, &e_);
-        if (st != CKEY_ERR_UNSUPPORTED) {
-            CHECKED(st);
-            return;
+    /* the LN fold (ln-fold.h): which blocks, and their vectors' offsets in dfold */
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(&m->cfg, bi);
+    const int nb = ck_config_num_blocks(&m->cfg);
+    size_t fold_at[CK_MAX_BLOCKS], nfold = 0;
+    for (int b = 0; b < nb; b++) {
+        fold_at[b] = SIZE_MAX;
+        if (s->ln_fold && block_folds(m, b, &bi[b], s->dt)) {
+            fold_at[b] = nfold;
+            nfold += 2 * (size_t)bi[b].dim_out * m->cfg.mlp_ratio;
         }
     }
-    for (int y0 = 0; y0 < S; y0 += rows) {
-        const int y1 = CK_MIN(S, y0 + rows);
-        float *band = AT(s, out, (size_t)y0 * S * Cout);
-        if (tc)
-            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
-        else
-            CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, W, bias, band, y0, y1, Cout, groups, stats, s->dt,
-                                           s->stream, &e_));
+    float *hfold = nfold ? malloc(nfold * sizeof(float)) : NULL, *hw = nfold ? malloc(biggest * sizeof(float)) : NULL;
+    uint16_t *hq = nfold ? malloc(biggest * sizeof(uint16_t)) : NULL;
+    if (nfold && (!hfold || !hw || !hq)) {
+        free(host), free(hfold), free(hw), free(hq);
+        return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the weight upload");
     }
-}
-
-/* How out lies against in: -1 apart; 1 exactly conv_shift_rows rows before
- * it (conv3x3_shifted); 0 any other overlap, which fails the pass. */
-static int conv_shift_ok(ck_cuda_state *s, const float *in, int Cin, int S, int dil, const float *out, int Cout) {
-    const size_t row = (size_t)S * Cout * ck_dtype_size(s->dt);
-    const char *i = (const char *)in, *o = (const char *)out;
-    if (o >= i + (size_t)S * row || i >= o + (size_t)S * row) return -1; /* disjoint */
-    if (Cin == Cout && dil <= REF_MAX_DIL && o + (size_t)ck_cuda_conv_shift_rows(S) * row == i) return 1;
-    if (s->status == CKEY_OK) {
-        snprintf(s->err.message, sizeof s->err.message,
-                 "conv3x3: output overlaps the input other than %d rows before it (dilation %d)",
-                 ck_cuda_conv_shift_rows(S), dil);
-        s->err.status = s->status = CKEY_ERR_INTERNAL;
-    }
-    return 0;
-}
-
-static void cu_conv3x3(ck_backend *be, const float *in, int image_in, int Cin, int S, int dil, const float *W,
-                       const float *bias, const float *in_a, const float *in_b, float *out, int Cout, int groups,
-                       double *stats) {
-    ckey_error e_;
-    ck_cuda_state *s = ST(be);
-    const int64_t HW = (int64_t)S * S;
-    if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
-        /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
-        if (image_in) { /* the stem: [7, S, S] -> [S*S, 8] in the scratch, weights with paired taps */
-            if (!scratch_ok(s, (size_t)HW * 8)) return;
-            CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 8, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
-                                       s->stream, &e_));
-            return;
+    void *tmp = NULL;
+    ckey_status st = ck_cuda_malloc((void **)&s->dstore, CK_MAX(nvec, (size_t)1) * sizeof(float), err);
+    if (!st) st = ck_cuda_copy(s->dstore, host, nvec * sizeof(float), 1, err);
+    free(host);
+    if (!st) st = ck_cuda_malloc(&s->dmat, mat * ck_dtype_size(s->dt), err);
+    if (!st) st = ck_cuda_malloc(&tmp, biggest * sizeof(float), err);
+    size_t at = 0;
+    for (int i = 0; !st && i < n; i++) {
+        void *d = (char *)s->dmat + at * ck_dtype_size(s->dt);
+        int fb = -1; /* the block whose folded fc1 this is */
+        for (int b = 0; b < nb && nfold; b++)
+            if (fold_at[b] != SIZE_MAX && r[i].slot == &s->w.blocks[b].fc1_w) fb = b;
+        const float *from = m->store + r[i].off;
+        const int H = fb >= 0 ? bi[fb].dim_out * m->cfg.mlp_ratio : 0, C = fb >= 0 ? bi[fb].dim_out : 0;
+        if (fb >= 0) { /* W diag(g) and b + W beta, from the host model's fp32 weights */
+            const ck_block_w *w = &m->w.blocks[fb];
+            ck_lnfold_weights(ck_wf32(w->fc1_w), ck_wf32(w->norm2_w), ck_wf32(w->norm2_b), ck_wf32(w->fc1_b), H, C,
+                              hw, hfold + fold_at[fb] + H);
+            from = hw;
         }
-        const int sh = conv_shift_ok(s, in, Cin, S, dil, out, Cout);
-        if (sh < 0) CHECKED(conv_tc_rows(s, in, Cin, S, dil, W, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
-        if (sh > 0) conv3x3_shifted(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
-        return;
+        st = ck_cuda_copy(tmp, from, r[i].count * sizeof(float), 1, err);
+        if (!st) st = ck_cuda_convert(tmp, CK_F32, d, s->dt, (int64_t)r[i].count, NULL, err);
+        if (!st) st = ck_cuda_sync(err);
+        if (!st && fb >= 0) { /* colsum of the 16-bit matrix as the GEMM reads it */
+            st = ck_cuda_copy(hq, d, r[i].count * sizeof(uint16_t), 0, err);
+            if (!st) ck_lnfold_colsum16(hq, s->dt, H, C, hfold + fold_at[fb]);
+        }
+        *r[i].slot = ck_weight_of(d, s->dt);
+        at += r[i].count;
     }
-    const int sh = image_in ? -1 : conv_shift_ok(s, in, Cin, S, dil, out, Cout);
-    if (!sh) return;
-    if (in_a) CHECKED(ck_cuda_affine_relu_t((float *)in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
-    if (sh < 0)
-        CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, W, bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
-    else
-        conv3x3_shifted(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
+    ck_cuda_free(tmp);
+    free(hw), free(hq);
+    if (!st && nfold) st = ck_cuda_malloc((void **)&s->dfold, nfold * sizeof(float), err);
+    if (!st && nfold) st = ck_cuda_copy(s->dfold, hfold, nfold * sizeof(float), 1, err);
+    free(hfold);
+    if (!st) st = upload_linear_biases(s, m, err);
+    if (!st) st = pack_convs(s, m, err);
+    if (!st) st = remap_vectors(s, m, r, n, err);
+    if (st) return st;
+    for (int b = 0; b < nb; b++) /* folded blocks: their colsum and folded bias */
+        if (fold_at[b] != SIZE_MAX) {
+            const size_t H = (size_t)bi[b].dim_out * m->cfg.mlp_ratio;
+            s->w.blocks[b].fc1_colsum = ck_weight_of(s->dfold + fold_at[b], CK_F32);
+            s->w.blocks[b].fc1_b = ck_weight_of(s->dfold + fold_at[b] + H, CK_F32);
+        }
+    return CKEY_OK;
 }
 
-static void cu_pointwise_conv(ck_backend *be, const float *x, const float *y, const float *ra, const float *rb, int C,
-                              int64_t HW, const float *W, const float *b, float mult, float *out, int Cout) {
-    ckey_error e_;
-    CHECKED(ck_cuda_pointwise_t(x, y, ra, rb, C, HW, W, b, mult, out, Cout, ST(be)->dt, ST(be)->stream, &e_));
+static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const ck_weights **view, ckey_error *err) {
+    ck_cuda_state *s = CU(be);
+    s->w = m->w;
+    ckey_status st = upload_store(s, m, err);
+    if (st) return st;
+    const int S = s->cfg.size;
+    const size_t pb = pos_bytes(&m->cfg, S);
+    if (pb) {
+        float *host = malloc(pb);
+        if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+        ck_pos_embed_resize(ck_wf32(m->w.pos_embed), m->cfg.pos_grid, m->cfg.embed_dim, host, S / m->cfg.patch_stride);
+        st = ck_cuda_malloc((void **)&s->dpos, pb, err);
+        if (!st) st = ck_cuda_copy(s->dpos, host, pb, 1, err);
+        free(host);
+        if (st) return st;
+        s->w.pos_embed = ck_weight_of(s->dpos, CK_F32);
+    }
+    *view = &s->w;
+    return CKEY_OK;
 }
 
-static void cu_finalize(ck_backend *be, const float *logits, int S, float *out) {
-    ckey_error e_;
-    CHECKED(ck_cuda_finalize(logits, S, out, ST(be)->stream, &e_));
+static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
+    ck_cuda_state *s = CU(be);
+    const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
+    ckey_status st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
+    if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
+    if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
+    return st;
 }
 
-static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW,
-                                const float *gamma, const float *beta, float *a, float *b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_groupnorm_affine(stats, groups, C, HW, gamma, beta, a, b, ST(be)->stream, &e_));
+static float *cu_input(ck_backend *be) { return CU(be)->host_in; }
+
+/* Upload (outside the graph: pinned host -> device on the stream), the pass
+ * (eager on the first frame and whenever taps or profiling watch the ops;
+ * from the second frame on a CUDA graph, captured once since the arena's
+ * addresses are the same every frame, then replayed), download. */
+static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+                          ckey_error *err) {
+    ck_cuda_state *s = CU(be);
+    const double t0 = ck_now();
+    ck_plan_begin_execute(r->plan, s->arena);
+    s->status = CKEY_OK;
+    void *stream = s->stream;
+    const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
+    const float *src = r->in ? r->in : s->host_in;
+    ckey_status st;
+    /* device_seconds: from the input on the device (fp32) to the output there */
+    if (s->dt == CK_F32) {
+        st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
+        if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
+    } else {
+        /* fp32 input through the encoder's scratch (buffer 0, free until the
+         * first op; cu_pass_params sizes it for this), stored in dt */
+        float *stage = ck_plan_buffer(r->plan, 0);
+        st = ck_cuda_copy_async(stage, src, io, 1, stream, err);
+        if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
+        if (!st)
+            st = ck_cuda_convert(stage, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt,
+                                 s->cfg.io_elems, stream, err);
+    }
+    if (st) return st;
+    const int eager = r->watched || s->no_graph || (!s->graph && s->frames == 0);
+    if (eager || !s->graph) {
+        int capturing = 0;
+        if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
+        ck_tensor res = r->pass(r->user, &ck_cuda_ops, be);
+        if (capturing) {
+            ckey_error ce;
+            if (ck_cuda_capture_end(stream, &s->graph, &ce) || s->status) {
+                /* the capture did not take: stay eager, run this frame again eagerly */
+                ck_cuda_graph_free(s->graph);
+                s->graph = NULL;
+                s->no_graph = 1;
+                s->status = CKEY_OK;
+                ck_plan_begin_execute(r->plan, s->arena);
+                res = r->pass(r->user, &ck_cuda_ops, be);
+            }
+        }
+        if (!ck_plan_replay_complete(r->plan) || !res.data)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "planner replay diverged from the recorded pass");
+        if (s->status) {
+            if (err) *err = s->err;
+            return s->status;
+        }
+        s->result = ck_f32(res);
+    }
+    if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
+    if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
+    float *dst = r->out ? r->out : s->host_out;
+    if ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    if ((st = ck_cuda_stream_sync(stream, err))) return st;
+    s->frames++;
+    *result = dst;
+    seconds[0] = ck_now() - t0;
+    seconds[1] = ck_cuda_event_seconds(s->ev[0], s->ev[1]);
+    return CKEY_OK;
 }
 
-static void cu_zero_stats(ck_backend *be, double *stats, int n) {
-    ckey_error e_;
-    CHECKED(ck_cuda_memset_async(stats, 0, (size_t)n * sizeof(double), ST(be)->stream, &e_));
+static void *cu_host_alloc(ck_backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    return ck_cuda_host_alloc(&p, bytes, NULL) == CKEY_OK ? p : NULL;
 }
 
-const ck_ops ck_cuda_ops = {
-    .set_scratch = cu_set_scratch,
-    .patch_embed = cu_patch_embed,
-    .mask_unit_attention = cu_mask_unit_attention,
-    .layernorm = cu_layernorm,
-    .linear = cu_linear,
-    .linear_maxpool = cu_linear_maxpool,
-    .attention = cu_attention,
-    .mlp = cu_mlp,
-    .reroll = cu_reroll,
-    .decoder_fuse = cu_decoder_fuse,
-    .refiner_input = cu_refiner_input,
-    .conv3x3 = cu_conv3x3,
-    .affine_relu = cu_affine_relu,
-    .residual_affine_relu = cu_residual_affine_relu,
-    .pointwise_conv = cu_pointwise_conv,
-    .finalize = cu_finalize,
-    .groupnorm_affine = cu_groupnorm_affine,
-    .zero_stats = cu_zero_stats,
+static void cu_host_free(ck_backend *be, void *p) {
+    (void)be;
+    ck_cuda_host_free(p);
+}
+
+static void cu_free(ck_backend *be) {
+    ck_cuda_state *s = CU(be);
+    if (!s) return;
+    ck_cuda_graph_free(s->graph);
+    ck_cublas_free(s->blas);
+    ck_cuda_free(s->blas_ws);
+    ck_cuda_free(s->conv_sync);
+    ck_cuda_event_destroy(s->ev[0]);
+    ck_cuda_event_destroy(s->ev[1]);
+    ck_cuda_stream_destroy(s->stream);
+    ck_cuda_free(s->arena);
+    ck_cuda_free(s->dstore);
+    ck_cuda_free(s->dmat);
+    ck_cuda_free(s->dconv);
+    ck_cuda_free(s->dbias);
+    ck_cuda_free(s->dfold);
+    ck_cuda_free(s->dpos);
+    ck_cuda_free(s->tap_dev);
+    ck_cuda_host_free(s->host_in);
+    ck_cuda_host_free(s->host_out);
+    free(s);
+}
+
+void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
+    *fused = *fallback = 0;
+    if (be && be->iface == &ck_cuda_backend) ck_cublas_plan_counts(CU(be)->blas, bias_only, fused, fallback);
+}
+
+const ck_backend_i ck_cuda_backend = {
+    .name = "cuda",
+    .ops = &ck_cuda_ops,
+    .check = cu_check,
+    .pass_params = cu_pass_params,
+    .weight_bytes = cu_weight_bytes,
+    .create = cu_create,
+    .upload_weights = cu_upload_weights,
+    .alloc_workspace = cu_alloc_workspace,
+    .input = cu_input,
+    .run = cu_run,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .free = cu_free,
 };
-
-#else
-
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
-    (void)c, (void)S;
-    return 0;
-}
-size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
-    (void)c, (void)S, (void)dt;
-    return 0;
-}
-int ck_cuda_conv_shift_rows(int S) {
-    (void)S;
-    return 0;
-}
-int ck_cuda_conv_loads_affine(int R, ck_dtype dt) {
-    (void)R, (void)dt;
-    return 0;
-}
 
 #endif

@@ -1,31 +1,53 @@
-/* The CUDA op table and its state (see backend.c). */
+/* The CUDA backend: its interface (backend.c: device memory, weight upload,
+ * graphs), its op table (ops.c) and their shared state. */
 #ifndef CK_CUDA_BACKEND_H
 #define CK_CUDA_BACKEND_H
 
 #include "cuda/kernels.h"
-#include "backend/ops.h"
+#include "backend/backend.h"
 
 typedef struct ck_cuda_state {
-    void *stream;       /* cudaStream_t; NULL = the default stream */
+    ck_backend base;
+    /* ---- what the ops read */
+    void *stream;       /* cudaStream_t */
     ck_cublas *blas;
-    float *scratch;     /* device: the current phase's scratch inside the arena (set_scratch); NULL between phases */
+    void *scratch;      /* device: the current phase's scratch inside the arena (set_scratch); NULL between phases */
     size_t scratch_bytes;
     ck_dtype dt;        /* storage type of activations and matrix weights */
     int wgmma;          /* global attention and the refiner's 64 -> 64 convs on the sm_90a
-                         * wgmma kernels (16-bit dt, a 9.0 device, CKEY_DEBUG_CUDA_NO_WGMMA not
-                         * set; decided at session init) */
+                         * wgmma kernels (16-bit dt, a 9.0 device, CKEY_DEBUG_CUDA_NO_WGMMA not set) */
     int fused_fc1;      /* the MLP's fc1 + bias + GELU as one wgmma kernel (linear-gelu-wgmma.cu) where it
                          * supports the shape (wgmma sessions; CKEY_DEBUG_CUDA_NO_FUSED_FC1 off) */
     int fc1_form;       /* its form (ck_cuda_linear_wgmma's mode bits): 0 = the kernel's pick for the
-                         * shape; 128-wide tiles without clusters with CKEY_DEBUG_CUDA_FC1_PLAIN (A/B runs) */
+                         * shape; 128-wide tiles without clusters with CKEY_DEBUG_CUDA_FC1_PLAIN */
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
+    float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
+    size_t tap_dev_floats;
+    /* ---- the lifecycle's (backend.c) */
+    ck_backend_config cfg;
+    ck_weights w;       /* the device copy's views */
+    float *dstore;      /* fp32 weights (all of them, or only the vectors when dt is 16-bit) */
+    void *dmat;         /* 16-bit matrix weights (dt != CK_F32) */
+    void *dconv;        /* 16-bit refiner conv weights packed for the tensor-core conv */
+    void *dbias;        /* 16-bit copies of the biases fused into cuBLASLt GEMMs */
+    float *dfold;       /* the LN fold: per folded block, fc1's colsum [hidden], then its folded bias */
+    float *dpos;        /* pos-embed resized to S/4 (its own allocation; NULL when the stored grid fits) */
+    int ln_fold;        /* fold norm2 into the fused fc1 where that kernel takes the block's shapes */
+    void *arena;
+    float *host_in, *host_out; /* pinned */
+    void *blas_ws;      /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
+    void *graph;        /* the forward as a CUDA graph, captured on the second frame */
+    int64_t frames;     /* frames run */
+    int no_graph;       /* capture failed once: stay eager */
+    float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
+    void *ev[2];        /* around the network on the stream (device_seconds) */
 } ck_cuda_state;
 
-/* Device scratch the CUDA ops need in each phase of the pass (ck_fwd.scratch_bytes),
+/* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
  * in elements of the storage type, for this config and S:
  *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
  *             mlp and patch-embed chunks, decoder_fuse chunks);
@@ -34,15 +56,17 @@ typedef struct ck_cuda_state {
 size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
- * size S (ck_fwd.conv_shift_rows): its band of rows + the largest dilation. */
+ * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */
 int ck_cuda_conv_shift_rows(int S);
 /* Whether conv3x3 applies a pending GroupNorm + ReLU as it loads, leaving
  * its input as it was, for a refiner of width R in storage dt
- * (ck_fwd.conv_load_affine). */
+ * (ck_pass_params.conv_load_affine). */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
 
-#ifdef CK_HAVE_CUDA
+/* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
+void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
+
 extern const ck_ops ck_cuda_ops;
-#endif
+extern const ck_backend_i ck_cuda_backend;
 
 #endif

@@ -10,30 +10,29 @@ const char *const ck_prof_names[CK_PROF_COUNT] = {
     "mlp", "reroll", "decoder", "refiner_conv", "refiner_other"};
 
 /* Call an op of the backend (nothing during the planning pass). */
-#define OPP(f, bucket, name, ...)                                      \
-    do {                                                               \
-        if ((f)->ops) {                                                \
-            if ((f)->prof && (f)->sync) (f)->sync();                   \
-            double t0_ = (f)->prof ? ck_now() : 0;                     \
-            (f)->ops->name((f)->be, __VA_ARGS__);                      \
-            if ((f)->prof && (f)->sync) (f)->sync();                   \
-            if ((f)->prof) (f)->prof[bucket] += ck_now() - t0_;        \
-        }                                                              \
+#define OPP(f, bucket, name, ...)                                        \
+    do {                                                                 \
+        if ((f)->ops) {                                                  \
+            if ((f)->prof && (f)->ops->sync) (f)->ops->sync((f)->be);    \
+            double t0_ = (f)->prof ? ck_now() : 0;                       \
+            (f)->ops->name((f)->be, __VA_ARGS__);                        \
+            if ((f)->prof && (f)->ops->sync) (f)->ops->sync((f)->be);    \
+            if ((f)->prof) (f)->prof[bucket] += ck_now() - t0_;          \
+        }                                                                \
     } while (0)
 #define OP(f, name, ...) OPP(f, CK_PROF_REFINER_OTHER, name, __VA_ARGS__)
 
-static void tap(const ck_fwd *f, const char *name, const void *data, int act, int ndim, int64_t d0, int64_t d1,
-                int64_t d2) {
+static void tap(const ck_fwd *f, const char *name, ck_tensor t, int ndim, int64_t d0, int64_t d1, int64_t d2) {
     if (!f->ops || !f->tap) return;
     int64_t shape[3] = {d0, d1, d2};
-    f->tap(f->tap_user, name, data, shape, ndim, act ? f->act_bytes : 4);
+    f->tap(f->tap_user, name, t, shape, ndim);
 }
 
 /* Begin a phase: allocate its scratch (if the backend sized one) and hand it
  * to the backend. */
 static void *phase_begin(const ck_fwd *f, int phase) {
     static const char *const tags[CK_PHASE_COUNT] = {"scratch: encoder", "scratch: refiner stem"};
-    const size_t bytes = f->scratch_bytes[phase];
+    const size_t bytes = f->p.phase_scratch[phase];
     if (!bytes) return NULL;
     void *p = ck_alloc(f->plan, bytes, tags[phase]);
     if (f->ops && f->ops->set_scratch) f->ops->set_scratch(f->be, p, bytes);
@@ -47,22 +46,27 @@ static void phase_end(const ck_fwd *f, void *scratch) {
     ck_release(f->plan, scratch);
 }
 
-/* An activation buffer of n elements (act_bytes each). */
-#define ALLOC_ACT(n, tag) ((float *)ck_alloc(pl, (size_t)(n) * (size_t)f->act_bytes, (tag)))
-/* Element `off` of an activation buffer. */
-#define ACT_AT(p, off) ((float *)(void *)((char *)(p) + (size_t)(off) * (size_t)f->act_bytes))
+/* A tensor of n elements of type `type` from the plan. */
+static ck_tensor alloc_t(ck_plan *pl, int64_t n, ck_dtype type, const char *tag) {
+    return ck_tensor_of(ck_alloc(pl, (size_t)n * ck_dtype_size(type), tag), type);
+}
+#define ALLOC_ACT(n, tag) alloc_t(pl, (n), f->act, (tag))
+#define ALLOC_F32(n, tag) alloc_t(pl, (n), CK_F32, (tag))
+#define RELEASE(t) ck_release(pl, (t).data)
 
-float *ck_forward(const ck_fwd *f) {
-    const ckey_model *m = f->m;
-    const ck_config *c = &m->cfg;
+ck_tensor ck_forward(const ck_fwd *f) {
+    const ck_config *c = f->c;
+    const ck_weights *wt = f->w;
     ck_plan *pl = f->plan;
     const int S = f->S, G = S / c->patch_stride, E = c->embed_dim;
     const int64_t HW = (int64_t)S * S;
 
+    /* the backend's pass-long scratch (plan buffer 0), if it has one */
+    if (f->p.pass_scratch) ck_alloc(pl, f->p.pass_scratch, "scratch: pass");
     /* the encoder's and decoders' scratch (plan buffer 0 when there is one) */
     void *scratch = phase_begin(f, CK_PHASE_ENCODER);
-    /* x [4, S, S]: normalized RGB + hint, written by the caller. */
-    float *x = ALLOC_ACT(4 * HW, "input x");
+    /* x [4, S, S]: normalized RGB + hint (plan buffer CK_INPUT_BUFFER), written by the backend. */
+    ck_tensor x = ALLOC_ACT(4 * HW, "input x");
 
     /* ---- Hiera encoder -------------------------------------------------- */
     /* patch_embed + pos_embed + Unroll: tokens [G*G, E], each 8x8 mask unit's
@@ -70,41 +74,42 @@ float *ck_forward(const ck_fwd *f) {
     int k = c->num_stages - 1;
     int64_t N = (int64_t)G * G;
     int H = G;
-    float *tok = ALLOC_ACT(N * E, "tokens");
-    OPP(f, CK_PROF_PATCH, patch_embed, m, x, S, f->pos, k, tok);
+    ck_tensor tok = ALLOC_ACT(N * E, "tokens");
+    OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
 
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
-    float *feat[4] = {0};
+    ck_tensor feat[4] = {{0}};
     int feat_h[4] = {0}, feat_c[4] = {0}, nf = 0;
     for (int i = 0; i < nb; i++) {
         const ck_block_info *b = &bi[i];
-        const ck_block_w *w = &m->blocks[i];
+        const ck_block_w *w = &wt->blocks[i];
         const int64_t Nout = N / b->q_stride;
         const int Do = b->dim_out;
-        float *xo = b->dim != Do ? ALLOC_ACT(Nout * Do, "tokens") : tok;
+        ck_tensor xo = b->dim != Do ? ALLOC_ACT(Nout * Do, "tokens") : tok;
         if (b->mask_unit_attn) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
             OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
         } else {
             /* xn = norm1(x); x = maxpool(proj(xn)) if expanding */
-            float *xn = ALLOC_ACT(N * b->dim, "norm1");
+            ck_tensor xn = ALLOC_ACT(N * b->dim, "norm1");
             OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
-            if (xo != tok) OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
+            if (xo.data != tok.data)
+                OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
-            float *qkv = ALLOC_ACT(N * 3 * Do, "qkv");
+            ck_tensor qkv = ALLOC_ACT(N * 3 * Do, "qkv");
             OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
-            ck_release(pl, xn);
-            float *att = ALLOC_ACT(Nout * Do, "attention");
+            RELEASE(xn);
+            ck_tensor att = ALLOC_ACT(Nout * Do, "attention");
             OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
-            ck_release(pl, qkv);
+            RELEASE(qkv);
             /* x = x + attn.proj(att) */
             OPP(f, CK_PROF_LINEAR, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
-            ck_release(pl, att);
+            RELEASE(att);
         }
-        if (xo != tok) {
-            ck_release(pl, tok);
+        if (xo.data != tok.data) {
+            RELEASE(tok);
             tok = xo;
         }
         if (b->q_stride > 1) {
@@ -116,68 +121,68 @@ float *ck_forward(const ck_fwd *f) {
         OPP(f, CK_PROF_MLP, mlp, tok, N, Do, w, Do * c->mlp_ratio);
         if (b->stage_end && nf < 4) {
             /* Reroll: feature map [H, H, Do] in spatial order */
-            float *fm = ALLOC_ACT(N * Do, "feature");
+            ck_tensor fm = ALLOC_ACT(N * Do, "feature");
             OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
-            tap(f, names[nf], fm, 1, 3, H, H, Do);
+            tap(f, names[nf], fm, 3, H, H, Do);
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
         }
     }
-    ck_release(pl, tok);
+    RELEASE(tok);
 
     /* ---- decoders (alpha 1 ch + fg 3 ch, folded into one pass) ---------- */
     /* P_k [Hk, Hk, 2*dec] = folded linear_ck at each coarse scale, then
      * logits [4, G, G] = classifier(relu(P_1 + sum_k up(P_k))). */
     const int D2 = 2 * c->dec_dim;
-    float *P[3];
+    ck_tensor P[3];
     int Hk[3];
     for (int s = 1; s < 4; s++) {
         int64_t n = (int64_t)feat_h[s] * feat_h[s];
         P[s - 1] = ALLOC_ACT(n * D2, "decoder proj");
         Hk[s - 1] = feat_h[s];
-        OPP(f, CK_PROF_DECODER, linear, feat[s], n, feat_c[s], m->dec.scale_w[s], m->dec.scale_b[s], P[s - 1], D2, 0);
-        ck_release(pl, feat[s]);
+        OPP(f, CK_PROF_DECODER, linear, feat[s], n, feat_c[s], wt->dec.scale_w[s], wt->dec.scale_b[s], P[s - 1], D2, 0);
+        RELEASE(feat[s]);
     }
-    float *logits = ck_alloc_f32(pl, 4 * (int64_t)G * G, "logits");
-    OPP(f, CK_PROF_DECODER, decoder_fuse, m, feat[0], G, feat_c[0], (const float *const *)P, Hk, logits);
-    for (int s = 0; s < 3; s++) ck_release(pl, P[s]);
-    ck_release(pl, feat[0]);
+    ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
+    OPP(f, CK_PROF_DECODER, decoder_fuse, c, &wt->dec, feat[0], G, feat_c[0], P, Hk, logits);
+    for (int s = 0; s < 3; s++) RELEASE(P[s]);
+    RELEASE(feat[0]);
     phase_end(f, scratch);
-    tap(f, "alpha_logits", logits, 0, 3, 1, G, G);
-    tap(f, "fg_logits", logits + (int64_t)G * G, 0, 3, 3, G, G);
+    tap(f, "alpha_logits", logits, 3, 1, G, G);
+    tap(f, "fg_logits", ck_tensor_at(logits, (int64_t)G * G), 3, 3, G, G);
 
     /* ---- refiner ---------------------------------------------------------- */
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]  (GreenFormer.forward) */
-    float *rin = ALLOC_ACT(7 * HW, "refiner input");
+    ck_tensor rin = ALLOC_ACT(7 * HW, "refiner input");
     OP(f, refiner_input, x, logits, S, rin);
-    ck_release(pl, x);
-    tap(f, "coarse", ACT_AT(rin, 3 * HW), 1, 3, 4, S, S);
+    RELEASE(x);
+    tap(f, "coarse", ck_tensor_at(rin, 3 * HW), 3, 4, S, S);
 
     const int R = c->ref_dim, gr = c->ref_groups;
-    const ck_refiner_w *rw = &m->ref;
+    const ck_refiner_w *rw = &wt->ref;
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *ga = ck_alloc_f32(pl, R, "gn scale");
     float *gb = ck_alloc_f32(pl, R, "gn shift");
     float *ga0 = ck_alloc_f32(pl, R, "stem gn scale");
     float *gb0 = ck_alloc_f32(pl, R, "stem gn shift");
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
-    float *xr = ALLOC_ACT(R * HW, "refiner x");
+    ck_tensor xr = ALLOC_ACT(R * HW, "refiner x");
     scratch = phase_begin(f, CK_PHASE_STEM);
     OP(f, zero_stats, stats, 2 * gr);
     OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     phase_end(f, scratch);
-    ck_release(pl, rin);
+    RELEASE(rin);
     OP(f, groupnorm_affine, stats, gr, R, HW, rw->stem_gn_w, rw->stem_gn_b, ga0, gb0);
     /* the stem's GroupNorm + ReLU: a pass of its own, or (conv_load_affine)
      * pending on xr, applied by res1's conv1 as it loads xr and by res1's
      * residual as it adds (a 2 x 512 MiB pass less at S = 2048 in 16 bits) */
-    const int stem_pending = f->conv_load_affine;
+    const int stem_pending = f->p.conv_load_affine;
     if (!stem_pending) OP(f, affine_relu, xr, R, HW, ga0, gb0);
     /* res1..res4 (dilation 1, 2, 4, 8): x = relu(x + gn2(conv2(relu(gn1(conv1(x)))))) */
     /* t, after a margin of conv_shift_rows image rows into which conv2 writes
-     * (its output starts at tbuf: f->conv_shift_rows rows before t) */
-    const int64_t margin = (int64_t)f->conv_shift_rows * S * R;
-    float *tbuf = ALLOC_ACT(R * HW + margin, "refiner t"), *t = ACT_AT(tbuf, margin);
+     * (its output starts at tbuf: conv_shift_rows rows before t) */
+    const int64_t margin = (int64_t)f->p.conv_shift_rows * S * R;
+    ck_tensor tbuf = ALLOC_ACT(R * HW + margin, "refiner t"), t = ck_tensor_at(tbuf, margin);
     for (int r = 0; r < 4; r++) {
         int dil = 1 << r;
         const float *pa = stem_pending && r == 0 ? ga0 : NULL, *pb = stem_pending && r == 0 ? gb0 : NULL;
@@ -201,16 +206,16 @@ float *ck_forward(const ck_fwd *f) {
      * the last conv2 wrote its output conv_shift_rows rows before t, so tbuf's
      * last `margin` elements are free: the deltas go there when they fit (S =
      * 2048: 64 MiB in the 130 MiB tail), and tbuf then lives on with them. */
-    const int out_in_t = (size_t)margin * (size_t)f->act_bytes >= (size_t)4 * HW * sizeof(float);
-    float *out = out_in_t ? ACT_AT(tbuf, R * HW) : ck_alloc_f32(pl, 4 * HW, "output");
+    const int out_in_t = (size_t)margin * ck_dtype_size(f->act) >= (size_t)4 * HW * sizeof(float);
+    ck_tensor out = out_in_t ? ck_tensor_of(ck_tensor_at(tbuf, R * HW).data, CK_F32) : ALLOC_F32(4 * HW, "output");
     OP(f, pointwise_conv, xr, tbuf, ga, gb, R, HW, rw->final_w, rw->final_b, 10.0f * f->strength, out, 4);
     ck_release(pl, ga);
     ck_release(pl, gb);
-    if (!out_in_t) ck_release(pl, tbuf);
-    ck_release(pl, xr);
-    tap(f, "deltas", out, 0, 3, 4, S, S);
+    if (!out_in_t) RELEASE(tbuf);
+    RELEASE(xr);
+    tap(f, "deltas", out, 3, 4, S, S);
     /* alpha, fg = sigmoid(up(logits) + deltas) */
     OP(f, finalize, logits, S, out);
-    ck_release(pl, logits);
+    RELEASE(logits);
     return out; /* lives until the next pass */
 }

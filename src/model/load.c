@@ -13,7 +13,7 @@ typedef struct {
     char name[128];
     int ndim;
     int64_t shape[4];
-    const float **slot; /* where the pointer into the store goes (NULL: staging) */
+    ck_weight *slot;    /* where the view into the store goes (NULL: staging) */
     int stage_slot;     /* >= 0: decoder tensor kept in staging index */
 } wspec;
 
@@ -25,9 +25,9 @@ typedef struct {
     int n;
 } wlist;
 
-static void add(wlist *l, const float **slot, int ndim, int64_t a, int64_t b, int64_t c, int64_t d,
+static void add(wlist *l, ck_weight *slot, int ndim, int64_t a, int64_t b, int64_t c, int64_t d,
                 const char *fmt, ...) __attribute__((format(printf, 8, 9)));
-static void add(wlist *l, const float **slot, int ndim, int64_t a, int64_t b, int64_t c, int64_t d,
+static void add(wlist *l, ck_weight *slot, int ndim, int64_t a, int64_t b, int64_t c, int64_t d,
                 const char *fmt, ...) {
     if (l->n >= MAX_SPECS) return; /* cannot happen for CK_MAX_BLOCKS; checked by caller */
     wspec *w = &l->s[l->n++];
@@ -52,15 +52,15 @@ enum { D_LIN_W = 0, D_LIN_B = 4, D_FUSE = 8, D_BN_W, D_BN_B, D_BN_M, D_BN_V, D_C
 
 static void list_weights(const ck_config *c, ckey_model *m, wlist *l) {
     const int E = c->embed_dim, K = c->patch_kernel, R = c->ref_dim, D = c->dec_dim;
-    add(l, &m->patch_w, 4, E, c->in_chans, K, K, ENC "patch_embed.proj.weight");
-    add(l, &m->patch_b, 1, E, 0, 0, 0, ENC "patch_embed.proj.bias");
-    add(l, &m->pos_embed, 3, 1, (int64_t)c->pos_grid * c->pos_grid, E, 0, ENC "pos_embed");
+    add(l, &m->w.patch_w, 4, E, c->in_chans, K, K, ENC "patch_embed.proj.weight");
+    add(l, &m->w.patch_b, 1, E, 0, 0, 0, ENC "patch_embed.proj.bias");
+    add(l, &m->w.pos_embed, 3, 1, (int64_t)c->pos_grid * c->pos_grid, E, 0, ENC "pos_embed");
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
     int nb = ck_config_num_blocks(c);
     int feat[CK_MAX_STAGES], nf = 0;
     for (int i = 0; i < nb; i++) {
-        ck_block_w *b = &m->blocks[i];
+        ck_block_w *b = &m->w.blocks[i];
         int d = bi[i].dim, o = bi[i].dim_out, h = o * c->mlp_ratio;
         if (bi[i].stage_end) feat[nf++] = o;
         add(l, &b->norm1_w, 1, d, 0, 0, 0, ENC "blocks.%d.norm1.weight", i);
@@ -101,7 +101,7 @@ static void list_weights(const ck_config *c, ckey_model *m, wlist *l) {
         add(l, NULL, 1, out, 0, 0, 0, "%s.classifier.bias", heads[hd]);
         l->s[l->n - 1].stage_slot = hd * D_COUNT + D_CLS_B;
     }
-    ck_refiner_w *r = &m->ref;
+    ck_refiner_w *r = &m->w.ref;
     add(l, &r->stem_w, 4, R, 7, 3, 3, "refiner.stem.0.weight");
     add(l, &r->stem_b, 1, R, 0, 0, 0, "refiner.stem.0.bias");
     add(l, &r->stem_gn_w, 1, R, 0, 0, 0, "refiner.stem.1.weight");
@@ -123,7 +123,7 @@ static void list_weights(const ck_config *c, ckey_model *m, wlist *l) {
  * s = gamma / sqrt(var + eps), t = beta - mean * s. Bilinear upsampling is
  * linear and its weights sum to 1, so it commutes with the fold. */
 static void fold_decoder(const ck_config *c, const int feat[4], float *const stage[2][D_COUNT],
-                         ck_decoder_w *dw) {
+                         float *const scale_w[4], float *const scale_b[4], float *cls_w, float *cls_b) {
     const int D = c->dec_dim;
     for (int hd = 0; hd < 2; hd++) {
         const float *fuse = stage[hd][D_FUSE];
@@ -136,7 +136,7 @@ static void fold_decoder(const ck_config *c, const int feat[4], float *const sta
         for (int k = 0; k < 4; k++) {
             int Ck = feat[k], slice = 3 - k; /* c1 is the last slice */
             const float *W = stage[hd][D_LIN_W + k], *b = stage[hd][D_LIN_B + k];
-            float *ow = dw->scale_w[k] + (size_t)hd * D * Ck, *ob = dw->scale_b[k] + (size_t)hd * D;
+            float *ow = scale_w[k] + (size_t)hd * D * Ck, *ob = scale_b[k] + (size_t)hd * D;
             for (int o = 0; o < D; o++) {
                 const float *f = fuse + (size_t)o * 4 * D + (size_t)slice * D;
                 for (int j = 0; j < Ck; j++) {
@@ -152,9 +152,9 @@ static void fold_decoder(const ck_config *c, const int feat[4], float *const sta
         /* classifier: alpha row 0 reads channels [0, D), fg rows 1..3 read [D, 2D) */
         int out = hd == 0 ? 1 : 3, row0 = hd == 0 ? 0 : 1;
         for (int r = 0; r < out; r++) {
-            float *row = dw->cls_w + (size_t)(row0 + r) * 2 * D;
+            float *row = cls_w + (size_t)(row0 + r) * 2 * D;
             memcpy(row + (size_t)hd * D, stage[hd][D_CLS_W] + (size_t)r * D, (size_t)D * sizeof(float));
-            dw->cls_b[row0 + r] = stage[hd][D_CLS_B][r];
+            cls_b[row0 + r] = stage[hd][D_CLS_B][r];
         }
     }
 }
@@ -213,7 +213,7 @@ ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ck
         float *dst = w->slot ? p : sp;
         st = src->read(src->user, w->name, w->shape, w->ndim, dst, err);
         if (w->slot) {
-            *w->slot = dst;
+            *w->slot = ck_weight_of(dst, CK_F32);
             p += numel(w);
         } else {
             stage[w->stage_slot / D_COUNT][w->stage_slot % D_COUNT] = dst;
@@ -221,15 +221,18 @@ ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ck
         }
     }
     if (st == CKEY_OK) {
-        float *f = m->store + direct;
+        float *f = m->store + direct, *sw[4], *sb[4];
         for (int k = 0; k < 4; k++) {
-            m->dec.scale_w[k] = f, f += (size_t)D2 * feat[k];
-            m->dec.scale_b[k] = f, f += D2;
+            sw[k] = f, f += (size_t)D2 * feat[k];
+            sb[k] = f, f += D2;
+            m->w.dec.scale_w[k] = ck_weight_of(sw[k], CK_F32);
+            m->w.dec.scale_b[k] = ck_weight_of(sb[k], CK_F32);
         }
-        m->dec.cls_w = f, f += (size_t)4 * D2;
-        m->dec.cls_b = f;
-        memset(m->dec.cls_w, 0, (size_t)4 * D2 * sizeof(float));
-        fold_decoder(cfg, feat, stage, &m->dec);
+        float *cls_w = f, *cls_b = f + (size_t)4 * D2;
+        m->w.dec.cls_w = ck_weight_of(cls_w, CK_F32);
+        m->w.dec.cls_b = ck_weight_of(cls_b, CK_F32);
+        memset(cls_w, 0, (size_t)4 * D2 * sizeof(float));
+        fold_decoder(cfg, feat, stage, sw, sb, cls_w, cls_b);
     }
     m->dec_raw = staging; /* kept for `ckey convert` (a few MiB) */
     free(l);
@@ -266,7 +269,7 @@ ckey_status ckey_model_save_safetensors(const ckey_model *m, const char *path, c
         e[i].ndim = l->s[i].ndim;
         for (int d = 0; d < l->s[i].ndim; d++) e[i].shape[d] = l->s[i].shape[d];
         if (l->s[i].slot) {
-            e[i].data = *l->s[i].slot;
+            e[i].data = ck_wf32(*l->s[i].slot);
         } else {
             e[i].data = staged;
             staged += numel(&l->s[i]);

@@ -7,6 +7,7 @@
 
 #include "ckey.h"
 #include "core/core.h"
+#include "core/tensor.h"
 
 #define CK_MAX_STAGES 4
 #define CK_MAX_BLOCKS 64
@@ -43,35 +44,55 @@ void ck_config_blocks(const ck_config *c, ck_block_info *out /* [num_blocks] */)
 /* Validate S for this config: multiple of patch_stride * mask_unit (32). */
 ckey_status ck_config_check_size(const ck_config *c, int S, ckey_error *err);
 
+/* The weights as typed views (core/tensor.h). In the loaded model every
+ * weight is fp32 in the host store; a backend's copy (ck_backend_i.upload_weights)
+ * holds the same fields in its own memory and types (the CUDA backend keeps
+ * GEMM operands and some biases in 16 bits). */
 typedef struct ck_block_w {
-    const float *norm1_w, *norm1_b;   /* [dim] */
-    const float *proj_w, *proj_b;     /* [dim_out, dim], [dim_out]; NULL when dim == dim_out */
-    const float *qkv_w, *qkv_b;       /* [3*dim_out, dim], [3*dim_out] */
-    const float *attn_proj_w, *attn_proj_b; /* [dim_out, dim_out] */
-    const float *norm2_w, *norm2_b;   /* [dim_out] */
-    const float *fc1_w, *fc1_b;       /* [4*dim_out, dim_out] */
-    const float *fc2_w, *fc2_b;       /* [dim_out, 4*dim_out] */
-    const float *fc1_colsum;          /* [4*dim_out], device models of 16-bit CUDA sessions with the LN fold
-                                       * (ln-fold.h): fc1_w is W diag(norm2_w), fc1_b the folded bias; else NULL */
+    ck_weight norm1_w, norm1_b;       /* [dim] */
+    ck_weight proj_w, proj_b;         /* [dim_out, dim], [dim_out]; absent when dim == dim_out */
+    ck_weight qkv_w, qkv_b;           /* [3*dim_out, dim], [3*dim_out] */
+    ck_weight attn_proj_w, attn_proj_b; /* [dim_out, dim_out] */
+    ck_weight norm2_w, norm2_b;       /* [dim_out] */
+    ck_weight fc1_w, fc1_b;           /* [4*dim_out, dim_out] */
+    ck_weight fc2_w, fc2_b;           /* [dim_out, 4*dim_out] */
+    ck_weight fc1_colsum;             /* [4*dim_out], fp32: set in backend copies with the LN fold
+                                       * (ln-fold.h; fc1_w is then W diag(norm2_w), fc1_b the folded
+                                       * bias); else absent */
 } ck_block_w;
 
 /* Both decoder heads folded into one: the 1024-channel concatenation is a
  * sum of four projected, upsampled terms, so linear_fuse and BatchNorm fold
  * into each scale's linear layer at load (see load.c). */
 typedef struct ck_decoder_w {
-    float *scale_w[4];   /* [2*dec_dim, C_k]: alpha rows then fg rows */
-    float *scale_b[4];   /* [2*dec_dim]; scale 0 also carries the BN shift */
-    float *cls_w;        /* [4, 2*dec_dim], block diagonal: alpha 1 row, fg 3 rows */
-    float *cls_b;        /* [4] */
+    ck_weight scale_w[4];   /* [2*dec_dim, C_k]: alpha rows then fg rows */
+    ck_weight scale_b[4];   /* [2*dec_dim]; scale 0 also carries the BN shift */
+    ck_weight cls_w;        /* [4, 2*dec_dim], block diagonal: alpha 1 row, fg 3 rows */
+    ck_weight cls_b;        /* [4] */
 } ck_decoder_w;
 
 typedef struct ck_refiner_w {
-    const float *stem_w, *stem_b;     /* [ref_dim, 7, 3, 3], [ref_dim] */
-    const float *stem_gn_w, *stem_gn_b;
-    const float *conv_w[8], *conv_b[8]; /* res1.conv1, res1.conv2, res2.conv1, ... [ref_dim, ref_dim, 3, 3] */
-    const float *gn_w[8], *gn_b[8];
-    const float *final_w, *final_b;   /* [4, ref_dim], [4] */
+    ck_weight stem_w, stem_b;         /* [ref_dim, 7, 3, 3], [ref_dim] */
+    ck_weight stem_gn_w, stem_gn_b;
+    ck_weight conv_w[8], conv_b[8];   /* res1.conv1, res1.conv2, res2.conv1, ... [ref_dim, ref_dim, 3, 3] */
+    ck_weight gn_w[8], gn_b[8];
+    ck_weight final_w, final_b;       /* [4, ref_dim], [4] */
 } ck_refiner_w;
+
+/* Every weight of the network. */
+typedef struct ck_weights {
+    ck_weight patch_w, patch_b;       /* [embed, in_chans, k, k], [embed] */
+    ck_weight pos_embed;              /* [pos_grid*pos_grid, embed]; in a backend's copy: resized to
+                                       * the session's S/4 grid */
+    ck_block_w blocks[CK_MAX_BLOCKS];
+    ck_decoder_w dec;
+    ck_refiner_w ref;
+} ck_weights;
+
+/* Pointers to the slots of w that hold a weight, at most max; returns the
+ * count (max when there may be more). */
+enum { CK_MAX_WEIGHT_SLOTS = 3 + CK_MAX_BLOCKS * 15 + 10 + 38 };
+int ck_weights_slots(ck_weights *w, ck_weight **out, int max);
 
 struct ckey_model {
     ck_config cfg;
@@ -80,11 +101,7 @@ struct ckey_model {
     size_t store_floats;
     float *dec_raw;           /* the decoders as stored, before folding (for convert) */
     int64_t num_params;       /* as stored in the checkpoint */
-    const float *patch_w, *patch_b; /* [embed, in_chans, k, k], [embed] */
-    const float *pos_embed;   /* [pos_grid*pos_grid, embed] */
-    ck_block_w blocks[CK_MAX_BLOCKS];
-    ck_decoder_w dec;
-    ck_refiner_w ref;
+    ck_weights w;             /* fp32 views into the store */
 };
 
 /* Build a model from a tensor lookup (checkpoint or synthetic generator). */

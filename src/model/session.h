@@ -1,15 +1,20 @@
+/* The session's internal entry points, for the layers above it (src/pixel,
+ * src/clip) and for tests and benchmarks. */
 #ifndef CK_SESSION_H
 #define CK_SESSION_H
 #include "ckey.h"
-#include "pixel/pixel.h"
-/* Internal: the arena's input buffer [4, S, S] (write x there, then run). */
+#include "backend/backend.h"
+
+/* The host buffer the next ck_session_run reads its [4, S, S] fp32 input from. */
 float *ck_session_input(ckey_session *s);
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err);
-/* How alpha and fg go back to the plate size (the session's resize_back). */
-ck_resize_mode ck_session_resize_back(const ckey_session *s);
+/* The options the session was created with. */
+const ckey_session_options *ck_session_options(const ckey_session *s);
+/* Host scratch of at least `floats` floats owned by the session (grown as
+ * needed, reused by later calls), or NULL with err set. */
+float *ck_session_work(ckey_session *s, size_t floats, ckey_error *err);
 /* Accumulate per-op wall time into prof[CK_PROF_COUNT] (NULL: off). */
 void ck_session_set_profile(ckey_session *s, double *prof);
-/* A CUDA session's cuBLASLt plans so far (ck_cublas_plan_counts); zeros on
- * other sessions. */
-void ck_session_blas_plan_counts(const ckey_session *s, int bias_only, int *fused, int *fallback);
+/* The backend the session drives (tests: backend-specific counters). */
+ck_backend *ck_session_backend(const ckey_session *s);
 #endif

@@ -138,6 +138,9 @@ ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_
  * (`_postprocess_opencv`: cv2.resize INTER_LANCZOS4). Runs on the calling
  * thread.
  */
+/* How a session resizes alpha and fg back to the plate (its resize_back option). */
+ck_resize_mode ck_session_resize_back(const ckey_session *s);
+
 size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w, ck_resize_mode mode);
 ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, int32_t h,
                            int32_t w, ck_resize_mode mode, float *alpha_out, float *fg_out,

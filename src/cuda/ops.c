@@ -1,0 +1,434 @@
+/* The CUDA op table: the forward in src/model/greenformer.c runs on the GPU
+ * through these entries, composed from the kernels in src/cuda/ (the .cu
+ * files) and cuBLAS, in fp32 or in 16 bits (the session's activation type;
+ * each op is checked against the CPU op in tests/test-cuda.c, the whole
+ * network against the PyTorch fixtures). Large intermediates use a device
+ * scratch inside the arena, one per phase of the pass (ck_pass_params.
+ * phase_scratch, handed over by set_scratch), sized by the
+ * ck_cuda_*_scratch_elems functions. */
+#include <string.h>
+
+#include "cuda/backend.h"
+
+#ifdef CK_HAVE_CUDA
+
+#define ST(be) ((ck_cuda_state *)(void *)(be))
+/* element n of a dt-typed device buffer */
+#define AT(s, p, n) ((void *)((char *)(p) + (size_t)(n) * ck_dtype_size((s)->dt)))
+/* fp32 data of a weight that must be fp32 (aborts on any other type) */
+#define WF(w) ck_wf32(w)
+#define CHECKED(call)                                                     \
+    do {                                                                  \
+        ckey_status s_ = (call);                                          \
+        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
+            ST(be)->status = s_;                                          \
+            ST(be)->err = e_;                                             \
+        }                                                                 \
+    } while (0)
+
+/* CONV_BAND: rows per band of a residual block's conv2 from S = 2048 on,
+ * which writes band + REF_MAX_DIL rows before its input
+ * (ck_cuda_conv_shift_rows, conv3x3_shifted), so the margin costs a band of
+ * a map: 512-row bands at S >= 2048 keep the session within 1.5 GiB at S =
+ * 2048; from S = 1024 one band covers the image (fewer, longer work items);
+ * below, S / 4, so the parity tests' small S run several bands. */
+enum { MLP_CHUNK = 32768, DEC_CHUNK = 16384, CONV_BAND = 512, REF_MAX_DIL = 8, PATCH_CHUNK = 32768 };
+
+static int conv_band(int S) { return S < 1024 ? S / 4 : S < 2048 ? S : CONV_BAND; }
+
+int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
+
+/* cu_conv3x3 runs the tensor-core convs, which apply in_a / in_b as they
+ * load, for a refiner of width R in storage dt; else its CUDA-core path
+ * applies them to the input in place first. */
+int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
+
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
+    const int64_t G = S / c->patch_stride;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    ck_config_blocks(c, bi);
+    const int nb = ck_config_num_blocks(c);
+    int64_t N = G * G;
+    size_t need = 0;
+    for (int i = 0; i < nb; i++) {
+        const ck_block_info *b = &bi[i];
+        const int64_t Nq = N / b->q_stride;
+        size_t s = 0;
+        if (b->mask_unit_attn) /* xn | q, k, v of all heads | att (cu_mask_unit_attention) */
+            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (size_t)Nq * b->dim_out;
+        else if (b->dim != b->dim_out)
+            s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
+        need = CK_MAX(need, s);
+        const int64_t ch = CK_MIN(Nq, (int64_t)MLP_CHUNK);
+        need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
+        N = Nq;
+    }
+    need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
+    need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
+    return need;
+}
+
+size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
+    /* the tensor-core stem's input, repacked [S*S, 8]; the CUDA-core stem needs none */
+    return ck_cuda_refiner_tc_ok(c->ref_dim, dt) ? (size_t)S * S * 8 : 0;
+}
+
+
+/* Fails the pass (once) when the current phase's scratch is under `elems`
+ * elements of dt: the sizes above and the ops below disagree. */
+static int scratch_ok(ck_cuda_state *s, size_t elems) {
+    if (elems * ck_dtype_size(s->dt) <= s->scratch_bytes) return 1;
+    if (s->status == CKEY_OK)
+        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: the phase's scratch (%zu bytes) is under the %zu an op "
+                            "needs", s->scratch_bytes, elems * ck_dtype_size(s->dt));
+    return 0;
+}
+
+static void cu_set_scratch(ck_backend *be, void *scratch, size_t bytes) {
+    ST(be)->scratch = scratch;
+    ST(be)->scratch_bytes = bytes;
+}
+
+static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor xt, int S,
+                           ck_weight pos, int k, ck_tensor tt) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const void *x = xt.data;
+    void *tokens = tt.data;
+    if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
+        const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
+        const int64_t total = (int64_t)G * G;
+        if (!scratch_ok(s, (size_t)CK_MIN((int64_t)PATCH_CHUNK, total) * (KK + c->embed_dim))) return;
+        for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
+            const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
+            void *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
+            CHECKED(ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
+                                           col, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), WF(pos), tokens, s->dt, s->stream,
+                                             &e_));
+        }
+        return;
+    }
+    CHECKED(ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w), WF(b),
+                                  WF(pos), c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
+    ckey_error e_;
+    CHECKED(ck_cuda_layernorm_t(x.data, N, C, WF(g), WF(b), y.data, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+/* The biases handed to ck_cuda_linear_t / _ld_t (qkv_b, attn_proj_b, fc2_b,
+ * dec.scale_b[1..3]) are in the session's dt, like the matrices; the ones
+ * other kernels read (proj_b: maxpool_bias, fc1_b: bias_gelu, patch_b,
+ * dec.scale_b[0]: the epilogues) stay fp32 (backend.c, upload_weights). */
+static int linear_types_ok(ck_cuda_state *s, ck_weight W, ck_weight b) {
+    if (W.type == s->dt && (!b.data || b.type == s->dt)) return 1;
+    if (s->status == CKEY_OK)
+        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda linear: weight %s / bias %s in a %s session",
+                            ck_dtype_name(W.type), ck_dtype_name(b.type), ck_dtype_name(s->dt));
+    return 0;
+}
+
+static void cu_linear(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
+                      int accumulate) {
+    ckey_error e_;
+    if (!linear_types_ok(ST(be), W, b)) return;
+    CHECKED(ck_cuda_linear_t(ST(be)->blas, x.data, N, in, W.data, b.data, y.data, out, accumulate, ST(be)->dt,
+                             ST(be)->stream, &e_));
+}
+
+static void cu_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y,
+                              int out, int qs) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    void *full = s->scratch;
+    if (!scratch_ok(s, (size_t)N * out) || !linear_types_ok(s, W, ck_weight_of(NULL, s->dt))) return;
+    CHECKED(ck_cuda_linear_t(s->blas, x.data, N, in, W.data, NULL, full, out, 0, s->dt, s->stream, &e_));
+    CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, WF(b), y.data, s->dt, s->stream, &e_));
+}
+
+/* All heads at once: one qkv GEMM, one attention launch. The scratch holds
+ * xn [N, D], then the full projection [N, Do] (the stage transition's pooled
+ * shortcut, consumed at once) and the q | k | v of all heads [N, 3 Do], and
+ * att [Nq, Do]. (Head by head, with each head's q, k, v projected by its own
+ * narrow GEMM, the scratch would be smaller, 196 vs 420 MiB at S = 2048, but
+ * not the arena, whose peak the refiner's maps set, and every one of those
+ * GEMMs would read all of xn.) */
+static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor xt,
+                                   int64_t N, ck_tensor xot) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
+    const int64_t Nq = N / qs, nw = N / T;
+    if (!scratch_ok(s, (size_t)N * D + (size_t)N * 3 * Do + (size_t)Nq * Do)) return;
+    if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return;
+    if (D != Do && !linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt))) return;
+    const void *x = xt.data;
+    void *xo = xot.data;
+    void *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, (size_t)N * 3 * Do);
+    CHECKED(ck_cuda_layernorm_t(x, N, D, WF(w->norm1_w), WF(w->norm1_b), xn, s->dt, s->stream, &e_));
+    if (D != Do) {
+        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w.data, NULL, wk, Do, 0, s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, WF(w->proj_b), xo, s->dt, s->stream, &e_));
+    }
+    CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w.data, w->qkv_b.data, wk, 3 * Do, 0, s->dt, s->stream, &e_));
+    if (s->dt == CK_F32)
+        CHECKED(ck_cuda_window_attention_t(wk, nw, T, qs, Do, heads, att, s->dt, s->stream, &e_));
+    else
+        CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
+    CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w.data, w->attn_proj_b.data, xo, Do, 1, s->dt,
+                             s->stream, &e_));
+}
+
+static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int heads, int qs, ck_tensor outt) {
+    ckey_error e_;
+    const void *qkv = qkvt.data;
+    void *out = outt.data;
+    if (ST(be)->dt == CK_F32)
+        CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    else if (ST(be)->wgmma && heads > 0 && D == 56 * heads) /* the wgmma kernel is head_dim 56 only */
+        CHECKED(ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+    else
+        CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_block_w *w, int hidden) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)MLP_CHUNK, N) * (C + hidden))) return;
+    if (!linear_types_ok(s, w->fc1_w, ck_weight_of(NULL, s->dt)) || !linear_types_ok(s, w->fc2_w, w->fc2_b)) return;
+    const float *fc1_b = WF(w->fc1_b);
+    for (int64_t r = 0; r < N; r += MLP_CHUNK) {
+        const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
+        void *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, xt.data, r * C);
+        if (w->fc1_colsum.data) { /* norm2 folded into fc1 (backend.c, ln-fold.h): the rows' stats where xn would be */
+            float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
+            CHECKED(ck_cuda_layernorm_stats_t(xr, n, C, stats, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_linear_gelu_ln(xr, n, C, w->fc1_w.data, fc1_b, WF(w->fc1_colsum), stats, h, hidden,
+                                           s->fc1_form, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream,
+                                     &e_));
+            continue;
+        }
+        CHECKED(ck_cuda_layernorm_t(xr, n, C, WF(w->norm2_w), WF(w->norm2_b), xn, s->dt, s->stream, &e_));
+        if (s->fused_fc1 && ck_cuda_linear_gelu_ok(n, C, hidden, s->dt) && !((uintptr_t)fc1_b & 7)) {
+            CHECKED(ck_cuda_linear_wgmma(xn, n, C, w->fc1_w.data, fc1_b, h, hidden, CK_LINEAR_GELU | s->fc1_form, s->dt,
+                                         s->stream, &e_));
+        } else {
+            CHECKED(ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w.data, NULL, h, hidden, 0, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_bias_gelu_t(h, n, hidden, fc1_b, s->dt, s->stream, &e_));
+        }
+        CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream, &e_));
+    }
+}
+
+static void cu_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat) {
+    ckey_error e_;
+    CHECKED(ck_cuda_reroll_t(tokens.data, H, W, k, C, feat.data, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                            const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int D2 = 2 * c->dec_dim;
+    if (!linear_types_ok(s, w->scale_w[0], ck_weight_of(NULL, s->dt))) return;
+    const int64_t total = (int64_t)H1 * H1;
+    /* chunks of whole row pairs where they fit (the epilogue's 2 x 2 quad kernel) */
+    const int64_t chunk = 2 * H1 <= DEC_CHUNK ? DEC_CHUNK / (2 * H1) * (2 * H1) : DEC_CHUNK;
+    if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
+    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
+        const int64_t n = CK_MIN(chunk, total - p0);
+        CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), n, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
+                                 s->dt, s->stream, &e_));
+        CHECKED(ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0].data, Hk[0], P[1].data, Hk[1], P[2].data,
+                                           Hk[2], WF(w->scale_b[0]), WF(w->cls_w), WF(w->cls_b), ck_f32(logits), s->dt,
+                                           s->stream, &e_));
+    }
+}
+
+static void cu_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
+    ckey_error e_;
+    CHECKED(ck_cuda_refiner_input_t(x.data, ck_f32(logits), S, rin.data, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_affine_relu(ck_backend *be, ck_tensor x, int C, int64_t HW, const float *a, const float *b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_affine_relu_t(x.data, NULL, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_residual_affine_relu(ck_backend *be, ck_tensor x, ck_tensor y, int C, int64_t HW, const float *a,
+                                    const float *b, const float *pre_a, const float *pre_b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_residual_relu_t(x.data, y.data, C, HW, a, b, pre_a, pre_b, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+/* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
+ * the 64 -> 64 convolutions (dilation <= 8: its shared memory) where the
+ * session uses wgmma, mma.sync else. */
+static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin, int S, int dil, const void *W,
+                                const float *bias, const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                int Cout, int groups, double *stats, ckey_error *err) {
+    if (s->wgmma && Cin == 64 && Cout == 64 && dil <= 8)
+        return ck_cuda_conv3x3_wgmma_rows(in, S, dil, W, bias, in_a, in_b, out, y0, y1, groups, stats, s->dt,
+                                          s->stream, err);
+    return ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, W, bias, in_a, in_b, out, y0, y1, Cout, groups, stats, s->dt,
+                                   s->stream, err);
+}
+
+/* A conv whose output begins `shift` image rows before its input (out = in -
+ * shift rows, shift = band + REF_MAX_DIL >= band + dil; the margin is
+ * allocated with the input: ck_fwd.conv_shift_rows), one launch per band of
+ * output rows in order. Band k writes rows y0 .. y1-1 at out + y0 rows = in +
+ * y0 - shift rows <= in + y0 - band - dil rows: below every input row that
+ * band k or a later one reads (from y0 - dil on), so no band reads what an
+ * earlier band wrote, and stream order keeps band k's reads before band
+ * k+1's writes. tc: the tensor-core conv (which applies the pending GroupNorm
+ * + ReLU in_a, in_b as it loads), else the CUDA-core one (the caller has
+ * applied it already; in_a, in_b are then unused). */
+static void conv3x3_shifted(ck_backend *be, int tc, const void *in, int Cin, int S, int dil, ck_weight W,
+                            const float *bias, const float *in_a, const float *in_b, void *out, int Cout, int groups,
+                            double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int rows = conv_band(S);
+    if (tc && s->wgmma && s->conv_sync && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL) {
+        /* all bands in one launch, items waiting only for the readers of the rows they overwrite */
+        const ckey_status st = ck_cuda_conv3x3_wgmma_inplace(in, S, dil, W.data, bias, in_a, in_b, rows,
+                                                            ck_cuda_conv_shift_rows(S), s->conv_sync, s->conv_sync_n,
+                                                            groups, stats, s->dt, s->stream, &e_);
+        if (st != CKEY_ERR_UNSUPPORTED) {
+            CHECKED(st);
+            return;
+        }
+    }
+    for (int y0 = 0; y0 < S; y0 += rows) {
+        const int y1 = CK_MIN(S, y0 + rows);
+        void *band = AT(s, out, (size_t)y0 * S * Cout);
+        if (tc)
+            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
+        else
+            CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, WF(W), bias, band, y0, y1, Cout, groups, stats, s->dt,
+                                           s->stream, &e_));
+    }
+}
+
+/* How out lies against in: -1 apart; 1 exactly conv_shift_rows rows before
+ * it (conv3x3_shifted); 0 any other overlap, which fails the pass. */
+static int conv_shift_ok(ck_cuda_state *s, const void *in, int Cin, int S, int dil, const void *out, int Cout) {
+    const size_t row = (size_t)S * Cout * ck_dtype_size(s->dt);
+    const char *i = (const char *)in, *o = (const char *)out;
+    if (o >= i + (size_t)S * row || i >= o + (size_t)S * row) return -1; /* disjoint */
+    if (Cin == Cout && dil <= REF_MAX_DIL && o + (size_t)ck_cuda_conv_shift_rows(S) * row == i) return 1;
+    if (s->status == CKEY_OK) {
+        snprintf(s->err.message, sizeof s->err.message,
+                 "conv3x3: output overlaps the input other than %d rows before it (dilation %d)",
+                 ck_cuda_conv_shift_rows(S), dil);
+        s->err.status = s->status = CKEY_ERR_INTERNAL;
+    }
+    return 0;
+}
+
+static void cu_conv3x3(ck_backend *be, ck_tensor int_, int image_in, int Cin, int S, int dil, ck_weight W,
+                       ck_weight biasw, const float *in_a, const float *in_b, ck_tensor outt, int Cout, int groups,
+                       double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    void *in = int_.data, *out = outt.data;
+    const float *bias = WF(biasw);
+    const int64_t HW = (int64_t)S * S;
+    if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
+        /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
+        if (image_in) { /* the stem: [7, S, S] -> [S*S, 8] in the scratch, weights with paired taps */
+            if (!scratch_ok(s, (size_t)HW * 8)) return;
+            CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 8, S, dil, W.data, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
+                                       s->stream, &e_));
+            return;
+        }
+        const int sh = conv_shift_ok(s, in, Cin, S, dil, out, Cout);
+        if (sh < 0) CHECKED(conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
+        if (sh > 0) conv3x3_shifted(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
+        return;
+    }
+    const int sh = image_in ? -1 : conv_shift_ok(s, in, Cin, S, dil, out, Cout);
+    if (!sh) return;
+    if (in_a) CHECKED(ck_cuda_affine_relu_t(in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
+    if (sh < 0)
+        CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, WF(W), bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
+    else
+        conv3x3_shifted(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
+}
+
+static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const float *ra, const float *rb, int C,
+                              int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout) {
+    ckey_error e_;
+    CHECKED(ck_cuda_pointwise_t(x.data, y.data, ra, rb, C, HW, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt, ST(be)->stream, &e_));
+}
+
+static void cu_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
+    ckey_error e_;
+    CHECKED(ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, &e_));
+}
+
+static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW, ck_weight gamma,
+                                ck_weight beta, float *a, float *b) {
+    ckey_error e_;
+    CHECKED(ck_cuda_groupnorm_affine(stats, groups, C, HW, WF(gamma), WF(beta), a, b, ST(be)->stream, &e_));
+}
+
+static void cu_zero_stats(ck_backend *be, double *stats, int n) {
+    ckey_error e_;
+    CHECKED(ck_cuda_memset_async(stats, 0, (size_t)n * sizeof(double), ST(be)->stream, &e_));
+}
+
+/* Taps: wait for the stream, widen 16-bit data to fp32 in the backend's own
+ * device buffer (outside the plan, so no phase's scratch has to fit every
+ * tap), copy to the host. Debug path: failures leave the host buffer as it
+ * was. */
+static void cu_read(ck_backend *be, ck_tensor t, int64_t n, float *host) {
+    ck_cuda_state *s = ST(be);
+    if (ck_cuda_stream_sync(s->stream, NULL)) return;
+    const void *src = t.data;
+    if (t.type != CK_F32) {
+        if ((size_t)n > s->tap_dev_floats) {
+            ck_cuda_free(s->tap_dev);
+            s->tap_dev = NULL;
+            s->tap_dev_floats = 0;
+            if (ck_cuda_malloc((void **)&s->tap_dev, (size_t)n * sizeof(float), NULL)) return;
+            s->tap_dev_floats = (size_t)n;
+        }
+        if (ck_cuda_convert(t.data, t.type, s->tap_dev, CK_F32, n, NULL, NULL) || ck_cuda_sync(NULL)) return;
+        src = s->tap_dev;
+    }
+    ck_cuda_copy(host, src, (size_t)n * sizeof(float), 0, NULL);
+}
+
+static void cu_sync(ck_backend *be) { ck_cuda_stream_sync(ST(be)->stream, NULL); }
+
+const ck_ops ck_cuda_ops = {
+    .set_scratch = cu_set_scratch,
+    .read = cu_read,
+    .sync = cu_sync,
+    .patch_embed = cu_patch_embed,
+    .mask_unit_attention = cu_mask_unit_attention,
+    .layernorm = cu_layernorm,
+    .linear = cu_linear,
+    .linear_maxpool = cu_linear_maxpool,
+    .attention = cu_attention,
+    .mlp = cu_mlp,
+    .reroll = cu_reroll,
+    .decoder_fuse = cu_decoder_fuse,
+    .refiner_input = cu_refiner_input,
+    .conv3x3 = cu_conv3x3,
+    .affine_relu = cu_affine_relu,
+    .residual_affine_relu = cu_residual_affine_relu,
+    .pointwise_conv = cu_pointwise_conv,
+    .finalize = cu_finalize,
+    .groupnorm_affine = cu_groupnorm_affine,
+    .zero_stats = cu_zero_stats,
+};
+
+#endif
