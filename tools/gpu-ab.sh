@@ -30,12 +30,12 @@ prepare)
     for ref in "$@"; do
         name=$(echo "$ref" | tr '/:' '__')
         mkdir -p ".ab/$name"
-        git diff --name-only --diff-filter=AMR HEAD "$ref" | while read -r f; do
+        git diff --no-renames --name-only --diff-filter=AMR HEAD "$ref" | while read -r f; do
             mkdir -p ".ab/$name/$(dirname "$f")"
             git show "$ref:$f" > ".ab/$name/$f"
         done
-        git diff --name-only --diff-filter=D HEAD "$ref" > ".ab/$name.deleted"
-        echo "$name: $(git diff --name-only HEAD "$ref" | wc -l) files differ ($(git rev-parse --short "$ref"))"
+        git diff --no-renames --name-only --diff-filter=D HEAD "$ref" > ".ab/$name.deleted"
+        echo "$name: $(git diff --no-renames --name-only HEAD "$ref" | wc -l) files differ ($(git rev-parse --short "$ref"))"
     done
     du -sh .ab
     ;;
