@@ -386,6 +386,16 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
                           ckey_error *err);
 
+/* ------------------------------------------------------- shot layout */
+
+/* "dir/name" (malloc'd, free with free(); no second '/' when dir ends in
+ * one), or NULL when out of memory. */
+char *ckey_path_join(const char *dir, const char *name);
+
+/* mkdir -p: create `dir` and its missing parents, as the pass sinks do.
+ * CKEY_ERR_IO names the directory that could not be made. */
+ckey_status ckey_make_dirs(const char *dir, ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,7 +2,7 @@
 # Install the Debian packages ckey's build and tests need (uses sudo when not root).
 #   build-essential, pkg-config : compiler, make
 #   (no BLAS: ckey's own reentrant SGEMM is the default; `make BLAS=openblas`
-#    links Debian's libopenblas-pthread-dev instead, see docs/architecture.md)
+#    links Debian's libopenblas-pthread-dev instead, see docs/design.md)
 #   libpng-dev                  : PNG plates, hints and mattes
 #   libjpeg-dev                 : JPEG plates and hints (libjpeg-turbo)
 #   libtiff-dev                 : TIFF plates and hints (8/16-bit, float)

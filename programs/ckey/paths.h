@@ -1,8 +1,5 @@
-/*
- * File-system helpers of the CLI. libckey has its own (path joining, file
- * extensions, mkdir -p for the pass directories) but keeps them internal, and
- * the CLI uses only the public header.
- */
+/* File-system helpers of the CLI: path joining and mkdir -p are the
+ * library's (ckey_clip.h), with the CLI's error convention. */
 #ifndef CKEY_CLI_PATHS_H
 #define CKEY_CLI_PATHS_H
 

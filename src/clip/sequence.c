@@ -60,7 +60,7 @@ static long frame_number(const char *name) {
     return v;
 }
 
-char *ck_path_join(const char *dir, const char *name) {
+char *ckey_path_join(const char *dir, const char *name) {
     const size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
     if (!p) return NULL;
@@ -264,14 +264,14 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
         f->number = pf->frame;
         const char *dot = strrchr(pf->name, '.');
         f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name) : strlen(pf->name));
-        f->plate = ck_path_join(plate_dir, pf->name);
+        f->plate = ckey_path_join(plate_dir, pf->name);
         f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
         int ok = f->stem && f->plate;
         if (q->auto_hint) {
             f->hint = auto_label;
         } else {
             const ck_seq_file *hf = ck_seq_find(&hints, pf->frame);
-            if (hf) ok = ok && (f->hint = ck_path_join(hint_dir, hf->name)) != NULL;
+            if (hf) ok = ok && (f->hint = ckey_path_join(hint_dir, hf->name)) != NULL;
         }
         if (!ok) {
             seq_source_close(q);
@@ -343,8 +343,7 @@ static int pass_complete(void *self, const ckey_shot_frame *f) {
     return 1;
 }
 
-/* mkdir -p */
-static ckey_status make_dirs(const char *path, ckey_error *err) {
+ckey_status ckey_make_dirs(const char *path, ckey_error *err) {
     const size_t n = strlen(path);
     char *buf = malloc(n + 1);
     if (!buf) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
@@ -371,9 +370,9 @@ static ckey_status make_dirs(const char *path, ckey_error *err) {
 static ckey_status pass_begin(void *self, ckey_error *err) {
     pass_sink *k = self;
     for (int p = 0; p < NPASS; p++) {
-        char *d = ck_path_join(k->out, pass_dir[p]);
+        char *d = ckey_path_join(k->out, pass_dir[p]);
         if (!d) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-        ckey_status st = make_dirs(d, err);
+        ckey_status st = ckey_make_dirs(d, err);
         free(d);
         if (st != CKEY_OK) return st;
     }

@@ -37,8 +37,6 @@ ckey_status ck_seq_scan(const char *dir, const char *what, int collect_videos, c
 void ck_seq_free(ck_seq *s);
 const ck_seq_file *ck_seq_find(const ck_seq *s, long frame);
 
-/* "dir/name" (malloc'd); NULL when out of memory. */
-char *ck_path_join(const char *dir, const char *name);
 /* The extension after the last dot ("" when none). */
 const char *ck_file_ext(const char *name);
 int ck_is_video_ext(const char *ext);

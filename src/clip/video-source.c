@@ -103,7 +103,7 @@ static ckey_status side_resolve(const char *path, const char *what, int32_t thre
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "%s directory %s holds %lld video files (%s, ...): expected one video or "
                        "image frames", what, path, (long long)sd->seq.videos, sd->seq.video);
-    if (!(sd->path = ck_path_join(path, sd->seq.video)))
+    if (!(sd->path = ckey_path_join(path, sd->seq.video)))
         return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     ck_seq_free(&sd->seq);
     return side_open_video(sd, threads, err);
@@ -286,7 +286,7 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
             f->number = pf->frame;
             f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name)
                                                                : strlen(pf->name));
-            f->plate = ck_path_join(q->plate.path, pf->name);
+            f->plate = ckey_path_join(q->plate.path, pf->name);
             f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
         }
         ok = f->stem && f->plate;
@@ -296,7 +296,7 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
             if (f->number < q->hint.count) ok = ok && (f->hint = frame_label(q->hint.path, f->number));
         } else if (f->number <= 0x7fffffffL) {
             const ck_seq_file *hf = ck_seq_find(&q->hint.seq, (long)f->number);
-            if (hf) ok = ok && (f->hint = ck_path_join(q->hint.path, hf->name));
+            if (hf) ok = ok && (f->hint = ckey_path_join(q->hint.path, hf->name));
         }
         if (!ok) {
             vs_close(q);
