@@ -154,6 +154,8 @@ $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
 $(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+# test-cli also checks the CLI's SHA-256 against known vectors
+$(1)/tests/test-cli: $(1)/obj/programs/ckey/sha256.o
 $(1)/fuzz/%: $(1)/obj/fuzz/%.o $(1)/obj/fuzz/replay.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)

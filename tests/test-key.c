@@ -957,6 +957,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
         return 1;
     }
+    /* `key` without --model must not find a checkpoint of the user's */
+    char isolated[400];
+    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
+    setenv("HOME", isolated, 1);
+    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
+    setenv("XDG_DATA_HOME", isolated, 1);
+    unsetenv("CKEY_MODEL");
     static const ck_test_case cases[] = {
         {"post_api", test_post_api},
         {"sequence_and_resume", test_sequence_and_resume},

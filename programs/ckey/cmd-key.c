@@ -18,6 +18,7 @@
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"
+#include "model-path.h"
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
@@ -420,7 +421,10 @@ static int dry_run(const key_job *j) {
 static int load_model(key_job *j) {
     const opts *o = &j->o;
     if (j->kc.to_key == 0) return CONTINUE;
-    if (ckey_model_load(o->model, &j->model, &j->err) != CKEY_OK) return key_fail_err(j);
+    if (ckey_model_load(o->model, &j->model, &j->err) != CKEY_OK) {
+        note_model_origin(o, &j->err);
+        return key_fail_err(j);
+    }
     ckey_model_info mi;
     memset(&mi, 0, sizeof mi);
     ckey_model_get_info(j->model, &mi);
@@ -568,8 +572,8 @@ int cmd_key(int argc, char **argv) {
     ckey_video_set_log_level(j.o.verbose);
     j.kc.json = j.o.json;
     j.kc.tty = !j.o.json && isatty(2);
-    if (!require(&j.o, j.o.model, "--model")) return EXIT_USAGE;
-    rc = check_video_opts(&j.o);
+    rc = find_model(&j.o);
+    if (rc == CONTINUE) rc = check_video_opts(&j.o);
     if (rc == CONTINUE) rc = key_clip(&j);
     key_job_free(&j);
     return rc;
