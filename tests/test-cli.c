@@ -779,6 +779,60 @@ static void test_sha256_vectors(void) {
     }
 }
 
+/* ------------------------------------------------------- small frictions */
+
+/* run --help: the --image line names every format the text lists; devices
+ * --help does not call the CUDA backend unfinished. */
+static void test_help_details(void) {
+    NEED_BINARY();
+    result r = run_ckey("run", "--help", NULL);
+    EXPECT(r, 0, out, "--image");
+    const char *opts_at = strstr(r.out, "\noptions:\n");
+    const char *image = strstr(r.out, "\n  --image ");
+    REQUIRE(opts_at && image);
+    const size_t line_len = strcspn(image + 1, "\n");
+    static const char *const formats[] = {"PNG", "JPEG", "TIFF", "OpenEXR"};
+    for (size_t k = 0; k < LEN(formats); k++) {
+        const char *in_text = strstr(r.out, formats[k]);
+        if (!in_text || in_text > opts_at) continue;
+        char *line = strndup(image + 1, line_len);
+        CHECKF(strstr(line, formats[k]), "run --help: the text lists %s but the --image line "
+                                         "does not: %s", formats[k], line);
+        free(line);
+    }
+    result_free(&r);
+    r = run_ckey("devices", "--help", NULL);
+    EXPECT(r, 0, out, "CUDA");
+    CHECKF(!strstr(r.out, "in progress"), "devices --help: %s", r.out);
+    result_free(&r);
+}
+
+/* key SHOT_DIR --out DIR: the passes go to DIR (the dry run names it; test-key
+ * writes them where the build has OpenEXR). */
+static void test_key_shot_out(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], shot[512], out[600];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot", 2));
+    path_in(out, sizeof out, "passes");
+    result r = run_ckey("key", shot, "--out", out, "--model", model, "--dry-run", "--json", NULL);
+    char want[700];
+    snprintf(want, sizeof want, "\"out\":\"%s\"", out);
+    EXPECT(r, 0, out, want);
+    result_free(&r);
+    r = run_ckey("key", shot, "--out", out, "--plate", shot, "--model", model, "--dry-run", NULL);
+    EXPECT(r, 2, err, "SHOT_DIR");
+    result_free(&r);
+    r = run_ckey("key", "--help", NULL);
+    EXPECT(r, 0, out, "--out DIR");
+    const char *line = strstr(r.out, "\n  --out DIR");
+    CHECKF(line && strstr(line, "SHOT_DIR/Output"), "key --help's --out line: %.200s",
+           line ? line : "(none)");
+    result_free(&r);
+    ck_remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -816,6 +870,8 @@ int main(int argc, char **argv) {
         {"model_lookup_order", test_model_lookup_order},
         {"info_native_size", test_info_native_size},
         {"sha256_vectors", test_sha256_vectors},
+        {"help_details", test_help_details},
+        {"key_shot_out", test_key_shot_out},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);

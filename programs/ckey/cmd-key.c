@@ -273,14 +273,15 @@ static int check_video_opts(const opts *o) {
 }
 
 /* The plate, hint and output paths: SHOT_DIR's Input/, AlphaHint/ and
- * Output/, or --plate, --hint and --out. */
+ * Output/ (--out DIR: the passes under DIR instead), or --plate, --hint and
+ * --out. */
 static int resolve_paths(key_job *j) {
     const opts *o = &j->o;
     j->auto_hint = o->hint && !strcmp(o->hint, "auto");
     if (o->npositional == 1) {
-        if (o->plate || (o->hint && !j->auto_hint) || o->out)
-            return usage_error(o->cmd, "give either SHOT_DIR or --plate/--hint/--out, not both "
-                                       "(--hint auto is allowed with SHOT_DIR)");
+        if (o->plate || (o->hint && !j->auto_hint))
+            return usage_error(o->cmd, "give either SHOT_DIR or --plate/--hint, not both "
+                                       "(with SHOT_DIR, --hint auto and --out DIR are allowed)");
         const char *shot = o->positional[0];
         struct stat st;
         if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode))
@@ -290,7 +291,7 @@ static int resolve_paths(key_job *j) {
                             shot, is_video_ext(file_ext(shot)) ? "a video" : "a file", shot);
         j->plate_dir = path_join(shot, "Input");
         j->hint_dir = j->auto_hint ? strdup("auto") : path_join(shot, "AlphaHint");
-        j->out_dir = path_join(shot, "Output");
+        j->out_dir = o->out ? strdup(o->out) : path_join(shot, "Output");
         j->clip = clip_name(shot);
     } else {
         if (!o->plate || !o->hint || !o->out)

@@ -49,7 +49,7 @@ const char help_run[] =
     "options:\n"
     "  --model PATH            checkpoint (.pth or .safetensors); default: found as\n"
     "                          'ckey install-model --help' describes\n"
-    "  --image PATH            the plate (PNG, JPEG or TIFF)\n"
+    "  --image PATH            the plate (PNG, JPEG, TIFF or OpenEXR)\n"
     "  --hint PATH|auto        the alpha hint (PNG, JPEG, TIFF or OpenEXR), or auto\n"
     "  --out DIR               output directory\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
@@ -78,7 +78,7 @@ const char help_run[] =
     "exit codes: 0 success, 1 runtime failure, 2 usage error.\n";
 
 const char help_key[] =
-    "usage: ckey key SHOT_DIR [--model M] [options]\n"
+    "usage: ckey key SHOT_DIR [--out DIR] [--model M] [options]\n"
     "       ckey key --plate DIR|VIDEO --hint DIR|VIDEO|auto --out DIR [--model M] [options]\n"
     "\n"
     "Keys a clip, an image sequence or a video: loads the model once, then for\n"
@@ -87,7 +87,7 @@ const char help_key[] =
     "and writes four passes. SHOT_DIR is a clip in the official layout: the plate\n"
     "in SHOT_DIR/Input/ (image frames, or one video file), hints in\n"
     "SHOT_DIR/AlphaHint/ (frames or one video), passes written under\n"
-    "SHOT_DIR/Output/.\n"
+    "SHOT_DIR/Output/, or under DIR with --out DIR.\n"
     "\n"
     "Sequences: the files of a directory named *.png, *.jpg, *.jpeg, *.tif,\n"
     "*.tiff or *.exr (any case; other files are ignored). A file's frame number\n"
@@ -145,7 +145,8 @@ const char help_key[] =
     "  --hint DIR|VIDEO|auto   alpha hint frames or video (instead of SHOT_DIR), or\n"
     "                          auto: a rough chroma-key hint made from each plate\n"
     "                          (also with SHOT_DIR, which then needs no AlphaHint/)\n"
-    "  --out DIR               output root (instead of SHOT_DIR/Output)\n"
+    "  --out DIR               output root: the passes go to DIR/Matte/, DIR/FG/,\n"
+    "                          ... (default with SHOT_DIR: SHOT_DIR/Output)\n"
     "  --size S                network resolution, a multiple of 32 (default 2048)\n"
     "  --threads N             CPU worker threads, 0 = all cores (default 0)\n"
     "  --device D              auto (default: the first CUDA GPU, else cpu), cpu, cuda, cuda:N\n"
@@ -257,8 +258,9 @@ const char help_devices[] =
     "usage: ckey devices [--json]\n"
     "\n"
     "Lists the devices this build can use: the CPU (cores, memory) and each\n"
-    "CUDA GPU (name, compute capability, multiprocessors, memory). Note: the\n"
-    "network runs on the CPU in this version; the CUDA backend is in progress.\n";
+    "CUDA GPU (name, compute capability, multiprocessors, memory). run, key and\n"
+    "info take one with --device: the network runs on the CPU (fp32) or, in a\n"
+    "build with CUDA, on an NVIDIA GPU (fp16, bf16 or fp32).\n";
 
 const char help_version[] =
     "usage: ckey version [--json]\n"
