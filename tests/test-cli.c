@@ -807,6 +807,24 @@ static void test_help_details(void) {
     result_free(&r);
 }
 
+/* A budget is printed in a unit that shows it: 1K is 1.0 KiB, not 0.0 MiB. */
+static void test_budget_units(void) {
+    NEED_BINARY();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    static const struct {
+        const char *budget, *shown;
+    } cases[] = {{"1K", "budget of 1.0 KiB"}, {"1000", "budget of 1000 bytes"},
+                 {"2.5M", "budget of 2.5 MiB"}};
+    for (size_t k = 0; k < LEN(cases); k++) {
+        result r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device",
+                            "cpu", "--budget", cases[k].budget, NULL);
+        EXPECT(r, 1, err, cases[k].shown);
+        CHECKF(!strstr(r.err, " 0.0 "), "a figure rounds to 0.0: %s", r.err);
+        result_free(&r);
+    }
+}
+
 /* key SHOT_DIR --out DIR: the passes go to DIR (the dry run names it; test-key
  * writes them where the build has OpenEXR). */
 static void test_key_shot_out(void) {
@@ -871,6 +889,7 @@ int main(int argc, char **argv) {
         {"info_native_size", test_info_native_size},
         {"sha256_vectors", test_sha256_vectors},
         {"help_details", test_help_details},
+        {"budget_units", test_budget_units},
         {"key_shot_out", test_key_shot_out},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);

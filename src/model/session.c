@@ -382,6 +382,19 @@ static ckey_status plan_only(const ckey_model *m, const ckey_session_options *op
     return st;
 }
 
+/* CKEY_ERR_BUDGET: the plan at `size` is over `budget`, every figure in a
+ * unit that shows it (a budget of 1K is "1.0 KiB", not "0.0 MiB"). */
+static ckey_status over_budget(int32_t size, const ckey_memory_plan *mp, int64_t budget,
+                               ckey_error *err) {
+    char peak[32], weights[32], arena[32], limit[32];
+    return ck_fail(err, CKEY_ERR_BUDGET,
+                   "size %d needs %s (weights %s + arena %s), over the budget of %s", (int)size,
+                   ck_format_bytes(peak, sizeof peak, mp->peak_bytes),
+                   ck_format_bytes(weights, sizeof weights, mp->weight_bytes),
+                   ck_format_bytes(arena, sizeof arena, mp->arena_bytes),
+                   ck_format_bytes(limit, sizeof limit, budget));
+}
+
 ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt, ckey_memory_plan *mp,
                              ckey_error *err) {
     if (!m || !mp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory: NULL argument");
@@ -392,10 +405,7 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     if (!st) {
         fill_plan(m, plan, scratch, o.size, session_dtype(&o), 0, mp);
         if (o.memory_budget > 0 && mp->peak_bytes > o.memory_budget)
-            st = ck_fail(err, CKEY_ERR_BUDGET,
-                         "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
-                         o.size, mp->peak_bytes / 1048576.0, mp->weight_bytes / 1048576.0,
-                         mp->arena_bytes / 1048576.0, o.memory_budget / 1048576.0);
+            st = over_budget(o.size, mp, o.memory_budget, err);
     }
     ck_plan_free(plan);
     return st;
@@ -705,10 +715,7 @@ ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_op
     if (!st) {
         fill_plan(m, s->plan, s->scratch_bytes, s->opt.size, session_dtype(&s->opt), s->cuda_off, &s->mp);
         if (s->opt.memory_budget > 0 && s->mp.peak_bytes > s->opt.memory_budget)
-            st = ck_fail(err, CKEY_ERR_BUDGET,
-                         "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB",
-                         s->opt.size, s->mp.peak_bytes / 1048576.0, s->mp.weight_bytes / 1048576.0,
-                         s->mp.arena_bytes / 1048576.0, s->opt.memory_budget / 1048576.0);
+            st = over_budget(s->opt.size, &s->mp, s->opt.memory_budget, err);
     }
     s->cuda = s->opt.device == CKEY_DEVICE_CUDA;
     s->dt = session_dtype(&s->opt);
