@@ -198,9 +198,11 @@ test-release: all
 test-gpu: build/tests/test-cuda
 	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; exit $$rc
 
+# On the CPU with 2 threads, so it prints the same on every machine: README.md
+# shows its output (tools/gen-samples.sh; test-cli checks it).
 example: build/ckey
 	build/ckey run --model tests/fixtures/tiny/tiny.pth --image examples/plate.png \
-	    --hint examples/hint.png --out example-out --size 128
+	    --hint examples/hint.png --out example-out --size 128 --threads 2 --device cpu
 
 bench: build/ckey $(BENCHES)
 

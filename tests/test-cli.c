@@ -5,6 +5,7 @@
  * the tiny fixture model. The binary is the ckey next to this
  * test's build tree (<dir of argv[0]>/../ckey).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -851,6 +852,178 @@ static void test_key_shot_out(void) {
     ck_remove_tree(shot);
 }
 
+/* ------------------------------------------------------- README samples */
+
+/*
+ * README.md and docs/cli.md show what some commands print, each in the fenced
+ * block after a line "<!-- ckey-sample: ckey ARGS -->" or "<!-- ckey-sample:
+ * make example -->" (the ckey command of the Makefile's example target);
+ * tools/gen-samples.sh writes them. The command runs in a directory holding
+ * links to the repository's tests/ and examples/, with stderr merged into
+ * stdout. Timing figures ("0.002 s") differ from run to run and are compared
+ * as equal whatever their value.
+ */
+
+/* The ckey arguments of the Makefile's example recipe ("build/ckey ARGS",
+ * continuation lines joined, blanks collapsed); malloc'd, NULL if none. */
+static char *make_example_args(void) {
+    size_t n = 0;
+    char *mk = (char *)ck_read_file("Makefile", &n);
+    if (!mk) return NULL;
+    char *rule = strstr(mk, "\nexample:");
+    char *cmd = rule ? calloc(1, n + 1) : NULL;
+    size_t len = 0;
+    for (char *line = rule ? strchr(rule + 1, '\n') : NULL; cmd && line && line[1] == '\t';
+         line = strchr(line + 1, '\n')) {
+        for (const char *c = line + 1; *c && *c != '\n'; c++) {
+            const int blank = *c == ' ' || *c == '\t' || (*c == '\\' && (c[1] == '\n' || !c[1]));
+            if (blank) {
+                if (len && cmd[len - 1] != ' ') cmd[len++] = ' ';
+            } else {
+                cmd[len++] = *c;
+            }
+        }
+        if (len && cmd[len - 1] != ' ') cmd[len++] = ' ';
+    }
+    free(mk);
+    if (!cmd) return NULL;
+    while (len && cmd[len - 1] == ' ') cmd[--len] = 0;
+    static const char prefix[] = "build/ckey ";
+    char *args = strncmp(cmd, prefix, strlen(prefix)) ? NULL : strdup(cmd + strlen(prefix));
+    free(cmd);
+    return args;
+}
+
+/* `s` with every timing figure (digits with one '.', then " s") written as
+ * "T s"; malloc'd. */
+static char *mask_timings(const char *s) {
+    char *m = malloc(strlen(s) + 1);
+    if (!m) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; s[i];) {
+        const int starts = (i == 0 || !(isdigit((unsigned char)s[i - 1]) || s[i - 1] == '.')) &&
+                           isdigit((unsigned char)s[i]);
+        size_t j = i;
+        int dots = 0;
+        while (starts && (isdigit((unsigned char)s[j]) || (s[j] == '.' && !dots++))) j++;
+        if (starts && dots == 1 && s[j - 1] != '.' && s[j] == ' ' && s[j + 1] == 's' &&
+            !isalnum((unsigned char)s[j + 2])) {
+            m[k++] = 'T';
+            i = j;
+        } else {
+            m[k++] = s[i++];
+        }
+    }
+    m[k] = 0;
+    return m;
+}
+
+/* Run sample `what` ("ckey ARGS" or "make example") in `dir`; malloc'd
+ * output, NULL with the reason in why[cap]. */
+static char *run_sample(const char *what, const char *dir, char *why, size_t cap) {
+    char *args = NULL;
+    if (!strcmp(what, "make example")) {
+        args = make_example_args();
+        if (!args) snprintf(why, cap, "no 'build/ckey ...' recipe for example: in the Makefile");
+    } else if (!strncmp(what, "ckey ", 5)) {
+        args = strdup(what + 5);
+    } else {
+        snprintf(why, cap, "'%s' is neither 'ckey ARGS' nor 'make example'", what);
+    }
+    if (!args) return NULL;
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = ckey_bin;
+    for (char *t = strtok(args, " "); t && argc < (int)LEN(argv) - 1; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    ck_run_options opt = {dir, NULL, 1};
+    result r = ck_run_opts(argv, workdir, &opt);
+    printf("  $ (in %s) %s -> %d\n", dir, what, r.code);
+    free(args);
+    if (r.code != 0) {
+        snprintf(why, cap, "'%s' exited with %d: %.300s", what, r.code, r.out);
+        result_free(&r);
+        return NULL;
+    }
+    free(r.err);
+    return r.out;
+}
+
+/* Check every sample block of `doc_path`; returns how many it holds. */
+static int check_samples(const char *doc_path, const char *dir) {
+    size_t size = 0;
+    char *doc = (char *)ck_read_file(doc_path, &size);
+    CHECKF(doc != NULL, "cannot read %s (the tests run from the repository root)", doc_path);
+    if (!doc) return 0;
+    static const char marker[] = "<!-- ckey-sample: ";
+    int n = 0;
+    for (const char *m = doc; (m = strstr(m, marker)); m += strlen(marker)) {
+        if (m != doc && m[-1] != '\n') continue;
+        const char *what0 = m + strlen(marker);
+        const char *close = strstr(what0, " -->\n");
+        const char *eol = strchr(what0, '\n');
+        if (!close || (eol && close > eol)) {
+            CHECKF(0, "%s: a sample marker is not closed by ' -->'", doc_path);
+            continue;
+        }
+        char *what = strndup(what0, (size_t)(close - what0));
+        const char *fence = close + strlen(" -->\n");
+        const char *body = !strncmp(fence, "```", 3) ? strchr(fence, '\n') : NULL;
+        const char *end = body ? strstr(body, "\n```\n") : NULL;
+        CHECKF(end != NULL, "%s: no closed fenced block after the sample '%s'", doc_path, what);
+        char why[512] = "";
+        char *out = end ? run_sample(what, dir, why, sizeof why) : NULL;
+        CHECKF(!end || out, "%s: sample '%s': %s", doc_path, what, why);
+        if (out) {
+            char *block = strndup(body + 1, (size_t)(end + 1 - (body + 1)));
+            char *mo = mask_timings(out), *mb = mask_timings(block);
+            const char *la, *lb;
+            const int line = mo && mb ? first_diff_line(mo, mb, &la, &lb) : -1;
+            if (line > 0) {
+                if (!*la) la = "(no line)";
+                if (!*lb) lb = "(no line)";
+            }
+            CHECKF(line == 0,
+                   "%s: the sample of '%s' differs from what the program prints at line %d:\n"
+                   "    program: %.*s\n    doc:     %.*s\n  (run tools/gen-samples.sh)",
+                   doc_path, what, line, line > 0 ? (int)strcspn(la, "\n") : 0,
+                   line > 0 ? la : "", line > 0 ? (int)strcspn(lb, "\n") : 0, line > 0 ? lb : "");
+            if (line == 0) printf("  %s: the sample of '%s' matches\n", doc_path, what);
+            free(mo);
+            free(mb);
+            free(block);
+            free(out);
+        }
+        free(what);
+        n++;
+    }
+    free(doc);
+    return n;
+}
+
+static void test_doc_samples(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    char dir[600], link[700], *root = realpath(".", NULL);
+    REQUIRE(root);
+    fresh_dir(dir, sizeof dir, "samples");
+    static const char *const shared[] = {"tests", "examples"};
+    for (size_t k = 0; k < LEN(shared); k++) {
+        char target[PATH_MAX + 64];
+        snprintf(target, sizeof target, "%s/%s", root, shared[k]);
+        snprintf(link, sizeof link, "%s/%s", dir, shared[k]);
+        CHECK(symlink(target, link) == 0);
+    }
+    free(root);
+    const int in_readme = check_samples("README.md", dir);
+    CHECKF(in_readme >= 2, "README.md has %d sample blocks (make example, ckey info), want 2",
+           in_readme);
+    check_samples("docs/cli.md", dir);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -891,6 +1064,7 @@ int main(int argc, char **argv) {
         {"help_details", test_help_details},
         {"budget_units", test_budget_units},
         {"key_shot_out", test_key_shot_out},
+        {"doc_samples", test_doc_samples},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);
