@@ -154,6 +154,8 @@ $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
 $(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
+# test-cli also checks the CLI's SHA-256 against known vectors
+$(1)/tests/test-cli: $(1)/obj/programs/ckey/sha256.o
 $(1)/fuzz/%: $(1)/obj/fuzz/%.o $(1)/obj/fuzz/replay.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
@@ -196,9 +198,11 @@ test-release: all
 test-gpu: build/tests/test-cuda
 	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; exit $$rc
 
+# On the CPU with 2 threads, so it prints the same on every machine: README.md
+# shows its output (tools/gen-samples.sh; test-cli checks it).
 example: build/ckey
 	build/ckey run --model tests/fixtures/tiny/tiny.pth --image examples/plate.png \
-	    --hint examples/hint.png --out example-out --size 128
+	    --hint examples/hint.png --out example-out --size 128 --threads 2 --device cpu
 
 bench: build/ckey $(BENCHES)
 

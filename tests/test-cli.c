@@ -5,6 +5,7 @@
  * the tiny fixture model. The binary is the ckey next to this
  * test's build tree (<dir of argv[0]>/../ckey).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include "ckey_media.h"
 #include "ckey.h"
 #include "support/testutil.h"
+#include "../programs/ckey/sha256.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -28,19 +30,20 @@ static char workdir[256];
 typedef ck_run_result result;
 #define result_free ck_run_free
 
-static result run_ckey(const char *first, ...) {
+static result run_ckey_va(const ck_run_options *opt, const char *first, va_list ap) {
     const char *argv[64];
     int argc = 0;
     argv[argc++] = ckey_bin;
-    va_list ap;
-    va_start(ap, first);
     for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
         argv[argc++] = a;
-    va_end(ap);
     argv[argc] = NULL;
 
-    result r = ck_run(argv, workdir);
-    printf("  $ ckey");
+    result r = ck_run_opts(argv, workdir, opt);
+    printf("  $");
+    if (opt && opt->cwd) printf(" (in %s)", opt->cwd);
+    for (const char *const *e = opt && opt->env ? opt->env : NULL; e && *e; e++)
+        printf(strchr(*e, '=') ? " %s" : " (no %s)", *e);
+    printf(" ckey");
     for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
     printf("  -> %d", r.code);
     const char *first_err = r.err[0] ? r.err : NULL;
@@ -49,6 +52,23 @@ static result run_ckey(const char *first, ...) {
         printf("  [%.*s]", nl ? (int)(nl - first_err) : (int)strlen(first_err), first_err);
     }
     printf("\n");
+    return r;
+}
+
+static result run_ckey(const char *first, ...) {
+    va_list ap;
+    va_start(ap, first);
+    result r = run_ckey_va(NULL, first, ap);
+    va_end(ap);
+    return r;
+}
+
+/* run_ckey in a working directory and with environment changes (ck_run_opts) */
+static result run_ckey_opts(const ck_run_options *opt, const char *first, ...) {
+    va_list ap;
+    va_start(ap, first);
+    result r = run_ckey_va(opt, first, ap);
+    va_end(ap);
     return r;
 }
 
@@ -406,6 +426,604 @@ static void test_info_and_convert(void) {
     result_free(&r);
 }
 
+/* ------------------------------------------------------ finding the model */
+
+/* The tiny model's absolute path (the lookup tests run in other directories). */
+static const char *tiny_abs(char *buf, size_t cap) {
+    char rel[512];
+    if (!tiny_model(rel, sizeof rel)) return NULL;
+    char *abs = realpath(rel, NULL);
+    if (!abs) return NULL;
+    snprintf(buf, cap, "%s", abs);
+    free(abs);
+    return buf;
+}
+
+/* <workdir>/<name>, created (a fresh empty directory). */
+static void fresh_dir(char *buf, size_t cap, const char *name) {
+    path_in(buf, cap, name);
+    ck_remove_tree(buf);
+    mkdir(buf, 0777);
+}
+
+/* The entries of a directory other than . and ..; -1 when it cannot be read. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static int same_file_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *x = ck_read_file(a, &na), *y = ck_read_file(b, &nb);
+    const int same = x && y && na == nb && !memcmp(x, y, na);
+    free(x);
+    free(y);
+    return same;
+}
+
+static void sha256_of_file(const char *path, char hex[65]) {
+    size_t n = 0;
+    unsigned char *b = ck_read_file(path, &n);
+    sha256_ctx c;
+    uint8_t d[32];
+    sha256_init(&c);
+    sha256_update(&c, b, b ? n : 0);
+    sha256_final(&c, d);
+    sha256_hex(d, hex);
+    free(b);
+}
+
+/* A copy of a checkpoint and of its sidecar <file>.json. */
+static int copy_model(const char *from, const char *to) {
+    char a[1100], b[1100];
+    snprintf(a, sizeof a, "%s.json", from);
+    snprintf(b, sizeof b, "%s.json", to);
+    return ck_copy_file(from, to) && (access(a, F_OK) != 0 || ck_copy_file(a, b));
+}
+
+/* No --model, no $CKEY_MODEL, an empty data directory, no upstream layout:
+ * every command that needs a model says where it looked and how to get one. */
+static void test_model_not_found(void) {
+    NEED_BINARY();
+    char home[600], cwd[600], xdg[600], env_home[700], env_xdg[700], data[700];
+    fresh_dir(home, sizeof home, "nf-home");
+    fresh_dir(cwd, sizeof cwd, "nf-cwd");
+    path_in(xdg, sizeof xdg, "nf-xdg");
+    snprintf(env_home, sizeof env_home, "HOME=%s", home);
+    snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
+    const char *env_default[] = {env_home, "XDG_DATA_HOME", "CKEY_MODEL", NULL};
+    const char *env_with_xdg[] = {env_home, env_xdg, "CKEY_MODEL", NULL};
+    for (int variant = 0; variant < 2; variant++) {
+        ck_run_options opt = {cwd, variant ? env_with_xdg : env_default, 0};
+        if (variant) snprintf(data, sizeof data, "%s/ckey", xdg);
+        else snprintf(data, sizeof data, "%s/.local/share/ckey", home);
+        for (int cmd = 0; cmd < 3; cmd++) {
+            result r = cmd == 0   ? run_ckey_opts(&opt, "info", NULL)
+                       : cmd == 1 ? run_ckey_opts(&opt, "run", "--image", "p.png", "--hint",
+                                                  "h.png", "--out", "o", NULL)
+                                  : run_ckey_opts(&opt, "key", "shot", NULL);
+            EXPECT(r, 2, err, "missing --model");
+            static const char *const places[] = {
+                "$CKEY_MODEL", "CorridorKeyModule/checkpoints", "CorridorKey_v1.0.pth",
+                "github.com/nikopueringer/CorridorKey/releases", "never downloads",
+                "ckey install-model"};
+            for (size_t k = 0; k < LEN(places); k++)
+                CHECKF(strstr(r.err, places[k]), "the message lacks '%s': %s", places[k], r.err);
+            CHECKF(strstr(r.err, data), "the message does not name the data directory %s: %s",
+                   data, r.err);
+            result_free(&r);
+        }
+    }
+}
+
+/* $CKEY_MODEL names the model; --model wins over it; a bad one is named. */
+static void test_model_from_env(void) {
+    NEED_BINARY();
+    char model[512], env_model[600], bogus[600], env_bogus[700];
+    if (!tiny_abs(model, sizeof model)) SKIP("no tiny model");
+    snprintf(env_model, sizeof env_model, "CKEY_MODEL=%s", model);
+    path_in(bogus, sizeof bogus, "no-such-model.pth");
+    snprintf(env_bogus, sizeof env_bogus, "CKEY_MODEL=%s", bogus);
+    const char *env[] = {env_model, NULL};
+    ck_run_options opt = {NULL, env, 0};
+    result r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, model);
+    result_free(&r);
+    r = run_ckey_opts(&opt, "run", "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                      "--out", workdir, "--size", "64", "--threads", "2", "--device", "cpu",
+                      "--json", NULL);
+    if (HAVE_PNG) EXPECT(r, 0, out, "\"ok\": true");
+    result_free(&r);
+
+    const char *env2[] = {env_bogus, NULL};
+    opt.env = env2;
+    r = run_ckey_opts(&opt, "info", "--threads", "2", NULL);
+    EXPECT(r, 1, err, bogus);
+    CHECKF(strstr(r.err, "CKEY_MODEL"), "the error does not say the path came from $CKEY_MODEL: %s",
+           r.err);
+    result_free(&r);
+    r = run_ckey_opts(&opt, "info", "--model", model, "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, model);
+    result_free(&r);
+}
+
+/* install-model: the data directory is created, the copy is whole and
+ * named after the file, its SHA-256 printed; later commands find it. */
+static void test_install_model(void) {
+    NEED_BINARY();
+    char model[512], xdg[600], env_xdg[700], home[600], env_home[700], cwd[600], dest[800];
+    char hex[65];
+    if (!tiny_abs(model, sizeof model)) SKIP("no tiny model");
+    sha256_of_file(model, hex);
+    path_in(xdg, sizeof xdg, "inst-xdg");
+    ck_remove_tree(xdg);
+    fresh_dir(home, sizeof home, "inst-home");
+    fresh_dir(cwd, sizeof cwd, "inst-cwd");
+    snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
+    snprintf(env_home, sizeof env_home, "HOME=%s", home);
+    const char *env[] = {env_xdg, env_home, "CKEY_MODEL", NULL};
+    ck_run_options opt = {cwd, env, 0};
+
+    result r = run_ckey_opts(&opt, "install-model", model, NULL);
+    snprintf(dest, sizeof dest, "%s/ckey/tiny.pth", xdg);
+    EXPECT(r, 0, out, dest);
+    CHECKF(strstr(r.out, hex), "install-model does not print the SHA-256 %s: %s", hex, r.out);
+    result_free(&r);
+    CHECK(same_file_bytes(model, dest));
+    /* with its sidecar (head_dim, groups), which the loader reads beside it */
+    char side[600];
+    snprintf(side, sizeof side, "%s.json", model);
+    snprintf(dest, sizeof dest, "%s/ckey/tiny.pth.json", xdg);
+    CHECK(same_file_bytes(side, dest));
+    snprintf(dest, sizeof dest, "%s/ckey", xdg);
+    CHECKF(count_entries(dest) == 2, "%s holds %d entries, want 2", dest, count_entries(dest));
+
+    /* found without --model */
+    snprintf(dest, sizeof dest, "%s/ckey/tiny.pth", xdg);
+    r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, dest);
+    result_free(&r);
+
+    /* again, over the installed copy, with --json */
+    r = run_ckey_opts(&opt, "install-model", model, "--json", NULL);
+    EXPECT(r, 0, out, "\"ok\": true");
+    char want[128];
+    snprintf(want, sizeof want, "\"sha256\": \"%s\"", hex);
+    CHECKF(strstr(r.out, want), "no %s in %s", want, r.out);
+    result_free(&r);
+    snprintf(dest, sizeof dest, "%s/ckey", xdg);
+    CHECK(count_entries(dest) == 2);
+
+    /* without $XDG_DATA_HOME: ~/.local/share/ckey */
+    const char *env_home_only[] = {env_home, "XDG_DATA_HOME", "CKEY_MODEL", NULL};
+    opt.env = env_home_only;
+    r = run_ckey_opts(&opt, "install-model", model, NULL);
+    snprintf(dest, sizeof dest, "%s/.local/share/ckey/tiny.pth", home);
+    EXPECT(r, 0, out, dest);
+    result_free(&r);
+    CHECK(same_file_bytes(model, dest));
+    r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, dest);
+    result_free(&r);
+}
+
+/* install-model refuses what it cannot load, and leaves nothing behind. */
+static void test_install_model_refuses(void) {
+    NEED_BINARY();
+    char model[512], xdg[600], env_xdg[700], data[700], bad[600], odd[600], missing[600];
+    if (!tiny_abs(model, sizeof model)) SKIP("no tiny model");
+    path_in(xdg, sizeof xdg, "bad-xdg");
+    ck_remove_tree(xdg);
+    snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
+    snprintf(data, sizeof data, "%s/ckey", xdg);
+    const char *env[] = {env_xdg, "CKEY_MODEL", NULL};
+    ck_run_options opt = {NULL, env, 0};
+    path_in(bad, sizeof bad, "bad.pth");
+    FILE *f = fopen(bad, "w");
+    REQUIRE(f);
+    fputs("PK\003\004 not a checkpoint\n", f);
+    fclose(f);
+
+    result r = run_ckey_opts(&opt, "install-model", bad, NULL);
+    EXPECT(r, 1, err, bad);
+    result_free(&r);
+    struct stat st;
+    CHECKF(stat(xdg, &st) != 0, "%s was created for a refused file", xdg);
+
+    /* an existing data directory is left as it was */
+    REQUIRE(mkdir(xdg, 0777) == 0 && mkdir(data, 0777) == 0);
+    r = run_ckey_opts(&opt, "install-model", bad, NULL);
+    EXPECT(r, 1, err, bad);
+    result_free(&r);
+    CHECKF(count_entries(data) == 0, "%s holds %d entries after a refused install", data,
+           count_entries(data));
+
+    path_in(missing, sizeof missing, "missing.pth");
+    r = run_ckey_opts(&opt, "install-model", missing, NULL);
+    EXPECT(r, 1, err, missing);
+    result_free(&r);
+    /* the lookup finds *.pth and *.safetensors only */
+    path_in(odd, sizeof odd, "tiny.ckpt");
+    REQUIRE(ck_copy_file(model, odd));
+    r = run_ckey_opts(&opt, "install-model", odd, NULL);
+    EXPECT(r, 1, err, ".safetensors");
+    result_free(&r);
+    CHECK(count_entries(data) == 0);
+
+    r = run_ckey_opts(&opt, "install-model", NULL);
+    EXPECT(r, 2, err, "FILE");
+    result_free(&r);
+    r = run_ckey_opts(&opt, "install-model", "--help", NULL);
+    EXPECT(r, 0, out, "usage: ckey install-model");
+    result_free(&r);
+}
+
+/* The order: $CKEY_MODEL, the data directory (CorridorKey_v1.0.pth, else its
+ * only checkpoint; several are refused), then upstream's layout. */
+static void test_model_lookup_order(void) {
+    NEED_BINARY();
+    char model[512], xdg[600], env_xdg[700], env_model[700], data[700], p[800], cwd[600];
+    if (!tiny_abs(model, sizeof model)) SKIP("no tiny model");
+    fresh_dir(xdg, sizeof xdg, "order-xdg");
+    snprintf(data, sizeof data, "%s/ckey", xdg);
+    REQUIRE(mkdir(data, 0777) == 0);
+    fresh_dir(cwd, sizeof cwd, "order-cwd");
+    snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
+    const char *env[] = {env_xdg, "CKEY_MODEL", NULL};
+    ck_run_options opt = {cwd, env, 0};
+
+    /* upstream's layout, under the current directory */
+    snprintf(p, sizeof p, "%s/CorridorKeyModule", cwd);
+    REQUIRE(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/CorridorKeyModule/checkpoints", cwd);
+    REQUIRE(mkdir(p, 0777) == 0);
+    snprintf(p, sizeof p, "%s/CorridorKeyModule/checkpoints/mine.pth", cwd);
+    REQUIRE(copy_model(model, p));
+    result r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, "CorridorKeyModule/checkpoints/mine.pth");
+    result_free(&r);
+
+    /* the data directory comes first; two checkpoints there are ambiguous */
+    snprintf(p, sizeof p, "%s/a.pth", data);
+    REQUIRE(copy_model(model, p));
+    r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, p);
+    result_free(&r);
+    snprintf(p, sizeof p, "%s/b.safetensors", data);
+    REQUIRE(copy_model(model, p));
+    r = run_ckey_opts(&opt, "info", NULL);
+    EXPECT(r, 2, err, "a.pth");
+    CHECKF(strstr(r.err, "b.safetensors") && strstr(r.err, data), "stderr: %s", r.err);
+    result_free(&r);
+    /* ... unless one is the official name */
+    snprintf(p, sizeof p, "%s/CorridorKey_v1.0.pth", data);
+    REQUIRE(copy_model(model, p));
+    r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, p);
+    result_free(&r);
+
+    /* $CKEY_MODEL before the data directory */
+    snprintf(env_model, sizeof env_model, "CKEY_MODEL=%s", model);
+    const char *env2[] = {env_xdg, env_model, NULL};
+    opt.env = env2;
+    r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, model);
+    result_free(&r);
+}
+
+/* info without --size plans at the checkpoint's training size. */
+static void test_info_native_size(void) {
+    NEED_BINARY();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    result r = run_ckey("info", "--model", model, "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, "at S = 128 ");
+    result_free(&r);
+    r = run_ckey("info", "--model", model, "--threads", "2", "--device", "cpu", "--json", NULL);
+    EXPECT(r, 0, out, "\"size\": 128,");
+    result_free(&r);
+    r = run_ckey("info", "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", NULL);
+    EXPECT(r, 0, out, "at S = 64 ");
+    result_free(&r);
+}
+
+static void test_sha256_vectors(void) {
+    static const struct {
+        const char *msg;
+        long repeat;
+        const char *hex;
+    } v[] = {
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+         "lmnopqrsmnopqrstnopqrstu", 1,
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+        /* around the padding boundary */
+        {"a", 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"},
+        {"a", 56, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a"},
+        {"a", 63, "7d3e74a05d7db15bce4ad9ec0658ea98e3f06eeecf16b4c6fff2da457ddc2f34"},
+        {"a", 64, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+    };
+    for (size_t k = 0; k < LEN(v); k++) {
+        /* byte by byte for repeated messages, whole for the others, and in
+         * chunks of 7 (crossing block edges) */
+        for (int mode = 0; mode < 2; mode++) {
+            sha256_ctx c;
+            sha256_init(&c);
+            const size_t len = strlen(v[k].msg);
+            if (mode == 0) {
+                for (long i = 0; i < v[k].repeat; i++) sha256_update(&c, v[k].msg, len);
+            } else {
+                char *all = malloc(len * (size_t)v[k].repeat + 1);
+                REQUIRE(all);
+                for (long i = 0; i < v[k].repeat; i++) memcpy(all + (size_t)i * len, v[k].msg, len);
+                const size_t total = len * (size_t)v[k].repeat;
+                for (size_t at = 0; at < total; at += 7)
+                    sha256_update(&c, all + at, total - at < 7 ? total - at : 7);
+                free(all);
+            }
+            uint8_t d[32];
+            char hex[65];
+            sha256_final(&c, d);
+            sha256_hex(d, hex);
+            CHECKF(!strcmp(hex, v[k].hex), "sha256('%.20s' x %ld, mode %d) = %s, want %s",
+                   v[k].msg, v[k].repeat, mode, hex, v[k].hex);
+        }
+    }
+}
+
+/* ------------------------------------------------------- small frictions */
+
+/* run --help: the --image line names every format the text lists; devices
+ * --help does not call the CUDA backend unfinished. */
+static void test_help_details(void) {
+    NEED_BINARY();
+    result r = run_ckey("run", "--help", NULL);
+    EXPECT(r, 0, out, "--image");
+    const char *opts_at = strstr(r.out, "\noptions:\n");
+    const char *image = strstr(r.out, "\n  --image ");
+    REQUIRE(opts_at && image);
+    const size_t line_len = strcspn(image + 1, "\n");
+    static const char *const formats[] = {"PNG", "JPEG", "TIFF", "OpenEXR"};
+    for (size_t k = 0; k < LEN(formats); k++) {
+        const char *in_text = strstr(r.out, formats[k]);
+        if (!in_text || in_text > opts_at) continue;
+        char *line = strndup(image + 1, line_len);
+        CHECKF(strstr(line, formats[k]), "run --help: the text lists %s but the --image line "
+                                         "does not: %s", formats[k], line);
+        free(line);
+    }
+    result_free(&r);
+    r = run_ckey("devices", "--help", NULL);
+    EXPECT(r, 0, out, "CUDA");
+    CHECKF(!strstr(r.out, "in progress"), "devices --help: %s", r.out);
+    result_free(&r);
+}
+
+/* A budget is printed in a unit that shows it: 1K is 1.0 KiB, not 0.0 MiB. */
+static void test_budget_units(void) {
+    NEED_BINARY();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    static const struct {
+        const char *budget, *shown;
+    } cases[] = {{"1K", "budget of 1.0 KiB"}, {"1000", "budget of 1000 bytes"},
+                 {"2.5M", "budget of 2.5 MiB"}};
+    for (size_t k = 0; k < LEN(cases); k++) {
+        result r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device",
+                            "cpu", "--budget", cases[k].budget, NULL);
+        EXPECT(r, 1, err, cases[k].shown);
+        CHECKF(!strstr(r.err, " 0.0 "), "a figure rounds to 0.0: %s", r.err);
+        result_free(&r);
+    }
+}
+
+/* key SHOT_DIR --out DIR: the passes go to DIR (the dry run names it; test-key
+ * writes them where the build has OpenEXR). */
+static void test_key_shot_out(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], shot[512], out[600];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot", 2));
+    path_in(out, sizeof out, "passes");
+    result r = run_ckey("key", shot, "--out", out, "--model", model, "--dry-run", "--json", NULL);
+    char want[700];
+    snprintf(want, sizeof want, "\"out\":\"%s\"", out);
+    EXPECT(r, 0, out, want);
+    result_free(&r);
+    r = run_ckey("key", shot, "--out", out, "--plate", shot, "--model", model, "--dry-run", NULL);
+    EXPECT(r, 2, err, "SHOT_DIR");
+    result_free(&r);
+    r = run_ckey("key", "--help", NULL);
+    EXPECT(r, 0, out, "--out DIR");
+    const char *line = strstr(r.out, "\n  --out DIR");
+    CHECKF(line && strstr(line, "SHOT_DIR/Output"), "key --help's --out line: %.200s",
+           line ? line : "(none)");
+    result_free(&r);
+    ck_remove_tree(shot);
+}
+
+/* ------------------------------------------------------- README samples */
+
+/*
+ * README.md and docs/cli.md show what some commands print, each in the fenced
+ * block after a line "<!-- ckey-sample: ckey ARGS -->" or "<!-- ckey-sample:
+ * make example -->" (the ckey command of the Makefile's example target);
+ * tools/gen-samples.sh writes them. The command runs in a directory holding
+ * links to the repository's tests/ and examples/, with stderr merged into
+ * stdout. Timing figures ("0.002 s") differ from run to run and are compared
+ * as equal whatever their value.
+ */
+
+/* The ckey arguments of the Makefile's example recipe ("build/ckey ARGS",
+ * continuation lines joined, blanks collapsed); malloc'd, NULL if none. */
+static char *make_example_args(void) {
+    size_t n = 0;
+    char *mk = (char *)ck_read_file("Makefile", &n);
+    if (!mk) return NULL;
+    char *rule = strstr(mk, "\nexample:");
+    char *cmd = rule ? calloc(1, n + 1) : NULL;
+    size_t len = 0;
+    for (char *line = rule ? strchr(rule + 1, '\n') : NULL; cmd && line && line[1] == '\t';
+         line = strchr(line + 1, '\n')) {
+        for (const char *c = line + 1; *c && *c != '\n'; c++) {
+            const int blank = *c == ' ' || *c == '\t' || (*c == '\\' && (c[1] == '\n' || !c[1]));
+            if (blank) {
+                if (len && cmd[len - 1] != ' ') cmd[len++] = ' ';
+            } else {
+                cmd[len++] = *c;
+            }
+        }
+        if (len && cmd[len - 1] != ' ') cmd[len++] = ' ';
+    }
+    free(mk);
+    if (!cmd) return NULL;
+    while (len && cmd[len - 1] == ' ') cmd[--len] = 0;
+    static const char prefix[] = "build/ckey ";
+    char *args = strncmp(cmd, prefix, strlen(prefix)) ? NULL : strdup(cmd + strlen(prefix));
+    free(cmd);
+    return args;
+}
+
+/* `s` with every timing figure (digits with one '.', then " s") written as
+ * "T s"; malloc'd. */
+static char *mask_timings(const char *s) {
+    char *m = malloc(strlen(s) + 1);
+    if (!m) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; s[i];) {
+        const int starts = (i == 0 || !(isdigit((unsigned char)s[i - 1]) || s[i - 1] == '.')) &&
+                           isdigit((unsigned char)s[i]);
+        size_t j = i;
+        int dots = 0;
+        while (starts && (isdigit((unsigned char)s[j]) || (s[j] == '.' && !dots++))) j++;
+        if (starts && dots == 1 && s[j - 1] != '.' && s[j] == ' ' && s[j + 1] == 's' &&
+            !isalnum((unsigned char)s[j + 2])) {
+            m[k++] = 'T';
+            i = j;
+        } else {
+            m[k++] = s[i++];
+        }
+    }
+    m[k] = 0;
+    return m;
+}
+
+/* Run sample `what` ("ckey ARGS" or "make example") in `dir`; malloc'd
+ * output, NULL with the reason in why[cap]. */
+static char *run_sample(const char *what, const char *dir, char *why, size_t cap) {
+    char *args = NULL;
+    if (!strcmp(what, "make example")) {
+        args = make_example_args();
+        if (!args) snprintf(why, cap, "no 'build/ckey ...' recipe for example: in the Makefile");
+    } else if (!strncmp(what, "ckey ", 5)) {
+        args = strdup(what + 5);
+    } else {
+        snprintf(why, cap, "'%s' is neither 'ckey ARGS' nor 'make example'", what);
+    }
+    if (!args) return NULL;
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = ckey_bin;
+    for (char *t = strtok(args, " "); t && argc < (int)LEN(argv) - 1; t = strtok(NULL, " "))
+        argv[argc++] = t;
+    argv[argc] = NULL;
+    ck_run_options opt = {dir, NULL, 1};
+    result r = ck_run_opts(argv, workdir, &opt);
+    printf("  $ (in %s) %s -> %d\n", dir, what, r.code);
+    free(args);
+    if (r.code != 0) {
+        snprintf(why, cap, "'%s' exited with %d: %.300s", what, r.code, r.out);
+        result_free(&r);
+        return NULL;
+    }
+    free(r.err);
+    return r.out;
+}
+
+/* Check every sample block of `doc_path`; returns how many it holds. */
+static int check_samples(const char *doc_path, const char *dir) {
+    size_t size = 0;
+    char *doc = (char *)ck_read_file(doc_path, &size);
+    CHECKF(doc != NULL, "cannot read %s (the tests run from the repository root)", doc_path);
+    if (!doc) return 0;
+    static const char marker[] = "<!-- ckey-sample: ";
+    int n = 0;
+    for (const char *m = doc; (m = strstr(m, marker)); m += strlen(marker)) {
+        if (m != doc && m[-1] != '\n') continue;
+        const char *what0 = m + strlen(marker);
+        const char *close = strstr(what0, " -->\n");
+        const char *eol = strchr(what0, '\n');
+        if (!close || (eol && close > eol)) {
+            CHECKF(0, "%s: a sample marker is not closed by ' -->'", doc_path);
+            continue;
+        }
+        char *what = strndup(what0, (size_t)(close - what0));
+        const char *fence = close + strlen(" -->\n");
+        const char *body = !strncmp(fence, "```", 3) ? strchr(fence, '\n') : NULL;
+        const char *end = body ? strstr(body, "\n```\n") : NULL;
+        CHECKF(end != NULL, "%s: no closed fenced block after the sample '%s'", doc_path, what);
+        char why[512] = "";
+        char *out = end ? run_sample(what, dir, why, sizeof why) : NULL;
+        CHECKF(!end || out, "%s: sample '%s': %s", doc_path, what, why);
+        if (out) {
+            char *block = strndup(body + 1, (size_t)(end + 1 - (body + 1)));
+            char *mo = mask_timings(out), *mb = mask_timings(block);
+            const char *la, *lb;
+            const int line = mo && mb ? first_diff_line(mo, mb, &la, &lb) : -1;
+            if (line > 0) {
+                if (!*la) la = "(no line)";
+                if (!*lb) lb = "(no line)";
+            }
+            CHECKF(line == 0,
+                   "%s: the sample of '%s' differs from what the program prints at line %d:\n"
+                   "    program: %.*s\n    doc:     %.*s\n  (run tools/gen-samples.sh)",
+                   doc_path, what, line, line > 0 ? (int)strcspn(la, "\n") : 0,
+                   line > 0 ? la : "", line > 0 ? (int)strcspn(lb, "\n") : 0, line > 0 ? lb : "");
+            if (line == 0) printf("  %s: the sample of '%s' matches\n", doc_path, what);
+            free(mo);
+            free(mb);
+            free(block);
+            free(out);
+        }
+        free(what);
+        n++;
+    }
+    free(doc);
+    return n;
+}
+
+static void test_doc_samples(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    char dir[600], link[700], *root = realpath(".", NULL);
+    REQUIRE(root);
+    fresh_dir(dir, sizeof dir, "samples");
+    static const char *const shared[] = {"tests", "examples"};
+    for (size_t k = 0; k < LEN(shared); k++) {
+        char target[PATH_MAX + 64];
+        snprintf(target, sizeof target, "%s/%s", root, shared[k]);
+        snprintf(link, sizeof link, "%s/%s", dir, shared[k]);
+        CHECK(symlink(target, link) == 0);
+    }
+    free(root);
+    const int in_readme = check_samples("README.md", dir);
+    CHECKF(in_readme >= 2, "README.md has %d sample blocks (make example, ckey info), want 2",
+           in_readme);
+    check_samples("docs/cli.md", dir);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -414,11 +1032,21 @@ int main(int argc, char **argv) {
     if (slash) *slash = 0;
     else snprintf(self, sizeof self, ".");
     snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
+    char *abs = realpath(ckey_bin, NULL); /* some cases run it in other directories */
+    if (abs) snprintf(ckey_bin, sizeof ckey_bin, "%s", abs);
+    free(abs);
     snprintf(workdir, sizeof workdir, "/tmp/ckey-test-cli-XXXXXX");
     if (!mkdtemp(workdir)) {
         fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
         return 1;
     }
+    /* no checkpoint of the user's may answer a command run without --model */
+    char isolated[400];
+    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
+    setenv("HOME", isolated, 1);
+    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
+    setenv("XDG_DATA_HOME", isolated, 1);
+    unsetenv("CKEY_MODEL");
     static const ck_test_case cases[] = {
         {"help_and_version", test_help_and_version},
         {"usage_errors", test_usage_errors},
@@ -426,6 +1054,17 @@ int main(int argc, char **argv) {
         {"bad_files", test_bad_files},
         {"run_end_to_end", test_run_end_to_end},
         {"info_and_convert", test_info_and_convert},
+        {"model_not_found", test_model_not_found},
+        {"model_from_env", test_model_from_env},
+        {"install_model", test_install_model},
+        {"install_model_refuses", test_install_model_refuses},
+        {"model_lookup_order", test_model_lookup_order},
+        {"info_native_size", test_info_native_size},
+        {"sha256_vectors", test_sha256_vectors},
+        {"help_details", test_help_details},
+        {"budget_units", test_budget_units},
+        {"key_shot_out", test_key_shot_out},
+        {"doc_samples", test_doc_samples},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);

@@ -941,6 +941,36 @@ static void test_parallel_writers(void) {
     remove_tree(shot);
 }
 
+/* SHOT_DIR --out DIR: the clip's Input/ and AlphaHint/, the passes under DIR
+ * (SHOT_DIR/Output is not created); --plate and a hint folder stay refused. */
+static void test_shot_out(void) {
+    char model[512], shot[512], out[600], p[1024];
+    NEED_SETUP(model);
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-out", 2));
+    snprintf(out, sizeof out, "%s/elsewhere/passes", workdir);
+    result r = run_ckey("key", shot, "--out", out, "--model", model, "--size", "64", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    CHECKF(strstr(r.out, out) != NULL, "the summary does not name %s: %s", out, r.out);
+    result_free(&r);
+    for (int f = 1; f <= 2; f++)
+        for (int pass = 0; pass < 4; pass++) {
+            snprintf(p, sizeof p, "%s/%s/plate_%04d.%s", out, passes[pass], f,
+                     pass == 3 ? "png" : "exr");
+            CHECKF(exists(p), "%s was not written", p);
+        }
+    snprintf(p, sizeof p, "%s/Output", shot);
+    CHECKF(!exists(p), "%s was created", p);
+    /* resume works there too */
+    r = run_ckey("key", shot, "--out", out, "--model", model, "--size", "64", "--json", NULL);
+    CHECKF(r.code == 0 && strstr(r.out, "\"to_skip\":2"), "exit %d: %s", r.code, r.out);
+    result_free(&r);
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    r = run_ckey("key", shot, "--out", out, "--hint", p, "--model", model, NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "SHOT_DIR"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -957,6 +987,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
         return 1;
     }
+    /* `key` without --model must not find a checkpoint of the user's */
+    char isolated[400];
+    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
+    setenv("HOME", isolated, 1);
+    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
+    setenv("XDG_DATA_HOME", isolated, 1);
+    unsetenv("CKEY_MODEL");
     static const ck_test_case cases[] = {
         {"post_api", test_post_api},
         {"sequence_and_resume", test_sequence_and_resume},
@@ -967,6 +1004,7 @@ int main(int argc, char **argv) {
         {"hint_resize", test_hint_resize},
         {"exr_plate_space", test_exr_plate_space},
         {"parallel_writers", test_parallel_writers},
+        {"shot_out", test_shot_out},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

@@ -6,6 +6,7 @@
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"
+#include "model-path.h"
 #include "opts.h"
 #include "output.h"
 
@@ -98,7 +99,8 @@ int cmd_info(int argc, char **argv) {
                                   O_JSON | O_MEMORY,
                               0, help_info, &o);
     if (rc != CONTINUE) return rc;
-    if (!require(&o, o.model, "--model")) return EXIT_USAGE;
+    const int found = find_model(&o);
+    if (found != CONTINUE) return found;
 
     ckey_error err;
     memset(&err, 0, sizeof err);
@@ -106,9 +108,14 @@ int cmd_info(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     ckey_model *model = NULL;
     double t0 = now_seconds();
-    if (ckey_model_load(o.model, &model, &err) != CKEY_OK) return fail_err(o.json, &err);
+    if (ckey_model_load(o.model, &model, &err) != CKEY_OK) {
+        note_model_origin(&o, &err);
+        return fail_err(o.json, &err);
+    }
     r.t_load = now_seconds() - t0;
     ckey_model_get_info(model, &r.mi);
+    /* without --size: the size the checkpoint was trained at */
+    if (!o.have_size && r.mi.native_size > 0) o.so.size = r.mi.native_size;
     t0 = now_seconds();
     ckey_status st = ckey_plan_memory(model, &o.so, &r.plan, &err);
     r.t_plan = now_seconds() - t0;

@@ -18,6 +18,7 @@
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"
+#include "model-path.h"
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
@@ -272,14 +273,15 @@ static int check_video_opts(const opts *o) {
 }
 
 /* The plate, hint and output paths: SHOT_DIR's Input/, AlphaHint/ and
- * Output/, or --plate, --hint and --out. */
+ * Output/ (--out DIR: the passes under DIR instead), or --plate, --hint and
+ * --out. */
 static int resolve_paths(key_job *j) {
     const opts *o = &j->o;
     j->auto_hint = o->hint && !strcmp(o->hint, "auto");
     if (o->npositional == 1) {
-        if (o->plate || (o->hint && !j->auto_hint) || o->out)
-            return usage_error(o->cmd, "give either SHOT_DIR or --plate/--hint/--out, not both "
-                                       "(--hint auto is allowed with SHOT_DIR)");
+        if (o->plate || (o->hint && !j->auto_hint))
+            return usage_error(o->cmd, "give either SHOT_DIR or --plate/--hint, not both "
+                                       "(with SHOT_DIR, --hint auto and --out DIR are allowed)");
         const char *shot = o->positional[0];
         struct stat st;
         if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode))
@@ -289,7 +291,7 @@ static int resolve_paths(key_job *j) {
                             shot, is_video_ext(file_ext(shot)) ? "a video" : "a file", shot);
         j->plate_dir = path_join(shot, "Input");
         j->hint_dir = j->auto_hint ? strdup("auto") : path_join(shot, "AlphaHint");
-        j->out_dir = path_join(shot, "Output");
+        j->out_dir = o->out ? strdup(o->out) : path_join(shot, "Output");
         j->clip = clip_name(shot);
     } else {
         if (!o->plate || !o->hint || !o->out)
@@ -420,7 +422,10 @@ static int dry_run(const key_job *j) {
 static int load_model(key_job *j) {
     const opts *o = &j->o;
     if (j->kc.to_key == 0) return CONTINUE;
-    if (ckey_model_load(o->model, &j->model, &j->err) != CKEY_OK) return key_fail_err(j);
+    if (ckey_model_load(o->model, &j->model, &j->err) != CKEY_OK) {
+        note_model_origin(o, &j->err);
+        return key_fail_err(j);
+    }
     ckey_model_info mi;
     memset(&mi, 0, sizeof mi);
     ckey_model_get_info(j->model, &mi);
@@ -568,8 +573,8 @@ int cmd_key(int argc, char **argv) {
     ckey_video_set_log_level(j.o.verbose);
     j.kc.json = j.o.json;
     j.kc.tty = !j.o.json && isatty(2);
-    if (!require(&j.o, j.o.model, "--model")) return EXIT_USAGE;
-    rc = check_video_opts(&j.o);
+    rc = find_model(&j.o);
+    if (rc == CONTINUE) rc = check_video_opts(&j.o);
     if (rc == CONTINUE) rc = key_clip(&j);
     key_job_free(&j);
     return rc;

@@ -11,6 +11,7 @@
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"
+#include "model-path.h"
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
@@ -81,7 +82,10 @@ static int read_inputs(run_job *j, ckey_error *err) {
 static int key_plate(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
     double t0 = now_seconds();
-    if (ckey_model_load(o->model, &j->model, err) != CKEY_OK) return fail_err(o->json, err);
+    if (ckey_model_load(o->model, &j->model, err) != CKEY_OK) {
+        note_model_origin(o, err);
+        return fail_err(o->json, err);
+    }
     j->t_load = now_seconds() - t0;
     ckey_model_info mi;
     memset(&mi, 0, sizeof mi);
@@ -181,9 +185,11 @@ int cmd_run(int argc, char **argv) {
                                   O_RESIZE_BACK | O_PRECISION,
                               0, help_run, o);
     if (rc != CONTINUE) return rc;
-    if (!require(o, o->model, "--model") || !require(o, o->image, "--image") ||
-        !require(o, o->hint, "--hint") || !require(o, o->out, "--out"))
+    if (!require(o, o->image, "--image") || !require(o, o->hint, "--hint") ||
+        !require(o, o->out, "--out"))
         return EXIT_USAGE;
+    const int found = find_model(o);
+    if (found != CONTINUE) return found;
 
     ckey_error err;
     memset(&err, 0, sizeof err);

@@ -9,5 +9,6 @@ int cmd_info(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_install_model(int argc, char **argv);
 
 #endif

@@ -9,5 +9,6 @@ extern const char help_info[];
 extern const char help_convert[];
 extern const char help_devices[];
 extern const char help_version[];
+extern const char help_install_model[];
 
 #endif

@@ -213,6 +213,7 @@ static int set_option(opts *o, int flag, const char *val) {
             return usage_error(o->cmd, "--size %ld is not a multiple of 32 (the network "
                                        "downsamples by 32)", n);
         o->so.size = (int32_t)n;
+        o->have_size = 1;
         break;
     case O_THREADS:
         if (!parse_int(val, 0, 4096, &n))

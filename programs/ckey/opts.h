@@ -33,6 +33,9 @@ enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
 typedef struct opts {
     const char *cmd;                /* "run", "key", ...: names the command in messages */
     const char *model, *image, *hint, *out;
+    const char *model_origin;       /* where find_model found the model; NULL: --model */
+    char model_buf[4096];           /* the model's path when find_model found it */
+    int have_size;                  /* --size given */
     int json, memory;
     ckey_input_space space;         /* --input-space, --linear */
     ckey_session_options so;        /* --size, --threads, --device, --precision, --budget, ... */

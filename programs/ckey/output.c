@@ -62,6 +62,7 @@ void print_plan_json(const ckey_memory_plan *p) {
 int is_test_model(const ckey_model_info *mi) { return mi->embed_dim != CKEY_REAL_EMBED_DIM; }
 
 void test_model_notice(const char *model, const ckey_model_info *mi) {
+    fflush(stdout); /* after what stdout holds so far, as on a terminal */
     fprintf(stderr,
             "ckey: note: %s is a reduced test configuration (embed_dim %d, not %d); its weights "
             "are untrained test weights and the matte is not meaningful.\n",

@@ -19,6 +19,10 @@ ckey_status ck_fail(ckey_error *err, ckey_status st, const char *fmt, ...)
 /* Clear an error record. */
 void ck_error_clear(ckey_error *err);
 
+/* A byte count in the unit that shows it: "1000 bytes", "1.0 KiB", "5.8 MiB",
+ * "1.50 GiB" (binary multiples), into buf[cap]; returns buf. */
+const char *ck_format_bytes(char *buf, size_t cap, int64_t bytes);
+
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int ck_mul_size(size_t a, size_t b, size_t *out);
 int ck_add_size(size_t a, size_t b, size_t *out);

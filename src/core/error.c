@@ -32,6 +32,15 @@ ckey_status ck_fail(ckey_error *err, ckey_status st, const char *fmt, ...) {
     return st;
 }
 
+const char *ck_format_bytes(char *buf, size_t cap, int64_t bytes) {
+    const double b = (double)bytes;
+    if (bytes < 1024 && bytes > -1024) snprintf(buf, cap, "%lld bytes", (long long)bytes);
+    else if (b < 1024.0 * 1024) snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+    else if (b < 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
 void ck_error_clear(ckey_error *err) {
     if (err) {
         err->status = CKEY_OK;

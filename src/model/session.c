@@ -135,13 +135,16 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
 }
 
+/* CKEY_ERR_BUDGET when the plan is over the options' budget, every figure
+ * in a unit that shows it (a budget of 1K is "1.0 KiB", not "0.0 MiB"). */
 static ckey_status check_budget(const ckey_session_options *o, const ckey_memory_plan *mp, ckey_error *err) {
-    if (o->memory_budget > 0 && mp->peak_bytes > o->memory_budget)
-        return ck_fail(err, CKEY_ERR_BUDGET,
-                       "size %d needs %.1f MiB (weights %.1f + arena %.1f), over the budget of %.1f MiB", o->size,
-                       mp->peak_bytes / 1048576.0, mp->weight_bytes / 1048576.0, mp->arena_bytes / 1048576.0,
-                       o->memory_budget / 1048576.0);
-    return CKEY_OK;
+    if (o->memory_budget <= 0 || mp->peak_bytes <= o->memory_budget) return CKEY_OK;
+    char peak[32], weights[32], arena[32], limit[32];
+    return ck_fail(err, CKEY_ERR_BUDGET, "size %d needs %s (weights %s + arena %s), over the budget of %s",
+                   (int)o->size, ck_format_bytes(peak, sizeof peak, mp->peak_bytes),
+                   ck_format_bytes(weights, sizeof weights, mp->weight_bytes),
+                   ck_format_bytes(arena, sizeof arena, mp->arena_bytes),
+                   ck_format_bytes(limit, sizeof limit, o->memory_budget));
 }
 
 /* Validate the options and record a plan without creating a backend (the

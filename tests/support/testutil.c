@@ -84,6 +84,10 @@ static char *slurp_or_empty(const char *path) {
 }
 
 ck_run_result ck_run(const char *const *argv, const char *workdir) {
+    return ck_run_opts(argv, workdir, NULL);
+}
+
+ck_run_result ck_run_opts(const char *const *argv, const char *workdir, const ck_run_options *opt) {
     char out_path[512], err_path[512];
     snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
     snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
@@ -95,7 +99,17 @@ ck_run_result ck_run(const char *const *argv, const char *workdir) {
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0) _exit(126);
         dup2(o, 1);
-        dup2(e, 2);
+        dup2(opt && opt->merge_stderr ? o : e, 2);
+        for (const char *const *v = opt && opt->env ? opt->env : NULL; v && *v; v++) {
+            const char *eq = strchr(*v, '=');
+            char name[256];
+            const size_t n = eq ? (size_t)(eq - *v) : strlen(*v);
+            if (n == 0 || n >= sizeof name) _exit(126);
+            memcpy(name, *v, n);
+            name[n] = 0;
+            if (eq ? setenv(name, eq + 1, 1) : unsetenv(name)) _exit(126);
+        }
+        if (opt && opt->cwd && chdir(opt->cwd) != 0) _exit(126);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }

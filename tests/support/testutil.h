@@ -74,6 +74,16 @@ typedef struct ck_run_result {
     char *out, *err;
 } ck_run_result;
 ck_run_result ck_run(const char *const *argv, const char *workdir);
+/* ck_run with a working directory, environment changes and optionally stderr
+ * merged into out (in the order the program wrote them; err stays empty).
+ * env: NULL-terminated "NAME=VALUE" (set) or "NAME" (unset) entries, applied
+ * in the child only. argv[0] must then be an absolute path when cwd is set. */
+typedef struct ck_run_options {
+    const char *cwd;
+    const char *const *env;
+    int merge_stderr;
+} ck_run_options;
+ck_run_result ck_run_opts(const char *const *argv, const char *workdir, const ck_run_options *o);
 void ck_run_free(ck_run_result *r);
 
 /* rm -r: a directory and everything under it (symlinks are not followed). */
