@@ -406,6 +406,34 @@ static void test_info_and_convert(void) {
     result_free(&r);
 }
 
+/* A checkpoint with a NaN or Inf weight: `run` and `info` fail (exit 1)
+ * naming the tensor and the element, and `run` writes nothing. */
+static void test_damaged_model(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], clean[512], bad[512], out[512];
+    if (!tiny_model(model, sizeof model)) SKIP("%s/tiny/tiny.pth does not exist yet", ck_fixtures_dir());
+    path_in(clean, sizeof clean, "clean.safetensors");
+    path_in(bad, sizeof bad, "damaged.safetensors");
+    path_in(out, sizeof out, "damaged-out");
+    result r = run_ckey("convert", model, clean, NULL);
+    REQUIRE(r.code == 0);
+    result_free(&r);
+    REQUIRE(ck_poison_safetensors(clean, bad, "refiner.final.weight", 12, NAN));
+    r = run_ckey("run", "--model", bad, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                 "--out", out, "--size", "64", "--threads", "2", NULL);
+    EXPECT(r, 1, err, "tensor 'refiner.final.weight' element 12 is NaN: the checkpoint is damaged");
+    CHECK(strstr(r.err, bad) != NULL);
+    result_free(&r);
+    struct stat st;
+    CHECK(stat(out, &st) != 0);
+    REQUIRE(ck_poison_safetensors(clean, bad, "encoder.model.pos_embed", 77, INFINITY));
+    r = run_ckey("info", "--model", bad, "--json", NULL);
+    EXPECT(r, 1, err, "tensor 'encoder.model.pos_embed' element 77 is +Inf");
+    CHECK(strstr(r.out, "\"ok\": false") != NULL);
+    result_free(&r);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -426,6 +454,7 @@ int main(int argc, char **argv) {
         {"bad_files", test_bad_files},
         {"run_end_to_end", test_run_end_to_end},
         {"info_and_convert", test_info_and_convert},
+        {"damaged_model", test_damaged_model},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);
