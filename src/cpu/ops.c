@@ -235,18 +235,22 @@ static inline __attribute__((always_inline)) v16f v16_splat(float x) {
     return (v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 }
 
-/* exp_approx on 16 lanes (same arithmetic as the scalar version). */
+/* ck_exp_approx (core/fastmath.h) on 16 lanes, the same arithmetic: the
+ * clamps keep a NaN lane NaN (v16_max would not), the exponents are
+ * unsigned. */
+typedef uint32_t v16u __attribute__((vector_size(64)));
 static inline __attribute__((always_inline)) v16f v16_exp(v16f v) {
-    v = v16_max(v, v16_splat(-87.0f));
+    const v16i lo = v < v16_splat(-104.0f), hi = v > v16_splat(89.0f);
+    v = (v16f)((lo & (v16i)v16_splat(-104.0f)) | (~lo & (v16i)v));
+    v = (v16f)((hi & (v16i)v16_splat(89.0f)) | (~hi & (v16i)v));
     v16f t = v * 1.44269504088896341f + 12582912.0f;
     v16f nf = t - 12582912.0f;
-    v16i ni = (v16i)t - 0x4B400000;
+    const v16u nb = (v16u)t - 0x4B400000u + 256u, n1 = nb >> 1, n2 = nb - n1;
     v16f r = v - nf * 0.693145751953125f;
     r = r - nf * 1.428606765330187e-06f;
     v16f p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
              r * (0.00833333377f + r * 0.00138888892f)))));
-    v16i bits = (ni + 127) << 23;
-    return p * (v16f)bits;
+    return p * (v16f)((n1 - 1u) << 23) * (v16f)((n2 - 1u) << 23);
 }
 
 VEC static float row_max(const float *restrict s, int n) {
@@ -261,7 +265,6 @@ VEC static float row_max(const float *restrict s, int n) {
     return mx;
 }
 
-/* Scores are <= m here, so the upper clamp of exp_approx is never needed. */
 VEC static float exp_shift_sum(float *restrict s, int n, float m) {
     v16f acc = v16_splat(0.0f), mv = v16_splat(m);
     int j = 0;
