@@ -49,14 +49,21 @@ static int make_auto_hint(run_job *j, ckey_error *err) {
     return CONTINUE;
 }
 
+/* An input image from PATH, or from standard input for `-`, read to its
+ * end: a pipe or a FIFO is read once, never reopened. */
+static ckey_status read_image(const char *path, ckey_image_kind kind, ckey_image *img, ckey_error *err) {
+    if (!strcmp(path, "-")) return ckey_image_read_file(stdin, "stdin", kind, img, err);
+    return ckey_image_read(path, kind, img, err);
+}
+
 /* The plate and its hint, of one size. Read before the model is loaded: a
  * typo in a path should not cost a model load. */
 static int read_inputs(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
     const double t0 = now_seconds();
     j->auto_hint = !strcmp(o->hint, "auto");
-    if (ckey_image_read(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
-        (!j->auto_hint && ckey_image_read(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
+    if (read_image(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
+        (!j->auto_hint && read_image(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
         return fail_err(o->json, err);
     /* auto: an EXR plate is linear, converted to sRGB now, at full size, as
      * upstream's reader does by default (linear: after the resize instead) */
@@ -184,6 +191,8 @@ int cmd_run(int argc, char **argv) {
     if (!require(o, o->model, "--model") || !require(o, o->image, "--image") ||
         !require(o, o->hint, "--hint") || !require(o, o->out, "--out"))
         return EXIT_USAGE;
+    if (!strcmp(o->image, "-") && !strcmp(o->hint, "-"))
+        return usage_error("run", "only one of --image and --hint can be - (standard input)");
 
     ckey_error err;
     memset(&err, 0, sizeof err);

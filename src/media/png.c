@@ -48,6 +48,14 @@ ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_ima
     return ck_image_read_png_memory(NULL, 0, path, kind, out, err);
 }
 
+ckey_status ck_image_read_png_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    (void)f;
+    (void)head;
+    (void)nhead;
+    return ck_image_read_png_memory(NULL, 0, label, kind, out, err);
+}
+
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, ckey_error *err) {
@@ -381,20 +389,32 @@ ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *
     return read_png(&r, kind, out, err);
 }
 
+ckey_status ck_image_read_png_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!label) label = "(stream)";
+    if (!f || !out || (!head && nhead) || nhead > 8 || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.label = label;
+    r.file = f;
+    if (nhead) memcpy(r.head, head, nhead); /* replayed before the stream's bytes */
+    r.head_len = nhead;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
+    return read_png(&r, kind, out, err);
+}
+
 ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_image *out,
                                 ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!path || !out || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read_png: invalid arguments");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ck_fail(err, CKEY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    reader r;
-    memset(&r, 0, sizeof r);
-    r.label = path;
-    r.file = f;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
-    ckey_status st = read_png(&r, kind, out, err);
+    FILE *f = NULL;
+    ckey_status st = ck_open_input(path, CK_INPUT_TIMEOUT_MS, &f, err);
+    if (st != CKEY_OK) return st;
+    st = ck_image_read_png_stream(f, NULL, 0, path, kind, out, err);
     fclose(f);
     return st;
 }
