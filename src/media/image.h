@@ -61,6 +61,13 @@ int ck_exr_own_deflate(void);
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
 typedef enum ck_png_quantize { CK_PNG_ROUND = 0, CK_PNG_TRUNCATE = 1 } ck_png_quantize;
 
+/* The PNG encoder on an open stream, flushed but neither synced nor
+ * closed; `label` names it in messages. A failed write reports the system's
+ * reason ("write failed: No space left on device"). */
+ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, int32_t channels,
+                                int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q,
+                                ckey_error *err);
+
 /* ckey_image_write_png with the quantization chosen. */
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
