@@ -2,10 +2,12 @@
 #include "paths.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
@@ -47,4 +49,11 @@ int make_dirs(const char *path, char *why, size_t cap) {
         return 0;
     }
     return 1;
+}
+
+void sync_dir(const char *dir) {
+    const int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
 }
