@@ -66,7 +66,9 @@ typedef struct ckey_model ckey_model;
  * storages; optional `state_dict` nesting and `_orig_mod.` prefixes) or a
  * safetensors file. The pickle inside a .pth is read by a small interpreter
  * that executes nothing and refuses every opcode or global a state dict does
- * not need. Weights are converted to float32 once, into memory the model owns.
+ * not need. Weights are converted to float32 once, into memory the model owns;
+ * a NaN or Inf weight is refused (CKEY_ERR_FORMAT, "m.pth: tensor
+ * 'refiner.final.weight' element 12 is NaN: the checkpoint is damaged").
  * Hyper-parameters come from the tensor shapes; head_dim (default 56) and the
  * GroupNorm group count (default 8) may be overridden by safetensors metadata
  * ("ckey.head_dim", "ckey.groups") or a JSON sidecar `<path>.json`.

@@ -4,6 +4,8 @@
 #ifndef CKEY_MEDIA_H
 #define CKEY_MEDIA_H
 
+#include <stdio.h>
+
 #include "ckey.h"
 
 #ifdef __cplusplus
@@ -76,9 +78,25 @@ ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_ima
  * The kinds and the hint rule are those of the PNG reader. NaN or Inf in a
  * float TIFF or EXR is refused ("non-finite sample ... at x X, y Y, channel C"). Other formats fail
  * with CKEY_ERR_UNSUPPORTED ("x.bmp: unknown image format ...").
+ * The file is opened once and read from start to end (the format is sniffed
+ * from the same stream), so `path` may be a pipe or a FIFO (/dev/stdin, a
+ * mkfifo file). A FIFO is opened without blocking, then waited on for its
+ * first byte for at most 30 s: "x: no data after 30 s: no writer has opened
+ * the FIFO, or it writes nothing" (CKEY_ERR_IO). ckey_image_read_png opens
+ * its file the same way. A stream is read whole into memory for every
+ * format but PNG (which is decoded as it is read), up to the most an image
+ * within the limits below can take (8 GiB + 64 MiB).
  */
 ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
                             ckey_error *err);
+
+/*
+ * ckey_image_read on a stream the caller opened (stdin, say), from its
+ * current position to the end of the image; `f` is not closed. `label`
+ * stands for the file name in messages (NULL: "(stream)").
+ */
+ckey_status ckey_image_read_file(FILE *f, const char *label, ckey_image_kind kind, ckey_image *out,
+                                 ckey_error *err);
 
 /* Free the pixels and zero the struct; NULL and empty images are fine. */
 void ckey_image_free(ckey_image *img);

@@ -466,6 +466,25 @@ static int same_file_bytes(const char *a, const char *b) {
     return same;
 }
 
+/* sh -c SCRIPT with $0 = the ckey binary, $1 = `model`, $2 = the work
+ * directory (run from the repository root, like the tests). */
+static result run_sh(const char *script, const char *model) {
+    const char *argv[] = {"/bin/sh", "-c", script, ckey_bin, model, workdir, NULL};
+    result r = ck_run(argv, workdir);
+    printf("  $ %s  -> %d\n", script, r.code);
+    if (r.code != 0 && r.err[0]) printf("    %.*s\n", (int)strcspn(r.err, "\n"), r.err);
+    return r;
+}
+
+static int same_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *x = ck_read_file(a, &na), *y = ck_read_file(b, &nb);
+    const int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 static void sha256_of_file(const char *path, char hex[65]) {
     size_t n = 0;
     unsigned char *b = ck_read_file(path, &n);
@@ -1024,6 +1043,81 @@ static void test_doc_samples(void) {
     check_samples("docs/cli.md", dir);
 }
 
+/* A plate or hint from a pipe (`-` or /dev/stdin) or a FIFO is read once
+ * and keys exactly as the file does; `-` for both inputs is a usage error. */
+static void test_stdin_and_fifo(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], ref[512], fifo[512];
+    if (!tiny_model(model, sizeof model)) SKIP("%s/tiny/tiny.pth does not exist yet", ck_fixtures_dir());
+    path_in(ref, sizeof ref, "stream-ref");
+    path_in(fifo, sizeof fifo, "plate.fifo");
+    result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                        "--out", ref, "--size", "64", "--threads", "2", NULL);
+    REQUIRE(r.code == 0);
+    result_free(&r);
+    static const struct {
+        const char *out, *script;
+    } cases[] = {
+        {"stream-pipe", "cat examples/plate.png | \"$0\" run --model \"$1\" --image - --hint examples/hint.png "
+                        "--out \"$2/stream-pipe\" --size 64 --threads 2"},
+        {"stream-dev-stdin", "cat examples/hint.png | \"$0\" run --model \"$1\" --image examples/plate.png "
+                             "--hint /dev/stdin --out \"$2/stream-dev-stdin\" --size 64 --threads 2"},
+        {"stream-fifo", "mkfifo \"$2/plate.fifo\" && { cat examples/plate.png > \"$2/plate.fifo\" & } && "
+                        "cat examples/hint.png | \"$0\" run --model \"$1\" --image \"$2/plate.fifo\" --hint - "
+                        "--out \"$2/stream-fifo\" --size 64 --threads 2"},
+    };
+    for (size_t k = 0; k < LEN(cases); k++) {
+        r = run_sh(cases[k].script, model);
+        CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+        result_free(&r);
+        for (int i = 0; i < 2; i++) {
+            const char *name = i ? "fg.png" : "alpha.png";
+            char got[600], want[600];
+            snprintf(got, sizeof got, "%s/%s/%s", workdir, cases[k].out, name);
+            snprintf(want, sizeof want, "%s/%s", ref, name);
+            CHECKF(same_bytes(got, want), "%s differs from %s", got, want);
+        }
+    }
+    /* a writer still blocked on the FIFO (had ckey not opened it) gets a
+     * reader and goes */
+    const int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+    unlink(fifo);
+
+    r = run_ckey("run", "--model", model, "--image", "-", "--hint", "-", "--out", ref, NULL);
+    EXPECT(r, 2, err, "only one of --image and --hint can be - (standard input)");
+    result_free(&r);
+}
+
+/* A checkpoint with a NaN or Inf weight: `run` and `info` fail (exit 1)
+ * naming the tensor and the element, and `run` writes nothing. */
+static void test_damaged_model(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], clean[512], bad[512], out[512];
+    if (!tiny_model(model, sizeof model)) SKIP("%s/tiny/tiny.pth does not exist yet", ck_fixtures_dir());
+    path_in(clean, sizeof clean, "clean.safetensors");
+    path_in(bad, sizeof bad, "damaged.safetensors");
+    path_in(out, sizeof out, "damaged-out");
+    result r = run_ckey("convert", model, clean, NULL);
+    REQUIRE(r.code == 0);
+    result_free(&r);
+    REQUIRE(ck_poison_safetensors(clean, bad, "refiner.final.weight", 12, NAN));
+    r = run_ckey("run", "--model", bad, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                 "--out", out, "--size", "64", "--threads", "2", NULL);
+    EXPECT(r, 1, err, "tensor 'refiner.final.weight' element 12 is NaN: the checkpoint is damaged");
+    CHECK(strstr(r.err, bad) != NULL);
+    result_free(&r);
+    struct stat st;
+    CHECK(stat(out, &st) != 0);
+    REQUIRE(ck_poison_safetensors(clean, bad, "encoder.model.pos_embed", 77, INFINITY));
+    r = run_ckey("info", "--model", bad, "--json", NULL);
+    EXPECT(r, 1, err, "tensor 'encoder.model.pos_embed' element 77 is +Inf");
+    CHECK(strstr(r.out, "\"ok\": false") != NULL);
+    result_free(&r);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -1065,6 +1159,8 @@ int main(int argc, char **argv) {
         {"budget_units", test_budget_units},
         {"key_shot_out", test_key_shot_out},
         {"doc_samples", test_doc_samples},
+        {"damaged_model", test_damaged_model},
+        {"stdin_and_fifo", test_stdin_and_fifo},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);

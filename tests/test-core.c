@@ -1,10 +1,14 @@
-/* Core: memory planner, thread pool, and GEMM called from pool threads. */
+/* Core: memory planner, thread pool, GEMM called from pool threads, and the
+ * fast exp / GELU approximations on every kind of float. */
+#include <float.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "core/fastmath.h"
 #include "cpu/cpu.h"
+#include "cuda/kernels.h"
 #include "support/testutil.h"
 
 /* Random alloc/release sequences: buffers alive at the same time never share
@@ -330,6 +334,105 @@ static void test_vexp(void) {
     CHECK(worst < 5e-7);
 }
 
+/* Inputs for the special-value sweep: NaNs, the infinities, the extremes of
+ * the finite range, the edges of exp's range, denormals and zeros, then
+ * 4 values a decade from 1e-45 to 1e38, both signs. */
+static int special_inputs(float *v, int cap) {
+    static const float fixed[] = {
+        0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN, FLT_TRUE_MIN, -FLT_TRUE_MIN, 1e-40f, -1e-40f,
+        1e30f, -1e30f, 1e10f, -1e10f, 1000.0f, -1000.0f, 200.0f, -200.0f, 104.0f, -104.0f, 103.9f, -103.9f,
+        103.0f, -103.0f, 100.0f, -100.0f, 89.0f, -89.0f, 88.8f, 88.7228394f, 88.7228317f, 88.72283f, 88.7f,
+        88.5f, 88.1f, 88.0f, 87.5f, -87.0f, -87.3f, -87.5f, -88.0f, -88.7f, -95.0f, -102.5f, 20.0f, -20.0f,
+        12.0f, -12.0f, 10.0f, -10.0f, 8.0f, -8.0f, 6.0f, -6.0f, 5.7f, -5.7f, 5.69f, -5.69f, 3.0f, -3.0f,
+        1.0f, -1.0f, 0.5f, -0.5f, 1e-3f, -1e-3f, 1e-20f, -1e-20f,
+    };
+    int n = 0;
+    v[n++] = NAN;
+    v[n++] = -NAN;
+    const uint32_t nan_bits[3] = {0x7fc00001u, 0xffffffffu, 0x7f800001u /* signalling */};
+    for (int i = 0; i < 3; i++) memcpy(&v[n++], &nan_bits[i], sizeof(float));
+    v[n++] = INFINITY;
+    v[n++] = -INFINITY;
+    for (size_t i = 0; i < CK_ARRAY_LEN(fixed) && n < cap; i++) v[n++] = fixed[i];
+    for (int e = -45; e <= 38 && n + 8 <= cap; e++)
+        for (int m = 1; m <= 7; m += 2) {
+            const double d = m * pow(10.0, e);
+            if (d > FLT_MAX) continue;
+            const float x = (float)d;
+            v[n++] = x;
+            v[n++] = -x;
+        }
+    return n;
+}
+
+static int same_float(float a, float b) {
+    return (isnan(a) && isnan(b)) || a == b;
+}
+
+/*
+ * ck_exp_approx, the CPU ops' erf GELU (ck_gelu_approx) and the CUDA 16-bit
+ * paths' GELU (ck_gelu_fast, host build) on every kind of float, against
+ * double exp / erf: NaN gives NaN, the infinities give their limits (exp:
+ * +Inf, 0; GELU: +Inf, 0), results past the float range overflow to +Inf
+ * or underflow towards 0 as exp does, finite results are within the
+ * approximations' bounds. Run under UBSan by `make test`, which would stop
+ * on undefined arithmetic (shifts, conversions) on any of these inputs.
+ * ck_vexp (the vectorized loop of the ops) must give the scalar's bits.
+ */
+static void test_fastmath_special_values(void) {
+    float v[1024], ve[1024];
+    const int n = special_inputs(v, 1024);
+    int bad_exp = 0, bad_gelu = 0, bad_fast = 0, bad_vec = 0;
+    memcpy(ve, v, (size_t)n * sizeof(float));
+    ck_vexp(ve, n);
+    for (int i = 0; i < n; i++) {
+        const float x = v[i];
+        /* exp: within 5e-7 relative where the result is normal, else within
+         * a denormal step of the double reference rounded to float */
+        const float e = ck_exp_approx(x);
+        const double re = exp((double)x);
+        const float rf = re > FLT_MAX ? INFINITY : (float)re;
+        int ok;
+        if (isnan(x)) ok = isnan(e);
+        else if (isinf(rf)) ok = isinf(e) && e > 0;
+        else if (rf >= FLT_MIN) ok = fabs((double)e - re) <= 5e-7 * re;
+        else ok = e >= 0 && fabs((double)e - re) <= 2.0 * FLT_TRUE_MIN;
+        if (!ok) printf("    exp(%.9g) = %.9g, want %.9g\n", (double)x, (double)e, (double)rf);
+        bad_exp += !ok;
+        if (!same_float(ve[i], e)) {
+            printf("    ck_vexp(%.9g) = %.9g, the scalar %.9g\n", (double)x, (double)ve[i], (double)e);
+            bad_vec++;
+        }
+        /* GELU: 0.5 v (1 + erf(v / sqrt 2)), GELU(+Inf) = +Inf, GELU(-Inf) = 0;
+         * error bound: erf's approximation error (times |v| / 2, |v| capped
+         * where GELU is v or 0 to float precision) plus 8 roundings */
+        const double rg = isinf(x) ? (x > 0 ? INFINITY : 0.0) : 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        const double cap = fmin(fabs((double)x), 8.0);
+        const double bound = 0.5 * cap * 1.5e-7 + 8.0 * ldexp(1.0, -24) * (fabs(rg) + cap) + 2.0 * FLT_TRUE_MIN;
+        const float g[2] = {ck_gelu_approx(x), ck_gelu_fast(x)};
+        for (int k = 0; k < 2; k++) {
+            if (isnan(x)) ok = isnan(g[k]);
+            else if (isinf(rg)) ok = g[k] == (float)rg;
+            else ok = fabs((double)g[k] - rg) <= bound;
+            if (!ok)
+                printf("    %s(%.9g) = %.9g, want %.9g\n", k ? "ck_gelu_fast" : "ck_gelu_approx", (double)x,
+                       (double)g[k], rg);
+            if (k) bad_fast += !ok;
+            else bad_gelu += !ok;
+        }
+        /* nvcc's host build of the same header gives the same bits */
+        const float gh = ck_cuda_gelu_fast_host(x);
+        if (!isnan(ck_cuda_gelu_fast_host(0.f)) && !same_float(gh, g[1])) {
+            printf("    ck_cuda_gelu_fast_host(%.9g) = %.9g, the C build %.9g\n", (double)x, (double)gh,
+                   (double)g[1]);
+            bad_fast++;
+        }
+    }
+    printf("  %d inputs: exp %d wrong (ck_vexp %d differs), gelu %d wrong, gelu_fast %d wrong\n", n, bad_exp,
+           bad_vec, bad_gelu, bad_fast);
+    CHECK(bad_exp == 0 && bad_vec == 0 && bad_gelu == 0 && bad_fast == 0);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"planner_random", test_planner_random},
@@ -341,6 +444,7 @@ int main(int argc, char **argv) {
         {"conv3x3_rows", test_conv3x3_rows},
         {"flash_t", test_flash_t},
         {"vexp", test_vexp},
+        {"fastmath_special_values", test_fastmath_special_values},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -17,7 +17,10 @@
  *     re-run resumes;
  *   - absurd dimensions in a PNG header (the decoder's pixel limits);
  *   - full disk, as RLIMIT_FSIZE in the child with SIGXFSZ ignored (EFBIG);
- *   - SIGKILL mid-shot, then a re-run that resumes and finishes.
+ *   - SIGKILL mid-shot, then a re-run that resumes and finishes;
+ *   - `ckey run` writing its pair of outputs over an older pair: a full disk
+ *     (RLIMIT_FSIZE) or SIGTERM / SIGINT mid-write leave the older pair
+ *     untouched and no temporary file.
  * The binary is <dir of argv[0]>/../ckey; the model tests/fixtures/tiny.
  */
 #include <dirent.h>
@@ -33,6 +36,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckey_clip.h"
@@ -857,6 +861,186 @@ static void test_interrupt(void) {
     }
 }
 
+/* ------------------------------------------------ ckey run's output pair */
+
+static long file_size(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* DIR/alpha.png and DIR/fg.png, byte for byte (malloc'd; NULL if absent). */
+typedef struct pair_bytes {
+    unsigned char *b[2];
+    size_t n[2];
+} pair_bytes;
+
+static pair_bytes read_pair(const char *dir) {
+    pair_bytes p;
+    memset(&p, 0, sizeof p);
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, i ? "fg.png" : "alpha.png");
+        p.b[i] = ck_read_file(path, &p.n[i]);
+    }
+    return p;
+}
+
+static int same_pair(const pair_bytes *a, const pair_bytes *b) {
+    for (int i = 0; i < 2; i++)
+        if (!a->b[i] || !b->b[i] || a->n[i] != b->n[i] || memcmp(a->b[i], b->b[i], a->n[i]) != 0) return 0;
+    return 1;
+}
+
+static void free_pair(pair_bytes *p) {
+    free(p->b[0]);
+    free(p->b[1]);
+    memset(p, 0, sizeof *p);
+}
+
+/* The older pair: the example plate at refiner strength 0.5 (the new runs
+ * use 1, so every output differs from it). */
+static int old_pair(const char *out) {
+    ck_remove_tree(out);
+    result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                        "--out", out, "--size", "64", "--threads", "2", "--refiner-strength", "0.5", NULL);
+    const int ok = r.code == 0;
+    ck_run_free(&r);
+    return ok;
+}
+
+/* Full disk while `ckey run` writes: RLIMIT_FSIZE between the new alpha's
+ * size and the new fg's, so alpha is written whole and fg fails (EFBIG).
+ * The older pair must stay as it was (not the new alpha beside the old fg),
+ * the message must say why, and no temporary file may remain. */
+static void test_run_pair_full_disk(void) {
+    char out[512], probe[512], pa[1024], pf[1024];
+    NEED_SETUP();
+    snprintf(out, sizeof out, "%s/pair-full", workdir);
+    snprintf(probe, sizeof probe, "%s/pair-probe", workdir);
+    REQUIRE(old_pair(out));
+    ck_remove_tree(probe);
+    result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                        "--out", probe, "--size", "64", "--threads", "2", NULL);
+    REQUIRE(r.code == 0);
+    ck_run_free(&r);
+    snprintf(pa, sizeof pa, "%s/alpha.png", probe);
+    snprintf(pf, sizeof pf, "%s/fg.png", probe);
+    const long a = file_size(pa), f = file_size(pf);
+    printf("  new alpha.png %ld bytes, fg.png %ld bytes\n", a, f);
+    REQUIRE(a > 0 && f > a + 4096);
+    pair_bytes before = read_pair(out);
+    REQUIRE(before.b[0] && before.b[1]);
+
+    const char *argv[] = {ckey_bin, "run", "--model", model, "--image", "examples/plate.png", "--hint",
+                          "examples/hint.png", "--out", out, "--size", "64", "--threads", "2", NULL};
+    r = run_argv(argv, a + (f - a) / 2);
+    CHECKF(r.code == 1, "exit %d", r.code);
+    CHECKF(strstr(r.err, strerror(EFBIG)) && strstr(r.err, "fg.png"), "stderr: %s", r.err);
+    ck_run_free(&r);
+    pair_bytes after = read_pair(out);
+    CHECKF(same_pair(&before, &after), "the older pair in %s changed", out);
+    CHECK(count_tmp(out) == 0);
+    free_pair(&before);
+    free_pair(&after);
+    ck_remove_tree(probe);
+    ck_remove_tree(out);
+}
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A name starting with `prefix` and holding ".tmp" in dir. */
+static int has_tmp(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)))
+        found = !strncmp(e->d_name, prefix, strlen(prefix)) && strstr(e->d_name, ".tmp") != NULL;
+    closedir(d);
+    return found;
+}
+
+/* SIGTERM, then SIGINT, to `ckey run` while it writes a large plate's
+ * outputs: SIGTERM as soon as a temporary file appears (alpha's), SIGINT
+ * once fg's appears (alpha then complete). The run dies of the signal,
+ * removes its temporary files, and the older pair stays. */
+static void test_run_pair_signal(void) {
+    enum { W = 3840, H = 2160 };
+    static const int sigs[2] = {SIGTERM, SIGINT};
+    static const char *const when[2] = {"", "fg.png"};
+    char out[512], plate[512], hint[512];
+    NEED_SETUP();
+    snprintf(out, sizeof out, "%s/pair-signal", workdir);
+    snprintf(plate, sizeof plate, "%s/big-plate.png", workdir);
+    snprintf(hint, sizeof hint, "%s/big-hint.png", workdir);
+    /* noise (8-bit, so the plate file stays small to write) and a flat hint */
+    float *px = malloc(sizeof(float) * 3 * W * H);
+    REQUIRE(px);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < (size_t)3 * W * H; i++) {
+        x = x * 1664525u + 1013904223u;
+        px[i] = (float)(x >> 24) / 255.0f;
+    }
+    ckey_error err;
+    ckey_status st = ckey_image_write_png(plate, px, 3, W, H, 8, &err);
+    for (size_t i = 0; i < (size_t)W * H; i++) px[i] = 0.75f;
+    if (st == CKEY_OK) st = ckey_image_write_png(hint, px, 1, W, H, 8, &err);
+    free(px);
+    REQUIRE(st == CKEY_OK);
+    for (int k = 0; k < 2; k++) {
+        REQUIRE(old_pair(out));
+        pair_bytes before = read_pair(out);
+        REQUIRE(before.b[0] && before.b[1]);
+        fflush(stdout);
+        const pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        char err_path[600];
+        snprintf(err_path, sizeof err_path, "%s/signal-stderr.txt", workdir);
+        if (pid == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (devnull >= 0) dup2(devnull, 1);
+            if (e >= 0) dup2(e, 2);
+            execl(ckey_bin, ckey_bin, "run", "--model", model, "--image", plate, "--hint", hint, "--out", out,
+                  "--size", "64", "--threads", "2", (char *)NULL);
+            _exit(127);
+        }
+        int status = 0, sent = 0;
+        const double t0 = mono_now();
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            if (!sent && has_tmp(out, when[k])) {
+                kill(pid, sigs[k]);
+                sent = 1;
+                printf("  %s sent %.2f s after the start, a temporary %sfile present\n", strsignal(sigs[k]),
+                       mono_now() - t0, k ? "fg " : "");
+            }
+            if (mono_now() - t0 > 300) kill(pid, SIGKILL);
+            usleep(500);
+        }
+        CHECKF(sent, "the run ended (status 0x%x) before a temporary file appeared", status);
+        CHECKF(WIFSIGNALED(status) && WTERMSIG(status) == sigs[k], "status 0x%x: not ended by %s", status,
+               strsignal(sigs[k]));
+        size_t n = 0;
+        char *msg = (char *)ck_read_file(err_path, &n);
+        const char *line = msg ? strstr(msg, "error:") : NULL;
+        if (line) printf("    %.*s\n", (int)strcspn(line, "\n"), line);
+        CHECKF(line && strstr(line, "interrupted by") && strstr(line, "not written"), "stderr: %s", msg ? msg : "");
+        free(msg);
+        pair_bytes after = read_pair(out);
+        CHECKF(same_pair(&before, &after), "the older pair in %s changed", out);
+        CHECK(count_tmp(out) == 0);
+        free_pair(&before);
+        free_pair(&after);
+    }
+    unlink(plate);
+    unlink(hint);
+    ck_remove_tree(out);
+}
+
 int main(int argc, char **argv) {
     char self[PATH_MAX];
     snprintf(self, sizeof self, "%s", argv[0]);
@@ -879,6 +1063,8 @@ int main(int argc, char **argv) {
         {"full_disk", test_full_disk},
         {"kill_and_resume", test_kill_and_resume},
         {"interrupt", test_interrupt},
+        {"run_pair_full_disk", test_run_pair_full_disk},
+        {"run_pair_signal", test_run_pair_signal},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     for (int i = 0; i < 4; i++) ckey_image_free(&ref[i]);

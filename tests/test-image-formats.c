@@ -2,12 +2,18 @@
  * JPEG and TIFF reading and format sniffing (src/media/image.c): files
  * written here with libjpeg / libtiff are read back through ckey_image_read;
  * truncated, oversized, CMYK and unknown files are refused with a message
- * naming the file.
+ * naming the file. Every format read from a stream (a FIFO, a pipe as
+ * /dev/stdin, an open FILE): read once, and a FIFO with no writer fails
+ * after the timeout instead of blocking.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckey_media.h"
@@ -519,6 +525,142 @@ static void test_tiff_rgba_hint(void) { SKIP("built without libtiff"); }
 static void test_tiff_refused(void) { SKIP("built without libtiff"); }
 #endif
 
+/* -------------------------------------------------------------- streams */
+
+static int same_pixels(const ckey_image *a, const ckey_image *b) {
+    if (a->width != b->width || a->height != b->height || a->channels != b->channels) return 0;
+    return memcmp(a->data, b->data, (size_t)a->width * a->height * a->channels * sizeof(float)) == 0;
+}
+
+enum { VIA_FIFO, VIA_DEV_STDIN, VIA_FILE, VIA_FIFO_PNG };
+static const char *const via_names[] = {"a FIFO", "a pipe as /dev/stdin", "stdin as a FILE",
+                                        "a FIFO (ckey_image_read_png)"};
+
+/* `file`'s bytes through a FIFO or a pipe, written by one child process and
+ * read by another (an alarm ends a read that blocks), compared with `want`. */
+static void stream_case(const char *file, ckey_image_kind kind, const ckey_image *want, int via) {
+    size_t n = 0;
+    unsigned char *bytes = ck_read_file(file, &n);
+    REQUIRE(bytes);
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    unlink(fifo);
+    int fds[2] = {-1, -1};
+    const int use_fifo = via == VIA_FIFO || via == VIA_FIFO_PNG;
+    if (use_fifo) REQUIRE(mkfifo(fifo, 0600) == 0);
+    else REQUIRE(pipe(fds) == 0);
+    fflush(stdout);
+    const pid_t writer = fork();
+    REQUIRE(writer >= 0);
+    if (writer == 0) {
+        if (!use_fifo) close(fds[0]);
+        const int fd = use_fifo ? open(fifo, O_WRONLY) : fds[1];
+        for (size_t off = 0; fd >= 0 && off < n;) {
+            const ssize_t k = write(fd, bytes + off, n - off);
+            if (k <= 0) _exit(1);
+            off += (size_t)k;
+        }
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    const pid_t reader = fork();
+    REQUIRE(reader >= 0);
+    if (reader == 0) {
+        alarm(20);
+        if (!use_fifo) {
+            dup2(fds[0], 0);
+            close(fds[0]);
+            close(fds[1]);
+        }
+        ckey_image img;
+        ckey_error err;
+        memset(&err, 0, sizeof err);
+        const ckey_status st = via == VIA_FIFO       ? ckey_image_read(fifo, kind, &img, &err)
+                               : via == VIA_FIFO_PNG ? ckey_image_read_png(fifo, kind, &img, &err)
+                               : via == VIA_FILE     ? ckey_image_read_file(stdin, "stdin", kind, &img, &err)
+                                                     : ckey_image_read("/dev/stdin", kind, &img, &err);
+        if (st != CKEY_OK) printf("    %s\n", err.message);
+        fflush(stdout);
+        _exit(st != CKEY_OK ? 1 : same_pixels(&img, want) ? 0 : 2);
+    }
+    if (!use_fifo) close(fds[0]), close(fds[1]);
+    int status = 0;
+    waitpid(reader, &status, 0);
+    kill(writer, SIGKILL);
+    waitpid(writer, NULL, 0);
+    unlink(fifo);
+    free(bytes);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    printf("  %s through %s: %s\n", file, via_names[via],
+           code == 0 ? "same pixels" : code == 1 ? "failed" : code == 2 ? "other pixels" : "blocked (killed)");
+    CHECKF(code == 0, "%s through %s", file, via_names[via]);
+}
+
+static void test_streams(void) {
+    static const struct {
+        const char *file;
+        ckey_image_kind kind;
+    } samples[] = {
+        {"examples/plate.png", CKEY_IMAGE_RGB}, /* larger than a pipe's buffer */
+        {"fuzz/corpus/png/seed-rgba16.png", CKEY_IMAGE_HINT},
+        {"fuzz/corpus/jpeg/seed-rgb420.jpg", CKEY_IMAGE_RGB},
+        {"fuzz/corpus/tiff/seed-rgb8-deflate.tif", CKEY_IMAGE_RGB},
+        {"fuzz/corpus/exr/seed-4ch-zip.exr", CKEY_IMAGE_HINT},
+    };
+    REQUIRE(make_tmpdir());
+    int formats = 0;
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        ckey_image want;
+        ckey_error err;
+        const ckey_status st = ckey_image_read(samples[i].file, samples[i].kind, &want, &err);
+        if (st == CKEY_ERR_UNSUPPORTED) {
+            printf("  %s: not in this build (%s)\n", samples[i].file, err.message);
+            continue;
+        }
+        CHECKF(st == CKEY_OK, "%s", err.message);
+        if (st != CKEY_OK) continue;
+        formats++;
+        for (int via = VIA_FIFO; via <= VIA_FILE; via++) stream_case(samples[i].file, samples[i].kind, &want, via);
+        if (i == 0) stream_case(samples[i].file, samples[i].kind, &want, VIA_FIFO_PNG);
+        ckey_image_free(&want);
+    }
+    CHECK(formats >= 1);
+    ck_remove_tree(tmpdir);
+}
+
+/* A FIFO that no process opens for writing: the read gives up after the
+ * timeout with a message naming the file, instead of blocking forever. */
+static void test_fifo_without_writer(void) {
+    REQUIRE(make_tmpdir());
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/lonely.fifo", tmpdir);
+    REQUIRE(mkfifo(fifo, 0600) == 0);
+    fflush(stdout);
+    const pid_t reader = fork();
+    REQUIRE(reader >= 0);
+    if (reader == 0) {
+        alarm(20);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ckey_image img;
+        ckey_error err;
+        memset(&err, 0, sizeof err);
+        const ckey_status st = ck_image_read_path(fifo, CKEY_IMAGE_RGB, 300, &img, &err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("  after %.2f s: status %d, %s\n", s, (int)st, err.message);
+        fflush(stdout);
+        _exit(st == CKEY_ERR_IO && strstr(err.message, fifo) && strstr(err.message, "no writer") && s >= 0.25 &&
+                      s < 10
+                  ? 0
+                  : 1);
+    }
+    int status = 0;
+    waitpid(reader, &status, 0);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s",
+           WIFEXITED(status) ? "wrong status or message" : "blocked (killed)");
+    ck_remove_tree(tmpdir);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"sniff", test_sniff},
@@ -531,6 +673,8 @@ int main(int argc, char **argv) {
         {"tiff_float_rgb", test_tiff_float_rgb},
         {"tiff_rgba_hint", test_tiff_rgba_hint},
         {"tiff_refused", test_tiff_refused},
+        {"streams", test_streams},
+        {"fifo_without_writer", test_fifo_without_writer},
     };
     return ck_test_main(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
 }

@@ -406,6 +406,28 @@ static void test_atomic_write(void) {
     ck_remove_tree(dir);
 }
 
+/* A full disk (/dev/full: every write fails with ENOSPC): the message says
+ * so, in the system's words, not libpng's "Write Error". */
+static void test_write_full_disk(void) {
+    enum { W = 512, H = 384 }; /* a few MiB: libpng's own fwrite calls fail */
+    float *px = malloc(sizeof(float) * 3 * W * H);
+    REQUIRE(px);
+    for (int i = 0; i < 3 * W * H; i++) px[i] = (float)((i * 2654435761u) % 65536) / 65535.0f;
+    FILE *f = fopen("/dev/full", "wb");
+    if (!f) {
+        free(px);
+        SKIP("no /dev/full");
+    }
+    ckey_error err;
+    memset(&err, 0, sizeof err);
+    const ckey_status st = ck_png_write_stream(f, "/dev/full", px, 3, W, H, 16, CK_PNG_ROUND, &err);
+    fclose(f);
+    free(px);
+    printf("  -> %s: %s\n", ckey_status_name(st), err.message);
+    CHECK(st == CKEY_ERR_IO);
+    CHECKF(strstr(err.message, "/dev/full") && strstr(err.message, strerror(ENOSPC)), "%s", err.message);
+}
+
 int main(int argc, char **argv) {
 #ifndef CK_HAVE_PNG
     printf("skip: libckey was built without libpng\n");
@@ -428,6 +450,7 @@ int main(int argc, char **argv) {
         {"truncations", test_truncations},
         {"empty_file", test_empty_file},
         {"atomic_write", test_atomic_write},
+        {"write_full_disk", test_write_full_disk},
     };
     return ck_test_main(cases, (int)LEN(cases), argc, argv);
 }

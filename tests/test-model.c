@@ -3,7 +3,7 @@
  * synthetic weights at S = 256, and the torch-saved tiny model at S = 128
  * (native) and S = 64 (pos-embed resized), in fp32. Also the host-side
  * math of the CUDA sessions' LayerNorm fold and 16-bit GELU, which needs no
- * GPU. */
+ * GPU, and the refusal of a checkpoint holding a NaN or Inf weight. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -469,6 +469,62 @@ static void test_bad_options(void) {
     free(mp);
 }
 
+/*
+ * A checkpoint with a NaN or an Inf in one weight is refused at load, naming
+ * the file, the tensor and the element: such a weight would load and key
+ * "successfully" into a wrong matte (NaN pos_embed) or an all-zero alpha
+ * (NaN in the refiner's last conv). The damaged files are made here: the
+ * tiny model saved as safetensors, then one float overwritten in place.
+ */
+static void test_nonfinite_weights(void) {
+    char dir[] = "/tmp/ckey-test-model-XXXXXX";
+    REQUIRE(mkdtemp(dir) != NULL);
+    char *mp = fixture("tiny/tiny.pth");
+    char clean[600], bad[600];
+    snprintf(clean, sizeof clean, "%s/tiny.safetensors", dir);
+    snprintf(bad, sizeof bad, "%s/damaged.safetensors", dir);
+    ckey_model *m = NULL;
+    ckey_error err;
+    REQUIRE(ckey_model_load(mp, &m, &err) == CKEY_OK);
+    REQUIRE(ckey_model_save_safetensors(m, clean, &err) == CKEY_OK);
+    ckey_model_free(m);
+    m = NULL;
+    /* the clean copy loads */
+    CHECKF(ckey_model_load(clean, &m, &err) == CKEY_OK, "%s", err.message);
+    ckey_model_free(m);
+    m = NULL;
+    static const struct {
+        const char *tensor;
+        uint64_t index;
+        int kind; /* 0 NaN, 1 +Inf, 2 -Inf */
+    } cases[] = {
+        {"refiner.final.weight", 12, 0},
+        {"encoder.model.pos_embed", 1000, 1},
+        {"encoder.model.blocks.2.mlp.fc1.weight", 0, 2},
+        /* a decoder tensor: read into staging and folded, checked all the same */
+        {"fg_decoder.bn.running_var", 5, 0},
+    };
+    static const char *const words[3] = {"is NaN", "is +Inf", "is -Inf"};
+    for (size_t k = 0; k < CK_ARRAY_LEN(cases); k++) {
+        const float v = cases[k].kind == 0 ? NAN : cases[k].kind == 1 ? INFINITY : -INFINITY;
+        REQUIRE(ck_poison_safetensors(clean, bad, cases[k].tensor, cases[k].index, v));
+        memset(&err, 0, sizeof err);
+        const ckey_status st = ckey_model_load(bad, &m, &err);
+        printf("  %s[%llu] = %g: %s\n", cases[k].tensor, (unsigned long long)cases[k].index, (double)v,
+               st ? err.message : "loaded");
+        CHECKF(st == CKEY_ERR_FORMAT && m == NULL, "status %d", (int)st);
+        char want[1024];
+        snprintf(want, sizeof want, "%s: tensor '%s' element %llu %s", bad, cases[k].tensor,
+                 (unsigned long long)cases[k].index, words[cases[k].kind]);
+        CHECKF(strstr(err.message, want) && strstr(err.message, "damaged"), "want '%s' in '%s'", want,
+               err.message);
+        ckey_model_free(m);
+        m = NULL;
+    }
+    ck_remove_tree(dir);
+    free(mp);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"synthetic_input", test_synthetic_input},
@@ -480,6 +536,7 @@ int main(int argc, char **argv) {
         {"checkpoint_variants_fp16_bf16", test_checkpoint_variants},
         {"steady_state", test_steady_state},
         {"bad_options", test_bad_options},
+        {"nonfinite_weights", test_nonfinite_weights},
         {"ln_fold_identity", test_ln_fold_identity},
         {"cuda_gelu_formula_vs_erf", test_gelu_fast_formula},
     };

@@ -2,10 +2,13 @@
  * ckey run: key one plate with its hint (or an automatic one) and write
  * DIR/alpha.png and DIR/fg.png.
  */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "ckey_clip.h"
 #include "ckey.h"
@@ -15,6 +18,7 @@
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
+#include "tempfiles.h"
 
 /* One run: its inputs, outputs and the time each stage took. */
 typedef struct run_job {
@@ -50,14 +54,21 @@ static int make_auto_hint(run_job *j, ckey_error *err) {
     return CONTINUE;
 }
 
+/* An input image from PATH, or from standard input for `-`, read to its
+ * end: a pipe or a FIFO is read once, never reopened. */
+static ckey_status read_image(const char *path, ckey_image_kind kind, ckey_image *img, ckey_error *err) {
+    if (!strcmp(path, "-")) return ckey_image_read_file(stdin, "stdin", kind, img, err);
+    return ckey_image_read(path, kind, img, err);
+}
+
 /* The plate and its hint, of one size. Read before the model is loaded: a
  * typo in a path should not cost a model load. */
 static int read_inputs(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
     const double t0 = now_seconds();
     j->auto_hint = !strcmp(o->hint, "auto");
-    if (ckey_image_read(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
-        (!j->auto_hint && ckey_image_read(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
+    if (read_image(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
+        (!j->auto_hint && read_image(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
         return fail_err(o->json, err);
     /* auto: an EXR plate is linear, converted to sRGB now, at full size, as
      * upstream's reader does by default (linear: after the resize instead) */
@@ -93,9 +104,19 @@ static int key_plate(run_job *j, ckey_error *err) {
     j->test_model = is_test_model(&mi);
     if (j->test_model) test_model_notice(o->model, &mi);
 
+    /* The session's worker threads (the CPU pool, the CUDA runtime's) start
+     * with SIGINT / SIGTERM blocked, so these signals always reach this
+     * thread, whose handler removes the outputs' temporary files with no
+     * other thread moving them meanwhile (tempfiles.h). */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
     t0 = now_seconds();
-    if (ckey_session_create(j->model, &o->so, &j->sess, err) != CKEY_OK)
-        return fail_err(o->json, err);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    const ckey_status st = ckey_session_create(j->model, &o->so, &j->sess, err);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (st != CKEY_OK) return fail_err(o->json, err);
     j->t_session = now_seconds() - t0;
     ckey_session_get_plan(j->sess, &j->plan);
 
@@ -118,7 +139,12 @@ static int key_plate(run_job *j, ckey_error *err) {
     return CONTINUE;
 }
 
-/* DIR (created if needed)/alpha.png, 16-bit gray, and DIR/fg.png, 16-bit RGB. */
+/* DIR (created if needed)/alpha.png, 16-bit gray, and DIR/fg.png, 16-bit
+ * RGB, as a pair: both are written under temporary names in DIR
+ * (<name>.ckey-<pid>.tmp, and ckey_image_write_png's own <that>.tmp on the
+ * way) and renamed into place only once both are complete. A failed write
+ * (a full disk, ...) or SIGINT / SIGTERM removes the temporary files and
+ * leaves an older pair in DIR as it was (tempfiles.h). */
 static int write_outputs(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
     char why[4400];
@@ -126,11 +152,33 @@ static int write_outputs(run_job *j, ckey_error *err) {
     j->alpha_path = path_join(o->out, "alpha.png");
     j->fg_path = path_join(o->out, "fg.png");
     if (!j->alpha_path || !j->fg_path) return fail(o->json, CKEY_ERR_NOMEM, "out of memory");
+    const char *final[2] = {j->alpha_path, j->fg_path};
+    char tmp[2][4096], lib_tmp[2][4096];
+    for (int i = 0; i < 2; i++) {
+        const int n = snprintf(tmp[i], sizeof tmp[i], "%s.ckey-%ld.tmp", final[i], (long)getpid());
+        const int m = snprintf(lib_tmp[i], sizeof lib_tmp[i], "%s.tmp", tmp[i]);
+        if (n < 0 || m < 0 || (size_t)m >= sizeof lib_tmp[i])
+            return fail(o->json, CKEY_ERR_INVALID_ARG, "%s: output path too long", o->out);
+    }
+    /* in the order a file moves (the library renames lib_tmp to tmp) */
+    const char *temps[4] = {lib_tmp[0], tmp[0], lib_tmp[1], tmp[1]};
+    char what[2048];
+    snprintf(what, sizeof what, "%.900s and %.900s not written (temporary files removed)", final[0], final[1]);
+    if (!temps_arm(temps, 4, what)) return fail(o->json, CKEY_ERR_INTERNAL, "cannot arm the temporary files");
     const int32_t w = j->plate.width, h = j->plate.height;
     const double t0 = now_seconds();
-    if (ckey_image_write_png(j->alpha_path, j->alpha, 1, w, h, 16, err) != CKEY_OK ||
-        ckey_image_write_png(j->fg_path, j->fg, 3, w, h, 16, err) != CKEY_OK)
-        return fail_err(o->json, err);
+    ckey_status st = ckey_image_write_png(tmp[0], j->alpha, 1, w, h, 16, err);
+    const int failed = st == CKEY_OK; /* the output that failed, if one does: alpha (0) or fg (1) */
+    if (st == CKEY_OK) st = ckey_image_write_png(tmp[1], j->fg, 3, w, h, 16, err);
+    if (st != CKEY_OK) {
+        temps_discard();
+        return fail(o->json, st, "cannot write %s: %s; nothing was replaced in %s", final[failed],
+                    err->message[0] ? err->message : ckey_status_name(st), o->out);
+    }
+    /* fg, then alpha: both files are complete, only the renames remain */
+    const char *from[2] = {tmp[1], tmp[0]}, *to[2] = {final[1], final[0]};
+    if (!temps_commit(from, to, 2, why, sizeof why)) return fail(o->json, CKEY_ERR_IO, "%s", why);
+    sync_dir(o->out);
     j->t_write = now_seconds() - t0;
     return CONTINUE;
 }
@@ -190,6 +238,8 @@ int cmd_run(int argc, char **argv) {
         return EXIT_USAGE;
     const int found = find_model(o);
     if (found != CONTINUE) return found;
+    if (!strcmp(o->image, "-") && !strcmp(o->hint, "-"))
+        return usage_error("run", "only one of --image and --hint can be - (standard input)");
 
     ckey_error err;
     memset(&err, 0, sizeof err);

@@ -15,4 +15,8 @@ const char *file_ext(const char *name);
  * the reason, naming the directory, in why[cap]. */
 int make_dirs(const char *path, char *why, size_t cap);
 
+/* fsync a directory, so that renames into it survive a crash (best effort:
+ * a failure only weakens that). */
+void sync_dir(const char *dir);
+
 #endif

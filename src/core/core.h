@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ckey.h"
 
@@ -33,6 +34,19 @@ void ck_sync_parent_dir(const char *path);
 
 /* Monotonic wall clock in seconds. */
 double ck_now(void);
+
+/* How long a reader waits for a FIFO's (or a pipe's) first byte. */
+#define CK_INPUT_TIMEOUT_MS 30000
+
+/*
+ * Open `path` for reading (binary, close-on-exec). A FIFO with no writer
+ * must not block forever: the file is opened O_NONBLOCK, and anything but a
+ * regular file or a block device is then polled up to timeout_ms for data or
+ * its writer's end; the descriptor is then put back in blocking mode for
+ * the reads. Errors name the file: "x: cannot open: ...", "x: no writer
+ * ... after 30 s".
+ */
+ckey_status ck_open_input(const char *path, int timeout_ms, FILE **out, ckey_error *err);
 
 /* ------------------------------------------------------------ thread pool */
 

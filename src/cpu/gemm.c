@@ -360,9 +360,11 @@ static inline __attribute__((always_inline)) void strips32(int M, int kc, const 
 }
 
 /* 2^x for x <= 0 (clamped at -126): x = n + f, |f| <= 1/2, a degree-6
- * Taylor polynomial of 2^f (relative error ~1e-7) scaled by 2^n. */
+ * Taylor polynomial of 2^f (relative error ~1e-7) scaled by 2^n. A NaN
+ * gives NaN: max_ps returns its second operand when one is NaN, so x goes
+ * second. */
 __attribute__((target("arch=x86-64-v4"))) static inline __attribute__((always_inline)) __m512 exp2_512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.0f));
+    x = _mm512_max_ps(_mm512_set1_ps(-126.0f), x);
     const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(1.5403530e-4f);

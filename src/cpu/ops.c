@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/fastmath.h"
 #include "cpu/cpu.h"
 
 #define VEC __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -43,43 +44,11 @@ static inline float *thread_scratch(ck_cpu *be, int thread) {
 
 /* ------------------------------------------------------------ elementwise */
 
-/* exp(v) for v <= 88, ~1 ulp: n = round(v / ln 2) via the 1.5 * 2^23
- * trick, r = v - n ln 2 (two-part ln 2), a degree-6 polynomial for e^r,
- * times 2^n built in the exponent bits. Branch-free so loops vectorize. */
-static inline float exp_approx(float v) {
-    v = v < -87.0f ? -87.0f : v;
-    v = v > 88.0f ? 88.0f : v;
-    float t = v * 1.44269504088896341f + 12582912.0f;
-    float nf = t - 12582912.0f;
-    int32_t ni;
-    memcpy(&ni, &t, sizeof ni);
-    ni -= 0x4B400000;
-    float r = v - nf * 0.693145751953125f;
-    r = r - nf * 1.428606765330187e-06f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
-              r * (0.00833333377f + r * 0.00138888892f)))));
-    int32_t bits = (ni + 127) << 23;
-    float sc;
-    memcpy(&sc, &bits, sizeof sc);
-    return p * sc;
-}
-
 VEC void ck_vexp(float *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = exp_approx(x[i]);
-}
-
-/* erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), vectorizable. */
-static inline float erf_approx(float x) {
-    float ax = x < 0 ? -x : x;
-    float t = 1.0f / (1.0f + 0.3275911f * ax);
-    float y = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    float e = 1.0f - y * exp_approx(-ax * ax);
-    return x < 0 ? -e : e;
+    for (int64_t i = 0; i < n; i++) x[i] = ck_exp_approx(x[i]);
 }
 
 static inline float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-static inline float gelu(float v) { return 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f)); }
 
 /* Two-pass mean/variance with 16 float lanes (C <= a few thousand, so
  * float partial sums lose nothing that matters; vectorizes). */
@@ -229,7 +198,7 @@ typedef struct {
 } mlp_ctx;
 
 VEC static void gelu_inplace(float *restrict h, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = gelu(h[i]);
+    for (int64_t i = 0; i < n; i++) h[i] = ck_gelu_approx(h[i]);
 }
 
 static void mlp_rows(void *p, int64_t r0, int64_t r1, int thread) {
@@ -281,18 +250,22 @@ static inline __attribute__((always_inline)) v16f v16_splat(float x) {
     return (v16f){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 }
 
-/* exp_approx on 16 lanes (same arithmetic as the scalar version). */
+/* ck_exp_approx (core/fastmath.h) on 16 lanes, the same arithmetic: the
+ * clamps keep a NaN lane NaN (v16_max would not), the exponents are
+ * unsigned. */
+typedef uint32_t v16u __attribute__((vector_size(64)));
 static inline __attribute__((always_inline)) v16f v16_exp(v16f v) {
-    v = v16_max(v, v16_splat(-87.0f));
+    const v16i lo = v < v16_splat(-104.0f), hi = v > v16_splat(89.0f);
+    v = (v16f)((lo & (v16i)v16_splat(-104.0f)) | (~lo & (v16i)v));
+    v = (v16f)((hi & (v16i)v16_splat(89.0f)) | (~hi & (v16i)v));
     v16f t = v * 1.44269504088896341f + 12582912.0f;
     v16f nf = t - 12582912.0f;
-    v16i ni = (v16i)t - 0x4B400000;
+    const v16u nb = (v16u)t - 0x4B400000u + 256u, n1 = nb >> 1, n2 = nb - n1;
     v16f r = v - nf * 0.693145751953125f;
     r = r - nf * 1.428606765330187e-06f;
     v16f p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666679f +
              r * (0.00833333377f + r * 0.00138888892f)))));
-    v16i bits = (ni + 127) << 23;
-    return p * (v16f)bits;
+    return p * (v16f)((n1 - 1u) << 23) * (v16f)((n2 - 1u) << 23);
 }
 
 VEC static float row_max(const float *restrict s, int n) {
@@ -307,7 +280,6 @@ VEC static float row_max(const float *restrict s, int n) {
     return mx;
 }
 
-/* Scores are <= m here, so the upper clamp of exp_approx is never needed. */
 VEC static float exp_shift_sum(float *restrict s, int n, float m) {
     v16f acc = v16_splat(0.0f), mv = v16_splat(m);
     int j = 0;
@@ -320,7 +292,7 @@ VEC static float exp_shift_sum(float *restrict s, int n, float m) {
     memcpy(lane, &acc, sizeof lane);
     float sum = 0;
     for (; j < n; j++) {
-        s[j] = exp_approx(s[j] - m);
+        s[j] = ck_exp_approx(s[j] - m);
         sum += s[j];
     }
     for (int l = 0; l < 16; l++) sum += lane[l];

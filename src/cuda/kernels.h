@@ -123,7 +123,7 @@ ckey_status ck_cuda_reroll(const float *tok, int H, int W, int k, int C, float *
 ckey_status ck_cuda_maxpool_bias(const float *x, int64_t Nq, int C, int qs, const float *b, float *y, void *st,
                                  ckey_error *err);
 ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, void *st, ckey_error *err);
-/* The 16-bit paths' GELU (ck_gelu_fast, rowbias.cuh) built for the host, with
+/* The 16-bit paths' GELU (ck_gelu_fast, core/fastmath.h) built for the host, with
  * exact rcp and exp2 in place of the GPU's approximate ones: the tests check
  * its formula against erf on any machine. NAN in a build without CUDA. */
 float ck_cuda_gelu_fast_host(float v);

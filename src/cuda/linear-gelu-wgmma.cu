@@ -2,7 +2,7 @@
 // y [M, N] = gelu(x [M, K] . W [N, K]^T + b), 16-bit storage, fp32
 // accumulation and epilogue, the MLP's fc1. cuBLASLt's own GELU epilogue is
 // the tanh approximation (up to 4.7e-4 from erf's); this one applies the erf
-// GELU of the separate pass (ck_gelu_fast, rowbias.cuh) to the fp32
+// GELU of the separate pass (ck_gelu_fast, core/fastmath.h) to the fp32
 // accumulator, so the hidden activations are rounded to 16 bits once
 // instead of twice and are written once instead of three times (GEMM, then
 // the pass's read and write).

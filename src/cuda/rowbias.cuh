@@ -18,44 +18,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/fastmath.h"
 #include "cuda/dtype.cuh"
 #include "cuda/launch.cuh"
 
-// The GELU 0.5 v (1 + erf(v / sqrt 2)) for 16-bit storage, written as
-// GELU(v) = max(v, 0) - 0.5 |v| erfc(|v| / sqrt 2) (both signs at once),
-// with erfc(|v| / sqrt 2) / 2 = 2^P(a), a = min(|v|, 5.7), P a degree-5
-// polynomial fitted to log2 erfc - 1 (weighted by erfc, so that the error is
-// small where |v| erfc is large; past a = 5.7 the term is under 1e-7 |v|):
-// one MUFU op (ex2) and 8 FMA / ALU-pipe ones (the |v| and its sign are
-// operand modifiers). One MUFU op, not the two (rcp, ex2) of Abramowitz &
-// Stegun 7.1.26 (erfc = t poly(t) exp(-z^2), t = 1 / (1 + p z)), because the
-// MUFU pipe (16 lanes an SM) bounds the fused fc1's epilogue
-// (linear-gelu-wgmma.cu): with two, ~14 us of stage 2's fc1; with one, that
-// fc1 takes 58.2 us instead of ~62 (H200, fp16). Max abs error over
-// [-12, 12] in steps of 1e-5 against double erf (host build: exact exp2, the
-// same FMAs): 1.2e-6, worst 0.54 of test-model's bound (0.5 |v| 1.5e-7 +
-// 8 ulp), far below the 16-bit rounding of the result (2^-11 relative). The
-// host build is there for ck_cuda_gelu_fast_host, which test-model checks.
-__host__ __device__ __forceinline__ float ck_exp2_approx(float x) {
-#ifdef __CUDA_ARCH__
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-#else
-    return exp2f(x);
-#endif
-}
-__host__ __device__ __forceinline__ float ck_gelu_fast(float v) {
-    const float a = fminf(fabsf(v), 5.7f);
-    float p = fmaf(a, -5.1885255380e-04f, 7.3871598579e-03f);
-    p = fmaf(p, a, -5.2537918091e-02f);
-    p = fmaf(p, a, -4.5927679539e-01f);
-    p = fmaf(p, a, -1.1510831118e+00f);
-    p = fmaf(p, a, -1.0000008345e+00f);
-    return fmaf(-fabsf(v), ck_exp2_approx(p), fmaxf(v, 0.f)); // 2^p = erfc(|v| / sqrt 2) / 2
-}
-
-// FAST: the 16-bit storage types (ck_gelu_fast); fp32 storage, the parity
+// FAST: the 16-bit storage types (ck_gelu_fast, core/fastmath.h); fp32 storage, the parity
 // path, keeps erff.
 template <bool GELU, bool FAST = false>
 __device__ __forceinline__ float ck_rowbias_apply(float v) {

@@ -640,14 +640,28 @@ ckey_status ck_image_read_memory(const void *data, size_t size, const char *labe
     }
 }
 
+/* The most bytes an image within the caps can take: CKEY_IMAGE_MAX_PIXELS of
+ * 8 uncompressed FLOAT channels (OpenEXR's most), plus room for headers
+ * and offset tables. A longer stream is refused rather than buffered. */
+#define CK_IMAGE_MAX_FILE_BYTES ((uint64_t)CKEY_IMAGE_MAX_PIXELS * 32 + ((uint64_t)64 << 20))
+
+static ckey_status too_long(const char *path, ckey_error *err) {
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: more than %llu MiB: larger than any image within the size limits",
+                   path, (unsigned long long)(CK_IMAGE_MAX_FILE_BYTES >> 20));
+}
+
 /* The whole file into memory, starting with the `nhead` bytes already read
  * (so pipes work too); NULL with *st and err set on failure. */
 static unsigned char *slurp(FILE *f, const char *path, const unsigned char *head, size_t nhead,
                             size_t *size, ckey_status *st, ckey_error *err) {
     size_t cap = 1 << 16, n = nhead;
     struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= nhead &&
-        (uint64_t)sb.st_size < SIZE_MAX)
+    const int regular = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode);
+    if (regular && (uint64_t)sb.st_size > CK_IMAGE_MAX_FILE_BYTES) {
+        *st = too_long(path, err);
+        return NULL;
+    }
+    if (regular && (uint64_t)sb.st_size >= nhead && (uint64_t)sb.st_size < SIZE_MAX)
         cap = (size_t)sb.st_size + 1; /* +1: EOF is seen without a realloc */
     unsigned char *buf = malloc(cap);
     if (!buf) {
@@ -669,6 +683,11 @@ static unsigned char *slurp(FILE *f, const char *path, const unsigned char *head
         const size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         if (got == 0) break;
+        if ((uint64_t)n > CK_IMAGE_MAX_FILE_BYTES) {
+            free(buf);
+            *st = too_long(path, err);
+            return NULL;
+        }
     }
     if (ferror(f)) {
         free(buf);
@@ -679,42 +698,54 @@ static unsigned char *slurp(FILE *f, const char *path, const unsigned char *head
     return buf;
 }
 
-ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
-                            ckey_error *err) {
+/* Sniff from the stream itself, then decode from it: a pipe or a FIFO can be
+ * read only once. PNG streams from the file; the other formats are read
+ * whole into memory (within CK_IMAGE_MAX_FILE_BYTES) first. */
+static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind, ckey_image *out,
+                               ckey_error *err) {
+    unsigned char head[8];
+    const size_t got = fread(head, 1, sizeof head, f);
+    if (ferror(f)) return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", label, strerror(errno));
+    if (got == 0) return ck_fail(err, CKEY_ERR_FORMAT, "%s: empty file", label);
+    const ck_image_format fmt = ck_image_sniff(head, got);
+    if (fmt == CK_IMAGE_UNKNOWN)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                       "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", label);
+    if (fmt == CK_IMAGE_PNG) return ck_image_read_png_stream(f, head, got, label, kind, out, err);
+    size_t size = 0;
+    ckey_status st = CKEY_ERR_IO;
+    unsigned char *buf = slurp(f, label, head, got, &size, &st, err);
+    if (!buf) return st;
+    st = fmt == CK_IMAGE_JPEG  ? ck_image_read_jpeg_memory(buf, size, label, kind, out, err)
+         : fmt == CK_IMAGE_EXR ? ck_image_read_exr_memory(buf, size, label, kind, out, err)
+                               : ck_image_read_tiff_memory(buf, size, label, kind, out, err);
+    free(buf);
+    return st;
+}
+
+ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeout_ms, ckey_image *out,
+                               ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!path || !out || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read: invalid arguments");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ck_fail(err, CKEY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    unsigned char head[8];
-    const size_t got = fread(head, 1, sizeof head, f);
-    if (ferror(f)) {
-        fclose(f);
-        return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", path, strerror(errno));
-    }
-    if (got == 0) {
-        fclose(f);
-        return ck_fail(err, CKEY_ERR_FORMAT, "%s: empty file", path);
-    }
-    const ck_image_format fmt = ck_image_sniff(head, got);
-    if (fmt == CK_IMAGE_UNKNOWN) {
-        fclose(f);
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                       "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", path);
-    }
-    if (fmt == CK_IMAGE_PNG) {
-        /* the PNG reader streams from the file itself */
-        fclose(f);
-        return ckey_image_read_png(path, kind, out, err);
-    }
-    size_t size = 0;
-    ckey_status st = CKEY_ERR_IO;
-    unsigned char *buf = slurp(f, path, head, got, &size, &st, err);
+    FILE *f = NULL;
+    ckey_status st = ck_open_input(path, timeout_ms, &f, err);
+    if (st != CKEY_OK) return st;
+    st = read_stream(f, path, kind, out, err);
     fclose(f);
-    if (!buf) return st;
-    st = fmt == CK_IMAGE_JPEG  ? ck_image_read_jpeg_memory(buf, size, path, kind, out, err)
-         : fmt == CK_IMAGE_EXR ? ck_image_read_exr_memory(buf, size, path, kind, out, err)
-                               : ck_image_read_tiff_memory(buf, size, path, kind, out, err);
-    free(buf);
     return st;
+}
+
+ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
+                            ckey_error *err) {
+    return ck_image_read_path(path, kind, CK_INPUT_TIMEOUT_MS, out, err);
+}
+
+ckey_status ckey_image_read_file(FILE *f, const char *label, ckey_image_kind kind, ckey_image *out,
+                                 ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!label) label = "(stream)";
+    if (!f || !out || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: ckey_image_read_file: invalid arguments", label);
+    return read_stream(f, label, kind, out, err);
 }

@@ -8,6 +8,7 @@
 #define CK_IMAGE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ckey_media.h"
 #include "ckey.h"
@@ -15,6 +16,12 @@
 /* ckey_image_read_png on a buffer; `label` stands for the file name in
  * error messages. */
 ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err);
+
+/* The PNG reader on an open stream (read to the PNG's end, not closed) whose
+ * first nhead <= 8 bytes, already taken from it to sniff the format, are in
+ * `head`: a pipe or a FIFO is read once. */
+ckey_status ck_image_read_png_stream(FILE *f, const void *head, size_t nhead, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
 typedef enum ck_image_format {
@@ -54,10 +61,22 @@ int ck_exr_own_deflate(void);
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
 typedef enum ck_png_quantize { CK_PNG_ROUND = 0, CK_PNG_TRUNCATE = 1 } ck_png_quantize;
 
+/* The PNG encoder on an open stream, flushed but neither synced nor
+ * closed; `label` names it in messages. A failed write reports the system's
+ * reason ("write failed: No space left on device"). */
+ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, int32_t channels,
+                                int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q,
+                                ckey_error *err);
+
 /* ckey_image_write_png with the quantization chosen. */
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, ckey_error *err);
+
+/* ckey_image_read with the wait for a FIFO's writer bounded by timeout_ms
+ * (ckey_image_read: CK_INPUT_TIMEOUT_MS). */
+ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeout_ms, ckey_image *out,
+                               ckey_error *err);
 
 /* ckey_image_read on a buffer: sniffs and dispatches. */
 ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,

@@ -48,6 +48,14 @@ ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_ima
     return ck_image_read_png_memory(NULL, 0, path, kind, out, err);
 }
 
+ckey_status ck_image_read_png_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    (void)f;
+    (void)head;
+    (void)nhead;
+    return ck_image_read_png_memory(NULL, 0, label, kind, out, err);
+}
+
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, ckey_error *err) {
@@ -65,6 +73,13 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ckey_error *err) {
     return ck_image_write_png_q(path, data, channels, width, height, bit_depth, CK_PNG_ROUND, err);
+}
+
+ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, int32_t channels,
+                                int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q,
+                                ckey_error *err) {
+    (void)f;
+    return ck_image_write_png_q(label, data, channels, width, height, bit_depth, q, err);
 }
 
 #else /* CK_HAVE_PNG */
@@ -381,20 +396,32 @@ ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *
     return read_png(&r, kind, out, err);
 }
 
+ckey_status ck_image_read_png_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                     ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!label) label = "(stream)";
+    if (!f || !out || (!head && nhead) || nhead > 8 || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.label = label;
+    r.file = f;
+    if (nhead) memcpy(r.head, head, nhead); /* replayed before the stream's bytes */
+    r.head_len = nhead;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
+    return read_png(&r, kind, out, err);
+}
+
 ckey_status ckey_image_read_png(const char *path, ckey_image_kind kind, ckey_image *out,
                                 ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!path || !out || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read_png: invalid arguments");
-    FILE *f = fopen(path, "rb");
-    if (!f) return ck_fail(err, CKEY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    reader r;
-    memset(&r, 0, sizeof r);
-    r.label = path;
-    r.file = f;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
-    ckey_status st = read_png(&r, kind, out, err);
+    FILE *f = NULL;
+    ckey_status st = ck_open_input(path, CK_INPUT_TIMEOUT_MS, &f, err);
+    if (st != CKEY_OK) return st;
+    st = ck_image_read_png_stream(f, NULL, 0, path, kind, out, err);
     fclose(f);
     return st;
 }
@@ -415,6 +442,27 @@ static void wr_error(png_structp png, png_const_charp msg) {
     writer *w = png_get_error_ptr(png);
     set_msg(w->msg, sizeof w->msg, &w->status, CKEY_ERR_IO, "%s", msg);
     png_longjmp(png, 1);
+}
+
+/* libpng's output through stdio, keeping the system's reason for a failed
+ * write ("No space left on device", "File too large"): libpng's own writer
+ * reports every failure as "Write Error". */
+static void wr_bytes(png_structp png, png_bytep data, size_t len) {
+    writer *w = png_get_io_ptr(png);
+    errno = 0;
+    if (fwrite(data, 1, len, w->file) != len) {
+        set_msg(w->msg, sizeof w->msg, &w->status, CKEY_ERR_IO, "write failed: %s", strerror(errno ? errno : EIO));
+        png_error(png, w->msg);
+    }
+}
+
+static void wr_flush(png_structp png) {
+    writer *w = png_get_io_ptr(png);
+    errno = 0;
+    if (fflush(w->file) != 0) {
+        set_msg(w->msg, sizeof w->msg, &w->status, CKEY_ERR_IO, "write failed: %s", strerror(errno ? errno : EIO));
+        png_error(png, w->msg);
+    }
 }
 
 /* [0, 1] -> 0..maxv, nearest; NaN and negatives to 0. */
@@ -439,7 +487,7 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
     png_structp png = w->png;
     static const int types[5] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
                                  PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
-    png_init_io(png, w->file);
+    png_set_write_fn(png, w, wr_bytes, wr_flush);
     png_set_IHDR(png, w->info, width, height, depth, types[ch], PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     /* Level 3 is ~2x faster than the default 6 for a few percent of size,
@@ -464,6 +512,62 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
     return CKEY_OK;
 }
 
+/* The arguments every PNG writer checks before touching the disk. */
+static ckey_status check_write_args(const char *label, const float *data, int32_t channels, int32_t width,
+                                    int32_t height, int32_t bit_depth, ckey_error *err) {
+    if (!label || !*label || !data)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_png: %s",
+                       !label || !*label ? "no path" : "no pixels");
+    if (channels != 1 && channels != 3 && channels != 4)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write %d channels (1, 3 or 4)",
+                       label, channels);
+    if (bit_depth != 8 && bit_depth != 16)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: bit depth %d (8 or 16)", label, bit_depth);
+    if (width < 1 || height < 1 || width > CKEY_IMAGE_MAX_SIDE || height > CKEY_IMAGE_MAX_SIDE ||
+        (int64_t)width * height > CKEY_IMAGE_MAX_PIXELS)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d image", label,
+                       (int)width, (int)height);
+    return CKEY_OK;
+}
+
+/* Encode into w->file and flush it; on failure the status, with the reason
+ * in w->msg. */
+static ckey_status write_png_file(writer *w, const float *data, int32_t channels, int32_t width,
+                                  int32_t height, int32_t bit_depth, ck_png_quantize q) {
+    ckey_status st;
+    w->status = CKEY_ERR_IO;
+    w->row = malloc((size_t)width * (size_t)channels * (size_t)(bit_depth / 8));
+    w->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, w, wr_error, ignore_warning);
+    if (w->png) w->info = png_create_info_struct(w->png);
+    if (!w->row || !w->png || !w->info) {
+        st = CKEY_ERR_NOMEM;
+        snprintf(w->msg, sizeof w->msg, "out of memory");
+    } else {
+        st = encode(w, data, channels, (png_uint_32)width, (png_uint_32)height, bit_depth, q);
+    }
+    png_destroy_write_struct(w->png ? &w->png : NULL, w->info ? &w->info : NULL);
+    free(w->row);
+    w->row = NULL;
+    if (st == CKEY_OK && fflush(w->file) != 0) {
+        st = CKEY_ERR_IO;
+        snprintf(w->msg, sizeof w->msg, "write failed: %s", strerror(errno));
+    }
+    return st;
+}
+
+ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, int32_t channels,
+                                int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q,
+                                ckey_error *err) {
+    ckey_status st = check_write_args(label, data, channels, width, height, bit_depth, err);
+    if (st != CKEY_OK) return st;
+    writer w;
+    memset(&w, 0, sizeof w);
+    w.label = label;
+    w.file = f;
+    st = write_png_file(&w, data, channels, width, height, bit_depth, q);
+    if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", label, w.msg[0] ? w.msg : "write failed");
+    return CKEY_OK;
+}
 
 ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
@@ -474,19 +578,8 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, ckey_error *err) {
-    if (!path || !*path || !data)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_png: %s",
-                       !path || !*path ? "no path" : "no pixels");
-    if (channels != 1 && channels != 3 && channels != 4)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write %d channels (1, 3 or 4)",
-                       path, channels);
-    if (bit_depth != 8 && bit_depth != 16)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: bit depth %d (8 or 16)", path, bit_depth);
-    if (width < 1 || height < 1 || width > CKEY_IMAGE_MAX_SIDE || height > CKEY_IMAGE_MAX_SIDE ||
-        (int64_t)width * height > CKEY_IMAGE_MAX_PIXELS)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d image", path,
-                       (int)width, (int)height);
-
+    ckey_status st = check_write_args(path, data, channels, width, height, bit_depth, err);
+    if (st != CKEY_OK) return st;
     const size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
@@ -496,28 +589,16 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
     writer w;
     memset(&w, 0, sizeof w);
     w.label = path;
-    w.status = CKEY_ERR_IO;
-    ckey_status st = CKEY_OK;
     w.file = fopen(tmp, "wb");
     if (!w.file) {
         st = ck_fail(err, CKEY_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
         free(tmp);
         return st;
     }
-    w.row = malloc((size_t)width * (size_t)channels * (size_t)(bit_depth / 8));
-    w.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &w, wr_error, ignore_warning);
-    if (w.png) w.info = png_create_info_struct(w.png);
-    if (!w.row || !w.png || !w.info) {
-        st = CKEY_ERR_NOMEM;
-        snprintf(w.msg, sizeof w.msg, "out of memory");
-    } else {
-        st = encode(&w, data, channels, (png_uint_32)width, (png_uint_32)height, bit_depth, q);
-    }
-    png_destroy_write_struct(w.png ? &w.png : NULL, w.info ? &w.info : NULL);
-    free(w.row);
+    st = write_png_file(&w, data, channels, width, height, bit_depth, q);
 
     /* Only data that reached the disk may take the final name. */
-    if (st == CKEY_OK && (fflush(w.file) != 0 || fsync(fileno(w.file)) != 0)) {
+    if (st == CKEY_OK && fsync(fileno(w.file)) != 0) {
         st = CKEY_ERR_IO;
         snprintf(w.msg, sizeof w.msg, "write failed: %s", strerror(errno));
     }

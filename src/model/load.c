@@ -47,6 +47,30 @@ static int64_t numel(const wspec *w) {
     return n;
 }
 
+/* A weight that is NaN or +-Inf (all exponent bits set) would load and key
+ * without complaint into a wrong or blank matte: refuse it, naming the
+ * tensor and its first bad element (flat, row-major). The scan ORs a flag
+ * over blocks of integers so that it vectorizes; a bad block is rescanned. */
+static ckey_status check_finite(const char *label, const wspec *w, const float *p, ckey_error *err) {
+    const int64_t n = numel(w);
+    for (int64_t b = 0; b < n; b += 4096) {
+        const int64_t e = CK_MIN(n, b + 4096);
+        uint32_t bad = 0;
+        for (int64_t i = b; i < e; i++) {
+            uint32_t u;
+            memcpy(&u, p + i, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (!bad) continue;
+        for (int64_t i = b; i < e; i++) {
+            if (isfinite(p[i])) continue;
+            return ck_fail(err, CKEY_ERR_FORMAT, "%s: tensor '%s' element %lld is %s: the checkpoint is damaged",
+                           label, w->name, (long long)i, isnan(p[i]) ? "NaN" : p[i] > 0 ? "+Inf" : "-Inf");
+        }
+    }
+    return CKEY_OK;
+}
+
 /* Decoder tensors are read into staging and folded; these name their slots. */
 enum { D_LIN_W = 0, D_LIN_B = 4, D_FUSE = 8, D_BN_W, D_BN_B, D_BN_M, D_BN_V, D_CLS_W, D_CLS_B, D_COUNT };
 
@@ -212,6 +236,7 @@ ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ck
         wspec *w = &l->s[i];
         float *dst = w->slot ? p : sp;
         st = src->read(src->user, w->name, w->shape, w->ndim, dst, err);
+        if (st == CKEY_OK) st = check_finite(src->label, w, dst, err);
         if (w->slot) {
             *w->slot = ck_weight_of(dst, CK_F32);
             p += numel(w);

@@ -153,6 +153,45 @@ int ck_copy_file(const char *from, const char *to) {
     return ok;
 }
 
+int ck_poison_safetensors(const char *from, const char *to, const char *tensor, uint64_t index,
+                          float value) {
+    size_t n = 0;
+    unsigned char *b = ck_read_file(from, &n);
+    if (!b) {
+        fprintf(stderr, "ck_poison_safetensors: cannot read %s\n", from);
+        return 0;
+    }
+    /* [u64 LE header length][JSON header]["name": {"dtype": ..., "shape": [...],
+     * "data_offsets": [begin, end]}, ...][data] */
+    uint64_t hl = 0;
+    for (int i = 7; n >= 8 && i >= 0; i--) hl = hl << 8 | b[i];
+    int ok = n >= 8 && hl <= n - 8;
+    char key[300];
+    snprintf(key, sizeof key, "\"%s\"", tensor);
+    char *hdr = ok ? strndup((const char *)b + 8, (size_t)hl) : NULL;
+    const char *entry = hdr ? strstr(hdr, key) : NULL;
+    const char *end = entry ? strchr(entry, '}') : NULL;
+    const char *dt = entry ? strstr(entry, "\"dtype\"") : NULL;
+    const char *off = entry ? strstr(entry, "\"data_offsets\"") : NULL;
+    unsigned long long begin = 0, stop = 0;
+    ok = ok && end && dt && off && dt < end && off < end && strstr(dt, "\"F32\"") &&
+         strstr(dt, "\"F32\"") < end &&
+         sscanf(strchr(off, '[') ? strchr(off, '[') : "", "[%llu ,%llu", &begin, &stop) == 2 &&
+         index < (stop - begin) / 4 && 8 + hl + stop <= n;
+    if (ok) memcpy(b + 8 + hl + begin + 4 * index, &value, 4);
+    else fprintf(stderr, "ck_poison_safetensors: %s: no F32 tensor '%s' with element %llu\n", from,
+                 tensor, (unsigned long long)index);
+    free(hdr);
+    if (ok) {
+        FILE *f = fopen(to, "wb");
+        ok = f && fwrite(b, 1, n, f) == n;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok) fprintf(stderr, "ck_poison_safetensors: cannot write %s\n", to);
+    }
+    free(b);
+    return ok;
+}
+
 int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n) {
     snprintf(shot, cap, "%s/%s", root, name);
     ck_remove_tree(shot);

@@ -92,6 +92,13 @@ void ck_remove_tree(const char *dir);
 /* Copy a file; 1 on success. */
 int ck_copy_file(const char *from, const char *to);
 
+/* Copy the safetensors file `from` to `to` with element `index` (flat,
+ * row-major) of the F32 tensor `tensor` set to `value` (a NaN, an Inf: a
+ * damaged checkpoint). The offset is found from the file's own JSON header.
+ * 1 on success; 0 with the reason on stderr. */
+int ck_poison_safetensors(const char *from, const char *to, const char *tensor, uint64_t index,
+                          float value);
+
 /* A fresh shot <root>/<name> (into shot): Input/plate_NNNN.png +
  * AlphaHint/hint_NNNN.png, frames 1..n, copies of examples/; 1 on success. */
 int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n);
