@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/session.h"
 #include "support/testutil.h"
+#include "pixel/pixel.h"
 
 
 /* fp32 host data as the CPU op table's typed views */
@@ -2230,6 +2231,139 @@ static void test_linear_tuned_picks(void) {
     ck_cuda_free(ws);
 }
 
+
+/* ---- the frame path: resize, unpack, sRGB, normalization against src/pixel ---- */
+
+/* One resize on the GPU (ck_resize_run_cuda) against ck_resize_run: *e_out the max abs error. */
+static void resize_gpu_vs_cpu(int C, int ih, int iw, int oh, int ow, ck_resize_mode mode, unsigned seed,
+                              double *e_out) {
+    *e_out = INFINITY;
+    const size_t nin = (size_t)C * ih * iw, nout = (size_t)C * oh * ow;
+    float *src = random_floats(nin, seed), *ref = malloc(nout * sizeof(float)), *got = malloc(nout * sizeof(float));
+    for (size_t i = 0; i < nin; i++) src[i] = 0.5f + 0.5f * src[i]; /* [0, 1] like pixels */
+    const size_t sc = ck_resize_scratch_floats(C, ih, iw, oh, ow, mode);
+    float *scratch = malloc(sc * sizeof(float));
+    ck_resize r;
+    REQUIRE(sc && ck_resize_prepare(&r, C, ih, iw, oh, ow, mode, scratch) == CKEY_OK);
+    ck_resize_run(&r, src, ref);
+    /* the tables (and the intermediate) live in scratch: copy it whole, then aim at the same offsets */
+    float *dscr = to_device(scratch, sc), *dsrc = to_device(src, nin), *ddst = NULL;
+    REQUIRE(dscr && dsrc && ck_cuda_malloc((void **)&ddst, nout * sizeof(float), NULL) == CKEY_OK);
+    const float *tw = dscr + (r.table_w - scratch), *th = dscr + (r.table_h - scratch);
+    float *tmp = r.tmp ? dscr + (r.tmp - scratch) : NULL;
+    ckey_error err;
+    CHECKF(ck_resize_run_cuda(&r, tw, th, dsrc, tmp, ddst, NULL, &err) == CKEY_OK, "%s", err.message);
+    REQUIRE(ck_cuda_copy(got, ddst, nout * sizeof(float), 0, &err) == CKEY_OK);
+    double e = 0;
+    for (size_t i = 0; i < nout; i++) e = fmax(e, fabs((double)got[i] - ref[i]));
+    ck_cuda_free(dscr), ck_cuda_free(dsrc), ck_cuda_free(ddst);
+    free(src), free(ref), free(got), free(scratch);
+    *e_out = e;
+}
+
+static void test_frame_resize(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    static const struct { int C, ih, iw, oh, ow; } sz[] = {
+        {3, 1080, 1920, 256, 256}, {1, 2160, 3840, 512, 512}, {3, 256, 256, 1080, 1920}, {1, 256, 256, 2160, 3840},
+        {3, 300, 200, 300, 128}, {1, 123, 77, 64, 77}, {3, 64, 64, 64, 64}, {4, 17, 900, 33, 31}};
+    static const ck_resize_mode modes[] = {CK_RESIZE_BILINEAR_AA, CK_RESIZE_BILINEAR, CK_RESIZE_LANCZOS4};
+    static const char *const names[] = {"bilinear aa", "bilinear", "lanczos4"};
+    for (size_t m = 0; m < CK_ARRAY_LEN(modes); m++)
+        for (size_t k = 0; k < CK_ARRAY_LEN(sz); k++) {
+            double e;
+            resize_gpu_vs_cpu(sz[k].C, sz[k].ih, sz[k].iw, sz[k].oh, sz[k].ow, modes[m], 100u + (unsigned)(m * 16 + k),
+                              &e);
+            printf("  %-12s %d x %4d x %4d -> %4d x %4d  max abs err %.3g\n", names[m], sz[k].C, sz[k].ih, sz[k].iw,
+                   sz[k].oh, sz[k].ow, e);
+            CHECK(e <= 2e-6);
+        }
+}
+
+/* Plate and hint as interleaved 8-bit, 16-bit and half pixels, unpacked,
+ * resized, encoded to sRGB (linear plates) and normalized on the GPU, against
+ * ck_preprocess on the same floats. */
+static void test_frame_preprocess(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const int h = 540, w = 960, S = 256;
+    const int64_t n = (int64_t)h * w, plane = (int64_t)S * S;
+    for (int type = 0; type < 3; type++) {
+        for (int linear = 0; linear < 2; linear++) {
+            /* RGBA pixels: alpha channel carries the hint */
+            const size_t es = type == CK_PIXEL_U8 ? 1 : 2;
+            unsigned char *px = malloc((size_t)n * 4 * es);
+            float *rgb = malloc((size_t)n * 3 * sizeof(float)), *hint = malloc((size_t)n * sizeof(float));
+            unsigned seed = 7u + (unsigned)(type * 2 + linear);
+            for (int64_t p = 0; p < n; p++)
+                for (int c = 0; c < 4; c++) {
+                    seed = seed * 1664525u + 1013904223u;
+                    float v;
+                    if (type == CK_PIXEL_U8) {
+                        px[p * 4 + c] = (unsigned char)(seed >> 24);
+                        v = px[p * 4 + c] / 255.0f;
+                    } else if (type == CK_PIXEL_U16) {
+                        uint16_t u = (uint16_t)(seed >> 16);
+                        memcpy(px + (p * 4 + c) * 2, &u, 2);
+                        v = u / 65535.0f;
+                    } else {
+                        uint16_t u = ck_f32_to_f16((float)(seed >> 8) / (float)(1u << 24) * 1.5f);
+                        memcpy(px + (p * 4 + c) * 2, &u, 2);
+                        v = ck_f16_to_f32(u);
+                    }
+                    if (c < 3) rgb[c * n + p] = v;
+                    else hint[p] = v;
+                }
+            float *x = malloc((size_t)4 * plane * sizeof(float)), *got = malloc((size_t)4 * plane * sizeof(float));
+            float *scratch = malloc(ck_preprocess_scratch_floats(h, w, S) * sizeof(float));
+            REQUIRE(ck_preprocess(rgb, hint, h, w, S, linear, x, scratch) == CKEY_OK);
+            /* the GPU path */
+            ckey_error err;
+            void *dpx = NULL;
+            float *dplanes = NULL, *dx = NULL;
+            REQUIRE(ck_cuda_malloc(&dpx, (size_t)n * 4 * es, NULL) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(dpx, px, (size_t)n * 4 * es, 1, NULL) == CKEY_OK);
+            REQUIRE(ck_cuda_malloc((void **)&dplanes, (size_t)n * 4 * sizeof(float), NULL) == CKEY_OK);
+            REQUIRE(ck_cuda_malloc((void **)&dx, (size_t)4 * plane * sizeof(float), NULL) == CKEY_OK);
+            CHECKF(ck_cuda_unpack_pixels(dpx, (ck_pixel_type)type, 4, n, dplanes, 3, dplanes + 3 * n, 3, NULL, &err) ==
+                       CKEY_OK, "%s", err.message);
+            for (int c = 0; c < 2; c++) { /* rgb (3 channels), then the hint */
+                const int ch = c == 0 ? 3 : 1;
+                const size_t sc = ck_resize_scratch_floats(ch, h, w, S, S, CK_RESIZE_BILINEAR_AA);
+                float *hs = malloc(sc * sizeof(float));
+                ck_resize r;
+                REQUIRE(ck_resize_prepare(&r, ch, h, w, S, S, CK_RESIZE_BILINEAR_AA, hs) == CKEY_OK);
+                float *ds = to_device(hs, sc);
+                REQUIRE(ds);
+                CHECKF(ck_resize_run_cuda(&r, ds + (r.table_w - hs), ds + (r.table_h - hs), dplanes + (c ? 3 * n : 0),
+                                          r.tmp ? ds + (r.tmp - hs) : NULL, dx + (c ? 3 * plane : 0), NULL, &err) ==
+                           CKEY_OK, "%s", err.message);
+                ck_cuda_free(ds);
+                free(hs);
+            }
+            if (linear) CHECK(ck_cuda_srgb(dx, 3 * plane, 0, NULL, &err) == CKEY_OK);
+            CHECK(ck_cuda_imagenet_normalize(dx, plane, ck_imagenet_mean, ck_imagenet_std, NULL, &err) == CKEY_OK);
+            REQUIRE(ck_cuda_copy(got, dx, (size_t)4 * plane * sizeof(float), 0, &err) == CKEY_OK);
+            char name[64];
+            snprintf(name, sizeof name, "preprocess %s%s", type == 0 ? "8-bit" : type == 1 ? "16-bit" : "half",
+                     linear ? " linear" : "");
+            CHECK(ck_compare(name, got, x, (size_t)4 * plane, NULL) <= 1e-5);
+            ck_cuda_free(dpx), ck_cuda_free(dplanes), ck_cuda_free(dx);
+            free(px), free(rgb), free(hint), free(x), free(got), free(scratch);
+        }
+    }
+    /* the sRGB decode against the CPU's, over [-0.1, 1.5] */
+    const int64_t m = 1 << 16;
+    float *v = malloc(m * sizeof(float)), *ref = malloc(m * sizeof(float));
+    for (int64_t i = 0; i < m; i++) v[i] = ref[i] = -0.1f + 1.6f * (float)i / (float)m;
+    ck_srgb_to_linear(ref, (size_t)m);
+    float *dv = to_device(v, (size_t)m);
+    ckey_error err;
+    REQUIRE(dv && ck_cuda_srgb(dv, m, 1, NULL, &err) == CKEY_OK);
+    REQUIRE(ck_cuda_copy(v, dv, (size_t)m * sizeof(float), 0, &err) == CKEY_OK);
+    CHECK(ck_compare("srgb -> linear", v, ref, (size_t)m, NULL) <= 1e-6);
+    ck_cuda_free(dv);
+    free(v), free(ref);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -2256,6 +2390,8 @@ int main(int argc, char **argv) {
         {"layernorm_gelu_16bit_vs_cpu", test_layernorm_gelu_16bit},
         {"linear_gelu_16bit_vs_host", test_linear_gelu_16bit},
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
+        {"frame_resize_vs_cpu", test_frame_resize},
+        {"frame_preprocess_vs_cpu", test_frame_preprocess},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

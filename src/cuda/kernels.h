@@ -324,6 +324,29 @@ int ck_cublas_last_pick(const ck_cublas *h);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 
+/* ---- the frame path's pixel kernels (frame-ops.cu) */
+
+/* One pass of a resize (src/pixel/resize.c's passes, the same tables in
+ * device memory): AA rows / columns, plain bilinear (both tables), Lanczos-4
+ * rows / columns, or a copy. Rows and columns as the CPU pass: rows read
+ * [channels * in_h, in_w] and write width out_w; columns read
+ * [channels, in_h, out_w] and write [channels, out_h, out_w]. */
+enum { CK_CUDA_RESIZE_COPY, CK_CUDA_RESIZE_H, CK_CUDA_RESIZE_V, CK_CUDA_RESIZE_BILINEAR, CK_CUDA_RESIZE_L4_H,
+       CK_CUDA_RESIZE_L4_V };
+ckey_status ck_cuda_resize_pass(int kind, int channels, int in_h, int in_w, int out_h, int out_w, int taps,
+                                const float *table_w, const float *table_h, const float *src, float *dst, void *stream,
+                                ckey_error *err);
+/* Interleaved pixels [n, C] -> float planes rgb [rgb_ch, n] (8-bit / 255, 16-bit
+ * / 65535, half as is) and, when hint is not NULL, channel hint_ch into hint [n]. */
+typedef enum ck_pixel_type { CK_PIXEL_U8, CK_PIXEL_U16, CK_PIXEL_F16 } ck_pixel_type;
+ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int64_t n, float *rgb, int rgb_ch,
+                                  float *hint, int hint_ch, void *stream, ckey_error *err);
+/* The sRGB curves of src/pixel/color.c in place (to_linear: decode, else encode). */
+ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_error *err);
+/* x [3, plane] = (x - mean[c]) / std[c]. */
+ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
+                                       ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif

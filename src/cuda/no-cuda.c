@@ -130,6 +130,14 @@ ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *str
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
                             ckey_error *err) NOCUDA_BODY
 int ck_cuda_refiner_tc_ok(int R, ck_dtype dt) { return 0; }
+ckey_status ck_cuda_resize_pass(int kind, int channels, int in_h, int in_w, int out_h, int out_w, int taps,
+                                const float *table_w, const float *table_h, const float *src, float *dst, void *stream,
+                                ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int64_t n, float *rgb, int rgb_ch,
+                                  float *hint, int hint_ch, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
+                                       ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
                                ckey_error *err) NOCUDA_BODY

@@ -94,6 +94,13 @@ void ck_resize_pass(const ck_resize *r, int pass, const float *src, float *dst,
 /* All passes on the calling thread. */
 void ck_resize_run(const ck_resize *r, const float *src, float *dst);
 
+/* All passes on a CUDA stream: src, tmp (the intermediate, sized as r->tmp;
+ * NULL when one pass suffices) and dst in device memory, table_w / table_h
+ * the device copies of r's tables (same sizes). The same arithmetic in the
+ * same order as ck_resize_run. */
+ckey_status ck_resize_run_cuda(const ck_resize *r, const float *table_w, const float *table_h, const float *src,
+                               float *tmp, float *dst, void *stream, ckey_error *err);
+
 /* ------------------------------------------------------------------- color */
 
 /*

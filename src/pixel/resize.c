@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "pixel/pixel.h"
+#include "core/core.h"
+#include "cuda/kernels.h"
 
 /* Round a float count up so the intermediate starts 64-byte aligned relative
  * to the scratch base (helps the vertical pass vectorize). */
@@ -431,6 +433,32 @@ void ck_resize_pass(const ck_resize *r, int pass, const float *src, float *dst,
     case PASS_L4_H: run_lanczos_h(r, in, out, begin, end); break;
     case PASS_L4_V: run_lanczos_v(r, in, out, begin, end); break;
     }
+}
+
+ckey_status ck_resize_run_cuda(const ck_resize *r, const float *table_w, const float *table_h, const float *src,
+                               float *tmp, float *dst, void *stream, ckey_error *err) {
+    for (int p = 0; p < r->num_passes; p++) {
+        const int last = p == r->num_passes - 1;
+        const float *in = p == 0 ? src : tmp;
+        float *out = last ? dst : tmp;
+        if (!last && !tmp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "resize: two passes need an intermediate");
+        int kind = CK_CUDA_RESIZE_COPY, taps = 0;
+        switch (pass_kind(r, p)) {
+        case PASS_COPY: kind = CK_CUDA_RESIZE_COPY; break;
+        case PASS_HORIZONTAL: kind = CK_CUDA_RESIZE_H, taps = r->taps_w; break;
+        case PASS_VERTICAL: kind = CK_CUDA_RESIZE_V, taps = r->taps_h; break;
+        case PASS_BILINEAR: kind = CK_CUDA_RESIZE_BILINEAR; break;
+        case PASS_L4_H: kind = CK_CUDA_RESIZE_L4_H; break;
+        case PASS_L4_V: kind = CK_CUDA_RESIZE_L4_V; break;
+        }
+        /* rows of a vertical pass are out_w wide when a horizontal pass came first */
+        const int w_in = p == 0 ? r->in_w : r->out_w;
+        const int w_out = kind == CK_CUDA_RESIZE_V || kind == CK_CUDA_RESIZE_L4_V ? w_in : r->out_w;
+        ckey_status st = ck_cuda_resize_pass(kind, r->channels, r->in_h, w_in, r->out_h, w_out, taps, table_w,
+                                             table_h, in, out, stream, err);
+        if (st) return st;
+    }
+    return CKEY_OK;
 }
 
 void ck_resize_run(const ck_resize *r, const float *src, float *dst) {

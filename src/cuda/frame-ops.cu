@@ -1,0 +1,254 @@
+// The frame path's pixel kernels: the resize passes of src/pixel/resize.c
+// (the same weight tables, the same summation order, so a GPU resize equals
+// the CPU's within float rounding), plate conversion from 8 / 16-bit or half
+// interleaved pixels to float planes, the sRGB curves and the network input's
+// normalization. One thread per output value; every kernel begins with
+// ck_pdl_enter (launch.cuh).
+#include <cuda_fp16.h>
+
+#include "cuda/ops-common.cuh"
+
+namespace {
+
+// AA rows: out[row][x] = sum_j in[row][xmin + j] * w[j], j from 0 (run_horizontal)
+__global__ void resize_h_kernel(const float *__restrict__ table, int taps, int in_w, int out_w, int64_t rows,
+                                const float *__restrict__ src, float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * out_w) return;
+    const int64_t row = i / out_w;
+    const int x = (int)(i % out_w);
+    const float *e = table + (size_t)x * (2 + taps), *w = e + 2;
+    const float *t = src + row * in_w + (int64_t)e[0];
+    const int n = (int)e[1];
+    float acc = n > 0 ? t[0] * w[0] : 0.0f;
+    for (int j = 1; j < n; j++) acc += t[j] * w[j];
+    dst[i] = acc;
+}
+
+// AA columns: out[c][y][x] = w0 * in[c][ymin][x] + sum_j w[j] * in[c][ymin + j][x] (run_vertical)
+__global__ void resize_v_kernel(const float *__restrict__ table, int taps, int in_h, int out_h, int w, int channels,
+                                const float *__restrict__ src, float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t total = (int64_t)channels * out_h * w;
+    if (i >= total) return;
+    const int x = (int)(i % w);
+    const int64_t row = i / w;
+    const int64_t c = row / out_h, y = row % out_h;
+    const float *e = table + (size_t)y * (2 + taps), *wt = e + 2;
+    const int n = (int)e[1];
+    if (n <= 0) {
+        dst[i] = 0.0f;
+        return;
+    }
+    const float *s0 = src + (c * in_h + (int64_t)e[0]) * w + x;
+    float d = s0[0] * wt[0];
+    for (int j = 1; j < n; j++) d += s0[(int64_t)j * w] * wt[j];
+    dst[i] = d;
+}
+
+// F.interpolate bilinear (run_bilinear)
+__global__ void resize_bilinear_kernel(const float *__restrict__ tw, const float *__restrict__ th, int in_h, int in_w,
+                                       int out_h, int out_w, int channels, const float *__restrict__ src,
+                                       float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)channels * out_h * out_w) return;
+    const int x = (int)(i % out_w);
+    const int64_t row = i / out_w, c = row / out_h, y = row % out_h;
+    const float *plane = src + c * in_h * in_w;
+    const float *eh = th + (size_t)y * 4, *ew = tw + (size_t)x * 4;
+    const float *r0 = plane + (int64_t)eh[0] * in_w, *r1 = plane + (int64_t)eh[1] * in_w;
+    const int64_t x0 = (int64_t)ew[0], x1 = (int64_t)ew[1];
+    const float t0 = r0[x0] * ew[2] + r0[x1] * ew[3];
+    const float t1 = r1[x0] * ew[2] + r1[x1] * ew[3];
+    dst[i] = t0 * eh[2] + t1 * eh[3];
+}
+
+// Lanczos-4 rows, taps clamped to the edge, summed from the first (run_lanczos_h)
+__global__ void lanczos_h_kernel(const float *__restrict__ table, int in_w, int out_w, int64_t rows,
+                                 const float *__restrict__ src, float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * out_w) return;
+    const int64_t row = i / out_w;
+    const int x = (int)(i % out_w);
+    const float *e = table + (size_t)x * 10, *w = e + 2;
+    const float *s = src + row * in_w;
+    const int x0 = (int)e[0];
+    float acc;
+    if (x0 >= 0 && x0 + 7 < in_w) {
+        acc = s[x0] * w[0];
+        for (int j = 1; j < 8; j++) acc += s[x0 + j] * w[j];
+    } else {
+        acc = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            int xi = x0 + j;
+            xi = xi < 0 ? 0 : xi >= in_w ? in_w - 1 : xi;
+            acc += s[xi] * w[j];
+        }
+    }
+    dst[i] = acc;
+}
+
+// Lanczos-4 columns, summed from the last tap back to the first (run_lanczos_v)
+__global__ void lanczos_v_kernel(const float *__restrict__ table, int in_h, int out_h, int w, int channels,
+                                 const float *__restrict__ src, float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)channels * out_h * w) return;
+    const int x = (int)(i % w);
+    const int64_t row = i / w, c = row / out_h, y = row % out_h;
+    const float *e = table + (size_t)y * 10, *wt = e + 2;
+    const int y0 = (int)e[0];
+    const float *plane = src + c * in_h * w + x;
+    int y7 = y0 + 7;
+    y7 = y7 < 0 ? 0 : y7 >= in_h ? in_h - 1 : y7;
+    float d = plane[(int64_t)y7 * w] * wt[7];
+    for (int k = 6; k >= 0; k--) {
+        int yi = y0 + k;
+        yi = yi < 0 ? 0 : yi >= in_h ? in_h - 1 : yi;
+        d = plane[(int64_t)yi * w] * wt[k] + d;
+    }
+    dst[i] = d;
+}
+
+// interleaved pixels [h, w, C] of an integer or half type -> float planes [C', h, w] for
+// the first C' = min(C, 3) channels (scale: 1/255, 1/65535 or 1), and, when `hint`
+// is given, channel `hint_ch` of each pixel into hint [h, w]
+template <typename P>
+__global__ void unpack_kernel(const P *__restrict__ in, int C, int64_t n, float scale, float *__restrict__ rgb,
+                              int rgb_ch, float *__restrict__ hint, int hint_ch) {
+    ck_pdl_enter();
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const P *px = in + p * C;
+    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = (float)px[c] * scale;
+    if (hint) hint[p] = (float)px[hint_ch] * scale;
+}
+template <>
+__global__ void unpack_kernel<__half>(const __half *__restrict__ in, int C, int64_t n, float scale,
+                                     float *__restrict__ rgb, int rgb_ch, float *__restrict__ hint, int hint_ch) {
+    ck_pdl_enter();
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const __half *px = in + p * C;
+    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = __half2float(px[c]) * scale;
+    if (hint) hint[p] = __half2float(px[hint_ch]) * scale;
+}
+
+// upstream color_utils, float32 as PyTorch computes it (src/pixel/color.c)
+__device__ __forceinline__ float linear_to_srgb(float x) {
+    x = x < 0.0f ? 0.0f : x;
+    return x <= 0.0031308f ? x * 12.92f : 1.055f * powf(x, 1.0f / 2.4f) - 0.055f;
+}
+__device__ __forceinline__ float srgb_to_linear(float x) {
+    x = x < 0.0f ? 0.0f : x;
+    return x <= 0.04045f ? x / 12.92f : powf((x + 0.055f) / 1.055f, 2.4f);
+}
+
+__global__ void srgb_kernel(float *__restrict__ x, int64_t n, int to_linear) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    x[i] = to_linear ? srgb_to_linear(x[i]) : linear_to_srgb(x[i]);
+}
+
+// x [3, plane] -> (x - mean) / std per channel (a true division, as TF.normalize)
+__global__ void normalize_kernel(float *__restrict__ x, int64_t plane, float m0, float m1, float m2, float s0,
+                                 float s1, float s2) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= 3 * plane) return;
+    const int c = (int)(i / plane);
+    const float m = c == 0 ? m0 : c == 1 ? m1 : m2, s = c == 0 ? s0 : c == 1 ? s1 : s2;
+    x[i] = (x[i] - m) / s;
+}
+
+} // namespace
+
+extern "C" {
+
+ckey_status ck_cuda_resize_pass(int kind, int channels, int in_h, int in_w, int out_h, int out_w, int taps,
+                                const float *table_w, const float *table_h, const float *src, float *dst, void *st,
+                                ckey_error *err) {
+    const int T = 256;
+    switch (kind) {
+    case CK_CUDA_RESIZE_COPY:
+        if (cudaMemcpyAsync(dst, src, (size_t)channels * in_h * in_w * sizeof(float), cudaMemcpyDeviceToDevice,
+                            (cudaStream_t)st) != cudaSuccess)
+            return launched(err, "resize copy");
+        return CKEY_OK;
+    case CK_CUDA_RESIZE_H: {
+        const int64_t rows = (int64_t)channels * in_h;
+        ck_launch(resize_h_kernel, blocks_for(rows * out_w, T), T, 0, (cudaStream_t)st, table_w, taps, in_w, out_w,
+                  rows, src, dst);
+        return launched(err, "resize rows");
+    }
+    case CK_CUDA_RESIZE_V:
+        ck_launch(resize_v_kernel, blocks_for((int64_t)channels * out_h * out_w, T), T, 0, (cudaStream_t)st, table_h,
+                  taps, in_h, out_h, out_w, channels, src, dst);
+        return launched(err, "resize columns");
+    case CK_CUDA_RESIZE_BILINEAR:
+        ck_launch(resize_bilinear_kernel, blocks_for((int64_t)channels * out_h * out_w, T), T, 0, (cudaStream_t)st,
+                  table_w, table_h, in_h, in_w, out_h, out_w, channels, src, dst);
+        return launched(err, "resize bilinear");
+    case CK_CUDA_RESIZE_L4_H: {
+        const int64_t rows = (int64_t)channels * in_h;
+        ck_launch(lanczos_h_kernel, blocks_for(rows * out_w, T), T, 0, (cudaStream_t)st, table_w, in_w, out_w, rows,
+                  src, dst);
+        return launched(err, "lanczos rows");
+    }
+    case CK_CUDA_RESIZE_L4_V:
+        ck_launch(lanczos_v_kernel, blocks_for((int64_t)channels * out_h * out_w, T), T, 0, (cudaStream_t)st, table_h,
+                  in_h, out_h, out_w, channels, src, dst);
+        return launched(err, "lanczos columns");
+    }
+    if (err) {
+        snprintf(err->message, sizeof err->message, "resize: unknown pass kind %d", kind);
+        err->status = CKEY_ERR_INVALID_ARG;
+    }
+    return CKEY_ERR_INVALID_ARG;
+}
+
+ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int64_t n, float *rgb, int rgb_ch,
+                                  float *hint, int hint_ch, void *st, ckey_error *err) {
+    const int T = 256;
+    const unsigned g = blocks_for(n, T);
+    switch (type) {
+    case CK_PIXEL_U8:
+        ck_launch(unpack_kernel<uint8_t>, g, T, 0, (cudaStream_t)st, (const uint8_t *)in, C, n, 1.0f / 255.0f, rgb,
+                  rgb_ch, hint, hint_ch);
+        break;
+    case CK_PIXEL_U16:
+        ck_launch(unpack_kernel<uint16_t>, g, T, 0, (cudaStream_t)st, (const uint16_t *)in, C, n, 1.0f / 65535.0f,
+                  rgb, rgb_ch, hint, hint_ch);
+        break;
+    case CK_PIXEL_F16:
+        ck_launch(unpack_kernel<__half>, g, T, 0, (cudaStream_t)st, (const __half *)in, C, n, 1.0f, rgb, rgb_ch,
+                  hint, hint_ch);
+        break;
+    default:
+        if (err) {
+            snprintf(err->message, sizeof err->message, "unpack: unknown pixel type %d", (int)type);
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    return launched(err, "unpack pixels");
+}
+
+ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *st, ckey_error *err) {
+    ck_launch(srgb_kernel, blocks_for(n, 256), 256, 0, (cudaStream_t)st, x, n, to_linear);
+    return launched(err, "srgb");
+}
+
+ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *st,
+                                       ckey_error *err) {
+    ck_launch(normalize_kernel, blocks_for(3 * plane, 256), 256, 0, (cudaStream_t)st, x, plane, mean[0], mean[1],
+              mean[2], std[0], std[1], std[2]);
+    return launched(err, "normalize");
+}
+
+} // extern "C"
