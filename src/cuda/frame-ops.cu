@@ -252,3 +252,181 @@ ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean
 }
 
 } // extern "C"
+
+// ---- post-processing (src/pixel/post.c's clean matte and ck_post_frame)
+namespace {
+
+__global__ void threshold_kernel(const float *__restrict__ alpha, int64_t n, float t, uint8_t *__restrict__ mask) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) mask[i] = alpha[i] > t ? 255 : 0;
+}
+
+// per row: horizontal distance to the nearest set pixel (far when none); a thread per row
+__global__ void row_dist_kernel(const uint8_t *__restrict__ src, int h, int w, int far, int32_t *__restrict__ dist) {
+    ck_pdl_enter();
+    const int y = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (y >= h) return;
+    const uint8_t *s = src + (int64_t)y * w;
+    int32_t *d = dist + (int64_t)y * w;
+    int last = -1;
+    for (int x = 0; x < w; x++) {
+        if (s[x]) last = x;
+        d[x] = last >= 0 ? x - last : far;
+    }
+    last = -1;
+    for (int x = w - 1; x >= 0; x--) {
+        if (s[x]) last = x;
+        if (last >= 0 && last - x < d[x]) d[x] = last - x;
+    }
+}
+
+struct Widths {
+    int32_t dx[2 * 64 + 1];
+};
+
+// out(y, x) = 255 iff some kernel row dy has dist(y + dy, x) <= dx[dy]
+__global__ void dilate_kernel(const int32_t *__restrict__ dist, int h, int w, int r, Widths wd,
+                              uint8_t *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)h * w) return;
+    const int y = (int)(i / w), x = (int)(i % w);
+    uint8_t o = 0;
+    for (int dy = -r; dy <= r && !o; dy++) {
+        const int yy = y + dy;
+        if (yy < 0 || yy >= h) continue;
+        if (dist[(int64_t)yy * w + x] <= wd.dx[dy + r]) o = 255;
+    }
+    dst[i] = o;
+}
+
+struct Taps {
+    uint32_t k[64];
+};
+
+__device__ __forceinline__ int reflect101(int p, int len) {
+    if (len == 1) return 0;
+    while (p < 0 || p >= len) p = p < 0 ? -p : 2 * (len - 1) - p;
+    return p;
+}
+
+// Q8 row sums, exact
+__global__ void blur_rows_kernel(const uint8_t *__restrict__ src, int h, int w, int n, Taps k,
+                                 uint32_t *__restrict__ tmp) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)h * w) return;
+    const int y = (int)(i / w), x = (int)(i % w), r = n / 2;
+    const uint8_t *s = src + (int64_t)y * w;
+    uint32_t acc = 0;
+    for (int j = 0; j < n; j++) acc += k.k[j] * s[reflect101(x - r + j, w)];
+    tmp[i] = acc;
+}
+
+// Q16 column sums, rounded half up once, saturated; then out = alpha * (mask / 255)
+__global__ void blur_cols_apply_kernel(const uint32_t *__restrict__ tmp, int h, int w, int n, Taps k,
+                                       const float *__restrict__ alpha, float *__restrict__ out) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)h * w) return;
+    const int y = (int)(i / w), x = (int)(i % w), r = n / 2;
+    uint64_t acc = 0;
+    for (int j = 0; j < n; j++) acc += (uint64_t)k.k[j] * tmp[(int64_t)reflect101(y - r + j, h) * w + x];
+    const uint64_t v = (acc + 32768u) >> 16;
+    const uint8_t m = (uint8_t)(v > 255 ? 255 : v);
+    out[i] = alpha[i] * ((float)m / 255.0f);
+}
+
+__global__ void mask_apply_kernel(const uint8_t *__restrict__ mask, const float *__restrict__ alpha, int64_t n,
+                                  float *__restrict__ out) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = alpha[i] * ((float)mask[i] / 255.0f);
+}
+
+__device__ __forceinline__ float max0_nan(float d) { return (d > 0.0f || d != d) ? d : 0.0f; }
+
+// despill (sRGB), to linear, premultiply by the processed alpha, comp over the checkerboard
+__global__ void post_pixels_kernel(const float *__restrict__ fg, const float *__restrict__ pa, int h, int w,
+                                   int despill, float keep, float s, int partial, float bg0, float bg1, int checker,
+                                   float *__restrict__ processed, float *__restrict__ comp) {
+    ck_pdl_enter();
+    const int64_t n = (int64_t)h * w;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int y = (int)(i / w), x = (int)(i % w);
+    float c[3] = {fg[i], fg[n + i], fg[2 * n + i]};
+    if (despill) {
+        const float r0 = c[0], g0 = c[1], b0 = c[2];
+        const float limit = (r0 + b0) / 2.0f;
+        const float spill = max0_nan(g0 - limit);
+        float rn = r0 + spill * 0.5f, gn = g0 - spill, bn = b0 + spill * 0.5f;
+        if (partial) {
+            rn = r0 * keep + rn * s;
+            gn = g0 * keep + gn * s;
+            bn = b0 * keep + bn * s;
+        }
+        c[0] = rn, c[1] = gn, c[2] = bn;
+    }
+    const float a = pa[i];
+    const float bg = ((x / checker) + (y / checker)) & 1 ? bg1 : bg0;
+    for (int ch = 0; ch < 3; ch++) {
+        const float lin = srgb_to_linear(c[ch]);
+        processed[ch * n + i] = lin * a;
+        if (comp) comp[ch * n + i] = linear_to_srgb(lin * a + bg * (1.0f - a));
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *st, ckey_error *err) {
+    ck_launch(threshold_kernel, blocks_for(n, 256), 256, 0, (cudaStream_t)st, alpha, n, t, mask);
+    return launched(err, "threshold");
+}
+
+ckey_status ck_cuda_matte_finish(const uint8_t *mask, int h, int w, int radius, const int32_t *dx, int nx,
+                                 const uint32_t *kx, int ny, const uint32_t *ky, const float *alpha, uint8_t *mask_tmp,
+                                 int32_t *dist, uint32_t *sums, float *out, void *st, ckey_error *err) {
+    const int64_t n = (int64_t)h * w;
+    const unsigned g = blocks_for(n, 256);
+    if (radius > 64 || nx > 64 || ny > 64) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "matte: dilation %d or blur %d x %d over 64", radius, nx, ny);
+            err->status = CKEY_ERR_UNSUPPORTED;
+        }
+        return CKEY_ERR_UNSUPPORTED;
+    }
+    const uint8_t *m = mask;
+    if (radius > 0) {
+        ck_launch(row_dist_kernel, blocks_for(h, 64), 64, 0, (cudaStream_t)st, mask, h, w, w + radius + 1, dist);
+        Widths wd;
+        const int r = radius < h ? radius : h;
+        for (int i = -r; i <= r; i++) wd.dx[i + r] = dx[i + radius];
+        ck_launch(dilate_kernel, g, 256, 0, (cudaStream_t)st, (const int32_t *)dist, h, w, r, wd, mask_tmp);
+        m = mask_tmp;
+    }
+    if (nx > 0 && ny > 0) {
+        Taps a, b;
+        for (int j = 0; j < nx; j++) a.k[j] = kx[j];
+        for (int j = 0; j < ny; j++) b.k[j] = ky[j];
+        ck_launch(blur_rows_kernel, g, 256, 0, (cudaStream_t)st, m, h, w, nx, a, sums);
+        ck_launch(blur_cols_apply_kernel, g, 256, 0, (cudaStream_t)st, (const uint32_t *)sums, h, w, ny, b, alpha, out);
+    } else {
+        ck_launch(mask_apply_kernel, g, 256, 0, (cudaStream_t)st, m, alpha, n, out);
+    }
+    return launched(err, "matte");
+}
+
+ckey_status ck_cuda_post_pixels(const float *fg, const float *pa, int h, int w, double despill_strength, float bg0,
+                                float bg1, int checker, float *processed, float *comp, void *st, ckey_error *err) {
+    const int despill = despill_strength > 0.0, partial = despill_strength < 1.0;
+    const float keep = (float)(1.0 - despill_strength), s = (float)despill_strength;
+    ck_launch(post_pixels_kernel, blocks_for((int64_t)h * w, 256), 256, 0, (cudaStream_t)st, fg, pa, h, w, despill,
+              keep, s, partial, bg0, bg1, checker, processed, comp);
+    return launched(err, "post pixels");
+}
+
+} // extern "C"

@@ -347,6 +347,24 @@ ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_
 ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
                                        ckey_error *err);
 
+/* Post-processing (src/pixel/post.c on the device). mask [n] = alpha > t ? 255 : 0. */
+ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *stream,
+                                   ckey_error *err);
+/* The clean matte after its connected components are filtered: dilate the 0/255
+ * mask [h, w] with the ellipse of half-widths dx[0 .. 2 radius] (radius <= 64;
+ * 0: none), blur it with the Q8 taps kx[nx] along rows and ky[ny] along columns
+ * (<= 64 each; 0: no blur), and out =
+ * alpha * mask / 255, as ck_clean_matte. Device scratch: mask_tmp [n] bytes,
+ * dist [n] and sums [n] 32-bit. */
+ckey_status ck_cuda_matte_finish(const uint8_t *mask, int h, int w, int radius, const int32_t *dx, int nx,
+                                 const uint32_t *kx, int ny, const uint32_t *ky, const float *alpha, uint8_t *mask_tmp,
+                                 int32_t *dist, uint32_t *sums, float *out, void *stream, ckey_error *err);
+/* ck_post_frame's per-pixel part: despill fg [3, h, w] (sRGB), to linear,
+ * processed [3, h, w] = lin * pa, comp [3, h, w] (or NULL) over the checkerboard
+ * of squares `checker` px with linear values bg0 (even) / bg1 (odd). */
+ckey_status ck_cuda_post_pixels(const float *fg, const float *pa, int h, int w, double despill_strength, float bg0,
+                                float bg1, int checker, float *processed, float *comp, void *stream, ckey_error *err);
+
 #ifdef __cplusplus
 }
 #endif

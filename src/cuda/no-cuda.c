@@ -136,6 +136,14 @@ ckey_status ck_cuda_resize_pass(int kind, int channels, int in_h, int in_w, int 
 ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int64_t n, float *rgb, int rgb_ch,
                                   float *hint, int hint_ch, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *stream,
+                                   ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_matte_finish(const uint8_t *mask, int h, int w, int radius, const int32_t *dx, int nx,
+                                 const uint32_t *kx, int ny, const uint32_t *ky, const float *alpha, uint8_t *mask_tmp,
+                                 int32_t *dist, uint32_t *sums, float *out, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_post_pixels(const float *fg, const float *pa, int h, int w, double despill_strength, float bg0,
+                                float bg1, int checker, float *processed, float *comp, void *stream,
+                                ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
                                        ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
