@@ -71,8 +71,8 @@ void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64
 /* Cutie's memory read (backend/ops.h memory_read) on the pool, each thread in
  * its slice of be->scratch, which must hold ck_cpu_memory_read_floats(N,
  * CK, top_k) floats (be->per_thread; a smaller slice aborts). That count
- * depends on CK and min(top_k, N) only: neither on HW nor, beyond top_k, on
- * N. ms and qe may be NULL. */
+ * depends on CK and top_k only, on N only through whether top_k < N, never
+ * on HW. ms and qe may be NULL. */
 size_t ck_cpu_memory_read_floats(int64_t N, int CK, int top_k);
 void ck_cpu_memory_read(ck_cpu *be, const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
                         int64_t HW, int CK, const float *mv, int C, int top_k, float *out);
