@@ -116,6 +116,27 @@ typedef struct ck_ops {
 
     /* zero n doubles (stats accumulators). */
     void (*zero_stats)(ck_backend *be, double *stats, int n);
+
+    /* Cutie's memory read (cutie/model/utils/memory_utils.py: get_similarity,
+     * do_softmax with top_k, readout), fused. All fp32, positions as rows:
+     *   mk [N, CK] memory keys,  ms [N] shrinkage (data NULL: none),
+     *   qk [HW, CK] query keys,  qe [HW, CK] selection (data NULL: none),
+     *   mv [N, C] memory values, out [HW, C]; C = objects x CV, object-major
+     *   in a row (object o's channel c at o * CV + c).
+     * For each query q and memory position n:
+     *   with qe:    s = -sum_c qe mk^2 + 2 sum_c qe qk mk - sum_c qe qk^2
+     *   without qe: s = -sum_c mk^2 + 2 sum_c qk mk      (no qk^2 term)
+     *   s = s * ms[n] / sqrt(CK)   (without ms: s / sqrt(CK))
+     * The top_k largest s of each query are kept (equal values: the lower n
+     * first, so the set is one deterministic total order's first top_k),
+     * w = softmax over them (computed from the largest, so it stays finite
+     * for any finite s), out[q] = sum_n w_n mv[n]. top_k <= 0 or >= N: the
+     * softmax is over all N (the official top_k = None). N >= 1. No N x HW
+     * matrix is stored; the backend's scratch bounds what is live (CPU:
+     * ck_cpu_memory_read_floats per thread). Optional: NULL where the
+     * backend has no implementation. */
+    void (*memory_read)(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
+                        int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out);
 } ck_ops;
 
 #endif

@@ -68,6 +68,15 @@ void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp);
 void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
                     const float *wp, int Cout, const float *bias, float *dst);
 
+/* Cutie's memory read (backend/ops.h memory_read) on the pool, each thread in
+ * its slice of be->scratch, which must hold ck_cpu_memory_read_floats(N,
+ * CK, top_k) floats (be->per_thread; a smaller slice aborts). That count
+ * depends on CK and top_k only, on N only through whether top_k < N, never
+ * on HW. ms and qe may be NULL. */
+size_t ck_cpu_memory_read_floats(int64_t N, int CK, int top_k);
+void ck_cpu_memory_read(ck_cpu *be, const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
+                        int64_t HW, int CK, const float *mv, int C, int top_k, float *out);
+
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */
 void ck_gemm_init(void);
 

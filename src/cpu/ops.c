@@ -1090,6 +1090,10 @@ static void t_groupnorm_affine(ck_backend *be, const double *stats, int groups, 
     cpu_groupnorm_affine(CPU(be), stats, groups, C, HW, WF(gamma), WF(beta), a, b);
 }
 static void t_zero_stats(ck_backend *be, double *stats, int n) { cpu_zero_stats(CPU(be), stats, n); }
+static void t_memory_read(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
+                          int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out) {
+    ck_cpu_memory_read(CPU(be), F(mk), F(ms), F(qk), F(qe), N, HW, CK, F(mv), C, top_k, F(out));
+}
 
 const ck_ops ck_cpu_ops = {
     .read = t_read,
@@ -1110,4 +1114,5 @@ const ck_ops ck_cpu_ops = {
     .finalize = t_finalize,
     .groupnorm_affine = t_groupnorm_affine,
     .zero_stats = t_zero_stats,
+    .memory_read = t_memory_read,
 };

@@ -1,0 +1,528 @@
+/* Cutie's memory read (backend/ops.h memory_read): an unfused reference of
+ * the official computation (cutie/model/utils/memory_utils.py:
+ * get_similarity, do_softmax with top_k, readout) in double precision, its
+ * characterization on hand-computed values, and the CPU backend's fused op
+ * against it on random and boundary cases. Layouts as the op's: positions as
+ * rows, mk [N, CK], qk / qe [HW, CK], mv [N, C], out [HW, C]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "support/testutil.h"
+
+typedef struct {
+    int64_t N, HW;
+    int CK, C, top_k;
+    const float *mk, *ms, *qk, *qe, *mv; /* ms, qe: NULL when absent */
+} read_case;
+
+/* ------------------------------------------------------------ reference */
+
+typedef struct {
+    double v;
+    int64_t n;
+} ranked;
+
+/* Descending value; equal values by ascending position (the op's tie rule). */
+static int rank_low_first(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+/* The same with equal values by descending position: a rule the op must not
+ * follow (the tie cases check that they would notice). */
+static int rank_high_first(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->n < y->n) - (x->n > y->n);
+}
+
+/* get_similarity for one query: s [N] in double, as the official code
+ * composes it (-a_sq + two_ab - b_sq with selection, -a_sq + two_ab
+ * without, then * ms / sqrt(CK)); mag [N] (optional): the size of the terms,
+ * the scale of an fp32 computation's rounding. */
+static void ref_similarity(const read_case *c, int64_t q, double *s, double *mag) {
+    const int CK = c->CK;
+    const float *k = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
+    double b_sq = 0;
+    if (e)
+        for (int ch = 0; ch < CK; ch++) b_sq += (double)e[ch] * k[ch] * k[ch];
+    for (int64_t n = 0; n < c->N; n++) {
+        const float *m = c->mk + n * CK;
+        double a_sq = 0, two_ab = 0;
+        for (int ch = 0; ch < CK; ch++) {
+            const double w = e ? e[ch] : 1.0;
+            a_sq += (double)m[ch] * m[ch] * w;
+            two_ab += (double)m[ch] * k[ch] * w;
+        }
+        two_ab *= 2;
+        double v = e ? -a_sq + two_ab - b_sq : -a_sq + two_ab, sc = 1.0 / sqrt((double)CK);
+        if (c->ms) sc *= c->ms[n];
+        s[n] = v * sc;
+        if (mag) mag[n] = (fabs(a_sq) + fabs(two_ab) + fabs(e ? b_sq : 0)) * fabs(sc);
+    }
+}
+
+/* The whole read in double: out [HW, C]. Returns how many queries have two
+ * distinct values within fp32 rounding of each other at the top-k boundary
+ * (their kept set is not determined by the fp32 op's similarities), marking
+ * them in ambiguous [HW] when given. */
+static int64_t ref_read(const read_case *c, int (*order)(const void *, const void *), double *out,
+                        unsigned char *ambiguous) {
+    const int64_t N = c->N;
+    const int64_t k = c->top_k <= 0 || c->top_k >= N ? N : c->top_k;
+    double *s = malloc((size_t)N * sizeof *s), *mag = malloc((size_t)N * sizeof *mag);
+    ranked *r = malloc((size_t)N * sizeof *r);
+    int64_t n_amb = 0;
+    for (int64_t q = 0; q < c->HW; q++) {
+        ref_similarity(c, q, s, mag);
+        for (int64_t n = 0; n < N; n++) r[n].v = s[n], r[n].n = n;
+        qsort(r, (size_t)N, sizeof *r, order);
+        int amb = 0;
+        if (k < N) {
+            const double gap = r[k - 1].v - r[k].v, tol = 2e-6 * fmax(mag[r[k - 1].n], mag[r[k].n]);
+            amb = gap != 0 && gap <= tol;
+        }
+        n_amb += amb;
+        if (ambiguous) ambiguous[q] = (unsigned char)amb;
+        /* do_softmax: exp of the kept values over their sum (from the largest,
+         * which changes nothing where the official exp is finite); readout */
+        double sum = 0;
+        for (int64_t j = 0; j < k; j++) sum += exp(r[j].v - r[0].v);
+        double *o = out + q * c->C;
+        for (int ch = 0; ch < c->C; ch++) o[ch] = 0;
+        for (int64_t j = 0; j < k; j++) {
+            const double w = exp(r[j].v - r[0].v) / sum;
+            const float *v = c->mv + r[j].n * c->C;
+            for (int ch = 0; ch < c->C; ch++) o[ch] += w * v[ch];
+        }
+    }
+    free(s), free(mag), free(r);
+    return n_amb;
+}
+
+/* -------------------------------------------------------- the fused op */
+
+/* The CPU backend's op through the op table, on pool, with a scratch of
+ * exactly ck_cpu_memory_read_floats a thread (ASan sees any overrun). */
+static void fused_read(ck_pool *pool, const read_case *c, float *out) {
+    ck_cpu be;
+    memset(&be, 0, sizeof be);
+    be.pool = pool;
+    be.threads = ck_pool_size(pool);
+    be.per_thread = ck_cpu_memory_read_floats(c->N, c->CK, c->top_k);
+    be.scratch = malloc(be.per_thread * be.threads * sizeof(float));
+    ck_tensor none = ck_tensor_of(NULL, CK_F32);
+#define T(p) ck_tensor_of((void *)(p), CK_F32)
+    ck_cpu_ops.memory_read(&be.base, T(c->mk), c->ms ? T(c->ms) : none, T(c->qk), c->qe ? T(c->qe) : none, c->N,
+                           c->HW, c->CK, T(c->mv), c->C, c->top_k, T(out));
+#undef T
+    free(be.scratch);
+}
+
+/* max |got - want| over the queries not marked ambiguous, relative to the
+ * largest |value| (the readout is a convex combination of value rows). */
+static double rel_err(const read_case *c, const float *got, const double *want, const unsigned char *ambiguous) {
+    double vmax = 0, e = 0;
+    for (int64_t i = 0; i < c->N * c->C; i++) vmax = fmax(vmax, fabs(c->mv[i]));
+    for (int64_t q = 0; q < c->HW; q++) {
+        if (ambiguous && ambiguous[q]) continue;
+        for (int ch = 0; ch < c->C; ch++) {
+            const double d = fabs((double)got[q * c->C + ch] - want[q * c->C + ch]);
+            e = d == d ? fmax(e, d) : INFINITY;
+        }
+    }
+    return vmax > 0 ? e / vmax : e;
+}
+
+/* Fused vs reference on one case: the relative error, printed with name.
+ * exact: the case's similarities are exact in fp32 (integers and small
+ * dyadic numbers), so every query is compared; else queries ambiguous at the
+ * top-k boundary are left out and counted into *n_amb. */
+static double check_case(ck_pool *pool, const char *name, const read_case *c, int exact, int64_t *n_amb) {
+    float *got = malloc((size_t)(c->HW * c->C) * sizeof(float));
+    double *want = malloc((size_t)(c->HW * c->C) * sizeof(double));
+    unsigned char *amb = malloc((size_t)c->HW);
+    const int64_t amb_here = ref_read(c, rank_low_first, want, amb);
+    fused_read(pool, c, got);
+    const double e = rel_err(c, got, want, exact ? NULL : amb);
+    if (name)
+        printf("  %-40s N %4lld HW %4lld CK %2d C %2d top_k %4d%s%s: rel err %.2e", name, (long long)c->N,
+               (long long)c->HW, c->CK, c->C, c->top_k, c->qe ? " qe" : "", c->ms ? " ms" : "", e);
+    if (name && !exact && amb_here) printf(", %lld ambiguous left out", (long long)amb_here);
+    if (name) printf("\n");
+    CHECKF(e <= 1e-5, "%s: relative error %.3e", name ? name : "case", e);
+    if (n_amb) *n_amb += exact ? 0 : amb_here;
+    free(got), free(want), free(amb);
+    return e;
+}
+
+/* ------------------------------------------------------------- data */
+
+static uint64_t next(uint64_t *st) {
+    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
+    return *st;
+}
+
+static float unif(uint64_t *st, float lo, float hi) {
+    return lo + (hi - lo) * (float)((next(st) >> 40) * (1.0 / 16777216.0));
+}
+
+/* A case's arrays, owned. */
+typedef struct {
+    read_case c;
+    float *mk, *ms, *qk, *qe, *mv;
+} case_data;
+
+static void case_alloc(case_data *d, int64_t N, int64_t HW, int CK, int C, int top_k, int sel, int shr) {
+    memset(d, 0, sizeof *d);
+    d->mk = malloc((size_t)(N * CK) * sizeof(float));
+    d->qk = malloc((size_t)(HW * CK) * sizeof(float));
+    d->mv = malloc((size_t)(N * C) * sizeof(float));
+    d->ms = shr ? malloc((size_t)N * sizeof(float)) : NULL;
+    d->qe = sel ? malloc((size_t)(HW * CK) * sizeof(float)) : NULL;
+    read_case c = {N, HW, CK, C, top_k, d->mk, d->ms, d->qk, d->qe, d->mv};
+    d->c = c;
+}
+
+/* Random data shaped like Cutie's: keys in [-1, 1], shrinkage d^2 + 1,
+ * selection sigmoid(x) (cutie/model/big_modules.py KeyProjection). */
+static void case_random(case_data *d, uint64_t seed) {
+    const read_case *c = &d->c;
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < c->N * c->CK; i++) d->mk[i] = unif(&st, -1, 1);
+    for (int64_t i = 0; i < c->HW * c->CK; i++) d->qk[i] = unif(&st, -1, 1);
+    for (int64_t i = 0; i < c->N * c->C; i++) d->mv[i] = unif(&st, -1, 1);
+    if (d->ms)
+        for (int64_t n = 0; n < c->N; n++) {
+            const float x = unif(&st, -1, 1);
+            d->ms[n] = x * x + 1;
+        }
+    if (d->qe)
+        for (int64_t i = 0; i < c->HW * c->CK; i++) d->qe[i] = 1.0f / (1.0f + expf(-unif(&st, -3, 3)));
+}
+
+static void case_free(case_data *d) { free(d->mk), free(d->ms), free(d->qk), free(d->qe), free(d->mv); }
+
+static ck_pool *pool_of(int threads) {
+    ck_pool *p = NULL;
+    return ck_pool_create(threads, &p, NULL) == CKEY_OK ? p : NULL;
+}
+
+/* ------------------------------------------------- characterization */
+
+/* CK = 1, N = 2, HW = 1, worked by hand from the official formulas:
+ * mk = [1, 3], qk = 2, qe = 0.5, ms = [1, 2], mv = [10, 20].
+ *   with qe:  s = -qe mk^2 + 2 qe qk mk - qe qk^2 = [-0.5, -0.5]; * ms = [-0.5, -1]
+ *   no qe:    s = -mk^2 + 2 qk mk                 = [3, 3];       * ms = [3, 6]
+ * sqrt(CK) = 1. Without qe the query's own qk^2 is absent (STCN's form);
+ * shrinkage scales the whole similarity, qk^2 term included. */
+typedef struct {
+    int sel, shr, top_k;
+    double want;
+} hand_case;
+
+static const hand_case hand_cases[] = {
+    {1, 1, 1, 10},                                     /* -0.5 > -1: position 0 */
+    {1, 1, 0, (10 + 20 * 0.60653065971263342) / (1 + 0.60653065971263342)}, /* weights 1 : e^-0.5 */
+    {1, 0, 1, 10},                                     /* a tie at -0.5: the lower position */
+    {1, 0, 0, 15},                                     /* equal weights */
+    {0, 1, 1, 20},                                     /* 6 > 3 */
+    {0, 1, 2, (10 * 0.049787068367863944 + 20) / (1 + 0.049787068367863944)}, /* top_k == N: e^-3 : 1 */
+    {0, 0, 1, 10},                                     /* a tie at 3: the lower position */
+    {0, 0, 5, 15},                                     /* top_k > N: all */
+};
+
+static void hand_data(const hand_case *h, float mk[2], float ms[2], float *qk, float *qe, float mv[2],
+                      read_case *c) {
+    mk[0] = 1, mk[1] = 3, ms[0] = 1, ms[1] = 2, *qk = 2, *qe = 0.5f, mv[0] = 10, mv[1] = 20;
+    read_case r = {2, 1, 1, 1, h->top_k, mk, h->shr ? ms : NULL, qk, h->sel ? qe : NULL, mv};
+    *c = r;
+}
+
+static void test_reference_hand_values(void) {
+    for (size_t i = 0; i < CK_ARRAY_LEN(hand_cases); i++) {
+        float mk[2], ms[2], qk, qe, mv[2];
+        read_case c;
+        hand_data(&hand_cases[i], mk, ms, &qk, &qe, mv, &c);
+        double got;
+        ref_read(&c, rank_low_first, &got, NULL);
+        CHECKF(fabs(got - hand_cases[i].want) < 1e-12, "case %zu: %.15g, by hand %.15g", i, got, hand_cases[i].want);
+    }
+}
+
+static void test_fused_hand_values(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    for (size_t i = 0; i < CK_ARRAY_LEN(hand_cases); i++) {
+        float mk[2], ms[2], qk, qe, mv[2], got;
+        read_case c;
+        hand_data(&hand_cases[i], mk, ms, &qk, &qe, mv, &c);
+        fused_read(pool, &c, &got);
+        CHECKF(fabs(got - hand_cases[i].want) <= 1e-5 * 20, "case %zu: %.9g, by hand %.9g", i, got,
+               hand_cases[i].want);
+    }
+    ck_pool_free(pool);
+}
+
+/* ------------------------------------------------ fused vs reference */
+
+/* Random cases over the grid of shapes: N, HW across the op's tile and block
+ * edges, CK from 1, several objects, every top_k regime, each combination of
+ * selection and shrinkage. */
+static void test_random_cases(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    static const int cks[] = {1, 3, 8, 16, 64}, cvs[] = {1, 4, 16};
+    uint64_t st = 0x5EEDull;
+    double worst = 0;
+    int runs = 0;
+    int64_t queries = 0, n_amb = 0;
+    for (int i = 0; i < 240; i++) {
+        const int64_t N = 1 + (int64_t)(next(&st) % 700), HW = 1 + (int64_t)(next(&st) % 150);
+        const int CK = cks[next(&st) % CK_ARRAY_LEN(cks)], C = (int)(1 + next(&st) % 3) * cvs[next(&st) % 3];
+        const int ks[] = {1, 5, 30, (int)N - 1, (int)N, (int)N + 7, 0, -1};
+        const int top_k = ks[next(&st) % CK_ARRAY_LEN(ks)];
+        case_data d;
+        case_alloc(&d, N, HW, CK, C, top_k, i & 1, (i >> 1) & 1);
+        case_random(&d, (uint64_t)i + 1);
+        worst = fmax(worst, check_case(pool, NULL, &d.c, 0, &n_amb));
+        runs++, queries += HW;
+        case_free(&d);
+    }
+    printf("  %d random cases: worst relative error %.2e; %lld of %lld queries ambiguous at the top-k boundary, left out\n",
+           runs, worst, (long long)n_amb, (long long)queries);
+    CHECK(n_amb * 50 <= queries); /* at most 2% */
+    ck_pool_free(pool);
+}
+
+/* Named boundaries, one at a time. */
+static void test_boundaries(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    static const struct {
+        const char *name;
+        int64_t N, HW;
+        int CK, C, top_k, sel, shr;
+    } cases[] = {
+        {"selection and shrinkage", 600, 130, 64, 16, 30, 1, 1},
+        {"selection, no shrinkage", 600, 130, 64, 16, 30, 1, 0},
+        {"shrinkage, no selection", 600, 130, 64, 16, 30, 0, 1},
+        {"neither", 600, 130, 64, 16, 30, 0, 0},
+        {"top_k = 1", 600, 130, 64, 16, 1, 1, 1},
+        {"top_k = N - 1", 600, 130, 64, 16, 599, 1, 1},
+        {"top_k = N", 600, 130, 64, 16, 600, 1, 1},
+        {"top_k > N", 600, 130, 64, 16, 1000, 1, 1},
+        {"top_k = 0: softmax over all N", 600, 130, 64, 16, 0, 1, 1},
+        {"N = 1", 1, 130, 64, 16, 30, 1, 1},
+        {"N = 1, top_k = 0", 1, 130, 64, 16, 0, 1, 1},
+        {"N one past a tile", 257, 65, 16, 8, 30, 1, 1},
+        {"N = 2 tiles, HW one block", 512, 64, 16, 8, 30, 1, 1},
+        {"HW = 1", 300, 1, 64, 8, 30, 1, 1},
+        {"CK = 1", 300, 70, 1, 8, 30, 1, 1},
+    };
+    for (size_t i = 0; i < CK_ARRAY_LEN(cases); i++) {
+        case_data d;
+        case_alloc(&d, cases[i].N, cases[i].HW, cases[i].CK, cases[i].C, cases[i].top_k, cases[i].sel, cases[i].shr);
+        case_random(&d, 100 + i);
+        int64_t n_amb = 0;
+        check_case(pool, cases[i].name, &d.c, 0, &n_amb);
+        CHECK(n_amb * 20 <= d.c.HW);
+        if (cases[i].N == 1) { /* one position: its weight is 1, out = its value row */
+            float *got = malloc((size_t)(d.c.HW * d.c.C) * sizeof(float));
+            fused_read(pool, &d.c, got);
+            double e = 0;
+            for (int64_t q = 0; q < d.c.HW; q++)
+                for (int ch = 0; ch < d.c.C; ch++) e = fmax(e, fabs(got[q * d.c.C + ch] - d.mv[ch]));
+            CHECKF(e <= 1e-7, "%s: out differs from the one value row by %.3e", cases[i].name, e);
+            free(got);
+        }
+        case_free(&d);
+    }
+    ck_pool_free(pool);
+}
+
+/* Ties, with data whose similarities are exact in fp32 (small dyadic
+ * numbers, CK = 4, sqrt(CK) = 2), so equal values are equal bits in the op
+ * too. Positions: 12 "top" (n % 50 == 7, mk = qk), 54 "tied" below them
+ * (other n % 11 == 0, mk = 0), the rest lower (mk = (0, 1 + n % 3, 0, 0)).
+ * top_k = 5 cuts the top group, 13 and 40 and 60 the tied group, whose kept
+ * members then span tiles of 256: the lowest positions are kept, and a
+ * reference keeping the highest instead differs. */
+static void test_ties(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    const int64_t N = 600, HW = 70;
+    const int CK = 4, C = 3;
+    static const int ks[] = {1, 5, 12, 13, 40, 60};
+    for (int sel = 0; sel < 2; sel++)
+        for (int shr = 0; shr < 2; shr++)
+            for (size_t ki = 0; ki < CK_ARRAY_LEN(ks); ki++) {
+                case_data d;
+                case_alloc(&d, N, HW, CK, C, ks[ki], sel, shr);
+                case_random(&d, 7); /* random value rows; keys below */
+                for (int64_t n = 0; n < N; n++) {
+                    float *m = d.mk + n * CK;
+                    const int top = n % 50 == 7, tied = !top && n % 11 == 0;
+                    m[0] = top ? 1.0f : 0.0f, m[1] = top || tied ? 0.0f : (float)(1 + n % 3), m[2] = m[3] = 0;
+                    if (d.ms) d.ms[n] = top || tied ? 1.5f : (n % 2 ? 1.0f : 4.0f);
+                }
+                for (int64_t q = 0; q < HW; q++) {
+                    float *k = d.qk + q * CK;
+                    k[0] = 1, k[1] = k[2] = k[3] = 0;
+                    if (d.qe)
+                        for (int ch = 0; ch < CK; ch++) d.qe[q * CK + ch] = (float)(1 + (q + ch) % 4) * 0.25f;
+                }
+                char name[64];
+                snprintf(name, sizeof name, "ties, top_k %d", ks[ki]);
+                check_case(pool, name, &d.c, 1, NULL);
+                if (ks[ki] == 5 || ks[ki] == 13 || ks[ki] == 40 || ks[ki] == 60) {
+                    /* the rule is what the case checks: the other rule's result is far off */
+                    float *got = malloc((size_t)(HW * C) * sizeof(float));
+                    double *other = malloc((size_t)(HW * C) * sizeof(double));
+                    fused_read(pool, &d.c, got);
+                    ref_read(&d.c, rank_high_first, other, NULL);
+                    const double e = rel_err(&d.c, got, other, NULL);
+                    CHECKF(e > 1e-3, "%s: keeping the highest positions gives the same (%.3e)", name, e);
+                    free(got), free(other);
+                }
+                case_free(&d);
+            }
+    /* every similarity equal: top_k 30 keeps positions 0..29, out = their mean */
+    {
+        case_data d;
+        case_alloc(&d, 300, 9, 4, 1, 30, 1, 1);
+        for (int64_t i = 0; i < 300 * 4; i++) d.mk[i] = 0.5f;
+        for (int64_t n = 0; n < 300; n++) d.ms[n] = 2, d.mv[n] = (float)n;
+        for (int64_t i = 0; i < 9 * 4; i++) d.qk[i] = 0.25f, d.qe[i] = 0.75f;
+        float got[9];
+        fused_read(pool, &d.c, got);
+        for (int q = 0; q < 9; q++) CHECKF(fabs(got[q] - 14.5) <= 1e-5 * 300, "query %d: %.7g, want 14.5", q, got[q]);
+        case_free(&d);
+    }
+    ck_pool_free(pool);
+}
+
+/* Similarities far outside exp's fp32 range, exact in fp32 (integers and
+ * quarters, CK = 16, ms powers of two). Without selection they reach
+ * thousands (exp overflows past 88.7); with selection keys are far from the
+ * queries and every similarity is below -104 (exp underflows to 0, and the
+ * official's unshifted exp would divide 0 by 0). The op's softmax starts
+ * from the largest kept value, so both stay finite and exact. */
+static void test_large_magnitudes(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    const int64_t N = 500, HW = 80;
+    const int CK = 16, C = 8;
+    for (int sel = 0; sel < 2; sel++)
+        for (int dense = 0; dense < 2; dense++) {
+            case_data d;
+            case_alloc(&d, N, HW, CK, C, dense ? 0 : 30, sel, 1);
+            case_random(&d, 11);
+            uint64_t st = 99;
+            for (int64_t i = 0; i < N * CK; i++) d.mk[i] = (float)(next(&st) % 17);
+            for (int64_t n = 0; n < N; n++) d.ms[n] = (float)(1 << (next(&st) % 3));
+            for (int64_t i = 0; i < HW * CK; i++) {
+                d.qk[i] = sel ? -(float)(32 + next(&st) % 33) : (float)(32 + next(&st) % 33);
+                if (d.qe) d.qe[i] = (float)(1 + next(&st) % 4) * 0.25f;
+            }
+            double smax = -INFINITY, smin = INFINITY, *s = malloc((size_t)N * sizeof *s);
+            for (int64_t q = 0; q < HW; q++) {
+                ref_similarity(&d.c, q, s, NULL);
+                for (int64_t n = 0; n < N; n++) smax = fmax(smax, s[n]), smin = fmin(smin, s[n]);
+            }
+            free(s);
+            if (sel) CHECKF(smax < -104, "the case's similarities reach %g", smax);
+            else CHECKF(smin > 88.8, "the case's similarities go down to %g", smin);
+            char name[64];
+            snprintf(name, sizeof name, "large: s in [%.0f, %.0f]%s", smin, smax, dense ? ", all N" : "");
+            check_case(pool, name, &d.c, 1, NULL);
+            case_free(&d);
+        }
+    ck_pool_free(pool);
+}
+
+/* Several objects: C = 3 x CV value channels read at once equal each
+ * object's read on its own CV channels (bit for bit with top_k: the same
+ * weights, the same order). */
+static void test_objects(void) {
+    ck_pool *pool = pool_of(2);
+    REQUIRE(pool);
+    const int64_t N = 400, HW = 90;
+    const int CK = 16, O = 3, CV = 8, C = O * CV;
+    for (int dense = 0; dense < 2; dense++) {
+        case_data d;
+        case_alloc(&d, N, HW, CK, C, dense ? 0 : 30, 1, 1);
+        case_random(&d, 21);
+        int64_t n_amb = 0;
+        check_case(pool, dense ? "3 objects, all N" : "3 objects", &d.c, 0, &n_amb);
+        CHECK(n_amb * 20 <= HW);
+        float *all = malloc((size_t)(HW * C) * sizeof(float)), *one = malloc((size_t)(HW * CV) * sizeof(float));
+        float *mvo = malloc((size_t)(N * CV) * sizeof(float));
+        fused_read(pool, &d.c, all);
+        for (int o = 0; o < O; o++) {
+            for (int64_t n = 0; n < N; n++) memcpy(mvo + n * CV, d.mv + n * C + o * CV, CV * sizeof(float));
+            read_case c1 = d.c;
+            c1.mv = mvo, c1.C = CV;
+            fused_read(pool, &c1, one);
+            double e = 0;
+            for (int64_t q = 0; q < HW; q++)
+                for (int ch = 0; ch < CV; ch++) e = fmax(e, fabs(all[q * C + o * CV + ch] - one[q * CV + ch]));
+            CHECKF(dense ? e <= 1e-6 : e == 0, "object %d read alone differs by %.3e", o, e);
+        }
+        free(all), free(one), free(mvo);
+        case_free(&d);
+    }
+    ck_pool_free(pool);
+}
+
+/* The result does not depend on the thread count: each query block is one
+ * work item with a fixed order of work. */
+static void test_threads(void) {
+    ck_pool *p1 = pool_of(1), *p3 = pool_of(3);
+    REQUIRE(p1 && p3);
+    for (int dense = 0; dense < 2; dense++) {
+        case_data d;
+        case_alloc(&d, 700, 300, 32, 16, dense ? 0 : 30, 1, 1);
+        case_random(&d, 31);
+        float *a = malloc(300 * 16 * sizeof(float)), *b = malloc(300 * 16 * sizeof(float));
+        fused_read(p1, &d.c, a);
+        fused_read(p3, &d.c, b);
+        CHECK(memcmp(a, b, 300 * 16 * sizeof(float)) == 0);
+        free(a), free(b);
+        case_free(&d);
+    }
+    ck_pool_free(p1), ck_pool_free(p3);
+}
+
+/* The scratch depends on CK and top_k, not on HW, and not on N beyond
+ * top_k: at Cutie's CK 64 and top_k 30 it is the same for 5 frames of
+ * 854 x 480 and of 3840 x 2160 at stride 16. */
+static void test_scratch_bound(void) {
+    const int64_t small = 5 * 54 * 30, large = 5 * 240 * 135;
+    for (int k = 0; k <= 30; k += 30) {
+        const size_t a = ck_cpu_memory_read_floats(small, 64, k), b = ck_cpu_memory_read_floats(large, 64, k);
+        printf("  CK 64, top_k %2d: %zu bytes a thread at N = %lld, %zu at N = %lld\n", k, a * sizeof(float),
+               (long long)small, b * sizeof(float), (long long)large);
+        CHECK(a == b);
+    }
+    /* top_k >= N reads over all N, with the dense path's scratch */
+    CHECK(ck_cpu_memory_read_floats(20, 64, 30) == ck_cpu_memory_read_floats(large, 64, 0));
+}
+
+int main(int argc, char **argv) {
+    static const ck_test_case cases[] = {
+        {"reference_hand_values", test_reference_hand_values},
+        {"fused_hand_values", test_fused_hand_values},
+        {"random_cases", test_random_cases},
+        {"boundaries", test_boundaries},
+        {"ties", test_ties},
+        {"large_magnitudes", test_large_magnitudes},
+        {"objects", test_objects},
+        {"threads", test_threads},
+        {"scratch_bound", test_scratch_bound},
+    };
+    return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
+}
