@@ -11,16 +11,19 @@
 
 #include "ckey_media.h"
 #include "media/image.h"
+#include "probe-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int32_t read_w = 0, read_h = 0; /* the plate reader's size, when it decodes */
     for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
         ckey_image img;
         ckey_error err;
         ckey_status st = ck_image_read_exr_memory(data, size, "fuzz.exr", (ckey_image_kind)kind,
                                                    &img, &err);
         if (st == CKEY_OK) {
+            if (kind == CKEY_IMAGE_RGB) read_w = img.width, read_h = img.height;
             const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;
             /* EXR keeps its values (any finite float); touch every sample */
             volatile float sink = 0.0f;
@@ -38,5 +41,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (st != CKEY_OK && (img.data || !err.message[0])) abort();
         ckey_image_free(&img);
     }
+    check_probe(data, size, "fuzz.exr", read_w, read_h);
     return 0;
 }

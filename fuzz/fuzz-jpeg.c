@@ -10,16 +10,19 @@
 
 #include "ckey_media.h"
 #include "media/image.h"
+#include "probe-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int32_t read_w = 0, read_h = 0; /* the plate reader's size, when it decodes */
     for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
         ckey_image img;
         ckey_error err;
         ckey_status st = ck_image_read_jpeg_memory(data, size, "fuzz.jpg", (ckey_image_kind)kind,
                                                    &img, &err);
         if (st == CKEY_OK) {
+            if (kind == CKEY_IMAGE_RGB) read_w = img.width, read_h = img.height;
             const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;
             for (size_t i = 0; i < n; i++)
                 if (!(img.data[i] >= 0.0f && img.data[i] <= 1.0f)) abort();
@@ -31,5 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         ckey_image_free(&img);
     }
+    check_probe(data, size, "fuzz.jpg", read_w, read_h);
     return 0;
 }

@@ -10,16 +10,19 @@
 
 #include "ckey_media.h"
 #include "media/image.h"
+#include "probe-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int32_t read_w = 0, read_h = 0; /* the plate reader's size, when it decodes */
     for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
         ckey_image img;
         ckey_error err;
         ckey_status st = ck_image_read_png_memory(data, size, "fuzz.png", (ckey_image_kind)kind,
                                                   &img, &err);
         if (st == CKEY_OK) {
+            if (kind == CKEY_IMAGE_RGB) read_w = img.width, read_h = img.height;
             const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;
             /* every sample is a normalized integer: touch them all */
             for (size_t i = 0; i < n; i++)
@@ -32,5 +35,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         ckey_image_free(&img);
     }
+    check_probe(data, size, "fuzz.png", read_w, read_h);
     return 0;
 }

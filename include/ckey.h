@@ -112,8 +112,14 @@ typedef struct ckey_device_info {
     int32_t units;            /* CPU: online cores; CUDA: multiprocessors */
     int32_t compute_major, compute_minor; /* CUDA compute capability (0 for CPU) */
     int64_t memory_total;     /* bytes: system RAM, or device memory */
-    int64_t memory_free;      /* bytes available now (0 when unknown) */
+    int64_t memory_free;      /* bytes available now (0 when unknown); the CPU's:
+                                 ckey_host_memory_available() */
 } ckey_device_info;
+
+/* The host memory available now, in bytes: /proc/meminfo's MemAvailable
+ * (free memory plus what the kernel can reclaim without swapping), else the
+ * free pages (sysconf _SC_AVPHYS_PAGES); 0 when neither is known. */
+int64_t ckey_host_memory_available(void);
 
 /* Number of devices of a kind (CPU: 1; CUDA: 0 without a driver, a GPU or a
  * CUDA build). */
@@ -169,14 +175,18 @@ typedef struct ckey_memory_plan {
                                  pass-long scratch (per-thread slices + shared);
                                  on CUDA the largest of the per-phase scratches
                                  (encoder, refiner stem, refiner blocks) */
-    int64_t peak_bytes;       /* weights + arena (plate-size resize buffers of
-                                 ckey_session_key and the model's raw decoder
-                                 copy kept for `convert`, ~7 MiB, come on top) */
+    int64_t peak_bytes;       /* weights + arena (the plate-size buffers of a run
+                                 and the model's raw decoder copy kept for
+                                 `convert`, ~5 MiB, come on top: the plan of a
+                                 whole run, ckey_plan_run_memory in ckey_clip.h,
+                                 counts them) */
     int32_t num_buffers;      /* activation buffers the planner placed */
     int64_t naive_bytes;      /* what those buffers would need with no reuse */
 } ckey_memory_plan;
 
-/* Plan a session without allocating its arena (for `ckey info`). */
+/* Plan a session without allocating its arena (for `ckey info`); over
+ * opt->memory_budget it fails with CKEY_ERR_BUDGET. A whole run's plan, plate
+ * buffers included: ckey_plan_run_memory (ckey_clip.h). */
 ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *opt,
                              ckey_memory_plan *plan, ckey_error *err);
 

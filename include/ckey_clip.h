@@ -127,6 +127,17 @@ typedef struct ckey_source {
     /* The plate's frame rate when it is a video (for video outputs); 0/0 when
      * unknown (image sequences). */
     int32_t rate_num, rate_den;
+    /*
+     * Optional (NULL: a plate's size is known once it is decoded). The size
+     * of frame `index`'s plate without decoding its pixels (an image file's
+     * header, ckey_image_probe; a video's stream), so that a run's memory can
+     * be planned up front (ckey_source_plate_size). Called from one thread,
+     * before or between reads.
+     */
+    ckey_status (*probe)(void *self, int64_t index, int32_t *width, int32_t *height, ckey_error *err);
+    /* How many videos the source decodes (0 for image files; 1 or 2: a plate
+     * and / or hint video), for the memory plan (ckey_run_options.video_in). */
+    int32_t videos;
 } ckey_source;
 
 /* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
@@ -385,6 +396,113 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           const uint8_t *plan, const ckey_shot_options *o,
                           ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
                           ckey_error *err);
+
+/* ================================================= the memory of a run
+ * ckey_plan_memory plans a session: the network's weights and arena, the
+ * same for every plate. A run also holds buffers that scale with the plate:
+ * the decoded plate and hint, the resize scratch to S and back, alpha and fg
+ * at plate size, the post passes, the encoders, and for a shot every frame
+ * the runner keeps in flight. At 16384 x 16384 those are gigabytes next to a
+ * few MiB of network. ckey_plan_run_memory plans the whole run from the
+ * plate size, the session's options and the run's shape, so a caller can
+ * refuse a plate before decoding it.
+ */
+
+typedef enum ckey_run_kind {
+    CKEY_RUN_PLATE = 0, /* one plate through ckey_session_key, alpha and fg written as
+                           16-bit PNGs (`ckey run`) */
+    CKEY_RUN_SHOT = 1   /* frames through ckey_shot_run into the pass files
+                           (ckey_sink_open_passes; `ckey key`) */
+} ckey_run_kind;
+
+/* ckey_run_options.video_out: the videos of ckey_sink_open_video_tee. */
+enum { CKEY_RUN_VIDEO_PRORES = 1, CKEY_RUN_VIDEO_H264 = 2 };
+
+typedef struct ckey_run_options {
+    ckey_run_kind kind;       /* default CKEY_RUN_PLATE */
+    int32_t width, height;    /* the plate; a shot's largest (ckey_source_plate_size) */
+    int32_t auto_hint;        /* non-zero: hints are made from the plates (ckey_auto_hint) */
+    int32_t video_in;         /* videos decoded, 0..2 (ckey_source.videos) */
+    int32_t video_out;        /* CKEY_RUN_VIDEO_* bits (a shot with a video tee) */
+    ckey_shot_options shot;   /* CKEY_RUN_SHOT: the options given to ckey_shot_run
+                                 (read_ahead, writers, post); ckey_shot_options_default */
+    int64_t host_limit;       /* bytes of host memory the run may take: 0 (default) = 90 % of
+                                 what the machine has available now
+                                 (ckey_host_memory_available); -1 = not checked */
+} ckey_run_options;
+
+/* Fill `o` with the defaults above (width and height 0: set them). */
+void ckey_run_options_default(ckey_run_options *o);
+
+/*
+ * A run's memory, part by part. Figures are bytes; every part is held at
+ * once at the run's peak, so the total is their sum. The plate parts are
+ * exact for the buffers ckey allocates (the formulas below, with the same
+ * *_scratch_bytes functions the run calls); the encoders' and video codecs'
+ * own buffers are estimates. Not counted: the transient mapping of the
+ * checkpoint while it loads, and the process's code and libraries.
+ *
+ * P = width x height, F = sizeof(float); a plate run (CKEY_RUN_PLATE) has one
+ * frame in flight and no writer threads; a shot has nin = read_ahead + 1 in
+ * slots, K writers and nout = K + 1 out slots (1, 1 and 1 with read_ahead 0).
+ */
+typedef struct ckey_run_memory {
+    ckey_memory_plan session; /* the network: weights + arena, as ckey_plan_memory plans them
+                                 (device memory on a GPU, host memory on the CPU) */
+    int64_t model_bytes;      /* host memory of the loaded model beyond session.weight_bytes:
+                                 the raw decoder copy kept for `convert`; on a GPU also the
+                                 fp32 store the device's weights were made from */
+    int64_t io_bytes;         /* [4, S, S] float transfer buffers outside the arena: a GPU
+                                 session's page-locked input and output (2); a shot's ring
+                                 slots (nin + nout) */
+    int64_t decoded_bytes;    /* plates [3, h, w] and hints [h, w] as decoded, 4 P F per frame
+                                 held (a plate run: 1; a shot: nin), plus each video decoder's
+                                 frames (an estimate: 64 bytes a pixel per video) */
+    int64_t hint_bytes;       /* ckey_auto_hint's scratch when hints are made from plates */
+    int64_t resize_bytes;     /* the resize scratch to S and back: a plate run's one session
+                                 buffer of the larger of the two; a shot's reader scratch in
+                                 plus each writer's scratch back */
+    int64_t output_bytes;     /* alpha [h, w] + fg [3, h, w], 4 P F per frame held (1; a shot:
+                                 nout); a shot's writers also Processed [4, h, w] + Comp
+                                 [3, h, w], 7 P F each */
+    int64_t post_bytes;       /* a shot's ckey_post_passes scratch, per writer */
+    int64_t encode_bytes;     /* the file encoders (estimates): PNG rows and deflate state; a
+                                 shot's EXR chunks per writer; the video tee's frames and
+                                 codecs */
+    int64_t plate_bytes;      /* the parts that scale with the plate: decoded + hint + resize +
+                                 output + post + encode */
+    int64_t total_bytes;      /* session.peak_bytes + model + io + plate_bytes */
+    int64_t host_bytes;       /* what of the total is host memory (all of it on the CPU;
+                                 on a GPU all but session.peak_bytes) */
+    int64_t host_limit;       /* what host_bytes was checked against; 0: not checked */
+    int32_t frames_in_flight; /* plates held at once: 1, or a shot's nin + nout */
+    int32_t writers;          /* a shot's writer threads K (resolved); 0 for a plate run */
+} ckey_run_memory;
+
+/*
+ * Plan the memory of a run with session options `so` (as ckey_session_create
+ * takes them) of model `m` on plates of ro->width x ro->height. Fills `out`,
+ * and then checks it: CKEY_ERR_BUDGET when total_bytes is over
+ * so->memory_budget (non-zero), or host_bytes over ro->host_limit ("a 16384 x
+ * 16384 plate at S = 2048 needs 12.3 GiB (network 2.63 GiB + model 7.3 MiB +
+ * plate buffers 9.65 GiB), over the budget of 4.00 GiB"; "..., more than the
+ * 7.1 GiB of host memory available (90 % of 7.9 GiB)"); `out` is filled in
+ * either case. The caller prefixes the plate's file to the message.
+ */
+ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options *so,
+                                 const ckey_run_options *ro, ckey_run_memory *out, ckey_error *err);
+
+/*
+ * The plate size to plan a run of `src` for: the largest plate, by pixel
+ * count, of the frames `plan` keys (CKEY_SHOT_KEY; NULL: every frame), from
+ * src->probe, so no pixel is decoded (a sequence: one header read a frame).
+ * *index (may be NULL) is that frame's index in src->frames. Frames whose
+ * size cannot be read are left out (their read fails in its turn, with the
+ * reader's message). 0 x 0 and index -1 when none could be read or the
+ * source has no probe.
+ */
+ckey_status ckey_source_plate_size(const ckey_source *src, const uint8_t *plan, int32_t *width,
+                                   int32_t *height, int64_t *index, ckey_error *err);
 
 /* ------------------------------------------------------- shot layout */
 

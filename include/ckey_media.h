@@ -98,6 +98,21 @@ ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *
 ckey_status ckey_image_read_file(FILE *f, const char *label, ckey_image_kind kind, ckey_image *out,
                                  ckey_error *err);
 
+/*
+ * The size of the image in `path` from its header alone, without decoding a
+ * pixel (PNG: IHDR; JPEG: the frame header; TIFF: the first directory's
+ * width and length; OpenEXR: dataWindow), so that a caller can plan the
+ * memory a plate will take (ckey_plan_run_memory) before reading it. Reads a
+ * few hundred bytes and needs none of the codec libraries. A size over the
+ * caps above is refused as the readers refuse it ("x.png: 40000 x 40000
+ * exceeds the 32768-pixel side limit", CKEY_ERR_UNSUPPORTED). Only a regular
+ * file can be probed: for a pipe, a FIFO or a device reading the header would
+ * consume it, so that is CKEY_ERR_UNSUPPORTED ("not a regular file") and the
+ * size is known once ckey_image_read has read it. A file the probe accepts
+ * may still fail to decode; the readers stay the authority on its contents.
+ */
+ckey_status ckey_image_probe(const char *path, int32_t *width, int32_t *height, ckey_error *err);
+
 /* Free the pixels and zero the struct; NULL and empty images are fine. */
 void ckey_image_free(ckey_image *img);
 

@@ -17,10 +17,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ckey_clip.h"
 #include "ckey_media.h"
 #include "ckey.h"
+#include "pixel/pixel.h"
 #include "support/testutil.h"
 #include "../programs/ckey/sha256.h"
+
+#ifdef CK_HAVE_PNG
+#include <png.h>
+#endif
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -1118,6 +1124,319 @@ static void test_damaged_model(void) {
     result_free(&r);
 }
 
+/* ------------------------------------------------- the run's memory */
+
+/* The integer after "key": (or "key":) in a JSON text, from `from` on; -1
+ * when absent. */
+static long long json_int(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    if (!p) return -1;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    return strtoll(p, NULL, 10);
+}
+
+/* As the CLI prints a figure (programs/ckey/output.c fmt_bytes). */
+static const char *fmt_bytes(char *buf, size_t cap, long long bytes) {
+    const double b = (double)bytes;
+    if (bytes < 1024) snprintf(buf, cap, "%lld bytes", bytes);
+    else if (b < 1024.0 * 1024) snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+    else if (b < 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+/* The parts of a run_memory object (ckey run --json, ckey info --json). */
+typedef struct run_parts {
+    long long network, model, io, decoded, hint, resize, output, post, encode, plate, total, host;
+    long long frames, writers;
+} run_parts;
+
+static run_parts parse_run_parts(const char *json) {
+    const char *m = json ? strstr(json, "\"run_memory\"") : NULL;
+    if (!m && json) m = strstr(json, "\"event\":\"plan\"");
+    run_parts p;
+    p.network = json_int(m, "network_bytes"), p.model = json_int(m, "model_bytes");
+    p.io = json_int(m, "io_bytes"), p.decoded = json_int(m, "decoded_bytes");
+    p.hint = json_int(m, "hint_bytes"), p.resize = json_int(m, "resize_bytes");
+    p.output = json_int(m, "output_bytes"), p.post = json_int(m, "post_bytes");
+    p.encode = json_int(m, "encode_bytes"), p.plate = json_int(m, "plate_bytes");
+    p.total = json_int(m, "total_bytes"), p.host = json_int(m, "host_bytes");
+    p.frames = json_int(m, "frames_in_flight"), p.writers = json_int(m, "writers");
+    return p;
+}
+
+/* Every part is a figure, and the parts add up. */
+static void check_sums(const run_parts *p, const char *what) {
+    CHECKF(p->network > 0 && p->model >= 0 && p->io >= 0 && p->decoded > 0 && p->hint >= 0 &&
+               p->resize > 0 && p->output > 0 && p->post >= 0 && p->encode > 0,
+           "%s: a part is missing", what);
+    CHECKF(p->plate == p->decoded + p->hint + p->resize + p->output + p->post + p->encode,
+           "%s: plate buffers %lld are not the sum of their parts", what, p->plate);
+    CHECKF(p->total == p->network + p->model + p->io + p->plate, "%s: total %lld is not network + model + "
+           "io + plate buffers", what, p->total);
+    CHECKF(p->host == p->total, "%s: on the CPU all of it is host memory (%lld of %lld)", what, p->host, p->total);
+}
+
+#ifdef CK_HAVE_PNG
+/* A W x H PNG of one colour (`channels` 1 or 3, 8 bits), written row by row
+ * at deflate level 1: a few hundred KiB however large, in about a second. */
+static int write_flat_png(const char *path, int w, int h, int channels, int value) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    unsigned char *row = malloc((size_t)w * (size_t)channels);
+    int ok = png && info && row;
+    if (ok && setjmp(png_jmpbuf(png))) ok = 0;
+    else if (ok) {
+        memset(row, value, (size_t)w * (size_t)channels);
+        png_init_io(png, f);
+        png_set_compression_level(png, 1);
+        png_set_filter(png, 0, PNG_FILTER_NONE);
+        png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8,
+                     channels == 1 ? PNG_COLOR_TYPE_GRAY : PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                     PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+        png_write_info(png, info);
+        for (int y = 0; y < h; y++) png_write_row(png, row);
+        png_write_end(png, NULL);
+    }
+    png_destroy_write_struct(png ? &png : NULL, info ? &info : NULL);
+    free(row);
+    return fclose(f) == 0 && ok;
+}
+#endif
+
+/* A PNG of the signature and an IHDR of w x h, and nothing after it: its
+ * header says the size, and any decoder fails on it ("truncated"). */
+static int write_png_header_only(const char *path, unsigned w, unsigned h) {
+    unsigned char b[33] = {137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    for (int k = 0; k < 4; k++) {
+        b[16 + k] = (unsigned char)(w >> (24 - 8 * k));
+        b[20 + k] = (unsigned char)(h >> (24 - 8 * k));
+    }
+    b[24] = 8, b[25] = 2; /* 8-bit RGB; CRC left zero */
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    const int ok = fwrite(b, 1, sizeof b, f) == sizeof b;
+    return fclose(f) == 0 && ok;
+}
+
+/*
+ * An 8192 x 8192 plate with a --budget above the network's own need but
+ * below its plate buffers is refused from its header, naming the file, the
+ * figure it needs and the budget, before it is decoded (a PNG that ends
+ * after its IHDR is refused the same way, not reported "truncated"), with
+ * nothing written.
+ */
+static void test_run_memory_refused(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], plate[512], hint[512], header_only[512], out[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    path_in(plate, sizeof plate, "big-plate.png");
+    path_in(hint, sizeof hint, "big-hint.png");
+    path_in(header_only, sizeof header_only, "big-header-only.png");
+    path_in(out, sizeof out, "big-out");
+#ifdef CK_HAVE_PNG
+    REQUIRE(write_flat_png(plate, 8192, 8192, 3, 40) && write_flat_png(hint, 8192, 8192, 1, 255));
+#endif
+    REQUIRE(write_png_header_only(header_only, 8192, 8192));
+    /* the plan the run will make, from info */
+    result r = run_ckey("info", "--model", model, "--size", "64", "--threads", "2", "--device", "cpu",
+                        "--plate-size", "8192x8192", "--json", NULL);
+    REQUIRE(r.code == 0);
+    const run_parts want = parse_run_parts(r.out);
+    result_free(&r);
+    check_sums(&want, "8192 x 8192");
+    const long long budget = 16ll << 20;
+    REQUIRE(want.network + want.model < budget && want.plate > budget);
+    char need[64], msg[256];
+    snprintf(msg, sizeof msg, "a 8192 x 8192 plate at S = 64 needs %s", fmt_bytes(need, sizeof need, want.total));
+    const char *plates[2] = {plate, header_only};
+    for (int k = 0; k < 2; k++) {
+        r = run_ckey("run", "--model", model, "--image", plates[k], "--hint", k ? "auto" : hint, "--out", out,
+                     "--size", "64", "--threads", "2", "--device", "cpu", "--budget", "16M", NULL);
+        EXPECT(r, 1, err, "over the budget of 16.0 MiB");
+        CHECKF(strstr(r.err, plates[k]) != NULL, "the message does not name %s: %s", plates[k], r.err);
+        CHECKF(k == 1 || strstr(r.err, msg) != NULL, "the message lacks '%s': %s", msg, r.err);
+        CHECKF(!strstr(r.err, "truncated"), "the plate was decoded: %s", r.err);
+        result_free(&r);
+        struct stat st;
+        CHECKF(stat(out, &st) != 0, "%s was created", out);
+    }
+    /* the same through --json: one object, ok false, the budget's status */
+    r = run_ckey("run", "--model", model, "--image", plate, "--hint", hint, "--out", out, "--size", "64",
+                 "--threads", "2", "--device", "cpu", "--budget", "16M", "--json", NULL);
+    EXPECT(r, 1, out, "\"status\": \"CKEY_ERR_BUDGET\"");
+    result_free(&r);
+    unlink(plate);
+    unlink(hint);
+    unlink(header_only);
+}
+
+/*
+ * The printed plan for a known plate size is the sum of its parts, and the
+ * parts are the formulas of ckey_plan_run_memory (include/ckey_clip.h) with
+ * the functions the run sizes its buffers with: for ckey run, ckey info
+ * --plate-size and its text; for a clip (--for key) with its ring sizes.
+ */
+static void test_run_memory_breakdown(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512], out[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    path_in(out, sizeof out, "plan-out");
+    const long long W = 320, H = 180, S = 128, P = W * H, F = 4;
+    /* ckey run on examples/plate.png: its JSON and its text */
+    result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                        "--out", out, "--size", "128", "--threads", "2", "--device", "cpu", "--json", NULL);
+    REQUIRE(r.code == 0);
+    const run_parts run = parse_run_parts(r.out);
+    CHECK(json_int(r.out, "peak_bytes") == run.network);
+    result_free(&r);
+    check_sums(&run, "ckey run");
+    const long long pre = (long long)ck_preprocess_scratch_floats((int32_t)H, (int32_t)W, (int32_t)S) * F;
+    const long long back = (long long)ck_postprocess_scratch_floats((int32_t)S, (int32_t)H, (int32_t)W,
+                                                                    CK_RESIZE_LANCZOS4) * F;
+    CHECKF(run.decoded == 4 * P * F, "decoded %lld, want plate + hint %lld", run.decoded, 4 * P * F);
+    CHECKF(run.output == 4 * P * F, "outputs %lld, want alpha + fg %lld", run.output, 4 * P * F);
+    CHECKF(run.resize == (pre > back ? pre : back), "resize %lld, want max(%lld, %lld)", run.resize, pre, back);
+    CHECK(run.hint == 0 && run.post == 0 && run.io == 0 && run.frames == 1 && run.writers == 0);
+
+    r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
+                 "--out", out, "--size", "128", "--threads", "2", "--device", "cpu", NULL);
+    REQUIRE(r.code == 0);
+    char line[512], a[32], b[32], c[32], d[32];
+    snprintf(line, sizeof line, "planned peak %s for the 320 x 180 plate: network %s + model %s + plate buffers %s",
+             fmt_bytes(a, sizeof a, run.total), fmt_bytes(b, sizeof b, run.network),
+             fmt_bytes(c, sizeof c, run.model), fmt_bytes(d, sizeof d, run.plate));
+    CHECKF(strstr(r.out, line) != NULL, "ckey run does not print '%s':\n%s", line, r.out);
+    result_free(&r);
+
+    /* info --plate-size plans the same run, and lists it part by part */
+    r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
+                 "320x180", "--json", NULL);
+    REQUIRE(r.code == 0);
+    const run_parts info = parse_run_parts(r.out);
+    result_free(&r);
+    CHECK(memcmp(&info, &run, sizeof info) == 0);
+    r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
+                 "320x180", NULL);
+    REQUIRE(r.code == 0);
+    static const char *const names[] = {"decoded", "resize", "outputs", "encode", "total"};
+    const long long vals[] = {run.decoded, run.resize, run.output, run.encode, run.total};
+    for (size_t k = 0; k < LEN(names); k++) {
+        snprintf(line, sizeof line, "  %-14s %11s", names[k], fmt_bytes(a, sizeof a, vals[k]));
+        CHECKF(strstr(r.out, line) != NULL, "info does not list '%s':\n%s", line, r.out);
+    }
+    result_free(&r);
+
+    /* a clip: read-ahead 1 (2 in slots), 3 writers (4 out slots), auto hints */
+    r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
+                 "320x180", "--for", "key", "--read-ahead", "1", "--writers", "3", "--hint", "auto", "--json", NULL);
+    REQUIRE(r.code == 0);
+    const run_parts key = parse_run_parts(r.out);
+    result_free(&r);
+    check_sums(&key, "ckey key");
+    ckey_shot_options so;
+    ckey_shot_options_default(&so);
+    const long long nin = 2, nout = 4, K = 3;
+    const long long post = (long long)ckey_post_scratch_bytes((int32_t)W, (int32_t)H, &so.post);
+    CHECK(key.frames == nin + nout && key.writers == K);
+    CHECKF(key.io == (nin + nout) * 4 * S * S * F, "transfer %lld, want %lld ring slots", key.io, nin + nout);
+    CHECKF(key.decoded == nin * 4 * P * F, "decoded %lld", key.decoded);
+    CHECKF(key.hint == (long long)ckey_auto_hint_scratch_bytes((int32_t)W, (int32_t)H), "auto hint %lld", key.hint);
+    CHECKF(key.resize == pre + K * back, "resize %lld, want %lld", key.resize, pre + K * back);
+    CHECKF(key.output == nout * 4 * P * F + K * 7 * P * F, "outputs %lld", key.output);
+    CHECKF(key.post == K * post, "post %lld, want %lld", key.post, K * post);
+    CHECK(key.network == run.network && key.model == run.model);
+
+    /* with --video-out, the videos' encoders come on top */
+    r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
+                 "320x180", "--for", "key", "--read-ahead", "1", "--writers", "3", "--hint", "auto",
+                 "--video-out", "both", "--json", NULL);
+    REQUIRE(r.code == 0);
+    const run_parts video = parse_run_parts(r.out);
+    result_free(&r);
+    check_sums(&video, "ckey key --video-out both");
+    CHECK(video.encode > key.encode && video.total - key.total == video.encode - key.encode);
+
+    /* the options that shape a run need --plate-size; --read-ahead needs --for key */
+    r = run_ckey("info", "--model", model, "--for", "key", NULL);
+    EXPECT(r, 2, err, "add --plate-size WxH");
+    result_free(&r);
+    r = run_ckey("info", "--model", model, "--plate-size", "320x180", "--writers", "2", NULL);
+    EXPECT(r, 2, err, "add --for key");
+    result_free(&r);
+    r = run_ckey("info", "--model", model, "--plate-size", "320", NULL);
+    EXPECT(r, 2, err, "expected WxH");
+    result_free(&r);
+}
+
+/* One ckey run --json on a W x H plate made here: its plan and peak RSS. */
+static int measure_run(const char *model, int w, int h, long long *plan, long long *rss) {
+    char dir[512], plate[600], hint[600], out[600];
+    snprintf(dir, sizeof dir, "%s/rss-%dx%d", workdir, w, h);
+    mkdir(dir, 0777);
+    snprintf(plate, sizeof plate, "%s/plate.png", dir);
+    snprintf(hint, sizeof hint, "%s/hint.png", dir);
+    snprintf(out, sizeof out, "%s/out", dir);
+    const size_t P = (size_t)w * (size_t)h;
+    float *rgb = malloc(3 * P * sizeof(float)), *a = malloc(P * sizeof(float));
+    if (!rgb || !a) {
+        free(rgb), free(a);
+        return 0;
+    }
+    for (size_t i = 0; i < P; i++) { /* a disc on green */
+        const long x = (long)(i % (size_t)w) - w / 2, y = (long)(i / (size_t)w) - h / 2;
+        const int in = x * x + y * y < (long)(h / 3) * (h / 3);
+        rgb[i] = in ? 0.8f : 0.1f, rgb[P + i] = in ? 0.5f : 0.9f, rgb[2 * P + i] = in ? 0.3f : 0.1f;
+        a[i] = in ? 1.0f : 0.0f;
+    }
+    ckey_error e;
+    const int made = ckey_image_write_png(plate, rgb, 3, w, h, 8, &e) == CKEY_OK &&
+                     ckey_image_write_png(hint, a, 1, w, h, 8, &e) == CKEY_OK;
+    free(rgb);
+    free(a);
+    if (!made) return 0;
+    result r = run_ckey("run", "--model", model, "--image", plate, "--hint", hint, "--out", out, "--size", "64",
+                        "--threads", "2", "--device", "cpu", "--json", NULL);
+    *plan = json_int(strstr(r.out, "\"run_memory\""), "total_bytes");
+    *rss = json_int(r.out, "peak_rss_bytes");
+    const int ok = r.code == 0 && *plan > 0 && *rss > 0;
+    result_free(&r);
+    ck_remove_tree(dir);
+    return ok;
+}
+
+/*
+ * The plan against the real thing: the peak RSS (VmHWM) ckey run reports for
+ * a 2048 x 1024 plate, less that of a 64 x 64 one (the process's code and
+ * libraries, a CUDA build's above all, are most of a small run's RSS), is
+ * within a factor 2 of what the plans differ by. Loose on purpose: the
+ * sanitizer build's shadow memory and allocator add their share.
+ */
+static void test_run_memory_measured(void) {
+    NEED_BINARY();
+    NEED_PNG();
+    char model[512];
+    if (!tiny_model(model, sizeof model)) SKIP("no tiny model");
+    long long plan_small = 0, rss_small = 0, plan_big = 0, rss_big = 0;
+    REQUIRE(measure_run(model, 64, 64, &plan_small, &rss_small));
+    REQUIRE(measure_run(model, 2048, 1024, &plan_big, &rss_big));
+    const double dplan = (double)(plan_big - plan_small), drss = (double)(rss_big - rss_small);
+    printf("  plan %.1f -> %.1f MiB, peak RSS %.1f -> %.1f MiB: the plate's share %.1f MiB planned, %.1f MiB "
+           "measured (x %.2f)\n",
+           plan_small / 1048576.0, plan_big / 1048576.0, rss_small / 1048576.0, rss_big / 1048576.0,
+           dplan / 1048576.0, drss / 1048576.0, drss / dplan);
+    CHECKF(dplan > 32.0 * 1048576, "the plan grew by only %.1f MiB", dplan / 1048576.0);
+    CHECKF(drss >= 0.5 * dplan && drss <= 2.0 * dplan, "measured %.1f MiB against %.1f MiB planned",
+           drss / 1048576.0, dplan / 1048576.0);
+}
+
 int main(int argc, char **argv) {
     /* <build>/tests/test-cli -> <build>/ckey */
     char self[PATH_MAX];
@@ -1161,6 +1480,9 @@ int main(int argc, char **argv) {
         {"doc_samples", test_doc_samples},
         {"damaged_model", test_damaged_model},
         {"stdin_and_fifo", test_stdin_and_fifo},
+        {"run_memory_refused", test_run_memory_refused},
+        {"run_memory_breakdown", test_run_memory_breakdown},
+        {"run_memory_measured", test_run_memory_measured},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     ck_remove_tree(workdir);

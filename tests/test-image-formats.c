@@ -278,9 +278,10 @@ typedef struct tspec {
     int planar;
 } tspec;
 
-/* `px` interleaved samples of the sample type. */
-static int write_tiff(const char *path, const tspec *s, const void *px) {
-    TIFF *t = TIFFOpen(path, "w");
+/* `px` interleaved samples of the sample type; `mode` TIFFOpen's ("w",
+ * "wb" big-endian, "w8" BigTIFF, ...). */
+static int write_tiff_mode(const char *path, const char *mode, const tspec *s, const void *px) {
+    TIFF *t = TIFFOpen(path, mode);
     if (!t) return 0;
     const size_t bpp = (size_t)s->spp * (size_t)(s->bps / 8);
     TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)s->w);
@@ -325,6 +326,10 @@ static int write_tiff(const char *path, const tspec *s, const void *px) {
     }
     TIFFClose(t);
     return ok;
+}
+
+static int write_tiff(const char *path, const tspec *s, const void *px) {
+    return write_tiff_mode(path, "w", s, px);
 }
 
 /* Write, read as `kind`, compare exactly with want ([C,H,W]). */
@@ -661,6 +666,86 @@ static void test_fifo_without_writer(void) {
     ck_remove_tree(tmpdir);
 }
 
+/* ------------------------------------------------------------ probing */
+
+/* The probe agrees with the reader on `path` when the reader takes it, and
+ * fails naming the file otherwise (or, for a file broken past its header,
+ * still gives the header's size). Returns 1 when both read it. */
+static int probe_agrees(const char *path) {
+    ckey_image img;
+    ckey_error err, perr;
+    memset(&err, 0, sizeof err);
+    memset(&perr, 0, sizeof perr);
+    const ckey_status st = ckey_image_read(path, CKEY_IMAGE_RGB, &img, &err);
+    int32_t w = -1, h = -1;
+    const ckey_status pst = ckey_image_probe(path, &w, &h, &perr);
+    if (pst != CKEY_OK) {
+        CHECKF(strstr(perr.message, path) != NULL, "%s: probe message '%s' lacks the path", path, perr.message);
+        CHECK(w == 0 && h == 0);
+    }
+    if (st == CKEY_OK) {
+        CHECKF(pst == CKEY_OK && w == img.width && h == img.height, "%s: read %d x %d, probed %d x %d (%s)", path,
+               (int)img.width, (int)img.height, (int)w, (int)h, perr.message);
+    } else {
+        printf("  %s: not read (%s); probe: %s\n", path, err.message, pst == CKEY_OK ? "a size" : perr.message);
+    }
+    ckey_image_free(&img);
+    return st == CKEY_OK && pst == CKEY_OK;
+}
+
+/*
+ * ckey_image_probe gives the size the readers decode, from the header only:
+ * every image of the fuzz corpora (PNG, JPEG, TIFF, OpenEXR; the broken ones
+ * must not crash it, under the sanitizers too), TIFFs of both byte orders
+ * and BigTIFF; a size over the caps is refused as the readers refuse it, and
+ * a FIFO is not probed (reading its header would consume it).
+ */
+static void test_probe(void) {
+    static const char *const dirs[] = {"fuzz/corpus/png", "fuzz/corpus/jpeg", "fuzz/corpus/tiff",
+                                       "fuzz/corpus/exr", "examples"};
+    int agreed = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        DIR *dir = opendir(dirs[d]);
+        CHECKF(dir != NULL, "cannot list %s (the tests run from the repository root)", dirs[d]);
+        if (!dir) continue;
+        for (struct dirent *e; (e = readdir(dir));) {
+            if (e->d_name[0] == '.') continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            struct stat st;
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+            agreed += probe_agrees(path);
+        }
+        closedir(dir);
+    }
+    printf("  %d files read and probed to the same size\n", agreed);
+    CHECK(agreed >= 5);
+
+    REQUIRE(make_tmpdir());
+    char path[512];
+    ckey_error err;
+    int32_t w, h;
+#ifdef CK_HAVE_TIFF
+    static const char *const modes[] = {"w", "wb", "w8", "w8b"};
+    const tspec s = {13, 7, 3, 8, SAMPLEFORMAT_UINT, 0, COMPRESSION_NONE, 0};
+    unsigned char px[13 * 7 * 3] = {0};
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        snprintf(path, sizeof path, "%s/order-%s.tif", tmpdir, modes[k]);
+        REQUIRE(write_tiff_mode(path, modes[k], &s, px));
+        CHECKF(probe_agrees(path), "TIFFOpen mode %s", modes[k]);
+    }
+#endif
+    snprintf(path, sizeof path, "%s/missing.png", tmpdir);
+    CHECK(ckey_image_probe(path, &w, &h, &err) == CKEY_ERR_IO && strstr(err.message, path));
+    snprintf(path, sizeof path, "%s/plate.fifo", tmpdir);
+    REQUIRE(mkfifo(path, 0600) == 0);
+    CHECK(ckey_image_probe(path, &w, &h, &err) == CKEY_ERR_UNSUPPORTED && strstr(err.message, "not a regular file"));
+    CHECK(ckey_image_probe("fuzz/corpus/png/bad-huge_header.png", &w, &h, &err) == CKEY_ERR_UNSUPPORTED &&
+          strstr(err.message, "exceeds"));
+    CHECK(ckey_image_probe(NULL, &w, &h, &err) == CKEY_ERR_INVALID_ARG);
+    ck_remove_tree(tmpdir);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"sniff", test_sniff},
@@ -675,6 +760,7 @@ int main(int argc, char **argv) {
         {"tiff_refused", test_tiff_refused},
         {"streams", test_streams},
         {"fifo_without_writer", test_fifo_without_writer},
+        {"probe", test_probe},
     };
     return ck_test_main(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
 }

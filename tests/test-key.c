@@ -971,6 +971,147 @@ static void test_shot_out(void) {
     remove_tree(shot);
 }
 
+/* The integer after "key": in a JSON text; -1 when absent. */
+static long long json_int(const char *json, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = json ? strstr(json, pat) : NULL;
+    if (!p) return -1;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    return strtoll(p, NULL, 10);
+}
+
+/*
+ * ckey_plan_run_memory as a library call: the shot's parts follow the
+ * runner's rings (ckey_shot_run), the figures add up, a host limit or a
+ * budget refuses the run with the figures in the message and `out` still
+ * filled, bad arguments are refused; ckey_source_plate_size finds the
+ * largest plate of a sequence from the headers.
+ */
+static void test_run_memory_api(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    ckey_model *m = NULL;
+    ckey_error err;
+    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
+    ckey_session_options so;
+    ckey_session_options_default(&so);
+    so.size = 64;
+    so.threads = 2;
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = CKEY_RUN_SHOT;
+    ro.width = 640, ro.height = 360;
+    ro.shot.read_ahead = 2, ro.shot.writers = 2;
+    ro.host_limit = -1;
+    ckey_run_memory r;
+    REQUIRE(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_OK);
+    const int64_t P = 640 * 360, F = 4;
+    CHECK(r.frames_in_flight == 3 + 3 && r.writers == 2 && r.host_limit == 0);
+    CHECK(r.io_bytes == 6 * 4 * 64 * 64 * F);
+    CHECK(r.decoded_bytes == 3 * 4 * P * F && r.output_bytes == 3 * 4 * P * F + 2 * 7 * P * F);
+    CHECK(r.plate_bytes == r.decoded_bytes + r.hint_bytes + r.resize_bytes + r.output_bytes + r.post_bytes +
+                               r.encode_bytes);
+    CHECK(r.total_bytes == r.session.peak_bytes + r.model_bytes + r.io_bytes + r.plate_bytes &&
+          r.host_bytes == r.total_bytes);
+    ckey_memory_plan net;
+    REQUIRE(ckey_plan_memory(m, &so, &net, &err) == CKEY_OK);
+    CHECK(memcmp(&net, &r.session, sizeof net) == 0);
+    /* read_ahead 0: one stage at a time, one frame of each kind */
+    ro.shot.read_ahead = 0;
+    REQUIRE(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_OK);
+    CHECK(r.frames_in_flight == 2 && r.writers == 1 && r.io_bytes == 2 * 4 * 64 * 64 * F);
+
+    /* refused by a host limit: the figures in the message, the plan filled */
+    ro.host_limit = 1 << 20;
+    CHECK(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_ERR_BUDGET);
+    CHECKF(strstr(err.message, "a 640 x 360 plate at S = 64 needs") && strstr(err.message, "of host memory") &&
+               strstr(err.message, "more than the 1.0 MiB allowed"),
+           "%s", err.message);
+    CHECK(r.total_bytes > (1 << 20) && r.host_limit == 1 << 20);
+    /* the machine's: 90 % of what is available */
+    ro.host_limit = 0;
+    const int64_t avail = ckey_host_memory_available();
+    if (ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_OK && avail > 0)
+        CHECKF(r.host_limit > avail / 2 && r.host_limit < avail, "limit %lld of %lld available",
+               (long long)r.host_limit, (long long)avail);
+    /* refused by the budget, whatever the host has */
+    so.memory_budget = r.session.peak_bytes + r.model_bytes + 1;
+    ro.host_limit = -1;
+    CHECK(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_ERR_BUDGET);
+    CHECKF(strstr(err.message, "over the budget of") && strstr(err.message, "plate buffers"), "%s", err.message);
+    so.memory_budget = 0;
+    /* bad arguments */
+    ro.width = 0;
+    CHECK(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_ERR_INVALID_ARG);
+    ro.width = 640;
+    ro.kind = (ckey_run_kind)7;
+    CHECK(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_ERR_INVALID_ARG);
+    CHECK(ckey_plan_run_memory(NULL, &so, &ro, &r, &err) == CKEY_ERR_INVALID_ARG);
+    ckey_model_free(m);
+
+    /* the largest plate of a sequence, by its header: frame 2 made larger */
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-sizes", 3));
+    float px[3 * 50 * 40];
+    for (size_t i = 0; i < LEN(px); i++) px[i] = 0.5f;
+    snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
+    REQUIRE(ckey_image_write_png(p, px, 3, 50, 40, 8, &err) == CKEY_OK);
+    snprintf(p, sizeof p, "%s/Input", shot);
+    ckey_source src;
+    REQUIRE(ckey_source_open_sequence(p, NULL, NULL, NULL, &src, &err) == CKEY_OK);
+    int32_t w = 0, h = 0;
+    int64_t idx = -9;
+    REQUIRE(ckey_source_plate_size(&src, NULL, &w, &h, &idx, &err) == CKEY_OK);
+    CHECKF(w == 320 && h == 180 && idx == 0, "%d x %d at %lld", (int)w, (int)h, (long long)idx);
+    const uint8_t plan[3] = {CKEY_SHOT_SKIP, CKEY_SHOT_KEY, CKEY_SHOT_SKIP};
+    REQUIRE(ckey_source_plate_size(&src, plan, &w, &h, &idx, &err) == CKEY_OK);
+    CHECKF(w == 50 && h == 40 && idx == 1, "%d x %d at %lld", (int)w, (int)h, (long long)idx);
+    ckey_source_close(&src);
+    remove_tree(shot);
+}
+
+/*
+ * ckey key plans its run before keying: a "plan" event whose parts add up
+ * (the text: a "planned peak" line), and a --budget the clip's buffers do
+ * not fit refuses it naming the largest plate, with nothing written.
+ */
+static void test_run_memory_key(void) {
+    char model[512], shot[512], p[1024];
+    NEED_SETUP(model);
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-plan", 2));
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu",
+                        "--read-ahead", "1", "--writers", "2", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    const char *plan = strstr(r.out, "{\"event\":\"plan\"");
+    CHECKF(plan != NULL && plan < strstr(r.out, "\"status\":\"keyed\""), "no plan event before keying: %s",
+           r.out);
+    const long long total = json_int(plan, "total_bytes"), plate = json_int(plan, "plate_bytes");
+    CHECK(json_int(plan, "width") == 320 && json_int(plan, "height") == 180);
+    CHECK(json_int(plan, "frames_in_flight") == 2 + 3 && json_int(plan, "writers") == 2);
+    CHECK(total == json_int(plan, "network_bytes") + json_int(plan, "model_bytes") + json_int(plan, "io_bytes") +
+                       plate);
+    CHECK(json_int(strstr(r.out, "\"event\":\"done\""), "peak_rss_bytes") > 0);
+    result_free(&r);
+
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--force",
+                 NULL);
+    CHECKF(r.code == 0 && strstr(r.out, "planned peak ") && strstr(r.out, "for 320 x 180 plates"), "%s", r.out);
+    result_free(&r);
+
+    remove_tree(shot);
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-plan", 2));
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--budget",
+                 "8M", NULL);
+    snprintf(p, sizeof p, "%s/Input/plate_0001.png: a 320 x 180 plate at S = 64 needs", shot);
+    CHECKF(r.code == 1 && strstr(r.err, p) && strstr(r.err, "over the budget of 8.0 MiB"), "exit %d: %s", r.code,
+           r.err);
+    result_free(&r);
+    snprintf(p, sizeof p, "%s/Output", shot);
+    CHECKF(!exists(p), "%s was created", p);
+    remove_tree(shot);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -1005,6 +1146,8 @@ int main(int argc, char **argv) {
         {"exr_plate_space", test_exr_plate_space},
         {"parallel_writers", test_parallel_writers},
         {"shot_out", test_shot_out},
+        {"run_memory_api", test_run_memory_api},
+        {"run_memory_key", test_run_memory_key},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

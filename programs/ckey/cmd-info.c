@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "ckey_debug.h"
 #include "ckey.h"
 #include "commands.h"
@@ -24,6 +25,9 @@ static void json_list(const int32_t *v, int n) {
 typedef struct info_result {
     ckey_model_info mi;
     ckey_memory_plan plan;
+    int have_run;             /* --plate-size: the run's plan below */
+    ckey_run_memory run;
+    int64_t host_available;   /* ckey_host_memory_available, with --plate-size */
     double t_load, t_plan;
 } info_result;
 
@@ -53,6 +57,11 @@ static void print_json(const opts *o, const info_result *r) {
     printf("\"size\": %d, \"seconds\": {\"load\": %.6f, \"plan\": %.6f}, \"memory\": ",
            (int)o->so.size, r->t_load, r->t_plan);
     print_plan_json(&r->plan);
+    if (r->have_run) {
+        printf(", \"for\": \"%s\", \"run_memory\": ", o->plan_key ? "key" : "run");
+        print_run_memory_json(&r->run, o->plate_w, o->plate_h);
+        printf(", \"host_available_bytes\": %lld", (long long)r->host_available);
+    }
     printf("}\n");
 }
 
@@ -88,16 +97,65 @@ static void print_text(const opts *o, const info_result *r) {
     printf("  peak        %10.1f MiB\n", mib(plan->peak_bytes));
     printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
            (int)plan->num_buffers, mib(plan->naive_bytes));
+    if (r->have_run) {
+        char b[32];
+        if (o->plan_key)
+            printf("run plan      ckey key on %d x %d plates (%d frames in flight, %d writer%s):\n",
+                   (int)o->plate_w, (int)o->plate_h, (int)r->run.frames_in_flight, (int)r->run.writers,
+                   r->run.writers == 1 ? "" : "s");
+        else
+            printf("run plan      ckey run on a %d x %d plate:\n", (int)o->plate_w, (int)o->plate_h);
+        print_run_memory_text(&r->run, "  ");
+        printf("  host memory available now %s; run and key refuse a plate past 90 %% of it\n",
+               fmt_bytes(b, sizeof b, r->host_available));
+    }
     printf("time          load %.3f s, plan %.3f s\n", r->t_load, r->t_plan);
+}
+
+/* --plate-size and the options that shape a run's plan (--for, and for key
+ * --read-ahead, --writers, --video-out, --hint auto) go together. */
+static int check_run_opts(const opts *o) {
+    const int have_plate = o->plate_w > 0;
+    if (!have_plate && (o->have_for || o->hint || o->read_ahead >= 0 || o->writers || o->video_out))
+        return usage_error(o->cmd, "--for, --hint, --read-ahead, --writers and --video-out describe the "
+                                   "run a plate is planned for: add --plate-size WxH");
+    if (o->hint && strcmp(o->hint, "auto") != 0)
+        return usage_error(o->cmd, "--hint '%s': info plans with --hint auto only (a hint file is the "
+                                   "plate's size)", o->hint);
+    if (!o->plan_key && (o->read_ahead >= 0 || o->writers || o->video_out))
+        return usage_error(o->cmd, "--read-ahead, --writers and --video-out shape a clip: add --for key");
+    return CONTINUE;
+}
+
+/* The whole run's plan at --plate-size (ckey_plan_run_memory), checked
+ * against --budget only: info describes runs for other machines too. */
+static ckey_status plan_run(const opts *o, const ckey_model *model, info_result *r, ckey_error *err) {
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = o->plan_key ? CKEY_RUN_SHOT : CKEY_RUN_PLATE;
+    ro.width = o->plate_w;
+    ro.height = o->plate_h;
+    ro.auto_hint = o->hint != NULL;
+    ro.video_out = (o->video_out & VIDEO_OUT_PRORES ? CKEY_RUN_VIDEO_PRORES : 0) |
+                   (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);
+    if (o->read_ahead >= 0) ro.shot.read_ahead = o->read_ahead;
+    ro.shot.writers = o->writers;
+    ro.host_limit = -1;
+    r->have_run = 1;
+    r->host_available = ckey_host_memory_available();
+    return ckey_plan_run_memory(model, &o->so, &ro, &r->run, err);
 }
 
 int cmd_info(int argc, char **argv) {
     opts o;
     opts_init_session(&o, "info");
-    const int rc = parse_opts(argc, argv,
-                              O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET |
-                                  O_JSON | O_MEMORY,
-                              0, help_info, &o);
+    o.read_ahead = -1;
+    int rc = parse_opts(argc, argv,
+                        O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET | O_JSON |
+                            O_MEMORY | O_PLATE_SIZE | O_FOR | O_HINT | O_READ_AHEAD | O_WRITERS |
+                            O_VIDEO_OUT | O_RESIZE_BACK,
+                        0, help_info, &o);
+    if (rc == CONTINUE) rc = check_run_opts(&o);
     if (rc != CONTINUE) return rc;
     const int found = find_model(&o);
     if (found != CONTINUE) return found;
@@ -118,6 +176,7 @@ int cmd_info(int argc, char **argv) {
     if (!o.have_size && r.mi.native_size > 0) o.so.size = r.mi.native_size;
     t0 = now_seconds();
     ckey_status st = ckey_plan_memory(model, &o.so, &r.plan, &err);
+    if (st == CKEY_OK && o.plate_w > 0) st = plan_run(&o, model, &r, &err);
     r.t_plan = now_seconds() - t0;
     if (st == CKEY_OK && o.memory && !o.json) {
         printf("planned buffers (tag, size, offset in the arena, lifetime in op events; -1 = to the end):\n");

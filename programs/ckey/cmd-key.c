@@ -216,6 +216,9 @@ typedef struct key_job {
     uint8_t *plan;           /* per source frame: CKEY_SHOT_EXCLUDE, _SKIP or _KEY */
     int64_t first, last;     /* frame numbers of the first and last planned frames */
     ckey_model *model;
+    int32_t plate_w, plate_h; /* the largest plate to key, from the headers; 0 x 0: unknown */
+    int64_t plate_frame;     /* its index in src.frames, -1 when unknown */
+    ckey_run_memory mem;     /* the run's plan at that size (when known) */
     ckey_session *sess;      /* NULL when every frame is skipped */
     double setup_s;          /* model load + session */
     ckey_error err;
@@ -418,7 +421,62 @@ static int dry_run(const key_job *j) {
     return EXIT_OK;
 }
 
-/* The model and a session, when any frame is to be keyed. */
+/* The runner's options from the command line. */
+static void shot_options(const opts *o, ckey_shot_options *so) {
+    ckey_shot_options_default(so);
+    so->post = o->post;
+    so->input_space = o->space;
+    so->on_error = o->on_error;
+    so->cancel = stop_requested;
+    if (o->read_ahead >= 0) so->read_ahead = o->read_ahead;
+    so->writers = o->writers;
+}
+
+/*
+ * The whole run's memory at the largest plate to key, read from the frames'
+ * headers (a video's stream) before any is decoded (ckey_plan_run_memory):
+ * a clip whose buffers do not fit the --budget, or the memory the machine
+ * has available, is refused here, naming that plate, with nothing written.
+ * Printed before keying (--json: a "plan" event).
+ */
+static int plan_run(key_job *j) {
+    const opts *o = &j->o;
+    if (ckey_source_plate_size(&j->src, j->plan, &j->plate_w, &j->plate_h, &j->plate_frame, &j->err) != CKEY_OK)
+        return key_fail_err(j);
+    if (j->plate_frame < 0) return CONTINUE; /* no header read: each frame's read reports why */
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = CKEY_RUN_SHOT;
+    ro.width = j->plate_w;
+    ro.height = j->plate_h;
+    ro.auto_hint = j->auto_hint;
+    ro.video_in = j->src.videos;
+    ro.video_out = (o->video_out & VIDEO_OUT_PRORES ? CKEY_RUN_VIDEO_PRORES : 0) |
+                   (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);
+    shot_options(o, &ro.shot);
+    const ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err);
+    if (st == CKEY_ERR_BUDGET)
+        return key_fail(&j->kc, st, "%s: %s; nothing was written", j->src.frames[j->plate_frame].plate,
+                        j->err.message);
+    if (st != CKEY_OK) return key_fail_err(j);
+    if (o->json) {
+        printf("{\"event\":\"plan\",\"plate\":");
+        json_str(stdout, j->src.frames[j->plate_frame].plate);
+        printf(",\"memory\":");
+        print_run_memory_json(&j->mem, j->plate_w, j->plate_h);
+        printf("}\n");
+    } else {
+        char parts[256], peak[32];
+        format_run_parts(&j->mem, parts, sizeof parts);
+        printf("planned peak %s for %d x %d plates (%d frames in flight, %d writer%s): %s\n",
+               fmt_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
+               (int)j->mem.frames_in_flight, (int)j->mem.writers, j->mem.writers == 1 ? "" : "s", parts);
+    }
+    fflush(stdout);
+    return CONTINUE;
+}
+
+/* The model, its run's plan and a session, when any frame is to be keyed. */
 static int load_model(key_job *j) {
     const opts *o = &j->o;
     if (j->kc.to_key == 0) return CONTINUE;
@@ -439,6 +497,8 @@ static int load_model(key_job *j) {
             test_model_notice(o->model, &mi);
         }
     }
+    const int rc = plan_run(j);
+    if (rc != CONTINUE) return rc;
     if (ckey_session_create(j->model, &o->so, &j->sess, &j->err) != CKEY_OK) return key_fail_err(j);
     return CONTINUE;
 }
@@ -488,11 +548,11 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
         printf("{\"event\":\"done\",\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,"
                "\"fps\":%.4f,\"model_seconds\":%.6f,\"model_fps\":%.4f,\"read_seconds\":%.6f,"
                "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
-               "\"despill\":%g,\"out\":",
+               "\"despill\":%g,\"peak_rss_bytes\":%lld,\"out\":",
                (long long)stats->keyed, (long long)stats->skipped, (long long)stats->failed,
                stats->seconds, fps, stats->model_seconds, mfps, stats->read_seconds,
                stats->write_seconds, j->setup_s, (int)so->read_ahead, (long long)j->kc.warnings,
-               (double)so->post.despill_strength);
+               (double)so->post.despill_strength, (long long)peak_rss_bytes());
         json_str(stdout, j->out_dir);
         printf(",\"videos\":[");
         for (int k = 0, n = 0; k < 2; k++)
@@ -518,13 +578,7 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
 static int run_shot(key_job *j) {
     const opts *o = &j->o;
     ckey_shot_options so;
-    ckey_shot_options_default(&so);
-    so.post = o->post;
-    so.input_space = o->space;
-    so.on_error = o->on_error;
-    so.cancel = stop_requested;
-    if (o->read_ahead >= 0) so.read_ahead = o->read_ahead;
-    so.writers = o->writers;
+    shot_options(o, &so);
     ckey_shot_stats stats;
     const ckey_status st =
         ckey_shot_run(j->sess, &j->src, &j->sink, j->plan, &so, key_event, &j->kc, &stats, &j->err);

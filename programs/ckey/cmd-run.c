@@ -25,9 +25,12 @@ typedef struct run_job {
     opts o;
     ckey_image plate, hint;
     int auto_hint, linear_at_read, test_model;
+    int decoded;             /* plate and hint read (else only their headers) */
+    int32_t width, height;   /* the plate's size, from its header or decoded */
     ckey_model *model;
     ckey_session *sess;
     ckey_memory_plan plan;
+    ckey_run_memory mem;     /* the whole run's plan at width x height */
     ckey_frame frame;
     float *alpha, *fg;
     char *alpha_path, *fg_path;
@@ -61,12 +64,15 @@ static ckey_status read_image(const char *path, ckey_image_kind kind, ckey_image
     return ckey_image_read(path, kind, img, err);
 }
 
-/* The plate and its hint, of one size. Read before the model is loaded: a
- * typo in a path should not cost a model load. */
+static int size_mismatch(const opts *o, int32_t pw, int32_t ph, int32_t hw, int32_t hh) {
+    return fail(o->json, CKEY_ERR_INVALID_ARG, "%s is %d x %d but %s is %d x %d: the hint must match the plate",
+                o->image, (int)pw, (int)ph, o->hint, (int)hw, (int)hh);
+}
+
+/* The plate and its hint, of one size. */
 static int read_inputs(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
     const double t0 = now_seconds();
-    j->auto_hint = !strcmp(o->hint, "auto");
     if (read_image(o->image, CKEY_IMAGE_RGB, &j->plate, err) != CKEY_OK ||
         (!j->auto_hint && read_image(o->hint, CKEY_IMAGE_HINT, &j->hint, err) != CKEY_OK))
         return fail_err(o->json, err);
@@ -81,18 +87,44 @@ static int read_inputs(run_job *j, ckey_error *err) {
         if (rc != CONTINUE) return rc;
     }
     if (j->plate.width != j->hint.width || j->plate.height != j->hint.height)
-        return fail(o->json, CKEY_ERR_INVALID_ARG,
-                    "%s is %d x %d but %s is %d x %d: the hint must match the plate", o->image,
-                    (int)j->plate.width, (int)j->plate.height, o->hint, (int)j->hint.width,
-                    (int)j->hint.height);
+        return size_mismatch(o, j->plate.width, j->plate.height, j->hint.width, j->hint.height);
+    j->decoded = 1;
+    j->width = j->plate.width;
+    j->height = j->plate.height;
+    j->t_read += now_seconds() - t0;
+    return CONTINUE;
+}
+
+/*
+ * The plate's size before a pixel is decoded, from its header
+ * (ckey_image_probe), and the hint's when it is a file too, so that the
+ * run's memory is planned, and a plate too large refused, before the image
+ * is read. A plate from a pipe or a FIFO cannot be probed without consuming
+ * it; it, or a file whose header does not probe, is read now instead (with
+ * its hint), so its size is known then and a broken file is reported by its
+ * reader before the model is loaded.
+ */
+static int probe_inputs(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    const double t0 = now_seconds();
+    j->auto_hint = !strcmp(o->hint, "auto");
+    int32_t w = 0, h = 0, hw = 0, hh = 0;
+    ckey_error ignored;
+    const int plate_ok = strcmp(o->image, "-") != 0 && ckey_image_probe(o->image, &w, &h, &ignored) == CKEY_OK;
+    const int hint_file = !j->auto_hint && strcmp(o->hint, "-") != 0;
+    const int hint_ok = !hint_file || ckey_image_probe(o->hint, &hw, &hh, &ignored) == CKEY_OK;
+    if (!plate_ok || !hint_ok) return read_inputs(j, err);
+    if (hint_file && (hw != w || hh != h)) return size_mismatch(o, w, h, hw, hh);
+    j->width = w;
+    j->height = h;
     j->t_read = now_seconds() - t0;
     return CONTINUE;
 }
 
-/* Load the model, plan a session and key the plate into j->alpha, j->fg. */
-static int key_plate(run_job *j, ckey_error *err) {
+/* The checkpoint, and the note a reduced test configuration gets. */
+static int load_model(run_job *j, ckey_error *err) {
     const opts *o = &j->o;
-    double t0 = now_seconds();
+    const double t0 = now_seconds();
     if (ckey_model_load(o->model, &j->model, err) != CKEY_OK) {
         note_model_origin(o, err);
         return fail_err(o->json, err);
@@ -103,7 +135,33 @@ static int key_plate(run_job *j, ckey_error *err) {
     ckey_model_get_info(j->model, &mi);
     j->test_model = is_test_model(&mi);
     if (j->test_model) test_model_notice(o->model, &mi);
+    return CONTINUE;
+}
 
+/* The whole run's memory at the plate's size (ckey_plan_run_memory): a plate
+ * whose buffers do not fit the --budget, or the memory the machine has
+ * available, is refused here, before its pixels are decoded (when its
+ * header gave the size) and before anything is written. */
+static int plan_run(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = CKEY_RUN_PLATE;
+    ro.width = j->width;
+    ro.height = j->height;
+    ro.auto_hint = j->auto_hint;
+    const ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, err);
+    if (st == CKEY_ERR_BUDGET)
+        return fail(o->json, st, "%s: %s; nothing was written", !strcmp(o->image, "-") ? "stdin" : o->image,
+                    err->message);
+    if (st != CKEY_OK) return fail_err(o->json, err);
+    return CONTINUE;
+}
+
+/* Plan a session and key the plate into j->alpha, j->fg. */
+static int key_plate(run_job *j, ckey_error *err) {
+    const opts *o = &j->o;
+    double t0;
     /* The session's worker threads (the CPU pool, the CUDA runtime's) start
      * with SIGINT / SIGTERM blocked, so these signals always reach this
      * thread, whose handler removes the outputs' temporary files with no
@@ -202,6 +260,9 @@ static void report(const run_job *j) {
                "\"write\": %.6f}, \"memory\": ",
                j->t_read, j->t_load, j->t_session, j->t_key, j->t_write);
         print_plan_json(&j->plan);
+        printf(", \"run_memory\": ");
+        print_run_memory_json(&j->mem, j->width, j->height);
+        printf(", \"peak_rss_bytes\": %lld", (long long)peak_rss_bytes());
         printf(", \"outputs\": {\"alpha\": ");
         json_str(stdout, j->alpha_path);
         printf(", \"fg\": ");
@@ -214,11 +275,15 @@ static void report(const run_job *j) {
            (int)o->so.size);
     printf("  read     %8.3f s\n", j->t_read);
     printf("  load     %8.3f s\n", j->t_load);
-    printf("  session  %8.3f s   planned peak %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
+    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
            j->t_session, mib(j->plan.peak_bytes), mib(j->plan.weight_bytes),
            mib(j->plan.arena_bytes));
     printf("  key      %8.3f s\n", j->t_key);
     printf("  write    %8.3f s\n", j->t_write);
+    char parts[256], peak[32];
+    format_run_parts(&j->mem, parts, sizeof parts);
+    printf("  memory   planned peak %s for the %d x %d plate: %s\n",
+           fmt_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->width, (int)j->height, parts);
     printf("  wrote %s (16-bit gray) and %s (16-bit RGB)\n", j->alpha_path, j->fg_path);
 }
 
@@ -243,7 +308,15 @@ int cmd_run(int argc, char **argv) {
 
     ckey_error err;
     memset(&err, 0, sizeof err);
-    int exit_code = read_inputs(&j, &err);
+    int exit_code = probe_inputs(&j, &err);
+    if (exit_code == CONTINUE) exit_code = load_model(&j, &err);
+    if (exit_code == CONTINUE) exit_code = plan_run(&j, &err);
+    if (exit_code == CONTINUE && !j.decoded) {
+        const int32_t w = j.width, h = j.height;
+        exit_code = read_inputs(&j, &err);
+        /* the decoder has the last word on the size */
+        if (exit_code == CONTINUE && (j.width != w || j.height != h)) exit_code = plan_run(&j, &err);
+    }
     if (exit_code == CONTINUE) exit_code = key_plate(&j, &err);
     if (exit_code == CONTINUE) exit_code = write_outputs(&j, &err);
     if (exit_code == CONTINUE) {

@@ -141,6 +141,24 @@ static int parse_fps(const char *s, int32_t *num, int32_t *den) {
     return 1;
 }
 
+/* "WxH" (or "W x H" as one argument, X too): a plate size within the image caps. */
+static int parse_plate_size(const char *s, int32_t *w, int32_t *h) {
+    char *end;
+    errno = 0;
+    const long a = strtol(s, &end, 10);
+    if (errno || end == s) return 0;
+    while (*end == ' ') end++;
+    if (*end != 'x' && *end != 'X') return 0;
+    const char *b0 = end + 1;
+    const long b = strtol(b0, &end, 10);
+    if (errno || end == b0 || *end) return 0;
+    if (a < 1 || b < 1 || a > CKEY_IMAGE_MAX_SIDE || b > CKEY_IMAGE_MAX_SIDE ||
+        (int64_t)a * b > CKEY_IMAGE_MAX_PIXELS)
+        return 0;
+    *w = (int32_t)a, *h = (int32_t)b;
+    return 1;
+}
+
 /* "A-B" (inclusive, A <= B) or "N". */
 static int parse_frames(const char *s, long *first, long *last) {
     const char *dash = strchr(s, '-');
@@ -165,7 +183,8 @@ static int parse_frames(const char *s, long *first, long *last) {
 
 static const struct {
     const char *name;
-    int flag, takes_value;
+    uint64_t flag;
+    int takes_value;
 } option_table[] = {
     {"--model", O_MODEL, 1},     {"--image", O_IMAGE, 1},   {"--hint", O_HINT, 1},
     {"--out", O_OUT, 1},         {"--size", O_SIZE, 1},     {"--threads", O_THREADS, 1},
@@ -178,7 +197,8 @@ static const struct {
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
     {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
-    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1},
+    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1}, {"--plate-size", O_PLATE_SIZE, 1},
+    {"--for", O_FOR, 1},
 };
 
 static int parse_float(const char *s, float *out) {
@@ -192,7 +212,7 @@ static int parse_float(const char *s, float *out) {
 
 /* Store option `flag`'s value `val` (NULL for a flag without one) in `o`;
  * CONTINUE, or EXIT_USAGE after a message naming the bad value. */
-static int set_option(opts *o, int flag, const char *val) {
+static int set_option(opts *o, uint64_t flag, const char *val) {
     long n;
     float f;
     switch (flag) {
@@ -301,6 +321,18 @@ static int set_option(opts *o, int flag, const char *val) {
             return usage_error(o->cmd, "--fps '%s': expected a rate between 1 and 1000 such "
                                        "as 24, 23.976 or 30000/1001", val);
         break;
+    case O_PLATE_SIZE:
+        if (!parse_plate_size(val, &o->plate_w, &o->plate_h))
+            return usage_error(o->cmd, "--plate-size '%s': expected WxH such as 3840x2160, each side "
+                                       "1 to %d, at most %lld pixels", val, CKEY_IMAGE_MAX_SIDE,
+                               (long long)CKEY_IMAGE_MAX_PIXELS);
+        break;
+    case O_FOR:
+        if (!strcmp(val, "run")) o->plan_key = 0;
+        else if (!strcmp(val, "key")) o->plan_key = 1;
+        else return usage_error(o->cmd, "--for '%s': expected run or key", val);
+        o->have_for = 1;
+        break;
     case O_EXR_COMPRESSION:
         if (!strcmp(val, "pxr24")) o->exr = CKEY_EXR_PXR24;
         else if (!strcmp(val, "zip")) o->exr = CKEY_EXR_ZIP;
@@ -312,7 +344,7 @@ static int set_option(opts *o, int flag, const char *val) {
     return CONTINUE;
 }
 
-int parse_opts(int argc, char **argv, int allowed, int max_positional, const char *help,
+int parse_opts(int argc, char **argv, uint64_t allowed, int max_positional, const char *help,
                opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <stdarg.h>
+#include <string.h>
 #include <time.h>
 
 #include "opts.h"
@@ -51,6 +52,81 @@ int fail_err(int json, const ckey_error *err) {
 }
 
 double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+const char *fmt_bytes(char *buf, size_t cap, int64_t bytes) {
+    const double b = (double)bytes;
+    if (bytes < 1024 && bytes > -1024) snprintf(buf, cap, "%lld bytes", (long long)bytes);
+    else if (b < 1024.0 * 1024) snprintf(buf, cap, "%.1f KiB", b / 1024.0);
+    else if (b < 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+void format_run_parts(const ckey_run_memory *r, char *buf, size_t cap) {
+    char a[32], b[32], c[32], d[32];
+    fmt_bytes(a, sizeof a, r->session.peak_bytes);
+    fmt_bytes(b, sizeof b, r->model_bytes);
+    fmt_bytes(d, sizeof d, r->plate_bytes);
+    if (r->io_bytes > 0)
+        snprintf(buf, cap, "network %s + model %s + transfer buffers %s + plate buffers %s", a, b,
+                 fmt_bytes(c, sizeof c, r->io_bytes), d);
+    else
+        snprintf(buf, cap, "network %s + model %s + plate buffers %s", a, b, d);
+}
+
+void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t height) {
+    printf("{\"width\": %d, \"height\": %d, \"frames_in_flight\": %d, \"writers\": %d, "
+           "\"network_bytes\": %lld, \"model_bytes\": %lld, \"io_bytes\": %lld, "
+           "\"decoded_bytes\": %lld, \"hint_bytes\": %lld, \"resize_bytes\": %lld, "
+           "\"output_bytes\": %lld, \"post_bytes\": %lld, \"encode_bytes\": %lld, "
+           "\"plate_bytes\": %lld, \"total_bytes\": %lld, \"host_bytes\": %lld, "
+           "\"host_limit_bytes\": %lld}",
+           (int)width, (int)height, (int)r->frames_in_flight, (int)r->writers,
+           (long long)r->session.peak_bytes, (long long)r->model_bytes, (long long)r->io_bytes,
+           (long long)r->decoded_bytes, (long long)r->hint_bytes, (long long)r->resize_bytes,
+           (long long)r->output_bytes, (long long)r->post_bytes, (long long)r->encode_bytes,
+           (long long)r->plate_bytes, (long long)r->total_bytes, (long long)r->host_bytes,
+           (long long)r->host_limit);
+}
+
+void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
+    static const char *const what[] = {
+        "network", "model", "transfer", "decoded", "auto hint", "resize", "outputs", "post", "encode",
+    };
+    const int64_t v[] = {r->session.peak_bytes, r->model_bytes, r->io_bytes, r->decoded_bytes,
+                         r->hint_bytes, r->resize_bytes, r->output_bytes, r->post_bytes,
+                         r->encode_bytes};
+    static const char *const note[] = {
+        "weights + arena",
+        "the loaded model outside the weights",
+        "[4, S, S] buffers outside the arena",
+        "plates + hints as decoded",
+        "scratch of the hints made from the plates",
+        "scratch of the resizes to S and back",
+        "alpha + fg at plate size (key: + Processed + Comp)",
+        "scratch of the post passes",
+        "the file encoders (an estimate)",
+    };
+    char b[32];
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        if (v[k] == 0 && k > 1) continue;
+        printf("%s%-14s %11s  %s\n", indent, what[k], fmt_bytes(b, sizeof b, v[k]), note[k]);
+    }
+    printf("%s%-14s %11s", indent, "total", fmt_bytes(b, sizeof b, r->total_bytes));
+    if (r->host_bytes != r->total_bytes) printf("  (host memory %s)", fmt_bytes(b, sizeof b, r->host_bytes));
+    printf("\n");
+}
+
+int64_t peak_rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return 0;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib > 0 ? (int64_t)kib * 1024 : 0;
+}
 
 void print_plan_json(const ckey_memory_plan *p) {
     printf("{\"weight_bytes\": %lld, \"arena_bytes\": %lld, \"scratch_bytes\": %lld, "

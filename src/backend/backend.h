@@ -68,6 +68,14 @@ struct ck_backend_i {
     void (*pass_params)(const ck_backend_config *bc, const ck_config *c, ck_pass_params *p);
     /* Bytes its copy of m's weights takes (pos-embed resized to S/4 included). */
     int64_t (*weight_bytes)(const ck_backend_config *bc, const ckey_model *m);
+    /* Where a session's memory lives, for the plan of a whole run
+     * (ckey_plan_run_memory): 1 when its weights and arena are device memory,
+     * the loaded model's fp32 store staying in host memory beside them; 0
+     * when they are host memory and the weights are views of that store. */
+    int device_memory;
+    /* Host bytes the backend allocates outside its weights and arena: its
+     * transfer buffers (CUDA: the page-locked input and output). */
+    int64_t (*host_io_bytes)(const ck_backend_config *bc);
 
     ckey_status (*create)(const ck_backend_config *bc, ck_backend **out, ckey_error *err);
     /* Copy m's weights into backend memory and types; *view lives as long as be. */

@@ -33,6 +33,20 @@ static void cpu_name(char *buf, size_t n) {
     fclose(f);
 }
 
+int64_t ckey_host_memory_available(void) {
+    FILE *f = fopen("/proc/meminfo", "re");
+    if (f) {
+        char line[256];
+        long long kib = -1;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+        fclose(f);
+        if (kib >= 0) return (int64_t)kib * 1024;
+    }
+    const long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (int64_t)pages * psz : 0;
+}
+
 ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_device_info *info,
                                  ckey_error *err) {
     if (!info) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_device_get_info: info is NULL");
@@ -42,10 +56,10 @@ ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_devi
         info->kind = CKEY_DEVICE_CPU;
         cpu_name(info->name, sizeof info->name);
         long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES),
-             avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+             psz = sysconf(_SC_PAGESIZE);
         info->units = cores > 0 ? (int32_t)cores : 1;
         if (pages > 0 && psz > 0) info->memory_total = (int64_t)pages * psz;
-        if (avail > 0 && psz > 0) info->memory_free = (int64_t)avail * psz;
+        info->memory_free = ckey_host_memory_available();
         return CKEY_OK;
     }
     if (kind == CKEY_DEVICE_CUDA) return ck_cuda_device_info(index, info, err);

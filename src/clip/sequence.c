@@ -226,6 +226,14 @@ static ckey_status seq_source_read(void *self, int64_t index, ckey_image *plate,
     return CKEY_OK;
 }
 
+static ckey_status seq_source_probe(void *self, int64_t index, int32_t *width, int32_t *height,
+                                    ckey_error *err) {
+    seq_source *q = self;
+    if (index < 0 || index >= q->count)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
+    return ckey_image_probe(q->frames[index].plate, width, height, err);
+}
+
 ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_dir,
                                       ckey_message_fn warn, void *user, ckey_source *out,
                                       ckey_error *err) {
@@ -295,6 +303,7 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     out->frames = q->frames;
     out->read = seq_source_read;
     out->close = seq_source_close;
+    out->probe = seq_source_probe;
     return CKEY_OK;
 }
 

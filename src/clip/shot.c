@@ -69,6 +69,7 @@
 #include "ckey.h"
 #include "core/core.h"
 #include "model/session.h"
+#include "clip/shot.h"
 #include "pixel/pixel.h"
 
 enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
@@ -596,6 +597,13 @@ static int default_writers(void) {
     return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
 }
 
+void ck_shot_layout(const ckey_shot_options *o, int *nin, int *nout, int *nwr) {
+    const int threaded = o->read_ahead > 0;
+    *nin = threaded ? o->read_ahead + 1 : 1;
+    *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
+    *nout = threaded ? *nwr + 1 : 1;
+}
+
 void ckey_shot_options_default(ckey_shot_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
@@ -637,9 +645,7 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     sh->user = user;
     sh->t0 = ck_now();
     const int threaded = opt.read_ahead > 0;
-    sh->nin = threaded ? opt.read_ahead + 1 : 1;
-    sh->nwr = threaded ? (opt.writers > 0 ? opt.writers : default_writers()) : 1;
-    sh->nout = threaded ? sh->nwr + 1 : 1;
+    ck_shot_layout(&opt, &sh->nin, &sh->nout, &sh->nwr);
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);

@@ -190,6 +190,18 @@ static ckey_status vs_read(void *self, int64_t index, ckey_image *plate, ckey_im
     return side_read(&q->hint, f->number, f->hint, 1, hint, err);
 }
 
+static ckey_status vs_probe(void *self, int64_t index, int32_t *width, int32_t *height, ckey_error *err) {
+    video_source *q = self;
+    if (index < 0 || index >= q->count)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
+    if (q->plate.kind == SIDE_VIDEO) {
+        *width = q->plate.info.width;
+        *height = q->plate.info.height;
+        return CKEY_OK;
+    }
+    return ckey_image_probe(q->frames[index].plate, width, height, err);
+}
+
 /* "path#n", malloc'd. */
 static char *frame_label(const char *path, int64_t n) {
     const size_t cap = strlen(path) + 24;
@@ -309,6 +321,8 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
     out->frames = q->frames;
     out->read = vs_read;
     out->close = vs_close;
+    out->probe = vs_probe;
+    out->videos = (q->plate.kind == SIDE_VIDEO) + (q->hint.kind == SIDE_VIDEO);
     if (q->plate.kind == SIDE_VIDEO && q->plate.info.rate_num > 0 && q->plate.info.rate_den > 0) {
         out->rate_num = q->plate.info.rate_num;
         out->rate_den = q->plate.info.rate_den;

@@ -32,6 +32,13 @@ static int64_t cpu_weight_bytes(const ck_backend_config *bc, const ckey_model *m
     return (int64_t)(m->store_floats * sizeof(float) + pos_bytes(&m->cfg, bc->size));
 }
 
+/* The input is plan buffer CK_INPUT_BUFFER in the arena and the output
+ * another: no transfer buffers. */
+static int64_t cpu_host_io_bytes(const ck_backend_config *bc) {
+    (void)bc;
+    return 0;
+}
+
 static ckey_status cpu_create(const ck_backend_config *bc, ck_backend **out, ckey_error *err) {
     ck_cpu *b = calloc(1, sizeof *b);
     if (!b) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
@@ -137,6 +144,8 @@ const ck_backend_i ck_cpu_backend = {
     .check = cpu_check,
     .pass_params = cpu_pass_params,
     .weight_bytes = cpu_weight_bytes,
+    .device_memory = 0,
+    .host_io_bytes = cpu_host_io_bytes,
     .create = cpu_create,
     .upload_weights = cpu_upload_weights,
     .alloc_workspace = cpu_alloc_workspace,

@@ -423,6 +423,9 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
     return CKEY_OK;
 }
 
+/* host_in and host_out, io_elems floats each (cu_alloc_workspace). */
+static int64_t cu_host_io_bytes(const ck_backend_config *bc) { return 2 * bc->io_elems * (int64_t)sizeof(float); }
+
 static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
     ck_cuda_state *s = CU(be);
     const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
@@ -545,6 +548,8 @@ const ck_backend_i ck_cuda_backend = {
     .check = cu_check,
     .pass_params = cu_pass_params,
     .weight_bytes = cu_weight_bytes,
+    .device_memory = 1,
+    .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,
     .upload_weights = cu_upload_weights,
     .alloc_workspace = cu_alloc_workspace,

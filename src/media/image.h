@@ -78,6 +78,11 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
 ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeout_ms, ckey_image *out,
                                ckey_error *err);
 
+/* ckey_image_probe on a buffer (the fuzz targets); `label` names it in
+ * messages. */
+ckey_status ck_image_probe_memory(const void *data, size_t size, const char *label, int32_t *width,
+                                  int32_t *height, ckey_error *err);
+
 /* ckey_image_read on a buffer: sniffs and dispatches. */
 ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,
                                  ckey_image_kind kind, ckey_image *out, ckey_error *err);

@@ -260,6 +260,7 @@ ckey_status ck_model_build(const ck_config *cfg, const ck_tensor_source *src, ck
         fold_decoder(cfg, feat, stage, sw, sb, cls_w, cls_b);
     }
     m->dec_raw = staging; /* kept for `ckey convert` (a few MiB) */
+    m->dec_raw_floats = staged;
     free(l);
     if (st != CKEY_OK) {
         ckey_model_free(m);

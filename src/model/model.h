@@ -100,6 +100,7 @@ struct ckey_model {
     float *store;             /* every weight, float32, one allocation */
     size_t store_floats;
     float *dec_raw;           /* the decoders as stored, before folding (for convert) */
+    size_t dec_raw_floats;
     int64_t num_params;       /* as stored in the checkpoint */
     ck_weights w;             /* fp32 views into the store */
 };

@@ -148,9 +148,11 @@ static ckey_status check_budget(const ckey_session_options *o, const ckey_memory
 }
 
 /* Validate the options and record a plan without creating a backend (the
- * planning-only entry points). The caller frees *plan. */
+ * planning-only entry points). The caller frees *plan. `bi_out` and
+ * `bc_out` (may be NULL) receive the backend and its configuration. */
 static ckey_status plan_only(const ckey_model *m, const ckey_session_options *opt, ckey_session_options *o,
-                             ck_plan **plan, ckey_memory_plan *mp, ckey_error *err) {
+                             ck_plan **plan, ckey_memory_plan *mp, const ck_backend_i **bi_out,
+                             ck_backend_config *bc_out, ckey_error *err) {
     *plan = NULL;
     if (opt) *o = *opt; else ckey_session_options_default(o);
     const ck_backend_i *bi;
@@ -163,6 +165,27 @@ static ckey_status plan_only(const ckey_model *m, const ckey_session_options *op
         st = plan_pass(m, o, &bc, &pp, *plan, err);
     }
     if (!st) fill_plan(m, bi, &bc, &pp, *plan, mp);
+    if (!st && bi_out) *bi_out = bi;
+    if (!st && bc_out) *bc_out = bc;
+    return st;
+}
+
+ckey_status ck_plan_session_memory(const ckey_model *m, const ckey_session_options *opt, ck_session_memory *out,
+                                   ckey_error *err) {
+    ckey_session_options o;
+    ck_plan *plan;
+    const ck_backend_i *bi = NULL;
+    ck_backend_config bc;
+    memset(out, 0, sizeof *out);
+    ckey_status st = plan_only(m, opt, &o, &plan, &out->plan, &bi, &bc, err);
+    if (!st) {
+        out->device_memory = bi->device_memory;
+        out->host_io_bytes = bi->host_io_bytes(&bc);
+        /* the CPU's weights are views of the store, counted in plan.weight_bytes */
+        const size_t floats = m->dec_raw_floats + (bi->device_memory ? m->store_floats : 0);
+        out->model_host_bytes = (int64_t)(floats * sizeof(float));
+    }
+    ck_plan_free(plan);
     return st;
 }
 
@@ -171,7 +194,7 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     if (!m || !mp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory: NULL argument");
     ckey_session_options o;
     ck_plan *plan;
-    ckey_status st = plan_only(m, opt, &o, &plan, mp, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, mp, NULL, NULL, err);
     if (!st) st = check_budget(&o, mp, err);
     ck_plan_free(plan);
     return st;
@@ -183,7 +206,7 @@ ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_optio
     ckey_session_options o;
     ck_plan *plan;
     ckey_memory_plan mp;
-    ckey_status st = plan_only(m, opt, &o, &plan, &mp, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, &mp, NULL, NULL, err);
     if (!st) ck_plan_dump(plan, out);
     ck_plan_free(plan);
     return st;

@@ -17,4 +17,19 @@ float *ck_session_work(ckey_session *s, size_t floats, ckey_error *err);
 void ck_session_set_profile(ckey_session *s, double *prof);
 /* The backend the session drives (tests: backend-specific counters). */
 ck_backend *ck_session_backend(const ckey_session *s);
+
+/* What the memory plan of a whole run (ckey_plan_run_memory) needs of a
+ * session: its plan as ckey_plan_memory makes it (the budget unchecked),
+ * where that memory lives, the backend's transfer buffers, and the loaded
+ * model's own host memory. */
+typedef struct ck_session_memory {
+    ckey_memory_plan plan;
+    int device_memory;        /* ck_backend_i.device_memory */
+    int64_t host_io_bytes;    /* ck_backend_i.host_io_bytes */
+    int64_t model_host_bytes; /* the loaded model's host memory outside plan.weight_bytes:
+                                 its raw decoder copy, and with device_memory its fp32 store */
+} ck_session_memory;
+
+ckey_status ck_plan_session_memory(const ckey_model *m, const ckey_session_options *opt, ck_session_memory *out,
+                                   ckey_error *err);
 #endif
