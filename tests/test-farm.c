@@ -77,7 +77,7 @@ static int frame_complete(const char *out, int f) {
 /* The passes (not the videos) of two output roots are the same files. */
 static void check_same_passes(const char *want, const char *got) {
     for (int p = 0; p < 4; p++) {
-        char a[1024], b[1024], why[2300];
+        char a[2048], b[2048], why[4500];
         snprintf(a, sizeof a, "%s/%s", want, passes[p]);
         snprintf(b, sizeof b, "%s/%s", got, passes[p]);
         const long n = ck_same_tree(a, b, why, sizeof why);
@@ -141,7 +141,7 @@ static int wait_exit(int pid) {
 static void test_chunks_compose(void) {
     NEED_SETUP();
     char shot[512], ref[600], out[600], dup[600], p[1024], aside[1024], log[4][700];
-    REQUIRE(ck_make_synth_shot(shot, sizeof shot, workdir, "compose", 1, 10, W, H));
+    REQUIRE(ck_make_synth_shot(shot, sizeof shot, workdir, "compose", 1, 8, W, H));
     snprintf(ref, sizeof ref, "%s/ref", workdir);
     snprintf(out, sizeof out, "%s/chunks", workdir);
     snprintf(dup, sizeof dup, "%s/racing", workdir);
@@ -151,13 +151,13 @@ static void test_chunks_compose(void) {
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
 
-    /* frame 5's plate becomes a FIFO nobody writes: the chunk 4-6 keys frame
-     * 4, then waits there, and is killed */
-    snprintf(p, sizeof p, "%s/Input/plate_0005.png", shot);
-    snprintf(aside, sizeof aside, "%s/plate_0005.png", workdir);
+    /* frame 4's plate becomes a FIFO nobody writes: the chunk 3-5 keys frame
+     * 3, then waits there, and is killed */
+    snprintf(p, sizeof p, "%s/Input/plate_0004.png", shot);
+    snprintf(aside, sizeof aside, "%s/plate_0004.png", workdir);
     REQUIRE(rename(p, aside) == 0);
     REQUIRE(mkfifo(p, 0600) == 0);
-    static const char *const ranges[3] = {"7-10", "1-3", "4-6"};
+    static const char *const ranges[3] = {"6-8", "1-2", "3-5"};
     int pid[3];
     for (int k = 0; k < 3; k++) {
         snprintf(log[k], sizeof log[k], "%s/chunk-%d.log", workdir, k);
@@ -165,22 +165,22 @@ static void test_chunks_compose(void) {
         CHECK(pid[k] > 0);
     }
     int waited = 0;
-    while (!frame_complete(out, 4) && waited < 600) { /* 60 s */
+    while (!frame_complete(out, 3) && waited < 600) { /* 60 s */
         usleep(100000);
         waited++;
     }
-    CHECKF(frame_complete(out, 4), "frame 4 was not written within 60 s");
+    CHECKF(frame_complete(out, 3), "frame 3 was not written within 60 s");
     kill(pid[2], SIGKILL);
     CHECK(wait_exit(pid[2]) == 128 + SIGKILL);
     for (int k = 0; k < 2; k++) {
         const int rc = wait_exit(pid[k]);
         CHECKF(rc == 0, "chunk %s: exit %d (log %s)", ranges[k], rc, log[k]);
     }
-    CHECK(frame_complete(out, 4) && !frame_complete(out, 5) && !frame_complete(out, 6));
-    /* the retry resumes: frame 4 skipped, 5 and 6 keyed */
+    CHECK(frame_complete(out, 3) && !frame_complete(out, 4) && !frame_complete(out, 5));
+    /* the retry resumes: frame 3 skipped, 4 and 5 keyed */
     REQUIRE(unlink(p) == 0 && rename(aside, p) == 0);
     snprintf(log[3], sizeof log[3], "%s/chunk-retry.log", workdir);
-    const int retry = spawn_chunk(shot, out, "4-6", log[3], 0);
+    const int retry = spawn_chunk(shot, out, "3-5", log[3], 0);
     CHECK(wait_exit(retry) == 0);
     size_t n = 0;
     char *text = (char *)ck_read_file(log[3], &n);
@@ -189,7 +189,7 @@ static void test_chunks_compose(void) {
     free(text);
 
     /* a temporary file a killed task left elsewhere: encode removes it */
-    snprintf(p, sizeof p, "%s/Matte/plate_0009.exr.ckey-elsewhere-12-34.tmp", out);
+    snprintf(p, sizeof p, "%s/Matte/plate_0007.exr.ckey-elsewhere-12-34.tmp", out);
     FILE *f = fopen(p, "w");
     if (f) fclose(f);
     const char *argv[] = {ckey_bin, "encode", shot, "--out", out, NULL};
@@ -199,9 +199,9 @@ static void test_chunks_compose(void) {
     ck_run_free(&r);
     char why[2300];
     const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 42, "%s", files < 0 ? why : "not 42 files (40 passes, 2 videos)");
-    if (files == 42)
-        printf("  chunks 7-10, 1-3, 4-6 (killed, run again) + ckey encode: all %ld files (passes "
+    CHECKF(files == 34, "%s", files < 0 ? why : "not 34 files (32 passes, 2 videos)");
+    if (files == 34)
+        printf("  chunks 6-8, 1-2, 3-5 (killed, run again) + ckey encode: all %ld files (passes "
                "and videos) byte for byte those of one run\n", files);
 
     /* two runs keying the same frames at once (a task and its retry, say):
@@ -209,10 +209,26 @@ static void test_chunks_compose(void) {
     int racer[2];
     for (int k = 0; k < 2; k++) {
         snprintf(log[k], sizeof log[k], "%s/racer-%d.log", workdir, k);
-        racer[k] = spawn_chunk(shot, dup, "1-10", log[k], 1);
+        racer[k] = spawn_chunk(shot, dup, "1-4", log[k], 1);
     }
     for (int k = 0; k < 2; k++) CHECKF(wait_exit(racer[k]) == 0, "racer %d failed (log %s)", k, log[k]);
-    check_same_passes(ref, dup);
+    for (int fr = 1; fr <= 4; fr++)
+        for (int q = 0; q < 4; q++) {
+            char a[1024], b[1024];
+            snprintf(a, sizeof a, "%s/%s/plate_%04d.%s", ref, passes[q], fr, q == 3 ? "png" : "exr");
+            snprintf(b, sizeof b, "%s/%s/plate_%04d.%s", dup, passes[q], fr, q == 3 ? "png" : "exr");
+            size_t na = 0, nb = 0;
+            unsigned char *da = ck_read_file(a, &na), *db = ck_read_file(b, &nb);
+            CHECKF(da && db && na == nb && !memcmp(da, db, na), "%s and %s differ", a, b);
+            free(da);
+            free(db);
+        }
+    char why2[2300];
+    for (int q = 0; q < 4; q++) { /* nothing else, no temporary file, in the racers' folders */
+        char d[2048];
+        snprintf(d, sizeof d, "%s/%s", dup, passes[q]);
+        CHECKF(ck_same_tree(d, d, why2, sizeof why2) == 4, "%s does not hold exactly 4 files", d);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -409,15 +425,15 @@ static const char fake_sbatch[] =
 static void test_farm_script(void) {
     NEED_SETUP();
     char shot[512], logs[600], fake[600], p[1024], cmd[16384];
-    REQUIRE(ck_make_synth_shot(shot, sizeof shot, workdir, "farmed", 1, 10, W, H));
+    REQUIRE(ck_make_synth_shot(shot, sizeof shot, workdir, "farmed", 1, 7, W, H));
     snprintf(logs, sizeof logs, "%s/farm-logs", workdir);
-    ck_run_result r = ckey("farm", "slurm", shot, "--chunk", "4", "--logs", logs, "--partition", "gpu",
+    ck_run_result r = ckey("farm", "slurm", shot, "--chunk", "3", "--logs", logs, "--partition", "gpu",
                            "--sbatch=--account=vfx", "--max-running", "2", "--", "--model", model,
                            "--size", "64", "--threads", "1", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     static const char *const want[] = {
         "--array=0-2%2", "--gres=gpu:1", "--dependency=afterok:$key_job", "--partition='gpu'",
-        "'--account=vfx'", "first=$(( 1 + 4 * SLURM_ARRAY_TASK_ID ))", "if [ \"$last\" -gt 10 ]",
+        "'--account=vfx'", "first=$(( 1 + 3 * SLURM_ARRAY_TASK_ID ))", "if [ \"$last\" -gt 7 ]",
         "--frames \"$first-$last\" --empty-ok", "' encode '", "--video-out both", "key-%A_%a.log",
         "'--size' '64'"};
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
@@ -426,9 +442,9 @@ static void test_farm_script(void) {
     r = ckey("farm", "slurm", shot, "--chunk", "4", "--gpus", "0", NULL);
     CHECKF(r.code == 0 && strstr(r.out, "--device cpu") && !strstr(r.out, "--gres"), "%s", r.out);
     ck_run_free(&r);
-    r = ckey("farm", "slurm", shot, "--chunk", "4", "--gpus", "2", "--chunks", "1,2", NULL);
+    r = ckey("farm", "slurm", shot, "--chunk", "4", "--gpus", "2", "--chunks", "0,1", NULL);
     CHECKF(r.code == 0 && strstr(r.out, "--gres=gpu:2") && strstr(r.out, "--device cuda:all") &&
-               strstr(r.out, "--array=1,2 "),
+               strstr(r.out, "--array=0,1 "),
            "%s", r.out);
     ck_run_free(&r);
     /* usage errors */
@@ -459,7 +475,7 @@ static void test_farm_script(void) {
     fclose(f);
     chmod(p, 0755);
     snprintf(cmd, sizeof cmd,
-             "'%s' farm slurm '%s' --chunk 4 -- --model '%s' --size 64 --threads 1 --device cpu "
+             "'%s' farm slurm '%s' --chunk 3 -- --model '%s' --size 64 --threads 1 --device cpu "
              "> '%s/submit.sh' && FAKE_SBATCH='%s' PATH='%s':\"$PATH\" bash '%s/submit.sh'",
              ckey_bin, shot, model, fake, fake, fake, fake);
     r = ck_sh(cmd, workdir);
@@ -477,10 +493,10 @@ static void test_farm_script(void) {
         r = ck_sh(cmd, workdir);
         CHECKF(r.code == 0, "task %s: exit %d: %s", order[k], r.code, r.err);
         ck_run_free(&r);
-        if (k == 0) { /* task 2 keyed frames 9-10; the encode must refuse */
+        if (k == 0) { /* task 2 keyed frame 7; the encode must refuse */
             snprintf(cmd, sizeof cmd, "bash '%s/script.2'", fake);
             r = ck_sh(cmd, workdir);
-            CHECKF(r.code == 1 && strstr(r.err, "frames 1-8"), "exit %d: %s", r.code, r.err);
+            CHECKF(r.code == 1 && strstr(r.err, "frames 1-6"), "exit %d: %s", r.code, r.err);
             ck_run_free(&r);
         }
     }
@@ -497,8 +513,8 @@ static void test_farm_script(void) {
     ck_run_free(&r);
     char why[2300];
     const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 42, "%s", files < 0 ? why : "not 42 files");
-    if (files == 42) printf("  the farm script's tasks + encode: %ld files as one run's\n", files);
+    CHECKF(files == 30, "%s", files < 0 ? why : "not 30 files");
+    if (files == 30) printf("  the farm script's tasks + encode: %ld files as one run's\n", files);
 }
 
 int main(int argc, char **argv) {

@@ -18,8 +18,8 @@
 # missing.
 #
 # stop: cancels every job, stops the daemons and ends the processes of the
-# jobs still running (those whose environment names DIR/slurm.conf), each by
-# its pid. DIR itself is left to the caller.
+# jobs still running (slurmstepd and job processes whose environment names
+# DIR/slurm.conf), each by its pid. DIR itself is left to the caller.
 set -euo pipefail
 
 usage() { echo "usage: $0 start DIR [GPUS [CPUS]] | stop DIR" >&2; exit 2; }
@@ -28,13 +28,15 @@ cmd=$1
 dir=$2
 PATH=$PATH:/usr/sbin:/sbin
 
-# The pids of processes whose environment holds SLURM_CONF=$conf: the jobs
-# and job steps of this cluster (no other process has that file).
+# The pids of this cluster's jobs and job steps: slurmstepd processes and
+# processes with a SLURM_JOB_ID, whose environment holds SLURM_CONF=$conf (no
+# other cluster's do). A shell that merely sourced DIR/env has no job id.
 cluster_pids() {
-  local conf=$1 p
+  local conf=$1 p env
   for p in /proc/[0-9]*; do
-    [ -r "$p/environ" ] || continue
-    if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$conf"; then
+    env=$({ tr '\0' '\n' < "$p/environ"; } 2>/dev/null) || continue
+    grep -qxF "SLURM_CONF=$conf" <<< "$env" || continue
+    if grep -q '^SLURM_JOB_ID=' <<< "$env" || [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ]; then
       echo "${p#/proc/}"
     fi
   done
