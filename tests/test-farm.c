@@ -15,7 +15,8 @@
  *   multi_session    --device cpu,cpu (and three sessions unthreaded) write
  *                    what one session writes; mismatched sessions refused
  *   farm_script      ckey farm slurm's script, run against a stand-in
- *                    sbatch: its tasks key their chunks, its encode job
+ *                    sbatch: its tasks (one through tools/farm/slurm-key.sh,
+ *                    the sbatch recipe) key their chunks, its encode job
  *                    finishes the clip
  * The Slurm cluster (tests/test-slurm.c) and OpenJD (tests/test-openjd.c)
  * run the same chunks through real schedulers.
@@ -487,9 +488,19 @@ static void test_farm_script(void) {
     char *args = (char *)ck_read_file(p, &n);
     CHECKF(args && strstr(args, "--dependency=afterok:101 "), "encode job options: %s", args ? args : "none");
     free(args);
+    /* tasks 2, 0, 1; task 0 through tools/farm/slurm-key.sh, the recipe's
+     * task script, which must key the same frames */
     static const char *const order[3] = {"2", "0", "1"};
+    char *recipe = realpath("tools/farm/slurm-key.sh", NULL);
+    CHECK(recipe != NULL);
     for (int k = 0; k < 3; k++) {
-        snprintf(cmd, sizeof cmd, "SLURM_ARRAY_TASK_ID=%s bash '%s/script.1'", order[k], fake);
+        if (k == 1 && recipe)
+            snprintf(cmd, sizeof cmd,
+                     "SLURM_ARRAY_TASK_ID=0 CKEY='%s' '%s' '%s' 1 7 3 --model '%s' --size 64 "
+                     "--threads 1 --device cpu",
+                     ckey_bin, recipe, shot, model);
+        else
+            snprintf(cmd, sizeof cmd, "SLURM_ARRAY_TASK_ID=%s bash '%s/script.1'", order[k], fake);
         r = ck_sh(cmd, workdir);
         CHECKF(r.code == 0, "task %s: exit %d: %s", order[k], r.code, r.err);
         ck_run_free(&r);
@@ -500,6 +511,7 @@ static void test_farm_script(void) {
             ck_run_free(&r);
         }
     }
+    free(recipe);
     snprintf(cmd, sizeof cmd, "bash '%s/script.2'", fake);
     r = ck_sh(cmd, workdir);
     CHECKF(r.code == 0 && strstr(r.out, "farmed_fg_alpha.mov"), "exit %d: %s%s", r.code, r.out, r.err);

@@ -39,9 +39,8 @@ static void sh_quote(FILE *f, const char *s) {
 }
 
 /* The ckey options farm sets itself, refused after "--". */
-static const char *const farm_owned[] = {"--frames", "--out",  "--plate",  "--hint",
-                                         "--video-out", "--fps", "--despill", "--dry-run",
-                                         "--empty-ok", "--json"};
+static const char *const farm_owned[] = {"--frames", "--out", "--plate", "--hint", "--video-out",
+                                         "--fps", "--despill", "--dry-run", "--empty-ok"};
 
 /* 1 when argument `a` ("--name" or "--name=value") is option `name`. */
 static int is_option(const char *a, const char *name) {
@@ -86,7 +85,7 @@ static int check_key_args(farm_job *j) {
                               O_DEVICE | O_DEVICE_LIST | O_PRECISION | O_BUDGET | O_NO_DESPECKLE |
                               O_DESPECKLE_AREA | O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR |
                               O_READ_AHEAD | O_RESIZE_BACK | O_DESPECKLE_MODE | O_VERBOSE |
-                              O_WRITERS;
+                              O_WRITERS | O_JSON;
     const int rc = parse_opts(j->nkey_args + 1, argv, key_opts, 0, help_key, &k);
     free(argv);
     return rc == EXIT_OK ? EXIT_USAGE : rc; /* --help after -- is no farm */
