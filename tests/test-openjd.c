@@ -81,9 +81,13 @@ static int ensure_openjd(int *skip, char *why, size_t cap) {
         /* is the index reachable at all? (pip's own configuration decides which) */
         r = shf("'%s/bin/pip' --disable-pip-version-check index versions openjd-cli", venv);
         if (r.code != 0) {
+            /* pip's last line says why */
+            size_t n = strlen(r.err);
+            while (n > 0 && (r.err[n - 1] == '\n' || r.err[n - 1] == ' ')) r.err[--n] = 0;
+            const char *last = strrchr(r.err, '\n');
             *skip = 1;
             snprintf(why, cap, "the package index (PyPI) is unreachable, so %s cannot be installed: %.300s",
-                     OPENJD_CLI, r.err);
+                     OPENJD_CLI, last ? last + 1 : r.err);
         }
         ck_run_free(&r);
     }

@@ -24,7 +24,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ckey.h"
@@ -106,7 +108,7 @@ static void on_cluster(const char *cluster) {
     ck_run_free(&r);
     /* %s: more farm options (--chunks for the retry) */
     snprintf(farm, sizeof farm,
-             "'%s' farm slurm '%s' --chunk 4 --cpus 1 --logs '%s' --submit %%s -- --model '%s' "
+             "timeout 120 '%s' farm slurm '%s' --chunk 4 --cpus 1 --logs '%s' --submit %%s -- --model '%s' "
              "--size 64 --threads 1 --writers 1 --device cpu",
              ckey_bin, clip, logs, model);
 
@@ -201,7 +203,29 @@ static void test_slurm(void) {
     ck_run_free(&r);
     snprintf(conf, sizeof conf, "%s/slurm.conf", cluster);
     setenv("SLURM_CONF", conf, 1);
-    if (!ck_test_failed) on_cluster(cluster);
+    if (!ck_test_failed) {
+        /* in a child process, so that the cluster is stopped below whatever
+         * happens there (a crash, a hang: killed after 10 minutes) */
+        fflush(stdout);
+        const pid_t pid = fork();
+        if (pid == 0) {
+            on_cluster(cluster);
+            fflush(stdout);
+            _exit(ck_test_failed ? 1 : 0);
+        }
+        int status = 0, waited = 0;
+        while (pid > 0 && waitpid(pid, &status, WNOHANG) == 0) {
+            if (++waited > 6000) { /* 600 s */
+                printf("  the test did not finish within 10 minutes: killed\n");
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                break;
+            }
+            usleep(100000);
+        }
+        CHECKF(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the steps on the cluster failed (status %d)", status);
+    }
     r = shf("'%s' stop '%s'", local_slurm, cluster);
     CHECKF(r.code == 0, "local-slurm.sh stop: exit %d: %s", r.code, r.err);
     ck_run_free(&r);
