@@ -25,18 +25,20 @@
  *
  * Job j (the j-th frame to key) always uses in slot j % nin, out slot
  * j % nout, session j % M and writer j % K, so the stages need no queue
- * bookkeeping beyond a state per slot and the turn counter; one mutex and one condition variable
- * guard every state change (a few per frame, nothing next to the
- * milliseconds a frame takes). nout = K + M lets every model key a frame
- * while all K writers are busy, and nin = read_ahead + M feeds every model.
- * Both are rounded up to multiples of M, so a slot is only ever used by one
- * session's jobs and is allocated from that session
- * (ckey_session_host_alloc: page-locked for its device). Every session keys
- * a frame as any other would (same model, size and options), so which
- * session keys a frame does not change its passes. The turn makes the events (planned skips,
- * warnings, KEYED / FAILED, stats, next_index) come out in frame order, from
- * one thread at a time, exactly as with one writer; each writer has its own
- * scratch and Processed / Comp planes, so the passes do not depend on K.
+ * bookkeeping beyond a state per slot and the turn counter; one mutex and
+ * one condition variable guard every state change (a few per frame, nothing
+ * next to the milliseconds a frame takes). nout = K + M lets every model
+ * key a frame while all K writers are busy, and nin = read_ahead + M feeds
+ * every model. Both are rounded up to multiples of M, so a slot only ever
+ * serves one session's jobs: the model thread that waits for a slot is the
+ * one that used it last (it never sees an older job's frame there), and the
+ * slot is allocated from that session (ckey_session_host_alloc: page-locked
+ * for its device). Every session keys a frame as any other would (same
+ * model, size and options), so which session keys a frame does not change
+ * its passes. The turn makes the events (planned skips, warnings, KEYED /
+ * FAILED, stats, next_index) come out in frame order, from one thread at a
+ * time, exactly as with one writer; each writer has its own scratch and
+ * Processed / Comp planes, so the passes do not depend on K.
  *
  * Errors. `stop_at` is the first job that will not be written; every stage
  * stops when it reaches it, so the frames before a failing one are still

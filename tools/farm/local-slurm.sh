@@ -32,22 +32,31 @@ PATH=$PATH:/usr/sbin:/sbin
 # processes with a SLURM_JOB_ID, whose environment holds SLURM_CONF=$conf (no
 # other cluster's do). A shell that merely sourced DIR/env has no job id.
 cluster_pids() {
-  local conf=$1 p env
-  for p in /proc/[0-9]*; do
-    env=$({ tr '\0' '\n' < "$p/environ"; } 2>/dev/null) || continue
-    grep -qxF "SLURM_CONF=$conf" <<< "$env" || continue
-    if grep -q '^SLURM_JOB_ID=' <<< "$env" || [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ]; then
+  local conf=$1 f p
+  for f in $(grep -lzxF "SLURM_CONF=$conf" /proc/[0-9]*/environ 2>/dev/null); do
+    p=${f%/environ}
+    if grep -qz '^SLURM_JOB_ID=' "$f" 2>/dev/null || [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ]; then
       echo "${p#/proc/}"
     fi
   done
 }
 
+# Running, not gone or a zombie (the daemons' parent may be slow to reap them).
+alive() {
+  local st
+  st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  st=${st##*) }
+  [ "${st%% *}" != Z ]
+}
+
+# SIGTERM, then SIGKILL after 1 s (slurmctld takes longer to save a state
+# that is thrown away anyway).
 kill_pidfile() {
   local f=$1 pid
   [ -s "$f" ] || return 0
   pid=$(cat "$f")
   kill "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 10); do alive "$pid" || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null || true
 }
 
