@@ -274,41 +274,6 @@ typedef struct ckey_video_tee_options {
 ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
                                      ckey_sink *out, ckey_error *err);
 
-/*
- * The videos of a keyed clip made from its finished pass files (`ckey
- * encode`): the final step after a clip was keyed in chunks (`ckey key
- * --frames A-B` on several machines), which no chunk can write alone.
- * `frames[count]` are the clip's frames in order (a source's frames: their
- * stems name the files); for each, OUT/FG/<stem>.exr,
- * OUT/Processed/<stem>.exr and OUT/Comp/<stem>.png under `pass_dir` are read
- * back and encoded as ckey_sink_open_video_tee does (o->video: the paths,
- * rate, despill strength, encoder threads). The tee makes its videos from
- * the passes as their files store them, so these are byte for byte the
- * videos a one-run `ckey key --video-out` writes for the same passes. A
- * missing or unreadable pass fails naming the frame and the file (a caller
- * checks completeness first to list every missing frame); the videos are
- * written to temporary names and renamed into place only when every frame
- * is encoded.
- * The ProRes RGB is despill(FG) with o->video.despill_strength, which must be
- * the strength the clip was keyed with: each frame's Processed pass is
- * checked against it, and a clear mismatch (Processed not
- * srgb_to_linear(despill(FG)) * alpha within the HALF roundings) is
- * CKEY_ERR_INVALID_ARG naming the frame. `cancel` is polled before each
- * frame; `progress` (may be NULL) hears after each.
- */
-typedef void (*ckey_progress_fn)(void *user, int64_t done, int64_t total);
-
-typedef struct ckey_encode_options {
-    ckey_video_tee_options video;
-    int (*cancel)(void *user);
-    void *cancel_user;
-    ckey_progress_fn progress;
-    void *progress_user;
-} ckey_encode_options;
-
-ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *frames, int64_t count,
-                               const ckey_encode_options *o, ckey_error *err);
-
 /* What to do with each source frame (ckey_shot_run's `plan`). */
 enum { CKEY_SHOT_EXCLUDE = 0, CKEY_SHOT_SKIP = 1, CKEY_SHOT_KEY = 2 };
 
@@ -450,6 +415,41 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
                                 ckey_sink *sink, const uint8_t *plan, const ckey_shot_options *o,
                                 ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
                                 ckey_error *err);
+
+/*
+ * The videos of a keyed clip made from its finished pass files (`ckey
+ * encode`): the final step after a clip was keyed in chunks (`ckey key
+ * --frames A-B` on several machines), which no chunk can write alone.
+ * `frames[count]` are the clip's frames in order (a source's frames: their
+ * stems name the files); for each, OUT/FG/<stem>.exr,
+ * OUT/Processed/<stem>.exr and OUT/Comp/<stem>.png under `pass_dir` are read
+ * back and encoded as ckey_sink_open_video_tee does (o->video: the paths,
+ * rate, despill strength, encoder threads). The tee makes its videos from
+ * the passes as their files store them, so these are byte for byte the
+ * videos a one-run `ckey key --video-out` writes for the same passes. A
+ * missing or unreadable pass fails naming the frame and the file (a caller
+ * checks completeness first to list every missing frame); the videos are
+ * written to temporary names and renamed into place only when every frame
+ * is encoded.
+ * The ProRes RGB is despill(FG) with o->video.despill_strength, which must be
+ * the strength the clip was keyed with: each frame's Processed pass is
+ * checked against it, and a clear mismatch (Processed not
+ * srgb_to_linear(despill(FG)) * alpha within the HALF roundings) is
+ * CKEY_ERR_INVALID_ARG naming the frame. `cancel` is polled before each
+ * frame; `progress` (may be NULL) hears after each.
+ */
+typedef void (*ckey_progress_fn)(void *user, int64_t done, int64_t total);
+
+typedef struct ckey_encode_options {
+    ckey_video_tee_options video;
+    ckey_cancel_fn cancel;
+    void *cancel_user;
+    ckey_progress_fn progress;
+    void *progress_user;
+} ckey_encode_options;
+
+ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *frames, int64_t count,
+                               const ckey_encode_options *o, ckey_error *err);
 
 /* ------------------------------------------------------- shot layout */
 
