@@ -236,8 +236,9 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
  * and OUT/Comp/<stem>.png (8-bit RGB, truncated as upstream's
  * `(clip(comp, 0, 1) * 255).astype(uint8)`: floor(255 c) in float32, NaN 0;
  * ckey_image_write_png rounds instead). Each file is written atomically
- * (ckey_image_write_*: "<path>.tmp", fsync, rename), so a frame whose four
- * files exist is complete. begin() creates the directories.
+ * (ckey_image_write_*: ckey_temp_path, fsync, rename), so a frame whose four
+ * files exist is complete, and processes that write one frame at once (a
+ * farm task and its retry) never write one temporary file. begin() creates the directories.
  */
 ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
                                   ckey_error *err);
@@ -257,12 +258,18 @@ void ckey_sink_close(ckey_sink *sink);
  *             which needs an even width and height: an odd one is padded
  *             by one pixel, the last column / row repeated (the video is
  *             then one pixel wider / taller than the plate).
+ * Both are made from the passes as the pass sink's files store them: FG
+ * and the Processed alpha rounded to HALF, the Comp truncated to 8 bits (as
+ * its PNG), below what either video keeps; so the videos depend on the pass
+ * files alone, and ckey_encode_videos writes the same bytes from the files.
  * Encoders open at the first frame, at its size (a later frame of another
- * size is an error). The videos are written to "<path>.tmp" and renamed into
- * place by finish(); a run that fails or is closed without finish() leaves no
- * file under either name. A video cannot resume: the tee's `complete` is
- * NULL, and the frames it gets are the video's frames, in order, so a caller
- * keys every frame of the source (no gaps) for a whole video.
+ * size is an error). The videos are written to ckey_temp_path(path) and
+ * renamed into place by finish(); a run that fails or is closed without
+ * finish() leaves no file under either name. A video cannot resume: the
+ * tee's `complete` is NULL, and the frames it gets are the video's frames,
+ * in order, so a caller keys every frame of the source (no gaps) for a whole
+ * video (or keys the passes, resuming as needed, then calls
+ * ckey_encode_videos).
  * On success the tee owns `inner` (closing the tee closes it) and *inner is
  * zeroed; on failure *inner is untouched.
  */
@@ -360,6 +367,8 @@ typedef struct ckey_shot_event {
     double elapsed;               /* since ckey_shot_run began */
     double model_total;           /* sum of model_seconds so far */
     const char *message;          /* WARNING */
+    int32_t session;              /* KEYED: which session keyed it (ckey_shot_run_multi's
+                                     index; 0 with one session) */
 } ckey_shot_event;
 
 /* Called for every frame of the plan that is not EXCLUDE, in frame order,
@@ -503,6 +512,62 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
  */
 ckey_status ckey_source_plate_size(const ckey_source *src, const uint8_t *plan, int32_t *width,
                                    int32_t *height, int64_t *index, ckey_error *err);
+
+/*
+ * ckey_shot_run with several sessions keying in parallel, one model thread
+ * each (the calling thread runs session 0): typically one session per GPU
+ * of a host (`ckey key --device cuda:0,cuda:1`). Frames are handed out in
+ * order, round robin (the j-th frame to key goes to sessions[j % n]), and
+ * still decoded by one reader thread and written by the writers, with the
+ * events in frame order. The sessions must be alike -- created from one
+ * model with the same size, precision and options (a different size or
+ * resize back is CKEY_ERR_INVALID_ARG) -- so that which session keys a frame
+ * does not change its passes: on one kind of device and one thread count
+ * each, the outputs are byte for byte those of a one-session run. Two
+ * sessions may share a device (two CPU sessions, or two on one GPU).
+ * `nsessions` is 1 to CKEY_SHOT_MAX_SESSIONS; the stats' model_seconds sum
+ * every session's time in the network.
+ */
+#define CKEY_SHOT_MAX_SESSIONS 64
+ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions, ckey_source *src,
+                                ckey_sink *sink, const uint8_t *plan, const ckey_shot_options *o,
+                                ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                                ckey_error *err);
+
+/*
+ * The videos of a keyed clip made from its finished pass files (`ckey
+ * encode`): the final step after a clip was keyed in chunks (`ckey key
+ * --frames A-B` on several machines), which no chunk can write alone.
+ * `frames[count]` are the clip's frames in order (a source's frames: their
+ * stems name the files); for each, OUT/FG/<stem>.exr,
+ * OUT/Processed/<stem>.exr and OUT/Comp/<stem>.png under `pass_dir` are read
+ * back and encoded as ckey_sink_open_video_tee does (o->video: the paths,
+ * rate, despill strength, encoder threads). The tee makes its videos from
+ * the passes as their files store them, so these are byte for byte the
+ * videos a one-run `ckey key --video-out` writes for the same passes. A
+ * missing or unreadable pass fails naming the frame and the file (a caller
+ * checks completeness first to list every missing frame); the videos are
+ * written to temporary names and renamed into place only when every frame
+ * is encoded.
+ * The ProRes RGB is despill(FG) with o->video.despill_strength, which must be
+ * the strength the clip was keyed with: each frame's Processed pass is
+ * checked against it, and a clear mismatch (Processed not
+ * srgb_to_linear(despill(FG)) * alpha within the HALF roundings) is
+ * CKEY_ERR_INVALID_ARG naming the frame. `cancel` is polled before each
+ * frame; `progress` (may be NULL) hears after each.
+ */
+typedef void (*ckey_progress_fn)(void *user, int64_t done, int64_t total);
+
+typedef struct ckey_encode_options {
+    ckey_video_tee_options video;
+    ckey_cancel_fn cancel;
+    void *cancel_user;
+    ckey_progress_fn progress;
+    void *progress_user;
+} ckey_encode_options;
+
+ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *frames, int64_t count,
+                               const ckey_encode_options *o, ckey_error *err);
 
 /* ------------------------------------------------------- shot layout */
 

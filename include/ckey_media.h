@@ -12,6 +12,22 @@
 extern "C" {
 #endif
 
+/*
+ * The temporary name under which this library's writers (ckey_image_write_png,
+ * ckey_image_write_exr, the video writer, the pass sink) build `path` before
+ * renaming it into place, when called from the calling thread:
+ * "<path>.ckey-<host>-<pid>-<tid>.tmp" (the host name, the process id and the
+ * thread id). Unique among the writers running at one time on every host
+ * that shares the file system, so two processes (two farm tasks, a task and
+ * its retry) never write one temporary file, even when both write `path`;
+ * whichever renames last wins, and each rename puts a whole file in place.
+ * A killed writer leaves its temporary file behind: files named
+ * "*.ckey-*.tmp" belong to no one once every writer of a directory has ended
+ * (`ckey encode` removes those of a clip's passes). Malloc'd (free with
+ * free()); NULL when out of memory.
+ */
+char *ckey_temp_path(const char *path);
+
 /* ================================================================ images
  * Image reading (PNG, JPEG, TIFF, OpenEXR) and PNG / OpenEXR writing, so that
  * programs using only this header (the ckey CLI) can load plates and hints and
@@ -119,8 +135,8 @@ void ckey_image_free(ckey_image *img);
 /*
  * Write `data` ([channels, height, width], values clamped to [0, 1], NaN as
  * 0, rounded to nearest) as a PNG: channels 1 (gray), 3 (RGB) or 4 (RGBA);
- * bit_depth 8 or 16. The file is written to "<path>.tmp", flushed to disk and
- * renamed over `path`, so `path` never names a partly written file; on failure
+ * bit_depth 8 or 16. The file is written to ckey_temp_path(path), flushed to
+ * disk and renamed over `path`, so `path` never names a partly written file; on failure
  * the temporary file is removed.
  */
 ckey_status ckey_image_write_png(const char *path, const float *data, int32_t channels,
@@ -142,7 +158,7 @@ typedef enum {
  * pass, named as OpenCV's cv2.imwrite names one channel, so upstream's Matte
  * and ckey's have the same layout; ckey_image_read takes a lone Y or A
  * channel as a hint alike), 3 as "R","G","B", 4 as "R","G","B","A". Atomic like
- * ckey_image_write_png: "<path>.tmp", fsync, rename; on failure the
+ * ckey_image_write_png: ckey_temp_path(path), fsync, rename; on failure the
  * temporary file is removed and the message names `path`.
  */
 ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t channels,
@@ -253,7 +269,7 @@ typedef struct ckey_video_writer ckey_video_writer;
 
 /*
  * Create a video file. The container comes from the extension of `path`
- * (.mov, .mp4, .mkv). Frames go to "<path>.tmp"; ckey_video_writer_close
+ * (.mov, .mp4, .mkv). Frames go to ckey_temp_path(path); ckey_video_writer_close
  * finishes the file, flushes it to disk and renames it over `path`, so `path`
  * never names a partly written video. Colour: values are taken as sRGB-encoded
  * [0, 1] (clamped, NaN as 0), converted with the BT.709 matrix to limited

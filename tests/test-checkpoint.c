@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "ckey_media.h"
 #include "ckpt/checkpoint.h"
 #include "ckpt/json.h"
 #include "support/testutil.h"
@@ -461,9 +462,9 @@ static void test_safetensors_roundtrip(void) {
     ckey_error err = {0};
     REQUIRE(ck_safetensors_write(path, e, 4, meta, &err) == CKEY_OK);
 
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(access(tmp, F_OK) != 0);
+    char *tmp = ckey_temp_path(path);
+    CHECK(tmp && access(tmp, F_OK) != 0);
+    free(tmp);
     size_t n = 0;
     unsigned char *raw = ck_read_file(path, &n);
     REQUIRE(raw && n > 8);

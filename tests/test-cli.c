@@ -380,8 +380,12 @@ static void check_output(const char *dir, const char *name, int channels) {
                lo, hi);
         CHECK(hi > lo);
     }
-    snprintf(path, sizeof path, "%s/%s.tmp", dir, name);
-    CHECK(access(path, F_OK) != 0);
+    /* no temporary file of `name` is left (ckey_temp_path: "<name>.ckey-...tmp") */
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        CHECKF(strncmp(e->d_name, name, strlen(name)) || !strstr(e->d_name, ".tmp"),
+               "%s/%s was left behind", dir, e->d_name);
+    if (d) closedir(d);
     ckey_image_free(&img);
 }
 

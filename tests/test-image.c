@@ -369,7 +369,9 @@ static void test_atomic_write(void) {
 
     /* a new file, then replacing it: only the final name remains */
     snprintf(path, sizeof path, "%s/out.png", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char *lt = ckey_temp_path(path);
+    snprintf(tmp, sizeof tmp, "%s", lt ? lt : "");
+    free(lt);
     CHECK(ckey_image_write_png(path, px, 1, 3, 2, 8, &err) == CKEY_OK);
     CHECK(exists(path) && !exists(tmp));
     CHECK(ckey_image_write_png(path, px, 3, 2, 1, 16, &err) == CKEY_OK);
@@ -382,7 +384,9 @@ static void test_atomic_write(void) {
 
     /* the final name is a directory: the rename fails, the .tmp is removed */
     snprintf(path, sizeof path, "%s/adir.png", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    lt = ckey_temp_path(path);
+    snprintf(tmp, sizeof tmp, "%s", lt ? lt : "");
+    free(lt);
     REQUIRE(mkdir(path, 0700) == 0);
     ckey_status st = ckey_image_write_png(path, px, 1, 3, 2, 16, &err);
     printf("  write onto a directory -> %s: %s\n", ckey_status_name(st), err.message);

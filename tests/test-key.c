@@ -386,26 +386,7 @@ static void test_auto_hint(void) {
 
 /* ------------------------------------------- synthetic green-screen shot */
 
-/* Frame k of a generated shot (W x H): a soft-edged disc (the subject,
- * warm colour) moving right over a green screen, green spill on the
- * subject's edge, and the hint: the disc's alpha, hardened and shrunk. */
-static void synth_frame(int k, int W, int H, float *rgb, float *hint) {
-    const size_t n = (size_t)W * H;
-    const float cx = 22.0f + 7.0f * (float)k, cy = 0.5f * (float)H, rad = 15.0f;
-    for (int y = 0; y < H; y++)
-        for (int x = 0; x < W; x++) {
-            const size_t i = (size_t)y * W + x;
-            const float d = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy));
-            float a = (rad - d) / 4.0f + 0.5f;
-            a = a < 0 ? 0 : a > 1 ? 1 : a;
-            const float spill = 0.3f * (1.0f - a) * (a > 0);
-            const float sub[3] = {0.85f - 0.003f * (float)y, 0.55f + spill, 0.45f + 0.002f * (float)x};
-            const float screen[3] = {0.12f, 0.78f + 0.001f * (float)x, 0.18f};
-            for (int c = 0; c < 3; c++) rgb[c * n + i] = sub[c] * a + screen[c] * (1.0f - a);
-            const float h = (a - 0.3f) * 2.0f;
-            hint[i] = h < 0 ? 0 : h > 1 ? 1 : h;
-        }
-}
+/* The generated frames: ck_synth_frame (tests/support/testutil.c). */
 
 static float srgb_to_lin_ref(float v) {
     v = v < 0 ? 0 : v;
@@ -479,7 +460,7 @@ static void test_synthetic_shot(void) {
     REQUIRE(rgb && hint);
     ckey_error err;
     for (int k = 0; k < NF; k++) {
-        synth_frame(k, W, H, rgb + (size_t)3 * N * k, hint + (size_t)N * k);
+        ck_synth_frame(k, W, H, rgb + (size_t)3 * N * k, hint + (size_t)N * k);
         snprintf(p, sizeof p, "%s/Input/greenshot.%04d.png", shot, F0 + k);
         REQUIRE(ckey_image_write_png(p, rgb + (size_t)3 * N * k, 3, W, H, 16, &err) == CKEY_OK);
         snprintf(p, sizeof p, "%s/AlphaHint/greenshot_hint.%04d.png", shot, F0 + k);
@@ -883,7 +864,7 @@ static void test_parallel_writers(void) {
     REQUIRE(rgb && hint);
     ckey_error err;
     for (int k = 0; k < NF; k++) {
-        synth_frame(k, W, H, rgb, hint);
+        ck_synth_frame(k, W, H, rgb, hint);
         snprintf(p, sizeof p, "%s/Input/w.%04d.png", shot, F0 + k);
         REQUIRE(ckey_image_write_png(p, rgb, 3, W, H, 16, &err) == CKEY_OK);
         snprintf(p, sizeof p, "%s/AlphaHint/w_hint.%04d.png", shot, F0 + k);

@@ -166,9 +166,9 @@ static void test_h264(void) {
     REQUIRE(write_clip(path, CKEY_VIDEO_H264, 0, FRAMES) == CKEY_OK);
     struct stat sb;
     CHECK(stat(path, &sb) == 0);
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    CHECK(stat(tmp, &sb) != 0); /* renamed away */
+    char *tmp = ckey_temp_path(path);
+    CHECK(tmp && stat(tmp, &sb) != 0); /* renamed away */
+    free(tmp);
     ckey_video_info in;
     ckey_video_reader *r = open_ok(path, &in);
     REQUIRE(r);
@@ -668,7 +668,9 @@ static void test_writer_args(void) {
      * and leaves nothing either */
     const char *p = path_in("abandoned.mov");
     char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    char *lt = ckey_temp_path(p);
+    snprintf(tmp, sizeof tmp, "%s", lt ? lt : "");
+    free(lt);
     struct stat sb;
     REQUIRE(ckey_video_writer_open(p, &o, &w, &err) == CKEY_OK);
     CHECK(stat(tmp, &sb) == 0);

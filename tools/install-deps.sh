@@ -13,6 +13,11 @@
 #                               : FFmpeg, for video in (H.264, HEVC, ProRes, ... in mov/mp4/mkv)
 #                                 and out (ProRes 4444 with alpha, H.264 via libx264);
 #                                 optional like the image libraries (`make FFMPEG=no`)
+#   slurmctld slurmd slurm-client munge
+#                               : a throw-away single-node Slurm cluster for tests/test-slurm.c
+#                                 and bench/farm-chunks.sh (tools/farm/local-slurm.sh; needs root)
+#   python3-venv                : the virtual environment tests/test-openjd.c installs
+#                                 openjd-cli into (from PyPI)
 set -euo pipefail
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -20,4 +25,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
     build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev libopenexr-dev libdeflate-dev \
-    libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+    libavformat-dev libavcodec-dev libavutil-dev libswscale-dev \
+    slurmctld slurmd slurm-client munge python3-venv

@@ -16,46 +16,13 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "clip-paths.h"
 #include "commands.h"
 #include "help.h"
 #include "model-path.h"
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
-
-/* ------------------------------------------------------- paths, names */
-
-/* The extensions libckey reads as video (its own list is internal). */
-static int is_video_ext(const char *e) {
-    static const char *const v[] = {"mp4", "mov", "avi", "mkv", "mxf", "webm", "m4v", "mpg",
-                                    "mpeg", "wmv", "flv", "prores"};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-        if (!strcasecmp(e, v[i])) return 1;
-    return 0;
-}
-
-/* The name of a clip for its video outputs: the last component of `path`
- * (made absolute first, so "." has a name), without the extension when it
- * is a file. Malloc'd. */
-static char *clip_name(const char *path) {
-    char *abs = realpath(path, NULL);
-    const char *p = abs ? abs : path;
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') n--;
-    size_t b = n;
-    while (b > 0 && p[b - 1] != '/') b--;
-    char *name = strndup(p + b, n - b);
-    free(abs);
-    if (!name) return NULL;
-    struct stat st;
-    char *dot = strrchr(name, '.');
-    if (dot && dot != name && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) *dot = 0;
-    if (!*name || !strcmp(name, "/")) {
-        free(name);
-        name = strdup("clip");
-    }
-    return name;
-}
 
 /* ------------------------------------------------- messages, progress */
 
@@ -66,6 +33,7 @@ typedef struct key_ctx {
     int64_t to_key;
     int64_t pos;     /* events so far */
     int64_t warnings; /* CKEY_SHOT_WARNING events */
+    int nsess;        /* sessions keying (--device list: several) */
 } key_ctx;
 
 /*
@@ -184,9 +152,9 @@ static void key_event(void *user, const ckey_shot_event *ev) {
         if (k->json)
             printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"keyed\",\"seconds\":%.6f,"
                    "\"model_seconds\":%.6f,\"width\":%d,\"height\":%d,\"index\":%lld,\"total\":%lld,"
-                   "\"fps\":%.4f,\"model_fps\":%.4f}\n",
+                   "\"fps\":%.4f,\"model_fps\":%.4f,\"session\":%d}\n",
                    fr, ev->seconds, ev->model_seconds, (int)ev->width, (int)ev->height, pos,
-                   (long long)k->total, fps, mfps);
+                   (long long)k->total, fps, mfps, (int)ev->session);
         else if (k->tty)
             fprintf(stderr, "\rframe %lld/%lld (#%lld)  %.2f fps (model %.2f fps)  ETA %s   ", pos,
                     (long long)k->total, fr, fps, mfps, e);
@@ -205,11 +173,7 @@ static void key_event(void *user, const ckey_shot_event *ev) {
 typedef struct key_job {
     opts o;
     key_ctx kc;
-    int auto_hint;           /* --hint auto: every frame's hint is made from its plate */
-    /* plate_dir / hint_dir: a directory of frames, a video, or a directory
-     * holding one video (ckey_source_open_video tells them apart) */
-    char *plate_dir, *hint_dir, *out_dir;
-    char *clip;              /* the clip's name, for its video outputs */
+    clip_paths cp;           /* where it reads and writes */
     char *video_path[2];     /* OUT/<clip>_fg_alpha.mov, OUT/<clip>_comp.mp4, or NULL */
     ckey_source src;
     ckey_sink sink;
@@ -219,8 +183,11 @@ typedef struct key_job {
     int32_t plate_w, plate_h; /* the largest plate to key, from the headers; 0 x 0: unknown */
     int64_t plate_frame;     /* its index in src.frames, -1 when unknown */
     ckey_run_memory mem;     /* the run's plan at that size (when known) */
-    ckey_session *sess;      /* NULL when every frame is skipped */
-    double setup_s;          /* model load + session */
+    /* one session per --device (one unless a list was given); none when every
+     * frame is skipped */
+    ckey_session *sess[CKEY_SHOT_MAX_SESSIONS];
+    int nsess;
+    double setup_s;          /* model load + sessions */
     ckey_error err;
 } key_job;
 
@@ -229,12 +196,9 @@ static void key_job_free(key_job *j) {
     free(j->plan);
     ckey_source_close(&j->src);
     ckey_sink_close(&j->sink);
-    ckey_session_free(j->sess);
+    for (int i = 0; i < j->nsess; i++) ckey_session_free(j->sess[i]);
     ckey_model_free(j->model);
-    free(j->plate_dir);
-    free(j->hint_dir);
-    free(j->out_dir);
-    free(j->clip);
+    clip_paths_free(&j->cp);
     free(j->video_path[0]);
     free(j->video_path[1]);
 }
@@ -257,15 +221,20 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_DESPILL | O_NO_DESPECKLE | O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN |
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
-                          O_WRITERS,
+                          O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST,
                       1, help_key, o);
 }
 
 /* A video cannot resume or leave gaps: every frame, in one run. */
 static int check_video_opts(const opts *o) {
     if (o->video_out && o->have_frames)
-        return usage_error(o->cmd, "--video-out encodes the whole clip: it cannot be combined with "
-                                   "--frames");
+        return usage_error(o->cmd, "--video-out encodes the whole clip, and --frames keys a part "
+                                   "of it: key each chunk without --video-out, then write the "
+                                   "videos from the finished passes with 'ckey encode' (same "
+                                   "SHOT_DIR or --plate and --out, --video-out, --despill)");
+    if (o->empty_ok && !o->have_frames)
+        return usage_error(o->cmd, "--empty-ok goes with --frames A-B (a range that may hold no "
+                                   "frame of the clip)");
     if (o->video_out && o->on_error == CKEY_ON_ERROR_SKIP)
         return usage_error(o->cmd, "--video-out needs every frame: it cannot be combined with "
                                    "--on-error skip");
@@ -275,45 +244,18 @@ static int check_video_opts(const opts *o) {
     return CONTINUE;
 }
 
-/* The plate, hint and output paths: SHOT_DIR's Input/, AlphaHint/ and
- * Output/ (--out DIR: the passes under DIR instead), or --plate, --hint and
- * --out. */
+/* The plate, hint and output paths (clip-paths.h). */
 static int resolve_paths(key_job *j) {
-    const opts *o = &j->o;
-    j->auto_hint = o->hint && !strcmp(o->hint, "auto");
-    if (o->npositional == 1) {
-        if (o->plate || (o->hint && !j->auto_hint))
-            return usage_error(o->cmd, "give either SHOT_DIR or --plate/--hint, not both "
-                                       "(with SHOT_DIR, --hint auto and --out DIR are allowed)");
-        const char *shot = o->positional[0];
-        struct stat st;
-        if (stat(shot, &st) == 0 && !S_ISDIR(st.st_mode))
-            return key_fail(&j->kc, CKEY_ERR_INVALID_ARG,
-                            "%s is not a clip directory (%s); for a video file use --plate %s "
-                            "--hint VIDEO|DIR|auto --out DIR",
-                            shot, is_video_ext(file_ext(shot)) ? "a video" : "a file", shot);
-        j->plate_dir = path_join(shot, "Input");
-        j->hint_dir = j->auto_hint ? strdup("auto") : path_join(shot, "AlphaHint");
-        j->out_dir = o->out ? strdup(o->out) : path_join(shot, "Output");
-        j->clip = clip_name(shot);
-    } else {
-        if (!o->plate || !o->hint || !o->out)
-            return usage_error(o->cmd, "expected SHOT_DIR, or all of --plate DIR, --hint DIR and "
-                                       "--out DIR");
-        j->plate_dir = strdup(o->plate);
-        j->hint_dir = strdup(o->hint);
-        j->out_dir = strdup(o->out);
-        j->clip = clip_name(o->plate);
-    }
-    if (!j->plate_dir || !j->hint_dir || !j->out_dir || !j->clip)
-        return key_fail(&j->kc, CKEY_ERR_NOMEM, "out of memory");
-    return CONTINUE;
+    char why[4400];
+    const int rc = clip_paths_resolve(&j->o, 1, &j->cp, why, sizeof why);
+    if (rc == EXIT_RUNTIME) return key_fail(&j->kc, CKEY_ERR_INVALID_ARG, "%s", why);
+    return rc;
 }
 
 static int open_clip(key_job *j) {
-    if (ckey_source_open_video(j->plate_dir, j->auto_hint ? NULL : j->hint_dir, 0, key_warning_cb,
-                               &j->kc, &j->src, &j->err) != CKEY_OK ||
-        ckey_sink_open_passes(j->out_dir, j->o.exr, &j->sink, &j->err) != CKEY_OK)
+    if (ckey_source_open_video(j->cp.plate_dir, j->cp.auto_hint ? NULL : j->cp.hint_dir, 0,
+                               key_warning_cb, &j->kc, &j->src, &j->err) != CKEY_OK ||
+        ckey_sink_open_passes(j->cp.out_dir, j->o.exr, &j->sink, &j->err) != CKEY_OK)
         return key_fail_err(j);
     return CONTINUE;
 }
@@ -333,16 +275,18 @@ static int plan_frames(key_job *j) {
         if (!f->hint && o->on_error == CKEY_ON_ERROR_STOP)
             return key_fail(kc, CKEY_ERR_IO, "frame %lld: plate %s has no hint in %s (hints "
                                              "pair with plates by frame number)",
-                            (long long)f->number, f->plate, j->hint_dir);
+                            (long long)f->number, f->plate, j->cp.hint_dir);
         j->plan[i] = !o->force && j->sink.complete(j->sink.self, f) ? CKEY_SHOT_SKIP : CKEY_SHOT_KEY;
         kc->total++;
         if (j->plan[i] == CKEY_SHOT_KEY) kc->to_key++;
         if (j->first < 0) j->first = f->number;
         j->last = f->number;
     }
-    if (kc->total == 0)
-        return key_fail(kc, CKEY_ERR_INVALID_ARG, "no plate in %s has a frame number in %ld-%ld",
-                        j->plate_dir, o->frame_first, o->frame_last);
+    if (kc->total == 0 && !o->empty_ok)
+        return key_fail(kc, CKEY_ERR_INVALID_ARG, "no plate in %s has a frame number in %ld-%ld "
+                                                  "(--empty-ok: a farm chunk over a gap in the "
+                                                  "numbering, nothing to key)",
+                        j->cp.plate_dir, o->frame_first, o->frame_last);
     return CONTINUE;
 }
 
@@ -355,19 +299,21 @@ static int name_videos(key_job *j) {
                         "%s already holds the passes of %lld of the %lld frames, and "
                         "--video-out encodes the whole clip in one run (a video cannot "
                         "resume): add --force to key every frame again, or leave out "
-                        "--video-out to resume the passes",
-                        j->out_dir, nitems - to_key, nitems);
-    static const char *const suffix[2] = {"_fg_alpha.mov", "_comp.mp4"};
+                        "--video-out to resume the passes, then write the videos from them "
+                        "with 'ckey encode'",
+                        j->cp.out_dir, nitems - to_key, nitems);
     for (int k = 0; k < 2; k++) {
         if (!(j->o.video_out & (k == 0 ? VIDEO_OUT_PRORES : VIDEO_OUT_H264))) continue;
-        const size_t cap = strlen(j->clip) + strlen(suffix[k]) + 1;
-        char *name = malloc(cap);
-        if (name) snprintf(name, cap, "%s%s", j->clip, suffix[k]);
-        j->video_path[k] = name ? path_join(j->out_dir, name) : NULL;
-        free(name);
+        j->video_path[k] = clip_video_path(&j->cp, k);
         if (!j->video_path[k]) return key_fail(&j->kc, CKEY_ERR_NOMEM, "out of memory");
     }
     return CONTINUE;
+}
+
+/* "cpu" or "cuda:N", as --device names it. */
+static void device_name(ckey_device_kind kind, int32_t index, char *buf, size_t cap) {
+    if (kind == CKEY_DEVICE_CUDA) snprintf(buf, cap, "cuda:%d", (int)index);
+    else snprintf(buf, cap, "cpu");
 }
 
 /* --json: the "started" event. */
@@ -377,11 +323,11 @@ static void print_started(const key_job *j) {
     printf("{\"event\":\"started\",\"frames\":%lld,\"to_key\":%lld,\"to_skip\":%lld,\"first\":%lld,"
            "\"last\":%lld,\"plate_dir\":",
            nitems, to_key, nitems - to_key, (long long)j->first, (long long)j->last);
-    json_str(stdout, j->plate_dir);
+    json_str(stdout, j->cp.plate_dir);
     printf(",\"hint_dir\":");
-    json_str(stdout, j->hint_dir);
+    json_str(stdout, j->cp.hint_dir);
     printf(",\"out\":");
-    json_str(stdout, j->out_dir);
+    json_str(stdout, j->cp.out_dir);
     printf(",\"model\":");
     json_str(stdout, o->model);
     for (int k = 0; k < 2; k++) {
@@ -389,9 +335,28 @@ static void print_started(const key_job *j) {
         if (j->video_path[k]) json_str(stdout, j->video_path[k]);
         else printf("null");
     }
-    printf(",\"size\":%d,\"dry_run\":%s,\"on_error\":\"%s\"}\n", (int)o->so.size,
+    printf(",\"devices\":[");
+    const int nd = o->ndevices ? o->ndevices : 1;
+    for (int i = 0; i < nd; i++) {
+        char name[32];
+        if (o->ndevices) device_name(o->devices[i].kind, o->devices[i].index, name, sizeof name);
+        else device_name(o->so.device, o->so.device_index, name, sizeof name);
+        printf("%s\"%s\"", i ? "," : "", name);
+    }
+    printf("],\"size\":%d,\"dry_run\":%s,\"on_error\":\"%s\"}\n", (int)o->so.size,
            o->dry_run ? "true" : "false", o->on_error == CKEY_ON_ERROR_SKIP ? "skip" : "stop");
     fflush(stdout);
+}
+
+/* --frames A-B --empty-ok over a gap in the numbering: nothing to key. */
+static int report_empty(const key_job *j) {
+    if (j->o.json)
+        printf("{\"event\":\"done\",\"keyed\":0,\"skipped\":0,\"failed\":0,\"seconds\":0,"
+               "\"fps\":0,\"empty\":true}\n");
+    else
+        printf("no frame of %s has a number in %ld-%ld: nothing to key (--empty-ok)\n",
+               j->cp.plate_dir, j->o.frame_first, j->o.frame_last);
+    return EXIT_OK;
 }
 
 /* --dry-run: list the plan; nothing is loaded or written. */
@@ -449,7 +414,7 @@ static int plan_run(key_job *j) {
     ro.kind = CKEY_RUN_SHOT;
     ro.width = j->plate_w;
     ro.height = j->plate_h;
-    ro.auto_hint = j->auto_hint;
+    ro.auto_hint = j->cp.auto_hint;
     ro.video_in = j->src.videos;
     ro.video_out = (o->video_out & VIDEO_OUT_PRORES ? CKEY_RUN_VIDEO_PRORES : 0) |
                    (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);
@@ -499,7 +464,26 @@ static int load_model(key_job *j) {
     }
     const int rc = plan_run(j);
     if (rc != CONTINUE) return rc;
-    if (ckey_session_create(j->model, &o->so, &j->sess, &j->err) != CKEY_OK) return key_fail_err(j);
+    /* one session per device of --device (a list: several, keying in parallel) */
+    const int nd = o->ndevices ? o->ndevices : 1;
+    for (int i = 0; i < nd; i++) {
+        ckey_session_options so = o->so;
+        if (o->ndevices) {
+            so.device = o->devices[i].kind;
+            so.device_index = o->devices[i].index;
+        }
+        if (ckey_session_create(j->model, &so, &j->sess[i], &j->err) != CKEY_OK) {
+            if (nd > 1) {
+                char name[32], msg[sizeof j->err.message];
+                device_name(so.device, so.device_index, name, sizeof name);
+                snprintf(msg, sizeof msg, "%s", j->err.message);
+                return key_fail(&j->kc, j->err.status, "session %d of %d (%s): %s", i + 1, nd, name,
+                                msg);
+            }
+            return key_fail_err(j);
+        }
+        j->nsess = i + 1;
+    }
     return CONTINUE;
 }
 
@@ -548,12 +532,12 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
         printf("{\"event\":\"done\",\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,"
                "\"fps\":%.4f,\"model_seconds\":%.6f,\"model_fps\":%.4f,\"read_seconds\":%.6f,"
                "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
-               "\"despill\":%g,\"peak_rss_bytes\":%lld,\"out\":",
+               "\"despill\":%g,\"sessions\":%d,\"peak_rss_bytes\":%lld,\"out\":",
                (long long)stats->keyed, (long long)stats->skipped, (long long)stats->failed,
                stats->seconds, fps, stats->model_seconds, mfps, stats->read_seconds,
                stats->write_seconds, j->setup_s, (int)so->read_ahead, (long long)j->kc.warnings,
-               (double)so->post.despill_strength, (long long)peak_rss_bytes());
-        json_str(stdout, j->out_dir);
+               (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1, (long long)peak_rss_bytes());
+        json_str(stdout, j->cp.out_dir);
         printf(",\"videos\":[");
         for (int k = 0, n = 0; k < 2; k++)
             if (j->video_path[k]) {
@@ -565,10 +549,12 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
     }
     char failed[64] = "";
     if (stats->failed) snprintf(failed, sizeof failed, ", FAILED %lld", (long long)stats->failed);
+    char sessions[32] = "session";
+    if (j->nsess > 1) snprintf(sessions, sizeof sessions, "%d sessions", j->nsess);
     printf("keyed %lld frame%s, skipped %lld%s, in %.3f s: %.2f fps end to end (read, key, "
-           "post, write), %.2f fps model only; model load + session %.3f s; passes in %s\n",
+           "post, write), %.2f fps model only; model load + %s %.3f s; passes in %s\n",
            (long long)stats->keyed, stats->keyed == 1 ? "" : "s", (long long)stats->skipped,
-           failed, stats->seconds, fps, mfps, j->setup_s, j->out_dir);
+           failed, stats->seconds, fps, mfps, sessions, j->setup_s, j->cp.out_dir);
     if (j->kc.warnings > 3) fprintf(stderr, "ckey: %lld warnings in all\n", (long long)j->kc.warnings);
     for (int k = 0; k < 2; k++)
         if (j->video_path[k]) printf("wrote %s\n", j->video_path[k]);
@@ -580,8 +566,9 @@ static int run_shot(key_job *j) {
     ckey_shot_options so;
     shot_options(o, &so);
     ckey_shot_stats stats;
-    const ckey_status st =
-        ckey_shot_run(j->sess, &j->src, &j->sink, j->plan, &so, key_event, &j->kc, &stats, &j->err);
+    const ckey_status st = ckey_shot_run_multi(j->sess, j->nsess > 0 ? j->nsess : 1, &j->src,
+                                               &j->sink, j->plan, &so, key_event, &j->kc, &stats,
+                                               &j->err);
     if (j->kc.tty && j->kc.pos > 0) fputc('\n', stderr);
     if (st == CKEY_ERR_CANCELLED) return report_interrupted(j, st, &stats);
     if (st != CKEY_OK) {
@@ -603,6 +590,7 @@ static int key_clip(key_job *j) {
     if (rc == CONTINUE && j->o.video_out) rc = name_videos(j);
     if (rc != CONTINUE) return rc;
     if (j->o.json) print_started(j);
+    if (j->kc.total == 0) return report_empty(j);
     if (j->o.dry_run) return dry_run(j);
 
     /* From here a SIGINT / SIGTERM stops the run cleanly (the runner polls it). */
@@ -627,6 +615,7 @@ int cmd_key(int argc, char **argv) {
     ckey_video_set_log_level(j.o.verbose);
     j.kc.json = j.o.json;
     j.kc.tty = !j.o.json && isatty(2);
+    j.kc.nsess = j.o.ndevices ? j.o.ndevices : 1;
     rc = find_model(&j.o);
     if (rc == CONTINUE) rc = check_video_opts(&j.o);
     if (rc == CONTINUE) rc = key_clip(&j);

@@ -199,8 +199,8 @@ static int key_plate(run_job *j, ckey_error *err) {
 
 /* DIR (created if needed)/alpha.png, 16-bit gray, and DIR/fg.png, 16-bit
  * RGB, as a pair: both are written under temporary names in DIR
- * (<name>.ckey-<pid>.tmp, and ckey_image_write_png's own <that>.tmp on the
- * way) and renamed into place only once both are complete. A failed write
+ * (<name>.ckey-<pid>.tmp, and ckey_image_write_png's own temporary name for
+ * that, ckey_temp_path, on the way) and renamed into place only once both are complete. A failed write
  * (a full disk, ...) or SIGINT / SIGTERM removes the temporary files and
  * leaves an older pair in DIR as it was (tempfiles.h). */
 static int write_outputs(run_job *j, ckey_error *err) {
@@ -214,8 +214,11 @@ static int write_outputs(run_job *j, ckey_error *err) {
     char tmp[2][4096], lib_tmp[2][4096];
     for (int i = 0; i < 2; i++) {
         const int n = snprintf(tmp[i], sizeof tmp[i], "%s.ckey-%ld.tmp", final[i], (long)getpid());
-        const int m = snprintf(lib_tmp[i], sizeof lib_tmp[i], "%s.tmp", tmp[i]);
-        if (n < 0 || m < 0 || (size_t)m >= sizeof lib_tmp[i])
+        /* the writer's own temporary name (this thread writes both) */
+        char *lt = n < 0 || (size_t)n >= sizeof tmp[i] ? NULL : ckey_temp_path(tmp[i]);
+        const int m = lt ? snprintf(lib_tmp[i], sizeof lib_tmp[i], "%s", lt) : -1;
+        free(lt);
+        if (m < 0 || (size_t)m >= sizeof lib_tmp[i])
             return fail(o->json, CKEY_ERR_INVALID_ARG, "%s: output path too long", o->out);
     }
     /* in the order a file moves (the library renames lib_tmp to tmp) */

@@ -10,5 +10,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_install_model(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+int cmd_farm(int argc, char **argv);
 
 #endif

@@ -10,5 +10,7 @@ extern const char help_convert[];
 extern const char help_devices[];
 extern const char help_version[];
 extern const char help_install_model[];
+extern const char help_encode[];
+extern const char help_farm[];
 
 #endif

@@ -4,6 +4,8 @@
  *   ckey run --model M --image plate.png --hint hint.png --out DIR [...]
  *   ckey key SHOT_DIR --model M [...]   (or --plate DIR --hint DIR --out DIR)
  *   ckey info --model M [--size S] [--json]
+ *   ckey encode SHOT_DIR [--video-out both]   (after a clip keyed in chunks)
+ *   ckey farm slurm SHOT_DIR --chunk N [-- key options]
  *   ckey install-model FILE
  *   ckey convert IN OUT.safetensors
  *   ckey devices [--json]
@@ -26,7 +28,8 @@ static const struct {
 } commands[] = {
     {"run", cmd_run},         {"key", cmd_key},         {"info", cmd_info},
     {"convert", cmd_convert}, {"devices", cmd_devices}, {"version", cmd_version},
-    {"install-model", cmd_install_model}, {"--version", cmd_version},
+    {"install-model", cmd_install_model}, {"encode", cmd_encode}, {"farm", cmd_farm},
+    {"--version", cmd_version},
 };
 
 int main(int argc, char **argv) {
@@ -41,6 +44,6 @@ int main(int argc, char **argv) {
     }
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         if (!strcmp(cmd, commands[k].name)) return commands[k].run(argc - 1, argv + 1);
-    return usage_error(NULL, "unknown command '%s' (run, key, info, "
+    return usage_error(NULL, "unknown command '%s' (run, key, encode, farm, info, "
                                    "install-model, convert, devices, version)", cmd);
 }

@@ -37,6 +37,7 @@ static void default_device(ckey_session_options *so) {
 void opts_init(opts *o, const char *cmd) {
     memset(o, 0, sizeof *o);
     o->cmd = cmd;
+    o->gpus = -1;
 }
 
 void opts_init_session(opts *o, const char *cmd) {
@@ -81,6 +82,7 @@ static int parse_bytes(const char *s, int64_t *out) {
     return 1;
 }
 
+/* One device: auto, cpu, cuda or cuda:N. */
 static int parse_device(const char *s, ckey_session_options *so) {
     if (!strcmp(s, "auto")) {
         default_device(so);
@@ -99,6 +101,46 @@ static int parse_device(const char *s, ckey_session_options *so) {
         return 1;
     }
     return 0;
+}
+
+/*
+ * --device: one device (into o->so), or with `list_ok` a comma-separated list
+ * of them where cuda:all stands for every CUDA device (into o->devices, the
+ * first also into o->so). cuda:all on a machine without one is cuda:0, so
+ * that the session reports the missing device as --device cuda does. 0 on a
+ * bad value.
+ */
+static int parse_devices(const char *s, int list_ok, opts *o) {
+    o->ndevices = 0;
+    if (!strchr(s, ',') && strcmp(s, "cuda:all")) return parse_device(s, &o->so);
+    if (!list_ok) return 0;
+    char item[64];
+    for (const char *p = s;;) {
+        const size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item) return 0;
+        memcpy(item, p, len);
+        item[len] = 0;
+        ckey_session_options so = o->so;
+        if (!strcmp(item, "cuda:all")) {
+            const int32_t n = ckey_device_count(CKEY_DEVICE_CUDA);
+            for (int32_t k = 0; k < (n > 0 ? n : 1); k++) {
+                if (o->ndevices >= CKEY_SHOT_MAX_SESSIONS) return 0;
+                o->devices[o->ndevices].kind = CKEY_DEVICE_CUDA;
+                o->devices[o->ndevices++].index = k;
+            }
+        } else {
+            if (!parse_device(item, &so) || o->ndevices >= CKEY_SHOT_MAX_SESSIONS) return 0;
+            o->devices[o->ndevices].kind = so.device;
+            o->devices[o->ndevices++].index = so.device == CKEY_DEVICE_CUDA ? so.device_index : 0;
+        }
+        p += len;
+        if (!*p) break;
+        p++;
+    }
+    o->so.device = o->devices[0].kind;
+    o->so.device_index = o->devices[0].index;
+    if (o->ndevices == 1) o->ndevices = 0; /* one device after all (cuda:all on one GPU) */
+    return 1;
 }
 
 /*
@@ -197,9 +239,38 @@ static const struct {
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
     {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
-    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1}, {"--plate-size", O_PLATE_SIZE, 1},
-    {"--for", O_FOR, 1},
+    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1}, {"--empty-ok", O_EMPTY_OK, 0},
+    {"--chunk", O_CHUNK, 1},     {"--chunks", O_CHUNKS, 1}, {"--gpus", O_GPUS, 1},
+    {"--partition", O_PARTITION, 1}, {"--sbatch", O_SBATCH, 1}, {"--ckey", O_CKEY, 1},
+    {"--submit", O_SUBMIT, 0},   {"--logs", O_LOGS, 1},     {"--max-running", O_MAX_RUNNING, 1},
+    {"--cpus", O_CPUS, 1},
+    {"--plate-size", O_PLATE_SIZE, 1}, {"--for", O_FOR, 1},
 };
+
+/* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
+static int valid_index_list(const char *s) {
+    for (const char *p = s;;) {
+        const size_t len = strcspn(p, ",");
+        char item[32];
+        if (len == 0 || len >= sizeof item) return 0;
+        memcpy(item, p, len);
+        item[len] = 0;
+        long a, b;
+        const char *dash = strchr(item, '-');
+        if (dash) {
+            char first[32];
+            memcpy(first, item, (size_t)(dash - item));
+            first[dash - item] = 0;
+            if (!parse_int(first, 0, 9999999, &a) || !parse_int(dash + 1, 0, 9999999, &b) || a > b)
+                return 0;
+        } else if (!parse_int(item, 0, 9999999, &a)) {
+            return 0;
+        }
+        p += len;
+        if (!*p) return 1;
+        p++;
+    }
+}
 
 static int parse_float(const char *s, float *out) {
     char *end;
@@ -212,7 +283,7 @@ static int parse_float(const char *s, float *out) {
 
 /* Store option `flag`'s value `val` (NULL for a flag without one) in `o`;
  * CONTINUE, or EXIT_USAGE after a message naming the bad value. */
-static int set_option(opts *o, uint64_t flag, const char *val) {
+static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val) {
     long n;
     float f;
     switch (flag) {
@@ -255,8 +326,51 @@ static int set_option(opts *o, uint64_t flag, const char *val) {
                                         "linear-read", val);
         break;
     case O_DEVICE:
-        if (!parse_device(val, &o->so))
-            return usage_error(o->cmd, "--device '%s': expected auto, cpu, cuda or cuda:N", val);
+        if (!parse_devices(val, (allowed & O_DEVICE_LIST) != 0, o))
+            return usage_error(o->cmd, (allowed & O_DEVICE_LIST)
+                                           ? "--device '%s': expected auto, cpu, cuda, cuda:N, "
+                                             "cuda:all or a comma-separated list of them"
+                                           : "--device '%s': expected auto, cpu, cuda or cuda:N "
+                                             "(several devices: ckey key)",
+                               val);
+        break;
+    case O_EMPTY_OK: o->empty_ok = 1; break;
+    case O_SUBMIT: o->submit = 1; break;
+    case O_PARTITION: o->partition = val; break;
+    case O_CKEY: o->ckey = val; break;
+    case O_LOGS: o->logs = val; break;
+    case O_CHUNK:
+        if (!parse_int(val, 1, 1000000, &n))
+            return usage_error(o->cmd, "--chunk '%s' is not a frame count between 1 and 1000000", val);
+        o->chunk = n;
+        break;
+    case O_CHUNKS:
+        if (!valid_index_list(val))
+            return usage_error(o->cmd, "--chunks '%s': expected task indices such as 3 or 0-4,7", val);
+        o->chunks = val;
+        break;
+    case O_GPUS:
+        if (!parse_int(val, 0, 64, &n))
+            return usage_error(o->cmd, "--gpus '%s' is not a count between 0 and 64", val);
+        o->gpus = n;
+        break;
+    case O_CPUS:
+        if (!parse_int(val, 1, 4096, &n))
+            return usage_error(o->cmd, "--cpus '%s' is not a count between 1 and 4096", val);
+        o->cpus = n;
+        break;
+    case O_MAX_RUNNING:
+        if (!parse_int(val, 1, 1000000, &n))
+            return usage_error(o->cmd, "--max-running '%s' is not a count of at least 1", val);
+        o->max_running = n;
+        break;
+    case O_SBATCH:
+        if (o->nsbatch >= SBATCH_ARGS_MAX)
+            return usage_error(o->cmd, "more than %d --sbatch options", SBATCH_ARGS_MAX);
+        if (val[0] != '-')
+            return usage_error(o->cmd, "--sbatch '%s': expected an sbatch option such as "
+                                       "--sbatch=--account=vfx", val);
+        o->sbatch[o->nsbatch++] = val;
         break;
     case O_PRECISION:
         if (!strcmp(val, "fp32")) o->so.precision = CKEY_PRECISION_FP32;
@@ -277,6 +391,7 @@ static int set_option(opts *o, uint64_t flag, const char *val) {
         if (!parse_float(val, &f) || !(f >= 0.0f && f <= 1.0f))
             return usage_error(o->cmd, "--despill '%s' is not a number between 0 and 1", val);
         o->post.despill_strength = f;
+        o->have_despill = 1;
         break;
     case O_NO_DESPECKLE: o->post.despeckle = 0; break;
     case O_DESPECKLE_MODE:
@@ -315,6 +430,7 @@ static int set_option(opts *o, uint64_t flag, const char *val) {
         else if (!strcmp(val, "both")) o->video_out = VIDEO_OUT_PRORES | VIDEO_OUT_H264;
         else if (!strcmp(val, "none")) o->video_out = 0;
         else return usage_error(o->cmd, "--video-out '%s': expected prores, h264, both or none", val);
+        o->have_video_out = 1;
         break;
     case O_FPS:
         if (!parse_fps(val, &o->fps_num, &o->fps_den))
@@ -376,7 +492,7 @@ int parse_opts(int argc, char **argv, uint64_t allowed, int max_positional, cons
         } else if (eq) {
             return usage_error(o->cmd, "option '%s' takes no value", name);
         }
-        const int rc = set_option(o, option_table[found].flag, val);
+        const int rc = set_option(o, option_table[found].flag, allowed, val);
         if (rc != CONTINUE) return rc;
     }
     return CONTINUE;

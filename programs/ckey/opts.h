@@ -15,39 +15,56 @@
  * returns it lets the command go on. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_PARTIAL = 3, CONTINUE = -1 };
 
-/* Which options a command accepts (bits of a uint64_t). */
-#define O_MODEL             (UINT64_C(1) << 0)
-#define O_IMAGE             (UINT64_C(1) << 1)
-#define O_HINT              (UINT64_C(1) << 2)
-#define O_OUT               (UINT64_C(1) << 3)
-#define O_SIZE              (UINT64_C(1) << 4)
-#define O_THREADS           (UINT64_C(1) << 5)
-#define O_STRENGTH          (UINT64_C(1) << 6)
-#define O_LINEAR            (UINT64_C(1) << 7)
-#define O_DEVICE            (UINT64_C(1) << 8)
-#define O_BUDGET            (UINT64_C(1) << 9)
-#define O_JSON              (UINT64_C(1) << 10)
-#define O_MEMORY            (UINT64_C(1) << 11)
-#define O_PLATE             (UINT64_C(1) << 12)
-#define O_DESPILL           (UINT64_C(1) << 13)
-#define O_NO_DESPECKLE      (UINT64_C(1) << 14)
-#define O_DESPECKLE_AREA    (UINT64_C(1) << 15)
-#define O_FRAMES            (UINT64_C(1) << 16)
-#define O_DRY_RUN           (UINT64_C(1) << 17)
-#define O_FORCE             (UINT64_C(1) << 18)
-#define O_EXR_COMPRESSION   (UINT64_C(1) << 19)
-#define O_INPUT_SPACE       (UINT64_C(1) << 20)
-#define O_ON_ERROR          (UINT64_C(1) << 21)
-#define O_READ_AHEAD        (UINT64_C(1) << 22)
-#define O_RESIZE_BACK       (UINT64_C(1) << 23)
-#define O_DESPECKLE_MODE    (UINT64_C(1) << 24)
-#define O_PRECISION         (UINT64_C(1) << 25)
-#define O_VIDEO_OUT         (UINT64_C(1) << 26)
-#define O_VERBOSE           (UINT64_C(1) << 27)
-#define O_FPS               (UINT64_C(1) << 28)
-#define O_WRITERS           (UINT64_C(1) << 29)
-#define O_PLATE_SIZE        (UINT64_C(1) << 30)
-#define O_FOR               (UINT64_C(1) << 31)
+/* Which options a command accepts (bits of a uint64_t mask). */
+#define O_MODEL (UINT64_C(1) << 0)
+#define O_IMAGE (UINT64_C(1) << 1)
+#define O_HINT (UINT64_C(1) << 2)
+#define O_OUT (UINT64_C(1) << 3)
+#define O_SIZE (UINT64_C(1) << 4)
+#define O_THREADS (UINT64_C(1) << 5)
+#define O_STRENGTH (UINT64_C(1) << 6)
+#define O_LINEAR (UINT64_C(1) << 7)
+#define O_DEVICE (UINT64_C(1) << 8)
+#define O_BUDGET (UINT64_C(1) << 9)
+#define O_JSON (UINT64_C(1) << 10)
+#define O_MEMORY (UINT64_C(1) << 11)
+#define O_PLATE (UINT64_C(1) << 12)
+#define O_DESPILL (UINT64_C(1) << 13)
+#define O_NO_DESPECKLE (UINT64_C(1) << 14)
+#define O_DESPECKLE_AREA (UINT64_C(1) << 15)
+#define O_FRAMES (UINT64_C(1) << 16)
+#define O_DRY_RUN (UINT64_C(1) << 17)
+#define O_FORCE (UINT64_C(1) << 18)
+#define O_EXR_COMPRESSION (UINT64_C(1) << 19)
+#define O_INPUT_SPACE (UINT64_C(1) << 20)
+#define O_ON_ERROR (UINT64_C(1) << 21)
+#define O_READ_AHEAD (UINT64_C(1) << 22)
+#define O_RESIZE_BACK (UINT64_C(1) << 23)
+#define O_DESPECKLE_MODE (UINT64_C(1) << 24)
+#define O_PRECISION (UINT64_C(1) << 25)
+#define O_VIDEO_OUT (UINT64_C(1) << 26)
+#define O_VERBOSE (UINT64_C(1) << 27)
+#define O_FPS (UINT64_C(1) << 28)
+#define O_WRITERS (UINT64_C(1) << 29)
+#define O_EMPTY_OK (UINT64_C(1) << 30)
+#define O_DEVICE_LIST (UINT64_C(1) << 31) /* --device may name several (key) */
+/* farm */
+#define O_CHUNK (UINT64_C(1) << 32)
+#define O_CHUNKS (UINT64_C(1) << 33)
+#define O_GPUS (UINT64_C(1) << 34)
+#define O_PARTITION (UINT64_C(1) << 35)
+#define O_SBATCH (UINT64_C(1) << 36)
+#define O_CKEY (UINT64_C(1) << 37)
+#define O_SUBMIT (UINT64_C(1) << 38)
+#define O_LOGS (UINT64_C(1) << 39)
+#define O_MAX_RUNNING (UINT64_C(1) << 40)
+#define O_CPUS (UINT64_C(1) << 41)
+/* info */
+#define O_PLATE_SIZE (UINT64_C(1) << 42)
+#define O_FOR (UINT64_C(1) << 43)
+
+/* Most --sbatch options `farm` takes. */
+#define SBATCH_ARGS_MAX 16
 
 /* --video-out: which videos `key` encodes */
 enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
@@ -76,6 +93,27 @@ typedef struct opts {
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */
+    int have_video_out;             /* --video-out given */
+    int have_despill;               /* --despill given */
+    int empty_ok;                   /* --empty-ok */
+    /* --device with several devices (key): one session each, in this order;
+     * ndevices 0 when --device named one (it is in `so`) */
+    int ndevices;
+    struct {
+        ckey_device_kind kind;
+        int32_t index;
+    } devices[CKEY_SHOT_MAX_SESSIONS];
+
+    /* farm */
+    long chunk;                     /* --chunk: frames per task; 0 when not given */
+    const char *chunks;             /* --chunks LIST: only these task indices */
+    long gpus;                      /* --gpus per task; -1 when not given */
+    long cpus;                      /* --cpus per task; 0 when not given */
+    long max_running;               /* --max-running; 0 when not given */
+    const char *partition, *ckey, *logs;
+    int submit;
+    const char *sbatch[SBATCH_ARGS_MAX];
+    int nsbatch;
 
     /* info */
     int32_t plate_w, plate_h;       /* --plate-size WxH; 0 x 0: not given */

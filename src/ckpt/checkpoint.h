@@ -72,7 +72,7 @@ void ck_checkpoint_drop_pages(ck_checkpoint *c, const ck_tensor_info *t);
 
 /*
  * Write a safetensors file: n tensors (float32, dense), with optional
- * metadata key/value pairs. Writes to `path`.tmp then renames.
+ * metadata key/value pairs. Writes to ckey_temp_path(path), then renames.
  */
 typedef struct ck_st_entry {
     const char *name;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "core/core.h"
 #include "ckpt/internal.h"
 #include "ckpt/json.h"
@@ -378,14 +379,11 @@ ckey_status ck_safetensors_write(const char *path, const ck_st_entry *entries, s
         goto done;
     }
 
-    size_t plen = strlen(path);
-    tmp = malloc(plen + 5);
+    tmp = ckey_temp_path(path);
     if (!tmp) {
         st = ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     f = fopen(tmp, "wb");
     if (!f) {
         st = ck_fail(err, CKEY_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));

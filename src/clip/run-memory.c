@@ -131,7 +131,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->encode_bytes = png_encode_bytes(w, 3, 16);
     } else {
         int nin, nout, nwr;
-        ck_shot_layout(&ro->shot, &nin, &nout, &nwr);
+        ck_shot_layout(&ro->shot, 1, &nin, &nout, &nwr);
         const size_t post_scratch = ckey_post_scratch_bytes(w, h, &ro->shot.post);
         if (post_scratch == SIZE_MAX)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad post options");

@@ -4,7 +4,9 @@
  *
  *   reader     source->read (+ ckey_auto_hint, size checks),
  *              resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
- *   caller     the network only (ckey_session_forward)         -> out ring (K + 1 slots)
+ *   model m    the network only (ckey_session_forward) on session m of M:
+ *              jobs m, m + M, m + 2M, ... (the calling thread is model 0,
+ *              one more thread per further session)       -> out ring (K + M slots)
  *   writer w   jobs w, w + K, w + 2K, ... (K = opt.writers):
  *              heavy part, in parallel with the other writers: resize back
  *              (ck_postprocess), ckey_post_passes, and sink->write when the
@@ -22,14 +24,21 @@
  * a GPU's network.
  *
  * Job j (the j-th frame to key) always uses in slot j % nin, out slot
- * j % nout and writer j % K, so the stages need no queue bookkeeping beyond a
- * state per slot and the turn counter; one mutex and one condition variable
- * guard every state change (a few per frame, nothing next to the
- * milliseconds a frame takes). nout = K + 1 lets the model key a frame while
- * all K writers are busy. The turn makes the events (planned skips,
- * warnings, KEYED / FAILED, stats, next_index) come out in frame order, from
- * one thread at a time, exactly as with one writer; each writer has its own
- * scratch and Processed / Comp planes, so the passes do not depend on K.
+ * j % nout, session j % M and writer j % K, so the stages need no queue
+ * bookkeeping beyond a state per slot and the turn counter; one mutex and
+ * one condition variable guard every state change (a few per frame, nothing
+ * next to the milliseconds a frame takes). nout = K + M lets every model
+ * key a frame while all K writers are busy, and nin = read_ahead + M feeds
+ * every model. Both are rounded up to multiples of M, so a slot only ever
+ * serves one session's jobs: the model thread that waits for a slot is the
+ * one that used it last (it never sees an older job's frame there), and the
+ * slot is allocated from that session (ckey_session_host_alloc: page-locked
+ * for its device). Every session keys a frame as any other would (same
+ * model, size and options), so which session keys a frame does not change
+ * its passes. The turn makes the events (planned skips, warnings, KEYED /
+ * FAILED, stats, next_index) come out in frame order, from one thread at a
+ * time, exactly as with one writer; each writer has its own scratch and
+ * Processed / Comp planes, so the passes do not depend on K.
  *
  * Errors. `stop_at` is the first job that will not be written; every stage
  * stops when it reaches it, so the frames before a failing one are still
@@ -48,7 +57,7 @@
  * warning (a hint resized to its plate).
  *
  * Cancel. opt.cancel is polled by the reader before it decodes job j and by
- * the model loop before it keys job j; either lowers stop_at to j with
+ * the model loops before they key job j; either lowers stop_at to j with
  * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
  * one before it) is still written, and nothing after it starts.
  *
@@ -94,6 +103,7 @@ typedef struct out_slot {
     size_t cap;              /* pixels alpha/fg hold */
     int32_t w, h;
     double t_start, model_s;
+    int32_t session;         /* the session that keyed it */
 } out_slot;
 
 /* A writer thread's own buffers (grown to the largest plate, then reused). */
@@ -110,7 +120,8 @@ typedef struct writer {
 } writer;
 
 typedef struct shot {
-    ckey_session *sess;
+    ckey_session *const *sess; /* [nsess]: job j is keyed by sess[j % nsess] */
+    int nsess;
     ckey_source *src;
     ckey_sink *sink;
     const uint8_t *plan;
@@ -119,11 +130,12 @@ typedef struct shot {
     void *user;
 
     int64_t *jobs, njobs;    /* source indices to key, in order */
-    int64_t max_pixels;      /* ckey_session_max_plate_pixels, read once */
+    int64_t max_pixels;      /* ckey_session_max_plate_pixels (the least of the sessions') */
     in_slot *in;
     int nin;
     out_slot *out;
-    int nout;                /* writers + 1 (1 unthreaded) */
+    int nout;                /* writers + nsess, rounded up to a multiple of nsess
+                                (nsess unthreaded) */
     writer *wr;
     int nwr;
 
@@ -329,6 +341,7 @@ static int stage_key(shot *sh, int64_t j) {
     o->err = in->err;
     memcpy(o->warn, in->warn, sizeof o->warn);
     o->model_s = 0;
+    o->session = (int32_t)(j % sh->nsess);
     if (in->failed) return 1;
     const int32_t w = in->plate.width, h = in->plate.height;
     const size_t n = (size_t)w * (size_t)h;
@@ -349,7 +362,8 @@ static int stage_key(shot *sh, int64_t j) {
         ck_error_clear(&e);
         const double t = ck_now();
         ckey_forward_result r;
-        st = ckey_session_forward_into(sh->sess, in->x, o->net, &r, &e); /* alpha then fg into o->net */
+        /* alpha then fg into o->net */
+        st = ckey_session_forward_into(sh->sess[j % sh->nsess], in->x, o->net, &r, &e);
         o->model_s = ck_now() - t;
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     }
@@ -425,7 +439,7 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
             st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory", (long long)f->number);
     }
     if (st == CKEY_OK) { /* alpha and fg from S back to the plate, as ckey_session_key does */
-        const ck_resize_mode back = ck_session_resize_back(sh->sess);
+        const ck_resize_mode back = ck_session_resize_back(sh->sess[0]); /* the same in each */
         const size_t need = ck_postprocess_scratch_floats(sh->S, h, w, back);
         if (need > wk->back_cap) {
             free(wk->back_scratch);
@@ -518,6 +532,7 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ev.height = h;
     ev.seconds = done - o->t_start;
     ev.model_seconds = o->model_s;
+    ev.session = o->session;
     emit(sh, &ev);
     return 1;
 }
@@ -570,8 +585,14 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-static void model_loop(shot *sh) {
-    for (int64_t j = 0; j < sh->njobs; j++) {
+/* Model m: the network on jobs m, m + M, m + 2M, ... with session m. */
+typedef struct model_arg {
+    shot *sh;
+    int m;
+} model_arg;
+
+static void model_loop(shot *sh, int m) {
+    for (int64_t j = m; j < sh->njobs; j += sh->nsess) {
         in_slot *in = &sh->in[j % sh->nin];
         out_slot *o = &sh->out[j % sh->nout];
         if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
@@ -583,6 +604,12 @@ static void model_loop(shot *sh) {
         pthread_cond_broadcast(&sh->cv);
         pthread_mutex_unlock(&sh->mu);
     }
+}
+
+static void *model_main(void *arg) {
+    const model_arg *a = arg;
+    model_loop(a->sh, a->m);
+    return NULL;
 }
 
 /* --------------------------------------------------------------- entry */
@@ -597,11 +624,13 @@ static int default_writers(void) {
     return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
 }
 
-void ck_shot_layout(const ckey_shot_options *o, int *nin, int *nout, int *nwr) {
-    const int threaded = o->read_ahead > 0;
-    *nin = threaded ? o->read_ahead + 1 : 1;
+static int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr) {
+    const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
+    *nin = threaded ? round_up(o->read_ahead + M, M) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
-    *nout = threaded ? *nwr + 1 : 1;
+    *nout = threaded ? round_up(*nwr + M, M) : M;
 }
 
 void ckey_shot_options_default(ckey_shot_options *o) {
@@ -621,10 +650,39 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           const uint8_t *plan, const ckey_shot_options *o,
                           ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
                           ckey_error *err) {
+    ckey_session *const one[1] = {s};
+    return ckey_shot_run_multi(one, 1, src, sink, plan, o, on_event, user, stats, err);
+}
+
+/* Sessions that key a frame alike: one network size and resize back. NULL
+ * entries are allowed only when nothing is to be keyed (checked later). */
+static ckey_status check_sessions(ckey_session *const *sess, int32_t n, ckey_error *err) {
+    if (!sess || n < 1 || n > CKEY_SHOT_MAX_SESSIONS)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run_multi: %d sessions (1 to %d)",
+                       (int)n, CKEY_SHOT_MAX_SESSIONS);
+    for (int32_t i = 1; i < n; i++) {
+        if (!sess[i] || !sess[0]) continue;
+        if (ckey_session_size(sess[i]) != ckey_session_size(sess[0]) ||
+            ck_session_resize_back(sess[i]) != ck_session_resize_back(sess[0]))
+            return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                           "ckey_shot_run_multi: session %d keys at S = %d, session 0 at S = %d "
+                           "(or another resize back): the sessions of one run must be alike",
+                           (int)i, (int)ckey_session_size(sess[i]), (int)ckey_session_size(sess[0]));
+    }
+    return CKEY_OK;
+}
+
+
+ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions, ckey_source *src,
+                                ckey_sink *sink, const uint8_t *plan, const ckey_shot_options *o,
+                                ckey_shot_event_fn on_event, void *user, ckey_shot_stats *stats,
+                                ckey_error *err) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (!src || !src->read || (src->count > 0 && !src->frames) || src->count < 0 || !sink ||
         !sink->write)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad source or sink");
+    ckey_status cs = check_sessions(sessions, nsessions, err);
+    if (cs != CKEY_OK) return cs;
     ckey_shot_options opt;
     if (o) opt = *o;
     else ckey_shot_options_default(&opt);
@@ -636,7 +694,8 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
 
     shot *sh = calloc(1, sizeof *sh);
     if (!sh) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-    sh->sess = s;
+    sh->sess = sessions;
+    sh->nsess = nsessions;
     sh->src = src;
     sh->sink = sink;
     sh->plan = plan;
@@ -645,7 +704,8 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     sh->user = user;
     sh->t0 = ck_now();
     const int threaded = opt.read_ahead > 0;
-    ck_shot_layout(&opt, &sh->nin, &sh->nout, &sh->nwr);
+    const int M = nsessions;
+    ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr);
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
@@ -658,21 +718,29 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     }
     for (int64_t i = 0; st == CKEY_OK && i < src->count; i++)
         if (!plan || plan[i] == CKEY_SHOT_KEY) sh->jobs[sh->njobs++] = i;
-    if (st == CKEY_OK && sh->njobs > 0 && !s)
-        st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
+    for (int i = 0; st == CKEY_OK && sh->njobs > 0 && i < M; i++)
+        if (!sessions[i])
+            st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
     if (st == CKEY_OK && sh->njobs > 0) { /* the network's input and output per slot, [4, S, S] each */
-        sh->S = ckey_session_size(s);
+        sh->S = ckey_session_size(sessions[0]);
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
-        /* from the session: page-locked on a GPU, so that it uploads and
-         * downloads them directly (ckey_session_forward_into) */
+        /* from the session whose jobs use the slot (slot i: jobs i mod nin, a
+         * multiple of M, so session i % M): page-locked on a GPU, so that it
+         * uploads and downloads them directly (ckey_session_forward_into) */
         for (int i = 0; st == CKEY_OK && i < sh->nin; i++)
-            if (!(sh->in[i].x = ckey_session_host_alloc(s, bytes)))
+            if (!(sh->in[i].x = ckey_session_host_alloc(sessions[i % M], bytes)))
                 st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the input ring");
         for (int i = 0; st == CKEY_OK && i < sh->nout; i++)
-            if (!(sh->out[i].net = ckey_session_host_alloc(s, bytes)))
+            if (!(sh->out[i].net = ckey_session_host_alloc(sessions[i % M], bytes)))
                 st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the output ring");
     }
-    if (st == CKEY_OK && sh->njobs > 0) sh->max_pixels = ckey_session_max_plate_pixels(s);
+    if (st == CKEY_OK && sh->njobs > 0) {
+        sh->max_pixels = ckey_session_max_plate_pixels(sessions[0]);
+        for (int i = 1; i < M; i++) {
+            const int64_t mp = ckey_session_max_plate_pixels(sessions[i]);
+            if (mp < sh->max_pixels) sh->max_pixels = mp;
+        }
+    }
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
 
@@ -680,20 +748,28 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
         if (threaded) {
             pthread_mutex_init(&sh->mu, NULL);
             pthread_cond_init(&sh->cv, NULL);
-            pthread_t rd, wr[64];
+            pthread_t rd, wr[64], md[CKEY_SHOT_MAX_SESSIONS];
+            model_arg ma[CKEY_SHOT_MAX_SESSIONS];
             int have_rd = pthread_create(&rd, NULL, reader_main, sh) == 0;
-            int have_wr = 0;
+            int have_wr = 0, have_md = 1; /* model 0 is this thread */
             while (have_rd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;
-            if (have_wr == sh->nwr) {
-                model_loop(sh);
+            while (have_wr == sh->nwr && have_md < M) {
+                ma[have_md].sh = sh;
+                ma[have_md].m = have_md;
+                if (pthread_create(&md[have_md], NULL, model_main, &ma[have_md]) != 0) break;
+                have_md++;
+            }
+            if (have_wr == sh->nwr && have_md == M) {
+                model_loop(sh, 0);
             } else {
                 ckey_error e;
-                ck_fail(&e, CKEY_ERR_NOMEM, "cannot start the reader and writer threads");
+                ck_fail(&e, CKEY_ERR_NOMEM, "cannot start the reader, model and writer threads");
                 fail_at(sh, 0, &e, 1);
             }
             if (have_rd) pthread_join(rd, NULL);
+            for (int i = 1; i < have_md; i++) pthread_join(md[i], NULL);
             for (int i = 0; i < have_wr; i++) pthread_join(wr[i], NULL);
             pthread_cond_destroy(&sh->cv);
             pthread_mutex_destroy(&sh->mu);
@@ -727,10 +803,10 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     for (int i = 0; sh->in && i < sh->nin; i++) {
         ckey_image_free(&sh->in[i].plate);
         ckey_image_free(&sh->in[i].hint);
-        ckey_session_host_free(s, sh->in[i].x);
+        if (sh->in[i].x) ckey_session_host_free(sessions[i % M], sh->in[i].x);
     }
     for (int i = 0; sh->out && i < sh->nout; i++) {
-        ckey_session_host_free(s, sh->out[i].net);
+        if (sh->out[i].net) ckey_session_host_free(sessions[i % M], sh->out[i].net);
         free(sh->out[i].alpha);
         free(sh->out[i].fg);
     }

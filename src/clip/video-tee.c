@@ -14,6 +14,14 @@
  * locking: write() touches the tee's own state only when not concurrent.
  * Encoders open at the first frame (its size is the video's);
  * ckey_video_writer_close renames the files into place in finish().
+ *
+ * The videos are made from the passes as the pass files store them: the FG
+ * and the Processed alpha rounded to HALF (as the EXRs hold them), the Comp
+ * truncated to 8 bits (as its PNG holds it). So the videos depend on the
+ * pass files alone, and `ckey encode` (ckey_encode_videos), which reads those
+ * files back after a clip was keyed in chunks, writes the same bytes as a
+ * one-run `ckey key --video-out`. Both roundings are below what the videos
+ * keep (HALF has 11 significant bits, the ProRes 10; the H.264 is 8-bit).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +29,8 @@
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
+#include "core/dtype.h"
+#include "media/image.h"
 #include "pixel/post.h"
 
 enum { OUT_FG_ALPHA = 0, OUT_COMP = 1, NOUT = 2 };
@@ -31,8 +41,10 @@ typedef struct tee {
     ckey_video_writer *w[NOUT];
     ckey_video_tee_options o;
     int32_t width, height;      /* of the first frame; 0 before it */
-    float *fg;                  /* [3, h, w] despilled fg */
+    float *fg;                  /* [4, h, w] despilled fg, then the Processed alpha */
     size_t fg_cap;
+    float *comp;                /* [3, h, w] the Comp as its PNG holds it */
+    size_t comp_cap;
     float *pad;                 /* [3, h + h%2, w + w%2] the comp padded to even */
     size_t pad_cap;
 } tee;
@@ -124,21 +136,33 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
     if (t->w[OUT_FG_ALPHA]) {
         if (n > t->fg_cap) {
             free(t->fg);
-            t->fg = malloc(3 * n * sizeof(float));
+            t->fg = malloc(4 * n * sizeof(float));
             t->fg_cap = t->fg ? n : 0;
             if (!t->fg) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
                                        (int)w, (int)h);
         }
-        /* the straight fg that Processed premultiplies (post.c's first steps) */
-        memcpy(t->fg, p->fg, 3 * n * sizeof(float));
+        /* the straight fg that Processed premultiplies (post.c's first steps),
+         * from the FG and the alpha as their EXRs store them */
+        for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(ck_f32_to_f16(p->fg[i]));
+        for (size_t i = 0; i < n; i++)
+            t->fg[3 * n + i] = ck_f16_to_f32(ck_f32_to_f16(p->processed[3 * n + i]));
         ck_despill(t->fg, n, t->o.despill_strength);
-        st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, p->processed + 3 * n, err);
+        st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, t->fg + 3 * n, err);
         if (st != CKEY_OK) return st;
     }
     if (t->w[OUT_COMP]) {
-        const float *comp = p->comp;
+        if (n > t->comp_cap) {
+            free(t->comp);
+            t->comp = malloc(3 * n * sizeof(float));
+            t->comp_cap = t->comp ? n : 0;
+            if (!t->comp) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
+                                         (int)w, (int)h);
+        }
+        /* the Comp as its PNG stores it: truncated to 8 bits, read back as /255 */
+        for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
+        const float *comp = t->comp;
         if ((w | h) & 1) {
-            if ((st = pad_even(t, p->comp, w, h, err)) != CKEY_OK) return st;
+            if ((st = pad_even(t, t->comp, w, h, err)) != CKEY_OK) return st;
             comp = t->pad;
         }
         st = ckey_video_write_frame(t->w[OUT_COMP], comp, NULL, err);
@@ -168,6 +192,7 @@ static void tee_close(void *self) {
     }
     ckey_sink_close(&t->inner);
     free(t->fg);
+    free(t->comp);
     free(t->pad);
     free(t);
 }

@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckey_media.h"
 #include "core/core.h"
 
 void ck_sync_parent_dir(const char *path) {
@@ -66,4 +68,21 @@ ckey_status ck_open_input(const char *path, int timeout_ms, FILE **out, ckey_err
     }
     *out = f;
     return CKEY_OK;
+}
+
+char *ckey_temp_path(const char *path) {
+    if (!path) return NULL;
+    /* the host's name, cut at 64 bytes and kept to characters that are safe
+     * in a file name on any file system */
+    char host[65] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = 0;
+    for (char *c = host; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '.' || *c == '_'))
+            *c = '_';
+    const size_t cap = strlen(path) + strlen(host) + 64;
+    char *t = malloc(cap);
+    if (t) snprintf(t, cap, "%s.ckey-%s-%ld-%ld.tmp", path, host, (long)getpid(), (long)gettid());
+    return t;
 }

@@ -405,7 +405,8 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
 static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const ck_weights **view, ckey_error *err) {
     ck_cuda_state *s = CU(be);
     s->w = m->w;
-    ckey_status st = upload_store(s, m, err);
+    ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
+    if (!st) st = upload_store(s, m, err);
     if (st) return st;
     const int S = s->cfg.size;
     const size_t pb = pos_bytes(&m->cfg, S);
@@ -429,7 +430,8 @@ static int64_t cu_host_io_bytes(const ck_backend_config *bc) { return 2 * bc->io
 static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
     ck_cuda_state *s = CU(be);
     const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
-    ckey_status st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
+    ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
+    if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
     return st;
@@ -440,11 +442,17 @@ static float *cu_input(ck_backend *be) { return CU(be)->host_in; }
 /* Upload (outside the graph: pinned host -> device on the stream), the pass
  * (eager on the first frame and whenever taps or profiling watch the ops;
  * from the second frame on a CUDA graph, captured once since the arena's
- * addresses are the same every frame, then replayed), download. */
+ * addresses are the same every frame, then replayed), download. The
+ * session's device is made current first: the CUDA runtime keeps the
+ * current device per thread, and a session may run on another thread than
+ * the one that created it, next to sessions on other GPUs
+ * (ckey_shot_run_multi). */
 static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
                           ckey_error *err) {
     ck_cuda_state *s = CU(be);
     const double t0 = ck_now();
+    ckey_status dev_st = ck_cuda_set_device(s->cfg.device_index, err);
+    if (dev_st) return dev_st;
     ck_plan_begin_execute(r->plan, s->arena);
     s->status = CKEY_OK;
     void *stream = s->stream;
@@ -503,20 +511,23 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     return CKEY_OK;
 }
 
+/* Pinned host memory, allocated with the session's device current (the
+ * calling thread's current device may be another session's). */
 static void *cu_host_alloc(ck_backend *be, size_t bytes) {
-    (void)be;
     void *p = NULL;
+    if (ck_cuda_set_device(CU(be)->cfg.device_index, NULL) != CKEY_OK) return NULL;
     return ck_cuda_host_alloc(&p, bytes, NULL) == CKEY_OK ? p : NULL;
 }
 
 static void cu_host_free(ck_backend *be, void *p) {
-    (void)be;
+    ck_cuda_set_device(CU(be)->cfg.device_index, NULL);
     ck_cuda_host_free(p);
 }
 
 static void cu_free(ck_backend *be) {
     ck_cuda_state *s = CU(be);
     if (!s) return;
+    ck_cuda_set_device(s->cfg.device_index, NULL); /* its resources are on its device */
     ck_cuda_graph_free(s->graph);
     ck_cublas_free(s->blas);
     ck_cuda_free(s->blas_ws);

@@ -13,7 +13,7 @@
  *
  * The writer writes HALF scanline images (channels "Y" / "R","G","B" /
  * "R","G","B","A"; one channel is "Y" as OpenCV's cv2.imwrite names it, so a
- * Matte pass matches upstream's) to "<path>.tmp" through a custom write function on our own
+ * Matte pass matches upstream's) to ckey_temp_path(path) through a custom write function on our own
  * descriptor, fsyncs it and renames it into place. With libdeflate (Debian's
  * libdeflate-dev) the PXR24 and ZIP chunks are deflated by it instead of by
  * OpenEXR's zlib: the same byte transforms first (the file format's), then
@@ -79,7 +79,7 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
 #else
 
 static int valid_kind(ckey_image_kind kind) {
-    return kind == CKEY_IMAGE_RGB || kind == CKEY_IMAGE_HINT;
+    return kind == CKEY_IMAGE_RGB || kind == CKEY_IMAGE_HINT || kind == CK_IMAGE_RGBA;
 }
 
 /* ------------------------------------------------ header pre-check */
@@ -432,9 +432,14 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
               iA = find_ch(info, "A"), iY = find_ch(info, "Y");
     /* which file channel feeds which output plane; for HINT, plane 0 is the
      * alpha (or the only channel) and plane 1 the fallback color */
-    int src[3] = {-1, -1, -1};
+    int src[4] = {-1, -1, -1, -1};
     int out_ch, alpha_hint = 0;
-    if (kind == CKEY_IMAGE_RGB) {
+    if (kind == CK_IMAGE_RGBA) {
+        out_ch = 4;
+        if (iR < 0 || iG < 0 || iB < 0 || iA < 0)
+            return exr_fail(r, CKEY_ERR_FORMAT, "no R, G, B and A channels (an RGBA pass needs all four)");
+        src[0] = iR, src[1] = iG, src[2] = iB, src[3] = iA;
+    } else if (kind == CKEY_IMAGE_RGB) {
         out_ch = 3;
         if (iR >= 0 && iG >= 0 && iB >= 0) {
             src[0] = iR, src[1] = iG, src[2] = iB;
@@ -470,14 +475,13 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
     r->scratch = malloc((size_t)lpc * w * sizeof(float));
     if (!r->pixels || (alpha_hint && !r->fallback) || !r->scratch)
         return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
-    float *dst[3] = {r->pixels, NULL, NULL};
-    if (kind == CKEY_IMAGE_RGB) {
-        dst[1] = r->pixels + plane;
-        dst[2] = r->pixels + 2 * plane;
+    float *dst[4] = {r->pixels, NULL, NULL, NULL};
+    if (kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA) {
+        for (int p = 1; p < out_ch; p++) dst[p] = r->pixels + (size_t)p * plane;
     } else if (alpha_hint) {
         dst[1] = r->fallback;
     }
-    const int nplanes = kind == CKEY_IMAGE_RGB ? 3 : alpha_hint ? 2 : 1;
+    const int nplanes = kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA ? out_ch : alpha_hint ? 2 : 1;
 
     exr_decode_pipeline_t dec = EXR_DECODE_PIPELINE_INITIALIZER;
     ckey_status st = CKEY_OK;
@@ -846,11 +850,8 @@ ckey_status ck_image_write_exr_opt(const char *path, const float *data, int32_t 
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: unknown EXR compression %d", path,
                        (int)comp);
     }
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    char *tmp = ckey_temp_path(path);
     if (!tmp) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
 
     exr_sink *s = calloc(1, sizeof *s);
     if (!s) {

@@ -711,6 +711,8 @@ static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind,
     if (fmt == CK_IMAGE_UNKNOWN)
         return ck_fail(err, CKEY_ERR_UNSUPPORTED,
                        "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", label);
+    if (kind == CK_IMAGE_RGBA && fmt != CK_IMAGE_EXR)
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: not an OpenEXR file (an RGBA pass is one)", label);
     if (fmt == CK_IMAGE_PNG) return ck_image_read_png_stream(f, head, got, label, kind, out, err);
     size_t size = 0;
     ckey_status st = CKEY_ERR_IO;
@@ -726,7 +728,7 @@ static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind,
 ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeout_ms, ckey_image *out,
                                ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
-    if (!path || !out || !valid_kind(kind))
+    if (!path || !out || !(valid_kind(kind) || kind == CK_IMAGE_RGBA))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read: invalid arguments");
     FILE *f = NULL;
     ckey_status st = ck_open_input(path, timeout_ms, &f, err);
@@ -738,6 +740,10 @@ ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeo
 
 ckey_status ckey_image_read(const char *path, ckey_image_kind kind, ckey_image *out,
                             ckey_error *err) {
+    if (!valid_kind(kind)) {
+        if (out) memset(out, 0, sizeof *out);
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read: invalid arguments");
+    }
     return ck_image_read_path(path, kind, CK_INPUT_TIMEOUT_MS, out, err);
 }
 

@@ -61,6 +61,21 @@ int ck_exr_own_deflate(void);
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
 typedef enum ck_png_quantize { CK_PNG_ROUND = 0, CK_PNG_TRUNCATE = 1 } ck_png_quantize;
 
+/* CK_PNG_TRUNCATE at 8 bits: numpy's (np.clip(v, 0, 1) * 255.0).astype(np.uint8)
+ * on float32 (the product rounded to float32, then truncated; NaN 0). An
+ * 8-bit sample reads back as its value / 255.0f, and that value truncates
+ * to the same byte again. */
+static inline unsigned ck_trunc_u8(float v) {
+    if (!(v > 0.0f)) return 0;
+    if (v >= 1.0f) return 255;
+    const float p = v * 255.0f;
+    return (unsigned)p;
+}
+
+/* An internal ckey_image_kind for OpenEXR files only: the four channels R,
+ * G, B and A as stored ([4, h, w]), each required (a Processed pass). */
+#define CK_IMAGE_RGBA ((ckey_image_kind)2)
+
 /* The PNG encoder on an open stream, flushed but neither synced nor
  * closed; `label` names it in messages. A failed write reports the system's
  * reason ("write failed: No space left on device"). */

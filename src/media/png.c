@@ -580,11 +580,8 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
                                  ck_png_quantize q, ckey_error *err) {
     ckey_status st = check_write_args(path, data, channels, width, height, bit_depth, err);
     if (st != CKEY_OK) return st;
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    char *tmp = ckey_temp_path(path);
     if (!tmp) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
 
     writer w;
     memset(&w, 0, sizeof w);

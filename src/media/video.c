@@ -23,7 +23,7 @@
  *
  * Writing. Frames are converted to BT.709 limited-range YUV and encoded
  * (prores_ks or libx264) into a container written through our own FILE* to
- * "<path>.tmp"; close drains the encoder, writes the trailer, fsyncs and
+ * ckey_temp_path(path); close drains the encoder, writes the trailer, fsyncs and
  * renames.
  *
  * FFmpeg's log level is process-wide; only ckey_video_set_log_level touches
@@ -1173,15 +1173,12 @@ ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_opt
                        path);
 
     ckey_video_writer *w = calloc(1, sizeof *w);
-    const size_t plen = strlen(path);
     if (w) w->path = strdup(path);
-    if (w) w->tmp = malloc(plen + 5);
+    if (w) w->tmp = ckey_temp_path(path);
     if (!w || !w->path || !w->tmp) {
         if (w) writer_release(w);
         return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
     }
-    memcpy(w->tmp, path, plen);
-    memcpy(w->tmp + plen, ".tmp", 5);
     w->width = opt.width;
     w->height = opt.height;
     ckey_status st = writer_start(w, &opt, muxer, err);

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include "ckey_media.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -208,4 +210,140 @@ int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int
         if (!ck_copy_file("examples/hint.png", p)) return 0;
     }
     return 1;
+}
+
+void ck_synth_frame(int k, int W, int H, float *rgb, float *hint) {
+    const size_t n = (size_t)W * H;
+    const float cx = 22.0f + 7.0f * (float)k, cy = 0.5f * (float)H, rad = 15.0f;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const size_t i = (size_t)y * W + x;
+            const float d = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy));
+            float a = (rad - d) / 4.0f + 0.5f;
+            a = a < 0 ? 0 : a > 1 ? 1 : a;
+            const float spill = 0.3f * (1.0f - a) * (a > 0);
+            const float sub[3] = {0.85f - 0.003f * (float)y, 0.55f + spill, 0.45f + 0.002f * (float)x};
+            const float screen[3] = {0.12f, 0.78f + 0.001f * (float)x, 0.18f};
+            for (int c = 0; c < 3; c++) rgb[c * n + i] = sub[c] * a + screen[c] * (1.0f - a);
+            const float h = (a - 0.3f) * 2.0f;
+            hint[i] = h < 0 ? 0 : h > 1 ? 1 : h;
+        }
+}
+
+int ck_make_synth_shot(char *shot, size_t cap, const char *root, const char *name, int first, int n,
+                       int W, int H) {
+    snprintf(shot, cap, "%s/%s", root, name);
+    ck_remove_tree(shot);
+    char p[1024];
+    if (mkdir(shot, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/Input", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    snprintf(p, sizeof p, "%s/AlphaHint", shot);
+    if (mkdir(p, 0777) != 0) return 0;
+    float *rgb = malloc(sizeof(float) * 3 * (size_t)W * H), *hint = malloc(sizeof(float) * (size_t)W * H);
+    int ok = rgb && hint;
+    ckey_error err;
+    for (int k = 0; ok && k < n; k++) {
+        ck_synth_frame(k, W, H, rgb, hint);
+        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, first + k);
+        ok = ckey_image_write_png(p, rgb, 3, W, H, 16, &err) == CKEY_OK;
+        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, first + k);
+        ok = ok && ckey_image_write_png(p, hint, 1, W, H, 8, &err) == CKEY_OK;
+    }
+    free(rgb);
+    free(hint);
+    return ok;
+}
+
+/* The regular files under dir (relative paths, sorted) into *names. */
+static int list_tree(const char *root, const char *rel, char ***names, size_t *n, size_t *cap) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int ok = 1;
+    for (struct dirent *e; ok && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char sub[2048], full[4096];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, sub);
+        struct stat st;
+        if (lstat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            ok = list_tree(root, sub, names, n, cap);
+        } else {
+            if (*n == *cap) {
+                *cap = *cap ? 2 * *cap : 64;
+                char **nn = realloc(*names, *cap * sizeof *nn);
+                if (!nn) { ok = 0; break; }
+                *names = nn;
+            }
+            (*names)[(*n)++] = strdup(sub);
+        }
+    }
+    closedir(d);
+    return ok;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+long ck_same_tree(const char *a, const char *b, char *why, size_t cap) {
+    char **na = NULL, **nb = NULL;
+    size_t ca = 0, cb = 0, ka = 0, kb = 0;
+    long result = -1;
+    if (!list_tree(a, "", &na, &ka, &ca) || !list_tree(b, "", &nb, &kb, &cb)) {
+        snprintf(why, cap, "cannot list %s or %s", a, b);
+        goto done;
+    }
+    if (ka) qsort(na, ka, sizeof *na, cmp_str);
+    if (kb) qsort(nb, kb, sizeof *nb, cmp_str);
+    for (size_t i = 0, j = 0; i < ka || j < kb;) {
+        const int c = i == ka ? 1 : j == kb ? -1 : strcmp(na[i], nb[j]);
+        if (c != 0) {
+            snprintf(why, cap, "%s/%s has no twin", c < 0 ? a : b, c < 0 ? na[i] : nb[j]);
+            goto done;
+        }
+        char pa[4096], pb[4096];
+        snprintf(pa, sizeof pa, "%s/%s", a, na[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, nb[j]);
+        size_t sa = 0, sb = 0;
+        unsigned char *da = ck_read_file(pa, &sa), *db = ck_read_file(pb, &sb);
+        const int same = da && db && sa == sb && memcmp(da, db, sa) == 0;
+        free(da);
+        free(db);
+        if (!same) {
+            snprintf(why, cap, "%s and %s differ", pa, pb);
+            goto done;
+        }
+        i++, j++;
+    }
+    result = (long)ka;
+done:
+    for (size_t i = 0; i < ka; i++) free(na[i]);
+    for (size_t i = 0; i < kb; i++) free(nb[i]);
+    free(na);
+    free(nb);
+    return result;
+}
+
+int ck_spawn(const char *const *argv, const char *log) {
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int o = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0) _exit(126);
+        dup2(o, 1);
+        dup2(o, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+ck_run_result ck_sh(const char *cmd, const char *workdir) {
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return ck_run(argv, workdir);
 }

@@ -103,6 +103,31 @@ int ck_poison_safetensors(const char *from, const char *to, const char *tensor, 
  * AlphaHint/hint_NNNN.png, frames 1..n, copies of examples/; 1 on success. */
 int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n);
 
+/* Frame k of a generated green-screen shot (W x H): a soft-edged disc (the
+ * subject, warm colour) moving right over a green screen, green spill on the
+ * subject's edge, and the hint: the disc's alpha, hardened and shrunk.
+ * rgb [3, H, W], hint [H, W]. */
+void ck_synth_frame(int k, int W, int H, float *rgb, float *hint);
+
+/* A fresh shot <root>/<name> (into shot) of n generated frames (ck_synth_frame
+ * k = 0 .. n-1) numbered first .. first + n - 1: Input/plate_NNNN.png (16-bit)
+ * and AlphaHint/hint_NNNN.png (8-bit); 1 on success. */
+int ck_make_synth_shot(char *shot, size_t cap, const char *root, const char *name, int first, int n,
+                       int W, int H);
+
+/* Every regular file under directory a has a byte-identical twin under b
+ * and b holds no other file (recursively; names starting with '.' count
+ * too). Returns the number of files compared, or -1 with the first
+ * difference in why[cap]. */
+long ck_same_tree(const char *a, const char *b, char *why, size_t cap);
+
+/* Start argv (argv[0] a path) in the background, stdout and stderr to
+ * `log`; the pid, or -1. */
+int ck_spawn(const char *const *argv, const char *log);
+
+/* /bin/sh -c `cmd` with stdout and stderr captured (ck_run in workdir). */
+ck_run_result ck_sh(const char *cmd, const char *workdir);
+
 /* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
 const char *ck_fixtures_dir(void);
 

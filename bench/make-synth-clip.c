@@ -1,0 +1,78 @@
+/*
+ * A generated green-screen clip for bench/farm-chunks.sh (not a test):
+ *
+ *   build/bench/make-synth-clip DIR FRAMES WIDTH HEIGHT
+ *
+ * DIR/Input/plate_NNNN.png (16-bit RGB) and DIR/AlphaHint/hint_NNNN.png
+ * (8-bit), frames 1 .. FRAMES: a soft-edged disc with green spill on its
+ * edge moving across a green screen, and its hardened, shrunk alpha as the
+ * hint (the frames tests/support/testutil.c's ck_synth_frame makes, scaled
+ * to the size). Needs only libckey (PNG support).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ckey_clip.h"
+#include "ckey_media.h"
+
+static void frame(int k, int frames, int W, int H, float *rgb, float *hint) {
+    const size_t n = (size_t)W * H;
+    const float rad = 0.23f * (float)H;
+    const float cx = rad + ((float)W - 2 * rad) * (float)k / (float)(frames > 1 ? frames - 1 : 1);
+    const float cy = 0.5f * (float)H, soft = 0.06f * rad;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const size_t i = (size_t)y * W + x;
+            const float d = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy));
+            float a = (rad - d) / (4.0f * soft) + 0.5f;
+            a = a < 0 ? 0 : a > 1 ? 1 : a;
+            const float spill = 0.3f * (1.0f - a) * (a > 0);
+            const float sub[3] = {0.85f - 0.2f * (float)y / (float)H, 0.55f + spill,
+                                  0.45f + 0.2f * (float)x / (float)W};
+            const float screen[3] = {0.12f, 0.78f + 0.06f * (float)x / (float)W, 0.18f};
+            for (int c = 0; c < 3; c++) rgb[c * n + i] = sub[c] * a + screen[c] * (1.0f - a);
+            const float h = (a - 0.3f) * 2.0f;
+            hint[i] = h < 0 ? 0 : h > 1 ? 1 : h;
+        }
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s DIR FRAMES WIDTH HEIGHT\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    const int frames = atoi(argv[2]), W = atoi(argv[3]), H = atoi(argv[4]);
+    if (frames < 1 || W < 16 || H < 16) {
+        fprintf(stderr, "make-synth-clip: bad frame count or size\n");
+        return 2;
+    }
+    char in[4096], hints[4096], p[4200];
+    snprintf(in, sizeof in, "%s/Input", dir);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", dir);
+    ckey_error err;
+    if (ckey_make_dirs(in, &err) != CKEY_OK || ckey_make_dirs(hints, &err) != CKEY_OK) {
+        fprintf(stderr, "make-synth-clip: %s\n", err.message);
+        return 1;
+    }
+    float *rgb = malloc(sizeof(float) * 3 * (size_t)W * H), *hint = malloc(sizeof(float) * (size_t)W * H);
+    if (!rgb || !hint) return 1;
+    for (int k = 0; k < frames; k++) {
+        frame(k, frames, W, H, rgb, hint);
+        snprintf(p, sizeof p, "%s/plate_%04d.png", in, k + 1);
+        if (ckey_image_write_png(p, rgb, 3, W, H, 16, &err) != CKEY_OK) {
+            fprintf(stderr, "make-synth-clip: %s\n", err.message);
+            return 1;
+        }
+        snprintf(p, sizeof p, "%s/hint_%04d.png", hints, k + 1);
+        if (ckey_image_write_png(p, hint, 1, W, H, 8, &err) != CKEY_OK) {
+            fprintf(stderr, "make-synth-clip: %s\n", err.message);
+            return 1;
+        }
+    }
+    free(rgb);
+    free(hint);
+    printf("%s: %d frames of %d x %d\n", dir, frames, W, H);
+    return 0;
+}
