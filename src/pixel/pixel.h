@@ -108,6 +108,9 @@ float ck_linear_to_srgb1(float x);
 float ck_srgb_to_linear1(float x);
 void ck_linear_to_srgb(float *x, size_t n);   /* in place */
 void ck_srgb_to_linear(float *x, size_t n);   /* in place */
+/* out[i] = powf(t[i], p), the same floats, several times faster (color.c);
+ * t and out may be the same array. */
+void ck_powf_array(const float *t, float *out, size_t n, float p);
 
 /* ImageNet statistics the network was trained with. */
 extern const float ck_imagenet_mean[3];

@@ -15,7 +15,7 @@
  * passes; ck_post_frame reproduces that.
  *
  * Images are planar float32 [C, H, W]. Nothing here allocates and nothing
- * keeps state: functions that need work memory take a caller-provided
+ * keeps state (ck_post_options.pool lends threads): functions that need work memory take a caller-provided
  * `scratch` whose size a *_scratch_bytes() function gives. Scratch must be
  * aligned for int32_t (any malloc or arena block aligned to 4 bytes or more).
  *
@@ -178,6 +178,10 @@ typedef struct ck_post_options {
     int despeckle;           /* official default on (auto_despeckle=True) */
     int64_t despeckle_area;  /* official default 400 */
     ck_despeckle_mode despeckle_mode; /* default CK_DESPECKLE_OPENCV */
+    /* Threads for the parts that split by rows (the mask, dilation, blur,
+     * despill, premultiply, comp); NULL runs everything on the caller. The
+     * results do not depend on it. */
+    struct ck_pool *pool;
 } ck_post_options;
 
 /* The official process_frame defaults. */
