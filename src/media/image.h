@@ -48,14 +48,6 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
-/* ckey_image_write_exr, with own_deflate 0: PXR24 / ZIP chunks deflated by
- * OpenEXR's zlib even where ckey has libdeflate (tests compare the two).
- * ck_exr_own_deflate: whether this build deflates them with libdeflate. */
-ckey_status ck_image_write_exr_opt(const char *path, const float *data, int32_t channels,
-                                   int32_t width, int32_t height, ckey_exr_compression comp,
-                                   int own_deflate, ckey_error *err);
-int ck_exr_own_deflate(void);
-
 /* How ck_image_write_png_q maps [0, 1] to integers: ROUND to nearest
  * (ckey_image_write_png), or TRUNCATE as numpy's astype(uint8) after
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
