@@ -127,7 +127,21 @@ typedef struct ckey_source {
     /* The plate's frame rate when it is a video (for video outputs); 0/0 when
      * unknown (image sequences). */
     int32_t rate_num, rate_den;
+    /*
+     * Opt-in to parallel reads (0, the default: read() as above). Non-zero:
+     * the runner's reader threads (ckey_shot_options.readers) may call
+     * read() for several frames at once, each thread with its own images
+     * and increasing indices, so read() must be thread-safe (no shared
+     * mutable state across calls). An image sequence's source does; a
+     * video's decodes forward and does not.
+     */
+    int32_t concurrent_read;
 } ckey_source;
+
+/* Worker threads (opaque): the runner's, which it lends to a sink's write
+ * (ckey_shot_passes.pool) and libckey's own sinks spread their encoding
+ * over. */
+typedef struct ck_pool ckey_pool;
 
 /* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
 typedef struct ckey_shot_passes {
@@ -136,6 +150,8 @@ typedef struct ckey_shot_passes {
     const float *fg;         /* [3, h, w] straight sRGB fg, raw network output (FG) */
     const float *processed;  /* [4, h, w] linear premultiplied RGBA (Processed) */
     const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
+    ckey_pool *pool;         /* the runner's threads during this call; may be NULL;
+                                a sink of another library ignores it */
 } ckey_shot_passes;
 
 typedef struct ckey_sink {
@@ -168,6 +184,11 @@ typedef struct ckey_sink {
      * concurrent_write says. A failure is the frame's write failure. */
     ckey_status (*write_ordered)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                  ckey_error *err);
+    /* Optional (may be NULL): the seconds spent on each pass so far --
+     * encoding and writing the Matte, FG, Processed and Comp files, in that
+     * order -- each summed over the frames (the passes sink has it; the video
+     * tee gives its inner sink's). ckey_shot_run copies it into its stats. */
+    void (*pass_seconds)(void *self, double seconds[4]);
 } ckey_sink;
 
 /*
@@ -230,6 +251,30 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
  */
 ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
                                   ckey_error *err);
+
+/*
+ * How the passes sink compresses (ckey_sink_open_passes_opt):
+ *   exr             the three EXR passes (ckey_exr_options); default PXR24 at
+ *                   deflate level 1, the fastest (ISA-L's igzip where built)
+ *   comp_png_level  the Comp PNG: CKEY_PNG_RLE (default), Up-filtered rows
+ *                   deflated as runs only (zlib's Z_RLE), the fastest and on
+ *                   grainy plates smaller than level 3; or zlib's level 0 .. 9
+ *                   with libpng's adaptive row filters (3 is
+ *                   ckey_image_write_png's)
+ * Every setting writes the same pixels. ckey_sink_open_passes(dir, comp) is
+ * these defaults with that compression. With the runner's pool
+ * (ckey_shot_passes.pool) a frame's four files are encoded at once, and each
+ * EXR's chunks on the pool's threads.
+ */
+#define CKEY_PNG_RLE (-1)
+typedef struct ckey_pass_options {
+    ckey_exr_options exr;
+    int32_t comp_png_level;
+} ckey_pass_options;
+
+void ckey_pass_options_default(ckey_pass_options *o);
+ckey_status ckey_sink_open_passes_opt(const char *out_dir, const ckey_pass_options *o, ckey_sink *out,
+                                      ckey_error *err);
 void ckey_sink_close(ckey_sink *sink);
 
 /*
@@ -311,6 +356,15 @@ typedef struct ckey_shot_options {
                                 and writes whole frames, frame w, w + K, w + 2K, ...;
                                 0 (default) = max(1, min(8, online CPUs - 2)); ignored
                                 when read_ahead is 0 */
+    int32_t readers;         /* reader threads, 0..16: each decodes and resizes whole
+                                frames, r, r + R, r + 2R, ..., handed to the network in
+                                order; 0 (default) = max(1, min(4, CPUs / 4)); more
+                                than 1 only with a concurrent_read source; ignored when
+                                read_ahead is 0 */
+    int32_t threads;         /* the pool the readers, the writers and the sink split each
+                                frame's work over (resizes, post passes, EXR chunks): a
+                                CPU session's own threads; otherwise this many, 0
+                                (default) = the CPUs this process may use */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already
@@ -359,8 +413,18 @@ typedef struct ckey_shot_stats {
     int64_t keyed, skipped, failed;
     double seconds;               /* wall time of the run (end to end) */
     double model_seconds;         /* total in the network (ckey_session_forward) */
-    double read_seconds;          /* total in source->read (+ auto hint) */
-    double write_seconds;         /* total in post-processing + sink->write */
+    double read_seconds;          /* total in the readers: decode_seconds + pre_seconds */
+    double write_seconds;         /* total in the writers: back + post + sink seconds */
+    /* the stages, each the sum over frames of its time on its thread (a
+     * stage split over the pool counts once, from start to end) */
+    double decode_seconds;        /* source->read */
+    double pre_seconds;           /* input fixes (auto hint, hint resize, linear -> sRGB),
+                                     resize to S and normalization */
+    double back_seconds;          /* resize back to the plate */
+    double post_seconds;          /* ckey_post_passes */
+    double sink_seconds;          /* sink->write and write_ordered */
+    double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
+                                     Comp) when the sink tells (ckey_sink.pass_seconds) */
 } ckey_shot_stats;
 
 /*

@@ -47,6 +47,11 @@ typedef struct ckey_image {
     /* [channels, height, width], uint8/255 or uint16/65535, float TIFF and
      * EXR samples as stored (may exceed 1 or be negative); owned */
     float *data;
+    /* floats `data` holds, when the block is larger than channels x height x
+     * width (0: exactly that). A source that decodes frame after frame into
+     * the same image reuses a block large enough for the next frame
+     * (ckey_source.read), so a clip of one size allocates its pixels once. */
+    size_t capacity;
 } ckey_image;
 
 /*

@@ -165,7 +165,8 @@ static int parse_frames(const char *s, long *first, long *last) {
 
 static const struct {
     const char *name;
-    int flag, takes_value;
+    opt_set flag;
+    int takes_value;
 } option_table[] = {
     {"--model", O_MODEL, 1},     {"--image", O_IMAGE, 1},   {"--hint", O_HINT, 1},
     {"--out", O_OUT, 1},         {"--size", O_SIZE, 1},     {"--threads", O_THREADS, 1},
@@ -178,7 +179,8 @@ static const struct {
     {"--on-error", O_ON_ERROR, 1}, {"--read-ahead", O_READ_AHEAD, 1},
     {"--resize-back", O_RESIZE_BACK, 1}, {"--despeckle-mode", O_DESPECKLE_MODE, 1},
     {"--precision", O_PRECISION, 1}, {"--video-out", O_VIDEO_OUT, 1}, {"--verbose", O_VERBOSE, 0},
-    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1},
+    {"--fps", O_FPS, 1},         {"--writers", O_WRITERS, 1}, {"--readers", O_READERS, 1},
+    {"--exr-level", O_EXR_LEVEL, 1}, {"--comp-png", O_COMP_PNG, 1},
 };
 
 static int parse_float(const char *s, float *out) {
@@ -192,7 +194,7 @@ static int parse_float(const char *s, float *out) {
 
 /* Store option `flag`'s value `val` (NULL for a flag without one) in `o`;
  * CONTINUE, or EXIT_USAGE after a message naming the bad value. */
-static int set_option(opts *o, int flag, const char *val) {
+static int set_option(opts *o, opt_set flag, const char *val) {
     long n;
     float f;
     switch (flag) {
@@ -289,6 +291,22 @@ static int set_option(opts *o, int flag, const char *val) {
             return usage_error(o->cmd, "--writers '%s' is not a count between 0 and 64", val);
         o->writers = (int)n;
         break;
+    case O_READERS:
+        if (!parse_int(val, 0, 16, &n))
+            return usage_error(o->cmd, "--readers '%s' is not a count between 0 and 16", val);
+        o->readers = (int)n;
+        break;
+    case O_EXR_LEVEL:
+        if (!parse_int(val, 1, CKEY_EXR_LEVEL_MAX, &n))
+            return usage_error(o->cmd, "--exr-level '%s' is not a deflate level between 1 and %d", val,
+                               CKEY_EXR_LEVEL_MAX);
+        o->exr_level = (int)n;
+        break;
+    case O_COMP_PNG:
+        if (!strcmp(val, "rle")) o->comp_png_level = CKEY_PNG_RLE;
+        else if (parse_int(val, 0, 9, &n)) o->comp_png_level = (int)n;
+        else return usage_error(o->cmd, "--comp-png '%s': expected rle or a zlib level 0 .. 9", val);
+        break;
     case O_VIDEO_OUT:
         if (!strcmp(val, "prores")) o->video_out = VIDEO_OUT_PRORES;
         else if (!strcmp(val, "h264")) o->video_out = VIDEO_OUT_H264;
@@ -312,7 +330,7 @@ static int set_option(opts *o, int flag, const char *val) {
     return CONTINUE;
 }
 
-int parse_opts(int argc, char **argv, int allowed, int max_positional, const char *help,
+int parse_opts(int argc, char **argv, opt_set allowed, int max_positional, const char *help,
                opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -15,17 +15,41 @@
  * returns it lets the command go on. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_PARTIAL = 3, CONTINUE = -1 };
 
-/* Which options a command accepts. */
-enum {
-    O_MODEL = 1 << 0, O_IMAGE = 1 << 1, O_HINT = 1 << 2, O_OUT = 1 << 3, O_SIZE = 1 << 4,
-    O_THREADS = 1 << 5, O_STRENGTH = 1 << 6, O_LINEAR = 1 << 7, O_DEVICE = 1 << 8,
-    O_BUDGET = 1 << 9, O_JSON = 1 << 10, O_MEMORY = 1 << 11, O_PLATE = 1 << 12,
-    O_DESPILL = 1 << 13, O_NO_DESPECKLE = 1 << 14, O_DESPECKLE_AREA = 1 << 15,
-    O_FRAMES = 1 << 16, O_DRY_RUN = 1 << 17, O_FORCE = 1 << 18, O_EXR_COMPRESSION = 1 << 19,
-    O_INPUT_SPACE = 1 << 20, O_ON_ERROR = 1 << 21, O_READ_AHEAD = 1 << 22,
-    O_RESIZE_BACK = 1 << 23, O_DESPECKLE_MODE = 1 << 24, O_PRECISION = 1 << 25,
-    O_VIDEO_OUT = 1 << 26, O_VERBOSE = 1 << 27, O_FPS = 1 << 28, O_WRITERS = 1 << 29,
-};
+/* Which options a command accepts: a set of bits. */
+typedef uint64_t opt_set;
+#define O_MODEL            (UINT64_C(1) << 0)
+#define O_IMAGE            (UINT64_C(1) << 1)
+#define O_HINT             (UINT64_C(1) << 2)
+#define O_OUT              (UINT64_C(1) << 3)
+#define O_SIZE             (UINT64_C(1) << 4)
+#define O_THREADS          (UINT64_C(1) << 5)
+#define O_STRENGTH         (UINT64_C(1) << 6)
+#define O_LINEAR           (UINT64_C(1) << 7)
+#define O_DEVICE           (UINT64_C(1) << 8)
+#define O_BUDGET           (UINT64_C(1) << 9)
+#define O_JSON             (UINT64_C(1) << 10)
+#define O_MEMORY           (UINT64_C(1) << 11)
+#define O_PLATE            (UINT64_C(1) << 12)
+#define O_DESPILL          (UINT64_C(1) << 13)
+#define O_NO_DESPECKLE     (UINT64_C(1) << 14)
+#define O_DESPECKLE_AREA   (UINT64_C(1) << 15)
+#define O_FRAMES           (UINT64_C(1) << 16)
+#define O_DRY_RUN          (UINT64_C(1) << 17)
+#define O_FORCE            (UINT64_C(1) << 18)
+#define O_EXR_COMPRESSION  (UINT64_C(1) << 19)
+#define O_INPUT_SPACE      (UINT64_C(1) << 20)
+#define O_ON_ERROR         (UINT64_C(1) << 21)
+#define O_READ_AHEAD       (UINT64_C(1) << 22)
+#define O_RESIZE_BACK      (UINT64_C(1) << 23)
+#define O_DESPECKLE_MODE   (UINT64_C(1) << 24)
+#define O_PRECISION        (UINT64_C(1) << 25)
+#define O_VIDEO_OUT        (UINT64_C(1) << 26)
+#define O_VERBOSE          (UINT64_C(1) << 27)
+#define O_FPS              (UINT64_C(1) << 28)
+#define O_WRITERS          (UINT64_C(1) << 29)
+#define O_READERS          (UINT64_C(1) << 30)
+#define O_EXR_LEVEL        (UINT64_C(1) << 31)
+#define O_COMP_PNG         (UINT64_C(1) << 32)
 
 /* --video-out: which videos `key` encodes */
 enum { VIDEO_OUT_PRORES = 1, VIDEO_OUT_H264 = 2 };
@@ -48,9 +72,12 @@ typedef struct opts {
     int dry_run, force, have_frames;
     long frame_first, frame_last;   /* --frames, when have_frames */
     ckey_exr_compression exr;
+    int exr_level;                  /* --exr-level; 0: the compression's default for key */
+    int comp_png_level;             /* --comp-png: CKEY_PNG_RLE or zlib's level */
     ckey_shot_on_error on_error;
     int read_ahead;                 /* -1: the library default */
     int writers;                    /* writer threads; 0: the library default */
+    int readers;                    /* reader threads; 0: the library default */
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */
@@ -67,7 +94,7 @@ void opts_init_session(opts *o, const char *cmd);
  * EXIT_OK after printing `help` (-h, --help), else EXIT_USAGE after the
  * message. `allowed` masks the options; `max_positional` the bare arguments.
  */
-int parse_opts(int argc, char **argv, int allowed, int max_positional, const char *help,
+int parse_opts(int argc, char **argv, opt_set allowed, int max_positional, const char *help,
                opts *o);
 
 /* 1 when `value` is set, else a usage message "missing <name>" and 0. */

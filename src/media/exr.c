@@ -40,6 +40,12 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
                    label ? label : "(memory)");
 }
 
+ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                        ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)px;
+    return ck_image_read_exr_memory(data, size, label, kind, out, err);
+}
+
 #else
 
 static int valid_kind(ckey_image_kind kind) {
@@ -338,7 +344,9 @@ static void on_error(exr_const_context_t ctxt, exr_result_t code, const char *te
 typedef struct exr_rd {
     exr_msgbox box; /* first: on_error writes here */
     exr_src src;
-    float *pixels, *fallback, *scratch;
+    ck_pixels *px;
+    float *pixels, *fallback; /* px's block; the fallback plane within it */
+    float *scratch;
 } exr_rd;
 
 static int64_t rd_read(exr_const_context_t c, void *ud, void *buf, uint64_t sz, uint64_t off,
@@ -427,12 +435,12 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
         }
     }
     const size_t w = (size_t)info->w, h = (size_t)info->h, plane = w * h;
-    r->pixels = malloc(plane * (size_t)out_ch * sizeof(float));
-    if (alpha_hint) r->fallback = malloc(plane * sizeof(float));
+    r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + alpha_hint));
+    if (alpha_hint && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
     /* Channels we do not keep are still decoded, into one scratch chunk:
      * OpenEXR 3.1.5's unpackers crash on a NULL decode_to_ptr. */
     r->scratch = malloc((size_t)lpc * w * sizeof(float));
-    if (!r->pixels || (alpha_hint && !r->fallback) || !r->scratch)
+    if (!r->pixels || !r->scratch)
         return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
     float *dst[3] = {r->pixels, NULL, NULL};
     if (kind == CKEY_IMAGE_RGB) {
@@ -527,12 +535,18 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
     img->bit_depth = depth;
     img->has_alpha = iA >= 0;
     img->data = r->pixels;
+    img->capacity = r->px->floats;
     r->pixels = NULL;
     return CKEY_OK;
 }
 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    return ck_image_read_exr_memory_px(data, size, label, kind, NULL, out, err);
+}
+
+ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                        ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -547,6 +561,8 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
 
     exr_rd *r = calloc(1, sizeof *r);
     if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
+    ck_pixels own = {0};
+    r->px = px ? px : &own;
     r->src.data = data;
     r->src.size = size;
     exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
@@ -564,8 +580,7 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
         st = exr_decode(r, ctx, &info, kind, out);
     }
     if (ctx) exr_finish(&ctx);
-    free(r->pixels);
-    free(r->fallback);
+    if (r->pixels) ck_pixels_drop(r->px);
     free(r->scratch);
     if (st != CKEY_OK) {
         memset(out, 0, sizeof *out);

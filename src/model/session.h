@@ -17,4 +17,7 @@ float *ck_session_work(ckey_session *s, size_t floats, ckey_error *err);
 void ck_session_set_profile(ckey_session *s, double *prof);
 /* The backend the session drives (tests: backend-specific counters). */
 ck_backend *ck_session_backend(const ckey_session *s);
+/* The session's CPU threads (the CPU backend's pool), which the work around
+ * the network may share; NULL on a GPU. */
+ck_pool *ck_session_pool(const ckey_session *s);
 #endif

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "pixel/pixel.h"
 
 const float ck_imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
@@ -151,6 +152,20 @@ void ck_linear_to_srgb(float *x, size_t n) {
         for (int i = 0; i < m; i++)
             xs[i] = t[i] <= 0.0031308f ? t[i] * 12.92f : 1.055f * pw[i] - 0.055f;
     }
+}
+
+typedef struct srgb_job {
+    float *x;
+} srgb_job;
+
+static void to_srgb_part(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    ck_linear_to_srgb(((srgb_job *)ctx)->x + b, (size_t)(e - b));
+}
+
+void ck_linear_to_srgb_pool(float *x, size_t n, ck_pool *pool) {
+    srgb_job j = {x};
+    ck_pool_for(pool, (int64_t)n, 65536, to_srgb_part, &j);
 }
 
 void ck_srgb_to_linear(float *x, size_t n) {

@@ -31,6 +31,8 @@
 
 #include "ckey.h"
 
+struct ck_pool;
+
 /* Official parameters (process_frame defaults and _postprocess_opencv). */
 #define CK_DESPECKLE_AREA_DEFAULT 400 /* despeckle_size */
 #define CK_DESPECKLE_DILATION 25      /* ellipse radius: 51 x 51 kernel */
@@ -204,5 +206,11 @@ size_t ck_post_frame_scratch_bytes(int32_t h, int32_t w, const ck_post_options *
 ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_t w,
                           const ck_post_options *opt, float *matte, float *fg_out,
                           float *processed, float *comp, void *scratch);
+
+/* ckey_post_passes (ckey_clip.h) with its rows split over `pool`. */
+struct ckey_post_options;
+ckey_status ck_post_passes_pool(const float *alpha, const float *fg, int32_t width, int32_t height,
+                                const struct ckey_post_options *o, float *processed, float *comp, void *scratch,
+                                struct ck_pool *pool, ckey_error *err);
 
 #endif
