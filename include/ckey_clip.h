@@ -362,9 +362,11 @@ typedef struct ckey_shot_options {
                                 than 1 only with a concurrent_read source; ignored when
                                 read_ahead is 0 */
     int32_t threads;         /* the pool the readers, the writers and the sink split each
-                                frame's work over (resizes, post passes, EXR chunks): a
-                                CPU session's own threads; otherwise this many, 0
-                                (default) = the CPUs this process may use */
+                                frame's work over (resizes, post passes, EXR chunks): 0
+                                (default) = a CPU session's own threads (no more threads
+                                busy than the session's), on a GPU a pool of every CPU
+                                this process may use; N > 0: a pool of N of its own.
+                                The passes do not depend on it */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already

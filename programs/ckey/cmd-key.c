@@ -540,8 +540,9 @@ static int run_shot(key_job *j) {
     if (o->read_ahead >= 0) so.read_ahead = o->read_ahead;
     so.writers = o->writers;
     so.readers = o->readers;
-    /* --threads: also the frame-level pool of a GPU run */
-    so.threads = o->so.threads > 1024 ? 1024 : o->so.threads;
+    /* --threads: on the CPU the network's threads, which the frame-level work
+     * shares; on a GPU the frame-level pool's */
+    so.threads = o->so.device == CKEY_DEVICE_CPU ? 0 : o->so.threads > 1024 ? 1024 : o->so.threads;
     ckey_shot_stats stats;
     const ckey_status st =
         ckey_shot_run(j->sess, &j->src, &j->sink, j->plan, &so, key_event, &j->kc, &stats, &j->err);

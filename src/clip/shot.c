@@ -24,9 +24,9 @@
  *
  * The pool. Within a frame, the resizes, the post passes' rows and the
  * sink's files and EXR chunks are split over one pool (ck_pool_for takes
- * jobs from several threads at once): a CPU session's own threads, so that
- * a CPU run has no more threads busy than --threads says; else a pool of
- * opt.threads. Every split is by rows or chunks whose results do not depend
+ * jobs from several threads at once): by default a CPU session's own
+ * threads, so that a CPU run has no more threads busy than --threads says;
+ * else a pool of opt.threads (a GPU run: every CPU). Every split is by rows or chunks whose results do not depend
  * on the split, so the passes do not depend on the pool's size either.
  *
  * Job j (the j-th frame to key) always uses in slot j % nin, out slot
@@ -89,6 +89,8 @@ enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
 
 typedef struct in_slot {
     int state;
+    int64_t job;             /* the job that fills it next (or holds it): readers may
+                                reach a job before the slot's previous job was read */
     int failed;              /* input fault, skipped (CKEY_ON_ERROR_SKIP) */
     ckey_error err;
     char warn[512];          /* a warning about this frame, "" when none */
@@ -570,13 +572,24 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
 
 /* ------------------------------------------------------------- threads */
 
+/* Wait until in slot `sl` is free for job j (the job before it in the slot
+ * was keyed), or job j is cancelled (returns 0). */
+static int wait_in_slot(shot *sh, const in_slot *sl, int64_t j) {
+    pthread_mutex_lock(&sh->mu);
+    while ((sl->state != SLOT_EMPTY || sl->job != j) && !sh->abort && j < sh->stop_at)
+        pthread_cond_wait(&sh->cv, &sh->mu);
+    const int go = !sh->abort && j < sh->stop_at;
+    pthread_mutex_unlock(&sh->mu);
+    return go;
+}
+
 /* Reader r of R: jobs r, r + R, r + 2R, ..., each into its in slot. */
 static void *reader_main(void *arg) {
     reader *rd = arg;
     shot *sh = rd->sh;
     for (int64_t j = rd->id; j < sh->njobs; j += sh->nrd) {
         in_slot *sl = &sh->in[j % sh->nin];
-        if (!wait_state(sh, &sl->state, SLOT_EMPTY, j)) break;
+        if (!wait_in_slot(sh, sl, j)) break;
         if (cancelled(sh, j) || !stage_read(sh, rd, j)) break;
         set_state(sh, &sl->state, SLOT_FULL);
     }
@@ -627,6 +640,7 @@ static void model_loop(shot *sh) {
         if (cancelled(sh, j) || !stage_key(sh, j)) break;
         pthread_mutex_lock(&sh->mu);
         in->state = SLOT_EMPTY;
+        in->job = j + sh->nin;
         o->state = SLOT_FULL;
         pthread_cond_broadcast(&sh->cv);
         pthread_mutex_unlock(&sh->mu);
@@ -741,6 +755,7 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     sh->rd = calloc((size_t)sh->nrd, sizeof *sh->rd);
     sh->wr = calloc((size_t)sh->nwr, sizeof *sh->wr);
     if (!sh->jobs || !sh->in || !sh->out || !sh->rd || !sh->wr) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == CKEY_OK && i < sh->nin; i++) sh->in[i].job = i;
     for (int i = 0; st == CKEY_OK && i < sh->nrd; i++) {
         sh->rd[i].sh = sh;
         sh->rd[i].id = i;
@@ -766,8 +781,8 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                 st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the output ring");
     }
     if (st == CKEY_OK && sh->njobs > 0) {
-        /* a CPU session's own threads, else a pool of opt.threads */
-        sh->pool = ck_session_pool(s);
+        /* a CPU session's own threads, else a pool of opt.threads (all CPUs) */
+        sh->pool = opt.threads > 0 ? NULL : ck_session_pool(s);
         if (!sh->pool) {
             st = ck_pool_create(opt.threads > 0 ? opt.threads : usable_cpus(), &sh->own_pool, err);
             sh->pool = sh->own_pool;
