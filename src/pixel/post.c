@@ -340,18 +340,21 @@ static void blur_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     }
 }
 
-/* Column pass: Q16 sums, rounded half up once, saturated to a byte. */
+/* Column pass: Q16 sums, rounded half up once, saturated to a byte. A row
+ * pass value is at most 255 * 256 and the weights sum to 256, so a sum
+ * stays below 2^24: 32 bits hold it exactly. */
 static void blur_cols(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const blur_job *j = ctx;
     const int32_t w = j->w, h = j->h, ny = j->ny, ry = ny / 2;
+    const uint32_t *rows[255];
     for (int64_t y = y0; y < y1; y++) {
+        for (int32_t i = 0; i < ny; i++) rows[i] = j->tmp + (size_t)reflect101((int32_t)y - ry + i, h) * w;
         uint8_t *o = j->dst + (size_t)y * w;
         for (int32_t x = 0; x < w; x++) {
-            uint64_t acc = 0;
-            for (int32_t i = 0; i < ny; i++)
-                acc += (uint64_t)j->ky[i] * j->tmp[(size_t)reflect101((int32_t)y - ry + i, h) * w + x];
-            uint64_t v = (acc + 32768u) >> 16;
+            uint32_t acc = 32768u;
+            for (int32_t i = 0; i < ny; i++) acc += j->ky[i] * rows[i][x];
+            const uint32_t v = acc >> 16;
             o[x] = (uint8_t)(v > 255 ? 255 : v);
         }
     }
