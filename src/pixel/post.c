@@ -170,34 +170,39 @@ void ck_ellipse_halfwidths(int32_t radius, int32_t *dx) {
 typedef struct dilate_job {
     const uint8_t *src;
     uint8_t *dst;
-    int32_t *dist;
-    int32_t h, w, radius, rr;
+    uint16_t *dist; /* in the caller's int32 scratch, which holds twice as many */
+    int32_t h, w, rr;
     const int32_t *dx;
 } dilate_job;
 
-/* dist = horizontal distance to the nearest set pixel of the same row
- * (w + radius + 1 when none) */
-static void dilate_dist_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+/* Integer loops that the compiler widens to the CPU's vectors (exact
+ * whatever the width). */
+#define VEC_INT __attribute__((target_clones("avx2", "default")))
+
+/* dist = horizontal distance to the nearest set pixel of the same row, or
+ * 65535 when it has none (a row is at most 32768 wide) */
+VEC_INT static void dilate_dist_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const dilate_job *j = ctx;
-    const int32_t w = j->w, far = w + j->radius + 1;
+    const int32_t w = j->w;
     for (int64_t y = y0; y < y1; y++) {
         const uint8_t *s = j->src + (size_t)y * w;
-        int32_t *d = j->dist + (size_t)y * w;
-        int32_t last = -1;
+        uint16_t *d = j->dist + (size_t)y * w;
+        int32_t last = -65536;
         for (int32_t x = 0; x < w; x++) {
             if (s[x]) last = x;
-            d[x] = last >= 0 ? x - last : far;
+            const int32_t v = x - last;
+            d[x] = (uint16_t)(v > 65535 ? 65535 : v);
         }
-        last = -1;
+        last = w + 65536;
         for (int32_t x = w - 1; x >= 0; x--) {
             if (s[x]) last = x;
-            if (last >= 0 && last - x < d[x]) d[x] = last - x;
+            if (last - x < d[x]) d[x] = (uint16_t)(last - x);
         }
     }
 }
 
-static void dilate_out_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+VEC_INT static void dilate_out_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const dilate_job *j = ctx;
     const int32_t w = j->w, h = j->h, rr = j->rr;
@@ -207,8 +212,9 @@ static void dilate_out_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
         for (int32_t dy = -rr; dy <= rr; dy++) {
             const int64_t yy = y + dy;
             if (yy < 0 || yy >= h) continue;
-            const int32_t *d = j->dist + (size_t)yy * w;
-            const int32_t lim = j->dx[dy + rr];
+            const uint16_t *d = j->dist + (size_t)yy * w;
+            /* sides are at most 32768, so 65534 reaches any set pixel but not "none" */
+            const uint16_t lim = (uint16_t)(j->dx[dy + rr] > 65534 ? 65534 : j->dx[dy + rr]);
             for (int32_t x = 0; x < w; x++) o[x] |= (uint8_t)(d[x] <= lim ? 255 : 0);
         }
     }
@@ -226,8 +232,8 @@ static void dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t 
         return;
     }
     /* The ellipse is a stack of horizontal runs, so out(y, x) is set iff
-     * some kernel row dy has dist(y + dy, x) <= dx. All of dist is computed
-     * before any output row is written, so dst may be src. */
+     * some kernel row dy has dist(y + dy, x) <= dx. All of
+     * dist is computed before any output row is written, so dst may be src. */
     int32_t dx[2 * 255 + 1];
     int32_t rr = radius;
     /* Rows beyond +-h never touch the image; clamp so the table stays small. */
@@ -245,7 +251,7 @@ static void dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t 
             dx[i + rr] = (int32_t)nearbyint(v);
         }
     }
-    dilate_job j = {src, dst, dist, h, w, radius, rr, dx};
+    dilate_job j = {src, dst, (uint16_t *)(void *)dist, h, w, rr, dx};
     ck_pool_for(pool, h, row_grain(w), dilate_dist_rows, &j);
     ck_pool_for(pool, h, 1 + row_grain(w) / (2 * rr + 1), dilate_out_rows, &j);
 }
@@ -320,21 +326,27 @@ typedef struct blur_job {
     const uint32_t *kx, *ky;
 } blur_job;
 
-/* Row pass: exact Q8 sums (<= 255 * 2^16, no rounding). */
-static void blur_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+/* Row pass: exact Q8 sums (<= 255 * 257, no rounding); the interior tap
+ * by tap over the row, the borders reflected. */
+VEC_INT static void blur_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const blur_job *j = ctx;
     const int32_t w = j->w, nx = j->nx, rx = nx / 2;
     for (int64_t y = y0; y < y1; y++) {
         const uint8_t *s = j->src + (size_t)y * w;
         uint32_t *t = j->tmp + (size_t)y * w;
+        const int32_t x0 = rx < w ? rx : w, x1 = w - rx > x0 ? w - rx : x0; /* [x0, x1): no reflection */
+        for (int32_t x = x0; x < x1; x++) t[x] = 0;
+        for (int32_t k = 0; k < nx; k++) {
+            const uint32_t kk = j->kx[k];
+            const uint8_t *sk = s - rx + k;
+            for (int32_t x = x0; x < x1; x++) t[x] += kk * sk[x];
+        }
         for (int32_t x = 0; x < w; x++) {
+            if (x == x0) x = x1;
+            if (x >= w) break;
             uint32_t acc = 0;
-            if (x >= rx && x + rx < w) {
-                for (int32_t k = 0; k < nx; k++) acc += j->kx[k] * s[x - rx + k];
-            } else {
-                for (int32_t k = 0; k < nx; k++) acc += j->kx[k] * s[reflect101(x - rx + k, w)];
-            }
+            for (int32_t k = 0; k < nx; k++) acc += j->kx[k] * s[reflect101(x - rx + k, w)];
             t[x] = acc;
         }
     }
@@ -343,7 +355,7 @@ static void blur_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
 /* Column pass: Q16 sums, rounded half up once, saturated to a byte. A row
  * pass value is at most 255 * 256 and the weights sum to 256, so a sum
  * stays below 2^24: 32 bits hold it exactly. */
-static void blur_cols(void *ctx, int64_t y0, int64_t y1, int thread) {
+VEC_INT static void blur_cols(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const blur_job *j = ctx;
     const int32_t w = j->w, h = j->h, ny = j->ny, ry = ny / 2;
