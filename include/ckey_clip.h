@@ -84,13 +84,16 @@ ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, floa
 /* ================================================================= shots
  * Keying a whole shot: frames stream from a *source* (decode) through the
  * network to a *sink* (post-processing is done by the runner; the sink
- * encodes and writes), on three threads so the device never waits for file
- * I/O:
+ * encodes and writes), on several threads so the device never waits for
+ * file I/O:
  *
- *   reader thread    source->read frame j+1, j+2 (+ auto hint), resize to S -> input ring
+ *   reader threads   source->read frames j+1, j+2, ... (+ auto hint), resize to S
+ *                    (R of them, a frame each, in parallel)              -> input ring
  *   calling thread   the network on frame j (ckey_session_forward)         -> output ring
  *   writer threads   resize back, ckey_post_passes + sink->write frames j-1, j-2, ...
  *                    (K of them, a frame each, in parallel); events, in order
+ * and within a frame the resizes, the post passes and the sink's encoding
+ * split over one pool of threads (ckey_shot_options.threads)
  * (the steps of ckey_session_key, spread over the threads: the same results)
  *
  * Sources and sinks are tables of function pointers over an opaque `self`,
@@ -114,12 +117,14 @@ typedef struct ckey_source {
     /*
      * Decode frame `index` into `plate` (CKEY_IMAGE_RGB layout, [3, h, w]) and
      * `hint` ([1, h, w]; leave hint->data NULL when the source makes no hint
-     * and the runner should make one with ckey_auto_hint). Calls come from one
-     * thread (the reader), with `index` strictly increasing; frames not asked
+     * and the runner should make one with ckey_auto_hint). Calls never
+     * overlap (unless concurrent_read, below) and come with `index` strictly
+     * increasing, though from any of the reader threads; frames not asked
      * for need not be decoded (a video reader decodes and drops them). The
-     * images arrive holding an earlier frame's pixels: a source may reuse
-     * buffers of the right size (data is malloc'd; ckey_image_free frees it)
-     * or free and replace them. Errors name the file and the frame.
+     * images arrive holding the same reader's earlier frame: a source may
+     * decode into their pixels when the block is large enough (data is
+     * malloc'd, `capacity` floats; ckey_image_free frees it) or free and
+     * replace them. Errors name the file and the frame.
      */
     ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
                         ckey_error *err);
@@ -374,7 +379,7 @@ typedef struct ckey_shot_options {
      * returns CKEY_ERR_CANCELLED ("interrupted: ..."). No file is left half
      * written (every output is renamed into place whole), and a video sink is
      * not finished (its temporary file is removed at close). Called from the
-     * reader thread and the calling thread: it must be thread-safe (reading
+     * reader threads and the calling thread: it must be thread-safe (reading
      * a volatile sig_atomic_t set by a signal handler is the intended use).
      */
     ckey_cancel_fn cancel;
@@ -432,9 +437,10 @@ typedef struct ckey_shot_stats {
 /*
  * Key the frames of `src` whose `plan[i]` is CKEY_SHOT_KEY ([src->count]
  * entries; NULL: key every frame) with session `s`, writing to `sink`. Calls
- * sink->begin first when any frame is to be keyed. Per-frame buffers are
- * allocated for the first frame and reused (grown only for a larger plate);
- * the decoders allocate their own pixel buffers.
+ * sink->begin first when any frame is to be keyed. Per-frame buffers -- the
+ * readers' images, which the source decodes into, the network's slots, the
+ * writers' planes and every scratch -- are allocated for the first frames
+ * and reused (grown only for a larger plate).
  * A hint whose size differs from its plate's is resized to the plate as
  * upstream's shot command does (cv2.resize INTER_LINEAR: bilinear, half-pixel
  * centres, no antialias, edges clamped), with a CKEY_SHOT_WARNING event for
@@ -444,8 +450,8 @@ typedef struct ckey_shot_stats {
  * ("frame 7: Input/plate_0007.png: truncated"). With several writers and a
  * concurrent_write sink, a few frames after the failing one may have been
  * written too (each file whole: resume sees them complete); they get no
- * event. `stats` (may be NULL) is filled on success and failure;
- * write_seconds sums the writer threads' time.
+ * event. `stats` (may be NULL) is filled on success and failure; the
+ * stage times sum the threads' times.
  */
 ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           const uint8_t *plan, const ckey_shot_options *o,
