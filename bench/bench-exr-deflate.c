@@ -1,12 +1,15 @@
 /*
- * Which deflate for the EXR passes (not a test): a 4K HALF RGB FG pass --
+ * Which deflate for the EXR passes, and which for the Comp PNG (not a
+ * test): a 4K HALF RGB FG pass --
  * examples/plate.png resized to 3840 x 2160 with Lanczos4 (the resize back
  * of every FG pass) plus grain at half resolution, so that it has detail at
  * the network's 2048 -- cut into the 16-line chunks of PXR24 and ZIP, each
  * transformed as the format does, then deflated by every candidate on one
  * thread. Prints the seconds and the bytes of the whole pass for each:
  * OpenEXR's own writer (zlib, the whole file), libdeflate's levels and
- * ISA-L's igzip levels where ckey was built with them.
+ * ISA-L's igzip levels where ckey was built with them. Then the same image
+ * as an 8-bit PNG (the Comp's encoder, truncating) at zlib levels with
+ * libpng's adaptive filters and as Up-filtered runs (CK_PNG_LEVEL_RLE).
  *
  *   build/bench/bench-exr-deflate [--grain 0.004] [--plate examples/plate.png] [--runs 3]
  */
@@ -20,6 +23,7 @@
 
 #include "ckey_media.h"
 #include "media/exr.h"
+#include "media/image.h"
 #include "pixel/pixel.h"
 
 #ifdef CK_HAVE_LIBDEFLATE
@@ -195,6 +199,30 @@ int main(int argc, char **argv) {
             printf("  ISA-L igzip level %-17d %.3f s  %6.2f MB\n", lvl, best, (double)tot / 1e6);
         }
 #endif
+    }
+    printf("the same image as an 8-bit RGB PNG (the Comp's encoder):\n");
+    static const int png_levels[5] = {CK_PNG_LEVEL_RLE, 1, 3, 6, 9};
+    for (int k = 0; k < 5; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/bench-exr-deflate-%d.png", (int)getpid());
+        double best = 1e9;
+        struct stat st;
+        for (int rep = 0; rep < runs; rep++) {
+            const double t0 = cpu_now();
+            if (ck_image_write_png_q(path, fg, 3, W, H, 8, CK_PNG_TRUNCATE, png_levels[k], &err) != CKEY_OK) {
+                fprintf(stderr, "%s\n", err.message);
+                return 1;
+            }
+            const double dt = cpu_now() - t0;
+            best = dt < best ? dt : best;
+        }
+        stat(path, &st);
+        unlink(path);
+        if (png_levels[k] == CK_PNG_LEVEL_RLE)
+            printf("  %-34s %.3f s  %6.2f MB\n", "Up filter, runs only (rle)", best, (double)st.st_size / 1e6);
+        else
+            printf("  zlib level %d, adaptive filters%*s %.3f s  %6.2f MB\n", png_levels[k], 6, "", best,
+                   (double)st.st_size / 1e6);
     }
     return 0;
 }
