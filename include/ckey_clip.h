@@ -84,13 +84,16 @@ ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, floa
 /* ================================================================= shots
  * Keying a whole shot: frames stream from a *source* (decode) through the
  * network to a *sink* (post-processing is done by the runner; the sink
- * encodes and writes), on three threads so the device never waits for file
- * I/O:
+ * encodes and writes), on several threads so the device never waits for
+ * file I/O:
  *
- *   reader thread    source->read frame j+1, j+2 (+ auto hint), resize to S -> input ring
+ *   reader threads   source->read frames j+1, j+2, ... (+ auto hint), resize to S
+ *                    (R of them, a frame each, in parallel)              -> input ring
  *   calling thread   the network on frame j (ckey_session_forward)         -> output ring
  *   writer threads   resize back, ckey_post_passes + sink->write frames j-1, j-2, ...
  *                    (K of them, a frame each, in parallel); events, in order
+ * and within a frame the resizes, the post passes and the sink's encoding
+ * split over one pool of threads (ckey_shot_options.threads)
  * (the steps of ckey_session_key, spread over the threads: the same results)
  *
  * Sources and sinks are tables of function pointers over an opaque `self`,
@@ -114,12 +117,14 @@ typedef struct ckey_source {
     /*
      * Decode frame `index` into `plate` (CKEY_IMAGE_RGB layout, [3, h, w]) and
      * `hint` ([1, h, w]; leave hint->data NULL when the source makes no hint
-     * and the runner should make one with ckey_auto_hint). Calls come from one
-     * thread (the reader), with `index` strictly increasing; frames not asked
+     * and the runner should make one with ckey_auto_hint). Calls never
+     * overlap (unless concurrent_read, below) and come with `index` strictly
+     * increasing, though from any of the reader threads; frames not asked
      * for need not be decoded (a video reader decodes and drops them). The
-     * images arrive holding an earlier frame's pixels: a source may reuse
-     * buffers of the right size (data is malloc'd; ckey_image_free frees it)
-     * or free and replace them. Errors name the file and the frame.
+     * images arrive holding the same reader's earlier frame: a source may
+     * decode into their pixels when the block is large enough (data is
+     * malloc'd, `capacity` floats; ckey_image_free frees it) or free and
+     * replace them. Errors name the file and the frame.
      */
     ckey_status (*read)(void *self, int64_t index, ckey_image *plate, ckey_image *hint,
                         ckey_error *err);
@@ -138,7 +143,21 @@ typedef struct ckey_source {
     /* How many videos the source decodes (0 for image files; 1 or 2: a plate
      * and / or hint video), for the memory plan (ckey_run_options.video_in). */
     int32_t videos;
+    /*
+     * Opt-in to parallel reads (0, the default: read() as above). Non-zero:
+     * the runner's reader threads (ckey_shot_options.readers) may call
+     * read() for several frames at once, each thread with its own images
+     * and increasing indices, so read() must be thread-safe (no shared
+     * mutable state across calls). An image sequence's source does; a
+     * video's decodes forward and does not.
+     */
+    int32_t concurrent_read;
 } ckey_source;
+
+/* Worker threads (opaque): the runner's, which it lends to a sink's write
+ * (ckey_shot_passes.pool) and libckey's own sinks spread their encoding
+ * over. */
+typedef struct ck_pool ckey_pool;
 
 /* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
 typedef struct ckey_shot_passes {
@@ -147,6 +166,8 @@ typedef struct ckey_shot_passes {
     const float *fg;         /* [3, h, w] straight sRGB fg, raw network output (FG) */
     const float *processed;  /* [4, h, w] linear premultiplied RGBA (Processed) */
     const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
+    ckey_pool *pool;         /* the runner's threads during this call; may be NULL;
+                                a sink of another library ignores it */
 } ckey_shot_passes;
 
 typedef struct ckey_sink {
@@ -179,6 +200,11 @@ typedef struct ckey_sink {
      * concurrent_write says. A failure is the frame's write failure. */
     ckey_status (*write_ordered)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                  ckey_error *err);
+    /* Optional (may be NULL): the seconds spent on each pass so far --
+     * encoding and writing the Matte, FG, Processed and Comp files, in that
+     * order -- each summed over the frames (the passes sink has it; the video
+     * tee gives its inner sink's). ckey_shot_run copies it into its stats. */
+    void (*pass_seconds)(void *self, double seconds[4]);
 } ckey_sink;
 
 /*
@@ -242,6 +268,30 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
  */
 ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
                                   ckey_error *err);
+
+/*
+ * How the passes sink compresses (ckey_sink_open_passes_opt):
+ *   exr             the three EXR passes (ckey_exr_options); default PXR24 at
+ *                   deflate level 1, the fastest (ISA-L's igzip where built)
+ *   comp_png_level  the Comp PNG: CKEY_PNG_RLE (default), Up-filtered rows
+ *                   deflated as runs only (zlib's Z_RLE), the fastest and on
+ *                   grainy plates smaller than level 3; or zlib's level 0 .. 9
+ *                   with libpng's adaptive row filters (3 is
+ *                   ckey_image_write_png's)
+ * Every setting writes the same pixels. ckey_sink_open_passes(dir, comp) is
+ * these defaults with that compression. With the runner's pool
+ * (ckey_shot_passes.pool) a frame's four files are encoded at once, and each
+ * EXR's chunks on the pool's threads.
+ */
+#define CKEY_PNG_RLE (-1)
+typedef struct ckey_pass_options {
+    ckey_exr_options exr;
+    int32_t comp_png_level;
+} ckey_pass_options;
+
+void ckey_pass_options_default(ckey_pass_options *o);
+ckey_status ckey_sink_open_passes_opt(const char *out_dir, const ckey_pass_options *o, ckey_sink *out,
+                                      ckey_error *err);
 void ckey_sink_close(ckey_sink *sink);
 
 /*
@@ -329,6 +379,17 @@ typedef struct ckey_shot_options {
                                 and writes whole frames, frame w, w + K, w + 2K, ...;
                                 0 (default) = max(1, min(8, online CPUs - 2)); ignored
                                 when read_ahead is 0 */
+    int32_t readers;         /* reader threads, 0..16: each decodes and resizes whole
+                                frames, r, r + R, r + 2R, ..., handed to the network in
+                                order; 0 (default) = max(1, min(4, CPUs / 4)); more
+                                than 1 only with a concurrent_read source; ignored when
+                                read_ahead is 0 */
+    int32_t threads;         /* the pool the readers, the writers and the sink split each
+                                frame's work over (resizes, post passes, EXR chunks): 0
+                                (default) = a CPU session's own threads (no more threads
+                                busy than the session's), on a GPU a pool of every CPU
+                                this process may use; N > 0: a pool of N of its own.
+                                The passes do not depend on it */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already
@@ -336,7 +397,7 @@ typedef struct ckey_shot_options {
      * returns CKEY_ERR_CANCELLED ("interrupted: ..."). No file is left half
      * written (every output is renamed into place whole), and a video sink is
      * not finished (its temporary file is removed at close). Called from the
-     * reader thread and the calling thread: it must be thread-safe (reading
+     * reader threads and the calling thread: it must be thread-safe (reading
      * a volatile sig_atomic_t set by a signal handler is the intended use).
      */
     ckey_cancel_fn cancel;
@@ -379,16 +440,27 @@ typedef struct ckey_shot_stats {
     int64_t keyed, skipped, failed;
     double seconds;               /* wall time of the run (end to end) */
     double model_seconds;         /* total in the network (ckey_session_forward) */
-    double read_seconds;          /* total in source->read (+ auto hint) */
-    double write_seconds;         /* total in post-processing + sink->write */
+    double read_seconds;          /* total in the readers: decode_seconds + pre_seconds */
+    double write_seconds;         /* total in the writers: back + post + sink seconds */
+    /* the stages, each the sum over frames of its time on its thread (a
+     * stage split over the pool counts once, from start to end) */
+    double decode_seconds;        /* source->read */
+    double pre_seconds;           /* input fixes (auto hint, hint resize, linear -> sRGB),
+                                     resize to S and normalization */
+    double back_seconds;          /* resize back to the plate */
+    double post_seconds;          /* ckey_post_passes */
+    double sink_seconds;          /* sink->write and write_ordered */
+    double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
+                                     Comp) when the sink tells (ckey_sink.pass_seconds) */
 } ckey_shot_stats;
 
 /*
  * Key the frames of `src` whose `plan[i]` is CKEY_SHOT_KEY ([src->count]
  * entries; NULL: key every frame) with session `s`, writing to `sink`. Calls
- * sink->begin first when any frame is to be keyed. Per-frame buffers are
- * allocated for the first frame and reused (grown only for a larger plate);
- * the decoders allocate their own pixel buffers.
+ * sink->begin first when any frame is to be keyed. Per-frame buffers -- the
+ * readers' images, which the source decodes into, the network's slots, the
+ * writers' planes and every scratch -- are allocated for the first frames
+ * and reused (grown only for a larger plate).
  * A hint whose size differs from its plate's is resized to the plate as
  * upstream's shot command does (cv2.resize INTER_LINEAR: bilinear, half-pixel
  * centres, no antialias, edges clamped), with a CKEY_SHOT_WARNING event for
@@ -398,8 +470,8 @@ typedef struct ckey_shot_stats {
  * ("frame 7: Input/plate_0007.png: truncated"). With several writers and a
  * concurrent_write sink, a few frames after the failing one may have been
  * written too (each file whole: resume sees them complete); they get no
- * event. `stats` (may be NULL) is filled on success and failure;
- * write_seconds sums the writer threads' time.
+ * event. `stats` (may be NULL) is filled on success and failure; the
+ * stage times sum the threads' times.
  */
 ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           const uint8_t *plan, const ckey_shot_options *o,

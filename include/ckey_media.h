@@ -63,6 +63,11 @@ typedef struct ckey_image {
     /* [channels, height, width], uint8/255 or uint16/65535, float TIFF and
      * EXR samples as stored (may exceed 1 or be negative); owned */
     float *data;
+    /* floats `data` holds, when the block is larger than channels x height x
+     * width (0: exactly that). A source that decodes frame after frame into
+     * the same image reuses a block large enough for the next frame
+     * (ckey_source.read), so a clip of one size allocates its pixels once. */
+    size_t capacity;
 } ckey_image;
 
 /*
@@ -164,6 +169,32 @@ typedef enum {
 ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, ckey_exr_compression comp,
                                  ckey_error *err);
+
+/*
+ * How ckey_image_write_exr_opt (and the passes sink, ckey_pass_options)
+ * compress. `level` is the deflate level of PXR24 and ZIP chunks:
+ *   1        the fastest: ISA-L's igzip where ckey was built with it
+ *            (Debian's libisal-dev), else libdeflate's level 1
+ *   2 .. 12  libdeflate's level (6 is zlib's default and
+ *            ckey_image_write_exr's; 12 the smallest)
+ *   0        the compression's own default: 6, or 1 for CKEY_EXR_ZIP_FAST
+ * Every level writes the same standard PXR24 / ZIP file, which any OpenEXR
+ * reads to the same pixels; a lower level takes less CPU for a larger file.
+ * Without libdeflate (or for level 1, without ISA-L nor libdeflate) the
+ * chunks are deflated by OpenEXR's zlib at min(level, 9). Ignored for NONE.
+ */
+typedef struct ckey_exr_options {
+    ckey_exr_compression compression;
+    int32_t level;
+} ckey_exr_options;
+
+#define CKEY_EXR_LEVEL_MAX 12
+
+/* ckey_image_write_exr with the options above (NULL: PXR24 at level 6,
+ * ckey_image_write_exr's). */
+ckey_status ckey_image_write_exr_opt(const char *path, const float *data, int32_t channels,
+                                     int32_t width, int32_t height, const ckey_exr_options *o,
+                                     ckey_error *err);
 
 
 /* ================================================================= video

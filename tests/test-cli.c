@@ -1338,9 +1338,11 @@ static void test_run_memory_breakdown(void) {
     }
     result_free(&r);
 
-    /* a clip: read-ahead 1 (2 in slots), 3 writers (4 out slots), auto hints */
+    /* a clip: read-ahead 1 (2 in slots), one reader (its plate + hint, its
+     * resize and auto hint scratch), 3 writers (4 out slots), auto hints */
     r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
-                 "320x180", "--for", "key", "--read-ahead", "1", "--writers", "3", "--hint", "auto", "--json", NULL);
+                 "320x180", "--for", "key", "--read-ahead", "1", "--readers", "1", "--writers", "3", "--hint", "auto",
+                 "--json", NULL);
     REQUIRE(r.code == 0);
     const run_parts key = parse_run_parts(r.out);
     result_free(&r);
@@ -1351,7 +1353,7 @@ static void test_run_memory_breakdown(void) {
     const long long post = (long long)ckey_post_scratch_bytes((int32_t)W, (int32_t)H, &so.post);
     CHECK(key.frames == nin + nout && key.writers == K);
     CHECKF(key.io == (nin + nout) * 4 * S * S * F, "transfer %lld, want %lld ring slots", key.io, nin + nout);
-    CHECKF(key.decoded == nin * 4 * P * F, "decoded %lld", key.decoded);
+    CHECKF(key.decoded == 1 * 4 * P * F, "decoded %lld", key.decoded);
     CHECKF(key.hint == (long long)ckey_auto_hint_scratch_bytes((int32_t)W, (int32_t)H), "auto hint %lld", key.hint);
     CHECKF(key.resize == pre + K * back, "resize %lld, want %lld", key.resize, pre + K * back);
     CHECKF(key.output == nout * 4 * P * F + K * 7 * P * F, "outputs %lld", key.output);
@@ -1360,7 +1362,7 @@ static void test_run_memory_breakdown(void) {
 
     /* with --video-out, the videos' encoders come on top */
     r = run_ckey("info", "--model", model, "--size", "128", "--threads", "2", "--device", "cpu", "--plate-size",
-                 "320x180", "--for", "key", "--read-ahead", "1", "--writers", "3", "--hint", "auto",
+                 "320x180", "--for", "key", "--read-ahead", "1", "--readers", "1", "--writers", "3", "--hint", "auto",
                  "--video-out", "both", "--json", NULL);
     REQUIRE(r.code == 0);
     const run_parts video = parse_run_parts(r.out);

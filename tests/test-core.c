@@ -1,6 +1,7 @@
 /* Core: memory planner, thread pool, GEMM called from pool threads, and the
  * fast exp / GELU approximations on every kind of float. */
 #include <float.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,84 @@ static void test_pool_coverage(void) {
     free(hits);
     ck_pool_free(pool);
     ck_pool_free(NULL);
+}
+
+/* One submitter's job: every index covered once, thread indices in range and
+ * never two chunks of this job at once on one index; each item of the outer
+ * job runs a nested job on the same pool. */
+typedef struct {
+    ck_pool *pool;
+    atomic_int *hits;
+    atomic_int *busy; /* per thread index: chunks of this job running */
+    atomic_int bad;
+    int nested;
+} multi_ctx;
+
+static void multi_cover(void *p, int64_t b, int64_t e, int thread) {
+    multi_ctx *c = p;
+    if (thread < 0 || thread >= ck_pool_size(c->pool) || atomic_fetch_add(&c->busy[thread], 1) != 0)
+        atomic_fetch_add(&c->bad, 1);
+    for (int64_t i = b; i < e; i++) {
+        atomic_fetch_add(&c->hits[i], 1);
+        if (c->nested) {
+            atomic_int inner_hits[37];
+            atomic_int inner_busy[8];
+            for (int k = 0; k < 37; k++) atomic_init(&inner_hits[k], 0);
+            for (int k = 0; k < 8; k++) atomic_init(&inner_busy[k], 0);
+            multi_ctx in = {c->pool, inner_hits, inner_busy, 0, 0};
+            ck_pool_for(c->pool, 37, 1, multi_cover, &in);
+            for (int k = 0; k < 37; k++)
+                if (atomic_load(&inner_hits[k]) != 1) atomic_fetch_add(&c->bad, 1);
+            atomic_fetch_add(&c->bad, atomic_load(&in.bad));
+        }
+    }
+    atomic_fetch_sub(&c->busy[thread < 0 || thread >= 8 ? 0 : thread], 1);
+}
+
+typedef struct {
+    ck_pool *pool;
+    int seed;
+    int bad;
+} submitter_arg;
+
+static void *submitter(void *p) {
+    submitter_arg *a = p;
+    enum { N = 3001 };
+    atomic_int *hits = calloc(N, sizeof *hits);
+    atomic_int busy[8];
+    for (int round = 0; round < 150; round++) {
+        const int64_t n = 1 + (round * 131 + a->seed * 17) % N;
+        for (int64_t i = 0; i < n; i++) atomic_store(&hits[i], 0);
+        for (int k = 0; k < 8; k++) atomic_init(&busy[k], 0);
+        multi_ctx c = {a->pool, hits, busy, 0, round % 10 == 0};
+        ck_pool_for(a->pool, c.nested ? 9 : n, 1 + round % 5, multi_cover, &c);
+        for (int64_t i = 0; i < (c.nested ? 9 : n); i++) a->bad += atomic_load(&hits[i]) != 1;
+        a->bad += atomic_load(&c.bad);
+    }
+    free(hits);
+    return NULL;
+}
+
+/* Several threads submit jobs to one pool at once, some of whose chunks
+ * submit nested jobs: each job covers its range exactly once, on valid and
+ * distinct thread indices, and every call returns. */
+static void test_pool_concurrent_jobs(void) {
+    ck_pool *pool;
+    REQUIRE(ck_pool_create(4, &pool, NULL) == CKEY_OK);
+    enum { T = 4 };
+    pthread_t th[T];
+    submitter_arg args[T];
+    for (int t = 0; t < T; t++) {
+        args[t] = (submitter_arg){pool, t, 0};
+        REQUIRE(pthread_create(&th[t], NULL, submitter, &args[t]) == 0);
+    }
+    int bad = 0;
+    for (int t = 0; t < T; t++) {
+        pthread_join(th[t], NULL);
+        bad += args[t].bad;
+    }
+    CHECKF(bad == 0, "%d coverage or thread-index faults", bad);
+    ck_pool_free(pool);
 }
 
 typedef struct {
@@ -438,6 +517,7 @@ int main(int argc, char **argv) {
         {"planner_random", test_planner_random},
         {"planner_divergence", test_planner_divergence},
         {"pool_coverage", test_pool_coverage},
+        {"pool_concurrent_jobs", test_pool_concurrent_jobs},
         {"concurrent_gemm", test_concurrent_gemm},
         {"gemm_variants", test_gemm_variants},
         {"gemm_packed", test_gemm_packed},

@@ -339,13 +339,13 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
         m.frames[i].plate = m.stems[i];
         m.frames[i].hint = m.stems[i];
     }
-    ckey_source src = {&m, n, m.frames, mem_read, NULL, 0, 0, NULL, 0};
+    ckey_source src = {&m, n, m.frames, mem_read, NULL, 0, 0, NULL, 0, 0};
     memset(sink_out, 0, sizeof *sink_out);
     sink_out->bad_write = bad_write;
     atomic_init(&sink_out->busy, 0);
     atomic_init(&sink_out->overlap, 0);
     /* concurrent_write 0: ordered writes, whatever the number of writers */
-    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL, 0, NULL};
+    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL, 0, NULL, NULL};
     ckey_shot_options o;
     ckey_shot_options_default(&o);
     o.on_error = on_error;

@@ -424,7 +424,7 @@ static void test_write_full_disk(void) {
     }
     ckey_error err;
     memset(&err, 0, sizeof err);
-    const ckey_status st = ck_png_write_stream(f, "/dev/full", px, 3, W, H, 16, CK_PNG_ROUND, &err);
+    const ckey_status st = ck_png_write_stream(f, "/dev/full", px, 3, W, H, 16, CK_PNG_ROUND, 3, &err);
     fclose(f);
     free(px);
     printf("  -> %s: %s\n", ckey_status_name(st), err.message);

@@ -6,9 +6,12 @@
  * tests/fixtures/post (tools/reference/make_post_fixtures.py): the OpenCV
  * post-processing, both despeckle implementations and cv2's Lanczos4 resize.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "pixel/pixel.h"
 #include "pixel/post.h"
 #include "support/testutil.h"
@@ -623,6 +626,143 @@ static void test_torch_labels(void) {
     free(s);
 }
 
+/* ------------------------------------------- array powers, threaded frame */
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bitsf(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* ck_powf_array gives libm's powf bit for bit, for the two sRGB exponents,
+ * on every float the conversions hand it in the fast path's range (every
+ * 29th one under the sanitizers, which make powf slow), and on specials. */
+static void test_pow_array_matches_powf(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    const uint32_t stride = 29;
+#else
+    const uint32_t stride = 1;
+#endif
+    static const float exps[2] = {2.4f, (float)(1.0 / 2.4)};
+    /* t from srgb_to_linear: (x + 0.055) / 1.055 > 0.0905 for x > 0.04045;
+     * from linear_to_srgb: x > 0.0031308 */
+    static const float from[2] = {0.0905f, 0.0031308f};
+    enum { B = 4096 };
+    float *t = malloc(B * sizeof *t), *o = malloc(B * sizeof *o);
+    REQUIRE(t && o);
+    for (int k = 0; k < 2; k++) {
+        long n = 0, bad = 0;
+        uint32_t u = fbits(from[k]);
+        const uint32_t end = fbits(64.0f) + 4096; /* a little past the fast range */
+        while (u <= end) {
+            int m = 0;
+            for (; m < B && u <= end; m++, u += stride) t[m] = bitsf(u);
+            ck_powf_array(t, o, (size_t)m, exps[k]);
+            for (int i = 0; i < m; i++)
+                if (fbits(o[i]) != fbits(powf(t[i], exps[k])) && bad++ < 5)
+                    printf("    powf(%a, %a) = %a, ck_powf_array %a\n", (double)t[i], (double)exps[k],
+                           (double)powf(t[i], exps[k]), (double)o[i]);
+            n += m;
+        }
+        printf("  exponent %.9g: %ld floats from %g to 64, %ld differ from powf\n", (double)exps[k], n,
+               (double)from[k], bad);
+        CHECK(bad == 0);
+    }
+    static const float special[] = {0.0f, -0.0f, 1e-30f, 0x1p-9f, 0x1p6f, 1e30f, -1.0f, INFINITY, -INFINITY, NAN};
+    const int ns = (int)CK_ARRAY_LEN_T(special);
+    for (int k = 0; k < 2; k++) {
+        ck_powf_array(special, o, (size_t)ns, exps[k]);
+        for (int i = 0; i < ns; i++) {
+            const float want = powf(special[i], exps[k]);
+            CHECKF(fbits(o[i]) == fbits(want) || (isnan(o[i]) && isnan(want)), "powf(%g)", (double)special[i]);
+        }
+    }
+    free(t);
+    free(o);
+}
+
+/* The frame with a pool, and without one, against the per-pixel form of the
+ * same steps (libm's powf on each value): the same bits, also where the
+ * alpha is zero (the blocks that skip the powers), on colours above 1 and
+ * below 0, a NaN, and a plate whose width is not a multiple of the blocks. */
+static void test_frame_threads_and_reference(void) {
+    enum { H = 301, W = 263, N = H * W };
+    float *alpha = malloc(sizeof(float) * N), *fg = malloc(sizeof(float) * 3 * N);
+    float *want_p = malloc(sizeof(float) * 4 * N), *want_c = malloc(sizeof(float) * 3 * N);
+    float *proc = malloc(sizeof(float) * 4 * N), *comp = malloc(sizeof(float) * 3 * N);
+    REQUIRE(alpha && fg && want_p && want_c && proc && comp);
+    uint32_t r = 7;
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            const int i = y * W + x;
+            r = r * 1664525u + 1013904223u;
+            const float u = (float)(r >> 8) / 16777216.0f;
+            const float d = hypotf((float)x - 120.0f, (float)y - 150.0f);
+            alpha[i] = d < 60.0f ? 1.0f : d < 90.0f ? (90.0f - d) / 30.0f + 0.05f * u : 0.0f;
+            if (x > 250 && y < 10) alpha[i] = 0.7f; /* a small island */
+            fg[i] = 0.2f + 0.6f * u;
+            fg[N + i] = x < 20 ? 5.0f : 0.7f + 0.2f * u; /* above 4: the full path */
+            fg[2 * N + i] = y < 5 ? -0.25f : 0.3f * u;
+        }
+    fg[N + 7 * W + 200] = NAN;
+    for (int despeckle = 0; despeckle < 2; despeckle++) {
+        ck_post_options o;
+        ck_post_options_default(&o);
+        o.despeckle = despeckle;
+        o.despill_strength = 0.5;
+        void *scratch = despeckle ? malloc(ck_post_frame_scratch_bytes(H, W, &o)) : NULL;
+        REQUIRE(!despeckle || scratch);
+        /* the reference: the Processed alpha from the serial frame, then
+         * every pixel as ck_post_frame computed it one value at a time */
+        REQUIRE(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, want_p, want_c, scratch) == CKEY_OK);
+        const float *pa = want_p + 3 * N;
+        const float bg[2] = {ck_srgb_to_linear1(CK_CHECKER_DARK), ck_srgb_to_linear1(CK_CHECKER_LIGHT)};
+        long bad = 0, zero_px = 0;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                const int i = y * W + x;
+                /* ck_despill on planes of one value: this pixel's despill */
+                float three[3] = {fg[i], fg[N + i], fg[2 * N + i]};
+                ck_despill(three, 1, 0.5);
+                zero_px += pa[i] == 0.0f;
+                const float b = bg[((x / CK_CHECKER_SIZE) + (y / CK_CHECKER_SIZE)) & 1];
+                for (int ch = 0; ch < 3; ch++) {
+                    const float lin = ck_srgb_to_linear1(three[ch]);
+                    const float p = lin * pa[i], k = ck_linear_to_srgb1(ck_composite_straight1(lin, b, pa[i]));
+                    if (fbits(p) != fbits(want_p[ch * N + i]) && !(isnan(p) && isnan(want_p[ch * N + i]))) bad++;
+                    if (fbits(k) != fbits(want_c[ch * N + i]) && !(isnan(k) && isnan(want_c[ch * N + i]))) bad++;
+                }
+            }
+        printf("  despeckle %d: %ld of %d pixels with alpha 0, %ld values differ from the per-pixel form\n",
+               despeckle, zero_px, N, bad);
+        CHECK(bad == 0 && zero_px > N / 4);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            ck_pool *pool = NULL;
+            REQUIRE(ck_pool_create(threads, &pool, NULL) == CKEY_OK);
+            o.pool = pool;
+            memset(proc, 0xff, sizeof(float) * 4 * N);
+            REQUIRE(ck_post_frame(alpha, fg, H, W, &o, NULL, NULL, proc, comp, scratch) == CKEY_OK);
+            CHECKF(memcmp(proc, want_p, sizeof(float) * 4 * N) == 0 &&
+                       memcmp(comp, want_c, sizeof(float) * 3 * N) == 0,
+                   "despeckle %d, %d threads: the passes differ", despeckle, threads);
+            ck_pool_free(pool);
+        }
+        free(scratch);
+    }
+    free(alpha);
+    free(fg);
+    free(want_p);
+    free(want_c);
+    free(proc);
+    free(comp);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"despill_known", test_despill_known},
@@ -637,6 +777,8 @@ int main(int argc, char **argv) {
         {"parity_lanczos", test_parity_lanczos},
         {"lanczos_properties", test_lanczos_properties},
         {"torch_labels", test_torch_labels},
+        {"pow_array_matches_powf", test_pow_array_matches_powf},
+        {"frame_threads_and_reference", test_frame_threads_and_reference},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN_T(cases), argc, argv);
 }

@@ -113,17 +113,17 @@ static void print_text(const opts *o, const info_result *r) {
 }
 
 /* --plate-size and the options that shape a run's plan (--for, and for key
- * --read-ahead, --writers, --video-out, --hint auto) go together. */
+ * --read-ahead, --readers, --writers, --video-out, --hint auto) go together. */
 static int check_run_opts(const opts *o) {
     const int have_plate = o->plate_w > 0;
-    if (!have_plate && (o->have_for || o->hint || o->read_ahead >= 0 || o->writers || o->video_out))
-        return usage_error(o->cmd, "--for, --hint, --read-ahead, --writers and --video-out describe the "
+    if (!have_plate && (o->have_for || o->hint || o->read_ahead >= 0 || o->readers || o->writers || o->video_out))
+        return usage_error(o->cmd, "--for, --hint, --read-ahead, --readers, --writers and --video-out describe the "
                                    "run a plate is planned for: add --plate-size WxH");
     if (o->hint && strcmp(o->hint, "auto") != 0)
         return usage_error(o->cmd, "--hint '%s': info plans with --hint auto only (a hint file is the "
                                    "plate's size)", o->hint);
-    if (!o->plan_key && (o->read_ahead >= 0 || o->writers || o->video_out))
-        return usage_error(o->cmd, "--read-ahead, --writers and --video-out shape a clip: add --for key");
+    if (!o->plan_key && (o->read_ahead >= 0 || o->readers || o->writers || o->video_out))
+        return usage_error(o->cmd, "--read-ahead, --readers, --writers and --video-out shape a clip: add --for key");
     return CONTINUE;
 }
 
@@ -140,6 +140,7 @@ static ckey_status plan_run(const opts *o, const ckey_model *model, info_result 
                    (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);
     if (o->read_ahead >= 0) ro.shot.read_ahead = o->read_ahead;
     ro.shot.writers = o->writers;
+    ro.shot.readers = o->readers;
     ro.host_limit = -1;
     r->have_run = 1;
     r->host_available = ckey_host_memory_available();
@@ -152,7 +153,7 @@ int cmd_info(int argc, char **argv) {
     o.read_ahead = -1;
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET | O_JSON |
-                            O_MEMORY | O_PLATE_SIZE | O_FOR | O_HINT | O_READ_AHEAD | O_WRITERS |
+                            O_MEMORY | O_PLATE_SIZE | O_FOR | O_HINT | O_READ_AHEAD | O_READERS | O_WRITERS |
                             O_VIDEO_OUT | O_RESIZE_BACK,
                         0, help_info, &o);
     if (rc == CONTINUE) rc = check_run_opts(&o);

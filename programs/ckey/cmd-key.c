@@ -213,7 +213,10 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
     ckey_shot_options shot_defaults;
     ckey_shot_options_default(&shot_defaults);
     o->post = shot_defaults.post; /* despill 0.5, as upstream's shot command */
-    o->exr = CKEY_EXR_PXR24;
+    ckey_pass_options pass_defaults;
+    ckey_pass_options_default(&pass_defaults);
+    o->exr = pass_defaults.exr.compression;
+    o->comp_png_level = pass_defaults.comp_png_level;
     o->read_ahead = -1;
     return parse_opts(argc, argv,
                       O_MODEL | O_HINT | O_OUT | O_SIZE | O_THREADS | O_STRENGTH | O_LINEAR |
@@ -221,7 +224,8 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_DESPILL | O_NO_DESPECKLE | O_DESPECKLE_AREA | O_FRAMES | O_DRY_RUN |
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
-                          O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST,
+                          O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
+                          O_COMP_PNG,
                       1, help_key, o);
 }
 
@@ -253,9 +257,16 @@ static int resolve_paths(key_job *j) {
 }
 
 static int open_clip(key_job *j) {
+    /* the passes at the fastest settings unless --exr-level / --comp-png
+     * say otherwise; zip-fast keeps its level 1 */
+    ckey_pass_options po;
+    ckey_pass_options_default(&po);
+    po.exr.compression = j->o.exr;
+    po.exr.level = j->o.exr_level ? j->o.exr_level : j->o.exr == CKEY_EXR_ZIP_FAST ? 0 : po.exr.level;
+    po.comp_png_level = j->o.comp_png_level;
     if (ckey_source_open_video(j->cp.plate_dir, j->cp.auto_hint ? NULL : j->cp.hint_dir, 0,
                                key_warning_cb, &j->kc, &j->src, &j->err) != CKEY_OK ||
-        ckey_sink_open_passes(j->cp.out_dir, j->o.exr, &j->sink, &j->err) != CKEY_OK)
+        ckey_sink_open_passes_opt(j->cp.out_dir, &po, &j->sink, &j->err) != CKEY_OK)
         return key_fail_err(j);
     return CONTINUE;
 }
@@ -395,6 +406,10 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
     so->cancel = stop_requested;
     if (o->read_ahead >= 0) so->read_ahead = o->read_ahead;
     so->writers = o->writers;
+    so->readers = o->readers;
+    /* --threads: on the CPU the network's threads, which the frame-level work
+     * shares; on a GPU the frame-level pool's */
+    so->threads = o->so.device == CKEY_DEVICE_CPU ? 0 : o->so.threads > 1024 ? 1024 : o->so.threads;
 }
 
 /*
@@ -531,12 +546,17 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
     if (j->o.json) {
         printf("{\"event\":\"done\",\"keyed\":%lld,\"skipped\":%lld,\"failed\":%lld,\"seconds\":%.6f,"
                "\"fps\":%.4f,\"model_seconds\":%.6f,\"model_fps\":%.4f,\"read_seconds\":%.6f,"
-               "\"write_seconds\":%.6f,\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
+               "\"write_seconds\":%.6f,\"decode_seconds\":%.6f,\"pre_seconds\":%.6f,\"back_seconds\":%.6f,"
+               "\"post_seconds\":%.6f,\"sink_seconds\":%.6f,\"pass_seconds\":{\"matte\":%.6f,\"fg\":%.6f,"
+               "\"processed\":%.6f,\"comp\":%.6f},\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
                "\"despill\":%g,\"sessions\":%d,\"peak_rss_bytes\":%lld,\"out\":",
                (long long)stats->keyed, (long long)stats->skipped, (long long)stats->failed,
                stats->seconds, fps, stats->model_seconds, mfps, stats->read_seconds,
-               stats->write_seconds, j->setup_s, (int)so->read_ahead, (long long)j->kc.warnings,
-               (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1, (long long)peak_rss_bytes());
+               stats->write_seconds, stats->decode_seconds, stats->pre_seconds, stats->back_seconds,
+               stats->post_seconds, stats->sink_seconds, stats->pass_seconds[0], stats->pass_seconds[1],
+               stats->pass_seconds[2], stats->pass_seconds[3], j->setup_s, (int)so->read_ahead,
+               (long long)j->kc.warnings, (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1,
+               (long long)peak_rss_bytes());
         json_str(stdout, j->cp.out_dir);
         printf(",\"videos\":[");
         for (int k = 0, n = 0; k < 2; k++)

@@ -245,6 +245,7 @@ static const struct {
     {"--submit", O_SUBMIT, 0},   {"--logs", O_LOGS, 1},     {"--max-running", O_MAX_RUNNING, 1},
     {"--cpus", O_CPUS, 1},
     {"--plate-size", O_PLATE_SIZE, 1}, {"--for", O_FOR, 1},
+    {"--readers", O_READERS, 1}, {"--exr-level", O_EXR_LEVEL, 1}, {"--comp-png", O_COMP_PNG, 1},
 };
 
 /* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
@@ -423,6 +424,22 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         if (!parse_int(val, 0, 64, &n))
             return usage_error(o->cmd, "--writers '%s' is not a count between 0 and 64", val);
         o->writers = (int)n;
+        break;
+    case O_READERS:
+        if (!parse_int(val, 0, 16, &n))
+            return usage_error(o->cmd, "--readers '%s' is not a count between 0 and 16", val);
+        o->readers = (int)n;
+        break;
+    case O_EXR_LEVEL:
+        if (!parse_int(val, 1, CKEY_EXR_LEVEL_MAX, &n))
+            return usage_error(o->cmd, "--exr-level '%s' is not a deflate level between 1 and %d", val,
+                               CKEY_EXR_LEVEL_MAX);
+        o->exr_level = (int)n;
+        break;
+    case O_COMP_PNG:
+        if (!strcmp(val, "rle")) o->comp_png_level = CKEY_PNG_RLE;
+        else if (parse_int(val, 0, 9, &n)) o->comp_png_level = (int)n;
+        else return usage_error(o->cmd, "--comp-png '%s': expected rle or a zlib level 0 .. 9", val);
         break;
     case O_VIDEO_OUT:
         if (!strcmp(val, "prores")) o->video_out = VIDEO_OUT_PRORES;

@@ -16,6 +16,7 @@
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_PARTIAL = 3, CONTINUE = -1 };
 
 /* Which options a command accepts (bits of a uint64_t mask). */
+typedef uint64_t opt_set;
 #define O_MODEL (UINT64_C(1) << 0)
 #define O_IMAGE (UINT64_C(1) << 1)
 #define O_HINT (UINT64_C(1) << 2)
@@ -62,6 +63,10 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_PARTIAL = 3, CONTINUE
 /* info */
 #define O_PLATE_SIZE (UINT64_C(1) << 42)
 #define O_FOR (UINT64_C(1) << 43)
+/* key / run: the CPU clip runner (clipcpu) */
+#define O_READERS (UINT64_C(1) << 44)
+#define O_EXR_LEVEL (UINT64_C(1) << 45)
+#define O_COMP_PNG (UINT64_C(1) << 46)
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -87,9 +92,12 @@ typedef struct opts {
     int dry_run, force, have_frames;
     long frame_first, frame_last;   /* --frames, when have_frames */
     ckey_exr_compression exr;
+    int exr_level;                  /* --exr-level; 0: the compression's default for key */
+    int comp_png_level;             /* --comp-png: CKEY_PNG_RLE or zlib's level */
     ckey_shot_on_error on_error;
     int read_ahead;                 /* -1: the library default */
     int writers;                    /* writer threads; 0: the library default */
+    int readers;                    /* reader threads; 0: the library default */
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */

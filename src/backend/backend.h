@@ -92,6 +92,9 @@ struct ck_backend_i {
     /* Host memory the backend transfers from fastest (pinned on CUDA). */
     void *(*host_alloc)(ck_backend *be, size_t bytes);
     void (*host_free)(ck_backend *be, void *p);
+    /* The backend's CPU threads, which work around the network may share
+     * (ck_pool_for takes jobs from several threads); NULL when it has none. */
+    ck_pool *(*host_pool)(ck_backend *be);
     void (*free)(ck_backend *be);
 };
 

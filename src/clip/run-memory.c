@@ -97,7 +97,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     if ((ro->kind != CKEY_RUN_PLATE && ro->kind != CKEY_RUN_SHOT) || ro->video_in < 0 || ro->video_in > 2 ||
         (ro->video_out & ~(CKEY_RUN_VIDEO_PRORES | CKEY_RUN_VIDEO_H264)) || ro->host_limit < -1 ||
         (ro->kind == CKEY_RUN_SHOT && (ro->shot.read_ahead < 0 || ro->shot.read_ahead > 8 ||
-                                       ro->shot.writers < 0 || ro->shot.writers > 64)))
+                                       ro->shot.writers < 0 || ro->shot.writers > 64 ||
+                                       ro->shot.readers < 0 || ro->shot.readers > 16)))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad run options");
     ckey_session_options sopt;
     if (so) sopt = *so;
@@ -130,20 +131,23 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->output_bytes = 4 * P * F;
         r->encode_bytes = png_encode_bytes(w, 3, 16);
     } else {
-        int nin, nout, nwr;
-        ck_shot_layout(&ro->shot, 1, &nin, &nout, &nwr);
+        int nin, nout, nwr, nrd;
+        ck_shot_layout(&ro->shot, 1, &nin, &nout, &nwr, &nrd);
         const size_t post_scratch = ckey_post_scratch_bytes(w, h, &ro->shot.post);
         if (post_scratch == SIZE_MAX)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad post options");
-        /* src/clip/shot.c: in slots hold a decoded plate + hint and the
-         * network's input; out slots the network's output and alpha + fg at
-         * plate size; each writer its Processed + Comp planes, its resize
-         * scratch back, its post scratch and the encoder it runs */
+        /* src/clip/shot.c: in slots hold the network's input; each reader
+         * its decoded plate + hint (reused frame after frame), its resize
+         * scratch to S and its auto hint scratch; out slots the network's
+         * output and alpha + fg at plate size; each writer its Processed +
+         * Comp planes, its resize scratch back, its post scratch and the
+         * encoder it runs */
         r->frames_in_flight = nin + nout;
         r->writers = nwr;
+        r->hint_bytes *= nrd;
         r->io_bytes += (int64_t)(nin + nout) * io;
-        r->decoded_bytes = (int64_t)nin * 4 * P * F + video_in;
-        r->resize_bytes = pre + (int64_t)nwr * post;
+        r->decoded_bytes = (int64_t)nrd * 4 * P * F + video_in;
+        r->resize_bytes = (int64_t)nrd * pre + (int64_t)nwr * post;
         r->output_bytes = (int64_t)nout * 4 * P * F + (int64_t)nwr * 7 * P * F;
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
         r->encode_bytes = (int64_t)nwr * exr_encode_bytes(w) + video_out_bytes(ro->video_out, w, h);

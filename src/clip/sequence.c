@@ -1,14 +1,17 @@
 /*
- * Image sequences in and out (public API in ckey.h):
+ * Image sequences in and out (public API in ckey_clip.h):
  *   ckey_source_open_sequence  a plate directory + a hint directory, paired by
- *                              frame number, decoded with ckey_image_read;
- *   ckey_sink_open_passes      the four official passes as EXR / PNG files.
- * ckey_shot_run (pipeline/shot.c) drives both; neither knows about threads
- * beyond the contract in ckey.h (read from one thread, write from one thread).
+ *                              frame number, decoded with ckey_image_read into
+ *                              the reader's previous frame's pixels; reads may
+ *                              run at once (concurrent_read);
+ *   ckey_sink_open_passes      the four official passes as EXR / PNG files,
+ *                              written at once on the runner's pool.
+ * ckey_shot_run (src/clip/shot.c) drives both.
  */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "core/core.h"
 #include "media/image.h"
 #include "clip/sequence.h"
+#include "media/exr.h"
 
 /* ----------------------------------------------------------------- names */
 
@@ -210,13 +214,13 @@ static ckey_status seq_source_read(void *self, int64_t index, ckey_image *plate,
         return ck_fail(err, CKEY_ERR_IO,
                        "frame %lld: plate %s has no hint in %s (hints pair with plates by frame "
                        "number)", (long long)f->number, f->plate, q->hint_dir);
-    /* The decoders allocate their own pixels: drop the previous frame's. */
-    ckey_image_free(plate);
-    ckey_image_free(hint);
+    /* Decoded into the previous frame's pixels when they are large enough;
+     * nothing here is shared between calls, so readers may call at once. */
     ckey_error e;
     ck_error_clear(&e);
-    ckey_status st = ckey_image_read(f->plate, CKEY_IMAGE_RGB, plate, &e);
-    if (st == CKEY_OK && !q->auto_hint) st = ckey_image_read(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    ckey_status st = ck_image_read_reuse(f->plate, CKEY_IMAGE_RGB, plate, &e);
+    if (st == CKEY_OK && !q->auto_hint) st = ck_image_read_reuse(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    if (st == CKEY_OK && q->auto_hint) ckey_image_free(hint);
     if (st != CKEY_OK) {
         ckey_image_free(plate);
         ckey_image_free(hint);
@@ -304,6 +308,7 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     out->read = seq_source_read;
     out->close = seq_source_close;
     out->probe = seq_source_probe;
+    out->concurrent_read = 1;
     return CKEY_OK;
 }
 
@@ -318,13 +323,26 @@ void ckey_source_close(ckey_source *src) {
 enum { PASS_MATTE, PASS_FG, PASS_PROCESSED, PASS_COMP, NPASS };
 static const char *const pass_dir[NPASS] = {"Matte", "FG", "Processed", "Comp"};
 
+/* One frame's writing tools, kept from frame to frame: an EXR writer per
+ * EXR pass (its chunk buffers sized by that pass) and each pass's path. */
+typedef struct pass_kit {
+    ck_exr_writer *exr[3];
+    char *path[NPASS];
+    size_t cap[NPASS];
+    struct pass_kit *next; /* the free list */
+} pass_kit;
+
 typedef struct pass_sink {
     char *out;
-    ckey_exr_compression comp;
-    /* the output path for complete (the caller's thread); write() uses its
-     * own, so that writes may run concurrently (concurrent_write) */
+    ckey_pass_options opt;
+    /* the output path for complete (the caller's thread); write() uses a
+     * kit's, so that writes may run concurrently (concurrent_write) */
     char *path;
     size_t path_cap;
+    pthread_mutex_t mu; /* guards the kits and the timings */
+    pass_kit *free_kits, *all_kits[64];
+    int nkits;
+    double seconds[NPASS];
 } pass_sink;
 
 /* OUT/<Pass>/<stem>.<ext> into *buf (grown as needed). */
@@ -388,26 +406,100 @@ static ckey_status pass_begin(void *self, ckey_error *err) {
     return CKEY_OK;
 }
 
-static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
-                              ckey_error *err) {
-    /* nothing shared is written: safe to call from several threads at once */
-    const pass_sink *k = self;
+static void kit_free(pass_kit *t) {
+    if (!t) return;
+    for (int i = 0; i < 3; i++) ck_exr_writer_free(t->exr[i]);
+    for (int p = 0; p < NPASS; p++) free(t->path[p]);
+    free(t);
+}
+
+/* A kit from the free list, or a new one (NULL when out of memory or when
+ * more writes run at once than kits are kept). */
+static pass_kit *kit_take(pass_sink *k) {
+    pthread_mutex_lock(&k->mu);
+    pass_kit *t = k->free_kits;
+    if (t) k->free_kits = t->next;
+    else if (k->nkits < (int)(sizeof k->all_kits / sizeof k->all_kits[0]) && (t = calloc(1, sizeof *t))) {
+        for (int i = 0; i < 3; i++)
+            if (!(t->exr[i] = ck_exr_writer_new())) {
+                kit_free(t);
+                t = NULL;
+                break;
+            }
+        if (t) k->all_kits[k->nkits++] = t;
+    }
+    pthread_mutex_unlock(&k->mu);
+    return t;
+}
+
+static void kit_give(pass_sink *k, pass_kit *t) {
+    pthread_mutex_lock(&k->mu);
+    t->next = k->free_kits;
+    k->free_kits = t;
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* One frame's four files, a job item each: the Comp PNG first (one thread
+ * encodes it whole), then the EXR passes, largest first, whose chunks are a
+ * nested job on the same pool. */
+typedef struct pass_job {
+    pass_sink *k;
+    pass_kit *kit;
+    const ckey_shot_passes *p;
+    ck_pool *pool;
+    ckey_status st[NPASS];
+    ckey_error err[NPASS];
+    double seconds[NPASS];
+} pass_job;
+
+static const int pass_order[NPASS] = {PASS_COMP, PASS_PROCESSED, PASS_FG, PASS_MATTE};
+
+static void write_pass(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    pass_job *j = ctx;
+    const ckey_shot_passes *p = j->p;
     const float *data[NPASS] = {p->alpha, p->fg, p->processed, p->comp};
     static const int32_t channels[NPASS] = {1, 3, 4, 3};
-    char *buf = NULL;
-    size_t cap = 0;
-    ckey_status st = CKEY_OK;
-    for (int q = 0; st == CKEY_OK && q < NPASS; q++) {
-        const char *path = pass_path(k, &buf, &cap, q, f->stem);
-        if (!path) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-        else st = q == PASS_COMP
-                      /* truncated to 8 bits as upstream writes its Comp */
-                      ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8,
-                                             CK_PNG_TRUNCATE, err)
-                      : ckey_image_write_exr(path, data[q], channels[q], p->width, p->height,
-                                             k->comp, err);
+    for (int64_t i = b; i < e; i++) {
+        const int q = pass_order[i];
+        const double t = ck_now();
+        const char *path = j->kit->path[q];
+        j->st[q] = q == PASS_COMP
+                       /* truncated to 8 bits as upstream writes its Comp */
+                       ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
+                                              j->k->opt.comp_png_level, &j->err[q])
+                       : ck_exr_write(j->kit->exr[q], j->pool, path, data[q], channels[q], p->width, p->height,
+                                      &j->k->opt.exr, &j->err[q]);
+        j->seconds[q] = ck_now() - t;
     }
-    free(buf);
+}
+
+static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                              ckey_error *err) {
+    /* shares only the kits' free list and the timings (under the lock): safe
+     * to call from several threads at once */
+    pass_sink *k = self;
+    pass_kit *kit = kit_take(k);
+    if (!kit) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the pass writers");
+    pass_job j;
+    memset(&j, 0, sizeof j);
+    j.k = k, j.kit = kit, j.p = p, j.pool = (ck_pool *)p->pool;
+    ckey_status st = CKEY_OK;
+    for (int q = 0; q < NPASS && st == CKEY_OK; q++)
+        if (!pass_path(k, &kit->path[q], &kit->cap[q], q, f->stem)) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    if (st == CKEY_OK) {
+        ck_pool_for(j.pool, NPASS, 1, write_pass, &j);
+        /* the first failure in pass order, whatever order the threads took */
+        for (int q = 0; q < NPASS && st == CKEY_OK; q++)
+            if (j.st[q] != CKEY_OK) {
+                st = j.st[q];
+                if (err) *err = j.err[q];
+            }
+    }
+    pthread_mutex_lock(&k->mu);
+    for (int q = 0; q < NPASS; q++) k->seconds[q] += j.seconds[q];
+    pthread_mutex_unlock(&k->mu);
+    kit_give(k, kit);
     return st;
 }
 
@@ -417,18 +509,41 @@ static ckey_status pass_finish(void *self, ckey_error *err) {
     return CKEY_OK;
 }
 
+static void pass_seconds(void *self, double seconds[4]) {
+    pass_sink *k = self;
+    pthread_mutex_lock(&k->mu);
+    for (int q = 0; q < NPASS; q++) seconds[q] = k->seconds[q];
+    pthread_mutex_unlock(&k->mu);
+}
+
 static void pass_close(void *self) {
     pass_sink *k = self;
     if (!k) return;
+    for (int i = 0; i < k->nkits; i++) kit_free(k->all_kits[i]);
+    pthread_mutex_destroy(&k->mu);
     free(k->out);
     free(k->path);
     free(k);
 }
 
-ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
-                                  ckey_error *err) {
-    if (!out_dir || !out || (comp != CKEY_EXR_PXR24 && comp != CKEY_EXR_ZIP && comp != CKEY_EXR_NONE &&
-                             comp != CKEY_EXR_ZIP_FAST))
+void ckey_pass_options_default(ckey_pass_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->exr.compression = CKEY_EXR_PXR24;
+    o->exr.level = 1;
+    o->comp_png_level = CKEY_PNG_RLE;
+}
+
+ckey_status ckey_sink_open_passes_opt(const char *out_dir, const ckey_pass_options *o, ckey_sink *out,
+                                      ckey_error *err) {
+    ckey_pass_options def;
+    ckey_pass_options_default(&def);
+    if (!o) o = &def;
+    if (!out_dir || !out ||
+        (o->exr.compression != CKEY_EXR_PXR24 && o->exr.compression != CKEY_EXR_ZIP &&
+         o->exr.compression != CKEY_EXR_NONE && o->exr.compression != CKEY_EXR_ZIP_FAST) ||
+        o->exr.level < 0 || o->exr.level > CKEY_EXR_LEVEL_MAX || o->comp_png_level < CKEY_PNG_RLE ||
+        o->comp_png_level > 9)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_sink_open_passes: bad arguments");
     memset(out, 0, sizeof *out);
     pass_sink *k = calloc(1, sizeof *k);
@@ -437,15 +552,25 @@ ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp
         free(k);
         return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     }
-    k->comp = comp;
+    k->opt = *o;
+    pthread_mutex_init(&k->mu, NULL);
     out->self = k;
     out->complete = pass_complete;
     out->begin = pass_begin;
     out->write = pass_write;
     out->finish = pass_finish;
     out->close = pass_close;
-    out->concurrent_write = 1; /* pass_write shares nothing across calls */
+    out->concurrent_write = 1; /* pass_write shares nothing across calls but the kits */
+    out->pass_seconds = pass_seconds;
     return CKEY_OK;
+}
+
+ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp, ckey_sink *out,
+                                  ckey_error *err) {
+    ckey_pass_options o;
+    ckey_pass_options_default(&o);
+    o.exr.compression = comp;
+    return ckey_sink_open_passes_opt(out_dir, &o, out, err);
 }
 
 void ckey_sink_close(ckey_sink *sink) {

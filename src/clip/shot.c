@@ -1,9 +1,11 @@
 /*
- * ckey_shot_run: a shot keyed as a pipeline of a reader, the model and K
- * writers (see ckey.h).
+ * ckey_shot_run: a shot keyed as a pipeline of R readers, M models (one per
+ * session) and K writers (see ckey_clip.h).
  *
- *   reader     source->read (+ ckey_auto_hint, size checks),
- *              resize to S + normalize (ck_preprocess)         -> in ring  (read_ahead + 1 slots)
+ *   reader r   jobs r, r + R, r + 2R, ... (R = opt.readers), in parallel
+ *              with the other readers: source->read into the reader's own
+ *              images (+ input fixes: linear -> sRGB, auto hint, hint
+ *              resize), resize to S + normalize (ck_preprocess) -> in ring  (nin slots)
  *   model m    the network only (ckey_session_forward) on session m of M:
  *              jobs m, m + M, m + 2M, ... (the calling thread is model 0,
  *              one more thread per further session)       -> out ring (K + M slots)
@@ -16,35 +18,45 @@
  *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
  * The model thread runs nothing but the network, so a GPU is not kept
- * waiting by the plate-size resizes (at 4K on one core: ~0.1 s in, ~0.25 s
- * back with Lanczos4): the same steps ckey_session_key takes, spread over
- * the threads, so the results are the same bit for bit. The writers are
- * several because at plate size their work (resize back, post passes, zlib in
- * the EXR and PNG encoders: ~5.5 s a 4K frame on one core) is far slower than
- * a GPU's network.
+ * waiting by the plate-size work: the same steps ckey_session_key takes,
+ * spread over the threads, so the results are the same bit for bit. The
+ * readers are several because decoding is per frame and, at 4K, far slower
+ * than a GPU's network; so are the writers (resize back, post passes, the
+ * EXR and PNG encoders).
+ *
+ * The pool. Within a frame, the resizes, the post passes' rows and the
+ * sink's files and EXR chunks are split over one pool (ck_pool_for takes
+ * jobs from several threads at once): by default a CPU session's own
+ * threads, so that a CPU run has no more threads busy than --threads says;
+ * else a pool of opt.threads (a GPU run: every CPU). Every split is by rows or chunks whose results do not depend
+ * on the split, so the passes do not depend on the pool's size either.
  *
  * Job j (the j-th frame to key) always uses in slot j % nin, out slot
- * j % nout, session j % M and writer j % K, so the stages need no queue
- * bookkeeping beyond a state per slot and the turn counter; one mutex and
- * one condition variable guard every state change (a few per frame, nothing
- * next to the milliseconds a frame takes). nout = K + M lets every model
- * key a frame while all K writers are busy, and nin = read_ahead + M feeds
- * every model. Both are rounded up to multiples of M, so a slot only ever
- * serves one session's jobs: the model thread that waits for a slot is the
- * one that used it last (it never sees an older job's frame there), and the
- * slot is allocated from that session (ckey_session_host_alloc: page-locked
- * for its device). Every session keys a frame as any other would (same
- * model, size and options), so which session keys a frame does not change
- * its passes. The turn makes the events (planned skips, warnings, KEYED /
+ * j % nout, reader j % R, session j % M and writer j % K, so the stages
+ * need no queue bookkeeping beyond a state per slot and two turn counters;
+ * one mutex and one condition variable guard every state change (a few per
+ * frame, nothing next to the milliseconds a frame takes). nin =
+ * max(read_ahead, R) + M lets every reader fill a slot while every model
+ * keys from another; nout = K + M lets every model key a frame while all K
+ * writers are busy. Both are rounded up to multiples of M, so a slot only
+ * ever serves one session's jobs: the model thread that waits for a slot is
+ * the one that used it last (it never sees an older job's frame there; a
+ * reader waits for the slot's own job, in_slot.job), and the slot is
+ * allocated from that session (ckey_session_host_alloc: page-locked for its
+ * device). Every session keys a frame as any other would (same model, size
+ * and options), so which session keys a frame does not change its passes.
+ * The turn next_to_finish makes the events (planned skips, warnings, KEYED /
  * FAILED, stats, next_index) come out in frame order, from one thread at a
  * time, exactly as with one writer; each writer has its own scratch and
- * Processed / Comp planes, so the passes do not depend on K.
+ * Processed / Comp planes, so the passes do not depend on K. A source
+ * without concurrent_read has its read() calls in frame order, one at a time
+ * (the turn next_to_read), while the readers still resize in parallel.
  *
  * Errors. `stop_at` is the first job that will not be written; every stage
  * stops when it reaches it, so the frames before a failing one are still
  * keyed and written, in order. A fatal error at job j lowers stop_at to j and
  * keeps the message of the lowest such job. A write error also sets `abort`:
- * nothing more can be written, so the reader and the model stop at once.
+ * nothing more can be written, so the readers and the model stop at once.
  * A writer whose heavy part fails at job j lowers stop_at to j at once (no
  * later job starts or gets its turn) and still waits for its own turn: the
  * jobs before it finish, its warning comes out before the error. With a
@@ -56,16 +68,17 @@
  * travels down the pipeline so its event comes out in order, and so does a
  * warning (a hint resized to its plate).
  *
- * Cancel. opt.cancel is polled by the reader before it decodes job j and by
+ * Cancel. opt.cancel is polled by a reader before it decodes job j and by
  * the model loops before they key job j; either lowers stop_at to j with
  * CKEY_ERR_CANCELLED, so the job being keyed when the flag rises (and every
  * one before it) is still written, and nothing after it starts.
  *
- * Buffers: slots are allocated up front; the model outputs (alpha, fg) per
- * out slot, each writer's processed / comp planes and scratch (resize back,
- * post passes) and the reader's auto hint scratch grow to the largest plate
- * seen and are then reused. The image decoders allocate each frame's pixels
- * themselves.
+ * Buffers: slots are allocated up front; each reader's plate and hint (the
+ * source decodes into them, reusing their pixels when large enough), the
+ * model outputs (alpha, fg) per out slot, each writer's processed / comp
+ * planes and scratch (resize back, post passes) and each reader's scratch
+ * (resize, auto hint, hint resize) grow to the largest plate seen and are
+ * then reused: after the first frames of a size, nothing large is allocated.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -80,15 +93,18 @@
 #include "model/session.h"
 #include "clip/shot.h"
 #include "pixel/pixel.h"
+#include "pixel/post.h"
 
 enum { SLOT_EMPTY = 0, SLOT_FULL = 1 };
 
 typedef struct in_slot {
     int state;
+    int64_t job;             /* the job that fills it next (or holds it): readers may
+                                reach a job before the slot's previous job was read */
     int failed;              /* input fault, skipped (CKEY_ON_ERROR_SKIP) */
     ckey_error err;
     char warn[512];          /* a warning about this frame, "" when none */
-    ckey_image plate, hint;
+    int32_t w, h;            /* the plate's size */
     float *x;                /* [4, S, S]: the network's input */
     double t_start;
 } in_slot;
@@ -106,6 +122,21 @@ typedef struct out_slot {
     int32_t session;         /* the session that keyed it */
 } out_slot;
 
+/* A reader thread's own images and buffers (grown to the largest plate,
+ * then reused). */
+typedef struct reader {
+    struct shot *sh;
+    int id;
+    ckey_image plate, hint;  /* the source decodes into these */
+    float *pre_scratch;      /* ck_preprocess */
+    size_t pre_cap;
+    float *auto_scratch;     /* ckey_auto_hint */
+    size_t auto_cap;
+    float *rs_scratch, *rs_out; /* a hint resized to its plate: tables, result */
+    size_t rs_cap, rs_out_cap;
+    double decode_s, pre_s;
+} reader;
+
 /* A writer thread's own buffers (grown to the largest plate, then reused). */
 typedef struct writer {
     struct shot *sh;
@@ -116,7 +147,7 @@ typedef struct writer {
     size_t post_cap;
     void *post_scratch;
     size_t post_scratch_cap;
-    double write_s;
+    double back_s, post_s, sink_s;
 } writer;
 
 typedef struct shot {
@@ -128,6 +159,8 @@ typedef struct shot {
     ckey_shot_options opt;
     ckey_shot_event_fn on_event;
     void *user;
+    ck_pool *pool;           /* the frame-level threads (the session's or own_pool) */
+    ck_pool *own_pool;
 
     int64_t *jobs, njobs;    /* source indices to key, in order */
     int64_t max_pixels;      /* ckey_session_max_plate_pixels (the least of the sessions') */
@@ -136,6 +169,8 @@ typedef struct shot {
     out_slot *out;
     int nout;                /* writers + nsess, rounded up to a multiple of nsess
                                 (nsess unthreaded) */
+    reader *rd;
+    int nrd;
     writer *wr;
     int nwr;
 
@@ -144,16 +179,10 @@ typedef struct shot {
     int64_t stop_at;         /* first job not to write */
     int abort;               /* stop every stage now */
     ckey_error err;          /* the fatal error of job stop_at */
+    int64_t next_to_read;    /* the job whose source->read comes next (a source
+                                without concurrent_read) */
 
     int32_t S;               /* the session's network size */
-    /* reader-owned */
-    float *pre_scratch;      /* ck_preprocess */
-    size_t pre_cap;
-    float *auto_scratch;
-    size_t auto_cap;
-    float *rs_scratch;       /* hint resize tables */
-    size_t rs_cap;
-    double read_s;
     /* owned by the writer whose turn it is (next_to_finish, under mu) */
     int64_t next_to_finish;  /* the job whose events come next */
     int64_t next_index;      /* first source index without an event yet */
@@ -209,93 +238,114 @@ static int cancelled(shot *sh, int64_t j) {
     return 1;
 }
 
+/* Grow a reader's float buffer to `n` floats (contents not kept); 0 when
+ * out of memory. */
+static int grow(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return 1;
+    free(*buf);
+    *buf = malloc(n * sizeof(float));
+    *cap = *buf ? n : 0;
+    return *buf != NULL;
+}
+
 /*
  * A hint of another size than its plate, resized to the plate as upstream's
  * shot command does (clip_manager.run_inference: cv2.resize(mask, (w, h),
  * interpolation=cv2.INTER_LINEAR) on the float mask): two taps per axis,
  * half-pixel centres, no antialias, edges clamped -- the arithmetic of
- * CK_RESIZE_BILINEAR. Replaces hint->data; the warning goes to `warn`.
+ * CK_RESIZE_BILINEAR. The result goes to rd->rs_out; the warning to `warn`.
  */
-static ckey_status resize_hint(shot *sh, const ckey_shot_frame *f, ckey_image *hint, int32_t w,
+static ckey_status resize_hint(reader *rd, const ckey_shot_frame *f, const ckey_image *hint, int32_t w,
                                int32_t h, char *warn, size_t cap, ckey_error *err) {
     const int32_t hw = hint->width, hh = hint->height;
     const size_t sf = ck_resize_scratch_floats(1, hh, hw, h, w, CK_RESIZE_BILINEAR);
     if (sf == 0 || hw < 1 || hh < 1)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame %lld: hint %s is %d x %d: cannot resize it",
                        (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh);
-    if (sf > sh->rs_cap) {
-        free(sh->rs_scratch);
-        sh->rs_scratch = malloc(sf * sizeof(float));
-        sh->rs_cap = sh->rs_scratch ? sf : 0;
-    }
-    float *out = malloc((size_t)w * (size_t)h * sizeof(float));
-    if (!sh->rs_scratch || !out) {
-        free(out);
-        return ck_fail(err, CKEY_ERR_NOMEM, "frame %lld: out of memory to resize the hint",
-                       (long long)f->number);
-    }
+    if (!grow(&rd->rs_scratch, &rd->rs_cap, sf) || !grow(&rd->rs_out, &rd->rs_out_cap, (size_t)w * (size_t)h))
+        return ck_fail(err, CKEY_ERR_NOMEM, "frame %lld: out of memory to resize the hint", (long long)f->number);
     ck_resize rz;
-    ckey_status st = ck_resize_prepare(&rz, 1, hh, hw, h, w, CK_RESIZE_BILINEAR, sh->rs_scratch);
-    if (st != CKEY_OK) {
-        free(out);
-        return ck_fail(err, st, "frame %lld: cannot resize the hint", (long long)f->number);
-    }
-    ck_resize_run(&rz, hint->data, out);
+    ckey_status st = ck_resize_prepare(&rz, 1, hh, hw, h, w, CK_RESIZE_BILINEAR, rd->rs_scratch);
+    if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: cannot resize the hint", (long long)f->number);
+    ck_resize_run_pool(&rz, hint->data, rd->rs_out, rd->sh->pool);
     snprintf(warn, cap, "frame %lld: hint %s is %d x %d, plate %s %d x %d: hint resized to the "
                         "plate (bilinear, as upstream)",
              (long long)f->number, f->hint ? f->hint : "-", (int)hw, (int)hh, f->plate, (int)w, (int)h);
-    free(hint->data);
-    hint->data = out;
-    hint->width = w;
-    hint->height = h;
-    hint->channels = 1;
     return CKEY_OK;
 }
 
 /* ------------------------------------------------------------- stages */
 
-/* Decode job j into its in slot. Returns 0 when the run must stop. */
-static int stage_read(shot *sh, int64_t j) {
+/* source->read of job j into reader rd's images; with a source that reads
+ * one frame at a time, in job order (the turn next_to_read). Returns the
+ * status, or CKEY_ERR_CANCELLED unset (*stopped = 1) when the run stopped
+ * before job j's turn came. */
+static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_error *err, int *stopped) {
+    const int turns = !sh->src->concurrent_read && sh->nrd > 1;
+    *stopped = 0;
+    if (turns) {
+        pthread_mutex_lock(&sh->mu);
+        while (sh->next_to_read != j && !sh->abort && j < sh->stop_at) pthread_cond_wait(&sh->cv, &sh->mu);
+        *stopped = sh->abort || j >= sh->stop_at;
+        pthread_mutex_unlock(&sh->mu);
+        if (*stopped) return CKEY_OK;
+    }
+    const double t = ck_now();
+    ckey_status st = sh->src->read(sh->src->self, sh->jobs[j], &rd->plate, &rd->hint, err);
+    rd->decode_s += ck_now() - t;
+    if (turns) {
+        pthread_mutex_lock(&sh->mu);
+        sh->next_to_read = j + 1;
+        pthread_cond_broadcast(&sh->cv);
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return st;
+}
+
+/* Decode job j on reader rd into its in slot. Returns 0 when the run must stop. */
+static int stage_read(shot *sh, reader *rd, int64_t j) {
     in_slot *sl = &sh->in[j % sh->nin];
     const int64_t idx = sh->jobs[j];
     const ckey_shot_frame *f = &sh->src->frames[idx];
-    const double t = ck_now();
-    sl->t_start = t;
+    sl->t_start = ck_now();
     sl->failed = 0;
     sl->warn[0] = 0;
     ck_error_clear(&sl->err);
-    ckey_status st = sh->src->read(sh->src->self, idx, &sl->plate, &sl->hint, &sl->err);
-    if (st == CKEY_OK && !sl->plate.data)
+    int stopped = 0;
+    ckey_status st = read_frame(sh, rd, j, &sl->err, &stopped);
+    if (stopped) return 0;
+    const double t = ck_now();
+    if (st == CKEY_OK && !rd->plate.data)
         st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
                      (long long)f->number);
-    const int32_t w = sl->plate.width, h = sl->plate.height;
+    const int32_t w = rd->plate.width, h = rd->plate.height;
+    sl->w = w;
+    sl->h = h;
     /* a linear plate read as upstream's default reads an EXR: to sRGB now, at
      * full size, before the resize (and before an auto hint looks at it) */
     if (st == CKEY_OK && (sh->opt.input_space == CKEY_INPUT_LINEAR_AT_READ ||
                           (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear)))
-        ck_linear_to_srgb(sl->plate.data, 3 * (size_t)w * (size_t)h);
-    if (st == CKEY_OK && !sl->hint.data) {
+        ck_linear_to_srgb_pool(rd->plate.data, 3 * (size_t)w * (size_t)h, sh->pool);
+    const float *hint = rd->hint.data;
+    if (st == CKEY_OK && !hint) {
         /* no hint from the source: make one from the plate */
         const size_t sb = ckey_auto_hint_scratch_bytes(w, h);
-        const size_t n = (size_t)w * (size_t)h;
-        if (sb > sh->auto_cap) {
-            free(sh->auto_scratch);
-            sh->auto_scratch = malloc(sb);
-            sh->auto_cap = sh->auto_scratch ? sb : 0;
-        }
-        sl->hint.data = malloc(n * sizeof(float));
-        sl->hint.width = w, sl->hint.height = h, sl->hint.channels = 1;
-        if (!sh->auto_scratch || !sl->hint.data)
+        if (!grow(&rd->auto_scratch, &rd->auto_cap, (sb + sizeof(float) - 1) / sizeof(float) + (size_t)w * (size_t)h))
             st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the auto hint",
                          (long long)f->number);
-        else if ((st = ckey_auto_hint(sl->plate.data, w, h, sl->hint.data, sh->auto_scratch,
-                                      &sl->err)) != CKEY_OK) {
-            ckey_error e = sl->err;
-            ck_fail(&sl->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+        else {
+            /* the hint, then the auto hint's scratch (float-aligned) after it */
+            float *out = rd->auto_scratch;
+            if ((st = ckey_auto_hint(rd->plate.data, w, h, out, out + (size_t)w * (size_t)h, &sl->err)) != CKEY_OK) {
+                ckey_error e = sl->err;
+                ck_fail(&sl->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+            }
+            hint = out;
         }
+    } else if (st == CKEY_OK && (rd->hint.width != w || rd->hint.height != h)) {
+        st = resize_hint(rd, f, &rd->hint, w, h, sl->warn, sizeof sl->warn, &sl->err);
+        hint = rd->rs_out;
     }
-    if (st == CKEY_OK && (sl->hint.width != w || sl->hint.height != h))
-        st = resize_hint(sh, f, &sl->hint, w, h, sl->warn, sizeof sl->warn, &sl->err);
     if (st == CKEY_OK && ((int64_t)w * h > sh->max_pixels || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE))
         st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
                      "frame %lld: plate %s is %d x %d, more than the %lld pixels (%d per side) a session takes",
@@ -306,21 +356,16 @@ static int stage_read(shot *sh, int64_t j) {
         if (need == 0)
             st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG, "frame %lld: plate %s (%d x %d) cannot be resized to %d",
                          (long long)f->number, f->plate, (int)w, (int)h, (int)sh->S);
-        if (st == CKEY_OK && need > sh->pre_cap) {
-            free(sh->pre_scratch);
-            sh->pre_scratch = malloc(need * sizeof(float));
-            sh->pre_cap = sh->pre_scratch ? need : 0;
-            if (!sh->pre_scratch)
-                st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize buffers",
-                             (long long)f->number);
-        }
+        if (st == CKEY_OK && !grow(&rd->pre_scratch, &rd->pre_cap, need))
+            st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize buffers",
+                         (long long)f->number);
         if (st == CKEY_OK &&
-            (st = ck_preprocess(sl->plate.data, sl->hint.data, h, w, sh->S,
-                                sh->opt.input_space == CKEY_INPUT_LINEAR, sl->x, sh->pre_scratch)) != CKEY_OK)
+            (st = ck_preprocess_pool(rd->plate.data, hint, h, w, sh->S, sh->opt.input_space == CKEY_INPUT_LINEAR,
+                                     sl->x, rd->pre_scratch, sh->pool)) != CKEY_OK)
             ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
                     f->plate, (int)w, (int)h);
     }
-    sh->read_s += ck_now() - t;
+    rd->pre_s += ck_now() - t;
     if (st != CKEY_OK) {
         if (!skippable(sh, st)) {
             fail_at(sh, j, &sl->err, 0);
@@ -343,7 +388,7 @@ static int stage_key(shot *sh, int64_t j) {
     o->model_s = 0;
     o->session = (int32_t)(j % sh->nsess);
     if (in->failed) return 1;
-    const int32_t w = in->plate.width, h = in->plate.height;
+    const int32_t w = in->w, h = in->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
     if (n > o->cap) {
@@ -449,27 +494,31 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
         const size_t hw = (size_t)sh->S * (size_t)sh->S;
         if (!need || !wk->back_scratch)
             st = ck_fail(e, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize back", (long long)f->number);
-        else if ((st = ck_postprocess(o->net, o->net + hw, sh->S, h, w, back, o->alpha, o->fg, wk->back_scratch)) !=
-                 CKEY_OK)
+        else if ((st = ck_postprocess_pool(o->net, o->net + hw, sh->S, h, w, back, o->alpha, o->fg,
+                                           wk->back_scratch, sh->pool)) != CKEY_OK)
             ck_fail(e, st, "frame %lld: postprocessing failed", (long long)f->number);
     }
+    const double t_post = ck_now();
+    wk->back_s += t_post - t;
     if (st == CKEY_OK) {
-        st = ckey_post_passes(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp,
-                              wk->post_scratch, e);
+        st = ck_post_passes_pool(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp, wk->post_scratch,
+                                 sh->pool, e);
         if (st != CKEY_OK) {
             ckey_error e2 = *e;
             ck_fail(e, st, "frame %lld: %s", (long long)f->number, e2.message);
         }
     }
+    const double t_sink = ck_now();
+    wk->post_s += t_sink - t_post;
     if (st == CKEY_OK && sh->sink->concurrent_write) {
-        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool};
         ckey_error we;
         ck_error_clear(&we);
         st = sh->sink->write(sh->sink->self, f, &p, &we);
         /* the writers name the output file */
         if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
     }
-    wk->write_s += ck_now() - t;
+    wk->sink_s += ck_now() - t_sink;
     return st;
 }
 
@@ -506,7 +555,7 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ckey_error e = *pe;
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
-    const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp};
+    const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool};
     if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
@@ -520,7 +569,7 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
         if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
     }
     const double done = ck_now();
-    wk->write_s += done - t;
+    wk->sink_s += done - t;
     if (st != CKEY_OK) {
         fail_at(sh, j, &e, 1);
         return 0;
@@ -539,12 +588,25 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
 
 /* ------------------------------------------------------------- threads */
 
+/* Wait until in slot `sl` is free for job j (the job before it in the slot
+ * was keyed), or job j is cancelled (returns 0). */
+static int wait_in_slot(shot *sh, const in_slot *sl, int64_t j) {
+    pthread_mutex_lock(&sh->mu);
+    while ((sl->state != SLOT_EMPTY || sl->job != j) && !sh->abort && j < sh->stop_at)
+        pthread_cond_wait(&sh->cv, &sh->mu);
+    const int go = !sh->abort && j < sh->stop_at;
+    pthread_mutex_unlock(&sh->mu);
+    return go;
+}
+
+/* Reader r of R: jobs r, r + R, r + 2R, ..., each into its in slot. */
 static void *reader_main(void *arg) {
-    shot *sh = arg;
-    for (int64_t j = 0; j < sh->njobs; j++) {
+    reader *rd = arg;
+    shot *sh = rd->sh;
+    for (int64_t j = rd->id; j < sh->njobs; j += sh->nrd) {
         in_slot *sl = &sh->in[j % sh->nin];
-        if (!wait_state(sh, &sl->state, SLOT_EMPTY, j)) break;
-        if (cancelled(sh, j) || !stage_read(sh, j)) break;
+        if (!wait_in_slot(sh, sl, j)) break;
+        if (cancelled(sh, j) || !stage_read(sh, rd, j)) break;
         set_state(sh, &sl->state, SLOT_FULL);
     }
     return NULL;
@@ -600,6 +662,7 @@ static void model_loop(shot *sh, int m) {
         if (cancelled(sh, j) || !stage_key(sh, j)) break;
         pthread_mutex_lock(&sh->mu);
         in->state = SLOT_EMPTY;
+        in->job = j + sh->nin;
         o->state = SLOT_FULL;
         pthread_cond_broadcast(&sh->cv);
         pthread_mutex_unlock(&sh->mu);
@@ -614,21 +677,34 @@ static void *model_main(void *arg) {
 
 /* --------------------------------------------------------------- entry */
 
-/* max(1, min(8, CPUs - 2)): the reader and the model thread keep a core
- * each; past 8 the writers mostly wait on the disk. CPUs: those this process
- * may run on (taskset), else the online ones. */
-static int default_writers(void) {
+/* The CPUs this process may run on (taskset), else the online ones. */
+static int usable_cpus(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
-    return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : (int)(n - 2);
+    return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
+}
+
+/* max(1, min(8, CPUs - 2)): the readers and the model thread keep a core
+ * or two; past 8 the writers mostly wait on the disk. */
+static int default_writers(void) {
+    const int n = usable_cpus();
+    return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : n - 2;
+}
+
+/* max(1, min(4, CPUs / 4)): a 4K plate decodes in a few tenths of a second,
+ * so a few readers keep a fast network fed; each holds a frame's images. */
+static int default_readers(void) {
+    const int n = usable_cpus() / 4;
+    return n < 1 ? 1 : n > 4 ? 4 : n;
 }
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr) {
+void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
     const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
-    *nin = threaded ? round_up(o->read_ahead + M, M) : M;
+    *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers()) : 1;
+    *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + M, M) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
     *nout = threaded ? round_up(*nwr + M, M) : M;
 }
@@ -644,6 +720,39 @@ void ckey_shot_options_default(ckey_shot_options *o) {
     o->input_space = CKEY_INPUT_AUTO;
     o->on_error = CKEY_ON_ERROR_STOP;
     o->read_ahead = 2;
+}
+
+/* Everything the run holds; slot i's buffers came from session i % M. */
+static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
+    for (int i = 0; sh->in && i < sh->nin; i++)
+        if (sh->in[i].x) ckey_session_host_free(sessions[i % M], sh->in[i].x);
+    for (int i = 0; sh->out && i < sh->nout; i++) {
+        if (sh->out[i].net) ckey_session_host_free(sessions[i % M], sh->out[i].net);
+        free(sh->out[i].alpha);
+        free(sh->out[i].fg);
+    }
+    for (int i = 0; sh->rd && i < sh->nrd; i++) {
+        reader *rd = &sh->rd[i];
+        ckey_image_free(&rd->plate);
+        ckey_image_free(&rd->hint);
+        free(rd->pre_scratch);
+        free(rd->auto_scratch);
+        free(rd->rs_scratch);
+        free(rd->rs_out);
+    }
+    for (int i = 0; sh->wr && i < sh->nwr; i++) {
+        free(sh->wr[i].back_scratch);
+        free(sh->wr[i].processed);
+        free(sh->wr[i].comp);
+        free(sh->wr[i].post_scratch);
+    }
+    ck_pool_free(sh->own_pool);
+    free(sh->in);
+    free(sh->out);
+    free(sh->rd);
+    free(sh->wr);
+    free(sh->jobs);
+    free(sh);
 }
 
 ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
@@ -689,7 +798,8 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     if (opt.read_ahead < 0 || opt.read_ahead > 8 || opt.input_space < CKEY_INPUT_AUTO ||
         opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
         (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
-        opt.writers < 0 || opt.writers > 64)
+        opt.writers < 0 || opt.writers > 64 || opt.readers < 0 || opt.readers > 16 || opt.threads < 0 ||
+        opt.threads > 1024)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
     shot *sh = calloc(1, sizeof *sh);
@@ -705,13 +815,19 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     sh->t0 = ck_now();
     const int threaded = opt.read_ahead > 0;
     const int M = nsessions;
-    ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr);
+    ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr, &sh->nrd);
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
     sh->out = calloc((size_t)sh->nout, sizeof *sh->out);
+    sh->rd = calloc((size_t)sh->nrd, sizeof *sh->rd);
     sh->wr = calloc((size_t)sh->nwr, sizeof *sh->wr);
-    if (!sh->jobs || !sh->in || !sh->out || !sh->wr) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    if (!sh->jobs || !sh->in || !sh->out || !sh->rd || !sh->wr) st = ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    for (int i = 0; st == CKEY_OK && i < sh->nin; i++) sh->in[i].job = i;
+    for (int i = 0; st == CKEY_OK && i < sh->nrd; i++) {
+        sh->rd[i].sh = sh;
+        sh->rd[i].id = i;
+    }
     for (int i = 0; st == CKEY_OK && i < sh->nwr; i++) {
         sh->wr[i].sh = sh;
         sh->wr[i].id = i;
@@ -740,19 +856,27 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             const int64_t mp = ckey_session_max_plate_pixels(sessions[i]);
             if (mp < sh->max_pixels) sh->max_pixels = mp;
         }
+        /* the first CPU session's own threads, else a pool of opt.threads
+         * (all CPUs) */
+        for (int i = 0; opt.threads == 0 && !sh->pool && i < M; i++) sh->pool = ck_session_pool(sessions[i]);
+        if (!sh->pool) {
+            st = ck_pool_create(opt.threads > 0 ? opt.threads : usable_cpus(), &sh->own_pool, err);
+            sh->pool = sh->own_pool;
+        }
     }
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
 
     if (st == CKEY_OK && sh->njobs > 0) {
+        pthread_mutex_init(&sh->mu, NULL);
+        pthread_cond_init(&sh->cv, NULL);
         if (threaded) {
-            pthread_mutex_init(&sh->mu, NULL);
-            pthread_cond_init(&sh->cv, NULL);
-            pthread_t rd, wr[64], md[CKEY_SHOT_MAX_SESSIONS];
+            pthread_t rd[16], wr[64], md[CKEY_SHOT_MAX_SESSIONS];
             model_arg ma[CKEY_SHOT_MAX_SESSIONS];
-            int have_rd = pthread_create(&rd, NULL, reader_main, sh) == 0;
-            int have_wr = 0, have_md = 1; /* model 0 is this thread */
-            while (have_rd && have_wr < sh->nwr &&
+            int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
+            while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
+                have_rd++;
+            while (have_rd == sh->nrd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;
             while (have_wr == sh->nwr && have_md < M) {
@@ -761,30 +885,26 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
                 if (pthread_create(&md[have_md], NULL, model_main, &ma[have_md]) != 0) break;
                 have_md++;
             }
-            if (have_wr == sh->nwr && have_md == M) {
+            if (have_rd == sh->nrd && have_wr == sh->nwr && have_md == M) {
                 model_loop(sh, 0);
             } else {
                 ckey_error e;
                 ck_fail(&e, CKEY_ERR_NOMEM, "cannot start the reader, model and writer threads");
                 fail_at(sh, 0, &e, 1);
             }
-            if (have_rd) pthread_join(rd, NULL);
+            for (int i = 0; i < have_rd; i++) pthread_join(rd[i], NULL);
             for (int i = 1; i < have_md; i++) pthread_join(md[i], NULL);
             for (int i = 0; i < have_wr; i++) pthread_join(wr[i], NULL);
-            pthread_cond_destroy(&sh->cv);
-            pthread_mutex_destroy(&sh->mu);
         } else {
-            pthread_mutex_init(&sh->mu, NULL);
-            pthread_cond_init(&sh->cv, NULL);
             for (int64_t j = 0; j < sh->njobs; j++) {
-                if (cancelled(sh, j) || !stage_read(sh, j) || !stage_key(sh, j)) break;
+                if (cancelled(sh, j) || !stage_read(sh, &sh->rd[0], j) || !stage_key(sh, j)) break;
                 ckey_error e;
                 const ckey_status pst = stage_post(sh, &sh->wr[0], j, &e);
                 if (!stage_finish(sh, &sh->wr[0], j, pst, &e)) break;
             }
-            pthread_cond_destroy(&sh->cv);
-            pthread_mutex_destroy(&sh->mu);
         }
+        pthread_cond_destroy(&sh->cv);
+        pthread_mutex_destroy(&sh->mu);
         if (sh->stop_at < sh->njobs) {
             st = sh->err.status != CKEY_OK ? sh->err.status : CKEY_ERR_INTERNAL;
             if (err) *err = sh->err;
@@ -796,33 +916,19 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         if (sh->njobs > 0 && sink->finish) st = sink->finish(sink->self, err);
     }
     sh->stats.seconds = ck_now() - sh->t0;
-    sh->stats.read_seconds = sh->read_s;
-    for (int i = 0; sh->wr && i < sh->nwr; i++) sh->stats.write_seconds += sh->wr[i].write_s;
-    if (stats) *stats = sh->stats;
-
-    for (int i = 0; sh->in && i < sh->nin; i++) {
-        ckey_image_free(&sh->in[i].plate);
-        ckey_image_free(&sh->in[i].hint);
-        if (sh->in[i].x) ckey_session_host_free(sessions[i % M], sh->in[i].x);
-    }
-    for (int i = 0; sh->out && i < sh->nout; i++) {
-        if (sh->out[i].net) ckey_session_host_free(sessions[i % M], sh->out[i].net);
-        free(sh->out[i].alpha);
-        free(sh->out[i].fg);
+    for (int i = 0; sh->rd && i < sh->nrd; i++) {
+        sh->stats.decode_seconds += sh->rd[i].decode_s;
+        sh->stats.pre_seconds += sh->rd[i].pre_s;
     }
     for (int i = 0; sh->wr && i < sh->nwr; i++) {
-        free(sh->wr[i].back_scratch);
-        free(sh->wr[i].processed);
-        free(sh->wr[i].comp);
-        free(sh->wr[i].post_scratch);
+        sh->stats.back_seconds += sh->wr[i].back_s;
+        sh->stats.post_seconds += sh->wr[i].post_s;
+        sh->stats.sink_seconds += sh->wr[i].sink_s;
     }
-    free(sh->in);
-    free(sh->out);
-    free(sh->wr);
-    free(sh->jobs);
-    free(sh->pre_scratch);
-    free(sh->auto_scratch);
-    free(sh->rs_scratch);
-    free(sh);
+    sh->stats.read_seconds = sh->stats.decode_seconds + sh->stats.pre_seconds;
+    sh->stats.write_seconds = sh->stats.back_seconds + sh->stats.post_seconds + sh->stats.sink_seconds;
+    if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
+    if (stats) *stats = sh->stats;
+    free_shot(sh, sessions, M);
     return st;
 }

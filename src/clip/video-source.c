@@ -17,6 +17,7 @@
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
+#include "media/image.h"
 #include "clip/sequence.h"
 
 enum { SIDE_AUTO = 0, SIDE_SEQ = 1, SIDE_VIDEO = 2 };
@@ -127,14 +128,11 @@ static ckey_status image_for(ckey_image *img, int32_t w, int32_t h, int32_t c, c
 static ckey_status side_read(side *sd, int64_t number, const char *label, int is_hint,
                              ckey_image *img, ckey_error *err) {
     if (sd->kind == SIDE_SEQ) {
-        ckey_image_free(img);
+        /* into the previous frame's pixels when they are large enough */
         ckey_error e;
         ck_error_clear(&e);
-        ckey_status st = ckey_image_read(label, is_hint ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, img, &e);
-        if (st != CKEY_OK) {
-            ckey_image_free(img);
-            return ck_fail(err, st, "frame %lld: %s", (long long)number, e.message);
-        }
+        ckey_status st = ck_image_read_reuse(label, is_hint ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, img, &e);
+        if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)number, e.message);
         return CKEY_OK;
     }
     if (sd->dead_at >= 0 && number > sd->dead_at)

@@ -183,6 +183,11 @@ static ckey_status tee_finish(void *self, ckey_error *err) {
     return st;
 }
 
+static void tee_pass_seconds(void *self, double seconds[4]) {
+    const tee *t = self;
+    t->inner.pass_seconds(t->inner.self, seconds);
+}
+
 static void tee_close(void *self) {
     tee *t = self;
     if (!t) return;
@@ -224,5 +229,6 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
     out->concurrent_write = t->inner.concurrent_write;
     out->finish = tee_finish;
     out->close = tee_close;
+    if (t->inner.pass_seconds) out->pass_seconds = tee_pass_seconds;
     return CKEY_OK;
 }

@@ -63,7 +63,11 @@ int ck_pool_size(const ck_pool *p);
 /*
  * Split [0, n) into chunks of at least `grain` items and run them on all
  * threads (the caller participates). Returns when every chunk is done.
- * p may be NULL: then everything runs on the caller.
+ * p may be NULL: then everything runs on the caller. Several threads may
+ * call it on one pool at once, and a chunk may call it again (a nested
+ * job): the jobs share the workers, first come first served. Within one job
+ * the caller is thread 0 and the workers are 1 .. ck_pool_size - 1, so
+ * `thread` indexes per-thread scratch of that job.
  */
 void ck_pool_for(ck_pool *p, int64_t n, int64_t grain, ck_range_fn fn, void *ctx);
 

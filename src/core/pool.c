@@ -1,5 +1,26 @@
-/* A small persistent thread pool: one job at a time, chunks claimed with an
- * atomic counter so uneven chunks balance themselves. */
+/*
+ * A small persistent thread pool that several threads may use at once.
+ *
+ * Each ck_pool_for call is a job: a range cut into chunks that are claimed
+ * with an atomic counter, so uneven chunks balance themselves. The job lives
+ * on its caller's stack and is queued (FIFO) for the workers; the caller
+ * claims chunks of its own job too, and returns once every chunk is done.
+ * A worker takes the job at the head of the queue and claims its chunks until
+ * none is left, then the next job. Jobs from several callers (the network's
+ * ops on the model thread, a writer's post-processing and EXR chunks) thus
+ * share the same workers, in the order they were submitted, without more
+ * threads than cores.
+ *
+ * Thread indices: within a job, the caller runs as thread 0 and worker k as
+ * thread k (1 .. nthreads-1), so a job's fn may index per-thread scratch by
+ * it. Two jobs that run at once have their own index spaces.
+ *
+ * Lifetime: a worker attaches to a job under the lock before it touches it
+ * and detaches under the lock after its last chunk; the caller returns only
+ * when no worker is attached, so a job is never touched after its caller's
+ * frame is gone. A caller waits only for chunks already running, never for
+ * other jobs, so calls from inside a chunk (nested jobs) cannot deadlock.
+ */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -7,19 +28,22 @@
 
 #include "core/core.h"
 
+typedef struct pool_job {
+    ck_range_fn fn;
+    void *ctx;
+    int64_t n, chunk, nchunks;
+    atomic_int_fast64_t next; /* the next chunk to claim */
+    int attached;             /* workers inside this job (under mu) */
+    struct pool_job *link;    /* the queue */
+} pool_job;
+
 struct ck_pool {
     int nthreads; /* including the caller */
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    uint64_t generation;
     int quit;
-    int busy; /* workers still inside the current job */
-    /* current job */
-    ck_range_fn fn;
-    void *ctx;
-    int64_t n, chunk, nchunks;
-    atomic_int_fast64_t next;
+    pool_job *head, *tail; /* jobs that may have chunks left */
 };
 
 typedef struct {
@@ -27,30 +51,40 @@ typedef struct {
     int index;
 } worker_arg;
 
-static void run_chunks(ck_pool *p, int thread) {
+static void run_chunks(pool_job *j, int thread) {
     for (;;) {
-        int64_t c = atomic_fetch_add(&p->next, 1);
-        if (c >= p->nchunks) break;
-        int64_t b = c * p->chunk;
-        int64_t e = CK_MIN(p->n, b + p->chunk);
-        p->fn(p->ctx, b, e, thread);
+        const int64_t c = atomic_fetch_add(&j->next, 1);
+        if (c >= j->nchunks) break;
+        const int64_t b = c * j->chunk;
+        j->fn(j->ctx, b, CK_MIN(j->n, b + j->chunk), thread);
     }
+}
+
+/* Take `j` off the queue if it is still there (lock held). */
+static void unqueue(ck_pool *p, pool_job *j) {
+    pool_job **at = &p->head, *prev = NULL;
+    while (*at && *at != j) prev = *at, at = &(*at)->link;
+    if (!*at) return;
+    *at = j->link;
+    if (p->tail == j) p->tail = prev;
+    j->link = NULL;
 }
 
 static void *worker_main(void *arg) {
     worker_arg wa = *(worker_arg *)arg;
     free(arg);
     ck_pool *p = wa.p;
-    uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
+        while (!p->quit && !p->head) pthread_cond_wait(&p->wake, &p->mu);
         if (p->quit) break;
-        seen = p->generation;
+        pool_job *j = p->head;
+        j->attached++;
         pthread_mutex_unlock(&p->mu);
-        run_chunks(p, wa.index);
+        run_chunks(j, wa.index);
         pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0) pthread_cond_signal(&p->done);
+        unqueue(p, j); /* no chunk left to claim */
+        if (--j->attached == 0) pthread_cond_broadcast(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -69,7 +103,6 @@ ckey_status ck_pool_create(int threads, ck_pool **out, ckey_error *err) {
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
-    atomic_init(&p->next, 0);
     if (threads > 1) {
         p->threads = calloc((size_t)threads - 1, sizeof *p->threads);
         if (!p->threads) {
@@ -118,22 +151,20 @@ void ck_pool_for(ck_pool *p, int64_t n, int64_t grain, ck_range_fn fn, void *ctx
         return;
     }
     /* About 4 chunks per thread balances load without much overhead. */
-    int64_t target = (int64_t)p->nthreads * 4;
+    const int64_t target = (int64_t)p->nthreads * 4;
     int64_t chunk = (n + target - 1) / target;
     if (chunk < grain) chunk = grain;
+    pool_job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = chunk, .nchunks = (n + chunk - 1) / chunk};
+    atomic_init(&j.next, 0);
     pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n = n;
-    p->chunk = chunk;
-    p->nchunks = (n + chunk - 1) / chunk;
-    atomic_store(&p->next, 0);
-    p->busy = p->nthreads - 1;
-    p->generation++;
+    if (p->tail) p->tail->link = &j;
+    else p->head = &j;
+    p->tail = &j;
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    run_chunks(p, 0);
+    run_chunks(&j, 0);
     pthread_mutex_lock(&p->mu);
-    while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
+    unqueue(p, &j);
+    while (j.attached > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }

@@ -129,6 +129,8 @@ static void cpu_host_free(ck_backend *be, void *p) {
     free(p);
 }
 
+static ck_pool *cpu_host_pool(ck_backend *be) { return ((ck_cpu *)(void *)be)->pool; }
+
 static void cpu_free(ck_backend *be) {
     ck_cpu *b = (ck_cpu *)(void *)be;
     if (!b) return;
@@ -147,6 +149,7 @@ const ck_backend_i ck_cpu_backend = {
     .device_memory = 0,
     .host_io_bytes = cpu_host_io_bytes,
     .create = cpu_create,
+    .host_pool = cpu_host_pool,
     .upload_weights = cpu_upload_weights,
     .alloc_workspace = cpu_alloc_workspace,
     .input = cpu_input,

@@ -1,5 +1,5 @@
 /*
- * OpenEXR reading and writing through OpenEXRCore, the C API of OpenEXR 3.1
+ * OpenEXR reading through OpenEXRCore, the C API of OpenEXR 3.1
  * (Debian 12 ships 3.1.5, which has known unfixed CVEs in its header and
  * chunk parsing).
  *
@@ -11,26 +11,14 @@
  * every chunk lies inside the file goes on to OpenEXR, which then decodes
  * from the memory buffer through a custom read function.
  *
- * The writer writes HALF scanline images (channels "Y" / "R","G","B" /
- * "R","G","B","A"; one channel is "Y" as OpenCV's cv2.imwrite names it, so a
- * Matte pass matches upstream's) to ckey_temp_path(path) through a custom write function on our own
- * descriptor, fsyncs it and renames it into place. With libdeflate (Debian's
- * libdeflate-dev) the PXR24 and ZIP chunks are deflated by it instead of by
- * OpenEXR's zlib: the same byte transforms first (the file format's), then
- * a zlib stream from libdeflate, at the same level (6; ZIP-fast 1). On 4K
- * passes that compresses 2.5 times faster for files ~3% larger (see
- * ck_deflate_chunk); readers see ordinary PXR24 / ZIP files.
+ * The writer is src/media/exr-write.c.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ckey_media.h"
 #include "core/core.h"
@@ -38,9 +26,6 @@
 
 #ifdef CK_HAVE_EXR
 #include <openexr.h>
-#endif
-#if defined(CK_HAVE_EXR) && defined(CK_HAVE_LIBDEFLATE)
-#include <libdeflate.h>
 #endif
 
 #ifndef CK_HAVE_EXR
@@ -55,25 +40,10 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
                    label ? label : "(memory)");
 }
 
-int ck_exr_own_deflate(void) { return 0; }
-
-ckey_status ck_image_write_exr_opt(const char *path, const float *data, int32_t channels,
-                                   int32_t width, int32_t height, ckey_exr_compression comp,
-                                   int own_deflate, ckey_error *err) {
-    (void)own_deflate;
-    return ckey_image_write_exr(path, data, channels, width, height, comp, err);
-}
-
-ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t channels,
-                                 int32_t width, int32_t height, ckey_exr_compression comp,
-                                 ckey_error *err) {
-    (void)data;
-    (void)channels;
-    (void)width;
-    (void)height;
-    (void)comp;
-    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR",
-                   path ? path : "(null)");
+ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                        ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)px;
+    return ck_image_read_exr_memory(data, size, label, kind, out, err);
 }
 
 #else
@@ -355,7 +325,7 @@ static int64_t src_size(exr_const_context_t ctxt, void *ud) {
 }
 
 /* OpenEXR's messages go to the message box that starts the context's user
- * data (exr_rd or exr_sink, found through exr_get_user_data), never to
+ * data (exr_rd, found through exr_get_user_data), never to
  * stderr. */
 typedef struct exr_msgbox {
     char msg[256];
@@ -374,7 +344,9 @@ static void on_error(exr_const_context_t ctxt, exr_result_t code, const char *te
 typedef struct exr_rd {
     exr_msgbox box; /* first: on_error writes here */
     exr_src src;
-    float *pixels, *fallback, *scratch;
+    ck_pixels *px;
+    float *pixels, *fallback; /* px's block; the fallback plane within it */
+    float *scratch;
 } exr_rd;
 
 static int64_t rd_read(exr_const_context_t c, void *ud, void *buf, uint64_t sz, uint64_t off,
@@ -468,12 +440,12 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
         }
     }
     const size_t w = (size_t)info->w, h = (size_t)info->h, plane = w * h;
-    r->pixels = malloc(plane * (size_t)out_ch * sizeof(float));
-    if (alpha_hint) r->fallback = malloc(plane * sizeof(float));
+    r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + alpha_hint));
+    if (alpha_hint && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
     /* Channels we do not keep are still decoded, into one scratch chunk:
      * OpenEXR 3.1.5's unpackers crash on a NULL decode_to_ptr. */
     r->scratch = malloc((size_t)lpc * w * sizeof(float));
-    if (!r->pixels || (alpha_hint && !r->fallback) || !r->scratch)
+    if (!r->pixels || !r->scratch)
         return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
     float *dst[4] = {r->pixels, NULL, NULL, NULL};
     if (kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA) {
@@ -567,12 +539,18 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
     img->bit_depth = depth;
     img->has_alpha = iA >= 0;
     img->data = r->pixels;
+    img->capacity = r->px->floats;
     r->pixels = NULL;
     return CKEY_OK;
 }
 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    return ck_image_read_exr_memory_px(data, size, label, kind, NULL, out, err);
+}
+
+ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                        ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -587,6 +565,8 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
 
     exr_rd *r = calloc(1, sizeof *r);
     if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
+    ck_pixels own = {0};
+    r->px = px ? px : &own;
     r->src.data = data;
     r->src.size = size;
     exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
@@ -604,8 +584,7 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
         st = exr_decode(r, ctx, &info, kind, out);
     }
     if (ctx) exr_finish(&ctx);
-    free(r->pixels);
-    free(r->fallback);
+    if (r->pixels) ck_pixels_drop(r->px);
     free(r->scratch);
     if (st != CKEY_OK) {
         memset(out, 0, sizeof *out);
@@ -613,302 +592,6 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
     }
     free(r);
     return st;
-}
-
-/* ------------------------------------------------------------ writer */
-
-typedef struct exr_sink {
-    exr_msgbox box; /* first: on_error writes here */
-    int fd;
-    int io_errno;
-} exr_sink;
-
-static int64_t sink_write(exr_const_context_t ctxt, void *ud, const void *buf, uint64_t sz,
-                          uint64_t off, exr_stream_error_func_ptr_t error_cb) {
-    exr_sink *s = ud;
-    const unsigned char *p = buf;
-    uint64_t done = 0;
-    while (done < sz) {
-        const ssize_t n = pwrite(s->fd, p + done, (size_t)(sz - done), (off_t)(off + done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            s->io_errno = n < 0 ? errno : EIO;
-            if (error_cb)
-                error_cb(ctxt, EXR_ERR_WRITE_IO, "write failed: %s", strerror(s->io_errno));
-            return -1;
-        }
-        done += (uint64_t)n;
-    }
-    return (int64_t)sz;
-}
-
-
-#ifdef CK_HAVE_LIBDEFLATE
-/* One image's chunk compressor (encode.encoding_user_data): its libdeflate
- * state and two buffers, grown to the largest chunk. */
-typedef struct ck_deflater {
-    struct libdeflate_compressor *c;
-    exr_compression_t type; /* PXR24 or ZIP */
-    uint8_t *tmp, *out;
-    size_t tmp_cap, out_cap;
-} ck_deflater;
-
-static int grow(uint8_t **buf, size_t *cap, size_t n) {
-    if (n <= *cap) return 1;
-    uint8_t *b = realloc(*buf, n);
-    if (!b) return 0;
-    *buf = b, *cap = n;
-    return 1;
-}
-
-/* PXR24 on HALF channels (the format's own transform): line by line, channel
- * by channel as packed, each 16-bit value's difference to the previous one
- * of its line and channel (mod 2^16), high bytes of the run first, then the
- * low bytes. Returns 0 on a channel it does not handle or a packed buffer
- * shorter than the channels say. */
-static int pxr24_transform(const exr_encode_pipeline_t *e, uint8_t *out) {
-    const uint8_t *in = e->packed_buffer, *end = in + e->packed_bytes;
-    for (int y = 0; y < e->chunk.height; y++) {
-        const int cy = y + e->chunk.start_y;
-        for (int c = 0; c < e->channel_count; c++) {
-            const exr_coding_channel_info_t *cc = &e->channels[c];
-            if (cc->height == 0 || (cc->y_samples > 1 && cy % cc->y_samples != 0)) continue;
-            if (cc->data_type != EXR_PIXEL_HALF || cc->width < 0 || (size_t)(end - in) < 2 * (size_t)cc->width)
-                return 0;
-            const int w = cc->width;
-            uint8_t *hi = out, *lo = out + w;
-            unsigned prev = 0;
-            for (int x = 0; x < w; x++, in += 2) {
-                const unsigned v = (unsigned)in[0] | (unsigned)in[1] << 8; /* packed: little-endian */
-                const unsigned d = (v - prev) & 0xffffu;
-                prev = v;
-                hi[x] = (uint8_t)(d >> 8), lo[x] = (uint8_t)d;
-            }
-            out += 2 * (size_t)w;
-        }
-    }
-    return 1;
-}
-
-/* ZIP's transform (the format's): the even bytes, then the odd bytes, then
- * each byte but the first replaced by its difference to the byte before it
- * (+128, mod 256). */
-static void zip_transform(const uint8_t *in, size_t n, uint8_t *out) {
-    uint8_t *a = out, *b = out + (n + 1) / 2;
-    for (size_t i = 0; i + 1 < n; i += 2) *a++ = in[i], *b++ = in[i + 1];
-    if (n & 1) *a = in[n - 1];
-    int prev = out[0];
-    for (size_t i = 1; i < n; i++) {
-        const int v = out[i];
-        out[i] = (uint8_t)(v - prev + 128);
-        prev = v;
-    }
-}
-
-/* The encode pipeline's compress_fn: transform, deflate (zlib stream), and,
- * as OpenEXR does, store the chunk raw when that is not smaller. The
- * compressed buffer is ours (compressed_alloc_size 0: OpenEXR does not free
- * it). Measured on a 4K 3-channel pass, PXR24: zlib level 6 1.50 s and
- * 8.61 MB, libdeflate level 6 0.61 s and 8.88 MB; level 1 (ZIP-fast): zlib
- * 0.32 s and 11.6 MB, libdeflate 0.17 s and 10.1 MB. */
-static exr_result_t ck_deflate_chunk(exr_encode_pipeline_t *e) {
-    ck_deflater *d = e->encoding_user_data;
-    const size_t n = (size_t)e->packed_bytes;
-    const size_t bound = libdeflate_zlib_compress_bound(d->c, n);
-    if (!grow(&d->tmp, &d->tmp_cap, n) || !grow(&d->out, &d->out_cap, bound > n ? bound : n))
-        return EXR_ERR_OUT_OF_MEMORY;
-    if (d->type == EXR_COMPRESSION_PXR24) {
-        if (!pxr24_transform(e, d->tmp)) return EXR_ERR_INVALID_ARGUMENT;
-    } else {
-        zip_transform(e->packed_buffer, n, d->tmp);
-    }
-    size_t m = libdeflate_zlib_compress(d->c, d->tmp, n, d->out, d->out_cap);
-    if (m == 0 || m >= n) {
-        memcpy(d->out, e->packed_buffer, n);
-        m = n;
-    }
-    e->compressed_buffer = d->out;
-    e->compressed_alloc_size = 0;
-    e->compressed_bytes = m;
-    return EXR_ERR_SUCCESS;
-}
-#endif
-
-static ckey_status exr_encode(exr_context_t ctx, exr_sink *s, const float *data, int ch,
-                              int32_t width, int32_t height, exr_compression_t comp, int zip_level,
-                              int own_deflate) {
-    static const char *names[4][4] = {{"Y"}, {0}, {"R", "G", "B"}, {"R", "G", "B", "A"}};
-    int part = 0;
-    if (exr_add_part(ctx, "", EXR_STORAGE_SCANLINE, &part) ||
-        exr_initialize_required_attr_simple(ctx, part, width, height, comp) ||
-        (zip_level >= 0 && exr_set_zip_compression_level(ctx, part, zip_level)))
-        goto fail;
-    for (int c = 0; c < ch; c++)
-        if (exr_add_channel(ctx, part, names[ch - 1][c], EXR_PIXEL_HALF,
-                            EXR_PERCEPTUALLY_LINEAR, 1, 1))
-            goto fail;
-    if (exr_write_header(ctx)) goto fail;
-    int32_t lpc = 0;
-    if (exr_get_scanlines_per_chunk(ctx, part, &lpc) || lpc < 1) goto fail;
-    exr_encode_pipeline_t enc = EXR_ENCODE_PIPELINE_INITIALIZER;
-    int started = 0;
-#ifdef CK_HAVE_LIBDEFLATE
-    ck_deflater dfl = {0};
-    if (own_deflate && (comp == EXR_COMPRESSION_PXR24 || comp == EXR_COMPRESSION_ZIP)) {
-        dfl.type = comp;
-        dfl.c = libdeflate_alloc_compressor(comp == EXR_COMPRESSION_ZIP && zip_level >= 0 ? zip_level : 6);
-        if (!dfl.c) {
-            snprintf(s->box.msg, sizeof s->box.msg, "out of memory for the EXR compressor");
-            return CKEY_ERR_NOMEM;
-        }
-    }
-#endif
-    const size_t plane = (size_t)width * (size_t)height;
-    ckey_status st = CKEY_OK;
-    for (int32_t y = 0; y < height; y += lpc) {
-        exr_chunk_info_t ci;
-        if (exr_write_scanline_chunk_info(ctx, part, y, &ci) ||
-            (started ? exr_encoding_update(ctx, part, &ci, &enc)
-                     : exr_encoding_initialize(ctx, part, &ci, &enc))) {
-            st = CKEY_ERR_IO;
-            break;
-        }
-        for (int c = 0; c < enc.channel_count; c++) {
-            exr_coding_channel_info_t *cc = &enc.channels[c];
-            int k = 0;
-            while (k < ch && strcmp(cc->channel_name, names[ch - 1][k])) k++;
-            if (k == ch) k = 0; /* cannot happen: these are our channels */
-            cc->encode_from_ptr =
-                (const uint8_t *)(data + (size_t)k * plane + (size_t)y * (size_t)width);
-            cc->user_pixel_stride = (int32_t)sizeof(float);
-            cc->user_line_stride = (int32_t)((size_t)width * sizeof(float));
-            cc->user_bytes_per_element = (int16_t)sizeof(float);
-            cc->user_data_type = EXR_PIXEL_FLOAT;
-        }
-        if (!started) {
-            started = 1;
-            if (exr_encoding_choose_default_routines(ctx, part, &enc)) {
-                st = CKEY_ERR_IO;
-                break;
-            }
-#ifdef CK_HAVE_LIBDEFLATE
-            if (dfl.c) enc.compress_fn = ck_deflate_chunk, enc.encoding_user_data = &dfl;
-#endif
-        }
-        if (exr_encoding_run(ctx, part, &enc)) {
-            st = CKEY_ERR_IO;
-            break;
-        }
-    }
-    if (started) exr_encoding_destroy(ctx, &enc);
-#ifdef CK_HAVE_LIBDEFLATE
-    if (dfl.c) libdeflate_free_compressor(dfl.c);
-    free(dfl.tmp), free(dfl.out);
-#endif
-    if (st != CKEY_OK) goto fail;
-    return CKEY_OK;
-fail:
-    if (!s->box.msg[0]) snprintf(s->box.msg, sizeof s->box.msg, "OpenEXR could not encode the image");
-    return s->io_errno ? CKEY_ERR_IO : CKEY_ERR_INTERNAL;
-}
-
-int ck_exr_own_deflate(void) {
-#ifdef CK_HAVE_LIBDEFLATE
-    return 1;
-#else
-    return 0;
-#endif
-}
-
-ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t channels,
-                                 int32_t width, int32_t height, ckey_exr_compression comp,
-                                 ckey_error *err) {
-    return ck_image_write_exr_opt(path, data, channels, width, height, comp, 1, err);
-}
-
-ckey_status ck_image_write_exr_opt(const char *path, const float *data, int32_t channels,
-                                   int32_t width, int32_t height, ckey_exr_compression comp,
-                                   int own_deflate, ckey_error *err) {
-    if (!path || !*path || !data)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_exr: %s",
-                       !path || !*path ? "no path" : "no pixels");
-    if (channels != 1 && channels != 3 && channels != 4)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write %d channels (1, 3 or 4)",
-                       path, channels);
-    if (width < 1 || height < 1 || width > CKEY_IMAGE_MAX_SIDE || height > CKEY_IMAGE_MAX_SIDE ||
-        (int64_t)width * height > CKEY_IMAGE_MAX_PIXELS)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d image", path,
-                       (int)width, (int)height);
-    exr_compression_t ec;
-    int zip_level = -1; /* OpenEXR's default (zlib's 6) */
-    switch (comp) {
-    case CKEY_EXR_PXR24: ec = EXR_COMPRESSION_PXR24; break;
-    case CKEY_EXR_ZIP: ec = EXR_COMPRESSION_ZIP; break;
-    case CKEY_EXR_ZIP_FAST: ec = EXR_COMPRESSION_ZIP, zip_level = 1; break;
-    case CKEY_EXR_NONE: ec = EXR_COMPRESSION_NONE; break;
-    default:
-        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: unknown EXR compression %d", path,
-                       (int)comp);
-    }
-    char *tmp = ckey_temp_path(path);
-    if (!tmp) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
-
-    exr_sink *s = calloc(1, sizeof *s);
-    if (!s) {
-        free(tmp);
-        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
-    }
-    s->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (s->fd < 0) {
-        ckey_status st =
-            ck_fail(err, CKEY_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(s);
-        free(tmp);
-        return st;
-    }
-    exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
-    init.error_handler_fn = on_error;
-    init.user_data = s;
-    init.write_fn = sink_write;
-    exr_context_t ctx = NULL;
-    ckey_status st = CKEY_OK;
-    if (exr_start_write(&ctx, tmp, EXR_WRITE_FILE_DIRECTLY, &init) != EXR_ERR_SUCCESS) {
-        st = CKEY_ERR_INTERNAL;
-        if (!s->box.msg[0]) snprintf(s->box.msg, sizeof s->box.msg, "OpenEXR refused to start");
-    } else {
-        st = exr_encode(ctx, s, data, channels, width, height, ec, zip_level, own_deflate);
-    }
-    /* exr_finish writes the chunk offset table */
-    if (ctx && exr_finish(&ctx) != EXR_ERR_SUCCESS && st == CKEY_OK) {
-        st = s->io_errno ? CKEY_ERR_IO : CKEY_ERR_INTERNAL;
-        if (!s->box.msg[0])
-            snprintf(s->box.msg, sizeof s->box.msg, "OpenEXR could not finish the file");
-    }
-    /* Only data that reached the disk may take the final name. */
-    if (st == CKEY_OK && fsync(s->fd) != 0) {
-        st = CKEY_ERR_IO;
-        snprintf(s->box.msg, sizeof s->box.msg, "write failed: %s", strerror(errno));
-    }
-    if (close(s->fd) != 0 && st == CKEY_OK) {
-        st = CKEY_ERR_IO;
-        snprintf(s->box.msg, sizeof s->box.msg, "write failed: %s", strerror(errno));
-    }
-    if (st == CKEY_OK && rename(tmp, path) != 0) {
-        st = CKEY_ERR_IO;
-        snprintf(s->box.msg, sizeof s->box.msg, "cannot rename %s into place: %s", tmp,
-                 strerror(errno));
-    }
-    if (st != CKEY_OK) {
-        unlink(tmp);
-        st = ck_fail(err, st, "%s: %s", path, s->box.msg[0] ? s->box.msg : "write failed");
-        free(s);
-        free(tmp);
-        return st;
-    }
-    free(s);
-    free(tmp);
-    ck_sync_parent_dir(path);
-    return CKEY_OK;
 }
 
 #endif /* CK_HAVE_EXR */

@@ -165,6 +165,12 @@ ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char 
                    label ? label : "(memory)");
 }
 
+ckey_status ck_image_read_jpeg_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)px;
+    return ck_image_read_jpeg_memory(data, size, label, kind, out, err);
+}
+
 #else
 
 typedef struct jreader {
@@ -174,7 +180,8 @@ typedef struct jreader {
     char msg[JMSG_LENGTH_MAX + 64];
     struct jpeg_decompress_struct ci;
     unsigned char *row;
-    float *pixels, *fallback;
+    ck_pixels *px;
+    float *pixels; /* px's block */
 } jreader;
 
 static void j_fail(j_common_ptr c, ckey_status st, const char *text) {
@@ -255,7 +262,7 @@ static ckey_status jdecode(jreader *r, const unsigned char *data, size_t size,
     }
     const size_t plane = (size_t)w * (size_t)h;
     const int out_ch = kind == CKEY_IMAGE_RGB ? 3 : 1;
-    r->pixels = malloc(plane * (size_t)out_ch * sizeof(float));
+    r->pixels = ck_pixels_take(r->px, plane * (size_t)out_ch);
     r->row = malloc((size_t)w * (size_t)ch);
     if (!r->pixels || !r->row) {
         snprintf(r->msg, sizeof r->msg, "out of memory for a %llu x %llu image",
@@ -280,12 +287,18 @@ static ckey_status jdecode(jreader *r, const unsigned char *data, size_t size,
     img->bit_depth = 8;
     img->has_alpha = 0;
     img->data = r->pixels;
+    img->capacity = r->px->floats;
     r->pixels = NULL;
     return CKEY_OK;
 }
 
 ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char *label,
                                       ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    return ck_image_read_jpeg_memory_px(data, size, label, kind, NULL, out, err);
+}
+
+ckey_status ck_image_read_jpeg_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -298,6 +311,8 @@ ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char 
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: file too large", label);
     jreader *r = calloc(1, sizeof *r);
     if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
+    ck_pixels own = {0};
+    r->px = px ? px : &own;
     r->status = CKEY_ERR_FORMAT;
     r->ci.err = jpeg_std_error(&r->pub);
     r->pub.error_exit = j_error_exit;
@@ -306,7 +321,7 @@ ckey_status ck_image_read_jpeg_memory(const void *data, size_t size, const char 
     ckey_status st = jdecode(r, data, size, kind, out);
     jpeg_destroy_decompress(&r->ci); /* safe on a struct create never finished */
     free(r->row);
-    free(r->pixels);
+    if (r->pixels) ck_pixels_drop(r->px);
     if (st != CKEY_OK) {
         memset(out, 0, sizeof *out);
         st = ck_fail(err, st, "%s: %s", label, r->msg[0] ? r->msg : "invalid JPEG");
@@ -331,6 +346,12 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
                    label ? label : "(memory)");
 }
 
+ckey_status ck_image_read_tiff_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)px;
+    return ck_image_read_tiff_memory(data, size, label, kind, out, err);
+}
+
 #else
 
 /* libtiff's own allocations (strip buffers, directory arrays) stay below
@@ -344,7 +365,8 @@ typedef struct treader {
     ckey_status status;
     char msg[256];
     unsigned char *buf; /* one scanline or one tile */
-    float *pixels, *fallback;
+    ck_pixels *px;
+    float *pixels, *fallback; /* px's block; the fallback plane within it */
 } treader;
 
 static tmsize_t t_read(thandle_t h, void *out, tmsize_t n) {
@@ -506,6 +528,7 @@ static ckey_status tdecode(treader *r, TIFF *tif, ckey_image_kind kind, ckey_ima
     const int alpha_ch = ch == 2 || ch == 4;
     const size_t plane = (size_t)w * h;
     const int out_ch = kind == CKEY_IMAGE_RGB ? 3 : 1;
+    const int fb = kind == CKEY_IMAGE_HINT && alpha_ch;
     int opaque = 1;
     if (TIFFIsTiled(tif)) {
         uint32_t tw = 0, th = 0;
@@ -516,9 +539,9 @@ static ckey_status tdecode(treader *r, TIFF *tif, ckey_image_kind kind, ckey_ima
             ts > CK_TIFF_ALLOC_MAX)
             return t_refuse(r, CKEY_ERR_FORMAT, "bad tile layout (%u x %u)", tw, th);
         r->buf = malloc((size_t)ts);
-        r->pixels = malloc(plane * (size_t)out_ch * sizeof(float));
-        if (kind == CKEY_IMAGE_HINT && alpha_ch) r->fallback = malloc(plane * sizeof(float));
-        if (!r->buf || !r->pixels || (kind == CKEY_IMAGE_HINT && alpha_ch && !r->fallback))
+        r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + fb));
+        if (fb && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
+        if (!r->buf || !r->pixels)
             return t_refuse(r, CKEY_ERR_NOMEM, "out of memory for a %u x %u image", w, h);
         for (uint32_t ty = 0; ty < h; ty += th) {
             for (uint32_t tx = 0; tx < w; tx += tw) {
@@ -539,9 +562,9 @@ static ckey_status tdecode(treader *r, TIFF *tif, ckey_image_kind kind, ckey_ima
             return t_refuse(r, CKEY_ERR_FORMAT, "unexpected scanline size %lld",
                             (long long)sl);
         r->buf = malloc((size_t)sl);
-        r->pixels = malloc(plane * (size_t)out_ch * sizeof(float));
-        if (kind == CKEY_IMAGE_HINT && alpha_ch) r->fallback = malloc(plane * sizeof(float));
-        if (!r->buf || !r->pixels || (kind == CKEY_IMAGE_HINT && alpha_ch && !r->fallback))
+        r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + fb));
+        if (fb && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
+        if (!r->buf || !r->pixels)
             return t_refuse(r, CKEY_ERR_NOMEM, "out of memory for a %u x %u image", w, h);
         for (uint32_t y = 0; y < h; y++) {
             if (TIFFReadScanline(tif, r->buf, y, 0) < 0)
@@ -568,12 +591,18 @@ static ckey_status tdecode(treader *r, TIFF *tif, ckey_image_kind kind, ckey_ima
     img->bit_depth = bps;
     img->has_alpha = alpha_ch;
     img->data = r->pixels;
+    img->capacity = r->px->floats;
     r->pixels = NULL;
     return CKEY_OK;
 }
 
 ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char *label,
                                       ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    return ck_image_read_tiff_memory_px(data, size, label, kind, NULL, out, err);
+}
+
+ckey_status ck_image_read_tiff_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -587,6 +616,8 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
     r.label = label;
     r.data = data;
     r.size = size;
+    ck_pixels own = {0};
+    r.px = px ? px : &own;
     r.status = CKEY_ERR_FORMAT;
     TIFFOpenOptions *opts = TIFFOpenOptionsAlloc();
     if (!opts) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
@@ -608,8 +639,7 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
         TIFFClose(tif);
     }
     free(r.buf);
-    free(r.pixels);
-    free(r.fallback);
+    if (r.pixels) ck_pixels_drop(r.px);
     if (st != CKEY_OK) {
         memset(out, 0, sizeof *out);
         return ck_fail(err, st, "%s: %s", label, r.msg[0] ? r.msg : "invalid TIFF");
@@ -701,8 +731,8 @@ static unsigned char *slurp(FILE *f, const char *path, const unsigned char *head
 /* Sniff from the stream itself, then decode from it: a pipe or a FIFO can be
  * read only once. PNG streams from the file; the other formats are read
  * whole into memory (within CK_IMAGE_MAX_FILE_BYTES) first. */
-static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind, ckey_image *out,
-                               ckey_error *err) {
+static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind, ck_pixels *px,
+                               ckey_image *out, ckey_error *err) {
     unsigned char head[8];
     const size_t got = fread(head, 1, sizeof head, f);
     if (ferror(f)) return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", label, strerror(errno));
@@ -713,14 +743,14 @@ static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind,
                        "%s: unknown image format (PNG, JPEG, TIFF and OpenEXR are read)", label);
     if (kind == CK_IMAGE_RGBA && fmt != CK_IMAGE_EXR)
         return ck_fail(err, CKEY_ERR_FORMAT, "%s: not an OpenEXR file (an RGBA pass is one)", label);
-    if (fmt == CK_IMAGE_PNG) return ck_image_read_png_stream(f, head, got, label, kind, out, err);
+    if (fmt == CK_IMAGE_PNG) return ck_image_read_png_stream_px(f, head, got, label, kind, px, out, err);
     size_t size = 0;
     ckey_status st = CKEY_ERR_IO;
     unsigned char *buf = slurp(f, label, head, got, &size, &st, err);
     if (!buf) return st;
-    st = fmt == CK_IMAGE_JPEG  ? ck_image_read_jpeg_memory(buf, size, label, kind, out, err)
-         : fmt == CK_IMAGE_EXR ? ck_image_read_exr_memory(buf, size, label, kind, out, err)
-                               : ck_image_read_tiff_memory(buf, size, label, kind, out, err);
+    st = fmt == CK_IMAGE_JPEG  ? ck_image_read_jpeg_memory_px(buf, size, label, kind, px, out, err)
+         : fmt == CK_IMAGE_EXR ? ck_image_read_exr_memory_px(buf, size, label, kind, px, out, err)
+                               : ck_image_read_tiff_memory_px(buf, size, label, kind, px, out, err);
     free(buf);
     return st;
 }
@@ -733,7 +763,7 @@ ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeo
     FILE *f = NULL;
     ckey_status st = ck_open_input(path, timeout_ms, &f, err);
     if (st != CKEY_OK) return st;
-    st = read_stream(f, path, kind, out, err);
+    st = read_stream(f, path, kind, NULL, out, err);
     fclose(f);
     return st;
 }
@@ -753,5 +783,44 @@ ckey_status ckey_image_read_file(FILE *f, const char *label, ckey_image_kind kin
     if (!label) label = "(stream)";
     if (!f || !out || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: ckey_image_read_file: invalid arguments", label);
-    return read_stream(f, label, kind, out, err);
+    return read_stream(f, label, kind, NULL, out, err);
+}
+
+/* ----------------------------------------------------- reused blocks */
+
+float *ck_pixels_take(ck_pixels *px, size_t floats) {
+    if (px->reuse && px->reuse_floats >= floats) {
+        px->block = px->reuse;
+        px->floats = px->reuse_floats;
+    } else {
+        px->block = malloc(floats * sizeof(float));
+        px->floats = px->block ? floats : 0;
+    }
+    return px->block;
+}
+
+void ck_pixels_drop(ck_pixels *px) {
+    if (px->block && px->block != px->reuse) free(px->block);
+    px->block = NULL;
+    px->floats = 0;
+}
+
+ckey_status ck_image_read_reuse(const char *path, ckey_image_kind kind, ckey_image *img, ckey_error *err) {
+    if (!img) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_image_read_reuse: no image");
+    const size_t held = (size_t)img->channels * (size_t)img->width * (size_t)img->height;
+    ck_pixels px = {img->data, img->data ? (img->capacity > held ? img->capacity : held) : 0, NULL, 0};
+    ckey_image out;
+    memset(&out, 0, sizeof out);
+    ckey_status st = CKEY_OK;
+    FILE *f = NULL;
+    if (!path || !valid_kind(kind)) st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read: invalid arguments");
+    if (st == CKEY_OK) st = ck_open_input(path, CK_INPUT_TIMEOUT_MS, &f, err);
+    if (st == CKEY_OK) {
+        st = read_stream(f, path, kind, &px, &out, err);
+        fclose(f);
+    }
+    /* the held block went into `out`, or is no longer needed */
+    if (st != CKEY_OK || out.data != px.reuse) free(px.reuse);
+    *img = out;
+    return st;
 }

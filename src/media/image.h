@@ -48,14 +48,6 @@ ckey_status ck_image_read_tiff_memory(const void *data, size_t size, const char 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err);
 
-/* ckey_image_write_exr, with own_deflate 0: PXR24 / ZIP chunks deflated by
- * OpenEXR's zlib even where ckey has libdeflate (tests compare the two).
- * ck_exr_own_deflate: whether this build deflates them with libdeflate. */
-ckey_status ck_image_write_exr_opt(const char *path, const float *data, int32_t channels,
-                                   int32_t width, int32_t height, ckey_exr_compression comp,
-                                   int own_deflate, ckey_error *err);
-int ck_exr_own_deflate(void);
-
 /* How ck_image_write_png_q maps [0, 1] to integers: ROUND to nearest
  * (ckey_image_write_png), or TRUNCATE as numpy's astype(uint8) after
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
@@ -81,12 +73,16 @@ static inline unsigned ck_trunc_u8(float v) {
  * reason ("write failed: No space left on device"). */
 ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, int32_t channels,
                                 int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q,
-                                ckey_error *err);
+                                int level, ckey_error *err);
 
-/* ckey_image_write_png with the quantization chosen. */
+/* ckey_image_write_png with the quantization and the compression chosen:
+ * `level` is zlib's 0 .. 9 with libpng's adaptive row filters
+ * (ckey_image_write_png: 3), or CK_PNG_LEVEL_RLE: Up-filtered rows deflated
+ * as runs only (zlib's Z_RLE), the fastest. */
+#define CK_PNG_LEVEL_RLE (-1)
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
-                                 ck_png_quantize q, ckey_error *err);
+                                 ck_png_quantize q, int level, ckey_error *err);
 
 /* ckey_image_read with the wait for a FIFO's writer bounded by timeout_ms
  * (ckey_image_read: CK_INPUT_TIMEOUT_MS). */
@@ -97,6 +93,44 @@ ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeo
  * messages. */
 ckey_status ck_image_probe_memory(const void *data, size_t size, const char *label, int32_t *width,
                                   int32_t *height, ckey_error *err);
+/*
+ * The pixel block of one decode: the image's planes and, for a hint whose
+ * alpha may turn out opaque, one more plane for the colour it then takes.
+ * A reader that decodes frame after frame hands in its previous image's
+ * block (reuse, reuse_floats), which a decode takes when it is large
+ * enough: a clip of one size then allocates its pixels once.
+ */
+typedef struct ck_pixels {
+    float *reuse;        /* the caller's block (it stays the caller's), or NULL */
+    size_t reuse_floats;
+    float *block;        /* the block of this decode */
+    size_t floats;       /* its size */
+} ck_pixels;
+
+/* `floats` floats: the caller's block when it holds as many, else a new
+ * one; NULL when out of memory. */
+float *ck_pixels_take(ck_pixels *px, size_t floats);
+/* After a failed decode: frees the block unless it is the caller's. */
+void ck_pixels_drop(ck_pixels *px);
+
+/* The decoders with a pixel block (see ck_pixels): what ck_image_read_reuse
+ * runs; px NULL is a block of their own, as the forms without _px. */
+ckey_status ck_image_read_png_stream_px(FILE *f, const void *head, size_t nhead, const char *label,
+                                        ckey_image_kind kind, ck_pixels *px, ckey_image *out, ckey_error *err);
+ckey_status ck_image_read_jpeg_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err);
+ckey_status ck_image_read_tiff_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                         ck_pixels *px, ckey_image *out, ckey_error *err);
+ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                        ck_pixels *px, ckey_image *out, ckey_error *err);
+
+/*
+ * ckey_image_read into `img`, which holds the previous frame (or nothing):
+ * its block is reused when large enough (else freed and replaced), so
+ * reading frame after frame of one size allocates no pixels after the first.
+ * On failure `img` is freed and emptied.
+ */
+ckey_status ck_image_read_reuse(const char *path, ckey_image_kind kind, ckey_image *img, ckey_error *err);
 
 /* ckey_image_read on a buffer: sniffs and dispatches. */
 ckey_status ck_image_read_memory(const void *data, size_t size, const char *label,

@@ -34,6 +34,10 @@ void ck_session_set_profile(ckey_session *s, double *prof) { s->prof = prof; }
 
 ck_backend *ck_session_backend(const ckey_session *s) { return s ? s->be : NULL; }
 
+ck_pool *ck_session_pool(const ckey_session *s) {
+    return s && s->be && s->be->iface->host_pool ? s->be->iface->host_pool(s->be) : NULL;
+}
+
 const ckey_session_options *ck_session_options(const ckey_session *s) { return &s->opt; }
 
 const char *ckey_precision_name(ckey_precision p) {

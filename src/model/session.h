@@ -32,4 +32,8 @@ typedef struct ck_session_memory {
 
 ckey_status ck_plan_session_memory(const ckey_model *m, const ckey_session_options *opt, ck_session_memory *out,
                                    ckey_error *err);
+
+/* The session's CPU threads (the CPU backend's pool), which the work around
+ * the network may share; NULL on a GPU. */
+ck_pool *ck_session_pool(const ckey_session *s);
 #endif

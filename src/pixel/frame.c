@@ -2,9 +2,9 @@
  * The official per-frame pre- and post-processing (inference_engine.py
  * `_preprocess_input` and the resize back of `_postprocess_torch` or
  * `_postprocess_opencv`) built from the
- * resize and color primitives. Serial; a threaded caller can use the same
- * steps through ck_resize_pass.
+ * resize and color primitives, each split by rows over an optional pool.
  */
+#include "core/core.h"
 #include "pixel/pixel.h"
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -17,6 +17,11 @@ size_t ck_preprocess_scratch_floats(int32_t h, int32_t w, int32_t size) {
 
 ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_t w,
                           int32_t size, int input_is_linear, float *x, float *scratch) {
+    return ck_preprocess_pool(rgb, hint, h, w, size, input_is_linear, x, scratch, NULL);
+}
+
+ckey_status ck_preprocess_pool(const float *rgb, const float *hint, int32_t h, int32_t w, int32_t size,
+                               int input_is_linear, float *x, float *scratch, ck_pool *pool) {
     if (!rgb || !hint || !x || !scratch || !ck_preprocess_scratch_floats(h, w, size))
         return CKEY_ERR_INVALID_ARG;
     const size_t plane = (size_t)size * (size_t)size;
@@ -26,12 +31,12 @@ ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_
      * highlights' energy through the filter. */
     ckey_status st = ck_resize_prepare(&r, 3, h, w, size, size, CK_RESIZE_BILINEAR_AA, scratch);
     if (st != CKEY_OK) return st;
-    ck_resize_run(&r, rgb, x);
-    if (input_is_linear) ck_linear_to_srgb(x, 3 * plane);
+    ck_resize_run_pool(&r, rgb, x, pool);
+    if (input_is_linear) ck_linear_to_srgb_pool(x, 3 * plane, pool);
     ck_imagenet_normalize(x, plane);
     st = ck_resize_prepare(&r, 1, h, w, size, size, CK_RESIZE_BILINEAR_AA, scratch);
     if (st != CKEY_OK) return st;
-    ck_resize_run(&r, hint, x + 3 * plane);
+    ck_resize_run_pool(&r, hint, x + 3 * plane, pool);
     return CKEY_OK;
 }
 
@@ -45,6 +50,12 @@ size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w, ck_resi
 ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, int32_t h,
                            int32_t w, ck_resize_mode mode, float *alpha_out, float *fg_out,
                            float *scratch) {
+    return ck_postprocess_pool(alpha, fg, size, h, w, mode, alpha_out, fg_out, scratch, NULL);
+}
+
+ckey_status ck_postprocess_pool(const float *alpha, const float *fg, int32_t size, int32_t h, int32_t w,
+                                ck_resize_mode mode, float *alpha_out, float *fg_out, float *scratch,
+                                ck_pool *pool) {
     if (!alpha || !fg || !alpha_out || !fg_out || !scratch ||
         !ck_postprocess_scratch_floats(size, h, w, mode))
         return CKEY_ERR_INVALID_ARG;
@@ -54,9 +65,9 @@ ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, in
     ck_resize r;
     ckey_status st = ck_resize_prepare(&r, 1, size, size, h, w, mode, scratch);
     if (st != CKEY_OK) return st;
-    ck_resize_run(&r, alpha, alpha_out);
+    ck_resize_run_pool(&r, alpha, alpha_out, pool);
     st = ck_resize_prepare(&r, 3, size, size, h, w, mode, scratch);
     if (st != CKEY_OK) return st;
-    ck_resize_run(&r, fg, fg_out);
+    ck_resize_run_pool(&r, fg, fg_out, pool);
     return CKEY_OK;
 }

@@ -32,11 +32,11 @@ ckey_status ckey_session_key(ckey_session *s, const ckey_frame *fr, float *alpha
     float *work = ck_session_work(s, need, err);
     if (!work) return CKEY_ERR_NOMEM;
     float *x = ck_session_input(s);
-    ckey_status st = ck_preprocess(fr->rgb, fr->hint, h, w, S, fr->input_is_linear, x, work);
+    ckey_status st = ck_preprocess_pool(fr->rgb, fr->hint, h, w, S, fr->input_is_linear, x, work, ck_session_pool(s));
     if (st) return ck_fail(err, st, "plate %d x %d: preprocessing failed", w, h);
     ckey_forward_result r;
     if ((st = ck_session_run(s, &r, err))) return st;
-    st = ck_postprocess(r.alpha, r.fg, S, h, w, back, alpha_out, fg_out, work);
+    st = ck_postprocess_pool(r.alpha, r.fg, S, h, w, back, alpha_out, fg_out, work, ck_session_pool(s));
     if (st) return ck_fail(err, st, "plate %d x %d: postprocessing failed", w, h);
     return CKEY_OK;
 }

@@ -45,6 +45,12 @@ size_t ckey_post_scratch_bytes(int32_t width, int32_t height, const ckey_post_op
 ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width, int32_t height,
                              const ckey_post_options *o, float *processed, float *comp,
                              void *scratch, ckey_error *err) {
+    return ck_post_passes_pool(alpha, fg, width, height, o, processed, comp, scratch, NULL, err);
+}
+
+ckey_status ck_post_passes_pool(const float *alpha, const float *fg, int32_t width, int32_t height,
+                                const ckey_post_options *o, float *processed, float *comp, void *scratch,
+                                ck_pool *pool, ckey_error *err) {
     ck_error_clear(err);
     if (!alpha || !fg || !o || !processed)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_post_passes: NULL alpha, fg, options or processed");
@@ -63,6 +69,7 @@ ckey_status ckey_post_passes(const float *alpha, const float *fg, int32_t width,
                        (long long)o->despeckle_area);
     ck_post_options po;
     to_internal(o, &po);
+    po.pool = pool;
     if (ck_post_frame_scratch_bytes(height, width, &po) > 0 && !scratch)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "ckey_post_passes: despeckle needs scratch (ckey_post_scratch_bytes)");

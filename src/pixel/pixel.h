@@ -17,6 +17,8 @@
 
 #include "ckey.h"
 
+struct ck_pool; /* core/core.h: threads that split work by rows */
+
 /* ------------------------------------------------------------------ resize */
 
 typedef enum ck_resize_mode {
@@ -100,6 +102,9 @@ void ck_resize_run(const ck_resize *r, const float *src, float *dst);
  * same order as ck_resize_run. */
 ckey_status ck_resize_run_cuda(const ck_resize *r, const float *table_w, const float *table_h, const float *src,
                                float *tmp, float *dst, void *stream, ckey_error *err);
+/* All passes, each split by rows over `pool` (NULL: the calling thread);
+ * the same floats as ck_resize_run. */
+void ck_resize_run_pool(const ck_resize *r, const float *src, float *dst, struct ck_pool *pool);
 
 /* ------------------------------------------------------------------- color */
 
@@ -115,6 +120,11 @@ float ck_linear_to_srgb1(float x);
 float ck_srgb_to_linear1(float x);
 void ck_linear_to_srgb(float *x, size_t n);   /* in place */
 void ck_srgb_to_linear(float *x, size_t n);   /* in place */
+/* ck_linear_to_srgb split over `pool` (NULL: the calling thread). */
+void ck_linear_to_srgb_pool(float *x, size_t n, struct ck_pool *pool);
+/* out[i] = powf(t[i], p), the same floats, several times faster (color.c);
+ * t and out may be the same array. */
+void ck_powf_array(const float *t, float *out, size_t n, float p);
 
 /* ImageNet statistics the network was trained with. */
 extern const float ck_imagenet_mean[3];
@@ -131,19 +141,21 @@ void ck_imagenet_normalize(float *chw, size_t plane);
  * [h, w], both in [0, 1], as the official `_preprocess_input`: antialiased
  * bilinear resize of each to S x S, linear -> sRGB after the resize when the
  * plate is linear, ImageNet-normalize channels 0..2, hint into channel 3
- * (not normalized). Runs on the calling thread.
+ * (not normalized).
  */
 size_t ck_preprocess_scratch_floats(int32_t h, int32_t w, int32_t size);
 ckey_status ck_preprocess(const float *rgb, const float *hint, int32_t h, int32_t w,
                           int32_t size, int input_is_linear, float *x, float *scratch);
+/* The same, each resize split by rows over `pool` (NULL: the calling thread). */
+ckey_status ck_preprocess_pool(const float *rgb, const float *hint, int32_t h, int32_t w, int32_t size,
+                               int input_is_linear, float *x, float *scratch, struct ck_pool *pool);
 
 /*
  * Resize the network's alpha [S, S] and fg [3, S, S] back to the plate size
  * h x w. `mode` CK_RESIZE_BILINEAR_AA is the official GPU post-processing
  * (`_postprocess_torch`: `TF.resize` bilinear, antialiased when the plate is
  * smaller than S); CK_RESIZE_LANCZOS4 the official CPU post-processing
- * (`_postprocess_opencv`: cv2.resize INTER_LANCZOS4). Runs on the calling
- * thread.
+ * (`_postprocess_opencv`: cv2.resize INTER_LANCZOS4).
  */
 /* How a session resizes alpha and fg back to the plate (its resize_back option). */
 ck_resize_mode ck_session_resize_back(const ckey_session *s);
@@ -152,5 +164,9 @@ size_t ck_postprocess_scratch_floats(int32_t size, int32_t h, int32_t w, ck_resi
 ckey_status ck_postprocess(const float *alpha, const float *fg, int32_t size, int32_t h,
                            int32_t w, ck_resize_mode mode, float *alpha_out, float *fg_out,
                            float *scratch);
+/* The same, each resize split by rows over `pool` (NULL: the calling thread). */
+ckey_status ck_postprocess_pool(const float *alpha, const float *fg, int32_t size, int32_t h, int32_t w,
+                                ck_resize_mode mode, float *alpha_out, float *fg_out, float *scratch,
+                                struct ck_pool *pool);
 
 #endif

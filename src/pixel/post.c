@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "pixel/pixel.h"
 
 /* ----------------------------------------------------------------- despill */
@@ -165,31 +166,74 @@ void ck_ellipse_halfwidths(int32_t radius, int32_t *dx) {
     }
 }
 
-void ck_dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
-                       int32_t radius, int32_t *dist) {
+/* The two row-parallel steps of the ellipse dilation. */
+typedef struct dilate_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint16_t *dist; /* in the caller's int32 scratch, which holds twice as many */
+    int32_t h, w, rr;
+    const int32_t *dx;
+} dilate_job;
+
+/* Integer loops that the compiler widens to the CPU's vectors (exact
+ * whatever the width). */
+#define VEC_INT __attribute__((target_clones("avx2", "default")))
+
+/* dist = horizontal distance to the nearest set pixel of the same row, or
+ * 65535 when it has none (a row is at most 32768 wide) */
+VEC_INT static void dilate_dist_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const dilate_job *j = ctx;
+    const int32_t w = j->w;
+    for (int64_t y = y0; y < y1; y++) {
+        const uint8_t *s = j->src + (size_t)y * w;
+        uint16_t *d = j->dist + (size_t)y * w;
+        int32_t last = -65536;
+        for (int32_t x = 0; x < w; x++) {
+            if (s[x]) last = x;
+            const int32_t v = x - last;
+            d[x] = (uint16_t)(v > 65535 ? 65535 : v);
+        }
+        last = w + 65536;
+        for (int32_t x = w - 1; x >= 0; x--) {
+            if (s[x]) last = x;
+            if (last - x < d[x]) d[x] = (uint16_t)(last - x);
+        }
+    }
+}
+
+VEC_INT static void dilate_out_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const dilate_job *j = ctx;
+    const int32_t w = j->w, h = j->h, rr = j->rr;
+    for (int64_t y = y0; y < y1; y++) {
+        uint8_t *o = j->dst + (size_t)y * w;
+        memset(o, 0, (size_t)w);
+        for (int32_t dy = -rr; dy <= rr; dy++) {
+            const int64_t yy = y + dy;
+            if (yy < 0 || yy >= h) continue;
+            const uint16_t *d = j->dist + (size_t)yy * w;
+            /* sides are at most 32768, so 65534 reaches any set pixel but not "none" */
+            const uint16_t lim = (uint16_t)(j->dx[dy + rr] > 65534 ? 65534 : j->dx[dy + rr]);
+            for (int32_t x = 0; x < w; x++) o[x] |= (uint8_t)(d[x] <= lim ? 255 : 0);
+        }
+    }
+}
+
+/* Rows a chunk of a row-parallel step should hold at least: about 64 KiB of
+ * pixels, so that a chunk is worth a thread's wake-up. */
+static int64_t row_grain(int32_t w) { return 1 + 65536 / ((int64_t)w + 1); }
+
+static void dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w, int32_t radius,
+                           int32_t *dist, ck_pool *pool) {
     size_t n = (size_t)h * (size_t)w;
     if (radius <= 0) {
         if (dst != src) memmove(dst, src, n);
         return;
     }
-    /* dist = horizontal distance to the nearest set pixel of the same row
-     * (w + radius + 1 when none): the ellipse is a stack of horizontal runs,
-     * so out(y, x) is set iff some kernel row dy has dist(y + dy, x) <= dx. */
-    const int32_t far = w + radius + 1;
-    for (int32_t y = 0; y < h; y++) {
-        const uint8_t *s = src + (size_t)y * w;
-        int32_t *d = dist + (size_t)y * w;
-        int32_t last = -1;
-        for (int32_t x = 0; x < w; x++) {
-            if (s[x]) last = x;
-            d[x] = last >= 0 ? x - last : far;
-        }
-        last = -1;
-        for (int32_t x = w - 1; x >= 0; x--) {
-            if (s[x]) last = x;
-            if (last >= 0 && last - x < d[x]) d[x] = last - x;
-        }
-    }
+    /* The ellipse is a stack of horizontal runs, so out(y, x) is set iff
+     * some kernel row dy has dist(y + dy, x) <= dx. All of
+     * dist is computed before any output row is written, so dst may be src. */
     int32_t dx[2 * 255 + 1];
     int32_t rr = radius;
     /* Rows beyond +-h never touch the image; clamp so the table stays small. */
@@ -207,17 +251,14 @@ void ck_dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
             dx[i + rr] = (int32_t)nearbyint(v);
         }
     }
-    for (int32_t y = 0; y < h; y++) {
-        uint8_t *o = dst + (size_t)y * w;
-        memset(o, 0, (size_t)w);
-        for (int32_t dy = -rr; dy <= rr; dy++) {
-            int32_t yy = y + dy;
-            if (yy < 0 || yy >= h) continue;
-            const int32_t *d = dist + (size_t)yy * w;
-            int32_t lim = dx[dy + rr];
-            for (int32_t x = 0; x < w; x++) o[x] |= (uint8_t)(d[x] <= lim ? 255 : 0);
-        }
-    }
+    dilate_job j = {src, dst, (uint16_t *)(void *)dist, h, w, rr, dx};
+    ck_pool_for(pool, h, row_grain(w), dilate_dist_rows, &j);
+    ck_pool_for(pool, h, 1 + row_grain(w) / (2 * rr + 1), dilate_out_rows, &j);
+}
+
+void ck_dilate_ellipse(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
+                       int32_t radius, int32_t *dist) {
+    dilate_ellipse(src, dst, h, w, radius, dist, NULL);
 }
 
 /* ------------------------------------------------------------ Gaussian blur */
@@ -277,40 +318,77 @@ static int32_t reflect101(int32_t p, int32_t len) {
     return p;
 }
 
-void ck_gaussian_blur_u8(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
-                         int32_t ksize, double sigma, uint32_t *tmp) {
+typedef struct blur_job {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint32_t *tmp;
+    int32_t h, w, nx, ny;
+    const uint32_t *kx, *ky;
+} blur_job;
+
+/* Row pass: exact Q8 sums (<= 255 * 257, no rounding); the interior tap
+ * by tap over the row, the borders reflected. */
+VEC_INT static void blur_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const blur_job *j = ctx;
+    const int32_t w = j->w, nx = j->nx, rx = nx / 2;
+    for (int64_t y = y0; y < y1; y++) {
+        const uint8_t *s = j->src + (size_t)y * w;
+        uint32_t *t = j->tmp + (size_t)y * w;
+        const int32_t x0 = rx < w ? rx : w, x1 = w - rx > x0 ? w - rx : x0; /* [x0, x1): no reflection */
+        for (int32_t x = x0; x < x1; x++) t[x] = 0;
+        for (int32_t k = 0; k < nx; k++) {
+            const uint32_t kk = j->kx[k];
+            const uint8_t *sk = s - rx + k;
+            for (int32_t x = x0; x < x1; x++) t[x] += kk * sk[x];
+        }
+        for (int32_t x = 0; x < w; x++) {
+            if (x == x0) x = x1;
+            if (x >= w) break;
+            uint32_t acc = 0;
+            for (int32_t k = 0; k < nx; k++) acc += j->kx[k] * s[reflect101(x - rx + k, w)];
+            t[x] = acc;
+        }
+    }
+}
+
+/* Column pass: Q16 sums, rounded half up once, saturated to a byte. A row
+ * pass value is at most 255 * 256 and the weights sum to 256, so a sum
+ * stays below 2^24: 32 bits hold it exactly. */
+VEC_INT static void blur_cols(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const blur_job *j = ctx;
+    const int32_t w = j->w, h = j->h, ny = j->ny, ry = ny / 2;
+    const uint32_t *rows[255];
+    for (int64_t y = y0; y < y1; y++) {
+        for (int32_t i = 0; i < ny; i++) rows[i] = j->tmp + (size_t)reflect101((int32_t)y - ry + i, h) * w;
+        uint8_t *o = j->dst + (size_t)y * w;
+        for (int32_t x = 0; x < w; x++) {
+            uint32_t acc = 32768u;
+            for (int32_t i = 0; i < ny; i++) acc += j->ky[i] * rows[i][x];
+            const uint32_t v = acc >> 16;
+            o[x] = (uint8_t)(v > 255 ? 255 : v);
+        }
+    }
+}
+
+static void gaussian_blur_u8(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w, int32_t ksize,
+                             double sigma, uint32_t *tmp, ck_pool *pool) {
     uint32_t kx[255], ky[255];
     /* OpenCV drops the blur along a 1-pixel axis (non-constant borders). */
     int32_t nx = w == 1 ? 1 : ksize, ny = h == 1 ? 1 : ksize;
     if (ck_gaussian_kernel_q8(nx, nx == 1 ? 0 : sigma, kx) != 0 ||
         ck_gaussian_kernel_q8(ny, ny == 1 ? 0 : sigma, ky) != 0)
         return;
-    int32_t rx = nx / 2, ry = ny / 2;
-    /* Row pass: exact Q8 sums (<= 255 * 2^16, no rounding). */
-    for (int32_t y = 0; y < h; y++) {
-        const uint8_t *s = src + (size_t)y * w;
-        uint32_t *t = tmp + (size_t)y * w;
-        for (int32_t x = 0; x < w; x++) {
-            uint32_t acc = 0;
-            if (x >= rx && x + rx < w) {
-                for (int32_t j = 0; j < nx; j++) acc += kx[j] * s[x - rx + j];
-            } else {
-                for (int32_t j = 0; j < nx; j++) acc += kx[j] * s[reflect101(x - rx + j, w)];
-            }
-            t[x] = acc;
-        }
-    }
-    /* Column pass: Q16 sums, rounded half up once, saturated to a byte. */
-    for (int32_t y = 0; y < h; y++) {
-        uint8_t *o = dst + (size_t)y * w;
-        for (int32_t x = 0; x < w; x++) {
-            uint64_t acc = 0;
-            for (int32_t i = 0; i < ny; i++)
-                acc += (uint64_t)ky[i] * tmp[(size_t)reflect101(y - ry + i, h) * w + x];
-            uint64_t v = (acc + 32768u) >> 16;
-            o[x] = (uint8_t)(v > 255 ? 255 : v);
-        }
-    }
+    /* every row pass is done before the column pass, so dst may be src */
+    blur_job j = {src, dst, tmp, h, w, nx, ny, kx, ky};
+    ck_pool_for(pool, h, row_grain(w) / nx + 1, blur_rows, &j);
+    ck_pool_for(pool, h, row_grain(w) / ny + 1, blur_cols, &j);
+}
+
+void ck_gaussian_blur_u8(const uint8_t *src, uint8_t *dst, int32_t h, int32_t w,
+                         int32_t ksize, double sigma, uint32_t *tmp) {
+    gaussian_blur_u8(src, dst, h, w, ksize, sigma, tmp, NULL);
 }
 
 /* ------------------------------------------------------------- clean matte */
@@ -321,9 +399,27 @@ size_t ck_clean_matte_scratch_bytes(int32_t h, int32_t w) {
     return c + (size_t)h * (size_t)w; /* + the byte mask */
 }
 
-ckey_status ck_clean_matte(const float *alpha, float *out, int32_t h, int32_t w,
-                           int64_t area_threshold, int32_t dilation, int32_t blur_size,
-                           void *scratch) {
+typedef struct matte_job {
+    const float *alpha;
+    float *out;
+    uint8_t *mask;
+} matte_job;
+
+static void threshold_px(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const matte_job *j = ctx;
+    for (int64_t i = b; i < e; i++) j->mask[i] = j->alpha[i] > CK_DESPECKLE_THRESHOLD ? 255 : 0;
+}
+
+/* numpy: mask.astype(float32) / 255.0 (float32 division), then alpha * it */
+static void apply_mask_px(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const matte_job *j = ctx;
+    for (int64_t i = b; i < e; i++) j->out[i] = j->alpha[i] * ((float)j->mask[i] / 255.0f);
+}
+
+static ckey_status clean_matte(const float *alpha, float *out, int32_t h, int32_t w, int64_t area_threshold,
+                               int32_t dilation, int32_t blur_size, void *scratch, ck_pool *pool) {
     if (!alpha || !out || !scratch || !dims_ok(h, w) || blur_size > 127)
         return CKEY_ERR_INVALID_ARG;
     size_t n = (size_t)h * (size_t)w;
@@ -331,16 +427,19 @@ ckey_status ck_clean_matte(const float *alpha, float *out, int32_t h, int32_t w,
     /* The labels block (int32 [n]) at the start of the component scratch is
      * free once the components are filtered; dilation and blur reuse it. */
     int32_t *work = (int32_t *)scratch;
-    uint8_t *mask = (uint8_t *)scratch + comp_bytes;
-
-    for (size_t i = 0; i < n; i++) mask[i] = alpha[i] > CK_DESPECKLE_THRESHOLD ? 255 : 0;
-    if (ck_components_filter(mask, h, w, 8, area_threshold, scratch) < 0)
-        return CKEY_ERR_INTERNAL;
-    if (dilation > 0) ck_dilate_ellipse(mask, mask, h, w, dilation, work);
-    if (blur_size > 0) ck_gaussian_blur_u8(mask, mask, h, w, 2 * blur_size + 1, 0.0, (uint32_t *)work);
-    /* numpy: mask.astype(float32) / 255.0 (float32 division), then alpha * it */
-    for (size_t i = 0; i < n; i++) out[i] = alpha[i] * ((float)mask[i] / 255.0f);
+    matte_job j = {alpha, out, (uint8_t *)scratch + comp_bytes};
+    ck_pool_for(pool, (int64_t)n, 65536, threshold_px, &j);
+    if (ck_components_filter(j.mask, h, w, 8, area_threshold, scratch) < 0) return CKEY_ERR_INTERNAL;
+    if (dilation > 0) dilate_ellipse(j.mask, j.mask, h, w, dilation, work, pool);
+    if (blur_size > 0) gaussian_blur_u8(j.mask, j.mask, h, w, 2 * blur_size + 1, 0.0, (uint32_t *)work, pool);
+    ck_pool_for(pool, (int64_t)n, 65536, apply_mask_px, &j);
     return CKEY_OK;
+}
+
+ckey_status ck_clean_matte(const float *alpha, float *out, int32_t h, int32_t w,
+                           int64_t area_threshold, int32_t dilation, int32_t blur_size,
+                           void *scratch) {
+    return clean_matte(alpha, out, h, w, area_threshold, dilation, blur_size, scratch, NULL);
 }
 
 /* -------------------------------------------------------- despeckle, torch */
@@ -543,12 +642,85 @@ void ck_post_options_default(ck_post_options *opt) {
     opt->despeckle = 1;
     opt->despeckle_area = CK_DESPECKLE_AREA_DEFAULT;
     opt->despeckle_mode = CK_DESPECKLE_OPENCV;
+    opt->pool = NULL;
 }
 
 size_t ck_post_frame_scratch_bytes(int32_t h, int32_t w, const ck_post_options *opt) {
     if (!opt || !opt->despeckle) return 0;
     return opt->despeckle_mode == CK_DESPECKLE_TORCH ? ck_clean_matte_torch_scratch_bytes(h, w)
                                                      : ck_clean_matte_scratch_bytes(h, w);
+}
+
+/* Pixels a block of the per-pixel steps holds: a divisor of the checker
+ * size, so a block lies in one square. */
+#define PX_BLOCK 64
+
+typedef struct frame_job {
+    const float *fg, *pa;
+    float *processed, *comp;
+    int32_t w;
+    size_t n;
+    double strength;
+    float bg_lin[2], bg_srgb[2];
+} frame_job;
+
+/*
+ * B-F for rows [y0, y1), PX_BLOCK pixels at a time: despill (sRGB), to linear,
+ * premultiply, comp. A block whose Processed alpha is all zero (the screen
+ * around the subject, once despeckled) skips both powers: there lin * a is a
+ * signed zero whose sign is that of lin's input (which the cheap stand-in
+ * below keeps: 1 for a positive colour up to 4, whose lin is finite, 0 for a
+ * negative one, which clamps to +0, the colour itself for +-0), and the comp
+ * is linear_to_srgb(+-0 + bg * 1) = linear_to_srgb(bg) exactly. Colours
+ * above 4 or NaN take the full path; both paths give the same floats.
+ */
+static void frame_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const frame_job *j = ctx;
+    const size_t n = j->n;
+    float c[3][PX_BLOCK], cl[3][PX_BLOCK];
+    for (int64_t y = y0; y < y1; y++) {
+        for (int32_t x0 = 0; x0 < j->w; x0 += PX_BLOCK) {
+            const int m = j->w - x0 < PX_BLOCK ? j->w - x0 : PX_BLOCK;
+            const size_t i0 = (size_t)y * (size_t)j->w + (size_t)x0;
+            const int sq = (int)(((x0 / CK_CHECKER_SIZE) + (y / CK_CHECKER_SIZE)) & 1);
+            const float bg = j->bg_lin[sq];
+            const float *a = j->pa + i0;
+            int zero = 1;
+            for (int k = 0; k < m; k++) {
+                c[0][k] = j->fg[i0 + k];
+                c[1][k] = j->fg[n + i0 + k];
+                c[2][k] = j->fg[2 * n + i0 + k];
+                if (j->strength > 0.0) despill_px(&c[0][k], &c[1][k], &c[2][k], j->strength);
+                zero &= a[k] == 0.0f && c[0][k] <= 4.0f && c[1][k] <= 4.0f && c[2][k] <= 4.0f;
+            }
+            if (zero) {
+                for (int ch = 0; ch < 3; ch++) {
+                    float *pr = j->processed + (size_t)ch * n + i0;
+                    for (int k = 0; k < m; k++) {
+                        const float v = c[ch][k];
+                        pr[k] = (v > 0.0f ? 1.0f : v < 0.0f ? 0.0f : v) * a[k];
+                    }
+                    if (j->comp)
+                        for (int k = 0; k < m; k++) j->comp[(size_t)ch * n + i0 + k] = j->bg_srgb[sq];
+                }
+                continue;
+            }
+            for (int ch = 0; ch < 3; ch++) {
+                float *lin = c[ch];
+                ck_srgb_to_linear(lin, (size_t)m);
+                float *pr = j->processed + (size_t)ch * n + i0;
+                for (int k = 0; k < m; k++) {
+                    pr[k] = lin[k] * a[k];
+                    cl[ch][k] = ck_composite_straight1(lin[k], bg, a[k]);
+                }
+                if (j->comp) {
+                    ck_linear_to_srgb(cl[ch], (size_t)m);
+                    memcpy(j->comp + (size_t)ch * n + i0, cl[ch], (size_t)m * sizeof(float));
+                }
+            }
+        }
+    }
 }
 
 ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_t w,
@@ -565,8 +737,8 @@ ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_
             opt->despeckle_mode == CK_DESPECKLE_TORCH
                 ? ck_clean_matte_torch(alpha, pa, h, w, opt->despeckle_area, CK_DESPECKLE_DILATION,
                                        CK_DESPECKLE_BLUR, NULL, scratch)
-                : ck_clean_matte(alpha, pa, h, w, opt->despeckle_area, CK_DESPECKLE_DILATION,
-                                 CK_DESPECKLE_BLUR, scratch);
+                : clean_matte(alpha, pa, h, w, opt->despeckle_area, CK_DESPECKLE_DILATION,
+                              CK_DESPECKLE_BLUR, scratch, opt->pool);
         if (st != CKEY_OK) return st;
     } else {
         memcpy(pa, alpha, n * sizeof *pa);
@@ -574,24 +746,12 @@ ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_
 
     /* The checkerboard in linear light, as upstream: float32 sRGB values
      * through srgb_to_linear. */
-    const float bg_lin[2] = {ck_srgb_to_linear1(CK_CHECKER_DARK), ck_srgb_to_linear1(CK_CHECKER_LIGHT)};
-    const double strength = opt->despill_strength;
-
-    /* B-F per pixel: despill (sRGB), to linear, premultiply, comp. */
-    for (int32_t y = 0; y < h; y++) {
-        for (int32_t x = 0; x < w; x++) {
-            size_t i = (size_t)y * w + x;
-            float c[3] = {fg[i], fg[n + i], fg[2 * n + i]};
-            if (strength > 0.0) despill_px(&c[0], &c[1], &c[2], strength);
-            float a = pa[i];
-            float bg = bg_lin[((x / CK_CHECKER_SIZE) + (y / CK_CHECKER_SIZE)) & 1];
-            for (int ch = 0; ch < 3; ch++) {
-                float lin = ck_srgb_to_linear1(c[ch]);
-                processed[(size_t)ch * n + i] = lin * a;
-                if (comp) comp[(size_t)ch * n + i] = ck_linear_to_srgb1(ck_composite_straight1(lin, bg, a));
-            }
-        }
+    frame_job j = {fg, pa, processed, comp, w, n, opt->despill_strength, {0}, {0}};
+    for (int sq = 0; sq < 2; sq++) {
+        j.bg_lin[sq] = ck_srgb_to_linear1(sq ? CK_CHECKER_LIGHT : CK_CHECKER_DARK);
+        j.bg_srgb[sq] = ck_linear_to_srgb1(j.bg_lin[sq]);
     }
+    ck_pool_for(opt->pool, h, row_grain(w), frame_rows, &j);
 
     /* Matte/ and FG/ carry the raw resized prediction upstream. Written last
      * so they may alias the inputs. */

@@ -15,7 +15,7 @@
  * passes; ck_post_frame reproduces that.
  *
  * Images are planar float32 [C, H, W]. Nothing here allocates and nothing
- * keeps state: functions that need work memory take a caller-provided
+ * keeps state (ck_post_options.pool lends threads): functions that need work memory take a caller-provided
  * `scratch` whose size a *_scratch_bytes() function gives. Scratch must be
  * aligned for int32_t (any malloc or arena block aligned to 4 bytes or more).
  *
@@ -30,6 +30,8 @@
 #include <stdint.h>
 
 #include "ckey.h"
+
+struct ck_pool;
 
 /* Official parameters (process_frame defaults and _postprocess_opencv). */
 #define CK_DESPECKLE_AREA_DEFAULT 400 /* despeckle_size */
@@ -178,6 +180,10 @@ typedef struct ck_post_options {
     int despeckle;           /* official default on (auto_despeckle=True) */
     int64_t despeckle_area;  /* official default 400 */
     ck_despeckle_mode despeckle_mode; /* default CK_DESPECKLE_OPENCV */
+    /* Threads for the parts that split by rows (the mask, dilation, blur,
+     * despill, premultiply, comp); NULL runs everything on the caller. The
+     * results do not depend on it. */
+    struct ck_pool *pool;
 } ck_post_options;
 
 /* The official process_frame defaults. */
@@ -215,5 +221,10 @@ size_t ck_post_frame_cuda_host_bytes(int32_t h, int32_t w);
 ckey_status ck_post_frame_cuda(const float *alpha, const float *fg, int32_t h, int32_t w, const ck_post_options *opt,
                                float *processed, float *comp, void *dev_scratch, void *host_scratch, void *stream,
                                ckey_error *err);
+/* ckey_post_passes (ckey_clip.h) with its rows split over `pool`. */
+struct ckey_post_options;
+ckey_status ck_post_passes_pool(const float *alpha, const float *fg, int32_t width, int32_t height,
+                                const struct ckey_post_options *o, float *processed, float *comp, void *scratch,
+                                struct ck_pool *pool, ckey_error *err);
 
 #endif

@@ -23,6 +23,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "pixel/pixel.h"
 #include "core/core.h"
 #include "cuda/kernels.h"
@@ -464,4 +465,24 @@ ckey_status ck_resize_run_cuda(const ck_resize *r, const float *table_w, const f
 void ck_resize_run(const ck_resize *r, const float *src, float *dst) {
     for (int p = 0; p < r->num_passes; p++)
         ck_resize_pass(r, p, src, dst, 0, ck_resize_pass_rows(r, p));
+}
+
+typedef struct resize_job {
+    const ck_resize *r;
+    int pass;
+    const float *src;
+    float *dst;
+} resize_job;
+
+static void resize_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const resize_job *j = ctx;
+    ck_resize_pass(j->r, j->pass, j->src, j->dst, b, e);
+}
+
+void ck_resize_run_pool(const ck_resize *r, const float *src, float *dst, ck_pool *pool) {
+    for (int p = 0; p < r->num_passes; p++) {
+        resize_job j = {r, p, src, dst};
+        ck_pool_for(pool, ck_resize_pass_rows(r, p), 16, resize_rows, &j);
+    }
 }

@@ -1,0 +1,228 @@
+/*
+ * Which deflate for the EXR passes, and which for the Comp PNG (not a
+ * test): a 4K HALF RGB FG pass --
+ * examples/plate.png resized to 3840 x 2160 with Lanczos4 (the resize back
+ * of every FG pass) plus grain at half resolution, so that it has detail at
+ * the network's 2048 -- cut into the 16-line chunks of PXR24 and ZIP, each
+ * transformed as the format does, then deflated by every candidate on one
+ * thread. Prints the seconds and the bytes of the whole pass for each:
+ * OpenEXR's own writer (zlib, the whole file), libdeflate's levels and
+ * ISA-L's igzip levels where ckey was built with them. Then the same image
+ * as an 8-bit PNG (the Comp's encoder, truncating) at zlib levels with
+ * libpng's adaptive filters and as Up-filtered runs (CK_PNG_LEVEL_RLE).
+ *
+ *   build/bench/bench-exr-deflate [--grain 0.004] [--plate examples/plate.png] [--runs 3]
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckey_media.h"
+#include "media/exr.h"
+#include "media/image.h"
+#include "pixel/pixel.h"
+
+#ifdef CK_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+#endif
+#ifdef CK_HAVE_ISAL
+#include <isa-l/igzip_lib.h>
+#endif
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static float gauss(void) {
+    float s = 0;
+    for (int k = 0; k < 4; k++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (float)(rng >> 40) / 16777216.0f;
+    }
+    return (s - 2.0f) * 1.7320508f;
+}
+
+enum { W = 3840, H = 2160, LPC = 16, NCH = (H + LPC - 1) / LPC };
+
+typedef struct chunks {
+    uint8_t *data[NCH];
+    size_t n[NCH], total;
+} chunks;
+
+int main(int argc, char **argv) {
+    float grain = 0.004f;
+    int runs = 3;
+    const char *plate_path = "examples/plate.png";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--grain")) grain = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--plate")) plate_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
+    }
+    ckey_image im;
+    ckey_error err;
+    if (ckey_image_read(plate_path, CKEY_IMAGE_RGB, &im, &err) != CKEY_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return 1;
+    }
+    const size_t n = (size_t)W * H;
+    float *fg = malloc(3 * n * sizeof(float)), *up = malloc(3 * n * sizeof(float));
+    const int w2 = W / 2, h2 = H / 2;
+    float *nz = malloc(3 * (size_t)w2 * h2 * sizeof(float));
+    float *scr = malloc(ck_resize_scratch_floats(3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
+    float *scr2 = malloc(ck_resize_scratch_floats(3, h2, w2, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
+    uint16_t *halves = malloc(3 * n * sizeof(uint16_t));
+    if (!fg || !up || !nz || !scr || !scr2 || !halves) return 1;
+    ck_resize r;
+    ck_resize_prepare(&r, 3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4, scr);
+    ck_resize_run(&r, im.data, fg);
+    for (size_t i = 0; i < 3 * (size_t)w2 * h2; i++) nz[i] = gauss() * grain;
+    ck_resize_prepare(&r, 3, h2, w2, H, W, CK_RESIZE_LANCZOS4, scr2);
+    ck_resize_run(&r, nz, up);
+    for (size_t i = 0; i < 3 * n; i++) fg[i] += up[i];
+
+    /* the file's chunks: lines of B, G, R halves, then each compression's transform */
+    chunks raw, pxr, zip;
+    memset(&raw, 0, sizeof raw), memset(&pxr, 0, sizeof pxr), memset(&zip, 0, sizeof zip);
+    for (int c = 0; c < NCH; c++) {
+        const int y0 = c * LPC, lines = H - y0 < LPC ? H - y0 : LPC;
+        const size_t nb = (size_t)lines * 3 * W * 2;
+        uint16_t *h16 = halves + (size_t)y0 * 3 * W;
+        for (int l = 0; l < lines; l++)
+            for (int k = 0; k < 3; k++)
+                ck_half_from_float(fg + (size_t)(2 - k) * n + (size_t)(y0 + l) * W, h16 + ((size_t)l * 3 + k) * W, W);
+        raw.data[c] = (uint8_t *)h16, raw.n[c] = nb, raw.total += nb;
+        uint8_t *p = malloc(nb), *z = malloc(nb), *sp = malloc(nb);
+        for (size_t run = 0; run < (size_t)lines * 3; run++) {
+            const uint16_t *hv = h16 + run * W;
+            uint8_t *hi = p + run * 2 * W, *lo = hi + W;
+            unsigned prev = 0;
+            for (int x = 0; x < W; x++) {
+                const unsigned d = (unsigned)(hv[x] - prev) & 0xffffu;
+                prev = hv[x];
+                hi[x] = (uint8_t)(d >> 8), lo[x] = (uint8_t)d;
+            }
+        }
+        const uint8_t *in = (const uint8_t *)h16;
+        for (size_t i = 0; i < nb / 2; i++) sp[i] = in[2 * i], sp[nb / 2 + i] = in[2 * i + 1];
+        z[0] = sp[0];
+        for (size_t i = 1; i < nb; i++) z[i] = (uint8_t)(sp[i] - sp[i - 1] + 128);
+        free(sp);
+        pxr.data[c] = p, pxr.n[c] = nb, pxr.total += nb;
+        zip.data[c] = z, zip.n[c] = nb, zip.total += nb;
+    }
+    printf("a 4K HALF RGB FG pass (%s resized by Lanczos4, grain %.3g): %zu bytes of halves, %d chunks\n",
+           plate_path, (double)grain, raw.total, NCH);
+    uint8_t *out = malloc(3 * (size_t)LPC * W * 2);
+    const chunks *tx[2] = {&pxr, &zip};
+    static const char *const tname[2] = {"PXR24", "ZIP"};
+    static const ckey_exr_compression comp[2] = {CKEY_EXR_PXR24, CKEY_EXR_ZIP};
+    for (int t = 0; t < 2; t++) {
+        printf("%s:\n", tname[t]);
+        /* OpenEXR's own writer: pack, transform, zlib, write (one file) */
+        static const int zl[2] = {6, 1};
+        for (int k = 0; k < 2; k++) {
+            char path[64];
+            snprintf(path, sizeof path, "/tmp/bench-exr-deflate-%d.exr", (int)getpid());
+            double best = 1e9;
+            struct stat st;
+            for (int rep = 0; rep < runs; rep++) {
+                const double t0 = cpu_now();
+                if (ck_exr_write_openexr(path, fg, 3, W, H, comp[t], zl[k], &err) != CKEY_OK) {
+                    fprintf(stderr, "%s\n", err.message);
+                    return 1;
+                }
+                const double dt = cpu_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            stat(path, &st);
+            unlink(path);
+            printf("  %-34s %.3f s  %6.2f MB (the whole file, OpenEXR's pack and writes included)\n",
+                   k ? "OpenEXR's writer, zlib level 1" : "OpenEXR's writer, zlib level 6", best,
+                   (double)st.st_size / 1e6);
+        }
+#ifdef CK_HAVE_LIBDEFLATE
+        static const int lv[5] = {1, 2, 4, 6, 9};
+        for (int k = 0; k < 5; k++) {
+            struct libdeflate_compressor *cz = libdeflate_alloc_compressor(lv[k]);
+            double best = 1e9;
+            size_t tot = 0;
+            for (int rep = 0; rep < runs; rep++) {
+                const double t0 = cpu_now();
+                tot = 0;
+                for (int c = 0; c < NCH; c++) {
+                    size_t m = libdeflate_zlib_compress(cz, tx[t]->data[c], tx[t]->n[c], out, tx[t]->n[c]);
+                    tot += m ? m : tx[t]->n[c];
+                }
+                const double dt = cpu_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            libdeflate_free_compressor(cz);
+            printf("  libdeflate level %-17d %.3f s  %6.2f MB\n", lv[k], best, (double)tot / 1e6);
+        }
+#endif
+#ifdef CK_HAVE_ISAL
+        for (int lvl = 0; lvl <= 3; lvl++) {
+            const size_t lbs = lvl == 0   ? ISAL_DEF_LVL0_DEFAULT
+                               : lvl == 1 ? ISAL_DEF_LVL1_DEFAULT
+                               : lvl == 2 ? ISAL_DEF_LVL2_DEFAULT
+                                          : ISAL_DEF_LVL3_DEFAULT;
+            uint8_t *lb = malloc(lbs);
+            struct isal_zstream *s = malloc(sizeof *s);
+            double best = 1e9;
+            size_t tot = 0;
+            for (int rep = 0; rep < runs; rep++) {
+                const double t0 = cpu_now();
+                tot = 0;
+                for (int c = 0; c < NCH; c++) {
+                    isal_deflate_stateless_init(s);
+                    s->level = (uint32_t)lvl, s->level_buf = lb, s->level_buf_size = (uint32_t)lbs;
+                    s->gzip_flag = IGZIP_ZLIB, s->end_of_stream = 1, s->flush = NO_FLUSH;
+                    s->next_in = tx[t]->data[c], s->avail_in = (uint32_t)tx[t]->n[c];
+                    s->next_out = out, s->avail_out = (uint32_t)tx[t]->n[c];
+                    tot += isal_deflate_stateless(s) == COMP_OK ? s->total_out : tx[t]->n[c];
+                }
+                const double dt = cpu_now() - t0;
+                best = dt < best ? dt : best;
+            }
+            free(lb);
+            free(s);
+            printf("  ISA-L igzip level %-17d %.3f s  %6.2f MB\n", lvl, best, (double)tot / 1e6);
+        }
+#endif
+    }
+    printf("the same image as an 8-bit RGB PNG (the Comp's encoder):\n");
+    static const int png_levels[5] = {CK_PNG_LEVEL_RLE, 1, 3, 6, 9};
+    for (int k = 0; k < 5; k++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/bench-exr-deflate-%d.png", (int)getpid());
+        double best = 1e9;
+        struct stat st;
+        for (int rep = 0; rep < runs; rep++) {
+            const double t0 = cpu_now();
+            if (ck_image_write_png_q(path, fg, 3, W, H, 8, CK_PNG_TRUNCATE, png_levels[k], &err) != CKEY_OK) {
+                fprintf(stderr, "%s\n", err.message);
+                return 1;
+            }
+            const double dt = cpu_now() - t0;
+            best = dt < best ? dt : best;
+        }
+        stat(path, &st);
+        unlink(path);
+        if (png_levels[k] == CK_PNG_LEVEL_RLE)
+            printf("  %-34s %.3f s  %6.2f MB\n", "Up filter, runs only (rle)", best, (double)st.st_size / 1e6);
+        else
+            printf("  zlib level %d, adaptive filters%*s %.3f s  %6.2f MB\n", png_levels[k], 6, "", best,
+                   (double)st.st_size / 1e6);
+    }
+    return 0;
+}
