@@ -16,10 +16,6 @@
 #         set: libdeflate, Debian's libdeflate-dev); with EXR, PXR24 / ZIP
 #         chunks are deflated by it
 #         instead of OpenEXR's zlib (same format, ~3x faster at level 6)
-#         ISAL = yes|no (default: found by pkg-config, in EXR_SYSROOT if
-#         set: libisal, Debian's libisal-dev); with EXR, PXR24 / ZIP chunks
-#         at deflate level 1 are deflated by ISA-L's igzip (same format,
-#         about twice as fast as libdeflate's level 1)
 #         FFMPEG = yes|no (default: found by pkg-config: libavformat,
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
 #         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
@@ -45,7 +41,6 @@ else
 endif
 EXR     ?= $(shell $(EXR_PC) --exists OpenEXR 2>/dev/null && echo yes || echo no)
 DEFLATE ?= $(shell $(EXR_PC) --exists libdeflate 2>/dev/null && echo yes || echo no)
-ISAL    ?= $(shell $(EXR_PC) --exists libisal 2>/dev/null && echo yes || echo no)
 FFMPEG_PC := libavformat libavcodec libavutil libswscale
 FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
@@ -84,10 +79,6 @@ ifeq ($(EXR),yes)
 ifeq ($(DEFLATE),yes)
   BASEFLAGS += -DCK_HAVE_LIBDEFLATE=1 $(shell $(EXR_PC) --cflags libdeflate)
   LIBS += $(shell $(EXR_PC) --libs libdeflate)
-endif
-ifeq ($(ISAL),yes)
-  BASEFLAGS += -DCK_HAVE_ISAL=1 $(shell $(EXR_PC) --cflags libisal)
-  LIBS += $(shell $(EXR_PC) --libs libisal)
 endif
 endif
 ifeq ($(FFMPEG),yes)

@@ -6,8 +6,8 @@
  * the network's 2048 -- cut into the 16-line chunks of PXR24 and ZIP, each
  * transformed as the format does, then deflated by every candidate on one
  * thread. Prints the seconds and the bytes of the whole pass for each:
- * OpenEXR's own writer (zlib, the whole file), libdeflate's levels and
- * ISA-L's igzip levels where ckey was built with them. Then the same image
+ * OpenEXR's own writer (zlib, the whole file) and libdeflate's levels.
+ * Then the same image
  * as an 8-bit PNG (the Comp's encoder, truncating) at zlib levels with
  * libpng's adaptive filters and as Up-filtered runs (CK_PNG_LEVEL_RLE).
  *
@@ -28,9 +28,6 @@
 
 #ifdef CK_HAVE_LIBDEFLATE
 #include <libdeflate.h>
-#endif
-#ifdef CK_HAVE_ISAL
-#include <isa-l/igzip_lib.h>
 #endif
 
 static double cpu_now(void) {
@@ -168,35 +165,6 @@ int main(int argc, char **argv) {
             }
             libdeflate_free_compressor(cz);
             printf("  libdeflate level %-17d %.3f s  %6.2f MB\n", lv[k], best, (double)tot / 1e6);
-        }
-#endif
-#ifdef CK_HAVE_ISAL
-        for (int lvl = 0; lvl <= 3; lvl++) {
-            const size_t lbs = lvl == 0   ? ISAL_DEF_LVL0_DEFAULT
-                               : lvl == 1 ? ISAL_DEF_LVL1_DEFAULT
-                               : lvl == 2 ? ISAL_DEF_LVL2_DEFAULT
-                                          : ISAL_DEF_LVL3_DEFAULT;
-            uint8_t *lb = malloc(lbs);
-            struct isal_zstream *s = malloc(sizeof *s);
-            double best = 1e9;
-            size_t tot = 0;
-            for (int rep = 0; rep < runs; rep++) {
-                const double t0 = cpu_now();
-                tot = 0;
-                for (int c = 0; c < NCH; c++) {
-                    isal_deflate_stateless_init(s);
-                    s->level = (uint32_t)lvl, s->level_buf = lb, s->level_buf_size = (uint32_t)lbs;
-                    s->gzip_flag = IGZIP_ZLIB, s->end_of_stream = 1, s->flush = NO_FLUSH;
-                    s->next_in = tx[t]->data[c], s->avail_in = (uint32_t)tx[t]->n[c];
-                    s->next_out = out, s->avail_out = (uint32_t)tx[t]->n[c];
-                    tot += isal_deflate_stateless(s) == COMP_OK ? s->total_out : tx[t]->n[c];
-                }
-                const double dt = cpu_now() - t0;
-                best = dt < best ? dt : best;
-            }
-            free(lb);
-            free(s);
-            printf("  ISA-L igzip level %-17d %.3f s  %6.2f MB\n", lvl, best, (double)tot / 1e6);
         }
 #endif
     }

@@ -272,7 +272,7 @@ ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp
 /*
  * How the passes sink compresses (ckey_sink_open_passes_opt):
  *   exr             the three EXR passes (ckey_exr_options); default PXR24 at
- *                   deflate level 1, the fastest (ISA-L's igzip where built)
+ *                   deflate level 1, the fastest
  *   comp_png_level  the Comp PNG: CKEY_PNG_RLE (default), Up-filtered rows
  *                   deflated as runs only (zlib's Z_RLE), the fastest and on
  *                   grainy plates smaller than level 3; or zlib's level 0 .. 9

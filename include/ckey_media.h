@@ -173,15 +173,12 @@ ckey_status ckey_image_write_exr(const char *path, const float *data, int32_t ch
 /*
  * How ckey_image_write_exr_opt (and the passes sink, ckey_pass_options)
  * compress. `level` is the deflate level of PXR24 and ZIP chunks:
- *   1        the fastest: ISA-L's igzip where ckey was built with it
- *            (Debian's libisal-dev), else libdeflate's level 1
- *   2 .. 12  libdeflate's level (6 is zlib's default and
+ *   1 .. 12  libdeflate's level (1 the fastest; 6 is zlib's default and
  *            ckey_image_write_exr's; 12 the smallest)
  *   0        the compression's own default: 6, or 1 for CKEY_EXR_ZIP_FAST
  * Every level writes the same standard PXR24 / ZIP file, which any OpenEXR
  * reads to the same pixels; a lower level takes less CPU for a larger file.
- * Without libdeflate (or for level 1, without ISA-L nor libdeflate) the
- * chunks are deflated by OpenEXR's zlib at min(level, 9). Ignored for NONE.
+ * Without libdeflate the chunks are deflated by OpenEXR's zlib at min(level, 9). Ignored for NONE.
  */
 typedef struct ckey_exr_options {
     ckey_exr_compression compression;

@@ -500,7 +500,7 @@ static void test_chunk_writer(void) {
                         CHECKF(na == nr && memcmp(ba, br, na) == 0, "%s: not OpenEXR's bytes", pa);
                     int wa = 0, ha = 0, wr2 = 0, hr = 0;
                     ImfHalf *ia = imf_read(pa, &wa, &ha), *ir = imf_read(pr, &wr2, &hr);
-                    /* a build without libdeflate and ISA-L writes through
+                    /* a build without libdeflate writes through
                      * OpenEXR's own writer, whose flaw (below) the special
                      * values can hit */
                     const int eff = levels[li] ? levels[li] : comps[zi] == CKEY_EXR_ZIP_FAST ? 1 : 6;

@@ -3,7 +3,7 @@
 # tree builds on a machine without apt or a package registry (a GPU host, for
 # tools/gpu-ab.sh). Run it where apt works. Two parts:
 #   .deps/include, .deps/lib  OpenBLAS: `make BLAS=openblas BLAS_PREFIX=.deps`
-#   .deps/root                OpenEXR, Imath, libdeflate and ISA-L (headers, libraries,
+#   .deps/root                OpenEXR, Imath, libdeflate (headers, libraries,
 #                             .pc files) as a sysroot: `make EXR_SYSROOT=.deps/root`
 # Copy .deps along with the tree to the machine that builds it.
 set -euo pipefail
@@ -11,8 +11,7 @@ cd "$(dirname "$0")/.."
 arch=$(gcc -print-multiarch)
 tmp=$(mktemp -d)
 (cd "$tmp" && apt-get download libopenblas0-pthread libopenblas-pthread-dev libgfortran5 libquadmath0 \
-    libopenexr-dev libopenexr-3-1-30 libimath-dev libimath-3-1-29 libdeflate-dev libdeflate0 \
-    libisal-dev libisal2 >/dev/null)
+    libopenexr-dev libopenexr-3-1-30 libimath-dev libimath-3-1-29 libdeflate-dev libdeflate0 >/dev/null)
 rm -rf .deps && mkdir -p .deps/include .deps/lib
 for d in "$tmp"/*.deb; do dpkg -x "$d" "$tmp/root"; done
 cp "$tmp/root/usr/include/$arch/openblas-pthread/"*.h .deps/include/
@@ -22,7 +21,7 @@ mkdir -p .deps/root/usr
 cp -a "$tmp/root/usr/include" .deps/root/usr/
 mkdir -p ".deps/root/usr/lib/$arch"
 cp -a "$tmp/root/usr/lib/$arch/"lib{OpenEXR,OpenEXRUtil,OpenEXRCore,Iex,IlmThread,Imath}-3_1.so* ".deps/root/usr/lib/$arch/"
-cp -a "$tmp/root/usr/lib/$arch/"libdeflate.so* "$tmp/root/usr/lib/$arch/"libisal.so* ".deps/root/usr/lib/$arch/"
+cp -a "$tmp/root/usr/lib/$arch/"libdeflate.so* ".deps/root/usr/lib/$arch/"
 cp -a "$tmp/root/usr/lib/$arch/pkgconfig" ".deps/root/usr/lib/$arch/"
 rm -rf "$tmp"
 du -sh .deps

@@ -9,8 +9,6 @@
 #   libopenexr-dev              : OpenEXR plates/hints and EXR mattes (C API, OpenEXRCore)
 #   libdeflate-dev              : deflates the EXR passes' PXR24 / ZIP chunks (~3x faster
 #                                 than OpenEXR's zlib; optional, `make DEFLATE=no`)
-#   libisal-dev                 : ISA-L's igzip, the EXR chunks' deflate at level 1 (about
-#                                 twice as fast as libdeflate's; optional, `make ISAL=no`)
 #   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
 #                               : FFmpeg, for video in (H.264, HEVC, ProRes, ... in mov/mp4/mkv)
 #                                 and out (ProRes 4444 with alpha, H.264 via libx264);
@@ -26,6 +24,6 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends \
-    build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev libopenexr-dev libdeflate-dev libisal-dev \
+    build-essential pkg-config libpng-dev libjpeg-dev libtiff-dev libopenexr-dev libdeflate-dev \
     libavformat-dev libavcodec-dev libavutil-dev libswscale-dev \
     slurmctld slurmd slurm-client munge python3-venv

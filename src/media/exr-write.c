@@ -13,16 +13,19 @@
  * OpenEXR's pack does (Imath's float_to_half), the channels of each line in
  * the header's (alphabetical) order, little-endian; for PXR24 and ZIP the
  * format's byte transform, then a zlib stream; a chunk that would not shrink
- * is stored as it is. Only the deflate differs: ISA-L's igzip (level 1) or
- * libdeflate (levels 1 to 12) instead of zlib, which compress faster to a
- * standard zlib stream, so any reader sees an ordinary PXR24 / ZIP file.
+ * is stored as it is. Only the deflate differs: libdeflate (levels 1 to
+ * 12) instead of zlib, which compresses faster to a standard zlib stream,
+ * so any reader sees an ordinary PXR24 / ZIP file. The deflate must give
+ * the same bytes for the same chunk on every run and thread (passes are
+ * compared byte for byte across runs, chunks of a farm job and resumes):
+ * libdeflate does; ISA-L's igzip, faster still at level 1, does not (its
+ * output for one chunk varied between runs of the same process).
  * With neither library the PXR24 / ZIP chunks go through OpenEXRCore's own
  * pipeline and zlib, one after another.
  *
  * Measured on a 4K three-channel FG pass, PXR24, one core of the 2-core
  * machine (docs/performance.md): zlib level 6 3.3 s and 26.1 MB;
- * libdeflate level 6 1.05 s and 26.3 MB, level 1 0.32 s and 27.3 MB; ISA-L
- * level 1 0.15 s and 27.8 MB.
+ * libdeflate level 6 1.05 s and 26.3 MB, level 1 0.32 s and 27.3 MB.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -43,9 +46,6 @@
 #endif
 #if defined(CK_HAVE_EXR) && defined(CK_HAVE_LIBDEFLATE)
 #include <libdeflate.h>
-#endif
-#if defined(CK_HAVE_EXR) && defined(CK_HAVE_ISAL)
-#include <isa-l/igzip_lib.h>
 #endif
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -139,12 +139,9 @@ static int effective_level(const ckey_exr_options *o) {
     return o->level > 0 ? o->level : o->compression == CKEY_EXR_ZIP_FAST ? 1 : 6;
 }
 
-enum { DEFLATE_ZLIB, DEFLATE_ISAL, DEFLATE_LIBDEFLATE };
+enum { DEFLATE_ZLIB, DEFLATE_LIBDEFLATE };
 
 static int deflater_for(int level) {
-#ifdef CK_HAVE_ISAL
-    if (level == 1) return DEFLATE_ISAL;
-#endif
 #ifdef CK_HAVE_LIBDEFLATE
     return DEFLATE_LIBDEFLATE;
 #else
@@ -158,7 +155,7 @@ const char *ck_exr_deflater(int32_t level) {
     (void)level;
     return "none";
 #else
-    static const char *const names[] = {"zlib", "isa-l", "libdeflate"};
+    static const char *const names[] = {"zlib", "libdeflate"};
     return names[deflater_for(level)];
 #endif
 }
@@ -382,10 +379,6 @@ typedef struct zthread {
     struct libdeflate_compressor *ld;
     int ld_level;
 #endif
-#ifdef CK_HAVE_ISAL
-    struct isal_zstream *isal;
-    uint8_t *isal_buf;
-#endif
 } zthread;
 
 struct ck_exr_writer {
@@ -406,10 +399,6 @@ static void zthread_free(zthread *z) {
     free(z->xform);
 #ifdef CK_HAVE_LIBDEFLATE
     if (z->ld) libdeflate_free_compressor(z->ld);
-#endif
-#ifdef CK_HAVE_ISAL
-    free(z->isal);
-    free(z->isal_buf);
 #endif
 }
 
@@ -442,18 +431,6 @@ static int zthread_ready(zthread *z, size_t n, int deflater, int level) {
         if (!z->ld) return 0;
     }
 #endif
-#ifdef CK_HAVE_ISAL
-    if (deflater == DEFLATE_ISAL && !z->isal) {
-        z->isal = malloc(sizeof *z->isal);
-        z->isal_buf = malloc(ISAL_DEF_LVL1_DEFAULT);
-        if (!z->isal || !z->isal_buf) {
-            free(z->isal);
-            free(z->isal_buf);
-            z->isal = NULL, z->isal_buf = NULL;
-            return 0;
-        }
-    }
-#endif
     (void)deflater, (void)level;
     return 1;
 }
@@ -461,23 +438,6 @@ static int zthread_ready(zthread *z, size_t n, int deflater, int level) {
 /* A zlib stream of in[0 .. n) into out (room for n bytes); 0 when it does
  * not fit. */
 static size_t deflate_into(zthread *z, int deflater, const uint8_t *in, size_t n, uint8_t *out) {
-#ifdef CK_HAVE_ISAL
-    if (deflater == DEFLATE_ISAL) {
-        struct isal_zstream *s = z->isal;
-        isal_deflate_stateless_init(s);
-        s->level = 1;
-        s->level_buf = z->isal_buf;
-        s->level_buf_size = ISAL_DEF_LVL1_DEFAULT;
-        s->gzip_flag = IGZIP_ZLIB;
-        s->end_of_stream = 1;
-        s->flush = NO_FLUSH;
-        s->next_in = (uint8_t *)(uintptr_t)in;
-        s->avail_in = (uint32_t)n;
-        s->next_out = out;
-        s->avail_out = (uint32_t)n;
-        return isal_deflate_stateless(s) == COMP_OK ? s->total_out : 0;
-    }
-#endif
 #ifdef CK_HAVE_LIBDEFLATE
     if (deflater == DEFLATE_LIBDEFLATE) return libdeflate_zlib_compress(z->ld, in, n, out, n);
 #endif
