@@ -224,6 +224,18 @@ static void stages(const bench_opts *o, ckey_session *s, const char *clip, int w
     if (ckey_image_read(plate_path, CKEY_IMAGE_RGB, &plate, &err) != CKEY_OK) die(plate_path, &err);
     if (ckey_image_read(hint_path, CKEY_IMAGE_HINT, &hint, &err) != CKEY_OK) die(hint_path, &err);
     const double t_decode = now() - t;
+    /* the sRGB transfer function both ways on the plate's three planes:
+     * three times what the post passes convert a frame */
+    float *planes = malloc(3 * (size_t)w * h * sizeof(float));
+    if (!planes) die("out of memory", NULL);
+    memcpy(planes, plate.data, 3 * (size_t)w * h * sizeof(float));
+    t = now();
+    ck_srgb_to_linear(planes, 3 * (size_t)w * h);
+    const double t_lin = now() - t;
+    t = now();
+    ck_linear_to_srgb(planes, 3 * (size_t)w * h);
+    const double t_srgb = now() - t;
+    free(planes);
     const int S = ckey_session_size(s);
     const size_t n = (size_t)w * h, ss = (size_t)S * S;
     float *x = malloc(4 * ss * sizeof(float)), *net = malloc(4 * ss * sizeof(float));
@@ -269,6 +281,7 @@ static void stages(const bench_opts *o, ckey_session *s, const char *clip, int w
     t_enc[3] = now() - t;
     printf("  stages of one frame, one thread (s):  decode %.3f  pre %.3f  model %.3f  back %.3f  post %.3f\n",
            t_decode, t_pre, t_model, t_back, t_post);
+    printf("  sRGB -> linear, linear -> sRGB on the plate's 3 planes, one thread (s):  %.3f  %.3f\n", t_lin, t_srgb);
     printf("  encode + write, PXR24 deflate level 6, PNG level 3 (s):  Matte %.3f  FG %.3f  Processed %.3f  "
            "Comp %.3f  all %.3f\n",
            t_enc[0], t_enc[1], t_enc[2], t_enc[3], t_enc[0] + t_enc[1] + t_enc[2] + t_enc[3]);

@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -116,6 +117,51 @@ static void test_quantize(void) {
     const float want[8] = {0.0f, 0.0f, 0.0f, 32768.0f / 65535.0f, 1.0f, 1.0f, 0.0f, 0.0f};
     CHECK(ck_compare("quantize 16-bit", img.data, want, 8, NULL) == 0);
     ckey_image_free(&img);
+    ck_remove_tree(dir);
+}
+
+/* The Comp PNG's compressions (zlib levels with libpng's adaptive filters,
+ * and Up-filtered runs) write other bytes and the same pixels: a grainy
+ * 8-bit RGB image, odd-sized, read back at 3, 1, 9 and rle. */
+static void test_png_levels_same_pixels(void) {
+    enum { W = 211, H = 67 };
+    float *src = malloc(sizeof(float) * 3 * W * H);
+    REQUIRE(src);
+    uint32_t r = 99;
+    for (int i = 0; i < 3 * W * H; i++) {
+        r = r * 1664525u + 1013904223u;
+        src[i] = 0.3f + 0.4f * (float)(i % W) / W + 0.05f * (float)(r >> 8) / 16777216.0f;
+    }
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    static const int levels[4] = {3, 1, 9, CK_PNG_LEVEL_RLE};
+    ckey_image ref = {0};
+    size_t ref_n = 0;
+    unsigned char *ref_b = NULL;
+    for (int k = 0; k < 4; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/l%d.png", dir, k);
+        ckey_error err;
+        REQUIRE(ck_image_write_png_q(path, src, 3, W, H, 8, CK_PNG_TRUNCATE, levels[k], &err) == CKEY_OK);
+        ckey_image img;
+        REQUIRE(ckey_image_read(path, CKEY_IMAGE_RGB, &img, &err) == CKEY_OK);
+        size_t n = 0;
+        unsigned char *b = ck_read_file(path, &n);
+        REQUIRE(b);
+        if (k == 0) {
+            ref = img, ref_b = b, ref_n = n;
+            continue;
+        }
+        CHECKF(img.width == W && img.height == H && memcmp(img.data, ref.data, sizeof(float) * 3 * W * H) == 0,
+               "level %d: other pixels than level 3's", levels[k]);
+        CHECKF(n != ref_n || memcmp(b, ref_b, n) != 0, "level %d wrote level 3's bytes", levels[k]);
+        printf("  level %d: %zu bytes (level 3: %zu)\n", levels[k], n, ref_n);
+        ckey_image_free(&img);
+        free(b);
+    }
+    ckey_image_free(&ref);
+    free(ref_b);
+    free(src);
     ck_remove_tree(dir);
 }
 
@@ -447,6 +493,7 @@ int main(int argc, char **argv) {
         {"roundtrip_rgba8_as_rgb", test_roundtrip_rgba8_as_rgb},
         {"quantize", test_quantize},
         {"hint_opaque_alpha", test_hint_opaque_alpha},
+        {"png_levels_same_pixels", test_png_levels_same_pixels},
         {"corpus_direct_color", test_corpus_direct_color},
         {"corpus_palette_and_low_depth", test_corpus_palette_and_low_depth},
         {"corpus_broken", test_corpus_broken},

@@ -223,7 +223,7 @@ const char help_key[] =
     "  --exr-level N           deflate level of the pxr24 / zip chunks, 1 .. 12\n"
     "                          (default 1: the fastest; libdeflate's levels, 6 as\n"
     "                          zlib's default:\n"
-    "                          files ~5-15% smaller for ~7x the CPU). Every level\n"
+    "                          files ~5-15% smaller for ~8x the CPU). Every level\n"
     "                          writes standard files with the same pixels\n"
     "  --comp-png L            Comp PNG compression: rle (default: Up-filtered\n"
     "                          rows deflated as runs, the fastest) or a zlib level\n"

@@ -38,7 +38,7 @@ ckey_status ck_exr_write_openexr(const char *path, const float *data, int32_t ch
                                  int32_t height, ckey_exr_compression comp, int32_t zip_level, ckey_error *err);
 
 /* What deflates PXR24 / ZIP chunks at `level` (1 .. CKEY_EXR_LEVEL_MAX) in
- * this build: "isa-l", "libdeflate" or "zlib" (OpenEXR's). */
+ * this build: "libdeflate" or "zlib" (OpenEXR's). */
 const char *ck_exr_deflater(int32_t level);
 
 /* OpenEXR's float -> HALF conversion (Imath's imath_float_to_half: round to
