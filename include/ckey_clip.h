@@ -438,6 +438,8 @@ typedef struct ckey_run_options {
     int64_t host_limit;       /* bytes of host memory the run may take: 0 (default) = 90 % of
                                  what the machine has available now
                                  (ckey_host_memory_available); -1 = not checked */
+    int32_t sessions;         /* CKEY_RUN_SHOT: sessions keying together (ckey_shot_run_multi),
+                                 each with its own network and model copy; 0 or 1: one */
 } ckey_run_options;
 
 /* Fill `o` with the defaults above (width and height 0: set them). */
