@@ -517,7 +517,7 @@ ckey_status ckey_source_plate_size(const ckey_source *src, const uint8_t *plan, 
 
 /*
  * ckey_shot_run with several sessions keying in parallel, one model thread
- * each (the calling thread runs session 0): typically one session per GPU
+ * each (the calling thread runs the first session): typically one session per GPU
  * of a host (`ckey key --device cuda:0,cuda:1`). Frames are handed out in
  * order, round robin (the j-th frame to key goes to sessions[j % n]), and
  * still decoded by one reader thread and written by the writers, with the
