@@ -510,6 +510,8 @@ typedef struct ckey_run_options {
     int64_t host_limit;       /* bytes of host memory the run may take: 0 (default) = 90 % of
                                  what the machine has available now
                                  (ckey_host_memory_available); -1 = not checked */
+    int32_t sessions;         /* CKEY_RUN_SHOT: sessions keying together (ckey_shot_run_multi),
+                                 each with its own network and model copy; 0 or 1: one */
 } ckey_run_options;
 
 /* Fill `o` with the defaults above (width and height 0: set them). */
@@ -587,7 +589,7 @@ ckey_status ckey_source_plate_size(const ckey_source *src, const uint8_t *plan, 
 
 /*
  * ckey_shot_run with several sessions keying in parallel, one model thread
- * each (the calling thread runs session 0): typically one session per GPU
+ * each (the calling thread runs the first session): typically one session per GPU
  * of a host (`ckey key --device cuda:0,cuda:1`). Frames are handed out in
  * order, round robin (the j-th frame to key goes to sessions[j % n]), and
  * still decoded by one reader thread and written by the writers, with the

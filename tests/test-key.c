@@ -1098,6 +1098,15 @@ static void test_run_memory_api(void) {
     ckey_memory_plan net;
     REQUIRE(ckey_plan_memory(m, &so, &net, &err) == CKEY_OK);
     CHECK(memcmp(&net, &r.session, sizeof net) == 0);
+    /* two sessions keying together: two networks and model copies, slots rounded up to 2 per session */
+    ro.sessions = 2;
+    ckey_run_memory r2;
+    REQUIRE(ckey_plan_run_memory(m, &so, &ro, &r2, &err) == CKEY_OK);
+    CHECK(r2.session.peak_bytes == 2 * net.peak_bytes && r2.model_bytes == 2 * r.model_bytes);
+    CHECK(r2.frames_in_flight == 4 + 4 && r2.io_bytes == 8 * 4 * 64 * 64 * F);
+    ro.sessions = CKEY_SHOT_MAX_SESSIONS + 1;
+    CHECK(ckey_plan_run_memory(m, &so, &ro, &r2, &err) == CKEY_ERR_INVALID_ARG);
+    ro.sessions = 0;
     /* read_ahead 0: one stage at a time, one frame of each kind */
     ro.shot.read_ahead = 0;
     REQUIRE(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_OK);

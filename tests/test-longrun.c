@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckey.h"
 #include "ckey_clip.h"
@@ -53,6 +54,19 @@ static int count_dir(const char *path) {
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
     closedir(d);
+    return n;
+}
+
+/* Threads of this process once every joined thread has left /proc: a joined
+ * thread's task entry can outlive pthread_join for a moment (glibc wakes the
+ * joiner when the kernel clears the thread id, before the task is reaped), so
+ * wait up to a second for the count to come down to want. */
+static int settled_threads(int want) {
+    int n = count_dir("/proc/self/task");
+    for (int i = 0; i < 100 && n > want; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        n = count_dir("/proc/self/task");
+    }
     return n;
 }
 
@@ -109,7 +123,7 @@ static void test_session_frames(void) {
     ckey_session_free(s);
     ckey_model_free(m);
     free(rgb), free(hint), free(alpha), free(fg);
-    const int fds1 = count_dir("/proc/self/fd"), threads1 = count_dir("/proc/self/task");
+    const int fds1 = count_dir("/proc/self/fd"), threads1 = settled_threads(threads0);
     printf("  open fds %d -> %d, threads %d -> %d\n", fds0, fds1, threads0, threads1);
     CHECK(fds1 == fds0);
     CHECK(threads1 == threads0);
@@ -213,7 +227,7 @@ static void test_shot_frames(void) {
     }
     ckey_session_free(s);
     ckey_model_free(m);
-    const int fds1 = count_dir("/proc/self/fd"), threads1 = count_dir("/proc/self/task");
+    const int fds1 = count_dir("/proc/self/fd"), threads1 = settled_threads(threads0);
     printf("  open fds %d -> %d, threads %d -> %d\n", fds0, fds1, threads0, threads1);
     CHECK(fds1 == fds0);
     CHECK(threads1 == threads0);

@@ -430,6 +430,7 @@ static int plan_run(key_job *j) {
     ro.width = j->plate_w;
     ro.height = j->plate_h;
     ro.auto_hint = j->cp.auto_hint;
+    ro.sessions = o->ndevices > 1 ? o->ndevices : 1;
     ro.video_in = j->src.videos;
     ro.video_out = (o->video_out & VIDEO_OUT_PRORES ? CKEY_RUN_VIDEO_PRORES : 0) |
                    (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);

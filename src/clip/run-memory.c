@@ -96,6 +96,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
                        (int)w, (int)h, CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
     if ((ro->kind != CKEY_RUN_PLATE && ro->kind != CKEY_RUN_SHOT) || ro->video_in < 0 || ro->video_in > 2 ||
         (ro->video_out & ~(CKEY_RUN_VIDEO_PRORES | CKEY_RUN_VIDEO_H264)) || ro->host_limit < -1 ||
+        ro->sessions < 0 || ro->sessions > CKEY_SHOT_MAX_SESSIONS ||
         (ro->kind == CKEY_RUN_SHOT && (ro->shot.read_ahead < 0 || ro->shot.read_ahead > 8 ||
                                        ro->shot.writers < 0 || ro->shot.writers > 64 ||
                                        ro->shot.readers < 0 || ro->shot.readers > 16)))
@@ -116,9 +117,14 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     if (pre == 0 || post == 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", (int)w, (int)h, (int)S);
     ckey_run_memory *r = out;
+    /* several sessions (a shot on several devices): each its own plan, model copy and transfer buffers */
+    const int nsess = ro->kind == CKEY_RUN_SHOT && ro->sessions > 1 ? ro->sessions : 1;
     r->session = sm.plan;
-    r->model_bytes = sm.model_host_bytes;
-    r->io_bytes = sm.host_io_bytes;
+    r->session.weight_bytes *= nsess;
+    r->session.arena_bytes *= nsess;
+    r->session.peak_bytes *= nsess;
+    r->model_bytes = sm.model_host_bytes * nsess;
+    r->io_bytes = sm.host_io_bytes * nsess;
     r->hint_bytes = ro->auto_hint ? (int64_t)ckey_auto_hint_scratch_bytes(w, h) : 0;
     const int64_t video_in = (int64_t)ro->video_in * CK_VIDEO_DECODE_BYTES_PER_PIXEL * P;
     if (ro->kind == CKEY_RUN_PLATE) {
@@ -132,7 +138,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->encode_bytes = png_encode_bytes(w, 3, 16);
     } else {
         int nin, nout, nwr, nrd;
-        ck_shot_layout(&ro->shot, 1, &nin, &nout, &nwr, &nrd);
+        ck_shot_layout(&ro->shot, nsess, &nin, &nout, &nwr, &nrd);
         const size_t post_scratch = ckey_post_scratch_bytes(w, h, &ro->shot.post);
         if (post_scratch == SIZE_MAX)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad post options");

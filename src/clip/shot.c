@@ -774,7 +774,7 @@ static ckey_status check_sessions(ckey_session *const *sess, int32_t n, ckey_err
         if (ckey_session_size(sess[i]) != ckey_session_size(sess[0]) ||
             ck_session_resize_back(sess[i]) != ck_session_resize_back(sess[0]))
             return ck_fail(err, CKEY_ERR_INVALID_ARG,
-                           "ckey_shot_run_multi: session %d keys at S = %d, session 0 at S = %d "
+                           "ckey_shot_run_multi: session %d keys at S = %d, the first at S = %d "
                            "(or another resize back): the sessions of one run must be alike",
                            (int)i, (int)ckey_session_size(sess[i]), (int)ckey_session_size(sess[0]));
     }
