@@ -20,8 +20,7 @@ static char tmpdir[256];
 
 /* A fresh private directory per case. */
 static const char *make_tmpdir(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-image-XXXXXX");
-    return mkdtemp(tmpdir);
+    return ck_make_temp_dir(tmpdir, sizeof tmpdir, "image") ? tmpdir : NULL;
 }
 
 static int count_entries(const char *dir) {
