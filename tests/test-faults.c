@@ -653,6 +653,31 @@ static void test_full_disk(void) {
     ck_remove_tree(shot);
 }
 
+/* `ckey key SHOT --json` (with `--video-out both` when video) started in
+ * the background, its stdout into a pipe (the read end in fds[0]), its
+ * stderr to /dev/null; the pid, or -1. */
+static pid_t spawn_key_json(const char *shot, int video, int fds[2]) {
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 2);
+        if (video)
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+                  "--video-out", "both", (char *)NULL);
+        else
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+                  (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) close(fds[0]);
+    return pid;
+}
+
 /* SIGKILL after some frames, then resume. */
 static void test_kill_and_resume(void) {
     enum { N = 12 };
@@ -661,20 +686,8 @@ static void test_kill_and_resume(void) {
     REQUIRE(ensure_reference());
     REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "killed", N));
     int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    fflush(stdout);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 1);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, 2);
-        execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-              "--json", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
+    const pid_t pid = spawn_key_json(shot, 0, fds);
+    REQUIRE(pid > 0);
     /* read NDJSON until the third keyed frame, then kill */
     char buf[65536];
     size_t len = 0;
@@ -731,25 +744,12 @@ static void test_interrupt(void) {
         char shot[512], p[1024];
         REQUIRE(ck_make_shot(shot, sizeof shot, workdir, k ? "terminated" : "interrupted", N));
         int fds[2];
-        REQUIRE(pipe(fds) == 0);
-        fflush(stdout);
-        const pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            close(fds[0]);
-            dup2(fds[1], 1);
-            int devnull = open("/dev/null", O_WRONLY);
-            if (devnull >= 0) dup2(devnull, 2);
 #ifdef CK_HAVE_FFMPEG
-            if (k == 1)
-                execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-                      "--json", "--video-out", "both", (char *)NULL);
+        const pid_t pid = spawn_key_json(shot, k == 1, fds);
+#else
+        const pid_t pid = spawn_key_json(shot, 0, fds);
 #endif
-            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-                  "--json", (char *)NULL);
-            _exit(127);
-        }
-        close(fds[1]);
+        REQUIRE(pid > 0);
         char buf[65536];
         size_t len = 0;
         int keyed = 0, sent = 0;
