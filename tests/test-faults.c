@@ -109,24 +109,18 @@ static int frame_state(const char *shot, int frame, int compare) {
     return present == 4 ? 1 : present == 0 ? 0 : -1;
 }
 
+static int count_tmp_entry(void *n, const char *path, const char *name, const struct stat *st) {
+    if ((!st || !S_ISDIR(st->st_mode)) && strstr(name, ".tmp")) {
+        printf("    stray temporary file %s\n", path);
+        ++*(int *)n;
+    }
+    return 1;
+}
+
 /* Files named *.tmp anywhere under dir. */
 static int count_tmp(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     int n = 0;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) n += count_tmp(path);
-        else if (strstr(e->d_name, ".tmp")) {
-            printf("    stray temporary file %s\n", path);
-            n++;
-        }
-    }
-    closedir(d);
+    ck_walk_tree(dir, count_tmp_entry, &n);
     return n;
 }
 
@@ -547,22 +541,16 @@ static void test_absurd_dimensions(void) {
     ck_remove_tree(shot);
 }
 
-/* Largest regular file under dir. */
+static int largest_entry(void *best, const char *path, const char *name, const struct stat *st) {
+    (void)path, (void)name;
+    if (st && !S_ISDIR(st->st_mode) && (long)st->st_size > *(long *)best) *(long *)best = (long)st->st_size;
+    return 1;
+}
+
+/* Largest file under dir. */
 static long largest_file(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     long best = 0;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0) continue;
-        long v = S_ISDIR(st.st_mode) ? largest_file(path) : (long)st.st_size;
-        if (v > best) best = v;
-    }
-    closedir(d);
+    ck_walk_tree(dir, largest_entry, &best);
     return best;
 }
 

@@ -250,19 +250,35 @@ int ck_mkdirs(const char *path) {
     return mkdir(b, 0777) == 0 || errno == EEXIST;
 }
 
-void ck_remove_tree(const char *dir) {
+int ck_walk_tree(const char *dir, ck_walk_fn fn, void *user) {
     DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
+    if (!d) return 0;
+    int ok = 1, go = 1;
+    char path[PATH_MAX];
+    for (struct dirent *e; go && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+            ok = 0; /* a path too long to name */
+            continue;
+        }
         struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) ck_remove_tree(path);
-        else unlink(path);
+        const int known = lstat(path, &st) == 0;
+        if (known && S_ISDIR(st.st_mode) && !ck_walk_tree(path, fn, user)) ok = 0;
+        go = fn(user, path, e->d_name, known ? &st : NULL);
     }
     closedir(d);
+    return ok && go;
+}
+
+static int remove_entry(void *user, const char *path, const char *name, const struct stat *st) {
+    (void)user, (void)name;
+    if (st && S_ISDIR(st->st_mode)) rmdir(path);
+    else unlink(path);
+    return 1;
+}
+
+void ck_remove_tree(const char *dir) {
+    ck_walk_tree(dir, remove_entry, NULL);
     rmdir(dir);
 }
 
@@ -324,34 +340,32 @@ int ck_same_file(const char *a, const char *b) {
     return same;
 }
 
-/* The regular files under dir (relative paths, sorted) into *names. */
-static int list_tree(const char *root, const char *rel, char ***names, size_t *n, size_t *cap) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    int ok = 1;
-    for (struct dirent *e; ok && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[2048], full[4096];
-        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s/%s", root, sub);
-        struct stat st;
-        if (lstat(full, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            ok = list_tree(root, sub, names, n, cap);
-        } else {
-            if (*n == *cap) {
-                *cap = *cap ? 2 * *cap : 64;
-                char **nn = realloc(*names, *cap * sizeof *nn);
-                if (!nn) { ok = 0; break; }
-                *names = nn;
-            }
-            (*names)[(*n)++] = strdup(sub);
-        }
+/* The regular files under a tree, as paths relative to its root. */
+typedef struct name_list {
+    size_t root_len;
+    char **names;
+    size_t n, cap;
+} name_list;
+
+static int list_entry(void *user, const char *path, const char *name, const struct stat *st) {
+    (void)name;
+    name_list *l = user;
+    if (!st || S_ISDIR(st->st_mode)) return 1;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **nn = realloc(l->names, l->cap * sizeof *nn);
+        if (!nn) return 0;
+        l->names = nn;
     }
-    closedir(d);
-    return ok;
+    l->names[l->n++] = strdup(path + l->root_len + 1);
+    return 1;
+}
+
+/* The regular files under root (relative paths) into *l; 0 when a folder
+ * could not be read. */
+static int list_tree(const char *root, name_list *l) {
+    l->root_len = strlen(root);
+    return ck_walk_tree(root, list_entry, l);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -359,10 +373,12 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 long ck_same_tree(const char *a, const char *b, char *why, size_t cap) {
-    char **na = NULL, **nb = NULL;
-    size_t ca = 0, cb = 0, ka = 0, kb = 0;
+    name_list la = {0}, lb = {0};
     long result = -1;
-    if (!list_tree(a, "", &na, &ka, &ca) || !list_tree(b, "", &nb, &kb, &cb)) {
+    const int listed = list_tree(a, &la) && list_tree(b, &lb);
+    char **na = la.names, **nb = lb.names;
+    const size_t ka = la.n, kb = lb.n;
+    if (!listed) {
         snprintf(why, cap, "cannot list %s or %s", a, b);
         goto done;
     }

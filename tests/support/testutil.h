@@ -143,6 +143,14 @@ int ck_exists(const char *path);
 /* mkdir -p; 1 on success. */
 int ck_mkdirs(const char *path);
 
+/* Every entry under dir, depth first, a directory after what it holds:
+ * fn(user, path, name, st), st NULL where lstat failed (symlinks are not
+ * followed); fn returning 0 ends the walk. 1 when every folder could be
+ * read and fn never ended it; else 0. */
+struct stat;
+typedef int (*ck_walk_fn)(void *user, const char *path, const char *name, const struct stat *st);
+int ck_walk_tree(const char *dir, ck_walk_fn fn, void *user);
+
 /* rm -r: a directory and everything under it (symlinks are not followed). */
 void ck_remove_tree(const char *dir);
 
