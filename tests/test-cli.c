@@ -415,17 +415,6 @@ static void fresh_dir(char *buf, size_t cap, const char *name) {
     mkdir(buf, 0777);
 }
 
-/* The entries of a directory other than . and ..; -1 when it cannot be read. */
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
 /* sh -c SCRIPT with $0 = the ckey binary, $1 = `model`, $2 = the work
  * directory (run from the repository root, like the tests). */
 static result run_sh(const char *script, const char *model) {
@@ -551,7 +540,7 @@ static void test_install_model(void) {
     snprintf(dest, sizeof dest, "%s/ckey/tiny.pth.json", xdg);
     CHECK(ck_same_file(side, dest));
     snprintf(dest, sizeof dest, "%s/ckey", xdg);
-    CHECKF(count_entries(dest) == 2, "%s holds %d entries, want 2", dest, count_entries(dest));
+    CHECKF(ck_count_entries(dest) == 2, "%s holds %d entries, want 2", dest, ck_count_entries(dest));
 
     /* found without --model */
     snprintf(dest, sizeof dest, "%s/ckey/tiny.pth", xdg);
@@ -567,7 +556,7 @@ static void test_install_model(void) {
     CHECKF(strstr(r.out, want), "no %s in %s", want, r.out);
     result_free(&r);
     snprintf(dest, sizeof dest, "%s/ckey", xdg);
-    CHECK(count_entries(dest) == 2);
+    CHECK(ck_count_entries(dest) == 2);
 
     /* without $XDG_DATA_HOME: ~/.local/share/ckey */
     const char *env_home_only[] = {env_home, "XDG_DATA_HOME", "CKEY_MODEL", NULL};
@@ -610,8 +599,8 @@ static void test_install_model_refuses(void) {
     r = run_ckey_opts(&opt, "install-model", bad, NULL);
     EXPECT(r, 1, err, bad);
     result_free(&r);
-    CHECKF(count_entries(data) == 0, "%s holds %d entries after a refused install", data,
-           count_entries(data));
+    CHECKF(ck_count_entries(data) == 0, "%s holds %d entries after a refused install", data,
+           ck_count_entries(data));
 
     path_in(missing, sizeof missing, "missing.pth");
     r = run_ckey_opts(&opt, "install-model", missing, NULL);
@@ -623,7 +612,7 @@ static void test_install_model_refuses(void) {
     r = run_ckey_opts(&opt, "install-model", odd, NULL);
     EXPECT(r, 1, err, ".safetensors");
     result_free(&r);
-    CHECK(count_entries(data) == 0);
+    CHECK(ck_count_entries(data) == 0);
 
     r = run_ckey_opts(&opt, "install-model", NULL);
     EXPECT(r, 2, err, "FILE");

@@ -10,7 +10,6 @@
  * at exit); its allocator quarantine grows the resident set by design, so
  * there the peak comparison is skipped and the leak check stands in for it.
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,24 +47,15 @@ static long peak_kib(void) {
     return v;
 }
 
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Threads of this process once every joined thread has left /proc: a joined
  * thread's task entry can outlive pthread_join for a moment (glibc wakes the
  * joiner when the kernel clears the thread id, before the task is reaped), so
  * wait up to a second for the count to come down to want. */
 static int settled_threads(int want) {
-    int n = count_dir("/proc/self/task");
+    int n = ck_count_entries("/proc/self/task");
     for (int i = 0; i < 100 && n > want; i++) {
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        n = count_dir("/proc/self/task");
+        n = ck_count_entries("/proc/self/task");
     }
     return n;
 }
@@ -85,8 +75,8 @@ static int longrun_open(longrun *l) {
     snprintf(path, sizeof path, "%s/tiny/tiny.pth", ck_fixtures_dir());
     ckey_error err;
     if (ckey_model_load(path, &l->m, &err) != CKEY_OK) return 0;
-    l->fds0 = count_dir("/proc/self/fd");
-    l->threads0 = count_dir("/proc/self/task");
+    l->fds0 = ck_count_entries("/proc/self/fd");
+    l->threads0 = ck_count_entries("/proc/self/task");
     ckey_session_options o;
     ckey_session_options_default(&o);
     o.size = S;
@@ -102,7 +92,7 @@ static int longrun_open(longrun *l) {
 static void longrun_close(longrun *l) {
     ckey_session_free(l->s);
     ckey_model_free(l->m);
-    const int fds1 = count_dir("/proc/self/fd"), threads1 = settled_threads(l->threads0);
+    const int fds1 = ck_count_entries("/proc/self/fd"), threads1 = settled_threads(l->threads0);
     printf("  open fds %d -> %d, threads %d -> %d\n", l->fds0, fds1, l->threads0, threads1);
     CHECK(fds1 == l->fds0);
     CHECK(threads1 == l->threads0);

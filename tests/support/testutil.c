@@ -238,6 +238,15 @@ int ck_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+int ck_count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
 int ck_mkdirs(const char *path) {
     char b[PATH_MAX];
     snprintf(b, sizeof b, "%s", path);

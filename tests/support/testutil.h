@@ -140,6 +140,9 @@ int ck_count_str(const char *hay, const char *needle);
 /* 1 when path exists (stat). */
 int ck_exists(const char *path);
 
+/* The entries of a directory other than . and ..; -1 when it cannot be read. */
+int ck_count_entries(const char *dir);
+
 /* mkdir -p; 1 on success. */
 int ck_mkdirs(const char *path);
 
