@@ -6,7 +6,7 @@
  * DIR/Input/plate_NNNN.png (16-bit RGB) and DIR/AlphaHint/hint_NNNN.png
  * (8-bit), frames 1 .. FRAMES: a soft-edged disc with green spill on its
  * edge moving across a green screen, and its hardened, shrunk alpha as the
- * hint (the frames tests/support/testutil.c's ck_synth_frame makes, scaled
+ * hint (the frames tests/support/clip.c's ck_synth_frame makes, scaled
  * to the size). Needs only libckey (PNG support).
  */
 #include <math.h>

@@ -7,10 +7,8 @@
  */
 #include <ctype.h>
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +19,7 @@
 #include "ckey_media.h"
 #include "ckey.h"
 #include "pixel/pixel.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 #include "../programs/ckey/sha256.h"
 
@@ -36,47 +35,12 @@ static char workdir[256];
 typedef ck_run_result result;
 #define result_free ck_run_free
 
-static result run_ckey_va(const ck_run_options *opt, const char *first, va_list ap) {
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = ckey_bin;
-    for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    argv[argc] = NULL;
-
-    result r = ck_run_opts(argv, workdir, opt);
-    printf("  $");
-    if (opt && opt->cwd) printf(" (in %s)", opt->cwd);
-    for (const char *const *e = opt && opt->env ? opt->env : NULL; e && *e; e++)
-        printf(strchr(*e, '=') ? " %s" : " (no %s)", *e);
-    printf(" ckey");
-    for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
-    printf("  -> %d", r.code);
-    const char *first_err = r.err[0] ? r.err : NULL;
-    if (first_err) {
-        const char *nl = strchr(first_err, '\n');
-        printf("  [%.*s]", nl ? (int)(nl - first_err) : (int)strlen(first_err), first_err);
-    }
-    printf("\n");
-    return r;
-}
-
-static result run_ckey(const char *first, ...) {
-    va_list ap;
-    va_start(ap, first);
-    result r = run_ckey_va(NULL, first, ap);
-    va_end(ap);
-    return r;
-}
-
-/* run_ckey in a working directory and with environment changes (ck_run_opts) */
-static result run_ckey_opts(const ck_run_options *opt, const char *first, ...) {
-    va_list ap;
-    va_start(ap, first);
-    result r = run_ckey_va(opt, first, ap);
-    va_end(ap);
-    return r;
-}
+/* ckey ARGS... (NULL-terminated); run_ckey_opts in a working directory and
+ * with environment changes (ck_run_opts). The command, its exit code and the
+ * first line of its stderr echoed. */
+static const ck_cli cli = {ckey_bin, workdir, NULL, 2};
+#define run_ckey(...) ck_cli_run(&cli, NULL, __VA_ARGS__)
+#define run_ckey_opts(opt, ...) ck_cli_run(&cli, (opt), __VA_ARGS__)
 
 #define EXPECT(r, want_code, stream, needle)                                               \
     do {                                                                                   \
@@ -440,13 +404,8 @@ static void test_info_and_convert(void) {
 
 /* The tiny model's absolute path (the lookup tests run in other directories). */
 static const char *tiny_abs(char *buf, size_t cap) {
-    char rel[512];
-    if (!tiny_model(rel, sizeof rel)) return NULL;
-    char *abs = realpath(rel, NULL);
-    if (!abs) return NULL;
-    snprintf(buf, cap, "%s", abs);
-    free(abs);
-    return buf;
+    ck_tiny_model_path(buf, cap);
+    return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
 /* <workdir>/<name>, created (a fresh empty directory). */
@@ -454,26 +413,6 @@ static void fresh_dir(char *buf, size_t cap, const char *name) {
     path_in(buf, cap, name);
     ck_remove_tree(buf);
     mkdir(buf, 0777);
-}
-
-/* The entries of a directory other than . and ..; -1 when it cannot be read. */
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-static int same_file_bytes(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    unsigned char *x = ck_read_file(a, &na), *y = ck_read_file(b, &nb);
-    const int same = x && y && na == nb && !memcmp(x, y, na);
-    free(x);
-    free(y);
-    return same;
 }
 
 /* sh -c SCRIPT with $0 = the ckey binary, $1 = `model`, $2 = the work
@@ -484,15 +423,6 @@ static result run_sh(const char *script, const char *model) {
     printf("  $ %s  -> %d\n", script, r.code);
     if (r.code != 0 && r.err[0]) printf("    %.*s\n", (int)strcspn(r.err, "\n"), r.err);
     return r;
-}
-
-static int same_bytes(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    unsigned char *x = ck_read_file(a, &na), *y = ck_read_file(b, &nb);
-    const int same = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
 }
 
 static void sha256_of_file(const char *path, char hex[65]) {
@@ -528,7 +458,7 @@ static void test_model_not_found(void) {
     const char *env_default[] = {env_home, "XDG_DATA_HOME", "CKEY_MODEL", NULL};
     const char *env_with_xdg[] = {env_home, env_xdg, "CKEY_MODEL", NULL};
     for (int variant = 0; variant < 2; variant++) {
-        ck_run_options opt = {cwd, variant ? env_with_xdg : env_default, 0};
+        ck_run_options opt = {cwd, variant ? env_with_xdg : env_default, 0, 0};
         if (variant) snprintf(data, sizeof data, "%s/ckey", xdg);
         else snprintf(data, sizeof data, "%s/.local/share/ckey", home);
         for (int cmd = 0; cmd < 3; cmd++) {
@@ -559,7 +489,7 @@ static void test_model_from_env(void) {
     path_in(bogus, sizeof bogus, "no-such-model.pth");
     snprintf(env_bogus, sizeof env_bogus, "CKEY_MODEL=%s", bogus);
     const char *env[] = {env_model, NULL};
-    ck_run_options opt = {NULL, env, 0};
+    ck_run_options opt = {NULL, env, 0, 0};
     result r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
     EXPECT(r, 0, out, model);
     result_free(&r);
@@ -596,21 +526,21 @@ static void test_install_model(void) {
     snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
     snprintf(env_home, sizeof env_home, "HOME=%s", home);
     const char *env[] = {env_xdg, env_home, "CKEY_MODEL", NULL};
-    ck_run_options opt = {cwd, env, 0};
+    ck_run_options opt = {cwd, env, 0, 0};
 
     result r = run_ckey_opts(&opt, "install-model", model, NULL);
     snprintf(dest, sizeof dest, "%s/ckey/tiny.pth", xdg);
     EXPECT(r, 0, out, dest);
     CHECKF(strstr(r.out, hex), "install-model does not print the SHA-256 %s: %s", hex, r.out);
     result_free(&r);
-    CHECK(same_file_bytes(model, dest));
+    CHECK(ck_same_file(model, dest));
     /* with its sidecar (head_dim, groups), which the loader reads beside it */
     char side[600];
     snprintf(side, sizeof side, "%s.json", model);
     snprintf(dest, sizeof dest, "%s/ckey/tiny.pth.json", xdg);
-    CHECK(same_file_bytes(side, dest));
+    CHECK(ck_same_file(side, dest));
     snprintf(dest, sizeof dest, "%s/ckey", xdg);
-    CHECKF(count_entries(dest) == 2, "%s holds %d entries, want 2", dest, count_entries(dest));
+    CHECKF(ck_count_entries(dest) == 2, "%s holds %d entries, want 2", dest, ck_count_entries(dest));
 
     /* found without --model */
     snprintf(dest, sizeof dest, "%s/ckey/tiny.pth", xdg);
@@ -626,7 +556,7 @@ static void test_install_model(void) {
     CHECKF(strstr(r.out, want), "no %s in %s", want, r.out);
     result_free(&r);
     snprintf(dest, sizeof dest, "%s/ckey", xdg);
-    CHECK(count_entries(dest) == 2);
+    CHECK(ck_count_entries(dest) == 2);
 
     /* without $XDG_DATA_HOME: ~/.local/share/ckey */
     const char *env_home_only[] = {env_home, "XDG_DATA_HOME", "CKEY_MODEL", NULL};
@@ -635,7 +565,7 @@ static void test_install_model(void) {
     snprintf(dest, sizeof dest, "%s/.local/share/ckey/tiny.pth", home);
     EXPECT(r, 0, out, dest);
     result_free(&r);
-    CHECK(same_file_bytes(model, dest));
+    CHECK(ck_same_file(model, dest));
     r = run_ckey_opts(&opt, "info", "--threads", "2", "--device", "cpu", NULL);
     EXPECT(r, 0, out, dest);
     result_free(&r);
@@ -651,7 +581,7 @@ static void test_install_model_refuses(void) {
     snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
     snprintf(data, sizeof data, "%s/ckey", xdg);
     const char *env[] = {env_xdg, "CKEY_MODEL", NULL};
-    ck_run_options opt = {NULL, env, 0};
+    ck_run_options opt = {NULL, env, 0, 0};
     path_in(bad, sizeof bad, "bad.pth");
     FILE *f = fopen(bad, "w");
     REQUIRE(f);
@@ -669,8 +599,8 @@ static void test_install_model_refuses(void) {
     r = run_ckey_opts(&opt, "install-model", bad, NULL);
     EXPECT(r, 1, err, bad);
     result_free(&r);
-    CHECKF(count_entries(data) == 0, "%s holds %d entries after a refused install", data,
-           count_entries(data));
+    CHECKF(ck_count_entries(data) == 0, "%s holds %d entries after a refused install", data,
+           ck_count_entries(data));
 
     path_in(missing, sizeof missing, "missing.pth");
     r = run_ckey_opts(&opt, "install-model", missing, NULL);
@@ -682,7 +612,7 @@ static void test_install_model_refuses(void) {
     r = run_ckey_opts(&opt, "install-model", odd, NULL);
     EXPECT(r, 1, err, ".safetensors");
     result_free(&r);
-    CHECK(count_entries(data) == 0);
+    CHECK(ck_count_entries(data) == 0);
 
     r = run_ckey_opts(&opt, "install-model", NULL);
     EXPECT(r, 2, err, "FILE");
@@ -704,7 +634,7 @@ static void test_model_lookup_order(void) {
     fresh_dir(cwd, sizeof cwd, "order-cwd");
     snprintf(env_xdg, sizeof env_xdg, "XDG_DATA_HOME=%s", xdg);
     const char *env[] = {env_xdg, "CKEY_MODEL", NULL};
-    ck_run_options opt = {cwd, env, 0};
+    ck_run_options opt = {cwd, env, 0, 0};
 
     /* upstream's layout, under the current directory */
     snprintf(p, sizeof p, "%s/CorridorKeyModule", cwd);
@@ -966,7 +896,7 @@ static char *run_sample(const char *what, const char *dir, char *why, size_t cap
     for (char *t = strtok(args, " "); t && argc < (int)LEN(argv) - 1; t = strtok(NULL, " "))
         argv[argc++] = t;
     argv[argc] = NULL;
-    ck_run_options opt = {dir, NULL, 1};
+    ck_run_options opt = {dir, NULL, 1, 0};
     result r = ck_run_opts(argv, workdir, &opt);
     printf("  $ (in %s) %s -> %d\n", dir, what, r.code);
     free(args);
@@ -1086,7 +1016,7 @@ static void test_stdin_and_fifo(void) {
             char got[600], want[600];
             snprintf(got, sizeof got, "%s/%s/%s", workdir, cases[k].out, name);
             snprintf(want, sizeof want, "%s/%s", ref, name);
-            CHECKF(same_bytes(got, want), "%s differs from %s", got, want);
+            CHECKF(ck_same_file(got, want), "%s differs from %s", got, want);
         }
     }
     /* a writer still blocked on the FIFO (had ckey not opened it) gets a
@@ -1444,28 +1374,10 @@ static void test_run_memory_measured(void) {
 }
 
 int main(int argc, char **argv) {
-    /* <build>/tests/test-cli -> <build>/ckey */
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    char *abs = realpath(ckey_bin, NULL); /* some cases run it in other directories */
-    if (abs) snprintf(ckey_bin, sizeof ckey_bin, "%s", abs);
-    free(abs);
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-cli-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "cli")) return 1;
     /* no checkpoint of the user's may answer a command run without --model */
-    char isolated[400];
-    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
-    setenv("HOME", isolated, 1);
-    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
-    setenv("XDG_DATA_HOME", isolated, 1);
-    unsetenv("CKEY_MODEL");
+    ck_isolate_model_lookup(workdir);
     static const ck_test_case cases[] = {
         {"help_and_version", test_help_and_version},
         {"usage_errors", test_usage_errors},

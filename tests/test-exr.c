@@ -19,6 +19,7 @@
 #include "core/core.h"
 #include "media/exr.h"
 #include "media/image.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_EXR
@@ -37,28 +38,7 @@ static void test_sniff(void) {
 static char tmpdir[256];
 
 static const char *make_tmpdir(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-exr-XXXXXX");
-    return mkdtemp(tmpdir);
-}
-
-static int write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    int ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
-}
-
-static void expect_fail(const char *path, ckey_image_kind kind, ckey_status want,
-                        const char *part) {
-    ckey_image img;
-    ckey_error err;
-    memset(&err, 0, sizeof err);
-    ckey_status st = ckey_image_read(path, kind, &img, &err);
-    CHECKF(st == want, "%s: status %d, want %d (%s)", path, (int)st, (int)want, err.message);
-    CHECK(img.data == NULL && img.width == 0);
-    CHECKF(strstr(err.message, path) != NULL, "message '%s' lacks the path", err.message);
-    if (part) CHECKF(strstr(err.message, part) != NULL, "message '%s' lacks '%s'", err.message, part);
-    ckey_image_free(&img);
+    return ck_make_temp_dir(tmpdir, sizeof tmpdir, "exr") ? tmpdir : NULL;
 }
 
 
@@ -246,7 +226,7 @@ static void test_matte_channel(void) {
     const size_t at = find_after(b, n, "channels\0chlist\0", 16);
     REQUIRE(at && at + 5 < n && b[at + 4] == 'Y' && b[at + 5] == 0);
     b[at + 4] = 'A';
-    REQUIRE(write_bytes(apath, b, n));
+    REQUIRE(ck_write_file(apath, b, n));
     free(b);
     const char *paths[2] = {path, apath};
     for (int k = 0; k < 2; k++) {
@@ -288,8 +268,8 @@ static void test_refused(void) {
     for (int i = 0; i < 4; i++) {
         const size_t len = cuts[i] == 0 ? n - 1 : cuts[i] == 1 ? n / 2 : cuts[i] == 3 ? 100 : 6;
         snprintf(bad, sizeof bad, "%s/trunc-%zu.exr", dir, len);
-        REQUIRE(write_bytes(bad, good, len));
-        expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
+        REQUIRE(ck_write_file(bad, good, len));
+        ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
     }
 
     /* forged data window: side limit, then pixel limit */
@@ -298,19 +278,19 @@ static void test_refused(void) {
     memcpy(b, good, n);
     put32(b + dw + 4 + 8, 40000);
     snprintf(bad, sizeof bad, "%s/huge-side.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
     memcpy(b, good, n);
     put32(b + dw + 4 + 8, 20000);
     put32(b + dw + 4 + 12, 20000);
     snprintf(bad, sizeof bad, "%s/huge-area.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "limit of");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "limit of");
     memcpy(b, good, n);
     put32(b + dw + 4 + 8, (uint32_t)-5); /* xmax < xmin */
     snprintf(bad, sizeof bad, "%s/empty-window.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "data window");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "data window");
 
     /* tiled, deep and multi-part flags */
     static const unsigned char flags[3] = {0x02, 0x08, 0x10};
@@ -319,8 +299,8 @@ static void test_refused(void) {
         memcpy(b, good, n);
         b[5] |= flags[i];
         snprintf(bad, sizeof bad, "%s/flag-%d.exr", dir, i);
-        REQUIRE(write_bytes(bad, b, n));
-        expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, words[i]);
+        REQUIRE(ck_write_file(bad, b, n));
+        ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, words[i]);
     }
 
     /* compression: DWAA and an id past the end */
@@ -331,8 +311,8 @@ static void test_refused(void) {
         memcpy(b, good, n);
         b[cp + 4] = cids[i];
         snprintf(bad, sizeof bad, "%s/comp-%d.exr", dir, cids[i]);
-        REQUIRE(write_bytes(bad, b, n));
-        expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "compression");
+        REQUIRE(ck_write_file(bad, b, n));
+        ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "compression");
     }
 
     /* a UINT channel */
@@ -341,8 +321,8 @@ static void test_refused(void) {
     memcpy(b, good, n);
     b[bch - 4] = 0;
     snprintf(bad, sizeof bad, "%s/uint.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "UINT");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "UINT");
 
     /* the offset table: 3 chunks of 16 lines; its first entry points just
      * past it */
@@ -359,36 +339,36 @@ static void test_refused(void) {
     memcpy(b, good, n);
     put32(b + table + 8, (uint32_t)n + 100); /* second chunk past the end */
     snprintf(bad, sizeof bad, "%s/offset-past-end.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "chunk 1");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "chunk 1");
     memcpy(b, good, n);
     put32(b + table + 16, 3); /* third chunk inside the header */
     snprintf(bad, sizeof bad, "%s/offset-in-header.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "chunk 2");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "chunk 2");
     /* a chunk whose size runs past the end */
     memcpy(b, good, n);
     put32(b + table + 24 + 4, 1u << 30);
     snprintf(bad, sizeof bad, "%s/chunk-size.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
 
     /* unknown magic */
     memcpy(b, good, n);
     b[0] = 'B';
     b[1] = 'M';
     snprintf(bad, sizeof bad, "%s/magic.exr", dir);
-    REQUIRE(write_bytes(bad, b, n));
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "unknown image format");
+    REQUIRE(ck_write_file(bad, b, n));
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "unknown image format");
 
     /* NaN and Inf are refused, naming the pixel */
     src[(size_t)1 * w * h + 2 * w + 3] = NAN;
     snprintf(bad, sizeof bad, "%s/nan.exr", dir);
     REQUIRE(ckey_image_write_exr(bad, src, 3, w, h, CKEY_EXR_PXR24, &err) == CKEY_OK);
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "non-finite sample (NaN or Inf) at x 3, y 2, channel 1");
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "non-finite sample (NaN or Inf) at x 3, y 2, channel 1");
     src[(size_t)1 * w * h + 2 * w + 3] = 1e6f; /* beyond half range: Inf */
     REQUIRE(ckey_image_write_exr(bad, src, 3, w, h, CKEY_EXR_NONE, &err) == CKEY_OK);
-    expect_fail(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "x 3, y 2, channel 1");
+    ck_expect_read_fails(bad, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "x 3, y 2, channel 1");
 
     free(b);
     free(good);

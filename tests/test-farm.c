@@ -25,7 +25,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -37,6 +36,7 @@
 #include "ckey.h"
 #include "pixel/pixel.h"
 #include "pixel/post.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 static char ckey_bin[PATH_MAX + 16];
@@ -44,43 +44,19 @@ static char workdir[256];
 static char model[PATH_MAX];
 
 enum { W = 96, H = 64 };
-static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
 
-#define NEED_SETUP()                                                                         \
-    do {                                                                                     \
-        if (access(ckey_bin, X_OK) != 0) SKIP("%s is not built", ckey_bin);                 \
-        if (access(model, R_OK) != 0) SKIP("no tiny model at %s", model);                    \
-    } while (0)
+#define NEED_SETUP() NEED_CKEY(ckey_bin, model)
 
 /* ckey ARGS... (NULL-terminated), stdout and stderr captured. */
-static ck_run_result ckey(const char *first, ...) {
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = ckey_bin;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *)) argv[argc++] = a;
-    va_end(ap);
-    argv[argc] = NULL;
-    return ck_run(argv, workdir);
-}
-
-/* Frame f's four passes under out all exist. */
-static int frame_complete(const char *out, int f) {
-    for (int p = 0; p < 4; p++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/plate_%04d.%s", out, passes[p], f, p == 3 ? "png" : "exr");
-        if (access(path, F_OK) != 0) return 0;
-    }
-    return 1;
-}
+static const ck_cli cli = {ckey_bin, workdir, NULL, 0};
+#define ckey(...) ck_cli_run(&cli, NULL, __VA_ARGS__)
 
 /* The passes (not the videos) of two output roots are the same files. */
 static void check_same_passes(const char *want, const char *got) {
     for (int p = 0; p < 4; p++) {
         char a[2048], b[2048], why[4500];
-        snprintf(a, sizeof a, "%s/%s", want, passes[p]);
-        snprintf(b, sizeof b, "%s/%s", got, passes[p]);
+        snprintf(a, sizeof a, "%s/%s", want, ck_pass_names[p]);
+        snprintf(b, sizeof b, "%s/%s", got, ck_pass_names[p]);
         const long n = ck_same_tree(a, b, why, sizeof why);
         CHECKF(n > 0, "%s", why);
         if (n > 0) printf("  %s: %ld files byte for byte the same as %s's\n", b, n, want);
@@ -166,18 +142,18 @@ static void test_chunks_compose(void) {
         CHECK(pid[k] > 0);
     }
     int waited = 0;
-    while (!frame_complete(out, 3) && waited < 600) { /* 60 s */
+    while (!ck_frame_complete(out, 3) && waited < 600) { /* 60 s */
         usleep(100000);
         waited++;
     }
-    CHECKF(frame_complete(out, 3), "frame 3 was not written within 60 s");
+    CHECKF(ck_frame_complete(out, 3), "frame 3 was not written within 60 s");
     kill(pid[2], SIGKILL);
     CHECK(wait_exit(pid[2]) == 128 + SIGKILL);
     for (int k = 0; k < 2; k++) {
         const int rc = wait_exit(pid[k]);
         CHECKF(rc == 0, "chunk %s: exit %d (log %s)", ranges[k], rc, log[k]);
     }
-    CHECK(frame_complete(out, 3) && !frame_complete(out, 4) && !frame_complete(out, 5));
+    CHECK(ck_frame_complete(out, 3) && !ck_frame_complete(out, 4) && !ck_frame_complete(out, 5));
     /* the retry resumes: frame 3 skipped, 4 and 5 keyed */
     REQUIRE(unlink(p) == 0 && rename(aside, p) == 0);
     snprintf(log[3], sizeof log[3], "%s/chunk-retry.log", workdir);
@@ -193,17 +169,16 @@ static void test_chunks_compose(void) {
     snprintf(p, sizeof p, "%s/Matte/plate_0007.exr.ckey-elsewhere-12-34.tmp", out);
     FILE *f = fopen(p, "w");
     if (f) fclose(f);
-    const char *argv[] = {ckey_bin, "encode", shot, "--out", out, NULL};
-    r = ck_run(argv, workdir);
+    r = ckey("encode", shot, "--out", out, NULL);
     CHECKF(r.code == 0 && strstr(r.out, "removed 1 temporary file"), "exit %d: %s%s", r.code, r.out,
            r.err);
     ck_run_free(&r);
     char why[2300];
-    const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 34, "%s", files < 0 ? why : "not 34 files (32 passes, 2 videos)");
-    if (files == 34)
-        printf("  chunks 6-8, 1-2, 3-5 (killed, run again) + ckey encode: all %ld files (passes "
-               "and videos) byte for byte those of one run\n", files);
+    const int same = ck_same_tree_n(ref, out, 34, why, sizeof why); /* 32 passes, 2 videos */
+    CHECKF(same, "%s", why);
+    if (same)
+        printf("  chunks 6-8, 1-2, 3-5 (killed, run again) + ckey encode: all 34 files (passes "
+               "and videos) byte for byte those of one run\n");
 
     /* two runs keying the same frames at once (a task and its retry, say):
      * each file is whole and the same, no temporary file is left */
@@ -216,18 +191,14 @@ static void test_chunks_compose(void) {
     for (int fr = 1; fr <= 4; fr++)
         for (int q = 0; q < 4; q++) {
             char a[1024], b[1024];
-            snprintf(a, sizeof a, "%s/%s/plate_%04d.%s", ref, passes[q], fr, q == 3 ? "png" : "exr");
-            snprintf(b, sizeof b, "%s/%s/plate_%04d.%s", dup, passes[q], fr, q == 3 ? "png" : "exr");
-            size_t na = 0, nb = 0;
-            unsigned char *da = ck_read_file(a, &na), *db = ck_read_file(b, &nb);
-            CHECKF(da && db && na == nb && !memcmp(da, db, na), "%s and %s differ", a, b);
-            free(da);
-            free(db);
+            ck_pass_path(a, sizeof a, ref, q, fr);
+            ck_pass_path(b, sizeof b, dup, q, fr);
+            CHECKF(ck_same_file(a, b), "%s and %s differ", a, b);
         }
     char why2[2300];
     for (int q = 0; q < 4; q++) { /* nothing else, no temporary file, in the racers' folders */
         char d[2048];
-        snprintf(d, sizeof d, "%s/%s", dup, passes[q]);
+        snprintf(d, sizeof d, "%s/%s", dup, ck_pass_names[q]);
         CHECKF(ck_same_tree(d, d, why2, sizeof why2) == 4, "%s does not hold exactly 4 files", d);
     }
 }
@@ -457,10 +428,9 @@ static void test_farm_script(void) {
         {"farm", "slurm", "SHOT", "--chunk", "4", "--", "--sizee", "64"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        const char *argv[10] = {ckey_bin};
-        for (int i = 0; i < 8; i++) argv[i + 1] = bad[k][i] && !strcmp(bad[k][i], "SHOT") ? shot : bad[k][i];
-        argv[9] = NULL;
-        r = ck_run(argv, workdir);
+        const char *args[9] = {NULL};
+        for (int i = 0; i < 8; i++) args[i] = bad[k][i] && !strcmp(bad[k][i], "SHOT") ? shot : bad[k][i];
+        r = ck_cli_run_argv(&cli, NULL, args);
         CHECKF(r.code == 2, "case %zu: exit %d: %s", k, r.code, r.err);
         ck_run_free(&r);
     }
@@ -524,9 +494,9 @@ static void test_farm_script(void) {
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
     char why[2300];
-    const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 30, "%s", files < 0 ? why : "not 30 files");
-    if (files == 30) printf("  the farm script's tasks + encode: %ld files as one run's\n", files);
+    const int same = ck_same_tree_n(ref, out, 30, why, sizeof why);
+    CHECKF(same, "%s", why);
+    if (same) printf("  the farm script's tasks + encode: 30 files as one run's\n");
 }
 
 int main(int argc, char **argv) {
@@ -534,24 +504,9 @@ int main(int argc, char **argv) {
     printf("test-farm: skipped: clips need PNG, OpenEXR and FFmpeg support in the build\n");
     return 77;
 #endif
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    char *abs = realpath(ckey_bin, NULL);
-    if (abs) snprintf(ckey_bin, sizeof ckey_bin, "%s", abs);
-    free(abs);
-    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    abs = realpath(model, NULL);
-    if (abs) snprintf(model, sizeof model, "%s", abs);
-    free(abs);
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-farm-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    ck_tiny_model_path(model, sizeof model);
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "farm")) return 1;
     static const ck_test_case cases[] = {
         {"temp_names", test_temp_names},
         {"chunks_compose", test_chunks_compose},

@@ -28,12 +28,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -41,6 +39,7 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -51,86 +50,30 @@ static char model[512];
 
 typedef ck_run_result result;
 
-/* Run ckey with the argv given (NULL-terminated) and, when fsize > 0, that
- * RLIMIT_FSIZE in the child with SIGXFSZ ignored. */
-static result run_argv(const char **argv, long fsize) {
-    result r = {-1, NULL, NULL};
-    char out_path[512], err_path[512];
-    snprintf(out_path, sizeof out_path, "%s/stdout.txt", workdir);
-    snprintf(err_path, sizeof err_path, "%s/stderr.txt", workdir);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0) _exit(126);
-        dup2(o, 1);
-        dup2(e, 2);
-        if (fsize > 0) {
-            /* a write past the limit then fails with EFBIG instead of killing */
-            signal(SIGXFSZ, SIG_IGN);
-            struct rlimit rl = {(rlim_t)fsize, (rlim_t)fsize};
-            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(125);
-        }
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0;
-    if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status)) r.code = WEXITSTATUS(status);
-    size_t n;
-    r.out = (char *)ck_read_file(out_path, &n);
-    r.err = (char *)ck_read_file(err_path, &n);
-    if (!r.out) r.out = calloc(1, 1);
-    if (!r.err) r.err = calloc(1, 1);
-    printf("  $ ckey");
-    for (int i = 1; argv[i]; i++) printf(" %s", argv[i]);
-    printf("%s  -> %d\n", fsize > 0 ? "  (RLIMIT_FSIZE)" : "", r.code);
-    /* the error (or first warning) line tells the story in the log */
+/* The error (or first warning) line of a failed run tells the story in the log. */
+static result echo_error(result r) {
     const char *line = strstr(r.err, "error:");
     if (!line) line = strstr(r.err, "warning: frame");
-    if (r.code != 0 && line) {
-        const char *nl = strchr(line, '\n');
-        printf("    %.*s\n", nl ? (int)(nl - line) : (int)strlen(line), line);
-    }
+    if (r.code != 0 && line) printf("    %.*s\n", (int)strcspn(line, "\n"), line);
     return r;
 }
 
-static result run_ckey(const char *first, ...) {
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = ckey_bin;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
-    argv[argc] = NULL;
-    return run_argv(argv, 0);
+/* ckey ARGS... (NULL-terminated), the command and its error echoed. */
+static const ck_cli cli = {ckey_bin, workdir, NULL, 1};
+#define run_ckey(...) echo_error(ck_cli_run(&cli, NULL, __VA_ARGS__))
+
+/* ckey with the arguments given (NULL-terminated) and that RLIMIT_FSIZE in
+ * the child, SIGXFSZ ignored (a full disk). */
+static result run_fsize(const char *const *args, long fsize) {
+    const ck_run_options o = {.fsize_limit = fsize};
+    return echo_error(ck_cli_run_argv(&cli, &o, args));
 }
 
-static int count_str(const char *hay, const char *needle) {
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
-
-static int write_bytes(const char *to, const void *b, size_t n) {
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(b, 1, n, f) == n;
-    if (f && fclose(f) != 0) ok = 0;
-    return ok;
-}
-
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
-
+/* Pass `pass` of frame `frame` of a shot keyed into its Output/. */
 static void out_path(char *buf, size_t cap, const char *shot, int pass, int frame) {
-    snprintf(buf, cap, "%s/Output/%s/plate_%04d.%s", shot, passes[pass], frame,
-             pass == 3 ? "png" : "exr");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/Output", shot);
+    ck_pass_path(buf, cap, out, pass, frame);
 }
 
 /* Reference outputs of one clean frame (every frame of make_shot is the same
@@ -152,7 +95,7 @@ static int frame_state(const char *shot, int frame, int compare) {
     for (int pass = 0; pass < 4; pass++) {
         char p[1024];
         out_path(p, sizeof p, shot, pass, frame);
-        if (!exists(p)) continue;
+        if (!ck_exists(p)) continue;
         present++;
         ckey_image img;
         memset(&img, 0, sizeof img);
@@ -166,24 +109,18 @@ static int frame_state(const char *shot, int frame, int compare) {
     return present == 4 ? 1 : present == 0 ? 0 : -1;
 }
 
+static int count_tmp_entry(void *n, const char *path, const char *name, const struct stat *st) {
+    if ((!st || !S_ISDIR(st->st_mode)) && strstr(name, ".tmp")) {
+        printf("    stray temporary file %s\n", path);
+        ++*(int *)n;
+    }
+    return 1;
+}
+
 /* Files named *.tmp anywhere under dir. */
 static int count_tmp(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     int n = 0;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) n += count_tmp(path);
-        else if (strstr(e->d_name, ".tmp")) {
-            printf("    stray temporary file %s\n", path);
-            n++;
-        }
-    }
-    closedir(d);
+    ck_walk_tree(dir, count_tmp_entry, &n);
     return n;
 }
 
@@ -193,11 +130,7 @@ static int no_tmp(const char *shot) {
     return count_tmp(p) == 0;
 }
 
-#define NEED_SETUP()                                                                       \
-    do {                                                                                   \
-        if (access(ckey_bin, X_OK) != 0) SKIP("%s is not built", ckey_bin);                \
-        if (access(model, R_OK) != 0) SKIP("%s does not exist", model);                    \
-    } while (0)
+#define NEED_SETUP() NEED_CKEY(ckey_bin, model)
 
 /* The clean reference: a 1-frame shot keyed serially (--read-ahead 0). */
 static int ensure_reference(void) {
@@ -474,20 +407,20 @@ static void test_corrupt_and_truncated(void) {
     unsigned char *b = ck_read_file("examples/plate.png", &n);
     REQUIRE(b && n > 200);
     snprintf(p, sizeof p, "%s/Input/plate_0003.png", shot);
-    REQUIRE(write_bytes(p, b, n / 2)); /* truncated */
+    REQUIRE(ck_write_file(p, b, n / 2)); /* truncated */
     free(b);
     b = ck_read_file("examples/hint.png", &n);
     REQUIRE(b && n > 200);
     for (size_t i = 60; i < n; i += 7) b[i] ^= 0x5a; /* corrupt past the header */
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0004.png", shot);
-    REQUIRE(write_bytes(p, b, n));
+    REQUIRE(ck_write_file(p, b, n));
     free(b);
 
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
     CHECKF(r.code == 1, "exit %d", r.code);
     CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "plate_0003.png"), "stderr: %s", r.err);
     CHECK(strstr(r.out, "\"event\":\"error\"") != NULL);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 2);
     ck_run_free(&r);
     CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 1) == 1);
     for (int f = 3; f <= 5; f++) CHECKF(frame_state(shot, f, 0) == 0, "frame %d has outputs", f);
@@ -497,9 +430,9 @@ static void test_corrupt_and_truncated(void) {
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
                  "--on-error", "skip", NULL);
     CHECKF(r.code == 3, "exit %d", r.code);
-    CHECK(count_str(r.out, "\"status\":\"failed\"") == 2);
-    CHECK(count_str(r.out, "\"status\":\"skipped\"") == 2);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 1);
+    CHECK(ck_count_str(r.out, "\"status\":\"failed\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"skipped\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 1);
     CHECKF(strstr(r.out, "\"frame\":4,\"status\":\"failed\"") && strstr(r.out, "hint_0004.png"), "%s", r.out);
     CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "plate_0003.png"), "stderr: %s", r.err);
     CHECK(strstr(r.out, "\"failed\":2") != NULL);
@@ -545,7 +478,7 @@ static void test_missing_and_mismatched(void) {
                strstr(r.err, "no hint"), "%d %s", r.code, r.err);
     ck_run_free(&r);
     snprintf(p, sizeof p, "%s/Output", shot);
-    CHECK(!exists(p));
+    CHECK(!ck_exists(p));
 
     /* skip: 2 (no hint) fails; 3 (6 x 5 hint) is resized with a warning and
      * keyed with 1 and 4 */
@@ -562,7 +495,7 @@ static void test_missing_and_mismatched(void) {
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
     REQUIRE(ck_copy_file("examples/hint.png", p));
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", NULL);
-    CHECKF(r.code == 0 && count_str(r.err, "warning: frame 3") == 1 && strstr(r.err, "6 x 5"), "%d %s", r.code,
+    CHECKF(r.code == 0 && ck_count_str(r.err, "warning: frame 3") == 1 && strstr(r.err, "6 x 5"), "%d %s", r.code,
            r.err);
     ck_run_free(&r);
     for (int f = 1; f <= 4; f++) CHECKF(frame_state(shot, f, f != 3) == 1, "frame %d", f);
@@ -597,7 +530,7 @@ static void test_absurd_dimensions(void) {
     put32(b + 20, 40000);
     put32(b + 29, crc32_png(b + 12, 17));
     snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
-    REQUIRE(write_bytes(p, b, n));
+    REQUIRE(ck_write_file(p, b, n));
     free(b);
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png") &&
@@ -608,22 +541,16 @@ static void test_absurd_dimensions(void) {
     ck_remove_tree(shot);
 }
 
-/* Largest regular file under dir. */
+static int largest_entry(void *best, const char *path, const char *name, const struct stat *st) {
+    (void)path, (void)name;
+    if (st && !S_ISDIR(st->st_mode) && (long)st->st_size > *(long *)best) *(long *)best = (long)st->st_size;
+    return 1;
+}
+
+/* Largest file under dir. */
 static long largest_file(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     long best = 0;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) != 0) continue;
-        long v = S_ISDIR(st.st_mode) ? largest_file(path) : (long)st.st_size;
-        if (v > best) best = v;
-    }
-    closedir(d);
+    ck_walk_tree(dir, largest_entry, &best);
     return best;
 }
 
@@ -678,8 +605,8 @@ static void test_full_disk(void) {
     REQUIRE(all_max > small_max + 1024);
     const long limit = small_max + 512;
 
-    const char *argv[] = {ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", NULL};
-    r = run_argv(argv, limit);
+    const char *args[] = {"key", shot, "--model", model, "--size", "64", "--threads", "2", NULL};
+    r = run_fsize(args, limit);
     CHECKF(r.code == 1, "exit %d", r.code);
     /* the message names the frame and the output file, and says why (EFBIG) */
     CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "/Output/") && strstr(r.err, "plate_0003."),
@@ -692,7 +619,7 @@ static void test_full_disk(void) {
         for (int pass = 0; pass < 4; pass++) {
             char a[1024], b2[1024];
             out_path(a, sizeof a, shot, pass, f);
-            snprintf(b2, sizeof b2, "%s/%s/plate_%04d.%s", small, passes[pass], f, pass == 3 ? "png" : "exr");
+            ck_pass_path(b2, sizeof b2, small, pass, f);
             ckey_image x, y;
             memset(&x, 0, sizeof x);
             memset(&y, 0, sizeof y);
@@ -706,12 +633,37 @@ static void test_full_disk(void) {
     CHECK(no_tmp(shot));
     /* with room again, a re-run keys only frame 3 */
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
-    CHECKF(r.code == 0 && count_str(r.out, "\"status\":\"keyed\"") == 1 &&
+    CHECKF(r.code == 0 && ck_count_str(r.out, "\"status\":\"keyed\"") == 1 &&
                strstr(r.out, "\"frame\":3,\"status\":\"keyed\""), "%d %s", r.code, r.out);
     ck_run_free(&r);
     CHECK(frame_state(shot, 3, 0) == 1);
     ck_remove_tree(small);
     ck_remove_tree(shot);
+}
+
+/* `ckey key SHOT --json` (with `--video-out both` when video) started in
+ * the background, its stdout into a pipe (the read end in fds[0]), its
+ * stderr to /dev/null; the pid, or -1. */
+static pid_t spawn_key_json(const char *shot, int video, int fds[2]) {
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) dup2(devnull, 2);
+        if (video)
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+                  "--video-out", "both", (char *)NULL);
+        else
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+                  (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    if (pid < 0) close(fds[0]);
+    return pid;
 }
 
 /* SIGKILL after some frames, then resume. */
@@ -722,20 +674,8 @@ static void test_kill_and_resume(void) {
     REQUIRE(ensure_reference());
     REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "killed", N));
     int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    fflush(stdout);
-    const pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 1);
-        int devnull = open("/dev/null", O_WRONLY);
-        if (devnull >= 0) dup2(devnull, 2);
-        execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-              "--json", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
+    const pid_t pid = spawn_key_json(shot, 0, fds);
+    REQUIRE(pid > 0);
     /* read NDJSON until the third keyed frame, then kill */
     char buf[65536];
     size_t len = 0;
@@ -745,7 +685,7 @@ static void test_kill_and_resume(void) {
         if (k <= 0) break;
         len += (size_t)k;
         buf[len] = 0;
-        keyed = count_str(buf, "\"status\":\"keyed\"");
+        keyed = ck_count_str(buf, "\"status\":\"keyed\"");
     }
     kill(pid, SIGKILL);
     int status = 0;
@@ -767,8 +707,8 @@ static void test_kill_and_resume(void) {
     char want[128];
     snprintf(want, sizeof want, "\"to_skip\":%d", complete);
     CHECKF(strstr(r.out, want) != NULL, "started event lacks %s: %s", want, r.out);
-    CHECK(count_str(r.out, "\"status\":\"skipped\"") == complete);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == N - complete);
+    CHECK(ck_count_str(r.out, "\"status\":\"skipped\"") == complete);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == N - complete);
     ck_run_free(&r);
     for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
     CHECK(no_tmp(shot));
@@ -792,25 +732,12 @@ static void test_interrupt(void) {
         char shot[512], p[1024];
         REQUIRE(ck_make_shot(shot, sizeof shot, workdir, k ? "terminated" : "interrupted", N));
         int fds[2];
-        REQUIRE(pipe(fds) == 0);
-        fflush(stdout);
-        const pid_t pid = fork();
-        REQUIRE(pid >= 0);
-        if (pid == 0) {
-            close(fds[0]);
-            dup2(fds[1], 1);
-            int devnull = open("/dev/null", O_WRONLY);
-            if (devnull >= 0) dup2(devnull, 2);
 #ifdef CK_HAVE_FFMPEG
-            if (k == 1)
-                execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-                      "--json", "--video-out", "both", (char *)NULL);
+        const pid_t pid = spawn_key_json(shot, k == 1, fds);
+#else
+        const pid_t pid = spawn_key_json(shot, 0, fds);
 #endif
-            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2",
-                  "--json", (char *)NULL);
-            _exit(127);
-        }
-        close(fds[1]);
+        REQUIRE(pid > 0);
         char buf[65536];
         size_t len = 0;
         int keyed = 0, sent = 0;
@@ -819,7 +746,7 @@ static void test_interrupt(void) {
             if (n <= 0) break;
             len += (size_t)n;
             buf[len] = 0;
-            keyed = count_str(buf, "\"status\":\"keyed\"");
+            keyed = ck_count_str(buf, "\"status\":\"keyed\"");
             if (keyed >= 2 && !sent) {
                 kill(pid, sigs[k]);
                 sent = 1;
@@ -847,7 +774,7 @@ static void test_interrupt(void) {
         CHECKF(complete == keyed, "%d frames complete, %d keyed events", complete, keyed);
         CHECK(no_tmp(shot));
         snprintf(p, sizeof p, "%s/Output/%s_fg_alpha.mov", shot, k ? "terminated" : "interrupted");
-        CHECK(!exists(p));
+        CHECK(!ck_exists(p));
 
         /* resume */
         result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
@@ -931,9 +858,9 @@ static void test_run_pair_full_disk(void) {
     pair_bytes before = read_pair(out);
     REQUIRE(before.b[0] && before.b[1]);
 
-    const char *argv[] = {ckey_bin, "run", "--model", model, "--image", "examples/plate.png", "--hint",
+    const char *args[] = {"run", "--model", model, "--image", "examples/plate.png", "--hint",
                           "examples/hint.png", "--out", out, "--size", "64", "--threads", "2", NULL};
-    r = run_argv(argv, a + (f - a) / 2);
+    r = run_fsize(args, a + (f - a) / 2);
     CHECKF(r.code == 1, "exit %d", r.code);
     CHECKF(strstr(r.err, strerror(EFBIG)) && strstr(r.err, "fg.png"), "stderr: %s", r.err);
     ck_run_free(&r);
@@ -1042,18 +969,9 @@ static void test_run_pair_signal(void) {
 }
 
 int main(int argc, char **argv) {
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-faults-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    ck_tiny_model_path(model, sizeof model);
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "faults")) return 1;
     static const ck_test_case cases[] = {
         {"shot_api", test_shot_api},
         {"corrupt_and_truncated", test_corrupt_and_truncated},

@@ -18,6 +18,7 @@
 
 #include "ckey_media.h"
 #include "media/image.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_JPEG
@@ -30,30 +31,9 @@
 static char tmpdir[256];
 
 static const char *make_tmpdir(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-image-formats-XXXXXX");
-    return mkdtemp(tmpdir);
+    return ck_make_temp_dir(tmpdir, sizeof tmpdir, "image-formats") ? tmpdir : NULL;
 }
 
-static int write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    int ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
-}
-
-/* Expect failure with `want` status and a message holding the path and `part`. */
-static void expect_fail(const char *path, ckey_image_kind kind, ckey_status want,
-                        const char *part) {
-    ckey_image img;
-    ckey_error err;
-    memset(&err, 0, sizeof err);
-    ckey_status st = ckey_image_read(path, kind, &img, &err);
-    CHECKF(st == want, "%s: status %d, want %d (%s)", path, (int)st, (int)want, err.message);
-    CHECK(img.data == NULL && img.width == 0);
-    CHECKF(strstr(err.message, path) != NULL, "message '%s' lacks the path", err.message);
-    if (part) CHECKF(strstr(err.message, part) != NULL, "message '%s' lacks '%s'", err.message, part);
-    ckey_image_free(&img);
-}
 
 #ifdef CK_HAVE_TIFF
 static unsigned char pat8(unsigned x, unsigned y, unsigned c) {
@@ -82,13 +62,13 @@ static void test_unknown_and_empty(void) {
     REQUIRE(dir);
     char path[512];
     snprintf(path, sizeof path, "%s/plate.bmp", dir);
-    REQUIRE(write_bytes(path, "BM6\0\0\0\0\0\0\0", 10));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "unknown image format");
+    REQUIRE(ck_write_file(path, "BM6\0\0\0\0\0\0\0", 10));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "unknown image format");
     snprintf(path, sizeof path, "%s/empty.png", dir);
-    REQUIRE(write_bytes(path, "", 0));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "empty");
+    REQUIRE(ck_write_file(path, "", 0));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "empty");
     snprintf(path, sizeof path, "%s/missing.png", dir);
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_IO, "cannot open");
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_IO, "cannot open");
     /* memory readers refuse the other formats */
     ckey_image img;
     ckey_error err;
@@ -196,12 +176,12 @@ static void test_jpeg_rgb(void) {
     unsigned char *bytes = ck_read_file(path, &n);
     REQUIRE(bytes && n > 400);
     snprintf(path, sizeof path, "%s/cut.jpg", dir);
-    REQUIRE(write_bytes(path, bytes, n / 2));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
-    REQUIRE(write_bytes(path, bytes, n - 2)); /* only the EOI marker missing */
-    expect_fail(path, CKEY_IMAGE_HINT, CKEY_ERR_FORMAT, "truncated");
-    REQUIRE(write_bytes(path, bytes, 3));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
+    REQUIRE(ck_write_file(path, bytes, n / 2));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
+    REQUIRE(ck_write_file(path, bytes, n - 2)); /* only the EOI marker missing */
+    ck_expect_read_fails(path, CKEY_IMAGE_HINT, CKEY_ERR_FORMAT, "truncated");
+    REQUIRE(ck_write_file(path, bytes, 3));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
     /* huge dimensions in SOF: refused from the header */
     unsigned char *sof = NULL;
     for (size_t i = 2; i + 9 < n; i++)
@@ -213,21 +193,21 @@ static void test_jpeg_rgb(void) {
     sof[5] = 0xEA, sof[6] = 0x60; /* height 60000 */
     sof[7] = 0x00, sof[8] = 0x10; /* width 16 */
     snprintf(path, sizeof path, "%s/tall.jpg", dir);
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
     sof[5] = 0x4E, sof[6] = 0x20; /* 20000 x 20000: under the side cap, over the pixel cap */
     sof[7] = 0x4E, sof[8] = 0x20;
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "pixels");
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "pixels");
     sof[5] = 0x3E, sof[6] = 0x80; /* 16000 x 16000 from a few hundred bytes */
     sof[7] = 0x3E, sof[8] = 0x80;
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, "truncated");
     /* garbage after the SOI */
     memset(bytes + 20, 0x5A, n - 20);
     snprintf(path, sizeof path, "%s/garbage.jpg", dir);
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
     free(bytes);
     free(px);
     free(want);
@@ -258,7 +238,7 @@ static void test_jpeg_gray_and_cmyk(void) {
     for (int i = 0; i < w * h * 4; i++) px[i] = (unsigned char)(i * 7);
     snprintf(path, sizeof path, "%s/cmyk.jpg", dir);
     REQUIRE(write_jpeg(path, px, w, h, 4, 90));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "CMYK");
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "CMYK");
     ck_remove_tree(dir);
 }
 
@@ -457,13 +437,13 @@ static void test_tiff_refused(void) {
     tspec s = {8, 8, 3, 8, SAMPLEFORMAT_UINT, 0, 0, PLANARCONFIG_SEPARATE};
     snprintf(path, sizeof path, "%s/planar.tif", dir);
     REQUIRE(write_tiff(path, &s, NULL));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "separate");
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "separate");
     /* signed 16-bit */
     int16_t spx[8 * 8] = {0};
     tspec si = {8, 8, 1, 16, SAMPLEFORMAT_INT, 0, 0, 0};
     snprintf(path, sizeof path, "%s/signed.tif", dir);
     REQUIRE(write_tiff(path, &si, spx));
-    expect_fail(path, CKEY_IMAGE_HINT, CKEY_ERR_UNSUPPORTED, "sample format");
+    ck_expect_read_fails(path, CKEY_IMAGE_HINT, CKEY_ERR_UNSUPPORTED, "sample format");
 
     /* truncated: a cut file (pixels and the directory after them) */
     unsigned char px[32 * 32 * 3];
@@ -475,10 +455,10 @@ static void test_tiff_refused(void) {
     unsigned char *bytes = ck_read_file(path, &n);
     REQUIRE(bytes && n > sizeof px);
     snprintf(path, sizeof path, "%s/cut.tif", dir);
-    REQUIRE(write_bytes(path, bytes, n / 2));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
-    REQUIRE(write_bytes(path, bytes, 6));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
+    REQUIRE(ck_write_file(path, bytes, n / 2));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
+    REQUIRE(ck_write_file(path, bytes, 6));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
 
     /* The IFD (libtiff writes it after the pixels): patch dimensions / strip
      * counts in place. Entries: tag u16, type u16, count u32, value u32. */
@@ -504,20 +484,20 @@ static void test_tiff_refused(void) {
     memcpy(e_w + 8, &v, 4);
     memcpy(e_h + 8, &one, 4);
     snprintf(path, sizeof path, "%s/wide.tif", dir);
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "side limit");
     v = 20000;
     memcpy(e_w + 8, &v, 4);
     memcpy(e_h + 8, &v, 4);
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "pixels");
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_UNSUPPORTED, "pixels");
     /* 8000 x 8000 under the caps, but the strips hold 32 x 32 pixels */
     v = 8000;
     memcpy(e_w + 8, &v, 4);
     memcpy(e_h + 8, &v, 4);
     snprintf(path, sizeof path, "%s/big-header.tif", dir);
-    REQUIRE(write_bytes(path, bytes, n));
-    expect_fail(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
+    REQUIRE(ck_write_file(path, bytes, n));
+    ck_expect_read_fails(path, CKEY_IMAGE_RGB, CKEY_ERR_FORMAT, NULL);
     free(bytes);
     ck_remove_tree(dir);
 }

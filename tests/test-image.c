@@ -3,7 +3,6 @@
  * (fuzz/corpus/png, made by tools/make_png_corpus.py), broken files, the
  * dimension caps and the atomic write.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -21,19 +20,7 @@ static char tmpdir[256];
 
 /* A fresh private directory per case. */
 static const char *make_tmpdir(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-image-XXXXXX");
-    return mkdtemp(tmpdir);
-}
-
-static int count_entries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
+    return ck_make_temp_dir(tmpdir, sizeof tmpdir, "image") ? tmpdir : NULL;
 }
 
 static int exists(const char *path) {
@@ -422,7 +409,7 @@ static void test_atomic_write(void) {
     CHECK(exists(path) && !exists(tmp));
     CHECK(ckey_image_write_png(path, px, 3, 2, 1, 16, &err) == CKEY_OK);
     CHECK(exists(path) && !exists(tmp));
-    CHECK(count_entries(dir) == 1);
+    CHECK(ck_count_entries(dir) == 1);
     ckey_image img;
     REQUIRE(ckey_image_read_png(path, CKEY_IMAGE_RGB, &img, &err) == CKEY_OK);
     CHECK(img.width == 2 && img.height == 1 && img.bit_depth == 16);
@@ -444,7 +431,7 @@ static void test_atomic_write(void) {
     st = ckey_image_write_png(path, px, 1, 3, 2, 16, &err);
     printf("  write into a missing dir -> %s: %s\n", ckey_status_name(st), err.message);
     CHECK(st == CKEY_ERR_IO && strstr(err.message, "cannot create"));
-    CHECK(count_entries(dir) == 2);
+    CHECK(ck_count_entries(dir) == 2);
 
     /* bad arguments are refused before touching the disk */
     snprintf(path, sizeof path, "%s/bad.png", dir);
@@ -452,7 +439,7 @@ static void test_atomic_write(void) {
     CHECK(ckey_image_write_png(path, px, 1, 3, 2, 12, &err) == CKEY_ERR_INVALID_ARG);
     CHECK(ckey_image_write_png(path, px, 1, 0, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
     CHECK(ckey_image_write_png(path, NULL, 1, 3, 2, 8, &err) == CKEY_ERR_INVALID_ARG);
-    CHECK(count_entries(dir) == 2);
+    CHECK(ck_count_entries(dir) == 2);
     ck_remove_tree(dir);
 }
 

@@ -12,7 +12,6 @@
  * resume refusal. Every case skips when ckey is built without FFmpeg.
  */
 #include <dirent.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_TIFF
@@ -36,42 +36,15 @@ static char ckey_bin[PATH_MAX + 16];
 static char workdir[256];
 static char model[512];
 
-static ck_run_result key(const char *first, ...) {
-    /* the same network settings for every run: results comparable. S = 32,
-     * the smallest size, keeps the suite fast under the sanitizers: these
-     * tests are about frames in and out, not the network. Three writers:
-     * the tee gets the pass files written concurrently and must still
-     * encode the frames in order (the passes do not depend on the count) */
-    static const char *const common[] = {"--model", model, "--size", "32", "--threads", "1",
-                                         "--writers", "3"};
-    const char *argv[48];
-    int argc = 0;
-    argv[argc++] = ckey_bin;
-    argv[argc++] = "key";
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && argc < (int)LEN(argv) - (int)LEN(common) - 1; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
-    for (size_t i = 0; i < LEN(common); i++) argv[argc++] = common[i];
-    argv[argc] = NULL;
-    ck_run_result r = ck_run(argv, workdir);
-    printf("  $ ckey");
-    for (int i = 1; i < argc - (int)LEN(common); i++) printf(" %s", argv[i]);
-    printf("  -> %d\n", r.code);
-    return r;
-}
-
-static int count_str(const char *hay, const char *needle) {
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
-
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
+/* `ckey key ARGS...` (NULL-terminated) with the same network settings for
+ * every run: results comparable. S = 32, the smallest size, keeps the suite
+ * fast under the sanitizers: these tests are about frames in and out, not
+ * the network. Three writers: the tee gets the pass files written
+ * concurrently and must still encode the frames in order (the passes do not
+ * depend on the count) */
+static const char *const common[] = {"--model", model, "--size", "32", "--threads", "1", "--writers", "3", NULL};
+static const ck_cli cli = {ckey_bin, workdir, common, 1};
+#define key(...) ck_cli_run(&cli, NULL, "key", __VA_ARGS__)
 
 static const char *at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static const char *at(const char *fmt, ...) {
@@ -84,18 +57,6 @@ static const char *at(const char *fmt, ...) {
     vsnprintf(buf[k] + n, sizeof buf[k] - (size_t)n, fmt, ap);
     va_end(ap);
     return buf[k];
-}
-
-static int mkdirs(const char *p) {
-    char b[1024];
-    snprintf(b, sizeof b, "%s", p);
-    for (char *s = b + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            if (mkdir(b, 0777) != 0 && errno != EEXIST) return 0;
-            *s = '/';
-        }
-    return mkdir(b, 0777) == 0 || errno == EEXIST;
 }
 
 /* Frame k: a warm ellipse drifting left to right over a green screen with a
@@ -120,31 +81,28 @@ static void plate_frame(int k, float *rgb, float *hint) {
         }
 }
 
+/* Frame k of a clip: the plate, or with alpha the hint as alpha over a flat
+ * gray picture. */
+static void clip_frame(void *user, int k, float *rgb, float *alpha) {
+    (void)user;
+    plate_frame(k, rgb, alpha);
+    if (alpha)
+        for (int i = 0; i < 3 * N; i++) rgb[i] = 0.5f;
+}
+
 /* A clip of `frames` frames; `alpha_hint`: the hint as alpha (ProRes 4444),
  * with a flat gray picture. */
 static int write_clip(const char *path, ckey_video_codec codec, int frames, int alpha_hint) {
-    ckey_video_writer_options o = {codec, W, H, 25, 1, 1};
-    ckey_video_writer *w = NULL;
-    ckey_error err;
-    if (ckey_video_writer_open(path, &o, &w, &err) != CKEY_OK) {
-        printf("  %s\n", err.message);
-        return 0;
-    }
-    float *rgb = malloc(sizeof(float) * 3 * N), *hint = malloc(sizeof(float) * N);
-    ckey_status st = rgb && hint ? CKEY_OK : CKEY_ERR_NOMEM;
-    for (int k = 0; k < frames && st == CKEY_OK; k++) {
-        plate_frame(k, rgb, hint);
-        if (alpha_hint)
-            for (int i = 0; i < 3 * N; i++) rgb[i] = 0.5f;
-        st = ckey_video_write_frame(w, rgb, alpha_hint ? hint : NULL, &err);
-    }
-    free(rgb);
-    free(hint);
-    if (st != CKEY_OK) {
-        ckey_video_writer_free(w);
-        return 0;
-    }
-    return ckey_video_writer_close(w, &err) == CKEY_OK;
+    return ck_write_video(path, codec, W, H, frames, alpha_hint, clip_frame, NULL) == CKEY_OK;
+}
+
+/* <workdir>/<name> made afresh in the official clip layout: a ProRes 4444
+ * plate in Input/ and a ProRes 4444 hint (alpha) in AlphaHint/, NF frames. */
+static int make_video_shot(const char *name) {
+    ck_remove_tree(at("%s", name));
+    return ck_mkdirs(at("%s/Input", name)) && ck_mkdirs(at("%s/AlphaHint", name)) &&
+           write_clip(at("%s/Input/plate.mov", name), CKEY_VIDEO_PRORES_4444, NF, 0) &&
+           write_clip(at("%s/AlphaHint/hint.mov", name), CKEY_VIDEO_PRORES_4444, NF, 1);
 }
 
 #ifdef CK_HAVE_TIFF
@@ -176,7 +134,7 @@ static int write_tiff_float(const char *path, const float *data, int c) {
 /* Decode `video` (plate RGB, or its hint) into dir/00000.tif, ... */
 static int decode_to_tiffs(const char *video, int as_hint, const char *dir) {
 #ifdef CK_HAVE_TIFF
-    if (!mkdirs(dir)) return 0;
+    if (!ck_mkdirs(dir)) return 0;
     ckey_video_reader *r = NULL;
     ckey_error err;
     if (ckey_video_reader_open(video, 1, &r, &err) != CKEY_OK) {
@@ -279,11 +237,7 @@ static double compare_outputs(const char *a, const char *b, int first, int last)
     return worst;
 }
 
-#define NEED_SETUP()                                                                      \
-    do {                                                                                  \
-        if (access(ckey_bin, X_OK) != 0) SKIP("%s is not built", ckey_bin);               \
-        if (access(model, R_OK) != 0) SKIP("%s does not exist", model);                   \
-    } while (0)
+#define NEED_SETUP() NEED_CKEY(ckey_bin, model)
 
 #define NEED_TIFF()                                                                       \
     do {                                                                                  \
@@ -301,14 +255,11 @@ static const int have_tiff = 0;
 static void test_prores_clip(void) {
     NEED_SETUP();
     NEED_TIFF();
+    REQUIRE(make_video_shot("prores"));
     const char *shot = at("prores");
-    ck_remove_tree(shot);
-    REQUIRE(mkdirs(at("prores/Input")) && mkdirs(at("prores/AlphaHint")));
-    REQUIRE(write_clip(at("prores/Input/plate.mov"), CKEY_VIDEO_PRORES_4444, NF, 0));
-    REQUIRE(write_clip(at("prores/AlphaHint/hint.mov"), CKEY_VIDEO_PRORES_4444, NF, 1));
     ck_run_result r = key(shot, "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == NF);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == NF);
     CHECK(strstr(r.out, "\"frame\":0,\"status\":\"keyed\"") != NULL);
     ck_run_free(&r);
     check_passes(at("prores/Output"), 0, NF - 1);
@@ -348,18 +299,18 @@ static void test_h264_auto_resume(void) {
     NEED_SETUP();
     NEED_TIFF();
     const char *clip = at("h264/plate.mp4");
-    REQUIRE(mkdirs(at("h264")));
+    REQUIRE(ck_mkdirs(at("h264")));
     REQUIRE(write_clip(clip, CKEY_VIDEO_H264, NF, 0));
     const char *out = at("h264/out");
     ck_run_result r = key("--plate", clip, "--hint", "auto", "--out", out, "--frames", "1-2", "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 2);
     ck_run_free(&r);
     check_passes(out, 1, 2);
     /* resume: frames 1 and 2 are complete (decoded through, not keyed) */
     r = key("--plate", clip, "--hint", "auto", "--out", out, "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 3 && count_str(r.out, "\"status\":\"skipped\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 3 && ck_count_str(r.out, "\"status\":\"skipped\"") == 2);
     CHECK(strstr(r.out, "\"frame\":1,\"status\":\"skipped\"") && strstr(r.out, "\"frame\":3,\"status\":\"keyed\""));
     ck_run_free(&r);
     check_passes(out, 0, NF - 1);
@@ -376,7 +327,7 @@ static void test_h264_auto_resume(void) {
 /* Plates and hints that do not pair: the error names the missing frame. */
 static void test_count_mismatch(void) {
     NEED_SETUP();
-    REQUIRE(mkdirs(at("mm")));
+    REQUIRE(ck_mkdirs(at("mm")));
     REQUIRE(write_clip(at("mm/plate.mov"), CKEY_VIDEO_PRORES_422HQ, NF, 0));
     REQUIRE(write_clip(at("mm/hint.mov"), CKEY_VIDEO_PRORES_4444, 3, 1));
     ck_run_result r = key("--plate", at("mm/plate.mov"), "--hint", at("mm/hint.mov"), "--out", at("mm/out"), NULL);
@@ -386,17 +337,17 @@ static void test_count_mismatch(void) {
     CHECKF(strstr(r.err, "frame counts differ: plate ") && strstr(r.err, "has 5 frames, hint "), "%s", r.err);
     printf("  %s", r.err);
     ck_run_free(&r);
-    CHECK(!exists(at("mm/out"))); /* refused before anything is keyed */
+    CHECK(!ck_exists(at("mm/out"))); /* refused before anything is keyed */
 
     /* the other way round: hint frames without a plate are ignored */
     r = key("--plate", at("mm/hint.mov"), "--hint", at("mm/plate.mov"), "--out", at("mm/out2"), "--json",
             "--dry-run", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(count_str(r.out, "\"status\":\"would_key\"") == 3 && strstr(r.out, "\"event\":\"warning\""));
+    CHECK(ck_count_str(r.out, "\"status\":\"would_key\"") == 3 && strstr(r.out, "\"event\":\"warning\""));
     ck_run_free(&r);
 
     /* a hint sequence numbered from 1 misses the video's frame 0 */
-    REQUIRE(mkdirs(at("mm/hints")));
+    REQUIRE(ck_mkdirs(at("mm/hints")));
     float *hint = malloc(sizeof(float) * 4 * N);
     REQUIRE(hint);
     ckey_error err;
@@ -410,7 +361,7 @@ static void test_count_mismatch(void) {
            r.code, r.err);
     ck_run_free(&r);
     /* two videos in Input/ */
-    REQUIRE(mkdirs(at("mm/two/Input")));
+    REQUIRE(ck_mkdirs(at("mm/two/Input")));
     REQUIRE(write_clip(at("mm/two/Input/a.mov"), CKEY_VIDEO_PRORES_422HQ, 1, 0));
     REQUIRE(write_clip(at("mm/two/Input/b.mov"), CKEY_VIDEO_PRORES_422HQ, 1, 0));
     r = key(at("mm/two"), "--hint", "auto", NULL);
@@ -421,7 +372,7 @@ static void test_count_mismatch(void) {
 /* A Matroska plate declares no frame count: it is counted by decoding. */
 static void test_mkv_count(void) {
     NEED_SETUP();
-    REQUIRE(mkdirs(at("mkv")));
+    REQUIRE(ck_mkdirs(at("mkv")));
     const char *clip = at("mkv/plate.mkv");
     REQUIRE(write_clip(clip, CKEY_VIDEO_PRORES_422HQ, NF, 0));
     ckey_video_reader *rd = NULL;
@@ -433,7 +384,7 @@ static void test_mkv_count(void) {
     printf("  %s declares %lld frames\n", clip, (long long)in.frame_count);
     ck_run_result r = key("--plate", clip, "--hint", "auto", "--out", at("mkv/out"), "--dry-run", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECKF(count_str(r.out, ": key  (") == NF && strstr(r.out, "frame 4: key  (") && !strstr(r.out, "frame 5"),
+    CHECKF(ck_count_str(r.out, ": key  (") == NF && strstr(r.out, "frame 4: key  (") && !strstr(r.out, "frame 5"),
            "%s", r.out);
     ck_run_free(&r);
 }
@@ -442,7 +393,7 @@ static void test_mkv_count(void) {
  * the file and frame 2, exit 1, nothing half-written. */
 static void test_damaged_plate(void) {
     NEED_SETUP();
-    REQUIRE(mkdirs(at("dmg")));
+    REQUIRE(ck_mkdirs(at("dmg")));
     const char *good = at("dmg/good.mov");
     REQUIRE(write_clip(good, CKEY_VIDEO_PRORES_4444, NF, 0));
     size_t n = 0;
@@ -483,10 +434,7 @@ static void test_video_out(void) {
     char shot[1024], out[1024];
     snprintf(shot, sizeof shot, "%s", at("vo"));
     snprintf(out, sizeof out, "%s", at("vo/Output"));
-    ck_remove_tree(shot);
-    REQUIRE(mkdirs(at("vo/Input")) && mkdirs(at("vo/AlphaHint")));
-    REQUIRE(write_clip(at("vo/Input/plate.mov"), CKEY_VIDEO_PRORES_4444, NF, 0));
-    REQUIRE(write_clip(at("vo/AlphaHint/hint.mov"), CKEY_VIDEO_PRORES_4444, NF, 1));
+    REQUIRE(make_video_shot("vo"));
     ck_run_result r = key(shot, "--video-out", "both", "--frames", "1-2", NULL);
     CHECKF(r.code == 2 && strstr(r.err, "--frames"), "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
@@ -609,7 +557,7 @@ static void test_odd_sequence_fps(void) {
     char shot[1024];
     snprintf(shot, sizeof shot, "%s", at("odd"));
     ck_remove_tree(shot);
-    REQUIRE(mkdirs(at("odd/Input")) && mkdirs(at("odd/AlphaHint")));
+    REQUIRE(ck_mkdirs(at("odd/Input")) && ck_mkdirs(at("odd/AlphaHint")));
     float *rgb = malloc(sizeof(float) * 3 * N), *hint = malloc(sizeof(float) * N);
     float *crgb = malloc(sizeof(float) * 3 * ON), *chint = malloc(sizeof(float) * ON);
     REQUIRE(rgb && hint && crgb && chint);
@@ -686,18 +634,9 @@ int main(int argc, char **argv) {
     printf("test-key-video: skipped: needs FFmpeg, PNG and OpenEXR support in the build\n");
     return 77;
 #endif
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-key-video-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    ck_tiny_model_path(model, sizeof model);
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "key-video")) return 1;
     ckey_video_set_log_level(0);
     static const ck_test_case cases[] = {
         {"prores_clip", test_prores_clip},

@@ -8,10 +8,8 @@
  * <dir of argv[0]>/../ckey.
  */
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,6 +19,7 @@
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "pixel/pixel.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -31,46 +30,22 @@ static char workdir[256];
 typedef ck_run_result result;
 #define result_free ck_run_free
 
-static result run_ckey(const char *first, ...) {
-    const char *argv[64];
-    int argc = 0;
-    argv[argc++] = ckey_bin;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && argc < (int)LEN(argv) - 1; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
-    argv[argc] = NULL;
-    result r = ck_run(argv, workdir);
-    printf("  $ ckey");
-    for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
-    printf("  -> %d\n", r.code);
-    return r;
-}
-
-static int count_str(const char *hay, const char *needle) {
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
-    return n;
-}
+/* ckey ARGS... (NULL-terminated), the command and its exit code echoed. */
+static const ck_cli cli = {ckey_bin, workdir, NULL, 1};
+#define run_ckey(...) ck_cli_run(&cli, NULL, __VA_ARGS__)
 
 #define remove_tree ck_remove_tree
-
-static int exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0;
-}
 
 static int tiny_model(char *buf, size_t cap) {
     snprintf(buf, cap, "%s/tiny/tiny.pth", ck_fixtures_dir());
     return access(buf, R_OK) == 0;
 }
 
-static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
-
+/* Pass `pass` of frame `frame` of a shot keyed into its Output/. */
 static void out_path(char *buf, size_t cap, const char *shot, int pass, int frame) {
-    snprintf(buf, cap, "%s/Output/%s/plate_%04d.%s", shot, passes[pass], frame,
-             pass == 3 ? "png" : "exr");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/Output", shot);
+    ck_pass_path(buf, cap, out, pass, frame);
 }
 
 /* The channel names of an EXR file's channel list, concatenated ("Y", "ABGR"). */
@@ -141,7 +116,7 @@ static void test_sequence_and_resume(void) {
                 lo = fminf(lo, img.data[i]);
                 hi = fmaxf(hi, img.data[i]);
             }
-            if (f == 1) printf("  %s: values in [%g, %g]\n", passes[pass], lo, hi);
+            if (f == 1) printf("  %s: values in [%g, %g]\n", ck_pass_names[pass], lo, hi);
             CHECKF(!bad, "%s has values outside [-0.97, 1.97]", p);
             ckey_image_free(&img);
         }
@@ -175,8 +150,8 @@ static void test_sequence_and_resume(void) {
     /* Second run: everything complete -> all skipped. */
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-    CHECK(count_str(r.out, "\"status\":\"skipped\"") == 3);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 0);
+    CHECK(ck_count_str(r.out, "\"status\":\"skipped\"") == 3);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 0);
     CHECK(strstr(r.out, "{\"event\":\"started\"") == r.out);
     CHECK(strstr(r.out, "\"event\":\"done\",\"keyed\":0,\"skipped\":3") != NULL);
     result_free(&r);
@@ -187,16 +162,16 @@ static void test_sequence_and_resume(void) {
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK(strstr(r.out, "\"frame\":2,\"status\":\"keyed\"") != NULL);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 1);
-    CHECK(count_str(r.out, "\"status\":\"skipped\"") == 2);
-    CHECK(exists(p));
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 1);
+    CHECK(ck_count_str(r.out, "\"status\":\"skipped\"") == 2);
+    CHECK(ck_exists(p));
     result_free(&r);
 
     /* --force --frames 2-2: only frame 2, keyed again. */
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--json", "--force", "--frames", "2-2", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK(strstr(r.out, "\"frame\":2,\"status\":\"keyed\"") != NULL);
-    CHECK(count_str(r.out, "\"event\":\"frame\"") == 1);
+    CHECK(ck_count_str(r.out, "\"event\":\"frame\"") == 1);
     result_free(&r);
 }
 
@@ -209,11 +184,11 @@ static void test_frames_and_dry_run(void) {
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK(strstr(r.out, "frame 3: key") != NULL);
     snprintf(p, sizeof p, "%s/Output", shot);
-    CHECK(!exists(p));
+    CHECK(!ck_exists(p));
     result_free(&r);
     r = run_ckey("key", shot, "--model", model, "--dry-run", "--json", NULL);
-    CHECK(r.code == 0 && count_str(r.out, "\"status\":\"would_key\"") == 3);
-    CHECK(!exists(p));
+    CHECK(r.code == 0 && ck_count_str(r.out, "\"status\":\"would_key\"") == 3);
+    CHECK(!ck_exists(p));
     result_free(&r);
 
     /* --frames 2-2 with the --plate/--hint/--out form */
@@ -228,7 +203,7 @@ static void test_frames_and_dry_run(void) {
     for (int f = 1; f <= 3; f++)
         for (int pass = 0; pass < 4; pass++) {
             out_path(p, sizeof p, shot, pass, f);
-            CHECKF(exists(p) == (f == 2), "%s %s", p, exists(p) ? "exists" : "missing");
+            CHECKF(ck_exists(p) == (f == 2), "%s %s", p, ck_exists(p) ? "exists" : "missing");
         }
     /* --exr-compression zip-fast keys frame 3 (readable passes); an unknown name is a usage error */
     r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model, "--size",
@@ -264,7 +239,7 @@ static void test_errors(void) {
     CHECK(strstr(r.out, "\"event\":\"error\"") != NULL);
     result_free(&r);
     snprintf(p, sizeof p, "%s/Output", shot);
-    CHECK(!exists(p)); /* checked before anything is keyed */
+    CHECK(!ck_exists(p)); /* checked before anything is keyed */
 
     /* a hint of another size for frame 3: resized to the plate, as upstream
      * does, with a warning naming the frame and both sizes (test
@@ -278,7 +253,7 @@ static void test_errors(void) {
     CHECKF(strstr(r.err, "warning: frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "4 x 3") &&
                strstr(r.err, "resized"),
            "stderr: %s", r.err);
-    CHECK(count_str(r.err, "warning:") == 1);
+    CHECK(ck_count_str(r.err, "warning:") == 1);
     result_free(&r);
     snprintf(p, sizeof p, "%s/Output", shot);
     remove_tree(p);
@@ -374,12 +349,12 @@ static void test_auto_hint(void) {
     r = run_ckey("key", shot, "--hint", "auto", "--model", model, "--size", "64", "--input-space", "srgb",
                  "--json", NULL);
     CHECKF(r.code == 0, "%s", r.err);
-    CHECK(count_str(r.out, "\"status\":\"keyed\"") == 2);
+    CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == 2);
     result_free(&r);
     for (int f = 1; f <= 2; f++)
         for (int pass = 0; pass < 4; pass++) {
             out_path(p, sizeof p, shot, pass, f);
-            CHECKF(exists(p), "%s missing", p);
+            CHECKF(ck_exists(p), "%s missing", p);
         }
     remove_tree(shot);
 }
@@ -627,7 +602,7 @@ static void test_synthetic_shot(void) {
         CHECKF(comp_round_differs > 0, "no sample tells truncation from rounding");
         /* exactly the five frames, named after the plates, in each pass */
         for (int pass = 0; pass < 4; pass++) {
-            snprintf(p, sizeof p, "%s/%s", out, passes[pass]);
+            snprintf(p, sizeof p, "%s/%s", out, ck_pass_names[pass]);
             DIR *d = opendir(p);
             int files = 0;
             struct dirent *e;
@@ -882,7 +857,7 @@ static void test_parallel_writers(void) {
                             "--size", "64", "--threads", "1", "--read-ahead", "2", "--writers", writers[v],
                             "--json", NULL);
         CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
-        CHECK(count_str(r.out, "\"status\":\"keyed\"") == NF);
+        CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == NF);
         /* the frame events in order */
         const char *at = r.out;
         for (int k = 0; k < NF; k++) {
@@ -897,13 +872,9 @@ static void test_parallel_writers(void) {
     for (int k = 0; k < NF; k++)
         for (int pass = 0; pass < 4; pass++) {
             char a[1024], b[1024];
-            snprintf(a, sizeof a, "%s/%s/w.%04d.%s", out[0], passes[pass], F0 + k, pass == 3 ? "png" : "exr");
-            snprintf(b, sizeof b, "%s/%s/w.%04d.%s", out[1], passes[pass], F0 + k, pass == 3 ? "png" : "exr");
-            size_t na = 0, nb = 0;
-            unsigned char *da = ck_read_file(a, &na), *db = ck_read_file(b, &nb);
-            CHECKF(da && db && na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
-            free(da);
-            free(db);
+            snprintf(a, sizeof a, "%s/%s/w.%04d.%s", out[0], ck_pass_names[pass], F0 + k, pass == 3 ? "png" : "exr");
+            snprintf(b, sizeof b, "%s/%s/w.%04d.%s", out[1], ck_pass_names[pass], F0 + k, pass == 3 ? "png" : "exr");
+            CHECKF(ck_same_file(a, b), "%s and %s differ", a, b);
         }
     /* frames differ from each other (so a mix-up would show) */
     {
@@ -1033,12 +1004,11 @@ static void test_shot_out(void) {
     result_free(&r);
     for (int f = 1; f <= 2; f++)
         for (int pass = 0; pass < 4; pass++) {
-            snprintf(p, sizeof p, "%s/%s/plate_%04d.%s", out, passes[pass], f,
-                     pass == 3 ? "png" : "exr");
-            CHECKF(exists(p), "%s was not written", p);
+            ck_pass_path(p, sizeof p, out, pass, f);
+            CHECKF(ck_exists(p), "%s was not written", p);
         }
     snprintf(p, sizeof p, "%s/Output", shot);
-    CHECKF(!exists(p), "%s was created", p);
+    CHECKF(!ck_exists(p), "%s was created", p);
     /* resume works there too */
     r = run_ckey("key", shot, "--out", out, "--model", model, "--size", "64", "--json", NULL);
     CHECKF(r.code == 0 && strstr(r.out, "\"to_skip\":2"), "exit %d: %s", r.code, r.out);
@@ -1197,7 +1167,7 @@ static void test_run_memory_key(void) {
            r.err);
     result_free(&r);
     snprintf(p, sizeof p, "%s/Output", shot);
-    CHECKF(!exists(p), "%s was created", p);
+    CHECKF(!ck_exists(p), "%s was created", p);
     remove_tree(shot);
 }
 
@@ -1206,24 +1176,10 @@ int main(int argc, char **argv) {
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
     return 77;
 #endif
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-key-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "key")) return 1;
     /* `key` without --model must not find a checkpoint of the user's */
-    char isolated[400];
-    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
-    setenv("HOME", isolated, 1);
-    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
-    setenv("XDG_DATA_HOME", isolated, 1);
-    unsetenv("CKEY_MODEL");
+    ck_isolate_model_lookup(workdir);
     static const ck_test_case cases[] = {
         {"post_api", test_post_api},
         {"sequence_and_resume", test_sequence_and_resume},

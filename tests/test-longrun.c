@@ -10,7 +10,6 @@
  * at exit); its allocator quarantine grows the resident set by design, so
  * there the peak comparison is skipped and the leak check stands in for it.
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,35 +47,55 @@ static long peak_kib(void) {
     return v;
 }
 
-static int count_dir(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Threads of this process once every joined thread has left /proc: a joined
  * thread's task entry can outlive pthread_join for a moment (glibc wakes the
  * joiner when the kernel clears the thread id, before the task is reaped), so
  * wait up to a second for the count to come down to want. */
 static int settled_threads(int want) {
-    int n = count_dir("/proc/self/task");
+    int n = ck_count_entries("/proc/self/task");
     for (int i = 0; i < 100 && n > want; i++) {
         nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        n = count_dir("/proc/self/task");
+        n = ck_count_entries("/proc/self/task");
     }
     return n;
 }
 
-static ckey_model *tiny(void) {
+/* The tiny model and a session on it (S, 2 threads), with the open file
+ * descriptors and threads of the process counted before. */
+typedef struct longrun {
+    ckey_model *m;
+    ckey_session *s;
+    int fds0, threads0;
+} longrun;
+
+/* 1 ready; 0 no tiny model; -1 the session failed (printed; nothing held). */
+static int longrun_open(longrun *l) {
+    memset(l, 0, sizeof *l);
     char path[512];
     snprintf(path, sizeof path, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    ckey_model *m = NULL;
     ckey_error err;
-    if (ckey_model_load(path, &m, &err) != CKEY_OK) return NULL;
-    return m;
+    if (ckey_model_load(path, &l->m, &err) != CKEY_OK) return 0;
+    l->fds0 = ck_count_entries("/proc/self/fd");
+    l->threads0 = ck_count_entries("/proc/self/task");
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.threads = 2;
+    if (ckey_session_create(l->m, &o, &l->s, &err) == CKEY_OK) return 1;
+    printf("  ckey_session_create: %s\n", err.message);
+    ckey_model_free(l->m);
+    return -1;
+}
+
+/* Free the session and the model: the same open file descriptors and
+ * threads as before them. */
+static void longrun_close(longrun *l) {
+    ckey_session_free(l->s);
+    ckey_model_free(l->m);
+    const int fds1 = ck_count_entries("/proc/self/fd"), threads1 = settled_threads(l->threads0);
+    printf("  open fds %d -> %d, threads %d -> %d\n", l->fds0, fds1, l->threads0, threads1);
+    CHECK(fds1 == l->fds0);
+    CHECK(threads1 == l->threads0);
 }
 
 /* A plate and hint for frame i: a moving gradient and a moving disc. */
@@ -94,16 +113,11 @@ static void make_frame(int64_t i, float *rgb, float *hint) {
 }
 
 static void test_session_frames(void) {
-    ckey_model *m = tiny();
-    if (!m) SKIP("no tiny model under %s", ck_fixtures_dir());
-    const int fds0 = count_dir("/proc/self/fd"), threads0 = count_dir("/proc/self/task");
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = S;
-    o.threads = 2;
-    ckey_session *s = NULL;
+    longrun l;
+    const int ready = longrun_open(&l);
+    if (!ready) SKIP("no tiny model under %s", ck_fixtures_dir());
+    REQUIRE(ready == 1);
     ckey_error err;
-    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
     float *rgb = malloc(3 * W * H * sizeof(float)), *hint = malloc(W * H * sizeof(float));
     float *alpha = malloc(W * H * sizeof(float)), *fg = malloc(3 * W * H * sizeof(float));
     long after_first = 0;
@@ -111,7 +125,7 @@ static void test_session_frames(void) {
     for (int64_t i = 0; i < FRAMES; i++) {
         make_frame(i, rgb, hint);
         ckey_frame fr = {W, H, rgb, hint, 0};
-        REQUIRE(ckey_session_key(s, &fr, alpha, fg, &err) == CKEY_OK);
+        REQUIRE(ckey_session_key(l.s, &fr, alpha, fg, &err) == CKEY_OK);
         sum += alpha[(i * 131) % (W * H)];
         if (i == 7) after_first = peak_kib();
     }
@@ -120,13 +134,8 @@ static void test_session_frames(void) {
            after_first, after_last, FRAMES, sum);
     CHECK(isfinite(sum));
     if (!CK_ASAN) CHECKF(after_last - after_first <= SLACK_KIB, "peak grew by %ld KiB", after_last - after_first);
-    ckey_session_free(s);
-    ckey_model_free(m);
     free(rgb), free(hint), free(alpha), free(fg);
-    const int fds1 = count_dir("/proc/self/fd"), threads1 = settled_threads(threads0);
-    printf("  open fds %d -> %d, threads %d -> %d\n", fds0, fds1, threads0, threads1);
-    CHECK(fds1 == fds0);
-    CHECK(threads1 == threads0);
+    longrun_close(&l);
 }
 
 /* ---- the shot runner */
@@ -187,16 +196,11 @@ static ckey_status sink_finish(void *self, ckey_error *err) {
 static void sink_close(void *self) { (void)self; }
 
 static void test_shot_frames(void) {
-    ckey_model *m = tiny();
-    if (!m) SKIP("no tiny model under %s", ck_fixtures_dir());
-    const int fds0 = count_dir("/proc/self/fd"), threads0 = count_dir("/proc/self/task");
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = S;
-    o.threads = 2;
-    ckey_session *s = NULL;
+    longrun l;
+    const int ready = longrun_open(&l);
+    if (!ready) SKIP("no tiny model under %s", ck_fixtures_dir());
+    REQUIRE(ready == 1);
     ckey_error err;
-    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
     static mem_source ms;
     for (int i = 0; i < FRAMES; i++) {
         snprintf(ms.stems[i], sizeof ms.stems[i], "f_%04d", i);
@@ -210,7 +214,7 @@ static void test_shot_frames(void) {
     ckey_shot_options_default(&so);
     so.writers = 2;
     ckey_shot_stats stats;
-    CHECKF(ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, &stats, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(ckey_shot_run(l.s, &src, &sink, NULL, &so, NULL, NULL, &stats, &err) == CKEY_OK, "%s", err.message);
     const long peak_end = peak_kib();
     printf("  shot of %d frames: %lld written, peak %ld KiB after 8 frames, %ld KiB after %d, %ld KiB at the end\n",
            FRAMES, (long long)cs.written, cs.peak_early, cs.peak_late, FRAMES - 8, peak_end);
@@ -225,12 +229,7 @@ static void test_shot_frames(void) {
                cs.peak_late - cs.peak_early);
         CHECKF(peak_end - cs.peak_early <= 1024, "peak grew by %ld KiB at the end", peak_end - cs.peak_early);
     }
-    ckey_session_free(s);
-    ckey_model_free(m);
-    const int fds1 = count_dir("/proc/self/fd"), threads1 = settled_threads(threads0);
-    printf("  open fds %d -> %d, threads %d -> %d\n", fds0, fds1, threads0, threads1);
-    CHECK(fds1 == fds0);
-    CHECK(threads1 == threads0);
+    longrun_close(&l);
 }
 
 int main(int argc, char **argv) {

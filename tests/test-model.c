@@ -477,8 +477,8 @@ static void test_bad_options(void) {
  * tiny model saved as safetensors, then one float overwritten in place.
  */
 static void test_nonfinite_weights(void) {
-    char dir[] = "/tmp/ckey-test-model-XXXXXX";
-    REQUIRE(mkdtemp(dir) != NULL);
+    char dir[64];
+    REQUIRE(ck_make_temp_dir(dir, sizeof dir, "model"));
     char *mp = fixture("tiny/tiny.pth");
     char clean[600], bad[600];
     snprintf(clean, sizeof clean, "%s/tiny.safetensors", dir);

@@ -18,15 +18,14 @@
  * tools/install-deps.sh installs). Skipped (exit 77) only when the package
  * index cannot be reached to install openjd-cli.
  */
-#include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckey.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 /* The openjd-cli release the template was checked with. */
@@ -40,15 +39,8 @@ static char venv[PATH_MAX + 32];
 
 enum { W = 96, H = 64, FRAMES = 9 };
 
-static ck_run_result shf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static ck_run_result shf(const char *fmt, ...) {
-    char cmd[24000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return ck_sh(cmd, workdir);
-}
+/* sh -c (printf-style command), output captured. */
+#define shf(...) ck_shf(workdir, __VA_ARGS__)
 
 /*
  * The venv with openjd-cli: made once (under a lock, so that concurrent test
@@ -109,10 +101,9 @@ static int openjd_run(const char *clip, const char *extra) {
 static void check_same(const char *ref, const char *clip) {
     char out[700], why[2300];
     snprintf(out, sizeof out, "%s/Output", clip);
-    const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 4 * FRAMES + 2, "%s", files < 0 ? why : "not every file");
-    if (files == 4 * FRAMES + 2)
-        printf("  %s: all %ld files (passes and videos) byte for byte those of one run\n", out, files);
+    const int same = ck_same_tree_n(ref, out, 4 * FRAMES + 2, why, sizeof why);
+    CHECKF(same, "%s", why);
+    if (same) printf("  %s: all %d files (passes and videos) byte for byte those of one run\n", out, 4 * FRAMES + 2);
 }
 
 static void test_openjd(void) {
@@ -169,28 +160,11 @@ int main(int argc, char **argv) {
     printf("test-openjd: skipped: clips need PNG, OpenEXR and FFmpeg support in the build\n");
     return 77;
 #endif
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    char *abs = realpath(ckey_bin, NULL);
-    if (abs) snprintf(ckey_bin, sizeof ckey_bin, "%s", abs);
-    free(abs);
-    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    abs = realpath(model, NULL);
-    if (abs) snprintf(model, sizeof model, "%s", abs);
-    free(abs);
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    ck_tiny_model_path(model, sizeof model);
     /* the repository's template (the tests run from its root) */
-    abs = realpath("tools/farm/openjd-key.yaml", NULL);
-    snprintf(template_path, sizeof template_path, "%s", abs ? abs : "tools/farm/openjd-key.yaml");
-    free(abs);
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-openjd-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
+    ck_abs_path(template_path, sizeof template_path, "tools/farm/openjd-key.yaml");
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "openjd")) return 1;
     static const ck_test_case cases[] = {
         {"openjd_template", test_openjd},
     };

@@ -19,9 +19,7 @@
  * not installed, or when not run as root (slurmd starts jobs as their
  * users); tools/install-deps.sh installs them, so CI runs it.
  */
-#include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -30,6 +28,7 @@
 #include <unistd.h>
 
 #include "ckey.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 static char ckey_bin[PATH_MAX + 16];
@@ -40,25 +39,7 @@ static char local_slurm[PATH_MAX];
 enum { W = 96, H = 64, FRAMES = 12 };
 
 /* sh -c (printf-style command), output captured. */
-static ck_run_result shf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static ck_run_result shf(const char *fmt, ...) {
-    char cmd[20000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return ck_sh(cmd, workdir);
-}
-
-static int frame_complete(const char *out, int f) {
-    static const char *const passes[4] = {"Matte", "FG", "Processed", "Comp"};
-    for (int p = 0; p < 4; p++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s/plate_%04d.%s", out, passes[p], f, p == 3 ? "png" : "exr");
-        if (access(path, F_OK) != 0) return 0;
-    }
-    return 1;
-}
+#define shf(...) ck_shf(workdir, __VA_ARGS__)
 
 /* The first line of `squeue -h -j JOB -o FORMAT` ("" when the job is gone). */
 static void squeue(const char *job, const char *format, char *buf, size_t cap) {
@@ -131,7 +112,7 @@ static void on_cluster(const char *cluster) {
     snprintf(enc, sizeof enc, "%ld", encode);
 
     int held, gone, never, done;
-    WAIT_FOR(held, frame_complete(out, 5) && frame_complete(out, 6), 90);
+    WAIT_FOR(held, ck_frame_complete(out, 5) && ck_frame_complete(out, 6), 90);
     CHECKF(held, "task 1 did not key frames 5 and 6 within 90 s");
     squeue(task1, "%T", buf, sizeof buf);
     CHECKF(!strcmp(buf, "RUNNING"), "task %s is '%s', not RUNNING", task1, buf);
@@ -144,7 +125,7 @@ static void on_cluster(const char *cluster) {
     ck_run_free(&r);
     WAIT_FOR(gone, (squeue(task1, "%T", buf, sizeof buf), !buf[0]), 30);
     CHECKF(gone, "task %s still '%s'", task1, buf);
-    CHECK(!frame_complete(out, 7) && !frame_complete(out, 8));
+    CHECK(!ck_frame_complete(out, 7) && !ck_frame_complete(out, 8));
     printf("  task %s cancelled mid-way: frames 5-6 written, 7-8 not\n", task1);
     /* the encode job waits for a task that will never succeed */
     WAIT_FOR(never, (squeue(enc, "%r", buf, sizeof buf), !strcmp(buf, "DependencyNeverSatisfied")), 30);
@@ -180,11 +161,11 @@ static void on_cluster(const char *cluster) {
     CHECKF(text && strstr(text, "keyed 2 frames, skipped 2"), "%s: %s", log, text ? text : "(none)");
     free(text);
     char why[2300];
-    const long files = ck_same_tree(ref, out, why, sizeof why);
-    CHECKF(files == 4 * FRAMES + 2, "%s", files < 0 ? why : "not every file");
-    if (files == 4 * FRAMES + 2)
-        printf("  Slurm: 3 tasks (one cancelled and resubmitted) + encode: all %ld files (passes "
-               "and videos) byte for byte those of one run\n", files);
+    const int same = ck_same_tree_n(ref, out, 4 * FRAMES + 2, why, sizeof why);
+    CHECKF(same, "%s", why);
+    if (same)
+        printf("  Slurm: 3 tasks (one cancelled and resubmitted) + encode: all %d files (passes "
+               "and videos) byte for byte those of one run\n", 4 * FRAMES + 2);
 }
 
 static void test_slurm(void) {
@@ -237,29 +218,12 @@ int main(int argc, char **argv) {
     printf("test-slurm: skipped: clips need PNG, OpenEXR and FFmpeg support in the build\n");
     return 77;
 #endif
-    char self[PATH_MAX];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    else snprintf(self, sizeof self, ".");
-    snprintf(ckey_bin, sizeof ckey_bin, "%s/../ckey", self);
-    char *abs = realpath(ckey_bin, NULL);
-    if (abs) snprintf(ckey_bin, sizeof ckey_bin, "%s", abs);
-    free(abs);
-    snprintf(model, sizeof model, "%s/tiny/tiny.pth", ck_fixtures_dir());
-    abs = realpath(model, NULL);
-    if (abs) snprintf(model, sizeof model, "%s", abs);
-    free(abs);
+    ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
+    ck_tiny_model_path(model, sizeof model);
     /* the repository's tools (the tests run from its root) */
-    abs = realpath("tools/farm/local-slurm.sh", NULL);
-    snprintf(local_slurm, sizeof local_slurm, "%s", abs ? abs : "tools/farm/local-slurm.sh");
-    free(abs);
+    ck_abs_path(local_slurm, sizeof local_slurm, "tools/farm/local-slurm.sh");
+    if (!ck_make_temp_dir(workdir, sizeof workdir, "slurm")) return 1;
     /* world-readable: the jobs run as the caller, but slurmd's checks walk it */
-    snprintf(workdir, sizeof workdir, "/tmp/ckey-test-slurm-XXXXXX");
-    if (!mkdtemp(workdir)) {
-        fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
-        return 1;
-    }
     chmod(workdir, 0755);
     static const ck_test_case cases[] = {
         {"slurm_chunks", test_slurm},

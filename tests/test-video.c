@@ -16,6 +16,7 @@
 
 #include "ckey_media.h"
 #include "media/video.h"
+#include "support/clip.h"
 #include "support/testutil.h"
 
 #ifdef CK_HAVE_FFMPEG
@@ -69,29 +70,14 @@ static void make_frame(float *p, int f) {
         }
 }
 
+/* make_frame as a video frame (its fourth plane the alpha, when asked). */
+static void video_frame(void *user, int k, float *rgb, float *alpha) {
+    (void)user, (void)alpha;
+    make_frame(rgb, k);
+}
+
 static ckey_status write_clip(const char *path, ckey_video_codec codec, int alpha, int frames) {
-    ckey_video_writer_options o = {codec, W, H, 25, 1, 1};
-    ckey_video_writer *w = NULL;
-    ckey_error err;
-    ckey_status st = ckey_video_writer_open(path, &o, &w, &err);
-    if (st != CKEY_OK) {
-        fprintf(stderr, "  %s\n", err.message);
-        return st;
-    }
-    float *p = malloc(4 * sizeof(float) * W * H);
-    for (int f = 0; f < frames && st == CKEY_OK; f++) {
-        make_frame(p, f);
-        st = ckey_video_write_frame(w, p, alpha ? p + 3 * W * H : NULL, &err);
-    }
-    free(p);
-    if (st != CKEY_OK) {
-        fprintf(stderr, "  %s\n", err.message);
-        ckey_video_writer_free(w);
-        return st;
-    }
-    st = ckey_video_writer_close(w, &err);
-    if (st != CKEY_OK) fprintf(stderr, "  %s\n", err.message);
-    return st;
+    return ck_write_video(path, codec, W, H, frames, alpha, video_frame, NULL);
 }
 
 static ckey_video_reader *open_ok(const char *path, ckey_video_info *info) {
@@ -712,11 +698,7 @@ static const ck_test_case cases[] = {
 #endif /* CK_HAVE_FFMPEG */
 
 int main(int argc, char **argv) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckey-test-video-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!ck_make_temp_dir(tmpdir, sizeof tmpdir, "video")) return 1;
     ckey_video_set_log_level(0);
     const int rc = ck_test_main(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
     ck_remove_tree(tmpdir);

@@ -20,17 +20,7 @@
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
-
-/* SIGINT / SIGTERM: the encoder polls this and stops before the next frame,
- * leaving no video (its temporary files are removed). */
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-static int stop_requested(void *user) {
-    (void)user;
-    return stop_signal != 0;
-}
+#include "stop.h"
 
 typedef struct encode_job {
     opts o;
@@ -166,21 +156,17 @@ static int encode_clip(encode_job *j) {
         eo.video.rate_num = o->fps_num ? o->fps_num : j->src.rate_num;
         eo.video.rate_den = o->fps_num ? o->fps_den : j->src.rate_den;
         eo.video.despill_strength = o->post.despill_strength;
+        /* SIGINT / SIGTERM: the encoder stops before the next frame, leaving
+         * no video (its temporary files are removed) */
         eo.cancel = stop_requested;
         eo.progress = progress;
         eo.progress_user = j;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop_signal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESTART | SA_RESETHAND;
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        stop_install_handlers();
         const ckey_status st =
             ckey_encode_videos(j->cp.out_dir, j->src.frames, j->src.count, &eo, &j->err);
         if (j->tty && !o->json) fputc('\n', stderr);
         if (st == CKEY_ERR_CANCELLED) {
-            const int sig = stop_signal ? (int)stop_signal : SIGINT;
+            const int sig = stop_signal_received() ? stop_signal_received() : SIGINT;
             fprintf(stderr, "ckey: interrupted by %s: no video written\n",
                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
             if (o->json)

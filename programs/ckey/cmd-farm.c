@@ -157,6 +157,15 @@ static void print_common_sbatch(FILE *f, const opts *o) {
     }
 }
 
+/* --output=LOGS/NAME (sbatch's filename pattern) when there is a logs folder. */
+static void print_output(FILE *f, const char *logs, const char *name) {
+    if (!logs) return;
+    char *p = path_join(logs, name);
+    fputs(" --output=", f);
+    sh_quote(f, p ? p : logs);
+    free(p);
+}
+
 /* The submission: a bash script that submits the array, then the encode
  * job after it, and prints both job ids. */
 static void print_script(FILE *f, const farm_job *j) {
@@ -189,12 +198,7 @@ static void print_script(FILE *f, const farm_job *j) {
     fputs(" --ntasks=1 --requeue", f);
     if (gpus > 0) fprintf(f, " --gres=gpu:%ld", gpus);
     print_common_sbatch(f, o);
-    if (logs) {
-        char *p = path_join(logs, "key-%A_%a.log");
-        fputs(" --output=", f);
-        sh_quote(f, p ? p : logs);
-        free(p);
-    }
+    print_output(f, logs, "key-%A_%a.log");
     fputs(" <<'CKEY_KEY_TASK'\n", f);
     fprintf(f, "#!/bin/bash\n");
     fprintf(f, "# one task: frames %lld + %ld * SLURM_ARRAY_TASK_ID, %ld of them (to %lld at most)\n",
@@ -226,12 +230,7 @@ static void print_script(FILE *f, const farm_job *j) {
     sh_quote(f, jn);
     fputs(" --dependency=afterok:$key_job --ntasks=1", f);
     print_common_sbatch(f, o);
-    if (logs) {
-        char *p = path_join(logs, "encode-%j.log");
-        fputs(" --output=", f);
-        sh_quote(f, p ? p : logs);
-        free(p);
-    }
+    print_output(f, logs, "encode-%j.log");
     fputs(" <<'CKEY_ENCODE'\n", f);
     fputs("#!/bin/bash\n", f);
     fputs("exec ", f);

@@ -23,6 +23,7 @@
 #include "opts.h"
 #include "output.h"
 #include "paths.h"
+#include "stop.h"
 
 /* ------------------------------------------------- messages, progress */
 
@@ -35,30 +36,6 @@ typedef struct key_ctx {
     int64_t warnings; /* CKEY_SHOT_WARNING events */
     int nsess;        /* sessions keying (--device list: several) */
 } key_ctx;
-
-/*
- * SIGINT / SIGTERM during `key`: the handler only records the signal; the
- * shot runner polls it (ckey_shot_options.cancel) and stops after the frame
- * in flight. SA_RESETHAND: a second signal takes the default action at once.
- */
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) { stop_signal = sig; }
-
-static int stop_requested(void *user) {
-    (void)user;
-    return stop_signal != 0;
-}
-
-static void install_stop_handlers(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART | SA_RESETHAND;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
 
 /* Runtime failure of `key`: stderr message, and with --json an error event. */
 static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...)
@@ -403,7 +380,7 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
     so->post = o->post;
     so->input_space = o->space;
     so->on_error = o->on_error;
-    so->cancel = stop_requested;
+    so->cancel = stop_requested; /* SIGINT / SIGTERM: stop after the frames in flight */
     if (o->read_ahead >= 0) so->read_ahead = o->read_ahead;
     so->writers = o->writers;
     so->readers = o->readers;
@@ -522,7 +499,7 @@ static int open_video_tee(key_job *j) {
 
 /* Stopped by SIGINT / SIGTERM: what was written, and exit 128 + the signal. */
 static int report_interrupted(const key_job *j, ckey_status st, const ckey_shot_stats *stats) {
-    const int sig = (int)stop_signal;
+    const int sig = stop_signal_received();
     const char *sname = sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "signal";
     fprintf(stderr, "ckey: interrupted by %s: %s; %lld frame%s written%s, a re-run resumes "
                     "from there\n",
@@ -615,7 +592,7 @@ static int key_clip(key_job *j) {
     if (j->o.dry_run) return dry_run(j);
 
     /* From here a SIGINT / SIGTERM stops the run cleanly (the runner polls it). */
-    install_stop_handlers();
+    stop_install_handlers();
     const double t_start = now_seconds();
     rc = load_model(j);
     if (rc != CONTINUE) return rc;

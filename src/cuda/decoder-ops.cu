@@ -15,10 +15,24 @@ namespace {
 
 // The decoder epilogue kernels' shared parts: a pixel's bilinear taps into
 // the three coarser maps, and the warp's classifier sums reduced and stored.
-__device__ __forceinline__ void dec_taps(int y, int x, int G, const int (&Hk)[3], Tap (&ty)[3], Tap (&tx)[3]) {
+//
+// Pixel (y, x) of the G x G output against the coarser maps P2..P4
+// ([Hs, Hs, D2] each): per scale s its rows ty[s] and columns tx[s].
+template <typename T> struct DecTaps {
+    const T *P[3];
+    int Hk[3];
+    Tap ty[3], tx[3];
+    __device__ __forceinline__ DecTaps(int y, int x, int G, const T *P2, int H2, const T *P3, int H3, const T *P4,
+                                       int H4)
+        : P{P2, P3, P4}, Hk{H2, H3, H4} {
 #pragma unroll
-    for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
-}
+        for (int s = 0; s < 3; s++) ty[s] = bilinear_tap(y, Hk[s], G), tx[s] = bilinear_tap(x, Hk[s], G);
+    }
+    // channel e of scale s's source pixel at row tap r, column tap c (0: i0, 1: i1)
+    __device__ __forceinline__ const T *src(int s, int r, int c, int D2, int e) const {
+        return P[s] + ((int64_t)(r ? ty[s].i1 : ty[s].i0) * Hk[s] + (c ? tx[s].i1 : tx[s].i0)) * D2 + e;
+    }
+};
 __device__ __forceinline__ void dec_store(float (&acc)[4], int lane, int y, int x, int G, const float *__restrict__ cls_b,
                                           float *__restrict__ logits) {
     for (int o = 0; o < 4; o++)
@@ -42,21 +56,15 @@ __global__ void decoder_epilogue_kernel(const T *__restrict__ h, int64_t p0, int
     if (wid >= n) return;
     const int64_t p = p0 + wid;
     const int y = (int)(p / G), x = (int)(p % G);
-    const T *P[3] = {P2, P3, P4};
-    const int Hk[3] = {H2, H3, H4};
-    Tap ty[3], tx[3];
-    dec_taps(y, x, G, Hk, ty, tx);
+    const DecTaps<T> t(y, x, G, P2, H2, P3, H3, P4, H4);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const T *hr = h + wid * D2;
     for (int e = lane; e < D2; e += 32) {
         float v = ck_ld(hr + e) + b1[e];
         for (int s = 0; s < 3; s++) {
-            const int Hs = Hk[s];
-            const T *Q = P[s];
-            v += ty[s].l0 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e) +
-                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e)) +
-                 ty[s].l1 * (tx[s].l0 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e) +
-                             tx[s].l1 * ck_ld(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e));
+            const Tap &ty = t.ty[s], &tx = t.tx[s];
+            v += ty.l0 * (tx.l0 * ck_ld(t.src(s, 0, 0, D2, e)) + tx.l1 * ck_ld(t.src(s, 0, 1, D2, e))) +
+                 ty.l1 * (tx.l0 * ck_ld(t.src(s, 1, 0, D2, e)) + tx.l1 * ck_ld(t.src(s, 1, 1, D2, e)));
         }
         v = v > 0.f ? v : 0.f;
         for (int o = 0; o < 4; o++) acc[o] += cls_w[o * D2 + e] * v;
@@ -85,10 +93,7 @@ __global__ void __launch_bounds__(256, 3)
     if (wid >= n) return;
     const int64_t p = p0 + wid;
     const int y = (int)(p / G), x = (int)(p % G);
-    const T *P[3] = {P2, P3, P4};
-    const int Hk[3] = {H2, H3, H4};
-    Tap ty[3], tx[3];
-    dec_taps(y, x, G, Hk, ty, tx);
+    const DecTaps<T> t(y, x, G, P2, H2, P3, H3, P4, H4);
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     const T *hr = h + wid * D2;
     for (int e = lane * 8; e < D2; e += 256) {
@@ -99,17 +104,15 @@ __global__ void __launch_bounds__(256, 3)
         for (int k = 0; k < 8; k++) v[k] += bb[k];
 #pragma unroll
         for (int s = 0; s < 3; s++) {
-            const int Hs = Hk[s];
-            const T *Q = P[s];
+            const Tap &ty = t.ty[s], &tx = t.tx[s];
             float q00[8], q01[8], q10[8], q11[8];
-            ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i0) * D2 + e, q00);
-            ld8(Q + ((int64_t)ty[s].i0 * Hs + tx[s].i1) * D2 + e, q01);
-            ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i0) * D2 + e, q10);
-            ld8(Q + ((int64_t)ty[s].i1 * Hs + tx[s].i1) * D2 + e, q11);
+            ld8(t.src(s, 0, 0, D2, e), q00);
+            ld8(t.src(s, 0, 1, D2, e), q01);
+            ld8(t.src(s, 1, 0, D2, e), q10);
+            ld8(t.src(s, 1, 1, D2, e), q11);
 #pragma unroll
             for (int k = 0; k < 8; k++)
-                v[k] += ty[s].l0 * (tx[s].l0 * q00[k] + tx[s].l1 * q01[k]) +
-                        ty[s].l1 * (tx[s].l0 * q10[k] + tx[s].l1 * q11[k]);
+                v[k] += ty.l0 * (tx.l0 * q00[k] + tx.l1 * q01[k]) + ty.l1 * (tx.l0 * q10[k] + tx.l1 * q11[k]);
         }
 #pragma unroll
         for (int k = 0; k < 8; k++) v[k] = v[k] > 0.f ? v[k] : 0.f;

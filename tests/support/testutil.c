@@ -1,11 +1,14 @@
 #include "testutil.h"
 
-#include "ckey_media.h"
-
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +115,11 @@ ck_run_result ck_run_opts(const char *const *argv, const char *workdir, const ck
             if (eq ? setenv(name, eq + 1, 1) : unsetenv(name)) _exit(126);
         }
         if (opt && opt->cwd && chdir(opt->cwd) != 0) _exit(126);
+        if (opt && opt->fsize_limit > 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            const struct rlimit rl = {(rlim_t)opt->fsize_limit, (rlim_t)opt->fsize_limit};
+            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(125);
+        }
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -128,29 +136,172 @@ void ck_run_free(ck_run_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-void ck_remove_tree(const char *dir) {
+int ck_make_temp_dir(char *dir, size_t cap, const char *name) {
+    snprintf(dir, cap, "/tmp/ckey-test-%s-XXXXXX", name);
+    if (mkdtemp(dir)) return 1;
+    fprintf(stderr, "cannot create a temporary directory: %s\n", strerror(errno));
+    return 0;
+}
+
+void ck_abs_path(char *out, size_t cap, const char *path) {
+    char *abs = realpath(path, NULL);
+    snprintf(out, cap, "%s", abs ? abs : path);
+    free(abs);
+}
+
+void ck_ckey_path(char *bin, size_t cap, const char *argv0) {
+    char self[PATH_MAX], rel[PATH_MAX + 16];
+    snprintf(self, sizeof self, "%s", argv0);
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = 0;
+    else snprintf(self, sizeof self, ".");
+    snprintf(rel, sizeof rel, "%s/../ckey", self);
+    ck_abs_path(bin, cap, rel);
+}
+
+void ck_tiny_model_path(char *path, size_t cap) {
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "%s/tiny/tiny.pth", ck_fixtures_dir());
+    ck_abs_path(path, cap, rel);
+}
+
+void ck_isolate_model_lookup(const char *workdir) {
+    char isolated[PATH_MAX];
+    snprintf(isolated, sizeof isolated, "%s/no-home", workdir);
+    setenv("HOME", isolated, 1);
+    snprintf(isolated, sizeof isolated, "%s/no-data", workdir);
+    setenv("XDG_DATA_HOME", isolated, 1);
+    unsetenv("CKEY_MODEL");
+}
+
+ck_run_result ck_cli_run_argv(const ck_cli *c, const ck_run_options *o, const char *const *args) {
+    const char *argv[128];
+    int argc = 0;
+    argv[argc++] = c->bin;
+    for (; args && *args && argc < 64; args++) argv[argc++] = *args;
+    const int shown = argc;
+    for (const char *const *t = c->common; t && *t && argc < (int)(sizeof argv / sizeof argv[0]) - 1; t++)
+        argv[argc++] = *t;
+    argv[argc] = NULL;
+    ck_run_result r = ck_run_opts(argv, c->workdir, o);
+    if (!c->echo) return r;
+    printf("  $");
+    if (o && o->cwd) printf(" (in %s)", o->cwd);
+    for (const char *const *e = o && o->env ? o->env : NULL; e && *e; e++)
+        printf(strchr(*e, '=') ? " %s" : " (no %s)", *e);
+    printf(" ckey");
+    for (int i = 1; i < shown; i++) printf(" %s", argv[i]);
+    if (o && o->fsize_limit > 0) printf("  (RLIMIT_FSIZE)");
+    printf("  -> %d", r.code);
+    if (c->echo > 1 && r.err[0]) printf("  [%.*s]", (int)strcspn(r.err, "\n"), r.err);
+    printf("\n");
+    return r;
+}
+
+ck_run_result ck_cli_run(const ck_cli *c, const ck_run_options *o, const char *first, ...) {
+    const char *args[64];
+    int n = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *)) args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return ck_cli_run_argv(c, o, args);
+}
+
+ck_run_result ck_shf(const char *workdir, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *cmd = malloc(n < 0 ? 1 : (size_t)n + 1);
+    if (!cmd || n < 0) {
+        free(cmd);
+        return (ck_run_result){-1, calloc(1, 1), calloc(1, 1)};
+    }
+    va_start(ap, fmt);
+    vsnprintf(cmd, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    ck_run_result r = ck_sh(cmd, workdir);
+    free(cmd);
+    return r;
+}
+
+int ck_count_str(const char *hay, const char *needle) {
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+int ck_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int ck_count_entries(const char *dir) {
     DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d))) {
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+int ck_mkdirs(const char *path) {
+    char b[PATH_MAX];
+    snprintf(b, sizeof b, "%s", path);
+    for (char *s = b + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(b, 0777) != 0 && errno != EEXIST) return 0;
+            *s = '/';
+        }
+    return mkdir(b, 0777) == 0 || errno == EEXIST;
+}
+
+int ck_walk_tree(const char *dir, ck_walk_fn fn, void *user) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int ok = 1, go = 1;
+    char path[PATH_MAX];
+    for (struct dirent *e; go && (e = readdir(d));) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) {
+            ok = 0; /* a path too long to name */
+            continue;
+        }
         struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) ck_remove_tree(path);
-        else unlink(path);
+        const int known = lstat(path, &st) == 0;
+        if (known && S_ISDIR(st.st_mode) && !ck_walk_tree(path, fn, user)) ok = 0;
+        go = fn(user, path, e->d_name, known ? &st : NULL);
     }
     closedir(d);
+    return ok && go;
+}
+
+static int remove_entry(void *user, const char *path, const char *name, const struct stat *st) {
+    (void)user, (void)name;
+    if (st && S_ISDIR(st->st_mode)) rmdir(path);
+    else unlink(path);
+    return 1;
+}
+
+void ck_remove_tree(const char *dir) {
+    ck_walk_tree(dir, remove_entry, NULL);
     rmdir(dir);
+}
+
+int ck_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(data, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok;
 }
 
 int ck_copy_file(const char *from, const char *to) {
     size_t n = 0;
     unsigned char *b = ck_read_file(from, &n);
-    if (!b) return 0;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(b, 1, n, f) == n;
-    if (f && fclose(f) != 0) ok = 0;
+    const int ok = b && ck_write_file(to, b, n);
     free(b);
     return ok;
 }
@@ -184,105 +335,46 @@ int ck_poison_safetensors(const char *from, const char *to, const char *tensor, 
     else fprintf(stderr, "ck_poison_safetensors: %s: no F32 tensor '%s' with element %llu\n", from,
                  tensor, (unsigned long long)index);
     free(hdr);
-    if (ok) {
-        FILE *f = fopen(to, "wb");
-        ok = f && fwrite(b, 1, n, f) == n;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok) fprintf(stderr, "ck_poison_safetensors: cannot write %s\n", to);
-    }
+    if (ok && !(ok = ck_write_file(to, b, n))) fprintf(stderr, "ck_poison_safetensors: cannot write %s\n", to);
     free(b);
     return ok;
 }
 
-int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n) {
-    snprintf(shot, cap, "%s/%s", root, name);
-    ck_remove_tree(shot);
-    char p[1024];
-    if (mkdir(shot, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/Input", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    for (int i = 1; i <= n; i++) {
-        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, i);
-        if (!ck_copy_file("examples/plate.png", p)) return 0;
-        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, i);
-        if (!ck_copy_file("examples/hint.png", p)) return 0;
+int ck_same_file(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *x = ck_read_file(a, &na), *y = ck_read_file(b, &nb);
+    const int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* The regular files under a tree, as paths relative to its root. */
+typedef struct name_list {
+    size_t root_len;
+    char **names;
+    size_t n, cap;
+} name_list;
+
+static int list_entry(void *user, const char *path, const char *name, const struct stat *st) {
+    (void)name;
+    name_list *l = user;
+    if (!st || S_ISDIR(st->st_mode)) return 1;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **nn = realloc(l->names, l->cap * sizeof *nn);
+        if (!nn) return 0;
+        l->names = nn;
     }
+    l->names[l->n++] = strdup(path + l->root_len + 1);
     return 1;
 }
 
-void ck_synth_frame(int k, int W, int H, float *rgb, float *hint) {
-    const size_t n = (size_t)W * H;
-    const float cx = 22.0f + 7.0f * (float)k, cy = 0.5f * (float)H, rad = 15.0f;
-    for (int y = 0; y < H; y++)
-        for (int x = 0; x < W; x++) {
-            const size_t i = (size_t)y * W + x;
-            const float d = sqrtf((x - cx) * (x - cx) + (y - cy) * (y - cy));
-            float a = (rad - d) / 4.0f + 0.5f;
-            a = a < 0 ? 0 : a > 1 ? 1 : a;
-            const float spill = 0.3f * (1.0f - a) * (a > 0);
-            const float sub[3] = {0.85f - 0.003f * (float)y, 0.55f + spill, 0.45f + 0.002f * (float)x};
-            const float screen[3] = {0.12f, 0.78f + 0.001f * (float)x, 0.18f};
-            for (int c = 0; c < 3; c++) rgb[c * n + i] = sub[c] * a + screen[c] * (1.0f - a);
-            const float h = (a - 0.3f) * 2.0f;
-            hint[i] = h < 0 ? 0 : h > 1 ? 1 : h;
-        }
-}
-
-int ck_make_synth_shot(char *shot, size_t cap, const char *root, const char *name, int first, int n,
-                       int W, int H) {
-    snprintf(shot, cap, "%s/%s", root, name);
-    ck_remove_tree(shot);
-    char p[1024];
-    if (mkdir(shot, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/Input", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    snprintf(p, sizeof p, "%s/AlphaHint", shot);
-    if (mkdir(p, 0777) != 0) return 0;
-    float *rgb = malloc(sizeof(float) * 3 * (size_t)W * H), *hint = malloc(sizeof(float) * (size_t)W * H);
-    int ok = rgb && hint;
-    ckey_error err;
-    for (int k = 0; ok && k < n; k++) {
-        ck_synth_frame(k, W, H, rgb, hint);
-        snprintf(p, sizeof p, "%s/Input/plate_%04d.png", shot, first + k);
-        ok = ckey_image_write_png(p, rgb, 3, W, H, 16, &err) == CKEY_OK;
-        snprintf(p, sizeof p, "%s/AlphaHint/hint_%04d.png", shot, first + k);
-        ok = ok && ckey_image_write_png(p, hint, 1, W, H, 8, &err) == CKEY_OK;
-    }
-    free(rgb);
-    free(hint);
-    return ok;
-}
-
-/* The regular files under dir (relative paths, sorted) into *names. */
-static int list_tree(const char *root, const char *rel, char ***names, size_t *n, size_t *cap) {
-    char path[2048];
-    snprintf(path, sizeof path, "%s%s%s", root, *rel ? "/" : "", rel);
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    int ok = 1;
-    for (struct dirent *e; ok && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char sub[2048], full[4096];
-        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
-        snprintf(full, sizeof full, "%s/%s", root, sub);
-        struct stat st;
-        if (lstat(full, &st) != 0) continue;
-        if (S_ISDIR(st.st_mode)) {
-            ok = list_tree(root, sub, names, n, cap);
-        } else {
-            if (*n == *cap) {
-                *cap = *cap ? 2 * *cap : 64;
-                char **nn = realloc(*names, *cap * sizeof *nn);
-                if (!nn) { ok = 0; break; }
-                *names = nn;
-            }
-            (*names)[(*n)++] = strdup(sub);
-        }
-    }
-    closedir(d);
-    return ok;
+/* The regular files under root (relative paths) into *l; 0 when a folder
+ * could not be read. */
+static int list_tree(const char *root, name_list *l) {
+    l->root_len = strlen(root);
+    return ck_walk_tree(root, list_entry, l);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -290,10 +382,12 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 long ck_same_tree(const char *a, const char *b, char *why, size_t cap) {
-    char **na = NULL, **nb = NULL;
-    size_t ca = 0, cb = 0, ka = 0, kb = 0;
+    name_list la = {0}, lb = {0};
     long result = -1;
-    if (!list_tree(a, "", &na, &ka, &ca) || !list_tree(b, "", &nb, &kb, &cb)) {
+    const int listed = list_tree(a, &la) && list_tree(b, &lb);
+    char **na = la.names, **nb = lb.names;
+    const size_t ka = la.n, kb = lb.n;
+    if (!listed) {
         snprintf(why, cap, "cannot list %s or %s", a, b);
         goto done;
     }
@@ -308,12 +402,7 @@ long ck_same_tree(const char *a, const char *b, char *why, size_t cap) {
         char pa[4096], pb[4096];
         snprintf(pa, sizeof pa, "%s/%s", a, na[i]);
         snprintf(pb, sizeof pb, "%s/%s", b, nb[j]);
-        size_t sa = 0, sb = 0;
-        unsigned char *da = ck_read_file(pa, &sa), *db = ck_read_file(pb, &sb);
-        const int same = da && db && sa == sb && memcmp(da, db, sa) == 0;
-        free(da);
-        free(db);
-        if (!same) {
+        if (!ck_same_file(pa, pb)) {
             snprintf(why, cap, "%s and %s differ", pa, pb);
             goto done;
         }
@@ -326,6 +415,12 @@ done:
     free(na);
     free(nb);
     return result;
+}
+
+int ck_same_tree_n(const char *a, const char *b, long files, char *why, size_t cap) {
+    const long n = ck_same_tree(a, b, why, cap);
+    if (n >= 0 && n != files) snprintf(why, cap, "%s holds %ld files, not %ld", b, n, files);
+    return n == files;
 }
 
 int ck_spawn(const char *const *argv, const char *log) {

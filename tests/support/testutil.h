@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 typedef struct ck_test_case {
     const char *name;
@@ -82,12 +83,82 @@ typedef struct ck_run_options {
     const char *cwd;
     const char *const *env;
     int merge_stderr;
+    /* > 0: RLIMIT_FSIZE in the child, SIGXFSZ ignored, so that a write past
+     * it fails with EFBIG as on a full disk */
+    long fsize_limit;
 } ck_run_options;
 ck_run_result ck_run_opts(const char *const *argv, const char *workdir, const ck_run_options *o);
 void ck_run_free(ck_run_result *r);
 
+/* A fresh private directory /tmp/ckey-test-<name>-XXXXXX (mkdtemp) into
+ * dir[cap]; 1 on success, 0 with the reason on stderr. */
+int ck_make_temp_dir(char *dir, size_t cap, const char *name);
+
+/* path into out[cap]: absolute (realpath) when it exists, else as given. */
+void ck_abs_path(char *out, size_t cap, const char *path);
+
+/* The ckey program built beside the tests, <dir of argv0>/../ckey, into
+ * bin[cap] (absolute when it exists: some cases run it in other directories). */
+void ck_ckey_path(char *bin, size_t cap, const char *argv0);
+
+/* The tiny fixture model <fixtures>/tiny/tiny.pth into path[cap] (absolute
+ * when it exists). */
+void ck_tiny_model_path(char *path, size_t cap);
+
+/* HOME and XDG_DATA_HOME under workdir (not created) and no CKEY_MODEL: no
+ * checkpoint of the user's answers a command run without --model. */
+void ck_isolate_model_lookup(const char *workdir);
+
+/* Skip the case unless the ckey program `bin` is built and `model` exists. */
+#define NEED_CKEY(bin, model)                                                       \
+    do {                                                                            \
+        if (access((bin), X_OK) != 0) SKIP("%s is not built", (bin));              \
+        if (access((model), R_OK) != 0) SKIP("%s does not exist", (model));        \
+    } while (0)
+
+/* How a test runs the ckey program: ck_cli_run(&cli, opts, ARGS..., NULL)
+ * runs `bin ARGS... common...` with ck_run_opts (opts may be NULL), output
+ * captured in workdir. echo 1 prints "  $ ckey ARGS  -> CODE" (with the
+ * directory, environment and file size limit of opts; not the common
+ * arguments); echo 2 adds "  [first line of stderr]" when there is one. */
+typedef struct ck_cli {
+    const char *bin;
+    const char *workdir;
+    const char *const *common; /* NULL-terminated, or NULL */
+    int echo;
+} ck_cli;
+ck_run_result ck_cli_run(const ck_cli *c, const ck_run_options *o, const char *first, ...);
+/* The same with the arguments as a NULL-terminated array (at most 63). */
+ck_run_result ck_cli_run_argv(const ck_cli *c, const ck_run_options *o, const char *const *args);
+
+/* /bin/sh -c with a printf-formatted command, output captured in workdir. */
+ck_run_result ck_shf(const char *workdir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Occurrences of needle in hay. */
+int ck_count_str(const char *hay, const char *needle);
+
+/* 1 when path exists (stat). */
+int ck_exists(const char *path);
+
+/* The entries of a directory other than . and ..; -1 when it cannot be read. */
+int ck_count_entries(const char *dir);
+
+/* mkdir -p; 1 on success. */
+int ck_mkdirs(const char *path);
+
+/* Every entry under dir, depth first, a directory after what it holds:
+ * fn(user, path, name, st), st NULL where lstat failed (symlinks are not
+ * followed); fn returning 0 ends the walk. 1 when every folder could be
+ * read and fn never ended it; else 0. */
+struct stat;
+typedef int (*ck_walk_fn)(void *user, const char *path, const char *name, const struct stat *st);
+int ck_walk_tree(const char *dir, ck_walk_fn fn, void *user);
+
 /* rm -r: a directory and everything under it (symlinks are not followed). */
 void ck_remove_tree(const char *dir);
+
+/* Write n bytes to path (created or truncated); 1 on success. */
+int ck_write_file(const char *path, const void *data, size_t n);
 
 /* Copy a file; 1 on success. */
 int ck_copy_file(const char *from, const char *to);
@@ -99,27 +170,18 @@ int ck_copy_file(const char *from, const char *to);
 int ck_poison_safetensors(const char *from, const char *to, const char *tensor, uint64_t index,
                           float value);
 
-/* A fresh shot <root>/<name> (into shot): Input/plate_NNNN.png +
- * AlphaHint/hint_NNNN.png, frames 1..n, copies of examples/; 1 on success. */
-int ck_make_shot(char *shot, size_t cap, const char *root, const char *name, int n);
-
-/* Frame k of a generated green-screen shot (W x H): a soft-edged disc (the
- * subject, warm colour) moving right over a green screen, green spill on the
- * subject's edge, and the hint: the disc's alpha, hardened and shrunk.
- * rgb [3, H, W], hint [H, W]. */
-void ck_synth_frame(int k, int W, int H, float *rgb, float *hint);
-
-/* A fresh shot <root>/<name> (into shot) of n generated frames (ck_synth_frame
- * k = 0 .. n-1) numbered first .. first + n - 1: Input/plate_NNNN.png (16-bit)
- * and AlphaHint/hint_NNNN.png (8-bit); 1 on success. */
-int ck_make_synth_shot(char *shot, size_t cap, const char *root, const char *name, int first, int n,
-                       int W, int H);
+/* 1 when files a and b can be read and hold the same bytes. */
+int ck_same_file(const char *a, const char *b);
 
 /* Every regular file under directory a has a byte-identical twin under b
  * and b holds no other file (recursively; names starting with '.' count
  * too). Returns the number of files compared, or -1 with the first
  * difference in why[cap]. */
 long ck_same_tree(const char *a, const char *b, char *why, size_t cap);
+
+/* ck_same_tree expecting `files` files: 1 when so; 0 with the first
+ * difference, or the count found, in why[cap]. */
+int ck_same_tree_n(const char *a, const char *b, long files, char *why, size_t cap);
 
 /* Start argv (argv[0] a path) in the background, stdout and stderr to
  * `log`; the pid, or -1. */
