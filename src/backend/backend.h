@@ -93,6 +93,10 @@ struct ck_backend_i {
     void *(*host_alloc)(ck_backend *be, size_t bytes);
     void (*host_free)(ck_backend *be, void *p);
     void (*free)(ck_backend *be);
+
+    /* Cutie's ops (ck_ops.set_workspace): bytes of scratch that ops within
+     * `needs` take on this backend; NULL where the backend has no Cutie ops. */
+    size_t (*ops_workspace_bytes)(const ck_backend_config *bc, const ck_op_needs *needs);
 };
 
 /* The backend for a device kind, or NULL when this build has none. */
