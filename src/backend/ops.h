@@ -212,7 +212,8 @@ typedef struct ck_ops {
     /* y [i] = a [i] + b [i mod nb] over na values (y may equal a). */
     void (*add)(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y);
 
-    /* dst [p * dst_ld + c] = src [p * src_ld + c], c < C, over n pixels. */
+    /* dst [p * dst_ld + c] = src [p * src_ld + c], c < C, over n pixels, in
+     * order of p (so rows may move down within one buffer, dst before src). */
     void (*copy_channels)(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld);
 
     /* For O objects' masks m [O, HW]: dst [o, p, 0] = m [o, p], dst [o, p, 1]
@@ -248,6 +249,10 @@ typedef struct ck_ops {
      * times m (q < Q/2) or 1 - m; out [Q, E+1] = (sum_p w feat [p], sum_p w). */
     void (*summary_pool)(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tensor logits, int64_t HW, int E, int Q,
                          ck_tensor out);
+
+    /* Object values from summaries: out [i, e] = in [i, e] / (in [i, E] + 1e-4)
+     * over n rows of in [n, E+1] (QueryTransformer.forward). */
+    void (*summary_values)(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out);
 
     /* The sine positional encoding (positional_encoding.py) at H x W:
      * out [H, W, 2 d], d = ceil(dim / 4) * 2: x terms then y terms, each

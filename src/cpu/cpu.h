@@ -103,6 +103,7 @@ void ck_cpu_softmax_planes(ck_cpu *be, float *x, int C, int64_t HW);
 void ck_cpu_object_attn_mask(ck_cpu *be, const float *logits, int O, int64_t HW, int Q, uint8_t *mask);
 void ck_cpu_summary_pool(ck_cpu *be, const float *m, const float *feat, const float *logits, int64_t HW, int E,
                          int Q, float *out);
+void ck_cpu_summary_values(ck_cpu *be, const float *in, int64_t n, int E, float *out);
 void ck_cpu_pos_encoding(ck_cpu *be, int H, int W, int dim, float scale, float temperature, float *out);
 
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */

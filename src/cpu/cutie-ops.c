@@ -20,9 +20,13 @@ static size_t packed_floats(int64_t out, int64_t in) { return (size_t)((out + 31
 static void needs_floats(const ck_op_needs *n, size_t *per_thread, size_t *shared) {
     size_t pt = al16((size_t)CONV_PIX * (size_t)n->conv_k);
     pt = CK_MAX(pt, al16((size_t)n->attn_keys));
-    if (n->mr_n > 0) pt = CK_MAX(pt, ck_cpu_memory_read_floats(n->mr_n, n->mr_ck, n->mr_top_k));
+    if (n->mr_n > 0) { /* the top-k path, and the dense one while the memory holds no more than top_k */
+        pt = CK_MAX(pt, ck_cpu_memory_read_floats(n->mr_n, n->mr_ck, n->mr_top_k));
+        pt = CK_MAX(pt, ck_cpu_memory_read_floats(n->mr_n, n->mr_ck, 0));
+    }
     *per_thread = pt;
-    *shared = al16(packed_floats(n->conv_w > 0 && n->conv_k > 0 ? n->conv_w / n->conv_k : 0, n->conv_k));
+    /* ceil(Cout / 32) * 32 * K <= Cout * K + 31 K bounds every conv's packed weights */
+    *shared = al16((size_t)n->conv_w + 31 * (size_t)n->conv_k);
 }
 
 size_t ck_cpu_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
@@ -525,4 +529,10 @@ void ck_cpu_pos_encoding(ck_cpu *be, int H, int W, int dim, float scale, float t
                 o[d + 2 * i] = sinf(py * inv), o[d + 2 * i + 1] = cosf(py * inv);
             }
         }
+}
+
+void ck_cpu_summary_values(ck_cpu *be, const float *in, int64_t n, int E, float *out) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++)
+        for (int e = 0; e < E; e++) out[i * E + e] = in[i * (E + 1) + e] / (in[i * (E + 1) + E] + 1e-4f);
 }

@@ -1151,6 +1151,9 @@ static void t_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tenso
                            ck_tensor out) {
     ck_cpu_summary_pool(CPU(be), F(m), F(feat), F(logits), HW, E, Q, F(out));
 }
+static void t_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out) {
+    ck_cpu_summary_values(CPU(be), F(in), n, E, F(out));
+}
 static void t_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out) {
     ck_cpu_pos_encoding(CPU(be), H, W, dim, scale, temperature, F(out));
 }
@@ -1192,5 +1195,6 @@ const ck_ops ck_cpu_ops = {
     .softmax_planes = t_softmax_planes,
     .object_attn_mask = t_object_attn_mask,
     .summary_pool = t_summary_pool,
+    .summary_values = t_summary_values,
     .pos_encoding = t_pos_encoding,
 };
