@@ -80,9 +80,15 @@ static ckey_status conv(loader *L, ck_cconv *c, const char *w, const char *b, co
     ckey_status st = get(L, w, t->ndim, shape, &W, NULL);
     if (st) return st;
     float *out_b = keep(L, (size_t)cout);
-    float *Wr = keep(L, (size_t)cout * ci * k * k);
-    if (!out_b || !Wr) return ck_fail(L->err, CKEY_ERR_NOMEM, "out of memory loading %s", L->path);
-    if (b && (st = get(L, b, 1, shape, &bias, NULL))) return st;
+    float *Wr = malloc((size_t)cout * ci * k * k * sizeof(float)); /* the repacked taps, copied back over W */
+    if (!out_b || !Wr) {
+        free(Wr);
+        return ck_fail(L->err, CKEY_ERR_NOMEM, "out of memory loading %s", L->path);
+    }
+    if (b && (st = get(L, b, 1, shape, &bias, NULL))) {
+        free(Wr);
+        return st;
+    }
     for (int o = 0; o < cout; o++) out_b[o] = bias ? bias[o] : 0.0f;
     float *scale = NULL;
     if (bn) {
@@ -91,7 +97,10 @@ static ckey_status conv(loader *L, ck_cconv *c, const char *w, const char *b, co
         const int64_t s1[1] = {cout};
 #define BN(dst, suffix)                                   \
     snprintf(n, sizeof n, "%s.%s", bn, suffix);           \
-    if ((st = get(L, n, 1, s1, &dst, NULL))) return st;
+    if ((st = get(L, n, 1, s1, &dst, NULL))) {            \
+        free(Wr);                                         \
+        return st;                                        \
+    }
         BN(g, "weight") BN(be, "bias") BN(mu, "running_mean") BN(var, "running_var")
 #undef BN
         scale = g; /* g becomes the scale, in place (the model owns it) */
@@ -106,7 +115,9 @@ static ckey_status conv(loader *L, ck_cconv *c, const char *w, const char *b, co
                 for (int x = 0; x < k; x++)
                     Wr[(((size_t)o * k + y) * k + x) * ci + i] =
                         W[(((size_t)o * ci + i) * k + y) * k + x] * (scale ? scale[o] : 1.0f);
-    c->W = ck_weight_of(Wr, CK_F32);
+    memcpy(W, Wr, (size_t)cout * ci * k * k * sizeof(float));
+    free(Wr);
+    c->W = ck_weight_of(W, CK_F32);
     c->b = ck_weight_of(out_b, CK_F32);
     c->cin = ci, c->cout = cout, c->k = k, c->stride = stride, c->pad = pad;
     L->m->max_conv_k = CK_MAX(L->m->max_conv_k, (int64_t)k * k * ci);
