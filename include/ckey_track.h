@@ -15,8 +15,10 @@
  * of the first frame's `objects`, summing to 1 per pixel (the official
  * InferenceCore.step output). Memory: the working memory holds the first
  * frame (permanent) and the newest max_mem_frames - 1 memory frames, with
- * FIFO eviction; every buffer is allocated when the tracker is created, so
- * a shot of any length runs in the memory of its first frames. Long-term
+ * FIFO eviction. The tracker's buffers are allocated when it is created and
+ * its working arena on the first frame (when the object count is known);
+ * nothing is allocated after that, so a shot of any length runs in the
+ * memory of its first frame. Long-term
  * memory (the official use_long_term), objects added after the first frame
  * and flip augmentation are not implemented.
  */
