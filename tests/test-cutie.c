@@ -254,6 +254,64 @@ static void test_model_shapes(void) {
     ckey_track_model_free(m);
 }
 
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssAnon:", 8)) v = strtol(line + 8, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+/* A long shot (the clip's frames over and over): the memory holds max_mem_frames
+ * frames and the process does not grow after the first frames. */
+static void test_long_shot(void) {
+    ck_checkpoint *clip = NULL;
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_checkpoint_close(clip);
+        SKIP("%s", err.message);
+    }
+    const ck_tensor_info *tf = ck_checkpoint_find(clip, "frames"), *tm = ck_checkpoint_find(clip, "mask0");
+    REQUIRE(tf && tm);
+    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3];
+    const int64_t HW = (int64_t)H * W;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3;
+    ckey_tracker *t = NULL;
+    REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+    float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
+    const uint8_t objects[2] = {1, 2};
+    long rss10 = 0, rss_end = 0;
+    int64_t tokens_max = 0;
+    const int frames = 120;
+    for (int f = 0; f < frames; f++) {
+        const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW;
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)fr[c * HW + p] / 255.0f;
+        if (ckey_tracker_step(t, rgb, f ? NULL : tm->data, f ? 0 : 2, objects, prob, &err) != CKEY_OK) {
+            CHECKF(0, "frame %d: %s", f, err.message);
+            break;
+        }
+        if (f >= 6) tokens_max = CK_MAX(tokens_max, ckey_tracker_memory_tokens(t));
+        if (f == 10) rss10 = rss_kib();
+    }
+    rss_end = rss_kib();
+    printf("  %d frames: memory %lld tokens at most from frame 6 (3 frames of 32), anonymous RSS %ld KiB at frame 10, %ld at "
+           "the end\n",
+           frames, (long long)tokens_max, rss10, rss_end);
+    CHECK(tokens_max == 3 * 32);
+    CHECK(rss_end <= rss10 + 64);
+    free(rgb), free(prob);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip);
+}
+
 /* Arguments the tracker refuses, with a status and a message. */
 static void test_api_errors(void) {
     ckey_error err;
@@ -293,6 +351,7 @@ int main(int argc, char **argv) {
         {"clip", test_clip},
         {"resize", test_resize},
         {"api_errors", test_api_errors},
+        {"long_shot", test_long_shot},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }
