@@ -645,7 +645,10 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         if (objects[0] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
         t->O = num_objects;
         ckey_status st = plan_parts(t, err);
-        if (st) {
+        if (st) { /* back to the state before the call */
+            for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
+            t->bi->host_free(t->be, t->arena);
+            t->arena = NULL;
             t->O = 0;
             return st;
         }
