@@ -96,6 +96,10 @@ struct ck_backend_i {
      * (ck_pool_for takes jobs from several threads); NULL when it has none. */
     ck_pool *(*host_pool)(ck_backend *be);
     void (*free)(ck_backend *be);
+
+    /* Cutie's ops (ck_ops.set_workspace): bytes of scratch that ops within
+     * `needs` take on this backend; NULL where the backend has no Cutie ops. */
+    size_t (*ops_workspace_bytes)(const ck_backend_config *bc, const ck_op_needs *needs);
 };
 
 /* The backend for a device kind, or NULL when this build has none. */

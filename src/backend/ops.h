@@ -23,6 +23,35 @@ typedef struct ck_backend {
     const ck_backend_i *iface;
 } ck_backend;
 
+/* The geometry of a 2-D convolution over channels-last maps (Cutie's convs,
+ * BatchNorm folded into W and b at load). n maps in a batch; a pixel's
+ * channels are in_ld (out_ld) floats apart, 0: dense (Cin, Cout); a map is
+ * in_map (out_map) floats apart, 0: H*W*in_ld (Ho*Wo*out_ld). Output side
+ * Ho = (H + 2 pad - dil (k - 1) - 1) / stride + 1, likewise Wo. */
+enum {
+    CK_CONV_RELU_IN = 1,    /* the input is read as relu(in) */
+    CK_CONV_ACCUMULATE = 2, /* out += conv + b (a residual already in out) */
+    CK_CONV_RELU_OUT = 4    /* out = relu(out) at the end */
+};
+typedef struct ck_conv2d {
+    int n, H, W, Cin, Cout, k, stride, pad, dil, flags;
+    int in_ld, out_ld;
+    int64_t in_map, out_map;
+} ck_conv2d;
+
+/* What the largest of Cutie's ops in a pass needs of the backend's scratch
+ * (ck_backend_i.ops_workspace_bytes, ck_ops.set_workspace). */
+typedef struct ck_op_needs {
+    int64_t conv_k;     /* largest k * k * Cin of a conv */
+    int64_t conv_w;     /* largest Cout * k * k * Cin of a conv */
+    int64_t attn_keys;  /* largest Nk of mha */
+    int64_t mr_n;       /* memory_read: largest N, its CK and top_k */
+    int mr_ck, mr_top_k;
+} ck_op_needs;
+
+/* Elementwise maps of unary. */
+enum { CK_UNARY_SIGMOID, CK_UNARY_RELU, CK_UNARY_SQUARE_PLUS_1 };
+
 typedef struct ck_ops {
     /* Optional. The scratch of the phase of the pass that begins (ck_fwd.scratch_bytes,
      * inside the arena; the same address on every pass), or NULL, 0 when a phase
@@ -137,6 +166,98 @@ typedef struct ck_ops {
      * backend has no implementation. */
     void (*memory_read)(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
                         int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out);
+    /* ------------------------------------------------------------ Cutie
+     * All fp32; maps channels-last [H, W, C], several objects' maps one
+     * after another. CPU implementations only: the CUDA table leaves these
+     * NULL (Cutie runs on the CPU backend). */
+
+    /* Bind the scratch of Cutie's ops: ck_backend_i.ops_workspace_bytes(needs)
+     * bytes of backend memory, carved as the backend needs for ops within
+     * `needs` (the CPU: a slice per thread, then packed weights). */
+    void (*set_workspace)(ck_backend *be, void *scratch, const ck_op_needs *needs);
+
+    /* out = conv2d(in) per g (W [Cout, k, k, Cin], b [Cout] or absent). A
+     * linear layer is the 1x1 conv of a 1 x N map. out must not overlap in. */
+    void (*conv2d)(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out);
+
+    /* out [n, Ho, Wo, C] = max-pool 3x3, stride 2, padding 1 of in [n, H, W, C]. */
+    void (*maxpool3x3s2)(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor out);
+
+    /* out [n, Ho, Wo, C] = bilinear resize of in [n, H, W, C] (PyTorch,
+     * align_corners=False, source scale H/Ho, W/Wo) + add [Ho, Wo, C] (the
+     * same for every map; data NULL: none). */
+    void (*resize_bilinear)(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor add, int Ho,
+                            int Wo, ck_tensor out);
+
+    /* out [n, H/f, W/f, C] (pixels out_ld apart, 0: C) = mean of each f x f
+     * block of in [n, H, W, C] (PyTorch's 'area' mode at an integer factor). */
+    void (*avgpool)(ck_backend *be, ck_tensor in, int n, int H, int W, int C, int f, ck_tensor out, int out_ld);
+
+    /* y [N, C] = layernorm(x) with eps (y may equal x). */
+    void (*layer_norm)(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, float eps,
+                       ck_tensor y);
+
+    /* Multi-head attention (the core of nn.MultiheadAttention, projections
+     * excluded): q [Nq, D] rows q_ld apart, k and v [Nk, D] rows kv_ld apart;
+     * head h is channels [h*D/heads, (h+1)*D/heads); scale 1/sqrt(D/heads);
+     * mask [Nq, Nk] (1: blocked; data NULL: none; a row is never all blocked);
+     * out [Nq, D] dense. n batches: q, k, v, mask and out advance by
+     * Nq*q_ld, Nk*kv_ld, Nq*Nk and Nq*D. */
+    void (*mha)(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk,
+                int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out);
+
+    /* y [i] = f(x[i]) for CK_UNARY_* f (y may equal x). */
+    void (*unary)(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y);
+
+    /* y [i] = a [i] + b [i mod nb] over na values (y may equal a). */
+    void (*add)(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y);
+
+    /* dst [p * dst_ld + c] = src [p * src_ld + c], c < C, over n pixels, in
+     * order of p (so rows may move down within one buffer, dst before src). */
+    void (*copy_channels)(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld);
+
+    /* For O objects' masks m [O, HW]: dst [o, p, 0] = m [o, p], dst [o, p, 1]
+     * = clamp(sum_j m [j, p] - m [o, p], 0, 1) (the others), pixels dst_ld
+     * apart, objects HW * dst_ld apart. */
+    void (*masks_with_others)(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld);
+
+    /* The sensory GRU (modules.py _recurrent_update): v [HW, 3D] = forget |
+     * update | new; h [HW, D] = sigmoid(f) h (1 - sigmoid(u)) + sigmoid(u) tanh(n), in place. */
+    void (*gru_update)(ck_backend *be, ck_tensor h, ck_tensor v, int64_t HW, int D);
+
+    /* CAResBlock's tail, per map of n: out [HW, C] = x * sigmoid(conv1d_k(mean_HW x)) + r
+     * (r data NULL: none; out may equal x or r). w [k], no bias, padding (k-1)/2. */
+    void (*channel_attention)(ck_backend *be, ck_tensor x, int n, int64_t HW, int C, ck_weight w, int k,
+                              ck_tensor r, ck_tensor out);
+
+    /* aggregate (tensor_utils.py) over O planes [O, HW] of logits:
+     * p = sigmoid(logits); out [O+1, HW] = log(q / (1 - q)) of q = clamp([prod(1-p), p], 1e-7, 1-1e-7). */
+    void (*aggregate)(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out);
+
+    /* x [C, HW] = softmax over the C planes, per pixel, in place. */
+    void (*softmax_planes)(ck_backend *be, ck_tensor x, int C, int64_t HW);
+
+    /* The object transformer's attention mask (QueryTransformer._get_aux_mask)
+     * from O objects' aux logits [O, HW]: with a = aggregate(logits), object
+     * o is foreground at p when a[o+1, p] >= max_j a[j, p]; mask [O, Q, HW]:
+     * queries q < Q/2 blocked off the foreground, the rest off the
+     * background; a query row blocked everywhere is cleared. */
+    void (*object_attn_mask)(ck_backend *be, ck_tensor logits, int O, int64_t HW, int Q, ck_tensor mask);
+
+    /* The object summarizer's pooling (object_summarizer.py _weighted_pooling)
+     * for one object: m [HW] its mask at the feature size; w = sigmoid(logits [HW, Q])
+     * times m (q < Q/2) or 1 - m; out [Q, E+1] = (sum_p w feat [p], sum_p w). */
+    void (*summary_pool)(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tensor logits, int64_t HW, int E, int Q,
+                         ck_tensor out);
+
+    /* Object values from summaries: out [i, e] = in [i, e] / (in [i, E] + 1e-4)
+     * over n rows of in [n, E+1] (QueryTransformer.forward). */
+    void (*summary_values)(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out);
+
+    /* The sine positional encoding (positional_encoding.py) at H x W:
+     * out [H, W, 2 d], d = ceil(dim / 4) * 2: x terms then y terms, each
+     * (sin, cos) pairs of pos * inv_freq, pos normalized to [0, scale]. */
+    void (*pos_encoding)(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out);
 } ck_ops;
 
 #endif

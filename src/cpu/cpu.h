@@ -77,6 +77,35 @@ size_t ck_cpu_memory_read_floats(int64_t N, int CK, int top_k);
 void ck_cpu_memory_read(ck_cpu *be, const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
                         int64_t HW, int CK, const float *mv, int C, int top_k, float *out);
 
+/* Cutie's ops (backend/ops.h, the Cutie block; src/cpu/cutie-ops.c). The
+ * workspace: threads slices of the per-thread floats `needs` asks for, then
+ * the packed conv weights. */
+size_t ck_cpu_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *needs);
+void ck_cpu_set_workspace(ck_cpu *be, void *scratch, const ck_op_needs *needs);
+void ck_cpu_conv2d(ck_cpu *be, const ck_conv2d *g, const float *in, const float *W, const float *b, float *out);
+void ck_cpu_maxpool3x3s2(ck_cpu *be, const float *in, int n, int H, int W, int C, float *out);
+void ck_cpu_avgpool(ck_cpu *be, const float *in, int n, int H, int W, int C, int f, float *out, int out_ld);
+void ck_cpu_resize_bilinear(ck_cpu *be, const float *in, int n, int H, int W, int C, const float *add, int Ho,
+                            int Wo, float *out);
+void ck_cpu_layer_norm(ck_cpu *be, const float *x, int64_t N, int C, const float *g, const float *b, float eps,
+                       float *y);
+void ck_cpu_mha(ck_cpu *be, int n, const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk,
+                int kv_ld, int D, int heads, const uint8_t *mask, float *out);
+void ck_cpu_unary(ck_cpu *be, int kind, const float *x, int64_t n, float *y);
+void ck_cpu_add(ck_cpu *be, const float *a, int64_t na, const float *b, int64_t nb, float *y);
+void ck_cpu_copy_channels(ck_cpu *be, const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld);
+void ck_cpu_masks_with_others(ck_cpu *be, const float *m, int O, int64_t HW, float *dst, int dst_ld);
+void ck_cpu_gru_update(ck_cpu *be, float *h, const float *v, int64_t HW, int D);
+void ck_cpu_channel_attention(ck_cpu *be, const float *x, int n, int64_t HW, int C, const float *w, int k,
+                              const float *r, float *out);
+void ck_cpu_aggregate(ck_cpu *be, const float *logits, int O, int64_t HW, float *out);
+void ck_cpu_softmax_planes(ck_cpu *be, float *x, int C, int64_t HW);
+void ck_cpu_object_attn_mask(ck_cpu *be, const float *logits, int O, int64_t HW, int Q, uint8_t *mask);
+void ck_cpu_summary_pool(ck_cpu *be, const float *m, const float *feat, const float *logits, int64_t HW, int E,
+                         int Q, float *out);
+void ck_cpu_summary_values(ck_cpu *be, const float *in, int64_t n, int E, float *out);
+void ck_cpu_pos_encoding(ck_cpu *be, int H, int W, int dim, float scale, float temperature, float *out);
+
 /* Make the GEMM library single-threaded per call (our pool parallelizes). */
 void ck_gemm_init(void);
 

@@ -1095,6 +1095,69 @@ static void t_memory_read(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor 
     ck_cpu_memory_read(CPU(be), F(mk), F(ms), F(qk), F(qe), N, HW, CK, F(mv), C, top_k, F(out));
 }
 
+static void t_set_workspace(ck_backend *be, void *s, const ck_op_needs *n) { ck_cpu_set_workspace(CPU(be), s, n); }
+static void t_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out) {
+    ck_cpu_conv2d(CPU(be), g, F(in), WF(W), WF(b), F(out));
+}
+static void t_maxpool3x3s2(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor out) {
+    ck_cpu_maxpool3x3s2(CPU(be), F(in), n, H, W, C, F(out));
+}
+static void t_resize_bilinear(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor add, int Ho,
+                              int Wo, ck_tensor out) {
+    ck_cpu_resize_bilinear(CPU(be), F(in), n, H, W, C, F(add), Ho, Wo, F(out));
+}
+static void t_avgpool(ck_backend *be, ck_tensor in, int n, int H, int W, int C, int f, ck_tensor out, int out_ld) {
+    ck_cpu_avgpool(CPU(be), F(in), n, H, W, C, f, F(out), out_ld);
+}
+static void t_layer_norm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, float eps,
+                         ck_tensor y) {
+    ck_cpu_layer_norm(CPU(be), F(x), N, C, WF(g), WF(b), eps, F(y));
+}
+static void t_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk,
+                  int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out) {
+    if (mask.data && mask.type != CK_U8) abort();
+    ck_cpu_mha(CPU(be), n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out));
+}
+static void t_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y) {
+    ck_cpu_unary(CPU(be), kind, F(x), n, F(y));
+}
+static void t_add(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y) {
+    ck_cpu_add(CPU(be), F(a), na, F(b), nb, F(y));
+}
+static void t_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld) {
+    ck_cpu_copy_channels(CPU(be), F(src), n, C, src_ld, F(dst), dst_ld);
+}
+static void t_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld) {
+    ck_cpu_masks_with_others(CPU(be), F(m), O, HW, F(dst), dst_ld);
+}
+static void t_gru_update(ck_backend *be, ck_tensor h, ck_tensor v, int64_t HW, int D) {
+    ck_cpu_gru_update(CPU(be), F(h), F(v), HW, D);
+}
+static void t_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t HW, int C, ck_weight w, int k,
+                                ck_tensor r, ck_tensor out) {
+    ck_cpu_channel_attention(CPU(be), F(x), n, HW, C, WF(w), k, F(r), F(out));
+}
+static void t_aggregate(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out) {
+    ck_cpu_aggregate(CPU(be), F(logits), O, HW, F(out));
+}
+static void t_softmax_planes(ck_backend *be, ck_tensor x, int C, int64_t HW) {
+    ck_cpu_softmax_planes(CPU(be), F(x), C, HW);
+}
+static void t_object_attn_mask(ck_backend *be, ck_tensor logits, int O, int64_t HW, int Q, ck_tensor mask) {
+    if (mask.type != CK_U8) abort();
+    ck_cpu_object_attn_mask(CPU(be), F(logits), O, HW, Q, mask.data);
+}
+static void t_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tensor logits, int64_t HW, int E, int Q,
+                           ck_tensor out) {
+    ck_cpu_summary_pool(CPU(be), F(m), F(feat), F(logits), HW, E, Q, F(out));
+}
+static void t_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out) {
+    ck_cpu_summary_values(CPU(be), F(in), n, E, F(out));
+}
+static void t_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out) {
+    ck_cpu_pos_encoding(CPU(be), H, W, dim, scale, temperature, F(out));
+}
+
 const ck_ops ck_cpu_ops = {
     .read = t_read,
     .patch_embed = t_patch_embed,
@@ -1115,4 +1178,23 @@ const ck_ops ck_cpu_ops = {
     .groupnorm_affine = t_groupnorm_affine,
     .zero_stats = t_zero_stats,
     .memory_read = t_memory_read,
+    .set_workspace = t_set_workspace,
+    .conv2d = t_conv2d,
+    .maxpool3x3s2 = t_maxpool3x3s2,
+    .resize_bilinear = t_resize_bilinear,
+    .avgpool = t_avgpool,
+    .layer_norm = t_layer_norm,
+    .mha = t_mha,
+    .unary = t_unary,
+    .add = t_add,
+    .copy_channels = t_copy_channels,
+    .masks_with_others = t_masks_with_others,
+    .gru_update = t_gru_update,
+    .channel_attention = t_channel_attention,
+    .aggregate = t_aggregate,
+    .softmax_planes = t_softmax_planes,
+    .object_attn_mask = t_object_attn_mask,
+    .summary_pool = t_summary_pool,
+    .summary_values = t_summary_values,
+    .pos_encoding = t_pos_encoding,
 };

@@ -1,0 +1,258 @@
+/* Cutie's tracker on the CPU at the full cutie-base widths (not a test):
+ *   build/bench/bench-cutie [width height [frames [objects [threads [checkpoint]]]]]
+ * Default 854 x 480 (the official 480p evaluation), 12 frames, 2 objects,
+ * every core. Without a checkpoint it writes synthetic cutie-base weights
+ * (every tensor of the official state dict, random, at cutie-base's shapes)
+ * to a temporary safetensors file and loads that: the time does not depend
+ * on the weights. Prints the load time, each frame's time (frame 0
+ * memorizes the mask; then mem_every 5, the eval defaults) and the peak RSS. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckey_track.h"
+#include "ckpt/checkpoint.h"
+#include "core/core.h"
+
+/* Names are short and fixed; the buffers hold them all. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+typedef struct {
+    ck_st_entry *e;
+    char **names;
+    int n, cap;
+    uint64_t seed;
+} sd;
+
+static void put(sd *s, const char *name, int ndim, const int64_t *shape, float lo, float hi) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 512;
+        s->e = realloc(s->e, (size_t)s->cap * sizeof *s->e);
+        s->names = realloc(s->names, (size_t)s->cap * sizeof *s->names);
+    }
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    float *p = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        s->seed ^= s->seed << 13, s->seed ^= s->seed >> 7, s->seed ^= s->seed << 17;
+        p[i] = lo + (hi - lo) * (float)((s->seed >> 40) * (1.0 / 16777216.0));
+    }
+    ck_st_entry *e = &s->e[s->n];
+    s->names[s->n] = strdup(name);
+    e->name = s->names[s->n];
+    e->ndim = ndim;
+    memcpy(e->shape, shape, (size_t)ndim * sizeof *shape);
+    e->data = p;
+    s->n++;
+}
+
+/* weight [out, in, k, k] (k 0: a linear [out, in]) with variance 1/fan_in, and a bias */
+static void conv(sd *s, const char *pre, int out, int in, int k, int bias) {
+    char n[256];
+    const float a = sqrtf(3.0f / (float)(in * (k ? k * k : 1)));
+    const int64_t sh[4] = {out, in, k, k};
+    snprintf(n, sizeof n, "%s.weight", pre);
+    put(s, n, k ? 4 : 2, sh, -a, a);
+    if (bias) {
+        snprintf(n, sizeof n, "%s.bias", pre);
+        put(s, n, 1, sh, -0.1f, 0.1f);
+    }
+}
+
+static void bn(sd *s, const char *pre, int c) {
+    char n[256];
+    const int64_t sh[1] = {c};
+    snprintf(n, sizeof n, "%s.weight", pre), put(s, n, 1, sh, 0.8f, 1.2f);
+    snprintf(n, sizeof n, "%s.bias", pre), put(s, n, 1, sh, -0.1f, 0.1f);
+    snprintf(n, sizeof n, "%s.running_mean", pre), put(s, n, 1, sh, -0.1f, 0.1f);
+    snprintf(n, sizeof n, "%s.running_var", pre), put(s, n, 1, sh, 0.9f, 1.1f);
+}
+
+static void resnet(sd *s, const char *pre, const char *const st[3], int cin, int bottleneck, const int nb[3]) {
+    char p[256], q[300];
+    snprintf(p, sizeof p, "%s.conv1", pre), conv(s, p, 64, cin, 7, 0);
+    snprintf(p, sizeof p, "%s.bn1", pre), bn(s, p, 64);
+    int in = 64;
+    for (int i = 0; i < 3; i++) {
+        const int planes = 64 << i, out = bottleneck ? 4 * planes : planes;
+        for (int b = 0; b < nb[i]; b++) {
+            snprintf(p, sizeof p, "%s.%s.%d", pre, st[i], b);
+            snprintf(q, sizeof q, "%s.conv1", p), conv(s, q, planes, in, bottleneck ? 1 : 3, 0);
+            snprintf(q, sizeof q, "%s.bn1", p), bn(s, q, planes);
+            snprintf(q, sizeof q, "%s.conv2", p), conv(s, q, planes, planes, 3, 0);
+            snprintf(q, sizeof q, "%s.bn2", p), bn(s, q, planes);
+            if (bottleneck) {
+                snprintf(q, sizeof q, "%s.conv3", p), conv(s, q, out, planes, 1, 0);
+                snprintf(q, sizeof q, "%s.bn3", p), bn(s, q, out);
+            }
+            if (b == 0 && (i > 0 || in != out)) {
+                snprintf(q, sizeof q, "%s.downsample.0", p), conv(s, q, out, in, 1, 0);
+                snprintf(q, sizeof q, "%s.downsample.1", p), bn(s, q, out);
+            }
+            in = out;
+        }
+    }
+}
+
+static void cares(sd *s, const char *pre, int c) {
+    char q[256];
+    const int64_t g[3] = {1, 1, 5};
+    snprintf(q, sizeof q, "%s.conv1", pre), conv(s, q, c, c, 3, 1);
+    snprintf(q, sizeof q, "%s.conv2", pre), conv(s, q, c, c, 3, 1);
+    snprintf(q, sizeof q, "%s.conv.weight", pre), put(s, q, 3, g, -0.5f, 0.5f);
+}
+
+static void fuser(sd *s, const char *pre, int x, int g, int out) {
+    char q[256];
+    snprintf(q, sizeof q, "%s.distributor.x_transform", pre), conv(s, q, out, x, 1, 1);
+    snprintf(q, sizeof q, "%s.distributor.g_transform", pre), conv(s, q, out, g, 1, 1);
+    snprintf(q, sizeof q, "%s.block1", pre), cares(s, q, out);
+    snprintf(q, sizeof q, "%s.block2", pre), cares(s, q, out);
+}
+
+static void mha(sd *s, const char *pre, int E) {
+    char q[256];
+    const int64_t w[2] = {3 * E, E};
+    snprintf(q, sizeof q, "%s.in_proj_weight", pre), put(s, q, 2, w, -sqrtf(3.0f / E), sqrtf(3.0f / E));
+    snprintf(q, sizeof q, "%s.in_proj_bias", pre), put(s, q, 1, w, -0.1f, 0.1f);
+    snprintf(q, sizeof q, "%s.out_proj", pre), conv(s, q, E, E, 0, 1);
+}
+
+static void ln(sd *s, const char *pre, int E) {
+    char q[256];
+    const int64_t sh[1] = {E};
+    snprintf(q, sizeof q, "%s.weight", pre), put(s, q, 1, sh, 0.8f, 1.2f);
+    snprintf(q, sizeof q, "%s.bias", pre), put(s, q, 1, sh, -0.1f, 0.1f);
+}
+
+static void cutie_base(sd *s) {
+    static const char *const ps[3] = {"res2", "layer2", "layer3"}, *const ms[3] = {"layer1", "layer2", "layer3"};
+    static const int r50[3] = {3, 4, 6}, r18[3] = {2, 2, 2};
+    const int E = 256, Q = 16;
+    resnet(s, "pixel_encoder", ps, 3, 1, r50);
+    conv(s, "pix_feat_proj", 256, 1024, 1, 1);
+    conv(s, "key_proj.pix_feat_proj", 256, 1024, 1, 1);
+    conv(s, "key_proj.key_proj", 64, 256, 3, 1);
+    conv(s, "key_proj.d_proj", 1, 256, 3, 1);
+    conv(s, "key_proj.e_proj", 64, 256, 3, 1);
+    resnet(s, "mask_encoder", ms, 5, 0, r18);
+    fuser(s, "mask_encoder.fuser", 256, 256, 256);
+    conv(s, "mask_encoder.sensory_update.transform", 768, 512, 3, 1);
+    fuser(s, "pixel_fuser.fuser", 256, 256, E);
+    conv(s, "pixel_fuser.sensory_compress", 256, 258, 1, 1);
+    conv(s, "object_summarizer.input_proj", E, 256, 0, 1);
+    conv(s, "object_summarizer.feature_pred.0", E, E, 0, 1);
+    conv(s, "object_summarizer.feature_pred.2", E, E, 0, 1);
+    conv(s, "object_summarizer.weights_pred.0", E, E, 0, 1);
+    conv(s, "object_summarizer.weights_pred.2", Q, E, 0, 1);
+    const int64_t qe[2] = {Q, E};
+    put(s, "object_transformer.query_init.weight", 2, qe, -1, 1);
+    put(s, "object_transformer.query_emb.weight", 2, qe, -1, 1);
+    conv(s, "object_transformer.summary_to_query_init", E, E, 0, 1);
+    conv(s, "object_transformer.summary_to_query_emb", E, E, 0, 1);
+    conv(s, "object_transformer.pixel_init_proj", E, E, 1, 1);
+    conv(s, "object_transformer.pixel_emb_proj", E, E, 1, 1);
+    for (int b = 0; b < 3; b++) {
+        char p[128], q[192];
+        snprintf(p, sizeof p, "object_transformer.blocks.%d", b);
+        snprintf(q, sizeof q, "%s.read_from_pixel.cross_attn", p), mha(s, q, E);
+        snprintf(q, sizeof q, "%s.read_from_pixel.norm", p), ln(s, q, E);
+        snprintf(q, sizeof q, "%s.self_attn.self_attn", p), mha(s, q, E);
+        snprintf(q, sizeof q, "%s.self_attn.norm", p), ln(s, q, E);
+        snprintf(q, sizeof q, "%s.ffn.linear1", p), conv(s, q, 2048, E, 0, 1);
+        snprintf(q, sizeof q, "%s.ffn.linear2", p), conv(s, q, E, 2048, 0, 1);
+        snprintf(q, sizeof q, "%s.ffn.norm", p), ln(s, q, E);
+        snprintf(q, sizeof q, "%s.read_from_query.cross_attn", p), mha(s, q, E);
+        snprintf(q, sizeof q, "%s.pixel_ffn.conv", p), cares(s, q, E);
+    }
+    for (int i = 0; i < 4; i++) {
+        char q[96];
+        snprintf(q, sizeof q, "object_transformer.mask_pred.%d.1", i), conv(s, q, 1, E, 1, 1);
+    }
+    conv(s, "mask_decoder.decoder_feat_proc.transforms.0", 256, 512, 1, 1);
+    conv(s, "mask_decoder.decoder_feat_proc.transforms.1", 128, 256, 1, 1);
+    conv(s, "mask_decoder.up_16_8.out_conv.conv1", 128, 256, 3, 1);
+    conv(s, "mask_decoder.up_16_8.out_conv.conv2", 128, 128, 3, 1);
+    conv(s, "mask_decoder.up_16_8.out_conv.downsample", 128, 256, 1, 1);
+    conv(s, "mask_decoder.up_8_4.out_conv.conv1", 128, 128, 3, 1);
+    conv(s, "mask_decoder.up_8_4.out_conv.conv2", 128, 128, 3, 1);
+    conv(s, "mask_decoder.pred", 1, 128, 3, 1);
+    conv(s, "mask_decoder.sensory_update.g16_conv", 256, 256, 1, 1);
+    conv(s, "mask_decoder.sensory_update.g8_conv", 256, 128, 1, 1);
+    conv(s, "mask_decoder.sensory_update.g4_conv", 256, 129, 1, 1);
+    conv(s, "mask_decoder.sensory_update.transform", 768, 512, 3, 1);
+}
+
+static long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) v = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+int main(int argc, char **argv) {
+    const int W = argc > 2 ? atoi(argv[1]) : 854, H = argc > 2 ? atoi(argv[2]) : 480;
+    const int frames = argc > 3 ? atoi(argv[3]) : 12, objects = argc > 4 ? atoi(argv[4]) : 2;
+    const int threads = argc > 5 ? atoi(argv[5]) : 0;
+    char path[256];
+    ckey_error err;
+    if (argc > 6) {
+        snprintf(path, sizeof path, "%s", argv[6]);
+    } else {
+        snprintf(path, sizeof path, "/tmp/ckey-bench-cutie-%d.safetensors", (int)getpid());
+        sd s = {.seed = 88172645463325252ull};
+        cutie_base(&s);
+        if (ck_safetensors_write(path, s.e, (size_t)s.n, NULL, &err)) {
+            fprintf(stderr, "bench-cutie: %s\n", err.message);
+            return 1;
+        }
+        for (int i = 0; i < s.n; i++) free((void *)s.e[i].data), free(s.names[i]);
+        free(s.e), free(s.names);
+    }
+    double t0 = ck_now();
+    ckey_track_model *m;
+    ckey_track_model_options mo = {0};
+    if (ckey_track_model_open(path, &mo, &m, &err)) {
+        fprintf(stderr, "bench-cutie: %s\n", err.message);
+        return 1;
+    }
+    if (argc <= 6) remove(path);
+    printf("cutie: %s, loaded in %.2f s\n", argc > 6 ? path : "synthetic cutie-base weights", ck_now() - t0);
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = threads;
+    o.max_objects = objects;
+    ckey_tracker *t;
+    if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
+        fprintf(stderr, "bench-cutie: %s\n", err.message);
+        return 1;
+    }
+    float *rgb = malloc((size_t)W * H * 3 * sizeof(float)), *prob = malloc((size_t)(objects + 1) * W * H * sizeof(float));
+    uint8_t *lab = malloc((size_t)W * H), ids[255];
+    for (int i = 0; i < objects; i++) ids[i] = (uint8_t)(i + 1);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) lab[(size_t)y * W + x] = (uint8_t)((x * (objects + 1)) / W);
+    double total = 0;
+    for (int f = 0; f < frames; f++) {
+        for (size_t i = 0; i < (size_t)W * H * 3; i++) rgb[i] = (float)((i * 2654435761u + (size_t)f * 97) % 255) / 255.0f;
+        const double a = ck_now();
+        if (ckey_tracker_step(t, rgb, f ? NULL : lab, f ? 0 : objects, ids, prob, &err)) {
+            fprintf(stderr, "bench-cutie: frame %d: %s\n", f, err.message);
+            return 1;
+        }
+        const double dt = ck_now() - a;
+        if (f) total += dt;
+        printf("frame %2d  %7.1f ms  memory %lld tokens\n", f, dt * 1e3, (long long)ckey_tracker_memory_tokens(t));
+    }
+    printf("%d x %d, %d objects: %.1f ms a frame after the first (mean), peak RSS %.1f MiB\n", W, H, objects,
+           frames > 1 ? total / (frames - 1) * 1e3 : 0.0, peak_rss_kib() / 1024.0);
+    free(rgb), free(prob), free(lab);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    return 0;
+}

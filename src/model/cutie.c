@@ -1,0 +1,723 @@
+/* Cutie's forward pass and inference core (cutie/model/cutie.py,
+ * big_modules.py, transformer/ modules; cutie/inference/inference_core.py and
+ * memory_manager.py), written once against the op table (backend/ops.h).
+ *
+ * Layouts: maps channels-last [h, w, C]; per-object maps [O, h, w, C]; the
+ * masks and probabilities planes [O, H, W] at the padded size Hp x Wp; the
+ * memory positions as rows (mk [N, CK], ms [N], mv [N, O*CV] object-major in
+ * a row), as memory_read takes them. h, w = Hp/16, Wp/16.
+ *
+ * A frame runs in up to three parts: encode (pixel encoder, key projection),
+ * segment (memory read, pixel fusion, object transformer, decoder) and
+ * memorize (mask encoder, summaries, memory insertion). What outlives a
+ * part (the frame's features, probabilities, the sensory, object and
+ * working memories) has fixed buffers made with the tracker; each part's
+ * temporaries are placed by the planner (core/plan.c), recorded once with
+ * no op table, and the parts share one arena of the largest part's size. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/core.h"
+#include "model/cutie.h"
+
+enum { PART_ENCODE, PART_SEGMENT, PART_SEGMENT_UPDATE, PART_MEMORIZE, PART_COUNT };
+
+struct ckey_tracker {
+    const ckey_track_model *m;
+    ckey_track_options o;
+    const ck_backend_i *bi;
+    ck_backend *be;
+    const ck_ops *ops;
+    int W0, H0;     /* the frames' size */
+    int Wi, Hi;     /* processed size (after max_internal_size) */
+    int Wp, Hp;     /* padded to multiples of 16 */
+    int pad_l, pad_t;
+    int w, h, hw;   /* stride 16 */
+    int O;          /* objects (0 before the first frame) */
+    int64_t cap;    /* memory positions */
+    int64_t N;      /* memory positions in use */
+    int ti, last_mem_ti, mem_frames;
+    int stagger[64], nstagger;
+    /* fixed buffers (backend memory) */
+    void *fixed;
+    ck_tensor raw, resized, img, f4, f8, f16, pix, key, shrink, sel, prob, onehot, sensory, objmem, mk, ms, mv, crop;
+    /* the parts' plans and their shared arena; the ops' workspace */
+    ck_plan *plan[PART_COUNT];
+    void *arena, *ws;
+    ck_op_needs needs;
+    ck_cutie_tap_fn tap;
+    void *tap_user;
+};
+
+/* ------------------------------------------------------------ op helpers */
+
+/* One part's execution context: ops NULL while the planner records. */
+typedef struct {
+    const ck_ops *ops;
+    ck_backend *be;
+    ck_plan *plan;
+    ckey_tracker *t;
+} cx;
+
+#define OP(x, name, ...)                                         \
+    do {                                                         \
+        if ((x)->ops) (x)->ops->name((x)->be, __VA_ARGS__);      \
+    } while (0)
+
+static ck_tensor A(cx *x, int64_t n, const char *tag) {
+    return ck_tensor_of(ck_alloc(x->plan, (size_t)n * sizeof(float), tag), CK_F32);
+}
+static void R(cx *x, ck_tensor t) { ck_release(x->plan, t.data); }
+static ck_tensor at(ck_tensor t, int64_t off) { return ck_tensor_at(t, off); }
+static ck_tensor wt(ck_weight w) { return ck_tensor_of((void *)w.data, w.type); }
+static const ck_tensor none = {NULL, CK_F32};
+
+static void tap(cx *x, const char *name, ck_tensor v, int64_t n) {
+    if (x->ops && x->t->tap) {
+        float *host = malloc((size_t)n * sizeof(float));
+        if (!host) return;
+        x->ops->read(x->be, v, n, host);
+        x->t->tap(x->t->tap_user, x->t->ti, name, host, n);
+        free(host);
+    }
+}
+
+/* conv c over n maps H x W (in pixels in_ld apart, out out_ld; 0: dense). */
+static void conv_ld(cx *x, const ck_cconv *c, int n, int H, int W, ck_tensor in, int in_ld, ck_tensor out, int out_ld,
+                    int flags) {
+    ck_conv2d g = {n, H, W, c->cin, c->cout, c->k, c->stride, c->pad, 1, flags, in_ld, out_ld, 0, 0};
+    OP(x, conv2d, &g, in, c->W, c->b, out);
+}
+static void conv(cx *x, const ck_cconv *c, int n, int H, int W, ck_tensor in, ck_tensor out, int flags) {
+    conv_ld(x, c, n, H, W, in, 0, out, 0, flags);
+}
+/* A linear layer over `rows` rows. */
+static void lin(cx *x, const ck_cconv *c, int64_t rows, ck_tensor in, ck_tensor out, int flags) {
+    conv(x, c, 1, 1, (int)rows, in, out, flags);
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+/* ResNet trunk (PixelEncoder / MaskEncoder up to layer3) over n maps of
+ * H x W x cin: the stage outputs into f4 / f8 (when data is set; else
+ * temporaries) and f16. in is released when owned. */
+static void resnet(cx *x, const ck_cresnet *r, int n, int H, int W, ck_tensor in, int own_in, ck_tensor f4,
+                   ck_tensor f8, ck_tensor f16) {
+    const int H2 = (H - 1) / 2 + 1, W2 = (W - 1) / 2 + 1, H4 = (H2 - 1) / 2 + 1, W4 = (W2 - 1) / 2 + 1;
+    ck_tensor s = A(x, (int64_t)n * H2 * W2 * r->stem.cout, "cutie.stem");
+    conv(x, &r->stem, n, H, W, in, s, CK_CONV_RELU_OUT); /* relu(maxpool(bn(conv))) = maxpool(relu(...)) */
+    if (own_in) R(x, in);
+    ck_tensor cur = A(x, (int64_t)n * H4 * W4 * r->stem.cout, "cutie.pool");
+    OP(x, maxpool3x3s2, s, n, H2, W2, r->stem.cout, cur);
+    R(x, s);
+    int c = r->stem.cout, Hc = H4, Wc = W4, own = 1;
+    const ck_tensor outs[3] = {f4, f8, f16};
+    for (int st = 0; st < 3; st++)
+        for (int b = 0; b < r->nblocks[st]; b++) {
+            const ck_cblock *blk = &r->blocks[st][b];
+            const ck_cconv *last = r->bottleneck ? &blk->c3 : &blk->c2;
+            const int stride = r->bottleneck ? blk->c2.stride : blk->c1.stride;
+            const int Ho = (Hc - 1) / stride + 1, Wo = (Wc - 1) / stride + 1, co = last->cout;
+            const int is_out = b == r->nblocks[st] - 1 && outs[st].data;
+            ck_tensor y = is_out ? outs[st] : A(x, (int64_t)n * Ho * Wo * co, "cutie.block");
+            ck_tensor t1 = A(x, (int64_t)n * (r->bottleneck ? Hc * Wc : Ho * Wo) * blk->c1.cout, "cutie.t1");
+            conv(x, &blk->c1, n, Hc, Wc, cur, t1, CK_CONV_RELU_OUT);
+            if (blk->has_down)
+                conv(x, &blk->down, n, Hc, Wc, cur, y, 0);
+            else
+                OP(x, copy_channels, cur, (int64_t)n * Hc * Wc, c, c, y, c);
+            if (r->bottleneck) {
+                ck_tensor t2 = A(x, (int64_t)n * Ho * Wo * blk->c2.cout, "cutie.t2");
+                conv(x, &blk->c2, n, Hc, Wc, t1, t2, CK_CONV_RELU_OUT);
+                R(x, t1);
+                conv(x, &blk->c3, n, Ho, Wo, t2, y, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
+                R(x, t2);
+            } else {
+                conv(x, &blk->c2, n, Ho, Wo, t1, y, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
+                R(x, t1);
+            }
+            if (own) R(x, cur);
+            cur = y, own = !is_out, c = co, Hc = Ho, Wc = Wo;
+        }
+    if (own) R(x, cur); /* f16 is always given */
+}
+
+/* CAResBlock in place over n maps of h x w x C. */
+static void cares(cx *x, const ck_cares *a, int n, int h, int w, ck_tensor v) {
+    const int C = a->c1.cout;
+    ck_tensor t1 = A(x, (int64_t)n * h * w * C, "cutie.ca1"), t2 = A(x, (int64_t)n * h * w * C, "cutie.ca2");
+    conv(x, &a->c1, n, h, w, v, t1, CK_CONV_RELU_IN);
+    conv(x, &a->c2, n, h, w, t1, t2, CK_CONV_RELU_IN);
+    OP(x, channel_attention, t2, n, (int64_t)h * w, C, a->gate, a->gate_k, v, v);
+    R(x, t2);
+    R(x, t1);
+}
+
+/* GroupFeatureFusionBlock: out [O, hw, C] = blocks(x_tf(pix) + g_tf(g [O, hw, G])). */
+static void fuse(cx *x, const ck_cfuse *f, int O, ck_tensor g, ck_tensor out) {
+    ckey_tracker *t = x->t;
+    const int C = f->x_tf.cout;
+    conv(x, &f->g_tf, O, t->h, t->w, g, out, 0);
+    ck_tensor px = A(x, (int64_t)t->hw * C, "cutie.fuse.x");
+    conv(x, &f->x_tf, 1, t->h, t->w, t->pix, px, 0);
+    OP(x, add, out, (int64_t)O * t->hw * C, px, (int64_t)t->hw * C, out);
+    R(x, px);
+    cares(x, &f->b1, O, t->h, t->w, out);
+    cares(x, &f->b2, O, t->h, t->w, out);
+}
+
+/* The sensory GRU: sensory [O, hw, CS] from transform([g, sensory]), g [O, hw, G]
+ * already in cat's first G channels of G + CS. */
+static void sensory_gru(cx *x, const ck_cconv *tf, int G, ck_tensor cat) {
+    ckey_tracker *t = x->t;
+    const int CS = t->m->cfg.sensory_dim, O = t->O;
+    OP(x, copy_channels, t->sensory, (int64_t)O * t->hw, CS, CS, at(cat, G), G + CS);
+    ck_tensor v = A(x, (int64_t)O * t->hw * 3 * CS, "cutie.gru");
+    conv(x, tf, O, t->h, t->w, cat, v, 0);
+    OP(x, gru_update, t->sensory, v, (int64_t)O * t->hw, CS);
+    R(x, v);
+}
+
+/* ----------------------------------------------------------------- parts */
+
+/* Pixel encoder and key projection (CUTIE.encode_image, transform_key). */
+static void part_encode(cx *x) {
+    ckey_tracker *t = x->t;
+    const ckey_track_model *m = t->m;
+    resnet(x, &m->pix_enc, 1, t->Hp, t->Wp, t->img, 0, t->f4, t->f8, t->f16);
+    conv(x, &m->pix_feat_proj, 1, t->h, t->w, t->f16, t->pix, 0);
+    ck_tensor k = A(x, (int64_t)t->hw * m->kp_proj.cout, "cutie.keyproj");
+    conv(x, &m->kp_proj, 1, t->h, t->w, t->f16, k, 0);
+    conv(x, &m->kp_key, 1, t->h, t->w, k, t->key, 0);
+    conv(x, &m->kp_d, 1, t->h, t->w, k, t->shrink, 0);
+    conv(x, &m->kp_e, 1, t->h, t->w, k, t->sel, 0);
+    R(x, k);
+    OP(x, unary, CK_UNARY_SQUARE_PLUS_1, t->shrink, t->hw, t->shrink);
+    OP(x, unary, CK_UNARY_SIGMOID, t->sel, (int64_t)t->hw * m->cfg.key_dim, t->sel);
+    tap(x, "f16", t->f16, (int64_t)t->hw * m->cfg.ms_dims[0]);
+    tap(x, "f8", t->f8, (int64_t)t->hw * 4 * m->cfg.ms_dims[1]);
+    tap(x, "f4", t->f4, (int64_t)t->hw * 16 * m->cfg.ms_dims[2]);
+    tap(x, "pix_feat", t->pix, (int64_t)t->hw * m->cfg.pixel_dim);
+    tap(x, "key", t->key, (int64_t)t->hw * m->cfg.key_dim);
+    tap(x, "shrinkage", t->shrink, t->hw);
+    tap(x, "selection", t->sel, (int64_t)t->hw * m->cfg.key_dim);
+}
+
+/* QueryTransformer over the fused readout p [O, hw, E]; returns the pixel
+ * features [O, hw, E] (p is released). */
+static ck_tensor object_transformer(cx *x, ck_tensor p) {
+    ckey_tracker *t = x->t;
+    const ckey_track_model *m = t->m;
+    const ck_cutie_cfg *c = &m->cfg;
+    const int O = t->O, Q = c->num_queries, E = c->embed_dim, hw = t->hw, H = c->num_heads;
+    const int64_t nq = (int64_t)O * Q, np = (int64_t)O * hw, big = CK_MAX(nq, np);
+    ck_tensor ov = A(x, nq * E, "ot.values"), q = A(x, nq * E, "ot.query"), qpe = A(x, nq * E, "ot.query_pe");
+    OP(x, summary_values, t->objmem, nq, E, ov);
+    lin(x, &m->s2q_init, nq, ov, q, 0);
+    OP(x, add, q, nq * E, wt(m->query_init), (int64_t)Q * E, q);
+    lin(x, &m->s2q_emb, nq, ov, qpe, 0);
+    OP(x, add, qpe, nq * E, wt(m->query_emb), (int64_t)Q * E, qpe);
+    R(x, ov);
+    ck_tensor pix = A(x, np * E, "ot.pixel"), ppe = A(x, np * E, "ot.pixel_pe"), pe = A(x, (int64_t)hw * E, "ot.pe");
+    conv(x, &m->pixel_init, O, t->h, t->w, p, pix, 0);
+    conv(x, &m->pixel_emb, O, t->h, t->w, p, ppe, 0);
+    R(x, p);
+    OP(x, pos_encoding, t->h, t->w, E, c->pe_scale, c->pe_temperature, pe);
+    OP(x, add, ppe, np * E, pe, (int64_t)hw * E, ppe);
+    R(x, pe);
+    tap(x, "ot_query_in", q, nq * E);
+    tap(x, "ot_query_pe", qpe, nq * E);
+    tap(x, "ot_pixel_pe", ppe, np * E);
+    ck_tensor aux = A(x, np, "ot.aux");
+    ck_tensor mask = ck_tensor_of(ck_alloc(x->plan, (size_t)(nq * hw), "ot.mask"), CK_U8);
+    ck_tensor T1 = A(x, big * E, "ot.t1"), T2 = A(x, nq * E, "ot.t2"), Qb = A(x, big * E, "ot.q");
+    ck_tensor Kb = A(x, big * E, "ot.k"), Vb = A(x, big * E, "ot.v"), att = A(x, big * E, "ot.att");
+    ck_tensor hid = A(x, nq * c->ff_dim, "ot.ffn");
+    lin(x, &m->mask_pred[0], np, pix, aux, CK_CONV_RELU_IN);
+    tap(x, "ot_aux_logits_0", aux, np);
+    OP(x, object_attn_mask, aux, O, hw, Q, mask);
+    static const char *const qn[] = {"ot_query_0", "ot_query_1", "ot_query_2", "ot_query_3",
+                                     "ot_query_4", "ot_query_5", "ot_query_6", "ot_query_7"};
+    static const char *const pn[] = {"ot_pixel_0", "ot_pixel_1", "ot_pixel_2", "ot_pixel_3",
+                                     "ot_pixel_4", "ot_pixel_5", "ot_pixel_6", "ot_pixel_7"};
+    static const char *const an[] = {"ot_aux_logits_0", "ot_aux_logits_1", "ot_aux_logits_2", "ot_aux_logits_3",
+                                     "ot_aux_logits_4", "ot_aux_logits_5", "ot_aux_logits_6", "ot_aux_logits_7",
+                                     "ot_aux_logits_8"};
+    for (int i = 0; i < c->ot_blocks; i++) {
+        const ck_cotblock *b = &m->ot[i];
+        /* read_from_pixel: n = LN(q); q = n + MHA(n + q_pe, pix + pixel_pe, pix, mask) */
+        const ck_cattn *a = &b->read_pixel;
+        OP(x, layer_norm, q, nq, E, a->ln_g, a->ln_b, 1e-5f, q);
+        OP(x, add, q, nq * E, qpe, nq * E, T1);
+        lin(x, &a->q, nq, T1, Qb, 0);
+        OP(x, add, pix, np * E, ppe, np * E, T1);
+        lin(x, &a->k, np, T1, Kb, 0);
+        lin(x, &a->v, np, pix, Vb, 0);
+        OP(x, mha, O, Qb, Q, E, Kb, Vb, hw, E, E, H, mask, att);
+        lin(x, &a->out, nq, att, q, CK_CONV_ACCUMULATE);
+        /* self_attn: n = LN(q); q = n + MHA(n + q_pe, n + q_pe, n) */
+        a = &b->self_attn;
+        OP(x, layer_norm, q, nq, E, a->ln_g, a->ln_b, 1e-5f, q);
+        OP(x, add, q, nq * E, qpe, nq * E, T1);
+        lin(x, &a->q, nq, T1, Qb, 0);
+        lin(x, &a->k, nq, T1, Kb, 0);
+        lin(x, &a->v, nq, q, Vb, 0);
+        OP(x, mha, O, Qb, Q, E, Kb, Vb, Q, E, E, H, none, att);
+        lin(x, &a->out, nq, att, q, CK_CONV_ACCUMULATE);
+        /* ffn: q += W2 relu(W1 LN(q)) */
+        OP(x, layer_norm, q, nq, E, b->ffn_ln_g, b->ffn_ln_b, 1e-5f, T1);
+        lin(x, &b->ffn1, nq, T1, hid, CK_CONV_RELU_OUT);
+        lin(x, &b->ffn2, nq, hid, q, CK_CONV_ACCUMULATE);
+        /* read_from_query: pix = pix + MHA(pix + pixel_pe, q + q_pe, q) */
+        a = &b->read_query;
+        if (a->ln_g.data) OP(x, layer_norm, pix, np, E, a->ln_g, a->ln_b, 1e-5f, pix);
+        OP(x, add, pix, np * E, ppe, np * E, T1);
+        lin(x, &a->q, np, T1, Qb, 0);
+        OP(x, add, q, nq * E, qpe, nq * E, T2);
+        lin(x, &a->k, nq, T2, Kb, 0);
+        lin(x, &a->v, nq, q, Vb, 0);
+        OP(x, mha, O, Qb, hw, E, Kb, Vb, Q, E, E, H, none, att);
+        lin(x, &a->out, np, att, pix, CK_CONV_ACCUMULATE);
+        /* pixel_ffn */
+        cares(x, &b->pixel_ffn, O, t->h, t->w, pix);
+        tap(x, qn[i & 7], q, nq * E);
+        tap(x, pn[i & 7], pix, np * E);
+        if (i + 1 < c->ot_blocks || (x->ops && t->tap)) {
+            lin(x, &m->mask_pred[i + 1], np, pix, aux, CK_CONV_RELU_IN);
+            tap(x, an[(i + 1) & 7], aux, np);
+            if (i + 1 < c->ot_blocks) OP(x, object_attn_mask, aux, O, hw, Q, mask);
+        }
+    }
+    R(x, hid), R(x, att), R(x, Vb), R(x, Kb), R(x, Qb), R(x, T2), R(x, T1);
+    ck_release(x->plan, mask.data);
+    R(x, aux), R(x, ppe), R(x, qpe), R(x, q);
+    return pix;
+}
+
+/* Memory read, pixel fusion, object transformer, decoder; prob [O+1, Hp, Wp]
+ * (CUTIE.segment, MemoryManager.read, InferenceCore._segment). */
+static void part_segment(cx *x, int update_sensory) {
+    ckey_tracker *t = x->t;
+    const ckey_track_model *m = t->m;
+    const ck_cutie_cfg *c = &m->cfg;
+    const int O = t->O, hw = t->hw, CV = c->value_dim, CS = c->sensory_dim, E = c->embed_dim, CK = c->key_dim;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp, C = (int64_t)O * CV;
+    /* memory read: vis [hw, O*CV] */
+    ck_tensor vis = A(x, hw * C, "seg.visual");
+    OP(x, memory_read, t->mk, t->ms, t->key, t->sel, t->N, hw, CK, t->mv, (int)C, t->o.top_k, vis);
+    tap(x, "visual_readout", vis, hw * C);
+    tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
+    /* pixel fusion: p = vis + sensory_compress([sensory, last mask, others]) */
+    ck_tensor lm = A(x, (int64_t)O * hw, "seg.last_mask"), cat = A(x, (int64_t)O * hw * (CS + 2), "seg.cat");
+    OP(x, avgpool, at(t->prob, HWp), O, t->Hp, t->Wp, 1, 16, lm, 1);
+    OP(x, copy_channels, t->sensory, (int64_t)O * hw, CS, CS, cat, CS + 2);
+    OP(x, masks_with_others, lm, O, hw, at(cat, CS), CS + 2);
+    R(x, lm);
+    ck_tensor p = A(x, (int64_t)O * hw * CV, "seg.p");
+    for (int o = 0; o < O; o++) OP(x, copy_channels, at(vis, (int64_t)o * CV), hw, CV, (int)C, at(p, (int64_t)o * hw * CV), CV);
+    R(x, vis);
+    conv(x, &m->sensory_compress, O, t->h, t->w, cat, p, CK_CONV_ACCUMULATE);
+    R(x, cat);
+    ck_tensor fused = A(x, (int64_t)O * hw * E, "seg.fused");
+    fuse(x, &m->pixel_fuse, O, p, fused);
+    R(x, p);
+    tap(x, "fused_readout", fused, (int64_t)O * hw * E);
+    ck_tensor p16 = object_transformer(x, fused);
+    tap(x, "readout", p16, (int64_t)O * hw * E);
+    /* decoder (MaskDecoder.forward) */
+    const int U0 = c->up_dims[0], U1 = c->up_dims[1], U2 = c->up_dims[2];
+    const int H8 = t->Hp / 8, W8 = t->Wp / 8, H4 = t->Hp / 4, W4 = t->Wp / 4;
+    const int64_t n8 = (int64_t)H8 * W8, n4 = (int64_t)H4 * W4;
+    ck_tensor s8 = A(x, n8 * U0, "dec.s8");
+    conv(x, &m->dec_f8, 1, H8, W8, t->f8, s8, 0);
+    ck_tensor g8 = A(x, O * n8 * U0, "dec.g8");
+    OP(x, resize_bilinear, p16, O, t->h, t->w, U0, s8, H8, W8, g8);
+    R(x, s8);
+    ck_tensor p8 = A(x, O * n8 * U1, "dec.p8"), tt = A(x, O * n8 * U1, "dec.t8");
+    if (m->up1_has_down)
+        conv(x, &m->up1_down, O, H8, W8, g8, p8, 0);
+    else
+        OP(x, copy_channels, g8, O * n8, U1, U0, p8, U1);
+    conv(x, &m->up1_c1, O, H8, W8, g8, tt, CK_CONV_RELU_IN);
+    conv(x, &m->up1_c2, O, H8, W8, tt, p8, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+    R(x, tt);
+    R(x, g8);
+    tap(x, "dec_p8", p8, O * n8 * U1);
+    ck_tensor s4 = A(x, n4 * U1, "dec.s4");
+    conv(x, &m->dec_f4, 1, H4, W4, t->f4, s4, 0);
+    ck_tensor g4 = A(x, O * n4 * U1, "dec.g4");
+    OP(x, resize_bilinear, p8, O, H8, W8, U1, s4, H4, W4, g4);
+    R(x, s4);
+    ck_tensor p4 = A(x, O * n4 * (U2 + 1), "dec.p4"), t4 = A(x, O * n4 * U2, "dec.t4");
+    if (m->up2_has_down)
+        conv_ld(x, &m->up2_down, O, H4, W4, g4, 0, p4, U2 + 1, 0);
+    else
+        OP(x, copy_channels, g4, O * n4, U2, U1, p4, U2 + 1);
+    conv(x, &m->up2_c1, O, H4, W4, g4, t4, CK_CONV_RELU_IN);
+    conv_ld(x, &m->up2_c2, O, H4, W4, t4, 0, p4, U2 + 1, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+    R(x, t4);
+    R(x, g4);
+    conv_ld(x, &m->pred, O, H4, W4, p4, U2 + 1, at(p4, U2), U2 + 1, CK_CONV_RELU_IN);
+    ck_tensor lg = A(x, O * n4, "dec.logits");
+    OP(x, copy_channels, at(p4, U2), O * n4, 1, U2 + 1, lg, 1);
+    tap(x, "dec_logits", lg, O * n4);
+    if (update_sensory) { /* SensoryUpdater: g16(p16) + g8(area/2 p8) + g4(area/4 [p4, logits]) */
+        ck_tensor scat = A(x, (int64_t)O * hw * 2 * CS, "dec.su_cat");
+        conv_ld(x, &m->su_g16, O, t->h, t->w, p16, 0, scat, 2 * CS, 0);
+        ck_tensor a8 = A(x, (int64_t)O * hw * U1, "dec.su8");
+        OP(x, avgpool, p8, O, H8, W8, U1, 2, a8, 0);
+        conv_ld(x, &m->su_g8, O, t->h, t->w, a8, 0, scat, 2 * CS, CK_CONV_ACCUMULATE);
+        R(x, a8);
+        ck_tensor a4 = A(x, (int64_t)O * hw * (U2 + 1), "dec.su4");
+        OP(x, avgpool, p4, O, H4, W4, U2 + 1, 4, a4, 0);
+        conv_ld(x, &m->su_g4, O, t->h, t->w, a4, 0, scat, 2 * CS, CK_CONV_ACCUMULATE);
+        R(x, a4);
+        sensory_gru(x, &m->su_transform, CS, scat);
+        R(x, scat);
+    }
+    R(x, p4), R(x, p8), R(x, p16);
+    /* probabilities: softmax(up4(aggregate(sigmoid(logits)))) */
+    ck_tensor ag = A(x, (O + 1) * n4, "dec.agg");
+    OP(x, aggregate, lg, O, n4, ag);
+    OP(x, resize_bilinear, ag, O + 1, H4, W4, 1, none, t->Hp, t->Wp, t->prob);
+    OP(x, softmax_planes, t->prob, O + 1, HWp);
+    R(x, ag), R(x, lg);
+}
+
+/* Mask encoder, deep sensory update, object summaries and the memory
+ * insertion with FIFO eviction (InferenceCore._add_memory,
+ * MemoryManager.add_memory without long-term memory). */
+static void part_memorize(cx *x) {
+    ckey_tracker *t = x->t;
+    const ckey_track_model *m = t->m;
+    const ck_cutie_cfg *c = &m->cfg;
+    const int O = t->O, hw = t->hw, CV = c->value_dim, CS = c->sensory_dim, E = c->embed_dim, CK = c->key_dim;
+    const int Q = c->num_queries;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp, np = (int64_t)O * hw;
+    ck_tensor masks = at(t->prob, HWp);
+    ck_tensor xin = A(x, O * HWp * 5, "mem.input");
+    for (int o = 0; o < O; o++) OP(x, copy_channels, t->img, HWp, 3, 3, at(xin, o * HWp * 5), 5);
+    OP(x, masks_with_others, masks, O, HWp, at(xin, 3), 5);
+    ck_tensor mf = A(x, np * m->mask_enc.dims[2], "mem.feat");
+    resnet(x, &m->mask_enc, O, t->Hp, t->Wp, xin, 1, none, none, mf);
+    tap(x, "mask_feat", mf, np * m->mask_enc.dims[2]);
+    ck_tensor cat = A(x, np * (CV + CS), "mem.cat");
+    ck_tensor value = A(x, np * CV, "mem.value");
+    fuse(x, &m->mask_fuse, O, mf, value);
+    R(x, mf);
+    tap(x, "enc_value", value, np * CV);
+    tap(x, "enc_sensory_in", t->sensory, np * CS);
+    OP(x, copy_channels, value, np, CV, CV, cat, CV + CS);
+    sensory_gru(x, &m->mask_sensory, CV, cat);
+    R(x, cat);
+    tap(x, "enc_sensory", t->sensory, np * CS);
+    /* object summaries [O, Q, E+1] */
+    ck_tensor m16 = A(x, np, "mem.m16"), tv = A(x, np * E, "mem.tv"), pe = A(x, (int64_t)hw * E, "mem.pe");
+    OP(x, avgpool, masks, O, t->Hp, t->Wp, 1, 16, m16, 1);
+    lin(x, &m->sum_in, np, value, tv, 0);
+    OP(x, pos_encoding, t->h, t->w, E, c->pe_scale, c->pe_temperature, pe);
+    OP(x, add, tv, np * E, pe, (int64_t)hw * E, tv);
+    R(x, pe);
+    ck_tensor hid = A(x, np * E, "mem.hid"), feat = A(x, np * E, "mem.feature"), wl = A(x, np * Q, "mem.logits");
+    lin(x, &m->sum_f1, np, tv, hid, CK_CONV_RELU_OUT);
+    lin(x, &m->sum_f2, np, hid, feat, 0);
+    lin(x, &m->sum_w1, np, tv, hid, CK_CONV_RELU_OUT);
+    lin(x, &m->sum_w2, np, hid, wl, 0);
+    ck_tensor summ = A(x, (int64_t)O * Q * (E + 1), "mem.summaries");
+    for (int o = 0; o < O; o++)
+        OP(x, summary_pool, at(m16, (int64_t)o * hw), at(feat, (int64_t)o * hw * E), at(wl, (int64_t)o * hw * Q), hw, E,
+           Q, at(summ, (int64_t)o * Q * (E + 1)));
+    tap(x, "enc_summaries", summ, (int64_t)O * Q * (E + 1));
+    const int64_t ns = (int64_t)O * Q * (E + 1);
+    if (t->mem_frames == 0)
+        OP(x, copy_channels, summ, ns, 1, 1, t->objmem, 1);
+    else
+        OP(x, add, t->objmem, ns, summ, ns, t->objmem);
+    R(x, summ), R(x, wl), R(x, feat), R(x, hid), R(x, tv), R(x, m16);
+    /* working memory: the first frame permanent, then FIFO over the rest */
+    const int64_t C = (int64_t)O * CV, N = t->N, np_cap = t->cap - hw;
+    int64_t at_row = N;
+    if (t->mem_frames > 0 && np_cap == 0) {
+        at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
+    } else if (t->mem_frames > 0 && N + hw > t->cap) {
+        const int64_t keep = N - 2 * hw; /* drop the oldest non-permanent frame */
+        OP(x, copy_channels, at(t->mk, 2 * hw * CK), keep, CK, CK, at(t->mk, hw * CK), CK);
+        OP(x, copy_channels, at(t->ms, 2 * hw), keep, 1, 1, at(t->ms, hw), 1);
+        OP(x, copy_channels, at(t->mv, 2 * hw * C), keep, (int)C, (int)C, at(t->mv, hw * C), (int)C);
+        at_row = N - hw;
+    }
+    if (at_row >= 0) {
+        OP(x, copy_channels, t->key, hw, CK, CK, at(t->mk, at_row * CK), CK);
+        OP(x, copy_channels, t->shrink, hw, 1, 1, at(t->ms, at_row), 1);
+        for (int o = 0; o < O; o++)
+            OP(x, copy_channels, at(value, (int64_t)o * hw * CV), hw, CV, CV, at(t->mv, at_row * C + (int64_t)o * CV),
+               (int)C);
+    }
+    R(x, value);
+    if (x->ops) {
+        if (at_row >= 0) t->N = at_row + hw;
+        t->mem_frames++;
+    }
+}
+
+/* --------------------------------------------------------------- tracker */
+
+void ckey_track_options_default(ckey_track_options *o) {
+    o->max_objects = 4;
+    o->mem_every = 5;
+    o->max_mem_frames = 5;
+    o->top_k = 30;
+    o->stagger_updates = 5;
+    o->max_internal_size = -1;
+    o->threads = 0;
+}
+
+void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
+    t->tap = fn;
+    t->tap_user = user;
+}
+
+int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) { return t ? t->N : 0; }
+
+void ckey_tracker_free(ckey_tracker *t) {
+    if (!t) return;
+    for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]);
+    if (t->be) {
+        t->bi->host_free(t->be, t->fixed);
+        t->bi->host_free(t->be, t->arena);
+        t->bi->host_free(t->be, t->ws);
+        t->bi->free(t->be);
+    }
+    free(t);
+}
+
+static void run_part(ckey_tracker *t, int part, int execute) {
+    cx x = {execute ? t->ops : NULL, t->be, t->plan[part], t};
+    if (execute) ck_plan_begin_execute(t->plan[part], t->arena);
+    switch (part) {
+    case PART_ENCODE: part_encode(&x); break;
+    case PART_SEGMENT: part_segment(&x, 0); break;
+    case PART_SEGMENT_UPDATE: part_segment(&x, 1); break;
+    default: part_memorize(&x); break;
+    }
+}
+
+ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    *out = NULL;
+    ckey_track_options o;
+    if (opt)
+        o = *opt;
+    else
+        ckey_track_options_default(&o);
+    if (!m || width < 1 || height < 1 || width > 32768 || height > 32768)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker: a model and a frame size of 1 to 32768 pixels are needed (got %d x %d)",
+                       (int)width, (int)height);
+    if (o.max_objects < 1 || o.max_objects > 255 || o.mem_every < 1 || o.max_mem_frames < 1 ||
+        o.stagger_updates < 1 || o.threads < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
+    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
+    if (!bi || !bi->ops_workspace_bytes || !bi->ops->conv2d)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
+    ckey_tracker *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    t->m = m, t->o = o, t->bi = bi, t->ops = bi->ops;
+    t->W0 = width, t->H0 = height, t->Wi = width, t->Hi = height;
+    const int mn = CK_MIN(width, height);
+    if (o.max_internal_size > 0 && mn > o.max_internal_size) { /* InferenceCore.step: int() truncates */
+        t->Hi = (int)((double)height / mn * o.max_internal_size);
+        t->Wi = (int)((double)width / mn * o.max_internal_size);
+    }
+    t->Hp = (t->Hi + 15) / 16 * 16, t->Wp = (t->Wi + 15) / 16 * 16;
+    t->pad_t = (t->Hp - t->Hi) / 2, t->pad_l = (t->Wp - t->Wi) / 2;
+    t->h = t->Hp / 16, t->w = t->Wp / 16, t->hw = t->h * t->w;
+    t->cap = (int64_t)o.max_mem_frames * t->hw;
+    t->ti = -1;
+    /* the frames after a memory frame that update the sensory memory */
+    if (o.stagger_updates >= o.mem_every) {
+        t->nstagger = CK_MIN(o.mem_every, 64);
+        for (int i = 0; i < t->nstagger; i++) t->stagger[i] = i + 1;
+    } else {
+        t->nstagger = CK_MIN(o.stagger_updates, 64);
+        for (int i = 0; i < t->nstagger; i++) /* numpy round (half to even) of linspace(1, mem_every, n) */
+            t->stagger[i] = t->nstagger == 1 ? 1
+                                              : (int)nearbyint(1.0 + (double)i * (o.mem_every - 1) / (t->nstagger - 1));
+    }
+    ck_backend_config bc = {.threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
+    if (bc.threads < 1) bc.threads = 1;
+    ckey_status st = bi->create(&bc, &t->be, err);
+    if (st) {
+        free(t);
+        return st;
+    }
+    const ck_cutie_cfg *c = &m->cfg;
+    const int Om = o.max_objects;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
+    struct {
+        ck_tensor *t;
+        int64_t n;
+    } fx[] = {
+        {&t->raw, (int64_t)t->H0 * t->W0 * 3},
+        {&t->resized, (int64_t)t->Hi * t->Wi * 3},
+        {&t->img, HWp * 3},
+        {&t->f4, HWp / 16 * c->ms_dims[2]},
+        {&t->f8, HWp / 64 * c->ms_dims[1]},
+        {&t->f16, hw * c->ms_dims[0]},
+        {&t->pix, hw * c->pixel_dim},
+        {&t->key, hw * c->key_dim},
+        {&t->shrink, hw},
+        {&t->sel, hw * c->key_dim},
+        {&t->prob, (Om + 1) * HWp},
+        {&t->onehot, Om * HWp},
+        {&t->sensory, Om * hw * c->sensory_dim},
+        {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1)},
+        {&t->mk, t->cap * c->key_dim},
+        {&t->ms, t->cap},
+        {&t->mv, t->cap * Om * c->value_dim},
+        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi},
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+    t->fixed = bi->host_alloc(t->be, total);
+    if (!t->fixed) {
+        ckey_tracker_free(t);
+        return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for %.1f MiB of buffers", total / 1048576.0);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) {
+        *fx[i].t = ck_tensor_of((char *)t->fixed + off, CK_F32);
+        off += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+    }
+    memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float)); /* host memory: the CPU backend */
+    t->needs.conv_k = m->max_conv_k;
+    t->needs.conv_w = m->max_conv_w;
+    t->needs.attn_keys = CK_MAX(hw, c->num_queries);
+    t->needs.mr_n = t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
+    t->ws = bi->host_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
+    if (!t->ws) {
+        ckey_tracker_free(t);
+        return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the ops' workspace");
+    }
+    t->ops->set_workspace(t->be, t->ws, &t->needs);
+    *out = t;
+    return CKEY_OK;
+}
+
+/* Plans of the parts for O objects and their shared arena (the first frame). */
+static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
+    size_t arena = 0;
+    for (int p = 0; p < PART_COUNT; p++) {
+        ckey_status st = ck_plan_create(&t->plan[p], err);
+        if (st) return st;
+        ck_plan_begin_record(t->plan[p]);
+        run_part(t, p, 0);
+        if ((st = ck_plan_finish(t->plan[p], err))) return st;
+        arena = CK_MAX(arena, ck_plan_arena_bytes(t->plan[p]));
+    }
+    t->arena = t->bi->host_alloc(t->be, arena + 64);
+    if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
+    return CKEY_OK;
+}
+
+/* Bilinear source index (align_corners=False) as PyTorch's nearest-exact:
+ * floor((d + 0.5) * in / out), clamped. */
+static int nearest_exact(int d, int in, int out) {
+    const int s = (int)floor((d + 0.5) * ((double)in / out));
+    return s < in ? s : in - 1;
+}
+
+ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
+                              const uint8_t *objects, float *prob, ckey_error *err) {
+    if (!t || !rgb || !prob) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a tracker, a frame and an output are needed");
+    if (t->O == 0) {
+        if (!labels || !objects || num_objects < 1 || num_objects > t->o.max_objects)
+            return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                           "tracker step: the first frame needs labels and 1 to %d objects (got %d)", (int)t->o.max_objects,
+                           (int)num_objects);
+        for (int i = 0; i < num_objects; i++)
+            for (int j = 0; j < i; j++)
+                if (objects[i] == objects[j] || objects[i] == 0)
+                    return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct and nonzero");
+        if (objects[0] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
+        t->O = num_objects;
+        ckey_status st = plan_parts(t, err);
+        if (st) { /* back to the state before the call */
+            for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
+            t->bi->host_free(t->be, t->arena);
+            t->arena = NULL;
+            t->O = 0;
+            return st;
+        }
+    } else if (labels) {
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker step: masks after the first frame (new objects) are not supported");
+    }
+    const ck_ops *ops = t->ops;
+    ck_backend *be = t->be;
+    const int O = t->O, Hp = t->Hp, Wp = t->Wp, Hi = t->Hi, Wi = t->Wi;
+    const int64_t HWp = (int64_t)Hp * Wp;
+    const int resize = Hi != t->H0 || Wi != t->W0;
+    t->ti++;
+    const int is_mem = (t->ti - t->last_mem_ti >= t->o.mem_every) || labels != NULL;
+    int update_sensory = 0;
+    for (int i = 0; i < t->nstagger; i++) update_sensory |= t->ti - t->last_mem_ti == t->stagger[i];
+    /* the frame: resized (bilinear, align_corners=False), padded with zeros,
+     * then normalized (the padding becomes -mean/std). The CPU backend's
+     * buffers are host memory. */
+    const float *src = rgb;
+    if (resize) {
+        memcpy(t->raw.data, rgb, (size_t)t->H0 * t->W0 * 3 * sizeof(float));
+        ops->resize_bilinear(be, t->raw, 1, t->H0, t->W0, 3, (ck_tensor){NULL, CK_F32}, Hi, Wi, t->resized);
+        src = t->resized.data;
+    }
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
+    float *img = t->img.data;
+    for (int y = 0; y < Hp; y++)
+        for (int x = 0; x < Wp; x++) {
+            const int sy = y - t->pad_t, sx = x - t->pad_l, in = sy >= 0 && sy < Hi && sx >= 0 && sx < Wi;
+            for (int ch = 0; ch < 3; ch++) {
+                const float v = in ? src[((size_t)sy * Wi + sx) * 3 + ch] : 0.0f;
+                img[((size_t)y * Wp + x) * 3 + ch] = (v - mean[ch]) / stdv[ch];
+            }
+        }
+    run_part(t, PART_ENCODE, 1);
+    if (!labels) {
+        run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
+    } else { /* softmax(aggregate(one-hot)): +-inf logits give sigmoid exactly 1 and 0 */
+        float *oh = t->onehot.data;
+        for (int o = 0; o < O; o++)
+            for (int y = 0; y < Hp; y++)
+                for (int x = 0; x < Wp; x++) {
+                    const int sy = y - t->pad_t, sx = x - t->pad_l;
+                    int lab = 0;
+                    if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
+                        lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
+                                     (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
+                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = lab == objects[o] ? INFINITY : -INFINITY;
+                }
+        ops->aggregate(be, t->onehot, O, HWp, t->prob);
+        ops->softmax_planes(be, t->prob, O + 1, HWp);
+    }
+    if (is_mem) {
+        run_part(t, PART_MEMORIZE, 1);
+        t->last_mem_ti = t->ti;
+    }
+    if (t->tap) {
+        t->tap(t->tap_user, t->ti, "sensory", t->sensory.data, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
+        t->tap(t->tap_user, t->ti, "prob_padded", t->prob.data, (O + 1) * HWp);
+    }
+    /* unpad (and resize back) */
+    float *dst = resize ? (float *)t->crop.data : prob;
+    const float *pp = t->prob.data;
+    for (int c = 0; c <= O; c++)
+        for (int y = 0; y < Hi; y++)
+            memcpy(dst + ((size_t)c * Hi + y) * Wi, pp + (size_t)c * HWp + (size_t)(y + t->pad_t) * Wp + t->pad_l,
+                   (size_t)Wi * sizeof(float));
+    if (resize)
+        ops->resize_bilinear(be, t->crop, O + 1, Hi, Wi, 1, (ck_tensor){NULL, CK_F32}, t->H0, t->W0,
+                             ck_tensor_of(prob, CK_F32));
+    return CKEY_OK;
+}

@@ -1,0 +1,357 @@
+/* Cutie end to end against tests/fixtures/cutie/ (README there: made by
+ * tools/reference/cutie.py, our PyTorch reference checked against the
+ * official code): the reduced-width checkpoint in the official layout, a
+ * 30-frame clip with per-frame probabilities, memory reads, sensory memory
+ * and memory sizes, stage taps of frames 0, 1 and 3, and a clip run with
+ * max_internal_size. Bars: probabilities and memory reads within 1e-4
+ * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
+ * Skips, saying so, when the fixtures are absent. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/checkpoint.h"
+#include "core/core.h"
+#include "model/cutie.h"
+#include "support/testutil.h"
+
+#define DIR "tests/fixtures/cutie/"
+
+typedef struct {
+    ck_checkpoint *ck;
+} fixture;
+
+static const ck_tensor_info *need(ck_checkpoint *ck, const char *name) {
+    const ck_tensor_info *t = ck_checkpoint_find(ck, name);
+    if (!t) fprintf(stderr, "  fixture tensor '%s' missing\n", name);
+    return t;
+}
+
+static float *f32(const ck_tensor_info *t) {
+    float *p = malloc(t->numel * sizeof(float));
+    if (ck_tensor_to_f32(t, p, NULL)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------ the taps */
+
+/* Fixture layouts: maps [(K,) C, h, w]; ours channels-last [(K,) h, w, C].
+ * These taps are laid out alike on both sides (rows or planes). */
+static int same_layout(const char *name) {
+    static const char *const rows[] = {"ot_query_in", "ot_query_pe", "ot_pixel_pe", "ot_query_", "ot_aux_logits_",
+                                       "dec_logits", "enc_summaries"};
+    for (size_t i = 0; i < CK_ARRAY_LEN(rows); i++)
+        if (!strncmp(name, rows[i], strlen(rows[i]))) return 1;
+    return 0;
+}
+
+typedef struct {
+    ck_checkpoint *clip, *taps;
+    int K, CV, h, w, T;
+    float *readout_visual, *sensory;
+    double worst_read, worst_sensory;
+    int taps_compared;
+    double worst_tap;
+} run_state;
+
+static double compare_to(const char *label, const float *got, const float *want, size_t n) {
+    double scale = 1, e = 0;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - want[i]);
+        e = d > e || d != d ? d : e;
+    }
+    printf("    %-26s max abs err %.2e (scale %.3g, %zu values)\n", label, e, scale, n);
+    return e;
+}
+
+/* ours [K, hw, C] (channels-last) -> [K, C, hw] */
+static void to_channels_first(const float *src, int K, int64_t hw, int C, float *dst) {
+    for (int k = 0; k < K; k++)
+        for (int64_t p = 0; p < hw; p++)
+            for (int c = 0; c < C; c++) dst[((int64_t)k * C + c) * hw + p] = src[((int64_t)k * hw + p) * C + c];
+}
+
+static void on_tap(void *user, int frame, const char *name, const float *data, int64_t n) {
+    run_state *s = user;
+    const int64_t hw = (int64_t)s->h * s->w;
+    float *buf = malloc((size_t)n * sizeof(float));
+    const int vis = !strcmp(name, "visual_readout");
+    if (vis) { /* ours [hw, K*CV] -> [K, CV, hw] */
+        for (int k = 0; k < s->K; k++)
+            for (int c = 0; c < s->CV; c++)
+                for (int64_t p = 0; p < hw; p++) buf[((int64_t)k * s->CV + c) * hw + p] = data[p * s->K * s->CV + k * s->CV + c];
+    }
+    if (vis && s->readout_visual && frame >= 1) {
+        char label[64];
+        snprintf(label, sizeof label, "frame %d memory read", frame);
+        const double e = compare_to(label, buf, s->readout_visual + (int64_t)(frame - 1) * n, (size_t)n);
+        s->worst_read = fmax(s->worst_read, e);
+    }
+    if (!strcmp(name, "sensory") && s->sensory) {
+        to_channels_first(data, s->K, hw, (int)(n / (s->K * hw)), buf);
+        char label[64];
+        snprintf(label, sizeof label, "frame %d sensory", frame);
+        const double e = compare_to(label, buf, s->sensory + (int64_t)frame * n, (size_t)n);
+        s->worst_sensory = fmax(s->worst_sensory, e);
+    }
+    if (s->taps) {
+        char key[96];
+        const char *fname = !strcmp(name, "sensory") ? "sensory_out" : name;
+        snprintf(key, sizeof key, "f%d.%s", frame, fname);
+        const ck_tensor_info *t = ck_checkpoint_find(s->taps, key);
+        if (t && (int64_t)t->numel == n) {
+            float *want = f32(t);
+            const float *got = vis ? buf : data;
+            if (!vis && !same_layout(fname)) {
+                /* [(K,) C, h, w] fixture: the last two dims are spatial */
+                const int64_t sp = t->shape[t->ndim - 1] * t->shape[t->ndim - 2];
+                const int K = t->ndim == 4 ? (int)t->shape[0] : 1;
+                to_channels_first(data, K, sp, (int)(n / (K * sp)), buf);
+                got = buf;
+            }
+            double scale = 1;
+            for (uint64_t i = 0; i < t->numel; i++) scale = fmax(scale, fabs(want[i]));
+            const double e = compare_to(key, got, want, (size_t)n) / scale;
+            CHECKF(e <= 1e-4, "%s: relative error %.3g", key, e);
+            s->worst_tap = fmax(s->worst_tap, e);
+            s->taps_compared++;
+            free(want);
+        } else if (t) {
+            fprintf(stderr, "  FAIL %s: %lld values, ours %lld\n", key, (long long)t->numel, (long long)n);
+            ck_test_failed = 1;
+        }
+    }
+    free(buf);
+}
+
+/* --------------------------------------------------------------- a clip */
+
+static double iou(const float *a, const float *b, int C, int64_t HW, int obj) {
+    int64_t inter = 0, uni = 0;
+    for (int64_t p = 0; p < HW; p++) {
+        int ma = 0, mb = 0;
+        for (int c = 1; c < C; c++) {
+            if (a[c * HW + p] > a[ma * HW + p]) ma = c;
+            if (b[c * HW + p] > b[mb * HW + p]) mb = c;
+        }
+        inter += ma == obj && mb == obj;
+        uni += ma == obj || mb == obj;
+    }
+    return uni ? (double)inter / (double)uni : 1.0;
+}
+
+static void run_clip(const char *file, int with_taps) {
+    ck_checkpoint *clip = NULL, *taps = NULL;
+    if (ck_checkpoint_open(DIR "cutie_tiny.pth", &clip, NULL) != CKEY_OK) SKIP("%s absent: the Cutie fixtures are not here", DIR "cutie_tiny.pth");
+    ck_checkpoint_close(clip);
+    char path[256];
+    snprintf(path, sizeof path, DIR "%s", file);
+    if (ck_checkpoint_open(path, &clip, NULL) != CKEY_OK) SKIP("%s absent: the Cutie fixtures are not here", path);
+    if (with_taps && ck_checkpoint_open(DIR "taps.safetensors", &taps, NULL) != CKEY_OK) taps = NULL;
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    ckey_status st = ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    const ck_tensor_info *tf = need(clip, "frames"), *tm = need(clip, "mask0"), *tp = need(clip, "prob");
+    const ck_tensor_info *tmt = need(clip, "mem_tokens");
+    if (st || !tf || !tm || !tp || !tmt) {
+        ck_test_failed = 1;
+        ckey_track_model_free(m);
+        ck_checkpoint_close(clip);
+        ck_checkpoint_close(taps);
+        return;
+    }
+    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], C1 = (int)tp->shape[1], K = C1 - 1;
+    const int64_t HW = (int64_t)H * W;
+    const char *params = ck_checkpoint_meta(clip, "params");
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2;
+    o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the README's table */
+    if (strstr(file, "resize")) o.max_internal_size = 80;
+    printf("  %s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, T, W, H, K,
+           m->pix_enc.bottleneck ? "Bottleneck" : "BasicBlock", params ? params : "?");
+    ckey_tracker *t = NULL;
+    st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0};
+    rs.h = (int)((H + 15) / 16), rs.w = (int)((W + 15) / 16);
+    if (o.max_internal_size < 0) {
+        const ck_tensor_info *a = ck_checkpoint_find(clip, "readout_visual"), *b = ck_checkpoint_find(clip, "sensory");
+        rs.readout_visual = a ? f32(a) : NULL;
+        rs.sensory = b ? f32(b) : NULL;
+    } else {
+        rs.h = rs.w = 0; /* internal size differs; no per-stage comparison */
+        rs.taps = NULL;
+    }
+    if (st == CKEY_OK) ck_tracker_set_tap(t, rs.h ? on_tap : NULL, &rs);
+    uint8_t *frames = malloc(tf->numel), *mask = malloc(tm->numel);
+    memcpy(frames, tf->data, tf->numel);
+    memcpy(mask, tm->data, tm->numel);
+    int32_t *mt = malloc(tmt->numel * sizeof(int32_t));
+    memcpy(mt, tmt->data, tmt->numel * sizeof(int32_t));
+    float *want = f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
+    const uint8_t objects[2] = {1, 2};
+    double worst = 0, worst_iou = 1;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        st = ckey_tracker_step(t, rgb, f == 0 ? mask : NULL, f == 0 ? K : 0, objects, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        char label[64];
+        snprintf(label, sizeof label, "frame %d probabilities", f);
+        const double e = compare_to(label, prob, want + (int64_t)f * C1 * HW, (size_t)C1 * HW);
+        worst = fmax(worst, e);
+        for (int k = 1; k <= K; k++) worst_iou = fmin(worst_iou, iou(prob, want + (int64_t)f * C1 * HW, C1, HW, k));
+        CHECKF(ckey_tracker_memory_tokens(t) == mt[f], "frame %d: memory %lld tokens, expected %d", f,
+               (long long)ckey_tracker_memory_tokens(t), mt[f]);
+    }
+    printf("  %s: probabilities max abs err %.2e, worst object IoU %.6f\n", file, worst, worst_iou);
+    if (rs.h)
+        printf("  %s: memory reads max abs err %.2e, sensory %.2e; %d taps, worst %.2e of their scale\n", file,
+               rs.worst_read, rs.worst_sensory, rs.taps_compared, rs.worst_tap);
+    CHECK(worst <= 1e-4);
+    CHECK(worst_iou >= 0.999);
+    CHECK(rs.worst_read <= 1e-4);
+    CHECK(rs.worst_sensory <= 1e-4);
+    if (with_taps && taps) CHECK(rs.taps_compared >= 20);
+    free(frames), free(mask), free(mt), free(want), free(rgb), free(prob), free(rs.readout_visual), free(rs.sensory);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip);
+    ck_checkpoint_close(taps);
+}
+
+static void test_clip(void) { run_clip("clip.safetensors", 1); }
+static void test_resize(void) { run_clip("resize.safetensors", 0); }
+
+static void test_model_shapes(void) {
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        if (strstr(err.message, "cannot open") || strstr(err.message, "No such")) SKIP("%s", err.message);
+        CHECKF(0, "%s", err.message);
+        return;
+    }
+    const ck_cutie_cfg *c = &m->cfg;
+    printf("  pixel %d key %d value %d sensory %d embed %d; ms %d/%d/%d; up %d/%d/%d; Q %d heads %d blocks %d ff %d; "
+           "%lld params\n",
+           c->pixel_dim, c->key_dim, c->value_dim, c->sensory_dim, c->embed_dim, c->ms_dims[0], c->ms_dims[1],
+           c->ms_dims[2], c->up_dims[0], c->up_dims[1], c->up_dims[2], c->num_queries, c->num_heads, c->ot_blocks,
+           c->ff_dim, (long long)m->num_params);
+    /* the README's table of the reduced network */
+    CHECK(c->pixel_dim == 20 && c->key_dim == 12 && c->value_dim == 16 && c->sensory_dim == 12 && c->embed_dim == 24);
+    CHECK(c->ms_dims[0] == 64 && c->ms_dims[1] == 32 && c->ms_dims[2] == 16);
+    CHECK(c->up_dims[0] == 24 && c->up_dims[1] == 16 && c->up_dims[2] == 8);
+    CHECK(c->num_queries == 8 && c->num_heads == 2 && c->ot_blocks == 3 && c->ff_dim == 40);
+    CHECK(m->pix_enc.bottleneck && !m->mask_enc.bottleneck);
+    CHECK(m->pix_enc.nblocks[0] == 3 && m->pix_enc.nblocks[1] == 4 && m->pix_enc.nblocks[2] == 6);
+    ckey_track_model_free(m);
+}
+
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssAnon:", 8)) v = strtol(line + 8, NULL, 10);
+    if (f) fclose(f);
+    return v;
+}
+
+/* A long shot (the clip's frames over and over): the memory holds max_mem_frames
+ * frames and the process does not grow after the first frames. */
+static void test_long_shot(void) {
+    ck_checkpoint *clip = NULL;
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_checkpoint_close(clip);
+        SKIP("%s", err.message);
+    }
+    const ck_tensor_info *tf = ck_checkpoint_find(clip, "frames"), *tm = ck_checkpoint_find(clip, "mask0");
+    REQUIRE(tf && tm);
+    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3];
+    const int64_t HW = (int64_t)H * W;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3;
+    ckey_tracker *t = NULL;
+    REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+    float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
+    const uint8_t objects[2] = {1, 2};
+    long rss10 = 0, rss_end = 0;
+    int64_t tokens_max = 0;
+    const int frames = 120;
+    for (int f = 0; f < frames; f++) {
+        const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW;
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)fr[c * HW + p] / 255.0f;
+        if (ckey_tracker_step(t, rgb, f ? NULL : tm->data, f ? 0 : 2, objects, prob, &err) != CKEY_OK) {
+            CHECKF(0, "frame %d: %s", f, err.message);
+            break;
+        }
+        if (f >= 6) tokens_max = CK_MAX(tokens_max, ckey_tracker_memory_tokens(t));
+        if (f == 10) rss10 = rss_kib();
+    }
+    rss_end = rss_kib();
+    printf("  %d frames: memory %lld tokens at most from frame 6 (3 frames of 32), anonymous RSS %ld KiB at frame 10, %ld at "
+           "the end\n",
+           frames, (long long)tokens_max, rss10, rss_end);
+    CHECK(tokens_max == 3 * 32);
+    CHECK(rss_end <= rss10 + 64);
+    free(rgb), free(prob);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip);
+}
+
+/* Arguments the tracker refuses, with a status and a message. */
+static void test_api_errors(void) {
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    CHECK(ckey_track_model_open(DIR "absent.pth", NULL, &m, &err) != CKEY_OK && m == NULL);
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) SKIP("%s", err.message);
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 1;
+    ckey_tracker *t = NULL;
+    CHECK(ckey_tracker_create(m, 0, 10, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
+    o.mem_every = 0;
+    CHECK(ckey_tracker_create(m, 16, 16, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
+    o.mem_every = 5;
+    REQUIRE(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_OK);
+    float rgb[20 * 18 * 3] = {0}, prob[5 * 20 * 18];
+    uint8_t lab[20 * 18] = {0}, ids[5] = {1, 2, 3, 4, 5}, dup[2] = {1, 1};
+    lab[0] = 1;
+    CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_ERR_INVALID_ARG); /* no first mask */
+    CHECK(ckey_tracker_step(t, rgb, lab, 5, ids, prob, &err) == CKEY_ERR_INVALID_ARG);  /* over max_objects */
+    CHECK(ckey_tracker_step(t, rgb, lab, 2, dup, prob, &err) == CKEY_ERR_INVALID_ARG);  /* the same label twice */
+    printf("  refused: %s\n", err.message);
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
+    CHECK(prob[20 * 18] > 0.99f && prob[1] > 0.99f); /* pixel 0 is object 1, pixel 1 the background */
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a later mask */
+    CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+    CHECK(ckey_tracker_memory_tokens(t) == 4); /* 32 x 32 padded: 2 x 2 positions, the first frame only */
+    ckey_tracker_free(t);
+    ckey_tracker_free(NULL);
+    ckey_track_model_free(m);
+    ckey_track_model_free(NULL);
+}
+
+int main(int argc, char **argv) {
+    static const ck_test_case cases[] = {
+        {"model_shapes", test_model_shapes},
+        {"clip", test_clip},
+        {"resize", test_resize},
+        {"api_errors", test_api_errors},
+        {"long_shot", test_long_shot},
+    };
+    return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
+}
