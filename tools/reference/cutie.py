@@ -657,8 +657,15 @@ class Cutie(nn.Module):
 
     @staticmethod
     def from_state_dict(sd, num_heads: int = 8, pixel_pe_scale: float = 32.0) -> "Cutie":
+        """Builds the network that `sd` describes and loads it. Every key must match, except that
+        the training-only `aux_computer.*` and the computable `*.inv_freq` may be absent (the
+        official loader loads with strict=False)."""
+        sd = unwrap_checkpoint(sd)
         net = Cutie(CutieConfig.from_state_dict(sd, num_heads, pixel_pe_scale))
-        net.load_state_dict(sd, strict=True)
+        missing, unexpected = net.load_state_dict(sd, strict=False)
+        missing = [k for k in missing if not (k.startswith("aux_computer.") or k.endswith("inv_freq"))]
+        if missing or unexpected:
+            raise KeyError(f"checkpoint does not match Cutie: missing {missing}, unexpected {unexpected}")
         return net.eval()
 
     def normalize(self, image):
@@ -690,6 +697,18 @@ class Cutie(nn.Module):
         agg = aggregate(torch.sigmoid(logits), 1)
         agg = F.interpolate(agg, scale_factor=4, mode="bilinear", align_corners=False)
         return sensory, logits, torch.softmax(agg, 1)
+
+
+def unwrap_checkpoint(obj) -> Dict[str, torch.Tensor]:
+    """The official release files are a plain state dict; the trainer's resumable checkpoints
+    hold it under 'weights'. A DataParallel 'module.' prefix is stripped. fp16/bf16 -> fp32."""
+    if isinstance(obj, dict) and "weights" in obj and isinstance(obj["weights"], dict):
+        obj = obj["weights"]
+    out = {}
+    for k, v in obj.items():
+        k = k[len("module."):] if k.startswith("module.") else k
+        out[k] = v.float() if v.is_floating_point() else v
+    return out
 
 
 # --------------------------------------------------------------------------- memory read
