@@ -3,8 +3,7 @@
 
 Written from a reading of the official model and inference code; no upstream code is imported.
 The module tree reproduces the official `CUTIE` state-dict key names and shapes, so an official
-checkpoint (`cutie-base-mega.pth`, a plain `state_dict()` saved with torch.save) loads unchanged
-with `load_state_dict(strict=True)`. Every width, block count and kernel size is read from the
+checkpoint (`cutie-base-mega.pth`, a plain `state_dict()` saved with torch.save) loads unchanged. Every width, block count and kernel size is read from the
 state dict (`CutieConfig.from_state_dict`); only the attention head count (8 in the official
 models) and the positional-encoding scale (32) are not in it.
 
@@ -743,7 +742,14 @@ class InferenceParams:
     top_k: int = 30
     stagger_updates: int = 5
     max_internal_size: int = -1      # shorter side limit; -1 = no resize
-    use_long_term: bool = False      # long-term memory is not implemented here
+    use_long_term: bool = False      # XMem-style long-term memory instead of FIFO eviction
+    # long-term settings (eval_config.yaml `long_term`); frames again include the permanent one
+    lt_max_mem_frames: int = 10
+    lt_min_mem_frames: int = 5
+    num_prototypes: int = 128
+    max_num_tokens: int = 10000
+    buffer_tokens: int = 2000
+    count_usage: bool = True
 
     def as_dict(self):
         return asdict(self)
@@ -767,12 +773,11 @@ def unpad(x, pad):
 
 class InferenceRunner:
     """Per-video state: the working memory (one bucket: all objects of the first mask), the
-    sensory memory and the object summaries; the rules of the official InferenceCore.step with
-    one batch element, no flip augmentation, and `end` always False."""
+    long-term memory when enabled, the sensory memory and the object summaries; the rules of the
+    official InferenceCore.step / MemoryManager with one batch element, no flip augmentation,
+    and `end` always False."""
 
     def __init__(self, net: Cutie, params: InferenceParams):
-        if params.use_long_term:
-            raise NotImplementedError("long-term memory is not implemented in the reference")
         self.net, self.p = net, params
         self.curr_ti = -1
         self.last_mem_ti = 0
@@ -788,9 +793,19 @@ class InferenceRunner:
         self.obj_mem = None                                        # [1, K, Q, E + 1]
         self.last_mask = None                                      # [1, K, Hp, Wp]
         self.max_work_tokens = None
+        # long-term mode: selection and usage of the non-permanent working entries [1, CK, Nt],
+        # [1, Nt]; the long-term store (no permanent part) with its own usage
+        self.mem_sel = self.mem_use = self.mem_life = None
+        self.lt_key = self.lt_shrink = self.lt_value = self.lt_use = self.lt_life = None
+        self.min_work_tokens = None
+        self.lt_min_gap = float("inf")
+
+    @property
+    def lt_size(self) -> int:
+        return 0 if self.lt_key is None else self.lt_key.shape[-1]
 
     # -- memory
-    def _add_memory(self, image, pix_feat, key, shrinkage, taps=None):
+    def _add_memory(self, image, pix_feat, key, shrinkage, selection, taps=None):
         K = len(self.objects)
         h, w = key.shape[-2:]
         if self.sensory is None:
@@ -806,34 +821,117 @@ class InferenceRunner:
             self.obj_mem = summaries
         else:
             self.obj_mem = self.obj_mem + summaries     # running sums and running area
+        lt = self.p.use_long_term
         if self.mem_key is None:
             # the first memory frame is permanent
             self.mem_key, self.mem_shrink, self.mem_value = k, s, v
             self.perm_end = k.shape[-1]
-            self.max_work_tokens = (self.p.max_mem_frames - 1) * h * w
+            frames = self.p.lt_max_mem_frames if lt else self.p.max_mem_frames
+            self.max_work_tokens = (frames - 1) * h * w
+            self.min_work_tokens = (self.p.lt_min_mem_frames - 1) * h * w
         else:
             self.mem_key = torch.cat([self.mem_key, k], -1)
             self.mem_shrink = torch.cat([self.mem_shrink, s], -1)
             self.mem_value = torch.cat([self.mem_value, v], -1)
-        # FIFO: keep the permanent part and the newest max_work_tokens of the rest
+            if lt:
+                n = k.shape[-1]
+                e = selection.flatten(2)
+                self.mem_sel = e if self.mem_sel is None else torch.cat([self.mem_sel, e], -1)
+                u, l = torch.zeros((1, n)), torch.zeros((1, n)) + 1e-7
+                self.mem_use = u if self.mem_use is None else torch.cat([self.mem_use, u], -1)
+                self.mem_life = l if self.mem_life is None else torch.cat([self.mem_life, l], -1)
         n_temp = self.mem_key.shape[-1] - self.perm_end
-        if n_temp > self.max_work_tokens:
-            cut = self.perm_end + n_temp - self.max_work_tokens
-            keep = lambda t: torch.cat([t[..., :self.perm_end], t[..., cut:]], -1)  # noqa: E731
-            self.mem_key, self.mem_shrink, self.mem_value = map(keep, (self.mem_key, self.mem_shrink,
-                                                                       self.mem_value))
+        if not lt:
+            # FIFO: keep the permanent part and the newest max_work_tokens of the rest
+            if n_temp > self.max_work_tokens:
+                cut = self.perm_end + n_temp - self.max_work_tokens
+                keep = lambda t: torch.cat([t[..., :self.perm_end], t[..., cut:]], -1)  # noqa: E731
+                self.mem_key, self.mem_shrink, self.mem_value = map(
+                    keep, (self.mem_key, self.mem_shrink, self.mem_value))
+        elif n_temp >= self.max_work_tokens:
+            if self.lt_size >= self.p.max_num_tokens - self.p.num_prototypes:
+                self._lt_remove_obsolete(self.p.max_num_tokens - self.p.num_prototypes -
+                                         self.p.buffer_tokens)
+            self._lt_compress()
         self.last_mem_ti = self.curr_ti
         self.sensory = sensory
         if taps is not None:
             taps["obj_mem"] = self.obj_mem
 
+    def _lt_compress(self):
+        """Consolidation: the non-permanent working entries except the newest min_work_tokens
+        become num_prototypes long-term entries. Prototypes = the candidates of highest usage
+        (use_cnt / life_cnt, descending); their value and shrinkage = a full softmax (over the
+        candidates) of similarity(candidate keys+shrinkage, prototype keys+selections) applied to
+        the candidates' values and shrinkages."""
+        p0, end = self.perm_end, self.mem_key.shape[-1] - self.min_work_tokens
+        ck, cs, cv = self.mem_key[..., p0:end], self.mem_shrink[..., p0:end], self.mem_value[..., p0:end]
+        ce = self.mem_sel[..., :end - p0]
+        usage = (self.mem_use / self.mem_life)[:, :end - p0]
+        idx = torch.topk(usage[0], k=self.p.num_prototypes, dim=-1, sorted=True)[1]
+        self._note_selection_gap(usage[0], self.p.num_prototypes)
+        pk, pe = ck[:, :, idx], ce[:, :, idx]
+        aff = torch.softmax(similarity(ck, cs, pk, pe), dim=1)               # [1, Ncand, P]
+        K, CV = cv.shape[1], cv.shape[2]
+        pv = (cv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, -1)
+        ps = cs @ aff
+        # drop the consolidated entries (only when more than min_work_tokens are non-permanent)
+        if self.mem_key.shape[-1] - p0 > self.min_work_tokens:
+            keep = lambda t: torch.cat([t[..., :p0], t[..., end:]], -1)  # noqa: E731
+            self.mem_key, self.mem_shrink, self.mem_value = map(keep, (self.mem_key, self.mem_shrink,
+                                                                       self.mem_value))
+            self.mem_sel, self.mem_use, self.mem_life = (t[..., end - p0:] for t in (
+                self.mem_sel, self.mem_use, self.mem_life))
+        n = pk.shape[-1]
+        if self.lt_key is None:
+            self.lt_key, self.lt_shrink, self.lt_value = pk, ps, pv
+            self.lt_use, self.lt_life = torch.zeros((1, n)), torch.zeros((1, n)) + 1e-7
+        else:
+            self.lt_key = torch.cat([self.lt_key, pk], -1)
+            self.lt_shrink = torch.cat([self.lt_shrink, ps], -1)
+            self.lt_value = torch.cat([self.lt_value, pv], -1)
+            self.lt_use = torch.cat([self.lt_use, torch.zeros((1, n))], -1)
+            self.lt_life = torch.cat([self.lt_life, torch.zeros((1, n)) + 1e-7], -1)
+
+    def _note_selection_gap(self, usage, k: int):
+        # usage gap between the k-th and (k+1)-th entry: how far float rounding is from changing
+        # which entries are kept (their order only changes the summation order of later reads)
+        if usage.numel() > k:
+            v = torch.topk(usage, k + 1)[0]
+            self.lt_min_gap = min(self.lt_min_gap, float(v[k - 1] - v[k]))
+
+    def _lt_remove_obsolete(self, max_size: int):
+        """Keep the max_size long-term entries of highest usage, in descending usage order."""
+        idx = torch.topk((self.lt_use / self.lt_life)[0], k=max_size)[1]
+        self._note_selection_gap((self.lt_use / self.lt_life)[0], max_size)
+        self.lt_key, self.lt_shrink, self.lt_value = (t[..., idx] for t in (
+            self.lt_key, self.lt_shrink, self.lt_value))
+        self.lt_use, self.lt_life = self.lt_use[:, idx], self.lt_life[:, idx]
+
     def _read(self, pix_feat, key, selection, taps=None):
         h, w = key.shape[-2:]
         K = len(self.objects)
-        sim = similarity(self.mem_key, self.mem_shrink, key.flatten(2), selection.flatten(2))
+        L = self.lt_size
+        mk, ms, mv = self.mem_key, self.mem_shrink, self.mem_value
+        if L:
+            # long-term entries first, then the working memory
+            mk = torch.cat([self.lt_key, mk], -1)
+            ms = torch.cat([self.lt_shrink, ms], -1)
+            mv = torch.cat([self.lt_value, mv], -1)
+        sim = similarity(mk, ms, key.flatten(2), selection.flatten(2))
         aff = topk_softmax(sim, self.p.top_k)                                  # [1, N, hw]
-        CV = self.mem_value.shape[2]
-        visual = (self.mem_value.view(1, K * CV, -1) @ aff).view(1, K, CV, h, w)
+        if self.p.use_long_term:
+            # usage: each entry's summed affinity over the frame's pixels; life: reads seen
+            usage = aff.sum(dim=2)
+            u = usage[:, L + self.perm_end:]
+            if u.shape[-1] > 0:
+                self.mem_use = self.mem_use + u
+                self.mem_life = self.mem_life + 1
+            if L and self.p.count_usage:
+                self.lt_use = self.lt_use + usage[:, :L]
+                self.lt_life = self.lt_life + 1
+        CV = mv.shape[2]
+        visual = (mv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, h, w)
         fused = self.net.pixel_fusion(pix_feat, visual, self.sensory, self.last_mask)
         readout = self.net.object_transformer(fused, self.obj_mem, taps)
         if taps is not None:
@@ -888,10 +986,11 @@ class InferenceRunner:
             prob = torch.softmax(aggregate(onehot, 0), 0)
         self.last_mask = prob[1:][None]
         if is_mem_frame:
-            self._add_memory(image, pix_feat, key, shrinkage, taps)
+            self._add_memory(image, pix_feat, key, shrinkage, selection, taps)
         if taps is not None:
             taps.update(prob_padded=prob, is_mem_frame=is_mem_frame, update_sensory=update_sensory,
-                        sensory_out=self.sensory, mem_tokens=self.mem_key.shape[-1])
+                        sensory_out=self.sensory, mem_tokens=self.mem_key.shape[-1],
+                        lt_tokens=self.lt_size)
         out = unpad(prob, pad)
         if resize:
             out = F.interpolate(out[None], size=(h0, w0), mode="bilinear", align_corners=False)[0]

@@ -9,6 +9,7 @@ Outputs (float32 unless noted, batch dim dropped):
     <out>/clip.safetensors        30-frame 113x49 clip, first-frame mask, per-frame goldens
     <out>/taps.safetensors        stage-by-stage tensors of frames 0, 1 and 3 of clip
     <out>/resize.safetensors      5-frame 107x81 clip with max_internal_size 80
+    <out>/longterm.safetensors    the clip's frames with long-term memory: per-frame reads and logits
 """
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ WEIGHT_GAIN = {"key_proj.key_proj.weight": 0.5, "key_proj.d_proj.weight": 0.15}
 
 CLIP_PARAMS = InferenceParams(mem_every=3, max_mem_frames=3, top_k=30, stagger_updates=2,
                               max_internal_size=-1)
+# Long-term memory, scaled down so that consolidation (every second memory frame from frame 8)
+# and the removal of obsolete long-term entries (from frame 16) both happen within the clip.
+LONGTERM_PARAMS = InferenceParams(mem_every=2, max_mem_frames=3, top_k=30, stagger_updates=2,
+                                  use_long_term=True, lt_max_mem_frames=5, lt_min_mem_frames=3,
+                                  num_prototypes=16, max_num_tokens=48, buffer_tokens=8,
+                                  count_usage=True)
 RESIZE_PARAMS = InferenceParams(mem_every=3, max_mem_frames=3, top_k=30, stagger_updates=2,
                                 max_internal_size=80)
 
@@ -168,7 +175,7 @@ def to_np(t) -> np.ndarray:
 
 
 def run_clip(net: Cutie, params: InferenceParams, frames: np.ndarray, mask0: np.ndarray,
-             objects, tap_frames=()):
+             objects, return_runner=False):
     """Runs the clip; returns per-frame dicts of taps (batch dim dropped) and the probs."""
     runner = InferenceRunner(net, params)
     probs, taps_all = [], []
@@ -182,6 +189,8 @@ def run_clip(net: Cutie, params: InferenceParams, frames: np.ndarray, mask0: np.
                 prob = runner.step(img, taps=taps)
             probs.append(to_np(prob))
             taps_all.append(taps)
+    if return_runner:
+        return np.stack(probs), taps_all, runner
     return np.stack(probs), taps_all
 
 
@@ -268,6 +277,34 @@ def make_clip_case(net, cfg, params, frames, mask0, objects, tap_frames, out_pat
     return probs
 
 
+def make_longterm_case(net, params, frames, mask0, objects, out_path, meta):
+    """Long-term memory on the clip's frames (not stored again). The decoder logits of every
+    frame determine its probabilities; only the last frame's probabilities are stored."""
+    probs, taps, runner = run_clip(net, params, frames, mask0, objects, return_runner=True)
+    T = frames.shape[0]
+    tensors = OrderedDict()
+    tensors["readout_visual"] = per_frame(taps, "visual_readout", T)
+    tensors["dec_logits"] = per_frame(taps, "dec_logits", T)
+    tensors["prob_last"] = probs[-1].astype(np.float32)
+    tensors["sensory"] = np.stack([_sq(taps[t]["sensory_out"]) for t in range(T)])
+    tensors["is_mem_frame"] = np.array([int(taps[t]["is_mem_frame"]) for t in range(T)], np.int32)
+    tensors["mem_tokens"] = np.array([int(taps[t]["mem_tokens"]) for t in range(T)], np.int32)
+    tensors["lt_tokens"] = np.array([int(taps[t]["lt_tokens"]) for t in range(T)], np.int32)
+    gaps = [float(taps[t]["topk_min_gap"]) for t in range(1, T)]
+    risk = max(topk_swap_weight(taps[t]["similarity"][0], params.top_k) for t in range(1, T))
+    m = dict(meta)
+    m.update({"frames": str(T), "height": str(frames.shape[2]), "width": str(frames.shape[3]),
+              "objects": json.dumps(objects), "params": json.dumps(params.as_dict()),
+              "padded_size": json.dumps(list(taps[0]["image"].shape[-2:])),
+              "topk_min_gap": json.dumps(min(gaps)), "topk_near_tie_weight": json.dumps(risk),
+              "usage_selection_min_gap": json.dumps(runner.lt_min_gap)})
+    write_safetensors(out_path, tensors, m)
+    print(f"[cutie] wrote {out_path} ({os.path.getsize(out_path)} bytes); top-k min gap {min(gaps):.3g}, "
+          f"near-tie weight {risk:.3g}, usage selection min gap {runner.lt_min_gap:.3g}")
+    for k, v in tensors.items():
+        stats(k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/cutie")
@@ -298,6 +335,10 @@ def main():
     make_clip_case(net, cfg, CLIP_PARAMS, frames, mask0, [1, 2], (0, 1, 3),
                    os.path.join(args.out, "clip.safetensors"), os.path.join(args.out, "taps.safetensors"),
                    meta | {"clip_seed": str(CLIP_SEED), "case": "clip"})
+    make_longterm_case(net, LONGTERM_PARAMS, frames, mask0, [1, 2],
+                       os.path.join(args.out, "longterm.safetensors"),
+                       meta | {"clip_seed": str(CLIP_SEED), "case": "longterm",
+                               "frames_from": "clip.safetensors"})
     frames, mask0 = synthetic_clip(RESIZE_SEED, 5, 81, 107)
     make_clip_case(net, cfg, RESIZE_PARAMS, frames, mask0, [1, 2], (),
                    os.path.join(args.out, "resize.safetensors"), None,
