@@ -970,13 +970,13 @@ static void test_thread_counts(void) {
     for (int k = 0; k < NF; k++)
         for (int pass = 0; pass < 4; pass++) {
             char a[1024];
-            snprintf(a, sizeof a, "%s/%s/t.%04d.%s", out[0], passes[pass], 1 + k, pass == 3 ? "png" : "exr");
+            snprintf(a, sizeof a, "%s/%s/t.%04d.%s", out[0], ck_pass_names[pass], 1 + k, pass == 3 ? "png" : "exr");
             size_t na = 0;
             unsigned char *da = ck_read_file(a, &na);
             CHECKF(da != NULL, "%s is missing", a);
             for (int c = 1; da && c < (int)NC; c++) {
                 char b[1024];
-                snprintf(b, sizeof b, "%s/%s/t.%04d.%s", out[c], passes[pass], 1 + k, pass == 3 ? "png" : "exr");
+                snprintf(b, sizeof b, "%s/%s/t.%04d.%s", out[c], ck_pass_names[pass], 1 + k, pass == 3 ? "png" : "exr");
                 size_t nb = 0;
                 unsigned char *db = ck_read_file(b, &nb);
                 CHECKF(db && na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
