@@ -221,7 +221,7 @@ static void test_conv3x3_rows(void) {
                 for (size_t sg = 0; sg < CK_ARRAY_LEN(segs); sg++)
                     for (int v = 0; v < 2; v++) {
                         const int x0 = segs[sg][0], n = segs[sg][1];
-                        ck_conv3x3_row(v, in, S, Cin, d, y, x0, n, wp, Cout, bias, dst);
+                        ck_conv3x3_row(v, in, S, 0, S, Cin, d, y, x0, n, wp, Cout, bias, dst);
                         for (int i = 0; i < n; i++)
                             for (int co = 0; co < Cout; co++) {
                                 double r = bias[co];

@@ -166,6 +166,16 @@ int ck_plan_replay_complete(const ck_plan *p) { return !p->mismatch && p->replay
 size_t ck_plan_arena_bytes(const ck_plan *p) { return p->arena_bytes; }
 size_t ck_plan_naive_bytes(const ck_plan *p) { return p->naive_bytes; }
 int ck_plan_num_buffers(const ck_plan *p) { return p->nbufs; }
+int64_t ck_plan_event(const ck_plan *p) { return p->events; }
+
+size_t ck_plan_high_water(const ck_plan *p, int64_t e0, int64_t e1) {
+    size_t top = 0;
+    for (int i = 0; i < p->nbufs; i++) {
+        const plan_buf *b = &p->bufs[i];
+        if (b->born < e1 && e0 < b->died && b->offset + b->bytes > top) top = b->offset + b->bytes;
+    }
+    return top;
+}
 
 void ck_plan_dump(const ck_plan *p, void *file) {
     FILE *f = file;
