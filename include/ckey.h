@@ -185,8 +185,8 @@ typedef struct ckey_memory_plan {
                                  counts them) */
     int32_t num_buffers;      /* activation buffers the planner placed */
     int64_t naive_bytes;      /* what those buffers would need with no reuse */
-    /* the arena's high-water mark (from its start) during each stage of the
-     * pass: the encoder, the decoders, the refiner */
+    /* the most arena bytes live at once during each stage of the pass (the
+     * encoder, the decoders, the refiner), scratch included */
     int64_t stage_bytes[3];
     int32_t refiner_band;     /* the schedule chosen: 0 = the refiner on whole maps (the fastest);
                                  else in bands of this many rows, recomputed per GroupNorm */

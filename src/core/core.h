@@ -97,9 +97,9 @@ size_t ck_plan_naive_bytes(const ck_plan *p);
 int ck_plan_num_buffers(const ck_plan *p);
 /* While recording: the index of the next allocation event (a stage mark). */
 int64_t ck_plan_event(const ck_plan *p);
-/* After finish: the highest end (offset + bytes) of the buffers live at any
- * event in [e0, e1): the arena a stage between two marks needs. */
-size_t ck_plan_high_water(const ck_plan *p, int64_t e0, int64_t e1);
+/* After finish: the most bytes live at once at the events in [e0, e1) (a
+ * stage between two marks; the arena holds at least that). */
+size_t ck_plan_live_peak(const ck_plan *p, int64_t e0, int64_t e1);
 
 /*
  * Allocate `bytes` (64-byte aligned) for the op sequence. During recording

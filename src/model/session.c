@@ -140,7 +140,7 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     mp->num_buffers = ck_plan_num_buffers(plan);
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
     for (int i = 0; i < CK_STAGE_COUNT; i++)
-        mp->stage_bytes[i] = (int64_t)ck_plan_high_water(plan, marks[i], marks[i + 1]);
+        mp->stage_bytes[i] = (int64_t)ck_plan_live_peak(plan, marks[i], marks[i + 1]);
     mp->refiner_band = bc->sched.refiner_band;
 }
 
@@ -158,6 +158,14 @@ static int candidate_schedules(const ck_backend_i *bi, int S, ck_schedule *out) 
     return n;
 }
 
+int ck_session_schedules(const ckey_session_options *o, ck_schedule *out, int max) {
+    const ck_backend_i *bi = ck_backend_find(o->device);
+    ck_schedule all[MAX_SCHEDULES];
+    const int n = bi ? candidate_schedules(bi, o->size, all) : 0;
+    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
+    return CK_MIN(n, max);
+}
+
 /* Plan bc's schedule (bc->sched) into plan and *mp; *work = the refiner's
  * work relative to whole maps. */
 static ckey_status plan_schedule(const ckey_model *m, const ckey_session_options *o, const ck_backend_i *bi,
@@ -170,7 +178,28 @@ static ckey_status plan_schedule(const ckey_model *m, const ckey_session_options
     if (st) return st;
     fill_plan(m, bi, bc, pp, plan, marks, mp);
     *work = cost;
+    const ck_config *c = &m->cfg;
+    const double whole = (double)o->size * o->size * 9 * c->ref_dim * (7 + 8.0 * c->ref_dim);
+    mp->relative_work = cost / whole;
     return CKEY_OK;
+}
+
+ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_options *opt, const ck_schedule *sched,
+                                     ckey_memory_plan *mp, ckey_error *err) {
+    const ck_backend_i *bi;
+    ck_backend_config bc;
+    ck_pass_params pp;
+    ck_plan *plan = NULL;
+    double work;
+    ckey_status st = check_options(m, opt, 0, 0, &bi, &bc, err);
+    if (!st && !ck_schedule_supported(bi->ops, sched))
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", bi->name);
+    if (!st) st = ck_plan_create(&plan, err);
+    bc.sched = *sched;
+    if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
+    if (!st) mp->min_budget_bytes = mp->peak_bytes;
+    ck_plan_free(plan);
+    return st;
 }
 
 /* Choose the schedule (bc->sched) and leave its plan in plan, mp and pp:
@@ -183,7 +212,7 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     ck_schedule cand[MAX_SCHEDULES];
     const int n = candidate_schedules(bi, o->size, cand);
     int best = -1, lean = 0;
-    double best_work = 0, work0 = 1;
+    double best_work = 0;
     int64_t lean_peak = 0;
     for (int i = 0; i < n; i++) {
         ckey_memory_plan cp;
@@ -191,7 +220,6 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
         bc->sched = cand[i];
         ckey_status st = plan_schedule(m, o, bi, bc, pp, plan, &cp, &work, err);
         if (st) return st;
-        if (i == 0) work0 = work > 0 ? work : 1;
         if (i == 0 || cp.peak_bytes < lean_peak) lean = i, lean_peak = cp.peak_bytes;
         const int ok = o->memory_budget <= 0 ? i == 0 : cp.peak_bytes <= o->memory_budget;
         if (ok && (best < 0 || work < best_work)) best = i, best_work = work;
@@ -202,7 +230,6 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     bc->sched = cand[best];
     ckey_status st = plan_schedule(m, o, bi, bc, pp, plan, mp, &work, err);
     if (st) return st;
-    mp->relative_work = work / work0;
     mp->min_budget_bytes = lean_peak;
     return CKEY_OK;
 }
