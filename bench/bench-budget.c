@@ -1,27 +1,37 @@
 /* Memory budgets: for each schedule a session may run (model.h ck_schedule),
  * from the leanest (the smallest budget) up to the whole-map one (the
- * default), the planned peak, the peak RSS so far (the runs go from the
- * smallest plan upward, so it is each schedule's own) and the time per
+ * default), the planned peak, the peak RSS and the time per
  * frame, on the official checkpoint (--model) or the full-size synthetic
- * weights. --plan-only: the plans alone (any S, no run). One JSON line per
+ * weights. Peak RSS: the process's (model store included) from the
+ * session's creation on. --plan-only: the plans alone (any S, no run). One JSON line per
  * schedule. Not a test. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "ckey_debug.h"
 #include "model/greenformer.h"
 #include "model/session.h"
 
+/* The process's peak RSS since the last reset_peak_rss (VmHWM), in MiB. */
 static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kib = atof(line + 6);
+    if (f) fclose(f);
+    return kib / 1024.0;
+}
+
+/* Start a new peak RSS at the current RSS (Linux: clear_refs 5). */
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) fputs("5", f), fclose(f);
 }
 
 int main(int argc, char **argv) {
-    int S = 512, threads = 0, runs = 1, cuda = 0, plan_only = 0, dump = 0;
+    int S = 512, threads = 0, runs = 1, cuda = 0, plan_only = 0, dump = 0, warm = 1, min_band = 0;
     double budget_mib = 0;
     ckey_precision prec = CKEY_PRECISION_DEFAULT;
     const char *model_path = NULL;
@@ -32,6 +42,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
         else if (!strcmp(argv[i], "--plan-only")) plan_only = 1;
         else if (!strcmp(argv[i], "--dump")) dump = 1;
+        else if (!strcmp(argv[i], "--no-warmup")) warm = 0;
+        else if (!strcmp(argv[i], "--min-band") && i + 1 < argc) min_band = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) cuda = !strncmp(argv[++i], "cuda", 4);
         else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
@@ -40,7 +52,7 @@ int main(int argc, char **argv) {
                  : !strcmp(p, "bf16") ? CKEY_PRECISION_BF16 : CKEY_PRECISION_DEFAULT;
         } else {
             fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda] "
-                            "[--precision fp32|fp16|bf16] [--plan-only] [--dump [--budget MIB]]\n", argv[0]);
+                            "[--precision fp32|fp16|bf16] [--no-warmup] [--min-band B] [--plan-only] [--dump [--budget MIB]]\n", argv[0]);
             return 2;
         }
     }
@@ -77,6 +89,7 @@ int main(int argc, char **argv) {
     if (!x) return 1;
     ck_synth_input(S, x);
     for (int i = n - 1; i >= 0; i--) { /* leanest first */
+        if (sched[i].refiner_band && sched[i].refiner_band < min_band) continue; /* --min-band: skip the slowest */
         ckey_memory_plan mp;
         ckey_session *s = NULL;
         double mean = 0, chk = 0;
@@ -86,13 +99,14 @@ int main(int argc, char **argv) {
                 return 1;
             }
         } else {
+            reset_peak_rss(); /* the peak of this session alone (the model's store included) */
             if (ck_session_create_schedule(m, &o, 0, &sched[i], &s, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
                 return 1;
             }
             ckey_session_get_plan(s, &mp);
             ckey_forward_result r;
-            for (int k = 0; k <= runs; k++) { /* run 0: warm-up */
+            for (int k = 1 - warm; k <= runs; k++) { /* run 0: warm-up */
                 if (ckey_session_forward(s, x, &r, &err)) {
                     fprintf(stderr, "bench: %s\n", err.message);
                     return 1;

@@ -192,6 +192,7 @@ typedef struct ckey_memory_plan {
                                  else in bands of this many rows, recomputed per GroupNorm */
     double relative_work;     /* the refiner's work under that schedule, 1 = whole maps */
     int64_t min_budget_bytes; /* the smallest budget any schedule fits: the leanest one's peak */
+    int32_t min_budget_band;  /* that schedule's refiner_band */
 } ckey_memory_plan;
 
 /* Plan a session without allocating its arena (for `ckey info`); over

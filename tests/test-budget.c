@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckey_clip.h"
 #include "ckpt/checkpoint.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -205,6 +206,57 @@ static void test_session_at_smallest_budget(void) {
     ckey_model_free(m);
 }
 
+/* A run's budget (ckey_plan_run_memory): the network's schedule is chosen
+ * for what the budget leaves after the plate buffers, so the smallest run
+ * budget fits with bands, and one byte less is refused naming it. */
+static void test_run_budget(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 256;
+    o.threads = 2;
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = CKEY_RUN_PLATE;
+    ro.width = 640;
+    ro.height = 360;
+    ro.host_limit = -1;
+    ckey_run_memory r;
+    ckey_error err;
+    REQUIRE(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_OK);
+    printf("  unlimited: total %.2f MiB (network %.2f MiB, whole maps); smallest %.2f MiB\n",
+           r.total_bytes / 1048576.0, r.session.peak_bytes / 1048576.0, r.min_budget_bytes / 1048576.0);
+    CHECK(r.session.refiner_band == 0 && r.session_budget == 0 && r.min_budget_bytes < r.total_bytes);
+    const int64_t whole_total = r.total_bytes;
+    o.memory_budget = r.min_budget_bytes;
+    CHECKF(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_OK, "%s", err.message);
+    printf("  budget %.2f MiB: total %.2f MiB, network in bands of %d rows, its budget %.2f MiB\n",
+           o.memory_budget / 1048576.0, r.total_bytes / 1048576.0, (int)r.session.refiner_band,
+           r.session_budget / 1048576.0);
+    CHECK(r.total_bytes <= o.memory_budget && r.session.refiner_band > 0 && r.total_bytes < whole_total);
+    CHECK(r.session.peak_bytes <= r.session_budget);
+    /* the session made with that share runs the same schedule */
+    ckey_session_options so = o;
+    so.memory_budget = r.session_budget;
+    ckey_session *s = NULL;
+    ckey_memory_plan p;
+    CHECKF(ckey_session_create(m, &so, &s, &err) == CKEY_OK, "%s", err.message);
+    if (s) {
+        ckey_session_get_plan(s, &p);
+        CHECK(p.refiner_band == r.session.refiner_band && p.peak_bytes == r.session.peak_bytes);
+    }
+    ckey_session_free(s);
+    const int64_t least = o.memory_budget;
+    o.memory_budget = least - 1;
+    CHECK(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_ERR_BUDGET);
+    printf("  %s\n", err.message);
+    char want[48];
+    snprintf(want, sizeof want, "(%lld bytes)", (long long)least);
+    CHECKF(strstr(err.message, want) != NULL, "the message names the smallest budget %s", want);
+    ckey_model_free(m);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"tiny_s128_schedules", test_tiny_s128},
@@ -212,6 +264,7 @@ int main(int argc, char **argv) {
         {"full_s256_schedules", test_full_s256},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
+        {"run_budget", test_run_budget},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

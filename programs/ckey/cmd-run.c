@@ -172,7 +172,9 @@ static int key_plate(run_job *j, ckey_error *err) {
     sigaddset(&stop, SIGTERM);
     t0 = now_seconds();
     pthread_sigmask(SIG_BLOCK, &stop, &old);
-    const ckey_status st = ckey_session_create(j->model, &o->so, &j->sess, err);
+    ckey_session_options so = o->so;
+    if (j->mem.session_budget > 0) so.memory_budget = j->mem.session_budget; /* the schedule plan_run chose */
+    const ckey_status st = ckey_session_create(j->model, &so, &j->sess, err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (st != CKEY_OK) return fail_err(o->json, err);
     j->t_session = now_seconds() - t0;

@@ -197,7 +197,7 @@ ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_opt
     if (!st) st = ck_plan_create(&plan, err);
     bc.sched = *sched;
     if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
-    if (!st) mp->min_budget_bytes = mp->peak_bytes;
+    if (!st) mp->min_budget_bytes = mp->peak_bytes, mp->min_budget_band = sched->refiner_band;
     ck_plan_free(plan);
     return st;
 }
@@ -231,6 +231,7 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     ckey_status st = plan_schedule(m, o, bi, bc, pp, plan, mp, &work, err);
     if (st) return st;
     mp->min_budget_bytes = lean_peak;
+    mp->min_budget_band = cand[lean].refiner_band;
     return CKEY_OK;
 }
 
@@ -343,7 +344,7 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         if (!ck_schedule_supported(s->bi->ops, sched))
             st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", s->bi->name);
         if (!st) st = plan_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &work, err);
-        if (!st) s->mp.min_budget_bytes = s->mp.peak_bytes;
+        if (!st) s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band;
         fits = s->opt.memory_budget <= 0 || s->mp.peak_bytes <= s->opt.memory_budget;
     } else if (!st) {
         st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
