@@ -69,6 +69,12 @@ typedef struct {
     int lo, hi;
 } rows_t;
 
+int ck_refiner_band_halo(void) {
+    int h = 0;
+    for (int k = 0; k < REF_CONVS; k++) h += ref_dil[k];
+    return 2 * h;
+}
+
 static rows_t grow(rows_t r, int d, int S) {
     rows_t g = {CK_MAX(0, r.lo - d), CK_MIN(S, r.hi + d)};
     return g;
@@ -88,9 +94,7 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     ck_plan *pl = f->plan;
     const int S = f->S, R = c->ref_dim, gr = c->ref_groups, B = CK_MIN(f->sched.refiner_band, S);
     const int64_t HW = (int64_t)S * S;
-    int halo = 0;
-    for (int k = 0; k < REF_CONVS; k++) halo += ref_dil[k];
-    const int64_t nmax = CK_MIN(S, B + 2 * halo);
+    const int64_t nmax = CK_MIN(S, B + ck_refiner_band_halo());
     ck_tensor out = ALLOC_F32(4 * HW, "output");
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");

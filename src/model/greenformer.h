@@ -28,6 +28,11 @@ typedef struct ck_fwd {
 
 enum { CK_STAGE_ENCODER, CK_STAGE_DECODERS, CK_STAGE_REFINER, CK_STAGE_COUNT };
 
+/* The rows a refiner band grows by, both sides together (twice the sum of
+ * the nine convs' dilations: 62): a band of B output rows computes its
+ * first conv on up to B + this many rows. */
+int ck_refiner_band_halo(void);
+
 /* Whether the backend's op table runs schedule s (the banded ops are optional). */
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s);
 

@@ -146,14 +146,14 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
 
 /* The schedules a session may run, fastest first: the refiner on whole maps,
  * then in bands of S/2, S/4, ... down to 8 rows while a band with its halo
- * (62 rows, the dilations' sum both ways) is shorter than the image. */
+ * (ck_refiner_band_halo) is shorter than the image. */
 enum { MAX_SCHEDULES = 16 };
 static int candidate_schedules(const ck_backend_i *bi, int S, ck_schedule *out) {
     int n = 0;
     out[n++] = (ck_schedule){0};
     for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
         ck_schedule s = {B};
-        if (B + 62 < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
+        if (B + ck_refiner_band_halo() < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
     }
     return n;
 }
