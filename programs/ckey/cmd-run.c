@@ -280,9 +280,12 @@ static void report(const run_job *j) {
            (int)o->so.size);
     printf("  read     %8.3f s\n", j->t_read);
     printf("  load     %8.3f s\n", j->t_load);
-    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
-           j->t_session, mib(j->plan.peak_bytes), mib(j->plan.weight_bytes),
-           mib(j->plan.arena_bytes));
+    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)", j->t_session,
+           mib(j->plan.peak_bytes), mib(j->plan.weight_bytes), mib(j->plan.arena_bytes));
+    /* a budget chose bands: the refiner computes more to fit */
+    if (j->plan.refiner_band)
+        printf(", refiner in bands of %d rows (work x%.1f)", (int)j->plan.refiner_band, j->plan.relative_work);
+    printf("\n");
     printf("  key      %8.3f s\n", j->t_key);
     printf("  write    %8.3f s\n", j->t_write);
     char parts[256], peak[32];
