@@ -159,7 +159,10 @@ typedef struct ckey_session_options {
     int32_t threads;          /* CPU worker threads; 0 = all cores */
     ckey_device_kind device;  /* CPU by default */
     int32_t device_index;     /* for CUDA */
-    int64_t memory_budget;    /* bytes; 0 = unlimited. Plans over budget fail with CKEY_ERR_BUDGET */
+    int64_t memory_budget;    /* bytes; 0 = unlimited (the fastest schedule). Otherwise the session
+                                 runs the fastest schedule whose peak (weights + arena) fits it, and
+                                 a budget below every schedule's fails with CKEY_ERR_BUDGET naming
+                                 the smallest that fits */
     float refiner_strength;   /* multiplies the refiner's deltas; 1 = official default */
     ckey_precision precision; /* DEFAULT: the device's default (see ckey_precision) */
     ckey_resize_back resize_back; /* default LANCZOS4 */
@@ -182,6 +185,14 @@ typedef struct ckey_memory_plan {
                                  counts them) */
     int32_t num_buffers;      /* activation buffers the planner placed */
     int64_t naive_bytes;      /* what those buffers would need with no reuse */
+    /* the most arena bytes live at once during each stage of the pass (the
+     * encoder, the decoders, the refiner), scratch included */
+    int64_t stage_bytes[3];
+    int32_t refiner_band;     /* the schedule chosen: 0 = the refiner on whole maps (the fastest);
+                                 else in bands of this many rows, recomputed per GroupNorm */
+    double relative_work;     /* the refiner's work under that schedule, 1 = whole maps */
+    int64_t min_budget_bytes; /* the smallest budget any schedule fits: the leanest one's peak */
+    int32_t min_budget_band;  /* that schedule's refiner_band */
 } ckey_memory_plan;
 
 /* Plan a session without allocating its arena (for `ckey info`); over

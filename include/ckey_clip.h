@@ -560,6 +560,12 @@ typedef struct ckey_run_memory {
     int64_t host_limit;       /* what host_bytes was checked against; 0: not checked */
     int32_t frames_in_flight; /* plates held at once: 1, or a shot's nin + nout */
     int32_t writers;          /* a shot's writer threads K (resolved); 0 for a plate run */
+    int64_t session_budget;   /* with so->memory_budget: what is left of it to each session
+                                 after the other parts, the budget its schedule was chosen
+                                 for (give it to ckey_session_create as memory_budget so the
+                                 session runs the planned schedule); 0 without a budget */
+    int64_t min_budget_bytes; /* the smallest budget this run fits: the other parts plus each
+                                 session's leanest schedule */
 } ckey_run_memory;
 
 /*

@@ -281,7 +281,8 @@ static void test_gemm_variants(void) {
 
 /* ck_conv3x3_row, both paths, against a double-precision direct conv: every
  * dilation the refiner uses, widths that leave partial 32-channel panels,
- * segments that start and end inside the zero-padded border. */
+ * segments that start and end inside the zero-padded border, on the whole
+ * map and on a band of just the rows read. */
 static void test_conv3x3_rows(void) {
     const int Cs[][2] = {{64, 64}, {16, 16}, {40, 24}}, dils[] = {1, 2, 4, 8}, S = 37;
     double worst[2] = {0, 0};
@@ -298,9 +299,14 @@ static void test_conv3x3_rows(void) {
             const int segs[][2] = {{0, 37}, {3, 30}, {0, 5}, {30, 7}, {9, 1}};
             for (int y = 0; y < S; y += 3)
                 for (size_t sg = 0; sg < CK_ARRAY_LEN(segs); sg++)
-                    for (int v = 0; v < 2; v++) {
+                    for (int vb = 0; vb < 4; vb++) {
+                        /* the whole map, or (vb >= 2) only the rows the output row reads
+                         * (a band: rows [r0, r0 + nr), the rest zero padding or not read) */
+                        const int v = vb & 1, r0 = vb >= 2 ? CK_MAX(0, y - d) : 0;
+                        const int nr = vb >= 2 ? CK_MIN(S, y + d + 1) - r0 : S;
                         const int x0 = segs[sg][0], n = segs[sg][1];
-                        ck_conv3x3_row(v, in, S, Cin, d, y, x0, n, wp, Cout, bias, dst);
+                        ck_conv3x3_row(v, in + (int64_t)r0 * S * Cin, S, r0, nr, Cin, d, y, x0, n, wp, Cout, bias,
+                                       dst);
                         for (int i = 0; i < n; i++)
                             for (int co = 0; co < Cout; co++) {
                                 double r = bias[co];

@@ -120,7 +120,7 @@ static void test_attention(void) {
     ck_config cfg;
     ck_config_default(&cfg);
     size_t per_thread, shared;
-    ck_cpu_scratch_floats(&cfg, 256, 2, &per_thread, &shared);
+    ck_cpu_scratch_floats(&cfg, 256, 2, &(ck_schedule){0}, &per_thread, &shared);
     ck_cpu be;
     memset(&be, 0, sizeof be);
     REQUIRE(ck_pool_create(2, &be.pool, NULL) == CKEY_OK);
@@ -161,7 +161,7 @@ static void cpu_be_init(cpu_be *c, int S) {
     ck_config cfg;
     ck_config_default(&cfg);
     size_t per_thread, shared;
-    ck_cpu_scratch_floats(&cfg, S, 2, &per_thread, &shared);
+    ck_cpu_scratch_floats(&cfg, S, 2, &(ck_schedule){0}, &per_thread, &shared);
     memset(c, 0, sizeof *c);
     ck_pool_create(2, &c->be.pool, NULL);
     c->be.threads = 2;

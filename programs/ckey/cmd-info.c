@@ -97,6 +97,21 @@ static void print_text(const opts *o, const info_result *r) {
     printf("  peak        %10.1f MiB\n", mib(plan->peak_bytes));
     printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
            (int)plan->num_buffers, mib(plan->naive_bytes));
+    if (o->memory) {
+        /* the most bytes live at once in each stage (the arena may hold more: placement) */
+        printf("  live at most: encoder %.1f MiB, decoders %.1f MiB, refiner %.1f MiB\n",
+               mib(plan->stage_bytes[0]), mib(plan->stage_bytes[1]), mib(plan->stage_bytes[2]));
+    }
+    if (plan->refiner_band)
+        printf("  schedule    refiner in bands of %d rows, recomputed per GroupNorm (refiner work x%.1f)\n",
+               (int)plan->refiner_band, plan->relative_work);
+    else
+        printf("  schedule    refiner on whole maps (the fastest)\n");
+    char lean[48];
+    if (plan->min_budget_band) snprintf(lean, sizeof lean, "bands of %d rows", (int)plan->min_budget_band);
+    else snprintf(lean, sizeof lean, "whole maps");
+    printf("  smallest budget %.1f MiB (%lld bytes; refiner on %s)\n", mib(plan->min_budget_bytes),
+           (long long)plan->min_budget_bytes, lean);
     if (r->have_run) {
         char b[32];
         if (o->plan_key)

@@ -461,6 +461,7 @@ static int load_model(key_job *j) {
     const int nd = o->ndevices ? o->ndevices : 1;
     for (int i = 0; i < nd; i++) {
         ckey_session_options so = o->so;
+        if (j->mem.session_budget > 0) so.memory_budget = j->mem.session_budget; /* the schedule plan_run chose */
         if (o->ndevices) {
             so.device = o->devices[i].kind;
             so.device_index = o->devices[i].index;

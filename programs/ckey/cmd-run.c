@@ -172,7 +172,9 @@ static int key_plate(run_job *j, ckey_error *err) {
     sigaddset(&stop, SIGTERM);
     t0 = now_seconds();
     pthread_sigmask(SIG_BLOCK, &stop, &old);
-    const ckey_status st = ckey_session_create(j->model, &o->so, &j->sess, err);
+    ckey_session_options so = o->so;
+    if (j->mem.session_budget > 0) so.memory_budget = j->mem.session_budget; /* the schedule plan_run chose */
+    const ckey_status st = ckey_session_create(j->model, &so, &j->sess, err);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (st != CKEY_OK) return fail_err(o->json, err);
     j->t_session = now_seconds() - t0;
@@ -278,9 +280,12 @@ static void report(const run_job *j) {
            (int)o->so.size);
     printf("  read     %8.3f s\n", j->t_read);
     printf("  load     %8.3f s\n", j->t_load);
-    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)\n",
-           j->t_session, mib(j->plan.peak_bytes), mib(j->plan.weight_bytes),
-           mib(j->plan.arena_bytes));
+    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)", j->t_session,
+           mib(j->plan.peak_bytes), mib(j->plan.weight_bytes), mib(j->plan.arena_bytes));
+    /* a budget chose bands: the refiner computes more to fit */
+    if (j->plan.refiner_band)
+        printf(", refiner in bands of %d rows (work x%.1f)", (int)j->plan.refiner_band, j->plan.relative_work);
+    printf("\n");
     printf("  key      %8.3f s\n", j->t_key);
     printf("  write    %8.3f s\n", j->t_write);
     char parts[256], peak[32];

@@ -80,13 +80,13 @@ void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t heig
            "\"decoded_bytes\": %lld, \"hint_bytes\": %lld, \"resize_bytes\": %lld, "
            "\"output_bytes\": %lld, \"post_bytes\": %lld, \"encode_bytes\": %lld, "
            "\"plate_bytes\": %lld, \"total_bytes\": %lld, \"host_bytes\": %lld, "
-           "\"host_limit_bytes\": %lld}",
+           "\"host_limit_bytes\": %lld, \"min_budget_bytes\": %lld}",
            (int)width, (int)height, (int)r->frames_in_flight, (int)r->writers,
            (long long)r->session.peak_bytes, (long long)r->model_bytes, (long long)r->io_bytes,
            (long long)r->decoded_bytes, (long long)r->hint_bytes, (long long)r->resize_bytes,
            (long long)r->output_bytes, (long long)r->post_bytes, (long long)r->encode_bytes,
            (long long)r->plate_bytes, (long long)r->total_bytes, (long long)r->host_bytes,
-           (long long)r->host_limit);
+           (long long)r->host_limit, (long long)r->min_budget_bytes);
 }
 
 void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
@@ -115,6 +115,7 @@ void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
     printf("%s%-14s %11s", indent, "total", fmt_bytes(b, sizeof b, r->total_bytes));
     if (r->host_bytes != r->total_bytes) printf("  (host memory %s)", fmt_bytes(b, sizeof b, r->host_bytes));
     printf("\n");
+    printf("%s%-14s %11s  the network's leanest schedule\n", indent, "smallest", fmt_bytes(b, sizeof b, r->min_budget_bytes));
 }
 
 int64_t peak_rss_bytes(void) {
@@ -130,9 +131,13 @@ int64_t peak_rss_bytes(void) {
 
 void print_plan_json(const ckey_memory_plan *p) {
     printf("{\"weight_bytes\": %lld, \"arena_bytes\": %lld, \"scratch_bytes\": %lld, "
-           "\"peak_bytes\": %lld, \"num_buffers\": %d, \"naive_bytes\": %lld}",
+           "\"peak_bytes\": %lld, \"num_buffers\": %d, \"naive_bytes\": %lld, "
+           "\"stage_bytes\": {\"encoder\": %lld, \"decoders\": %lld, \"refiner\": %lld}, "
+           "\"refiner_band\": %d, \"refiner_work\": %.2f, \"min_budget_bytes\": %lld, \"min_budget_band\": %d}",
            (long long)p->weight_bytes, (long long)p->arena_bytes, (long long)p->scratch_bytes,
-           (long long)p->peak_bytes, (int)p->num_buffers, (long long)p->naive_bytes);
+           (long long)p->peak_bytes, (int)p->num_buffers, (long long)p->naive_bytes,
+           (long long)p->stage_bytes[0], (long long)p->stage_bytes[1], (long long)p->stage_bytes[2],
+           (int)p->refiner_band, p->relative_work, (long long)p->min_budget_bytes, (int)p->min_budget_band);
 }
 
 int is_test_model(const ckey_model_info *mi) { return mi->embed_dim != CKEY_REAL_EMBED_DIM; }

@@ -146,6 +146,30 @@ typedef struct ck_ops {
     /* zero n doubles (stats accumulators). */
     void (*zero_stats)(ck_backend *be, double *stats, int n);
 
+    /* The banded refiner (model.h ck_schedule.refiner_band). Optional: a
+     * backend that leaves them NULL runs only the whole-map schedule. A band
+     * of a refiner map holding image rows [r0, r0 + n) is n * S * C elements,
+     * rows in order (a backend offering bands keeps its maps row-contiguous,
+     * as channels-last is), so rows [a, b) of it start at (a - r0) * S * C.
+     *
+     * rin [7, n, S] = rows [y0, y0 + n) of refiner_input's [7, S, S]. */
+    void (*refiner_input_rows)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin);
+
+    /* conv3x3 (no pending affine) of a band: in holds image rows [in_r0,
+     * in_r0 + in_n) of its map (in_is_image: [Cin, in_n, S], as rin above),
+     * out receives rows [out_r0, out_r0 + out_n) (a band of a refiner map).
+     * Rows outside the image are zero padding; the caller guarantees that
+     * every image row the output reads lies inside the input band. stats:
+     * as conv3x3, or NULL (not wanted). */
+    void (*conv3x3_rows)(ck_backend *be, ck_tensor in, int in_is_image, int Cin, int S, int dil, int in_r0,
+                         int in_n, ck_weight W, ck_weight bias, ck_tensor out, int out_r0, int out_n, int Cout,
+                         int groups, double *stats);
+
+    /* Rows [y0, y0 + n) of out [Cout, S, S] (fp32) = mult * (W . x + b), x a
+     * band of a refiner map holding those rows. */
+    void (*pointwise_conv_rows)(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
+                                float mult, ck_tensor out, int Cout);
+
     /* Cutie's memory read (cutie/model/utils/memory_utils.py: get_similarity,
      * do_softmax with top_k, readout), fused. All fp32, positions as rows:
      *   mk [N, CK] memory keys,  ms [N] shrinkage (data NULL: none),

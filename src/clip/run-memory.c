@@ -160,6 +160,22 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     }
     r->plate_bytes = r->decoded_bytes + r->hint_bytes + r->resize_bytes + r->output_bytes + r->post_bytes +
                      r->encode_bytes;
+    const int64_t rest = r->model_bytes + r->io_bytes + r->plate_bytes;
+    r->min_budget_bytes = rest + sm.plan.min_budget_bytes * nsess;
+    if (sopt.memory_budget > 0) {
+        /* the session's schedule is chosen for what the budget leaves it (the
+         * other parts do not depend on the schedule) */
+        r->session_budget = (sopt.memory_budget - rest) / nsess;
+        if (r->session_budget > 0) {
+            ckey_session_options ss = sopt;
+            ss.memory_budget = r->session_budget;
+            if ((st = ck_plan_session_memory(m, &ss, &sm, err)) != CKEY_OK) return st;
+            r->session = sm.plan;
+            r->session.weight_bytes *= nsess;
+            r->session.arena_bytes *= nsess;
+            r->session.peak_bytes *= nsess;
+        }
+    }
     r->total_bytes = r->session.peak_bytes + r->model_bytes + r->io_bytes + r->plate_bytes;
     r->host_bytes = r->total_bytes - (sm.device_memory ? r->session.peak_bytes : 0);
     if (ro->host_limit > 0) {
@@ -172,10 +188,14 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     char parts[256], need[32], have[32];
     describe_parts(r, parts, sizeof parts);
     ck_format_bytes(need, sizeof need, r->total_bytes);
-    if (sopt.memory_budget > 0 && r->total_bytes > sopt.memory_budget)
-        return ck_fail(err, CKEY_ERR_BUDGET, "a %d x %d plate at S = %d needs %s (%s), over the budget of %s",
-                       (int)w, (int)h, (int)S, need, parts,
-                       ck_format_bytes(have, sizeof have, sopt.memory_budget));
+    if (sopt.memory_budget > 0 && r->total_bytes > sopt.memory_budget) {
+        char least[32];
+        return ck_fail(err, CKEY_ERR_BUDGET,
+                       "a %d x %d plate at S = %d needs %s (%s), over the budget of %s; the smallest budget "
+                       "for it is %s (%lld bytes)",
+                       (int)w, (int)h, (int)S, need, parts, ck_format_bytes(have, sizeof have, sopt.memory_budget),
+                       ck_format_bytes(least, sizeof least, r->min_budget_bytes), (long long)r->min_budget_bytes);
+    }
     if (r->host_limit > 0 && r->host_bytes > r->host_limit) {
         char host[32], avail[32];
         ck_format_bytes(host, sizeof host, r->host_bytes);

@@ -99,6 +99,11 @@ int ck_plan_replay_complete(const ck_plan *p);
 size_t ck_plan_arena_bytes(const ck_plan *p);
 size_t ck_plan_naive_bytes(const ck_plan *p);
 int ck_plan_num_buffers(const ck_plan *p);
+/* While recording: the index of the next allocation event (a stage mark). */
+int64_t ck_plan_event(const ck_plan *p);
+/* After finish: the most bytes live at once at the events in [e0, e1) (a
+ * stage between two marks; the arena holds at least that). */
+size_t ck_plan_live_peak(const ck_plan *p, int64_t e0, int64_t e1);
 
 /*
  * Allocate `bytes` (64-byte aligned) for the op sequence. During recording

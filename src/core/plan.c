@@ -166,6 +166,22 @@ int ck_plan_replay_complete(const ck_plan *p) { return !p->mismatch && p->replay
 size_t ck_plan_arena_bytes(const ck_plan *p) { return p->arena_bytes; }
 size_t ck_plan_naive_bytes(const ck_plan *p) { return p->naive_bytes; }
 int ck_plan_num_buffers(const ck_plan *p) { return p->nbufs; }
+int64_t ck_plan_event(const ck_plan *p) { return p->events; }
+
+size_t ck_plan_live_peak(const ck_plan *p, int64_t e0, int64_t e1) {
+    /* the live total changes only at births: check it at each birth in
+     * [e0, e1) and at e0 itself */
+    size_t peak = 0;
+    for (int i = -1; i < p->nbufs; i++) {
+        const int64_t t = i < 0 ? e0 : p->bufs[i].born;
+        if (t < e0 || t >= e1) continue;
+        size_t live = 0;
+        for (int j = 0; j < p->nbufs; j++)
+            if (p->bufs[j].born <= t && t < p->bufs[j].died) live += p->bufs[j].bytes;
+        if (live > peak) peak = live;
+    }
+    return peak;
+}
 
 void ck_plan_dump(const ck_plan *p, void *file) {
     FILE *f = file;

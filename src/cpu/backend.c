@@ -19,7 +19,7 @@ static ckey_status cpu_check(const ckey_model *m, const ckey_session_options *o,
 static void cpu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_pass_params *p) {
     memset(p, 0, sizeof *p);
     size_t per_thread, shared;
-    ck_cpu_scratch_floats(c, bc->size, bc->threads, &per_thread, &shared);
+    ck_cpu_scratch_floats(c, bc->size, bc->threads, &bc->sched, &per_thread, &shared);
     p->pass_scratch = ((size_t)bc->threads * per_thread + shared) * sizeof(float);
 }
 
@@ -82,7 +82,7 @@ static ckey_status cpu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error
                        bytes / 1048576.0);
     b->plan = plan;
     size_t shared;
-    ck_cpu_scratch_floats(b->mcfg, b->cfg.size, b->threads, &b->per_thread, &shared);
+    ck_cpu_scratch_floats(b->mcfg, b->cfg.size, b->threads, &b->cfg.sched, &b->per_thread, &shared);
     ck_plan_begin_execute(plan, b->arena);
     b->scratch = ck_plan_buffer(plan, 0);
     b->shared = b->scratch + (size_t)b->threads * b->per_thread;

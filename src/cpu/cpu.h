@@ -26,7 +26,8 @@ typedef struct ck_cpu {
 } ck_cpu;
 
 /* Scratch the CPU ops need for this config and S (per thread and shared). */
-void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared);
+void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_schedule *sched, size_t *per_thread,
+                           size_t *shared);
 
 /* Row-major C[M, N] = A[M, K] . op(B) (beta == 0) or C += A . op(B) (beta
  * != 0); op(B) = B^T when b_trans (B stored [N, K]), else B [K, N]. alpha is
@@ -59,14 +60,16 @@ size_t ck_flash_t_work(int nq, int hd);
 void ck_flash_t(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
                 int64_t ldo, float *work);
 
-/* 3x3 convolution (padding = dilation) of a channels-last map in [S, S, Cin]
- * for output row y, pixels [x0, x0 + n): dst[n, Cout] = bias + conv. wp holds
+/* 3x3 convolution (padding = dilation) of a channels-last map in [nr, S, Cin]
+ * holding image rows [r0, r0 + nr) of an S x S map (the whole map: 0, S; rows
+ * outside read as zero) for output row y, pixels [x0, x0 + n):
+ * dst[n, Cout] = bias + conv. wp holds
  * the weights W[Cout][Cin][3][3] as packed by ck_conv3x3_pack
  * (ck_conv3x3_packed_floats of them). variant as for ck_sgemm_variant. */
 size_t ck_conv3x3_packed_floats(int Cout, int Cin);
 void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp);
-void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
-                    const float *wp, int Cout, const float *bias, float *dst);
+void ck_conv3x3_row(int variant, const float *in, int S, int64_t r0, int64_t nr, int Cin, int dil, int64_t y, int x0,
+                    int n, const float *wp, int Cout, const float *bias, float *dst);
 
 /* Cutie's memory read (backend/ops.h memory_read) on the pool, each thread in
  * its slice of be->scratch, which must hold ck_cpu_memory_read_floats(N,

@@ -486,8 +486,8 @@ void ck_sgemm_variant(int variant, int b_trans, int M, int N, int K, const float
  * stored once. A GEMM per tap (conv_taps_generic, below) reads and writes
  * the output tile nine times and packs the tap's weights on every call. */
 
-static void conv_taps_generic(int variant, const float *in, int S, int Cin, int d, int64_t y, int xa, int xb,
-                              const float *wp, int Cout, const float *bias, float *dst);
+static void conv_taps_generic(int variant, const float *in, int S, int64_t row0, int64_t nrows, int Cin, int d,
+                              int64_t y, int xa, int xb, const float *wp, int Cout, const float *bias, float *dst);
 
 /* C[mr x nr] = bias + sum over the valid tap rows and the three kx taps.
  * rows[r]: input row pointer at the strip's first pixel, tap row ky[r]. */
@@ -533,19 +533,19 @@ static inline __attribute__((always_inline)) void conv_kernel(const int mr, int 
 }
 
 __attribute__((target("arch=x86-64-v4")))
-static void conv_row_avx512(const float *in, int S, int Cin, int d, int64_t y, int x0, int n, const float *wp,
+static void conv_row_avx512(const float *in, int S, int64_t row0, int64_t nrows, int Cin, int d, int64_t y, int x0, int n, const float *wp,
                             int Cout, const float *bias, float *dst) {
     /* pixels whose three kx taps are all inside the row */
     const int xa = CK_MIN(CK_MAX(x0, d), x0 + n), xb = CK_MAX(CK_MIN(x0 + n, S - d), xa);
-    conv_taps_generic(0, in, S, Cin, d, y, x0, xa, wp, Cout, bias, dst);
-    conv_taps_generic(0, in, S, Cin, d, y, xb, x0 + n, wp, Cout, bias, dst + (int64_t)(xb - x0) * Cout);
+    conv_taps_generic(0, in, S, row0, nrows, Cin, d, y, x0, xa, wp, Cout, bias, dst);
+    conv_taps_generic(0, in, S, row0, nrows, Cin, d, y, xb, x0 + n, wp, Cout, bias, dst + (int64_t)(xb - x0) * Cout);
     if (xb <= xa) return;
     const float *rows[3];
     int ky[3], nrow = 0;
     for (int k = 0; k < 3; k++) {
         const int64_t iy = y + (k - 1) * d;
-        if (iy < 0 || iy >= S) continue;
-        rows[nrow] = in + (iy * S + xa) * Cin;
+        if (iy < row0 || iy >= row0 + nrows) continue;
+        rows[nrow] = in + ((iy - row0) * S + xa) * Cin;
         ky[nrow++] = k;
     }
     const int64_t dC = (int64_t)d * Cin;
@@ -628,36 +628,36 @@ void ck_conv3x3_pack(int Cout, int Cin, const float *W, float *wp) {
 /* Pixels [xa, xb) of output row y, one tap GEMM at a time (taps that fall
  * outside the image skip the pixels they would read there: zero padding).
  * Used by the narrow path and for the border pixels of the fast one. */
-static void conv_taps_generic(int variant, const float *in, int S, int Cin, int d, int64_t y, int xa, int xb,
-                              const float *wp, int Cout, const float *bias, float *dst) {
+static void conv_taps_generic(int variant, const float *in, int S, int64_t row0, int64_t nrows, int Cin, int d,
+                              int64_t y, int xa, int xb, const float *wp, int Cout, const float *bias, float *dst) {
     if (xb <= xa) return;
     for (int i = xa; i < xb; i++)
         for (int j = 0; j < Cout; j++) dst[(int64_t)(i - xa) * Cout + j] = bias[j];
     const int np = (Cout + NR - 1) / NR;
     for (int ky = 0; ky < 3; ky++) {
         const int64_t iy = y + (ky - 1) * d;
-        if (iy < 0 || iy >= S) continue;
+        if (iy < row0 || iy >= row0 + nrows) continue;
         for (int kx = 0; kx < 3; kx++) {
             const int off = (kx - 1) * d;
             const int a = CK_MAX(xa, -off), b = CK_MIN(xb, S - off);
             if (b <= a) continue;
             for (int p = 0; p < np; p++)
-                conv_gemm(variant, b - a, CK_MIN(NR, Cout - p * NR), Cin, in + (iy * S + a + off) * Cin, Cin,
+                conv_gemm(variant, b - a, CK_MIN(NR, Cout - p * NR), Cin, in + ((iy - row0) * S + a + off) * Cin, Cin,
                                  wp + ((int64_t)p * 9 + ky * 3 + kx) * Cin * NR, NR, 1.0f,
                                  dst + (int64_t)(a - xa) * Cout + p * NR, Cout);
         }
     }
 }
 
-void ck_conv3x3_row(int variant, const float *in, int S, int Cin, int dil, int64_t y, int x0, int n,
-                    const float *wp, int Cout, const float *bias, float *dst) {
+void ck_conv3x3_row(int variant, const float *in, int S, int64_t row0, int64_t nrows, int Cin, int dil, int64_t y, int x0,
+                    int n, const float *wp, int Cout, const float *bias, float *dst) {
 #ifndef CK_HAVE_OPENBLAS
     if (variant == 0 && has_avx512()) {
-        conv_row_avx512(in, S, Cin, dil, y, x0, n, wp, Cout, bias, dst);
+        conv_row_avx512(in, S, row0, nrows, Cin, dil, y, x0, n, wp, Cout, bias, dst);
         return;
     }
 #endif
-        conv_taps_generic(1, in, S, Cin, dil, y, x0, x0 + n, wp, Cout, bias, dst);
+        conv_taps_generic(1, in, S, row0, nrows, Cin, dil, y, x0, x0 + n, wp, Cout, bias, dst);
 }
 
 size_t ck_flash_t_work(int nq, int hd) { return (size_t)CK_FLASH_T_BK * 32 + (size_t)((nq + 31) / 32) * (2 * (size_t)hd * 32 + 64); }

@@ -715,18 +715,19 @@ typedef struct {
     int S;
     float *out;
     int mode; /* 0: refiner input, 1: finalize */
+    int y0, n; /* the rows of out: [y0, y0 + n) (whole images: 0, S) */
 } up_ctx;
 
 static void up_rows(void *p, int64_t r0, int64_t r1, int thread) {
     const up_ctx *c = p;
     const int S = c->S, G = S / 4;
-    const int64_t HW = (int64_t)S * S;
+    const int64_t plane = (int64_t)c->n * S;
     for (int64_t r = r0; r < r1; r++) {
-        int ch = (int)(r / S), y = (int)(r % S);
+        int ch = (int)(r / c->n), y = c->y0 + (int)(r % c->n);
         const float *L = c->logits + (int64_t)ch * G * G;
         tap2 ty = bilinear_tap(y, G, S);
         const float *l0 = L + (int64_t)ty.i0 * G, *l1 = L + (int64_t)ty.i1 * G;
-        float *dst = c->out + (c->mode == 0 ? 3 * HW : 0) + (int64_t)ch * HW + (int64_t)y * S;
+        float *dst = c->out + (c->mode == 0 ? 3 * plane : 0) + (int64_t)ch * plane + (int64_t)(y - c->y0) * S;
         for (int x = 0; x < S; x++) {
             tap2 tx = bilinear_tap(x, G, S);
             float v = ty.l0 * (tx.l0 * l0[tx.i0] + tx.l1 * l0[tx.i1]) + ty.l1 * (tx.l0 * l1[tx.i0] + tx.l1 * l1[tx.i1]);
@@ -737,12 +738,21 @@ static void up_rows(void *p, int64_t r0, int64_t r1, int thread) {
 
 static void cpu_refiner_input(ck_cpu *be, const float *x, const float *logits, int S, float *rin) {
     memcpy(rin, x, (size_t)3 * S * S * sizeof(float));
-    up_ctx c = {x, logits, S, rin, 0};
+    up_ctx c = {x, logits, S, rin, 0, 0, S};
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
+/* rin [7, n, S]: rows [y0, y0 + n) of the refiner input */
+static void cpu_refiner_input_rows(ck_cpu *be, const float *x, const float *logits, int S, int y0, int n,
+                                   float *rin) {
+    for (int ch = 0; ch < 3; ch++)
+        memcpy(rin + (int64_t)ch * n * S, x + ((int64_t)ch * S + y0) * S, (size_t)n * S * sizeof(float));
+    up_ctx c = {x, logits, S, rin, 0, y0, n};
+    ck_pool_for(be->pool, 4 * (int64_t)n, 8, up_rows, &c);
+}
+
 static void cpu_finalize(ck_cpu *be, const float *logits, int S, float *out) {
-    up_ctx c = {NULL, logits, S, out, 1};
+    up_ctx c = {NULL, logits, S, out, 1, 0, S};
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
@@ -775,6 +785,7 @@ typedef struct {
     float *out;          /* destination rows [.., S, Cout] */
     int64_t row0;        /* first image row held by the destination */
     ck_cpu *be;
+    int64_t in_r0, in_n; /* image rows held by in: [in_r0, in_r0 + in_n) */
 } conv_ctx;
 
 /* Per-thread stats live at the end of each thread's scratch. */
@@ -805,15 +816,16 @@ static void conv_rows(void *p, int64_t y0, int64_t y1, int thread) {
                             const int64_t iy = y + (ky - 1) * d;
                             for (int kx = 0; kx < 3; kx++) {
                                 const int ix = x0 + i + (kx - 1) * d;
-                                r[ci * 9 + ky * 3 + kx] = (iy >= 0 && iy < S && ix >= 0 && ix < S)
-                                                              ? c->in[((int64_t)ci * S + iy) * S + ix] : 0.0f;
+                                r[ci * 9 + ky * 3 + kx] =
+                                    (iy >= c->in_r0 && iy < c->in_r0 + c->in_n && ix >= 0 && ix < S)
+                                        ? c->in[((int64_t)ci * c->in_n + iy - c->in_r0) * S + ix] : 0.0f;
                             }
                         }
                 }
                 ck_sgemm(1, n, Co, K, 1.0f, col, K, c->W, K, 0.0f, dst, Co);
                 add_bias_rows(dst, n, Co, Co, c->bias);
             } else {
-                ck_conv3x3_row(0, c->in, S, Cin, d, y, x0, n, c->wt, Co, c->bias, dst);
+                ck_conv3x3_row(0, c->in, S, c->in_r0, c->in_n, Cin, d, y, x0, n, c->wt, Co, c->bias, dst);
             }
             tile_moments(dst, n, Co, cpg, st);
         }
@@ -897,7 +909,7 @@ static void cpu_conv3x3(ck_cpu *be, const float *in, int image_in, int Cin, int 
     /* weights packed once per conv for ck_conv3x3_row */
     float *wt = be->shared;
     if (!image_in) ck_conv3x3_pack(Cout, Cin, W, wt);
-    conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, 0, be};
+    conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, 0, be, 0, S};
     if (out != in) {
         ck_pool_for(be->pool, S, 1, conv_rows, &c);
     } else {
@@ -930,10 +942,28 @@ static void cpu_conv3x3(ck_cpu *be, const float *in, int image_in, int Cin, int 
     }
 }
 
+/* A band: in holds image rows [in_r0, in_r0 + in_n), out receives rows
+ * [out_r0, out_r0 + out_n) (backend/ops.h conv3x3_rows). */
+static void cpu_conv3x3_rows(ck_cpu *be, const float *in, int image_in, int Cin, int S, int dil, int in_r0,
+                             int in_n, const float *W, const float *bias, float *out, int out_r0, int out_n, int Cout,
+                             int groups, double *stats) {
+    const int T = be->threads;
+    for (int t = 0; t < T; t++) memset(thread_stats(be, t, groups), 0, (size_t)2 * groups * sizeof(double));
+    float *wt = be->shared;
+    if (!image_in) ck_conv3x3_pack(Cout, Cin, W, wt);
+    conv_ctx c = {in, W, bias, wt, Cin, S, dil, Cout, groups, image_in, out, out_r0, be, in_r0, in_n};
+    ck_pool_for(be->pool, out_n, CK_MAX(1, out_n / (4 * T)), conv_rows_offset, &c);
+    if (!stats) return;
+    for (int t = 0; t < T; t++) {
+        const double *st = thread_stats(be, t, groups);
+        for (int g = 0; g < 2 * groups; g++) stats[g] += st[g];
+    }
+}
+
 typedef struct {
     const float *x, *W, *b;
     int C, Cout;
-    int64_t HW;
+    int64_t HW; /* out's channel stride */
     float mult;
     float *out;
 } pw_ctx;
@@ -959,6 +989,12 @@ static void cpu_pointwise_conv(ck_cpu *be, const float *x, const float *y, const
     ck_pool_for(be->pool, HW, 4096, pw_pixels, &c);
 }
 
+static void cpu_pointwise_conv_rows(ck_cpu *be, const float *x, int C, int S, int y0, int n, const float *W,
+                                    const float *b, float mult, float *out, int Cout) {
+    pw_ctx c = {x, W, b, C, Cout, (int64_t)S * S, mult, out + (int64_t)y0 * S};
+    ck_pool_for(be->pool, (int64_t)n * S, 4096, pw_pixels, &c);
+}
+
 static void cpu_groupnorm_affine(ck_cpu *be, const double *stats, int groups, int C, int64_t HW,
                                  const float *gamma, const float *beta, float *a, float *b) {
     const int cpg = C / groups;
@@ -977,7 +1013,8 @@ static void cpu_groupnorm_affine(ck_cpu *be, const double *stats, int groups, in
 
 static void cpu_zero_stats(ck_cpu *be, double *stats, int n) { memset(stats, 0, (size_t)n * sizeof(double)); }
 
-void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_thread, size_t *shared) {
+void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_schedule *sched, size_t *per_thread,
+                           size_t *shared) {
     const int G = S / c->patch_stride;
     size_t need = (size_t)G * c->in_chans * c->patch_kernel * c->patch_kernel + (size_t)G * c->embed_dim;
     ck_block_info bi[CK_MAX_BLOCKS];
@@ -1004,7 +1041,9 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, size_t *per_t
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
     need = (need + 15) / 16 * 16;      /* keep each thread's slice 64-byte aligned */
     *per_thread = need;
-    *shared = ck_conv3x3_packed_floats(c->ref_dim, c->ref_dim) + 2 * (size_t)c->ref_dim * conv_band(threads, S) * S;
+    /* packed conv weights, and the whole-map schedule's in-place conv bands */
+    *shared = ck_conv3x3_packed_floats(c->ref_dim, c->ref_dim) +
+              (sched->refiner_band ? 0 : 2 * (size_t)c->ref_dim * conv_band(threads, S) * S);
     /* global attention: at least one head's packed keys and values */
     int64_t tokens = (int64_t)G * G; /* keys of block i: its input tokens */
     for (int i = 0; i < nb; i++) {
@@ -1081,6 +1120,19 @@ static void t_residual_affine_relu(ck_backend *be, ck_tensor x, ck_tensor y, int
 static void t_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const float *ra, const float *rb, int C,
                              int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout) {
     cpu_pointwise_conv(CPU(be), F(x), F(y), ra, rb, C, HW, WF(W), WF(b), mult, F(out), Cout);
+}
+static void t_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
+    cpu_refiner_input_rows(CPU(be), F(x), F(logits), S, y0, n, F(rin));
+}
+static void t_conv3x3_rows(ck_backend *be, ck_tensor in, int in_is_image, int Cin, int S, int dil, int in_r0, int in_n,
+                           ck_weight W, ck_weight bias, ck_tensor out, int out_r0, int out_n, int Cout, int groups,
+                           double *stats) {
+    cpu_conv3x3_rows(CPU(be), F(in), in_is_image, Cin, S, dil, in_r0, in_n, WF(W), WF(bias), F(out), out_r0, out_n,
+                     Cout, groups, stats);
+}
+static void t_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
+                                  float mult, ck_tensor out, int Cout) {
+    cpu_pointwise_conv_rows(CPU(be), F(x), C, S, y0, n, WF(W), WF(b), mult, F(out), Cout);
 }
 static void t_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
     cpu_finalize(CPU(be), F(logits), S, F(out));
@@ -1177,6 +1229,9 @@ const ck_ops ck_cpu_ops = {
     .finalize = t_finalize,
     .groupnorm_affine = t_groupnorm_affine,
     .zero_stats = t_zero_stats,
+    .refiner_input_rows = t_refiner_input_rows,
+    .conv3x3_rows = t_conv3x3_rows,
+    .pointwise_conv_rows = t_pointwise_conv_rows,
     .memory_read = t_memory_read,
     .set_workspace = t_set_workspace,
     .conv2d = t_conv2d,

@@ -54,13 +54,123 @@ static ck_tensor alloc_t(ck_plan *pl, int64_t n, ck_dtype type, const char *tag)
 #define ALLOC_F32(n, tag) alloc_t(pl, (n), CK_F32, (tag))
 #define RELEASE(t) ck_release(pl, (t).data)
 
+int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
+    if (s->refiner_band <= 0) return 1;
+    return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
+}
+
+/* The refiner's nine 3x3 convs in order: the stem, then res1..res4's conv1
+ * and conv2 (model.h ck_schedule). */
+enum { REF_CONVS = 9 };
+static const int ref_dil[REF_CONVS] = {1, 1, 1, 2, 2, 4, 4, 8, 8};
+
+/* A range of image rows [lo, hi). */
+typedef struct {
+    int lo, hi;
+} rows_t;
+
+int ck_refiner_band_halo(void) {
+    int h = 0;
+    for (int k = 0; k < REF_CONVS; k++) h += ref_dil[k];
+    return 2 * h;
+}
+
+static rows_t grow(rows_t r, int d, int S) {
+    rows_t g = {CK_MAX(0, r.lo - d), CK_MIN(S, r.hi + d)};
+    return g;
+}
+
+/* The refiner in bands of B output rows (ck_schedule.refiner_band): ten
+ * passes over the image, pass k < 9 summing GroupNorm k's statistics, pass 9
+ * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
+ * from x and the logits: conv j's output is needed on the band grown by the
+ * dilations of the convs after j, up to the pass's conv. Band buffers (rows
+ * of S pixels): rin [7, n, S]; xb, the residual stream x_r (the stem's
+ * output after its GroupNorm + ReLU, then each block's sum, in place); tb,
+ * conv1's output (then relu(gn1(.)) in place); vb, conv2's output. */
+static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) {
+    const ck_config *c = f->c;
+    const ck_refiner_w *rw = &f->w->ref;
+    ck_plan *pl = f->plan;
+    const int S = f->S, R = c->ref_dim, gr = c->ref_groups, B = CK_MIN(f->sched.refiner_band, S);
+    const int64_t HW = (int64_t)S * S;
+    const int64_t nmax = CK_MIN(S, B + ck_refiner_band_halo());
+    ck_tensor out = ALLOC_F32(4 * HW, "output");
+    double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
+    float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
+    ck_tensor rin = ALLOC_ACT(7 * nmax * S, "refiner band: input");
+    ck_tensor xb = ALLOC_ACT(nmax * S * R, "refiner band: x");
+    ck_tensor tb = ALLOC_ACT(nmax * S * R, "refiner band: t");
+    ck_tensor vb = ALLOC_ACT(nmax * S * R, "refiner band: v");
+    const ck_weight *W[REF_CONVS], *Bw[REF_CONVS], *G[REF_CONVS], *Be[REF_CONVS];
+    W[0] = &rw->stem_w, Bw[0] = &rw->stem_b, G[0] = &rw->stem_gn_w, Be[0] = &rw->stem_gn_b;
+    for (int k = 1; k < REF_CONVS; k++)
+        W[k] = &rw->conv_w[k - 1], Bw[k] = &rw->conv_b[k - 1], G[k] = &rw->gn_w[k - 1], Be[k] = &rw->gn_b[k - 1];
+    for (int pass = 0; pass <= REF_CONVS; pass++) {
+        const int last = CK_MIN(pass, REF_CONVS - 1); /* the deepest conv this pass computes */
+        double *st = pass < REF_CONVS ? stats : NULL;
+        if (st) OP(f, zero_stats, stats, 2 * gr);
+        for (int y0 = 0; y0 < S; y0 += B) {
+            /* e[k]: the rows of conv k's output this band needs; in0: rin's */
+            rows_t e[REF_CONVS];
+            e[last].lo = y0, e[last].hi = CK_MIN(S, y0 + B);
+            for (int k = last; k > 0; k--) e[k - 1] = grow(e[k], ref_dil[k], S);
+            const rows_t in0 = grow(e[0], ref_dil[0], S);
+            const int xlo = e[0].lo; /* xb's first row */
+#define ROWS(r) ((r).hi - (r).lo)
+#define BAND_AT(t, r, base) ck_tensor_at((t), (int64_t)((r).lo - (base)) * S * R)
+            OP(f, refiner_input_rows, x, logits, S, in0.lo, ROWS(in0), rin);
+            OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, rin, 1, 7, S, 1, in0.lo, ROWS(in0), *W[0], *Bw[0], xb,
+                e[0].lo, ROWS(e[0]), R, gr, last == 0 ? st : NULL);
+            if (f->cost) *f->cost += (double)ROWS(e[0]) * S * 9 * 7 * R;
+            if (last == 0 && st) continue;
+            OP(f, affine_relu, xb, R, (int64_t)ROWS(e[0]) * S, aff, aff + R);
+            for (int r = 0; r < 4; r++) {
+                const int k1 = 1 + 2 * r, k2 = k1 + 1, d = ref_dil[k1];
+                if (k1 > last) break;
+                /* t = conv1(x_r) on e[k1]; x_r is valid on e[k1 - 1] */
+                OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, BAND_AT(xb, e[k1 - 1], xlo), 0, R, S, d, e[k1 - 1].lo,
+                    ROWS(e[k1 - 1]), *W[k1], *Bw[k1], tb, e[k1].lo, ROWS(e[k1]), R, gr, pass == k1 ? st : NULL);
+                if (f->cost) *f->cost += (double)ROWS(e[k1]) * S * 9 * R * R;
+                if (pass == k1) break;
+                OP(f, affine_relu, tb, R, (int64_t)ROWS(e[k1]) * S, aff + 2 * k1 * R, aff + (2 * k1 + 1) * R);
+                /* v = conv2(u) on e[k2] */
+                OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, tb, 0, R, S, d, e[k1].lo, ROWS(e[k1]), *W[k2], *Bw[k2],
+                    vb, e[k2].lo, ROWS(e[k2]), R, gr, pass == k2 ? st : NULL);
+                if (f->cost) *f->cost += (double)ROWS(e[k2]) * S * 9 * R * R;
+                if (pass == k2) break;
+                /* x_{r+1} = relu(x_r + gn2(v)) on e[k2], in place in xb */
+                OP(f, residual_affine_relu, BAND_AT(xb, e[k2], xlo), vb, R, (int64_t)ROWS(e[k2]) * S,
+                   aff + 2 * k2 * R, aff + (2 * k2 + 1) * R, NULL, NULL);
+            }
+            if (pass == REF_CONVS)
+                OP(f, pointwise_conv_rows, BAND_AT(xb, e[last], xlo), R, S, e[last].lo, ROWS(e[last]), rw->final_w,
+                   rw->final_b, 10.0f * f->strength, out, 4);
+#undef ROWS
+#undef BAND_AT
+        }
+        if (st)
+            OP(f, groupnorm_affine, stats, gr, R, HW, *G[pass], *Be[pass], aff + 2 * pass * R,
+               aff + (2 * pass + 1) * R);
+    }
+    RELEASE(vb);
+    RELEASE(tb);
+    RELEASE(xb);
+    RELEASE(rin);
+    ck_release(pl, aff);
+    ck_release(pl, stats);
+    return out;
+}
+
 ck_tensor ck_forward(const ck_fwd *f) {
     const ck_config *c = f->c;
     const ck_weights *wt = f->w;
     ck_plan *pl = f->plan;
     const int S = f->S, G = S / c->patch_stride, E = c->embed_dim;
     const int64_t HW = (int64_t)S * S;
+    const int R0 = c->ref_dim;
 
+    if (f->marks) f->marks[CK_STAGE_ENCODER] = ck_plan_event(pl);
     /* the backend's pass-long scratch (plan buffer 0), if it has one */
     if (f->p.pass_scratch) ck_alloc(pl, f->p.pass_scratch, "scratch: pass");
     /* the encoder's and decoders' scratch (plan buffer 0 when there is one) */
@@ -129,6 +239,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
         }
     }
     RELEASE(tok);
+    if (f->marks) f->marks[CK_STAGE_DECODERS] = ck_plan_event(pl);
 
     /* ---- decoders (alpha 1 ch + fg 3 ch, folded into one pass) ---------- */
     /* P_k [Hk, Hk, 2*dec] = folded linear_ck at each coarse scale, then
@@ -152,6 +263,17 @@ ck_tensor ck_forward(const ck_fwd *f) {
     tap(f, "fg_logits", ck_tensor_at(logits, (int64_t)G * G), 3, 3, G, G);
 
     /* ---- refiner ---------------------------------------------------------- */
+    if (f->marks) f->marks[CK_STAGE_REFINER] = ck_plan_event(pl);
+    if (f->sched.refiner_band > 0) {
+        ck_tensor out = refiner_banded(f, x, logits);
+        if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
+        RELEASE(x);
+        tap(f, "deltas", out, 3, 4, S, S);
+        OP(f, finalize, logits, S, out);
+        RELEASE(logits);
+        return out;
+    }
+    if (f->cost) *f->cost += (double)HW * 9 * R0 * (7 + 8.0 * R0);
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]  (GreenFormer.forward) */
     ck_tensor rin = ALLOC_ACT(7 * HW, "refiner input");
     OP(f, refiner_input, x, logits, S, rin);
@@ -217,5 +339,6 @@ ck_tensor ck_forward(const ck_fwd *f) {
     /* alpha, fg = sigmoid(up(logits) + deltas) */
     OP(f, finalize, logits, S, out);
     RELEASE(logits);
+    if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
     return out; /* lives until the next pass */
 }

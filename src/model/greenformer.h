@@ -20,7 +20,21 @@ typedef struct ck_fwd {
     void *tap_user;
     double *prof;         /* optional: seconds per op kind, [CK_PROF_COUNT] (ops->sync first, when set) */
     ck_pass_params p;     /* the backend's answers for this pass (backend/backend.h) */
+    ck_schedule sched;    /* how the pass runs (model.h) */
+    double *cost;         /* optional, planning pass: += the refiner's conv work (MACs) */
+    int64_t *marks;       /* optional, planning pass: [CK_STAGE_COUNT + 1] plan events where the
+                           * encoder, the decoders and the refiner begin, and the pass's end */
 } ck_fwd;
+
+enum { CK_STAGE_ENCODER, CK_STAGE_DECODERS, CK_STAGE_REFINER, CK_STAGE_COUNT };
+
+/* The rows a refiner band grows by, both sides together (twice the sum of
+ * the nine convs' dilations: 62): a band of B output rows computes its
+ * first conv on up to B + this many rows. */
+int ck_refiner_band_halo(void);
+
+/* Whether the backend's op table runs schedule s (the banded ops are optional). */
+int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s);
 
 /* Profile buckets (wall time of each op kind, summed over the pass). */
 enum { CK_PROF_PATCH, CK_PROF_MU_ATTN, CK_PROF_LAYERNORM, CK_PROF_LINEAR, CK_PROF_POOL_LINEAR,

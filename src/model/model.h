@@ -28,6 +28,22 @@ typedef struct ck_config {
     int ref_groups;                   /* 8 */
 } ck_config;
 
+/* How a forward pass runs: the model layer's execution schedule, one of
+ * several that compute the same result with different peaks (chosen by the
+ * session: the fastest whose plan fits the budget).
+ *   refiner_band = 0: the refiner on whole S x S maps (two maps of ref_dim
+ *     channels live; the fastest, the default without a budget).
+ *   refiner_band = B > 0: the refiner in bands of B output rows, no S x S map
+ *     of ref_dim channels ever stored. Each GroupNorm's statistics are exact:
+ *     pass k computes conv k over the whole image, band by band, recomputing
+ *     each band (with its halo of the dilations below) from the refiner input,
+ *     through convs 0..k-1 with the GroupNorm affines the earlier passes
+ *     found, and sums GroupNorm k's statistics; a last pass writes the
+ *     deltas. Offered only to backends with the banded ops (backend/ops.h). */
+typedef struct ck_schedule {
+    int refiner_band;
+} ck_schedule;
+
 /* Per-block facts derived from the config (timm Hiera.__init__). */
 typedef struct ck_block_info {
     int dim, dim_out, heads;

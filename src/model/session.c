@@ -109,9 +109,11 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
     return CKEY_OK;
 }
 
-/* The pass on no backend: records its allocations into plan. */
+/* The pass on no backend under bc's schedule: records its allocations into
+ * plan; *cost = the refiner's conv work, marks = the stages' first events. */
 static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o, const ck_backend_config *bc,
-                             const ck_pass_params *pp, ck_plan *plan, ckey_error *err) {
+                             const ck_pass_params *pp, ck_plan *plan, double *cost, int64_t *marks,
+                             ckey_error *err) {
     ck_plan_begin_record(plan);
     ck_fwd f;
     memset(&f, 0, sizeof f);
@@ -122,12 +124,16 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
     f.strength = o->refiner_strength;
     f.act = bc->act;
     f.p = *pp;
+    f.sched = bc->sched;
+    f.cost = cost;
+    f.marks = marks;
+    *cost = 0;
     ck_forward(&f);
     return ck_plan_finish(plan, err);
 }
 
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
-                      const ck_pass_params *pp, const ck_plan *plan, ckey_memory_plan *mp) {
+                      const ck_pass_params *pp, const ck_plan *plan, const int64_t *marks, ckey_memory_plan *mp) {
     memset(mp, 0, sizeof *mp);
     mp->weight_bytes = bi->weight_bytes(bc, m);
     mp->arena_bytes = (int64_t)ck_plan_arena_bytes(plan);
@@ -137,17 +143,115 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
     mp->num_buffers = ck_plan_num_buffers(plan);
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
+    for (int i = 0; i < CK_STAGE_COUNT; i++)
+        mp->stage_bytes[i] = (int64_t)ck_plan_live_peak(plan, marks[i], marks[i + 1]);
+    mp->refiner_band = bc->sched.refiner_band;
 }
 
-/* CKEY_ERR_BUDGET when the plan is over the options' budget, every figure
+/* The schedules a session may run, fastest first: the refiner on whole maps,
+ * then in bands of S/2, S/4, ... down to 8 rows while a band with its halo
+ * (ck_refiner_band_halo) is shorter than the image. */
+enum { MAX_SCHEDULES = 16 };
+static int candidate_schedules(const ck_backend_i *bi, int S, ck_schedule *out) {
+    int n = 0;
+    out[n++] = (ck_schedule){0};
+    for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
+        ck_schedule s = {B};
+        if (B + ck_refiner_band_halo() < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
+    }
+    return n;
+}
+
+int ck_session_schedules(const ckey_session_options *o, ck_schedule *out, int max) {
+    const ck_backend_i *bi = ck_backend_find(o->device);
+    ck_schedule all[MAX_SCHEDULES];
+    const int n = bi ? candidate_schedules(bi, o->size, all) : 0;
+    for (int i = 0; i < n && i < max; i++) out[i] = all[i];
+    return CK_MIN(n, max);
+}
+
+/* Plan bc's schedule (bc->sched) into plan and *mp; *work = the refiner's
+ * work relative to whole maps. */
+static ckey_status plan_schedule(const ckey_model *m, const ckey_session_options *o, const ck_backend_i *bi,
+                                 const ck_backend_config *bc, ck_pass_params *pp, ck_plan *plan,
+                                 ckey_memory_plan *mp, double *work, ckey_error *err) {
+    int64_t marks[CK_STAGE_COUNT + 1] = {0};
+    double cost = 0;
+    bi->pass_params(bc, &m->cfg, pp);
+    ckey_status st = plan_pass(m, o, bc, pp, plan, &cost, marks, err);
+    if (st) return st;
+    fill_plan(m, bi, bc, pp, plan, marks, mp);
+    *work = cost;
+    const ck_config *c = &m->cfg;
+    const double whole = (double)o->size * o->size * 9 * c->ref_dim * (7 + 8.0 * c->ref_dim);
+    mp->relative_work = cost / whole;
+    return CKEY_OK;
+}
+
+ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_options *opt, const ck_schedule *sched,
+                                     ckey_memory_plan *mp, ckey_error *err) {
+    const ck_backend_i *bi;
+    ck_backend_config bc;
+    ck_pass_params pp;
+    ck_plan *plan = NULL;
+    double work;
+    ckey_status st = check_options(m, opt, 0, 0, &bi, &bc, err);
+    if (!st && !ck_schedule_supported(bi->ops, sched))
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", bi->name);
+    if (!st) st = ck_plan_create(&plan, err);
+    bc.sched = *sched;
+    if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
+    if (!st) mp->min_budget_bytes = mp->peak_bytes, mp->min_budget_band = sched->refiner_band;
+    ck_plan_free(plan);
+    return st;
+}
+
+/* Choose the schedule (bc->sched) and leave its plan in plan, mp and pp:
+ * without a budget the fastest; with one the fastest whose peak fits it.
+ * mp->min_budget_bytes is the leanest schedule's peak. *fits: whether the
+ * chosen plan is within the budget (0: over it, the leanest planned). */
+static ckey_status choose_schedule(const ckey_model *m, const ckey_session_options *o, const ck_backend_i *bi,
+                                   ck_backend_config *bc, ck_pass_params *pp, ck_plan *plan, ckey_memory_plan *mp,
+                                   int *fits, ckey_error *err) {
+    ck_schedule cand[MAX_SCHEDULES];
+    const int n = candidate_schedules(bi, o->size, cand);
+    int best = -1, lean = 0;
+    double best_work = 0;
+    int64_t lean_peak = 0;
+    for (int i = 0; i < n; i++) {
+        ckey_memory_plan cp;
+        double work;
+        bc->sched = cand[i];
+        ckey_status st = plan_schedule(m, o, bi, bc, pp, plan, &cp, &work, err);
+        if (st) return st;
+        if (i == 0 || cp.peak_bytes < lean_peak) lean = i, lean_peak = cp.peak_bytes;
+        const int ok = o->memory_budget <= 0 ? i == 0 : cp.peak_bytes <= o->memory_budget;
+        if (ok && (best < 0 || work < best_work)) best = i, best_work = work;
+    }
+    *fits = best >= 0;
+    if (best < 0) best = lean;
+    double work;
+    bc->sched = cand[best];
+    ckey_status st = plan_schedule(m, o, bi, bc, pp, plan, mp, &work, err);
+    if (st) return st;
+    mp->min_budget_bytes = lean_peak;
+    mp->min_budget_band = cand[lean].refiner_band;
+    return CKEY_OK;
+}
+
+/* CKEY_ERR_BUDGET when no schedule fits the options' budget, every figure
  * in a unit that shows it (a budget of 1K is "1.0 KiB", not "0.0 MiB"). */
-static ckey_status check_budget(const ckey_session_options *o, const ckey_memory_plan *mp, ckey_error *err) {
-    if (o->memory_budget <= 0 || mp->peak_bytes <= o->memory_budget) return CKEY_OK;
+static ckey_status check_budget(const ckey_session_options *o, const ckey_memory_plan *mp, int fits,
+                                ckey_error *err) {
+    if (fits) return CKEY_OK;
     char peak[32], weights[32], arena[32], limit[32];
-    return ck_fail(err, CKEY_ERR_BUDGET, "size %d needs %s (weights %s + arena %s), over the budget of %s",
-                   (int)o->size, ck_format_bytes(peak, sizeof peak, mp->peak_bytes),
+    return ck_fail(err, CKEY_ERR_BUDGET,
+                   "size %d needs at least %s (%lld bytes: weights %s + arena %s, the leanest schedule), over "
+                   "the budget of %s",
+                   (int)o->size, ck_format_bytes(peak, sizeof peak, mp->min_budget_bytes),
+                   (long long)mp->min_budget_bytes,
                    ck_format_bytes(weights, sizeof weights, mp->weight_bytes),
-                   ck_format_bytes(arena, sizeof arena, mp->arena_bytes),
+                   ck_format_bytes(arena, sizeof arena, mp->min_budget_bytes - mp->weight_bytes),
                    ck_format_bytes(limit, sizeof limit, o->memory_budget));
 }
 
@@ -156,19 +260,17 @@ static ckey_status check_budget(const ckey_session_options *o, const ckey_memory
  * `bc_out` (may be NULL) receive the backend and its configuration. */
 static ckey_status plan_only(const ckey_model *m, const ckey_session_options *opt, ckey_session_options *o,
                              ck_plan **plan, ckey_memory_plan *mp, const ck_backend_i **bi_out,
-                             ck_backend_config *bc_out, ckey_error *err) {
+                             ck_backend_config *bc_out, int *fits_out, ckey_error *err) {
     *plan = NULL;
     if (opt) *o = *opt; else ckey_session_options_default(o);
     const ck_backend_i *bi;
     ck_backend_config bc;
     ck_pass_params pp;
+    int fits = 1;
     ckey_status st = check_options(m, o, 0, 0, &bi, &bc, err);
     if (!st) st = ck_plan_create(plan, err);
-    if (!st) {
-        bi->pass_params(&bc, &m->cfg, &pp);
-        st = plan_pass(m, o, &bc, &pp, *plan, err);
-    }
-    if (!st) fill_plan(m, bi, &bc, &pp, *plan, mp);
+    if (!st) st = choose_schedule(m, o, bi, &bc, &pp, *plan, mp, &fits, err);
+    if (!st && fits_out) *fits_out = fits;
     if (!st && bi_out) *bi_out = bi;
     if (!st && bc_out) *bc_out = bc;
     return st;
@@ -181,7 +283,7 @@ ckey_status ck_plan_session_memory(const ckey_model *m, const ckey_session_optio
     const ck_backend_i *bi = NULL;
     ck_backend_config bc;
     memset(out, 0, sizeof *out);
-    ckey_status st = plan_only(m, opt, &o, &plan, &out->plan, &bi, &bc, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, &out->plan, &bi, &bc, NULL, err);
     if (!st) {
         out->device_memory = bi->device_memory;
         out->host_io_bytes = bi->host_io_bytes(&bc);
@@ -198,8 +300,9 @@ ckey_status ckey_plan_memory(const ckey_model *m, const ckey_session_options *op
     if (!m || !mp) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_memory: NULL argument");
     ckey_session_options o;
     ck_plan *plan;
-    ckey_status st = plan_only(m, opt, &o, &plan, mp, NULL, NULL, err);
-    if (!st) st = check_budget(&o, mp, err);
+    int fits = 1;
+    ckey_status st = plan_only(m, opt, &o, &plan, mp, NULL, NULL, &fits, err);
+    if (!st) st = check_budget(&o, mp, fits, err);
     ck_plan_free(plan);
     return st;
 }
@@ -210,7 +313,7 @@ ckey_status ckey_plan_memory_print(const ckey_model *m, const ckey_session_optio
     ckey_session_options o;
     ck_plan *plan;
     ckey_memory_plan mp;
-    ckey_status st = plan_only(m, opt, &o, &plan, &mp, NULL, NULL, err);
+    ckey_status st = plan_only(m, opt, &o, &plan, &mp, NULL, NULL, NULL, err);
     if (!st) ck_plan_dump(plan, out);
     ck_plan_free(plan);
     return st;
@@ -223,6 +326,11 @@ ckey_status ckey_session_create(const ckey_model *m, const ckey_session_options 
 
 ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
                                       ckey_session **out, ckey_error *err) {
+    return ck_session_create_schedule(m, opt, cuda_off, NULL, out, err);
+}
+
+ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                       const ck_schedule *sched, ckey_session **out, ckey_error *err) {
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
     *out = NULL;
     if (!m) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: model is NULL");
@@ -232,14 +340,20 @@ ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_op
     if (opt) s->opt = *opt; else ckey_session_options_default(&s->opt);
     ckey_status st = check_options(m, &s->opt, 1, cuda_off, &s->bi, &s->bc, err);
     if (!st) st = ck_plan_create(&s->plan, err);
-    if (!st) {
-        s->bi->pass_params(&s->bc, &m->cfg, &s->pp);
-        st = plan_pass(m, &s->opt, &s->bc, &s->pp, s->plan, err);
+    int fits = 1;
+    if (!st && sched) {
+        /* a schedule forced (tests, benchmarks): planned alone, within the budget when there is one */
+        double work;
+        s->bc.sched = *sched;
+        if (!ck_schedule_supported(s->bi->ops, sched))
+            st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", s->bi->name);
+        if (!st) st = plan_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &work, err);
+        if (!st) s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band;
+        fits = s->opt.memory_budget <= 0 || s->mp.peak_bytes <= s->opt.memory_budget;
+    } else if (!st) {
+        st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
     }
-    if (!st) {
-        fill_plan(m, s->bi, &s->bc, &s->pp, s->plan, &s->mp);
-        st = check_budget(&s->opt, &s->mp, err);
-    }
+    if (!st) st = check_budget(&s->opt, &s->mp, fits, err);
     if (!st) st = s->bi->create(&s->bc, &s->be, err);
     if (!st) st = s->bi->upload_weights(s->be, m, &s->w, err);
     if (!st) st = s->bi->alloc_workspace(s->be, s->plan, err);
@@ -308,6 +422,7 @@ static ck_tensor session_pass(void *user, const ck_ops *ops, ck_backend *be) {
     f.tap_user = s;
     f.prof = s->prof;
     f.p = s->pp;
+    f.sched = s->bc.sched;
     return ck_forward(&f);
 }
 

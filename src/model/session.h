@@ -15,6 +15,17 @@ const ckey_session_options *ck_session_options(const ckey_session *s);
 float *ck_session_work(ckey_session *s, size_t floats, ckey_error *err);
 /* Accumulate per-op wall time into prof[CK_PROF_COUNT] (NULL: off). */
 void ck_session_set_profile(ckey_session *s, double *prof);
+/* ckey_session_create_debug with the schedule forced (NULL: chosen by the
+ * budget as ckey_session_create does); CKEY_ERR_UNSUPPORTED where the
+ * backend lacks its ops, CKEY_ERR_BUDGET over a budget. */
+ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                       const ck_schedule *sched, ckey_session **out, ckey_error *err);
+/* The plan of schedule sched alone (its min_budget_bytes: its own peak). */
+ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_options *opt, const ck_schedule *sched,
+                                     ckey_memory_plan *mp, ckey_error *err);
+/* The schedules a session of these options chooses from (at most max),
+ * fastest first; the count. */
+int ck_session_schedules(const ckey_session_options *o, ck_schedule *out, int max);
 /* The backend the session drives (tests: backend-specific counters). */
 ck_backend *ck_session_backend(const ckey_session *s);
 

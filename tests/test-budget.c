@@ -1,0 +1,270 @@
+/* Memory budgets: every execution schedule (model.h ck_schedule) gives the
+ * result of the whole-map run, and the PyTorch goldens of test-model
+ * (tools/reference/make_fixtures.py); a budget picks the fastest schedule
+ * whose planned peak fits it, and one below every schedule's is refused
+ * naming the smallest that fits. CPU, fp32. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckey_clip.h"
+#include "ckpt/checkpoint.h"
+#include "model/model.h"
+#include "model/session.h"
+#include "support/testutil.h"
+
+static char *fixture(const char *rel) {
+    size_t n = strlen(ck_fixtures_dir()) + strlen(rel) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", ck_fixtures_dir(), rel);
+    return p;
+}
+
+static float *load_tensor(const char *gold_path, const char *name, uint64_t numel) {
+    ck_checkpoint *g = NULL;
+    if (ck_checkpoint_open(gold_path, &g, NULL)) return NULL;
+    const ck_tensor_info *t = ck_checkpoint_find(g, name);
+    float *x = NULL;
+    if (t && t->numel == numel) {
+        x = malloc(t->numel * sizeof(float));
+        if (ck_tensor_to_f32(t, x, NULL)) free(x), x = NULL;
+    }
+    ck_checkpoint_close(g);
+    return x;
+}
+
+/* The golden alpha then fg [4, S, S]. */
+static float *load_golden(const char *gold_path, int S) {
+    const int64_t HW = (int64_t)S * S;
+    float *a = load_tensor(gold_path, "alpha", (uint64_t)HW), *f = load_tensor(gold_path, "fg", (uint64_t)(3 * HW));
+    float *out = a && f ? malloc((size_t)4 * HW * sizeof(float)) : NULL;
+    if (out) {
+        memcpy(out, a, (size_t)HW * sizeof(float));
+        memcpy(out + HW, f, (size_t)3 * HW * sizeof(float));
+    }
+    free(a), free(f);
+    return out;
+}
+
+/* One forward under schedule sched (NULL: chosen by the budget) into out
+ * [4, S, S]; returns the session's plan. */
+static ckey_status run_schedule(const ckey_model *m, int S, int64_t budget, const ck_schedule *sched, const float *x,
+                                float *out, ckey_memory_plan *plan, ckey_error *err) {
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.threads = 2;
+    o.memory_budget = budget;
+    ckey_session *s = NULL;
+    ckey_status st = ck_session_create_schedule(m, &o, 0, sched, &s, err);
+    if (!st) st = ckey_session_get_plan(s, plan);
+    if (!st) st = ckey_session_forward_into(s, x, out, NULL, err);
+    ckey_session_free(s);
+    return st;
+}
+
+/* Whole maps, then each band height in bands[]: equal to the whole-map
+ * result within 1e-5 and to the golden within 1e-5. */
+static void schedules_case(const ckey_model *m, const char *gold_rel, int S, const int *bands, int nb) {
+    char *gp = fixture(gold_rel);
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = load_tensor(gp, "x", (uint64_t)n), *gold = load_golden(gp, S);
+    float *whole = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    if (!x && (x = malloc((size_t)n * sizeof(float)))) ck_synth_input(S, x); /* full256 holds its checksums only */
+    REQUIRE(x && gold && whole && got);
+    ckey_error err;
+    ckey_memory_plan p0, p;
+    const ck_schedule s0 = {0};
+    CHECKF(run_schedule(m, S, 0, &s0, x, whole, &p0, &err) == CKEY_OK, "%s", err.message);
+    double e = ck_compare("whole maps vs golden", whole, gold, (size_t)n, NULL);
+    CHECKF(e <= 1e-5, "whole maps: max abs err %.3g vs the golden", e);
+    for (int i = 0; i < nb; i++) {
+        const ck_schedule sb = {bands[i]};
+        char name[64];
+        memset(got, 0, (size_t)n * sizeof(float));
+        CHECKF(run_schedule(m, S, 0, &sb, x, got, &p, &err) == CKEY_OK, "%s", err.message);
+        snprintf(name, sizeof name, "bands of %d rows vs whole", bands[i]);
+        e = ck_compare(name, got, whole, (size_t)n, NULL);
+        CHECKF(e <= 1e-5, "bands of %d: max abs err %.3g vs whole maps", bands[i], e);
+        snprintf(name, sizeof name, "bands of %d rows vs golden", bands[i]);
+        e = ck_compare(name, got, gold, (size_t)n, NULL);
+        CHECKF(e <= 1e-5, "bands of %d: max abs err %.3g vs the golden", bands[i], e);
+        printf("    arena %.2f MiB (whole maps %.2f MiB)\n", p.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0);
+        CHECK(p.refiner_band == bands[i]);
+    }
+    free(x), free(gold), free(whole), free(got), free(gp);
+}
+
+static ckey_model *load_tiny(void) {
+    char *mp = fixture("tiny/tiny.pth");
+    ckey_model *m = NULL;
+    ckey_error err;
+    CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);
+    free(mp);
+    return m;
+}
+
+/* Band heights that divide S and that do not, one row, and bands taller
+ * than the halo. */
+static void test_tiny_s128(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const int bands[] = {64, 50, 16, 7, 1};
+    schedules_case(m, "tiny/tiny_s128.safetensors", 128, bands, (int)CK_ARRAY_LEN(bands));
+    ckey_model_free(m);
+}
+
+static void test_tiny_s64(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const int bands[] = {32, 9, 2};
+    schedules_case(m, "tiny/tiny_s64.safetensors", 64, bands, (int)CK_ARRAY_LEN(bands));
+    ckey_model_free(m);
+}
+
+static void test_full_s256(void) {
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    ckey_error err;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    const int bands[] = {96}; /* 256 rows in bands of 96, 96 and 64 */
+    schedules_case(m, "full256.safetensors", 256, bands, (int)CK_ARRAY_LEN(bands));
+    ckey_model_free(m);
+}
+
+/* Budgets on the full architecture at S = 512 (planning only): none picks
+ * the whole maps; the smallest budget fits the leanest schedule; each
+ * budget's plan is within it and as fast as any plan within it; one byte
+ * less than the smallest is refused with the smallest named. */
+static void test_budget_choice(void) {
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    ckey_error err;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 512;
+    o.threads = 2;
+    ckey_memory_plan unl, p;
+    REQUIRE(ckey_plan_memory(m, &o, &unl, &err) == CKEY_OK);
+    printf("  S = 512 unlimited: peak %.1f MiB, bands %d; smallest budget %.1f MiB\n", unl.peak_bytes / 1048576.0,
+           (int)unl.refiner_band, unl.min_budget_bytes / 1048576.0);
+    CHECK(unl.refiner_band == 0 && unl.relative_work == 1.0);
+    CHECK(unl.min_budget_bytes < unl.peak_bytes);
+    CHECK(unl.stage_bytes[2] <= unl.arena_bytes && unl.stage_bytes[0] > 0);
+    double last_work = 1.0;
+    int64_t last_peak = unl.peak_bytes;
+    /* budgets from the whole maps' peak down to the smallest */
+    for (int i = 0; i <= 8; i++) {
+        o.memory_budget = unl.peak_bytes - (unl.peak_bytes - unl.min_budget_bytes) * i / 8;
+        REQUIRE(ckey_plan_memory(m, &o, &p, &err) == CKEY_OK);
+        printf("  budget %.1f MiB: bands %d, peak %.1f MiB, refiner work x%.2f\n", o.memory_budget / 1048576.0,
+               (int)p.refiner_band, p.peak_bytes / 1048576.0, p.relative_work);
+        CHECK(p.peak_bytes <= o.memory_budget);
+        CHECK(p.relative_work >= last_work && p.peak_bytes <= last_peak);
+        CHECK(p.min_budget_bytes == unl.min_budget_bytes);
+        last_work = p.relative_work, last_peak = p.peak_bytes;
+    }
+    CHECK(p.peak_bytes == unl.min_budget_bytes);
+    o.memory_budget = unl.min_budget_bytes - 1;
+    CHECK(ckey_plan_memory(m, &o, &p, &err) == CKEY_ERR_BUDGET);
+    char want[48];
+    snprintf(want, sizeof want, "%.1f MiB (%lld bytes", unl.min_budget_bytes / 1048576.0,
+             (long long)unl.min_budget_bytes);
+    printf("  %s\n", err.message);
+    CHECKF(strstr(err.message, want) != NULL, "the message names the smallest budget %s", want);
+    /* a session refuses it the same way, before allocating */
+    ckey_session *s = NULL;
+    CHECK(ckey_session_create(m, &o, &s, &err) == CKEY_ERR_BUDGET && s == NULL);
+    ckey_model_free(m);
+}
+
+/* A session under a budget runs the schedule it chose: tiny model at S =
+ * 256 (its pos-embed resized), the smallest budget, which only bands fit;
+ * the result equals the whole-map run's. */
+static void test_session_at_smallest_budget(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const int S = 256;
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *whole = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && whole && got);
+    ck_synth_input(S, x);
+    ckey_memory_plan p, q;
+    ckey_error err;
+    CHECKF(run_schedule(m, S, 0, NULL, x, whole, &p, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, S, p.min_budget_bytes, NULL, x, got, &q, &err) == CKEY_OK, "%s", err.message);
+    printf("  smallest budget %.2f MiB: bands of %d rows, peak %.2f MiB (whole maps %.2f MiB)\n",
+           p.min_budget_bytes / 1048576.0, (int)q.refiner_band, q.peak_bytes / 1048576.0, p.peak_bytes / 1048576.0);
+    CHECK(p.refiner_band == 0 && q.refiner_band > 0 && q.peak_bytes <= p.min_budget_bytes);
+    CHECK(q.peak_bytes < p.peak_bytes);
+    double e = ck_compare("smallest budget vs whole maps", got, whole, (size_t)n, NULL);
+    CHECKF(e <= 1e-5, "max abs err %.3g vs whole maps", e);
+    free(x), free(whole), free(got);
+    ckey_model_free(m);
+}
+
+/* A run's budget (ckey_plan_run_memory): the network's schedule is chosen
+ * for what the budget leaves after the plate buffers, so the smallest run
+ * budget fits with bands, and one byte less is refused naming it. */
+static void test_run_budget(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 256;
+    o.threads = 2;
+    ckey_run_options ro;
+    ckey_run_options_default(&ro);
+    ro.kind = CKEY_RUN_PLATE;
+    ro.width = 640;
+    ro.height = 360;
+    ro.host_limit = -1;
+    ckey_run_memory r;
+    ckey_error err;
+    REQUIRE(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_OK);
+    printf("  unlimited: total %.2f MiB (network %.2f MiB, whole maps); smallest %.2f MiB\n",
+           r.total_bytes / 1048576.0, r.session.peak_bytes / 1048576.0, r.min_budget_bytes / 1048576.0);
+    CHECK(r.session.refiner_band == 0 && r.session_budget == 0 && r.min_budget_bytes < r.total_bytes);
+    const int64_t whole_total = r.total_bytes;
+    o.memory_budget = r.min_budget_bytes;
+    CHECKF(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_OK, "%s", err.message);
+    printf("  budget %.2f MiB: total %.2f MiB, network in bands of %d rows, its budget %.2f MiB\n",
+           o.memory_budget / 1048576.0, r.total_bytes / 1048576.0, (int)r.session.refiner_band,
+           r.session_budget / 1048576.0);
+    CHECK(r.total_bytes <= o.memory_budget && r.session.refiner_band > 0 && r.total_bytes < whole_total);
+    CHECK(r.session.peak_bytes <= r.session_budget);
+    /* the session made with that share runs the same schedule */
+    ckey_session_options so = o;
+    so.memory_budget = r.session_budget;
+    ckey_session *s = NULL;
+    ckey_memory_plan p;
+    CHECKF(ckey_session_create(m, &so, &s, &err) == CKEY_OK, "%s", err.message);
+    if (s) {
+        ckey_session_get_plan(s, &p);
+        CHECK(p.refiner_band == r.session.refiner_band && p.peak_bytes == r.session.peak_bytes);
+    }
+    ckey_session_free(s);
+    const int64_t least = o.memory_budget;
+    o.memory_budget = least - 1;
+    CHECK(ckey_plan_run_memory(m, &o, &ro, &r, &err) == CKEY_ERR_BUDGET);
+    printf("  %s\n", err.message);
+    char want[48];
+    snprintf(want, sizeof want, "(%lld bytes)", (long long)least);
+    CHECKF(strstr(err.message, want) != NULL, "the message names the smallest budget %s", want);
+    ckey_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    static const ck_test_case cases[] = {
+        {"tiny_s128_schedules", test_tiny_s128},
+        {"tiny_s64_schedules", test_tiny_s64},
+        {"full_s256_schedules", test_full_s256},
+        {"budget_choice", test_budget_choice},
+        {"session_at_smallest_budget", test_session_at_smallest_budget},
+        {"run_budget", test_run_budget},
+    };
+    return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
+}
