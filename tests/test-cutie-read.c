@@ -117,7 +117,7 @@ static void fused_read(ck_pool *pool, const read_case *c, float *out) {
     ck_tensor none = ck_tensor_of(NULL, CK_F32);
 #define T(p) ck_tensor_of((void *)(p), CK_F32)
     ck_cpu_ops.memory_read(&be.base, T(c->mk), c->ms ? T(c->ms) : none, T(c->qk), c->qe ? T(c->qe) : none, c->N,
-                           c->HW, c->CK, T(c->mv), c->C, c->top_k, T(out));
+                           c->HW, c->CK, T(c->mv), c->C, c->top_k, T(out), none);
 #undef T
     free(be.scratch);
 }
