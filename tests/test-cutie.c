@@ -55,6 +55,8 @@ typedef struct {
     double worst_read, worst_sensory;
     int taps_compared;
     double worst_tap;
+    float *dec_logits; /* [T - 1, K, H/4, W/4] (longterm.safetensors) */
+    double worst_logits; /* relative to each frame's largest logit */
 } run_state;
 
 static double compare_to(const char *label, const float *got, const float *want, size_t n) {
@@ -90,6 +92,14 @@ static void on_tap(void *user, int frame, const char *name, const float *data, i
         snprintf(label, sizeof label, "frame %d memory read", frame);
         const double e = compare_to(label, buf, s->readout_visual + (int64_t)(frame - 1) * n, (size_t)n);
         s->worst_read = fmax(s->worst_read, e);
+    }
+    if (!strcmp(name, "dec_logits") && s->dec_logits && frame >= 1) {
+        char label[64];
+        snprintf(label, sizeof label, "frame %d decoder logits", frame);
+        const float *want = s->dec_logits + (int64_t)(frame - 1) * n;
+        double scale = 1;
+        for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+        s->worst_logits = fmax(s->worst_logits, compare_to(label, data, want, (size_t)n) / scale);
     }
     if (!strcmp(name, "sensory") && s->sensory) {
         to_channels_first(data, s->K, hw, (int)(n / (s->K * hw)), buf);
@@ -178,7 +188,7 @@ static void run_clip(const char *file, int with_taps) {
     ckey_tracker *t = NULL;
     st = ckey_tracker_create(m, W, H, &o, &t, &err);
     CHECKF(st == CKEY_OK, "%s", err.message);
-    run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0};
+    run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0, NULL, 0};
     rs.h = (int)((H + 15) / 16), rs.w = (int)((W + 15) / 16);
     if (o.max_internal_size < 0) {
         const ck_tensor_info *a = ck_checkpoint_find(clip, "readout_visual"), *b = ck_checkpoint_find(clip, "sensory");
@@ -229,6 +239,84 @@ static void run_clip(const char *file, int with_taps) {
 
 static void test_clip(void) { run_clip("clip.safetensors", 1); }
 static void test_resize(void) { run_clip("resize.safetensors", 0); }
+
+/* Long-term memory (longterm.safetensors: clip's frames, use_long_term with
+ * the README's parameters): per-frame memory reads, decoder logits and
+ * sensory, working and long-term memory sizes, the last frame's
+ * probabilities. */
+static void test_longterm(void) {
+    ck_checkpoint *clip = NULL, *lt = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
+    if (ck_checkpoint_open(DIR "longterm.safetensors", &lt, NULL) != CKEY_OK) {
+        ck_checkpoint_close(clip);
+        SKIP("%s absent", DIR "longterm.safetensors");
+    }
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    ckey_status st = ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    const ck_tensor_info *tf = need(clip, "frames"), *tm = need(clip, "mask0"), *tp = need(lt, "prob_last");
+    const ck_tensor_info *tmt = need(lt, "mem_tokens"), *tlt = need(lt, "lt_tokens"), *trv = need(lt, "readout_visual");
+    const ck_tensor_info *tdl = need(lt, "dec_logits"), *tse = need(lt, "sensory");
+    if (st || !tf || !tm || !tp || !tmt || !tlt || !trv || !tdl || !tse) {
+        ck_test_failed = 1;
+        ckey_track_model_free(m);
+        ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+        return;
+    }
+    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], C1 = (int)tp->shape[0], K = C1 - 1;
+    const int64_t HW = (int64_t)H * W;
+    const char *params = ck_checkpoint_meta(lt, "params");
+    printf("  longterm: %d frames %d x %d, %d objects (params %s)\n", T, W, H, K, params ? params : "?");
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2;
+    o.mem_every = 2, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the fixture's metadata */
+    o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16;
+    o.max_num_tokens = 48, o.buffer_tokens = 8, o.count_usage = 1;
+    ckey_tracker *t = NULL;
+    st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    run_state rs = {clip, NULL, K, m->cfg.value_dim, (H + 15) / 16, (W + 15) / 16, T, f32(trv), f32(tse), 0, 0, 0, 0,
+                    f32(tdl), 0};
+    if (st == CKEY_OK) ck_tracker_set_tap(t, on_tap, &rs);
+    const int32_t *mt = (const int32_t *)tmt->data, *ltt = (const int32_t *)tlt->data;
+    float *want = f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
+    const uint8_t objects[2] = {1, 2};
+    int removals = 0, consolidations = 0;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)tf->data[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        st = ckey_tracker_step(t, rgb, f == 0 ? tm->data : NULL, f == 0 ? K : 0, objects, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        int32_t w, l;
+        memcpy(&w, &mt[f], sizeof w), memcpy(&l, &ltt[f], sizeof l);
+        CHECKF(ckey_tracker_memory_tokens(t) == w && ckey_tracker_long_term_tokens(t) == l,
+               "frame %d: memory %lld + %lld long-term tokens, expected %d + %d", f,
+               (long long)ckey_tracker_memory_tokens(t), (long long)ckey_tracker_long_term_tokens(t), w, l);
+        if (f > 0) {
+            int32_t l0;
+            memcpy(&l0, &ltt[f - 1], sizeof l0);
+            consolidations += l != l0;
+            removals += l < l0 + 16 && l != l0;
+        }
+    }
+    const double e = compare_to("frame 29 probabilities", prob, want, (size_t)C1 * HW);
+    printf("  longterm: %d consolidations (%d with a removal); memory reads max abs err %.2e, decoder logits %.2e of their "
+           "scale, sensory %.2e, last probabilities %.2e, IoU %.6f / %.6f\n",
+           consolidations, removals, rs.worst_read, rs.worst_logits, rs.worst_sensory, e, iou(prob, want, C1, HW, 1),
+           iou(prob, want, C1, HW, 2));
+    CHECK(consolidations >= 3 && removals >= 1); /* the fixture exercises both */
+    CHECK(rs.worst_read <= 1e-4);
+    CHECK(rs.worst_logits <= 1e-4);
+    CHECK(rs.worst_sensory <= 1e-4);
+    CHECK(e <= 1e-4);
+    free(want), free(rgb), free(prob), free(rs.readout_visual), free(rs.sensory), free(rs.dec_logits);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+}
 
 static void test_model_shapes(void) {
     ckey_error err;
@@ -350,6 +438,7 @@ int main(int argc, char **argv) {
         {"model_shapes", test_model_shapes},
         {"clip", test_clip},
         {"resize", test_resize},
+        {"longterm", test_longterm},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
     };
