@@ -353,8 +353,10 @@ static long rss_kib(void) {
 }
 
 /* A long shot (the clip's frames over and over): the memory holds max_mem_frames
- * frames and the process does not grow after the first frames. */
-static void test_long_shot(void) {
+ * frames (with long-term memory: at most lt_max_mem_frames working frames and
+ * fewer than max_num_tokens long-term tokens) and the process does not grow
+ * after the first frames. */
+static void long_shot(int long_term) {
     ck_checkpoint *clip = NULL;
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -370,12 +372,15 @@ static void test_long_shot(void) {
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3;
+    if (long_term) /* longterm.safetensors' parameters */
+        o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16,
+        o.max_num_tokens = 48, o.buffer_tokens = 8;
     ckey_tracker *t = NULL;
     REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
     float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
     const uint8_t objects[2] = {1, 2};
     long rss10 = 0, rss_end = 0;
-    int64_t tokens_max = 0;
+    int64_t tokens_max = 0, lt_max = 0, lt_min_late = INT64_MAX;
     const int frames = 120;
     for (int f = 0; f < frames; f++) {
         const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW;
@@ -386,13 +391,18 @@ static void test_long_shot(void) {
             break;
         }
         if (f >= 6) tokens_max = CK_MAX(tokens_max, ckey_tracker_memory_tokens(t));
+        lt_max = CK_MAX(lt_max, ckey_tracker_long_term_tokens(t));
+        if (f >= 60) lt_min_late = CK_MIN(lt_min_late, ckey_tracker_long_term_tokens(t));
         if (f == 10) rss10 = rss_kib();
     }
     rss_end = rss_kib();
-    printf("  %d frames: memory %lld tokens at most from frame 6 (3 frames of 32), anonymous RSS %ld KiB at frame 10, %ld at "
-           "the end\n",
-           frames, (long long)tokens_max, rss10, rss_end);
-    CHECK(tokens_max == 3 * 32);
+    printf("  %d frames%s: memory %lld tokens at most from frame 6, long-term %lld at most (%lld at least from frame "
+           "60), anonymous RSS %ld KiB at frame 10, %ld at the end\n",
+           frames, long_term ? " with long-term memory" : "", (long long)tokens_max, (long long)lt_max,
+           (long long)lt_min_late, rss10, rss_end);
+    /* long-term: 5 frames while an insert consolidates, 4 after a step at most */
+    CHECK(tokens_max == (long_term ? 4 : 3) * 32);
+    CHECK(long_term ? lt_max < 48 && lt_min_late > 0 : lt_max == 0);
     CHECK(rss_end <= rss10 + 64);
     free(rgb), free(prob);
     ckey_tracker_free(t);
@@ -401,6 +411,9 @@ static void test_long_shot(void) {
 }
 
 /* Arguments the tracker refuses, with a status and a message. */
+static void test_long_shot(void) { long_shot(0); }
+static void test_long_shot_long_term(void) { long_shot(1); }
+
 static void test_api_errors(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -414,6 +427,10 @@ static void test_api_errors(void) {
     o.mem_every = 0;
     CHECK(ckey_tracker_create(m, 16, 16, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
     o.mem_every = 5;
+    o.use_long_term = 1; /* 2 x 2 positions: 5 frames of 4 tokens cannot make 128 prototypes */
+    CHECK(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
+    printf("  refused: %s\n", err.message);
+    o.use_long_term = 0;
     REQUIRE(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_OK);
     float rgb[20 * 18 * 3] = {0}, prob[5 * 20 * 18];
     uint8_t lab[20 * 18] = {0}, ids[5] = {1, 2, 3, 4, 5}, dup[2] = {1, 1};
@@ -441,6 +458,7 @@ int main(int argc, char **argv) {
         {"longterm", test_longterm},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
+        {"long_shot_long_term", test_long_shot_long_term},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }
