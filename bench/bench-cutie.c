@@ -1,7 +1,7 @@
 /* Cutie on the CPU at the full cutie-base widths (not a test):
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
- *       [--threads N] [--checkpoint PATH]
+ *       [--threads N] [--checkpoint PATH] [--read-only]
  * The frame is processed at its own size (max_internal_size -1), so 480p,
  * 1080p and 2160p are internal sizes 854 x 480, 1920 x 1080, 3840 x 2160.
  * Defaults: 480p, 5 memory frames (max_mem_frames), mem_every 5 and
@@ -18,7 +18,8 @@
  * checkpoint a child process writes synthetic cutie-base weights (every
  * tensor of the official state dict, random, at cutie-base's shapes) to a
  * temporary safetensors file, so that their making does not count in the
- * peak: the time does not depend on the weights. */
+ * peak: the time does not depend on the weights. --read-only times the
+ * read alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,15 +269,20 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
-                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH]\n");
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0;
     const char *ckpt = NULL;
+    int read_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--read-only")) {
+            read_only = 1;
+            continue;
+        }
         if (!v) return usage_exit();
         i++;
         if (!strcmp(a, "--size")) {
@@ -296,6 +302,11 @@ int main(int argc, char **argv) {
     }
     if (W < 16 || H < 16 || mem_frames < 1 || mem_every < 1 || measure < 1 || objects < 1 || objects > 255 || threads < 0)
         return usage_exit();
+    const int64_t hw = (int64_t)((H + 15) / 16) * ((W + 15) / 16);
+    if (read_only) {
+        ck_gemm_init();
+        return read_alone(threads, hw, (int64_t)mem_frames * hw, objects, 30);
+    }
     char path[256];
     ckey_error err;
     if (ckpt) {
@@ -338,7 +349,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);
         return 1;
     }
-    const int64_t hw = (int64_t)((H + 15) / 16) * ((W + 15) / 16);
     /* frames until the working memory holds mem_frames frames (FIFO), then the measured ones */
     const int fill = (mem_frames - 1) * mem_every + 1, frames = fill + measure;
     float *rgb = malloc((size_t)W * H * 3 * sizeof(float)), *prob = malloc((size_t)(objects + 1) * W * H * sizeof(float));
