@@ -2,8 +2,10 @@
  * tools/reference/cutie.py, our PyTorch reference checked against the
  * official code): the reduced-width checkpoint in the official layout, a
  * 30-frame clip with per-frame probabilities, memory reads, sensory memory
- * and memory sizes, stage taps of frames 0, 1 and 3, and a clip run with
- * max_internal_size. Bars: probabilities and memory reads within 1e-4
+ * and memory sizes, stage taps of frames 0, 1 and 3, a clip run with
+ * max_internal_size, and the clip with long-term memory (memory reads,
+ * decoder logits, sensory, working and long-term sizes, last
+ * probabilities). Bars: probabilities and memory reads within 1e-4
  * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
  * Skips, saying so, when the fixtures are absent. */
 #include <math.h>

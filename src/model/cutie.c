@@ -542,8 +542,8 @@ static void part_segment(cx *x, int update_sensory) {
 }
 
 /* Mask encoder, deep sensory update, object summaries and the memory
- * insertion with FIFO eviction (InferenceCore._add_memory,
- * MemoryManager.add_memory without long-term memory). */
+ * insertion: FIFO eviction, or with long-term memory the consolidation of
+ * long_term() (InferenceCore._add_memory, MemoryManager.add_memory). */
 static void part_memorize(cx *x) {
     ckey_tracker *t = x->t;
     const ckey_track_model *m = t->m;
