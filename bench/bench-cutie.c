@@ -1,16 +1,33 @@
-/* Cutie's tracker on the CPU at the full cutie-base widths (not a test):
- *   build/bench/bench-cutie [width height [frames [objects [threads [checkpoint]]]]]
- * Default 854 x 480 (the official 480p evaluation), 12 frames, 2 objects,
- * every core. Without a checkpoint it writes synthetic cutie-base weights
- * (every tensor of the official state dict, random, at cutie-base's shapes)
- * to a temporary safetensors file and loads that: the time does not depend
- * on the weights. Prints the load time, each frame's time (frame 0
- * memorizes the mask; then mem_every 5, the eval defaults) and the peak RSS. */
+/* Cutie on the CPU at the full cutie-base widths (not a test):
+ *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
+ *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
+ *       [--threads N] [--checkpoint PATH] [--read-only]
+ * The frame is processed at its own size (max_internal_size -1), so 480p,
+ * 1080p and 2160p are internal sizes 854 x 480, 1920 x 1080, 3840 x 2160.
+ * Defaults: 480p, 5 memory frames (max_mem_frames), mem_every 5 and
+ * top_k 30 (the official eval defaults), 1 object, 5 measured frames,
+ * every core. It runs the shot until the working memory holds its
+ * mem-frames frames, then times --measure more frames (the whole step:
+ * encode, memory read, decoder, and the mask encoder on memory frames) and
+ * prints their frames per second and the process's peak RSS (weights
+ * included). Then it times the memory read alone (the backend op, as the
+ * tracker calls it) at the same N = mem-frames x h x w and HW = h x w,
+ * one object's 256 value channels per object, and prints reads per second
+ * and what the read works in (its scratch for those threads and its
+ * output) beside the N x HW affinity that it never stores. Without a
+ * checkpoint a child process writes synthetic cutie-base weights (every
+ * tensor of the official state dict, random, at cutie-base's shapes) to a
+ * temporary safetensors file, so that their making does not count in the
+ * peak: the time does not depend on the weights. --read-only times the
+ * read alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "cpu/cpu.h"
 
 #include "ckey_track.h"
 #include "ckpt/checkpoint.h"
@@ -195,24 +212,121 @@ static long peak_rss_kib(void) {
     return v;
 }
 
+static double mib(double bytes) { return bytes / 1048576.0; }
+
+static float *random_floats(size_t n, uint64_t seed, float lo, float hi) {
+    float *p = malloc(n * sizeof(float));
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; p && i < n; i++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        p[i] = lo + (hi - lo) * (float)((st >> 40) * (1.0 / 16777216.0));
+    }
+    return p;
+}
+
+/* The memory read alone at the tracker's shapes: best time of the runs in
+ * about two seconds (at least 3). */
+static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k) {
+    const int CK = 64, C = 256 * objects;
+    ck_pool *pool = NULL;
+    if (ck_pool_create(threads, &pool, NULL) != CKEY_OK) return 1;
+    float *mk = random_floats((size_t)(N * CK), 1, -1, 1), *qk = random_floats((size_t)(hw * CK), 2, -1, 1);
+    float *ms = random_floats((size_t)N, 3, 1, 2), *qe = random_floats((size_t)(hw * CK), 4, 0, 1);
+    float *mv = random_floats((size_t)(N * C), 5, -1, 1), *out = malloc((size_t)(hw * C) * sizeof(float));
+    ck_cpu be;
+    memset(&be, 0, sizeof be);
+    be.pool = pool;
+    be.threads = ck_pool_size(pool);
+    be.per_thread = ck_cpu_memory_read_floats(N, CK, top_k);
+    be.scratch = malloc(be.per_thread * be.threads * sizeof(float));
+    if (!mk || !qk || !ms || !qe || !mv || !out || !be.scratch) {
+        fprintf(stderr, "bench-cutie: out of memory for the read alone\n");
+        return 1;
+    }
+#define T(p) ck_tensor_of((void *)(p), CK_F32)
+    double best = 1e30;
+    const double t_all = ck_now();
+    int runs = 0;
+    do {
+        const double t0 = ck_now();
+        ck_cpu_ops.memory_read(&be.base, T(mk), T(ms), T(qk), T(qe), N, hw, CK, T(mv), C, top_k, T(out),
+                               ck_tensor_of(NULL, CK_F32));
+        const double t = ck_now() - t0;
+        best = t < best ? t : best;
+        runs++;
+    } while (runs < 3 || ck_now() - t_all < 2.0);
+#undef T
+    const double work = 4.0 * ((double)be.per_thread * be.threads + (double)hw * C);
+    printf("read alone: N %lld x HW %lld, %d threads: %.1f ms (best of %d), %.2f reads/s; works in %.2f MiB (scratch "
+           "%.2f + out %.2f), reads %.1f MiB of memory; the N x HW affinity would be %.1f MiB\n",
+           (long long)N, (long long)hw, be.threads, best * 1e3, runs, 1.0 / best, mib(work),
+           mib(4.0 * (double)be.per_thread * be.threads), mib(4.0 * (double)hw * C),
+           mib(4.0 * (double)N * (CK + 1 + C)), mib(4.0 * (double)N * (double)hw));
+    free(mk), free(qk), free(ms), free(qe), free(mv), free(out), free(be.scratch);
+    ck_pool_free(pool);
+    return 0;
+}
+
+static int usage_exit(void) {
+    fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only]\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
-    const int W = argc > 2 ? atoi(argv[1]) : 854, H = argc > 2 ? atoi(argv[2]) : 480;
-    const int frames = argc > 3 ? atoi(argv[3]) : 12, objects = argc > 4 ? atoi(argv[4]) : 2;
-    const int threads = argc > 5 ? atoi(argv[5]) : 0;
+    int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0;
+    const char *ckpt = NULL;
+    int read_only = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--read-only")) {
+            read_only = 1;
+            continue;
+        }
+        if (!v) return usage_exit();
+        i++;
+        if (!strcmp(a, "--size")) {
+            if (!strcmp(v, "480p")) W = 854, H = 480;
+            else if (!strcmp(v, "1080p")) W = 1920, H = 1080;
+            else if (!strcmp(v, "2160p")) W = 3840, H = 2160;
+            else return usage_exit();
+        } else if (!strcmp(a, "--width")) W = atoi(v);
+        else if (!strcmp(a, "--height")) H = atoi(v);
+        else if (!strcmp(a, "--mem-frames")) mem_frames = atoi(v);
+        else if (!strcmp(a, "--mem-every")) mem_every = atoi(v);
+        else if (!strcmp(a, "--measure")) measure = atoi(v);
+        else if (!strcmp(a, "--objects")) objects = atoi(v);
+        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--checkpoint")) ckpt = v;
+        else return usage_exit();
+    }
+    if (W < 16 || H < 16 || mem_frames < 1 || mem_every < 1 || measure < 1 || objects < 1 || objects > 255 || threads < 0)
+        return usage_exit();
+    const int64_t hw = (int64_t)((H + 15) / 16) * ((W + 15) / 16);
+    if (read_only) {
+        ck_gemm_init();
+        return read_alone(threads, hw, (int64_t)mem_frames * hw, objects, 30);
+    }
     char path[256];
     ckey_error err;
-    if (argc > 6) {
-        snprintf(path, sizeof path, "%s", argv[6]);
+    if (ckpt) {
+        snprintf(path, sizeof path, "%s", ckpt);
     } else {
         snprintf(path, sizeof path, "/tmp/ckey-bench-cutie-%d.safetensors", (int)getpid());
-        sd s = {.seed = 88172645463325252ull};
-        cutie_base(&s);
-        if (ck_safetensors_write(path, s.e, (size_t)s.n, NULL, &err)) {
-            fprintf(stderr, "bench-cutie: %s\n", err.message);
-            return 1;
+        fflush(stdout);
+        const pid_t child = fork();
+        if (child == 0) {
+            sd s = {.seed = 88172645463325252ull};
+            cutie_base(&s);
+            ckey_error e;
+            if (ck_safetensors_write(path, s.e, (size_t)s.n, NULL, &e)) {
+                fprintf(stderr, "bench-cutie: %s\n", e.message);
+                _exit(1);
+            }
+            _exit(0);
         }
-        for (int i = 0; i < s.n; i++) free((void *)s.e[i].data), free(s.names[i]);
-        free(s.e), free(s.names);
+        int wst = 0;
+        if (child < 0 || waitpid(child, &wst, 0) != child || !WIFEXITED(wst) || WEXITSTATUS(wst)) return 1;
     }
     double t0 = ck_now();
     ckey_track_model *m;
@@ -221,17 +335,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);
         return 1;
     }
-    if (argc <= 6) remove(path);
-    printf("cutie: %s, loaded in %.2f s\n", argc > 6 ? path : "synthetic cutie-base weights", ck_now() - t0);
+    if (!ckpt) remove(path);
+    printf("cutie: %s, loaded in %.2f s, peak RSS %.1f MiB after loading\n", ckpt ? path : "synthetic cutie-base weights",
+           ck_now() - t0, peak_rss_kib() / 1024.0);
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = threads;
     o.max_objects = objects;
+    o.mem_every = mem_every;
+    o.max_mem_frames = mem_frames;
     ckey_tracker *t;
     if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);
         return 1;
     }
+    /* frames until the working memory holds mem_frames frames (FIFO), then the measured ones */
+    const int fill = (mem_frames - 1) * mem_every + 1, frames = fill + measure;
     float *rgb = malloc((size_t)W * H * 3 * sizeof(float)), *prob = malloc((size_t)(objects + 1) * W * H * sizeof(float));
     uint8_t *lab = malloc((size_t)W * H), ids[255];
     for (int i = 0; i < objects; i++) ids[i] = (uint8_t)(i + 1);
@@ -246,13 +365,21 @@ int main(int argc, char **argv) {
             return 1;
         }
         const double dt = ck_now() - a;
-        if (f) total += dt;
-        printf("frame %2d  %7.1f ms  memory %lld tokens\n", f, dt * 1e3, (long long)ckey_tracker_memory_tokens(t));
+        if (f >= fill) total += dt;
+        printf("frame %3d  %8.1f ms  memory %lld tokens (%lld frames)%s\n", f, dt * 1e3,
+               (long long)ckey_tracker_memory_tokens(t), (long long)(ckey_tracker_memory_tokens(t) / hw),
+               f >= fill ? "  measured" : "");
+        fflush(stdout);
     }
-    printf("%d x %d, %d objects: %.1f ms a frame after the first (mean), peak RSS %.1f MiB\n", W, H, objects,
-           frames > 1 ? total / (frames - 1) * 1e3 : 0.0, peak_rss_kib() / 1024.0);
+    const int64_t N = ckey_tracker_memory_tokens(t);
+    printf("whole step: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
+           "frames, %.3f frames/s; peak RSS %.1f MiB\n",
+           W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total,
+           peak_rss_kib() / 1024.0);
     free(rgb), free(prob), free(lab);
     ckey_tracker_free(t);
     ckey_track_model_free(m);
-    return 0;
+    fflush(stdout);
+    ck_gemm_init();
+    return read_alone(threads, hw, (int64_t)mem_frames * hw, objects, 30);
 }

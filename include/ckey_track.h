@@ -15,12 +15,15 @@
  * of the first frame's `objects`, summing to 1 per pixel (the official
  * InferenceCore.step output). Memory: the working memory holds the first
  * frame (permanent) and the newest max_mem_frames - 1 memory frames, with
- * FIFO eviction. The tracker's buffers are allocated when it is created and
- * its working arena on the first frame (when the object count is known);
+ * FIFO eviction; or, with use_long_term (the official option of that name,
+ * with its defaults), up to lt_max_mem_frames frames whose older part is
+ * consolidated into num_prototypes long-term entries at a time, the
+ * long-term store holding fewer than max_num_tokens (its least used entries
+ * removed). The tracker's buffers are allocated when it is created and its
+ * working arena on the first frame (when the object count is known);
  * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Long-term
- * memory (the official use_long_term), objects added after the first frame
- * and flip augmentation are not implemented.
+ * memory of its first frame. Objects added after the first frame and flip
+ * augmentation are not implemented.
  */
 #ifndef CKEY_TRACK_H
 #define CKEY_TRACK_H
@@ -58,6 +61,25 @@ typedef struct ckey_track_options {
     int32_t stagger_updates;   /* sensory updates between memory frames (default 5) */
     int32_t max_internal_size; /* shorter side processed at most (default -1: the frame's own) */
     int32_t threads;           /* CPU threads (default 0: all online cores) */
+    /* Long-term memory (XMem-style; the official use_long_term and its
+     * long_term settings). Each read adds to every entry's usage its
+     * affinity summed over the frame; when the working memory reaches
+     * lt_max_mem_frames frames, its non-permanent entries except the newest
+     * lt_min_mem_frames - 1 frames become num_prototypes prototypes (the
+     * most used entries, their values and shrinkages averaged over the
+     * candidates by key similarity), and before that the long-term store, if
+     * it holds max_num_tokens - num_prototypes or more, keeps only its
+     * max_num_tokens - num_prototypes - buffer_tokens most used entries.
+     * Needs top_k > 0, lt_max_mem_frames > lt_min_mem_frames >= 1, at least
+     * num_prototypes tokens in lt_max_mem_frames - lt_min_mem_frames frames,
+     * and max_num_tokens >= num_prototypes + buffer_tokens. */
+    int32_t use_long_term;     /* 0 (default): FIFO working memory only */
+    int32_t lt_max_mem_frames; /* default 10, the first frame included */
+    int32_t lt_min_mem_frames; /* default 5, the first frame included */
+    int32_t num_prototypes;    /* default 128 */
+    int32_t max_num_tokens;    /* default 10000 */
+    int32_t buffer_tokens;     /* default 2000 */
+    int32_t count_usage;       /* default 1: long-term entries count usage too */
 } ckey_track_options;
 
 void ckey_track_options_default(ckey_track_options *o);
@@ -77,6 +99,8 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
 
 /* Working-memory size in tokens (frames x positions at stride 16). */
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
+/* Long-term memory size in tokens (0 without use_long_term). */
+int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t);
 
 void ckey_tracker_free(ckey_tracker *t);
 

@@ -117,7 +117,7 @@ static void fused_read(ck_pool *pool, const read_case *c, float *out) {
     ck_tensor none = ck_tensor_of(NULL, CK_F32);
 #define T(p) ck_tensor_of((void *)(p), CK_F32)
     ck_cpu_ops.memory_read(&be.base, T(c->mk), c->ms ? T(c->ms) : none, T(c->qk), c->qe ? T(c->qe) : none, c->N,
-                           c->HW, c->CK, T(c->mv), c->C, c->top_k, T(out));
+                           c->HW, c->CK, T(c->mv), c->C, c->top_k, T(out), none);
 #undef T
     free(be.scratch);
 }
@@ -512,6 +512,92 @@ static void test_scratch_bound(void) {
     CHECK(ck_cpu_memory_read_floats(20, 64, 30) == ck_cpu_memory_read_floats(large, 64, 0));
 }
 
+/* Usage (the long-term memory's count): usage[n] = sum over the queries of
+ * n's weight. The reference reads it off the double read with mv = the
+ * N x N identity (out[q][n] = the weight of n for q). The top-k path and
+ * N <= top_k (where a read with usage keeps all N), on 1 and 3 threads
+ * (summed in query order: the same bits). The values read with usage equal
+ * the reference's as without. */
+static void test_usage(void) {
+    static const struct {
+        int64_t N, HW;
+        int top_k;
+    } cs[] = {{40, 150, 5}, {40, 70, 30}, {12, 90, 30}, {1, 33, 30}};
+    ck_pool *p1 = pool_of(1), *p3 = pool_of(3);
+    REQUIRE(p1 && p3);
+    for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
+        const int64_t N = cs[i].N, HW = cs[i].HW;
+        case_data d;
+        case_alloc(&d, N, HW, 8, (int)N, cs[i].top_k, 1, 1);
+        case_random(&d, 500 + i);
+        for (int64_t a = 0; a < N; a++)
+            for (int64_t b = 0; b < N; b++) d.mv[a * N + b] = a == b ? 1.0f : 0.0f;
+        double *ref = malloc((size_t)(HW * N) * sizeof *ref), *uref = calloc((size_t)N, sizeof *uref);
+        unsigned char *amb = calloc((size_t)HW, 1);
+        const int64_t n_amb = ref_read(&d.c, rank_low_first, ref, amb);
+        for (int64_t q = 0; q < HW; q++)
+            for (int64_t n = 0; n < N; n++) uref[n] += ref[q * N + n];
+        float *usage[2], *out = malloc((size_t)(HW * N) * sizeof(float));
+        double worst = 0;
+        for (int r = 0; r < 2; r++) {
+            ck_pool *pool = r ? p3 : p1;
+            ck_cpu be;
+            memset(&be, 0, sizeof be);
+            be.pool = pool;
+            be.threads = ck_pool_size(pool);
+            be.per_thread = ck_cpu_memory_read_floats(N, 8, cs[i].top_k);
+            be.scratch = malloc(be.per_thread * be.threads * sizeof(float));
+            be.mr_pairs_floats = ck_cpu_memory_read_pairs_floats(HW, (int)CK_MIN(N, cs[i].top_k));
+            be.mr_pairs = malloc(be.mr_pairs_floats * sizeof(float));
+            usage[r] = malloc((size_t)N * sizeof(float));
+#define T(x) ck_tensor_of((void *)(x), CK_F32)
+            ck_cpu_ops.memory_read(&be.base, T(d.mk), T(d.ms), T(d.qk), T(d.qe), N, HW, 8, T(d.mv), (int)N,
+                                   cs[i].top_k, T(out), T(usage[r]));
+#undef T
+            free(be.scratch), free(be.mr_pairs);
+            if (r == 0) worst = rel_err(&d.c, out, ref, amb);
+        }
+        double ue = 0, total = 0;
+        for (int64_t n = 0; n < N; n++) ue = fmax(ue, fabs(usage[0][n] - uref[n])), total += usage[0][n];
+        printf("  N %3lld HW %3lld top_k %2d: usage max abs err %.2e (sum %.4f = HW), values %.2e, %lld ambiguous\n",
+               (long long)N, (long long)HW, cs[i].top_k, ue, total, worst, (long long)n_amb);
+        CHECK(n_amb == 0);
+        CHECK(ue <= 1e-5 * HW);
+        CHECK(fabs(total - HW) <= 1e-4 * HW);
+        CHECK(worst <= 1e-5);
+        CHECK(memcmp(usage[0], usage[1], (size_t)N * sizeof(float)) == 0);
+        free(usage[0]), free(usage[1]), free(out), free(ref), free(uref), free(amb);
+        case_free(&d);
+    }
+    ck_pool_free(p1), ck_pool_free(p3);
+}
+
+/* What a tracker binds for the read at 1080p (cutie-base: CK 64, top_k 30,
+ * h x w = 68 x 120 at stride 16) on 16 threads, with 5 and with 10 memory
+ * frames, with and without the long-term memory's usage: the same bytes
+ * for both memory sizes, and far below the N x HW fp32 affinity a plain read
+ * would hold (1.3 GiB at 5 frames). */
+static void test_workspace_1080p(void) {
+    const int64_t hw = 68 * 120;
+    const ck_backend_config bc = {.threads = 16, .act = CK_F32};
+    for (int usage = 0; usage <= 1; usage++) {
+        size_t bytes[2];
+        for (int i = 0; i < 2; i++) {
+            const int64_t N = (i ? 10 : 5) * hw;
+            ck_op_needs n = {0};
+            n.mr_n = N, n.mr_ck = 64, n.mr_top_k = 30, n.mr_usage_hw = usage ? hw : 0;
+            bytes[i] = ck_cpu_ops_workspace_bytes(&bc, &n);
+            const double affinity = (double)N * hw * sizeof(float);
+            printf("  1080p, %2d frames (N %lld x HW %lld)%s: %.2f MiB planned for the read, the affinity %.0f MiB "
+                   "(%.0fx)\n",
+                   i ? 10 : 5, (long long)N, (long long)hw, usage ? " with usage" : "", bytes[i] / 1048576.0,
+                   affinity / 1048576.0, affinity / bytes[i]);
+            CHECK(bytes[i] * 100 < affinity);
+        }
+        CHECK(bytes[0] == bytes[1]);
+    }
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"reference_hand_values", test_reference_hand_values},
@@ -523,6 +609,8 @@ int main(int argc, char **argv) {
         {"objects", test_objects},
         {"threads", test_threads},
         {"scratch_bound", test_scratch_bound},
+        {"usage", test_usage},
+        {"workspace_1080p", test_workspace_1080p},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

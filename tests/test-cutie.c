@@ -2,8 +2,10 @@
  * tools/reference/cutie.py, our PyTorch reference checked against the
  * official code): the reduced-width checkpoint in the official layout, a
  * 30-frame clip with per-frame probabilities, memory reads, sensory memory
- * and memory sizes, stage taps of frames 0, 1 and 3, and a clip run with
- * max_internal_size. Bars: probabilities and memory reads within 1e-4
+ * and memory sizes, stage taps of frames 0, 1 and 3, a clip run with
+ * max_internal_size, and the clip with long-term memory (memory reads,
+ * decoder logits, sensory, working and long-term sizes, last
+ * probabilities). Bars: probabilities and memory reads within 1e-4
  * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
  * Skips, saying so, when the fixtures are absent. */
 #include <math.h>
@@ -55,6 +57,8 @@ typedef struct {
     double worst_read, worst_sensory;
     int taps_compared;
     double worst_tap;
+    float *dec_logits; /* [T - 1, K, H/4, W/4] (longterm.safetensors) */
+    double worst_logits; /* relative to each frame's largest logit */
 } run_state;
 
 static double compare_to(const char *label, const float *got, const float *want, size_t n) {
@@ -90,6 +94,14 @@ static void on_tap(void *user, int frame, const char *name, const float *data, i
         snprintf(label, sizeof label, "frame %d memory read", frame);
         const double e = compare_to(label, buf, s->readout_visual + (int64_t)(frame - 1) * n, (size_t)n);
         s->worst_read = fmax(s->worst_read, e);
+    }
+    if (!strcmp(name, "dec_logits") && s->dec_logits && frame >= 1) {
+        char label[64];
+        snprintf(label, sizeof label, "frame %d decoder logits", frame);
+        const float *want = s->dec_logits + (int64_t)(frame - 1) * n;
+        double scale = 1;
+        for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+        s->worst_logits = fmax(s->worst_logits, compare_to(label, data, want, (size_t)n) / scale);
     }
     if (!strcmp(name, "sensory") && s->sensory) {
         to_channels_first(data, s->K, hw, (int)(n / (s->K * hw)), buf);
@@ -178,7 +190,7 @@ static void run_clip(const char *file, int with_taps) {
     ckey_tracker *t = NULL;
     st = ckey_tracker_create(m, W, H, &o, &t, &err);
     CHECKF(st == CKEY_OK, "%s", err.message);
-    run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0};
+    run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0, NULL, 0};
     rs.h = (int)((H + 15) / 16), rs.w = (int)((W + 15) / 16);
     if (o.max_internal_size < 0) {
         const ck_tensor_info *a = ck_checkpoint_find(clip, "readout_visual"), *b = ck_checkpoint_find(clip, "sensory");
@@ -230,6 +242,84 @@ static void run_clip(const char *file, int with_taps) {
 static void test_clip(void) { run_clip("clip.safetensors", 1); }
 static void test_resize(void) { run_clip("resize.safetensors", 0); }
 
+/* Long-term memory (longterm.safetensors: clip's frames, use_long_term with
+ * the README's parameters): per-frame memory reads, decoder logits and
+ * sensory, working and long-term memory sizes, the last frame's
+ * probabilities. */
+static void test_longterm(void) {
+    ck_checkpoint *clip = NULL, *lt = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
+    if (ck_checkpoint_open(DIR "longterm.safetensors", &lt, NULL) != CKEY_OK) {
+        ck_checkpoint_close(clip);
+        SKIP("%s absent", DIR "longterm.safetensors");
+    }
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    ckey_status st = ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    const ck_tensor_info *tf = need(clip, "frames"), *tm = need(clip, "mask0"), *tp = need(lt, "prob_last");
+    const ck_tensor_info *tmt = need(lt, "mem_tokens"), *tlt = need(lt, "lt_tokens"), *trv = need(lt, "readout_visual");
+    const ck_tensor_info *tdl = need(lt, "dec_logits"), *tse = need(lt, "sensory");
+    if (st || !tf || !tm || !tp || !tmt || !tlt || !trv || !tdl || !tse) {
+        ck_test_failed = 1;
+        ckey_track_model_free(m);
+        ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+        return;
+    }
+    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], C1 = (int)tp->shape[0], K = C1 - 1;
+    const int64_t HW = (int64_t)H * W;
+    const char *params = ck_checkpoint_meta(lt, "params");
+    printf("  longterm: %d frames %d x %d, %d objects (params %s)\n", T, W, H, K, params ? params : "?");
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2;
+    o.mem_every = 2, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the fixture's metadata */
+    o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16;
+    o.max_num_tokens = 48, o.buffer_tokens = 8, o.count_usage = 1;
+    ckey_tracker *t = NULL;
+    st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    run_state rs = {clip, NULL, K, m->cfg.value_dim, (H + 15) / 16, (W + 15) / 16, T, f32(trv), f32(tse), 0, 0, 0, 0,
+                    f32(tdl), 0};
+    if (st == CKEY_OK) ck_tracker_set_tap(t, on_tap, &rs);
+    const int32_t *mt = (const int32_t *)tmt->data, *ltt = (const int32_t *)tlt->data;
+    float *want = f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
+    const uint8_t objects[2] = {1, 2};
+    int removals = 0, consolidations = 0;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)tf->data[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        st = ckey_tracker_step(t, rgb, f == 0 ? tm->data : NULL, f == 0 ? K : 0, objects, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        int32_t w, l;
+        memcpy(&w, &mt[f], sizeof w), memcpy(&l, &ltt[f], sizeof l);
+        CHECKF(ckey_tracker_memory_tokens(t) == w && ckey_tracker_long_term_tokens(t) == l,
+               "frame %d: memory %lld + %lld long-term tokens, expected %d + %d", f,
+               (long long)ckey_tracker_memory_tokens(t), (long long)ckey_tracker_long_term_tokens(t), w, l);
+        if (f > 0) {
+            int32_t l0;
+            memcpy(&l0, &ltt[f - 1], sizeof l0);
+            consolidations += l != l0;
+            removals += l < l0 + 16 && l != l0;
+        }
+    }
+    const double e = compare_to("frame 29 probabilities", prob, want, (size_t)C1 * HW);
+    printf("  longterm: %d consolidations (%d with a removal); memory reads max abs err %.2e, decoder logits %.2e of their "
+           "scale, sensory %.2e, last probabilities %.2e, IoU %.6f / %.6f\n",
+           consolidations, removals, rs.worst_read, rs.worst_logits, rs.worst_sensory, e, iou(prob, want, C1, HW, 1),
+           iou(prob, want, C1, HW, 2));
+    CHECK(consolidations >= 3 && removals >= 1); /* the fixture exercises both */
+    CHECK(rs.worst_read <= 1e-4);
+    CHECK(rs.worst_logits <= 1e-4);
+    CHECK(rs.worst_sensory <= 1e-4);
+    CHECK(e <= 1e-4);
+    free(want), free(rgb), free(prob), free(rs.readout_visual), free(rs.sensory), free(rs.dec_logits);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+}
+
 static void test_model_shapes(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -265,8 +355,10 @@ static long rss_kib(void) {
 }
 
 /* A long shot (the clip's frames over and over): the memory holds max_mem_frames
- * frames and the process does not grow after the first frames. */
-static void test_long_shot(void) {
+ * frames (with long-term memory: at most lt_max_mem_frames working frames and
+ * fewer than max_num_tokens long-term tokens) and the process does not grow
+ * after the first frames. */
+static void long_shot(int long_term) {
     ck_checkpoint *clip = NULL;
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -282,12 +374,15 @@ static void test_long_shot(void) {
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3;
+    if (long_term) /* longterm.safetensors' parameters */
+        o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16,
+        o.max_num_tokens = 48, o.buffer_tokens = 8;
     ckey_tracker *t = NULL;
     REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
     float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
     const uint8_t objects[2] = {1, 2};
     long rss10 = 0, rss_end = 0;
-    int64_t tokens_max = 0;
+    int64_t tokens_max = 0, lt_max = 0, lt_min_late = INT64_MAX;
     const int frames = 120;
     for (int f = 0; f < frames; f++) {
         const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW;
@@ -298,13 +393,18 @@ static void test_long_shot(void) {
             break;
         }
         if (f >= 6) tokens_max = CK_MAX(tokens_max, ckey_tracker_memory_tokens(t));
+        lt_max = CK_MAX(lt_max, ckey_tracker_long_term_tokens(t));
+        if (f >= 60) lt_min_late = CK_MIN(lt_min_late, ckey_tracker_long_term_tokens(t));
         if (f == 10) rss10 = rss_kib();
     }
     rss_end = rss_kib();
-    printf("  %d frames: memory %lld tokens at most from frame 6 (3 frames of 32), anonymous RSS %ld KiB at frame 10, %ld at "
-           "the end\n",
-           frames, (long long)tokens_max, rss10, rss_end);
-    CHECK(tokens_max == 3 * 32);
+    printf("  %d frames%s: memory %lld tokens at most from frame 6, long-term %lld at most (%lld at least from frame "
+           "60), anonymous RSS %ld KiB at frame 10, %ld at the end\n",
+           frames, long_term ? " with long-term memory" : "", (long long)tokens_max, (long long)lt_max,
+           (long long)lt_min_late, rss10, rss_end);
+    /* long-term: 5 frames while an insert consolidates, 4 after a step at most */
+    CHECK(tokens_max == (long_term ? 4 : 3) * 32);
+    CHECK(long_term ? lt_max < 48 && lt_min_late > 0 : lt_max == 0);
     CHECK(rss_end <= rss10 + 64);
     free(rgb), free(prob);
     ckey_tracker_free(t);
@@ -313,6 +413,9 @@ static void test_long_shot(void) {
 }
 
 /* Arguments the tracker refuses, with a status and a message. */
+static void test_long_shot(void) { long_shot(0); }
+static void test_long_shot_long_term(void) { long_shot(1); }
+
 static void test_api_errors(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -326,6 +429,10 @@ static void test_api_errors(void) {
     o.mem_every = 0;
     CHECK(ckey_tracker_create(m, 16, 16, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
     o.mem_every = 5;
+    o.use_long_term = 1; /* 2 x 2 positions: 5 frames of 4 tokens cannot make 128 prototypes */
+    CHECK(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
+    printf("  refused: %s\n", err.message);
+    o.use_long_term = 0;
     REQUIRE(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_OK);
     float rgb[20 * 18 * 3] = {0}, prob[5 * 20 * 18];
     uint8_t lab[20 * 18] = {0}, ids[5] = {1, 2, 3, 4, 5}, dup[2] = {1, 1};
@@ -350,8 +457,10 @@ int main(int argc, char **argv) {
         {"model_shapes", test_model_shapes},
         {"clip", test_clip},
         {"resize", test_resize},
+        {"longterm", test_longterm},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
+        {"long_shot_long_term", test_long_shot_long_term},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

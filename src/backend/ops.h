@@ -47,6 +47,7 @@ typedef struct ck_op_needs {
     int64_t attn_keys;  /* largest Nk of mha */
     int64_t mr_n;       /* memory_read: largest N, its CK and top_k */
     int mr_ck, mr_top_k;
+    int64_t mr_usage_hw; /* memory_read: largest HW of a read that gives usage (0: none does) */
 } ck_op_needs;
 
 /* Elementwise maps of unary. */
@@ -186,10 +187,14 @@ typedef struct ck_ops {
      * for any finite s), out[q] = sum_n w_n mv[n]. top_k <= 0 or >= N: the
      * softmax is over all N (the official top_k = None). N >= 1. No N x HW
      * matrix is stored; the backend's scratch bounds what is live (CPU:
-     * ck_cpu_memory_read_floats per thread). Optional: NULL where the
-     * backend has no implementation. */
+     * ck_cpu_memory_read_floats per thread). usage (data NULL: none)
+     * receives [N] each position's weight summed over the queries (the
+     * long-term memory's usage count); it needs top_k > 0 and a workspace
+     * set for HW x top_k kept pairs (ck_op_needs.mr_usage_hw), and is summed
+     * in query order, so it does not depend on the thread count. Optional:
+     * NULL where the backend has no implementation. */
     void (*memory_read)(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
-                        int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out);
+                        int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
     /* ------------------------------------------------------------ Cutie
      * All fp32; maps channels-last [H, W, C], several objects' maps one
      * after another. CPU implementations only: the CUDA table leaves these

@@ -16,6 +16,8 @@ typedef struct ck_cpu {
     size_t per_thread;       /* floats per thread */
     float *shared;           /* in-place conv bands */
     size_t shared_floats;
+    float *mr_pairs;         /* memory_read with usage: HW x top_k (position, weight) pairs */
+    size_t mr_pairs_floats;
     /* the lifecycle's (backend.c; a test may build ops-only state without them) */
     ck_backend_config cfg;
     const ck_config *mcfg;   /* the model's */
@@ -77,8 +79,12 @@ void ck_conv3x3_row(int variant, const float *in, int S, int64_t r0, int64_t nr,
  * depends on CK and top_k only, on N only through whether top_k < N, never
  * on HW. ms and qe may be NULL. */
 size_t ck_cpu_memory_read_floats(int64_t N, int CK, int top_k);
+/* With usage (NULL: none; top_k > 0), the read keeps min(top_k, N) per
+ * query and needs be->mr_pairs of ck_cpu_memory_read_pairs_floats(HW,
+ * top_k) floats (less aborts). */
+size_t ck_cpu_memory_read_pairs_floats(int64_t HW, int top_k);
 void ck_cpu_memory_read(ck_cpu *be, const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
-                        int64_t HW, int CK, const float *mv, int C, int top_k, float *out);
+                        int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage);
 
 /* Cutie's ops (backend/ops.h, the Cutie block; src/cpu/cutie-ops.c). The
  * workspace: threads slices of the per-thread floats `needs` asks for, then

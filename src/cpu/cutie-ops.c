@@ -29,10 +29,14 @@ static void needs_floats(const ck_op_needs *n, size_t *per_thread, size_t *share
     *shared = al16((size_t)n->conv_w + 31 * (size_t)n->conv_k);
 }
 
+static size_t pairs_floats(const ck_op_needs *n) {
+    return n->mr_usage_hw > 0 ? al16(ck_cpu_memory_read_pairs_floats(n->mr_usage_hw, n->mr_top_k)) : 0;
+}
+
 size_t ck_cpu_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
     size_t pt, sh;
     needs_floats(n, &pt, &sh);
-    return ((size_t)CK_MAX(bc->threads, 1) * pt + sh) * sizeof(float);
+    return ((size_t)CK_MAX(bc->threads, 1) * pt + sh + pairs_floats(n)) * sizeof(float);
 }
 
 void ck_cpu_set_workspace(ck_cpu *be, void *scratch, const ck_op_needs *n) {
@@ -42,6 +46,8 @@ void ck_cpu_set_workspace(ck_cpu *be, void *scratch, const ck_op_needs *n) {
     be->per_thread = pt;
     be->shared = be->scratch + (size_t)be->threads * pt;
     be->shared_floats = sh;
+    be->mr_pairs = be->shared + sh;
+    be->mr_pairs_floats = pairs_floats(n);
 }
 
 static inline float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }

@@ -16,7 +16,8 @@
  * are the GEMM's rows, so a tile is read where it lies (or copied row by row
  * with its squares), and the packed queries are reused by every tile. What
  * is live besides the inputs and out is the worker's scratch, whose size CK
- * and top_k alone set. */
+ * and top_k alone set, and, for a read that gives usage, the kept pairs
+ * (HW x top_k). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +35,11 @@ enum {
 
 static size_t al16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* 0: the dense path; else the number kept per query. */
+/* 0: the dense path; else the number kept per query. A read that gives
+ * usage keeps min(top_k, N) on the top-k path, so that every kept weight
+ * is known per query (the same softmax as the dense path's over N). */
 static int kept(int64_t N, int top_k) { return top_k > 0 && top_k < N ? top_k : 0; }
+static int kept_usage(int64_t N, int top_k) { return (int)CK_MIN((int64_t)top_k, N); }
 
 /* A worker's scratch, carved from its slice in this order. */
 typedef struct {
@@ -85,9 +89,12 @@ static size_t carve(float *base, int CK, int k, mr_scratch *w) {
 
 size_t ck_cpu_memory_read_floats(int64_t N, int CK, int top_k) { return carve(NULL, CK, kept(N, top_k), NULL); }
 
+size_t ck_cpu_memory_read_pairs_floats(int64_t HW, int top_k) { return top_k > 0 ? (size_t)HW * top_k * 2 : 0; }
+
 typedef struct {
     const float *mk, *ms, *qk, *qe, *mv;
     float *out;
+    float *pairs; /* with usage: [HW, k] (position as int32 bits, weight) */
     int64_t N, HW;
     int CK, C, k;
     float inv_sqrt_ck;
@@ -156,13 +163,21 @@ VEC static void axpy(float *restrict out, const float *restrict v, float w, int 
  * from the largest kept value, so exp never overflows and the largest
  * weight's exp is 1. The rows are scattered over mv, so the next one is
  * prefetched while this one is added. w: n floats. */
-static void topk_readout(const uint64_t *h, int n, const float *mv, int C, float *out, float *w) {
+static void topk_readout(const uint64_t *h, int n, const float *mv, int C, float *out, float *w, float *pairs, int k) {
     memset(out, 0, (size_t)C * sizeof(float));
+    if (pairs) /* unfilled places (only NaN values are never kept) weigh 0 at position 0 */
+        for (int j = 0; j < k; j++) pairs[2 * j] = 0.0f, pairs[2 * j + 1] = 0.0f;
     if (n == 0) return;
     float mx = -INFINITY, sum = 0;
     for (int j = 0; j < n; j++) mx = CK_MAX(mx, key_value(h[j]));
     for (int j = 0; j < n; j++) sum += w[j] = expf(key_value(h[j]) - mx);
     const float inv = 1.0f / sum;
+    if (pairs)
+        for (int j = 0; j < n; j++) {
+            const int32_t pos = key_position(h[j]);
+            memcpy(&pairs[2 * j], &pos, sizeof pos);
+            pairs[2 * j + 1] = w[j] * inv;
+        }
     for (int j = 0; j < n; j++) {
         if (j + 1 < n) {
             const char *next = (const char *)(mv + (int64_t)key_position(h[j + 1]) * C);
@@ -315,7 +330,8 @@ static void read_blocks(void *p, int64_t b0, int64_t b1, int thread) {
         }
         if (k) {
             for (int i = 0; i < nq; i++)
-                topk_readout(w.hk + (size_t)i * k, w.hn[i], c->mv, C, out + (size_t)i * C, w.wt);
+                topk_readout(w.hk + (size_t)i * k, w.hn[i], c->mv, C, out + (size_t)i * C, w.wt,
+                             c->pairs ? c->pairs + (size_t)(q0 + i) * k * 2 : NULL, k);
         } else {
             for (int i = 0; i < nq; i++) {
                 const float inv = 1.0f / w.l[i];
@@ -326,14 +342,23 @@ static void read_blocks(void *p, int64_t b0, int64_t b1, int thread) {
 }
 
 void ck_cpu_memory_read(ck_cpu *be, const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
-                        int64_t HW, int CK, const float *mv, int C, int top_k, float *out) {
+                        int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage) {
+    if (usage && N > 0) memset(usage, 0, (size_t)N * sizeof(float));
     if (HW <= 0 || C <= 0) return;
     if (N <= 0) {
         memset(out, 0, (size_t)HW * C * sizeof(float));
         return;
     }
     /* positions are int32 in the heaps; the slice must hold this op's scratch */
-    if (N > INT32_MAX || be->per_thread < ck_cpu_memory_read_floats(N, CK, top_k)) abort();
-    mr_ctx c = {mk, ms, qk, qe, mv, out, N, HW, CK, C, kept(N, top_k), 1.0f / sqrtf((float)CK), be};
+    const int k = usage ? kept_usage(N, top_k) : kept(N, top_k);
+    if (N > INT32_MAX || be->per_thread < carve(NULL, CK, k, NULL)) abort();
+    if (usage && (top_k <= 0 || be->mr_pairs_floats < ck_cpu_memory_read_pairs_floats(HW, k))) abort();
+    mr_ctx c = {mk, ms, qk, qe, mv, out, usage ? be->mr_pairs : NULL, N, HW, CK, C, k, 1.0f / sqrtf((float)CK), be};
     ck_pool_for(be->pool, (HW + MR_BQ - 1) / MR_BQ, 1, read_blocks, &c);
+    if (usage) /* summed in query order: the same for any thread count */
+        for (int64_t i = 0; i < HW * k; i++) {
+            int32_t pos;
+            memcpy(&pos, &c.pairs[2 * i], sizeof pos);
+            usage[pos] += c.pairs[2 * i + 1];
+        }
 }

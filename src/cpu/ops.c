@@ -1143,8 +1143,8 @@ static void t_groupnorm_affine(ck_backend *be, const double *stats, int groups, 
 }
 static void t_zero_stats(ck_backend *be, double *stats, int n) { cpu_zero_stats(CPU(be), stats, n); }
 static void t_memory_read(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
-                          int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out) {
-    ck_cpu_memory_read(CPU(be), F(mk), F(ms), F(qk), F(qe), N, HW, CK, F(mv), C, top_k, F(out));
+                          int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage) {
+    ck_cpu_memory_read(CPU(be), F(mk), F(ms), F(qk), F(qe), N, HW, CK, F(mv), C, top_k, F(out), F(usage));
 }
 
 static void t_set_workspace(ck_backend *be, void *s, const ck_op_needs *n) { ck_cpu_set_workspace(CPU(be), s, n); }

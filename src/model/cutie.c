@@ -37,13 +37,24 @@ struct ckey_tracker {
     int pad_l, pad_t;
     int w, h, hw;   /* stride 16 */
     int O;          /* objects (0 before the first frame) */
-    int64_t cap;    /* memory positions */
-    int64_t N;      /* memory positions in use */
+    int64_t cap;    /* working-memory positions */
+    int64_t N;      /* working-memory positions in use */
+    /* long-term memory: its rows [wbase - L, wbase) of mk / ms / mv sit just
+     * before the working memory's [wbase, wbase + N), so that one read runs
+     * over [long-term, working] (the official order); wbase = 0 without */
+    int lt;
+    int64_t wbase, L;
+    int64_t max_work, min_work; /* non-permanent working tokens that trigger / survive a consolidation */
     int ti, last_mem_ti, mem_frames;
     int stagger[64], nstagger;
     /* fixed buffers (backend memory) */
     void *fixed;
     ck_tensor raw, resized, img, f4, f8, f16, pix, key, shrink, sel, prob, onehot, sensory, objmem, mk, ms, mv, crop;
+    /* long-term mode: the non-permanent working entries' selection [cap, CK],
+     * usage and life [cap] (index 0 = the row after the permanent frame);
+     * the long-term rows' usage and life [wbase] (indexed by row); a read's
+     * usage [wbase + cap] */
+    ck_tensor wsel, wuse, wlife, luse, llife, usage;
     /* the parts' plans and their shared arena; the ops' workspace */
     ck_plan *plan[PART_COUNT];
     void *arena, *ws;
@@ -297,6 +308,146 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
     return pix;
 }
 
+/* ---------------------------------------------------- long-term memory
+ * (MemoryManager with use_long_term; host code: the CPU backend's buffers
+ * are host memory). */
+
+/* After a read: each entry's usage += its affinity summed over the frame,
+ * life += 1, for the non-permanent working entries and (count_usage) the
+ * long-term ones. */
+static void count_usage(ckey_tracker *t) {
+    const float *u = t->usage.data;
+    const int64_t L = t->L, nt = t->N - t->hw;
+    float *wu = t->wuse.data, *wl = t->wlife.data, *lu = t->luse.data, *ll = t->llife.data;
+    for (int64_t j = 0; j < nt; j++) wu[j] += u[L + t->hw + j], wl[j] += 1.0f;
+    if (t->o.count_usage)
+        for (int64_t i = 0; i < L; i++) lu[t->wbase - L + i] += u[i], ll[t->wbase - L + i] += 1.0f;
+}
+
+/* Whether entry a ranks above b: higher usage / life, equal ratios the
+ * lower index first (one total order, so the selection is deterministic). */
+static int ranks_above(const float *use, const float *life, int32_t a, int32_t b) {
+    const float ra = use[a] / life[a], rb = use[b] / life[b];
+    return ra > rb || (ra == rb && a < b);
+}
+
+/* idx [k] = the k of entries 0..n-1 that rank highest (k <= n), in rank
+ * order: a min-heap of the best k (root: the lowest kept), then popped
+ * from the back. */
+static void select_top(const float *use, const float *life, int64_t n, int k, int32_t *idx) {
+    int m = 0;
+    if (k <= 0) return;
+    for (int32_t e = 0; e < n; e++) {
+        if (m == k && !ranks_above(use, life, e, idx[0])) continue;
+        int i;
+        if (m < k) {
+            for (i = m++; i > 0 && ranks_above(use, life, idx[(i - 1) / 2], e); i = (i - 1) / 2) idx[i] = idx[(i - 1) / 2];
+        } else {
+            for (i = 0;;) {
+                int c = 2 * i + 1;
+                if (c >= k) break;
+                if (c + 1 < k && ranks_above(use, life, idx[c], idx[c + 1])) c++;
+                if (!ranks_above(use, life, e, idx[c])) break;
+                idx[i] = idx[c];
+                i = c;
+            }
+        }
+        idx[i] = e;
+    }
+    for (int end = k - 1; end > 0; end--) { /* heapsort: the lowest goes last */
+        const int32_t low = idx[0], e = idx[end];
+        int i = 0;
+        for (;;) {
+            int c = 2 * i + 1;
+            if (c >= end) break;
+            if (c + 1 < end && ranks_above(use, life, idx[c], idx[c + 1])) c++;
+            if (!ranks_above(use, life, e, idx[c])) break;
+            idx[i] = idx[c];
+            i = c;
+        }
+        idx[i] = e;
+        idx[end] = low;
+    }
+}
+
+static void rows_move(ck_tensor t, int64_t dst, int64_t src, int64_t n, int64_t width) {
+    float *p = t.data;
+    memmove(p + dst * width, p + src * width, (size_t)(n * width) * sizeof(float));
+}
+
+/* After an insert that fills the working memory (MemoryManager's
+ * compress_features and remove_obsolete_features): the long-term store
+ * shrinks to its most used entries when it is near full, then the older
+ * non-permanent working entries become num_prototypes prototypes appended
+ * to it. Temporaries are the plan's (allocated whether or not this frame
+ * consolidates, so that record and replay agree). */
+static void long_term(cx *x) {
+    ckey_tracker *t = x->t;
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int CK = c->key_dim, P = t->o.num_prototypes, hw = t->hw;
+    const int64_t C = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
+    const int64_t ncand_max = t->max_work - t->min_work;
+    int32_t *idx = ck_alloc(x->plan, (size_t)CK_MAX(CK_MAX(ncand_max, t->wbase), 1) * sizeof(int32_t), "lt.index");
+    ck_tensor pk = A(x, (int64_t)P * CK, "lt.proto_key"), pe = A(x, (int64_t)P * CK, "lt.proto_selection");
+    ck_tensor pv = A(x, P * C, "lt.proto_value"), ps = A(x, P, "lt.proto_shrinkage");
+    ck_tensor tk = A(x, CK_MAX(keep, 1) * CK, "lt.keep_key"), tv = A(x, CK_MAX(keep, 1) * C, "lt.keep_value");
+    ck_tensor ts = A(x, CK_MAX(keep, 1) * 3, "lt.keep_shrinkage_usage_life");
+    if (x->ops && t->N - hw >= t->max_work) {
+        const int64_t wb = t->wbase;
+        float *mk = t->mk.data, *ms = t->ms.data, *mv = t->mv.data, *lu = t->luse.data, *ll = t->llife.data;
+        if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
+            const int64_t r0 = wb - t->L;
+            select_top(lu + r0, ll + r0, t->L, (int)keep, idx);
+            float *k = tk.data, *v = tv.data, *o = ts.data;
+            for (int64_t i = 0; i < keep; i++) {
+                const int64_t r = r0 + idx[i];
+                memcpy(k + i * CK, mk + r * CK, (size_t)CK * sizeof(float));
+                memcpy(v + i * C, mv + r * C, (size_t)C * sizeof(float));
+                o[i] = ms[r], o[keep + i] = lu[r], o[2 * keep + i] = ll[r];
+            }
+            const int64_t n0 = wb - keep;
+            memcpy(mk + n0 * CK, k, (size_t)(keep * CK) * sizeof(float));
+            memcpy(mv + n0 * C, v, (size_t)(keep * C) * sizeof(float));
+            memcpy(ms + n0, o, (size_t)keep * sizeof(float));
+            memcpy(lu + n0, o + keep, (size_t)keep * sizeof(float));
+            memcpy(ll + n0, o + 2 * keep, (size_t)keep * sizeof(float));
+            t->L = keep;
+        }
+        /* compress_features: candidates = the non-permanent entries but the newest min_work */
+        const int64_t c0 = wb + hw, ncand = t->N - hw - t->min_work;
+        select_top(t->wuse.data, t->wlife.data, ncand, P, idx);
+        const float *sel = t->wsel.data;
+        for (int i = 0; i < P; i++) {
+            memcpy((float *)pk.data + (int64_t)i * CK, mk + (c0 + idx[i]) * CK, (size_t)CK * sizeof(float));
+            memcpy((float *)pe.data + (int64_t)i * CK, sel + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
+        }
+        /* prototype = softmax over the candidates (no top-k) of similarity(candidate key and
+         * shrinkage, prototype key and selection) . the candidates' values and shrinkages */
+        x->ops->memory_read(x->be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->mv, c0 * C), (int)C, 0,
+                            pv, none);
+        x->ops->memory_read(x->be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->ms, c0), 1, 0, ps,
+                            none);
+        /* the candidates leave the working memory */
+        const int64_t rest = t->N - hw - ncand;
+        rows_move(t->mk, c0, c0 + ncand, rest, CK), rows_move(t->ms, c0, c0 + ncand, rest, 1);
+        rows_move(t->mv, c0, c0 + ncand, rest, C), rows_move(t->wsel, 0, ncand, rest, CK);
+        rows_move(t->wuse, 0, ncand, rest, 1), rows_move(t->wlife, 0, ncand, rest, 1);
+        t->N -= ncand;
+        /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
+        const int64_t L = t->L;
+        rows_move(t->mk, wb - L - P, wb - L, L, CK), rows_move(t->ms, wb - L - P, wb - L, L, 1);
+        rows_move(t->mv, wb - L - P, wb - L, L, C), rows_move(t->luse, wb - L - P, wb - L, L, 1);
+        rows_move(t->llife, wb - L - P, wb - L, L, 1);
+        memcpy(mk + (wb - P) * CK, pk.data, (size_t)P * CK * sizeof(float));
+        memcpy(ms + wb - P, ps.data, (size_t)P * sizeof(float));
+        memcpy(mv + (wb - P) * C, pv.data, (size_t)(P * C) * sizeof(float));
+        for (int64_t r = wb - P; r < wb; r++) lu[r] = 0.0f, ll[r] = 1e-7f;
+        t->L = L + P;
+    }
+    R(x, ts), R(x, tv), R(x, tk), R(x, ps), R(x, pv), R(x, pe), R(x, pk);
+    ck_release(x->plan, idx);
+}
+
 /* Memory read, pixel fusion, object transformer, decoder; prob [O+1, Hp, Wp]
  * (CUTIE.segment, MemoryManager.read, InferenceCore._segment). */
 static void part_segment(cx *x, int update_sensory) {
@@ -307,7 +458,10 @@ static void part_segment(cx *x, int update_sensory) {
     const int64_t HWp = (int64_t)t->Hp * t->Wp, C = (int64_t)O * CV;
     /* memory read: vis [hw, O*CV] */
     ck_tensor vis = A(x, hw * C, "seg.visual");
-    OP(x, memory_read, t->mk, t->ms, t->key, t->sel, t->N, hw, CK, t->mv, (int)C, t->o.top_k, vis);
+    const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
+    OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C), (int)C,
+       t->o.top_k, vis, t->lt ? t->usage : none);
+    if (x->ops && t->lt) count_usage(t);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
     /* pixel fusion: p = vis + sensory_compress([sensory, last mask, others]) */
@@ -388,8 +542,8 @@ static void part_segment(cx *x, int update_sensory) {
 }
 
 /* Mask encoder, deep sensory update, object summaries and the memory
- * insertion with FIFO eviction (InferenceCore._add_memory,
- * MemoryManager.add_memory without long-term memory). */
+ * insertion: FIFO eviction, or with long-term memory the consolidation of
+ * long_term() (InferenceCore._add_memory, MemoryManager.add_memory). */
 static void part_memorize(cx *x) {
     ckey_tracker *t = x->t;
     const ckey_track_model *m = t->m;
@@ -437,8 +591,26 @@ static void part_memorize(cx *x) {
     else
         OP(x, add, t->objmem, ns, summ, ns, t->objmem);
     R(x, summ), R(x, wl), R(x, feat), R(x, hid), R(x, tv), R(x, m16);
-    /* working memory: the first frame permanent, then FIFO over the rest */
     const int64_t C = (int64_t)O * CV, N = t->N, np_cap = t->cap - hw;
+    if (t->lt) { /* appended at the end; long_term() then makes room */
+        const int64_t row = t->wbase + N, j = N - hw;
+        OP(x, copy_channels, t->key, hw, CK, CK, at(t->mk, row * CK), CK);
+        OP(x, copy_channels, t->shrink, hw, 1, 1, at(t->ms, row), 1);
+        for (int o = 0; o < O; o++)
+            OP(x, copy_channels, at(value, (int64_t)o * hw * CV), hw, CV, CV, at(t->mv, row * C + (int64_t)o * CV), (int)C);
+        R(x, value);
+        if (x->ops) {
+            if (t->mem_frames > 0) {
+                memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
+                for (int64_t i = j; i < j + hw; i++) ((float *)t->wuse.data)[i] = 0.0f, ((float *)t->wlife.data)[i] = 1e-7f;
+            }
+            t->N = N + hw;
+            t->mem_frames++;
+        }
+        long_term(x);
+        return;
+    }
+    /* working memory: the first frame permanent, then FIFO over the rest */
     int64_t at_row = N;
     if (t->mem_frames > 0 && np_cap == 0) {
         at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
@@ -473,6 +645,13 @@ void ckey_track_options_default(ckey_track_options *o) {
     o->stagger_updates = 5;
     o->max_internal_size = -1;
     o->threads = 0;
+    o->use_long_term = 0; /* the official long_term defaults (config/eval_config.yaml) */
+    o->lt_max_mem_frames = 10;
+    o->lt_min_mem_frames = 5;
+    o->num_prototypes = 128;
+    o->max_num_tokens = 10000;
+    o->buffer_tokens = 2000;
+    o->count_usage = 1;
 }
 
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
@@ -481,6 +660,7 @@ void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
 }
 
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) { return t ? t->N : 0; }
+int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) { return t ? t->L : 0; }
 
 void ckey_tracker_free(ckey_tracker *t) {
     if (!t) return;
@@ -535,7 +715,24 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     t->Hp = (t->Hi + 15) / 16 * 16, t->Wp = (t->Wi + 15) / 16 * 16;
     t->pad_t = (t->Hp - t->Hi) / 2, t->pad_l = (t->Wp - t->Wi) / 2;
     t->h = t->Hp / 16, t->w = t->Wp / 16, t->hw = t->h * t->w;
-    t->cap = (int64_t)o.max_mem_frames * t->hw;
+    t->lt = o.use_long_term != 0;
+    t->cap = (int64_t)(t->lt ? o.lt_max_mem_frames : o.max_mem_frames) * t->hw;
+    if (t->lt) {
+        t->max_work = (int64_t)(o.lt_max_mem_frames - 1) * t->hw;
+        t->min_work = (int64_t)(o.lt_min_mem_frames - 1) * t->hw;
+        t->wbase = o.max_num_tokens; /* the store holds fewer (at most max_num_tokens - 1) */
+        if (o.top_k <= 0 || o.lt_min_mem_frames < 1 || o.lt_max_mem_frames <= o.lt_min_mem_frames ||
+            o.num_prototypes < 1 || o.buffer_tokens < 0 || o.max_num_tokens < (int64_t)o.num_prototypes + o.buffer_tokens ||
+            o.max_num_tokens <= o.num_prototypes || t->max_work - t->min_work < o.num_prototypes) {
+            const long long room = (long long)(t->max_work - t->min_work);
+            free(t);
+            return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                           "tracker: long-term memory needs top_k > 0, lt_max_mem_frames > lt_min_mem_frames >= 1, "
+                           "num_prototypes >= 1 and at most the %lld tokens of lt_max_mem_frames - lt_min_mem_frames "
+                           "frames, and max_num_tokens > num_prototypes + buffer_tokens",
+                           room);
+        }
+    }
     t->ti = -1;
     /* the frames after a memory frame that update the sensory memory */
     if (o.stagger_updates >= o.mem_every) {
@@ -575,10 +772,16 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         {&t->onehot, Om * HWp},
         {&t->sensory, Om * hw * c->sensory_dim},
         {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1)},
-        {&t->mk, t->cap * c->key_dim},
-        {&t->ms, t->cap},
-        {&t->mv, t->cap * Om * c->value_dim},
+        {&t->mk, (t->wbase + t->cap) * c->key_dim},
+        {&t->ms, t->wbase + t->cap},
+        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim},
         {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi},
+        {&t->wsel, t->lt ? t->cap * c->key_dim : 0},
+        {&t->wuse, t->lt ? t->cap : 0},
+        {&t->wlife, t->lt ? t->cap : 0},
+        {&t->luse, t->wbase},
+        {&t->llife, t->wbase},
+        {&t->usage, t->lt ? t->wbase + t->cap : 0},
     };
     size_t total = 0;
     for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
@@ -596,7 +799,8 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     t->needs.conv_k = m->max_conv_k;
     t->needs.conv_w = m->max_conv_w;
     t->needs.attn_keys = CK_MAX(hw, c->num_queries);
-    t->needs.mr_n = t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
+    t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
+    t->needs.mr_usage_hw = t->lt ? hw : 0;
     t->ws = bi->host_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
     if (!t->ws) {
         ckey_tracker_free(t);
