@@ -336,9 +336,12 @@ static void test_api_errors(void) {
     printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
     CHECK(prob[20 * 18] > 0.99f && prob[1] > 0.99f); /* pixel 0 is object 1, pixel 1 the background */
-    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a later mask */
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids + 1, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a new object later */
     CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
     CHECK(ckey_tracker_memory_tokens(t) == 4); /* 32 x 32 padded: 2 x 2 positions, the first frame only */
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK); /* a later mask: memorized */
+    CHECK(ckey_tracker_memory_tokens(t) == 8);
+    CHECK(ckey_tracker_step(t, rgb, lab, 0, ids, prob, &err) == CKEY_ERR_INVALID_ARG); /* a mask of no object */
     ckey_tracker_free(t);
     ckey_tracker_free(NULL);
     ckey_track_model_free(m);
