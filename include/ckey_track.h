@@ -18,9 +18,10 @@
  * FIFO eviction. The tracker's buffers are allocated when it is created and
  * its working arena on the first frame (when the object count is known);
  * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Long-term
- * memory (the official use_long_term), objects added after the first frame
- * and flip augmentation are not implemented.
+ * memory of its first frame. Masks of later frames correct the first
+ * frame's objects (ckey_tracker_step). Long-term memory (the official
+ * use_long_term), objects added after the first frame and flip augmentation
+ * are not implemented.
  */
 #ifndef CKEY_TRACK_H
 #define CKEY_TRACK_H

@@ -201,6 +201,46 @@ static void test_hints_union(void) {
     free(want), free(prob);
 }
 
+/* SHOT_DIR: Input/ -> AlphaHint/; --hint-format exr: HALF hints. */
+static void test_shot_dir_and_exr(void) {
+    NEED_CLIP();
+    char shot[512], cmd[2200];
+    path_in(shot, sizeof shot, "shot");
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && ln -sfn %s %s/Input", shot, plate_dir, shot);
+    REQUIRE(system(cmd) == 0);
+    ck_run_result r = run_ckey("track", shot, "--mask", mask_path, "--track-model", model_path, "--threads", "2",
+                               "--hint-format", "exr", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    float *want = direct_hints(0, NULL, 0, NULL);
+    REQUIRE(want);
+    const size_t hw = (size_t)W * H;
+    double worst = 0;
+    int files = 0;
+    for (int t = 0; t < T; t++) {
+        char p[700];
+        snprintf(p, sizeof p, "%s/AlphaHint/shot_%04d.exr", shot, t + 1);
+        ckey_image img;
+        memset(&img, 0, sizeof img);
+        ckey_error err;
+        if (ckey_image_read(p, CKEY_IMAGE_HINT, &img, &err) != CKEY_OK) {
+            CHECKF(0, "%s", err.message);
+            continue;
+        }
+        files++;
+        for (size_t i = 0; i < hw && img.width == W && img.height == H; i++) {
+            const double d = fabs((double)img.data[i] - want[(size_t)t * hw + i]);
+            worst = d > worst ? d : worst;
+        }
+        ckey_image_free(&img);
+    }
+    /* HALF rounds values in [0.5, 1) to 2^-11 (error <= 2.44e-4); the 16-bit rounding of want
+     * adds <= 7.6e-6 */
+    printf("  SHOT_DIR/AlphaHint/*.exr: %d files, max abs diff to the rounded hints %.3g\n", files, worst);
+    CHECK(files == T && worst <= 2.45e-4 + 7.7e-6);
+    free(want);
+}
+
 static void test_object(void) {
     NEED_CLIP();
     char out[512];
@@ -414,7 +454,8 @@ int main(int argc, char **argv) {
     ck_tiny_model_path(keyer_path, sizeof keyer_path);
     have_clip = access(model_path, R_OK) == 0 && setup_clip();
     static const ck_test_case cases[] = {
-        {"hints_union", test_hints_union},   {"object", test_object},
+        {"hints_union", test_hints_union},   {"shot_dir_and_exr", test_shot_dir_and_exr},
+        {"object", test_object},
         {"mask_at", test_mask_at},           {"bad_masks", test_bad_masks},
         {"key_with_mask", test_key_with_mask},
     };

@@ -100,6 +100,7 @@ const char help_run[] =
 const char help_key[] =
     "usage: ckey key SHOT_DIR [--out DIR] [--model M] [options]\n"
     "       ckey key --plate DIR|VIDEO --hint DIR|VIDEO|auto --out DIR [--model M] [options]\n"
+    "       ckey key SHOT_DIR --mask FILE [--track-model PATH] [options]  (tracked hints)\n"
     "\n"
     "Keys a clip, an image sequence or a video: loads the model once, then for\n"
     "each frame reads the plate and its alpha hint, runs the network and the\n"
