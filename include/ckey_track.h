@@ -74,15 +74,14 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
  * max_objects): it is memorized as given. Later calls give labels NULL and
  * propagate. prob receives [1 + objects, H, W] floats.
  *
- * A later call may give a mask again (to correct drift), as the official
- * InferenceCore.step takes one: `objects` then lists 1 or more of the first
- * frame's objects (new objects are CKEY_ERR_UNSUPPORTED). When it lists
- * them all, the mask replaces the propagation (the frame is not segmented);
- * when it lists some, the frame is segmented, every object's probability is
- * set to 0 where the mask holds any label, and the listed objects take their
- * masks. Either way the frame becomes a memory frame (not a permanent one:
- * it leaves the working memory in its FIFO turn) and restarts the count to
- * the next memory frame.
+ * A later call may give a mask again (to correct drift): `objects` then
+ * lists 1 or more of the first frame's objects (new objects are
+ * CKEY_ERR_UNSUPPORTED). As the official InferenceCore.step takes a mask
+ * that brings no new object, the mask is the frame's result: the frame is
+ * not segmented, each listed object is its label's pixels and an object not
+ * listed is absent from the frame. The frame becomes a memory frame (not a
+ * permanent one: it leaves the working memory in its FIFO turn) and
+ * restarts the count to the next memory frame.
  */
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err);

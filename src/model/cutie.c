@@ -699,20 +699,16 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             }
         }
     run_part(t, PART_ENCODE, 1);
-    /* A later mask that leaves out some objects is merged with the
-     * propagation, as the official InferenceCore.step does: the frame is
-     * segmented, every object's probability is zeroed where the mask holds
-     * any label, and the given objects take their masks. A mask of every
-     * object replaces the propagation: the frame is not segmented. */
-    const int segment = !labels || (t->ti > 1 && num_objects < O);
-    if (segment) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
+    /* A later mask (of objects the tracker knows) is the frame's result, as
+     * the official InferenceCore.step takes a mask that brings no new object:
+     * the frame is not segmented; each object is its label's pixels, an
+     * object the mask does not list is absent. */
+    if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
     if (labels) {
         float *oh = t->onehot.data;
-        const float *pr = t->prob.data;
         for (int o = 0; o < O; o++) {
-            int given = -1;
-            for (int i = 0; i < num_objects; i++)
-                if (objects[i] == t->objects[o]) given = i;
+            int listed = 0;
+            for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
             for (int y = 0; y < Hp; y++)
                 for (int x = 0; x < Wp; x++) {
                     const int sy = y - t->pad_t, sx = x - t->pad_l;
@@ -720,16 +716,8 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
                         lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
                                      (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
-                    const size_t i = (size_t)y * Wp + x;
-                    if (given >= 0 || !segment) {
-                        /* +-inf logits give sigmoid exactly 1 and 0 */
-                        oh[(size_t)o * HWp + i] = lab == t->objects[o] ? INFINITY : -INFINITY;
-                    } else {
-                        /* the propagated probability as a logit (the aggregate op takes
-                         * logits), 0 where the mask holds an object */
-                        const float p = lab ? 0.0f : pr[(size_t)(o + 1) * HWp + i];
-                        oh[(size_t)o * HWp + i] = p <= 0.0f ? -INFINITY : p >= 1.0f ? INFINITY : logf(p / (1.0f - p));
-                    }
+                    /* +-inf logits give sigmoid exactly 1 and 0 */
+                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
                 }
         }
         /* softmax(aggregate(masks)) */
