@@ -103,6 +103,10 @@ void ckey_tracker_free(ckey_tracker *t);
 ckey_status ckey_track_read_mask(const char *path, uint8_t **labels, int32_t *width, int32_t *height,
                                  uint8_t objects[255], int32_t *num_objects, ckey_error *err);
 
+/* The most objects ckey_source_open_tracked takes from a mask: more distinct
+ * labels than this are a soft matte given as a mask (refused). */
+#define CKEY_TRACK_MAX_OBJECTS 32
+
 typedef struct ckey_track_source_options {
     const char *mask;              /* the first frame's mask (required) */
     int32_t mask_at_count;         /* later masks: */

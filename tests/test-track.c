@@ -348,6 +348,10 @@ static void test_bad_masks(void) {
     REQUIRE(ckey_image_write_png(small, z, 1, W - 1, H, 8, &err) == CKEY_OK);
     z[0] = 0.0f;
     REQUIRE(ckey_image_write_png(empty, z, 1, W, H, 8, &err) == CKEY_OK);
+    char soft[512];
+    path_in(soft, sizeof soft, "mask_soft.png"); /* a gradient: a matte, not labels */
+    for (int p = 0; p < W * H; p++) z[p] = (float)(p % W) / (float)(W - 1);
+    REQUIRE(ckey_image_write_png(soft, z, 1, W, H, 8, &err) == CKEY_OK);
     free(z);
     FILE *f = fopen(text, "w");
     REQUIRE(f);
@@ -356,9 +360,10 @@ static void test_bad_masks(void) {
     static const struct {
         const char *file_var;
         const char *needle;
-    } cases[3] = {{"small", "the mask is"}, {"text", "mask_text.png"}, {"empty", "holds no object"}};
-    const char *paths[3] = {small, text, empty};
-    for (int k = 0; k < 3; k++) {
+    } cases[4] = {{"small", "the mask is"}, {"text", "mask_text.png"}, {"empty", "holds no object"},
+                  {"soft", "not a soft matte"}};
+    const char *paths[4] = {small, text, empty, soft};
+    for (int k = 0; k < 4; k++) {
         ck_run_result r = run_ckey("track", "--plate", plate_dir, "--mask", paths[k], "--out", out, "--track-model",
                                    model_path, NULL);
         CHECKF(r.code == 1, "%s: exit %d", cases[k].file_var, r.code);

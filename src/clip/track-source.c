@@ -209,6 +209,11 @@ static int64_t frame_index(const ckey_source *s, int64_t n) {
 static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ckey_error *err) {
     ckey_status st = ckey_track_read_mask(o->mask, &q->labels, &q->mw, &q->mh, q->objects, &q->count, err);
     if (st != CKEY_OK) return st;
+    if (q->count > CKEY_TRACK_MAX_OBJECTS)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "%s: %d different labels, more than the %d objects a mask may hold: a mask holds object "
+                       "labels (0 the background, then 1, 2, ... or 255), not a soft matte (threshold one first)",
+                       o->mask, (int)q->count, CKEY_TRACK_MAX_OBJECTS);
     if (o->object) {
         for (int k = 0; k < q->count; k++)
             if (q->objects[k] == o->object) q->object = 1 + k;
