@@ -159,8 +159,8 @@ static int track_clip(track_job *j) {
                             "from the first frame again\n",
                     sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)done, total);
             if (o->json)
-                printf("{\"event\":\"error\",\"status\":\"CKEY_ERR_CANCELLED\",\"interrupted\":true,"
-                       "\"tracked\":%lld}\n", (long long)done);
+                printf("{\"event\":\"error\",\"status\":\"%s\",\"interrupted\":true,\"tracked\":%lld}\n",
+                       ckey_status_name(CKEY_ERR_CANCELLED), (long long)done);
             return 128 + (sig > 0 ? sig : SIGINT);
         }
         const ckey_shot_frame *f = &j->src.frames[i];
