@@ -22,8 +22,9 @@
  * removed). The tracker's buffers are allocated when it is created and its
  * working arena on the first frame (when the object count is known);
  * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Objects added after the first frame and flip
- * augmentation are not implemented.
+ * memory of its first frame. Masks of later frames correct the first
+ * frame's objects (ckey_tracker_step). Objects added after the first frame
+ * and flip augmentation are not implemented.
  */
 #ifndef CKEY_TRACK_H
 #define CKEY_TRACK_H
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "ckey.h"
+#include "ckey_clip.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -92,7 +94,16 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
  * One frame. The first call must give `labels` (uint8 [H, W], 0 the
  * background) and `objects` (num_objects distinct labels, at most
  * max_objects): it is memorized as given. Later calls give labels NULL and
- * propagate. prob receives [1 + num_objects, H, W] floats.
+ * propagate. prob receives [1 + objects, H, W] floats.
+ *
+ * A later call may give a mask again (to correct drift): `objects` then
+ * lists 1 or more of the first frame's objects (new objects are
+ * CKEY_ERR_UNSUPPORTED). As the official InferenceCore.step takes a mask
+ * that brings no new object, the mask is the frame's result: the frame is
+ * not segmented, each listed object is its label's pixels and an object not
+ * listed is absent from the frame. The frame becomes a memory frame (not a
+ * permanent one: it leaves the working memory in its FIFO turn) and
+ * restarts the count to the next memory frame.
  */
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err);
@@ -103,6 +114,56 @@ int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t);
 
 void ckey_tracker_free(ckey_tracker *t);
+
+/* ============================================================ masks and hints
+ * A mask is a one-channel image (PNG, TIFF, EXR, ...; read as a hint is,
+ * CKEY_IMAGE_HINT) whose values are labels: label = round(255 v) for the
+ * value v in [0, 1] (an 8-bit gray PNG's pixel value; 16-bit and float
+ * masks are scaled to the same 0..255), 0 the background. Each distinct
+ * nonzero label is an object. Read it into `labels` (malloc'd [h, w], free
+ * with free()) and its objects, in increasing order, into objects[255].
+ * Fails naming the file when it is no image or holds no object.
+ */
+ckey_status ckey_track_read_mask(const char *path, uint8_t **labels, int32_t *width, int32_t *height,
+                                 uint8_t objects[255], int32_t *num_objects, ckey_error *err);
+
+/* The most objects ckey_source_open_tracked takes from a mask: more distinct
+ * labels than this are a soft matte given as a mask (refused). */
+#define CKEY_TRACK_MAX_OBJECTS 32
+
+typedef struct ckey_track_source_options {
+    const char *mask;              /* the first frame's mask (required) */
+    int32_t mask_at_count;         /* later masks: */
+    const int64_t *mask_at_frame;  /*   their frames' numbers (ckey_shot_frame.number) */
+    const char *const *mask_at;    /*   their files */
+    int32_t object;                /* 0 (default): the hint is the union of the objects,
+                                      1 - P(background); else the probability of the
+                                      object with this label */
+    int32_t hint_bits;             /* 16 (default): the hint rounded to 16 bits, the
+                                      values a 16-bit PNG hint file holds; 0: as computed */
+    ckey_track_options track;      /* max_objects is set from the first mask */
+} ckey_track_source_options;
+
+void ckey_track_source_options_default(ckey_track_source_options *o);
+
+/*
+ * A source whose hints are tracked: it reads each plate from `inner` (its
+ * own hints, if any, are ignored) and runs a tracker on it, the first frame
+ * with `mask`, frames named by mask_at with theirs, and hands the plate on
+ * with the hint made from the frame's probabilities. Tracking is sequential:
+ * a read of frame i tracks every frame from the last one tracked up to i
+ * (frames the caller skips are read and tracked all the same), and once a
+ * read fails every later one fails too. Frames' hint labels are "tracked".
+ * A scene-linear plate (plate_linear, EXR) is tracked on its sRGB encoding.
+ * The masks are read and checked here (their objects, --object's label, the
+ * mask_at frames) and the mask's size against the first plate's when the
+ * inner source can probe it; every plate must have the first one's size.
+ * On success the source owns *inner (closing it closes inner) and *inner is
+ * zeroed; on failure *inner is untouched. `m` must outlive the source.
+ */
+ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model *m,
+                                     const ckey_track_source_options *o, ckey_source *out,
+                                     ckey_error *err);
 
 #ifdef __cplusplus
 }

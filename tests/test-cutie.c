@@ -318,6 +318,56 @@ static void test_longterm(void) {
     ckey_tracker_free(t);
     ckey_track_model_free(m);
     ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+/* Masks on later frames (`ckey track --mask-at`): the clip's first frames with
+ * the reference's masks at frames 4 (both objects, moved) and 8 (object 1
+ * alone), against maskat.safetensors (tools/reference/make_cutie_fixtures.py
+ * --only maskat); skipped until that fixture is made. */
+static void test_mask_at(void) {
+    ck_checkpoint *mk = NULL, *clip = NULL;
+    if (ck_checkpoint_open(DIR "maskat.safetensors", &mk, NULL) != CKEY_OK)
+        SKIP("%s absent: make it with tools/reference/make_cutie_fixtures.py --only maskat", DIR "maskat.safetensors");
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    const ck_tensor_info *tp = NULL, *m4 = NULL, *m8 = NULL, *tmt = NULL, *tf = NULL, *tm = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) == CKEY_OK) tf = need(clip, "frames"), tm = need(clip, "mask0");
+    tp = need(mk, "prob"), m4 = need(mk, "mask4"), m8 = need(mk, "mask8"), tmt = need(mk, "mem_tokens");
+    if (!tf || !tm || !tp || !m4 || !m8 || !tmt || ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_test_failed = 1;
+        ck_checkpoint_close(mk), ck_checkpoint_close(clip);
+        return;
+    }
+    const int T = (int)tp->shape[0], C1 = (int)tp->shape[1], H = (int)tf->shape[2], W = (int)tf->shape[3];
+    const int64_t HW = (int64_t)H * W;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2;
+    o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2;
+    ckey_tracker *t = NULL;
+    ckey_status st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    float *want = f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
+    int32_t *mt = malloc(tmt->numel * sizeof(int32_t));
+    memcpy(mt, tmt->data, tmt->numel * sizeof(int32_t));
+    const uint8_t *frames = tf->data, both[2] = {1, 2}, one[1] = {1};
+    double worst = 0;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        const uint8_t *lab = f == 0 ? tm->data : f == 4 ? m4->data : f == 8 ? m8->data : NULL;
+        st = ckey_tracker_step(t, rgb, lab, f == 8 ? 1 : lab ? 2 : 0, f == 8 ? one : both, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        char label[64];
+        snprintf(label, sizeof label, "frame %d probabilities", f);
+        worst = fmax(worst, compare_to(label, prob, want + (int64_t)f * C1 * HW, (size_t)C1 * HW));
+        CHECKF(ckey_tracker_memory_tokens(t) == mt[f], "frame %d: memory %lld tokens, expected %d", f,
+               (long long)ckey_tracker_memory_tokens(t), mt[f]);
+    }
+    printf("  maskat.safetensors: probabilities max abs err %.2e\n", worst);
+    CHECK(worst <= 1e-4);
+    free(want), free(rgb), free(prob), free(mt);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(mk), ck_checkpoint_close(clip);
 }
 
 static void test_model_shapes(void) {
@@ -443,9 +493,12 @@ static void test_api_errors(void) {
     printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
     CHECK(prob[20 * 18] > 0.99f && prob[1] > 0.99f); /* pixel 0 is object 1, pixel 1 the background */
-    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a later mask */
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids + 1, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a new object later */
     CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
     CHECK(ckey_tracker_memory_tokens(t) == 4); /* 32 x 32 padded: 2 x 2 positions, the first frame only */
+    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK); /* a later mask: memorized */
+    CHECK(ckey_tracker_memory_tokens(t) == 8);
+    CHECK(ckey_tracker_step(t, rgb, lab, 0, ids, prob, &err) == CKEY_ERR_INVALID_ARG); /* a mask of no object */
     ckey_tracker_free(t);
     ckey_tracker_free(NULL);
     ckey_track_model_free(m);
@@ -458,6 +511,7 @@ int main(int argc, char **argv) {
         {"clip", test_clip},
         {"resize", test_resize},
         {"longterm", test_longterm},
+        {"mask_at", test_mask_at},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
         {"long_shot_long_term", test_long_shot_long_term},

@@ -24,6 +24,7 @@
 #include "output.h"
 #include "paths.h"
 #include "stop.h"
+#include "tracking.h"
 
 /* ------------------------------------------------- messages, progress */
 
@@ -157,6 +158,7 @@ typedef struct key_job {
     uint8_t *plan;           /* per source frame: CKEY_SHOT_EXCLUDE, _SKIP or _KEY */
     int64_t first, last;     /* frame numbers of the first and last planned frames */
     ckey_model *model;
+    ckey_track_model *track_model; /* --mask: Cutie, for the tracked source */
     int32_t plate_w, plate_h; /* the largest plate to key, from the headers; 0 x 0: unknown */
     int64_t plate_frame;     /* its index in src.frames, -1 when unknown */
     ckey_run_memory mem;     /* the run's plan at that size (when known) */
@@ -175,6 +177,7 @@ static void key_job_free(key_job *j) {
     ckey_sink_close(&j->sink);
     for (int i = 0; i < j->nsess; i++) ckey_session_free(j->sess[i]);
     ckey_model_free(j->model);
+    ckey_track_model_free(j->track_model);
     clip_paths_free(&j->cp);
     free(j->video_path[0]);
     free(j->video_path[1]);
@@ -202,7 +205,7 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
                           O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
-                          O_COMP_PNG,
+                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE,
                       1, help_key, o);
 }
 
@@ -219,6 +222,10 @@ static int check_video_opts(const opts *o) {
     if (o->video_out && o->on_error == CKEY_ON_ERROR_SKIP)
         return usage_error(o->cmd, "--video-out needs every frame: it cannot be combined with "
                                    "--on-error skip");
+    if (o->mask && o->hint)
+        return usage_error(o->cmd, "--mask makes the hints (tracked from the mask): leave out --hint");
+    if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0))
+        return usage_error(o->cmd, "--mask-at, --object, --track-model and --track-size go with --mask");
     if (o->fps_num && !o->video_out)
         return usage_error(o->cmd, "--fps sets the frame rate of the --video-out videos: add "
                                    "--video-out prores|h264|both");
@@ -228,7 +235,7 @@ static int check_video_opts(const opts *o) {
 /* The plate, hint and output paths (clip-paths.h). */
 static int resolve_paths(key_job *j) {
     char why[4400];
-    const int rc = clip_paths_resolve(&j->o, 1, &j->cp, why, sizeof why);
+    const int rc = clip_paths_resolve(&j->o, !j->o.mask, &j->cp, why, sizeof why);
     if (rc == EXIT_RUNTIME) return key_fail(&j->kc, CKEY_ERR_INVALID_ARG, "%s", why);
     return rc;
 }
@@ -360,7 +367,8 @@ static int dry_run(const key_job *j) {
                    (long long)f->number, skip ? "skipped" : "would_key");
         else
             printf("frame %lld: %s  (%s + %s)\n", (long long)f->number,
-                   skip ? "skip (outputs complete)" : "key", f->plate, f->hint ? f->hint : "no hint");
+                   skip ? "skip (outputs complete)" : "key", f->plate,
+                   j->o.mask ? "tracked hint" : f->hint ? f->hint : "no hint");
     }
     if (json)
         printf("{\"event\":\"done\",\"keyed\":0,\"skipped\":%lld,\"would_key\":%lld,\"seconds\":0,"
@@ -481,6 +489,17 @@ static int load_model(key_job *j) {
     return CONTINUE;
 }
 
+/* --mask: the hints tracked from the mask as the plates are read (Cutie). */
+static int open_tracking(key_job *j) {
+    int rc = load_track_model(&j->o, &j->track_model, &j->err);
+    ckey_source tracked;
+    if (rc == CONTINUE) rc = open_tracked_source(&j->o, &j->src, j->track_model, 16, &tracked, &j->err);
+    if (rc == EXIT_RUNTIME) return key_fail_err(j);
+    if (rc != CONTINUE) return rc;
+    j->src = tracked;
+    return CONTINUE;
+}
+
 /* --video-out: the passes sink inside a tee that also encodes the videos. */
 static int open_video_tee(key_job *j) {
     const opts *o = &j->o;
@@ -596,6 +615,7 @@ static int key_clip(key_job *j) {
     stop_install_handlers();
     const double t_start = now_seconds();
     rc = load_model(j);
+    if (rc == CONTINUE && j->o.mask && j->kc.to_key > 0) rc = open_tracking(j);
     if (rc != CONTINUE) return rc;
     j->setup_s = now_seconds() - t_start;
     if (j->o.video_out) {
@@ -617,6 +637,7 @@ int cmd_key(int argc, char **argv) {
     j.kc.nsess = j.o.ndevices ? j.o.ndevices : 1;
     rc = find_model(&j.o);
     if (rc == CONTINUE) rc = check_video_opts(&j.o);
+    if (rc == CONTINUE && j.o.mask) rc = find_track_model(&j.o);
     if (rc == CONTINUE) rc = key_clip(&j);
     key_job_free(&j);
     return rc;

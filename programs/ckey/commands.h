@@ -12,5 +12,6 @@ int cmd_version(int argc, char **argv);
 int cmd_install_model(int argc, char **argv);
 int cmd_encode(int argc, char **argv);
 int cmd_farm(int argc, char **argv);
+int cmd_track(int argc, char **argv);
 
 #endif

@@ -12,5 +12,6 @@ extern const char help_version[];
 extern const char help_install_model[];
 extern const char help_encode[];
 extern const char help_farm[];
+extern const char help_track[];
 
 #endif

@@ -29,6 +29,7 @@ static const struct {
     {"run", cmd_run},         {"key", cmd_key},         {"info", cmd_info},
     {"convert", cmd_convert}, {"devices", cmd_devices}, {"version", cmd_version},
     {"install-model", cmd_install_model}, {"encode", cmd_encode}, {"farm", cmd_farm},
+    {"track", cmd_track},
     {"--version", cmd_version},
 };
 
@@ -44,6 +45,6 @@ int main(int argc, char **argv) {
     }
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         if (!strcmp(cmd, commands[k].name)) return commands[k].run(argc - 1, argv + 1);
-    return usage_error(NULL, "unknown command '%s' (run, key, encode, farm, info, "
+    return usage_error(NULL, "unknown command '%s' (run, key, track, encode, farm, info, "
                                    "install-model, convert, devices, version)", cmd);
 }

@@ -182,3 +182,47 @@ void note_model_origin(const opts *o, ckey_error *err) {
     const size_t n = strlen(err->message);
     snprintf(err->message + n, sizeof err->message - n, " (the checkpoint %s)", o->model_origin);
 }
+
+int find_track_model(opts *o) {
+    if (o->track_model) {
+        o->track_model_origin = NULL;
+        return CONTINUE;
+    }
+    const char *env = getenv("CKEY_TRACK_MODEL");
+    if (env && env[0]) {
+        o->track_model = env;
+        o->track_model_origin = "named by $CKEY_TRACK_MODEL";
+        return CONTINUE;
+    }
+    char data[4096], line[4400];
+    const char *from = NULL;
+    if (model_data_dir(data, sizeof data, &from)) {
+        static const char *const names[2] = {CUTIE_CHECKPOINT, CUTIE_SMALL_CHECKPOINT};
+        for (int k = 0; k < 2; k++) {
+            char *path = path_join(data, names[k]);
+            struct stat st;
+            if (path && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                strlen(path) < sizeof o->track_model_buf) {
+                snprintf(o->track_model_buf, sizeof o->track_model_buf, "%s", path);
+                free(path);
+                o->track_model = o->track_model_buf;
+                o->track_model_origin = "found in the data directory";
+                return CONTINUE;
+            }
+            free(path);
+        }
+        snprintf(line, sizeof line, "%s/ (the data directory, %s): no %s or %s", data, from,
+                 CUTIE_CHECKPOINT, CUTIE_SMALL_CHECKPOINT);
+    } else {
+        snprintf(line, sizeof line, "the data directory: %s", data);
+    }
+    return usage_error(o->cmd,
+                       "missing --track-model (a Cutie checkpoint), and none found where ckey looks:\n"
+                       "  1. $CKEY_TRACK_MODEL: %s\n"
+                       "  2. %s\n"
+                       "The official checkpoint, %s, is published on the release page of\n"
+                       "the Cutie project, %s\n"
+                       "(ckey never downloads anything). Download it and copy it into the data\n"
+                       "directory, or pass --track-model FILE, or set CKEY_TRACK_MODEL=FILE.",
+                       env ? "set but empty" : "not set", line, CUTIE_CHECKPOINT, CUTIE_CHECKPOINT_URL);
+}

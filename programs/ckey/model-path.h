@@ -47,6 +47,19 @@ int dir_checkpoint(const char *dir, char *buf, size_t cap, int *count);
  */
 int find_model(opts *o);
 
+/* Cutie's official checkpoints, as published (ckey never downloads them). */
+#define CUTIE_CHECKPOINT "cutie-base-mega.pth"
+#define CUTIE_SMALL_CHECKPOINT "cutie-small-mega.pth"
+#define CUTIE_CHECKPOINT_URL "https://github.com/hkchengrex/Cutie/releases"
+
+/*
+ * Resolve o->track_model (track, key --mask): --track-model FILE;
+ * $CKEY_TRACK_MODEL; cutie-base-mega.pth, else cutie-small-mega.pth, in the
+ * data directory. CONTINUE, or EXIT_USAGE after a message listing the places
+ * looked at and where the official checkpoint is published.
+ */
+int find_track_model(opts *o);
+
 /* Add where the model was found to a failure to load it: " (named by
  * $CKEY_MODEL)" and the like; nothing when it came from --model. */
 void note_model_origin(const opts *o, ckey_error *err);

@@ -38,6 +38,7 @@ void opts_init(opts *o, const char *cmd) {
     memset(o, 0, sizeof *o);
     o->cmd = cmd;
     o->gpus = -1;
+    o->track_size = -1;
 }
 
 void opts_init_session(opts *o, const char *cmd) {
@@ -246,6 +247,9 @@ static const struct {
     {"--cpus", O_CPUS, 1},
     {"--plate-size", O_PLATE_SIZE, 1}, {"--for", O_FOR, 1},
     {"--readers", O_READERS, 1}, {"--exr-level", O_EXR_LEVEL, 1}, {"--comp-png", O_COMP_PNG, 1},
+    {"--mask", O_MASK, 1},       {"--mask-at", O_MASK_AT, 1}, {"--object", O_OBJECT, 1},
+    {"--track-model", O_TRACK_MODEL, 1}, {"--hint-format", O_HINT_FORMAT, 1},
+    {"--track-size", O_TRACK_SIZE, 1},
 };
 
 /* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
@@ -453,6 +457,38 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         if (!parse_fps(val, &o->fps_num, &o->fps_den))
             return usage_error(o->cmd, "--fps '%s': expected a rate between 1 and 1000 such "
                                        "as 24, 23.976 or 30000/1001", val);
+        break;
+    case O_MASK: o->mask = val; break;
+    case O_TRACK_MODEL: o->track_model = val; break;
+    case O_MASK_AT: {
+        const char *eq = strchr(val, '=');
+        char num[32];
+        const size_t len = eq ? (size_t)(eq - val) : 0;
+        if (eq && len < sizeof num) memcpy(num, val, len), num[len] = 0;
+        if (!eq || len >= sizeof num || !parse_int(num, 0, 999999999, &n) || !eq[1])
+            return usage_error(o->cmd, "--mask-at '%s': expected FRAME=FILE, FRAME a plate's frame "
+                                       "number (e.g. 40=mask_0040.png)", val);
+        if (o->nmask_at >= MASK_AT_MAX)
+            return usage_error(o->cmd, "more than %d --mask-at options", MASK_AT_MAX);
+        o->mask_at_frame[o->nmask_at] = n;
+        o->mask_at[o->nmask_at++] = eq + 1;
+        break;
+    }
+    case O_OBJECT:
+        if (!parse_int(val, 1, 255, &n))
+            return usage_error(o->cmd, "--object '%s' is not a label between 1 and 255", val);
+        o->object = (int)n;
+        break;
+    case O_HINT_FORMAT:
+        if (!strcmp(val, "png")) o->hint_exr = 0;
+        else if (!strcmp(val, "exr")) o->hint_exr = 1;
+        else return usage_error(o->cmd, "--hint-format '%s': expected png or exr", val);
+        break;
+    case O_TRACK_SIZE:
+        if (!parse_int(val, 0, 32768, &n) || (n > 0 && n < 16))
+            return usage_error(o->cmd, "--track-size '%s': expected 0 (the plate's size) or a "
+                                       "shorter side of at least 16", val);
+        o->track_size = (int)n;
         break;
     case O_PLATE_SIZE:
         if (!parse_plate_size(val, &o->plate_w, &o->plate_h))

@@ -67,6 +67,16 @@ typedef uint64_t opt_set;
 #define O_READERS (UINT64_C(1) << 44)
 #define O_EXR_LEVEL (UINT64_C(1) << 45)
 #define O_COMP_PNG (UINT64_C(1) << 46)
+/* track, key: Cutie mask propagation */
+#define O_MASK (UINT64_C(1) << 47)
+#define O_MASK_AT (UINT64_C(1) << 48)
+#define O_OBJECT (UINT64_C(1) << 49)
+#define O_TRACK_MODEL (UINT64_C(1) << 50)
+#define O_HINT_FORMAT (UINT64_C(1) << 51)
+#define O_TRACK_SIZE (UINT64_C(1) << 52)
+
+/* Most --mask-at options. */
+#define MASK_AT_MAX 256
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -122,6 +132,18 @@ typedef struct opts {
     int submit;
     const char *sbatch[SBATCH_ARGS_MAX];
     int nsbatch;
+
+    /* track, key --mask */
+    const char *mask;               /* --mask: the first frame's mask */
+    const char *track_model;        /* --track-model, or where find_track_model found one */
+    const char *track_model_origin; /* NULL: --track-model */
+    char track_model_buf[4096];
+    int nmask_at;                   /* --mask-at FRAME=FILE */
+    int64_t mask_at_frame[MASK_AT_MAX];
+    const char *mask_at[MASK_AT_MAX];
+    int object;                     /* --object N; 0: the union */
+    int hint_exr;                   /* --hint-format exr */
+    int track_size;                 /* --track-size; -1: not given */
 
     /* info */
     int32_t plate_w, plate_h;       /* --plate-size WxH; 0 x 0: not given */

@@ -37,6 +37,7 @@ struct ckey_tracker {
     int pad_l, pad_t;
     int w, h, hw;   /* stride 16 */
     int O;          /* objects (0 before the first frame) */
+    uint8_t objects[256]; /* their labels, in the first frame's order */
     int64_t cap;    /* working-memory positions */
     int64_t N;      /* working-memory positions in use */
     /* long-term memory: its rows [wbase - L, wbase) of mk / ms / mv sit just
@@ -848,6 +849,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct and nonzero");
         if (objects[0] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
         t->O = num_objects;
+        memcpy(t->objects, objects, (size_t)num_objects);
         ckey_status st = plan_parts(t, err);
         if (st) { /* back to the state before the call */
             for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
@@ -857,7 +859,20 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             return st;
         }
     } else if (labels) {
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker step: masks after the first frame (new objects) are not supported");
+        if (!objects || num_objects < 1 || num_objects > t->O)
+            return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a later mask needs 1 to %d objects (got %d)",
+                           t->O, (int)num_objects);
+        for (int i = 0; i < num_objects; i++) {
+            int known = 0;
+            for (int k = 0; k < t->O; k++) known |= t->objects[k] == objects[i];
+            if (!known)
+                return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                               "tracker step: object %d is not in the first frame's mask (objects added after the "
+                               "first frame are not supported)", (int)objects[i]);
+            for (int j = 0; j < i; j++)
+                if (objects[i] == objects[j])
+                    return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct");
+        }
     }
     const ck_ops *ops = t->ops;
     ck_backend *be = t->be;
@@ -888,11 +903,16 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             }
         }
     run_part(t, PART_ENCODE, 1);
-    if (!labels) {
-        run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
-    } else { /* softmax(aggregate(one-hot)): +-inf logits give sigmoid exactly 1 and 0 */
+    /* A later mask (of objects the tracker knows) is the frame's result, as
+     * the official InferenceCore.step takes a mask that brings no new object:
+     * the frame is not segmented; each object is its label's pixels, an
+     * object the mask does not list is absent. */
+    if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
+    if (labels) {
         float *oh = t->onehot.data;
-        for (int o = 0; o < O; o++)
+        for (int o = 0; o < O; o++) {
+            int listed = 0;
+            for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
             for (int y = 0; y < Hp; y++)
                 for (int x = 0; x < Wp; x++) {
                     const int sy = y - t->pad_t, sx = x - t->pad_l;
@@ -900,8 +920,11 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
                         lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
                                      (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
-                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = lab == objects[o] ? INFINITY : -INFINITY;
+                    /* +-inf logits give sigmoid exactly 1 and 0 */
+                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
                 }
+        }
+        /* softmax(aggregate(masks)) */
         ops->aggregate(be, t->onehot, O, HWp, t->prob);
         ops->softmax_planes(be, t->prob, O + 1, HWp);
     }

@@ -944,8 +944,8 @@ class InferenceRunner:
 
     # -- one frame
     def step(self, image, mask=None, objects=None, taps: Optional[dict] = None):
-        """image [3, H, W] float in [0, 1]; mask [H, W] int64 label image (frame with new
-        objects) or None -> prob [1 + K, H, W] (background first, objects in the given order)."""
+        """image [3, H, W] float in [0, 1]; mask [H, W] int64 label image (the first frame, or a
+        later frame whose mask lists first-frame objects) or None -> prob [1 + K, H, W] (background first, objects in the given order)."""
         net = self.net
         h0, w0 = image.shape[-2:]
         resize = False
@@ -960,7 +960,7 @@ class InferenceRunner:
         self.curr_ti += 1
         image, pad = pad_divide_by(image, 16)
         image = image[None]
-        if mask is not None and self.objects:
+        if mask is not None and self.objects and any(o not in self.objects for o in objects):
             raise NotImplementedError("only the first frame may bring objects in the reference")
         is_mem_frame = (self.curr_ti - self.last_mem_ti >= self.p.mem_every) or mask is not None
         update_sensory = (self.curr_ti - self.last_mem_ti) in self.stagger_ti
@@ -980,9 +980,14 @@ class InferenceRunner:
                 self.sensory = sensory
             prob = prob[0]
         else:
-            self.objects = list(objects)
+            # a later mask without new objects is the frame's result, as the official step takes
+            # it (need_segment is False); an object it does not list is absent (the official code
+            # expects every object listed)
+            listed = set(objects)
+            if not self.objects:
+                self.objects = list(objects)
             mask, _ = pad_divide_by(mask, 16)
-            onehot = torch.stack([mask == o for o in self.objects], 0).float()
+            onehot = torch.stack([(mask == o) & (o in listed) for o in self.objects], 0).float()
             prob = torch.softmax(aggregate(onehot, 0), 0)
         self.last_mask = prob[1:][None]
         if is_mem_frame:

@@ -10,6 +10,9 @@ Outputs (float32 unless noted, batch dim dropped):
     <out>/taps.safetensors        stage-by-stage tensors of frames 0, 1 and 3 of clip
     <out>/resize.safetensors      5-frame 107x81 clip with max_internal_size 80
     <out>/longterm.safetensors    the clip's frames with long-term memory: per-frame reads and logits
+    <out>/maskat.safetensors      the clip's first 12 frames with later masks at frames 4 and 8
+
+--only maskat writes maskat.safetensors alone (the other fixtures untouched).
 """
 from __future__ import annotations
 
@@ -175,16 +178,21 @@ def to_np(t) -> np.ndarray:
 
 
 def run_clip(net: Cutie, params: InferenceParams, frames: np.ndarray, mask0: np.ndarray,
-             objects, return_runner=False):
-    """Runs the clip; returns per-frame dicts of taps (batch dim dropped) and the probs."""
+             objects, return_runner=False, later=None):
+    """Runs the clip; returns per-frame dicts of taps (batch dim dropped) and the probs.
+    later: {frame: (label image, objects)} masks given on later frames."""
     runner = InferenceRunner(net, params)
     probs, taps_all = [], []
+    later = later or {}
     with torch.no_grad():
         for t in range(frames.shape[0]):
             img = torch.from_numpy(frames[t]).float() / 255
             taps = {}
             if t == 0:
                 prob = runner.step(img, torch.from_numpy(mask0.astype(np.int64)), objects, taps=taps)
+            elif t in later:
+                lab, objs = later[t]
+                prob = runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
             else:
                 prob = runner.step(img, taps=taps)
             probs.append(to_np(prob))
@@ -305,15 +313,60 @@ def make_longterm_case(net, params, frames, mask0, objects, out_path, meta):
         stats(k, v)
 
 
+MASKAT_FRAMES = 12
+
+
+def later_masks(mask0: np.ndarray):
+    """Frame 4: both objects, the first mask moved 3 px right; frame 8: object 1 alone."""
+    full = np.zeros_like(mask0)
+    full[:, 3:] = mask0[:, :-3]
+    one = (mask0 == 1).astype(mask0.dtype)
+    return {4: (full, [1, 2]), 8: (one, [1])}
+
+
+def make_maskat_case(net, params, frames, mask0, objects, out_path, meta):
+    """Masks on later frames (`ckey track --mask-at`): per-frame probabilities and memory sizes."""
+    later = later_masks(mask0)
+    probs, taps = run_clip(net, params, frames, mask0, objects, later=later)
+    T = frames.shape[0]
+    tensors = OrderedDict()
+    tensors["prob"] = probs.astype(np.float32)
+    tensors["mask4"] = later[4][0]
+    tensors["mask8"] = later[8][0]
+    tensors["is_mem_frame"] = np.array([int(taps[t]["is_mem_frame"]) for t in range(T)], np.int32)
+    tensors["mem_tokens"] = np.array([int(taps[t]["mem_tokens"]) for t in range(T)], np.int32)
+    m = dict(meta)
+    m.update({"frames": str(T), "height": str(frames.shape[2]), "width": str(frames.shape[3]),
+              "objects": json.dumps(objects), "params": json.dumps(params.as_dict()),
+              "later": json.dumps({str(k): v[1] for k, v in later.items()})})
+    write_safetensors(out_path, tensors, m)
+    print(f"[cutie] wrote {out_path} ({os.path.getsize(out_path)} bytes)")
+    for k, v in tensors.items():
+        stats(k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/cutie")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--only", choices=["maskat"], default=None)
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True, warn_only=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
+
+    if args.only == "maskat":
+        pth = os.path.join(args.out, "cutie_tiny.pth")
+        net = Cutie.from_state_dict(torch.load(pth, weights_only=True), num_heads=TINY.num_heads)
+        meta = versions() | {"weight_seed": str(WEIGHT_SEED), "num_heads": str(net.cfg.num_heads),
+                             "checkpoint": "cutie_tiny.pth"}
+        frames, mask0 = synthetic_clip(CLIP_SEED, 30, 49, 113)
+        make_maskat_case(net, CLIP_PARAMS, frames[:MASKAT_FRAMES], mask0, [1, 2],
+                         os.path.join(args.out, "maskat.safetensors"),
+                         meta | {"clip_seed": str(CLIP_SEED), "case": "maskat",
+                                 "frames_from": "clip.safetensors"})
+        return
 
     sd = synthetic_state_dict(TINY, WEIGHT_SEED)
     pth = os.path.join(args.out, "cutie_tiny.pth")
@@ -339,6 +392,9 @@ def main():
                        os.path.join(args.out, "longterm.safetensors"),
                        meta | {"clip_seed": str(CLIP_SEED), "case": "longterm",
                                "frames_from": "clip.safetensors"})
+    make_maskat_case(net, CLIP_PARAMS, frames[:MASKAT_FRAMES], mask0, [1, 2],
+                     os.path.join(args.out, "maskat.safetensors"),
+                     meta | {"clip_seed": str(CLIP_SEED), "case": "maskat", "frames_from": "clip.safetensors"})
     frames, mask0 = synthetic_clip(RESIZE_SEED, 5, 81, 107)
     make_clip_case(net, cfg, RESIZE_PARAMS, frames, mask0, [1, 2], (),
                    os.path.join(args.out, "resize.safetensors"), None,
