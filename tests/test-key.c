@@ -970,13 +970,13 @@ static void test_thread_counts(void) {
     for (int k = 0; k < NF; k++)
         for (int pass = 0; pass < 4; pass++) {
             char a[1024];
-            snprintf(a, sizeof a, "%s/%s/t.%04d.%s", out[0], passes[pass], 1 + k, pass == 3 ? "png" : "exr");
+            snprintf(a, sizeof a, "%s/%s/t.%04d.%s", out[0], ck_pass_names[pass], 1 + k, pass == 3 ? "png" : "exr");
             size_t na = 0;
             unsigned char *da = ck_read_file(a, &na);
             CHECKF(da != NULL, "%s is missing", a);
             for (int c = 1; da && c < (int)NC; c++) {
                 char b[1024];
-                snprintf(b, sizeof b, "%s/%s/t.%04d.%s", out[c], passes[pass], 1 + k, pass == 3 ? "png" : "exr");
+                snprintf(b, sizeof b, "%s/%s/t.%04d.%s", out[c], ck_pass_names[pass], 1 + k, pass == 3 ? "png" : "exr");
                 size_t nb = 0;
                 unsigned char *db = ck_read_file(b, &nb);
                 CHECKF(db && na == nb && memcmp(da, db, na) == 0, "%s and %s differ", a, b);
@@ -986,6 +986,25 @@ static void test_thread_counts(void) {
             free(da);
         }
     printf("  %d files compared with the unthreaded run's\n", compared);
+    /* a CPU session has no device frame path: asked for, the run refuses before anything is written */
+    {
+        ckey_source src;
+        ckey_sink sink;
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/OutDevice", shot);
+        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+        REQUIRE(ckey_sink_open_passes_opt(dir, NULL, &sink, &err) == CKEY_OK);
+        ckey_shot_options o;
+        ckey_shot_options_default(&o);
+        o.frame_path = CKEY_FRAME_PATH_DEVICE;
+        ckey_shot_stats st;
+        const ckey_status rc = ckey_shot_run(s, &src, &sink, NULL, &o, NULL, NULL, &st, &err);
+        CHECKF(rc == CKEY_ERR_UNSUPPORTED && st.keyed == 0 && strstr(err.message, "GPU"), "%s: %s",
+               ckey_status_name(rc), err.message);
+        printf("  frame path device on a CPU session: %s\n", err.message);
+        ckey_sink_close(&sink);
+        ckey_source_close(&src);
+    }
     ckey_session_free(s);
     ckey_model_free(m);
     remove_tree(shot);

@@ -246,6 +246,7 @@ static const struct {
     {"--cpus", O_CPUS, 1},
     {"--plate-size", O_PLATE_SIZE, 1}, {"--for", O_FOR, 1},
     {"--readers", O_READERS, 1}, {"--exr-level", O_EXR_LEVEL, 1}, {"--comp-png", O_COMP_PNG, 1},
+    {"--frame-path", O_FRAME_PATH, 1},
 };
 
 /* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
@@ -424,6 +425,11 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         if (!parse_int(val, 0, 64, &n))
             return usage_error(o->cmd, "--writers '%s' is not a count between 0 and 64", val);
         o->writers = (int)n;
+        break;
+    case O_FRAME_PATH:
+        if (!strcmp(val, "cpu")) o->frame_path = CKEY_FRAME_PATH_CPU;
+        else if (!strcmp(val, "device")) o->frame_path = CKEY_FRAME_PATH_DEVICE;
+        else return usage_error(o->cmd, "--frame-path '%s': expected cpu or device", val);
         break;
     case O_READERS:
         if (!parse_int(val, 0, 16, &n))

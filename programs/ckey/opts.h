@@ -67,6 +67,7 @@ typedef uint64_t opt_set;
 #define O_READERS (UINT64_C(1) << 44)
 #define O_EXR_LEVEL (UINT64_C(1) << 45)
 #define O_COMP_PNG (UINT64_C(1) << 46)
+#define O_FRAME_PATH (UINT64_C(1) << 47)
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -98,6 +99,7 @@ typedef struct opts {
     int read_ahead;                 /* -1: the library default */
     int writers;                    /* writer threads; 0: the library default */
     int readers;                    /* reader threads; 0: the library default */
+    ckey_frame_path frame_path;     /* --frame-path; AUTO when not given */
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */
