@@ -465,9 +465,11 @@ typedef struct ckey_shot_stats {
      * stage split over the pool counts once, from start to end) */
     double decode_seconds;        /* source->read */
     double pre_seconds;           /* input fixes (auto hint, hint resize, linear -> sRGB),
-                                     resize to S and normalization */
-    double back_seconds;          /* resize back to the plate */
-    double post_seconds;          /* ckey_post_passes */
+                                     resize to S and normalization; on the device frame
+                                     path also the model thread's upload and resize to S */
+    double back_seconds;          /* resize back to the plate (host path) */
+    double post_seconds;          /* ckey_post_passes; on the device frame path the model
+                                     thread's resize back, post and download */
     double sink_seconds;          /* sink->write and write_ordered */
     double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
                                      Comp) when the sink tells (ckey_sink.pass_seconds) */

@@ -1050,10 +1050,6 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         sh->stats.decode_seconds += sh->rd[i].decode_s;
         sh->stats.pre_seconds += sh->rd[i].pre_s;
     }
-    for (int i = 0; i < M; i++) { /* the device path's: its upload + resize, resize back + post + download */
-        sh->stats.pre_seconds += sh->dev_pre_s[i];
-        sh->stats.post_seconds += sh->dev_post_s[i];
-    }
     for (int i = 0; sh->wr && i < sh->nwr; i++) {
         sh->stats.back_seconds += sh->wr[i].back_s;
         sh->stats.post_seconds += sh->wr[i].post_s;
@@ -1061,6 +1057,10 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     sh->stats.read_seconds = sh->stats.decode_seconds + sh->stats.pre_seconds;
     sh->stats.write_seconds = sh->stats.back_seconds + sh->stats.post_seconds + sh->stats.sink_seconds;
+    for (int i = 0; i < M; i++) { /* the device path's, on the model threads (not in read / write) */
+        sh->stats.pre_seconds += sh->dev_pre_s[i];
+        sh->stats.post_seconds += sh->dev_post_s[i];
+    }
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);
