@@ -93,7 +93,10 @@ ckey_status ckey_auto_hint(const float *rgb, int32_t width, int32_t height, floa
  *   writer threads   resize back, ckey_post_passes + sink->write frames j-1, j-2, ...
  *                    (K of them, a frame each, in parallel); events, in order
  * and within a frame the resizes, the post passes and the sink's encoding
- * split over one pool of threads (ckey_shot_options.threads)
+ * split over one pool of threads (ckey_shot_options.threads). On a GPU the
+ * device frame path (ckey_shot_options.frame_path) moves the resizes and the
+ * post passes to the calling thread's device: the readers only decode, the
+ * writers only write.
  * (the steps of ckey_session_key, spread over the threads: the same results)
  *
  * Sources and sinks are tables of function pointers over an opaque `self`,
@@ -366,6 +369,21 @@ typedef enum ckey_input_space {
 /* Polled by the runner; non-zero asks it to stop (e.g. a signal handler's flag). */
 typedef int (*ckey_cancel_fn)(void *user);
 
+/*
+ * Where a frame's plate-size work is done (ckey_shot_options.frame_path). The
+ * device path uploads the decoded plate and hint, does the resize to S, the
+ * network, the resize back and the post passes on the session's GPU and
+ * downloads the four passes; the host path does them on the CPU threads. The
+ * passes agree within float rounding (the post-processing bars).
+ */
+typedef enum ckey_frame_path {
+    CKEY_FRAME_PATH_AUTO = 0,   /* the device path when every session is on a GPU and the
+                                   post options have a device form (the OpenCV despeckle
+                                   or none), else the host path */
+    CKEY_FRAME_PATH_CPU = 1,    /* the host path */
+    CKEY_FRAME_PATH_DEVICE = 2  /* the device path; CKEY_ERR_UNSUPPORTED where it has none */
+} ckey_frame_path;
+
 typedef struct ckey_shot_options {
     /* ckey_shot_options_default: as upstream's shot command (clip_manager
      * InferenceSettings), so despill_strength 0.5, not ckey_post_options_default's
@@ -390,6 +408,7 @@ typedef struct ckey_shot_options {
                                 busy than the session's), on a GPU a pool of every CPU
                                 this process may use; N > 0: a pool of N of its own.
                                 The passes do not depend on it */
+    ckey_frame_path frame_path;  /* default AUTO */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already
@@ -446,9 +465,11 @@ typedef struct ckey_shot_stats {
      * stage split over the pool counts once, from start to end) */
     double decode_seconds;        /* source->read */
     double pre_seconds;           /* input fixes (auto hint, hint resize, linear -> sRGB),
-                                     resize to S and normalization */
-    double back_seconds;          /* resize back to the plate */
-    double post_seconds;          /* ckey_post_passes */
+                                     resize to S and normalization; on the device frame
+                                     path also the model thread's upload and resize to S */
+    double back_seconds;          /* resize back to the plate (host path) */
+    double post_seconds;          /* ckey_post_passes; on the device frame path the model
+                                     thread's resize back, post and download */
     double sink_seconds;          /* sink->write and write_ordered */
     double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
                                      Comp) when the sink tells (ckey_sink.pass_seconds) */
@@ -559,6 +580,9 @@ typedef struct ckey_run_memory {
                                  on a GPU all but session.peak_bytes) */
     int64_t host_limit;       /* what host_bytes was checked against; 0: not checked */
     int32_t frames_in_flight; /* plates held at once: 1, or a shot's nin + nout */
+    int64_t device_frame_bytes; /* a shot on the device frame path (ckey_shot_options.frame_path):
+                                 each session's plate-size device buffers (in total_bytes, not
+                                 in host_bytes); 0 on the host path */
     int32_t writers;          /* a shot's writer threads K (resolved); 0 for a plate run */
     int64_t session_budget;   /* with so->memory_budget: what is left of it to each session
                                  after the other parts, the budget its schedule was chosen

@@ -15,7 +15,9 @@
 #include "model/ln-fold.h"
 #include "model/model.h"
 #include "model/session.h"
+#include "support/clip.h"
 #include "support/testutil.h"
+#include "ckey_clip.h"
 #include "pixel/pixel.h"
 #include "pixel/post.h"
 
@@ -2428,6 +2430,198 @@ static void test_frame_post(void) {
     }
 }
 
+/* ---- the device frame path of the shot runner ----
+ * A synthetic clip keyed through ckey_shot_run on one CUDA session twice:
+ * the host path (resizes and post on the CPU) and the device path
+ * (pixel/devframe.c). Frames of two sizes (a plate larger and one smaller
+ * than S), a linear plate (encoded to sRGB on the device), an auto hint and
+ * a hint of another size (both made on the CPU, uploaded). Compared: alpha
+ * and fg (the whole chain: resize, network, resize back) within the GPU
+ * network's bar; the device's Processed and Comp against ck_post_passes run
+ * on the CPU over the device's own alpha and fg (the post bars); and against
+ * the host path's. */
+enum { FP_FRAMES = 6 };
+
+typedef struct {
+    ckey_shot_frame frames[FP_FRAMES];
+    char stems[FP_FRAMES][16];
+} fp_source;
+
+static void fp_size(int64_t k, int *w, int *h) {
+    *w = k % 2 ? 96 : 320;
+    *h = k % 2 ? 64 : 180;
+}
+
+static int fp_image(ckey_image *im, int w, int h, int c) {
+    if (!im->data || im->capacity < (size_t)w * h * c) {
+        ckey_image_free(im);
+        im->data = malloc((size_t)w * h * c * sizeof(float));
+        im->capacity = im->data ? (size_t)w * h * c : 0;
+    }
+    im->width = w, im->height = h, im->channels = c, im->bit_depth = 16;
+    return im->data != NULL;
+}
+
+static ckey_status fp_read(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
+    (void)self, (void)err;
+    int w, h;
+    fp_size(k, &w, &h);
+    float *full = malloc((size_t)w * h * sizeof(float));
+    if (!full || !fp_image(plate, w, h, 3)) {
+        free(full);
+        return CKEY_ERR_NOMEM;
+    }
+    ck_synth_frame((int)k, w, h, plate->data, full);
+    if (k == 1) /* a linear plate (plate_linear): the runner encodes it back */
+        ck_srgb_to_linear(plate->data, 3 * (size_t)w * h);
+    if (k == 2) { /* no hint: the runner makes one (auto hint) */
+        ckey_image_free(hint);
+    } else if (k == 4) { /* a hint of half the size: resized to the plate */
+        const int hw = w / 2, hh = h / 2;
+        if (!fp_image(hint, hw, hh, 1)) return free(full), CKEY_ERR_NOMEM;
+        for (int y = 0; y < hh; y++)
+            for (int x = 0; x < hw; x++) hint->data[(size_t)y * hw + x] = full[(size_t)(2 * y) * w + 2 * x];
+    } else {
+        if (!fp_image(hint, w, h, 1)) return free(full), CKEY_ERR_NOMEM;
+        memcpy(hint->data, full, (size_t)w * h * sizeof(float));
+    }
+    free(full);
+    return CKEY_OK;
+}
+
+static void fp_close(void *self) { (void)self; }
+
+/* Every pass of every frame, copied as the sink receives them. */
+typedef struct {
+    float *pass[FP_FRAMES][4];
+    int w[FP_FRAMES], h[FP_FRAMES];
+    int bad;
+} fp_sink;
+
+static ckey_status fp_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p, ckey_error *err) {
+    (void)err;
+    fp_sink *k = self;
+    const int64_t i = f->number;
+    if (i < 0 || i >= FP_FRAMES || k->pass[i][0]) return k->bad++, CKEY_OK;
+    const size_t n = (size_t)p->width * p->height;
+    const float *src[4] = {p->alpha, p->fg, p->processed, p->comp};
+    const size_t ch[4] = {1, 3, 4, 3};
+    for (int q = 0; q < 4; q++) {
+        k->pass[i][q] = malloc(ch[q] * n * sizeof(float));
+        if (!k->pass[i][q] || !src[q]) return CKEY_ERR_NOMEM;
+        memcpy(k->pass[i][q], src[q], ch[q] * n * sizeof(float));
+    }
+    k->w[i] = p->width, k->h[i] = p->height;
+    return CKEY_OK;
+}
+
+static void fp_sink_clear(fp_sink *k) {
+    for (int i = 0; i < FP_FRAMES; i++)
+        for (int q = 0; q < 4; q++) free(k->pass[i][q]);
+    memset(k, 0, sizeof *k);
+}
+
+static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, const ckey_post_options *post,
+                          fp_sink *out, ckey_error *err) {
+    static fp_source ms;
+    for (int i = 0; i < FP_FRAMES; i++) {
+        snprintf(ms.stems[i], sizeof ms.stems[i], "f_%04d", i);
+        ms.frames[i] = (ckey_shot_frame){i, ms.stems[i], ms.stems[i], i == 2 ? "auto" : "memory", i == 1};
+    }
+    ckey_source src = {.self = &ms, .count = FP_FRAMES, .frames = ms.frames, .read = fp_read, .close = fp_close,
+                       .concurrent_read = 1};
+    ckey_sink sink = {.self = out, .write = fp_write};
+    ckey_shot_options so;
+    ckey_shot_options_default(&so);
+    so.post = *post;
+    so.frame_path = path;
+    so.read_ahead = read_ahead;
+    so.readers = 2;
+    so.writers = 2;
+    ckey_shot_stats st;
+    return ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, &st, err);
+}
+
+static void test_frame_path_shot(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_model *m = tiny_model();
+    REQUIRE(m);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 128;
+    o.device = CKEY_DEVICE_CUDA;
+    o.precision = CKEY_PRECISION_FP32;
+    ckey_session *s = NULL;
+    ckey_error err;
+    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
+    for (int variant = 0; variant < 3; variant++) {
+        ckey_post_options post;
+        ckey_post_options_default(&post);
+        post.despill_strength = variant == 2 ? 0.5f : 1.0f;
+        post.despeckle = variant != 1;
+        post.despeckle_area = 40; /* the tiny plates' blobs: some go, some stay */
+        const int read_ahead = variant == 1 ? 0 : 2; /* variant 1: every stage on the calling thread */
+        static fp_sink host, dev;
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, &post, &host, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, &post, &dev, &err) == CKEY_OK, "%s", err.message);
+        CHECK(!host.bad && !dev.bad);
+        for (int i = 0; i < FP_FRAMES; i++) {
+            if (!host.pass[i][0] || !dev.pass[i][0]) {
+                CHECKF(0, "frame %d not written", i);
+                continue;
+            }
+            const int w = dev.w[i], h = dev.h[i];
+            const size_t n = (size_t)w * h;
+            CHECK(host.w[i] == w && host.h[i] == h);
+            char name[96];
+            snprintf(name, sizeof name, "variant %d frame %d (%dx%d) alpha", variant, i, w, h);
+            const double ea = ck_compare(name, dev.pass[i][0], host.pass[i][0], n, NULL);
+            snprintf(name, sizeof name, "variant %d frame %d fg", variant, i);
+            const double ef = ck_compare(name, dev.pass[i][1], host.pass[i][1], 3 * n, NULL);
+            CHECKF(ea <= 1e-4 && ef <= 1e-4, "alpha %.3g, fg %.3g over 1e-4", ea, ef);
+            /* the device's post against the CPU's over the same alpha and fg */
+            float *proc = malloc(4 * n * sizeof(float)), *comp = malloc(3 * n * sizeof(float));
+            void *scr = malloc(ckey_post_scratch_bytes(w, h, &post) + 1);
+            REQUIRE(proc && comp && scr);
+            REQUIRE(ckey_post_passes(dev.pass[i][0], dev.pass[i][1], w, h, &post, proc, comp, scr, &err) == CKEY_OK);
+            snprintf(name, sizeof name, "variant %d frame %d post: processed alpha", variant, i);
+            const double pa = ck_compare(name, dev.pass[i][2] + 3 * n, proc + 3 * n, n, NULL);
+            snprintf(name, sizeof name, "variant %d frame %d post: processed rgb", variant, i);
+            const double pr = ck_compare(name, dev.pass[i][2], proc, 3 * n, NULL);
+            snprintf(name, sizeof name, "variant %d frame %d post: comp", variant, i);
+            const double pc = ck_compare(name, dev.pass[i][3], comp, 3 * n, NULL);
+            CHECKF(pa <= 1e-6 && pr <= 1e-5 && pc <= 1e-5, "post: alpha %g rgb %g comp %g", pa, pr, pc);
+            /* and the whole chain against the host path's passes: the same bar as alpha and fg
+             * where both alphas give despeckle the same mask (a pixel within float rounding of
+             * the 0.5 threshold may fall on either side; the check above covers the post) */
+            int flips = 0;
+            for (size_t p = 0; post.despeckle && p < n; p++)
+                flips += (dev.pass[i][0][p] > CK_DESPECKLE_THRESHOLD) != (host.pass[i][0][p] > CK_DESPECKLE_THRESHOLD);
+            snprintf(name, sizeof name, "variant %d frame %d vs host: processed", variant, i);
+            const double hp = ck_compare(name, dev.pass[i][2], host.pass[i][2], 4 * n, NULL);
+            snprintf(name, sizeof name, "variant %d frame %d vs host: comp", variant, i);
+            const double hc = ck_compare(name, dev.pass[i][3], host.pass[i][3], 3 * n, NULL);
+            if (flips) printf("  %d pixel(s) on the other side of the despeckle threshold: not compared\n", flips);
+            else CHECKF(hp <= 1e-4 && hc <= 1e-4, "vs host: processed %.3g, comp %.3g over 1e-4", hp, hc);
+            free(proc), free(comp), free(scr);
+        }
+        fp_sink_clear(&host);
+        fp_sink_clear(&dev);
+    }
+    /* the torch despeckle has no device form: AUTO takes the host path, DEVICE refuses */
+    ckey_post_options post;
+    ckey_post_options_default(&post);
+    post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+    static fp_sink k;
+    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, &post, &k, &err) == CKEY_OK);
+    fp_sink_clear(&k);
+    CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, &post, &k, &err) == CKEY_ERR_UNSUPPORTED);
+    printf("  torch despeckle, --frame-path device: %s\n", err.message);
+    fp_sink_clear(&k);
+    ckey_session_free(s);
+    ckey_model_free(m);
+}
+
 int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"devices", test_devices},
@@ -2457,6 +2651,7 @@ int main(int argc, char **argv) {
         {"frame_resize_vs_cpu", test_frame_resize},
         {"frame_preprocess_vs_cpu", test_frame_preprocess},
         {"frame_post_vs_cpu", test_frame_post},
+        {"frame_path_shot_vs_host", test_frame_path_shot},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

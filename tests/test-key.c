@@ -293,6 +293,13 @@ static void test_errors(void) {
     r = run_ckey("key", shot, "--model", model, "--frames", "5-2", NULL);
     CHECK(r.code == 2);
     result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--frame-path", "gpu", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "expected cpu or device"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    /* a CPU session has no device frame path */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cpu", "--frame-path", "device", NULL);
+    CHECKF(r.code != 0 && strstr(r.err, "device frame path"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
     r = run_ckey("key", "--help", NULL);
     CHECK(r.code == 0 && strstr(r.out, "--despeckle-area") && strstr(r.out, "exit codes"));
     result_free(&r);
@@ -986,6 +993,25 @@ static void test_thread_counts(void) {
             free(da);
         }
     printf("  %d files compared with the unthreaded run's\n", compared);
+    /* a CPU session has no device frame path: asked for, the run refuses before anything is written */
+    {
+        ckey_source src;
+        ckey_sink sink;
+        char dir[700];
+        snprintf(dir, sizeof dir, "%s/OutDevice", shot);
+        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+        REQUIRE(ckey_sink_open_passes_opt(dir, NULL, &sink, &err) == CKEY_OK);
+        ckey_shot_options o;
+        ckey_shot_options_default(&o);
+        o.frame_path = CKEY_FRAME_PATH_DEVICE;
+        ckey_shot_stats st;
+        const ckey_status rc = ckey_shot_run(s, &src, &sink, NULL, &o, NULL, NULL, &st, &err);
+        CHECKF(rc == CKEY_ERR_UNSUPPORTED && st.keyed == 0 && strstr(err.message, "GPU"), "%s: %s",
+               ckey_status_name(rc), err.message);
+        printf("  frame path device on a CPU session: %s\n", err.message);
+        ckey_sink_close(&sink);
+        ckey_source_close(&src);
+    }
     ckey_session_free(s);
     ckey_model_free(m);
     remove_tree(shot);
@@ -1077,6 +1103,27 @@ static void test_run_memory_api(void) {
     ro.sessions = CKEY_SHOT_MAX_SESSIONS + 1;
     CHECK(ckey_plan_run_memory(m, &so, &ro, &r2, &err) == CKEY_ERR_INVALID_ARG);
     ro.sessions = 0;
+    /* a CUDA session (planning needs no GPU; skipped in a build without CUDA): the device frame
+     * path by default, its buffers on the device; the slots hold the decoded plate + hint and
+     * the four passes, no [4, S, S] ring; the host path as the CPU's */
+    ckey_session_options cu = so;
+    cu.device = CKEY_DEVICE_CUDA;
+    ckey_run_memory rd, rh;
+    if (ckey_plan_run_memory(m, &cu, &ro, &rd, &err) == CKEY_OK) {
+        ro.shot.frame_path = CKEY_FRAME_PATH_CPU;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
+        ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
+        CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
+               (long long)rd.device_frame_bytes);
+        CHECK(rd.decoded_bytes == 3 * 4 * P * F && rd.output_bytes == 3 * 11 * P * F && rd.post_bytes == 0);
+        CHECK(rd.io_bytes == rh.io_bytes - 6 * 4 * 64 * 64 * F);
+        CHECK(rd.total_bytes == rd.session.peak_bytes + rd.model_bytes + rd.io_bytes + rd.plate_bytes +
+                                    rd.device_frame_bytes &&
+              rd.host_bytes == rd.total_bytes - rd.session.peak_bytes - rd.device_frame_bytes);
+        CHECK(rh.decoded_bytes == r.decoded_bytes && rh.output_bytes == r.output_bytes);
+    } else {
+        printf("  no CUDA plan (%s)\n", err.message);
+    }
     /* read_ahead 0: one stage at a time, one frame of each kind */
     ro.shot.read_ahead = 0;
     REQUIRE(ckey_plan_run_memory(m, &so, &ro, &r, &err) == CKEY_OK);

@@ -205,7 +205,7 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
                           O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
-                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE,
+                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_FRAME_PATH,
                       1, help_key, o);
 }
 
@@ -392,6 +392,7 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
     if (o->read_ahead >= 0) so->read_ahead = o->read_ahead;
     so->writers = o->writers;
     so->readers = o->readers;
+    so->frame_path = o->frame_path;
     /* --threads: on the CPU the network's threads, which the frame-level work
      * shares; on a GPU the frame-level pool's */
     so->threads = o->so.device == CKEY_DEVICE_CPU ? 0 : o->so.threads > 1024 ? 1024 : o->so.threads;

@@ -250,6 +250,7 @@ static const struct {
     {"--mask", O_MASK, 1},       {"--mask-at", O_MASK_AT, 1}, {"--object", O_OBJECT, 1},
     {"--track-model", O_TRACK_MODEL, 1}, {"--hint-format", O_HINT_FORMAT, 1},
     {"--track-size", O_TRACK_SIZE, 1},
+    {"--frame-path", O_FRAME_PATH, 1},
 };
 
 /* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
@@ -428,6 +429,11 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         if (!parse_int(val, 0, 64, &n))
             return usage_error(o->cmd, "--writers '%s' is not a count between 0 and 64", val);
         o->writers = (int)n;
+        break;
+    case O_FRAME_PATH:
+        if (!strcmp(val, "cpu")) o->frame_path = CKEY_FRAME_PATH_CPU;
+        else if (!strcmp(val, "device")) o->frame_path = CKEY_FRAME_PATH_DEVICE;
+        else return usage_error(o->cmd, "--frame-path '%s': expected cpu or device", val);
         break;
     case O_READERS:
         if (!parse_int(val, 0, 16, &n))

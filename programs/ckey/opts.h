@@ -77,6 +77,7 @@ typedef uint64_t opt_set;
 
 /* Most --mask-at options. */
 #define MASK_AT_MAX 256
+#define O_FRAME_PATH (UINT64_C(1) << 53)
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -108,6 +109,7 @@ typedef struct opts {
     int read_ahead;                 /* -1: the library default */
     int writers;                    /* writer threads; 0: the library default */
     int readers;                    /* reader threads; 0: the library default */
+    ckey_frame_path frame_path;     /* --frame-path; AUTO when not given */
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */

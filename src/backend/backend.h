@@ -55,6 +55,10 @@ typedef struct ck_run_args {
                        * when it is a phase scratch, is free until the pass begins. */
     float *out;       /* host fp32 buffer for the output [io_elems]; NULL: the backend's own */
     int watched;      /* taps or profiling watch the ops: run them one by one (no graph replay) */
+    /* 1 (a backend with a stream() only): `in` is fp32 [io_elems] in device memory, and the output
+     * stays there: *result is the backend's device buffer, valid until the next run (`out` unused).
+     * The frame path (pixel/devframe.c) does the plate-size work around the network on the device. */
+    int device_io;
 } ck_run_args;
 
 struct ck_backend_i {
@@ -96,6 +100,9 @@ struct ck_backend_i {
     /* The backend's CPU threads, which work around the network may share
      * (ck_pool_for takes jobs from several threads); NULL when it has none. */
     ck_pool *(*host_pool)(ck_backend *be);
+    /* The device stream its runs are queued on (a cudaStream_t), for work
+     * around the network on the same device; NULL: a host backend (no entry). */
+    void *(*stream)(ck_backend *be);
     void (*free)(ck_backend *be);
 
     /* Cutie's ops (ck_ops.set_workspace): bytes of scratch that ops within

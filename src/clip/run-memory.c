@@ -15,6 +15,7 @@
 #include "clip/shot.h"
 #include "core/core.h"
 #include "model/session.h"
+#include "pixel/devframe.h"
 #include "pixel/pixel.h"
 
 /* One compressor's state (zlib's or libdeflate's), its tables and window. */
@@ -83,6 +84,11 @@ static void describe_parts(const ckey_run_memory *r, char *buf, size_t cap) {
                  ck_format_bytes(c, sizeof c, r->io_bytes), d);
     else
         snprintf(buf, cap, "network %s + model %s + plate buffers %s", a, b, d);
+    if (r->device_frame_bytes > 0) {
+        const size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, " + device frame buffers %s",
+                 ck_format_bytes(c, sizeof c, r->device_frame_bytes));
+    }
 }
 
 ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options *so,
@@ -157,10 +163,29 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->output_bytes = (int64_t)nout * 4 * P * F + (int64_t)nwr * 7 * P * F;
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
         r->encode_bytes = (int64_t)nwr * exr_encode_bytes(w) + video_out_bytes(ro->video_out, w, h);
+        const ckey_post_options *po = &ro->shot.post;
+        if (sm.device_memory && ro->shot.frame_path != CKEY_FRAME_PATH_CPU &&
+            !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
+            /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
+             * decoded plate + hint (and a made hint), out slots alpha, fg,
+             * Processed and Comp; the resizes and the post run in each
+             * session's ck_devframe; the readers and writers hold none of theirs */
+            int64_t dev = 0, host = 0;
+            ck_devframe_bytes(w, h, S, back, &dev, &host);
+            if (dev < 0)
+                return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: cannot be resized to %d", (int)w, (int)h,
+                               (int)S);
+            r->io_bytes -= (int64_t)(nin + nout) * io;
+            r->decoded_bytes = (int64_t)nin * (4 + (ro->auto_hint ? 1 : 0)) * P * F + video_in;
+            r->resize_bytes = nsess * host;
+            r->output_bytes = (int64_t)nout * 11 * P * F;
+            r->post_bytes = 0;
+            r->device_frame_bytes = nsess * dev;
+        }
     }
     r->plate_bytes = r->decoded_bytes + r->hint_bytes + r->resize_bytes + r->output_bytes + r->post_bytes +
                      r->encode_bytes;
-    const int64_t rest = r->model_bytes + r->io_bytes + r->plate_bytes;
+    const int64_t rest = r->model_bytes + r->io_bytes + r->plate_bytes + r->device_frame_bytes;
     r->min_budget_bytes = rest + sm.plan.min_budget_bytes * nsess;
     if (sopt.memory_budget > 0) {
         /* the session's schedule is chosen for what the budget leaves it (the
@@ -176,8 +201,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             r->session.peak_bytes *= nsess;
         }
     }
-    r->total_bytes = r->session.peak_bytes + r->model_bytes + r->io_bytes + r->plate_bytes;
-    r->host_bytes = r->total_bytes - (sm.device_memory ? r->session.peak_bytes : 0);
+    r->total_bytes = r->session.peak_bytes + rest;
+    r->host_bytes = r->total_bytes - (sm.device_memory ? r->session.peak_bytes : 0) - r->device_frame_bytes;
     if (ro->host_limit > 0) {
         r->host_limit = ro->host_limit;
     } else if (ro->host_limit == 0) {

@@ -17,7 +17,16 @@
  *              writer at a time: sink->write of an ordered sink,
  *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
- * The model thread runs nothing but the network, so a GPU is not kept
+ * The device frame path (opt.frame_path, on by default when every session
+ * is on a GPU; pixel/devframe.h): the readers only decode (+ an auto hint or
+ * a hint resized to its plate) into their in slot's own images; the model
+ * thread uploads plate and hint and, on its session's stream, resizes to S,
+ * runs the network, resizes back and post-processes, and downloads alpha, fg,
+ * processed and comp into its out slot (page-locked); the writers only write.
+ * One stream a session, one frame at a time on it: the upload, the network
+ * and the download of one session do not overlap (several sessions do).
+ *
+ * On the host path the model thread runs nothing but the network, so a GPU is not kept
  * waiting by the plate-size work: the same steps ckey_session_key takes,
  * spread over the threads, so the results are the same bit for bit. The
  * readers are several because decoding is per frame and, at 4K, far slower
@@ -92,6 +101,7 @@
 #include "core/core.h"
 #include "model/session.h"
 #include "clip/shot.h"
+#include "pixel/devframe.h"
 #include "pixel/pixel.h"
 #include "pixel/post.h"
 
@@ -105,7 +115,13 @@ typedef struct in_slot {
     ckey_error err;
     char warn[512];          /* a warning about this frame, "" when none */
     int32_t w, h;            /* the plate's size */
-    float *x;                /* [4, S, S]: the network's input */
+    float *x;                /* [4, S, S]: the network's input (host path) */
+    /* the device path: the decoded frame itself, which the model thread uploads */
+    ckey_image plate, hint;  /* the source decodes into these */
+    const float *hint_px;    /* the hint to key with: hint.data, or hint_buf */
+    float *hint_buf;         /* an auto hint or a hint resized to its plate */
+    size_t hint_cap;
+    int srgb_at_read;        /* the plate is linear: encoded to sRGB at full size on the device */
     double t_start;
 } in_slot;
 
@@ -116,7 +132,9 @@ typedef struct out_slot {
     char warn[512];
     float *net;              /* [4, S, S]: the network's alpha and fg at S */
     float *alpha, *fg;       /* [h, w], [3, h, w] */
-    size_t cap;              /* pixels alpha/fg hold */
+    float *processed, *comp; /* [4, h, w], [3, h, w]: the device path's (the host path:
+                                the writer's own) */
+    size_t cap;              /* pixels alpha/fg (and processed/comp) hold */
     int32_t w, h;
     double t_start, model_s;
     int32_t session;         /* the session that keyed it */
@@ -183,6 +201,12 @@ typedef struct shot {
                                 without concurrent_read) */
 
     int32_t S;               /* the session's network size */
+    /* the device frame path (ckey_shot_options.frame_path): one per session,
+     * used by its model thread; NULL entries on the host path */
+    int dev;
+    ck_devframe *df[CKEY_SHOT_MAX_SESSIONS];
+    ck_post_options dev_post;
+    double dev_pre_s[CKEY_SHOT_MAX_SESSIONS], dev_post_s[CKEY_SHOT_MAX_SESSIONS];
     /* owned by the writer whose turn it is (next_to_finish, under mu) */
     int64_t next_to_finish;  /* the job whose events come next */
     int64_t next_index;      /* first source index without an event yet */
@@ -280,7 +304,8 @@ static ckey_status resize_hint(reader *rd, const ckey_shot_frame *f, const ckey_
  * one frame at a time, in job order (the turn next_to_read). Returns the
  * status, or CKEY_ERR_CANCELLED unset (*stopped = 1) when the run stopped
  * before job j's turn came. */
-static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_error *err, int *stopped) {
+static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate, ckey_image *hint, ckey_error *err,
+                              int *stopped) {
     const int turns = !sh->src->concurrent_read && sh->nrd > 1;
     *stopped = 0;
     if (turns) {
@@ -291,7 +316,7 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_error *err, 
         if (*stopped) return CKEY_OK;
     }
     const double t = ck_now();
-    ckey_status st = sh->src->read(sh->src->self, sh->jobs[j], &rd->plate, &rd->hint, err);
+    ckey_status st = sh->src->read(sh->src->self, sh->jobs[j], plate, hint, err);
     rd->decode_s += ck_now() - t;
     if (turns) {
         pthread_mutex_lock(&sh->mu);
@@ -307,26 +332,33 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     in_slot *sl = &sh->in[j % sh->nin];
     const int64_t idx = sh->jobs[j];
     const ckey_shot_frame *f = &sh->src->frames[idx];
+    /* the host path decodes into the reader's images and resizes here; the
+     * device path decodes into the slot's, for the model thread to upload */
+    ckey_image *plate = sh->dev ? &sl->plate : &rd->plate, *himg = sh->dev ? &sl->hint : &rd->hint;
     sl->t_start = ck_now();
     sl->failed = 0;
     sl->warn[0] = 0;
+    sl->srgb_at_read = 0;
     ck_error_clear(&sl->err);
     int stopped = 0;
-    ckey_status st = read_frame(sh, rd, j, &sl->err, &stopped);
+    ckey_status st = read_frame(sh, rd, j, plate, himg, &sl->err, &stopped);
     if (stopped) return 0;
     const double t = ck_now();
-    if (st == CKEY_OK && !rd->plate.data)
+    if (st == CKEY_OK && !plate->data)
         st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
                      (long long)f->number);
-    const int32_t w = rd->plate.width, h = rd->plate.height;
+    const int32_t w = plate->width, h = plate->height;
     sl->w = w;
     sl->h = h;
     /* a linear plate read as upstream's default reads an EXR: to sRGB now, at
-     * full size, before the resize (and before an auto hint looks at it) */
+     * full size, before the resize (and before an auto hint looks at it); the
+     * device path does it there when no auto hint needs it first */
     if (st == CKEY_OK && (sh->opt.input_space == CKEY_INPUT_LINEAR_AT_READ ||
-                          (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear)))
-        ck_linear_to_srgb_pool(rd->plate.data, 3 * (size_t)w * (size_t)h, sh->pool);
-    const float *hint = rd->hint.data;
+                          (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear))) {
+        if (sh->dev && himg->data) sl->srgb_at_read = 1;
+        else ck_linear_to_srgb_pool(plate->data, 3 * (size_t)w * (size_t)h, sh->pool);
+    }
+    const float *hint = himg->data;
     if (st == CKEY_OK && !hint) {
         /* no hint from the source: make one from the plate */
         const size_t sb = ckey_auto_hint_scratch_bytes(w, h);
@@ -336,14 +368,14 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
         else {
             /* the hint, then the auto hint's scratch (float-aligned) after it */
             float *out = rd->auto_scratch;
-            if ((st = ckey_auto_hint(rd->plate.data, w, h, out, out + (size_t)w * (size_t)h, &sl->err)) != CKEY_OK) {
+            if ((st = ckey_auto_hint(plate->data, w, h, out, out + (size_t)w * (size_t)h, &sl->err)) != CKEY_OK) {
                 ckey_error e = sl->err;
                 ck_fail(&sl->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
             }
             hint = out;
         }
-    } else if (st == CKEY_OK && (rd->hint.width != w || rd->hint.height != h)) {
-        st = resize_hint(rd, f, &rd->hint, w, h, sl->warn, sizeof sl->warn, &sl->err);
+    } else if (st == CKEY_OK && (himg->width != w || himg->height != h)) {
+        st = resize_hint(rd, f, himg, w, h, sl->warn, sizeof sl->warn, &sl->err);
         hint = rd->rs_out;
     }
     if (st == CKEY_OK && ((int64_t)w * h > sh->max_pixels || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE))
@@ -351,7 +383,18 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
                      "frame %lld: plate %s is %d x %d, more than the %lld pixels (%d per side) a session takes",
                      (long long)f->number, f->plate, (int)w, (int)h, (long long)sh->max_pixels,
                      CKEY_IMAGE_MAX_SIDE);
-    if (st == CKEY_OK) { /* resize to S and normalize, as ckey_session_key does */
+    if (st == CKEY_OK && sh->dev) {
+        /* the hint the reader made lives in its own buffers: into the slot's */
+        sl->hint_px = hint;
+        if (hint != himg->data) {
+            if (!grow(&sl->hint_buf, &sl->hint_cap, (size_t)w * (size_t)h))
+                st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the hint", (long long)f->number);
+            else {
+                memcpy(sl->hint_buf, hint, (size_t)w * (size_t)h * sizeof(float));
+                sl->hint_px = sl->hint_buf;
+            }
+        }
+    } else if (st == CKEY_OK) { /* resize to S and normalize, as ckey_session_key does */
         const size_t need = ck_preprocess_scratch_floats(h, w, sh->S);
         if (need == 0)
             st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG, "frame %lld: plate %s (%d x %d) cannot be resized to %d",
@@ -360,7 +403,7 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
             st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the resize buffers",
                          (long long)f->number);
         if (st == CKEY_OK &&
-            (st = ck_preprocess_pool(rd->plate.data, hint, h, w, sh->S, sh->opt.input_space == CKEY_INPUT_LINEAR,
+            (st = ck_preprocess_pool(plate->data, hint, h, w, sh->S, sh->opt.input_space == CKEY_INPUT_LINEAR,
                                      sl->x, rd->pre_scratch, sh->pool)) != CKEY_OK)
             ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
                     f->plate, (int)w, (int)h);
@@ -391,7 +434,22 @@ static int stage_key(shot *sh, int64_t j) {
     const int32_t w = in->w, h = in->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
-    if (n > o->cap) {
+    if (n > o->cap && sh->dev) {
+        /* the device path downloads into them: page-locked, from the slot's session */
+        ckey_session *s = sh->sess[j % sh->nsess];
+        ckey_session_host_free(s, o->alpha);
+        ckey_session_host_free(s, o->fg);
+        ckey_session_host_free(s, o->processed);
+        ckey_session_host_free(s, o->comp);
+        o->alpha = ckey_session_host_alloc(s, n * sizeof(float));
+        o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
+        o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+        if (!o->cap)
+            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    } else if (n > o->cap) {
         free(o->alpha);
         free(o->fg);
         o->alpha = malloc(n * sizeof(float));
@@ -401,7 +459,21 @@ static int stage_key(shot *sh, int64_t j) {
             st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
                          (long long)f->number, (int)w, (int)h);
     }
-    if (st == CKEY_OK) {
+    if (st == CKEY_OK && sh->dev) {
+        /* the whole frame on the device: upload, resize, network, resize back, post, download */
+        const int m = (int)(j % sh->nsess);
+        const ck_devframe_job dj = {in->plate.data, in->hint_px, w, h, in->srgb_at_read,
+                                    sh->opt.input_space == CKEY_INPUT_LINEAR, &sh->dev_post,
+                                    o->alpha, o->fg, o->processed, o->comp};
+        ckey_error e;
+        ck_error_clear(&e);
+        double sec[3] = {0, 0, 0};
+        st = ck_devframe_key(sh->df[m], &dj, sec, &e);
+        o->model_s = sec[1];
+        sh->dev_pre_s[m] += sec[0];
+        sh->dev_post_s[m] += sec[2];
+        if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
+    } else if (st == CKEY_OK) {
         /* the network only: the reader resized the plate, the writer resizes back */
         ckey_error e;
         ck_error_clear(&e);
@@ -462,6 +534,18 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     const int32_t w = o->w, h = o->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
+    if (sh->dev) {
+        /* the device path made every pass; the writer only writes them */
+        if (sh->sink->concurrent_write) {
+            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool};
+            ckey_error we;
+            ck_error_clear(&we);
+            st = sh->sink->write(sh->sink->self, f, &p, &we);
+            if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+        }
+        wk->sink_s += ck_now() - t;
+        return st;
+    }
     if (n > wk->post_cap) {
         free(wk->processed);
         free(wk->comp);
@@ -555,7 +639,8 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ckey_error e = *pe;
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
-    const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool};
+    const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->dev ? o->processed : wk->processed,
+                                sh->dev ? o->comp : wk->comp, sh->pool};
     if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
@@ -726,11 +811,25 @@ void ckey_shot_options_default(ckey_shot_options *o) {
 static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
     for (int i = 0; sh->in && i < sh->nin; i++)
         if (sh->in[i].x) ckey_session_host_free(sessions[i % M], sh->in[i].x);
-    for (int i = 0; sh->out && i < sh->nout; i++) {
-        if (sh->out[i].net) ckey_session_host_free(sessions[i % M], sh->out[i].net);
-        free(sh->out[i].alpha);
-        free(sh->out[i].fg);
+    for (int i = 0; sh->in && i < sh->nin; i++) {
+        ckey_image_free(&sh->in[i].plate);
+        ckey_image_free(&sh->in[i].hint);
+        free(sh->in[i].hint_buf);
     }
+    for (int i = 0; sh->out && i < sh->nout; i++) {
+        out_slot *o = &sh->out[i];
+        if (o->net) ckey_session_host_free(sessions[i % M], o->net);
+        if (sh->dev) {
+            ckey_session_host_free(sessions[i % M], o->alpha);
+            ckey_session_host_free(sessions[i % M], o->fg);
+            ckey_session_host_free(sessions[i % M], o->processed);
+            ckey_session_host_free(sessions[i % M], o->comp);
+        } else {
+            free(o->alpha);
+            free(o->fg);
+        }
+    }
+    for (int i = 0; i < M; i++) ck_devframe_free(sh->df[i]);
     for (int i = 0; sh->rd && i < sh->nrd; i++) {
         reader *rd = &sh->rd[i];
         ckey_image_free(&rd->plate);
@@ -761,6 +860,36 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
                           ckey_error *err) {
     ckey_session *const one[1] = {s};
     return ckey_shot_run_multi(one, 1, src, sink, plan, o, on_event, user, stats, err);
+}
+
+/*
+ * The device frame path (sh->dev) or the host path, as opt.frame_path asks:
+ * the device path needs every session on a device and post options it has
+ * (a valid set with the OpenCV despeckle or none; invalid options take the
+ * host path, which reports them frame by frame). One ck_devframe a session.
+ */
+static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
+    const ckey_post_options *p = &sh->opt.post;
+    const char *why = NULL;
+    for (int i = 0; !why && i < sh->nsess; i++)
+        if (!ck_devframe_available(sh->sess[i])) why = "the session is not on a GPU";
+    if (!why && p->despeckle && p->despeckle_mode != CKEY_DESPECKLE_OPENCV)
+        why = "the torch despeckle has no device form";
+    if (!why && (!(p->despill_strength >= 0.0f && p->despill_strength <= 1.0f) ||
+                 (p->despeckle && p->despeckle_area < 0) ||
+                 (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH)))
+        why = "invalid post options";
+    if (sh->opt.frame_path == CKEY_FRAME_PATH_CPU) return CKEY_OK;
+    if (why && sh->opt.frame_path == CKEY_FRAME_PATH_DEVICE)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
+    if (why) return CKEY_OK;
+    ck_post_options_from(p, &sh->dev_post);
+    for (int i = 0; i < sh->nsess; i++) {
+        ckey_status st = ck_devframe_create(sh->sess[i], &sh->df[i], err);
+        if (st) return st;
+    }
+    sh->dev = 1;
+    return CKEY_OK;
 }
 
 /* Sessions that key a frame alike: one network size and resize back. NULL
@@ -799,7 +928,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
         (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
         opt.writers < 0 || opt.writers > 64 || opt.readers < 0 || opt.readers > 16 || opt.threads < 0 ||
-        opt.threads > 1024)
+        opt.threads > 1024 || opt.frame_path < CKEY_FRAME_PATH_AUTO || opt.frame_path > CKEY_FRAME_PATH_DEVICE)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
     shot *sh = calloc(1, sizeof *sh);
@@ -837,8 +966,9 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     for (int i = 0; st == CKEY_OK && sh->njobs > 0 && i < M; i++)
         if (!sessions[i])
             st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
-    if (st == CKEY_OK && sh->njobs > 0) { /* the network's input and output per slot, [4, S, S] each */
-        sh->S = ckey_session_size(sessions[0]);
+    if (st == CKEY_OK && sh->njobs > 0) sh->S = ckey_session_size(sessions[0]);
+    if (st == CKEY_OK && sh->njobs > 0) st = choose_frame_path(sh, err);
+    if (st == CKEY_OK && sh->njobs > 0 && !sh->dev) { /* the network's input and output per slot, [4, S, S] each */
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
         /* from the session whose jobs use the slot (slot i: jobs i mod nin, a
          * multiple of M, so session i % M): page-locked on a GPU, so that it
@@ -927,6 +1057,10 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     sh->stats.read_seconds = sh->stats.decode_seconds + sh->stats.pre_seconds;
     sh->stats.write_seconds = sh->stats.back_seconds + sh->stats.post_seconds + sh->stats.sink_seconds;
+    for (int i = 0; i < M; i++) { /* the device path's, on the model threads (not in read / write) */
+        sh->stats.pre_seconds += sh->dev_pre_s[i];
+        sh->stats.post_seconds += sh->dev_post_s[i];
+    }
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);

@@ -460,7 +460,14 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     const float *src = r->in ? r->in : s->host_in;
     ckey_status st;
     /* device_seconds: from the input on the device (fp32) to the output there */
-    if (s->dt == CK_F32) {
+    if (r->device_io) {
+        if (!r->in) return ck_fail(err, CKEY_ERR_INVALID_ARG, "cuda run: device input missing");
+        st = ck_cuda_event_record(s->ev[0], stream, err);
+        if (!st && s->dt == CK_F32) st = ck_cuda_copy_d2d(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, stream, err);
+        else if (!st)
+            st = ck_cuda_convert(src, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt, s->cfg.io_elems,
+                                 stream, err);
+    } else if (s->dt == CK_F32) {
         st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
         if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
     } else {
@@ -501,8 +508,10 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     }
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
-    float *dst = r->out ? r->out : s->host_out;
-    if ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
+    if (!r->device_io && (st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    /* with device_io too: the events' times and a failed launch are known here, before the
+     * frame path queues its work behind the network */
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
     s->frames++;
     *result = dst;
@@ -523,6 +532,8 @@ static void cu_host_free(ck_backend *be, void *p) {
     ck_cuda_set_device(CU(be)->cfg.device_index, NULL);
     ck_cuda_host_free(p);
 }
+
+static void *cu_stream(ck_backend *be) { return CU(be)->stream; }
 
 static void cu_free(ck_backend *be) {
     ck_cuda_state *s = CU(be);
@@ -568,6 +579,7 @@ const ck_backend_i ck_cuda_backend = {
     .run = cu_run,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
+    .stream = cu_stream,
     .free = cu_free,
 };
 

@@ -426,8 +426,9 @@ static ck_tensor session_pass(void *user, const ck_ops *ops, ck_backend *be) {
     return ck_forward(&f);
 }
 
-static ckey_status run(ckey_session *s, const float *in, float *outbuf, ckey_forward_result *out, ckey_error *err) {
-    ck_run_args r = {s->plan, session_pass, s, in, outbuf, s->tap || s->prof};
+static ckey_status run(ckey_session *s, const float *in, float *outbuf, int device_io, ckey_forward_result *out,
+                       ckey_error *err) {
+    ck_run_args r = {s->plan, session_pass, s, in, outbuf, s->tap || s->prof, device_io};
     const float *res = NULL;
     double sec[2] = {0, 0};
     ckey_status st = s->bi->run(s->be, &r, &res, sec, err);
@@ -443,19 +444,29 @@ static ckey_status run(ckey_session *s, const float *in, float *outbuf, ckey_for
 }
 
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err) {
-    return run(s, NULL, NULL, out, err);
+    return run(s, NULL, NULL, 0, out, err);
 }
 
 ckey_status ckey_session_forward(ckey_session *s, const float *input, ckey_forward_result *out,
                                  ckey_error *err) {
     if (!s || !input) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_forward: NULL argument");
-    return run(s, input, NULL, out, err);
+    return run(s, input, NULL, 0, out, err);
 }
 
 ckey_status ckey_session_forward_into(ckey_session *s, const float *input, float *output, ckey_forward_result *out,
                                       ckey_error *err) {
     if (!s || !input || !output) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_forward_into: NULL argument");
-    return run(s, input, output, out, err);
+    return run(s, input, output, 0, out, err);
+}
+
+void *ck_session_stream(const ckey_session *s) {
+    return s && s->bi->stream ? s->bi->stream(s->be) : NULL;
+}
+
+ckey_status ck_session_run_device(ckey_session *s, const float *dev_in, ckey_forward_result *out, ckey_error *err) {
+    if (!ck_session_stream(s) || !dev_in)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_session_run_device: no device session or input");
+    return run(s, dev_in, NULL, 1, out, err);
 }
 
 void *ckey_session_host_alloc(ckey_session *s, size_t bytes) {

@@ -8,6 +8,14 @@
 /* The host buffer the next ck_session_run reads its [4, S, S] fp32 input from. */
 float *ck_session_input(ckey_session *s);
 ckey_status ck_session_run(ckey_session *s, ckey_forward_result *out, ckey_error *err);
+/* The device stream a session's runs are queued on (ck_backend_i.stream);
+ * NULL for a host backend. */
+void *ck_session_stream(const ckey_session *s);
+/* The network on a device session with its [4, S, S] fp32 input in device
+ * memory (dev_in) and its output left there: out->alpha / out->fg are device
+ * pointers into the backend's buffer, valid until the session's next run.
+ * CKEY_ERR_INVALID_ARG on a host session. */
+ckey_status ck_session_run_device(ckey_session *s, const float *dev_in, ckey_forward_result *out, ckey_error *err);
 /* The options the session was created with. */
 const ckey_session_options *ck_session_options(const ckey_session *s);
 /* Host scratch of at least `floats` floats owned by the session (grown as

@@ -27,7 +27,7 @@ static int dims_valid(int32_t width, int32_t height) {
            (int64_t)width * height <= CKEY_IMAGE_MAX_PIXELS;
 }
 
-static void to_internal(const ckey_post_options *o, ck_post_options *po) {
+void ck_post_options_from(const ckey_post_options *o, ck_post_options *po) {
     ck_post_options_default(po);
     po->despill_strength = (double)o->despill_strength;
     po->despeckle = o->despeckle != 0;
@@ -38,7 +38,7 @@ static void to_internal(const ckey_post_options *o, ck_post_options *po) {
 size_t ckey_post_scratch_bytes(int32_t width, int32_t height, const ckey_post_options *o) {
     if (!o || !dims_valid(width, height)) return SIZE_MAX;
     ck_post_options po;
-    to_internal(o, &po);
+    ck_post_options_from(o, &po);
     return ck_post_frame_scratch_bytes(height, width, &po);
 }
 
@@ -68,7 +68,7 @@ ckey_status ck_post_passes_pool(const float *alpha, const float *fg, int32_t wid
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_post_passes: negative despeckle area %lld",
                        (long long)o->despeckle_area);
     ck_post_options po;
-    to_internal(o, &po);
+    ck_post_options_from(o, &po);
     po.pool = pool;
     if (ck_post_frame_scratch_bytes(height, width, &po) > 0 && !scratch)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,

@@ -223,6 +223,8 @@ ckey_status ck_post_frame_cuda(const float *alpha, const float *fg, int32_t h, i
                                ckey_error *err);
 /* ckey_post_passes (ckey_clip.h) with its rows split over `pool`. */
 struct ckey_post_options;
+/* The public options as ck_post_options (no pool). */
+void ck_post_options_from(const struct ckey_post_options *o, ck_post_options *po);
 ckey_status ck_post_passes_pool(const float *alpha, const float *fg, int32_t width, int32_t height,
                                 const struct ckey_post_options *o, float *processed, float *comp, void *scratch,
                                 struct ck_pool *pool, ckey_error *err);

@@ -1,0 +1,59 @@
+/*
+ * The frame path on a device session: one frame keyed where the network
+ * runs, from the decoded plate to the passes the sink writes. The steps of
+ * ckey_session_key + ckey_post_passes, in the same order and with the same
+ * tables (resize.c's plans, uploaded), on the session's stream:
+ *
+ *   upload plate [3, h, w] and hint [h, w] (fp32)
+ *   [linear plate read as sRGB: encode at full size]  (ck_cuda_srgb)
+ *   resize to S (antialiased bilinear) [+ linear -> sRGB] + ImageNet normalize
+ *   the network (ck_session_run_device: input and output stay on the device)
+ *   resize back to h x w (Lanczos4 or bilinear, the session's resize_back)
+ *   post (ck_post_frame_cuda: despeckle, despill, premultiply, comp)
+ *   download alpha, fg, processed, comp (fp32)
+ *
+ * Results agree with the host path within float rounding (the mask steps of
+ * despeckle are integer-exact). A ck_devframe belongs to one session and is
+ * used by one thread at a time; its device buffers grow to the largest plate
+ * and are then reused (nothing is allocated per frame after the first of a
+ * size). The plate's device buffers take alpha and fg after the network.
+ */
+#ifndef CK_DEVFRAME_H
+#define CK_DEVFRAME_H
+
+#include <stdint.h>
+
+#include "ckey.h"
+#include "pixel/pixel.h"
+#include "pixel/post.h"
+
+typedef struct ck_devframe ck_devframe;
+
+/* Whether session s has a device frame path (a device backend). */
+int ck_devframe_available(const ckey_session *s);
+
+/* The memory a ck_devframe holds for w x h plates at network size S: device
+ * bytes (plate-size buffers, resize tables and intermediates, the network's
+ * input, the post scratch) and host bytes (the resize plans, the post's
+ * page-locked scratch); -1 when the plate cannot be resized. */
+void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int64_t *device, int64_t *host);
+
+/* CKEY_ERR_UNSUPPORTED when s has no device frame path. */
+ckey_status ck_devframe_create(ckey_session *s, ck_devframe **out, ckey_error *err);
+void ck_devframe_free(ck_devframe *df);
+
+typedef struct ck_devframe_job {
+    const float *rgb;     /* [3, h, w] host, in [0, 1] as the reader left it */
+    const float *hint;    /* [h, w] host */
+    int32_t width, height;
+    int srgb_at_read;     /* the plate is linear: encode it to sRGB at full size first */
+    int input_is_linear;  /* encode to sRGB after the resize to S (ck_preprocess's flag) */
+    const ck_post_options *post; /* OpenCV despeckle only (ck_post_frame_cuda) */
+    float *alpha, *fg, *processed, *comp; /* host outputs [h, w], [3, h, w], [4, h, w], [3, h, w] */
+} ck_devframe_job;
+
+/* Seconds of the last ck_devframe_key: [0] upload + preprocessing, [1] the
+ * network (its run call), [2] resize back + post + download. */
+ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[3], ckey_error *err);
+
+#endif
