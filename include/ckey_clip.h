@@ -377,9 +377,9 @@ typedef int (*ckey_cancel_fn)(void *user);
  * passes agree within float rounding (the post-processing bars).
  */
 typedef enum ckey_frame_path {
-    CKEY_FRAME_PATH_AUTO = 0,   /* the device path when every session is on a GPU and the
-                                   post options have a device form (the OpenCV despeckle
-                                   or none), else the host path */
+    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path, one frame at a time on
+                                   one stream, is not faster end to end yet
+                                   (docs/performance.md) */
     CKEY_FRAME_PATH_CPU = 1,    /* the host path */
     CKEY_FRAME_PATH_DEVICE = 2  /* the device path; CKEY_ERR_UNSUPPORTED where it has none */
 } ckey_frame_path;

@@ -1104,15 +1104,15 @@ static void test_run_memory_api(void) {
     CHECK(ckey_plan_run_memory(m, &so, &ro, &r2, &err) == CKEY_ERR_INVALID_ARG);
     ro.sessions = 0;
     /* a CUDA session (planning needs no GPU; skipped in a build without CUDA): the device frame
-     * path by default, its buffers on the device; the slots hold the decoded plate + hint and
+     * path when asked for, its buffers on the device; the slots hold the decoded plate + hint and
      * the four passes, no [4, S, S] ring; the host path as the CPU's */
     ckey_session_options cu = so;
     cu.device = CKEY_DEVICE_CUDA;
     ckey_run_memory rd, rh;
+    ro.shot.frame_path = CKEY_FRAME_PATH_DEVICE;
     if (ckey_plan_run_memory(m, &cu, &ro, &rd, &err) == CKEY_OK) {
-        ro.shot.frame_path = CKEY_FRAME_PATH_CPU;
-        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
                (long long)rd.device_frame_bytes);
         CHECK(rd.decoded_bytes == 3 * 4 * P * F && rd.output_bytes == 3 * 11 * P * F && rd.post_bytes == 0);

@@ -164,7 +164,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
         r->encode_bytes = (int64_t)nwr * exr_encode_bytes(w) + video_out_bytes(ro->video_out, w, h);
         const ckey_post_options *po = &ro->shot.post;
-        if (sm.device_memory && ro->shot.frame_path != CKEY_FRAME_PATH_CPU &&
+        if (sm.device_memory && ro->shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
             /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
              * decoded plate + hint (and a made hint), out slots alpha, fg,

@@ -17,8 +17,8 @@
  *              writer at a time: sink->write of an ordered sink,
  *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
- * The device frame path (opt.frame_path, on by default when every session
- * is on a GPU; pixel/devframe.h): the readers only decode (+ an auto hint or
+ * The device frame path (opt.frame_path DEVICE, every session on a GPU;
+ * pixel/devframe.h): the readers only decode (+ an auto hint or
  * a hint resized to its plate) into their in slot's own images; the model
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
@@ -879,10 +879,8 @@ static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
                  (p->despeckle && p->despeckle_area < 0) ||
                  (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH)))
         why = "invalid post options";
-    if (sh->opt.frame_path == CKEY_FRAME_PATH_CPU) return CKEY_OK;
-    if (why && sh->opt.frame_path == CKEY_FRAME_PATH_DEVICE)
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
-    if (why) return CKEY_OK;
+    if (sh->opt.frame_path != CKEY_FRAME_PATH_DEVICE) return CKEY_OK;
+    if (why) return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
     ck_post_options_from(p, &sh->dev_post);
     for (int i = 0; i < sh->nsess; i++) {
         ckey_status st = ck_devframe_create(sh->sess[i], &sh->df[i], err);
