@@ -318,6 +318,8 @@ static void test_longterm(void) {
     ckey_tracker_free(t);
     ckey_track_model_free(m);
     ck_checkpoint_close(clip), ck_checkpoint_close(lt);
+}
+
 /* Masks on later frames (`ckey track --mask-at`): the clip's first frames with
  * the reference's masks at frames 4 (both objects, moved) and 8 (object 1
  * alone), against maskat.safetensors (tools/reference/make_cutie_fixtures.py
