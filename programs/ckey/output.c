@@ -51,6 +51,35 @@ int fail_err(int json, const ckey_error *err) {
     return fail(json, err->status, "%s", err->message[0] ? err->message : ckey_status_name(err->status));
 }
 
+int event_fail(int json, int newline, ckey_status st, const char *fmt, ...) {
+    char msg[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (newline) fputc('\n', stderr);
+    fprintf(stderr, "ckey: error: %s\n", msg);
+    if (json) {
+        printf("{\"event\":\"error\",\"status\":");
+        json_str(stdout, ckey_status_name(st));
+        printf(",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
+    }
+    return EXIT_RUNTIME;
+}
+
+void event_warning(int json, const char *msg) {
+    fprintf(stderr, "ckey: warning: %s\n", msg);
+    if (json) {
+        printf("{\"event\":\"warning\",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
+    }
+}
+
 double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 const char *fmt_bytes(char *buf, size_t cap, int64_t bytes) {

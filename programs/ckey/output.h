@@ -1,7 +1,8 @@
 /*
- * What several ckey commands print: runtime failures (text on stderr, and
- * with --json a JSON object on stdout), JSON strings, the memory plan, the
- * note about reduced test models, and the clock their timings use.
+ * What several ckey commands print: runtime failures and warnings (text on
+ * stderr, and with --json a JSON object on stdout), JSON strings, the
+ * memory plan, the note about reduced test models, and the clock their
+ * timings use.
  */
 #ifndef CKEY_CLI_OUTPUT_H
 #define CKEY_CLI_OUTPUT_H
@@ -28,6 +29,16 @@ void json_str(FILE *f, const char *s);
 int fail(int json, ckey_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* fail() with a library error (its message, else its status name). */
 int fail_err(int json, const ckey_error *err);
+
+/* The same for the commands whose --json stdout is a stream of events
+ * (key, track): "ckey: error: <message>" on stderr, after a newline when
+ * `newline` (a progress line may be open on a terminal); with `json` also
+ * {"event":"error","status":...,"message":...} on stdout. Returns
+ * EXIT_RUNTIME. */
+int event_fail(int json, int newline, ckey_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* "ckey: warning: <msg>" on stderr; with `json` also
+ * {"event":"warning","message":...} on stdout. */
+void event_warning(int json, const char *msg);
 
 double mib(int64_t bytes);
 /* `bytes` in the unit that shows them, as the library's messages write
