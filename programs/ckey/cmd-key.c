@@ -407,9 +407,9 @@ static int plan_run(key_job *j) {
         printf("}\n");
     } else {
         char parts[256], peak[32];
-        format_run_parts(&j->mem, parts, sizeof parts);
+        ckey_run_memory_parts(&j->mem, parts, sizeof parts);
         printf("planned peak %s for %d x %d plates (%d frames in flight, %d writer%s): %s\n",
-               fmt_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
+               ckey_format_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
                (int)j->mem.frames_in_flight, (int)j->mem.writers, j->mem.writers == 1 ? "" : "s", parts);
     }
     fflush(stdout);

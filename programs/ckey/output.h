@@ -41,14 +41,7 @@ int event_fail(int json, int newline, ckey_status st, const char *fmt, ...) __at
 void event_warning(int json, const char *msg);
 
 double mib(int64_t bytes);
-/* `bytes` in the unit that shows them, as the library's messages write
- * them: "512 bytes", "1.0 KiB", "5.8 MiB", "2.05 GiB". Returns buf. */
-const char *fmt_bytes(char *buf, size_t cap, int64_t bytes);
 
-/* A run's plan in one line: "network 5.8 MiB + model 0.1 MiB + plate
- * buffers 4.0 MiB" (with "+ transfer buffers X" before the plate buffers
- * when there are any), the parts that add up to r->total_bytes. */
-void format_run_parts(const ckey_run_memory *r, char *buf, size_t cap);
 /* The run's plan as a JSON object, every figure in bytes. */
 void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t height);
 /* The run's plan as a list, a part a line, each line starting with `indent`. */
