@@ -26,7 +26,7 @@
 enum { PART_ENCODE, PART_SEGMENT, PART_SEGMENT_UPDATE, PART_MEMORIZE, PART_COUNT };
 
 struct ckey_tracker {
-    const ckey_track_model *m;
+    const ckey_track_model *m; /* the host model, or dm: its copy on the device */
     ckey_track_options o;
     const ck_backend_i *bi;
     ck_backend *be;
@@ -62,6 +62,14 @@ struct ckey_tracker {
     ck_op_needs needs;
     ck_cutie_tap_fn tap;
     void *tap_user;
+    /* a device backend (CUDA): the weights' device copy and the model that
+     * views it; host staging for the frame, the masks and readbacks */
+    int dev;
+    ckey_track_model dm;
+    void *dweights;
+    float *stage_in, *stage; /* [Hi * Wi * 3] (a resized frame read back), [stage_floats] */
+    int64_t stage_floats;
+    ck_tensor out;           /* [(O+1), H0, W0] the resized result (device; resizing only) */
 };
 
 /* ------------------------------------------------------------ op helpers */
@@ -653,6 +661,7 @@ void ckey_track_options_default(ckey_track_options *o) {
     o->max_num_tokens = 10000;
     o->buffer_tokens = 2000;
     o->count_usage = 1;
+    o->device = CKEY_DEVICE_CPU;
 }
 
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
@@ -667,11 +676,15 @@ void ckey_tracker_free(ckey_tracker *t) {
     if (!t) return;
     for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]);
     if (t->be) {
-        t->bi->host_free(t->be, t->fixed);
-        t->bi->host_free(t->be, t->arena);
-        t->bi->host_free(t->be, t->ws);
+        t->bi->mem_free(t->be, t->dweights);
+        t->bi->mem_free(t->be, t->out.data);
+        t->bi->mem_free(t->be, t->fixed);
+        t->bi->mem_free(t->be, t->arena);
+        t->bi->mem_free(t->be, t->ws);
         t->bi->free(t->be);
     }
+    free(t->stage_in);
+    free(t->stage);
     free(t);
 }
 
@@ -684,6 +697,154 @@ static void run_part(ckey_tracker *t, int part, int execute) {
     case PART_SEGMENT_UPDATE: part_segment(&x, 1); break;
     default: part_memorize(&x); break;
     }
+}
+
+/* Every weight of a model, for f (the device copy's remapping). */
+static void cconv_w(ck_cconv *c, void (*f)(ck_weight *, void *), void *u) { f(&c->W, u), f(&c->b, u); }
+static void cares_w(ck_cares *a, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&a->c1, f, u), cconv_w(&a->c2, f, u), f(&a->gate, u);
+}
+static void cfuse_w(ck_cfuse *g, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&g->x_tf, f, u), cconv_w(&g->g_tf, f, u), cares_w(&g->b1, f, u), cares_w(&g->b2, f, u);
+}
+static void cattn_w(ck_cattn *a, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&a->q, f, u), cconv_w(&a->k, f, u), cconv_w(&a->v, f, u), cconv_w(&a->out, f, u);
+    f(&a->ln_g, u), f(&a->ln_b, u);
+}
+static void cresnet_w(ck_cresnet *r, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&r->stem, f, u);
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < CK_CUTIE_MAX_BLOCKS; b++) {
+            ck_cblock *k = &r->blocks[s][b];
+            cconv_w(&k->c1, f, u), cconv_w(&k->c2, f, u), cconv_w(&k->c3, f, u), cconv_w(&k->down, f, u);
+        }
+}
+static void model_weights(ckey_track_model *m, void (*f)(ck_weight *, void *), void *u) {
+    cresnet_w(&m->pix_enc, f, u), cresnet_w(&m->mask_enc, f, u);
+    ck_cconv *convs[] = {&m->pix_feat_proj, &m->kp_proj, &m->kp_key, &m->kp_d, &m->kp_e, &m->mask_sensory,
+                         &m->sensory_compress, &m->sum_in, &m->sum_f1, &m->sum_f2, &m->sum_w1, &m->sum_w2,
+                         &m->s2q_init, &m->s2q_emb, &m->pixel_init, &m->pixel_emb, &m->dec_f8, &m->dec_f4,
+                         &m->up1_c1, &m->up1_c2, &m->up1_down, &m->up2_c1, &m->up2_c2, &m->up2_down, &m->pred,
+                         &m->su_g16, &m->su_g8, &m->su_g4, &m->su_transform};
+    for (size_t i = 0; i < CK_ARRAY_LEN(convs); i++) cconv_w(convs[i], f, u);
+    cfuse_w(&m->mask_fuse, f, u), cfuse_w(&m->pixel_fuse, f, u);
+    f(&m->query_init, u), f(&m->query_emb, u);
+    for (int i = 0; i < CK_CUTIE_MAX_OT; i++) {
+        ck_cotblock *b = &m->ot[i];
+        cattn_w(&b->read_pixel, f, u), cattn_w(&b->self_attn, f, u), cattn_w(&b->read_query, f, u);
+        f(&b->ffn_ln_g, u), f(&b->ffn_ln_b, u);
+        cconv_w(&b->ffn1, f, u), cconv_w(&b->ffn2, f, u), cares_w(&b->pixel_ffn, f, u);
+    }
+    for (int i = 0; i <= CK_CUTIE_MAX_OT; i++) cconv_w(&m->mask_pred[i], f, u);
+}
+
+/* The store's allocations laid out in one device block, 64-byte aligned. */
+static size_t store_offset(const ckey_track_model *m, int i) {
+    size_t off = 0;
+    for (int j = 0; j < i; j++) off += (m->store_n[j] + 15) / 16 * 16;
+    return off;
+}
+
+typedef struct {
+    const ckey_track_model *m;
+    float *dbase;
+    int bad;
+} remap_ctx;
+
+static void remap(ck_weight *w, void *u) {
+    remap_ctx *r = u;
+    if (!w->data) return;
+    const float *p = w->data;
+    for (int i = 0; i < r->m->nstore; i++) {
+        const float *b = r->m->store[i];
+        if (p >= b && p < b + r->m->store_n[i]) {
+            w->data = r->dbase + store_offset(r->m, i) + (p - b);
+            return;
+        }
+    }
+    r->bad = 1;
+}
+
+/* The model's weights copied to the device once, and t->dm: the model
+ * viewing them (t->m then points at it). */
+static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
+    const ckey_track_model *m = t->m;
+    const size_t total = store_offset(m, m->nstore);
+    t->dweights = t->bi->mem_alloc(t->be, CK_MAX(total, (size_t)1) * sizeof(float));
+    if (!t->dweights)
+        return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of device memory for %.1f MiB of weights",
+                       total * 4 / 1048576.0);
+    for (int i = 0; i < m->nstore; i++)
+        t->ops->write(t->be, ck_tensor_of((float *)t->dweights + store_offset(m, i), CK_F32), (int64_t)m->store_n[i],
+                      m->store[i]);
+    t->dm = *m;
+    remap_ctx r = {m, t->dweights, 0};
+    model_weights(&t->dm, remap, &r);
+    if (r.bad) return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight outside the model's store");
+    t->dm.store = NULL, t->dm.store_n = NULL, t->dm.nstore = t->dm.capstore = 0;
+    t->m = &t->dm;
+    return t->bi->ops_status ? t->bi->ops_status(t->be, err) : CKEY_OK;
+}
+
+/* Every op of the tracker on a backend. */
+static int has_cutie_ops(const ck_backend_i *bi, int *read) {
+    const ck_ops *o = bi->ops;
+    *read = o->memory_read != NULL;
+    return bi->ops_workspace_bytes && bi->mem_alloc && o->read && o->write && o->set_workspace && o->conv2d &&
+           o->maxpool3x3s2 && o->resize_bilinear && o->avgpool && o->layer_norm && o->mha && o->unary && o->add &&
+           o->copy_channels && o->masks_with_others && o->gru_update && o->channel_attention && o->aggregate &&
+           o->softmax_planes && o->object_attn_mask && o->summary_pool && o->summary_values && o->pos_encoding;
+}
+
+/* The backend of o->device (ckey_track_options). */
+static ckey_status pick_backend(const ckey_track_options *o, const ck_backend_i **out, ckey_error *err) {
+    int read = 0;
+    const ck_backend_i *cpu = ck_backend_find(CKEY_DEVICE_CPU), *cuda = ck_backend_find(CKEY_DEVICE_CUDA);
+    if (o->device == CKEY_TRACK_DEVICE_AUTO) {
+        const int cuda_ok = cuda && ckey_device_count(CKEY_DEVICE_CUDA) > 0 && has_cutie_ops(cuda, &read) && read;
+        *out = cuda_ok && !o->use_long_term ? cuda : cpu;
+    } else if (o->device == CKEY_DEVICE_CUDA) {
+        if (!cuda || ckey_device_count(CKEY_DEVICE_CUDA) < 1)
+            return ck_fail(err, CKEY_ERR_DEVICE, "tracker: no CUDA device (%s)",
+                           cuda ? "none found; is there a GPU and a driver?" : "this build has no CUDA support");
+        if (!has_cutie_ops(cuda, &read))
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: the CUDA backend lacks some of Cutie's ops");
+        if (!read)
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                           "tracker: the CUDA backend has no memory_read yet; run the tracker on the CPU");
+        if (o->use_long_term)
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                           "tracker: long-term memory runs on the CPU only (its bookkeeping is host code)");
+        *out = cuda;
+    } else if (o->device == CKEY_DEVICE_CPU) {
+        *out = cpu;
+    } else {
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker: device %d is none of CPU, CUDA and AUTO", (int)o->device);
+    }
+    if (!*out || !has_cutie_ops(*out, &read) || !read)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's %s backend has no Cutie ops",
+                       *out ? (*out)->name : "CPU");
+    return CKEY_OK;
+}
+
+/* The step's result on a device backend: the padded probabilities cropped
+ * (and resized back) there, then read into prob; and the ops' first failure. */
+static ckey_status device_result(ckey_tracker *t, float *prob, ckey_error *err) {
+    const ck_ops *ops = t->ops;
+    ck_backend *be = t->be;
+    const int O = t->O, Hi = t->Hi, Wi = t->Wi;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp;
+    const int resize = Hi != t->H0 || Wi != t->W0;
+    for (int c = 0; c <= O; c++) /* Hi rows of Wi values, Wp apart */
+        ops->copy_channels(be, at(t->prob, c * HWp + (int64_t)t->pad_t * t->Wp + t->pad_l), Hi, Wi, t->Wp,
+                           at(t->crop, (int64_t)c * Hi * Wi), Wi);
+    ck_tensor res = t->crop;
+    if (resize) {
+        ops->resize_bilinear(be, t->crop, O + 1, Hi, Wi, 1, none, t->H0, t->W0, t->out);
+        res = t->out;
+    }
+    ops->read(be, res, (int64_t)(O + 1) * t->H0 * t->W0, prob);
+    return t->bi->ops_status ? t->bi->ops_status(be, err) : CKEY_OK;
 }
 
 ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
@@ -701,9 +862,9 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         o.stagger_updates < 1 || o.threads < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
-    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
-    if (!bi || !bi->ops_workspace_bytes || !bi->ops->conv2d)
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
+    const ck_backend_i *bi = NULL;
+    ckey_status cst = pick_backend(&o, &bi, err);
+    if (cst) return cst;
     ckey_tracker *t = calloc(1, sizeof *t);
     if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     t->m = m, t->o = o, t->bi = bi, t->ops = bi->ops;
@@ -752,6 +913,11 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         free(t);
         return st;
     }
+    t->dev = bi->device_memory;
+    if (t->dev && (st = upload_weights(t, err))) {
+        ckey_tracker_free(t);
+        return st;
+    }
     const ck_cutie_cfg *c = &m->cfg;
     const int Om = o.max_objects;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
@@ -786,7 +952,7 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     };
     size_t total = 0;
     for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
-    t->fixed = bi->host_alloc(t->be, total);
+    t->fixed = bi->mem_alloc(t->be, total);
     if (!t->fixed) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for %.1f MiB of buffers", total / 1048576.0);
@@ -796,18 +962,35 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         *fx[i].t = ck_tensor_of((char *)t->fixed + off, CK_F32);
         off += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
     }
-    memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float)); /* host memory: the CPU backend */
+    if (t->dev) {
+        const int64_t HWi = (int64_t)t->Hi * t->Wi;
+        t->stage_floats = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
+        t->stage = calloc((size_t)t->stage_floats, sizeof(float));
+        t->stage_in = malloc((size_t)HWi * 3 * sizeof(float));
+        t->out = ck_tensor_of(bi->mem_alloc(t->be, (size_t)(Om + 1) * t->H0 * t->W0 * sizeof(float)), CK_F32);
+        if (!t->stage || !t->stage_in || !t->out.data) {
+            ckey_tracker_free(t);
+            return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
+        }
+        t->ops->write(t->be, t->sensory, Om * hw * c->sensory_dim, t->stage); /* zeros */
+    } else {
+        memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float));
+    }
     t->needs.conv_k = m->max_conv_k;
     t->needs.conv_w = m->max_conv_w;
     t->needs.attn_keys = CK_MAX(hw, c->num_queries);
     t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
     t->needs.mr_usage_hw = t->lt ? hw : 0;
-    t->ws = bi->host_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
+    t->ws = bi->mem_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
     if (!t->ws) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the ops' workspace");
     }
     t->ops->set_workspace(t->be, t->ws, &t->needs);
+    if (bi->ops_status && (st = bi->ops_status(t->be, err))) {
+        ckey_tracker_free(t);
+        return st;
+    }
     *out = t;
     return CKEY_OK;
 }
@@ -823,7 +1006,7 @@ static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
         if ((st = ck_plan_finish(t->plan[p], err))) return st;
         arena = CK_MAX(arena, ck_plan_arena_bytes(t->plan[p]));
     }
-    t->arena = t->bi->host_alloc(t->be, arena + 64);
+    t->arena = t->bi->mem_alloc(t->be, arena + 64);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
     return CKEY_OK;
 }
@@ -853,7 +1036,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         ckey_status st = plan_parts(t, err);
         if (st) { /* back to the state before the call */
             for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
-            t->bi->host_free(t->be, t->arena);
+            t->bi->mem_free(t->be, t->arena);
             t->arena = NULL;
             t->O = 0;
             return st;
@@ -888,12 +1071,16 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
      * buffers are host memory. */
     const float *src = rgb;
     if (resize) {
-        memcpy(t->raw.data, rgb, (size_t)t->H0 * t->W0 * 3 * sizeof(float));
+        ops->write(be, t->raw, (int64_t)t->H0 * t->W0 * 3, rgb);
         ops->resize_bilinear(be, t->raw, 1, t->H0, t->W0, 3, (ck_tensor){NULL, CK_F32}, Hi, Wi, t->resized);
         src = t->resized.data;
+        if (t->dev) { /* back to the host, for the padding below */
+            ops->read(be, t->resized, (int64_t)Hi * Wi * 3, t->stage_in);
+            src = t->stage_in;
+        }
     }
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
-    float *img = t->img.data;
+    float *img = t->dev ? t->stage : (float *)t->img.data;
     for (int y = 0; y < Hp; y++)
         for (int x = 0; x < Wp; x++) {
             const int sy = y - t->pad_t, sx = x - t->pad_l, in = sy >= 0 && sy < Hi && sx >= 0 && sx < Wi;
@@ -902,6 +1089,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                 img[((size_t)y * Wp + x) * 3 + ch] = (v - mean[ch]) / stdv[ch];
             }
         }
+    if (t->dev) ops->write(be, t->img, HWp * 3, img);
     run_part(t, PART_ENCODE, 1);
     /* A later mask (of objects the tracker knows) is the frame's result, as
      * the official InferenceCore.step takes a mask that brings no new object:
@@ -909,7 +1097,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
      * object the mask does not list is absent. */
     if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
     if (labels) {
-        float *oh = t->onehot.data;
+        float *oh = t->dev ? t->stage : (float *)t->onehot.data;
         for (int o = 0; o < O; o++) {
             int listed = 0;
             for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
@@ -924,6 +1112,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
                 }
         }
+        if (t->dev) ops->write(be, t->onehot, (int64_t)O * HWp, oh);
         /* softmax(aggregate(masks)) */
         ops->aggregate(be, t->onehot, O, HWp, t->prob);
         ops->softmax_planes(be, t->prob, O + 1, HWp);
@@ -933,9 +1122,11 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         t->last_mem_ti = t->ti;
     }
     if (t->tap) {
-        t->tap(t->tap_user, t->ti, "sensory", t->sensory.data, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
-        t->tap(t->tap_user, t->ti, "prob_padded", t->prob.data, (O + 1) * HWp);
+        cx x = {ops, be, NULL, t};
+        tap(&x, "sensory", t->sensory, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
+        tap(&x, "prob_padded", t->prob, (O + 1) * HWp);
     }
+    if (t->dev) return device_result(t, prob, err);
     /* unpad (and resize back) */
     float *dst = resize ? (float *)t->crop.data : prob;
     const float *pp = t->prob.data;

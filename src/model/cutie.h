@@ -83,6 +83,7 @@ struct ckey_track_model {
     int up1_has_down, up2_has_down;
     ck_cconv su_g16, su_g8, su_g4, su_transform; /* decoder sensory update */
     float **store; /* every weight's allocation */
+    size_t *store_n; /* and its floats */
     int nstore, capstore;
     int64_t num_params;
     int64_t max_conv_k, max_conv_w; /* largest k*k*cin and cout*k*k*cin (the ops' workspace) */
