@@ -151,7 +151,7 @@ $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/
 	ar rcs $$@ $$^
 $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
 	$$(CC) $(2) $$^ -o $$@ $$($(or $(4),LIBS))
-$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/obj/tests/support/clip.o $(1)/libckey.a
+$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/obj/tests/support/clip.o $(1)/obj/tests/support/cutie-fixture.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
 # test-cli also checks the CLI's SHA-256 against known vectors
