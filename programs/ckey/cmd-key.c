@@ -205,7 +205,8 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
                           O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
-                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_FRAME_PATH,
+                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_FRAME_PATH |
+                          O_TRACK_DEVICE,
                       1, help_key, o);
 }
 
@@ -224,8 +225,10 @@ static int check_video_opts(const opts *o) {
                                    "--on-error skip");
     if (o->mask && o->hint)
         return usage_error(o->cmd, "--mask makes the hints (tracked from the mask): leave out --hint");
-    if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0))
-        return usage_error(o->cmd, "--mask-at, --object, --track-model and --track-size go with --mask");
+    if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0 ||
+                     o->track_device != TRACK_DEVICE_UNSET))
+        return usage_error(o->cmd, "--mask-at, --object, --track-model, --track-size and --track-device go with "
+                                   "--mask");
     if (o->fps_num && !o->video_out)
         return usage_error(o->cmd, "--fps sets the frame rate of the --video-out videos: add "
                                    "--video-out prores|h264|both");

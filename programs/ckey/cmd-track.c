@@ -108,6 +108,7 @@ int open_tracked_source(const opts *o, ckey_source *inner, ckey_track_model *m, 
     to.hint_bits = hint_bits;
     to.track.max_internal_size = o->track_size < 0 ? 480 : o->track_size == 0 ? -1 : o->track_size;
     to.track.threads = o->so.threads;
+    if (o->track_device != TRACK_DEVICE_UNSET) to.track.device = o->track_device;
     return ckey_source_open_tracked(inner, m, &to, out, err) == CKEY_OK ? CONTINUE : EXIT_RUNTIME;
 }
 
@@ -223,7 +224,7 @@ int cmd_track(int argc, char **argv) {
     j.o.so.device = CKEY_DEVICE_CPU;
     int rc = parse_opts(argc, argv,
                         O_PLATE | O_OUT | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_HINT_FORMAT |
-                            O_TRACK_SIZE | O_THREADS | O_JSON | O_VERBOSE,
+                            O_TRACK_SIZE | O_TRACK_DEVICE | O_THREADS | O_JSON | O_VERBOSE,
                         1, help_track, &j.o);
     if (rc != CONTINUE) return rc;
     ckey_video_set_log_level(j.o.verbose);
