@@ -185,9 +185,11 @@ void ck_cuda_cutie_pos_encoding(ck_backend *be, int H, int W, int dim, float sca
     CHECKED(be, ck_cu_pos_encoding(H, W, dim, scale, temperature, F(out), ST(be)->stream, EC));
 }
 
-/* Host fp32 into backend memory, queued on the stream (ck_ops.write). */
+/* Host fp32 into backend memory in stream order (ck_ops.write); it waits
+ * for the copy, so the host buffer (pinned or not) may be reused at once. */
 void ck_cuda_cutie_write(ck_backend *be, ck_tensor t, int64_t n, const float *host) {
     CHECKED(be, ck_cuda_copy_async(F(t), host, (size_t)n * sizeof(float), 1, ST(be)->stream, EC));
+    CHECKED(be, ck_cuda_stream_sync(ST(be)->stream, EC));
 }
 
 

@@ -967,8 +967,10 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         t->stage_floats = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
         t->stage = calloc((size_t)t->stage_floats, sizeof(float));
         t->stage_in = malloc((size_t)HWi * 3 * sizeof(float));
-        t->out = ck_tensor_of(bi->mem_alloc(t->be, (size_t)(Om + 1) * t->H0 * t->W0 * sizeof(float)), CK_F32);
-        if (!t->stage || !t->stage_in || !t->out.data) {
+        const int resize = t->Hi != t->H0 || t->Wi != t->W0;
+        if (resize)
+            t->out = ck_tensor_of(bi->mem_alloc(t->be, (size_t)(Om + 1) * t->H0 * t->W0 * sizeof(float)), CK_F32);
+        if (!t->stage || !t->stage_in || (resize && !t->out.data)) {
             ckey_tracker_free(t);
             return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
         }

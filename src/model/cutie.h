@@ -90,8 +90,8 @@ struct ckey_track_model {
 };
 
 /* Test hook: called with each stage's output as it is computed (frame
- * index, a name of tests/fixtures/cutie/README.md's taps, backend memory
- * of n floats in the tracker's layout: channels-last, objects first). */
+ * index, a name of tests/fixtures/cutie/README.md's taps, a host copy of
+ * its n floats in the tracker's layout: channels-last, objects first). */
 typedef void (*ck_cutie_tap_fn)(void *user, int frame, const char *name, const float *data, int64_t n);
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
 
