@@ -480,19 +480,19 @@ static const char *tracker_skip(void) {
 static void test_tracker_clip(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
-    ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CUDA);
+    ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CUDA, 0);
 }
 
 static void test_tracker_resize(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
-    ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA);
+    ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0);
 }
 
 static void test_tracker_mask_at(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
-    ck_cutie_run_mask_at(CKEY_DEVICE_CUDA);
+    ck_cutie_run_mask_at(CKEY_DEVICE_CUDA, 0);
 }
 
 /* What the CUDA tracker refuses: long-term memory (host bookkeeping), and

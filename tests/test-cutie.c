@@ -20,9 +20,14 @@
 
 #define DIR CK_CUTIE_FIXTURES
 
-static void test_clip(void) { ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CPU); }
-static void test_resize(void) { ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CPU); }
-static void test_mask_at(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU); }
+static void test_clip(void) { ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CPU, 0); }
+static void test_resize(void) { ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CPU, 0); }
+static void test_mask_at(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU, 0); }
+/* The device path's host side (weights in one block, staged frames and
+ * masks, the result cropped by the ops) on the CPU backend. */
+static void test_clip_staged(void) { ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CPU, 1); }
+static void test_resize_staged(void) { ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CPU, 1); }
+static void test_mask_at_staged(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU, 1); }
 
 /* Long-term memory (longterm.safetensors: clip's frames, use_long_term with
  * the README's parameters): per-frame memory reads, decoder logits and
@@ -244,6 +249,9 @@ int main(int argc, char **argv) {
         {"resize", test_resize},
         {"longterm", test_longterm},
         {"mask_at", test_mask_at},
+        {"clip_staged", test_clip_staged},
+        {"resize_staged", test_resize_staged},
+        {"mask_at_staged", test_mask_at_staged},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
         {"long_shot_long_term", test_long_shot_long_term},

@@ -781,6 +781,15 @@ static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
     remap_ctx r = {m, t->dweights, 0};
     model_weights(&t->dm, remap, &r);
     if (r.bad) return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight outside the model's store");
+    /* every pointer-sized word of the copy: none may still point into the host store (a weight
+     * model_weights does not visit) */
+    for (size_t off = 0; off + sizeof(void *) <= sizeof t->dm; off += sizeof(void *)) {
+        const char *p;
+        memcpy(&p, (const char *)&t->dm + off, sizeof p);
+        for (int i = 0; i < m->nstore; i++)
+            if (p >= (const char *)m->store[i] && p < (const char *)(m->store[i] + m->store_n[i]))
+                return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight (at byte %zu of the model) not copied", off);
+    }
     t->dm.store = NULL, t->dm.store_n = NULL, t->dm.nstore = t->dm.capstore = 0;
     t->m = &t->dm;
     return t->bi->ops_status ? t->bi->ops_status(t->be, err) : CKEY_OK;
@@ -847,8 +856,8 @@ static ckey_status device_result(ckey_tracker *t, float *prob, ckey_error *err) 
     return t->bi->ops_status ? t->bi->ops_status(be, err) : CKEY_OK;
 }
 
-ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
-                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                  const ckey_track_options *opt, int staged, ckey_tracker **out, ckey_error *err) {
     *out = NULL;
     ckey_track_options o;
     if (opt)
@@ -913,7 +922,7 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         free(t);
         return st;
     }
-    t->dev = bi->device_memory;
+    t->dev = bi->device_memory || staged;
     if (t->dev && (st = upload_weights(t, err))) {
         ckey_tracker_free(t);
         return st;
@@ -995,6 +1004,16 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     }
     *out = t;
     return CKEY_OK;
+}
+
+ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    return tracker_create(m, width, height, opt, 0, out, err);
+}
+
+ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                     const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    return tracker_create(m, width, height, opt, 1, out, err);
 }
 
 /* Plans of the parts for O objects and their shared arena (the first frame). */

@@ -95,4 +95,13 @@ struct ckey_track_model {
 typedef void (*ck_cutie_tap_fn)(void *user, int frame, const char *name, const float *data, int64_t n);
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
 
+/* Test hook: ckey_tracker_create with the device path's host side on any
+ * backend: the weights copied into one block of backend memory and viewed
+ * through a copy of the model, the frame and masks staged on the host and
+ * written (ck_ops.write), the result cropped and resized by the ops and
+ * read. On the CPU backend it checks that path against the fixtures
+ * without a GPU. */
+ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                     const ckey_track_options *opt, ckey_tracker **out, ckey_error *err);
+
 #endif

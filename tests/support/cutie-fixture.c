@@ -137,7 +137,7 @@ double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj) 
     return uni ? (double)inter / (double)uni : 1.0;
 }
 
-void ck_cutie_run_clip(const char *file, int with_taps, int32_t device) {
+void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged) {
     ck_checkpoint *clip = NULL, *taps = NULL;
     if (ck_checkpoint_open(DIR "cutie_tiny.pth", &clip, NULL) != CKEY_OK) SKIP("%s absent: the Cutie fixtures are not here", DIR "cutie_tiny.pth");
     ck_checkpoint_close(clip);
@@ -170,7 +170,7 @@ void ck_cutie_run_clip(const char *file, int with_taps, int32_t device) {
     printf("  %s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, T, W, H, K,
            m->pix_enc.bottleneck ? "Bottleneck" : "BasicBlock", params ? params : "?");
     ckey_tracker *t = NULL;
-    st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    st = (staged ? ck_tracker_create_staged : ckey_tracker_create)(m, W, H, &o, &t, &err);
     CHECKF(st == CKEY_OK, "%s", err.message);
     run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0, NULL, 0};
     rs.h = (int)((H + 15) / 16), rs.w = (int)((W + 15) / 16);
@@ -225,7 +225,7 @@ void ck_cutie_run_clip(const char *file, int with_taps, int32_t device) {
  * the reference's masks at frames 4 (both objects, moved) and 8 (object 1
  * alone), against maskat.safetensors (tools/reference/make_cutie_fixtures.py
  * --only maskat); skipped until that fixture is made. */
-void ck_cutie_run_mask_at(int32_t device) {
+void ck_cutie_run_mask_at(int32_t device, int staged) {
     ck_checkpoint *mk = NULL, *clip = NULL;
     if (ck_checkpoint_open(DIR "maskat.safetensors", &mk, NULL) != CKEY_OK)
         SKIP("%s absent: make it with tools/reference/make_cutie_fixtures.py --only maskat", DIR "maskat.safetensors");
@@ -247,7 +247,7 @@ void ck_cutie_run_mask_at(int32_t device) {
     o.device = device;
     o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2;
     ckey_tracker *t = NULL;
-    ckey_status st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    ckey_status st = (staged ? ck_tracker_create_staged : ckey_tracker_create)(m, W, H, &o, &t, &err);
     float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
     int32_t *mt = malloc(tmt->numel * sizeof(int32_t));
     memcpy(mt, tmt->data, tmt->numel * sizeof(int32_t));

@@ -32,9 +32,11 @@ void ck_cutie_on_tap(void *user, int frame, const char *name, const float *data,
 /* Mask IoU of object obj between two [C, HW] probability sets (argmax). */
 double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj);
 /* A fixture clip (clip.safetensors, resize.safetensors) on device; with
- * taps.safetensors' stage taps when with_taps. Skips when absent. */
-void ck_cutie_run_clip(const char *file, int with_taps, int32_t device);
+ * taps.safetensors' stage taps when with_taps; staged: the tracker made by
+ * ck_tracker_create_staged (a device's host side on any backend). Skips
+ * when absent. */
+void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged);
 /* Later masks (maskat.safetensors) on device; skips when absent. */
-void ck_cutie_run_mask_at(int32_t device);
+void ck_cutie_run_mask_at(int32_t device, int staged);
 
 #endif
