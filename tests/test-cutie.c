@@ -5,7 +5,8 @@
  * and memory sizes, stage taps of frames 0, 1 and 3, a clip run with
  * max_internal_size, and the clip with long-term memory (memory reads,
  * decoder logits, sensory, working and long-term sizes, last
- * probabilities). Bars: probabilities and memory reads within 1e-4
+ * probabilities); the clips again through the device path's host side
+ * (ck_tracker_create_staged) on the CPU. Bars: probabilities and memory reads within 1e-4
  * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
  * Skips, saying so, when the fixtures are absent. */
 #include <math.h>
