@@ -489,15 +489,22 @@ static void test_tracker_resize(void) {
     ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0);
 }
 
+static void test_tracker_longterm(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_longterm(CKEY_DEVICE_CUDA, 0);
+}
+
 static void test_tracker_mask_at(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
     ck_cutie_run_mask_at(CKEY_DEVICE_CUDA, 0);
 }
 
-/* What the CUDA tracker refuses: long-term memory (host bookkeeping), and
- * any CUDA tracker while memory_read is missing; AUTO then picks the CPU. */
-static void test_tracker_refusals(void) {
+/* The device choice: CUDA, with or without long-term memory, while the
+ * CUDA table has no memory_read is refused naming it (and works once it
+ * has one); AUTO then takes the CPU; CPU is the default. */
+static void test_tracker_device_choice(void) {
     const char *why = open_sides();
     if (why) SKIP("%s", why);
     ckey_error err;
@@ -507,26 +514,26 @@ static void test_tracker_refusals(void) {
     ckey_track_options_default(&o);
     CHECK(o.device == CKEY_DEVICE_CPU);
     o.threads = 2;
-    o.device = CKEY_DEVICE_CUDA;
-    ckey_tracker *t = NULL;
-    ckey_status st = ckey_tracker_create(m, 64, 48, &o, &t, &err);
-    if (!S[1].bi->ops->memory_read) {
-        printf("  CUDA without memory_read: %s\n", err.message);
-        CHECK(st == CKEY_ERR_UNSUPPORTED && !t && strstr(err.message, "memory_read"));
-    } else {
-        CHECKF(st == CKEY_OK, "%s", err.message);
+    const int have_read = S[1].bi->ops->memory_read != NULL;
+    for (int lt = 0; lt < 2; lt++) {
+        if (lt)
+            o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 4,
+            o.max_num_tokens = 48, o.buffer_tokens = 8;
+        ckey_tracker *t = NULL;
+        o.device = CKEY_DEVICE_CUDA;
+        ckey_status st = ckey_tracker_create(m, 64, 48, &o, &t, &err);
+        printf("  CUDA%s: %s\n", lt ? " with long-term memory" : "", st ? err.message : "created");
+        if (have_read)
+            CHECKF(st == CKEY_OK, "CUDA%s: %s", lt ? " with long-term memory" : "", err.message);
+        else
+            CHECK(st == CKEY_ERR_UNSUPPORTED && !t && strstr(err.message, "memory_read"));
+        ckey_tracker_free(t);
+        t = NULL;
+        o.device = CKEY_TRACK_DEVICE_AUTO;
+        st = ckey_tracker_create(m, 64, 48, &o, &t, &err);
+        CHECKF(st == CKEY_OK, "AUTO%s: %s", lt ? " with long-term memory" : "", err.message);
+        ckey_tracker_free(t);
     }
-    ckey_tracker_free(t);
-    t = NULL;
-    o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 4;
-    o.max_num_tokens = 48, o.buffer_tokens = 8;
-    st = ckey_tracker_create(m, 64, 48, &o, &t, &err);
-    printf("  CUDA with long-term memory: %s\n", st ? err.message : "created");
-    CHECK(st == CKEY_ERR_UNSUPPORTED && !t);
-    o.device = CKEY_TRACK_DEVICE_AUTO; /* falls back to the CPU */
-    st = ckey_tracker_create(m, 64, 48, &o, &t, &err);
-    CHECKF(st == CKEY_OK, "AUTO with long-term memory: %s", err.message);
-    ckey_tracker_free(t);
     ckey_track_model_free(m);
 }
 
@@ -541,8 +548,9 @@ int main(int argc, char **argv) {
         {"cutie_pieces", test_cutie_pieces},
         {"tracker_clip", test_tracker_clip},
         {"tracker_resize", test_tracker_resize},
+        {"tracker_longterm", test_tracker_longterm},
         {"tracker_mask_at", test_tracker_mask_at},
-        {"tracker_refusals", test_tracker_refusals},
+        {"tracker_device_choice", test_tracker_device_choice},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
     close_sides();

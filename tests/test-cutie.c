@@ -29,84 +29,8 @@ static void test_mask_at(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU, 0); }
 static void test_clip_staged(void) { ck_cutie_run_clip("clip.safetensors", 1, CKEY_DEVICE_CPU, 1); }
 static void test_resize_staged(void) { ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CPU, 1); }
 static void test_mask_at_staged(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU, 1); }
-
-/* Long-term memory (longterm.safetensors: clip's frames, use_long_term with
- * the README's parameters): per-frame memory reads, decoder logits and
- * sensory, working and long-term memory sizes, the last frame's
- * probabilities. */
-static void test_longterm(void) {
-    ck_checkpoint *clip = NULL, *lt = NULL;
-    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
-    if (ck_checkpoint_open(DIR "longterm.safetensors", &lt, NULL) != CKEY_OK) {
-        ck_checkpoint_close(clip);
-        SKIP("%s absent", DIR "longterm.safetensors");
-    }
-    ckey_error err;
-    ckey_track_model *m = NULL;
-    ckey_status st = ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err);
-    CHECKF(st == CKEY_OK, "%s", err.message);
-    const ck_tensor_info *tf = ck_cutie_need(clip, "frames"), *tm = ck_cutie_need(clip, "mask0"), *tp = ck_cutie_need(lt, "prob_last");
-    const ck_tensor_info *tmt = ck_cutie_need(lt, "mem_tokens"), *tlt = ck_cutie_need(lt, "lt_tokens"), *trv = ck_cutie_need(lt, "readout_visual");
-    const ck_tensor_info *tdl = ck_cutie_need(lt, "dec_logits"), *tse = ck_cutie_need(lt, "sensory");
-    if (st || !tf || !tm || !tp || !tmt || !tlt || !trv || !tdl || !tse) {
-        ck_test_failed = 1;
-        ckey_track_model_free(m);
-        ck_checkpoint_close(clip), ck_checkpoint_close(lt);
-        return;
-    }
-    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], C1 = (int)tp->shape[0], K = C1 - 1;
-    const int64_t HW = (int64_t)H * W;
-    const char *params = ck_checkpoint_meta(lt, "params");
-    printf("  longterm: %d frames %d x %d, %d objects (params %s)\n", T, W, H, K, params ? params : "?");
-    ckey_track_options o;
-    ckey_track_options_default(&o);
-    o.threads = 2;
-    o.mem_every = 2, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the fixture's metadata */
-    o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16;
-    o.max_num_tokens = 48, o.buffer_tokens = 8, o.count_usage = 1;
-    ckey_tracker *t = NULL;
-    st = ckey_tracker_create(m, W, H, &o, &t, &err);
-    CHECKF(st == CKEY_OK, "%s", err.message);
-    run_state rs = {clip, NULL, K, m->cfg.value_dim, (H + 15) / 16, (W + 15) / 16, T, ck_cutie_f32(trv), ck_cutie_f32(tse), 0, 0, 0, 0,
-                    ck_cutie_f32(tdl), 0};
-    if (st == CKEY_OK) ck_tracker_set_tap(t, ck_cutie_on_tap, &rs);
-    const int32_t *mt = (const int32_t *)tmt->data, *ltt = (const int32_t *)tlt->data;
-    float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)C1 * HW * sizeof(float));
-    const uint8_t objects[2] = {1, 2};
-    int removals = 0, consolidations = 0;
-    for (int f = 0; f < T && st == CKEY_OK; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)tf->data[((int64_t)f * 3 + c) * HW + p] / 255.0f;
-        st = ckey_tracker_step(t, rgb, f == 0 ? tm->data : NULL, f == 0 ? K : 0, objects, prob, &err);
-        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
-        if (st) break;
-        int32_t w, l;
-        memcpy(&w, &mt[f], sizeof w), memcpy(&l, &ltt[f], sizeof l);
-        CHECKF(ckey_tracker_memory_tokens(t) == w && ckey_tracker_long_term_tokens(t) == l,
-               "frame %d: memory %lld + %lld long-term tokens, expected %d + %d", f,
-               (long long)ckey_tracker_memory_tokens(t), (long long)ckey_tracker_long_term_tokens(t), w, l);
-        if (f > 0) {
-            int32_t l0;
-            memcpy(&l0, &ltt[f - 1], sizeof l0);
-            consolidations += l != l0;
-            removals += l < l0 + 16 && l != l0;
-        }
-    }
-    const double e = ck_cutie_compare("frame 29 probabilities", prob, want, (size_t)C1 * HW);
-    printf("  longterm: %d consolidations (%d with a removal); memory reads max abs err %.2e, decoder logits %.2e of their "
-           "scale, sensory %.2e, last probabilities %.2e, IoU %.6f / %.6f\n",
-           consolidations, removals, rs.worst_read, rs.worst_logits, rs.worst_sensory, e, ck_cutie_iou(prob, want, C1, HW, 1),
-           ck_cutie_iou(prob, want, C1, HW, 2));
-    CHECK(consolidations >= 3 && removals >= 1); /* the fixture exercises both */
-    CHECK(rs.worst_read <= 1e-4);
-    CHECK(rs.worst_logits <= 1e-4);
-    CHECK(rs.worst_sensory <= 1e-4);
-    CHECK(e <= 1e-4);
-    free(want), free(rgb), free(prob), free(rs.readout_visual), free(rs.sensory), free(rs.dec_logits);
-    ckey_tracker_free(t);
-    ckey_track_model_free(m);
-    ck_checkpoint_close(clip), ck_checkpoint_close(lt);
-}
+static void test_longterm(void) { ck_cutie_run_longterm(CKEY_DEVICE_CPU, 0); }
+static void test_longterm_staged(void) { ck_cutie_run_longterm(CKEY_DEVICE_CPU, 1); }
 
 static void test_model_shapes(void) {
     ckey_error err;
@@ -249,6 +173,7 @@ int main(int argc, char **argv) {
         {"clip", test_clip},
         {"resize", test_resize},
         {"longterm", test_longterm},
+        {"longterm_staged", test_longterm_staged},
         {"mask_at", test_mask_at},
         {"clip_staged", test_clip_staged},
         {"resize_staged", test_resize_staged},

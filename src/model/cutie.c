@@ -70,6 +70,12 @@ struct ckey_tracker {
     float *stage_in, *stage; /* [Hi * Wi * 3] (a resized frame read back), [stage_floats] */
     int64_t stage_floats;
     ck_tensor out;           /* [(O+1), H0, W0] the resized result (device; resizing only) */
+    /* long-term memory on a device: wsel, wuse, wlife, luse and llife are host
+     * memory (lt_host), and a read's usage and consolidation's rows pass
+     * through lt_usage and lt_a / lt_b (lt_rows floats each) */
+    float *lt_host, *lt_usage, *lt_a, *lt_b;
+    int32_t *lt_idx;
+    int64_t lt_rows;
 };
 
 /* ------------------------------------------------------------ op helpers */
@@ -324,8 +330,13 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
 /* After a read: each entry's usage += its affinity summed over the frame,
  * life += 1, for the non-permanent working entries and (count_usage) the
  * long-term ones. */
-static void count_usage(ckey_tracker *t) {
+static void count_usage(cx *x) {
+    ckey_tracker *t = x->t;
     const float *u = t->usage.data;
+    if (t->dev) { /* the read's usage, to the host */
+        x->ops->read(x->be, t->usage, t->L + t->N, t->lt_usage);
+        u = t->lt_usage;
+    }
     const int64_t L = t->L, nt = t->N - t->hw;
     float *wu = t->wuse.data, *wl = t->wlife.data, *lu = t->luse.data, *ll = t->llife.data;
     for (int64_t j = 0; j < nt; j++) wu[j] += u[L + t->hw + j], wl[j] += 1.0f;
@@ -384,6 +395,76 @@ static void rows_move(ck_tensor t, int64_t dst, int64_t src, int64_t n, int64_t 
     memmove(p + dst * width, p + src * width, (size_t)(n * width) * sizeof(float));
 }
 
+/* Rows idx[0..k) of rows [r0, r0 + n) of t (width floats a row) into rows
+ * [n0, n0 + k), through the host (a device's consolidation). */
+static void gather_rows(cx *x, ck_tensor t, int64_t r0, int64_t n, int64_t width, const int32_t *idx, int64_t k,
+                        int64_t n0) {
+    float *a = x->t->lt_a, *b = x->t->lt_b;
+    x->ops->read(x->be, at(t, r0 * width), n * width, a);
+    for (int64_t i = 0; i < k; i++) memcpy(b + i * width, a + idx[i] * width, (size_t)width * sizeof(float));
+    x->ops->write(x->be, at(t, n0 * width), k * width, b);
+}
+
+/* Rows [src, src + n) of t to [dst, dst + n), dst < src, by the ops. */
+static void rows_down(cx *x, ck_tensor t, int64_t dst, int64_t src, int64_t n, int64_t width) {
+    x->ops->copy_channels(x->be, at(t, src * width), n, (int)width, (int)width, at(t, dst * width), (int)width);
+}
+
+/* long_term()'s consolidation with the memory in device memory: the
+ * bookkeeping (usage, life, selection, the ranking) is host code over host
+ * arrays, the rows it picks pass through the host, the moves and the
+ * prototypes' reads are the ops'. */
+static void long_term_dev(cx *x, ck_tensor pk, ck_tensor pe, ck_tensor pv, ck_tensor ps) {
+    ckey_tracker *t = x->t;
+    const ck_ops *ops = x->ops;
+    ck_backend *be = x->be;
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int CK = c->key_dim, P = t->o.num_prototypes, hw = t->hw;
+    const int64_t C = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
+    const int64_t wb = t->wbase;
+    int32_t *idx = t->lt_idx;
+    float *lu = t->luse.data, *ll = t->llife.data, *b = t->lt_b;
+    if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
+        const int64_t r0 = wb - t->L, n0 = wb - keep;
+        select_top(lu + r0, ll + r0, t->L, (int)keep, idx);
+        gather_rows(x, t->mk, r0, t->L, CK, idx, keep, n0);
+        gather_rows(x, t->mv, r0, t->L, C, idx, keep, n0);
+        gather_rows(x, t->ms, r0, t->L, 1, idx, keep, n0);
+        for (int64_t i = 0; i < keep; i++) b[i] = lu[r0 + idx[i]], b[keep + i] = ll[r0 + idx[i]];
+        memcpy(lu + n0, b, (size_t)keep * sizeof(float));
+        memcpy(ll + n0, b + keep, (size_t)keep * sizeof(float));
+        t->L = keep;
+    }
+    /* compress_features: candidates = the non-permanent entries but the newest min_work */
+    const int64_t c0 = wb + hw, ncand = t->N - hw - t->min_work;
+    select_top(t->wuse.data, t->wlife.data, ncand, P, idx);
+    ops->read(be, at(t->mk, c0 * CK), ncand * CK, t->lt_a);
+    for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, t->lt_a + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
+    ops->write(be, pk, (int64_t)P * CK, b);
+    const float *sel = t->wsel.data;
+    for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, sel + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
+    ops->write(be, pe, (int64_t)P * CK, b);
+    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->mv, c0 * C), (int)C, 0, pv,
+                     none);
+    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->ms, c0), 1, 0, ps, none);
+    /* the candidates leave the working memory */
+    const int64_t rest = t->N - hw - ncand;
+    rows_down(x, t->mk, c0, c0 + ncand, rest, CK), rows_down(x, t->ms, c0, c0 + ncand, rest, 1);
+    rows_down(x, t->mv, c0, c0 + ncand, rest, C);
+    rows_move(t->wsel, 0, ncand, rest, CK), rows_move(t->wuse, 0, ncand, rest, 1), rows_move(t->wlife, 0, ncand, rest, 1);
+    t->N -= ncand;
+    /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
+    const int64_t L = t->L;
+    rows_down(x, t->mk, wb - L - P, wb - L, L, CK), rows_down(x, t->ms, wb - L - P, wb - L, L, 1);
+    rows_down(x, t->mv, wb - L - P, wb - L, L, C);
+    rows_move(t->luse, wb - L - P, wb - L, L, 1), rows_move(t->llife, wb - L - P, wb - L, L, 1);
+    ops->copy_channels(be, pk, P, CK, CK, at(t->mk, (wb - P) * CK), CK);
+    ops->copy_channels(be, ps, P, 1, 1, at(t->ms, wb - P), 1);
+    ops->copy_channels(be, pv, P, (int)C, (int)C, at(t->mv, (wb - P) * C), (int)C);
+    for (int64_t r = wb - P; r < wb; r++) lu[r] = 0.0f, ll[r] = 1e-7f;
+    t->L = L + P;
+}
+
 /* After an insert that fills the working memory (MemoryManager's
  * compress_features and remove_obsolete_features): the long-term store
  * shrinks to its most used entries when it is near full, then the older
@@ -401,7 +482,9 @@ static void long_term(cx *x) {
     ck_tensor pv = A(x, P * C, "lt.proto_value"), ps = A(x, P, "lt.proto_shrinkage");
     ck_tensor tk = A(x, CK_MAX(keep, 1) * CK, "lt.keep_key"), tv = A(x, CK_MAX(keep, 1) * C, "lt.keep_value");
     ck_tensor ts = A(x, CK_MAX(keep, 1) * 3, "lt.keep_shrinkage_usage_life");
-    if (x->ops && t->N - hw >= t->max_work) {
+    if (x->ops && t->dev && t->N - hw >= t->max_work) {
+        long_term_dev(x, pk, pe, pv, ps);
+    } else if (x->ops && t->N - hw >= t->max_work) {
         const int64_t wb = t->wbase;
         float *mk = t->mk.data, *ms = t->ms.data, *mv = t->mv.data, *lu = t->luse.data, *ll = t->llife.data;
         if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
@@ -470,7 +553,7 @@ static void part_segment(cx *x, int update_sensory) {
     const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
     OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C), (int)C,
        t->o.top_k, vis, t->lt ? t->usage : none);
-    if (x->ops && t->lt) count_usage(t);
+    if (x->ops && t->lt) count_usage(x);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
     /* pixel fusion: p = vis + sensory_compress([sensory, last mask, others]) */
@@ -610,7 +693,10 @@ static void part_memorize(cx *x) {
         R(x, value);
         if (x->ops) {
             if (t->mem_frames > 0) {
-                memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
+                if (t->dev)
+                    x->ops->read(x->be, t->sel, (int64_t)hw * CK, (float *)t->wsel.data + j * CK);
+                else
+                    memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
                 for (int64_t i = j; i < j + hw; i++) ((float *)t->wuse.data)[i] = 0.0f, ((float *)t->wlife.data)[i] = 1e-7f;
             }
             t->N = N + hw;
@@ -685,6 +771,7 @@ void ckey_tracker_free(ckey_tracker *t) {
     }
     free(t->stage_in);
     free(t->stage);
+    free(t->lt_host);
     free(t);
 }
 
@@ -811,7 +898,7 @@ static ckey_status pick_backend(const ckey_track_options *o, const ck_backend_i 
     const ck_backend_i *cpu = ck_backend_find(CKEY_DEVICE_CPU), *cuda = ck_backend_find(CKEY_DEVICE_CUDA);
     if (o->device == CKEY_TRACK_DEVICE_AUTO) {
         const int cuda_ok = cuda && ckey_device_count(CKEY_DEVICE_CUDA) > 0 && has_cutie_ops(cuda, &read) && read;
-        *out = cuda_ok && !o->use_long_term ? cuda : cpu;
+        *out = cuda_ok ? cuda : cpu;
     } else if (o->device == CKEY_DEVICE_CUDA) {
         if (!cuda || ckey_device_count(CKEY_DEVICE_CUDA) < 1)
             return ck_fail(err, CKEY_ERR_DEVICE, "tracker: no CUDA device (%s)",
@@ -821,9 +908,6 @@ static ckey_status pick_backend(const ckey_track_options *o, const ck_backend_i 
         if (!read)
             return ck_fail(err, CKEY_ERR_UNSUPPORTED,
                            "tracker: the CUDA backend has no memory_read yet; run the tracker on the CPU");
-        if (o->use_long_term)
-            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                           "tracker: long-term memory runs on the CPU only (its bookkeeping is host code)");
         *out = cuda;
     } else if (o->device == CKEY_DEVICE_CPU) {
         *out = cpu;
@@ -984,6 +1068,26 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
             return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
         }
         t->ops->write(t->be, t->sensory, Om * hw * c->sensory_dim, t->stage); /* zeros */
+        if (t->lt) { /* the long-term bookkeeping in host memory, and its staging */
+            const int64_t CK = c->key_dim, row = CK_MAX(CK_MAX(CK, (int64_t)Om * c->value_dim), 2);
+            t->lt_rows = CK_MAX(t->wbase, t->cap) * row;
+            const int64_t n = t->cap * CK + 2 * t->cap + 2 * t->wbase + (t->wbase + t->cap) + 2 * t->lt_rows +
+                              CK_MAX(t->wbase, t->cap);
+            float *h = t->lt_host = calloc((size_t)n, sizeof(float));
+            if (!h) {
+                ckey_tracker_free(t);
+                return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the long-term memory's host side");
+            }
+            t->wsel = ck_tensor_of(h, CK_F32), h += t->cap * CK;
+            t->wuse = ck_tensor_of(h, CK_F32), h += t->cap;
+            t->wlife = ck_tensor_of(h, CK_F32), h += t->cap;
+            t->luse = ck_tensor_of(h, CK_F32), h += t->wbase;
+            t->llife = ck_tensor_of(h, CK_F32), h += t->wbase;
+            t->lt_usage = h, h += t->wbase + t->cap;
+            t->lt_a = h, h += t->lt_rows;
+            t->lt_b = h, h += t->lt_rows;
+            t->lt_idx = (int32_t *)(void *)h;
+        }
     } else {
         memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float));
     }

@@ -38,5 +38,7 @@ double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj);
 void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged);
 /* Later masks (maskat.safetensors) on device; skips when absent. */
 void ck_cutie_run_mask_at(int32_t device, int staged);
+/* The clip with long-term memory (longterm.safetensors) on device; skips when absent. */
+void ck_cutie_run_longterm(int32_t device, int staged);
 
 #endif
