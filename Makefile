@@ -152,7 +152,7 @@ $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/
 	ar rcs $$@ $$^
 $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
 	$$(CC) $(2) $$^ -o $$@ $$($(or $(4),LIBS))
-$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/obj/tests/support/clip.o $(1)/libckey.a
+$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/obj/tests/support/clip.o $(1)/obj/tests/support/cutie-fixture.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
 # test-cli also checks the CLI's SHA-256 against known vectors
@@ -196,8 +196,10 @@ test-release: all
 	@tools/run-tests.sh build
 
 # On a machine with a GPU: the CUDA op tests must run (a skip fails here).
-test-gpu: build/tests/test-cuda
-	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; exit $$rc
+test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie
+	@for t in build/tests/test-cuda build/tests/test-cuda-cutie; do \
+	  $$t; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, $$t skipped"; exit 1; fi; \
+	  [ $$rc -eq 0 ] || exit $$rc; done
 
 # On the CPU with 2 threads, so it prints the same on every machine: README.md
 # shows its output (tools/gen-samples.sh; test-cli checks it).

@@ -1,7 +1,12 @@
-/* Cutie on the CPU at the full cutie-base widths (not a test):
+/* Cutie at the full cutie-base widths (not a test):
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
- *       [--threads N] [--checkpoint PATH] [--read-only]
+ *       [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda]
+ * --device cuda runs the tracker on GPU 0 (ckey_track_options.device): each
+ * step is timed between two cudaDeviceSynchronize calls, and it prints the
+ * device memory the tracker holds at its peak (cudaMemGetInfo's free memory
+ * before the tracker, less the least seen after each step); the read-alone
+ * timing that follows is the CPU op's and is left out. 
  * The frame is processed at its own size (max_internal_size -1), so 480p,
  * 1080p and 2160p are internal sizes 854 x 480, 1920 x 1080, 3840 x 2160.
  * Defaults: 480p, 5 memory frames (max_mem_frames), mem_every 5 and
@@ -29,6 +34,7 @@
 
 #include "benchutil.h"
 #include "cpu/cpu.h"
+#include "cuda/kernels.h"
 
 #include "ckey_track.h"
 #include "ckpt/checkpoint.h"
@@ -227,14 +233,14 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
-                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only]\n");
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0;
     const char *ckpt = NULL;
-    int read_only = 0;
+    int read_only = 0, cuda = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--read-only")) {
@@ -256,6 +262,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--objects")) objects = atoi(v);
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--checkpoint")) ckpt = v;
+        else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) cuda = !strcmp(v, "cuda");
         else return usage_exit();
     }
     if (W < 16 || H < 16 || mem_frames < 1 || mem_every < 1 || measure < 1 || objects < 1 || objects > 255 || threads < 0)
@@ -302,6 +309,17 @@ int main(int argc, char **argv) {
     o.max_objects = objects;
     o.mem_every = mem_every;
     o.max_mem_frames = mem_frames;
+    o.device = cuda ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+    /* device memory: free before the tracker, the least free after any step */
+    ckey_device_info dinfo;
+    int64_t free0 = 0, free_min = 0;
+    if (cuda) {
+        if (ckey_device_get_info(CKEY_DEVICE_CUDA, 0, &dinfo, &err)) {
+            fprintf(stderr, "bench-cutie: %s\n", err.message);
+            return 1;
+        }
+        free0 = free_min = dinfo.memory_free;
+    }
     ckey_tracker *t;
     if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);
@@ -317,12 +335,16 @@ int main(int argc, char **argv) {
     double total = 0;
     for (int f = 0; f < frames; f++) {
         for (size_t i = 0; i < (size_t)W * H * 3; i++) rgb[i] = (float)((i * 2654435761u + (size_t)f * 97) % 255) / 255.0f;
+        if (cuda) ck_cuda_sync(NULL);
         const double a = ck_now();
         if (ckey_tracker_step(t, rgb, f ? NULL : lab, f ? 0 : objects, ids, prob, &err)) {
             fprintf(stderr, "bench-cutie: frame %d: %s\n", f, err.message);
             return 1;
         }
+        if (cuda) ck_cuda_sync(NULL);
         const double dt = ck_now() - a;
+        if (cuda && ckey_device_get_info(CKEY_DEVICE_CUDA, 0, &dinfo, NULL) == CKEY_OK)
+            free_min = CK_MIN(free_min, dinfo.memory_free);
         if (f >= fill) total += dt;
         printf("frame %3d  %8.1f ms  memory %lld tokens (%lld frames)%s\n", f, dt * 1e3,
                (long long)ckey_tracker_memory_tokens(t), (long long)(ckey_tracker_memory_tokens(t) / hw),
@@ -330,14 +352,17 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     const int64_t N = ckey_tracker_memory_tokens(t);
-    printf("whole step: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
-           "frames, %.3f frames/s; peak RSS %.1f MiB\n",
-           W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total,
-           bench_status_mib("VmHWM:"));
+    printf("whole step%s: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
+           "frames, %.3f frames/s; peak RSS %.1f MiB",
+           cuda ? " on cuda:0" : "", W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure,
+           measure / total, bench_status_mib("VmHWM:"));
+    if (cuda) printf("; device memory %.1f MiB at the peak", (double)(free0 - free_min) / 1048576.0);
+    printf("\n");
     free(rgb), free(prob), free(lab);
     ckey_tracker_free(t);
     ckey_track_model_free(m);
     fflush(stdout);
+    if (cuda) return 0;
     ck_gemm_init();
     return read_alone(threads, hw, (int64_t)mem_frames * hw, objects, 30);
 }

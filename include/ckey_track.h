@@ -82,7 +82,14 @@ typedef struct ckey_track_options {
     int32_t max_num_tokens;    /* default 10000 */
     int32_t buffer_tokens;     /* default 2000 */
     int32_t count_usage;       /* default 1: long-term entries count usage too */
+    /* Where the network runs: CKEY_DEVICE_CPU (default), CKEY_DEVICE_CUDA
+     * (GPU 0; the tracker's buffers and a copy of the weights on the
+     * device), or CKEY_TRACK_DEVICE_AUTO: CUDA when this build and machine
+     * have a GPU and the CUDA backend has every Cutie op, else the CPU. */
+    int32_t device;
 } ckey_track_options;
+
+#define CKEY_TRACK_DEVICE_AUTO (-1)
 
 void ckey_track_options_default(ckey_track_options *o);
 

@@ -214,6 +214,42 @@ static void test_hints_union(void) {
     free(want), free(prob);
 }
 
+/* --track-device: cpu and auto (the CPU here, or a GPU with every Cutie
+ * op) track; cuda tracks, or fails saying why (no CUDA device, or no CUDA
+ * memory read yet); anything else is a usage error. On the CPU the hints
+ * equal ckey_tracker_step's. */
+static void test_track_device(void) {
+    NEED_CLIP();
+    char out[512];
+    float *prob = NULL, *want = direct_hints(0, NULL, 0, &prob);
+    REQUIRE(want && prob);
+    path_in(out, sizeof out, "hints-cpu");
+    ck_run_result r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model",
+                               model_path, "--threads", "2", "--track-device", "cpu", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(compare_hints(out, want, "--track-device cpu") == T);
+    const char *devs[] = {"auto", "cuda"};
+    for (int i = 0; i < 2; i++) {
+        path_in(out, sizeof out, i ? "hints-cuda" : "hints-auto");
+        r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
+                     "--threads", "2", "--track-device", devs[i], NULL);
+        printf("  --track-device %s: exit %d%s%s", devs[i], r.code, r.code ? ", " : "\n", r.code ? r.err : "");
+        if (i == 0 || r.code == 0)
+            CHECKF(r.code == 0 && strstr(r.out, "tracked 6 frames"), "--track-device %s: exit %d: %s", devs[i], r.code,
+                   r.err);
+        else
+            CHECKF(r.code == 1 && (strstr(r.err, "no CUDA device") || strstr(r.err, "memory_read")),
+                   "--track-device cuda: exit %d: %s", r.code, r.err);
+        ck_run_free(&r);
+    }
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
+                 "--track-device", "gpu", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--track-device 'gpu'"), "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    free(want), free(prob);
+}
+
 /* SHOT_DIR: Input/ -> AlphaHint/; --hint-format exr: HALF hints. */
 static void test_shot_dir_and_exr(void) {
     NEED_CLIP();
@@ -466,6 +502,7 @@ int main(int argc, char **argv) {
     have_clip = access(model_path, R_OK) == 0 && setup_clip();
     static const ck_test_case cases[] = {
         {"hints_union", test_hints_union},   {"shot_dir_and_exr", test_shot_dir_and_exr},
+        {"track_device", test_track_device},
         {"object", test_object},
         {"mask_at", test_mask_at},           {"bad_masks", test_bad_masks},
         {"key_with_mask", test_key_with_mask},

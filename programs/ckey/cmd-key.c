@@ -197,8 +197,10 @@ static int check_video_opts(const opts *o) {
                                    "--on-error skip");
     if (o->mask && o->hint)
         return usage_error(o->cmd, "--mask makes the hints (tracked from the mask): leave out --hint");
-    if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0))
-        return usage_error(o->cmd, "--mask-at, --object, --track-model and --track-size go with --mask");
+    if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0 ||
+                     o->track_device != TRACK_DEVICE_UNSET))
+        return usage_error(o->cmd, "--mask-at, --object, --track-model, --track-size and --track-device go with "
+                                   "--mask");
     if (o->fps_num && !o->video_out)
         return usage_error(o->cmd, "--fps sets the frame rate of the --video-out videos: add "
                                    "--video-out prores|h264|both");

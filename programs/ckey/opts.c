@@ -1,5 +1,6 @@
 /* Option parsing shared by the ckey commands (opts.h). */
 #include "ckey_clip.h"
+#include "ckey_track.h"
 #include "opts.h"
 
 #include <errno.h>
@@ -39,6 +40,7 @@ void opts_init(opts *o, const char *cmd) {
     o->cmd = cmd;
     o->gpus = -1;
     o->track_size = -1;
+    o->track_device = TRACK_DEVICE_UNSET;
 }
 
 void opts_init_session(opts *o, const char *cmd) {
@@ -249,7 +251,7 @@ static const struct {
     {"--readers", O_READERS, 1}, {"--exr-level", O_EXR_LEVEL, 1}, {"--comp-png", O_COMP_PNG, 1},
     {"--mask", O_MASK, 1},       {"--mask-at", O_MASK_AT, 1}, {"--object", O_OBJECT, 1},
     {"--track-model", O_TRACK_MODEL, 1}, {"--hint-format", O_HINT_FORMAT, 1},
-    {"--track-size", O_TRACK_SIZE, 1},
+    {"--track-size", O_TRACK_SIZE, 1}, {"--track-device", O_TRACK_DEVICE, 1},
     {"--frame-path", O_FRAME_PATH, 1},
 };
 
@@ -495,6 +497,12 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
             return usage_error(o->cmd, "--track-size '%s': expected 0 (the plate's size) or a "
                                        "shorter side of at least 16", val);
         o->track_size = (int)n;
+        break;
+    case O_TRACK_DEVICE:
+        if (!strcmp(val, "cpu")) o->track_device = CKEY_DEVICE_CPU;
+        else if (!strcmp(val, "cuda")) o->track_device = CKEY_DEVICE_CUDA;
+        else if (!strcmp(val, "auto")) o->track_device = CKEY_TRACK_DEVICE_AUTO;
+        else return usage_error(o->cmd, "--track-device '%s': expected cpu, cuda or auto", val);
         break;
     case O_PLATE_SIZE:
         if (!parse_plate_size(val, &o->plate_w, &o->plate_h))

@@ -108,6 +108,13 @@ struct ck_backend_i {
     /* Cutie's ops (ck_ops.set_workspace): bytes of scratch that ops within
      * `needs` take on this backend; NULL where the backend has no Cutie ops. */
     size_t (*ops_workspace_bytes)(const ck_backend_config *bc, const ck_op_needs *needs);
+    /* Memory the ops work on (the tracker's buffers): host memory for the
+     * CPU, device memory for CUDA; NULL on failure. */
+    void *(*mem_alloc)(ck_backend *be, size_t bytes);
+    void (*mem_free)(ck_backend *be, void *p);
+    /* Optional (NULL: ops cannot fail). Wait for the ops issued so far, then
+     * the first failure among them (its message in *err) and forget it. */
+    ckey_status (*ops_status)(ck_backend *be, ckey_error *err);
 };
 
 /* The backend for a device kind, or NULL when this build has none. */

@@ -62,6 +62,10 @@ typedef struct ck_ops {
     /* Copy n elements of t to host memory as fp32 (taps; not on the hot path). */
     void (*read)(ck_backend *be, ck_tensor t, int64_t n, float *host);
 
+    /* Copy n fp32 host values into the fp32 tensor t (the tracker's frame and
+     * masks; the host buffer may be reused once the call returns). */
+    void (*write)(ck_backend *be, ck_tensor t, int64_t n, const float *host);
+
     /* Optional. Wait until every op issued so far has finished (profiling). */
     void (*sync)(ck_backend *be);
 
@@ -197,8 +201,9 @@ typedef struct ck_ops {
                         int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
     /* ------------------------------------------------------------ Cutie
      * All fp32; maps channels-last [H, W, C], several objects' maps one
-     * after another. CPU implementations only: the CUDA table leaves these
-     * NULL (Cutie runs on the CPU backend). */
+     * after another. The CPU backend (src/cpu/cutie-ops.c) and the CUDA
+     * backend (src/cuda/cutie-ops.c, .cu) implement them; memory_read above
+     * may be NULL on a backend, which then cannot run the tracker. */
 
     /* Bind the scratch of Cutie's ops: ck_backend_i.ops_workspace_bytes(needs)
      * bytes of backend memory, carved as the backend needs for ops within

@@ -156,6 +156,8 @@ const ck_backend_i ck_cpu_backend = {
     .run = cpu_run,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,
+    .mem_alloc = cpu_host_alloc,
+    .mem_free = cpu_host_free,
     .free = cpu_free,
     .ops_workspace_bytes = ck_cpu_ops_workspace_bytes,
 };

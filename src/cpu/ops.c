@@ -1069,6 +1069,9 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_sche
 static void t_read(ck_backend *be, ck_tensor t, int64_t n, float *host) {
     memcpy(host, F(t), (size_t)n * sizeof(float));
 }
+static void t_write(ck_backend *be, ck_tensor t, int64_t n, const float *host) {
+    memcpy(F(t), host, (size_t)n * sizeof(float));
+}
 static void t_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
                           ck_weight pos, int k, ck_tensor tokens) {
     cpu_patch_embed(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, F(tokens));
@@ -1212,6 +1215,7 @@ static void t_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, f
 
 const ck_ops ck_cpu_ops = {
     .read = t_read,
+    .write = t_write,
     .patch_embed = t_patch_embed,
     .mask_unit_attention = t_mask_unit_attention,
     .layernorm = t_layernorm,

@@ -535,6 +535,31 @@ static void cu_host_free(ck_backend *be, void *p) {
 
 static void *cu_stream(ck_backend *be) { return CU(be)->stream; }
 
+/* Device memory for the tracker's buffers, on the session's device. */
+static void *cu_mem_alloc(ck_backend *be, size_t bytes) {
+    void *p = NULL;
+    if (ck_cuda_set_device(CU(be)->cfg.device_index, NULL) != CKEY_OK) return NULL;
+    return ck_cuda_malloc(&p, bytes, NULL) == CKEY_OK ? p : NULL;
+}
+
+static void cu_mem_free(ck_backend *be, void *p) {
+    ck_cuda_set_device(CU(be)->cfg.device_index, NULL);
+    ck_cuda_free(p);
+}
+
+/* The ops' first failure since the last call (they record it in the state),
+ * or the stream's. */
+static ckey_status cu_ops_status(ck_backend *be, ckey_error *err) {
+    ck_cuda_state *s = CU(be);
+    ckey_status st = ck_cuda_stream_sync(s->stream, err);
+    if (s->status) {
+        st = s->status;
+        if (err) *err = s->err;
+        s->status = CKEY_OK;
+    }
+    return st;
+}
+
 static void cu_free(ck_backend *be) {
     ck_cuda_state *s = CU(be);
     if (!s) return;
@@ -581,6 +606,10 @@ const ck_backend_i ck_cuda_backend = {
     .host_free = cu_host_free,
     .stream = cu_stream,
     .free = cu_free,
+    .ops_workspace_bytes = ck_cuda_ops_workspace_bytes,
+    .mem_alloc = cu_mem_alloc,
+    .mem_free = cu_mem_free,
+    .ops_status = cu_ops_status,
 };
 
 #endif

@@ -45,6 +45,11 @@ typedef struct ck_cuda_state {
     int no_graph;       /* capture failed once: stay eager */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
     void *ev[2];        /* around the network on the stream (device_seconds) */
+    /* ---- Cutie's ops (cutie-ops.c): their workspace (ck_ops.set_workspace, device memory) */
+    float *cutie_col;   /* the im2col chunk of conv2d, cutie_col_floats */
+    size_t cutie_col_floats;
+    float *cutie_means; /* channel_attention's means */
+    int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
@@ -65,6 +70,30 @@ int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
+
+/* Cutie's ops on the CUDA backend (cutie-ops.c; backend/ops.h defines them)
+ * and the bytes of their workspace (ck_backend_i.ops_workspace_bytes). */
+size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *needs);
+void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_needs *n);
+void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out);
+void ck_cuda_cutie_maxpool3x3s2(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor out);
+void ck_cuda_cutie_resize_bilinear(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor add, int Ho, int Wo, ck_tensor out);
+void ck_cuda_cutie_avgpool(ck_backend *be, ck_tensor in, int n, int H, int W, int C, int f, ck_tensor out, int out_ld);
+void ck_cuda_cutie_layer_norm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, float eps, ck_tensor y);
+void ck_cuda_cutie_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk, int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out);
+void ck_cuda_cutie_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y);
+void ck_cuda_cutie_add(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y);
+void ck_cuda_cutie_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld);
+void ck_cuda_cutie_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld);
+void ck_cuda_cutie_gru_update(ck_backend *be, ck_tensor h, ck_tensor v, int64_t HW, int D);
+void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t HW, int C, ck_weight w, int k, ck_tensor r, ck_tensor out);
+void ck_cuda_cutie_aggregate(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out);
+void ck_cuda_cutie_softmax_planes(ck_backend *be, ck_tensor x, int C, int64_t HW);
+void ck_cuda_cutie_object_attn_mask(ck_backend *be, ck_tensor logits, int O, int64_t HW, int Q, ck_tensor mask);
+void ck_cuda_cutie_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tensor logits, int64_t HW, int E, int Q, ck_tensor out);
+void ck_cuda_cutie_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out);
+void ck_cuda_cutie_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out);
+void ck_cuda_cutie_write(ck_backend *be, ck_tensor t, int64_t n, const float *host);
 
 extern const ck_ops ck_cuda_ops;
 extern const ck_backend_i ck_cuda_backend;

@@ -429,6 +429,27 @@ const ck_ops ck_cuda_ops = {
     .finalize = cu_finalize,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
+    /* Cutie (cutie-ops.c); memory_read: none yet (NULL) */
+    .set_workspace = ck_cuda_cutie_set_workspace,
+    .conv2d = ck_cuda_cutie_conv2d,
+    .maxpool3x3s2 = ck_cuda_cutie_maxpool3x3s2,
+    .resize_bilinear = ck_cuda_cutie_resize_bilinear,
+    .avgpool = ck_cuda_cutie_avgpool,
+    .layer_norm = ck_cuda_cutie_layer_norm,
+    .mha = ck_cuda_cutie_mha,
+    .unary = ck_cuda_cutie_unary,
+    .add = ck_cuda_cutie_add,
+    .copy_channels = ck_cuda_cutie_copy_channels,
+    .masks_with_others = ck_cuda_cutie_masks_with_others,
+    .gru_update = ck_cuda_cutie_gru_update,
+    .channel_attention = ck_cuda_cutie_channel_attention,
+    .aggregate = ck_cuda_cutie_aggregate,
+    .softmax_planes = ck_cuda_cutie_softmax_planes,
+    .object_attn_mask = ck_cuda_cutie_object_attn_mask,
+    .summary_pool = ck_cuda_cutie_summary_pool,
+    .summary_values = ck_cuda_cutie_summary_values,
+    .pos_encoding = ck_cuda_cutie_pos_encoding,
+    .write = ck_cuda_cutie_write,
 };
 
 #endif

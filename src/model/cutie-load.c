@@ -29,10 +29,13 @@ static float *keep(loader *L, size_t n) {
         int cap = m->capstore ? 2 * m->capstore : 256;
         float **s = realloc(m->store, (size_t)cap * sizeof *s);
         if (!s) return NULL;
-        m->store = s, m->capstore = cap;
+        m->store = s;
+        size_t *sn = realloc(m->store_n, (size_t)cap * sizeof *sn);
+        if (!sn) return NULL;
+        m->store_n = sn, m->capstore = cap;
     }
     float *p = malloc(n * sizeof(float) + 64);
-    if (p) m->store[m->nstore++] = p;
+    if (p) m->store_n[m->nstore] = n, m->store[m->nstore++] = p;
     return p;
 }
 
@@ -386,6 +389,7 @@ void ckey_track_model_free(ckey_track_model *m) {
     if (!m) return;
     for (int i = 0; i < m->nstore; i++) free(m->store[i]);
     free(m->store);
+    free(m->store_n);
     free(m);
 }
 

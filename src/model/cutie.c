@@ -26,7 +26,7 @@
 enum { PART_ENCODE, PART_SEGMENT, PART_SEGMENT_UPDATE, PART_MEMORIZE, PART_COUNT };
 
 struct ckey_tracker {
-    const ckey_track_model *m;
+    const ckey_track_model *m; /* the host model, or dm: its copy on the device */
     ckey_track_options o;
     const ck_backend_i *bi;
     ck_backend *be;
@@ -62,6 +62,20 @@ struct ckey_tracker {
     ck_op_needs needs;
     ck_cutie_tap_fn tap;
     void *tap_user;
+    /* a device backend (CUDA): the weights' device copy and the model that
+     * views it; host staging for the frame, the masks and readbacks */
+    int dev;
+    ckey_track_model dm;
+    void *dweights;
+    float *stage_in, *stage; /* [Hi * Wi * 3] (a resized frame read back), [stage_floats] */
+    int64_t stage_floats;
+    ck_tensor out;           /* [(O+1), H0, W0] the resized result (device; resizing only) */
+    /* long-term memory on a device: wsel, wuse, wlife, luse and llife are host
+     * memory (lt_host), and a read's usage and consolidation's rows pass
+     * through lt_usage and lt_a / lt_b (lt_rows floats each) */
+    float *lt_host, *lt_usage, *lt_a, *lt_b;
+    int32_t *lt_idx;
+    int64_t lt_rows;
 };
 
 /* ------------------------------------------------------------ op helpers */
@@ -316,8 +330,13 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
 /* After a read: each entry's usage += its affinity summed over the frame,
  * life += 1, for the non-permanent working entries and (count_usage) the
  * long-term ones. */
-static void count_usage(ckey_tracker *t) {
+static void count_usage(cx *x) {
+    ckey_tracker *t = x->t;
     const float *u = t->usage.data;
+    if (t->dev) { /* the read's usage, to the host */
+        x->ops->read(x->be, t->usage, t->L + t->N, t->lt_usage);
+        u = t->lt_usage;
+    }
     const int64_t L = t->L, nt = t->N - t->hw;
     float *wu = t->wuse.data, *wl = t->wlife.data, *lu = t->luse.data, *ll = t->llife.data;
     for (int64_t j = 0; j < nt; j++) wu[j] += u[L + t->hw + j], wl[j] += 1.0f;
@@ -376,6 +395,76 @@ static void rows_move(ck_tensor t, int64_t dst, int64_t src, int64_t n, int64_t 
     memmove(p + dst * width, p + src * width, (size_t)(n * width) * sizeof(float));
 }
 
+/* Rows idx[0..k) of rows [r0, r0 + n) of t (width floats a row) into rows
+ * [n0, n0 + k), through the host (a device's consolidation). */
+static void gather_rows(cx *x, ck_tensor t, int64_t r0, int64_t n, int64_t width, const int32_t *idx, int64_t k,
+                        int64_t n0) {
+    float *a = x->t->lt_a, *b = x->t->lt_b;
+    x->ops->read(x->be, at(t, r0 * width), n * width, a);
+    for (int64_t i = 0; i < k; i++) memcpy(b + i * width, a + idx[i] * width, (size_t)width * sizeof(float));
+    x->ops->write(x->be, at(t, n0 * width), k * width, b);
+}
+
+/* Rows [src, src + n) of t to [dst, dst + n), dst < src, by the ops. */
+static void rows_down(cx *x, ck_tensor t, int64_t dst, int64_t src, int64_t n, int64_t width) {
+    x->ops->copy_channels(x->be, at(t, src * width), n, (int)width, (int)width, at(t, dst * width), (int)width);
+}
+
+/* long_term()'s consolidation with the memory in device memory: the
+ * bookkeeping (usage, life, selection, the ranking) is host code over host
+ * arrays, the rows it picks pass through the host, the moves and the
+ * prototypes' reads are the ops'. */
+static void long_term_dev(cx *x, ck_tensor pk, ck_tensor pe, ck_tensor pv, ck_tensor ps) {
+    ckey_tracker *t = x->t;
+    const ck_ops *ops = x->ops;
+    ck_backend *be = x->be;
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int CK = c->key_dim, P = t->o.num_prototypes, hw = t->hw;
+    const int64_t C = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
+    const int64_t wb = t->wbase;
+    int32_t *idx = t->lt_idx;
+    float *lu = t->luse.data, *ll = t->llife.data, *b = t->lt_b;
+    if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
+        const int64_t r0 = wb - t->L, n0 = wb - keep;
+        select_top(lu + r0, ll + r0, t->L, (int)keep, idx);
+        gather_rows(x, t->mk, r0, t->L, CK, idx, keep, n0);
+        gather_rows(x, t->mv, r0, t->L, C, idx, keep, n0);
+        gather_rows(x, t->ms, r0, t->L, 1, idx, keep, n0);
+        for (int64_t i = 0; i < keep; i++) b[i] = lu[r0 + idx[i]], b[keep + i] = ll[r0 + idx[i]];
+        memcpy(lu + n0, b, (size_t)keep * sizeof(float));
+        memcpy(ll + n0, b + keep, (size_t)keep * sizeof(float));
+        t->L = keep;
+    }
+    /* compress_features: candidates = the non-permanent entries but the newest min_work */
+    const int64_t c0 = wb + hw, ncand = t->N - hw - t->min_work;
+    select_top(t->wuse.data, t->wlife.data, ncand, P, idx);
+    ops->read(be, at(t->mk, c0 * CK), ncand * CK, t->lt_a);
+    for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, t->lt_a + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
+    ops->write(be, pk, (int64_t)P * CK, b);
+    const float *sel = t->wsel.data;
+    for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, sel + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
+    ops->write(be, pe, (int64_t)P * CK, b);
+    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->mv, c0 * C), (int)C, 0, pv,
+                     none);
+    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->ms, c0), 1, 0, ps, none);
+    /* the candidates leave the working memory */
+    const int64_t rest = t->N - hw - ncand;
+    rows_down(x, t->mk, c0, c0 + ncand, rest, CK), rows_down(x, t->ms, c0, c0 + ncand, rest, 1);
+    rows_down(x, t->mv, c0, c0 + ncand, rest, C);
+    rows_move(t->wsel, 0, ncand, rest, CK), rows_move(t->wuse, 0, ncand, rest, 1), rows_move(t->wlife, 0, ncand, rest, 1);
+    t->N -= ncand;
+    /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
+    const int64_t L = t->L;
+    rows_down(x, t->mk, wb - L - P, wb - L, L, CK), rows_down(x, t->ms, wb - L - P, wb - L, L, 1);
+    rows_down(x, t->mv, wb - L - P, wb - L, L, C);
+    rows_move(t->luse, wb - L - P, wb - L, L, 1), rows_move(t->llife, wb - L - P, wb - L, L, 1);
+    ops->copy_channels(be, pk, P, CK, CK, at(t->mk, (wb - P) * CK), CK);
+    ops->copy_channels(be, ps, P, 1, 1, at(t->ms, wb - P), 1);
+    ops->copy_channels(be, pv, P, (int)C, (int)C, at(t->mv, (wb - P) * C), (int)C);
+    for (int64_t r = wb - P; r < wb; r++) lu[r] = 0.0f, ll[r] = 1e-7f;
+    t->L = L + P;
+}
+
 /* After an insert that fills the working memory (MemoryManager's
  * compress_features and remove_obsolete_features): the long-term store
  * shrinks to its most used entries when it is near full, then the older
@@ -393,7 +482,9 @@ static void long_term(cx *x) {
     ck_tensor pv = A(x, P * C, "lt.proto_value"), ps = A(x, P, "lt.proto_shrinkage");
     ck_tensor tk = A(x, CK_MAX(keep, 1) * CK, "lt.keep_key"), tv = A(x, CK_MAX(keep, 1) * C, "lt.keep_value");
     ck_tensor ts = A(x, CK_MAX(keep, 1) * 3, "lt.keep_shrinkage_usage_life");
-    if (x->ops && t->N - hw >= t->max_work) {
+    if (x->ops && t->dev && t->N - hw >= t->max_work) {
+        long_term_dev(x, pk, pe, pv, ps);
+    } else if (x->ops && t->N - hw >= t->max_work) {
         const int64_t wb = t->wbase;
         float *mk = t->mk.data, *ms = t->ms.data, *mv = t->mv.data, *lu = t->luse.data, *ll = t->llife.data;
         if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
@@ -462,7 +553,7 @@ static void part_segment(cx *x, int update_sensory) {
     const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
     OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C), (int)C,
        t->o.top_k, vis, t->lt ? t->usage : none);
-    if (x->ops && t->lt) count_usage(t);
+    if (x->ops && t->lt) count_usage(x);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
     /* pixel fusion: p = vis + sensory_compress([sensory, last mask, others]) */
@@ -602,7 +693,10 @@ static void part_memorize(cx *x) {
         R(x, value);
         if (x->ops) {
             if (t->mem_frames > 0) {
-                memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
+                if (t->dev)
+                    x->ops->read(x->be, t->sel, (int64_t)hw * CK, (float *)t->wsel.data + j * CK);
+                else
+                    memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
                 for (int64_t i = j; i < j + hw; i++) ((float *)t->wuse.data)[i] = 0.0f, ((float *)t->wlife.data)[i] = 1e-7f;
             }
             t->N = N + hw;
@@ -653,6 +747,7 @@ void ckey_track_options_default(ckey_track_options *o) {
     o->max_num_tokens = 10000;
     o->buffer_tokens = 2000;
     o->count_usage = 1;
+    o->device = CKEY_DEVICE_CPU;
 }
 
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
@@ -667,11 +762,16 @@ void ckey_tracker_free(ckey_tracker *t) {
     if (!t) return;
     for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]);
     if (t->be) {
-        t->bi->host_free(t->be, t->fixed);
-        t->bi->host_free(t->be, t->arena);
-        t->bi->host_free(t->be, t->ws);
+        t->bi->mem_free(t->be, t->dweights);
+        t->bi->mem_free(t->be, t->out.data);
+        t->bi->mem_free(t->be, t->fixed);
+        t->bi->mem_free(t->be, t->arena);
+        t->bi->mem_free(t->be, t->ws);
         t->bi->free(t->be);
     }
+    free(t->stage_in);
+    free(t->stage);
+    free(t->lt_host);
     free(t);
 }
 
@@ -686,8 +786,162 @@ static void run_part(ckey_tracker *t, int part, int execute) {
     }
 }
 
-ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
-                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+/* Every weight of a model, for f (the device copy's remapping). */
+static void cconv_w(ck_cconv *c, void (*f)(ck_weight *, void *), void *u) { f(&c->W, u), f(&c->b, u); }
+static void cares_w(ck_cares *a, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&a->c1, f, u), cconv_w(&a->c2, f, u), f(&a->gate, u);
+}
+static void cfuse_w(ck_cfuse *g, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&g->x_tf, f, u), cconv_w(&g->g_tf, f, u), cares_w(&g->b1, f, u), cares_w(&g->b2, f, u);
+}
+static void cattn_w(ck_cattn *a, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&a->q, f, u), cconv_w(&a->k, f, u), cconv_w(&a->v, f, u), cconv_w(&a->out, f, u);
+    f(&a->ln_g, u), f(&a->ln_b, u);
+}
+static void cresnet_w(ck_cresnet *r, void (*f)(ck_weight *, void *), void *u) {
+    cconv_w(&r->stem, f, u);
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < CK_CUTIE_MAX_BLOCKS; b++) {
+            ck_cblock *k = &r->blocks[s][b];
+            cconv_w(&k->c1, f, u), cconv_w(&k->c2, f, u), cconv_w(&k->c3, f, u), cconv_w(&k->down, f, u);
+        }
+}
+static void model_weights(ckey_track_model *m, void (*f)(ck_weight *, void *), void *u) {
+    cresnet_w(&m->pix_enc, f, u), cresnet_w(&m->mask_enc, f, u);
+    ck_cconv *convs[] = {&m->pix_feat_proj, &m->kp_proj, &m->kp_key, &m->kp_d, &m->kp_e, &m->mask_sensory,
+                         &m->sensory_compress, &m->sum_in, &m->sum_f1, &m->sum_f2, &m->sum_w1, &m->sum_w2,
+                         &m->s2q_init, &m->s2q_emb, &m->pixel_init, &m->pixel_emb, &m->dec_f8, &m->dec_f4,
+                         &m->up1_c1, &m->up1_c2, &m->up1_down, &m->up2_c1, &m->up2_c2, &m->up2_down, &m->pred,
+                         &m->su_g16, &m->su_g8, &m->su_g4, &m->su_transform};
+    for (size_t i = 0; i < CK_ARRAY_LEN(convs); i++) cconv_w(convs[i], f, u);
+    cfuse_w(&m->mask_fuse, f, u), cfuse_w(&m->pixel_fuse, f, u);
+    f(&m->query_init, u), f(&m->query_emb, u);
+    for (int i = 0; i < CK_CUTIE_MAX_OT; i++) {
+        ck_cotblock *b = &m->ot[i];
+        cattn_w(&b->read_pixel, f, u), cattn_w(&b->self_attn, f, u), cattn_w(&b->read_query, f, u);
+        f(&b->ffn_ln_g, u), f(&b->ffn_ln_b, u);
+        cconv_w(&b->ffn1, f, u), cconv_w(&b->ffn2, f, u), cares_w(&b->pixel_ffn, f, u);
+    }
+    for (int i = 0; i <= CK_CUTIE_MAX_OT; i++) cconv_w(&m->mask_pred[i], f, u);
+}
+
+/* The store's allocations laid out in one device block, 64-byte aligned. */
+static size_t store_offset(const ckey_track_model *m, int i) {
+    size_t off = 0;
+    for (int j = 0; j < i; j++) off += (m->store_n[j] + 15) / 16 * 16;
+    return off;
+}
+
+typedef struct {
+    const ckey_track_model *m;
+    float *dbase;
+    int bad;
+} remap_ctx;
+
+static void remap(ck_weight *w, void *u) {
+    remap_ctx *r = u;
+    if (!w->data) return;
+    const float *p = w->data;
+    for (int i = 0; i < r->m->nstore; i++) {
+        const float *b = r->m->store[i];
+        if (p >= b && p < b + r->m->store_n[i]) {
+            w->data = r->dbase + store_offset(r->m, i) + (p - b);
+            return;
+        }
+    }
+    r->bad = 1;
+}
+
+/* The model's weights copied to the device once, and t->dm: the model
+ * viewing them (t->m then points at it). */
+static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
+    const ckey_track_model *m = t->m;
+    const size_t total = store_offset(m, m->nstore);
+    t->dweights = t->bi->mem_alloc(t->be, CK_MAX(total, (size_t)1) * sizeof(float));
+    if (!t->dweights)
+        return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of device memory for %.1f MiB of weights",
+                       total * 4 / 1048576.0);
+    for (int i = 0; i < m->nstore; i++)
+        t->ops->write(t->be, ck_tensor_of((float *)t->dweights + store_offset(m, i), CK_F32), (int64_t)m->store_n[i],
+                      m->store[i]);
+    t->dm = *m;
+    remap_ctx r = {m, t->dweights, 0};
+    model_weights(&t->dm, remap, &r);
+    if (r.bad) return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight outside the model's store");
+    /* every pointer-sized word of the copy: none may still point into the host store (a weight
+     * model_weights does not visit) */
+    for (size_t off = 0; off + sizeof(void *) <= sizeof t->dm; off += sizeof(void *)) {
+        const char *p;
+        memcpy(&p, (const char *)&t->dm + off, sizeof p);
+        for (int i = 0; i < m->nstore; i++)
+            if (p >= (const char *)m->store[i] && p < (const char *)(m->store[i] + m->store_n[i]))
+                return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight (at byte %zu of the model) not copied", off);
+    }
+    t->dm.store = NULL, t->dm.store_n = NULL, t->dm.nstore = t->dm.capstore = 0;
+    t->m = &t->dm;
+    return t->bi->ops_status ? t->bi->ops_status(t->be, err) : CKEY_OK;
+}
+
+/* Every op of the tracker on a backend. */
+static int has_cutie_ops(const ck_backend_i *bi, int *read) {
+    const ck_ops *o = bi->ops;
+    *read = o->memory_read != NULL;
+    return bi->ops_workspace_bytes && bi->mem_alloc && o->read && o->write && o->set_workspace && o->conv2d &&
+           o->maxpool3x3s2 && o->resize_bilinear && o->avgpool && o->layer_norm && o->mha && o->unary && o->add &&
+           o->copy_channels && o->masks_with_others && o->gru_update && o->channel_attention && o->aggregate &&
+           o->softmax_planes && o->object_attn_mask && o->summary_pool && o->summary_values && o->pos_encoding;
+}
+
+/* The backend of o->device (ckey_track_options). */
+static ckey_status pick_backend(const ckey_track_options *o, const ck_backend_i **out, ckey_error *err) {
+    int read = 0;
+    const ck_backend_i *cpu = ck_backend_find(CKEY_DEVICE_CPU), *cuda = ck_backend_find(CKEY_DEVICE_CUDA);
+    if (o->device == CKEY_TRACK_DEVICE_AUTO) {
+        const int cuda_ok = cuda && ckey_device_count(CKEY_DEVICE_CUDA) > 0 && has_cutie_ops(cuda, &read) && read;
+        *out = cuda_ok ? cuda : cpu;
+    } else if (o->device == CKEY_DEVICE_CUDA) {
+        if (!cuda || ckey_device_count(CKEY_DEVICE_CUDA) < 1)
+            return ck_fail(err, CKEY_ERR_DEVICE, "tracker: no CUDA device (%s)",
+                           cuda ? "none found; is there a GPU and a driver?" : "this build has no CUDA support");
+        if (!has_cutie_ops(cuda, &read))
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: the CUDA backend lacks some of Cutie's ops");
+        if (!read)
+            return ck_fail(err, CKEY_ERR_UNSUPPORTED,
+                           "tracker: the CUDA backend has no memory_read yet; run the tracker on the CPU");
+        *out = cuda;
+    } else if (o->device == CKEY_DEVICE_CPU) {
+        *out = cpu;
+    } else {
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker: device %d is none of CPU, CUDA and AUTO", (int)o->device);
+    }
+    if (!*out || !has_cutie_ops(*out, &read) || !read)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's %s backend has no Cutie ops",
+                       *out ? (*out)->name : "CPU");
+    return CKEY_OK;
+}
+
+/* The step's result on a device backend: the padded probabilities cropped
+ * (and resized back) there, then read into prob; and the ops' first failure. */
+static ckey_status device_result(ckey_tracker *t, float *prob, ckey_error *err) {
+    const ck_ops *ops = t->ops;
+    ck_backend *be = t->be;
+    const int O = t->O, Hi = t->Hi, Wi = t->Wi;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp;
+    const int resize = Hi != t->H0 || Wi != t->W0;
+    for (int c = 0; c <= O; c++) /* Hi rows of Wi values, Wp apart */
+        ops->copy_channels(be, at(t->prob, c * HWp + (int64_t)t->pad_t * t->Wp + t->pad_l), Hi, Wi, t->Wp,
+                           at(t->crop, (int64_t)c * Hi * Wi), Wi);
+    ck_tensor res = t->crop;
+    if (resize) {
+        ops->resize_bilinear(be, t->crop, O + 1, Hi, Wi, 1, none, t->H0, t->W0, t->out);
+        res = t->out;
+    }
+    ops->read(be, res, (int64_t)(O + 1) * t->H0 * t->W0, prob);
+    return t->bi->ops_status ? t->bi->ops_status(be, err) : CKEY_OK;
+}
+
+static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                  const ckey_track_options *opt, int staged, ckey_tracker **out, ckey_error *err) {
     *out = NULL;
     ckey_track_options o;
     if (opt)
@@ -701,9 +955,9 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         o.stagger_updates < 1 || o.threads < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
-    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
-    if (!bi || !bi->ops_workspace_bytes || !bi->ops->conv2d)
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
+    const ck_backend_i *bi = NULL;
+    ckey_status cst = pick_backend(&o, &bi, err);
+    if (cst) return cst;
     ckey_tracker *t = calloc(1, sizeof *t);
     if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     t->m = m, t->o = o, t->bi = bi, t->ops = bi->ops;
@@ -752,6 +1006,11 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         free(t);
         return st;
     }
+    t->dev = bi->device_memory || staged;
+    if (t->dev && (st = upload_weights(t, err))) {
+        ckey_tracker_free(t);
+        return st;
+    }
     const ck_cutie_cfg *c = &m->cfg;
     const int Om = o.max_objects;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
@@ -786,7 +1045,7 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     };
     size_t total = 0;
     for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
-    t->fixed = bi->host_alloc(t->be, total);
+    t->fixed = bi->mem_alloc(t->be, total);
     if (!t->fixed) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for %.1f MiB of buffers", total / 1048576.0);
@@ -796,20 +1055,69 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         *fx[i].t = ck_tensor_of((char *)t->fixed + off, CK_F32);
         off += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
     }
-    memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float)); /* host memory: the CPU backend */
+    if (t->dev) {
+        const int64_t HWi = (int64_t)t->Hi * t->Wi;
+        t->stage_floats = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
+        t->stage = calloc((size_t)t->stage_floats, sizeof(float));
+        t->stage_in = malloc((size_t)HWi * 3 * sizeof(float));
+        const int resize = t->Hi != t->H0 || t->Wi != t->W0;
+        if (resize)
+            t->out = ck_tensor_of(bi->mem_alloc(t->be, (size_t)(Om + 1) * t->H0 * t->W0 * sizeof(float)), CK_F32);
+        if (!t->stage || !t->stage_in || (resize && !t->out.data)) {
+            ckey_tracker_free(t);
+            return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
+        }
+        t->ops->write(t->be, t->sensory, Om * hw * c->sensory_dim, t->stage); /* zeros */
+        if (t->lt) { /* the long-term bookkeeping in host memory, and its staging */
+            const int64_t CK = c->key_dim, row = CK_MAX(CK_MAX(CK, (int64_t)Om * c->value_dim), 2);
+            t->lt_rows = CK_MAX(t->wbase, t->cap) * row;
+            const int64_t n = t->cap * CK + 2 * t->cap + 2 * t->wbase + (t->wbase + t->cap) + 2 * t->lt_rows +
+                              CK_MAX(t->wbase, t->cap);
+            float *h = t->lt_host = calloc((size_t)n, sizeof(float));
+            if (!h) {
+                ckey_tracker_free(t);
+                return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the long-term memory's host side");
+            }
+            t->wsel = ck_tensor_of(h, CK_F32), h += t->cap * CK;
+            t->wuse = ck_tensor_of(h, CK_F32), h += t->cap;
+            t->wlife = ck_tensor_of(h, CK_F32), h += t->cap;
+            t->luse = ck_tensor_of(h, CK_F32), h += t->wbase;
+            t->llife = ck_tensor_of(h, CK_F32), h += t->wbase;
+            t->lt_usage = h, h += t->wbase + t->cap;
+            t->lt_a = h, h += t->lt_rows;
+            t->lt_b = h, h += t->lt_rows;
+            t->lt_idx = (int32_t *)(void *)h;
+        }
+    } else {
+        memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float));
+    }
     t->needs.conv_k = m->max_conv_k;
     t->needs.conv_w = m->max_conv_w;
     t->needs.attn_keys = CK_MAX(hw, c->num_queries);
     t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
     t->needs.mr_usage_hw = t->lt ? hw : 0;
-    t->ws = bi->host_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
+    t->ws = bi->mem_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
     if (!t->ws) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the ops' workspace");
     }
     t->ops->set_workspace(t->be, t->ws, &t->needs);
+    if (bi->ops_status && (st = bi->ops_status(t->be, err))) {
+        ckey_tracker_free(t);
+        return st;
+    }
     *out = t;
     return CKEY_OK;
+}
+
+ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    return tracker_create(m, width, height, opt, 0, out, err);
+}
+
+ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                     const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    return tracker_create(m, width, height, opt, 1, out, err);
 }
 
 /* Plans of the parts for O objects and their shared arena (the first frame). */
@@ -823,7 +1131,7 @@ static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
         if ((st = ck_plan_finish(t->plan[p], err))) return st;
         arena = CK_MAX(arena, ck_plan_arena_bytes(t->plan[p]));
     }
-    t->arena = t->bi->host_alloc(t->be, arena + 64);
+    t->arena = t->bi->mem_alloc(t->be, arena + 64);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
     return CKEY_OK;
 }
@@ -853,7 +1161,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         ckey_status st = plan_parts(t, err);
         if (st) { /* back to the state before the call */
             for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
-            t->bi->host_free(t->be, t->arena);
+            t->bi->mem_free(t->be, t->arena);
             t->arena = NULL;
             t->O = 0;
             return st;
@@ -888,12 +1196,16 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
      * buffers are host memory. */
     const float *src = rgb;
     if (resize) {
-        memcpy(t->raw.data, rgb, (size_t)t->H0 * t->W0 * 3 * sizeof(float));
+        ops->write(be, t->raw, (int64_t)t->H0 * t->W0 * 3, rgb);
         ops->resize_bilinear(be, t->raw, 1, t->H0, t->W0, 3, (ck_tensor){NULL, CK_F32}, Hi, Wi, t->resized);
         src = t->resized.data;
+        if (t->dev) { /* back to the host, for the padding below */
+            ops->read(be, t->resized, (int64_t)Hi * Wi * 3, t->stage_in);
+            src = t->stage_in;
+        }
     }
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
-    float *img = t->img.data;
+    float *img = t->dev ? t->stage : (float *)t->img.data;
     for (int y = 0; y < Hp; y++)
         for (int x = 0; x < Wp; x++) {
             const int sy = y - t->pad_t, sx = x - t->pad_l, in = sy >= 0 && sy < Hi && sx >= 0 && sx < Wi;
@@ -902,6 +1214,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                 img[((size_t)y * Wp + x) * 3 + ch] = (v - mean[ch]) / stdv[ch];
             }
         }
+    if (t->dev) ops->write(be, t->img, HWp * 3, img);
     run_part(t, PART_ENCODE, 1);
     /* A later mask (of objects the tracker knows) is the frame's result, as
      * the official InferenceCore.step takes a mask that brings no new object:
@@ -909,7 +1222,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
      * object the mask does not list is absent. */
     if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
     if (labels) {
-        float *oh = t->onehot.data;
+        float *oh = t->dev ? t->stage : (float *)t->onehot.data;
         for (int o = 0; o < O; o++) {
             int listed = 0;
             for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
@@ -924,6 +1237,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
                 }
         }
+        if (t->dev) ops->write(be, t->onehot, (int64_t)O * HWp, oh);
         /* softmax(aggregate(masks)) */
         ops->aggregate(be, t->onehot, O, HWp, t->prob);
         ops->softmax_planes(be, t->prob, O + 1, HWp);
@@ -933,9 +1247,11 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         t->last_mem_ti = t->ti;
     }
     if (t->tap) {
-        t->tap(t->tap_user, t->ti, "sensory", t->sensory.data, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
-        t->tap(t->tap_user, t->ti, "prob_padded", t->prob.data, (O + 1) * HWp);
+        cx x = {ops, be, NULL, t};
+        tap(&x, "sensory", t->sensory, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
+        tap(&x, "prob_padded", t->prob, (O + 1) * HWp);
     }
+    if (t->dev) return device_result(t, prob, err);
     /* unpad (and resize back) */
     float *dst = resize ? (float *)t->crop.data : prob;
     const float *pp = t->prob.data;

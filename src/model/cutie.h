@@ -83,15 +83,25 @@ struct ckey_track_model {
     int up1_has_down, up2_has_down;
     ck_cconv su_g16, su_g8, su_g4, su_transform; /* decoder sensory update */
     float **store; /* every weight's allocation */
+    size_t *store_n; /* and its floats */
     int nstore, capstore;
     int64_t num_params;
     int64_t max_conv_k, max_conv_w; /* largest k*k*cin and cout*k*k*cin (the ops' workspace) */
 };
 
 /* Test hook: called with each stage's output as it is computed (frame
- * index, a name of tests/fixtures/cutie/README.md's taps, backend memory
- * of n floats in the tracker's layout: channels-last, objects first). */
+ * index, a name of tests/fixtures/cutie/README.md's taps, a host copy of
+ * its n floats in the tracker's layout: channels-last, objects first). */
 typedef void (*ck_cutie_tap_fn)(void *user, int frame, const char *name, const float *data, int64_t n);
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
+
+/* Test hook: ckey_tracker_create with the device path's host side on any
+ * backend: the weights copied into one block of backend memory and viewed
+ * through a copy of the model, the frame and masks staged on the host and
+ * written (ck_ops.write), the result cropped and resized by the ops and
+ * read. On the CPU backend it checks that path against the fixtures
+ * without a GPU. */
+ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                     const ckey_track_options *opt, ckey_tracker **out, ckey_error *err);
 
 #endif

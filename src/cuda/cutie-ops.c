@@ -1,0 +1,196 @@
+/* The CUDA backend's Cutie ops (backend/ops.h, the Cutie block), fp32:
+ * convs as im2col of bounded chunks of output pixels into the workspace +
+ * cuBLAS SGEMM (fp32 math, no TF32: ck_cublas_create) + a bias / ReLU pass,
+ * the rest the kernels of cutie-ops.cu. The workspace (bound once by
+ * set_workspace, device memory) holds the im2col chunk, the channel
+ * attention's means and the attention mask's counts; no op allocates.
+ * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
+#include "cuda/backend.h"
+
+#ifdef CK_HAVE_CUDA
+
+#include "cuda/cutie-kernels.h"
+
+#define ST(be) ((ck_cuda_state *)(void *)(be))
+#define F(t) ck_f32(t)
+#define WF(w) ck_wf32(w)
+/* the first failure of the ops is kept (ck_cuda_state.status) */
+#define CHECKED(be, call)                                                 \
+    do {                                                                  \
+        ckey_error e_;                                                    \
+        ckey_status s_ = (call);                                          \
+        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
+            ST(be)->status = s_;                                          \
+            ST(be)->err = e_;                                             \
+        }                                                                 \
+    } while (0)
+#define EC &e_
+
+/* COL_MIN: the im2col chunk holds at least this many floats (32 MiB), and
+ * at least COL_PIX output pixels of the widest conv. MEANS: floats for the
+ * channel attention's means (n maps x C channels: 255 objects x 256).
+ * COUNTS: ints for the attention mask's per-object counts. */
+enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256 };
+
+static size_t col_floats(const ck_op_needs *n) {
+    const size_t w = (size_t)COL_PIX * (size_t)CK_MAX(n->conv_k, 1);
+    return CK_MAX(w, (size_t)COL_MIN);
+}
+
+size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
+    (void)bc;
+    return (col_floats(n) + MEANS + COUNTS) * sizeof(float);
+}
+
+static void fail(ck_backend *be, ckey_status st, const char *msg) {
+    ck_cuda_state *s = ST(be);
+    if (s->status != CKEY_OK) return;
+    s->status = ck_fail(&s->err, st, "%s", msg);
+}
+
+void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_needs *n) {
+    ck_cuda_state *s = ST(be);
+    s->cutie_col = scratch;
+    s->cutie_col_floats = col_floats(n);
+    s->cutie_means = s->cutie_col + s->cutie_col_floats;
+    s->cutie_counts = (int *)(s->cutie_means + MEANS);
+}
+
+void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out) {
+    ck_cuda_state *s = ST(be);
+    const int Ho = (g->H + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
+    const int Wo = (g->W + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
+    const int in_ld = g->in_ld ? g->in_ld : g->Cin, out_ld = g->out_ld ? g->out_ld : g->Cout;
+    const int64_t in_map = g->in_map ? g->in_map : (int64_t)g->H * g->W * in_ld;
+    const int64_t out_map = g->out_map ? g->out_map : (int64_t)Ho * Wo * out_ld;
+    const int64_t K = (int64_t)g->k * g->k * g->Cin, P = (int64_t)Ho * Wo;
+    const int acc = (g->flags & CK_CONV_ACCUMULATE) != 0, relu = (g->flags & CK_CONV_RELU_OUT) != 0;
+    const float *x = F(in), *w = WF(W), *bias = WF(b);
+    float *y = F(out);
+    if (K > INT32_MAX || P <= 0) {
+        fail(be, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
+        return;
+    }
+    if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && in_ld == g->Cin) {
+        /* a 1x1 conv is a GEMM over the input as it lies: all maps at once when they are packed */
+        const int packed = in_map == P * in_ld && out_map == P * out_ld;
+        for (int img = 0; img < (packed ? 1 : g->n); img++) {
+            const int64_t rows = packed ? (int64_t)g->n * P : P;
+            float *o = y + img * out_map;
+            CHECKED(be, ck_cuda_linear_ld_t(s->blas, x + img * in_map, rows, (int)K, w, NULL, o, g->Cout, out_ld, acc,
+                                            CK_F32, s->stream, EC));
+            if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, out_ld, bias, relu, s->stream, EC));
+        }
+        return;
+    }
+    const int64_t chunk = (int64_t)(s->cutie_col_floats / (size_t)K);
+    if (!s->cutie_col || chunk < 1) {
+        fail(be, CKEY_ERR_INTERNAL, "cuda conv2d: the workspace is unset or under one pixel's taps");
+        return;
+    }
+    for (int img = 0; img < g->n; img++)
+        for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+            const int64_t np = CK_MIN(chunk, P - p0);
+            float *o = y + img * out_map + p0 * out_ld;
+            CHECKED(be, ck_cu_im2col(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
+                                     (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
+            CHECKED(be, ck_cuda_linear_ld_t(s->blas, s->cutie_col, np, (int)K, w, NULL, o, g->Cout, out_ld, acc, CK_F32,
+                                            s->stream, EC));
+            if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
+        }
+}
+
+void ck_cuda_cutie_maxpool3x3s2(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor out) {
+    CHECKED(be, ck_cu_maxpool3x3s2(F(in), n, H, W, C, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_resize_bilinear(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor add, int Ho, int Wo,
+                               ck_tensor out) {
+    CHECKED(be, ck_cu_resize_bilinear(F(in), n, H, W, C, F(add), Ho, Wo, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_avgpool(ck_backend *be, ck_tensor in, int n, int H, int W, int C, int f, ck_tensor out, int out_ld) {
+    CHECKED(be, ck_cu_avgpool(F(in), n, H, W, C, f, F(out), out_ld, ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_layer_norm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, float eps,
+                          ck_tensor y) {
+    CHECKED(be, ck_cu_layer_norm(F(x), N, C, WF(g), WF(b), eps, F(y), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk,
+                   int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out) {
+    if (mask.data && mask.type != CK_U8) abort();
+    CHECKED(be, ck_cu_mha(n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y) {
+    CHECKED(be, ck_cu_unary(kind, F(x), n, F(y), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_add(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y) {
+    CHECKED(be, ck_cu_add(F(a), na, F(b), nb, F(y), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld) {
+    CHECKED(be, ck_cu_copy_channels(F(src), n, C, src_ld, F(dst), dst_ld, ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld) {
+    CHECKED(be, ck_cu_masks_with_others(F(m), O, HW, F(dst), dst_ld, ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_gru_update(ck_backend *be, ck_tensor h, ck_tensor v, int64_t HW, int D) {
+    CHECKED(be, ck_cu_gru_update(F(h), F(v), HW, D, ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t HW, int C, ck_weight w, int k,
+                                 ck_tensor r, ck_tensor out) {
+    ck_cuda_state *s = ST(be);
+    if (!s->cutie_means || (int64_t)n * C > MEANS) {
+        fail(be, CKEY_ERR_INTERNAL, "cuda channel_attention: the workspace is unset or under n x C means");
+        return;
+    }
+    CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->stream, EC));
+}
+
+void ck_cuda_cutie_aggregate(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out) {
+    CHECKED(be, ck_cu_aggregate(F(logits), O, HW, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_softmax_planes(ck_backend *be, ck_tensor x, int C, int64_t HW) {
+    CHECKED(be, ck_cu_softmax_planes(F(x), C, HW, ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_object_attn_mask(ck_backend *be, ck_tensor logits, int O, int64_t HW, int Q, ck_tensor mask) {
+    ck_cuda_state *s = ST(be);
+    if (mask.type != CK_U8) abort();
+    if (!s->cutie_counts || O > COUNTS) {
+        fail(be, CKEY_ERR_INTERNAL, "cuda object_attn_mask: the workspace is unset or under O counts");
+        return;
+    }
+    CHECKED(be, ck_cu_object_attn_mask(F(logits), O, HW, Q, mask.data, s->cutie_counts, s->stream, EC));
+}
+
+void ck_cuda_cutie_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_tensor logits, int64_t HW, int E, int Q,
+                            ck_tensor out) {
+    CHECKED(be, ck_cu_summary_pool(F(m), F(feat), F(logits), HW, E, Q, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out) {
+    CHECKED(be, ck_cu_summary_values(F(in), n, E, F(out), ST(be)->stream, EC));
+}
+
+void ck_cuda_cutie_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out) {
+    CHECKED(be, ck_cu_pos_encoding(H, W, dim, scale, temperature, F(out), ST(be)->stream, EC));
+}
+
+/* Host fp32 into backend memory in stream order (ck_ops.write); it waits
+ * for the copy, so the host buffer (pinned or not) may be reused at once. */
+void ck_cuda_cutie_write(ck_backend *be, ck_tensor t, int64_t n, const float *host) {
+    CHECKED(be, ck_cuda_copy_async(F(t), host, (size_t)n * sizeof(float), 1, ST(be)->stream, EC));
+    CHECKED(be, ck_cuda_stream_sync(ST(be)->stream, EC));
+}
+
+
+#endif

@@ -1,0 +1,566 @@
+// CUDA kernels of Cutie's ops (cutie-kernels.h; the ops are defined in
+// backend/ops.h, the CPU versions in src/cpu/cutie-ops.c, whose arithmetic
+// these follow: the same float formulas, sums over many pixels in double).
+// Plain stream-ordered launches; fp32 throughout.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "cuda/cutie-kernels.h"
+
+namespace {
+
+enum { UNARY_SIGMOID = 0, UNARY_RELU = 1, UNARY_SQUARE_PLUS_1 = 2 }; // CK_UNARY_* (backend/ops.h)
+enum { THREADS = 256, MHA_THREADS = 128 };
+
+ckey_status launched(ckey_error *err, const char *what) {
+    const cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return CKEY_OK;
+    if (err) {
+        snprintf(err->message, sizeof err->message, "cuda %s: %s", what, cudaGetErrorString(e));
+        err->status = CKEY_ERR_DEVICE;
+    }
+    return CKEY_ERR_DEVICE;
+}
+
+unsigned blocks_for(int64_t n) {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    if (b > (int64_t)1 << 30) b = (int64_t)1 << 30;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+#define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+__device__ __forceinline__ float agg_logit(float q) {
+    q = q < 1e-7f ? 1e-7f : q > 1 - 1e-7f ? 1 - 1e-7f : q;
+    return logf(q / (1 - q));
+}
+
+// PyTorch's bilinear source taps (align_corners=False), as the CPU's tap()
+__device__ __forceinline__ void tap(int d, int in, int out, int *i0, int *i1, float *w1) {
+    float s = ((float)d + 0.5f) * ((float)in / (float)out) - 0.5f;
+    if (s < 0) s = 0;
+    int i = (int)s;
+    if (i > in - 1) i = in - 1;
+    *i0 = i;
+    *i1 = i < in - 1 ? i + 1 : i;
+    *w1 = s - (float)i;
+}
+
+__global__ void im2col_k(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
+                         int relu_in, int Wo, int64_t p0, int64_t np, float *col) {
+    const int64_t K = (int64_t)k * k * Cin;
+    GRID_LOOP(i, np * K) {
+        const int64_t p = p0 + i / K;
+        const int r = (int)(i % K), t = r / Cin, ch = r % Cin, ky = t / k, kx = t % k;
+        const int oy = (int)(p / Wo), ox = (int)(p % Wo);
+        const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
+        float v = 0;
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+            v = in[((int64_t)iy * W + ix) * in_ld + ch];
+            if (relu_in && !(v > 0)) v = 0;
+        }
+        col[i] = v;
+    }
+}
+
+__global__ void bias_relu_k(float *out, int64_t np, int C, int ld, const float *b, int relu) {
+    GRID_LOOP(i, np * C) {
+        const int64_t r = i / C;
+        const int j = (int)(i % C);
+        float *o = out + r * ld + j;
+        float v = *o;
+        if (b) v += b[j];
+        if (relu) v = v > 0 ? v : 0;
+        *o = v;
+    }
+}
+
+__global__ void maxpool_k(const float *in, int n, int H, int W, int C, int Ho, int Wo, float *out) {
+    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
+        const int ch = (int)(i % C);
+        const int64_t pix = i / C;
+        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
+        const int64_t img = pix / ((int64_t)Wo * Ho);
+        const float *src = in + img * H * W * C;
+        float m = -INFINITY;
+        for (int dy = 0; dy < 3; dy++) {
+            const int iy = 2 * oy - 1 + dy;
+            if (iy < 0 || iy >= H) continue;
+            for (int dx = 0; dx < 3; dx++) {
+                const int ix = 2 * ox - 1 + dx;
+                if (ix < 0 || ix >= W) continue;
+                const float s = src[((int64_t)iy * W + ix) * C + ch];
+                m = s > m ? s : m;
+            }
+        }
+        out[i] = m;
+    }
+}
+
+__global__ void resize_k(const float *in, int n, int H, int W, int C, const float *add, int Ho, int Wo, float *out) {
+    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
+        const int ch = (int)(i % C);
+        const int64_t pix = i / C;
+        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
+        const int64_t img = pix / ((int64_t)Wo * Ho);
+        int y0, y1, x0, x1;
+        float wy, wx;
+        tap(oy, H, Ho, &y0, &y1, &wy);
+        tap(ox, W, Wo, &x0, &x1, &wx);
+        const float *s = in + img * H * W * C + ch;
+        const float p00 = s[((int64_t)y0 * W + x0) * C], p01 = s[((int64_t)y0 * W + x1) * C];
+        const float p10 = s[((int64_t)y1 * W + x0) * C], p11 = s[((int64_t)y1 * W + x1) * C];
+        const float v = (1 - wy) * ((1 - wx) * p00 + wx * p01) + wy * ((1 - wx) * p10 + wx * p11);
+        out[i] = add ? v + add[((int64_t)oy * Wo + ox) * C + ch] : v;
+    }
+}
+
+__global__ void avgpool_k(const float *in, int n, int H, int W, int C, int f, int Ho, int Wo, float *out, int out_ld) {
+    const float inv = 1.0f / (float)(f * f);
+    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
+        const int ch = (int)(i % C);
+        const int64_t pix = i / C;
+        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
+        const int64_t img = pix / ((int64_t)Wo * Ho);
+        const float *s = in + img * H * W * C + ch;
+        float acc = 0;
+        for (int dy = 0; dy < f; dy++)
+            for (int dx = 0; dx < f; dx++) acc += s[((int64_t)(oy * f + dy) * W + ox * f + dx) * C];
+        out[pix * out_ld + ch] = acc * inv;
+    }
+}
+
+__device__ __forceinline__ double warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// one warp per row; y may equal x (the row is read whole before it is written)
+__global__ void layer_norm_k(const float *x, int64_t N, int C, const float *g, const float *b, float eps, float *y) {
+    const int64_t r = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (r >= N) return;
+    const float *xr = x + r * C;
+    double s = 0;
+    for (int i = lane; i < C; i += 32) s += xr[i];
+    const double mean = warp_sum_d(s) / C;
+    double ss = 0;
+    for (int i = lane; i < C; i += 32) ss += (xr[i] - mean) * (xr[i] - mean);
+    ss = warp_sum_d(ss);
+    const float m = (float)mean, rstd = (float)(1.0 / sqrt(ss / C + eps));
+    float *yr = y + r * C;
+    for (int i = lane; i < C; i += 32) yr[i] = (xr[i] - m) * rstd * g[i] + b[i];
+}
+
+__device__ float block_reduce(float v, float *red, int is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, u) : v + u;
+    }
+    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) red[w] = v;
+    __syncthreads();
+    v = red[0];
+    for (int i = 1; i < nw; i++) v = is_max ? fmaxf(v, red[i]) : v + red[i];
+    return v;
+}
+
+// one block per (batch, head, query): the scores in shared memory, then
+// softmax, then out = p . V with the keys split over G groups of hd threads
+__global__ void mha_k(const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk, int kv_ld,
+                      int D, int heads, const uint8_t *mask, float *out) {
+    extern __shared__ float sm[];
+    const int hd = D / heads;
+    const int G = hd >= MHA_THREADS ? 1 : MHA_THREADS / hd;
+    float *s = sm, *part = sm + Nk, *red = part + (int64_t)G * hd;
+    const int64_t item = blockIdx.x, qi = item % Nq, bh = item / Nq;
+    const int h = (int)(bh % heads);
+    const int64_t bi = bh / heads;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *qv = q + (bi * Nq + qi) * q_ld + h * hd;
+    const float *K = k + bi * Nk * kv_ld + h * hd, *V = v + bi * Nk * kv_ld + h * hd;
+    const uint8_t *m = mask ? mask + (bi * Nq + qi) * Nk : NULL;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < Nk; j += blockDim.x) {
+        float d = -INFINITY;
+        if (!(m && m[j])) {
+            const float *kr = K + j * kv_ld;
+            float acc = 0;
+            for (int c = 0; c < hd; c++) acc += qv[c] * kr[c];
+            d = acc * scale;
+        }
+        s[j] = d;
+        mx = fmaxf(mx, d);
+    }
+    mx = block_reduce(mx, red, 1);
+    float sum = 0;
+    for (int64_t j = threadIdx.x; j < Nk; j += blockDim.x) {
+        const float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
+        s[j] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, red, 0);
+    const float inv = 1.0f / sum;
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+        const int g = t / hd, d = t % hd;
+        float acc = 0;
+        for (int64_t j = g; j < Nk; j += G)
+            if (s[j] != 0) acc += s[j] * inv * V[j * kv_ld + d];
+        part[t] = acc;
+    }
+    __syncthreads();
+    float *o = out + (bi * Nq + qi) * D + h * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0;
+        for (int g = 0; g < G; g++) acc += part[g * hd + d];
+        o[d] = acc;
+    }
+}
+
+__global__ void unary_k(int kind, const float *x, int64_t n, float *y) {
+    GRID_LOOP(i, n) {
+        const float v = x[i];
+        y[i] = kind == UNARY_SIGMOID ? sigm(v) : kind == UNARY_RELU ? (v > 0 ? v : 0) : v * v + 1;
+    }
+}
+
+__global__ void add_k(const float *a, int64_t na, const float *b, int64_t nb, float *y) {
+    GRID_LOOP(i, na) y[i] = a[i] + b[i % nb];
+}
+
+__global__ void copy_k(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld) {
+    GRID_LOOP(i, n * C) {
+        const int64_t p = i / C;
+        const int c = (int)(i % C);
+        dst[p * dst_ld + c] = src[p * src_ld + c];
+    }
+}
+
+// the in-order copy where no chunking keeps reads before writes: one thread
+__global__ void copy_serial_k(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld) {
+    if (blockIdx.x || threadIdx.x) return;
+    for (int64_t p = 0; p < n; p++)
+        for (int c = 0; c < C; c++) dst[p * dst_ld + c] = src[p * src_ld + c];
+}
+
+__global__ void masks_others_k(const float *m, int O, int64_t HW, float *dst, int dst_ld) {
+    GRID_LOOP(p, HW) {
+        float sum = 0;
+        for (int o = 0; o < O; o++) sum += m[o * HW + p];
+        for (int o = 0; o < O; o++) {
+            const float val = m[o * HW + p], r = sum - val;
+            float *d = dst + (o * HW + p) * dst_ld;
+            d[0] = val;
+            d[1] = r < 0 ? 0 : r > 1 ? 1 : r;
+        }
+    }
+}
+
+__global__ void gru_k(float *h, const float *v, int64_t HW, int D) {
+    GRID_LOOP(i, HW * D) {
+        const int64_t r = i / D;
+        const int c = (int)(i % D);
+        const float *vr = v + r * 3 * D;
+        const float f = sigm(vr[c]), u = sigm(vr[D + c]), nv = tanhf(vr[2 * D + c]);
+        h[i] = f * h[i] * (1 - u) + u * nv;
+    }
+}
+
+// means [n, C]: block (32 channels x 8 rows) per (channel group, map), double sums
+__global__ void channel_mean_k(const float *x, int64_t HW, int C, float *means) {
+    __shared__ double acc[8][32];
+    const int ch = blockIdx.x * 32 + threadIdx.x, b = blockIdx.y;
+    double s = 0;
+    if (ch < C)
+        for (int64_t p = threadIdx.y; p < HW; p += 8) s += x[((int64_t)b * HW + p) * C + ch];
+    acc[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && ch < C) {
+        double t = 0;
+        for (int i = 0; i < 8; i++) t += acc[i][threadIdx.x];
+        means[(int64_t)b * C + ch] = (float)(t / (double)HW);
+    }
+}
+
+__global__ void channel_gate_k(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
+                               float *out, const float *means) {
+    GRID_LOOP(i, (int64_t)n * HW * C) {
+        const int ch = (int)(i % C);
+        const int64_t b = i / (HW * C);
+        const float *mean = means + b * C;
+        float s = 0;
+        for (int t = 0; t < k; t++) {
+            const int j = ch + t - (k - 1) / 2;
+            if (j >= 0 && j < C) s += w[t] * mean[j];
+        }
+        const float val = x[i] * sigm(s);
+        out[i] = r ? val + r[i] : val;
+    }
+}
+
+__global__ void aggregate_k(const float *logits, int O, int64_t HW, float *out) {
+    GRID_LOOP(p, HW) {
+        float bg = 1;
+        for (int o = 0; o < O; o++) {
+            const float pr = sigm(logits[o * HW + p]);
+            bg *= 1 - pr;
+            out[(o + 1) * HW + p] = agg_logit(pr);
+        }
+        out[p] = agg_logit(bg);
+    }
+}
+
+__global__ void softmax_planes_k(float *x, int C, int64_t HW) {
+    GRID_LOOP(p, HW) {
+        float mx = -INFINITY, s = 0;
+        for (int c = 0; c < C; c++) mx = x[c * HW + p] > mx ? x[c * HW + p] : mx;
+        for (int c = 0; c < C; c++) s += x[c * HW + p] = expf(x[c * HW + p] - mx);
+        for (int c = 0; c < C; c++) x[c * HW + p] /= s;
+    }
+}
+
+__device__ __forceinline__ int is_fg(const float *logits, int O, int64_t HW, int o, int64_t p) {
+    float bg = 1, mine = 0;
+    for (int j = 0; j < O; j++) {
+        const float pr = sigm(logits[j * HW + p]);
+        bg *= 1 - pr;
+        if (j == o) mine = agg_logit(pr);
+    }
+    float mx = agg_logit(bg);
+    for (int j = 0; j < O; j++) {
+        const float a = agg_logit(sigm(logits[j * HW + p]));
+        mx = a > mx ? a : mx;
+    }
+    return mine >= mx;
+}
+
+__global__ void fg_count_k(const float *logits, int O, int64_t HW, int *counts) {
+    GRID_LOOP(i, (int64_t)O * HW) {
+        const int o = (int)(i / HW);
+        if (is_fg(logits, O, HW, o, i % HW)) atomicAdd(counts + o, 1);
+    }
+}
+
+// mask [o, q, p]: q < Q/2 blocked off the foreground, the rest off the
+// background; a half whose rows would be blocked everywhere is cleared
+__global__ void attn_mask_k(const float *logits, int O, int64_t HW, int Q, uint8_t *mask, const int *counts) {
+    GRID_LOOP(i, (int64_t)O * HW) {
+        const int o = (int)(i / HW);
+        const int64_t p = i % HW;
+        const int fg = is_fg(logits, O, HW, o, p), nfg = counts[o];
+        const uint8_t vf = nfg == 0 ? 0 : (uint8_t)!fg, vb = nfg == HW ? 0 : (uint8_t)fg;
+        uint8_t *mo = mask + (int64_t)o * Q * HW;
+        for (int q = 0; q < Q / 2; q++) mo[q * HW + p] = vf, mo[(Q / 2 + q) * HW + p] = vb;
+    }
+}
+
+// out [q, e]: block (32 e x 8 rows) per (q, e group), double sums over the pixels
+__global__ void summary_pool_k(const float *m, const float *feat, const float *logits, int64_t HW, int E, int Q,
+                               float *out) {
+    __shared__ double acc[8][32];
+    const int q = blockIdx.y, e = blockIdx.x * 32 + threadIdx.x;
+    double s = 0;
+    if (e <= E)
+        for (int64_t p = threadIdx.y; p < HW; p += 8) {
+            const float w = sigm(logits[p * Q + q]) * (q < Q / 2 ? m[p] : 1 - m[p]);
+            s += e < E ? (double)w * feat[p * E + e] : (double)w;
+        }
+    acc[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && e <= E) {
+        double t = 0;
+        for (int i = 0; i < 8; i++) t += acc[i][threadIdx.x];
+        out[(int64_t)q * (E + 1) + e] = (float)t;
+    }
+}
+
+__global__ void summary_values_k(const float *in, int64_t n, int E, float *out) {
+    GRID_LOOP(i, n * E) {
+        const int64_t r = i / E;
+        out[i] = in[r * (E + 1) + i % E] / (in[r * (E + 1) + E] + 1e-4f);
+    }
+}
+
+__global__ void pos_encoding_k(int H, int W, int dim, float scale, float temperature, float *out) {
+    const int d = (dim + 3) / 4 * 2, nf = d / 2;
+    const float ey = (float)(H - 1) + 1e-6f, ex = (float)(W - 1) + 1e-6f;
+    GRID_LOOP(t, (int64_t)H * W * nf) {
+        const int i = (int)(t % nf);
+        const int64_t pix = t / nf;
+        const int x = (int)(pix % W), y = (int)(pix / W);
+        float *o = out + pix * 2 * d;
+        const float py = (float)y / ey * scale, px = (float)x / ex * scale;
+        const float inv = 1.0f / powf(temperature, (float)(2 * i) / (float)d);
+        o[2 * i] = sinf(px * inv), o[2 * i + 1] = cosf(px * inv);
+        o[d + 2 * i] = sinf(py * inv), o[d + 2 * i + 1] = cosf(py * inv);
+    }
+}
+
+#define LAUNCH(kern, n, st, ...)                                                    \
+    do {                                                                            \
+        if ((n) > 0) kern<<<blocks_for(n), THREADS, 0, (cudaStream_t)(st)>>>(__VA_ARGS__); \
+    } while (0)
+
+} // namespace
+
+extern "C" {
+
+ckey_status ck_cu_im2col(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
+                         int relu_in, int Wo, int64_t p0, int64_t np, float *col, void *stream, ckey_error *err) {
+    LAUNCH(im2col_k, np * k * k * Cin, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
+    return launched(err, "im2col");
+}
+
+ckey_status ck_cu_bias_relu(float *out, int64_t np, int C, int ld, const float *b, int relu, void *stream,
+                            ckey_error *err) {
+    LAUNCH(bias_relu_k, np * C, stream, out, np, C, ld, b, relu);
+    return launched(err, "conv epilogue");
+}
+
+ckey_status ck_cu_maxpool3x3s2(const float *in, int n, int H, int W, int C, float *out, void *stream, ckey_error *err) {
+    const int Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1;
+    LAUNCH(maxpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, Ho, Wo, out);
+    return launched(err, "maxpool3x3s2");
+}
+
+ckey_status ck_cu_resize_bilinear(const float *in, int n, int H, int W, int C, const float *add, int Ho, int Wo,
+                                  float *out, void *stream, ckey_error *err) {
+    LAUNCH(resize_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, add, Ho, Wo, out);
+    return launched(err, "resize_bilinear");
+}
+
+ckey_status ck_cu_avgpool(const float *in, int n, int H, int W, int C, int f, float *out, int out_ld, void *stream,
+                          ckey_error *err) {
+    const int Ho = H / f, Wo = W / f;
+    LAUNCH(avgpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, f, Ho, Wo, out, out_ld ? out_ld : C);
+    return launched(err, "avgpool");
+}
+
+ckey_status ck_cu_layer_norm(const float *x, int64_t N, int C, const float *g, const float *b, float eps, float *y,
+                             void *stream, ckey_error *err) {
+    if (N > 0) layer_norm_k<<<(unsigned)((N + 7) / 8), 256, 0, (cudaStream_t)stream>>>(x, N, C, g, b, eps, y);
+    return launched(err, "layer_norm");
+}
+
+ckey_status ck_cu_mha(int n, const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk,
+                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, void *stream, ckey_error *err) {
+    const int hd = D / heads, G = hd >= MHA_THREADS ? 1 : MHA_THREADS / hd;
+    const size_t smem = ((size_t)Nk + (size_t)G * hd + MHA_THREADS / 32) * sizeof(float);
+    const int64_t items = (int64_t)n * heads * Nq;
+    if (items <= 0) return CKEY_OK;
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (smem > (size_t)optin || items > 0x7fffffff) {
+        if (err) {
+            snprintf(err->message, sizeof err->message,
+                     "cuda mha: %lld keys need %zu bytes of shared memory, over the device's %d", (long long)Nk, smem,
+                     optin);
+            err->status = CKEY_ERR_UNSUPPORTED;
+        }
+        return CKEY_ERR_UNSUPPORTED;
+    }
+    if (smem > 48 * 1024) cudaFuncSetAttribute(mha_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    mha_k<<<(unsigned)items, MHA_THREADS, smem, (cudaStream_t)stream>>>(q, Nq, q_ld, k, v, Nk, kv_ld, D, heads, mask,
+                                                                          out);
+    return launched(err, "mha");
+}
+
+ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *stream, ckey_error *err) {
+    LAUNCH(unary_k, n, stream, kind, x, n, y);
+    return launched(err, "unary");
+}
+
+ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err) {
+    LAUNCH(add_k, na, stream, a, na, b, nb, y);
+    return launched(err, "add");
+}
+
+ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld, void *stream,
+                                ckey_error *err) {
+    if (n <= 0 || C <= 0) return CKEY_OK;
+    const float *send = src + (n - 1) * src_ld + C;
+    const float *dend = dst + (n - 1) * dst_ld + C;
+    if (dend <= src || send <= dst) { /* apart */
+        LAUNCH(copy_k, n * C, stream, src, n, C, src_ld, dst, dst_ld);
+        return launched(err, "copy_channels");
+    }
+    /* rows moving down one buffer: chunks of r rows whose writes end before the source rows they have not read */
+    const int64_t shift = src - dst;
+    if (dst < src && src_ld == dst_ld && shift >= src_ld) {
+        const int64_t r = shift / src_ld;
+        for (int64_t p = 0; p < n; p += r) {
+            const int64_t m = n - p < r ? n - p : r;
+            LAUNCH(copy_k, m * C, stream, src + p * src_ld, m, C, src_ld, dst + p * dst_ld, dst_ld);
+        }
+        return launched(err, "copy_channels");
+    }
+    copy_serial_k<<<1, 1, 0, (cudaStream_t)stream>>>(src, n, C, src_ld, dst, dst_ld);
+    return launched(err, "copy_channels");
+}
+
+ckey_status ck_cu_masks_with_others(const float *m, int O, int64_t HW, float *dst, int dst_ld, void *stream,
+                                    ckey_error *err) {
+    LAUNCH(masks_others_k, HW, stream, m, O, HW, dst, dst_ld);
+    return launched(err, "masks_with_others");
+}
+
+ckey_status ck_cu_gru_update(float *h, const float *v, int64_t HW, int D, void *stream, ckey_error *err) {
+    LAUNCH(gru_k, HW * D, stream, h, v, HW, D);
+    return launched(err, "gru_update");
+}
+
+ckey_status ck_cu_channel_attention(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
+                                    float *out, float *means, void *stream, ckey_error *err) {
+    if (n <= 0 || C <= 0) return CKEY_OK;
+    channel_mean_k<<<dim3((unsigned)((C + 31) / 32), (unsigned)n), dim3(32, 8), 0, (cudaStream_t)stream>>>(x, HW, C,
+                                                                                                           means);
+    LAUNCH(channel_gate_k, (int64_t)n * HW * C, stream, x, n, HW, C, w, k, r, out, means);
+    return launched(err, "channel_attention");
+}
+
+ckey_status ck_cu_aggregate(const float *logits, int O, int64_t HW, float *out, void *stream, ckey_error *err) {
+    LAUNCH(aggregate_k, HW, stream, logits, O, HW, out);
+    return launched(err, "aggregate");
+}
+
+ckey_status ck_cu_softmax_planes(float *x, int C, int64_t HW, void *stream, ckey_error *err) {
+    LAUNCH(softmax_planes_k, HW, stream, x, C, HW);
+    return launched(err, "softmax_planes");
+}
+
+ckey_status ck_cu_object_attn_mask(const float *logits, int O, int64_t HW, int Q, uint8_t *mask, int *counts,
+                                   void *stream, ckey_error *err) {
+    if (HW <= 0 || O <= 0) return CKEY_OK;
+    const cudaError_t e = cudaMemsetAsync(counts, 0, (size_t)O * sizeof(int), (cudaStream_t)stream);
+    if (e != cudaSuccess) return launched(err, "object_attn_mask memset");
+    LAUNCH(fg_count_k, (int64_t)O * HW, stream, logits, O, HW, counts);
+    LAUNCH(attn_mask_k, (int64_t)O * HW, stream, logits, O, HW, Q, mask, counts);
+    return launched(err, "object_attn_mask");
+}
+
+ckey_status ck_cu_summary_pool(const float *m, const float *feat, const float *logits, int64_t HW, int E, int Q,
+                               float *out, void *stream, ckey_error *err) {
+    if (Q <= 0) return CKEY_OK;
+    summary_pool_k<<<dim3((unsigned)((E + 1 + 31) / 32), (unsigned)Q), dim3(32, 8), 0, (cudaStream_t)stream>>>(
+        m, feat, logits, HW, E, Q, out);
+    return launched(err, "summary_pool");
+}
+
+ckey_status ck_cu_summary_values(const float *in, int64_t n, int E, float *out, void *stream, ckey_error *err) {
+    LAUNCH(summary_values_k, n * E, stream, in, n, E, out);
+    return launched(err, "summary_values");
+}
+
+ckey_status ck_cu_pos_encoding(int H, int W, int dim, float scale, float temperature, float *out, void *stream,
+                               ckey_error *err) {
+    const int64_t nf = (dim + 3) / 4;
+    LAUNCH(pos_encoding_k, (int64_t)H * W * nf, stream, H, W, dim, scale, temperature, out);
+    return launched(err, "pos_encoding");
+}
+
+} // extern "C"

@@ -1,0 +1,44 @@
+/* Shared by the Cutie tests (support/cutie-fixture.c): the fixtures'
+ * loading, the comparisons and the clip runs against them. */
+#ifndef CK_TEST_CUTIE_FIXTURE_H
+#define CK_TEST_CUTIE_FIXTURE_H
+
+#include <stdint.h>
+
+#include "ckey_track.h"
+#include "ckpt/checkpoint.h"
+
+#define CK_CUTIE_FIXTURES "tests/fixtures/cutie/"
+
+/* What the tap callback compares (ck_cutie_on_tap's user). */
+typedef struct {
+    ck_checkpoint *clip, *taps;
+    int K, CV, h, w, T;
+    float *readout_visual, *sensory;
+    double worst_read, worst_sensory;
+    int taps_compared;
+    double worst_tap;
+    float *dec_logits; /* [T - 1, K, H/4, W/4] (longterm.safetensors) */
+    double worst_logits; /* relative to each frame's largest logit */
+} run_state;
+
+const ck_tensor_info *ck_cutie_need(ck_checkpoint *ck, const char *name);
+/* A fixture tensor as fp32 (malloc'd), NULL on failure. */
+float *ck_cutie_f32(const ck_tensor_info *t);
+/* Prints the max abs error of got against want and returns it. */
+double ck_cutie_compare(const char *label, const float *got, const float *want, size_t n);
+void ck_cutie_to_channels_first(const float *src, int K, int64_t hw, int C, float *dst);
+void ck_cutie_on_tap(void *user, int frame, const char *name, const float *data, int64_t n);
+/* Mask IoU of object obj between two [C, HW] probability sets (argmax). */
+double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj);
+/* A fixture clip (clip.safetensors, resize.safetensors) on device; with
+ * taps.safetensors' stage taps when with_taps; staged: the tracker made by
+ * ck_tracker_create_staged (a device's host side on any backend). Skips
+ * when absent. */
+void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged);
+/* Later masks (maskat.safetensors) on device; skips when absent. */
+void ck_cutie_run_mask_at(int32_t device, int staged);
+/* The clip with long-term memory (longterm.safetensors) on device; skips when absent. */
+void ck_cutie_run_longterm(int32_t device, int staged);
+
+#endif
