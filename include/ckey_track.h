@@ -108,6 +108,43 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err);
 
+/*
+ * A tracker's memory, part by part, in bytes of host memory (the CPU
+ * backend); every part is held at once, so the total is their sum.
+ */
+typedef struct ckey_track_memory {
+    int64_t weight_bytes;    /* the model's weights, fp32 (ckey_track_model_open; shared by
+                                every tracker of the model) */
+    int64_t bank_bytes;      /* the memory bank: keys, shrinkages and values of the working
+                                memory (max_mem_frames frames, or lt_max_mem_frames with
+                                use_long_term, plus the long-term store of max_num_tokens
+                                entries and the usage counts) */
+    int64_t sensory_bytes;   /* the sensory memory and the object memory (summaries) */
+    int64_t frame_bytes;     /* the frame's buffers: as given, resized and padded; its
+                                features, key, shrinkage and selection; the probabilities,
+                                the one-hot of a mask and the unpadded probabilities */
+    int64_t arena_bytes;     /* the parts' temporaries: the largest part's planned arena */
+    int64_t workspace_bytes; /* the ops' workspace (per-thread tiles, the top-k lists) */
+    int64_t source_bytes;    /* a tracked source's own buffers (ckey_source_tracked_memory):
+                                the frame as RGB, its probabilities, the masks; 0 else */
+    int64_t total_bytes;     /* the sum of the parts */
+} ckey_track_memory;
+
+/*
+ * The memory a tracker for frames of width x height with options `opt`
+ * (NULL: the defaults) takes once its first frame is given with
+ * opt->max_objects objects, computed without allocating any of it (the
+ * tracker sizes its buffers from the same table). A first frame with fewer
+ * objects takes a smaller arena. Fails as ckey_tracker_create would on the
+ * same arguments.
+ */
+ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                   const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err);
+
+/* What tracker `t` has allocated: its plan's parts (arena_bytes 0 before the
+ * first frame, which plans the arena). source_bytes is 0. */
+void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out);
+
 /* Working-memory size in tokens (frames x positions at stride 16). */
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
 /* Long-term memory size in tokens (0 without use_long_term). */
@@ -164,6 +201,15 @@ void ckey_track_source_options_default(ckey_track_source_options *o);
 ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model *m,
                                      const ckey_track_source_options *o, ckey_source *out,
                                      ckey_error *err);
+
+/*
+ * The memory a tracked source (ckey_source_open_tracked) will take: its
+ * tracker's plan (ckey_track_plan_memory at the masks' size, for the masks'
+ * objects) plus the source's own buffers (source_bytes). Known before the
+ * first read, so a run can count it in its plan (ckey_run_options.track_bytes).
+ * Fails on a source not opened by ckey_source_open_tracked.
+ */
+ckey_status ckey_source_tracked_memory(const ckey_source *src, ckey_track_memory *out, ckey_error *err);
 
 #ifdef __cplusplus
 }

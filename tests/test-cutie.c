@@ -468,6 +468,88 @@ static void long_shot(int long_term) {
 static void test_long_shot(void) { long_shot(0); }
 static void test_long_shot_long_term(void) { long_shot(1); }
 
+/* The tracker's memory plan (ckey_track_plan_memory, made without
+ * allocating) against what a tracker of the same options allocates once
+ * its first frame (with max_objects objects) has planned the arena; and the
+ * memory bank against its size from the model's widths. Cases: the
+ * defaults, max_internal_size (a resized frame), long-term memory. */
+static void test_plan(void) {
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) SKIP("%s", err.message);
+    static const struct {
+        const char *name;
+        int W, H, objects, internal, long_term;
+    } cases[] = {
+        {"defaults", 113, 49, 2, -1, 0},
+        {"max_internal_size 40", 113, 81, 3, 40, 0},
+        {"long-term", 160, 96, 2, -1, 1},
+    };
+    for (size_t k = 0; k < CK_ARRAY_LEN(cases); k++) {
+        const int W = cases[k].W, H = cases[k].H, O = cases[k].objects;
+        ckey_track_options o;
+        ckey_track_options_default(&o);
+        o.threads = 2;
+        o.max_objects = O;
+        o.max_internal_size = cases[k].internal;
+        if (cases[k].long_term) o.use_long_term = 1, o.num_prototypes = 16, o.max_num_tokens = 400, o.buffer_tokens = 50;
+        ckey_track_memory plan, got;
+        REQUIRE(ckey_track_plan_memory(m, W, H, &o, &plan, &err) == CKEY_OK);
+        ckey_tracker *t = NULL;
+        REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+        float *rgb = calloc((size_t)W * H * 3, sizeof(float)), *prob = malloc((size_t)(O + 1) * W * H * sizeof(float));
+        uint8_t *lab = calloc((size_t)W * H, 1), ids[3] = {1, 2, 3};
+        for (int i = 0; i < O; i++) lab[i * 7] = ids[i];
+        ckey_tracker_get_memory(t, &got);
+        CHECKF(got.arena_bytes == 0, "%s: an arena of %lld bytes before the first frame", cases[k].name,
+               (long long)got.arena_bytes);
+        REQUIRE(ckey_tracker_step(t, rgb, lab, O, ids, prob, &err) == CKEY_OK);
+        REQUIRE(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &got);
+        printf("  %-22s planned %lld bytes (weights %lld, bank %lld, sensory %lld, frame %lld, arena %lld, "
+               "workspace %lld); allocated %lld\n",
+               cases[k].name, (long long)plan.total_bytes, (long long)plan.weight_bytes, (long long)plan.bank_bytes,
+               (long long)plan.sensory_bytes, (long long)plan.frame_bytes, (long long)plan.arena_bytes,
+               (long long)plan.workspace_bytes, (long long)got.total_bytes);
+        CHECKF(plan.weight_bytes == got.weight_bytes && plan.bank_bytes == got.bank_bytes &&
+                   plan.sensory_bytes == got.sensory_bytes && plan.frame_bytes == got.frame_bytes &&
+                   plan.arena_bytes == got.arena_bytes && plan.workspace_bytes == got.workspace_bytes &&
+                   plan.total_bytes == got.total_bytes && plan.source_bytes == 0,
+               "%s: the plan (%lld bytes) is not what the tracker allocated (%lld)", cases[k].name,
+               (long long)plan.total_bytes, (long long)got.total_bytes);
+        CHECKF(plan.weight_bytes >= m->num_params * 4 && plan.arena_bytes > 0 && plan.workspace_bytes > 0,
+               "%s: weights %lld bytes for %lld parameters, arena %lld, workspace %lld", cases[k].name,
+               (long long)plan.weight_bytes, (long long)m->num_params, (long long)plan.arena_bytes,
+               (long long)plan.workspace_bytes);
+        /* the bank from the widths: rows of key + shrinkage + O values, the
+         * working memory's frames at stride 16 of the processed size */
+        const ck_cutie_cfg *c = &m->cfg;
+        int Hi = H, Wi = W;
+        if (o.max_internal_size > 0 && (H < W ? H : W) > o.max_internal_size) {
+            const int mn = H < W ? H : W;
+            Hi = (int)((double)H / mn * o.max_internal_size), Wi = (int)((double)W / mn * o.max_internal_size);
+        }
+        const int64_t hw = (int64_t)((Hi + 15) / 16) * ((Wi + 15) / 16);
+        int64_t rows = (int64_t)o.max_mem_frames * hw, extra = 0;
+        if (o.use_long_term) { /* + the long-term store, the selections, usage and life counts */
+            rows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens;
+            extra = (int64_t)o.lt_max_mem_frames * hw * (c->key_dim + 2) + 2 * (int64_t)o.max_num_tokens + rows;
+        }
+        const int64_t bank = (rows * (c->key_dim + 1 + (int64_t)O * c->value_dim) + extra) * 4;
+        CHECKF(plan.bank_bytes >= bank && plan.bank_bytes < bank + 9 * 64, "%s: bank %lld bytes, expected %lld (+ alignment)",
+               cases[k].name, (long long)plan.bank_bytes, (long long)bank);
+        free(rgb), free(prob), free(lab);
+        ckey_tracker_free(t);
+    }
+    ckey_track_memory plan;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.mem_every = 0;
+    CHECK(ckey_track_plan_memory(m, 64, 64, &o, &plan, &err) == CKEY_ERR_INVALID_ARG && plan.total_bytes == 0);
+    CHECK(ckey_track_plan_memory(m, 0, 64, NULL, &plan, &err) == CKEY_ERR_INVALID_ARG);
+    ckey_track_model_free(m);
+}
+
 static void test_api_errors(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -514,6 +596,7 @@ int main(int argc, char **argv) {
         {"resize", test_resize},
         {"longterm", test_longterm},
         {"mask_at", test_mask_at},
+        {"plan", test_plan},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
         {"long_shot_long_term", test_long_shot_long_term},

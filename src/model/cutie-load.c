@@ -32,7 +32,7 @@ static float *keep(loader *L, size_t n) {
         m->store = s, m->capstore = cap;
     }
     float *p = malloc(n * sizeof(float) + 64);
-    if (p) m->store[m->nstore++] = p;
+    if (p) m->store[m->nstore++] = p, m->weight_bytes += (int64_t)(n * sizeof(float) + 64);
     return p;
 }
 

@@ -59,6 +59,7 @@ struct ckey_tracker {
     /* the parts' plans and their shared arena; the ops' workspace */
     ck_plan *plan[PART_COUNT];
     void *arena, *ws;
+    size_t fixed_bytes, arena_bytes, ws_bytes; /* what fixed, arena and ws took */
     ck_op_needs needs;
     ck_cutie_tap_fn tap;
     void *tap_user;
@@ -686,9 +687,11 @@ static void run_part(ckey_tracker *t, int part, int execute) {
     }
 }
 
-ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
-                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
-    *out = NULL;
+/* The tracker's shape for frames of width x height with options `opt`
+ * (NULL: the defaults): the checks, the processed and padded sizes, the
+ * memory's capacity and the sensory-update frames. Allocates nothing. */
+static ckey_status tracker_shape(ckey_tracker *t, const ckey_track_model *m, int32_t width, int32_t height,
+                                 const ckey_track_options *opt, ckey_error *err) {
     ckey_track_options o;
     if (opt)
         o = *opt;
@@ -701,12 +704,7 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
         o.stagger_updates < 1 || o.threads < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
-    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
-    if (!bi || !bi->ops_workspace_bytes || !bi->ops->conv2d)
-        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
-    ckey_tracker *t = calloc(1, sizeof *t);
-    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-    t->m = m, t->o = o, t->bi = bi, t->ops = bi->ops;
+    t->m = m, t->o = o;
     t->W0 = width, t->H0 = height, t->Wi = width, t->Hi = height;
     const int mn = CK_MIN(width, height);
     if (o.max_internal_size > 0 && mn > o.max_internal_size) { /* InferenceCore.step: int() truncates */
@@ -726,7 +724,6 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
             o.num_prototypes < 1 || o.buffer_tokens < 0 || o.max_num_tokens < (int64_t)o.num_prototypes + o.buffer_tokens ||
             o.max_num_tokens <= o.num_prototypes || t->max_work - t->min_work < o.num_prototypes) {
             const long long room = (long long)(t->max_work - t->min_work);
-            free(t);
             return ck_fail(err, CKEY_ERR_INVALID_ARG,
                            "tracker: long-term memory needs top_k > 0, lt_max_mem_frames > lt_min_mem_frames >= 1, "
                            "num_prototypes >= 1 and at most the %lld tokens of lt_max_mem_frames - lt_min_mem_frames "
@@ -745,64 +742,116 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
             t->stagger[i] = t->nstagger == 1 ? 1
                                               : (int)nearbyint(1.0 + (double)i * (o.mem_every - 1) / (t->nstagger - 1));
     }
-    ck_backend_config bc = {.threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
+    return CKEY_OK;
+}
+
+/* What a fixed buffer holds, for the plan's parts (ckey_track_memory). */
+enum { FX_FRAME, FX_BANK, FX_SENSORY };
+typedef struct {
+    ck_tensor *t;
+    int64_t n; /* floats */
+    int kind;  /* FX_* */
+} fixed_buf;
+#define FIXED_MAX 32
+
+/* The fixed buffers of a shaped tracker (tracker_shape), in their order in
+ * t->fixed; returns their count. One table for the allocation and the plan. */
+static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int Om = t->o.max_objects;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
+    const fixed_buf tab[] = {
+        {&t->raw, (int64_t)t->H0 * t->W0 * 3, FX_FRAME},
+        {&t->resized, (int64_t)t->Hi * t->Wi * 3, FX_FRAME},
+        {&t->img, HWp * 3, FX_FRAME},
+        {&t->f4, HWp / 16 * c->ms_dims[2], FX_FRAME},
+        {&t->f8, HWp / 64 * c->ms_dims[1], FX_FRAME},
+        {&t->f16, hw * c->ms_dims[0], FX_FRAME},
+        {&t->pix, hw * c->pixel_dim, FX_FRAME},
+        {&t->key, hw * c->key_dim, FX_FRAME},
+        {&t->shrink, hw, FX_FRAME},
+        {&t->sel, hw * c->key_dim, FX_FRAME},
+        {&t->prob, (Om + 1) * HWp, FX_FRAME},
+        {&t->onehot, Om * HWp, FX_FRAME},
+        {&t->sensory, Om * hw * c->sensory_dim, FX_SENSORY},
+        {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1), FX_SENSORY},
+        {&t->mk, (t->wbase + t->cap) * c->key_dim, FX_BANK},
+        {&t->ms, t->wbase + t->cap, FX_BANK},
+        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim, FX_BANK},
+        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi, FX_FRAME},
+        {&t->wsel, t->lt ? t->cap * c->key_dim : 0, FX_BANK},
+        {&t->wuse, t->lt ? t->cap : 0, FX_BANK},
+        {&t->wlife, t->lt ? t->cap : 0, FX_BANK},
+        {&t->luse, t->wbase, FX_BANK},
+        {&t->llife, t->wbase, FX_BANK},
+        {&t->usage, t->lt ? t->wbase + t->cap : 0, FX_BANK},
+    };
+    _Static_assert(CK_ARRAY_LEN(tab) <= FIXED_MAX, "FIXED_MAX");
+    memcpy(fx, tab, sizeof tab);
+    return (int)CK_ARRAY_LEN(tab);
+}
+
+/* A fixed buffer's bytes in t->fixed (each starts 64-byte aligned). */
+static size_t fixed_bytes(int64_t n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
+
+/* The ops' needs of a shaped tracker. */
+static void tracker_needs(ckey_tracker *t) {
+    const ckey_track_model *m = t->m;
+    t->needs.conv_k = m->max_conv_k;
+    t->needs.conv_w = m->max_conv_w;
+    t->needs.attn_keys = CK_MAX(t->hw, m->cfg.num_queries);
+    t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = m->cfg.key_dim, t->needs.mr_top_k = t->o.top_k;
+    t->needs.mr_usage_hw = t->lt ? t->hw : 0;
+}
+
+/* The CPU backend's configuration for options o. */
+static ck_backend_config tracker_backend_config(const ckey_track_options *o) {
+    ck_backend_config bc = {.threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
     if (bc.threads < 1) bc.threads = 1;
-    ckey_status st = bi->create(&bc, &t->be, err);
+    return bc;
+}
+
+ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                const ckey_track_options *opt, ckey_tracker **out, ckey_error *err) {
+    *out = NULL;
+    ckey_tracker *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    ckey_status st = tracker_shape(t, m, width, height, opt, err);
     if (st) {
         free(t);
         return st;
     }
-    const ck_cutie_cfg *c = &m->cfg;
-    const int Om = o.max_objects;
-    const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
-    struct {
-        ck_tensor *t;
-        int64_t n;
-    } fx[] = {
-        {&t->raw, (int64_t)t->H0 * t->W0 * 3},
-        {&t->resized, (int64_t)t->Hi * t->Wi * 3},
-        {&t->img, HWp * 3},
-        {&t->f4, HWp / 16 * c->ms_dims[2]},
-        {&t->f8, HWp / 64 * c->ms_dims[1]},
-        {&t->f16, hw * c->ms_dims[0]},
-        {&t->pix, hw * c->pixel_dim},
-        {&t->key, hw * c->key_dim},
-        {&t->shrink, hw},
-        {&t->sel, hw * c->key_dim},
-        {&t->prob, (Om + 1) * HWp},
-        {&t->onehot, Om * HWp},
-        {&t->sensory, Om * hw * c->sensory_dim},
-        {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1)},
-        {&t->mk, (t->wbase + t->cap) * c->key_dim},
-        {&t->ms, t->wbase + t->cap},
-        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim},
-        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi},
-        {&t->wsel, t->lt ? t->cap * c->key_dim : 0},
-        {&t->wuse, t->lt ? t->cap : 0},
-        {&t->wlife, t->lt ? t->cap : 0},
-        {&t->luse, t->wbase},
-        {&t->llife, t->wbase},
-        {&t->usage, t->lt ? t->wbase + t->cap : 0},
-    };
+    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
+    if (!bi || !bi->ops_workspace_bytes || !bi->ops->conv2d) {
+        free(t);
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
+    }
+    t->bi = bi, t->ops = bi->ops;
+    ck_backend_config bc = tracker_backend_config(&t->o);
+    st = bi->create(&bc, &t->be, err);
+    if (st) {
+        free(t);
+        return st;
+    }
+    fixed_buf fx[FIXED_MAX];
+    const int nfx = fixed_layout(t, fx);
     size_t total = 0;
-    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+    for (int i = 0; i < nfx; i++) total += fixed_bytes(fx[i].n);
     t->fixed = bi->host_alloc(t->be, total);
     if (!t->fixed) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for %.1f MiB of buffers", total / 1048576.0);
     }
+    t->fixed_bytes = total;
     size_t off = 0;
-    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) {
+    for (int i = 0; i < nfx; i++) {
         *fx[i].t = ck_tensor_of((char *)t->fixed + off, CK_F32);
-        off += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+        off += fixed_bytes(fx[i].n);
     }
-    memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float)); /* host memory: the CPU backend */
-    t->needs.conv_k = m->max_conv_k;
-    t->needs.conv_w = m->max_conv_w;
-    t->needs.attn_keys = CK_MAX(hw, c->num_queries);
-    t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
-    t->needs.mr_usage_hw = t->lt ? hw : 0;
-    t->ws = bi->host_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
+    memset(t->sensory.data, 0, (size_t)m->cfg.sensory_dim * t->o.max_objects * t->hw * sizeof(float)); /* host memory: the CPU backend */
+    tracker_needs(t);
+    t->ws_bytes = bi->ops_workspace_bytes(&bc, &t->needs);
+    t->ws = bi->host_alloc(t->be, t->ws_bytes);
     if (!t->ws) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the ops' workspace");
@@ -812,19 +861,93 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     return CKEY_OK;
 }
 
-/* Plans of the parts for O objects and their shared arena (the first frame). */
-static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
-    size_t arena = 0;
+/* The parts' plans for t->O objects, recorded with no op table (t's fixed
+ * buffers may be NULL: nothing is read or written), and the shared arena's
+ * size: the largest part's, plus the slack plan_parts allocates. */
+static ckey_status record_parts(ckey_tracker *t, size_t *arena, ckey_error *err) {
+    *arena = 0;
     for (int p = 0; p < PART_COUNT; p++) {
         ckey_status st = ck_plan_create(&t->plan[p], err);
         if (st) return st;
         ck_plan_begin_record(t->plan[p]);
         run_part(t, p, 0);
         if ((st = ck_plan_finish(t->plan[p], err))) return st;
-        arena = CK_MAX(arena, ck_plan_arena_bytes(t->plan[p]));
+        *arena = CK_MAX(*arena, ck_plan_arena_bytes(t->plan[p]));
     }
-    t->arena = t->bi->host_alloc(t->be, arena + 64);
+    *arena += 64;
+    return CKEY_OK;
+}
+
+ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                   const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_track_plan_memory: NULL argument");
+    ckey_tracker *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    ckey_status st = tracker_shape(t, m, width, height, opt, err);
+    const ck_backend_i *bi = ck_backend_find(CKEY_DEVICE_CPU);
+    if (!st && (!bi || !bi->ops_workspace_bytes))
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker: this build's CPU backend has no Cutie ops");
+    size_t arena = 0;
+    if (!st) {
+        fixed_buf fx[FIXED_MAX];
+        const int nfx = fixed_layout(t, fx);
+        for (int i = 0; i < nfx; i++) {
+            const int64_t b = (int64_t)fixed_bytes(fx[i].n);
+            if (fx[i].kind == FX_BANK) out->bank_bytes += b;
+            else if (fx[i].kind == FX_SENSORY) out->sensory_bytes += b;
+            else out->frame_bytes += b;
+        }
+        tracker_needs(t);
+        const ck_backend_config bc = tracker_backend_config(&t->o);
+        out->workspace_bytes = (int64_t)bi->ops_workspace_bytes(&bc, &t->needs);
+        t->O = t->o.max_objects; /* the first frame's objects, planned at the most */
+        st = record_parts(t, &arena, err);
+    }
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]);
+    free(t);
+    if (st) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->weight_bytes = m->weight_bytes;
+    out->arena_bytes = (int64_t)arena;
+    out->total_bytes = out->weight_bytes + out->bank_bytes + out->sensory_bytes + out->frame_bytes + out->arena_bytes +
+                       out->workspace_bytes;
+    return CKEY_OK;
+}
+
+void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!t) return;
+    ckey_tracker shaped = *t; /* the layout's parts; their sum is what t->fixed took */
+    fixed_buf fx[FIXED_MAX];
+    const int nfx = fixed_layout(&shaped, fx);
+    int64_t sum = 0;
+    for (int i = 0; i < nfx; i++) {
+        const int64_t b = (int64_t)fixed_bytes(fx[i].n);
+        if (fx[i].kind == FX_BANK) out->bank_bytes += b;
+        else if (fx[i].kind == FX_SENSORY) out->sensory_bytes += b;
+        else out->frame_bytes += b;
+        sum += b;
+    }
+    if (sum != (int64_t)t->fixed_bytes) out->frame_bytes += (int64_t)t->fixed_bytes - sum; /* never: one table */
+    out->weight_bytes = t->m->weight_bytes;
+    out->arena_bytes = (int64_t)t->arena_bytes;
+    out->workspace_bytes = (int64_t)t->ws_bytes;
+    out->total_bytes = out->weight_bytes + out->bank_bytes + out->sensory_bytes + out->frame_bytes + out->arena_bytes +
+                       out->workspace_bytes;
+}
+
+/* Plans of the parts for O objects and their shared arena (the first frame). */
+static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
+    size_t arena = 0;
+    ckey_status st = record_parts(t, &arena, err);
+    if (st) return st;
+    t->arena = t->bi->host_alloc(t->be, arena);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
+    t->arena_bytes = arena;
     return CKEY_OK;
 }
 
@@ -855,6 +978,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
             t->bi->host_free(t->be, t->arena);
             t->arena = NULL;
+            t->arena_bytes = 0;
             t->O = 0;
             return st;
         }

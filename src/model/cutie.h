@@ -85,6 +85,7 @@ struct ckey_track_model {
     float **store; /* every weight's allocation */
     int nstore, capstore;
     int64_t num_params;
+    int64_t weight_bytes; /* what the weights' allocations took (the plan's weights) */
     int64_t max_conv_k, max_conv_w; /* largest k*k*cin and cout*k*k*cin (the ops' workspace) */
 };
 
