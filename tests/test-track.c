@@ -451,6 +451,77 @@ static void test_key_with_mask(void) {
     same_passes(k1, k2);
 }
 
+/* The integer after "key": in a JSON line, -1 when absent. */
+static long long json_ll(const char *s, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s ? strstr(s, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* `ckey key --mask` plans both networks resident together: the run's plan
+ * (the --json "plan" event) holds the tracker as ckey_track_plan_memory
+ * plans it plus the tracked source's frame, probabilities and mask, and a
+ * --budget that fits the keyer's run but not the tracker beside it is
+ * refused up front, naming the tracker and the smallest budget, with
+ * nothing written; that smallest budget runs. */
+static void test_budget(void) {
+    NEED_CLIP();
+    if (access(keyer_path, R_OK) != 0) SKIP("%s does not exist", keyer_path);
+    char out[512], budget[64];
+    path_in(out, sizeof out, "key-budget");
+    ck_run_result r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    const char *plan = r.out ? strstr(r.out, "\"event\":\"plan\"") : NULL;
+    CHECKF(plan != NULL, "no plan event: %s", r.out ? r.out : "");
+    const long long track = json_ll(plan, "track_bytes"), total = json_ll(plan, "total_bytes"),
+                    least = json_ll(plan, "min_budget_bytes");
+    ck_run_free(&r);
+    /* the tracker as the library plans it (key's --track-size default 480 is
+     * over this clip's size: no resize), and the source's own buffers */
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    REQUIRE(ckey_track_model_open(model_path, NULL, &m, &err) == CKEY_OK);
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.max_objects = 2, o.threads = 2, o.max_internal_size = 480;
+    ckey_track_memory tm;
+    REQUIRE(ckey_track_plan_memory(m, W, H, &o, &tm, &err) == CKEY_OK);
+    ckey_track_model_free(m);
+    const long long hw = (long long)W * H, source = (3 + 1 + 2) * hw * 4 + hw;
+    printf("  run plan: total %lld bytes, tracker %lld (tracker plan %lld + source %lld), smallest budget %lld\n",
+           total, track, (long long)tm.total_bytes, source, least);
+    CHECKF(track == tm.total_bytes + source, "the run plans the tracker at %lld bytes, expected %lld + %lld", track,
+           (long long)tm.total_bytes, source);
+    CHECK(track > 0 && total > track && least > track && least <= total);
+    /* a budget the keyer's run alone fits, but not with the tracker */
+    snprintf(budget, sizeof budget, "%lld", total - track);
+    char out2[512];
+    path_in(out2, sizeof out2, "key-budget-refused");
+    r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out2, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--budget", budget,
+                 NULL);
+    CHECKF(r.code != 0 && r.err && strstr(r.err, "tracker") && strstr(r.err, "smallest budget") &&
+               strstr(r.err, "nothing was written"),
+           "--budget %s: exit %d: %s", budget, r.code, r.err ? r.err : "");
+    printf("  --budget %s: %s", budget, r.err ? r.err : "\n");
+    char want[64];
+    snprintf(want, sizeof want, "(%lld bytes)", least);
+    CHECKF(r.err && strstr(r.err, want), "the refusal does not name the smallest budget %s", want);
+    ck_run_free(&r);
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/Matte", out2);
+    CHECKF(access(probe, F_OK) != 0, "%s exists after a refused run", probe);
+    /* the smallest budget named runs */
+    snprintf(budget, sizeof budget, "%lld", least);
+    r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out2, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--budget", budget,
+                 NULL);
+    CHECKF(r.code == 0, "--budget %s (the smallest): exit %d: %s", budget, r.code, r.err ? r.err : "");
+    ck_run_free(&r);
+}
+
 int main(int argc, char **argv) {
     ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
     if (!ck_make_temp_dir(workdir, sizeof workdir, "track")) return 1;
@@ -462,7 +533,7 @@ int main(int argc, char **argv) {
         {"hints_union", test_hints_union},   {"shot_dir_and_exr", test_shot_dir_and_exr},
         {"object", test_object},
         {"mask_at", test_mask_at},           {"bad_masks", test_bad_masks},
-        {"key_with_mask", test_key_with_mask},
+        {"key_with_mask", test_key_with_mask}, {"budget", test_budget},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
     free(planes), free(mask0);
