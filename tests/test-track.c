@@ -495,6 +495,18 @@ static void test_budget(void) {
     CHECKF(track == tm.total_bytes + source, "the run plans the tracker at %lld bytes, expected %lld + %lld", track,
            (long long)tm.total_bytes, source);
     CHECK(track > 0 && total > track && least > track && least <= total);
+    /* ckey info --mask plans the same run */
+    r = run_ckey("info", "--model", keyer_path, "--size", "128", "--device", "cpu", "--threads", "2", "--mask",
+                 mask_path, "--track-model", model_path, "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    const char *run = r.out ? strstr(r.out, "\"run_memory\"") : NULL, *tmem = r.out ? strstr(r.out, "\"track_memory\"") : NULL;
+    CHECKF(run && tmem && json_ll(run, "track_bytes") == track && json_ll(run, "total_bytes") == total &&
+               json_ll(run, "min_budget_bytes") == least && json_ll(tmem, "total_bytes") == track &&
+               json_ll(tmem, "arena_bytes") == tm.arena_bytes,
+           "info --mask plans tracker %lld, total %lld, smallest %lld; key planned %lld, %lld, %lld",
+           json_ll(run, "track_bytes"), json_ll(run, "total_bytes"), json_ll(run, "min_budget_bytes"), track, total,
+           least);
+    ck_run_free(&r);
     /* a budget the keyer's run alone fits, but not with the tracker */
     snprintf(budget, sizeof budget, "%lld", total - track);
     char out2[512];

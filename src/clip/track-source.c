@@ -271,20 +271,31 @@ static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ck
     return CKEY_OK;
 }
 
+ckey_status ckey_track_source_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                          int32_t num_objects, int32_t num_later, const ckey_track_options *opt,
+                                          ckey_track_memory *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || num_objects < 1 || num_later < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_track_source_plan_memory: invalid arguments");
+    ckey_track_options to;
+    if (opt) to = *opt;
+    else ckey_track_options_default(&to);
+    to.max_objects = num_objects; /* as start() creates the tracker */
+    const ckey_status st = ckey_track_plan_memory(m, width, height, &to, out, err);
+    if (st != CKEY_OK) return st;
+    /* start(): rgb [h, w, 3] and prob [1 + objects, h, w]; the masks' labels [h, w] */
+    const int64_t hw = (int64_t)width * height;
+    out->source_bytes = (3 + 1 + (int64_t)num_objects) * hw * (int64_t)sizeof(float) + (1 + (int64_t)num_later) * hw;
+    out->total_bytes += out->source_bytes;
+    return CKEY_OK;
+}
+
 ckey_status ckey_source_tracked_memory(const ckey_source *src, ckey_track_memory *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!src || !out || src->read != tracked_read || !src->self)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_source_tracked_memory: not a tracked source");
     const tracked *q = src->self;
-    ckey_track_options to = q->topt;
-    to.max_objects = q->count; /* as start() creates the tracker */
-    const ckey_status st = ckey_track_plan_memory(q->m, q->mw, q->mh, &to, out, err);
-    if (st != CKEY_OK) return st;
-    /* start(): rgb [h, w, 3] and prob [1 + count, h, w]; the masks' labels */
-    const int64_t hw = (int64_t)q->mw * q->mh;
-    out->source_bytes = (3 + 1 + (int64_t)q->count) * hw * (int64_t)sizeof(float) + (1 + (int64_t)q->nlater) * hw;
-    out->total_bytes += out->source_bytes;
-    return CKEY_OK;
+    return ckey_track_source_plan_memory(q->m, q->mw, q->mh, q->count, q->nlater, &q->topt, out, err);
 }
 
 ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model *m,
