@@ -530,12 +530,14 @@ static void test_plan(void) {
             Hi = (int)((double)H / mn * o.max_internal_size), Wi = (int)((double)W / mn * o.max_internal_size);
         }
         const int64_t hw = (int64_t)((Hi + 15) / 16) * ((Wi + 15) / 16);
-        int64_t rows = (int64_t)o.max_mem_frames * hw, extra = 0;
-        if (o.use_long_term) { /* + the long-term store, the selections, usage and life counts */
-            rows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens;
+        /* keys and shrinkages for a bucket per object (objects added later
+         * bring buckets of their own), values for every object */
+        int64_t rows = (int64_t)o.max_mem_frames * hw, krows = rows * O, extra = 0;
+        if (o.use_long_term) { /* one bucket; + the long-term store, the selections, usage and life counts */
+            rows = krows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens;
             extra = (int64_t)o.lt_max_mem_frames * hw * (c->key_dim + 2) + 2 * (int64_t)o.max_num_tokens + rows;
         }
-        const int64_t bank = (rows * (c->key_dim + 1 + (int64_t)O * c->value_dim) + extra) * 4;
+        const int64_t bank = (krows * (c->key_dim + 1) + rows * (int64_t)O * c->value_dim + extra) * 4;
         CHECKF(plan.bank_bytes >= bank && plan.bank_bytes < bank + 9 * 64, "%s: bank %lld bytes, expected %lld (+ alignment)",
                cases[k].name, (long long)plan.bank_bytes, (long long)bank);
         free(rgb), free(prob), free(lab);
@@ -577,7 +579,8 @@ static void test_api_errors(void) {
     printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
     CHECK(prob[20 * 18] > 0.99f && prob[1] > 0.99f); /* pixel 0 is object 1, pixel 1 the background */
-    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids + 1, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a new object later */
+    CHECK(ckey_tracker_step(t, rgb, lab, 4, ids + 1, prob, &err) == CKEY_ERR_INVALID_ARG); /* 5 objects in all */
+    printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
     CHECK(ckey_tracker_memory_tokens(t) == 4); /* 32 x 32 padded: 2 x 2 positions, the first frame only */
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK); /* a later mask: memorized */

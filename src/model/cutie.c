@@ -47,6 +47,17 @@ struct ckey_tracker {
     int64_t wbase, L;
     int64_t max_work, min_work; /* non-permanent working tokens that trigger / survive a consolidation */
     int ti, last_mem_ti, mem_frames;
+    /* Buckets (the official KeyValueMemoryStore's): the objects a mask
+     * brought together, objects bo0[b] .. bo0[b] + bno[b] - 1, each bucket
+     * with its own working memory: keys and shrinkages in rows [b * cap,
+     * b * cap + N) of mk / ms, values [cap, bno * CV] at float cap * bo0 * CV
+     * of mv, its first memory frame permanent. Bucket 0 is the first frame's
+     * (its N and memory frames are N and mem_frames above); later ones come
+     * with objects a later mask adds (not with long-term memory). */
+    int nb;
+    int bo0[256], bno[256], bmf[256];
+    int64_t bN[256];
+    int objmem_n;   /* objects with an object memory (summaries) */
     int stagger[64], nstagger;
     /* fixed buffers (backend memory) */
     void *fixed;
@@ -461,8 +472,19 @@ static void part_segment(cx *x, int update_sensory) {
     /* memory read: vis [hw, O*CV] */
     ck_tensor vis = A(x, hw * C, "seg.visual");
     const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
-    OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C), (int)C,
-       t->o.top_k, vis, t->lt ? t->usage : none);
+    if (t->nb <= 1) {
+        OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C),
+           (int)C, t->o.top_k, vis, t->lt ? t->usage : none);
+    } else { /* each bucket reads its own memory for its objects (MemoryManager.read) */
+        ck_tensor vb = A(x, hw * C, "seg.visual_bucket");
+        for (int b = 0; b < t->nb; b++) {
+            const int64_t Cb = (int64_t)t->bno[b] * CV, N = b ? t->bN[b] : t->N;
+            OP(x, memory_read, at(t->mk, b * t->cap * CK), at(t->ms, b * t->cap), t->key, t->sel, N, hw, CK,
+               at(t->mv, t->cap * t->bo0[b] * CV), (int)Cb, t->o.top_k, vb, none);
+            OP(x, copy_channels, vb, hw, (int)Cb, (int)Cb, at(vis, (int64_t)t->bo0[b] * CV), (int)C);
+        }
+        R(x, vb);
+    }
     if (x->ops && t->lt) count_usage(t);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
@@ -470,7 +492,9 @@ static void part_segment(cx *x, int update_sensory) {
     ck_tensor lm = A(x, (int64_t)O * hw, "seg.last_mask"), cat = A(x, (int64_t)O * hw * (CS + 2), "seg.cat");
     OP(x, avgpool, at(t->prob, HWp), O, t->Hp, t->Wp, 1, 16, lm, 1);
     OP(x, copy_channels, t->sensory, (int64_t)O * hw, CS, CS, cat, CS + 2);
-    OP(x, masks_with_others, lm, O, hw, at(cat, CS), CS + 2);
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++) /* "others": the bucket's other objects (pixel_fusion per bucket) */
+        OP(x, masks_with_others, at(lm, (int64_t)t->bo0[b] * hw), t->nb > 1 ? t->bno[b] : O, hw,
+           at(cat, (int64_t)t->bo0[b] * hw * (CS + 2) + CS), CS + 2);
     R(x, lm);
     ck_tensor p = A(x, (int64_t)O * hw * CV, "seg.p");
     for (int o = 0; o < O; o++) OP(x, copy_channels, at(vis, (int64_t)o * CV), hw, CV, (int)C, at(p, (int64_t)o * hw * CV), CV);
@@ -588,10 +612,10 @@ static void part_memorize(cx *x) {
            Q, at(summ, (int64_t)o * Q * (E + 1)));
     tap(x, "enc_summaries", summ, (int64_t)O * Q * (E + 1));
     const int64_t ns = (int64_t)O * Q * (E + 1);
-    if (t->mem_frames == 0)
-        OP(x, copy_channels, summ, ns, 1, 1, t->objmem, 1);
-    else
-        OP(x, add, t->objmem, ns, summ, ns, t->objmem);
+    const int64_t ns0 = (int64_t)t->objmem_n * Q * (E + 1); /* objects new to the object memory start it */
+    if (ns0 > 0) OP(x, add, t->objmem, ns0, summ, ns0, t->objmem);
+    if (ns > ns0) OP(x, copy_channels, at(summ, ns0), ns - ns0, 1, 1, at(t->objmem, ns0), 1);
+    if (x->ops) t->objmem_n = O;
     R(x, summ), R(x, wl), R(x, feat), R(x, hid), R(x, tv), R(x, m16);
     const int64_t C = (int64_t)O * CV, N = t->N, np_cap = t->cap - hw;
     if (t->lt) { /* appended at the end; long_term() then makes room */
@@ -612,29 +636,36 @@ static void part_memorize(cx *x) {
         long_term(x);
         return;
     }
-    /* working memory: the first frame permanent, then FIFO over the rest */
-    int64_t at_row = N;
-    if (t->mem_frames > 0 && np_cap == 0) {
-        at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
-    } else if (t->mem_frames > 0 && N + hw > t->cap) {
-        const int64_t keep = N - 2 * hw; /* drop the oldest non-permanent frame */
-        OP(x, copy_channels, at(t->mk, 2 * hw * CK), keep, CK, CK, at(t->mk, hw * CK), CK);
-        OP(x, copy_channels, at(t->ms, 2 * hw), keep, 1, 1, at(t->ms, hw), 1);
-        OP(x, copy_channels, at(t->mv, 2 * hw * C), keep, (int)C, (int)C, at(t->mv, hw * C), (int)C);
-        at_row = N - hw;
-    }
-    if (at_row >= 0) {
-        OP(x, copy_channels, t->key, hw, CK, CK, at(t->mk, at_row * CK), CK);
-        OP(x, copy_channels, t->shrink, hw, 1, 1, at(t->ms, at_row), 1);
-        for (int o = 0; o < O; o++)
-            OP(x, copy_channels, at(value, (int64_t)o * hw * CV), hw, CV, CV, at(t->mv, at_row * C + (int64_t)o * CV),
-               (int)C);
+    /* working memory, each bucket's: its first frame permanent, then FIFO over the rest */
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++) {
+        const int64_t Cb = t->nb > 1 ? (int64_t)t->bno[b] * CV : C, Nb = b ? t->bN[b] : N;
+        const int nmf = b ? t->bmf[b] : t->mem_frames;
+        const ck_tensor bk = at(t->mk, b * t->cap * CK), bs = at(t->ms, b * t->cap);
+        const ck_tensor bv = at(t->mv, t->cap * t->bo0[b] * CV);
+        int64_t at_row = Nb;
+        if (nmf > 0 && np_cap == 0) {
+            at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
+        } else if (nmf > 0 && Nb + hw > t->cap) {
+            const int64_t keep = Nb - 2 * hw; /* drop the oldest non-permanent frame */
+            OP(x, copy_channels, at(bk, 2 * hw * CK), keep, CK, CK, at(bk, hw * CK), CK);
+            OP(x, copy_channels, at(bs, 2 * hw), keep, 1, 1, at(bs, hw), 1);
+            OP(x, copy_channels, at(bv, 2 * hw * Cb), keep, (int)Cb, (int)Cb, at(bv, hw * Cb), (int)Cb);
+            at_row = Nb - hw;
+        }
+        if (at_row >= 0) {
+            OP(x, copy_channels, t->key, hw, CK, CK, at(bk, at_row * CK), CK);
+            OP(x, copy_channels, t->shrink, hw, 1, 1, at(bs, at_row), 1);
+            for (int o = 0; o < (t->nb > 1 ? t->bno[b] : O); o++)
+                OP(x, copy_channels, at(value, (int64_t)(t->bo0[b] + o) * hw * CV), hw, CV, CV,
+                   at(bv, at_row * Cb + (int64_t)o * CV), (int)Cb);
+        }
+        if (x->ops) {
+            if (at_row >= 0) *(b ? &t->bN[b] : &t->N) = at_row + hw;
+            if (b) t->bmf[b]++;
+        }
     }
     R(x, value);
-    if (x->ops) {
-        if (at_row >= 0) t->N = at_row + hw;
-        t->mem_frames++;
-    }
+    if (x->ops) t->mem_frames++;
 }
 
 /* --------------------------------------------------------------- tracker */
@@ -661,7 +692,12 @@ void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
     t->tap_user = user;
 }
 
-int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) { return t ? t->N : 0; }
+int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) {
+    if (!t) return 0;
+    int64_t n = t->N;
+    for (int b = 1; b < t->nb; b++) n += t->bN[b];
+    return n;
+}
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) { return t ? t->L : 0; }
 
 void ckey_tracker_free(ckey_tracker *t) {
@@ -760,6 +796,7 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
     const ck_cutie_cfg *c = &t->m->cfg;
     const int Om = t->o.max_objects;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
+    const int64_t nbmax = t->lt ? 1 : Om; /* buckets: each brings an object at least */
     const fixed_buf tab[] = {
         {&t->raw, (int64_t)t->H0 * t->W0 * 3, FX_FRAME},
         {&t->resized, (int64_t)t->Hi * t->Wi * 3, FX_FRAME},
@@ -775,8 +812,8 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
         {&t->onehot, Om * HWp, FX_FRAME},
         {&t->sensory, Om * hw * c->sensory_dim, FX_SENSORY},
         {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1), FX_SENSORY},
-        {&t->mk, (t->wbase + t->cap) * c->key_dim, FX_BANK},
-        {&t->ms, t->wbase + t->cap, FX_BANK},
+        {&t->mk, (t->wbase + t->cap * nbmax) * c->key_dim, FX_BANK},
+        {&t->ms, t->wbase + t->cap * nbmax, FX_BANK},
         {&t->mv, (t->wbase + t->cap) * Om * c->value_dim, FX_BANK},
         {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi, FX_FRAME},
         {&t->wsel, t->lt ? t->cap * c->key_dim : 0, FX_BANK},
@@ -861,6 +898,8 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
     return CKEY_OK;
 }
 
+static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err);
+
 /* The parts' plans for t->O objects, recorded with no op table (t's fixed
  * buffers may be NULL: nothing is read or written), and the shared arena's
  * size: the largest part's, plus the slack plan_parts allocates. */
@@ -880,6 +919,12 @@ static ckey_status record_parts(ckey_tracker *t, size_t *arena, ckey_error *err)
 
 ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
                                    const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err) {
+    return ck_track_plan_memory_first(m, width, height, opt, 0, out, err);
+}
+
+ckey_status ck_track_plan_memory_first(const ckey_track_model *m, int32_t width, int32_t height,
+                                       const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                       ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_track_plan_memory: NULL argument");
     ckey_tracker *t = calloc(1, sizeof *t);
@@ -901,8 +946,13 @@ ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int
         tracker_needs(t);
         const ck_backend_config bc = tracker_backend_config(&t->o);
         out->workspace_bytes = (int64_t)bi->ops_workspace_bytes(&bc, &t->needs);
-        t->O = t->o.max_objects; /* the first frame's objects, planned at the most */
-        st = record_parts(t, &arena, err);
+        /* the first frame's objects (at most max_objects; 0: max_objects), as plan_parts plans them */
+        t->O = first_objects > 0 && first_objects < t->o.max_objects ? first_objects : t->o.max_objects;
+        t->nb = 1, t->bno[0] = t->O;
+        size_t own = 0;
+        st = grown_arena(t, &arena, err);
+        if (!st) st = record_parts(t, &own, err);
+        arena = CK_MAX(arena, own);
     }
     for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]);
     free(t);
@@ -940,11 +990,28 @@ void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out) {
                        out->workspace_bytes;
 }
 
+/* The arena for objects added later (a bucket of max_objects - O more), when
+ * the tracker has room for them: the larger of *arena and that plan's, so
+ * no frame allocates after the first. The parts' plans are left freed. */
+static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err) {
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+    if (t->lt || t->o.max_objects <= t->O) return CKEY_OK;
+    const int O = t->O, nb = t->nb;
+    t->nb = 2, t->bo0[1] = O, t->bno[1] = t->o.max_objects - O, t->O = t->o.max_objects;
+    size_t grown = 0;
+    ckey_status st = record_parts(t, &grown, err);
+    t->O = O, t->nb = nb, t->bo0[1] = 0, t->bno[1] = 0;
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+    *arena = CK_MAX(*arena, grown);
+    return st;
+}
+
 /* Plans of the parts for O objects and their shared arena (the first frame). */
 static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
-    size_t arena = 0;
-    ckey_status st = record_parts(t, &arena, err);
-    if (st) return st;
+    size_t arena = 0, own = 0;
+    ckey_status st = grown_arena(t, &arena, err);
+    if (st || (st = record_parts(t, &own, err))) return st;
+    arena = CK_MAX(arena, own);
     t->arena = t->bi->host_alloc(t->be, arena);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
     t->arena_bytes = arena;
@@ -961,6 +1028,7 @@ static int nearest_exact(int d, int in, int out) {
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err) {
     if (!t || !rgb || !prob) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a tracker, a frame and an output are needed");
+    int added = 0; /* objects a later mask brings */
     if (t->O == 0) {
         if (!labels || !objects || num_objects < 1 || num_objects > t->o.max_objects)
             return ck_fail(err, CKEY_ERR_INVALID_ARG,
@@ -972,6 +1040,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct and nonzero");
         if (objects[0] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
         t->O = num_objects;
+        t->nb = 1, t->bo0[0] = 0, t->bno[0] = num_objects;
         memcpy(t->objects, objects, (size_t)num_objects);
         ckey_status st = plan_parts(t, err);
         if (st) { /* back to the state before the call */
@@ -983,20 +1052,26 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             return st;
         }
     } else if (labels) {
-        if (!objects || num_objects < 1 || num_objects > t->O)
+        if (!objects || num_objects < 1 || num_objects > t->o.max_objects)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a later mask needs 1 to %d objects (got %d)",
-                           t->O, (int)num_objects);
+                           t->o.max_objects, (int)num_objects);
         for (int i = 0; i < num_objects; i++) {
             int known = 0;
             for (int k = 0; k < t->O; k++) known |= t->objects[k] == objects[i];
-            if (!known)
-                return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                               "tracker step: object %d is not in the first frame's mask (objects added after the "
-                               "first frame are not supported)", (int)objects[i]);
+            if (!known) {
+                if (objects[i] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
+                if (t->lt)
+                    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker step: object %d is new: objects added after "
+                                   "the first frame are not supported with long-term memory", (int)objects[i]);
+                added++;
+            }
             for (int j = 0; j < i; j++)
                 if (objects[i] == objects[j])
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct");
         }
+        if (t->O + added > t->o.max_objects)
+            return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: the mask brings %d new object%s, %d in all: more "
+                           "than max_objects (%d)", added, added == 1 ? "" : "s", t->O + added, t->o.max_objects);
     }
     const ck_ops *ops = t->ops;
     ck_backend *be = t->be;
@@ -1027,16 +1102,30 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             }
         }
     run_part(t, PART_ENCODE, 1);
-    /* A later mask (of objects the tracker knows) is the frame's result, as
-     * the official InferenceCore.step takes a mask that brings no new object:
-     * the frame is not segmented; each object is its label's pixels, an
-     * object the mask does not list is absent. */
-    if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
+    /* A later mask of objects the tracker knows is the frame's result, as the
+     * official InferenceCore.step takes a mask that brings no new object: the
+     * frame is not segmented; each object is its label's pixels, an object the
+     * mask does not list is absent. A mask that brings new objects is merged
+     * into the frame's segmentation of the known ones (need_segment): those
+     * the mask lists are their label's pixels, the others keep their
+     * probability where the mask is background and are 0 on its objects, and
+     * the new objects (in the order listed) join after them, each in a bucket
+     * of its mask's new objects with a memory of its own. */
+    if (!labels || added) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
     if (labels) {
+        const int On = O + added;
+        uint8_t ids[256];
+        memcpy(ids, t->objects, (size_t)O);
+        for (int i = 0, n = O; i < num_objects; i++) {
+            int known = 0;
+            for (int k = 0; k < O; k++) known |= t->objects[k] == objects[i];
+            if (!known) ids[n++] = objects[i];
+        }
         float *oh = t->onehot.data;
-        for (int o = 0; o < O; o++) {
+        const float *pp = t->prob.data;
+        for (int o = 0; o < On; o++) {
             int listed = 0;
-            for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
+            for (int i = 0; i < num_objects; i++) listed |= objects[i] == ids[o];
             for (int y = 0; y < Hp; y++)
                 for (int x = 0; x < Wp; x++) {
                     const int sy = y - t->pad_t, sx = x - t->pad_l;
@@ -1044,31 +1133,53 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
                         lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
                                      (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
-                    /* +-inf logits give sigmoid exactly 1 and 0 */
-                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
+                    int on_mask = 0;
+                    for (int i = 0; i < num_objects && lab; i++) on_mask |= objects[i] == lab;
+                    const size_t px = (size_t)y * Wp + x;
+                    float v; /* the logit of the object's probability: +-inf give sigmoid exactly 1 and 0 */
+                    if (listed || !added) {
+                        v = listed && lab == ids[o] ? INFINITY : -INFINITY;
+                    } else {
+                        const float p = on_mask ? 0.0f : pp[(size_t)(1 + o) * HWp + px];
+                        v = p <= 0.0f ? -INFINITY : p >= 1.0f ? INFINITY : logf(p / (1.0f - p));
+                    }
+                    oh[(size_t)o * HWp + px] = v;
                 }
         }
+        if (added) { /* the new objects' bucket, and the parts' plans for them (in the arena made for them) */
+            const int b = t->nb;
+            memcpy(t->objects, ids, (size_t)On);
+            t->bo0[b] = O, t->bno[b] = added, t->bN[b] = 0, t->bmf[b] = 0;
+            t->nb = b + 1, t->O = On;
+            for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+            size_t need = 0;
+            ckey_status st = record_parts(t, &need, err);
+            if (!st && need > t->arena_bytes)
+                st = ck_fail(err, CKEY_ERR_INTERNAL, "tracker: %d objects need a %zu-byte arena, %zu were made", On,
+                             need, t->arena_bytes);
+            if (st) return st;
+        }
         /* softmax(aggregate(masks)) */
-        ops->aggregate(be, t->onehot, O, HWp, t->prob);
-        ops->softmax_planes(be, t->prob, O + 1, HWp);
+        ops->aggregate(be, t->onehot, On, HWp, t->prob);
+        ops->softmax_planes(be, t->prob, On + 1, HWp);
     }
     if (is_mem) {
         run_part(t, PART_MEMORIZE, 1);
         t->last_mem_ti = t->ti;
     }
     if (t->tap) {
-        t->tap(t->tap_user, t->ti, "sensory", t->sensory.data, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
-        t->tap(t->tap_user, t->ti, "prob_padded", t->prob.data, (O + 1) * HWp);
+        t->tap(t->tap_user, t->ti, "sensory", t->sensory.data, (int64_t)t->O * t->hw * t->m->cfg.sensory_dim);
+        t->tap(t->tap_user, t->ti, "prob_padded", t->prob.data, (t->O + 1) * HWp);
     }
     /* unpad (and resize back) */
     float *dst = resize ? (float *)t->crop.data : prob;
     const float *pp = t->prob.data;
-    for (int c = 0; c <= O; c++)
+    for (int c = 0; c <= t->O; c++)
         for (int y = 0; y < Hi; y++)
             memcpy(dst + ((size_t)c * Hi + y) * Wi, pp + (size_t)c * HWp + (size_t)(y + t->pad_t) * Wp + t->pad_l,
                    (size_t)Wi * sizeof(float));
     if (resize)
-        ops->resize_bilinear(be, t->crop, O + 1, Hi, Wi, 1, (ck_tensor){NULL, CK_F32}, t->H0, t->W0,
+        ops->resize_bilinear(be, t->crop, t->O + 1, Hi, Wi, 1, (ck_tensor){NULL, CK_F32}, t->H0, t->W0,
                              ck_tensor_of(prob, CK_F32));
     return CKEY_OK;
 }

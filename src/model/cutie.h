@@ -95,4 +95,10 @@ struct ckey_track_model {
 typedef void (*ck_cutie_tap_fn)(void *user, int frame, const char *name, const float *data, int64_t n);
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
 
+/* ckey_track_plan_memory for a first frame of first_objects objects (0:
+ * max_objects), the rest of max_objects to be added by later masks. */
+ckey_status ck_track_plan_memory_first(const ckey_track_model *m, int32_t width, int32_t height,
+                                       const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                       ckey_error *err);
+
 #endif
