@@ -204,16 +204,18 @@ ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model 
 
 /*
  * The memory of a tracked source (ckey_source_open_tracked) on frames of
- * width x height whose masks hold num_objects objects in all, with
+ * width x height whose masks hold num_objects objects in all, first_objects
+ * of them in the first mask (the rest brought by later masks), with
  * num_later later masks and tracker options `opt` (NULL: the defaults;
  * max_objects is set to num_objects, as the source does): its tracker's plan
- * (ckey_track_plan_memory) plus the source's own buffers (source_bytes: the
- * frame as RGB, its probabilities, the masks' labels). ckey_info plans with
- * it before any source is open.
+ * (ckey_track_plan_memory, with the arena made for the objects added later)
+ * plus the source's own buffers (source_bytes: the frame as RGB, its
+ * probabilities, the masks' labels). `ckey info --mask` plans with it before
+ * any source is open.
  */
 ckey_status ckey_track_source_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
-                                          int32_t num_objects, int32_t num_later, const ckey_track_options *opt,
-                                          ckey_track_memory *out, ckey_error *err);
+                                          int32_t num_objects, int32_t first_objects, int32_t num_later,
+                                          const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err);
 
 /*
  * The same for an open tracked source, from its masks (known before the

@@ -105,10 +105,10 @@ static float *direct_hints(int object, const later *lm, int nlm, float **prob_ou
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2;
-    o.max_objects = 2;
+    o.max_objects = 3; /* the first mask's 2, and one a later mask may bring */
     ckey_tracker *t = NULL;
     const size_t hw = (size_t)W * H;
-    float *rgb = malloc(hw * 3 * sizeof(float)), *prob = malloc(3 * hw * sizeof(float));
+    float *rgb = malloc(hw * 3 * sizeof(float)), *prob = malloc(4 * hw * sizeof(float));
     float *hints = malloc((size_t)T * hw * sizeof(float)), *all = prob_out ? malloc((size_t)T * 3 * hw * sizeof(float)) : NULL;
     ckey_status st = ckey_tracker_create(m, W, H, &o, &t, &err);
     static const uint8_t both[2] = {1, 2};
@@ -119,6 +119,7 @@ static float *direct_hints(int object, const later *lm, int nlm, float **prob_ou
         int n = f == 0 ? 2 : 0;
         for (int k = 0; k < nlm; k++)
             if (lm[k].frame == f) lab = lm[k].labels, objs = lm[k].objects, n = lm[k].count;
+        memset(prob, 0, 4 * hw * sizeof(float)); /* an object not yet brought: 0 */
         st = ckey_tracker_step(t, rgb, lab, n, objs, prob, &err);
         for (size_t p = 0; p < hw; p++) hints[(size_t)f * hw + p] = q16(object ? prob[(size_t)object * hw + p] : 1.0f - prob[p]);
         if (all) memcpy(all + (size_t)f * 3 * hw, prob, 3 * hw * sizeof(float));
@@ -305,20 +306,56 @@ static void test_mask_at(void) {
     size_t after = 0;
     for (size_t i = 0; i < hw; i++) after += want[3 * hw + i] != plain[3 * hw + i];
     CHECK(after > 0);
-    free(want), free(plain), free(full), free(one);
+    free(want), free(full), free(one);
+    free(plain);
 
-    /* a new object, a frame the plate lacks, the first frame */
+    /* a new object: label 3 on a block of the first mask's background at
+     * frame 4 (shot_0004) joins from that frame (the official
+     * InferenceCore.step with a mask of new objects): the union hint gains
+     * its block there, --object 3 is 0 before and its block at frame 4 */
     uint8_t *three = calloc(hw, 1);
-    three[0] = 3;
-    char m3[512], arg[600];
+    int bx = -1, by = -1;
+    for (int y = 0; y + 8 <= H && bx < 0; y++)
+        for (int x = 0; x + 8 <= W && bx < 0; x++) {
+            int clear = 1;
+            for (int v = 0; v < 8; v++)
+                for (int u = 0; u < 8; u++) clear &= mask0[(size_t)(y + v) * W + x + u] == 0;
+            if (clear) bx = x, by = y;
+        }
+    REQUIRE(bx >= 0);
+    for (int v = 0; v < 8; v++)
+        for (int u = 0; u < 8; u++) three[(size_t)(by + v) * W + bx + u] = 3;
+    char m3[512], arg[600], out3[512];
     path_in(m3, sizeof m3, "mask_new.png");
+    path_in(out3, sizeof out3, "hints-new-object");
     REQUIRE(write_labels(m3, three));
-    free(three);
     snprintf(arg, sizeof arg, "4=%s", m3);
-    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
-                 "--mask-at", arg, NULL);
-    CHECKF(r.code == 1 && strstr(r.err, "mask_new.png: object 3 is not in the first mask"), "exit %d: %s", r.code, r.err);
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out3, "--track-model", model_path,
+                 "--threads", "2", "--mask-at", arg, NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
+    const later ln[1] = {{3, three, 1, {3, 0}}};
+    float *with3 = direct_hints(0, ln, 1, NULL), *only3 = direct_hints(3, ln, 1, NULL);
+    plain = direct_hints(0, NULL, 0, NULL);
+    REQUIRE(with3 && only3 && plain);
+    CHECK(compare_hints(out3, with3, "--mask-at 4 bringing object 3") == T);
+    size_t gained = 0, block = 0, before = 0;
+    for (size_t i = 0; i < hw; i++) {
+        if (three[i]) block++, gained += with3[3 * hw + i] == 1.0f && plain[3 * hw + i] < 1.0f;
+        for (int f = 0; f < 3; f++) before += only3[(size_t)f * hw + i] != 0.0f || with3[(size_t)f * hw + i] != plain[(size_t)f * hw + i];
+    }
+    size_t obj3 = 0;
+    for (size_t i = 0; i < hw; i++) obj3 += only3[3 * hw + i] == (three[i] ? 1.0f : 0.0f);
+    printf("  object 3 at frame 4: the union hint is 1 on %zu of its %zu pixels where it was below 1; frames 1-3 "
+           "differ from the plain run at %zu pixels; --object 3 at frame 4 is its mask at %zu of %zu pixels\n",
+           gained, block, before, obj3, hw);
+    CHECK(gained > 0 && gained == block && before == 0 && obj3 == hw);
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out3, "--track-model", model_path,
+                 "--threads", "2", "--mask-at", arg, "--object", "3", NULL);
+    CHECKF(r.code == 0, "--object 3: exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(compare_hints(out3, only3, "--mask-at 4 bringing object 3, --object 3") == T);
+    free(with3), free(only3), free(plain), free(three);
     snprintf(arg, sizeof arg, "99=%s", m2);
     r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
                  "--mask-at", arg, NULL);

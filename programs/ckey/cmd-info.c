@@ -210,7 +210,7 @@ static ckey_status plan_run(const opts *o, const ckey_model *model, info_result 
  * of --mask and every --mask-at (ckey_track_source_plan_memory). */
 static ckey_status plan_tracker(opts *o, info_result *r, ckey_error *err) {
     uint8_t seen[256] = {0}, objects[255];
-    int32_t count = 0, mw = 0, mh = 0;
+    int32_t count = 0, first = 0, mw = 0, mh = 0;
     for (int k = -1; k < o->nmask_at; k++) {
         const char *path = k < 0 ? o->mask : o->mask_at[k];
         uint8_t *labels = NULL;
@@ -226,6 +226,7 @@ static ckey_status plan_tracker(opts *o, info_result *r, ckey_error *err) {
             return err->status;
         }
         for (int i = 0; i < n; i++) count += !seen[objects[i]], seen[objects[i]] = 1;
+        if (k < 0) first = count;
     }
     if (o->plate_w <= 0) o->plate_w = mw, o->plate_h = mh;
     ckey_track_model *m = NULL;
@@ -235,7 +236,7 @@ static ckey_status plan_tracker(opts *o, info_result *r, ckey_error *err) {
     ckey_track_options_default(&to);
     to.max_internal_size = o->track_size < 0 ? 480 : o->track_size == 0 ? -1 : o->track_size; /* as key --mask */
     to.threads = o->so.threads;
-    st = ckey_track_source_plan_memory(m, o->plate_w, o->plate_h, count, o->nmask_at, &to, &r->track, err);
+    st = ckey_track_source_plan_memory(m, o->plate_w, o->plate_h, count, first, o->nmask_at, &to, &r->track, err);
     ckey_track_model_free(m);
     r->have_track = st == CKEY_OK;
     r->track_objects = count;
