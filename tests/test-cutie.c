@@ -643,6 +643,63 @@ static void test_new_object(void) {
     ck_checkpoint_close(mk), ck_checkpoint_close(clip);
 }
 
+/* Objects added later against newobj.safetensors (make_cutie_fixtures.py
+ * --only newobj): the clip's first 12 frames with object 1 of mask0 at
+ * frame 0, a mask of object 2 alone at frame 4 (new: the reference merges
+ * it into the frame's segmentation and gives it a memory bucket of its
+ * own, as the official InferenceCore and KeyValueMemoryStore do) and object
+ * 1 alone at frame 8; per-frame probabilities (object 2's plane 0 before
+ * frame 4) within 1e-4 and the memory sizes. */
+static void test_new_object_parity(void) {
+    ck_checkpoint *no = NULL, *clip = NULL;
+    if (ck_checkpoint_open(DIR "newobj.safetensors", &no, NULL) != CKEY_OK)
+        SKIP("%s absent: make it with tools/reference/make_cutie_fixtures.py --only newobj", DIR "newobj.safetensors");
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    const ck_tensor_info *tf = NULL, *tm0 = need(no, "mask0"), *tm4 = need(no, "mask4"), *tm8 = need(no, "mask8"),
+                         *tp = need(no, "prob"), *tmt = need(no, "mem_tokens");
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) == CKEY_OK) tf = need(clip, "frames");
+    if (!tf || !tm0 || !tm4 || !tm8 || !tp || !tmt || ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_test_failed = 1;
+        ck_checkpoint_close(no), ck_checkpoint_close(clip);
+        return;
+    }
+    const int T = (int)tp->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3];
+    const int64_t HW = (int64_t)H * W;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2, o.max_objects = 2;
+    o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the fixture's parameters */
+    ckey_tracker *t = NULL;
+    ckey_status st = ckey_tracker_create(m, W, H, &o, &t, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    float *want = f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
+    int32_t mt[64];
+    memcpy(mt, tmt->data, (size_t)T * sizeof(int32_t));
+    const uint8_t *frames = tf->data, one[1] = {1}, two[1] = {2};
+    double worst = 0;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        for (int64_t p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        const uint8_t *lab = f == 0 ? tm0->data : f == 4 ? tm4->data : f == 8 ? tm8->data : NULL;
+        memset(prob, 0, (size_t)3 * HW * sizeof(float));
+        st = ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        char label[64];
+        snprintf(label, sizeof label, "frame %d probabilities", f);
+        worst = fmax(worst, compare_to(label, prob, want + (int64_t)f * 3 * HW, (size_t)3 * HW));
+        CHECKF(ckey_tracker_memory_tokens(t) == mt[f], "frame %d: memory %lld tokens, expected %d", f,
+               (long long)ckey_tracker_memory_tokens(t), mt[f]);
+    }
+    printf("  newobj.safetensors: probabilities max abs err %.2e\n", worst);
+    CHECK(worst <= 1e-4);
+    free(want), free(rgb), free(prob);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(no), ck_checkpoint_close(clip);
+}
+
 static void test_api_errors(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -691,6 +748,7 @@ int main(int argc, char **argv) {
         {"longterm", test_longterm},
         {"mask_at", test_mask_at},
         {"new_object", test_new_object},
+        {"new_object_parity", test_new_object_parity},
         {"plan", test_plan},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},

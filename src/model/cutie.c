@@ -230,6 +230,18 @@ static void part_encode(cx *x) {
     tap(x, "selection", t->sel, (int64_t)t->hw * m->cfg.key_dim);
 }
 
+/* The object transformer's attention mask [O, Q, hw] from the auxiliary
+ * logits [O, hw]: foreground is where an object wins the aggregate of its
+ * bucket's objects (the official code reads each bucket's objects
+ * together). */
+static void attn_mask(cx *x, ck_tensor aux, ck_tensor mask) {
+    ckey_tracker *t = x->t;
+    const int Q = t->m->cfg.num_queries;
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++)
+        OP(x, object_attn_mask, at(aux, (int64_t)t->bo0[b] * t->hw), t->nb > 1 ? t->bno[b] : t->O, t->hw, Q,
+           at(mask, (int64_t)t->bo0[b] * Q * t->hw));
+}
+
 /* QueryTransformer over the fused readout p [O, hw, E]; returns the pixel
  * features [O, hw, E] (p is released). */
 static ck_tensor object_transformer(cx *x, ck_tensor p) {
@@ -262,7 +274,7 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
     ck_tensor hid = A(x, nq * c->ff_dim, "ot.ffn");
     lin(x, &m->mask_pred[0], np, pix, aux, CK_CONV_RELU_IN);
     tap(x, "ot_aux_logits_0", aux, np);
-    OP(x, object_attn_mask, aux, O, hw, Q, mask);
+    attn_mask(x, aux, mask);
     static const char *const qn[] = {"ot_query_0", "ot_query_1", "ot_query_2", "ot_query_3",
                                      "ot_query_4", "ot_query_5", "ot_query_6", "ot_query_7"};
     static const char *const pn[] = {"ot_pixel_0", "ot_pixel_1", "ot_pixel_2", "ot_pixel_3",
@@ -312,7 +324,7 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
         if (i + 1 < c->ot_blocks || (x->ops && t->tap)) {
             lin(x, &m->mask_pred[i + 1], np, pix, aux, CK_CONV_RELU_IN);
             tap(x, an[(i + 1) & 7], aux, np);
-            if (i + 1 < c->ot_blocks) OP(x, object_attn_mask, aux, O, hw, Q, mask);
+            if (i + 1 < c->ot_blocks) attn_mask(x, aux, mask);
         }
     }
     R(x, hid), R(x, att), R(x, Vb), R(x, Kb), R(x, Qb), R(x, T2), R(x, T1);
@@ -1133,8 +1145,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
                         lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
                                      (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
-                    int on_mask = 0;
-                    for (int i = 0; i < num_objects && lab; i++) on_mask |= objects[i] == lab;
+                    const int on_mask = lab != 0; /* the official pred_prob_no_bg[:, mask > 0] = 0 */
                     const size_t px = (size_t)y * Wp + x;
                     float v; /* the logit of the object's probability: +-inf give sigmoid exactly 1 and 0 */
                     if (listed || !added) {
