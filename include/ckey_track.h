@@ -22,9 +22,9 @@
  * removed). The tracker's buffers are allocated when it is created and its
  * working arena on the first frame (when the object count is known);
  * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Masks of later frames correct the first
- * frame's objects (ckey_tracker_step). Objects added after the first frame
- * and flip augmentation are not implemented.
+ * memory of its first frame. Masks of later frames correct the known
+ * objects and may add new ones (ckey_tracker_step). Flip augmentation is not
+ * implemented.
  */
 #ifndef CKEY_TRACK_H
 #define CKEY_TRACK_H
@@ -96,14 +96,25 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
  * max_objects): it is memorized as given. Later calls give labels NULL and
  * propagate. prob receives [1 + objects, H, W] floats.
  *
- * A later call may give a mask again (to correct drift): `objects` then
- * lists 1 or more of the first frame's objects (new objects are
- * CKEY_ERR_UNSUPPORTED). As the official InferenceCore.step takes a mask
- * that brings no new object, the mask is the frame's result: the frame is
- * not segmented, each listed object is its label's pixels and an object not
- * listed is absent from the frame. The frame becomes a memory frame (not a
- * permanent one: it leaves the working memory in its FIFO turn) and
- * restarts the count to the next memory frame.
+ * A later call may give a mask again (to correct drift, or to bring
+ * objects): `objects` then lists 1 or more labels. As the official
+ * InferenceCore.step takes a mask that brings no new object, the mask is the
+ * frame's result: the frame is not segmented, each listed object is its
+ * label's pixels and an object not listed is absent from the frame. A mask
+ * that lists labels the tracker does not know yet adds those objects, after
+ * the known ones in the order listed, from this frame on (up to max_objects
+ * in all; not with use_long_term: CKEY_ERR_UNSUPPORTED): the frame is
+ * segmented with the known objects, the listed ones become their label's
+ * pixels, the others keep their probability off the mask's nonzero pixels
+ * and are 0 on them, and softmax(aggregate(...)) of that is the result
+ * (official need_segment). The new objects get a working memory of their
+ * own (the official bucket: its first frame permanent, FIFO), a zero
+ * sensory memory and an object memory from this frame. prob then holds
+ * [1 + objects, H, W] for the new count. Either way the frame becomes a
+ * memory frame (not a permanent one for the known objects: it leaves their
+ * working memory in its FIFO turn) and restarts the count to the next
+ * memory frame. The parts' plans are recorded again for the new count (in
+ * the arena made on the first frame, which holds max_objects).
  */
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err);
@@ -145,7 +156,8 @@ ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int
  * first frame, which plans the arena). source_bytes is 0. */
 void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out);
 
-/* Working-memory size in tokens (frames x positions at stride 16). */
+/* Working-memory size in tokens (frames x positions at stride 16), all the
+ * buckets' together. */
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
 /* Long-term memory size in tokens (0 without use_long_term). */
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t);
@@ -175,10 +187,12 @@ typedef struct ckey_track_source_options {
     const char *const *mask_at;    /*   their files */
     int32_t object;                /* 0 (default): the hint is the union of the objects,
                                       1 - P(background); else the probability of the
-                                      object with this label */
+                                      object with this label (in any of the masks; 0
+                                      before the mask that brings it) */
     int32_t hint_bits;             /* 16 (default): the hint rounded to 16 bits, the
                                       values a 16-bit PNG hint file holds; 0: as computed */
-    ckey_track_options track;      /* max_objects is set from the first mask */
+    ckey_track_options track;      /* max_objects is set from the masks: every object
+                                      of the first and the later ones */
 } ckey_track_source_options;
 
 void ckey_track_source_options_default(ckey_track_source_options *o);
@@ -186,8 +200,9 @@ void ckey_track_source_options_default(ckey_track_source_options *o);
 /*
  * A source whose hints are tracked: it reads each plate from `inner` (its
  * own hints, if any, are ignored) and runs a tracker on it, the first frame
- * with `mask`, frames named by mask_at with theirs, and hands the plate on
- * with the hint made from the frame's probabilities. Tracking is sequential:
+ * with `mask`, frames named by mask_at with theirs (a later mask's new
+ * labels add objects from its frame on, ckey_tracker_step), and hands the
+ * plate on with the hint made from the frame's probabilities. Tracking is sequential:
  * a read of frame i tracks every frame from the last one tracked up to i
  * (frames the caller skips are read and tracked all the same), and once a
  * read fails every later one fails too. Frames' hint labels are "tracked".

@@ -984,7 +984,8 @@ class InferenceRunner:
     # -- one frame
     def step(self, image, mask=None, objects=None, taps: Optional[dict] = None):
         """image [3, H, W] float in [0, 1]; mask [H, W] int64 label image (the first frame, or a
-        later frame whose mask lists first-frame objects) or None -> prob [1 + K, H, W] (background first, objects in the given order)."""
+        later frame: known objects correct the frame, new ones join) or None -> prob [1 + K, H, W]
+        (background first, objects in the order they were given)."""
         net = self.net
         h0, w0 = image.shape[-2:]
         resize = False

@@ -11,8 +11,9 @@ Outputs (float32 unless noted, batch dim dropped):
     <out>/resize.safetensors      5-frame 107x81 clip with max_internal_size 80
     <out>/longterm.safetensors    the clip's frames with long-term memory: per-frame reads and logits
     <out>/maskat.safetensors      the clip's first 12 frames with later masks at frames 4 and 8
+    <out>/newobj.safetensors      the same frames, object 1 first and object 2 added at frame 4
 
---only maskat writes maskat.safetensors alone (the other fixtures untouched).
+--only maskat / --only newobj writes that file alone (the other fixtures untouched).
 """
 from __future__ import annotations
 
