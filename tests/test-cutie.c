@@ -543,6 +543,37 @@ static void test_plan(void) {
         free(rgb), free(prob), free(lab);
         ckey_tracker_free(t);
     }
+    {   /* a first frame of 1 object with room for 3: the arena holds objects added later */
+        ckey_track_options o;
+        ckey_track_options_default(&o);
+        o.threads = 2, o.max_objects = 3;
+        const int W = 113, H = 49;
+        ckey_track_memory plan, got, later;
+        REQUIRE(ck_track_plan_memory_first(m, W, H, &o, 1, &plan, &err) == CKEY_OK);
+        ckey_track_memory full;
+        REQUIRE(ckey_track_plan_memory(m, W, H, &o, &full, &err) == CKEY_OK);
+        ckey_tracker *t = NULL;
+        REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+        float *rgb = calloc((size_t)W * H * 3, sizeof(float)), *prob = malloc((size_t)4 * W * H * sizeof(float));
+        uint8_t *lab = calloc((size_t)W * H, 1), ids[3] = {1, 2, 3};
+        lab[0] = 1, lab[7] = 2, lab[14] = 3;
+        REQUIRE(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &got);
+        REQUIRE(ckey_tracker_step(t, rgb, lab, 2, ids + 1, prob, &err) == CKEY_OK); /* objects 2 and 3 join */
+        REQUIRE(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &later);
+        printf("  1 object of 3 first: planned %lld bytes (arena %lld; the plan for 3 at first: arena %lld), "
+               "allocated %lld, after objects 2 and 3 joined %lld\n", (long long)plan.total_bytes,
+               (long long)plan.arena_bytes, (long long)full.arena_bytes, (long long)got.total_bytes,
+               (long long)later.total_bytes);
+        CHECKF(plan.total_bytes == got.total_bytes && plan.arena_bytes == got.arena_bytes &&
+                   later.total_bytes == got.total_bytes && plan.arena_bytes >= full.arena_bytes,
+               "1 of 3 objects first: planned %lld (arena %lld), allocated %lld (arena %lld), later %lld",
+               (long long)plan.total_bytes, (long long)plan.arena_bytes, (long long)got.total_bytes,
+               (long long)got.arena_bytes, (long long)later.total_bytes);
+        free(rgb), free(prob), free(lab);
+        ckey_tracker_free(t);
+    }
     ckey_track_memory plan;
     ckey_track_options o;
     ckey_track_options_default(&o);
