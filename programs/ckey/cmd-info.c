@@ -138,7 +138,7 @@ static void print_text(const opts *o, const info_result *r) {
             printf("run plan      ckey run on a %d x %d plate:\n", (int)o->plate_w, (int)o->plate_h);
         print_run_memory_text(&r->run, "  ");
         printf("  host memory available now %s; run and key refuse a plate past 90 %% of it\n",
-               fmt_bytes(b, sizeof b, r->host_available));
+               ckey_format_bytes(b, sizeof b, r->host_available));
     }
     if (r->have_track) {
         const ckey_track_memory *t = &r->track;
@@ -156,8 +156,8 @@ static void print_text(const opts *o, const info_result *r) {
                              t->arena_bytes,  t->workspace_bytes, t->source_bytes};
         char b[32];
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
-            printf("  %-14s %11s  %s\n", what[k], fmt_bytes(b, sizeof b, v[k]), note[k]);
-        printf("  %-14s %11s  (in the run plan's total)\n", "total", fmt_bytes(b, sizeof b, t->total_bytes));
+            printf("  %-14s %11s  %s\n", what[k], ckey_format_bytes(b, sizeof b, v[k]), note[k]);
+        printf("  %-14s %11s  (in the run plan's total)\n", "total", ckey_format_bytes(b, sizeof b, t->total_bytes));
     }
     printf("time          load %.3f s, plan %.3f s\n", r->t_load, r->t_plan);
 }
