@@ -20,10 +20,11 @@
  * consolidated into num_prototypes long-term entries at a time, the
  * long-term store holding fewer than max_num_tokens (its least used entries
  * removed). The tracker's buffers are allocated when it is created and its
- * working arena on the first frame (when the object count is known);
- * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Masks of later frames correct the known
- * objects and may add new ones (ckey_tracker_step). Flip augmentation is not
+ * working arena on the first frame (when the object count is known), sized
+ * for max_objects; nothing is allocated after that (but the small record of
+ * the parts' plans, made again on a frame whose mask adds objects), so a
+ * shot of any length runs in the memory of its first frame. Masks of later
+ * frames correct the known objects and may add new ones (ckey_tracker_step). Flip augmentation is not
  * implemented.
  */
 #ifndef CKEY_TRACK_H
