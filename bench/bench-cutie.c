@@ -302,6 +302,15 @@ int main(int argc, char **argv) {
     o.max_objects = objects;
     o.mem_every = mem_every;
     o.max_mem_frames = mem_frames;
+    ckey_track_memory plan;
+    if (ckey_track_plan_memory(m, W, H, &o, &plan, &err)) {
+        fprintf(stderr, "bench-cutie: %s\n", err.message);
+        return 1;
+    }
+    printf("planned: %.1f MiB (weights %.1f, memory bank %.1f, sensory %.1f, frame %.1f, arena %.1f, "
+           "workspace %.1f)\n", plan.total_bytes / 1048576.0, plan.weight_bytes / 1048576.0,
+           plan.bank_bytes / 1048576.0, plan.sensory_bytes / 1048576.0, plan.frame_bytes / 1048576.0,
+           plan.arena_bytes / 1048576.0, plan.workspace_bytes / 1048576.0);
     ckey_tracker *t;
     if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);
