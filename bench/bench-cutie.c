@@ -320,6 +320,19 @@ int main(int argc, char **argv) {
         }
         free0 = free_min = dinfo.memory_free;
     }
+    ckey_track_memory plan;
+    if (ckey_track_plan_memory(m, W, H, &o, &plan, &err)) {
+        fprintf(stderr, "bench-cutie: %s\n", err.message);
+        return 1;
+    }
+    printf("planned: %.1f MiB (weights %.1f, memory bank %.1f, sensory %.1f, frame %.1f, arena %.1f, "
+           "workspace %.1f)\n", plan.total_bytes / 1048576.0, plan.weight_bytes / 1048576.0,
+           plan.bank_bytes / 1048576.0, plan.sensory_bytes / 1048576.0, plan.frame_bytes / 1048576.0,
+           plan.arena_bytes / 1048576.0, plan.workspace_bytes / 1048576.0);
+    if (cuda)
+        printf("planned on the device: %.1f MiB; host: %.1f MiB (model %.1f, staging %.1f)\n",
+               (plan.total_bytes - plan.host_bytes) / 1048576.0, plan.host_bytes / 1048576.0,
+               plan.model_bytes / 1048576.0, plan.staging_bytes / 1048576.0);
     ckey_tracker *t;
     if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);

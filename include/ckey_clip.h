@@ -533,6 +533,10 @@ typedef struct ckey_run_options {
                                  (ckey_host_memory_available); -1 = not checked */
     int32_t sessions;         /* CKEY_RUN_SHOT: sessions keying together (ckey_shot_run_multi),
                                  each with its own network and model copy; 0 or 1: one */
+    int64_t track_bytes;      /* a Cutie tracker resident beside the keyer (hints tracked from
+                                 a mask: ckey_source_tracked_memory's total_bytes); 0: none */
+    int64_t track_device_bytes; /* what of track_bytes is device memory (a tracker on a GPU:
+                                 its total_bytes - host_bytes), not counted in host_bytes */
 } ckey_run_options;
 
 /* Fill `o` with the defaults above (width and height 0: set them). */
@@ -575,7 +579,8 @@ typedef struct ckey_run_memory {
                                  codecs */
     int64_t plate_bytes;      /* the parts that scale with the plate: decoded + hint + resize +
                                  output + post + encode */
-    int64_t total_bytes;      /* session.peak_bytes + model + io + plate_bytes */
+    int64_t total_bytes;      /* session.peak_bytes + model + io + plate_bytes (+ device frame
+                                 buffers + tracker) */
     int64_t host_bytes;       /* what of the total is host memory (all of it on the CPU;
                                  on a GPU all but session.peak_bytes) */
     int64_t host_limit;       /* what host_bytes was checked against; 0: not checked */
@@ -590,6 +595,9 @@ typedef struct ckey_run_memory {
                                  session runs the planned schedule); 0 without a budget */
     int64_t min_budget_bytes; /* the smallest budget this run fits: the other parts plus each
                                  session's leanest schedule */
+    int64_t track_bytes;      /* ro->track_bytes: the tracker (its weights, memory bank,
+                                 buffers, arena), in total_bytes; in host_bytes but for
+                                 ro->track_device_bytes */
 } ckey_run_memory;
 
 /*

@@ -20,11 +20,12 @@
  * consolidated into num_prototypes long-term entries at a time, the
  * long-term store holding fewer than max_num_tokens (its least used entries
  * removed). The tracker's buffers are allocated when it is created and its
- * working arena on the first frame (when the object count is known);
- * nothing is allocated after that, so a shot of any length runs in the
- * memory of its first frame. Masks of later frames correct the first
- * frame's objects (ckey_tracker_step). Objects added after the first frame
- * and flip augmentation are not implemented.
+ * working arena on the first frame (when the object count is known), sized
+ * for max_objects; nothing is allocated after that (but the small record of
+ * the parts' plans, made again on a frame whose mask adds objects), so a
+ * shot of any length runs in the memory of its first frame. Masks of later
+ * frames correct the known objects and may add new ones (ckey_tracker_step). Flip augmentation is not
+ * implemented.
  */
 #ifndef CKEY_TRACK_H
 #define CKEY_TRACK_H
@@ -103,19 +104,82 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
  * max_objects): it is memorized as given. Later calls give labels NULL and
  * propagate. prob receives [1 + objects, H, W] floats.
  *
- * A later call may give a mask again (to correct drift): `objects` then
- * lists 1 or more of the first frame's objects (new objects are
- * CKEY_ERR_UNSUPPORTED). As the official InferenceCore.step takes a mask
- * that brings no new object, the mask is the frame's result: the frame is
- * not segmented, each listed object is its label's pixels and an object not
- * listed is absent from the frame. The frame becomes a memory frame (not a
- * permanent one: it leaves the working memory in its FIFO turn) and
- * restarts the count to the next memory frame.
+ * A later call may give a mask again (to correct drift, or to bring
+ * objects): `objects` then lists 1 or more labels. As the official
+ * InferenceCore.step takes a mask that brings no new object, the mask is the
+ * frame's result: the frame is not segmented, each listed object is its
+ * label's pixels and an object not listed is absent from the frame. A mask
+ * that lists labels the tracker does not know yet adds those objects, after
+ * the known ones in the order listed, from this frame on (up to max_objects
+ * in all; not with use_long_term: CKEY_ERR_UNSUPPORTED): the frame is
+ * segmented with the known objects, the listed ones become their label's
+ * pixels, the others keep their probability off the mask's nonzero pixels
+ * and are 0 on them, and softmax(aggregate(...)) of that is the result
+ * (official need_segment). The new objects get a working memory of their
+ * own (the official bucket: its first frame permanent, FIFO), a zero
+ * sensory memory and an object memory from this frame. prob then holds
+ * [1 + objects, H, W] for the new count. Either way the frame becomes a
+ * memory frame (not a permanent one for the known objects: it leaves their
+ * working memory in its FIFO turn) and restarts the count to the next
+ * memory frame. The parts' plans are recorded again for the new count (in
+ * the arena made on the first frame, which holds max_objects).
  */
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err);
 
-/* Working-memory size in tokens (frames x positions at stride 16). */
+/*
+ * A tracker's memory, part by part, in bytes; every part is held at once, so
+ * the total is their sum. weight_bytes to workspace_bytes are where the
+ * tracker runs (`device`): host memory on the CPU, device memory on a GPU,
+ * whose tracker also keeps host memory (model_bytes, staging_bytes).
+ */
+typedef struct ckey_track_memory {
+    int32_t device;          /* CKEY_DEVICE_CPU or CKEY_DEVICE_CUDA: where the tracker runs */
+    int64_t weight_bytes;    /* the model's weights, fp32: on the CPU the model's own
+                                (ckey_track_model_open; shared by every tracker of the
+                                model), on a device the tracker's copy of them */
+    int64_t bank_bytes;      /* the memory bank: keys, shrinkages and values of the working
+                                memory (max_mem_frames frames, or lt_max_mem_frames with
+                                use_long_term, plus the long-term store of max_num_tokens
+                                entries and the usage counts) */
+    int64_t sensory_bytes;   /* the sensory memory and the object memory (summaries) */
+    int64_t frame_bytes;     /* the frame's buffers: as given, resized and padded; its
+                                features, key, shrinkage and selection; the probabilities,
+                                the one-hot of a mask and the unpadded probabilities (on a
+                                device, and the result resized back to the frame) */
+    int64_t arena_bytes;     /* the parts' temporaries: the largest part's planned arena */
+    int64_t workspace_bytes; /* the ops' workspace (per-thread tiles, the top-k lists) */
+    int64_t model_bytes;     /* on a device: the host model's fp32 weights its copy was made
+                                from (host memory, shared by every tracker of the model); 0
+                                on the CPU (weight_bytes are they) */
+    int64_t staging_bytes;   /* on a device: the host staging of the frame, the masks and
+                                readbacks, and with use_long_term its host bookkeeping; 0
+                                on the CPU */
+    int64_t source_bytes;    /* a tracked source's own buffers (ckey_source_tracked_memory):
+                                the frame as RGB, its probabilities, the masks; 0 else */
+    int64_t total_bytes;     /* the sum of the parts */
+    int64_t host_bytes;      /* what of the total is host memory: all of it on the CPU; on a
+                                device model_bytes + staging_bytes + source_bytes */
+} ckey_track_memory;
+
+/*
+ * The memory a tracker for frames of width x height with options `opt`
+ * (NULL: the defaults) takes once its first frame is given with
+ * opt->max_objects objects, computed without allocating any of it (the
+ * tracker sizes its buffers from the same table). A first frame with fewer
+ * objects takes a smaller arena. On the device opt->device picks (as
+ * ckey_tracker_create picks it). Fails as ckey_tracker_create would on the
+ * same arguments (CUDA without a GPU, too).
+ */
+ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                   const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err);
+
+/* What tracker `t` has allocated: its plan's parts (arena_bytes 0 before the
+ * first frame, which plans the arena), on its device. source_bytes is 0. */
+void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out);
+
+/* Working-memory size in tokens (frames x positions at stride 16), all the
+ * buckets' together. */
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
 /* Long-term memory size in tokens (0 without use_long_term). */
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t);
@@ -145,10 +209,12 @@ typedef struct ckey_track_source_options {
     const char *const *mask_at;    /*   their files */
     int32_t object;                /* 0 (default): the hint is the union of the objects,
                                       1 - P(background); else the probability of the
-                                      object with this label */
+                                      object with this label (in any of the masks; 0
+                                      before the mask that brings it) */
     int32_t hint_bits;             /* 16 (default): the hint rounded to 16 bits, the
                                       values a 16-bit PNG hint file holds; 0: as computed */
-    ckey_track_options track;      /* max_objects is set from the first mask */
+    ckey_track_options track;      /* max_objects is set from the masks: every object
+                                      of the first and the later ones */
 } ckey_track_source_options;
 
 void ckey_track_source_options_default(ckey_track_source_options *o);
@@ -156,8 +222,9 @@ void ckey_track_source_options_default(ckey_track_source_options *o);
 /*
  * A source whose hints are tracked: it reads each plate from `inner` (its
  * own hints, if any, are ignored) and runs a tracker on it, the first frame
- * with `mask`, frames named by mask_at with theirs, and hands the plate on
- * with the hint made from the frame's probabilities. Tracking is sequential:
+ * with `mask`, frames named by mask_at with theirs (a later mask's new
+ * labels add objects from its frame on, ckey_tracker_step), and hands the
+ * plate on with the hint made from the frame's probabilities. Tracking is sequential:
  * a read of frame i tracks every frame from the last one tracked up to i
  * (frames the caller skips are read and tracked all the same), and once a
  * read fails every later one fails too. Frames' hint labels are "tracked".
@@ -171,6 +238,29 @@ void ckey_track_source_options_default(ckey_track_source_options *o);
 ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model *m,
                                      const ckey_track_source_options *o, ckey_source *out,
                                      ckey_error *err);
+
+/*
+ * The memory of a tracked source (ckey_source_open_tracked) on frames of
+ * width x height whose masks hold num_objects objects in all, first_objects
+ * of them in the first mask (the rest brought by later masks), with
+ * num_later later masks and tracker options `opt` (NULL: the defaults;
+ * max_objects is set to num_objects, as the source does): its tracker's plan
+ * (ckey_track_plan_memory, with the arena made for the objects added later)
+ * plus the source's own buffers (source_bytes: the frame as RGB, its
+ * probabilities, the masks' labels). `ckey info --mask` plans with it before
+ * any source is open.
+ */
+ckey_status ckey_track_source_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                          int32_t num_objects, int32_t first_objects, int32_t num_later,
+                                          const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err);
+
+/*
+ * The same for an open tracked source, from its masks (known before the
+ * first read), so a run can count it in its plan
+ * (ckey_run_options.track_bytes). Fails on a source not opened by
+ * ckey_source_open_tracked.
+ */
+ckey_status ckey_source_tracked_memory(const ckey_source *src, ckey_track_memory *out, ckey_error *err);
 
 #ifdef __cplusplus
 }

@@ -501,6 +501,18 @@ static void test_tracker_mask_at(void) {
     ck_cutie_run_mask_at(CKEY_DEVICE_CUDA, 0);
 }
 
+static void test_tracker_new_object(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_new_object(CKEY_DEVICE_CUDA, 0);
+}
+
+static void test_tracker_newobj(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_newobj(CKEY_DEVICE_CUDA, 0);
+}
+
 /* The device choice: CUDA, with or without long-term memory, while the
  * CUDA table has no memory_read is refused naming it (and works once it
  * has one); AUTO then takes the CPU; CPU is the default. */
@@ -550,6 +562,8 @@ int main(int argc, char **argv) {
         {"tracker_resize", test_tracker_resize},
         {"tracker_longterm", test_tracker_longterm},
         {"tracker_mask_at", test_tracker_mask_at},
+        {"tracker_new_object", test_tracker_new_object},
+        {"tracker_newobj", test_tracker_newobj},
         {"tracker_device_choice", test_tracker_device_choice},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -128,6 +128,155 @@ static void long_shot(int long_term) {
 static void test_long_shot(void) { long_shot(0); }
 static void test_long_shot_long_term(void) { long_shot(1); }
 
+/* The tracker's memory plan (ckey_track_plan_memory, made without
+ * allocating) against what a tracker of the same options allocates once
+ * its first frame (with max_objects objects) has planned the arena; and the
+ * memory bank against its size from the model's widths. Cases: the
+ * defaults, max_internal_size (a resized frame), long-term memory. */
+static void test_plan(void) {
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) SKIP("%s", err.message);
+    static const struct {
+        const char *name;
+        int W, H, objects, internal, long_term;
+    } cases[] = {
+        {"defaults", 113, 49, 2, -1, 0},
+        {"max_internal_size 40", 113, 81, 3, 40, 0},
+        {"long-term", 160, 96, 2, -1, 1},
+    };
+    for (size_t k = 0; k < CK_ARRAY_LEN(cases); k++) {
+        const int W = cases[k].W, H = cases[k].H, O = cases[k].objects;
+        ckey_track_options o;
+        ckey_track_options_default(&o);
+        o.threads = 2;
+        o.max_objects = O;
+        o.max_internal_size = cases[k].internal;
+        if (cases[k].long_term) o.use_long_term = 1, o.num_prototypes = 16, o.max_num_tokens = 400, o.buffer_tokens = 50;
+        ckey_track_memory plan, got;
+        REQUIRE(ckey_track_plan_memory(m, W, H, &o, &plan, &err) == CKEY_OK);
+        ckey_tracker *t = NULL;
+        REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+        float *rgb = calloc((size_t)W * H * 3, sizeof(float)), *prob = malloc((size_t)(O + 1) * W * H * sizeof(float));
+        uint8_t *lab = calloc((size_t)W * H, 1), ids[3] = {1, 2, 3};
+        for (int i = 0; i < O; i++) lab[i * 7] = ids[i];
+        ckey_tracker_get_memory(t, &got);
+        CHECKF(got.arena_bytes == 0, "%s: an arena of %lld bytes before the first frame", cases[k].name,
+               (long long)got.arena_bytes);
+        REQUIRE(ckey_tracker_step(t, rgb, lab, O, ids, prob, &err) == CKEY_OK);
+        REQUIRE(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &got);
+        printf("  %-22s planned %lld bytes (weights %lld, bank %lld, sensory %lld, frame %lld, arena %lld, "
+               "workspace %lld); allocated %lld\n",
+               cases[k].name, (long long)plan.total_bytes, (long long)plan.weight_bytes, (long long)plan.bank_bytes,
+               (long long)plan.sensory_bytes, (long long)plan.frame_bytes, (long long)plan.arena_bytes,
+               (long long)plan.workspace_bytes, (long long)got.total_bytes);
+        CHECKF(plan.weight_bytes == got.weight_bytes && plan.bank_bytes == got.bank_bytes &&
+                   plan.sensory_bytes == got.sensory_bytes && plan.frame_bytes == got.frame_bytes &&
+                   plan.arena_bytes == got.arena_bytes && plan.workspace_bytes == got.workspace_bytes &&
+                   plan.total_bytes == got.total_bytes && plan.source_bytes == 0,
+               "%s: the plan (%lld bytes) is not what the tracker allocated (%lld)", cases[k].name,
+               (long long)plan.total_bytes, (long long)got.total_bytes);
+        CHECKF(plan.weight_bytes >= m->num_params * 4 && plan.arena_bytes > 0 && plan.workspace_bytes > 0,
+               "%s: weights %lld bytes for %lld parameters, arena %lld, workspace %lld", cases[k].name,
+               (long long)plan.weight_bytes, (long long)m->num_params, (long long)plan.arena_bytes,
+               (long long)plan.workspace_bytes);
+        /* the bank from the widths: rows of key + shrinkage + O values, the
+         * working memory's frames at stride 16 of the processed size */
+        const ck_cutie_cfg *c = &m->cfg;
+        int Hi = H, Wi = W;
+        if (o.max_internal_size > 0 && (H < W ? H : W) > o.max_internal_size) {
+            const int mn = H < W ? H : W;
+            Hi = (int)((double)H / mn * o.max_internal_size), Wi = (int)((double)W / mn * o.max_internal_size);
+        }
+        const int64_t hw = (int64_t)((Hi + 15) / 16) * ((Wi + 15) / 16);
+        /* keys and shrinkages for a bucket per object (objects added later
+         * bring buckets of their own), values for every object */
+        int64_t rows = (int64_t)o.max_mem_frames * hw, krows = rows * O, extra = 0;
+        if (o.use_long_term) { /* one bucket; + the long-term store, the selections, usage and life counts */
+            rows = krows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens;
+            extra = (int64_t)o.lt_max_mem_frames * hw * (c->key_dim + 2) + 2 * (int64_t)o.max_num_tokens + rows;
+        }
+        const int64_t bank = (krows * (c->key_dim + 1) + rows * (int64_t)O * c->value_dim + extra) * 4;
+        CHECKF(plan.bank_bytes >= bank && plan.bank_bytes < bank + 9 * 64, "%s: bank %lld bytes, expected %lld (+ alignment)",
+               cases[k].name, (long long)plan.bank_bytes, (long long)bank);
+        /* the device path's host side (ck_tracker_create_staged on the CPU):
+         * the weights' copy, the result buffer and the host staging */
+        ckey_track_memory splan, sgot;
+        REQUIRE(ck_track_plan_memory_staged(m, W, H, &o, 0, &splan, &err) == CKEY_OK);
+        ckey_tracker *ts = NULL;
+        REQUIRE(ck_tracker_create_staged(m, W, H, &o, &ts, &err) == CKEY_OK);
+        REQUIRE(ckey_tracker_step(ts, rgb, lab, O, ids, prob, &err) == CKEY_OK);
+        REQUIRE(ckey_tracker_step(ts, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(ts, &sgot);
+        printf("  %-22s staged: planned %lld bytes (weights %lld, model %lld, staging %lld, frame %lld); "
+               "allocated %lld\n", cases[k].name, (long long)splan.total_bytes, (long long)splan.weight_bytes,
+               (long long)splan.model_bytes, (long long)splan.staging_bytes, (long long)splan.frame_bytes,
+               (long long)sgot.total_bytes);
+        CHECKF(splan.weight_bytes == sgot.weight_bytes && splan.bank_bytes == sgot.bank_bytes &&
+                   splan.sensory_bytes == sgot.sensory_bytes && splan.frame_bytes == sgot.frame_bytes &&
+                   splan.arena_bytes == sgot.arena_bytes && splan.workspace_bytes == sgot.workspace_bytes &&
+                   splan.model_bytes == sgot.model_bytes && splan.staging_bytes == sgot.staging_bytes &&
+                   splan.total_bytes == sgot.total_bytes && splan.host_bytes == sgot.host_bytes,
+               "%s staged: the plan (%lld bytes, staging %lld) is not what the tracker allocated (%lld, staging %lld)",
+               cases[k].name, (long long)splan.total_bytes, (long long)splan.staging_bytes,
+               (long long)sgot.total_bytes, (long long)sgot.staging_bytes);
+        CHECKF(splan.model_bytes == plan.weight_bytes && splan.weight_bytes >= m->num_params * 4 &&
+                   splan.staging_bytes >= (int64_t)H / 2 * W / 2 * 3 * 4 && plan.staging_bytes == 0 &&
+                   plan.model_bytes == 0 && plan.host_bytes == plan.total_bytes,
+               "%s: staged weights %lld, model %lld, staging %lld; CPU staging %lld, model %lld, host %lld of %lld",
+               cases[k].name, (long long)splan.weight_bytes, (long long)splan.model_bytes,
+               (long long)splan.staging_bytes, (long long)plan.staging_bytes, (long long)plan.model_bytes,
+               (long long)plan.host_bytes, (long long)plan.total_bytes);
+        ckey_tracker_free(ts);
+        free(rgb), free(prob), free(lab);
+        ckey_tracker_free(t);
+    }
+    {   /* a first frame of 1 object with room for 3: the arena holds objects added later */
+        ckey_track_options o;
+        ckey_track_options_default(&o);
+        o.threads = 2, o.max_objects = 3;
+        const int W = 113, H = 49;
+        ckey_track_memory plan, got, later;
+        REQUIRE(ck_track_plan_memory_first(m, W, H, &o, 1, &plan, &err) == CKEY_OK);
+        ckey_track_memory full;
+        REQUIRE(ckey_track_plan_memory(m, W, H, &o, &full, &err) == CKEY_OK);
+        ckey_tracker *t = NULL;
+        REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+        float *rgb = calloc((size_t)W * H * 3, sizeof(float)), *prob = malloc((size_t)4 * W * H * sizeof(float));
+        uint8_t *lab = calloc((size_t)W * H, 1), ids[3] = {1, 2, 3};
+        lab[0] = 1, lab[7] = 2, lab[14] = 3;
+        REQUIRE(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &got);
+        REQUIRE(ckey_tracker_step(t, rgb, lab, 2, ids + 1, prob, &err) == CKEY_OK); /* objects 2 and 3 join */
+        REQUIRE(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
+        ckey_tracker_get_memory(t, &later);
+        printf("  1 object of 3 first: planned %lld bytes (arena %lld; the plan for 3 at first: arena %lld), "
+               "allocated %lld, after objects 2 and 3 joined %lld\n", (long long)plan.total_bytes,
+               (long long)plan.arena_bytes, (long long)full.arena_bytes, (long long)got.total_bytes,
+               (long long)later.total_bytes);
+        CHECKF(plan.total_bytes == got.total_bytes && plan.arena_bytes == got.arena_bytes &&
+                   later.total_bytes == got.total_bytes && plan.arena_bytes >= full.arena_bytes,
+               "1 of 3 objects first: planned %lld (arena %lld), allocated %lld (arena %lld), later %lld",
+               (long long)plan.total_bytes, (long long)plan.arena_bytes, (long long)got.total_bytes,
+               (long long)got.arena_bytes, (long long)later.total_bytes);
+        free(rgb), free(prob), free(lab);
+        ckey_tracker_free(t);
+    }
+    ckey_track_memory plan;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.mem_every = 0;
+    CHECK(ckey_track_plan_memory(m, 64, 64, &o, &plan, &err) == CKEY_ERR_INVALID_ARG && plan.total_bytes == 0);
+    CHECK(ckey_track_plan_memory(m, 0, 64, NULL, &plan, &err) == CKEY_ERR_INVALID_ARG);
+    ckey_track_model_free(m);
+}
+
+static void test_new_object(void) { ck_cutie_run_new_object(CKEY_DEVICE_CPU, 0); }
+static void test_new_object_parity(void) { ck_cutie_run_newobj(CKEY_DEVICE_CPU, 0); }
+static void test_new_object_staged(void) { ck_cutie_run_new_object(CKEY_DEVICE_CPU, 1); }
+static void test_new_object_parity_staged(void) { ck_cutie_run_newobj(CKEY_DEVICE_CPU, 1); }
+
 static void test_api_errors(void) {
     ckey_error err;
     ckey_track_model *m = NULL;
@@ -155,7 +304,8 @@ static void test_api_errors(void) {
     printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK);
     CHECK(prob[20 * 18] > 0.99f && prob[1] > 0.99f); /* pixel 0 is object 1, pixel 1 the background */
-    CHECK(ckey_tracker_step(t, rgb, lab, 1, ids + 1, prob, &err) == CKEY_ERR_UNSUPPORTED); /* a new object later */
+    CHECK(ckey_tracker_step(t, rgb, lab, 4, ids + 1, prob, &err) == CKEY_ERR_INVALID_ARG); /* 5 objects in all */
+    printf("  refused: %s\n", err.message);
     CHECK(ckey_tracker_step(t, rgb, NULL, 0, NULL, prob, &err) == CKEY_OK);
     CHECK(ckey_tracker_memory_tokens(t) == 4); /* 32 x 32 padded: 2 x 2 positions, the first frame only */
     CHECK(ckey_tracker_step(t, rgb, lab, 1, ids, prob, &err) == CKEY_OK); /* a later mask: memorized */
@@ -178,6 +328,11 @@ int main(int argc, char **argv) {
         {"clip_staged", test_clip_staged},
         {"resize_staged", test_resize_staged},
         {"mask_at_staged", test_mask_at_staged},
+        {"new_object", test_new_object},
+        {"new_object_parity", test_new_object_parity},
+        {"plan", test_plan},
+        {"new_object_staged", test_new_object_staged},
+        {"new_object_parity_staged", test_new_object_parity_staged},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
         {"long_shot_long_term", test_long_shot_long_term},

@@ -106,10 +106,10 @@ static float *direct_hints(int object, const later *lm, int nlm, float **prob_ou
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2;
-    o.max_objects = 2;
+    o.max_objects = 3; /* the first mask's 2, and one a later mask may bring */
     ckey_tracker *t = NULL;
     const size_t hw = (size_t)W * H;
-    float *rgb = malloc(hw * 3 * sizeof(float)), *prob = malloc(3 * hw * sizeof(float));
+    float *rgb = malloc(hw * 3 * sizeof(float)), *prob = malloc(4 * hw * sizeof(float));
     float *hints = malloc((size_t)T * hw * sizeof(float)), *all = prob_out ? malloc((size_t)T * 3 * hw * sizeof(float)) : NULL;
     ckey_status st = ckey_tracker_create(m, W, H, &o, &t, &err);
     static const uint8_t both[2] = {1, 2};
@@ -120,6 +120,7 @@ static float *direct_hints(int object, const later *lm, int nlm, float **prob_ou
         int n = f == 0 ? 2 : 0;
         for (int k = 0; k < nlm; k++)
             if (lm[k].frame == f) lab = lm[k].labels, objs = lm[k].objects, n = lm[k].count;
+        memset(prob, 0, 4 * hw * sizeof(float)); /* an object not yet brought: 0 */
         st = ckey_tracker_step(t, rgb, lab, n, objs, prob, &err);
         for (size_t p = 0; p < hw; p++) hints[(size_t)f * hw + p] = q16(object ? prob[(size_t)object * hw + p] : 1.0f - prob[p]);
         if (all) memcpy(all + (size_t)f * 3 * hw, prob, 3 * hw * sizeof(float));
@@ -342,20 +343,56 @@ static void test_mask_at(void) {
     size_t after = 0;
     for (size_t i = 0; i < hw; i++) after += want[3 * hw + i] != plain[3 * hw + i];
     CHECK(after > 0);
-    free(want), free(plain), free(full), free(one);
+    free(want), free(full), free(one);
+    free(plain);
 
-    /* a new object, a frame the plate lacks, the first frame */
+    /* a new object: label 3 on a block of the first mask's background at
+     * frame 4 (shot_0004) joins from that frame (the official
+     * InferenceCore.step with a mask of new objects): the union hint gains
+     * its block there, --object 3 is 0 before and its block at frame 4 */
     uint8_t *three = calloc(hw, 1);
-    three[0] = 3;
-    char m3[512], arg[600];
+    int bx = -1, by = -1;
+    for (int y = 0; y + 8 <= H && bx < 0; y++)
+        for (int x = 0; x + 8 <= W && bx < 0; x++) {
+            int clear = 1;
+            for (int v = 0; v < 8; v++)
+                for (int u = 0; u < 8; u++) clear &= mask0[(size_t)(y + v) * W + x + u] == 0;
+            if (clear) bx = x, by = y;
+        }
+    REQUIRE(bx >= 0);
+    for (int v = 0; v < 8; v++)
+        for (int u = 0; u < 8; u++) three[(size_t)(by + v) * W + bx + u] = 3;
+    char m3[512], arg[600], out3[512];
     path_in(m3, sizeof m3, "mask_new.png");
+    path_in(out3, sizeof out3, "hints-new-object");
     REQUIRE(write_labels(m3, three));
-    free(three);
     snprintf(arg, sizeof arg, "4=%s", m3);
-    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
-                 "--mask-at", arg, NULL);
-    CHECKF(r.code == 1 && strstr(r.err, "mask_new.png: object 3 is not in the first mask"), "exit %d: %s", r.code, r.err);
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out3, "--track-model", model_path,
+                 "--threads", "2", "--mask-at", arg, NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
+    const later ln[1] = {{3, three, 1, {3, 0}}};
+    float *with3 = direct_hints(0, ln, 1, NULL), *only3 = direct_hints(3, ln, 1, NULL);
+    plain = direct_hints(0, NULL, 0, NULL);
+    REQUIRE(with3 && only3 && plain);
+    CHECK(compare_hints(out3, with3, "--mask-at 4 bringing object 3") == T);
+    size_t gained = 0, block = 0, before = 0;
+    for (size_t i = 0; i < hw; i++) {
+        if (three[i]) block++, gained += with3[3 * hw + i] == 1.0f && plain[3 * hw + i] < 1.0f;
+        for (int f = 0; f < 3; f++) before += only3[(size_t)f * hw + i] != 0.0f || with3[(size_t)f * hw + i] != plain[(size_t)f * hw + i];
+    }
+    size_t obj3 = 0;
+    for (size_t i = 0; i < hw; i++) obj3 += only3[3 * hw + i] == (three[i] ? 1.0f : 0.0f);
+    printf("  object 3 at frame 4: the union hint is 1 on %zu of its %zu pixels where it was below 1; frames 1-3 "
+           "differ from the plain run at %zu pixels; --object 3 at frame 4 is its mask at %zu of %zu pixels\n",
+           gained, block, before, obj3, hw);
+    CHECK(gained > 0 && gained == block && before == 0 && obj3 == hw);
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out3, "--track-model", model_path,
+                 "--threads", "2", "--mask-at", arg, "--object", "3", NULL);
+    CHECKF(r.code == 0, "--object 3: exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(compare_hints(out3, only3, "--mask-at 4 bringing object 3, --object 3") == T);
+    free(with3), free(only3), free(plain), free(three);
     snprintf(arg, sizeof arg, "99=%s", m2);
     r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
                  "--mask-at", arg, NULL);
@@ -493,6 +530,89 @@ static void test_key_with_mask(void) {
     same_passes(k1, k2);
 }
 
+/* The integer after "key": in a JSON line, -1 when absent. */
+static long long json_ll(const char *s, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = s ? strstr(s, pat) : NULL;
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* `ckey key --mask` plans both networks resident together: the run's plan
+ * (the --json "plan" event) holds the tracker as ckey_track_plan_memory
+ * plans it plus the tracked source's frame, probabilities and mask, and a
+ * --budget that fits the keyer's run but not the tracker beside it is
+ * refused up front, naming the tracker and the smallest budget, with
+ * nothing written; that smallest budget runs. */
+static void test_budget(void) {
+    NEED_CLIP();
+    if (access(keyer_path, R_OK) != 0) SKIP("%s does not exist", keyer_path);
+    char out[512], budget[64];
+    path_in(out, sizeof out, "key-budget");
+    ck_run_result r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    const char *plan = r.out ? strstr(r.out, "\"event\":\"plan\"") : NULL;
+    CHECKF(plan != NULL, "no plan event: %s", r.out ? r.out : "");
+    const long long track = json_ll(plan, "track_bytes"), total = json_ll(plan, "total_bytes"),
+                    least = json_ll(plan, "min_budget_bytes");
+    ck_run_free(&r);
+    /* the tracker as the library plans it (key's --track-size default 480 is
+     * over this clip's size: no resize), and the source's own buffers */
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    REQUIRE(ckey_track_model_open(model_path, NULL, &m, &err) == CKEY_OK);
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.max_objects = 2, o.threads = 2, o.max_internal_size = 480;
+    ckey_track_memory tm;
+    REQUIRE(ckey_track_plan_memory(m, W, H, &o, &tm, &err) == CKEY_OK);
+    ckey_track_model_free(m);
+    const long long hw = (long long)W * H, source = (3 + 1 + 2) * hw * 4 + hw;
+    printf("  run plan: total %lld bytes, tracker %lld (tracker plan %lld + source %lld), smallest budget %lld\n",
+           total, track, (long long)tm.total_bytes, source, least);
+    CHECKF(track == tm.total_bytes + source, "the run plans the tracker at %lld bytes, expected %lld + %lld", track,
+           (long long)tm.total_bytes, source);
+    CHECK(track > 0 && total > track && least > track && least <= total);
+    /* ckey info --mask plans the same run */
+    r = run_ckey("info", "--model", keyer_path, "--size", "128", "--device", "cpu", "--threads", "2", "--mask",
+                 mask_path, "--track-model", model_path, "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    const char *run = r.out ? strstr(r.out, "\"run_memory\"") : NULL, *tmem = r.out ? strstr(r.out, "\"track_memory\"") : NULL;
+    CHECKF(run && tmem && json_ll(run, "track_bytes") == track && json_ll(run, "total_bytes") == total &&
+               json_ll(run, "min_budget_bytes") == least && json_ll(tmem, "total_bytes") == track &&
+               json_ll(tmem, "arena_bytes") == tm.arena_bytes,
+           "info --mask plans tracker %lld, total %lld, smallest %lld; key planned %lld, %lld, %lld",
+           json_ll(run, "track_bytes"), json_ll(run, "total_bytes"), json_ll(run, "min_budget_bytes"), track, total,
+           least);
+    ck_run_free(&r);
+    /* a budget the keyer's run alone fits, but not with the tracker */
+    snprintf(budget, sizeof budget, "%lld", total - track);
+    char out2[512];
+    path_in(out2, sizeof out2, "key-budget-refused");
+    r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out2, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--budget", budget,
+                 NULL);
+    CHECKF(r.code != 0 && r.err && strstr(r.err, "tracker") && strstr(r.err, "smallest budget") &&
+               strstr(r.err, "nothing was written"),
+           "--budget %s: exit %d: %s", budget, r.code, r.err ? r.err : "");
+    printf("  --budget %s: %s", budget, r.err ? r.err : "\n");
+    char want[64];
+    snprintf(want, sizeof want, "(%lld bytes)", least);
+    CHECKF(r.err && strstr(r.err, want), "the refusal does not name the smallest budget %s", want);
+    ck_run_free(&r);
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/Matte", out2);
+    CHECKF(access(probe, F_OK) != 0, "%s exists after a refused run", probe);
+    /* the smallest budget named runs */
+    snprintf(budget, sizeof budget, "%lld", least);
+    r = run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", out2, "--model", keyer_path,
+                 "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", "--budget", budget,
+                 NULL);
+    CHECKF(r.code == 0, "--budget %s (the smallest): exit %d: %s", budget, r.code, r.err ? r.err : "");
+    ck_run_free(&r);
+}
+
 int main(int argc, char **argv) {
     ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
     if (!ck_make_temp_dir(workdir, sizeof workdir, "track")) return 1;
@@ -505,7 +625,7 @@ int main(int argc, char **argv) {
         {"track_device", test_track_device},
         {"object", test_object},
         {"mask_at", test_mask_at},           {"bad_masks", test_bad_masks},
-        {"key_with_mask", test_key_with_mask},
+        {"key_with_mask", test_key_with_mask}, {"budget", test_budget},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
     free(planes), free(mask0);

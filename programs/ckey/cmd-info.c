@@ -1,9 +1,11 @@
 /* ckey info: a checkpoint's architecture and the memory plan of a session. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckey_clip.h"
 #include "ckey_debug.h"
+#include "ckey_track.h"
 #include "ckey.h"
 #include "commands.h"
 #include "help.h"
@@ -28,6 +30,9 @@ typedef struct info_result {
     int have_run;             /* --plate-size: the run's plan below */
     ckey_run_memory run;
     int64_t host_available;   /* ckey_host_memory_available, with --plate-size */
+    int have_track;           /* --mask: the tracker key --mask runs beside the keyer */
+    ckey_track_memory track;
+    int32_t track_objects;    /* objects of the masks, in all */
     double t_load, t_plan;
 } info_result;
 
@@ -61,6 +66,17 @@ static void print_json(const opts *o, const info_result *r) {
         printf(", \"for\": \"%s\", \"run_memory\": ", o->plan_key ? "key" : "run");
         print_run_memory_json(&r->run, o->plate_w, o->plate_h);
         printf(", \"host_available_bytes\": %lld", (long long)r->host_available);
+    }
+    if (r->have_track) {
+        const ckey_track_memory *t = &r->track;
+        printf(", \"track_model\": ");
+        json_str(stdout, o->track_model);
+        printf(", \"track_memory\": {\"objects\": %d, \"weight_bytes\": %lld, \"bank_bytes\": %lld, "
+               "\"sensory_bytes\": %lld, \"frame_bytes\": %lld, \"arena_bytes\": %lld, \"workspace_bytes\": %lld, "
+               "\"source_bytes\": %lld, \"total_bytes\": %lld}",
+               (int)r->track_objects, (long long)t->weight_bytes, (long long)t->bank_bytes, (long long)t->sensory_bytes,
+               (long long)t->frame_bytes, (long long)t->arena_bytes, (long long)t->workspace_bytes,
+               (long long)t->source_bytes, (long long)t->total_bytes);
     }
     printf("}\n");
 }
@@ -124,13 +140,39 @@ static void print_text(const opts *o, const info_result *r) {
         printf("  host memory available now %s; run and key refuse a plate past 90 %% of it\n",
                ckey_format_bytes(b, sizeof b, r->host_available));
     }
+    if (r->have_track) {
+        const ckey_track_memory *t = &r->track;
+        printf("tracker plan  Cutie %s on %d x %d frames, %d object%s, --track-size %d (host memory):\n",
+               o->track_model, (int)o->plate_w, (int)o->plate_h, (int)r->track_objects, r->track_objects == 1 ? "" : "s",
+               o->track_size < 0 ? 480 : o->track_size);
+        static const char *const what[] = {"weights", "memory bank", "sensory", "frame", "arena", "workspace",
+                                           "source"};
+        static const char *const note[] = {
+            "fp32, shared by the run", "working (and long-term) memory: keys, shrinkages, values",
+            "sensory and object memory", "the frame, its features, the probabilities",
+            "the largest part's temporaries", "the ops' per-thread workspace",
+            "the tracked source's frame, probabilities and masks"};
+        const int64_t v[] = {t->weight_bytes, t->bank_bytes,      t->sensory_bytes, t->frame_bytes,
+                             t->arena_bytes,  t->workspace_bytes, t->source_bytes};
+        char b[32];
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+            printf("  %-14s %11s  %s\n", what[k], ckey_format_bytes(b, sizeof b, v[k]), note[k]);
+        printf("  %-14s %11s  (in the run plan's total)\n", "total", ckey_format_bytes(b, sizeof b, t->total_bytes));
+    }
     printf("time          load %.3f s, plan %.3f s\n", r->t_load, r->t_plan);
 }
 
 /* --plate-size and the options that shape a run's plan (--for, and for key
  * --read-ahead, --readers, --writers, --video-out, --hint auto) go together. */
-static int check_run_opts(const opts *o) {
-    const int have_plate = o->plate_w > 0;
+static int check_run_opts(opts *o) {
+    if (o->mask) { /* a run of key --mask, on plates of the mask's size unless --plate-size says */
+        if (o->have_for && !o->plan_key)
+            return usage_error(o->cmd, "--mask plans ckey key --mask: leave out --for run");
+        o->plan_key = 1;
+    } else if (o->nmask_at || o->track_model || o->track_size >= 0) {
+        return usage_error(o->cmd, "--mask-at, --track-model and --track-size go with --mask");
+    }
+    const int have_plate = o->plate_w > 0 || o->mask;
     if (!have_plate && (o->have_for || o->hint || o->read_ahead >= 0 || o->readers || o->writers || o->video_out))
         return usage_error(o->cmd, "--for, --hint, --read-ahead, --readers, --writers and --video-out describe the "
                                    "run a plate is planned for: add --plate-size WxH");
@@ -157,9 +199,49 @@ static ckey_status plan_run(const opts *o, const ckey_model *model, info_result 
     ro.shot.writers = o->writers;
     ro.shot.readers = o->readers;
     ro.host_limit = -1;
+    ro.track_bytes = r->have_track ? r->track.total_bytes : 0;
+    ro.track_device_bytes = r->have_track ? r->track.total_bytes - r->track.host_bytes : 0;
     r->have_run = 1;
     r->host_available = ckey_host_memory_available();
     return ckey_plan_run_memory(model, &o->so, &ro, &r->run, err);
+}
+
+/* --mask: the tracker and tracked source of key --mask on the mask's
+ * frames (its size is the plates' unless --plate-size says), for the objects
+ * of --mask and every --mask-at (ckey_track_source_plan_memory). */
+static ckey_status plan_tracker(opts *o, info_result *r, ckey_error *err) {
+    uint8_t seen[256] = {0}, objects[255];
+    int32_t count = 0, first = 0, mw = 0, mh = 0;
+    for (int k = -1; k < o->nmask_at; k++) {
+        const char *path = k < 0 ? o->mask : o->mask_at[k];
+        uint8_t *labels = NULL;
+        int32_t w = 0, h = 0, n = 0;
+        ckey_status st = ckey_track_read_mask(path, &labels, &w, &h, objects, &n, err);
+        free(labels);
+        if (st != CKEY_OK) return st;
+        if (k < 0) mw = w, mh = h;
+        else if (w != mw || h != mh) {
+            err->status = CKEY_ERR_INVALID_ARG;
+            snprintf(err->message, sizeof err->message, "%s: the mask is %d x %d, the first mask (%s) %d x %d", path,
+                     (int)w, (int)h, o->mask, (int)mw, (int)mh);
+            return err->status;
+        }
+        for (int i = 0; i < n; i++) count += !seen[objects[i]], seen[objects[i]] = 1;
+        if (k < 0) first = count;
+    }
+    if (o->plate_w <= 0) o->plate_w = mw, o->plate_h = mh;
+    ckey_track_model *m = NULL;
+    ckey_status st = ckey_track_model_open(o->track_model, NULL, &m, err);
+    if (st != CKEY_OK) return st;
+    ckey_track_options to;
+    ckey_track_options_default(&to);
+    to.max_internal_size = o->track_size < 0 ? 480 : o->track_size == 0 ? -1 : o->track_size; /* as key --mask */
+    to.threads = o->so.threads;
+    st = ckey_track_source_plan_memory(m, o->plate_w, o->plate_h, count, first, o->nmask_at, &to, &r->track, err);
+    ckey_track_model_free(m);
+    r->have_track = st == CKEY_OK;
+    r->track_objects = count;
+    return st;
 }
 
 int cmd_info(int argc, char **argv) {
@@ -169,11 +251,12 @@ int cmd_info(int argc, char **argv) {
     int rc = parse_opts(argc, argv,
                         O_MODEL | O_SIZE | O_THREADS | O_DEVICE | O_PRECISION | O_BUDGET | O_JSON |
                             O_MEMORY | O_PLATE_SIZE | O_FOR | O_HINT | O_READ_AHEAD | O_READERS | O_WRITERS |
-                            O_VIDEO_OUT | O_RESIZE_BACK,
+                            O_VIDEO_OUT | O_RESIZE_BACK | O_MASK | O_MASK_AT | O_TRACK_MODEL | O_TRACK_SIZE,
                         0, help_info, &o);
     if (rc == CONTINUE) rc = check_run_opts(&o);
     if (rc != CONTINUE) return rc;
-    const int found = find_model(&o);
+    int found = find_model(&o);
+    if (found == CONTINUE && o.mask) found = find_track_model(&o);
     if (found != CONTINUE) return found;
 
     ckey_error err;
@@ -192,6 +275,7 @@ int cmd_info(int argc, char **argv) {
     if (!o.have_size && r.mi.native_size > 0) o.so.size = r.mi.native_size;
     t0 = now_seconds();
     ckey_status st = ckey_plan_memory(model, &o.so, &r.plan, &err);
+    if (st == CKEY_OK && o.mask) st = plan_tracker(&o, &r, &err);
     if (st == CKEY_OK && o.plate_w > 0) st = plan_run(&o, model, &r, &err);
     r.t_plan = now_seconds() - t0;
     if (st == CKEY_OK && o.memory && !o.json) {

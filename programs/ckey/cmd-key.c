@@ -396,6 +396,12 @@ static int plan_run(key_job *j) {
     ro.video_out = (o->video_out & VIDEO_OUT_PRORES ? CKEY_RUN_VIDEO_PRORES : 0) |
                    (o->video_out & VIDEO_OUT_H264 ? CKEY_RUN_VIDEO_H264 : 0);
     shot_options(o, &ro.shot);
+    if (o->mask) { /* --mask: the tracker is resident beside the keyer */
+        ckey_track_memory tm;
+        if (ckey_source_tracked_memory(&j->src, &tm, &j->err) != CKEY_OK) return key_fail_err(j);
+        ro.track_bytes = tm.total_bytes;
+        ro.track_device_bytes = tm.total_bytes - tm.host_bytes;
+    }
     const ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err);
     if (st == CKEY_ERR_BUDGET)
         return key_fail(&j->kc, st, "%s: %s; nothing was written", j->src.frames[j->plate_frame].plate,
@@ -408,7 +414,7 @@ static int plan_run(key_job *j) {
         print_run_memory_json(&j->mem, j->plate_w, j->plate_h);
         printf("}\n");
     } else {
-        char parts[256], peak[32];
+        char parts[320], peak[32];
         ckey_run_memory_parts(&j->mem, parts, sizeof parts);
         printf("planned peak %s for %d x %d plates (%d frames in flight, %d writer%s): %s\n",
                ckey_format_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
@@ -590,8 +596,9 @@ static int key_clip(key_job *j) {
     /* From here a SIGINT / SIGTERM stops the run cleanly (the runner polls it). */
     stop_install_handlers();
     const double t_start = now_seconds();
-    rc = load_model(j);
-    if (rc == CONTINUE && j->o.mask && j->kc.to_key > 0) rc = open_tracking(j);
+    /* the tracked source first: the run's plan counts its tracker */
+    rc = j->o.mask && j->kc.to_key > 0 ? open_tracking(j) : CONTINUE;
+    if (rc == CONTINUE) rc = load_model(j);
     if (rc != CONTINUE) return rc;
     j->setup_s = now_seconds() - t_start;
     if (j->o.video_out) {

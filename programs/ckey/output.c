@@ -88,23 +88,25 @@ void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t heig
            "\"decoded_bytes\": %lld, \"hint_bytes\": %lld, \"resize_bytes\": %lld, "
            "\"output_bytes\": %lld, \"post_bytes\": %lld, \"encode_bytes\": %lld, "
            "\"plate_bytes\": %lld, \"total_bytes\": %lld, \"host_bytes\": %lld, "
-           "\"host_limit_bytes\": %lld, \"min_budget_bytes\": %lld, \"device_frame_bytes\": %lld}",
+           "\"host_limit_bytes\": %lld, \"min_budget_bytes\": %lld, \"device_frame_bytes\": %lld, "
+           "\"track_bytes\": %lld}",
            (int)width, (int)height, (int)r->frames_in_flight, (int)r->writers,
            (long long)r->session.peak_bytes, (long long)r->model_bytes, (long long)r->io_bytes,
            (long long)r->decoded_bytes, (long long)r->hint_bytes, (long long)r->resize_bytes,
            (long long)r->output_bytes, (long long)r->post_bytes, (long long)r->encode_bytes,
            (long long)r->plate_bytes, (long long)r->total_bytes, (long long)r->host_bytes,
-           (long long)r->host_limit, (long long)r->min_budget_bytes, (long long)r->device_frame_bytes);
+           (long long)r->host_limit, (long long)r->min_budget_bytes, (long long)r->device_frame_bytes,
+           (long long)r->track_bytes);
 }
 
 void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
     static const char *const what[] = {
         "network", "model", "transfer", "decoded", "auto hint", "resize", "outputs", "post", "encode",
-        "device frame",
+        "device frame", "tracker",
     };
     const int64_t v[] = {r->session.peak_bytes, r->model_bytes, r->io_bytes, r->decoded_bytes,
                          r->hint_bytes, r->resize_bytes, r->output_bytes, r->post_bytes,
-                         r->encode_bytes, r->device_frame_bytes};
+                         r->encode_bytes, r->device_frame_bytes, r->track_bytes};
     static const char *const note[] = {
         "weights + arena",
         "the loaded model outside the weights",
@@ -116,6 +118,7 @@ void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
         "scratch of the post passes",
         "the file encoders (an estimate)",
         "the device frame path's plate buffers, on the GPU",
+        "Cutie: weights, memory bank, frame buffers, arena (host memory)",
     };
     char b[32];
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {

@@ -93,6 +93,10 @@ void ckey_run_memory_parts(const ckey_run_memory *r, char *buf, size_t cap) {
         snprintf(buf + used, cap - used, " + device frame buffers %s",
                  ck_format_bytes(c, sizeof c, r->device_frame_bytes));
     }
+    if (r->track_bytes > 0) {
+        const size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, " + tracker %s", ck_format_bytes(c, sizeof c, r->track_bytes));
+    }
 }
 
 ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options *so,
@@ -106,7 +110,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
                        (int)w, (int)h, CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
     if ((ro->kind != CKEY_RUN_PLATE && ro->kind != CKEY_RUN_SHOT) || ro->video_in < 0 || ro->video_in > 2 ||
         (ro->video_out & ~(CKEY_RUN_VIDEO_PRORES | CKEY_RUN_VIDEO_H264)) || ro->host_limit < -1 ||
-        ro->sessions < 0 || ro->sessions > CKEY_SHOT_MAX_SESSIONS ||
+        ro->sessions < 0 || ro->sessions > CKEY_SHOT_MAX_SESSIONS || ro->track_bytes < 0 ||
+        ro->track_device_bytes < 0 || ro->track_device_bytes > ro->track_bytes ||
         (ro->kind == CKEY_RUN_SHOT && (ro->shot.read_ahead < 0 || ro->shot.read_ahead > 8 ||
                                        ro->shot.writers < 0 || ro->shot.writers > 64 ||
                                        ro->shot.readers < 0 || ro->shot.readers > 16)))
@@ -189,7 +194,9 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     }
     r->plate_bytes = r->decoded_bytes + r->hint_bytes + r->resize_bytes + r->output_bytes + r->post_bytes +
                      r->encode_bytes;
-    const int64_t rest = r->model_bytes + r->io_bytes + r->plate_bytes + r->device_frame_bytes;
+    /* a tracker (ckey key --mask) is resident beside the keyer for the whole run */
+    r->track_bytes = ro->track_bytes;
+    const int64_t rest = r->model_bytes + r->io_bytes + r->plate_bytes + r->device_frame_bytes + r->track_bytes;
     r->min_budget_bytes = rest + sm.plan.min_budget_bytes * nsess;
     if (sopt.memory_budget > 0) {
         /* the session's schedule is chosen for what the budget leaves it (the
@@ -206,7 +213,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         }
     }
     r->total_bytes = r->session.peak_bytes + rest;
-    r->host_bytes = r->total_bytes - (sm.device_memory ? r->session.peak_bytes : 0) - r->device_frame_bytes;
+    r->host_bytes = r->total_bytes - (sm.device_memory ? r->session.peak_bytes : 0) - r->device_frame_bytes -
+                    ro->track_device_bytes;
     if (ro->host_limit > 0) {
         r->host_limit = ro->host_limit;
     } else if (ro->host_limit == 0) {
@@ -214,7 +222,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->host_limit = avail - avail / 10;
     }
 
-    char parts[256], need[32], have[32];
+    char parts[320], need[32], have[32];
     ckey_run_memory_parts(r, parts, sizeof parts);
     ck_format_bytes(need, sizeof need, r->total_bytes);
     if (sopt.memory_budget > 0 && r->total_bytes > sopt.memory_budget) {

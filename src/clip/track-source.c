@@ -11,6 +11,7 @@
 
 #include "ckey_track.h"
 #include "core/core.h"
+#include "model/cutie.h"
 
 ckey_status ckey_track_read_mask(const char *path, uint8_t **labels, int32_t *width, int32_t *height,
                                  uint8_t objects[255], int32_t *num_objects, ckey_error *err) {
@@ -77,6 +78,10 @@ typedef struct tracked {
     uint8_t *labels;
     uint8_t objects[255];
     int32_t count;
+    /* every object of the masks in the tracker's order: the first mask's,
+     * then those each later mask brings, by frame (its labels increasing) */
+    uint8_t all[255];
+    int32_t total;
     int32_t mw, mh;
     later_mask *later;
     int32_t nlater;
@@ -85,7 +90,7 @@ typedef struct tracked {
     int32_t w, h;
     int64_t next;        /* the next frame to track */
     ckey_error failed;   /* status != OK: a read failed, tracking cannot go on */
-    float *rgb, *prob;   /* [h, w, 3], [1 + count, h, w] */
+    float *rgb, *prob;   /* [h, w, 3], [1 + total, h, w] */
     ckey_image hint_scratch; /* the inner source's hint, ignored */
 } tracked;
 
@@ -119,10 +124,10 @@ static ckey_status start(tracked *q, const ckey_image *plate, const ckey_shot_fr
     q->h = plate->height;
     const size_t hw = (size_t)q->w * q->h;
     q->rgb = malloc(hw * 3 * sizeof(float));
-    q->prob = malloc(hw * (size_t)(1 + q->count) * sizeof(float));
+    q->prob = malloc(hw * (size_t)(1 + q->total) * sizeof(float));
     if (!q->rgb || !q->prob) return ck_fail(err, CKEY_ERR_NOMEM, "tracking: out of memory for %d x %d frames", q->w, q->h);
     ckey_track_options to = q->topt;
-    to.max_objects = q->count;
+    to.max_objects = q->total;
     return ckey_tracker_create(q->m, q->w, q->h, &to, &q->t, err);
 }
 
@@ -151,6 +156,8 @@ static ckey_status track_one(tracked *q, int64_t i, const ckey_image *plate, cke
             if (q->later[k].index == i) labels = q->later[k].labels, objects = q->later[k].objects, count = q->later[k].count;
     }
     ckey_error e;
+    /* objects the masks bring later are 0 until then (the step writes its objects' planes) */
+    memset(q->prob, 0, hw * (size_t)(1 + q->total) * sizeof(float));
     st = ckey_tracker_step(q->t, q->rgb, labels, count, objects, q->prob, &e);
     if (st != CKEY_OK) ck_fail(err, st, "frame %lld: %s: tracking: %s", (long long)f->number, f->plate, e.message);
     return st;
@@ -214,18 +221,8 @@ static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ck
                        "%s: %d different labels, more than the %d objects a mask may hold: a mask holds object "
                        "labels (0 the background, then 1, 2, ... or 255), not a soft matte (threshold one first)",
                        o->mask, (int)q->count, CKEY_TRACK_MAX_OBJECTS);
-    if (o->object) {
-        for (int k = 0; k < q->count; k++)
-            if (q->objects[k] == o->object) q->object = 1 + k;
-        if (!q->object) {
-            char list[1024] = "";
-            size_t n = 0;
-            for (int k = 0; k < q->count && n < sizeof list - 8; k++)
-                n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", k ? ", " : "", (int)q->objects[k]);
-            return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: object %d is not in the mask (its objects: %s)", o->mask,
-                           (int)o->object, list);
-        }
-    }
+    memcpy(q->all, q->objects, (size_t)q->count);
+    q->total = q->count;
     if (o->mask_at_count > 0) {
         q->later = calloc((size_t)o->mask_at_count, sizeof *q->later);
         if (!q->later) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
@@ -252,12 +249,36 @@ static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ck
         if (w != q->mw || h != q->mh)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: the mask is %d x %d, the first mask (%s) %d x %d", lm->path,
                            (int)w, (int)h, o->mask, (int)q->mw, (int)q->mh);
-        for (int i = 0; i < lm->count; i++) {
-            int known = 0;
-            for (int j = 0; j < q->count; j++) known |= q->objects[j] == lm->objects[i];
-            if (!known)
-                return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: object %d is not in the first mask %s (objects "
-                               "cannot be added after the first frame)", lm->path, (int)lm->objects[i], o->mask);
+    }
+    /* objects the later masks bring, in frame order (as the tracker adds them) */
+    for (int64_t f = 1; f < q->inner.count; f++)
+        for (int k = 0; k < q->nlater; k++) {
+            const later_mask *lm = &q->later[k];
+            if (lm->index != f) continue;
+            for (int i = 0; i < lm->count; i++) {
+                int known = 0;
+                for (int j = 0; j < q->total; j++) known |= q->all[j] == lm->objects[i];
+                if (known) continue;
+                if (o->track.use_long_term)
+                    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: object %d is not in the first mask %s: objects "
+                                   "added after the first frame are not supported with long-term memory", lm->path,
+                                   (int)lm->objects[i], o->mask);
+                if (q->total >= CKEY_TRACK_MAX_OBJECTS)
+                    return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: the masks hold more than %d objects in all",
+                                   lm->path, CKEY_TRACK_MAX_OBJECTS);
+                q->all[q->total++] = lm->objects[i];
+            }
+        }
+    if (o->object) {
+        for (int k = 0; k < q->total; k++)
+            if (q->all[k] == o->object) q->object = 1 + k;
+        if (!q->object) {
+            char list[1024] = "";
+            size_t n = 0;
+            for (int k = 0; k < q->total && n < sizeof list - 8; k++)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", k ? ", " : "", (int)q->all[k]);
+            return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: object %d is not in the masks (their objects: %s)", o->mask,
+                           (int)o->object, list);
         }
     }
     /* the first plate's size from its header, when the source can tell */
@@ -269,6 +290,34 @@ static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ck
                            (int)q->mw, (int)q->mh, q->inner.frames[0].plate, (int)w, (int)h);
     }
     return CKEY_OK;
+}
+
+ckey_status ckey_track_source_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                          int32_t num_objects, int32_t first_objects, int32_t num_later,
+                                          const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!out || num_objects < 1 || first_objects < 1 || first_objects > num_objects || num_later < 0)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_track_source_plan_memory: invalid arguments");
+    ckey_track_options to;
+    if (opt) to = *opt;
+    else ckey_track_options_default(&to);
+    to.max_objects = num_objects; /* as start() creates the tracker */
+    const ckey_status st = ck_track_plan_memory_first(m, width, height, &to, first_objects, out, err);
+    if (st != CKEY_OK) return st;
+    /* start(): rgb [h, w, 3] and prob [1 + objects, h, w]; the masks' labels [h, w] */
+    const int64_t hw = (int64_t)width * height;
+    out->source_bytes = (3 + 1 + (int64_t)num_objects) * hw * (int64_t)sizeof(float) + (1 + (int64_t)num_later) * hw;
+    out->total_bytes += out->source_bytes;
+    out->host_bytes += out->source_bytes;
+    return CKEY_OK;
+}
+
+ckey_status ckey_source_tracked_memory(const ckey_source *src, ckey_track_memory *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!src || !out || src->read != tracked_read || !src->self)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_source_tracked_memory: not a tracked source");
+    const tracked *q = src->self;
+    return ckey_track_source_plan_memory(q->m, q->mw, q->mh, q->total, q->count, q->nlater, &q->topt, out, err);
 }
 
 ckey_status ckey_source_open_tracked(ckey_source *inner, const ckey_track_model *m,

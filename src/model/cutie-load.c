@@ -35,7 +35,7 @@ static float *keep(loader *L, size_t n) {
         m->store_n = sn, m->capstore = cap;
     }
     float *p = malloc(n * sizeof(float) + 64);
-    if (p) m->store_n[m->nstore] = n, m->store[m->nstore++] = p;
+    if (p) m->store_n[m->nstore] = n, m->store[m->nstore++] = p, m->weight_bytes += (int64_t)(n * sizeof(float) + 64);
     return p;
 }
 

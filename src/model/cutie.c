@@ -47,6 +47,17 @@ struct ckey_tracker {
     int64_t wbase, L;
     int64_t max_work, min_work; /* non-permanent working tokens that trigger / survive a consolidation */
     int ti, last_mem_ti, mem_frames;
+    /* Buckets (the official KeyValueMemoryStore's): the objects a mask
+     * brought together, objects bo0[b] .. bo0[b] + bno[b] - 1, each bucket
+     * with its own working memory: keys and shrinkages in rows [b * cap,
+     * b * cap + N) of mk / ms, values [cap, bno * CV] at float cap * bo0 * CV
+     * of mv, its first memory frame permanent. Bucket 0 is the first frame's
+     * (its N and memory frames are N and mem_frames above); later ones come
+     * with objects a later mask adds (not with long-term memory). */
+    int nb;
+    int bo0[256], bno[256], bmf[256];
+    int64_t bN[256];
+    int objmem_n;   /* objects with an object memory (summaries) */
     int stagger[64], nstagger;
     /* fixed buffers (backend memory) */
     void *fixed;
@@ -59,6 +70,7 @@ struct ckey_tracker {
     /* the parts' plans and their shared arena; the ops' workspace */
     ck_plan *plan[PART_COUNT];
     void *arena, *ws;
+    size_t fixed_bytes, arena_bytes, ws_bytes; /* what fixed, arena and ws took */
     ck_op_needs needs;
     ck_cutie_tap_fn tap;
     void *tap_user;
@@ -69,6 +81,8 @@ struct ckey_tracker {
     void *dweights;
     float *stage_in, *stage; /* [Hi * Wi * 3] (a resized frame read back), [stage_floats] */
     int64_t stage_floats;
+    size_t dweight_bytes, out_bytes; /* what dweights and out took */
+    int64_t staging_bytes;           /* the host staging's bytes (stage, stage_in, lt_host) */
     ck_tensor out;           /* [(O+1), H0, W0] the resized result (device; resizing only) */
     /* long-term memory on a device: wsel, wuse, wlife, luse and llife are host
      * memory (lt_host), and a read's usage and consolidation's rows pass
@@ -232,6 +246,18 @@ static void part_encode(cx *x) {
     tap(x, "selection", t->sel, (int64_t)t->hw * m->cfg.key_dim);
 }
 
+/* The object transformer's attention mask [O, Q, hw] from the auxiliary
+ * logits [O, hw]: foreground is where an object wins the aggregate of its
+ * bucket's objects (the official code reads each bucket's objects
+ * together). */
+static void attn_mask(cx *x, ck_tensor aux, ck_tensor mask) {
+    ckey_tracker *t = x->t;
+    const int Q = t->m->cfg.num_queries;
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++)
+        OP(x, object_attn_mask, at(aux, (int64_t)t->bo0[b] * t->hw), t->nb > 1 ? t->bno[b] : t->O, t->hw, Q,
+           at(mask, (int64_t)t->bo0[b] * Q * t->hw));
+}
+
 /* QueryTransformer over the fused readout p [O, hw, E]; returns the pixel
  * features [O, hw, E] (p is released). */
 static ck_tensor object_transformer(cx *x, ck_tensor p) {
@@ -264,7 +290,7 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
     ck_tensor hid = A(x, nq * c->ff_dim, "ot.ffn");
     lin(x, &m->mask_pred[0], np, pix, aux, CK_CONV_RELU_IN);
     tap(x, "ot_aux_logits_0", aux, np);
-    OP(x, object_attn_mask, aux, O, hw, Q, mask);
+    attn_mask(x, aux, mask);
     static const char *const qn[] = {"ot_query_0", "ot_query_1", "ot_query_2", "ot_query_3",
                                      "ot_query_4", "ot_query_5", "ot_query_6", "ot_query_7"};
     static const char *const pn[] = {"ot_pixel_0", "ot_pixel_1", "ot_pixel_2", "ot_pixel_3",
@@ -314,7 +340,7 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
         if (i + 1 < c->ot_blocks || (x->ops && t->tap)) {
             lin(x, &m->mask_pred[i + 1], np, pix, aux, CK_CONV_RELU_IN);
             tap(x, an[(i + 1) & 7], aux, np);
-            if (i + 1 < c->ot_blocks) OP(x, object_attn_mask, aux, O, hw, Q, mask);
+            if (i + 1 < c->ot_blocks) attn_mask(x, aux, mask);
         }
     }
     R(x, hid), R(x, att), R(x, Vb), R(x, Kb), R(x, Qb), R(x, T2), R(x, T1);
@@ -551,8 +577,19 @@ static void part_segment(cx *x, int update_sensory) {
     /* memory read: vis [hw, O*CV] */
     ck_tensor vis = A(x, hw * C, "seg.visual");
     const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
-    OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C), (int)C,
-       t->o.top_k, vis, t->lt ? t->usage : none);
+    if (t->nb <= 1) {
+        OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C),
+           (int)C, t->o.top_k, vis, t->lt ? t->usage : none);
+    } else { /* each bucket reads its own memory for its objects (MemoryManager.read) */
+        ck_tensor vb = A(x, hw * C, "seg.visual_bucket");
+        for (int b = 0; b < t->nb; b++) {
+            const int64_t Cb = (int64_t)t->bno[b] * CV, N = b ? t->bN[b] : t->N;
+            OP(x, memory_read, at(t->mk, b * t->cap * CK), at(t->ms, b * t->cap), t->key, t->sel, N, hw, CK,
+               at(t->mv, t->cap * t->bo0[b] * CV), (int)Cb, t->o.top_k, vb, none);
+            OP(x, copy_channels, vb, hw, (int)Cb, (int)Cb, at(vis, (int64_t)t->bo0[b] * CV), (int)C);
+        }
+        R(x, vb);
+    }
     if (x->ops && t->lt) count_usage(x);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
@@ -560,7 +597,9 @@ static void part_segment(cx *x, int update_sensory) {
     ck_tensor lm = A(x, (int64_t)O * hw, "seg.last_mask"), cat = A(x, (int64_t)O * hw * (CS + 2), "seg.cat");
     OP(x, avgpool, at(t->prob, HWp), O, t->Hp, t->Wp, 1, 16, lm, 1);
     OP(x, copy_channels, t->sensory, (int64_t)O * hw, CS, CS, cat, CS + 2);
-    OP(x, masks_with_others, lm, O, hw, at(cat, CS), CS + 2);
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++) /* "others": the bucket's other objects (pixel_fusion per bucket) */
+        OP(x, masks_with_others, at(lm, (int64_t)t->bo0[b] * hw), t->nb > 1 ? t->bno[b] : O, hw,
+           at(cat, (int64_t)t->bo0[b] * hw * (CS + 2) + CS), CS + 2);
     R(x, lm);
     ck_tensor p = A(x, (int64_t)O * hw * CV, "seg.p");
     for (int o = 0; o < O; o++) OP(x, copy_channels, at(vis, (int64_t)o * CV), hw, CV, (int)C, at(p, (int64_t)o * hw * CV), CV);
@@ -678,10 +717,10 @@ static void part_memorize(cx *x) {
            Q, at(summ, (int64_t)o * Q * (E + 1)));
     tap(x, "enc_summaries", summ, (int64_t)O * Q * (E + 1));
     const int64_t ns = (int64_t)O * Q * (E + 1);
-    if (t->mem_frames == 0)
-        OP(x, copy_channels, summ, ns, 1, 1, t->objmem, 1);
-    else
-        OP(x, add, t->objmem, ns, summ, ns, t->objmem);
+    const int64_t ns0 = (int64_t)t->objmem_n * Q * (E + 1); /* objects new to the object memory start it */
+    if (ns0 > 0) OP(x, add, t->objmem, ns0, summ, ns0, t->objmem);
+    if (ns > ns0) OP(x, copy_channels, at(summ, ns0), ns - ns0, 1, 1, at(t->objmem, ns0), 1);
+    if (x->ops) t->objmem_n = O;
     R(x, summ), R(x, wl), R(x, feat), R(x, hid), R(x, tv), R(x, m16);
     const int64_t C = (int64_t)O * CV, N = t->N, np_cap = t->cap - hw;
     if (t->lt) { /* appended at the end; long_term() then makes room */
@@ -705,29 +744,36 @@ static void part_memorize(cx *x) {
         long_term(x);
         return;
     }
-    /* working memory: the first frame permanent, then FIFO over the rest */
-    int64_t at_row = N;
-    if (t->mem_frames > 0 && np_cap == 0) {
-        at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
-    } else if (t->mem_frames > 0 && N + hw > t->cap) {
-        const int64_t keep = N - 2 * hw; /* drop the oldest non-permanent frame */
-        OP(x, copy_channels, at(t->mk, 2 * hw * CK), keep, CK, CK, at(t->mk, hw * CK), CK);
-        OP(x, copy_channels, at(t->ms, 2 * hw), keep, 1, 1, at(t->ms, hw), 1);
-        OP(x, copy_channels, at(t->mv, 2 * hw * C), keep, (int)C, (int)C, at(t->mv, hw * C), (int)C);
-        at_row = N - hw;
-    }
-    if (at_row >= 0) {
-        OP(x, copy_channels, t->key, hw, CK, CK, at(t->mk, at_row * CK), CK);
-        OP(x, copy_channels, t->shrink, hw, 1, 1, at(t->ms, at_row), 1);
-        for (int o = 0; o < O; o++)
-            OP(x, copy_channels, at(value, (int64_t)o * hw * CV), hw, CV, CV, at(t->mv, at_row * C + (int64_t)o * CV),
-               (int)C);
+    /* working memory, each bucket's: its first frame permanent, then FIFO over the rest */
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++) {
+        const int64_t Cb = t->nb > 1 ? (int64_t)t->bno[b] * CV : C, Nb = b ? t->bN[b] : N;
+        const int nmf = b ? t->bmf[b] : t->mem_frames;
+        const ck_tensor bk = at(t->mk, b * t->cap * CK), bs = at(t->ms, b * t->cap);
+        const ck_tensor bv = at(t->mv, t->cap * t->bo0[b] * CV);
+        int64_t at_row = Nb;
+        if (nmf > 0 && np_cap == 0) {
+            at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
+        } else if (nmf > 0 && Nb + hw > t->cap) {
+            const int64_t keep = Nb - 2 * hw; /* drop the oldest non-permanent frame */
+            OP(x, copy_channels, at(bk, 2 * hw * CK), keep, CK, CK, at(bk, hw * CK), CK);
+            OP(x, copy_channels, at(bs, 2 * hw), keep, 1, 1, at(bs, hw), 1);
+            OP(x, copy_channels, at(bv, 2 * hw * Cb), keep, (int)Cb, (int)Cb, at(bv, hw * Cb), (int)Cb);
+            at_row = Nb - hw;
+        }
+        if (at_row >= 0) {
+            OP(x, copy_channels, t->key, hw, CK, CK, at(bk, at_row * CK), CK);
+            OP(x, copy_channels, t->shrink, hw, 1, 1, at(bs, at_row), 1);
+            for (int o = 0; o < (t->nb > 1 ? t->bno[b] : O); o++)
+                OP(x, copy_channels, at(value, (int64_t)(t->bo0[b] + o) * hw * CV), hw, CV, CV,
+                   at(bv, at_row * Cb + (int64_t)o * CV), (int)Cb);
+        }
+        if (x->ops) {
+            if (at_row >= 0) *(b ? &t->bN[b] : &t->N) = at_row + hw;
+            if (b) t->bmf[b]++;
+        }
     }
     R(x, value);
-    if (x->ops) {
-        if (at_row >= 0) t->N = at_row + hw;
-        t->mem_frames++;
-    }
+    if (x->ops) t->mem_frames++;
 }
 
 /* --------------------------------------------------------------- tracker */
@@ -755,7 +801,12 @@ void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
     t->tap_user = user;
 }
 
-int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) { return t ? t->N : 0; }
+int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) {
+    if (!t) return 0;
+    int64_t n = t->N;
+    for (int b = 1; b < t->nb; b++) n += t->bN[b];
+    return n;
+}
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) { return t ? t->L : 0; }
 
 void ckey_tracker_free(ckey_tracker *t) {
@@ -857,7 +908,8 @@ static void remap(ck_weight *w, void *u) {
 static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
     const ckey_track_model *m = t->m;
     const size_t total = store_offset(m, m->nstore);
-    t->dweights = t->bi->mem_alloc(t->be, CK_MAX(total, (size_t)1) * sizeof(float));
+    t->dweight_bytes = CK_MAX(total, (size_t)1) * sizeof(float);
+    t->dweights = t->bi->mem_alloc(t->be, t->dweight_bytes);
     if (!t->dweights)
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of device memory for %.1f MiB of weights",
                        total * 4 / 1048576.0);
@@ -940,9 +992,11 @@ static ckey_status device_result(ckey_tracker *t, float *prob, ckey_error *err) 
     return t->bi->ops_status ? t->bi->ops_status(be, err) : CKEY_OK;
 }
 
-static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
-                                  const ckey_track_options *opt, int staged, ckey_tracker **out, ckey_error *err) {
-    *out = NULL;
+/* The tracker's shape for frames of width x height with options `opt`
+ * (NULL: the defaults): the checks, the processed and padded sizes, the
+ * memory's capacity and the sensory-update frames. Allocates nothing. */
+static ckey_status tracker_shape(ckey_tracker *t, const ckey_track_model *m, int32_t width, int32_t height,
+                                 const ckey_track_options *opt, ckey_error *err) {
     ckey_track_options o;
     if (opt)
         o = *opt;
@@ -955,12 +1009,7 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
         o.stagger_updates < 1 || o.threads < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
-    const ck_backend_i *bi = NULL;
-    ckey_status cst = pick_backend(&o, &bi, err);
-    if (cst) return cst;
-    ckey_tracker *t = calloc(1, sizeof *t);
-    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
-    t->m = m, t->o = o, t->bi = bi, t->ops = bi->ops;
+    t->m = m, t->o = o;
     t->W0 = width, t->H0 = height, t->Wi = width, t->Hi = height;
     const int mn = CK_MIN(width, height);
     if (o.max_internal_size > 0 && mn > o.max_internal_size) { /* InferenceCore.step: int() truncates */
@@ -980,7 +1029,6 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
             o.num_prototypes < 1 || o.buffer_tokens < 0 || o.max_num_tokens < (int64_t)o.num_prototypes + o.buffer_tokens ||
             o.max_num_tokens <= o.num_prototypes || t->max_work - t->min_work < o.num_prototypes) {
             const long long room = (long long)(t->max_work - t->min_work);
-            free(t);
             return ck_fail(err, CKEY_ERR_INVALID_ARG,
                            "tracker: long-term memory needs top_k > 0, lt_max_mem_frames > lt_min_mem_frames >= 1, "
                            "num_prototypes >= 1 and at most the %lld tokens of lt_max_mem_frames - lt_min_mem_frames "
@@ -999,9 +1047,131 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
             t->stagger[i] = t->nstagger == 1 ? 1
                                               : (int)nearbyint(1.0 + (double)i * (o.mem_every - 1) / (t->nstagger - 1));
     }
-    ck_backend_config bc = {.threads = o.threads > 0 ? o.threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
+    return CKEY_OK;
+}
+
+/* What a fixed buffer holds, for the plan's parts (ckey_track_memory). */
+enum { FX_FRAME, FX_BANK, FX_SENSORY };
+typedef struct {
+    ck_tensor *t;
+    int64_t n; /* floats */
+    int kind;  /* FX_* */
+} fixed_buf;
+#define FIXED_MAX 32
+
+/* The fixed buffers of a shaped tracker (tracker_shape), in their order in
+ * t->fixed; returns their count. One table for the allocation and the plan. */
+static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int Om = t->o.max_objects;
+    const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
+    const int64_t nbmax = t->lt ? 1 : Om; /* buckets: each brings an object at least */
+    const fixed_buf tab[] = {
+        {&t->raw, (int64_t)t->H0 * t->W0 * 3, FX_FRAME},
+        {&t->resized, (int64_t)t->Hi * t->Wi * 3, FX_FRAME},
+        {&t->img, HWp * 3, FX_FRAME},
+        {&t->f4, HWp / 16 * c->ms_dims[2], FX_FRAME},
+        {&t->f8, HWp / 64 * c->ms_dims[1], FX_FRAME},
+        {&t->f16, hw * c->ms_dims[0], FX_FRAME},
+        {&t->pix, hw * c->pixel_dim, FX_FRAME},
+        {&t->key, hw * c->key_dim, FX_FRAME},
+        {&t->shrink, hw, FX_FRAME},
+        {&t->sel, hw * c->key_dim, FX_FRAME},
+        {&t->prob, (Om + 1) * HWp, FX_FRAME},
+        {&t->onehot, Om * HWp, FX_FRAME},
+        {&t->sensory, Om * hw * c->sensory_dim, FX_SENSORY},
+        {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1), FX_SENSORY},
+        {&t->mk, (t->wbase + t->cap * nbmax) * c->key_dim, FX_BANK},
+        {&t->ms, t->wbase + t->cap * nbmax, FX_BANK},
+        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim, FX_BANK},
+        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi, FX_FRAME},
+        {&t->wsel, t->lt ? t->cap * c->key_dim : 0, FX_BANK},
+        {&t->wuse, t->lt ? t->cap : 0, FX_BANK},
+        {&t->wlife, t->lt ? t->cap : 0, FX_BANK},
+        {&t->luse, t->wbase, FX_BANK},
+        {&t->llife, t->wbase, FX_BANK},
+        {&t->usage, t->lt ? t->wbase + t->cap : 0, FX_BANK},
+    };
+    _Static_assert(CK_ARRAY_LEN(tab) <= FIXED_MAX, "FIXED_MAX");
+    memcpy(fx, tab, sizeof tab);
+    return (int)CK_ARRAY_LEN(tab);
+}
+
+/* A fixed buffer's bytes in t->fixed (each starts 64-byte aligned). */
+static size_t fixed_bytes(int64_t n) { return ((size_t)n * sizeof(float) + 63) / 64 * 64; }
+
+/* The ops' needs of a shaped tracker. */
+static void tracker_needs(ckey_tracker *t) {
+    const ckey_track_model *m = t->m;
+    t->needs.conv_k = m->max_conv_k;
+    t->needs.conv_w = m->max_conv_w;
+    t->needs.attn_keys = CK_MAX(t->hw, m->cfg.num_queries);
+    t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = m->cfg.key_dim, t->needs.mr_top_k = t->o.top_k;
+    t->needs.mr_usage_hw = t->lt ? t->hw : 0;
+}
+
+/* The backend's configuration for options o. */
+static ck_backend_config tracker_backend_config(const ckey_track_options *o) {
+    ck_backend_config bc = {.threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
     if (bc.threads < 1) bc.threads = 1;
-    ckey_status st = bi->create(&bc, &t->be, err);
+    return bc;
+}
+
+/* A device tracker's host staging, in floats: the padded frame, the masks
+ * and readbacks (stage: the largest of the frame [Hp, Wp, 3], the masks or
+ * probabilities [max_objects, Hp, Wp] and the sensory memory), a resized
+ * frame read back (stage_in [Hi, Wi, 3]), and with long-term memory its
+ * host bookkeeping and row staging (lt_n floats, of which lt_rows for each
+ * of the two row buffers). */
+typedef struct {
+    int64_t stage, stage_in, lt_rows, lt_n;
+} staging;
+
+static staging staging_layout(const ckey_tracker *t) {
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int64_t Om = t->o.max_objects, HWp = (int64_t)t->Hp * t->Wp, hw = t->hw, CK = c->key_dim;
+    staging s = {0};
+    s.stage = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
+    s.stage_in = (int64_t)t->Hi * t->Wi * 3;
+    if (t->lt) {
+        const int64_t row = CK_MAX(CK_MAX(CK, Om * c->value_dim), 2);
+        s.lt_rows = CK_MAX(t->wbase, t->cap) * row;
+        s.lt_n = t->cap * CK + 2 * t->cap + 2 * t->wbase + (t->wbase + t->cap) + 2 * s.lt_rows + CK_MAX(t->wbase, t->cap);
+    }
+    return s;
+}
+
+static int64_t staging_bytes(const staging *s) {
+    return (s->stage + s->stage_in + s->lt_n) * (int64_t)sizeof(float);
+}
+
+/* A device tracker's result resized back to the frame [(max_objects + 1), H0, W0]
+ * (device memory; only when the frame is resized). */
+static int64_t out_bytes(const ckey_tracker *t) {
+    const int resize = t->Hi != t->H0 || t->Wi != t->W0;
+    return resize ? (int64_t)(t->o.max_objects + 1) * t->H0 * t->W0 * (int64_t)sizeof(float) : 0;
+}
+
+/* The device copy of m's weights (upload_weights' one block). */
+static int64_t device_weight_bytes(const ckey_track_model *m) {
+    return (int64_t)(CK_MAX(store_offset(m, m->nstore), (size_t)1) * sizeof(float));
+}
+
+static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
+                                  const ckey_track_options *opt, int staged, ckey_tracker **out, ckey_error *err) {
+    *out = NULL;
+    ckey_tracker *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    ckey_status st = tracker_shape(t, m, width, height, opt, err);
+    const ck_backend_i *bi = NULL;
+    if (!st) st = pick_backend(&t->o, &bi, err);
+    if (st) {
+        free(t);
+        return st;
+    }
+    t->bi = bi, t->ops = bi->ops;
+    ck_backend_config bc = tracker_backend_config(&t->o);
+    st = bi->create(&bc, &t->be, err);
     if (st) {
         free(t);
         return st;
@@ -1011,69 +1181,38 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
         ckey_tracker_free(t);
         return st;
     }
-    const ck_cutie_cfg *c = &m->cfg;
-    const int Om = o.max_objects;
-    const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
-    struct {
-        ck_tensor *t;
-        int64_t n;
-    } fx[] = {
-        {&t->raw, (int64_t)t->H0 * t->W0 * 3},
-        {&t->resized, (int64_t)t->Hi * t->Wi * 3},
-        {&t->img, HWp * 3},
-        {&t->f4, HWp / 16 * c->ms_dims[2]},
-        {&t->f8, HWp / 64 * c->ms_dims[1]},
-        {&t->f16, hw * c->ms_dims[0]},
-        {&t->pix, hw * c->pixel_dim},
-        {&t->key, hw * c->key_dim},
-        {&t->shrink, hw},
-        {&t->sel, hw * c->key_dim},
-        {&t->prob, (Om + 1) * HWp},
-        {&t->onehot, Om * HWp},
-        {&t->sensory, Om * hw * c->sensory_dim},
-        {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1)},
-        {&t->mk, (t->wbase + t->cap) * c->key_dim},
-        {&t->ms, t->wbase + t->cap},
-        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim},
-        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi},
-        {&t->wsel, t->lt ? t->cap * c->key_dim : 0},
-        {&t->wuse, t->lt ? t->cap : 0},
-        {&t->wlife, t->lt ? t->cap : 0},
-        {&t->luse, t->wbase},
-        {&t->llife, t->wbase},
-        {&t->usage, t->lt ? t->wbase + t->cap : 0},
-    };
+    fixed_buf fx[FIXED_MAX];
+    const int nfx = fixed_layout(t, fx);
     size_t total = 0;
-    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) total += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+    for (int i = 0; i < nfx; i++) total += fixed_bytes(fx[i].n);
     t->fixed = bi->mem_alloc(t->be, total);
     if (!t->fixed) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for %.1f MiB of buffers", total / 1048576.0);
     }
+    t->fixed_bytes = total;
     size_t off = 0;
-    for (size_t i = 0; i < CK_ARRAY_LEN(fx); i++) {
+    for (int i = 0; i < nfx; i++) {
         *fx[i].t = ck_tensor_of((char *)t->fixed + off, CK_F32);
-        off += ((size_t)fx[i].n * sizeof(float) + 63) / 64 * 64;
+        off += fixed_bytes(fx[i].n);
     }
+    const int64_t sensory_n = (int64_t)t->o.max_objects * t->hw * t->m->cfg.sensory_dim;
     if (t->dev) {
-        const int64_t HWi = (int64_t)t->Hi * t->Wi;
-        t->stage_floats = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
-        t->stage = calloc((size_t)t->stage_floats, sizeof(float));
-        t->stage_in = malloc((size_t)HWi * 3 * sizeof(float));
-        const int resize = t->Hi != t->H0 || t->Wi != t->W0;
-        if (resize)
-            t->out = ck_tensor_of(bi->mem_alloc(t->be, (size_t)(Om + 1) * t->H0 * t->W0 * sizeof(float)), CK_F32);
-        if (!t->stage || !t->stage_in || (resize && !t->out.data)) {
+        const staging sg = staging_layout(t);
+        t->stage_floats = sg.stage;
+        t->stage = calloc((size_t)sg.stage, sizeof(float));
+        t->stage_in = malloc((size_t)sg.stage_in * sizeof(float));
+        t->out_bytes = (size_t)out_bytes(t);
+        if (t->out_bytes) t->out = ck_tensor_of(bi->mem_alloc(t->be, t->out_bytes), CK_F32);
+        if (!t->stage || !t->stage_in || (t->out_bytes && !t->out.data)) {
             ckey_tracker_free(t);
             return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
         }
-        t->ops->write(t->be, t->sensory, Om * hw * c->sensory_dim, t->stage); /* zeros */
+        t->ops->write(t->be, t->sensory, sensory_n, t->stage); /* zeros */
         if (t->lt) { /* the long-term bookkeeping in host memory, and its staging */
-            const int64_t CK = c->key_dim, row = CK_MAX(CK_MAX(CK, (int64_t)Om * c->value_dim), 2);
-            t->lt_rows = CK_MAX(t->wbase, t->cap) * row;
-            const int64_t n = t->cap * CK + 2 * t->cap + 2 * t->wbase + (t->wbase + t->cap) + 2 * t->lt_rows +
-                              CK_MAX(t->wbase, t->cap);
-            float *h = t->lt_host = calloc((size_t)n, sizeof(float));
+            const int64_t CK = t->m->cfg.key_dim;
+            t->lt_rows = sg.lt_rows;
+            float *h = t->lt_host = calloc((size_t)sg.lt_n, sizeof(float));
             if (!h) {
                 ckey_tracker_free(t);
                 return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the long-term memory's host side");
@@ -1088,15 +1227,13 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
             t->lt_b = h, h += t->lt_rows;
             t->lt_idx = (int32_t *)(void *)h;
         }
+        t->staging_bytes = staging_bytes(&sg);
     } else {
-        memset(t->sensory.data, 0, (size_t)Om * hw * c->sensory_dim * sizeof(float));
+        memset(t->sensory.data, 0, (size_t)sensory_n * sizeof(float)); /* host memory */
     }
-    t->needs.conv_k = m->max_conv_k;
-    t->needs.conv_w = m->max_conv_w;
-    t->needs.attn_keys = CK_MAX(hw, c->num_queries);
-    t->needs.mr_n = t->wbase + t->cap, t->needs.mr_ck = c->key_dim, t->needs.mr_top_k = o.top_k;
-    t->needs.mr_usage_hw = t->lt ? hw : 0;
-    t->ws = bi->mem_alloc(t->be, bi->ops_workspace_bytes(&bc, &t->needs));
+    tracker_needs(t);
+    t->ws_bytes = bi->ops_workspace_bytes(&bc, &t->needs);
+    t->ws = bi->mem_alloc(t->be, t->ws_bytes);
     if (!t->ws) {
         ckey_tracker_free(t);
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the ops' workspace");
@@ -1120,19 +1257,160 @@ ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, i
     return tracker_create(m, width, height, opt, 1, out, err);
 }
 
-/* Plans of the parts for O objects and their shared arena (the first frame). */
-static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
-    size_t arena = 0;
+static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err);
+
+/* The parts' plans for t->O objects, recorded with no op table (t's fixed
+ * buffers may be NULL: nothing is read or written), and the shared arena's
+ * size: the largest part's, plus the slack plan_parts allocates. */
+static ckey_status record_parts(ckey_tracker *t, size_t *arena, ckey_error *err) {
+    *arena = 0;
     for (int p = 0; p < PART_COUNT; p++) {
         ckey_status st = ck_plan_create(&t->plan[p], err);
         if (st) return st;
         ck_plan_begin_record(t->plan[p]);
         run_part(t, p, 0);
         if ((st = ck_plan_finish(t->plan[p], err))) return st;
-        arena = CK_MAX(arena, ck_plan_arena_bytes(t->plan[p]));
+        *arena = CK_MAX(*arena, ck_plan_arena_bytes(t->plan[p]));
     }
-    t->arena = t->bi->mem_alloc(t->be, arena + 64);
+    *arena += 64;
+    return CKEY_OK;
+}
+
+/* The fixed buffers' bytes of a shaped tracker into out's bank, sensory and
+ * frame parts; returns their sum. */
+static int64_t fixed_parts(ckey_tracker *t, ckey_track_memory *out) {
+    fixed_buf fx[FIXED_MAX];
+    const int nfx = fixed_layout(t, fx);
+    int64_t sum = 0;
+    for (int i = 0; i < nfx; i++) {
+        const int64_t b = (int64_t)fixed_bytes(fx[i].n);
+        if (fx[i].kind == FX_BANK) out->bank_bytes += b;
+        else if (fx[i].kind == FX_SENSORY) out->sensory_bytes += b;
+        else out->frame_bytes += b;
+        sum += b;
+    }
+    return sum;
+}
+
+/* total_bytes and host_bytes from the parts (device_memory: weights to
+ * workspace are device memory). */
+static void memory_sums(ckey_track_memory *out, int device_memory) {
+    const int64_t main_parts = out->weight_bytes + out->bank_bytes + out->sensory_bytes + out->frame_bytes +
+                               out->arena_bytes + out->workspace_bytes;
+    out->total_bytes = main_parts + out->model_bytes + out->staging_bytes + out->source_bytes;
+    out->host_bytes = out->total_bytes - (device_memory ? main_parts : 0);
+}
+
+/* ckey_track_plan_memory's plan: staged, as ck_tracker_create_staged makes it. */
+static ckey_status track_plan(const ckey_track_model *m, int32_t width, int32_t height, const ckey_track_options *opt,
+                              int32_t first_objects, int staged, ckey_track_memory *out, ckey_error *err) {
+    if (out) memset(out, 0, sizeof *out);
+    if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_track_plan_memory: NULL argument");
+    ckey_tracker *t = calloc(1, sizeof *t);
+    if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    ckey_status st = tracker_shape(t, m, width, height, opt, err);
+    const ck_backend_i *bi = NULL;
+    if (!st) st = pick_backend(&t->o, &bi, err);
+    size_t arena = 0;
+    if (!st) {
+        t->dev = bi->device_memory || staged;
+        fixed_parts(t, out);
+        tracker_needs(t);
+        const ck_backend_config bc = tracker_backend_config(&t->o);
+        out->workspace_bytes = (int64_t)bi->ops_workspace_bytes(&bc, &t->needs);
+        if (t->dev) {
+            const staging sg = staging_layout(t);
+            out->weight_bytes = device_weight_bytes(m);
+            out->model_bytes = m->weight_bytes;
+            out->frame_bytes += out_bytes(t);
+            out->staging_bytes = staging_bytes(&sg);
+        } else {
+            out->weight_bytes = m->weight_bytes;
+        }
+        out->device = bi == ck_backend_find(CKEY_DEVICE_CUDA) ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+        /* the first frame's objects (at most max_objects; 0: max_objects), as plan_parts plans them */
+        t->O = first_objects > 0 && first_objects < t->o.max_objects ? first_objects : t->o.max_objects;
+        t->nb = 1, t->bno[0] = t->O;
+        size_t own = 0;
+        st = grown_arena(t, &arena, err);
+        if (!st) st = record_parts(t, &own, err);
+        arena = CK_MAX(arena, own);
+    }
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]);
+    const int device_memory = bi && bi->device_memory;
+    free(t);
+    if (st) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->arena_bytes = (int64_t)arena;
+    memory_sums(out, device_memory);
+    return CKEY_OK;
+}
+
+ckey_status ckey_track_plan_memory(const ckey_track_model *m, int32_t width, int32_t height,
+                                   const ckey_track_options *opt, ckey_track_memory *out, ckey_error *err) {
+    return track_plan(m, width, height, opt, 0, 0, out, err);
+}
+
+ckey_status ck_track_plan_memory_first(const ckey_track_model *m, int32_t width, int32_t height,
+                                       const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                       ckey_error *err) {
+    return track_plan(m, width, height, opt, first_objects, 0, out, err);
+}
+
+ckey_status ck_track_plan_memory_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                        const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                        ckey_error *err) {
+    return track_plan(m, width, height, opt, first_objects, 1, out, err);
+}
+
+void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!t) return;
+    ckey_tracker shaped = *t; /* the layout's parts; their sum is what t->fixed took */
+    const int64_t sum = fixed_parts(&shaped, out);
+    if (sum != (int64_t)t->fixed_bytes) out->frame_bytes += (int64_t)t->fixed_bytes - sum; /* never: one table */
+    if (t->dev) {
+        out->weight_bytes = (int64_t)t->dweight_bytes;
+        out->model_bytes = t->m->weight_bytes; /* t->dm: a copy of the host model's fields */
+        out->frame_bytes += (int64_t)t->out_bytes;
+        out->staging_bytes = t->staging_bytes;
+    } else {
+        out->weight_bytes = t->m->weight_bytes;
+    }
+    out->device = t->bi == ck_backend_find(CKEY_DEVICE_CUDA) ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+    out->arena_bytes = (int64_t)t->arena_bytes;
+    out->workspace_bytes = (int64_t)t->ws_bytes;
+    memory_sums(out, t->bi->device_memory);
+}
+
+/* The arena for objects added later (a bucket of max_objects - O more), when
+ * the tracker has room for them: the larger of *arena and that plan's, so
+ * no frame allocates after the first. The parts' plans are left freed. */
+static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err) {
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+    if (t->lt || t->o.max_objects <= t->O) return CKEY_OK;
+    const int O = t->O, nb = t->nb;
+    t->nb = 2, t->bo0[1] = O, t->bno[1] = t->o.max_objects - O, t->O = t->o.max_objects;
+    size_t grown = 0;
+    ckey_status st = record_parts(t, &grown, err);
+    t->O = O, t->nb = nb, t->bo0[1] = 0, t->bno[1] = 0;
+    for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+    *arena = CK_MAX(*arena, grown);
+    return st;
+}
+
+/* Plans of the parts for O objects and their shared arena (the first frame). */
+static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
+    size_t arena = 0, own = 0;
+    ckey_status st = grown_arena(t, &arena, err);
+    if (st || (st = record_parts(t, &own, err))) return st;
+    arena = CK_MAX(arena, own);
+    t->arena = t->bi->mem_alloc(t->be, arena);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
+    t->arena_bytes = arena;
     return CKEY_OK;
 }
 
@@ -1146,6 +1424,7 @@ static int nearest_exact(int d, int in, int out) {
 ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *labels, int32_t num_objects,
                               const uint8_t *objects, float *prob, ckey_error *err) {
     if (!t || !rgb || !prob) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a tracker, a frame and an output are needed");
+    int added = 0; /* objects a later mask brings */
     if (t->O == 0) {
         if (!labels || !objects || num_objects < 1 || num_objects > t->o.max_objects)
             return ck_fail(err, CKEY_ERR_INVALID_ARG,
@@ -1157,30 +1436,38 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct and nonzero");
         if (objects[0] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
         t->O = num_objects;
+        t->nb = 1, t->bo0[0] = 0, t->bno[0] = num_objects;
         memcpy(t->objects, objects, (size_t)num_objects);
         ckey_status st = plan_parts(t, err);
         if (st) { /* back to the state before the call */
             for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]), t->plan[i] = NULL;
             t->bi->mem_free(t->be, t->arena);
             t->arena = NULL;
+            t->arena_bytes = 0;
             t->O = 0;
             return st;
         }
     } else if (labels) {
-        if (!objects || num_objects < 1 || num_objects > t->O)
+        if (!objects || num_objects < 1 || num_objects > t->o.max_objects)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: a later mask needs 1 to %d objects (got %d)",
-                           t->O, (int)num_objects);
+                           t->o.max_objects, (int)num_objects);
         for (int i = 0; i < num_objects; i++) {
             int known = 0;
             for (int k = 0; k < t->O; k++) known |= t->objects[k] == objects[i];
-            if (!known)
-                return ck_fail(err, CKEY_ERR_UNSUPPORTED,
-                               "tracker step: object %d is not in the first frame's mask (objects added after the "
-                               "first frame are not supported)", (int)objects[i]);
+            if (!known) {
+                if (objects[i] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
+                if (t->lt)
+                    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker step: object %d is new: objects added after "
+                                   "the first frame are not supported with long-term memory", (int)objects[i]);
+                added++;
+            }
             for (int j = 0; j < i; j++)
                 if (objects[i] == objects[j])
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: object labels must be distinct");
         }
+        if (t->O + added > t->o.max_objects)
+            return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: the mask brings %d new object%s, %d in all: more "
+                           "than max_objects (%d)", added, added == 1 ? "" : "s", t->O + added, t->o.max_objects);
     }
     const ck_ops *ops = t->ops;
     ck_backend *be = t->be;
@@ -1216,16 +1503,35 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         }
     if (t->dev) ops->write(be, t->img, HWp * 3, img);
     run_part(t, PART_ENCODE, 1);
-    /* A later mask (of objects the tracker knows) is the frame's result, as
-     * the official InferenceCore.step takes a mask that brings no new object:
-     * the frame is not segmented; each object is its label's pixels, an
-     * object the mask does not list is absent. */
-    if (!labels) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
+    /* A later mask of objects the tracker knows is the frame's result, as the
+     * official InferenceCore.step takes a mask that brings no new object: the
+     * frame is not segmented; each object is its label's pixels, an object the
+     * mask does not list is absent. A mask that brings new objects is merged
+     * into the frame's segmentation of the known ones (need_segment): those
+     * the mask lists are their label's pixels, the others keep their
+     * probability where the mask is background and are 0 on its objects, and
+     * the new objects (in the order listed) join after them, each in a bucket
+     * of its mask's new objects with a memory of its own. */
+    if (!labels || added) run_part(t, update_sensory ? PART_SEGMENT_UPDATE : PART_SEGMENT, 1);
     if (labels) {
+        const int On = O + added;
+        uint8_t ids[256];
+        memcpy(ids, t->objects, (size_t)O);
+        for (int i = 0, n = O; i < num_objects; i++) {
+            int known = 0;
+            for (int k = 0; k < O; k++) known |= t->objects[k] == objects[i];
+            if (!known) ids[n++] = objects[i];
+        }
+        /* the masks' logits, and the known objects' probabilities (planes 1..O
+         * of prob, object o at pp[o * HWp]) where a mask brings new objects. On
+         * a device both are the host staging: the probabilities read into it
+         * and each replaced in place by its logit. */
         float *oh = t->dev ? t->stage : (float *)t->onehot.data;
-        for (int o = 0; o < O; o++) {
+        const float *pp = t->dev ? t->stage : (const float *)t->prob.data + HWp;
+        if (added && t->dev) ops->read(be, at(t->prob, HWp), (int64_t)O * HWp, t->stage);
+        for (int o = 0; o < On; o++) {
             int listed = 0;
-            for (int i = 0; i < num_objects; i++) listed |= objects[i] == t->objects[o];
+            for (int i = 0; i < num_objects; i++) listed |= objects[i] == ids[o];
             for (int y = 0; y < Hp; y++)
                 for (int x = 0; x < Wp; x++) {
                     const int sy = y - t->pad_t, sx = x - t->pad_l;
@@ -1233,14 +1539,35 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
                     if (sy >= 0 && sy < Hi && sx >= 0 && sx < Wi)
                         lab = labels[(size_t)(resize ? nearest_exact(sy, t->H0, Hi) : sy) * t->W0 +
                                      (resize ? nearest_exact(sx, t->W0, Wi) : sx)];
-                    /* +-inf logits give sigmoid exactly 1 and 0 */
-                    oh[(size_t)o * HWp + (size_t)y * Wp + x] = listed && lab == t->objects[o] ? INFINITY : -INFINITY;
+                    const int on_mask = lab != 0; /* the official pred_prob_no_bg[:, mask > 0] = 0 */
+                    const size_t px = (size_t)y * Wp + x;
+                    float v; /* the logit of the object's probability: +-inf give sigmoid exactly 1 and 0 */
+                    if (listed || !added) {
+                        v = listed && lab == ids[o] ? INFINITY : -INFINITY;
+                    } else {
+                        const float p = on_mask ? 0.0f : pp[(size_t)o * HWp + px];
+                        v = p <= 0.0f ? -INFINITY : p >= 1.0f ? INFINITY : logf(p / (1.0f - p));
+                    }
+                    oh[(size_t)o * HWp + px] = v;
                 }
         }
-        if (t->dev) ops->write(be, t->onehot, (int64_t)O * HWp, oh);
+        if (t->dev) ops->write(be, t->onehot, (int64_t)On * HWp, oh);
+        if (added) { /* the new objects' bucket, and the parts' plans for them (in the arena made for them) */
+            const int b = t->nb;
+            memcpy(t->objects, ids, (size_t)On);
+            t->bo0[b] = O, t->bno[b] = added, t->bN[b] = 0, t->bmf[b] = 0;
+            t->nb = b + 1, t->O = On;
+            for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
+            size_t need = 0;
+            ckey_status st = record_parts(t, &need, err);
+            if (!st && need > t->arena_bytes)
+                st = ck_fail(err, CKEY_ERR_INTERNAL, "tracker: %d objects need a %zu-byte arena, %zu were made", On,
+                             need, t->arena_bytes);
+            if (st) return st;
+        }
         /* softmax(aggregate(masks)) */
-        ops->aggregate(be, t->onehot, O, HWp, t->prob);
-        ops->softmax_planes(be, t->prob, O + 1, HWp);
+        ops->aggregate(be, t->onehot, On, HWp, t->prob);
+        ops->softmax_planes(be, t->prob, On + 1, HWp);
     }
     if (is_mem) {
         run_part(t, PART_MEMORIZE, 1);
@@ -1248,19 +1575,19 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
     }
     if (t->tap) {
         cx x = {ops, be, NULL, t};
-        tap(&x, "sensory", t->sensory, (int64_t)O * t->hw * t->m->cfg.sensory_dim);
-        tap(&x, "prob_padded", t->prob, (O + 1) * HWp);
+        tap(&x, "sensory", t->sensory, (int64_t)t->O * t->hw * t->m->cfg.sensory_dim);
+        tap(&x, "prob_padded", t->prob, (int64_t)(t->O + 1) * HWp);
     }
     if (t->dev) return device_result(t, prob, err);
     /* unpad (and resize back) */
     float *dst = resize ? (float *)t->crop.data : prob;
     const float *pp = t->prob.data;
-    for (int c = 0; c <= O; c++)
+    for (int c = 0; c <= t->O; c++)
         for (int y = 0; y < Hi; y++)
             memcpy(dst + ((size_t)c * Hi + y) * Wi, pp + (size_t)c * HWp + (size_t)(y + t->pad_t) * Wp + t->pad_l,
                    (size_t)Wi * sizeof(float));
     if (resize)
-        ops->resize_bilinear(be, t->crop, O + 1, Hi, Wi, 1, (ck_tensor){NULL, CK_F32}, t->H0, t->W0,
+        ops->resize_bilinear(be, t->crop, t->O + 1, Hi, Wi, 1, (ck_tensor){NULL, CK_F32}, t->H0, t->W0,
                              ck_tensor_of(prob, CK_F32));
     return CKEY_OK;
 }

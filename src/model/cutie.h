@@ -86,6 +86,7 @@ struct ckey_track_model {
     size_t *store_n; /* and its floats */
     int nstore, capstore;
     int64_t num_params;
+    int64_t weight_bytes; /* what the weights' allocations took (the plan's weights) */
     int64_t max_conv_k, max_conv_w; /* largest k*k*cin and cout*k*k*cin (the ops' workspace) */
 };
 
@@ -103,5 +104,16 @@ void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
  * without a GPU. */
 ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, int32_t height,
                                      const ckey_track_options *opt, ckey_tracker **out, ckey_error *err);
+
+/* ckey_track_plan_memory for a first frame of first_objects objects (0:
+ * max_objects), the rest of max_objects to be added by later masks. */
+ckey_status ck_track_plan_memory_first(const ckey_track_model *m, int32_t width, int32_t height,
+                                       const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                       ckey_error *err);
+
+/* The same for ck_tracker_create_staged (its weights' copy and host staging). */
+ckey_status ck_track_plan_memory_staged(const ckey_track_model *m, int32_t width, int32_t height,
+                                        const ckey_track_options *opt, int32_t first_objects, ckey_track_memory *out,
+                                        ckey_error *err);
 
 #endif

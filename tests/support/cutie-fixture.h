@@ -41,4 +41,10 @@ void ck_cutie_run_mask_at(int32_t device, int staged);
 /* The clip with long-term memory (longterm.safetensors) on device; skips when absent. */
 void ck_cutie_run_longterm(int32_t device, int staged);
 
+/* An object a later mask brings (maskat.safetensors' mask4 object 2) on
+ * device, against a twin tracker given no mask then; skips when absent. */
+void ck_cutie_run_new_object(int32_t device, int staged);
+/* Objects added later against newobj.safetensors on device; skips when absent. */
+void ck_cutie_run_newobj(int32_t device, int staged);
+
 #endif

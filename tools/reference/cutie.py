@@ -772,10 +772,12 @@ def unpad(x, pad):
 
 
 class InferenceRunner:
-    """Per-video state: the working memory (one bucket: all objects of the first mask), the
-    long-term memory when enabled, the sensory memory and the object summaries; the rules of the
-    official InferenceCore.step / MemoryManager with one batch element, no flip augmentation,
-    and `end` always False."""
+    """Per-video state: the working memory (a bucket of the first mask's objects, and one more
+    bucket for the new objects of each later mask that brings some, as the official
+    KeyValueMemoryStore keeps them: keys of its own, its first frame permanent, FIFO), the
+    long-term memory when enabled (first-mask objects only), the sensory memory and the object
+    summaries; the rules of the official InferenceCore.step / MemoryManager with one batch
+    element, no flip augmentation, and `end` always False."""
 
     def __init__(self, net: Cutie, params: InferenceParams):
         self.net, self.p = net, params
@@ -799,6 +801,8 @@ class InferenceRunner:
         self.lt_key = self.lt_shrink = self.lt_value = self.lt_use = self.lt_life = None
         self.min_work_tokens = None
         self.lt_min_gap = float("inf")
+        # buckets after the first: {"objs": object indices, "key", "shrink", "value", "perm_end"}
+        self.buckets = []
 
     @property
     def lt_size(self) -> int:
@@ -810,6 +814,9 @@ class InferenceRunner:
         h, w = key.shape[-2:]
         if self.sensory is None:
             self.sensory = torch.zeros((1, K, self.net.cfg.sensory_dim, h, w), dtype=key.dtype)
+        elif self.sensory.shape[1] < K:   # objects new to the memory start with a zero sensory
+            self.sensory = torch.cat([self.sensory, torch.zeros(
+                (1, K - self.sensory.shape[1], self.net.cfg.sensory_dim, h, w), dtype=key.dtype)], 1)
         if taps is not None:
             taps["enc_sensory_in"] = self.sensory
         value, sensory, summaries = self.net.encode_mask(image, pix_feat, self.sensory, self.last_mask,
@@ -820,7 +827,24 @@ class InferenceRunner:
         if self.obj_mem is None:
             self.obj_mem = summaries
         else:
-            self.obj_mem = self.obj_mem + summaries     # running sums and running area
+            n = self.obj_mem.shape[1]                   # running sums and running area; new objects start
+            self.obj_mem = torch.cat([self.obj_mem + summaries[:, :n], summaries[:, n:]], 1)
+        for b in self.buckets:
+            vb = v[:, b["objs"]]
+            if b["key"] is None:                        # the bucket's first frame is permanent
+                b["key"], b["shrink"], b["value"], b["perm_end"] = k, s, vb, k.shape[-1]
+            else:
+                b["key"] = torch.cat([b["key"], k], -1)
+                b["shrink"] = torch.cat([b["shrink"], s], -1)
+                b["value"] = torch.cat([b["value"], vb], -1)
+                n_temp = b["key"].shape[-1] - b["perm_end"]
+                if n_temp > self.max_work_tokens:
+                    cut = b["perm_end"] + n_temp - self.max_work_tokens
+                    for name in ("key", "shrink", "value"):
+                        t = b[name]
+                        b[name] = torch.cat([t[..., :b["perm_end"]], t[..., cut:]], -1)
+        n0 = self.mem_value.shape[1] if self.mem_value is not None else K
+        v = v[:, :n0]                                   # the first bucket's objects
         lt = self.p.use_long_term
         if self.mem_key is None:
             # the first memory frame is permanent
@@ -931,6 +955,15 @@ class InferenceRunner:
                 self.lt_use = self.lt_use + usage[:, :L]
                 self.lt_life = self.lt_life + 1
         CV = mv.shape[2]
+        if self.buckets:
+            # each bucket reads its own memory; pixel fusion's "others" are the bucket's objects
+            K0 = mv.shape[1]
+            readouts = [self._read_bucket(pix_feat, aff, mv, list(range(K0)), h, w)]
+            for b in self.buckets:
+                bs = similarity(b["key"], b["shrink"], key.flatten(2), selection.flatten(2))
+                readouts.append(self._read_bucket(pix_feat, topk_softmax(bs, self.p.top_k), b["value"],
+                                                  b["objs"], h, w))
+            return torch.cat(readouts, 1)
         visual = (mv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, h, w)
         fused = self.net.pixel_fusion(pix_feat, visual, self.sensory, self.last_mask)
         readout = self.net.object_transformer(fused, self.obj_mem, taps)
@@ -942,10 +975,17 @@ class InferenceRunner:
                         readout=readout, topk_min_gap=gap, topk_min_value=v[:, self.p.top_k - 1].min())
         return readout
 
+    def _read_bucket(self, pix_feat, aff, mv, objs, h, w):
+        K, CV = mv.shape[1], mv.shape[2]
+        visual = (mv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, h, w)
+        fused = self.net.pixel_fusion(pix_feat, visual, self.sensory[:, objs], self.last_mask[:, objs])
+        return self.net.object_transformer(fused, self.obj_mem[:, objs], None)
+
     # -- one frame
     def step(self, image, mask=None, objects=None, taps: Optional[dict] = None):
         """image [3, H, W] float in [0, 1]; mask [H, W] int64 label image (the first frame, or a
-        later frame whose mask lists first-frame objects) or None -> prob [1 + K, H, W] (background first, objects in the given order)."""
+        later frame: known objects correct the frame, new ones join) or None -> prob [1 + K, H, W]
+        (background first, objects in the order they were given)."""
         net = self.net
         h0, w0 = image.shape[-2:]
         resize = False
@@ -960,8 +1000,9 @@ class InferenceRunner:
         self.curr_ti += 1
         image, pad = pad_divide_by(image, 16)
         image = image[None]
-        if mask is not None and self.objects and any(o not in self.objects for o in objects):
-            raise NotImplementedError("only the first frame may bring objects in the reference")
+        new = [o for o in objects if o not in self.objects] if mask is not None and self.objects else []
+        if new and self.p.use_long_term:
+            raise NotImplementedError("objects added later with long-term memory")
         is_mem_frame = (self.curr_ti - self.last_mem_ti >= self.p.mem_every) or mask is not None
         update_sensory = (self.curr_ti - self.last_mem_ti) in self.stagger_ti
 
@@ -969,7 +1010,7 @@ class InferenceRunner:
         if taps is not None:
             taps.update(image=image, f16=ms[0], f8=ms[1], f4=ms[2], pix_feat=pix_feat, key=key,
                         shrinkage=shrinkage, selection=selection)
-        if mask is None:
+        if mask is None or new:   # need_segment
             readout = self._read(pix_feat, key, selection, taps)
             if taps is not None:
                 taps["sensory_in"] = self.sensory
@@ -979,7 +1020,23 @@ class InferenceRunner:
             if update_sensory:
                 self.sensory = sensory
             prob = prob[0]
-        else:
+        if mask is not None and new:
+            # InferenceCore.step's merge: the known objects' predictions are 0 on the mask, the
+            # listed ones are their mask; the new objects (in the order listed) join after them,
+            # a bucket of their own
+            mask, _ = pad_divide_by(mask, 16)
+            pred = prob[1:].clone()
+            pred[:, mask > 0] = 0
+            for i, o in enumerate(self.objects):
+                if o in objects:
+                    pred[i] = (mask == o).float()
+            K0 = len(self.objects)
+            self.objects = self.objects + new
+            self.buckets.append({"objs": list(range(K0, K0 + len(new))), "key": None, "shrink": None,
+                                 "value": None, "perm_end": 0})
+            pred = torch.cat([pred] + [(mask == o).float()[None] for o in new], 0)
+            prob = torch.softmax(aggregate(pred, 0), 0)
+        elif mask is not None:
             # a later mask without new objects is the frame's result, as the official step takes
             # it (need_segment is False); an object it does not list is absent (the official code
             # expects every object listed)
@@ -994,7 +1051,9 @@ class InferenceRunner:
             self._add_memory(image, pix_feat, key, shrinkage, selection, taps)
         if taps is not None:
             taps.update(prob_padded=prob, is_mem_frame=is_mem_frame, update_sensory=update_sensory,
-                        sensory_out=self.sensory, mem_tokens=self.mem_key.shape[-1],
+                        sensory_out=self.sensory,
+                        mem_tokens=self.mem_key.shape[-1] + sum(b["key"].shape[-1] for b in self.buckets
+                                                                if b["key"] is not None),
                         lt_tokens=self.lt_size)
         out = unpad(prob, pad)
         if resize:

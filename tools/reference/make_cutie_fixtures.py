@@ -11,8 +11,9 @@ Outputs (float32 unless noted, batch dim dropped):
     <out>/resize.safetensors      5-frame 107x81 clip with max_internal_size 80
     <out>/longterm.safetensors    the clip's frames with long-term memory: per-frame reads and logits
     <out>/maskat.safetensors      the clip's first 12 frames with later masks at frames 4 and 8
+    <out>/newobj.safetensors      the same frames, object 1 first and object 2 added at frame 4
 
---only maskat writes maskat.safetensors alone (the other fixtures untouched).
+--only maskat / --only newobj writes that file alone (the other fixtures untouched).
 """
 from __future__ import annotations
 
@@ -316,16 +317,67 @@ def make_maskat_case(net, params, frames, mask0, objects, out_path, meta):
         stats(k, v)
 
 
+NEWOBJ_FRAMES = 12
+
+
+def make_newobj_case(net, params, frames, mask0, out_path, meta):
+    """Objects added later: frame 0 with object 1 of mask0 alone, frame 4 with a mask of object 2
+    alone (mask4's object 2: new, its own bucket), frame 8 with object 1 alone (mask0's). Per-frame
+    probabilities [T, 3, H, W], object 2's plane 0 before it is added; memory sizes."""
+    full = later_masks(mask0)[4][0]
+    first = (mask0 == 1).astype(mask0.dtype)
+    two = np.where(full == 2, 2, 0).astype(mask0.dtype)
+    later = {4: (two, [2]), 8: (first, [1])}
+    runner = InferenceRunner(net, params)
+    T = frames.shape[0]
+    probs = np.zeros((T, 3) + frames.shape[2:], np.float32)
+    mem = np.zeros(T, np.int32)
+    with torch.no_grad():
+        for t in range(T):
+            img = torch.from_numpy(frames[t]).float() / 255
+            taps = {}
+            if t == 0:
+                prob = runner.step(img, torch.from_numpy(first.astype(np.int64)), [1], taps=taps)
+            elif t in later:
+                lab, objs = later[t]
+                prob = runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
+            else:
+                prob = runner.step(img, taps=taps)
+            p = to_np(prob)
+            probs[t, :p.shape[0]] = p
+            mem[t] = int(taps["mem_tokens"])
+    tensors = OrderedDict(prob=probs, mask0=first, mask4=two, mask8=first, mem_tokens=mem)
+    m = dict(meta)
+    m.update({"frames": str(T), "height": str(frames.shape[2]), "width": str(frames.shape[3]),
+              "objects": json.dumps([1]), "params": json.dumps(params.as_dict()),
+              "later": json.dumps({str(k): v[1] for k, v in later.items()})})
+    write_safetensors(out_path, tensors, m)
+    print(f"[cutie] wrote {out_path} ({os.path.getsize(out_path)} bytes)")
+    for k, v in tensors.items():
+        stats(k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/cutie")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--only", choices=["maskat"], default=None)
+    ap.add_argument("--only", choices=["maskat", "newobj"], default=None)
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True, warn_only=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
+
+    if args.only == "newobj":
+        pth = os.path.join(args.out, "cutie_tiny.pth")
+        net = Cutie.from_state_dict(torch.load(pth, weights_only=True), num_heads=TINY.num_heads)
+        meta = versions() | {"weight_seed": str(WEIGHT_SEED), "num_heads": str(net.cfg.num_heads),
+                             "checkpoint": "cutie_tiny.pth"}
+        frames, mask0 = synthetic_clip(CLIP_SEED, 30, 49, 113)
+        make_newobj_case(net, CLIP_PARAMS, frames[:NEWOBJ_FRAMES], mask0,
+                         os.path.join(args.out, "newobj.safetensors"),
+                         meta | {"clip_seed": str(CLIP_SEED), "case": "newobj", "frames_from": "clip.safetensors"})
+        return
 
     if args.only == "maskat":
         pth = os.path.join(args.out, "cutie_tiny.pth")
@@ -366,6 +418,9 @@ def main():
     make_maskat_case(net, CLIP_PARAMS, frames[:MASKAT_FRAMES], mask0, [1, 2],
                      os.path.join(args.out, "maskat.safetensors"),
                      meta | {"clip_seed": str(CLIP_SEED), "case": "maskat", "frames_from": "clip.safetensors"})
+    make_newobj_case(net, CLIP_PARAMS, frames[:NEWOBJ_FRAMES], mask0,
+                     os.path.join(args.out, "newobj.safetensors"),
+                     meta | {"clip_seed": str(CLIP_SEED), "case": "newobj", "frames_from": "clip.safetensors"})
     frames, mask0 = synthetic_clip(RESIZE_SEED, 5, 81, 107)
     make_clip_case(net, cfg, RESIZE_PARAMS, frames, mask0, [1, 2], (),
                    os.path.join(args.out, "resize.safetensors"), None,
