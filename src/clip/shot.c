@@ -212,7 +212,65 @@ typedef struct shot {
     int64_t next_index;      /* first source index without an event yet */
     ckey_shot_stats stats;   /* counts and model time */
     double t0;
+    /* under mu: every stage's busy seconds by the group of threads it ran
+     * on, the model threads' waits, the threads in each group */
+    double busy[CKEY_SHOT_GROUPS][CKEY_SHOT_STAGES];
+    double wait_in, wait_out;
+    int32_t gthreads[CKEY_SHOT_GROUPS];
 } shot;
+
+static const char *const stage_names[CKEY_SHOT_STAGES] = {"read", "pre", "upload", "network", "download",
+                                                          "back", "post", "encode", "write"};
+static const char *const group_names[CKEY_SHOT_GROUPS] = {"readers", "network", "writers", "ordered"};
+
+const char *ckey_shot_stage_name(int stage) {
+    return stage >= 0 && stage < CKEY_SHOT_STAGES ? stage_names[stage] : "?";
+}
+
+const char *ckey_shot_group_name(int group) {
+    return group >= 0 && group < CKEY_SHOT_GROUPS ? group_names[group] : "?";
+}
+
+/* Add one frame's busy seconds `sec` of group g's stages (lock not held). */
+static void account(shot *sh, int g, const double sec[CKEY_SHOT_STAGES]) {
+    pthread_mutex_lock(&sh->mu);
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++) sh->busy[g][k] += sec[k] > 0 ? sec[k] : 0;
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* The load so far (ckey_shot_load), `elapsed` seconds into the run (lock held). */
+static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
+    memset(l, 0, sizeof *l);
+    l->elapsed = elapsed;
+    l->wait_input_seconds = sh->wait_in;
+    l->wait_output_seconds = sh->wait_out;
+    l->bound = l->bound_group = -1;
+    double best = 0;
+    for (int g = 0; g < CKEY_SHOT_GROUPS; g++) {
+        double sum = 0;
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++) {
+            l->stage_seconds[k] += sh->busy[g][k];
+            sum += sh->busy[g][k];
+        }
+        l->threads[g] = sh->gthreads[g];
+        l->use[g] = elapsed > 0 && sh->gthreads[g] > 0 ? sum / (elapsed * sh->gthreads[g]) : 0;
+        if (l->use[g] > best) {
+            best = l->use[g];
+            l->bound_group = g;
+        }
+    }
+    if (l->bound_group >= 0) {
+        const double *b = sh->busy[l->bound_group];
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+            if (l->bound < 0 || b[k] > b[l->bound]) l->bound = k;
+    }
+}
+
+static void load_now(shot *sh, double elapsed, ckey_shot_load *l) {
+    pthread_mutex_lock(&sh->mu);
+    load_locked(sh, elapsed, l);
+    pthread_mutex_unlock(&sh->mu);
+}
 
 /* Record a fatal error at job j (lock held). */
 static void fail_locked(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
@@ -341,6 +399,7 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     sl->srgb_at_read = 0;
     ck_error_clear(&sl->err);
     int stopped = 0;
+    const double decoded0 = rd->decode_s;
     ckey_status st = read_frame(sh, rd, j, plate, himg, &sl->err, &stopped);
     if (stopped) return 0;
     const double t = ck_now();
@@ -408,7 +467,11 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
             ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
                     f->plate, (int)w, (int)h);
     }
-    rd->pre_s += ck_now() - t;
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
+    sec[CKEY_STAGE_PRE] = ck_now() - t;
+    rd->pre_s += sec[CKEY_STAGE_PRE];
+    account(sh, CKEY_GROUP_READERS, sec);
     if (st != CKEY_OK) {
         if (!skippable(sh, st)) {
             fail_at(sh, j, &sl->err, 0);
@@ -467,11 +530,15 @@ static int stage_key(shot *sh, int64_t j) {
                                     o->alpha, o->fg, o->processed, o->comp};
         ckey_error e;
         ck_error_clear(&e);
-        double sec[3] = {0, 0, 0};
+        double sec[CK_DEVFRAME_STEPS] = {0};
         st = ck_devframe_key(sh->df[m], &dj, sec, &e);
-        o->model_s = sec[1];
-        sh->dev_pre_s[m] += sec[0];
-        sh->dev_post_s[m] += sec[2];
+        o->model_s = sec[2];
+        sh->dev_pre_s[m] += sec[0] + sec[1];
+        sh->dev_post_s[m] += sec[3] + sec[4] + sec[5];
+        const double stage[CKEY_SHOT_STAGES] = {
+            [CKEY_STAGE_UPLOAD] = sec[0], [CKEY_STAGE_PRE] = sec[1], [CKEY_STAGE_NETWORK] = sec[2],
+            [CKEY_STAGE_BACK] = sec[3],   [CKEY_STAGE_POST] = sec[4], [CKEY_STAGE_DOWNLOAD] = sec[5]};
+        account(sh, CKEY_GROUP_NETWORK, stage);
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     } else if (st == CKEY_OK) {
         /* the network only: the reader resized the plate, the writer resizes back */
@@ -479,9 +546,18 @@ static int stage_key(shot *sh, int64_t j) {
         ck_error_clear(&e);
         const double t = ck_now();
         ckey_forward_result r;
+        memset(&r, 0, sizeof r);
         /* alpha then fg into o->net */
         st = ckey_session_forward_into(sh->sess[j % sh->nsess], in->x, o->net, &r, &e);
         o->model_s = ck_now() - t;
+        /* the transfers as the GPU timed them, the rest of the call the network's */
+        double stage[CKEY_SHOT_STAGES] = {0};
+        if (st == CKEY_OK) {
+            stage[CKEY_STAGE_UPLOAD] = r.upload_seconds;
+            stage[CKEY_STAGE_DOWNLOAD] = r.download_seconds;
+        }
+        stage[CKEY_STAGE_NETWORK] = o->model_s - stage[CKEY_STAGE_UPLOAD] - stage[CKEY_STAGE_DOWNLOAD];
+        account(sh, CKEY_GROUP_NETWORK, stage);
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     }
     o->w = w;
@@ -534,16 +610,21 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     const int32_t w = o->w, h = o->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
+    double sec[CKEY_SHOT_STAGES] = {0}, io = 0;
     if (sh->dev) {
         /* the device path made every pass; the writer only writes them */
         if (sh->sink->concurrent_write) {
-            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool};
+            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool, &io};
             ckey_error we;
             ck_error_clear(&we);
             st = sh->sink->write(sh->sink->self, f, &p, &we);
             if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
         }
-        wk->sink_s += ck_now() - t;
+        const double sink = ck_now() - t;
+        wk->sink_s += sink;
+        sec[CKEY_STAGE_ENCODE] = sink - io;
+        sec[CKEY_STAGE_WRITE] = io;
+        account(sh, CKEY_GROUP_WRITERS, sec);
         return st;
     }
     if (n > wk->post_cap) {
@@ -583,7 +664,8 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
             ck_fail(e, st, "frame %lld: postprocessing failed", (long long)f->number);
     }
     const double t_post = ck_now();
-    wk->back_s += t_post - t;
+    sec[CKEY_STAGE_BACK] = t_post - t;
+    wk->back_s += sec[CKEY_STAGE_BACK];
     if (st == CKEY_OK) {
         st = ck_post_passes_pool(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp, wk->post_scratch,
                                  sh->pool, e);
@@ -593,16 +675,21 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
         }
     }
     const double t_sink = ck_now();
-    wk->post_s += t_sink - t_post;
+    sec[CKEY_STAGE_POST] = t_sink - t_post;
+    wk->post_s += sec[CKEY_STAGE_POST];
     if (st == CKEY_OK && sh->sink->concurrent_write) {
-        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool};
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool, &io};
         ckey_error we;
         ck_error_clear(&we);
         st = sh->sink->write(sh->sink->self, f, &p, &we);
         /* the writers name the output file */
         if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
     }
-    wk->sink_s += ck_now() - t_sink;
+    const double sink = ck_now() - t_sink;
+    wk->sink_s += sink;
+    sec[CKEY_STAGE_ENCODE] = sink - io;
+    sec[CKEY_STAGE_WRITE] = io;
+    account(sh, CKEY_GROUP_WRITERS, sec);
     return st;
 }
 
@@ -639,8 +726,9 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ckey_error e = *pe;
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
+    double io = 0;
     const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->dev ? o->processed : wk->processed,
-                                sh->dev ? o->comp : wk->comp, sh->pool};
+                                sh->dev ? o->comp : wk->comp, sh->pool, &io};
     if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
@@ -655,6 +743,10 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     }
     const double done = ck_now();
     wk->sink_s += done - t;
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_ENCODE] = done - t - io;
+    sec[CKEY_STAGE_WRITE] = io;
+    account(sh, CKEY_GROUP_ORDERED, sec);
     if (st != CKEY_OK) {
         fail_at(sh, j, &e, 1);
         return 0;
@@ -667,6 +759,9 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ev.seconds = done - o->t_start;
     ev.model_seconds = o->model_s;
     ev.session = o->session;
+    ckey_shot_load load;
+    load_now(sh, done - sh->t0, &load);
+    ev.load = &load;
     emit(sh, &ev);
     return 1;
 }
@@ -742,8 +837,16 @@ static void model_loop(shot *sh, int m) {
     for (int64_t j = m; j < sh->njobs; j += sh->nsess) {
         in_slot *in = &sh->in[j % sh->nin];
         out_slot *o = &sh->out[j % sh->nout];
-        if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
-        if (!wait_state(sh, &o->state, SLOT_EMPTY, j)) break;
+        const double t0 = ck_now();
+        const int go_in = wait_state(sh, &in->state, SLOT_FULL, j);
+        const double t1 = ck_now();
+        const int go_out = go_in && wait_state(sh, &o->state, SLOT_EMPTY, j);
+        const double t2 = ck_now();
+        pthread_mutex_lock(&sh->mu);
+        sh->wait_in += t1 - t0;
+        sh->wait_out += t2 - t1;
+        pthread_mutex_unlock(&sh->mu);
+        if (!go_out) break;
         if (cancelled(sh, j) || !stage_key(sh, j)) break;
         pthread_mutex_lock(&sh->mu);
         in->state = SLOT_EMPTY;
@@ -943,6 +1046,11 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     const int threaded = opt.read_ahead > 0;
     const int M = nsessions;
     ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr, &sh->nrd);
+    /* unthreaded, the calling thread runs every stage */
+    sh->gthreads[CKEY_GROUP_READERS] = sh->nrd;
+    sh->gthreads[CKEY_GROUP_NETWORK] = threaded ? M : 1;
+    sh->gthreads[CKEY_GROUP_WRITERS] = sh->nwr;
+    sh->gthreads[CKEY_GROUP_ORDERED] = 1;
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
@@ -1059,6 +1167,8 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         sh->stats.pre_seconds += sh->dev_pre_s[i];
         sh->stats.post_seconds += sh->dev_post_s[i];
     }
+    /* every thread has ended: no lock needed */
+    load_locked(sh, sh->stats.seconds, &sh->stats.load);
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);

@@ -44,7 +44,8 @@ typedef struct ck_cuda_state {
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
-    void *ev[2];        /* around the network on the stream (device_seconds) */
+    void *ev[4];        /* around the network on the stream (device_seconds), before the
+                           upload and after the download (their times) */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),

@@ -171,7 +171,8 @@ static ckey_status run_resize(ck_devframe *df, int i, const float *src, float *d
                               r->tmp ? z->dev + (r->tmp - z->host) : NULL, dst, df->stream, err);
 }
 
-ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[3], ckey_error *err) {
+ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
+                            ckey_error *err) {
     if (!df || !job || !job->rgb || !job->hint || !job->post || !job->alpha || !job->fg || !job->processed)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_devframe_key: NULL argument");
     const int32_t w = job->width, h = job->height, S = df->S;
@@ -187,8 +188,10 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     const int64_t plane = (int64_t)S * S;
     /* in: the steps of ck_preprocess (and the reader's full-size sRGB encode) */
     if ((st = ck_cuda_copy_async(df->d_rgb, job->rgb, 3 * n * sizeof(float), 1, stream, err)) ||
-        (st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err)))
+        (st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err)) ||
+        (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_up = ck_now();
     if (job->srgb_at_read && (st = ck_cuda_srgb(df->d_rgb, 3 * (int64_t)n, 0, stream, err))) return st;
     if ((st = run_resize(df, RZ_RGB, df->d_rgb, df->d_x, err))) return st;
     if (job->input_is_linear && (st = ck_cuda_srgb(df->d_x, 3 * plane, 0, stream, err))) return st;
@@ -202,11 +205,15 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     const double t2 = ck_now();
     /* out: ck_postprocess, then ck_post_frame, into the plate's buffers */
     float *d_alpha = df->d_hint, *d_fg = df->d_rgb;
-    if ((st = run_resize(df, RZ_ALPHA, r.alpha, d_alpha, err)) || (st = run_resize(df, RZ_FG, r.fg, d_fg, err)))
+    if ((st = run_resize(df, RZ_ALPHA, r.alpha, d_alpha, err)) || (st = run_resize(df, RZ_FG, r.fg, d_fg, err)) ||
+        (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_back = ck_now();
     if ((st = ck_post_frame_cuda(d_alpha, d_fg, h, w, job->post, df->d_proc, job->comp ? df->d_comp : NULL, df->d_post,
-                                 df->h_post, stream, err)))
+                                 df->h_post, stream, err)) ||
+        (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_post = ck_now();
     if ((st = ck_cuda_copy_async(job->alpha, d_alpha, n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->fg, d_fg, 3 * n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->processed, df->d_proc, 4 * n * sizeof(float), 0, stream, err)) ||
@@ -214,9 +221,12 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
         (st = ck_cuda_stream_sync(stream, err)))
         return st;
     if (seconds) {
-        seconds[0] = t1 - t0;
-        seconds[1] = t2 - t1;
-        seconds[2] = ck_now() - t2;
+        seconds[0] = t_up - t0;
+        seconds[1] = t1 - t_up;
+        seconds[2] = t2 - t1;
+        seconds[3] = t_back - t2;
+        seconds[4] = t_post - t_back;
+        seconds[5] = ck_now() - t_post;
     }
     return CKEY_OK;
 }

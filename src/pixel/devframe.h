@@ -52,8 +52,12 @@ typedef struct ck_devframe_job {
     float *alpha, *fg, *processed, *comp; /* host outputs [h, w], [3, h, w], [4, h, w], [3, h, w] */
 } ck_devframe_job;
 
-/* Seconds of the last ck_devframe_key: [0] upload + preprocessing, [1] the
- * network (its run call), [2] resize back + post + download. */
-ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[3], ckey_error *err);
+/* Seconds of the last ck_devframe_key, host wall time of each step (the
+ * stream synchronized after each): [0] upload, [1] preprocessing (sRGB,
+ * resize to S, normalize), [2] the network (its run call), [3] resize back,
+ * [4] post, [5] download. */
+enum { CK_DEVFRAME_STEPS = 6 };
+ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
+                            ckey_error *err);
 
 #endif
