@@ -383,9 +383,8 @@ typedef int (*ckey_cancel_fn)(void *user);
  * passes agree within float rounding (the post-processing bars).
  */
 typedef enum ckey_frame_path {
-    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path, one frame at a time on
-                                   one stream, is not faster end to end yet
-                                   (docs/performance.md) */
+    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path was not faster end to
+                                   end when last measured (docs/performance.md) */
     CKEY_FRAME_PATH_CPU = 1,    /* the host path */
     CKEY_FRAME_PATH_DEVICE = 2  /* the device path; CKEY_ERR_UNSUPPORTED where it has none */
 } ckey_frame_path;

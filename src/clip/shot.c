@@ -23,8 +23,12 @@
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
- * One stream a session, one frame at a time on it: the upload, the network
- * and the download of one session do not overlap (several sessions do).
+ * Threaded, each session has two model threads (ck_shot_pipelines), each
+ * with its own ck_devframe and stream, taking every other of the session's
+ * jobs: one frame's upload, resize to S, post and download overlap the
+ * other's network; the network and the resize back out of the session's
+ * output take turns under the session's lock (net_mu). Slots are rounded to
+ * multiples of the model threads, so a slot still serves one thread's jobs.
  *
  * On the host path the model thread runs nothing but the network, so a GPU is not kept
  * waiting by the plate-size work: the same steps ckey_session_key takes,
@@ -204,9 +208,12 @@ typedef struct shot {
     /* the device frame path (ckey_shot_options.frame_path): one per session,
      * used by its model thread; NULL entries on the host path */
     int dev;
-    ck_devframe *df[CKEY_SHOT_MAX_SESSIONS];
+    int npipe;               /* model threads a session (ck_shot_pipelines); nmodel = nsess * npipe */
+    int nmodel;
+    ck_devframe *df[CKEY_SHOT_MAX_MODELS]; /* model thread t's, of session t % nsess */
+    pthread_mutex_t net_mu[CKEY_SHOT_MAX_SESSIONS]; /* a session's network, when npipe > 1 */
     ck_post_options dev_post;
-    double dev_pre_s[CKEY_SHOT_MAX_SESSIONS], dev_post_s[CKEY_SHOT_MAX_SESSIONS];
+    double dev_pre_s[CKEY_SHOT_MAX_MODELS], dev_post_s[CKEY_SHOT_MAX_MODELS];
     /* owned by the writer whose turn it is (next_to_finish, under mu) */
     int64_t next_to_finish;  /* the job whose events come next */
     int64_t next_index;      /* first source index without an event yet */
@@ -497,9 +504,12 @@ static int stage_key(shot *sh, int64_t j) {
     const int32_t w = in->w, h = in->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
+    /* the session's lock: no allocation beside another model thread's graph capture */
+    pthread_mutex_t *net_lock = sh->dev && sh->npipe > 1 ? &sh->net_mu[j % sh->nsess] : NULL;
     if (n > o->cap && sh->dev) {
         /* the device path downloads into them: page-locked, from the slot's session */
         ckey_session *s = sh->sess[j % sh->nsess];
+        if (net_lock) pthread_mutex_lock(net_lock);
         ckey_session_host_free(s, o->alpha);
         ckey_session_host_free(s, o->fg);
         ckey_session_host_free(s, o->processed);
@@ -508,6 +518,7 @@ static int stage_key(shot *sh, int64_t j) {
         o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
         o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
         o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        if (net_lock) pthread_mutex_unlock(net_lock);
         o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
         if (!o->cap)
             st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
@@ -524,10 +535,10 @@ static int stage_key(shot *sh, int64_t j) {
     }
     if (st == CKEY_OK && sh->dev) {
         /* the whole frame on the device: upload, resize, network, resize back, post, download */
-        const int m = (int)(j % sh->nsess);
+        const int m = (int)(j % sh->nmodel); /* the model thread keying job j */
         const ck_devframe_job dj = {in->plate.data, in->hint_px, w, h, in->srgb_at_read,
                                     sh->opt.input_space == CKEY_INPUT_LINEAR, &sh->dev_post,
-                                    o->alpha, o->fg, o->processed, o->comp};
+                                    o->alpha, o->fg, o->processed, o->comp, net_lock};
         ckey_error e;
         ck_error_clear(&e);
         double sec[CK_DEVFRAME_STEPS] = {0};
@@ -827,14 +838,15 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Model m: the network on jobs m, m + M, m + 2M, ... with session m. */
+/* Model thread m of T = nsess x npipe: jobs m, m + T, m + 2T, ... with
+ * session m % nsess (the same as j % nsess: nsess divides T). */
 typedef struct model_arg {
     shot *sh;
     int m;
 } model_arg;
 
 static void model_loop(shot *sh, int m) {
-    for (int64_t j = m; j < sh->njobs; j += sh->nsess) {
+    for (int64_t j = m; j < sh->njobs; j += sh->nmodel) {
         in_slot *in = &sh->in[j % sh->nin];
         out_slot *o = &sh->out[j % sh->nout];
         const double t0 = ck_now();
@@ -889,12 +901,17 @@ static int default_readers(void) {
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
+int ck_shot_pipelines(const ckey_shot_options *o) {
+    return o->read_ahead > 0 && o->frame_path == CKEY_FRAME_PATH_DEVICE ? 2 : 1;
+}
+
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
     const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
+    const int T = M * ck_shot_pipelines(o); /* the model threads */
     *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers()) : 1;
-    *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + M, M) : M;
+    *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + T, T) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
-    *nout = threaded ? round_up(*nwr + M, M) : M;
+    *nout = threaded ? round_up(*nwr + T, T) : M;
 }
 
 void ckey_shot_options_default(ckey_shot_options *o) {
@@ -932,7 +949,7 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
             free(o->fg);
         }
     }
-    for (int i = 0; i < M; i++) ck_devframe_free(sh->df[i]);
+    for (int i = 0; i < sh->nmodel; i++) ck_devframe_free(sh->df[i]);
     for (int i = 0; sh->rd && i < sh->nrd; i++) {
         reader *rd = &sh->rd[i];
         ckey_image_free(&rd->plate);
@@ -985,8 +1002,8 @@ static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
     if (sh->opt.frame_path != CKEY_FRAME_PATH_DEVICE) return CKEY_OK;
     if (why) return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
     ck_post_options_from(p, &sh->dev_post);
-    for (int i = 0; i < sh->nsess; i++) {
-        ckey_status st = ck_devframe_create(sh->sess[i], &sh->df[i], err);
+    for (int i = 0; i < sh->nmodel; i++) {
+        ckey_status st = ck_devframe_create(sh->sess[i % sh->nsess], &sh->df[i], err);
         if (st) return st;
     }
     sh->dev = 1;
@@ -1046,9 +1063,11 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     const int threaded = opt.read_ahead > 0;
     const int M = nsessions;
     ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr, &sh->nrd);
+    sh->npipe = ck_shot_pipelines(&opt);
+    sh->nmodel = M * sh->npipe;
     /* unthreaded, the calling thread runs every stage */
     sh->gthreads[CKEY_GROUP_READERS] = sh->nrd;
-    sh->gthreads[CKEY_GROUP_NETWORK] = threaded ? M : 1;
+    sh->gthreads[CKEY_GROUP_NETWORK] = threaded ? sh->nmodel : 1;
     sh->gthreads[CKEY_GROUP_WRITERS] = sh->nwr;
     sh->gthreads[CKEY_GROUP_ORDERED] = 1;
     ckey_status st = CKEY_OK;
@@ -1106,22 +1125,24 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     if (st == CKEY_OK && sh->njobs > 0) {
         pthread_mutex_init(&sh->mu, NULL);
         pthread_cond_init(&sh->cv, NULL);
+        for (int i = 0; i < M; i++) pthread_mutex_init(&sh->net_mu[i], NULL);
         if (threaded) {
-            pthread_t rd[16], wr[64], md[CKEY_SHOT_MAX_SESSIONS];
-            model_arg ma[CKEY_SHOT_MAX_SESSIONS];
+            pthread_t rd[16], wr[64], md[CKEY_SHOT_MAX_MODELS];
+            model_arg ma[CKEY_SHOT_MAX_MODELS];
+            const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
             while (have_rd == sh->nrd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;
-            while (have_wr == sh->nwr && have_md < M) {
+            while (have_wr == sh->nwr && have_md < T) {
                 ma[have_md].sh = sh;
                 ma[have_md].m = have_md;
                 if (pthread_create(&md[have_md], NULL, model_main, &ma[have_md]) != 0) break;
                 have_md++;
             }
-            if (have_rd == sh->nrd && have_wr == sh->nwr && have_md == M) {
+            if (have_rd == sh->nrd && have_wr == sh->nwr && have_md == T) {
                 model_loop(sh, 0);
             } else {
                 ckey_error e;
@@ -1139,6 +1160,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
                 if (!stage_finish(sh, &sh->wr[0], j, pst, &e)) break;
             }
         }
+        for (int i = 0; i < M; i++) pthread_mutex_destroy(&sh->net_mu[i]);
         pthread_cond_destroy(&sh->cv);
         pthread_mutex_destroy(&sh->mu);
         if (sh->stop_at < sh->njobs) {
@@ -1163,7 +1185,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     sh->stats.read_seconds = sh->stats.decode_seconds + sh->stats.pre_seconds;
     sh->stats.write_seconds = sh->stats.back_seconds + sh->stats.post_seconds + sh->stats.sink_seconds;
-    for (int i = 0; i < M; i++) { /* the device path's, on the model threads (not in read / write) */
+    for (int i = 0; i < sh->nmodel; i++) { /* the device path's, on the model threads (not in read / write) */
         sh->stats.pre_seconds += sh->dev_pre_s[i];
         sh->stats.post_seconds += sh->dev_post_s[i];
     }
