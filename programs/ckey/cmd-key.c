@@ -170,8 +170,13 @@ static void key_event(void *user, const ckey_shot_event *ev) {
             }
             printf("}\n");
         } else if (k->tty) {
+            /* short, to stay within a terminal's line: the stage and its group's use */
+            char sb[48] = "-";
+            if (ev->load && ev->load->bound >= 0 && ev->load->bound_group >= 0)
+                snprintf(sb, sizeof sb, "%s %.0f%%", ckey_shot_stage_name(ev->load->bound),
+                         100.0 * ev->load->use[ev->load->bound_group]);
             fprintf(stderr, "\rframe %lld/%lld (#%lld)  %.2f fps (model %.2f fps)  bound: %s  ETA %s   ", pos,
-                    (long long)k->total, fr, fps, mfps, b, e);
+                    (long long)k->total, fr, fps, mfps, sb, e);
         } else {
             fprintf(stderr, "frame %lld (%lld/%lld): keyed in %.3f s (model %.3f s), %.2f fps "
                             "(model %.2f fps), bound by %s, ETA %s\n",
