@@ -497,6 +497,9 @@ typedef struct ckey_shot_load {
     double use[CKEY_SHOT_GROUPS];            /* busy / (elapsed x threads), 0..1 */
     double wait_input_seconds;               /* the model threads waiting for an input */
     double wait_output_seconds;              /* ... for a free output slot */
+    double wait_turn_seconds;                /* the writers, done with a frame's heavy part,
+                                                waiting for its turn (the frames before it
+                                                written): a writer's slot stays held */
     int32_t bound;                           /* ckey_shot_stage; -1 before any time */
     int32_t bound_group;                     /* ckey_shot_group; -1 before any time */
 } ckey_shot_load;

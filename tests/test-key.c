@@ -1156,6 +1156,9 @@ static void test_stage_stats(void) {
         CHECKF(l->wait_input_seconds >= 0 && l->wait_output_seconds >= 0 &&
                    l->wait_input_seconds + l->wait_output_seconds <= l->elapsed,
                "config %d: waits %g + %g in %g s", c, l->wait_input_seconds, l->wait_output_seconds, l->elapsed);
+        /* each writer waits for its turns within the run */
+        CHECKF(l->wait_turn_seconds >= 0 && l->wait_turn_seconds <= l->elapsed * cfg[c].writers,
+               "config %d: turn waits %g in %g s, %d writers", c, l->wait_turn_seconds, l->elapsed, cfg[c].writers);
         ckey_sink_close(&sink);
         ckey_source_close(&src);
     }
@@ -1184,7 +1187,8 @@ static void test_stage_stats(void) {
     CHECK(ck_count_str(r.out, "\"stages\":{\"read\":") == NF + 1);
     const char *done = strstr(r.out, "{\"event\":\"done\"");
     CHECKF(done && strstr(done, "\"stages\":{\"read\":") && strstr(done, "\"bound\":\"") &&
-               strstr(done, "\"use\":{\"readers\":") && strstr(done, "\"wait_input_seconds\":"),
+               strstr(done, "\"use\":{\"readers\":") && strstr(done, "\"wait_input_seconds\":") &&
+               strstr(done, "\"wait_turn_seconds\":"),
            "done event: %s", done ? done : r.out);
     result_free(&r);
 }

@@ -104,8 +104,8 @@ static void json_load(FILE *f, const ckey_shot_load *l) {
     fprintf(f, "},\"threads\":{");
     for (int g = 0; g < CKEY_SHOT_GROUPS; g++)
         fprintf(f, "%s\"%s\":%d", g ? "," : "", ckey_shot_group_name(g), (int)l->threads[g]);
-    fprintf(f, "},\"wait_input_seconds\":%.6f,\"wait_output_seconds\":%.6f,\"bound\":", l->wait_input_seconds,
-            l->wait_output_seconds);
+    fprintf(f, "},\"wait_input_seconds\":%.6f,\"wait_output_seconds\":%.6f,\"wait_turn_seconds\":%.6f,\"bound\":",
+            l->wait_input_seconds, l->wait_output_seconds, l->wait_turn_seconds);
     if (l->bound >= 0) fprintf(f, "\"%s\",\"bound_group\":\"%s\"", ckey_shot_stage_name(l->bound),
                                ckey_shot_group_name(l->bound_group));
     else fprintf(f, "null,\"bound_group\":null");

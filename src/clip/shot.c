@@ -222,7 +222,7 @@ typedef struct shot {
     /* under mu: every stage's busy seconds by the group of threads it ran
      * on, the model threads' waits, the threads in each group */
     double busy[CKEY_SHOT_GROUPS][CKEY_SHOT_STAGES];
-    double wait_in, wait_out;
+    double wait_in, wait_out, wait_turn;
     int32_t gthreads[CKEY_SHOT_GROUPS];
 } shot;
 
@@ -251,6 +251,7 @@ static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
     l->elapsed = elapsed;
     l->wait_input_seconds = sh->wait_in;
     l->wait_output_seconds = sh->wait_out;
+    l->wait_turn_seconds = sh->wait_turn;
     l->bound = l->bound_group = -1;
     double best = 0;
     for (int g = 0; g < CKEY_SHOT_GROUPS; g++) {
@@ -819,12 +820,14 @@ static void *writer_main(void *arg) {
         if (!wait_state(sh, &o->state, SLOT_FULL, j)) break;
         ckey_error e;
         const ckey_status st = stage_post(sh, wk, j, &e);
+        const double t_wait = ck_now();
         pthread_mutex_lock(&sh->mu);
         if (st != CKEY_OK) fail_locked(sh, j, &e, 0);
         /* job j runs on while stop_at > j, or == j through its own failure */
         while (sh->next_to_finish != j && !sh->abort &&
                (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at)))
             pthread_cond_wait(&sh->cv, &sh->mu);
+        sh->wait_turn += ck_now() - t_wait;
         const int turn = sh->next_to_finish == j && !sh->abort &&
                          (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at));
         pthread_mutex_unlock(&sh->mu);
