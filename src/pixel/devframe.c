@@ -184,11 +184,15 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     pthread_mutex_t *lock = job->net_lock;
     ckey_status st = ck_cuda_set_device(df->device_index, err);
     if (st) return st;
-    if (lock) pthread_mutex_lock(lock);
+    /* a new size's plans and buffers (df's own state: no lock to look at
+     * it); the lock only around the allocations, so that a frame of the
+     * usual size uploads while the other ck_devframe's network runs */
+    const int new_size = w != df->w || h != df->h;
+    if (new_size && lock) pthread_mutex_lock(lock);
     const double t0 = ck_now();
-    st = prepare_size(df, w, h, err);
+    if (new_size) st = prepare_size(df, w, h, err);
     const double t_prep = ck_now();
-    if (lock) pthread_mutex_unlock(lock);
+    if (new_size && lock) pthread_mutex_unlock(lock);
     if (st) return st;
     void *stream = df->stream;
     const size_t n = (size_t)w * (size_t)h;
