@@ -77,9 +77,15 @@ IFS=, read -r -a size_list <<< "$sizes"
 IFS=, read -r -a format_list <<< "$formats"
 for wh in "${size_list[@]}"; do
   w=${wh%x*} h=${wh#*x}
+  # the clips of this size at once (one process each), then keyed one after another
+  pids=()
+  for fmt in "${format_list[@]}"; do
+    build/bench/make-synth-clip "$work/clip-$wh-$fmt" "$frames" "$w" "$h" "$fmt" >/dev/null &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
   for fmt in "${format_list[@]}"; do
     clip=$work/clip-$wh-$fmt
-    build/bench/make-synth-clip "$clip" "$frames" "$w" "$h" "$fmt" >/dev/null
     build/ckey key "$clip" --model "$work/weights.safetensors" --json "${key_args[@]}" \
       2>"$work/stderr" >"$work/events" || { cat "$work/stderr" >&2; exit 1; }
     python3 - "$wh" "$fmt" "$work/events" <<'EOF'
