@@ -118,7 +118,8 @@ LIB_SRC  := $(sort $(wildcard src/core/*.c src/ckpt/*.c src/media/*.c src/pixel/
 PROG_SRC := $(sort $(wildcard programs/ckey/*.c))
 TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
-BENCH_SRC := $(sort $(wildcard bench/*.c))
+# bench/benchutil.c is the benchmarks' shared code, linked into each of them
+BENCH_SRC := $(filter-out bench/benchutil.c,$(sort $(wildcard bench/*.c)))
 
 # Objects depend on a stamp holding the flags, so `make BLAS=...` rebuilds.
 FLAGS_ID := $(shell echo '$(CC) $(BASEFLAGS) $(LIBS) $(CUDA_OPTS)' | cksum | cut -d' ' -f1)
@@ -159,7 +160,7 @@ $(1)/tests/test-cli: $(1)/obj/programs/ckey/sha256.o
 $(1)/fuzz/%: $(1)/obj/fuzz/%.o $(1)/obj/fuzz/replay.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
-$(1)/bench/%: $(1)/obj/bench/%.o $(1)/libckey.a
+$(1)/bench/%: $(1)/obj/bench/%.o $(1)/obj/bench/benchutil.o $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
 -include $$(shell find $(1)/obj -name '*.d' 2>/dev/null)

@@ -9,73 +9,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchutil.h"
 #include "ckey_debug.h"
 #include "model/greenformer.h"
 #include "model/session.h"
 
-/* A figure of /proc/self/status in MiB: "VmHWM:" (the peak RSS since the
- * last reset_peak_rss) or "VmRSS:". */
-static double status_mib(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, strlen(key))) kib = atof(line + strlen(key));
-    if (f) fclose(f);
-    return kib / 1024.0;
-}
-
-/* Start a new peak RSS at the current RSS (Linux: clear_refs 5). */
-static void reset_peak_rss(void) {
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (f) fputs("5", f), fclose(f);
-}
-
 int main(int argc, char **argv) {
-    int S = 512, threads = 0, runs = 1, cuda = 0, plan_only = 0, dump = 0, warm = 1, min_band = 0;
+    bench_forward_args a = {.size = 512, .runs = 1, .precision = CKEY_PRECISION_DEFAULT};
+    int cuda = 0, plan_only = 0, dump = 0, warm = 1, min_band = 0;
     double budget_mib = 0;
-    ckey_precision prec = CKEY_PRECISION_DEFAULT;
-    const char *model_path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
-        else if (!strcmp(argv[i], "--plan-only")) plan_only = 1;
+        if (bench_forward_arg(argc, argv, &i, &a)) continue;
+        if (!strcmp(argv[i], "--plan-only")) plan_only = 1;
         else if (!strcmp(argv[i], "--dump")) dump = 1;
         else if (!strcmp(argv[i], "--no-warmup")) warm = 0;
         else if (!strcmp(argv[i], "--min-band") && i + 1 < argc) min_band = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget_mib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) cuda = !strncmp(argv[++i], "cuda", 4);
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            const char *p = argv[++i];
-            prec = !strcmp(p, "fp32") ? CKEY_PRECISION_FP32 : !strcmp(p, "fp16") ? CKEY_PRECISION_FP16
-                 : !strcmp(p, "bf16") ? CKEY_PRECISION_BF16 : CKEY_PRECISION_DEFAULT;
-        } else {
+        else {
             fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda] "
                             "[--precision fp32|fp16|bf16] [--no-warmup] [--min-band B] [--plan-only] [--dump [--budget MIB]]\n", argv[0]);
             return 2;
         }
     }
+    const int S = a.size, threads = a.threads, runs = a.runs;
     ckey_error err;
     ckey_model *m = NULL;
-    ckey_status st;
-    if (model_path) {
-        st = ckey_model_load(model_path, &m, &err);
-    } else {
-        ck_config cfg;
-        ck_config_default(&cfg);
-        st = ck_model_synthetic(&cfg, &m, &err);
-    }
+    ckey_status st = bench_model_open(&a, &m, &err);
     if (st) {
         fprintf(stderr, "bench: %s\n", err.message);
         return 1;
     }
     ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = S;
-    o.threads = threads;
-    o.precision = prec;
+    bench_session_options(&a, &o);
     if (cuda) o.device = CKEY_DEVICE_CUDA;
     if (dump) { /* the buffers of the plan a session would choose under --budget */
         o.memory_budget = (int64_t)(budget_mib * 1048576.0);
@@ -100,8 +66,8 @@ int main(int argc, char **argv) {
                 return 1;
             }
         } else {
-            reset_peak_rss(); /* the peak from here on: the model's store, this session, the rest */
-            rss_before = status_mib("VmRSS:");
+            bench_reset_peak_rss(); /* the peak from here on: the model's store, this session, the rest */
+            rss_before = bench_status_mib("VmRSS:");
             if (ck_session_create_schedule(m, &o, 0, &sched[i], &s, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
                 return 1;
@@ -126,7 +92,7 @@ int main(int argc, char **argv) {
                mp.stage_bytes[1] / 1048576.0, mp.stage_bytes[2] / 1048576.0, mp.relative_work);
         if (!plan_only)
             printf(",\"runs\":%d,\"mean_s\":%.3f,\"rss_before_mib\":%.1f,\"peak_rss_mib\":%.1f,"
-                   "\"alpha_mean\":%.6f", runs, mean, rss_before, status_mib("VmHWM:"), chk / ((double)S * S));
+                   "\"alpha_mean\":%.6f", runs, mean, rss_before, bench_status_mib("VmHWM:"), chk / ((double)S * S));
         printf("}\n");
         fflush(stdout);
     }

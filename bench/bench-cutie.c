@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "cpu/cpu.h"
 
 #include "ckey_track.h"
@@ -202,68 +203,25 @@ static void cutie_base(sd *s) {
     conv(s, "mask_decoder.sensory_update.transform", 768, 512, 3, 1);
 }
 
-static long peak_rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) v = strtol(line + 6, NULL, 10);
-    if (f) fclose(f);
-    return v;
-}
-
-static double mib(double bytes) { return bytes / 1048576.0; }
-
-static float *random_floats(size_t n, uint64_t seed, float lo, float hi) {
-    float *p = malloc(n * sizeof(float));
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; p && i < n; i++) {
-        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
-        p[i] = lo + (hi - lo) * (float)((st >> 40) * (1.0 / 16777216.0));
-    }
-    return p;
-}
-
 /* The memory read alone at the tracker's shapes: best time of the runs in
  * about two seconds (at least 3). */
 static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k) {
     const int CK = 64, C = 256 * objects;
     ck_pool *pool = NULL;
     if (ck_pool_create(threads, &pool, NULL) != CKEY_OK) return 1;
-    float *mk = random_floats((size_t)(N * CK), 1, -1, 1), *qk = random_floats((size_t)(hw * CK), 2, -1, 1);
-    float *ms = random_floats((size_t)N, 3, 1, 2), *qe = random_floats((size_t)(hw * CK), 4, 0, 1);
-    float *mv = random_floats((size_t)(N * C), 5, -1, 1), *out = malloc((size_t)(hw * C) * sizeof(float));
-    ck_cpu be;
-    memset(&be, 0, sizeof be);
-    be.pool = pool;
-    be.threads = ck_pool_size(pool);
-    be.per_thread = ck_cpu_memory_read_floats(N, CK, top_k);
-    be.scratch = malloc(be.per_thread * be.threads * sizeof(float));
-    if (!mk || !qk || !ms || !qe || !mv || !out || !be.scratch) {
+    bench_read_time r;
+    const int rc = bench_memory_read(pool, N, hw, CK, C, top_k, 3, 2.0, &r);
+    ck_pool_free(pool);
+    if (rc) {
         fprintf(stderr, "bench-cutie: out of memory for the read alone\n");
         return 1;
     }
-#define T(p) ck_tensor_of((void *)(p), CK_F32)
-    double best = 1e30;
-    const double t_all = ck_now();
-    int runs = 0;
-    do {
-        const double t0 = ck_now();
-        ck_cpu_ops.memory_read(&be.base, T(mk), T(ms), T(qk), T(qe), N, hw, CK, T(mv), C, top_k, T(out),
-                               ck_tensor_of(NULL, CK_F32));
-        const double t = ck_now() - t0;
-        best = t < best ? t : best;
-        runs++;
-    } while (runs < 3 || ck_now() - t_all < 2.0);
-#undef T
-    const double work = 4.0 * ((double)be.per_thread * be.threads + (double)hw * C);
+    const double scratch = 4.0 * (double)r.scratch_floats * r.threads, out = 4.0 * (double)hw * C;
     printf("read alone: N %lld x HW %lld, %d threads: %.1f ms (best of %d), %.2f reads/s; works in %.2f MiB (scratch "
            "%.2f + out %.2f), reads %.1f MiB of memory; the N x HW affinity would be %.1f MiB\n",
-           (long long)N, (long long)hw, be.threads, best * 1e3, runs, 1.0 / best, mib(work),
-           mib(4.0 * (double)be.per_thread * be.threads), mib(4.0 * (double)hw * C),
-           mib(4.0 * (double)N * (CK + 1 + C)), mib(4.0 * (double)N * (double)hw));
-    free(mk), free(qk), free(ms), free(qe), free(mv), free(out), free(be.scratch);
-    ck_pool_free(pool);
+           (long long)N, (long long)hw, r.threads, r.best_s * 1e3, r.runs, 1.0 / r.best_s, bench_mib(scratch + out),
+           bench_mib(scratch), bench_mib(out), bench_mib(4.0 * (double)N * (CK + 1 + C)),
+           bench_mib(4.0 * (double)N * (double)hw));
     return 0;
 }
 
@@ -337,7 +295,7 @@ int main(int argc, char **argv) {
     }
     if (!ckpt) remove(path);
     printf("cutie: %s, loaded in %.2f s, peak RSS %.1f MiB after loading\n", ckpt ? path : "synthetic cutie-base weights",
-           ck_now() - t0, peak_rss_kib() / 1024.0);
+           ck_now() - t0, bench_status_mib("VmHWM:"));
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = threads;
@@ -375,7 +333,7 @@ int main(int argc, char **argv) {
     printf("whole step: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
            "frames, %.3f frames/s; peak RSS %.1f MiB\n",
            W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total,
-           peak_rss_kib() / 1024.0);
+           bench_status_mib("VmHWM:"));
     free(rgb), free(prob), free(lab);
     ckey_tracker_free(t);
     ckey_track_model_free(m);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "benchutil.h"
 #include "ckey_debug.h"
 #include "model/greenformer.h"
 #include "model/session.h"
@@ -17,16 +18,13 @@ static double peak_rss_mib(void) {
 }
 
 int main(int argc, char **argv) {
-    int S = 512, threads = 0, runs = 3, cuda = 0, cuda_index = 0, profile = 0;
+    bench_forward_args a = {.size = 512, .runs = 3, .precision = CKEY_PRECISION_DEFAULT};
+    int cuda = 0, cuda_index = 0, profile = 0;
     uint32_t cuda_off = 0;
-    ckey_precision prec = CKEY_PRECISION_DEFAULT;
-    const char *model_path = NULL, *save_path = NULL;
+    const char *save_path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--size") && i + 1 < argc) S = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model_path = argv[++i];
-        else if (!strcmp(argv[i], "--profile")) profile = 1;
+        if (bench_forward_arg(argc, argv, &i, &a)) continue;
+        if (!strcmp(argv[i], "--profile")) profile = 1;
         else if (!strcmp(argv[i], "--cuda-off") && i + 1 < argc) {
             /* optimisations of the CUDA path to switch off, comma-separated (ckey_debug.h) */
             static const struct { const char *name; uint32_t bit; } offs[] = {
@@ -47,11 +45,6 @@ int main(int argc, char **argv) {
             }
         }
         else if (!strcmp(argv[i], "--save-model") && i + 1 < argc) save_path = argv[++i];
-        else if (!strcmp(argv[i], "--precision") && i + 1 < argc) {
-            const char *p = argv[++i];
-            prec = !strcmp(p, "fp32") ? CKEY_PRECISION_FP32 : !strcmp(p, "fp16") ? CKEY_PRECISION_FP16
-                 : !strcmp(p, "bf16") ? CKEY_PRECISION_BF16 : CKEY_PRECISION_DEFAULT;
-        }
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             const char *d = argv[++i];
             if (!strncmp(d, "cuda", 4)) {
@@ -70,15 +63,9 @@ int main(int argc, char **argv) {
     }
     ckey_error err;
     ckey_model *m = NULL;
+    const int S = a.size, threads = a.threads, runs = a.runs;
     double t0 = ck_now();
-    ckey_status st;
-    if (model_path) {
-        st = ckey_model_load(model_path, &m, &err);
-    } else {
-        ck_config cfg;
-        ck_config_default(&cfg);
-        st = ck_model_synthetic(&cfg, &m, &err);
-    }
+    ckey_status st = bench_model_open(&a, &m, &err);
     if (st) {
         fprintf(stderr, "bench: %s\n", err.message);
         return 1;
@@ -91,10 +78,7 @@ int main(int argc, char **argv) {
         return st ? 1 : 0;
     }
     ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = S;
-    o.threads = threads;
-    o.precision = prec;
+    bench_session_options(&a, &o);
     if (cuda) {
         o.device = CKEY_DEVICE_CUDA;
         o.device_index = cuda_index;

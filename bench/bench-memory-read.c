@@ -10,58 +10,26 @@
  * and values: the time does not depend on the data. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "benchutil.h"
 #include "cpu/cpu.h"
-
-static float *random_floats(size_t n, uint64_t seed, float lo, float hi) {
-    float *p = malloc(n * sizeof(float));
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (size_t i = 0; p && i < n; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        p[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
-    }
-    return p;
-}
-
-static double mib(double bytes) { return bytes / 1048576.0; }
 
 static int run(ck_pool *pool, const char *label, int W, int H, int top_k) {
     const int CK = 64, C = 256, frames = 5;
     const int64_t HW = (int64_t)W * H, N = frames * HW;
-    float *mk = random_floats((size_t)(N * CK), 1, -1, 1), *qk = random_floats((size_t)(HW * CK), 2, -1, 1);
-    float *ms = random_floats((size_t)N, 3, 1, 2), *qe = random_floats((size_t)(HW * CK), 4, 0, 1);
-    float *mv = random_floats((size_t)(N * C), 5, -1, 1), *out = malloc((size_t)(HW * C) * sizeof(float));
-    ck_cpu be;
-    memset(&be, 0, sizeof be);
-    be.pool = pool;
-    be.threads = ck_pool_size(pool);
-    be.per_thread = ck_cpu_memory_read_floats(N, CK, top_k);
-    be.scratch = malloc(be.per_thread * be.threads * sizeof(float));
-    if (!mk || !qk || !ms || !qe || !mv || !out || !be.scratch) {
+    bench_read_time r;
+    if (bench_memory_read(pool, N, HW, CK, C, top_k, 1, 2.0, &r)) {
         fprintf(stderr, "bench-memory-read: out of memory at %s\n", label);
         return 1;
     }
-#define T(p) ck_tensor_of((void *)(p), CK_F32)
-    double best = 1e30, t_all = ck_now();
-    int runs = 0;
-    do {
-        const double t0 = ck_now();
-        ck_cpu_ops.memory_read(&be.base, T(mk), T(ms), T(qk), T(qe), N, HW, CK, T(mv), C, top_k, T(out),
-                               ck_tensor_of(NULL, CK_F32));
-        const double t = ck_now() - t0;
-        best = t < best ? t : best;
-        runs++;
-    } while (ck_now() - t_all < 2.0);
-#undef T
     const double flop = 2.0 * (double)HW * (double)N * 2 * CK;
     const double in_bytes = 4.0 * ((double)N * (CK + 1 + C) + (double)HW * 2 * CK);
     printf("%-11s HW %6lld  N %7lld  top_k %2d  %8.3f s (best of %d)  %6.1f GFLOP/s  scratch %4.0f KiB x %d threads = "
            "%.2f MiB  inputs %7.1f MiB  out %6.1f MiB  (N x HW affinity: %.1f MiB)\n",
-           label, (long long)HW, (long long)N, top_k, best, runs, flop / best / 1e9,
-           be.per_thread * sizeof(float) / 1024.0, be.threads, mib((double)be.per_thread * be.threads * sizeof(float)),
-           mib(in_bytes), mib(4.0 * (double)HW * C), mib(4.0 * (double)N * (double)HW));
-    free(mk), free(qk), free(ms), free(qe), free(mv), free(out), free(be.scratch);
+           label, (long long)HW, (long long)N, top_k, r.best_s, r.runs, flop / r.best_s / 1e9,
+           r.scratch_floats * sizeof(float) / 1024.0, r.threads,
+           bench_mib((double)r.scratch_floats * r.threads * sizeof(float)), bench_mib(in_bytes),
+           bench_mib(4.0 * (double)HW * C), bench_mib(4.0 * (double)N * (double)HW));
     return 0;
 }
 

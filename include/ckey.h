@@ -52,6 +52,11 @@ typedef enum ckey_status {
 /* Stable, readable name of a status ("CKEY_ERR_FORMAT"). Never NULL. */
 const char *ckey_status_name(ckey_status s);
 
+/* A byte count in the unit that shows it, as ckey's messages write sizes:
+ * "512 bytes", "1.0 KiB", "5.8 MiB", "2.05 GiB" (binary multiples), into
+ * buf[cap]; returns buf. */
+const char *ckey_format_bytes(char *buf, size_t cap, int64_t bytes);
+
 typedef struct ckey_error {
     ckey_status status;
     char message[512];

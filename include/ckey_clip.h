@@ -678,6 +678,13 @@ typedef struct ckey_run_memory {
 ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options *so,
                                  const ckey_run_options *ro, ckey_run_memory *out, ckey_error *err);
 
+/* A run's plan in one line, the parts that add up to r->total_bytes, as
+ * ckey_plan_run_memory's messages write it: "network 5.8 MiB + model 94.5 KiB
+ * + plate buffers 3.3 MiB" ("+ transfer buffers X" before the plate buffers
+ * and "+ device frame buffers Y" after them when there are any), into
+ * buf[cap]. */
+void ckey_run_memory_parts(const ckey_run_memory *r, char *buf, size_t cap);
+
 /*
  * The plate size to plan a run of `src` for: the largest plate, by pixel
  * count, of the frames `plan` keys (CKEY_SHOT_KEY; NULL: every frame), from

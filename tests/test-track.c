@@ -8,6 +8,7 @@
  * bad masks must fail naming the file, and keying with --mask in
  * one pass must write the same bytes as `ckey track` then `ckey key`. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,34 @@ static float *direct_hints(int object, const later *lm, int nlm, float **prob_ou
     return hints;
 }
 
+/* Compare the hint image at `path` with want [H, W]: returns how many
+ * pixels differ and raises *worst to the largest abs difference; SIZE_MAX
+ * (a failure recorded) when it cannot be read or is not W x H. bits: the
+ * bit depth it must have (0: any). */
+static size_t diff_hint(const char *path, const float *want, int bits, double *worst) {
+    const size_t hw = (size_t)W * H;
+    ckey_image img;
+    memset(&img, 0, sizeof img);
+    ckey_error err;
+    if (ckey_image_read(path, CKEY_IMAGE_HINT, &img, &err) != CKEY_OK) {
+        CHECKF(0, "%s", err.message);
+        return SIZE_MAX;
+    }
+    CHECKF(img.width == W && img.height == H && (!bits || img.bit_depth == bits), "%s: %d x %d, %d bits", path,
+           img.width, img.height, img.bit_depth);
+    size_t bad = SIZE_MAX;
+    if (img.width == W && img.height == H) {
+        bad = 0;
+        for (size_t i = 0; i < hw; i++) {
+            const double d = fabs((double)img.data[i] - want[i]);
+            bad += d != 0;
+            *worst = d > *worst ? d : *worst;
+        }
+    }
+    ckey_image_free(&img);
+    return bad;
+}
+
 /* Every hint file of `dir` (shot_0001.png ...) equals want [T, H, W]
  * exactly; returns the number of frames that match. */
 static int compare_hints(const char *dir, const float *want, const char *what) {
@@ -144,26 +173,10 @@ static int compare_hints(const char *dir, const float *want, const char *what) {
     for (int t = 0; t < T; t++) {
         char p[600];
         snprintf(p, sizeof p, "%s/shot_%04d.png", dir, t + 1);
-        ckey_image img;
-        memset(&img, 0, sizeof img);
-        ckey_error err;
-        if (ckey_image_read(p, CKEY_IMAGE_HINT, &img, &err) != CKEY_OK) {
-            CHECKF(0, "%s", err.message);
-            continue;
-        }
-        CHECKF(img.width == W && img.height == H && img.bit_depth == 16, "%s: %d x %d, %d bits", p, img.width, img.height,
-               img.bit_depth);
-        if (img.width == W && img.height == H) {
-            size_t bad = 0;
-            for (size_t i = 0; i < hw; i++) {
-                const double d = fabs((double)img.data[i] - want[(size_t)t * hw + i]);
-                bad += d != 0;
-                worst = d > worst ? d : worst;
-            }
-            CHECKF(bad == 0, "%s: %zu of %zu pixels differ from ckey_tracker_step's", p, bad, hw);
-            ok += bad == 0;
-        }
-        ckey_image_free(&img);
+        const size_t bad = diff_hint(p, want + (size_t)t * hw, 16, &worst);
+        if (bad == SIZE_MAX) continue;
+        CHECKF(bad == 0, "%s: %zu of %zu pixels differ from ckey_tracker_step's", p, bad, hw);
+        ok += bad == 0;
     }
     printf("  %s: %d of %d hints equal ckey_tracker_step's (max abs diff %.3g)\n", what, ok, T, worst);
     return ok;
@@ -220,19 +233,7 @@ static void test_shot_dir_and_exr(void) {
     for (int t = 0; t < T; t++) {
         char p[700];
         snprintf(p, sizeof p, "%s/AlphaHint/shot_%04d.exr", shot, t + 1);
-        ckey_image img;
-        memset(&img, 0, sizeof img);
-        ckey_error err;
-        if (ckey_image_read(p, CKEY_IMAGE_HINT, &img, &err) != CKEY_OK) {
-            CHECKF(0, "%s", err.message);
-            continue;
-        }
-        files++;
-        for (size_t i = 0; i < hw && img.width == W && img.height == H; i++) {
-            const double d = fabs((double)img.data[i] - want[(size_t)t * hw + i]);
-            worst = d > worst ? d : worst;
-        }
-        ckey_image_free(&img);
+        files += diff_hint(p, want + (size_t)t * hw, 0, &worst) != SIZE_MAX;
     }
     /* HALF rounds values in [0.5, 1) to 2^-11 (error <= 2.44e-4); the 16-bit rounding of want
      * adds <= 7.6e-6 */
@@ -405,6 +406,18 @@ static void same_passes(const char *a, const char *b) {
     printf("  %d of %d pass files identical\n", same, 4 * T);
 }
 
+/* ckey with args (NULL-terminated), then --mask-at mask_at when mask_at is
+ * set, then `last` when set. */
+static ck_run_result run_mask_at(const char *const *args, const char *mask_at, const char *last) {
+    const char *a[64];
+    int n = 0;
+    for (; args[n] && n < 60; n++) a[n] = args[n];
+    if (mask_at) a[n++] = "--mask-at", a[n++] = mask_at;
+    if (last) a[n++] = last;
+    a[n] = NULL;
+    return ck_cli_run_argv(&cli, NULL, a);
+}
+
 static void test_key_with_mask(void) {
     NEED_CLIP();
     if (access(keyer_path, R_OK) != 0) SKIP("%s does not exist", keyer_path);
@@ -414,22 +427,19 @@ static void test_key_with_mask(void) {
     path_in(k2, sizeof k2, "key-one-pass");
     snprintf(arg, sizeof arg, "5=%s/mask_one.png", workdir);
     const char *mask_at = access(arg + 2, R_OK) == 0 ? arg : NULL; /* test_mask_at's mask, when it ran */
-    ck_run_result r = mask_at ? run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", hints,
-                                         "--track-model", model_path, "--threads", "2", "--mask-at", mask_at, NULL)
-                              : run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", hints,
-                                         "--track-model", model_path, "--threads", "2", NULL);
+    const char *const track[] = {"track", "--plate", plate_dir, "--mask", mask_path, "--out", hints,
+                                 "--track-model", model_path, "--threads", "2", NULL};
+    const char *const key_mask[] = {"key", "--plate", plate_dir, "--mask", mask_path, "--out", k2, "--model",
+                                    keyer_path, "--track-model", model_path, "--size", "128", "--device", "cpu",
+                                    "--threads", "2", NULL};
+    ck_run_result r = run_mask_at(track, mask_at, NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
     r = run_ckey("key", "--plate", plate_dir, "--hint", hints, "--out", k1, "--model", keyer_path, "--size", "128",
                  "--device", "cpu", "--threads", "2", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
-    r = mask_at ? run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", k2, "--model", keyer_path,
-                           "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2",
-                           "--mask-at", mask_at, "--json", NULL)
-                : run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", k2, "--model", keyer_path,
-                           "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2",
-                           "--json", NULL);
+    r = run_mask_at(key_mask, mask_at, "--json");
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == T);
     ck_run_free(&r);
@@ -440,11 +450,7 @@ static void test_key_with_mask(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "rm -f %s/*/shot_0003.* %s/*/shot_0006.*", k2, k2);
     CHECK(system(cmd) == 0);
-    r = mask_at ? run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", k2, "--model", keyer_path,
-                           "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2",
-                           "--mask-at", mask_at, NULL)
-                : run_ckey("key", "--plate", plate_dir, "--mask", mask_path, "--out", k2, "--model", keyer_path,
-                           "--track-model", model_path, "--size", "128", "--device", "cpu", "--threads", "2", NULL);
+    r = run_mask_at(key_mask, mask_at, NULL);
     CHECKF(r.code == 0 && strstr(r.out, "keyed 2 frames, skipped 4"), "exit %d: %s %s", r.code, r.out, r.err);
     ck_run_free(&r);
     printf("  after a resume of 2 frames:\n");

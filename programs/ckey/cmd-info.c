@@ -122,7 +122,7 @@ static void print_text(const opts *o, const info_result *r) {
             printf("run plan      ckey run on a %d x %d plate:\n", (int)o->plate_w, (int)o->plate_h);
         print_run_memory_text(&r->run, "  ");
         printf("  host memory available now %s; run and key refuse a plate past 90 %% of it\n",
-               fmt_bytes(b, sizeof b, r->host_available));
+               ckey_format_bytes(b, sizeof b, r->host_available));
     }
     printf("time          load %.3f s, plan %.3f s\n", r->t_load, r->t_plan);
 }

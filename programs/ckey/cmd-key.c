@@ -6,7 +6,6 @@
  * SIGINT / SIGTERM into a clean stop.
  */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,35 +38,9 @@ typedef struct key_ctx {
 } key_ctx;
 
 /* Runtime failure of `key`: stderr message, and with --json an error event. */
-static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int key_fail(const key_ctx *k, ckey_status st, const char *fmt, ...) {
-    char msg[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ckey: error: %s\n", msg);
-    if (k->json) {
-        printf("{\"event\":\"error\",\"status\":");
-        json_str(stdout, ckey_status_name(st));
-        printf(",\"message\":");
-        json_str(stdout, msg);
-        printf("}\n");
-        fflush(stdout);
-    }
-    return EXIT_RUNTIME;
-}
+#define key_fail(k, st, ...) event_fail((k)->json, 0, (st), __VA_ARGS__)
 
-static void key_warning(const key_ctx *k, const char *msg) {
-    fprintf(stderr, "ckey: warning: %s\n", msg);
-    if (k->json) {
-        printf("{\"event\":\"warning\",\"message\":");
-        json_str(stdout, msg);
-        printf("}\n");
-        fflush(stdout);
-    }
-}
+static void key_warning(const key_ctx *k, const char *msg) { event_warning(k->json, msg); }
 
 static void key_warning_cb(void *user, const char *msg) { key_warning(user, msg); }
 
@@ -247,7 +220,7 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
                           O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
-                          O_COMP_PNG | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_FRAME_PATH,
+                          O_COMP_PNG | O_TRACKING | O_FRAME_PATH,
                       1, help_key, o);
 }
 
@@ -476,9 +449,9 @@ static int plan_run(key_job *j) {
         printf("}\n");
     } else {
         char parts[256], peak[32];
-        format_run_parts(&j->mem, parts, sizeof parts);
+        ckey_run_memory_parts(&j->mem, parts, sizeof parts);
         printf("planned peak %s for %d x %d plates (%d frames in flight, %d writer%s): %s\n",
-               fmt_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
+               ckey_format_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
                (int)j->mem.frames_in_flight, (int)j->mem.writers, j->mem.writers == 1 ? "" : "s", parts);
     }
     fflush(stdout);

@@ -289,9 +289,9 @@ static void report(const run_job *j) {
     printf("  key      %8.3f s\n", j->t_key);
     printf("  write    %8.3f s\n", j->t_write);
     char parts[256], peak[32];
-    format_run_parts(&j->mem, parts, sizeof parts);
+    ckey_run_memory_parts(&j->mem, parts, sizeof parts);
     printf("  memory   planned peak %s for the %d x %d plate: %s\n",
-           fmt_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->width, (int)j->height, parts);
+           ckey_format_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->width, (int)j->height, parts);
     printf("  wrote %s (16-bit gray) and %s (16-bit RGB)\n", j->alpha_path, j->fg_path);
 }
 

@@ -7,7 +7,6 @@
  * first frame, and rewrites every hint (each atomically).
  */
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,37 +45,11 @@ static void track_job_free(track_job *j) {
     free(j->path);
 }
 
-static int track_fail(const track_job *j, ckey_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int track_fail(const track_job *j, ckey_status st, const char *fmt, ...) {
-    char msg[4600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (j->tty) fputc('\n', stderr);
-    fprintf(stderr, "ckey: error: %s\n", msg);
-    if (j->o.json) {
-        printf("{\"event\":\"error\",\"status\":");
-        json_str(stdout, ckey_status_name(st));
-        printf(",\"message\":");
-        json_str(stdout, msg);
-        printf("}\n");
-        fflush(stdout);
-    }
-    return EXIT_RUNTIME;
-}
+/* Runtime failure: stderr message (after the open progress line on a
+ * terminal), and with --json an error event. */
+#define track_fail(j, st, ...) event_fail((j)->o.json, (j)->tty, (st), __VA_ARGS__)
 
-static void track_warning(void *user, const char *msg) {
-    const track_job *j = user;
-    fprintf(stderr, "ckey: warning: %s\n", msg);
-    if (j->o.json) {
-        printf("{\"event\":\"warning\",\"message\":");
-        json_str(stdout, msg);
-        printf("}\n");
-        fflush(stdout);
-    }
-}
+static void track_warning(void *user, const char *msg) { event_warning(((const track_job *)user)->o.json, msg); }
 
 /* SHOT_DIR (Input/ -> AlphaHint/, or --out) or --plate and --out. */
 static int resolve(track_job *j) {
@@ -222,8 +195,7 @@ int cmd_track(int argc, char **argv) {
     opts_init_session(&j.o, "track");
     j.o.so.device = CKEY_DEVICE_CPU;
     int rc = parse_opts(argc, argv,
-                        O_PLATE | O_OUT | O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_HINT_FORMAT |
-                            O_TRACK_SIZE | O_THREADS | O_JSON | O_VERBOSE,
+                        O_PLATE | O_OUT | O_TRACKING | O_HINT_FORMAT | O_THREADS | O_JSON | O_VERBOSE,
                         1, help_track, &j.o);
     if (rc != CONTINUE) return rc;
     ckey_video_set_log_level(j.o.verbose);

@@ -74,6 +74,8 @@ typedef uint64_t opt_set;
 #define O_TRACK_MODEL (UINT64_C(1) << 50)
 #define O_HINT_FORMAT (UINT64_C(1) << 51)
 #define O_TRACK_SIZE (UINT64_C(1) << 52)
+/* The tracking options `track` and `key --mask` share (tracking.h). */
+#define O_TRACKING (O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE)
 
 /* Most --mask-at options. */
 #define MASK_AT_MAX 256

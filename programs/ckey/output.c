@@ -51,32 +51,36 @@ int fail_err(int json, const ckey_error *err) {
     return fail(json, err->status, "%s", err->message[0] ? err->message : ckey_status_name(err->status));
 }
 
-double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
-
-const char *fmt_bytes(char *buf, size_t cap, int64_t bytes) {
-    const double b = (double)bytes;
-    if (bytes < 1024 && bytes > -1024) snprintf(buf, cap, "%lld bytes", (long long)bytes);
-    else if (b < 1024.0 * 1024) snprintf(buf, cap, "%.1f KiB", b / 1024.0);
-    else if (b < 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.1f MiB", b / (1024.0 * 1024));
-    else snprintf(buf, cap, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    return buf;
+int event_fail(int json, int newline, ckey_status st, const char *fmt, ...) {
+    char msg[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (newline) fputc('\n', stderr);
+    fprintf(stderr, "ckey: error: %s\n", msg);
+    if (json) {
+        printf("{\"event\":\"error\",\"status\":");
+        json_str(stdout, ckey_status_name(st));
+        printf(",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
+    }
+    return EXIT_RUNTIME;
 }
 
-void format_run_parts(const ckey_run_memory *r, char *buf, size_t cap) {
-    char a[32], b[32], c[32], d[32];
-    fmt_bytes(a, sizeof a, r->session.peak_bytes);
-    fmt_bytes(b, sizeof b, r->model_bytes);
-    fmt_bytes(d, sizeof d, r->plate_bytes);
-    if (r->io_bytes > 0)
-        snprintf(buf, cap, "network %s + model %s + transfer buffers %s + plate buffers %s", a, b,
-                 fmt_bytes(c, sizeof c, r->io_bytes), d);
-    else
-        snprintf(buf, cap, "network %s + model %s + plate buffers %s", a, b, d);
-    if (r->device_frame_bytes > 0) {
-        const size_t used = strlen(buf);
-        snprintf(buf + used, cap - used, " + device frame buffers %s", fmt_bytes(c, sizeof c, r->device_frame_bytes));
+void event_warning(int json, const char *msg) {
+    fprintf(stderr, "ckey: warning: %s\n", msg);
+    if (json) {
+        printf("{\"event\":\"warning\",\"message\":");
+        json_str(stdout, msg);
+        printf("}\n");
+        fflush(stdout);
     }
 }
+
+double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t height) {
     printf("{\"width\": %d, \"height\": %d, \"frames_in_flight\": %d, \"writers\": %d, "
@@ -116,12 +120,12 @@ void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
     char b[32];
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         if (v[k] == 0 && k > 1) continue;
-        printf("%s%-14s %11s  %s\n", indent, what[k], fmt_bytes(b, sizeof b, v[k]), note[k]);
+        printf("%s%-14s %11s  %s\n", indent, what[k], ckey_format_bytes(b, sizeof b, v[k]), note[k]);
     }
-    printf("%s%-14s %11s", indent, "total", fmt_bytes(b, sizeof b, r->total_bytes));
-    if (r->host_bytes != r->total_bytes) printf("  (host memory %s)", fmt_bytes(b, sizeof b, r->host_bytes));
+    printf("%s%-14s %11s", indent, "total", ckey_format_bytes(b, sizeof b, r->total_bytes));
+    if (r->host_bytes != r->total_bytes) printf("  (host memory %s)", ckey_format_bytes(b, sizeof b, r->host_bytes));
     printf("\n");
-    printf("%s%-14s %11s  the network's leanest schedule\n", indent, "smallest", fmt_bytes(b, sizeof b, r->min_budget_bytes));
+    printf("%s%-14s %11s  the network's leanest schedule\n", indent, "smallest", ckey_format_bytes(b, sizeof b, r->min_budget_bytes));
 }
 
 int64_t peak_rss_bytes(void) {

@@ -1,7 +1,8 @@
 /*
- * What several ckey commands print: runtime failures (text on stderr, and
- * with --json a JSON object on stdout), JSON strings, the memory plan, the
- * note about reduced test models, and the clock their timings use.
+ * What several ckey commands print: runtime failures and warnings (text on
+ * stderr, and with --json a JSON object on stdout), JSON strings, the
+ * memory plan, the note about reduced test models, and the clock their
+ * timings use.
  */
 #ifndef CKEY_CLI_OUTPUT_H
 #define CKEY_CLI_OUTPUT_H
@@ -29,15 +30,18 @@ int fail(int json, ckey_status st, const char *fmt, ...) __attribute__((format(p
 /* fail() with a library error (its message, else its status name). */
 int fail_err(int json, const ckey_error *err);
 
-double mib(int64_t bytes);
-/* `bytes` in the unit that shows them, as the library's messages write
- * them: "512 bytes", "1.0 KiB", "5.8 MiB", "2.05 GiB". Returns buf. */
-const char *fmt_bytes(char *buf, size_t cap, int64_t bytes);
+/* The same for the commands whose --json stdout is a stream of events
+ * (key, track): "ckey: error: <message>" on stderr, after a newline when
+ * `newline` (a progress line may be open on a terminal); with `json` also
+ * {"event":"error","status":...,"message":...} on stdout. Returns
+ * EXIT_RUNTIME. */
+int event_fail(int json, int newline, ckey_status st, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* "ckey: warning: <msg>" on stderr; with `json` also
+ * {"event":"warning","message":...} on stdout. */
+void event_warning(int json, const char *msg);
 
-/* A run's plan in one line: "network 5.8 MiB + model 0.1 MiB + plate
- * buffers 4.0 MiB" (with "+ transfer buffers X" before the plate buffers
- * when there are any), the parts that add up to r->total_bytes. */
-void format_run_parts(const ckey_run_memory *r, char *buf, size_t cap);
+double mib(int64_t bytes);
+
 /* The run's plan as a JSON object, every figure in bytes. */
 void print_run_memory_json(const ckey_run_memory *r, int32_t width, int32_t height);
 /* The run's plan as a list, a part a line, each line starting with `indent`. */

@@ -73,8 +73,12 @@ static int64_t video_out_bytes(int bits, int32_t w, int32_t h) {
     return b;
 }
 
-/* "network 5.8 MiB + model 0.1 MiB + ... + plate buffers 2.00 GiB" */
-static void describe_parts(const ckey_run_memory *r, char *buf, size_t cap) {
+void ckey_run_memory_parts(const ckey_run_memory *r, char *buf, size_t cap) {
+    if (!buf || cap == 0) return;
+    if (!r) {
+        buf[0] = 0;
+        return;
+    }
     char a[32], b[32], c[32], d[32];
     ck_format_bytes(a, sizeof a, r->session.peak_bytes);
     ck_format_bytes(b, sizeof b, r->model_bytes);
@@ -213,7 +217,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     }
 
     char parts[256], need[32], have[32];
-    describe_parts(r, parts, sizeof parts);
+    ckey_run_memory_parts(r, parts, sizeof parts);
     ck_format_bytes(need, sizeof need, r->total_bytes);
     if (sopt.memory_budget > 0 && r->total_bytes > sopt.memory_budget) {
         char least[32];

@@ -41,6 +41,8 @@ const char *ck_format_bytes(char *buf, size_t cap, int64_t bytes) {
     return buf;
 }
 
+const char *ckey_format_bytes(char *buf, size_t cap, int64_t bytes) { return ck_format_bytes(buf, cap, bytes); }
+
 void ck_error_clear(ckey_error *err) {
     if (err) {
         err->status = CKEY_OK;

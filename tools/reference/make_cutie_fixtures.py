@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import platform
-import struct
 import sys
 from collections import OrderedDict
 
@@ -29,6 +28,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cutie import Cutie, CutieConfig, InferenceParams, InferenceRunner  # noqa: E402
+from fixture_io import write_safetensors  # noqa: E402
 
 WEIGHT_SEED = 20261202
 CLIP_SEED = 7
@@ -55,35 +55,6 @@ LONGTERM_PARAMS = InferenceParams(mem_every=2, max_mem_frames=3, top_k=30, stagg
                                   count_usage=True)
 RESIZE_PARAMS = InferenceParams(mem_every=3, max_mem_frames=3, top_k=30, stagger_updates=2,
                                 max_internal_size=80)
-
-
-# --------------------------------------------------------------------------- safetensors writer
-
-_ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8"}
-
-
-def write_safetensors(path: str, tensors: dict, metadata: dict) -> None:
-    """Minimal safetensors writer (as in make_fixtures.py): u64 LE header length, JSON header
-    space-padded to a multiple of 8, raw little-endian row-major data in the order given."""
-    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
-    blobs, off = [], 0
-    for name, arr in tensors.items():
-        a = np.ascontiguousarray(arr)
-        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-        b = a.tobytes()
-        header[name] = {"dtype": _ST_DTYPES[a.dtype.newbyteorder("=")], "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- weights

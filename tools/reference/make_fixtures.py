@@ -17,7 +17,6 @@ import collections
 import copy
 import json
 import os
-import struct
 import sys
 import time
 
@@ -27,55 +26,12 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import timm  # noqa: E402
 
+from fixture_io import write_safetensors  # noqa: E402
 from greenformer import GreenFormer, GreenFormerConfig, load_state_dict_into  # noqa: E402
 from synthetic import model_shapes, synthetic_input, synthetic_state_dict  # noqa: E402
 
 STAGE_KEYS = ["c1", "c2", "c3", "c4", "alpha_logits", "fg_logits", "coarse", "deltas", "alpha", "fg"]
 TINY_SEED = 20240607
-
-
-# --------------------------------------------------------------------------- safetensors writer
-
-_ST_DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int64): "I64",
-              np.dtype(np.float64): "F64", np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8"}
-
-
-def write_safetensors(path: str, tensors: dict, metadata: dict) -> None:
-    """Minimal safetensors writer: u64 LE header length, JSON header (space-padded to a multiple
-    of 8), raw little-endian row-major data in the order given."""
-    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
-    blobs, off = [], 0
-    for name, arr in tensors.items():
-        a = np.ascontiguousarray(arr)
-        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
-        b = a.tobytes()
-        header[name] = {"dtype": _ST_DTYPES[a.dtype.newbyteorder("=")], "shape": list(a.shape),
-                        "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    hj = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(hj)))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
-
-
-def read_safetensors(path: str):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    meta = header.pop("__metadata__", {})
-    inv = {v: k for k, v in _ST_DTYPES.items()}
-    out = {}
-    for k, d in header.items():
-        a, b = d["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=inv[d["dtype"]].newbyteorder("<")).reshape(d["shape"])
-    return out, meta
 
 
 # --------------------------------------------------------------------------- helpers
