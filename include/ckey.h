@@ -227,6 +227,8 @@ typedef struct ckey_forward_result {
     double device_seconds;    /* CUDA: the network on the GPU alone, from the input
                                  there to the output there (CUDA events; without the
                                  host transfers); CPU: the same as seconds */
+    double upload_seconds;    /* CUDA: the input's upload on the GPU (CUDA events); CPU: 0 */
+    double download_seconds;  /* CUDA: the output's download on the GPU; CPU: 0 */
 } ckey_forward_result;
 
 ckey_status ckey_session_forward(ckey_session *s, const float *input,

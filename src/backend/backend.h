@@ -91,8 +91,10 @@ struct ck_backend_i {
     float *(*input)(ck_backend *be);
     /* Run one forward: *result points at the host fp32 output (r->out when
      * given); seconds[0] is the wall time of the call, seconds[1] the time
-     * on the device, input and output transfers excluded (the CPU: the same). */
-    ckey_status (*run)(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+     * on the device, input and output transfers excluded (the CPU: the same),
+     * seconds[2] and [3] the device's time in the input's upload and the
+     * output's download (0 on the CPU and where there is none). */
+    ckey_status (*run)(ck_backend *be, const ck_run_args *r, const float **result, double seconds[4],
                        ckey_error *err);
     /* Host memory the backend transfers from fastest (pinned on CUDA). */
     void *(*host_alloc)(ck_backend *be, size_t bytes);

@@ -208,7 +208,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     }
     if (!st) st = ck_cuda_stream_create(&s->stream, err);
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
-    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
+    for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
@@ -447,7 +447,7 @@ static float *cu_input(ck_backend *be) { return CU(be)->host_in; }
  * current device per thread, and a session may run on another thread than
  * the one that created it, next to sessions on other GPUs
  * (ckey_shot_run_multi). */
-static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[4],
                           ckey_error *err) {
     ck_cuda_state *s = CU(be);
     const double t0 = ck_now();
@@ -468,13 +468,15 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
             st = ck_cuda_convert(src, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt, s->cfg.io_elems,
                                  stream, err);
     } else if (s->dt == CK_F32) {
-        st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
+        st = ck_cuda_event_record(s->ev[2], stream, err);
+        if (!st) st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
         if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
     } else {
         /* fp32 input through the encoder's scratch (buffer 0, free until the
          * first op; cu_pass_params sizes it for this), stored in dt */
         float *stage = ck_plan_buffer(r->plan, 0);
-        st = ck_cuda_copy_async(stage, src, io, 1, stream, err);
+        st = ck_cuda_event_record(s->ev[2], stream, err);
+        if (!st) st = ck_cuda_copy_async(stage, src, io, 1, stream, err);
         if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
         if (!st)
             st = ck_cuda_convert(stage, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt,
@@ -509,7 +511,9 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
-    if (!r->device_io && (st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    if (!r->device_io && ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err)) ||
+                          (st = ck_cuda_event_record(s->ev[3], stream, err))))
+        return st;
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
@@ -517,6 +521,8 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     *result = dst;
     seconds[0] = ck_now() - t0;
     seconds[1] = ck_cuda_event_seconds(s->ev[0], s->ev[1]);
+    seconds[2] = r->device_io ? 0 : ck_cuda_event_seconds(s->ev[2], s->ev[0]);
+    seconds[3] = r->device_io ? 0 : ck_cuda_event_seconds(s->ev[1], s->ev[3]);
     return CKEY_OK;
 }
 
@@ -568,8 +574,7 @@ static void cu_free(ck_backend *be) {
     ck_cublas_free(s->blas);
     ck_cuda_free(s->blas_ws);
     ck_cuda_free(s->conv_sync);
-    ck_cuda_event_destroy(s->ev[0]);
-    ck_cuda_event_destroy(s->ev[1]);
+    for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
     ck_cuda_stream_destroy(s->stream);
     ck_cuda_free(s->arena);
     ck_cuda_free(s->dstore);

@@ -44,7 +44,8 @@ typedef struct ck_cuda_state {
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
-    void *ev[2];        /* around the network on the stream (device_seconds) */
+    void *ev[4];        /* around the network on the stream (device_seconds), before the
+                           upload and after the download (their times) */
     /* ---- Cutie's ops (cutie-ops.c): their workspace (ck_ops.set_workspace, device memory) */
     float *cutie_col;   /* the im2col chunk of conv2d, cutie_col_floats */
     size_t cutie_col_floats;

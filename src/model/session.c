@@ -430,7 +430,7 @@ static ckey_status run(ckey_session *s, const float *in, float *outbuf, int devi
                        ckey_error *err) {
     ck_run_args r = {s->plan, session_pass, s, in, outbuf, s->tap || s->prof, device_io};
     const float *res = NULL;
-    double sec[2] = {0, 0};
+    double sec[4] = {0, 0, 0, 0};
     ckey_status st = s->bi->run(s->be, &r, &res, sec, err);
     if (st) return st;
     if (out) {
@@ -439,6 +439,8 @@ static ckey_status run(ckey_session *s, const float *in, float *outbuf, int devi
         out->fg = (float *)res + HW;
         out->seconds = sec[0];
         out->device_seconds = sec[1];
+        out->upload_seconds = sec[2];
+        out->download_seconds = sec[3];
     }
     return CKEY_OK;
 }
