@@ -429,6 +429,7 @@ const ck_ops ck_cuda_ops = {
     .finalize = cu_finalize,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
+    .memory_read = ck_cuda_memory_read_op,
 };
 
 #endif
