@@ -126,7 +126,24 @@ __device__ void heap_offer(u64 *h, int *hn, int k, u64 x) {
     h[(size_t)i * BQ] = x;
 }
 
-__global__ void __launch_bounds__(THREADS) read_kernel(Args a) {
+// The thread's part of memory tile n0 (zero past N) into pf, PF registers
+// (PF * THREADS >= BN * CK): position n = tid % BN, channels c = tid / BN +
+// r * (THREADS / BN); and its scale ms[n] / sqrt(CK) (threads < BN) into *scl.
+template <int PF>
+__device__ __forceinline__ void load_tile(const Args &a, int64_t n0, int tid, float pf[PF], float *scl) {
+    constexpr int CSTEP = THREADS / BN;
+    const int n = tid % BN, c0 = tid / BN;
+    const bool in = n0 + n < a.N;
+    const float *src = a.mk + (in ? (n0 + n) * a.CK + c0 : 0);
+#pragma unroll
+    for (int r = 0; r < PF; r++) pf[r] = in && c0 + r * CSTEP < a.CK ? src[r * CSTEP] : 0.0f;
+    if (tid < BN) *scl = in ? (a.ms ? a.ms[n0 + n] : 1.0f) * a.inv_sqrt_ck : 0.0f;
+}
+
+// PF: registers a thread holds of a prefetched memory tile, BN x CK / THREADS
+// rounded up to a power of two (the kernel is built for each).
+template <int PF>
+__global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
     ck_pdl_enter();
     extern __shared__ float4 smem4[];
     char *base = (char *)smem4;
@@ -171,17 +188,26 @@ __global__ void __launch_bounds__(THREADS) read_kernel(Args a) {
             m_s[tid] = -INFINITY;
             l_s[tid] = 0.0f;
         }
+        // memory tiles are loaded one ahead into registers (pf: element tid + r * THREADS of the
+        // tile, n = that % BN fastest, c = that / BN), so that the loads of tile n0 + BN are in
+        // flight while tile n0 is multiplied
+        float pf[PF], pf_scl = 0.0f;
+        load_tile<PF>(a, 0, tid, pf, &pf_scl);
         for (int64_t n0 = 0; n0 < N; n0 += BN) {
             const int bk = (int)min((int64_t)BN, N - n0);
-            // the memory tile as B [K][BN] (zero past bk), n fastest
-            for (int i = tid; i < BN * CK; i += THREADS) {
-                const int n = i % BN, c = i / BN;
-                const float v = n < bk ? a.mk[(n0 + n) * CK + c] : 0.0f;
-                B_s[(size_t)c * BN + n] = v;
-                B_s[(size_t)(CK + c) * BN + n] = v * v;
+            // the memory tile as B [K][BN] (zero past bk); the previous tile's readers are past
+            // the two barriers that follow its product
+#pragma unroll
+            for (int r = 0; r < PF; r++) {
+                const int c = tid / BN + r * (THREADS / BN);
+                if (c < CK) {
+                    B_s[c * BN + tid % BN] = pf[r];
+                    B_s[(CK + c) * BN + tid % BN] = pf[r] * pf[r];
+                }
             }
-            if (tid < BN) scl_s[tid] = tid < bk ? (a.ms ? a.ms[n0 + tid] : 1.0f) * a.inv_sqrt_ck : 0.0f;
+            if (tid < BN) scl_s[tid] = pf_scl;
             __syncthreads();
+            if (n0 + BN < N) load_tile<PF>(a, n0 + BN, tid, pf, &pf_scl);
             float acc[4][4];
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -350,13 +376,19 @@ ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *q
     if (usage && (e = cudaMemsetAsync(a.usage_acc, 0, (size_t)N * sizeof(u64), st)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "cudaMemsetAsync", cudaGetErrorString(e));
     const size_t smem = smem_bytes(CK, k, a.heap_g == nullptr);
+    const int per_thread = (BN * CK + THREADS - 1) / THREADS;
+    void (*kern)(Args) = per_thread <= 1   ? read_kernel<1>
+                         : per_thread <= 2 ? read_kernel<2>
+                         : per_thread <= 4 ? read_kernel<4>
+                         : per_thread <= 8 ? read_kernel<8>
+                         : per_thread <= 16 ? read_kernel<16>
+                                            : read_kernel<32>;
     if (smem > 48 * 1024 &&
-        (e = cudaFuncSetAttribute(read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
-            cudaSuccess)
+        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "cudaFuncSetAttribute", cudaGetErrorString(e));
     const int64_t ntiles = (HW + BQ - 1) / BQ;
     const int grid = (int)(ntiles < GRID_MAX ? ntiles : GRID_MAX);
-    if ((e = ck_launch(read_kernel, dim3(grid), dim3(THREADS), smem, st, a)) != cudaSuccess)
+    if ((e = ck_launch(kern, dim3(grid), dim3(THREADS), smem, st, a)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "read kernel", cudaGetErrorString(e));
     if (usage) {
         const u64 *acc = a.usage_acc;
