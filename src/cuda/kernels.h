@@ -287,7 +287,7 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
  * top_k alone (0 up to top_k 64: the heaps are in shared memory), plus
  * N x 8 bytes for a read that gives usage (HW below 2^23). usage is summed
  * in 64-bit fixed point (2^-40 units) with integer atomics: the same bits on
- * every run, within 1e-7 of the exact sum. */
+ * every run, within HW x 2^-41 of the exact sum of the fp32 weights. */
 struct ck_op_needs;
 size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs);
 ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
