@@ -395,6 +395,9 @@ static void test_boundaries(void) {
         {"C = 1, all N", 300, 70, 16, 1, 0, 1, 1},
         {"C = 3 x 256", 700, 100, 64, 768, 30, 1, 1},
         {"C = 3 x 256, all N", 700, 100, 64, 768, 0, 1, 1},
+        /* the long-term memory's prototypes (cutie.c): few queries, all N, values of C 256 or 1 */
+        {"prototypes: all N, C = 256", 3000, 128, 64, 256, 0, 1, 1},
+        {"prototypes: all N, C = 1", 3000, 128, 64, 1, 0, 1, 1},
         /* more query tiles (64 each) than CTAs (264): CTAs take several tiles */
         {"HW = 17000 (several tiles a CTA)", 300, 17000, 8, 4, 30, 1, 1},
         {"HW = 17000, top_k 100", 300, 17000, 8, 4, 100, 1, 1},
