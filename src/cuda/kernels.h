@@ -284,8 +284,9 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
  * scratch: scratch_bytes of device memory, at least
  * ck_cuda_memory_read_bytes(needs) for needs covering this read (N <=
  * mr_n, top_k <= mr_top_k, usage only where mr_usage_hw > 0); it depends on
- * top_k alone (0 up to top_k 64: the heaps are in shared memory), plus
- * N x 8 bytes for a read that gives usage (HW below 2^23). usage is summed
+ * top_k alone (264 x 64 x (8 top_k + 4) bytes; 4 MiB at top_k 30; none for
+ * top_k <= 0), plus N x 8 bytes for a read that gives usage (HW below
+ * 2^23). usage is summed
  * in 64-bit fixed point (2^-40 units) with integer atomics: the same bits on
  * every run, within HW x 2^-41 of the exact sum of the fp32 weights. */
 struct ck_op_needs;

@@ -26,7 +26,13 @@
 //           of out (no other CTA writes them), rescaled and then divided by
 //           the sum at the end.
 // Heaps live in shared memory up to SMEM_K kept pairs a query; above, in
-// device scratch, GRID_MAX x BQ x top_k x 8 bytes (depends on top_k only).
+// device scratch. With fewer query tiles than GRID_MAX (and heaps in shared
+// memory) the memory is also split into ranges of at least MIN_SPLIT_TILES
+// tiles, a CTA per (query tile, range), so that small reads fill the GPU;
+// each CTA leaves its heaps in device scratch and merge_kernel merges a
+// query's heaps (the same keys, so the same kept set) and reads out. Either
+// way the scratch is GRID_MAX x BQ x top_k x 8 bytes of keys and GRID_MAX x
+// BQ counts: top_k alone sets it.
 // usage: each kept pair's weight is added to its position's 64-bit fixed-
 // point count (2^-40 units) with an integer atomicAdd, which is exact and
 // associative, so the result is deterministic (the same bits every run);
@@ -63,8 +69,12 @@ struct Args {
     float *out;
     u64 *heap_g;    // heaps in device scratch (nullptr: in shared memory)
     u64 *usage_acc; // [N] fixed-point usage (nullptr: none)
+    u64 *part;      // splits > 1: each work item's heaps, [item][k][BQ] keys
+    int *part_n;    // and their sizes, [item][BQ]
     int64_t N, HW;
+    int64_t per;    // memory positions per split (a multiple of BN)
     int CK, C, k;   // k: pairs kept per query, 0: the dense path
+    int splits;     // the memory is split into this many ranges, each a work item of its own
     float inv_sqrt_ck;
 };
 
@@ -80,9 +90,14 @@ size_t smem_bytes(int CK, int k, int heap_in_smem) {
 
 int heap_in_smem(int k) { return k <= SMEM_K; }
 
-size_t heap_g_bytes(int k) { return k > 0 && !heap_in_smem(k) ? (size_t)GRID_MAX * BQ * k * sizeof(u64) : 0; }
-
 size_t al256(size_t n) { return (n + 255) / 256 * 256; }
+
+// Device scratch of a read that keeps k a query: GRID_MAX x BQ x k keys (the
+// heaps above SMEM_K, else the split items' heaps) and GRID_MAX x BQ sizes.
+size_t keys_bytes(int k) { return k > 0 ? al256((size_t)GRID_MAX * BQ * k * sizeof(u64)) : 0; }
+size_t counts_bytes(int k) { return k > 0 ? al256((size_t)GRID_MAX * BQ * sizeof(int)) : 0; }
+
+constexpr int MIN_SPLIT_TILES = 8; // memory tiles a split takes at least
 
 // The op's tie rule as one integer order: larger ranks higher.
 __device__ __forceinline__ u64 rank_key(float v, int n) {
@@ -126,18 +141,53 @@ __device__ void heap_offer(u64 *h, int *hn, int k, u64 x) {
     h[(size_t)i * BQ] = x;
 }
 
-// The thread's part of memory tile n0 (zero past N) into pf, PF registers
+// The thread's part of memory tile n0 (zero from n_hi on) into pf, PF registers
 // (PF * THREADS >= BN * CK): position n = tid % BN, channels c = tid / BN +
 // r * (THREADS / BN); and its scale ms[n] / sqrt(CK) (threads < BN) into *scl.
 template <int PF>
-__device__ __forceinline__ void load_tile(const Args &a, int64_t n0, int tid, float pf[PF], float *scl) {
+__device__ __forceinline__ void load_tile(const Args &a, int64_t n0, int64_t n_hi, int tid, float pf[PF],
+                                          float *scl) {
     constexpr int CSTEP = THREADS / BN;
     const int n = tid % BN, c0 = tid / BN;
-    const bool in = n0 + n < a.N;
+    const bool in = n0 + n < n_hi;
     const float *src = a.mk + (in ? (n0 + n) * a.CK + c0 : 0);
 #pragma unroll
     for (int r = 0; r < PF; r++) pf[r] = in && c0 + r * CSTEP < a.CK ? src[r * CSTEP] : 0.0f;
     if (tid < BN) *scl = in ? (a.ms ? a.ms[n0 + n] : 1.0f) * a.inv_sqrt_ck : 0.0f;
+}
+
+// The readout of the tile's queries from their heaps (hn_s: the sizes):
+// each owner turns its heap into (position, weight) pairs, the softmax from
+// the largest kept value, adding the weights to usage; then the CTA gathers
+// out [q, c] = sum_j w_j mv [pos_j, c] in heap order, coalesced along C.
+__device__ void readout(const Args &a, u64 *heap, const int *hn_s, int64_t q0, int nq, int tid) {
+    const int C = a.C;
+    if (tid < nq) {
+        u64 *h = heap + tid;
+        const int hn = hn_s[tid];
+        float mx = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < hn; j++) mx = fmaxf(mx, key_value(h[(size_t)j * BQ]));
+        for (int j = 0; j < hn; j++) sum += expf(key_value(h[(size_t)j * BQ]) - mx);
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < hn; j++) {
+            const u64 key = h[(size_t)j * BQ];
+            const int pos = key_position(key);
+            const float w = expf(key_value(key) - mx) * inv;
+            h[(size_t)j * BQ] = (u64)__float_as_uint(w) << 32 | (unsigned)pos;
+            if (a.usage_acc) atomicAdd(a.usage_acc + pos, __double2ull_rn((double)w * USAGE_ONE));
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < nq * C; i += THREADS) {
+        const int q = i / C, c = i % C, hn = hn_s[q];
+        const u64 *h = heap + q;
+        float s = 0.0f;
+        for (int j = 0; j < hn; j++) {
+            const u64 pw = h[(size_t)j * BQ];
+            s = fmaf(__uint_as_float((unsigned)(pw >> 32)), a.mv[(int64_t)(unsigned)pw * C + c], s);
+        }
+        a.out[(q0 + q) * C + c] = s;
+    }
 }
 
 // PF: registers a thread holds of a prefetched memory tile, BN x CK / THREADS
@@ -155,8 +205,9 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
     float *bsq_s = scl_s + BN, *thr_s = bsq_s + BQ, *m_s = thr_s + BQ, *l_s = m_s + BQ, *corr_s = l_s + BQ;
     int *hn_s = (int *)(corr_s + BQ), *flag_s = hn_s + BQ;
 
-    const int64_t ntiles = (HW + BQ - 1) / BQ;
-    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+    const int64_t ntiles = (HW + BQ - 1) / BQ, items = ntiles * a.splits;
+    for (int64_t w = blockIdx.x; w < items; w += gridDim.x) { // work item: query tile t, memory range s
+        const int64_t t = w / a.splits, n_lo = (w % a.splits) * a.per, n_hi = min(N, n_lo + a.per);
         const int64_t q0 = t * BQ;
         const int nq = (int)min((int64_t)BQ, HW - q0);
         // the queries as A [K][BQ] (zero past nq); q fastest, so the stores do not conflict
@@ -192,9 +243,9 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
         // tile, n = that % BN fastest, c = that / BN), so that the loads of tile n0 + BN are in
         // flight while tile n0 is multiplied
         float pf[PF], pf_scl = 0.0f;
-        load_tile<PF>(a, 0, tid, pf, &pf_scl);
-        for (int64_t n0 = 0; n0 < N; n0 += BN) {
-            const int bk = (int)min((int64_t)BN, N - n0);
+        load_tile<PF>(a, n_lo, n_hi, tid, pf, &pf_scl);
+        for (int64_t n0 = n_lo; n0 < n_hi; n0 += BN) {
+            const int bk = (int)min((int64_t)BN, n_hi - n0);
             // the memory tile as B [K][BN] (zero past bk); the previous tile's readers are past
             // the two barriers that follow its product
 #pragma unroll
@@ -207,7 +258,7 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
             }
             if (tid < BN) scl_s[tid] = pf_scl;
             __syncthreads();
-            if (n0 + BN < N) load_tile<PF>(a, n0 + BN, tid, pf, &pf_scl);
+            if (n0 + BN < n_hi) load_tile<PF>(a, n0 + BN, n_hi, tid, pf, &pf_scl);
             float acc[4][4];
 #pragma unroll
             for (int i = 0; i < 4; i++)
@@ -281,33 +332,14 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
             }
             __syncthreads();
         }
-        if (k) {
-            if (tid < nq) { // the heap -> (position, weight) pairs, the softmax from the largest kept value
-                u64 *h = heap + tid;
+        if (k && a.splits > 1) { // the item's heaps to merge_kernel
+            if (tid < nq) {
                 const int hn = hn_s[tid];
-                float mx = -INFINITY, sum = 0.0f;
-                for (int j = 0; j < hn; j++) mx = fmaxf(mx, key_value(h[(size_t)j * BQ]));
-                for (int j = 0; j < hn; j++) sum += expf(key_value(h[(size_t)j * BQ]) - mx);
-                const float inv = 1.0f / sum;
-                for (int j = 0; j < hn; j++) {
-                    const u64 key = h[(size_t)j * BQ];
-                    const int pos = key_position(key);
-                    const float w = expf(key_value(key) - mx) * inv;
-                    h[(size_t)j * BQ] = (u64)__float_as_uint(w) << 32 | (unsigned)pos;
-                    if (a.usage_acc) atomicAdd(a.usage_acc + pos, __double2ull_rn((double)w * USAGE_ONE));
-                }
+                for (int j = 0; j < hn; j++) a.part[((size_t)w * k + j) * BQ + tid] = heap[(size_t)j * BQ + tid];
+                a.part_n[(size_t)w * BQ + tid] = hn;
             }
-            __syncthreads();
-            for (int i = tid; i < nq * C; i += THREADS) {
-                const int q = i / C, c = i % C, hn = hn_s[q];
-                const u64 *h = heap + q;
-                float s = 0.0f;
-                for (int j = 0; j < hn; j++) {
-                    const u64 pw = h[(size_t)j * BQ];
-                    s = fmaf(__uint_as_float((unsigned)(pw >> 32)), a.mv[(int64_t)(unsigned)pw * C + c], s);
-                }
-                a.out[(q0 + q) * C + c] = s;
-            }
+        } else if (k) {
+            readout(a, heap, hn_s, q0, nq, tid);
         } else {
             for (int i = tid; i < nq * C; i += THREADS) {
                 const int q = i / C;
@@ -316,6 +348,30 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
         }
         __syncthreads(); // the next tile rewrites A, the heaps and the per-query vectors
     }
+}
+
+// splits > 1: a CTA per query tile merges the tile's items' heaps (the
+// positions are global, so the rank keys order them as one pass over all N
+// would) into one heap a query in shared memory, then reads out.
+__global__ void __launch_bounds__(THREADS) merge_kernel(Args a) {
+    ck_pdl_enter();
+    extern __shared__ float4 smem4[];
+    u64 *heap = (u64 *)(void *)smem4;
+    int *hn_s = (int *)(void *)(heap + (size_t)BQ * a.k);
+    const int tid = (int)threadIdx.x, k = a.k;
+    const int64_t t = blockIdx.x, q0 = t * BQ;
+    const int nq = (int)min((int64_t)BQ, a.HW - q0);
+    if (tid < nq) {
+        int hn = 0;
+        for (int sp = 0; sp < a.splits; sp++) {
+            const int64_t w = t * a.splits + sp;
+            const int n = a.part_n[(size_t)w * BQ + tid];
+            for (int j = 0; j < n; j++) heap_offer(heap + tid, &hn, k, a.part[((size_t)w * k + j) * BQ + tid]);
+        }
+        hn_s[tid] = hn;
+    }
+    __syncthreads();
+    readout(a, heap, hn_s, q0, nq, tid);
 }
 
 // usage [n] = acc [n] in units of 2^-40.
@@ -341,7 +397,7 @@ extern "C" {
 size_t ck_cuda_memory_read_bytes(const ck_op_needs *n) {
     if (!n || n->mr_n <= 0) return 0;
     const int k = n->mr_top_k > 0 ? (int)(n->mr_top_k < n->mr_n ? n->mr_top_k : n->mr_n) : 0;
-    size_t b = al256(heap_g_bytes(k));
+    size_t b = keys_bytes(k) + counts_bytes(k);
     if (n->mr_usage_hw > 0) b += al256((size_t)n->mr_n * sizeof(u64));
     return b;
 }
@@ -365,14 +421,32 @@ ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *q
         return fail(err, CKEY_ERR_INVALID_ARG, "usage needs top_k > 0 and HW below 2^23", NULL);
     // with usage the top-k path keeps min(top_k, N), so every weight is a kept pair's
     const int k = usage ? (int)(top_k < N ? top_k : N) : (top_k > 0 && top_k < N ? top_k : 0);
-    const size_t heap_b = al256(heap_g_bytes(k)), need = heap_b + (usage ? al256((size_t)N * sizeof(u64)) : 0);
+    const size_t key_b = keys_bytes(k), cnt_b = counts_bytes(k);
+    const size_t need = key_b + cnt_b + (usage ? al256((size_t)N * sizeof(u64)) : 0);
     if (need > scratch_bytes || (need && !scratch))
         return fail(err, CKEY_ERR_INVALID_ARG, "the workspace is smaller than ck_cuda_memory_read_bytes", NULL);
+    // Few query tiles (below 264): the memory is split into ranges of at least
+    // MIN_SPLIT_TILES tiles, each (tile, range) a CTA, so that the CTAs fill
+    // the GPU; merge_kernel then merges each query's heaps (top-k with the
+    // heaps in shared memory only).
+    const int64_t ntiles = (HW + BQ - 1) / BQ, mtiles = (N + BN - 1) / BN;
+    int64_t splits = 1;
+    if (k > 0 && heap_in_smem(k)) {
+        splits = GRID_MAX / ntiles;
+        const int64_t most = mtiles / MIN_SPLIT_TILES;
+        splits = splits < most ? splits : most;
+        if (splits < 1) splits = 1;
+    }
+    const int64_t per = (mtiles + splits - 1) / splits * BN;
+    splits = (N + per - 1) / per; // no empty range
     Args a;
     a.mk = mk, a.ms = ms, a.qk = qk, a.qe = qe, a.mv = mv, a.out = out;
-    a.heap_g = heap_g_bytes(k) ? (u64 *)scratch : nullptr;
-    a.usage_acc = usage ? (u64 *)(void *)((char *)scratch + heap_b) : nullptr;
-    a.N = N, a.HW = HW, a.CK = CK, a.C = C, a.k = k, a.inv_sqrt_ck = 1.0f / sqrtf((float)CK);
+    a.heap_g = k > 0 && !heap_in_smem(k) ? (u64 *)scratch : nullptr;
+    a.part = splits > 1 ? (u64 *)scratch : nullptr;
+    a.part_n = splits > 1 ? (int *)(void *)((char *)scratch + key_b) : nullptr;
+    a.usage_acc = usage ? (u64 *)(void *)((char *)scratch + key_b + cnt_b) : nullptr;
+    a.N = N, a.HW = HW, a.per = per, a.CK = CK, a.C = C, a.k = k, a.splits = (int)splits;
+    a.inv_sqrt_ck = 1.0f / sqrtf((float)CK);
     if (usage && (e = cudaMemsetAsync(a.usage_acc, 0, (size_t)N * sizeof(u64), st)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "cudaMemsetAsync", cudaGetErrorString(e));
     const size_t smem = smem_bytes(CK, k, a.heap_g == nullptr);
@@ -386,10 +460,14 @@ ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *q
     if (smem > 48 * 1024 &&
         (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "cudaFuncSetAttribute", cudaGetErrorString(e));
-    const int64_t ntiles = (HW + BQ - 1) / BQ;
-    const int grid = (int)(ntiles < GRID_MAX ? ntiles : GRID_MAX);
+    const int64_t items = ntiles * splits;
+    const int grid = (int)(items < GRID_MAX ? items : GRID_MAX);
     if ((e = ck_launch(kern, dim3(grid), dim3(THREADS), smem, st, a)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "read kernel", cudaGetErrorString(e));
+    if (splits > 1 &&
+        (e = ck_launch(merge_kernel, dim3((unsigned)ntiles), dim3(THREADS), (size_t)BQ * k * sizeof(u64) + BQ * sizeof(int),
+                       st, a)) != cudaSuccess)
+        return fail(err, CKEY_ERR_DEVICE, "merge kernel", cudaGetErrorString(e));
     if (usage) {
         const u64 *acc = a.usage_acc;
         if ((e = ck_launch(usage_kernel, dim3((unsigned)((N + 255) / 256)), dim3(256), 0, st, acc, N, usage)) !=
