@@ -464,9 +464,9 @@ ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *q
     const int grid = (int)(items < GRID_MAX ? items : GRID_MAX);
     if ((e = ck_launch(kern, dim3(grid), dim3(THREADS), smem, st, a)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "read kernel", cudaGetErrorString(e));
+    const size_t merge_smem = (size_t)BQ * k * sizeof(u64) + BQ * sizeof(int);
     if (splits > 1 &&
-        (e = ck_launch(merge_kernel, dim3((unsigned)ntiles), dim3(THREADS), (size_t)BQ * k * sizeof(u64) + BQ * sizeof(int),
-                       st, a)) != cudaSuccess)
+        (e = ck_launch(merge_kernel, dim3((unsigned)ntiles), dim3(THREADS), merge_smem, st, a)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "merge kernel", cudaGetErrorString(e));
     if (usage) {
         const u64 *acc = a.usage_acc;
