@@ -196,8 +196,8 @@ test-release: all
 	@tools/run-tests.sh build
 
 # On a machine with a GPU: the CUDA op tests must run (a skip fails here).
-test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie
-	@for t in build/tests/test-cuda build/tests/test-cuda-cutie; do \
+test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie build/tests/test-cuda-read
+	@for t in build/tests/test-cuda build/tests/test-cuda-cutie build/tests/test-cuda-read; do \
 	  $$t; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, $$t skipped"; exit 1; fi; \
 	  [ $$rc -eq 0 ] || exit $$rc; done
 

@@ -191,12 +191,13 @@ typedef struct ck_ops {
      * for any finite s), out[q] = sum_n w_n mv[n]. top_k <= 0 or >= N: the
      * softmax is over all N (the official top_k = None). N >= 1. No N x HW
      * matrix is stored; the backend's scratch bounds what is live (CPU:
-     * ck_cpu_memory_read_floats per thread). usage (data NULL: none)
-     * receives [N] each position's weight summed over the queries (the
-     * long-term memory's usage count); it needs top_k > 0 and a workspace
-     * set for HW x top_k kept pairs (ck_op_needs.mr_usage_hw), and is summed
-     * in query order, so it does not depend on the thread count. Optional:
-     * NULL where the backend has no implementation. */
+     * ck_cpu_memory_read_floats per thread; CUDA: ck_cuda_memory_read_bytes).
+     * usage (data NULL: none) receives [N] each position's weight summed
+     * over the queries (the long-term memory's usage count); it needs
+     * top_k > 0 and a workspace set for it (ck_op_needs.mr_usage_hw), and
+     * its sum does not depend on the thread count or scheduling (CPU: in
+     * query order; CUDA: in 64-bit fixed point). Optional: NULL where the
+     * backend has no implementation. */
     void (*memory_read)(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
                         int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
     /* ------------------------------------------------------------ Cutie

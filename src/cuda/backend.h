@@ -23,6 +23,9 @@ typedef struct ck_cuda_state {
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;
+    void *mr_scratch;   /* device: memory_read's part of Cutie's workspace (set_workspace binds it,
+                         * ck_cuda_memory_read_bytes(needs) bytes); NULL: none bound */
+    size_t mr_scratch_bytes;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
     float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
@@ -95,6 +98,10 @@ void ck_cuda_cutie_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_
 void ck_cuda_cutie_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out);
 void ck_cuda_cutie_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out);
 void ck_cuda_cutie_write(ck_backend *be, ck_tensor t, int64_t n, const float *host);
+/* ck_cuda_ops.memory_read (memory-read.cu): ck_cuda_memory_read in the
+ * state's stream and mr_scratch. */
+void ck_cuda_memory_read_op(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
+                            int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
 
 extern const ck_ops ck_cuda_ops;
 extern const ck_backend_i ck_cuda_backend;

@@ -278,6 +278,23 @@ ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int C
 ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
                                             void *W_dev_out, size_t *bytes, ckey_error *err);
 
+/* ---- Cutie's memory read (src/cuda/memory-read.cu): backend/ops.h
+ * memory_read on device pointers, fp32, CK <= 128 (else
+ * CKEY_ERR_UNSUPPORTED), queued on `stream`. ms, qe, usage may be NULL.
+ * scratch: scratch_bytes of device memory, at least
+ * ck_cuda_memory_read_bytes(needs) for needs covering this read (N <=
+ * mr_n, top_k <= mr_top_k, usage only where mr_usage_hw > 0); it depends on
+ * top_k alone (264 x 64 x (8 top_k + 4) bytes; 4 MiB at top_k 30; none for
+ * top_k <= 0), plus N x 8 bytes for a read that gives usage (HW below
+ * 2^23). usage is summed
+ * in 64-bit fixed point (2^-40 units) with integer atomics: the same bits on
+ * every run, within HW x 2^-41 of the exact sum of the fp32 weights. */
+struct ck_op_needs;
+size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs);
+ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
+                                int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
+                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err);
+
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);

@@ -177,6 +177,13 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, 
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st,
                                 ckey_error *err) NOCUDA_BODY
+size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs) {
+    (void)needs;
+    return 0;
+}
+ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
+                                int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
+                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err) NOCUDA_BODY
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

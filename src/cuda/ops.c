@@ -429,7 +429,8 @@ const ck_ops ck_cuda_ops = {
     .finalize = cu_finalize,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
-    /* Cutie (cutie-ops.c); memory_read: none yet (NULL) */
+    /* Cutie (cutie-ops.c) */
+    .memory_read = ck_cuda_memory_read_op,
     .set_workspace = ck_cuda_cutie_set_workspace,
     .conv2d = ck_cuda_cutie_conv2d,
     .maxpool3x3s2 = ck_cuda_cutie_maxpool3x3s2,
