@@ -41,6 +41,9 @@ typedef struct ck_pass_params {
      * stem's is then never applied in a pass of its own. 0: conv3x3 may apply
      * it to `in` in place (the CPU). */
     int conv_load_affine;
+    /* Values a pixel of a band of the refiner input takes in the backend's
+     * refiner_input_rows layout (ops.h); 0: 7, planes [7, n, S]. */
+    int band_input_ch;
 } ck_pass_params;
 
 /* One forward on a backend. The network's pass is a callback: it issues the

@@ -47,6 +47,7 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     p->phase_scratch[CK_PHASE_STEM] = ck_cuda_stem_scratch_elems(c, S, bc->act) * act;
     p->conv_shift_rows = ck_cuda_conv_shift_rows(S);
     p->conv_load_affine = ck_cuda_conv_loads_affine(c->ref_dim, bc->act);
+    p->band_input_ch = ck_cuda_band_input_ch(c->ref_dim, bc->act);
 }
 
 static size_t pos_bytes(const ck_config *c, int S) {
@@ -405,6 +406,7 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
 static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const ck_weights **view, ckey_error *err) {
     ck_cuda_state *s = CU(be);
     s->w = m->w;
+    s->ref_dim = m->cfg.ref_dim;
     ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
     if (!st) st = upload_store(s, m, err);
     if (st) return st;
@@ -558,6 +560,8 @@ static void cu_free(ck_backend *be) {
     ck_cuda_host_free(s->host_out);
     free(s);
 }
+
+int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
 
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;

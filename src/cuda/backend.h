@@ -23,6 +23,7 @@ typedef struct ck_cuda_state {
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;
+    int ref_dim;        /* the refiner's width (the banded refiner's input layout: ck_cuda_band_input_ch) */
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
     float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
@@ -62,6 +63,9 @@ int ck_cuda_conv_shift_rows(int S);
  * its input as it was, for a refiner of width R in storage dt
  * (ck_pass_params.conv_load_affine). */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
+/* Values a pixel of a refiner-input band takes (ck_pass_params.band_input_ch):
+ * 8 where the tensor-core stem reads it packed [n * S, 8], else 7. */
+int ck_cuda_band_input_ch(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);

@@ -368,6 +368,49 @@ static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const fl
     CHECKED(ck_cuda_pointwise_t(x.data, y.data, ra, rb, C, HW, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt, ST(be)->stream, &e_));
 }
 
+/* The banded refiner (model.h ck_schedule.refiner_band): the whole-map ops'
+ * kernels on bands of rows, so each value is the whole-map run's. A band of
+ * the refiner input is packed [n * S, 8] where the tensor-core stem reads it
+ * (ck_cuda_band_input_ch), else planes [7, n, S]. */
+int ck_cuda_band_input_ch(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt) ? 8 : 7; }
+
+static void cu_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int packed = ck_cuda_band_input_ch(s->ref_dim, s->dt) == 8;
+    CHECKED(ck_cuda_refiner_input_rows_t(x.data, ck_f32(logits), S, y0, n, packed, rin.data, s->dt, s->stream, &e_));
+}
+
+static void cu_conv3x3_rows(ck_backend *be, ck_tensor in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,
+                            ck_weight W, ck_weight biasw, ck_tensor out, int out_r0, int out_n, int Cout, int groups,
+                            double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const float *bias = WF(biasw);
+    const int y1 = out_r0 + out_n;
+    if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
+        if (image_in) /* the stem from its packed band (cu_refiner_input_rows), weights with paired taps */
+            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, 8, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, &e_));
+        else if (s->wgmma && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL)
+            CHECKED(ck_cuda_conv3x3_wgmma_band(in.data, in_r0, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                               groups, stats, s->dt, s->stream, &e_));
+        else
+            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, Cin, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, &e_));
+        return;
+    }
+    CHECKED(ck_cuda_conv3x3_band_t(in.data, image_in, Cin, S, dil, in_r0, in_n, WF(W), bias, out.data, out_r0, y1, Cout,
+                                   groups, stats, s->dt, s->stream, &e_));
+}
+
+static void cu_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
+                                   float mult, ck_tensor out, int Cout) {
+    ckey_error e_;
+    CHECKED(ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt,
+                                     ST(be)->stream, &e_));
+}
+
 static void cu_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
     ckey_error e_;
     CHECKED(ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, &e_));
@@ -429,6 +472,9 @@ const ck_ops ck_cuda_ops = {
     .finalize = cu_finalize,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
+    .refiner_input_rows = cu_refiner_input_rows,
+    .conv3x3_rows = cu_conv3x3_rows,
+    .pointwise_conv_rows = cu_pointwise_conv_rows,
 };
 
 #endif

@@ -85,7 +85,7 @@ static rows_t grow(rows_t r, int d, int S) {
  * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
  * from x and the logits: conv j's output is needed on the band grown by the
  * dilations of the convs after j, up to the pass's conv. Band buffers (rows
- * of S pixels): rin [7, n, S]; xb, the residual stream x_r (the stem's
+ * of S pixels): rin, n * S * 7 values (ck_pass_params.band_input_ch); xb, the residual stream x_r (the stem's
  * output after its GroupNorm + ReLU, then each block's sum, in place); tb,
  * conv1's output (then relu(gn1(.)) in place); vb, conv2's output. */
 static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) {
@@ -98,7 +98,8 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     ck_tensor out = ALLOC_F32(4 * HW, "output");
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
-    ck_tensor rin = ALLOC_ACT(7 * nmax * S, "refiner band: input");
+    const int rin_ch = f->p.band_input_ch > 0 ? f->p.band_input_ch : 7;
+    ck_tensor rin = ALLOC_ACT(rin_ch * nmax * S, "refiner band: input");
     ck_tensor xb = ALLOC_ACT(nmax * S * R, "refiner band: x");
     ck_tensor tb = ALLOC_ACT(nmax * S * R, "refiner band: t");
     ck_tensor vb = ALLOC_ACT(nmax * S * R, "refiner band: v");
