@@ -196,8 +196,11 @@ test-release: all
 	@tools/run-tests.sh build
 
 # On a machine with a GPU: the CUDA op tests must run (a skip fails here).
-test-gpu: build/tests/test-cuda
-	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; exit $$rc
+test-gpu: build/tests/test-cuda build/tests/test-cuda-budget
+	@build/tests/test-cuda; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, the GPU tests skipped"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc; \
+	build/tests/test-cuda-budget > build/test-cuda-budget.log; rc=$$?; cat build/test-cuda-budget.log; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	if grep -q '^\[ SKIP \]' build/test-cuda-budget.log; then echo "test-gpu: test-cuda-budget skipped a GPU case"; exit 1; fi
 
 # On the CPU with 2 threads, so it prints the same on every machine: README.md
 # shows its output (tools/gen-samples.sh; test-cli checks it).

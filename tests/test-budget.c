@@ -101,7 +101,7 @@ static void schedules_case(const ckey_model *m, const char *gold_rel, int S, con
         CHECKF(ck_session_plan_schedule(m, &o, &s0, &p0, &err) == CKEY_OK, "%s", err.message);
     }
     for (int i = 0; i < nb; i++) {
-        const ck_schedule sb = {bands[i]};
+        const ck_schedule sb = {.refiner_band = bands[i]};
         char name[64];
         memset(got, 0, (size_t)n * sizeof(float));
         CHECKF(run_schedule(m, S, 0, &sb, x, got, &p, &err) == CKEY_OK, "%s", err.message);

@@ -174,6 +174,12 @@ typedef struct ck_ops {
     void (*pointwise_conv_rows)(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
                                 float mult, ck_tensor out, int Cout);
 
+    /* Optional (ck_schedule.c1_on_host): copy `bytes` of t into the
+     * backend's host buffer (ck_pass_params.host_map_bytes) at offset off,
+     * and back. Stream-ordered with the ops around them. */
+    void (*to_host)(ck_backend *be, ck_tensor t, size_t off, size_t bytes);
+    void (*from_host)(ck_backend *be, size_t off, size_t bytes, ck_tensor t);
+
     /* Cutie's memory read (cutie/model/utils/memory_utils.py: get_similarity,
      * do_softmax with top_k, readout), fused. All fp32, positions as rows:
      *   mk [N, CK] memory keys,  ms [N] shrinkage (data NULL: none),

@@ -24,6 +24,9 @@ typedef struct ck_cuda_state {
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;
     int ref_dim;        /* the refiner's width (the banded refiner's input layout: ck_cuda_band_input_ch) */
+    int64_t stage_floats; /* fp32 input values staged through the encoder's scratch at a time (cu_run) */
+    void *host_maps;    /* page-locked host memory for maps kept there (ck_schedule.c1_on_host) */
+    size_t host_map_bytes;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
     float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
@@ -54,7 +57,7 @@ typedef struct ck_cuda_state {
  *             mlp and patch-embed chunks, decoder_fuse chunks);
  *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
  * The residual blocks need none: conv2 writes into t's margin. */
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */

@@ -314,6 +314,10 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
 ckey_status ck_cuda_sync(ckey_error *err);
 /* Streams, pinned host memory, async copies and CUDA graphs (device.cu). */
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err);
+/* height rows of width bytes, device to device, rows dpitch / spitch bytes
+ * apart, queued on stream. */
+ckey_status ck_cuda_copy2d_d2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               void *stream, ckey_error *err);
 ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
                                ckey_error *err);
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);
