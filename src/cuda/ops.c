@@ -43,6 +43,10 @@ int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
  * applies them to the input in place first. */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
 
+/* Tokens per chunk of the MLP: a quarter with the encoder in chunks (a
+ * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits). */
+static int64_t mlp_chunk(int chunks) { return chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
+
 /* Windows per chunk of mask-unit attention when it runs in `chunks` chunks
  * (ck_schedule.encoder_chunks; 0 or 1: all nw at once). */
 static int64_t mu_chunk_windows(int64_t nw, int chunks) { return chunks > 1 ? (nw + chunks - 1) / chunks : nw; }
@@ -75,7 +79,7 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
         else if (b->dim != b->dim_out)
             s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
         need = CK_MAX(need, s);
-        const int64_t ch = CK_MIN(Nq, (int64_t)MLP_CHUNK);
+        const int64_t ch = CK_MIN(Nq, mlp_chunk(chunks));
         need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
         N = Nq;
     }
@@ -264,11 +268,12 @@ static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int h
 static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_block_w *w, int hidden) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
-    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)MLP_CHUNK, N) * (C + hidden))) return;
+    const int64_t chunk = mlp_chunk(s->cfg.sched.encoder_chunks);
+    if (!scratch_ok(s, (size_t)CK_MIN(chunk, N) * (C + hidden))) return;
     if (!linear_types_ok(s, w->fc1_w, ck_weight_of(NULL, s->dt)) || !linear_types_ok(s, w->fc2_w, w->fc2_b)) return;
     const float *fc1_b = WF(w->fc1_b);
-    for (int64_t r = 0; r < N; r += MLP_CHUNK) {
-        const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
+    for (int64_t r = 0; r < N; r += chunk) {
+        const int64_t n = CK_MIN(chunk, N - r);
         void *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, xt.data, r * C);
         if (w->fc1_colsum.data) { /* norm2 folded into fc1 (backend.c, ln-fold.h): the rows' stats where xn would be */
             float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
