@@ -1,10 +1,12 @@
-/* The banded refiner on the GPU (model.h ck_schedule, the CUDA backend's
- * refiner_input_rows / conv3x3_rows / pointwise_conv_rows): each band height
- * gives the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
+/* Budgets on the GPU (model.h ck_schedule): the banded refiner (the CUDA
+ * backend's refiner_input_rows / conv3x3_rows / pointwise_conv_rows), the
+ * encoder's mask-unit attention in chunks of windows and c1 in host memory
+ * each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
  * within the reduced-precision bar (below); a budget makes the planner pick
- * bands on CUDA; the banded session's measured device memory stays within
- * its plan. Without a GPU only the planning case runs (a CUDA build plans
- * for the device without one); without CUDA every case is skipped.
+ * them on CUDA; the smallest budget's session takes no more device memory
+ * beyond its plan than the whole-map session does beyond its own. Without a
+ * GPU only the planning case runs (a CUDA build plans for the device without
+ * one); without CUDA every case is skipped.
  *
  * The reduced-precision bar is the form of test-cuda's network bar (mean
  * abs error <= 1.5x a reference's own): against the fp32 whole-map CUDA run,
@@ -137,7 +139,8 @@ static void bands_case(const char *model_name, const ckey_model *m, int S, const
 }
 
 /* Planning alone (no GPU needed in a CUDA build): the CUDA backend offers
- * bands, and a budget under the whole maps' peak picks them. */
+ * bands, a budget under the whole maps' peak picks them, and in 16 bits the
+ * smallest budget at S = 2048 is within 512 MiB. */
 static void test_plan_offers_bands(void) {
     if (!have_cuda_backend()) SKIP("this build has no CUDA backend");
     ck_config cfg;
@@ -166,6 +169,10 @@ static void test_plan_offers_bands(void) {
                p.stage_bytes[1] / 1048576.0, p.stage_bytes[2] / 1048576.0);
         CHECK(unl.refiner_band == 0 && p.refiner_band > 0 && p.peak_bytes < unl.peak_bytes);
         CHECK(p.peak_bytes <= o.memory_budget);
+        /* issue 21's goal: 512 MiB in 16 bits at S = 2048, weights included */
+        if (precs[i] != CKEY_PRECISION_FP32)
+            CHECKF(p.peak_bytes <= (int64_t)512 << 20, "%s: smallest budget %.1f MiB over 512 MiB",
+                   ckey_precision_name(precs[i]), p.peak_bytes / 1048576.0);
     }
     ckey_model_free(m);
 }
