@@ -96,7 +96,7 @@ __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *
 // 3x3 conv, padding = dilation. Input: image [Cin, S, S] (stem) or a
 // channels-last map [S*S, Cin], or a band of either holding image rows
 // in_r0 .. (planes in_cs elements apart for an image); output channels-last
-// [S*S, Cout], bias added, and per-group sum / sum of squares accumulated in
+// [S*S, Cout], bias added, and (stats not NULL) per-group sum / sum of squares accumulated in
 // double.
 // One block per 32 output pixels of a row; thread (px, co) loops taps and ci.
 constexpr int kConvPx = 32;
@@ -137,7 +137,7 @@ __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, 
         atomicAdd(&gsq[co / cpg], (double)acc * acc);
     }
     __syncthreads();
-    if (threadIdx.x < groups) {
+    if (stats && threadIdx.x < groups) { /* stats NULL: not wanted (the banded refiner's recomputed convs) */
         atomicAdd(&stats[2 * threadIdx.x], gsum[threadIdx.x]);
         atomicAdd(&stats[2 * threadIdx.x + 1], gsq[threadIdx.x]);
     }
