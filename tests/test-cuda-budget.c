@@ -256,6 +256,15 @@ static void test_full_s2048(void) {
     /* the whole maps first: the kernels and cuBLAS are loaded before the banded session is measured */
     CHECKF(run_cuda(m, S, CKEY_PRECISION_FP16, 0, &s0, x, whole, 2, &pw, &used_w, &err) == CKEY_OK, "%s",
            err.message);
+    /* the smallest budget (a session forced to a schedule names its own peak as the smallest) */
+    ckey_session_options po;
+    ckey_session_options_default(&po);
+    po.size = S;
+    po.device = CKEY_DEVICE_CUDA;
+    po.precision = CKEY_PRECISION_FP16;
+    ckey_memory_plan unl;
+    REQUIRE(ckey_plan_memory(m, &po, &unl, &err) == CKEY_OK);
+    pw.min_budget_bytes = unl.min_budget_bytes;
     CHECKF(run_cuda(m, S, CKEY_PRECISION_FP16, pw.min_budget_bytes, NULL, x, got, 3, &pb, &used_b, &err) == CKEY_OK,
            "smallest budget: %s", err.message);
     const int64_t outside = used_w - pw.peak_bytes + (16 << 20);
