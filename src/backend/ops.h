@@ -157,11 +157,14 @@ typedef struct ck_ops {
      * rows in order (a backend offering bands keeps its maps row-contiguous,
      * as channels-last is), so rows [a, b) of it start at (a - r0) * S * C.
      *
-     * rin [7, n, S] = rows [y0, y0 + n) of refiner_input's [7, S, S]. */
+     * rin = rows [y0, y0 + n) of refiner_input's [7, S, S], in a layout of
+     * the backend's taking ck_pass_params.band_input_ch values a pixel
+     * (7, the default: planes [7, n, S]; the CUDA tensor-core stem's: pixels
+     * [n * S, 8]); only conv3x3_rows reads it. */
     void (*refiner_input_rows)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin);
 
     /* conv3x3 (no pending affine) of a band: in holds image rows [in_r0,
-     * in_r0 + in_n) of its map (in_is_image: [Cin, in_n, S], as rin above),
+     * in_r0 + in_n) of its map (in_is_image: a band of rin above),
      * out receives rows [out_r0, out_r0 + out_n) (a band of a refiner map).
      * Rows outside the image are zero padding; the caller guarantees that
      * every image row the output reads lies inside the input band. stats:
@@ -174,6 +177,12 @@ typedef struct ck_ops {
      * band of a refiner map holding those rows. */
     void (*pointwise_conv_rows)(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
                                 float mult, ck_tensor out, int Cout);
+
+    /* Optional (ck_schedule.c1_on_host): copy `bytes` of t into the
+     * backend's host buffer (ck_pass_params.host_map_bytes) at offset off,
+     * and back. Stream-ordered with the ops around them. */
+    void (*to_host)(ck_backend *be, ck_tensor t, size_t off, size_t bytes);
+    void (*from_host)(ck_backend *be, size_t off, size_t bytes, ck_tensor t);
 
     /* Cutie's memory read (cutie/model/utils/memory_utils.py: get_similarity,
      * do_softmax with top_k, readout), fused. All fp32, positions as rows:

@@ -34,7 +34,7 @@ static int64_t cpu_weight_bytes(const ck_backend_config *bc, const ckey_model *m
 
 /* The input is plan buffer CK_INPUT_BUFFER in the arena and the output
  * another: no transfer buffers. */
-static int64_t cpu_host_io_bytes(const ck_backend_config *bc) {
+static int64_t cpu_host_io_bytes(const ck_backend_config *bc, const ck_config *c) {
     (void)bc;
     return 0;
 }

@@ -26,6 +26,10 @@ typedef struct ck_cuda_state {
     void *mr_scratch;   /* device: memory_read's part of Cutie's workspace (set_workspace binds it,
                          * ck_cuda_memory_read_bytes(needs) bytes); NULL: none bound */
     size_t mr_scratch_bytes;
+    int ref_dim;        /* the refiner's width (the banded refiner's input layout: ck_cuda_band_input_ch) */
+    int64_t stage_floats; /* fp32 input values staged through the encoder's scratch at a time (cu_run) */
+    void *host_maps;    /* page-locked host memory for maps kept there (ck_schedule.c1_on_host) */
+    size_t host_map_bytes;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
     float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
@@ -62,7 +66,7 @@ typedef struct ck_cuda_state {
  *             mlp and patch-embed chunks, decoder_fuse chunks);
  *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
  * The residual blocks need none: conv2 writes into t's margin. */
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */
@@ -71,6 +75,9 @@ int ck_cuda_conv_shift_rows(int S);
  * its input as it was, for a refiner of width R in storage dt
  * (ck_pass_params.conv_load_affine). */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
+/* Values a pixel of a refiner-input band takes (ck_pass_params.band_input_ch):
+ * 8 where the tensor-core stem reads it packed [n * S, 8], else 7. */
+int ck_cuda_band_input_ch(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
