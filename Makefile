@@ -196,10 +196,12 @@ test-release: all
 	@tools/run-tests.sh build
 
 # On a machine with a GPU: the CUDA op tests must run (a skip fails here).
-test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie
-	@for t in build/tests/test-cuda build/tests/test-cuda-cutie; do \
-	  $$t; rc=$$?; if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, $$t skipped"; exit 1; fi; \
-	  [ $$rc -eq 0 ] || exit $$rc; done
+test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie build/tests/test-cuda-read build/tests/test-cuda-budget
+	@for t in build/tests/test-cuda build/tests/test-cuda-cutie build/tests/test-cuda-read build/tests/test-cuda-budget; do \
+	  $$t > build/test-gpu.log 2>&1; rc=$$?; cat build/test-gpu.log; \
+	  if [ $$rc -eq 77 ]; then echo "test-gpu: no CUDA device, $$t skipped"; exit 1; fi; \
+	  [ $$rc -eq 0 ] || exit $$rc; \
+	  if grep -q '^\[ SKIP \]' build/test-gpu.log; then echo "test-gpu: $$t skipped a GPU case"; exit 1; fi; done
 
 # On the CPU with 2 threads, so it prints the same on every machine: README.md
 # shows its output (tools/gen-samples.sh; test-cli checks it).

@@ -3,16 +3,29 @@
  * default), the planned peak, the peak RSS and the time per
  * frame, on the official checkpoint (--model) or the full-size synthetic
  * weights. Peak RSS: the process's from the session's creation on, and
- * its RSS just before (the model's store, the libraries, the input). --plan-only: the plans alone (any S, no run). One JSON line per
- * schedule. Not a test. */
+ * its RSS just before (the model's store, the libraries, the input). With
+ * --device cuda also the peak device memory the session took: the drop of
+ * free device memory from before its creation to the lowest seen after
+ * creation and after each frame (a warm-up session of the same S runs
+ * first, so that loading the kernels is not counted). --plan-only: the
+ * plans alone (any S, no run; CUDA plans need no GPU). One JSON line per
+ * schedule, from the smallest planned peak upward. Not a test. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "benchutil.h"
 #include "ckey_debug.h"
+#include "cuda/kernels.h"
 #include "model/greenformer.h"
 #include "model/session.h"
+
+/* Device memory free now (bytes; -1: unknown). */
+static int64_t device_free(void) {
+    ckey_device_info info;
+    if (ckey_device_get_info(CKEY_DEVICE_CUDA, 0, &info, NULL) != CKEY_OK || info.memory_free <= 0) return -1;
+    return info.memory_free;
+}
 
 int main(int argc, char **argv) {
     bench_forward_args a = {.size = 512, .runs = 1, .precision = CKEY_PRECISION_DEFAULT};
@@ -50,16 +63,44 @@ int main(int argc, char **argv) {
         ckey_model_free(m);
         return st ? 1 : 0;
     }
-    ck_schedule sched[16];
-    const int n = ck_session_schedules(&o, sched, 16);
+    ck_schedule sched[64];
+    const int n = ck_session_schedules(&o, sched, 64);
+    /* from the smallest planned peak upward (insertion sort; ties: the list's order, faster first) */
+    int64_t peak[64];
+    for (int i = 0; i < n; i++) {
+        ckey_memory_plan mp;
+        if (ck_session_plan_schedule(m, &o, &sched[i], &mp, &err)) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            return 1;
+        }
+        peak[i] = mp.peak_bytes;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && peak[j] < peak[j - 1]; j--) {
+            const ck_schedule ts = sched[j];
+            const int64_t tp = peak[j];
+            sched[j] = sched[j - 1], peak[j] = peak[j - 1];
+            sched[j - 1] = ts, peak[j - 1] = tp;
+        }
     float *x = malloc((size_t)4 * S * S * sizeof(float));
     if (!x) return 1;
     ck_synth_input(S, x);
-    for (int i = n - 1; i >= 0; i--) { /* leanest first */
+    if (cuda && !plan_only) { /* load the kernels and cuBLAS's before any session is measured */
+        ckey_session *s = NULL;
+        ckey_forward_result r;
+        const ck_schedule whole = {0, 0, 0};
+        if (ck_session_create_schedule(m, &o, 0, &whole, &s, &err) || ckey_session_forward(s, x, &r, &err)) {
+            fprintf(stderr, "bench: %s\n", err.message);
+            return 1;
+        }
+        ckey_session_free(s);
+    }
+    for (int i = 0; i < n; i++) { /* leanest first */
         if (sched[i].refiner_band && sched[i].refiner_band < min_band) continue; /* --min-band: skip the slowest */
         ckey_memory_plan mp;
         ckey_session *s = NULL;
         double mean = 0, chk = 0, rss_before = 0;
+        int64_t dev_before = -1, dev_low = -1;
         if (plan_only) {
             if (ck_session_plan_schedule(m, &o, &sched[i], &mp, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
@@ -68,10 +109,12 @@ int main(int argc, char **argv) {
         } else {
             bench_reset_peak_rss(); /* the peak from here on: the model's store, this session, the rest */
             rss_before = bench_status_mib("VmRSS:");
+            if (cuda) dev_before = dev_low = device_free();
             if (ck_session_create_schedule(m, &o, 0, &sched[i], &s, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
                 return 1;
             }
+            if (cuda) dev_low = CK_MIN(dev_low, device_free());
             ckey_session_get_plan(s, &mp);
             ckey_forward_result r;
             for (int k = 1 - warm; k <= runs; k++) { /* run 0: warm-up */
@@ -80,19 +123,25 @@ int main(int argc, char **argv) {
                     return 1;
                 }
                 if (k > 0) mean += r.seconds / runs;
+                if (cuda) dev_low = CK_MIN(dev_low, device_free());
             }
             for (int64_t p = 0; p < (int64_t)S * S; p++) chk += r.alpha[p];
             ckey_session_free(s);
         }
-        printf("{\"device\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,\"planned_peak_mib\":%.1f,"
+        printf("{\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,"
+               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"planned_peak_mib\":%.1f,"
                "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
                "\"refiner_mib\":%.1f,\"refiner_work\":%.2f",
-               cuda ? "cuda" : "cpu", S, threads, sched[i].refiner_band, mp.peak_bytes / 1048576.0,
+               cuda ? "cuda" : "cpu", ckey_precision_name(o.precision), S, threads, sched[i].refiner_band,
+               CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, mp.peak_bytes / 1048576.0,
                mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.stage_bytes[0] / 1048576.0,
                mp.stage_bytes[1] / 1048576.0, mp.stage_bytes[2] / 1048576.0, mp.relative_work);
         if (!plan_only)
             printf(",\"runs\":%d,\"mean_s\":%.3f,\"rss_before_mib\":%.1f,\"peak_rss_mib\":%.1f,"
                    "\"alpha_mean\":%.6f", runs, mean, rss_before, bench_status_mib("VmHWM:"), chk / ((double)S * S));
+        if (!plan_only && cuda)
+            printf(",\"peak_device_mib\":%.1f,\"outside_plan_mib\":%.1f",
+                   dev_before < 0 ? -1.0 : (dev_before - dev_low) / 1048576.0, ck_cuda_outside_plan_bytes() / 1048576.0);
         printf("}\n");
         fflush(stdout);
     }

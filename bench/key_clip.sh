@@ -1,22 +1,112 @@
 #!/usr/bin/env bash
-# End-to-end `ckey key` throughput on a synthetic clip (not a test):
+# End-to-end `ckey key` throughput on synthetic clips, stage by stage (not a
+# test):
 #
-#   bench/key_clip.sh [FRAMES] [WxH] [ckey key options ...]
+#   bench/key_clip.sh [FRAMES] [WxH[,WxH...]] [--formats F[,F...]] [--dir DIR]
+#                     [--forward-runs N] [ckey key options ...]
 #
 # Writes the full-size synthetic weights as a checkpoint (bench-forward
-# --save-model), a synthetic green-screen clip of FRAMES PNG frames
-# (bench/make_clip.py; default 24 frames of 3840 x 2160), then keys it with
-# `build/ckey key` into the four passes and prints ckey's summary line: frames
-# per second end to end (read, network, post-process, write, overlapped on
-# three threads) and model only. Needs build/ckey and build/bench/bench-forward
-# (`make bench`) with OpenEXR, and python3 with numpy.
+# --save-model), then for each plate size (default 3840x2160) and plate
+# format (default png8,png16,exr: 8-bit PNG, 16-bit PNG, HALF EXR plates,
+# build/bench/make-synth-clip) a clip of FRAMES frames (default 24), and
+# keys it with `build/ckey key --json` into the four passes (defaults: three
+# PXR24 EXRs and the Comp PNG). For each clip it prints the end-to-end rate,
+# ckey's model-only rate, every stage's busy seconds per frame (summed over
+# the threads that run it), each thread group's use (busy / (wall x
+# threads)), the model threads' waits for an input and for a free output
+# slot, and the stage that bounds the run (docs/performance.md, "Where a
+# clip's time goes"). Before the clips it runs build/bench/bench-forward at
+# the same --size / --device / --precision, so the network-only rate is
+# measured in the same run. The options after the sizes go to `ckey key`
+# (--device, --size, --precision, --readers, --writers, --frame-path, ...);
+# --formats, --dir (where the clips and passes go; default a temporary
+# directory under $TMPDIR) and --forward-runs (default 10) are this
+# script's. Needs build/ckey, build/bench/bench-forward and
+# build/bench/make-synth-clip (`make bench`) with OpenEXR, and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-frames=${1:-24}
-size=${2:-3840x2160}
-shift $(( $# < 2 ? $# : 2 ))
-work=$(mktemp -d)
+frames=24
+sizes=3840x2160
+if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then frames=$1; shift; fi
+if [[ $# -gt 0 && $1 =~ ^[0-9]+x[0-9]+(,[0-9]+x[0-9]+)*$ ]]; then sizes=$1; shift; fi
+formats=png8,png16,exr
+dir=
+fwd_runs=10
+S=2048
+device=
+precision=
+key_args=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --formats) formats=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --forward-runs) fwd_runs=$2; shift 2 ;;
+    --size) S=$2; key_args+=("$1" "$2"); shift 2 ;;
+    --device) device=$2; key_args+=("$1" "$2"); shift 2 ;;
+    --precision) precision=$2; key_args+=("$1" "$2"); shift 2 ;;
+    *) key_args+=("$1"); shift ;;
+  esac
+done
+for b in build/ckey build/bench/bench-forward build/bench/make-synth-clip; do
+  [[ -x $b ]] || { echo "key_clip.sh: $b is not built (make bench)" >&2; exit 1; }
+done
+if [[ -n $dir ]]; then
+  mkdir -p "$dir"
+  work=$(mktemp -d "$dir/key-clip.XXXXXX")
+else
+  work=$(mktemp -d)
+fi
 trap 'rm -rf "$work"' EXIT
-build/bench/bench-forward --save-model "$work/weights.safetensors"
-python3 bench/make_clip.py "$work/clip" --frames "$frames" --size "$size"
-build/ckey key "$work/clip" --model "$work/weights.safetensors" "$@" 2>&1 | tail -n 2
+
+fwd_args=(--size "$S" --runs "$fwd_runs")
+[[ -n $device ]] && fwd_args+=(--device "$device")
+[[ -n $precision ]] && fwd_args+=(--precision "$precision")
+build/bench/bench-forward --save-model "$work/weights.safetensors" >/dev/null
+echo "network only (build/bench/bench-forward ${fwd_args[*]}):"
+build/bench/bench-forward "${fwd_args[@]}" 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    dev = r.get("device_mean_s") or 0
+    print("  S = %d, %s %s: %.2f ms a frame (%.2f fps), device time %.2f ms (%.2f fps)" % (
+        r["size"], r["device"], r["precision"], 1e3 * r["mean_s"], 1 / r["mean_s"],
+        1e3 * dev, 1 / dev if dev > 0 else 0))
+'
+
+IFS=, read -r -a size_list <<< "$sizes"
+IFS=, read -r -a format_list <<< "$formats"
+for wh in "${size_list[@]}"; do
+  w=${wh%x*} h=${wh#*x}
+  # the clips of this size at once (one process each), then keyed one after another
+  pids=()
+  for fmt in "${format_list[@]}"; do
+    build/bench/make-synth-clip "$work/clip-$wh-$fmt" "$frames" "$w" "$h" "$fmt" >/dev/null &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  for fmt in "${format_list[@]}"; do
+    clip=$work/clip-$wh-$fmt
+    build/ckey key "$clip" --model "$work/weights.safetensors" --json "${key_args[@]}" \
+      2>"$work/stderr" >"$work/events" || { cat "$work/stderr" >&2; exit 1; }
+    python3 - "$wh" "$fmt" "$work/events" <<'EOF'
+import json, sys
+wh, fmt, path = sys.argv[1:4]
+done = None
+for line in open(path):
+    e = json.loads(line)
+    if e.get("event") == "done":
+        done = e
+if done is None:
+    sys.exit("key_clip.sh: no done event")
+n = max(done["keyed"], 1)
+print("%s %s plates: %d frames in %.2f s: %.2f fps end to end, %.2f fps model only, bound by %s (%s %.0f%% busy)" % (
+    wh, fmt, done["keyed"], done["seconds"], done["fps"], done["model_fps"], done["bound"],
+    done["bound_group"], 100 * done["use"][done["bound_group"]]))
+print("  busy s/frame: " + ", ".join("%s %.4f" % (k, v / n) for k, v in done["stages"].items()))
+print("  use: " + ", ".join("%s %.0f%% of %d" % (g, 100 * u, done["threads"][g]) for g, u in done["use"].items()) +
+      "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; peak RSS %.0f MiB" % (
+      done["wait_input_seconds"], done["wait_output_seconds"], done["wait_turn_seconds"], done["peak_rss_bytes"] / 2**20))
+EOF
+    rm -rf "$clip"
+  done
+done

@@ -1,17 +1,21 @@
 /*
- * A generated green-screen clip for bench/farm-chunks.sh (not a test):
+ * A generated green-screen clip for bench/farm-chunks.sh and
+ * bench/key_clip.sh (not a test):
  *
- *   build/bench/make-synth-clip DIR FRAMES WIDTH HEIGHT
+ *   build/bench/make-synth-clip DIR FRAMES WIDTH HEIGHT [png16|png8|exr]
  *
- * DIR/Input/plate_NNNN.png (16-bit RGB) and DIR/AlphaHint/hint_NNNN.png
+ * DIR/Input/plate_NNNN.png (16-bit RGB, the default; png8: 8-bit) or
+ * DIR/Input/plate_NNNN.exr (exr: HALF RGB, PXR24, the same sRGB values made
+ * linear, as a linear plate stores them) and DIR/AlphaHint/hint_NNNN.png
  * (8-bit), frames 1 .. FRAMES: a soft-edged disc with green spill on its
  * edge moving across a green screen, and its hardened, shrunk alpha as the
  * hint (the frames tests/support/clip.c's ck_synth_frame makes, scaled
- * to the size). Needs only libckey (PNG support).
+ * to the size). Needs only libckey (PNG support; OpenEXR for exr).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ckey_clip.h"
 #include "ckey_media.h"
@@ -37,15 +41,22 @@ static void frame(int k, int frames, int W, int H, float *rgb, float *hint) {
         }
 }
 
+/* The sRGB transfer function undone (IEC 61966-2-1), for a linear plate. */
+static float srgb_to_linear(float v) {
+    return v <= 0.04045f ? v / 12.92f : powf((v + 0.055f) / 1.055f, 2.4f);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s DIR FRAMES WIDTH HEIGHT\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s DIR FRAMES WIDTH HEIGHT [png16|png8|exr]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
     const int frames = atoi(argv[2]), W = atoi(argv[3]), H = atoi(argv[4]);
-    if (frames < 1 || W < 16 || H < 16) {
-        fprintf(stderr, "make-synth-clip: bad frame count or size\n");
+    const char *fmt = argc == 6 ? argv[5] : "png16";
+    const int exr = strcmp(fmt, "exr") == 0, depth = strcmp(fmt, "png8") == 0 ? 8 : 16;
+    if (frames < 1 || W < 16 || H < 16 || (!exr && strcmp(fmt, "png8") != 0 && strcmp(fmt, "png16") != 0)) {
+        fprintf(stderr, "make-synth-clip: bad frame count, size or format\n");
         return 2;
     }
     char in[4096], hints[4096], p[4200];
@@ -60,8 +71,11 @@ int main(int argc, char **argv) {
     if (!rgb || !hint) return 1;
     for (int k = 0; k < frames; k++) {
         frame(k, frames, W, H, rgb, hint);
-        snprintf(p, sizeof p, "%s/plate_%04d.png", in, k + 1);
-        if (ckey_image_write_png(p, rgb, 3, W, H, 16, &err) != CKEY_OK) {
+        snprintf(p, sizeof p, "%s/plate_%04d.%s", in, k + 1, exr ? "exr" : "png");
+        if (exr)
+            for (size_t i = 0; i < 3 * (size_t)W * H; i++) rgb[i] = srgb_to_linear(rgb[i]);
+        if ((exr ? ckey_image_write_exr(p, rgb, 3, W, H, CKEY_EXR_PXR24, &err)
+                 : ckey_image_write_png(p, rgb, 3, W, H, depth, &err)) != CKEY_OK) {
             fprintf(stderr, "make-synth-clip: %s\n", err.message);
             return 1;
         }
@@ -73,6 +87,6 @@ int main(int argc, char **argv) {
     }
     free(rgb);
     free(hint);
-    printf("%s: %d frames of %d x %d\n", dir, frames, W, H);
+    printf("%s: %d frames of %d x %d (%s plates)\n", dir, frames, W, H, fmt);
     return 0;
 }

@@ -198,6 +198,13 @@ typedef struct ckey_memory_plan {
     double relative_work;     /* the refiner's work under that schedule, 1 = whole maps */
     int64_t min_budget_bytes; /* the smallest budget any schedule fits: the leanest one's peak */
     int32_t min_budget_band;  /* that schedule's refiner_band */
+    int32_t encoder_chunks;   /* the schedule chosen: its encoder's mask-unit attention in this many
+                                 chunks of windows (1: all at once; only the CUDA backend chunks) */
+    int32_t min_budget_chunks;/* the leanest schedule's encoder_chunks */
+    int32_t c1_on_host;       /* the schedule chosen keeps the encoder's first feature map (c1) in host
+                                 memory from stage 1 to the decoders (CUDA only; host bytes counted
+                                 in a run's plan) */
+    int32_t min_budget_c1_on_host; /* the leanest schedule's c1_on_host */
 } ckey_memory_plan;
 
 /* Plan a session without allocating its arena (for `ckey info`); over
@@ -227,6 +234,8 @@ typedef struct ckey_forward_result {
     double device_seconds;    /* CUDA: the network on the GPU alone, from the input
                                  there to the output there (CUDA events; without the
                                  host transfers); CPU: the same as seconds */
+    double upload_seconds;    /* CUDA: the input's upload on the GPU (CUDA events); CPU: 0 */
+    double download_seconds;  /* CUDA: the output's download on the GPU; CPU: 0 */
 } ckey_forward_result;
 
 ckey_status ckey_session_forward(ckey_session *s, const float *input,

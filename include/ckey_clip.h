@@ -171,6 +171,12 @@ typedef struct ckey_shot_passes {
     const float *comp;       /* [3, h, w] sRGB preview over the checkerboard (Comp) */
     ckey_pool *pool;         /* the runner's threads during this call; may be NULL;
                                 a sink of another library ignores it */
+    double *io_seconds;      /* may be NULL; else a sink that can tell adds the part of
+                                this write() call's time that went to file I/O (writes,
+                                fsync, rename), the rest being encoding; with several
+                                files written at once, the call's time times the I/O
+                                share of the files' summed times. The runner counts it
+                                as the stage "write", the rest as "encode" */
 } ckey_shot_passes;
 
 typedef struct ckey_sink {
@@ -377,9 +383,8 @@ typedef int (*ckey_cancel_fn)(void *user);
  * passes agree within float rounding (the post-processing bars).
  */
 typedef enum ckey_frame_path {
-    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path, one frame at a time on
-                                   one stream, is not faster end to end yet
-                                   (docs/performance.md) */
+    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path was not faster end to
+                                   end when last measured (docs/performance.md) */
     CKEY_FRAME_PATH_CPU = 1,    /* the host path */
     CKEY_FRAME_PATH_DEVICE = 2  /* the device path; CKEY_ERR_UNSUPPORTED where it has none */
 } ckey_frame_path;
@@ -434,6 +439,71 @@ typedef enum ckey_shot_event_kind {
                                 another size resized to the plate; counts unchanged */
 } ckey_shot_event_kind;
 
+/*
+ * Where a shot's time goes. Each frame passes the stages in this order; a
+ * stage's busy time is the wall time its threads spent in it, summed over
+ * the threads (a stage split over the pool counts once, from start to end).
+ */
+typedef enum ckey_shot_stage {
+    CKEY_STAGE_READ = 0,   /* source->read: decoding the plate and the hint */
+    CKEY_STAGE_PRE = 1,    /* input fixes (auto hint, hint resize, linear -> sRGB),
+                              resize to S, normalize */
+    CKEY_STAGE_UPLOAD = 2, /* host -> GPU: the network's input (host frame path) or
+                              the plate and hint (device frame path); 0 on the CPU */
+    CKEY_STAGE_NETWORK = 3, /* the network (launch and wait included) */
+    CKEY_STAGE_DOWNLOAD = 4, /* GPU -> host: the network's output or the passes */
+    CKEY_STAGE_BACK = 5,   /* resize back to the plate */
+    CKEY_STAGE_POST = 6,   /* despeckle, despill, premultiply, comp */
+    CKEY_STAGE_ENCODE = 7, /* the sink's write() (and write_ordered()) less its file I/O:
+                              EXR / PNG compression, video encoding */
+    CKEY_STAGE_WRITE = 8,  /* the sink's file I/O (ckey_shot_passes.io_seconds) */
+    CKEY_SHOT_STAGES = 9
+} ckey_shot_stage;
+
+/* "read", "pre", "upload", "network", "download", "back", "post", "encode",
+ * "write"; "?" out of range. */
+const char *ckey_shot_stage_name(int stage);
+
+/* The threads a shot's stages run on: the readers (read, pre), the model
+ * threads (upload, network, download; on the device frame path also pre,
+ * back and post), the writers (back, post, and encode / write of a
+ * concurrent_write sink) and, one frame at a time in frame order, the
+ * ordered writes (a sink without concurrent_write, write_ordered). */
+typedef enum ckey_shot_group {
+    CKEY_GROUP_READERS = 0,
+    CKEY_GROUP_NETWORK = 1,
+    CKEY_GROUP_WRITERS = 2,
+    CKEY_GROUP_ORDERED = 3,
+    CKEY_SHOT_GROUPS = 4
+} ckey_shot_group;
+
+/* "readers", "network", "writers", "ordered"; "?" out of range. */
+const char *ckey_shot_group_name(int group);
+
+/*
+ * The busy time of a shot's stages so far, and the stage that bounds it.
+ * A group's use is its stages' busy seconds over (elapsed x its threads):
+ * 1 when every one of its threads was busy all along. The bounding group
+ * is the one with the highest use (a pipeline runs at the pace of its
+ * busiest group: the others wait on it), and the bounding stage is the
+ * stage with the most busy time in that group. The model threads' waits
+ * tell the same from the network's side: waiting for a decoded frame (the
+ * readers are behind) or for a free output slot (the writers are).
+ */
+typedef struct ckey_shot_load {
+    double elapsed;                          /* wall seconds since the run began */
+    double stage_seconds[CKEY_SHOT_STAGES];  /* busy seconds, summed over threads */
+    int32_t threads[CKEY_SHOT_GROUPS];       /* threads in each group */
+    double use[CKEY_SHOT_GROUPS];            /* busy / (elapsed x threads), 0..1 */
+    double wait_input_seconds;               /* the model threads waiting for an input */
+    double wait_output_seconds;              /* ... for a free output slot */
+    double wait_turn_seconds;                /* the writers, done with a frame's heavy part,
+                                                waiting for its turn (the frames before it
+                                                written): a writer's slot stays held */
+    int32_t bound;                           /* ckey_shot_stage; -1 before any time */
+    int32_t bound_group;                     /* ckey_shot_group; -1 before any time */
+} ckey_shot_load;
+
 typedef struct ckey_shot_event {
     ckey_shot_event_kind kind;
     int64_t index;                /* into source->frames */
@@ -449,6 +519,8 @@ typedef struct ckey_shot_event {
     const char *message;          /* WARNING */
     int32_t session;              /* KEYED: which session keyed it (ckey_shot_run_multi's
                                      index; 0 with one session) */
+    const ckey_shot_load *load;   /* KEYED: the stages' busy time so far (valid during
+                                     the call) */
 } ckey_shot_event;
 
 /* Called for every frame of the plan that is not EXCLUDE, in frame order,
@@ -473,6 +545,7 @@ typedef struct ckey_shot_stats {
     double sink_seconds;          /* sink->write and write_ordered */
     double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
                                      Comp) when the sink tells (ckey_sink.pass_seconds) */
+    ckey_shot_load load;          /* every stage's busy time and the bounding stage */
 } ckey_shot_stats;
 
 /*

@@ -2522,7 +2522,7 @@ static void fp_sink_clear(fp_sink *k) {
 }
 
 static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, const ckey_post_options *post,
-                          fp_sink *out, ckey_error *err) {
+                          fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
     static fp_source ms;
     for (int i = 0; i < FP_FRAMES; i++) {
         snprintf(ms.stems[i], sizeof ms.stems[i], "f_%04d", i);
@@ -2538,8 +2538,36 @@ static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead,
     so.read_ahead = read_ahead;
     so.readers = 2;
     so.writers = 2;
-    ckey_shot_stats st;
-    return ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, &st, err);
+    return ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, st, err);
+}
+
+/* The stages' busy times of a shot on the GPU (ckey_shot_load): the
+ * transfers timed on both frame paths, the plate-size steps on the threads
+ * of their path, the bound one of the stages that ran. */
+static void fp_check_load(const char *what, int device, const ckey_shot_stats *st) {
+    const ckey_shot_load *l = &st->load;
+    const double *sec = l->stage_seconds;
+    printf("  %s:", what);
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++) printf(" %s %.4f", ckey_shot_stage_name(k), sec[k]);
+    printf("; bound by %s (%s %.0f%%)\n", ckey_shot_stage_name(l->bound), ckey_shot_group_name(l->bound_group),
+           l->bound_group >= 0 ? 100 * l->use[l->bound_group] : 0.0);
+    /* every stage ran: the test sink has no file I/O, so "write" alone is 0 */
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+        if (k != CKEY_STAGE_WRITE)
+            CHECKF(sec[k] > 0, "%s: stage %s took %g s (the stats miss it)", what, ckey_shot_stage_name(k), sec[k]);
+    CHECKF(sec[CKEY_STAGE_WRITE] == 0, "%s: write %g s from a sink that reports no I/O", what, sec[CKEY_STAGE_WRITE]);
+    CHECKF(fabs(sec[CKEY_STAGE_ENCODE] - st->sink_seconds) <= 1e-9 + 1e-9 * st->sink_seconds,
+           "%s: encode %g, sink %g", what, sec[CKEY_STAGE_ENCODE], st->sink_seconds);
+    /* model_seconds: the host path's forward call (upload, network, download
+     * within it), the device path's network alone */
+    const double model = device ? sec[CKEY_STAGE_NETWORK]
+                                : sec[CKEY_STAGE_UPLOAD] + sec[CKEY_STAGE_NETWORK] + sec[CKEY_STAGE_DOWNLOAD];
+    CHECKF(fabs(model - st->model_seconds) <= 1e-9 + 1e-9 * st->model_seconds,
+           "%s: upload %g, network %g, download %g against model_seconds %g", what, sec[CKEY_STAGE_UPLOAD],
+           sec[CKEY_STAGE_NETWORK], sec[CKEY_STAGE_DOWNLOAD], st->model_seconds);
+    for (int g = 0; g < CKEY_SHOT_GROUPS; g++)
+        CHECKF(l->use[g] >= 0 && l->use[g] <= 1 + 1e-6, "%s: %s use %g", what, ckey_shot_group_name(g), l->use[g]);
+    CHECKF(l->bound >= 0 && l->bound_group >= 0, "%s: no bound (%d, %d)", what, (int)l->bound, (int)l->bound_group);
 }
 
 static void test_frame_path_shot(void) {
@@ -2562,8 +2590,14 @@ static void test_frame_path_shot(void) {
         post.despeckle_area = 40; /* the tiny plates' blobs: some go, some stay */
         const int read_ahead = variant == 1 ? 0 : 2; /* variant 1: every stage on the calling thread */
         static fp_sink host, dev;
-        CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, &post, &host, &err) == CKEY_OK, "%s", err.message);
-        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, &post, &dev, &err) == CKEY_OK, "%s", err.message);
+        ckey_shot_stats sth, std;
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, &post, &host, &sth, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, &post, &dev, &std, &err) == CKEY_OK, "%s", err.message);
+        char what[64];
+        snprintf(what, sizeof what, "variant %d, host frame path", variant);
+        fp_check_load(what, 0, &sth);
+        snprintf(what, sizeof what, "variant %d, device frame path", variant);
+        fp_check_load(what, 1, &std);
         CHECK(!host.bad && !dev.bad);
         for (int i = 0; i < FP_FRAMES; i++) {
             if (!host.pass[i][0] || !dev.pass[i][0]) {
@@ -2613,9 +2647,9 @@ static void test_frame_path_shot(void) {
     ckey_post_options_default(&post);
     post.despeckle_mode = CKEY_DESPECKLE_TORCH;
     static fp_sink k;
-    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, &post, &k, &err) == CKEY_OK);
+    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, &post, &k, NULL, &err) == CKEY_OK);
     fp_sink_clear(&k);
-    CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, &post, &k, &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, &post, &k, NULL, &err) == CKEY_ERR_UNSUPPORTED);
     printf("  torch despeckle, --frame-path device: %s\n", err.message);
     fp_sink_clear(&k);
     ckey_session_free(s);

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1019,6 +1020,179 @@ static void test_thread_counts(void) {
 
 /* SHOT_DIR --out DIR: the clip's Input/ and AlphaHint/, the passes under DIR
  * (SHOT_DIR/Output is not created); --plate and a hint folder stay refused. */
+/* The stages' busy times of ckey_shot_run (ckey_shot_load): in the stats and
+ * in every KEYED event, non-negative, growing from event to event, equal to
+ * the older per-stage stats they refine, each group's use within [0, 1],
+ * and the bounding stage one of its group's; and `ckey key` naming it in the
+ * progress lines, the summary and the --json events. */
+typedef struct load_log {
+    int keyed, bad;
+    char why[256];
+    ckey_shot_load last;
+} load_log;
+
+static void log_load(void *user, const ckey_shot_event *ev) {
+    load_log *g = user;
+    if (ev->kind != CKEY_SHOT_KEYED) return;
+    const ckey_shot_load *l = ev->load;
+    if (!l) {
+        g->bad = 1;
+        snprintf(g->why, sizeof g->why, "keyed event %d has no load", g->keyed);
+        return;
+    }
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+        if (!(l->stage_seconds[k] >= 0) || (g->keyed && l->stage_seconds[k] < g->last.stage_seconds[k])) {
+            g->bad = 1;
+            snprintf(g->why, sizeof g->why, "keyed event %d: stage %s %g after %g", g->keyed,
+                     ckey_shot_stage_name(k), l->stage_seconds[k], g->last.stage_seconds[k]);
+        }
+    if (g->keyed && l->elapsed < g->last.elapsed) g->bad = 1;
+    g->last = *l;
+    g->keyed++;
+}
+
+/* Whether stage k runs on group g (the host frame path). */
+static int stage_in_group(int k, int g) {
+    switch (g) {
+    case CKEY_GROUP_READERS: return k == CKEY_STAGE_READ || k == CKEY_STAGE_PRE;
+    case CKEY_GROUP_NETWORK: return k == CKEY_STAGE_UPLOAD || k == CKEY_STAGE_NETWORK || k == CKEY_STAGE_DOWNLOAD;
+    case CKEY_GROUP_WRITERS: return k >= CKEY_STAGE_BACK;
+    case CKEY_GROUP_ORDERED: return k == CKEY_STAGE_ENCODE || k == CKEY_STAGE_WRITE;
+    default: return 0;
+    }
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 + 1e-9 * fabs(b); }
+
+static void test_stage_stats(void) {
+    char model[512], shot[512];
+    NEED_SETUP(model);
+    enum { NF = 4 };
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "stages", NF));
+    ckey_error err;
+    ckey_model *m = NULL;
+    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
+    ckey_session_options so;
+    ckey_session_options_default(&so);
+    so.device = CKEY_DEVICE_CPU;
+    so.size = 64;
+    so.threads = 1;
+    ckey_session *s = NULL;
+    REQUIRE(ckey_session_create(m, &so, &s, &err) == CKEY_OK);
+    static const struct { int read_ahead, readers, writers; } cfg[] = {{0, 1, 1}, {2, 1, 2}, {3, 2, 3}};
+    char plates[600], hints[600], out[640];
+    snprintf(plates, sizeof plates, "%s/Input", shot);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+    for (int c = 0; c < (int)LEN(cfg); c++) {
+        snprintf(out, sizeof out, "%s/Out%d", shot, c);
+        ckey_source src;
+        ckey_sink sink;
+        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+        REQUIRE(ckey_sink_open_passes_opt(out, NULL, &sink, &err) == CKEY_OK);
+        ckey_shot_options o;
+        ckey_shot_options_default(&o);
+        o.read_ahead = cfg[c].read_ahead;
+        o.readers = cfg[c].readers;
+        o.writers = cfg[c].writers;
+        load_log g;
+        memset(&g, 0, sizeof g);
+        ckey_shot_stats st;
+        const ckey_status rc = ckey_shot_run(s, &src, &sink, NULL, &o, log_load, &g, &st, &err);
+        CHECKF(rc == CKEY_OK && st.keyed == NF, "config %d: %s", c, err.message);
+        CHECKF(g.keyed == NF && !g.bad, "config %d: %d keyed events: %s", c, g.keyed, g.why);
+        const ckey_shot_load *l = &st.load;
+        const double *sec = l->stage_seconds;
+        printf("  read-ahead %d, %d readers, %d writers: %.3f s;", cfg[c].read_ahead, cfg[c].readers,
+               cfg[c].writers, st.seconds);
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++) printf(" %s %.4f", ckey_shot_stage_name(k), sec[k]);
+        printf("; use");
+        for (int q = 0; q < CKEY_SHOT_GROUPS; q++) printf(" %s %.2f", ckey_shot_group_name(q), l->use[q]);
+        printf("; bound by %s (%s)\n", ckey_shot_stage_name(l->bound), ckey_shot_group_name(l->bound_group));
+        /* the stages refine the per-stage stats: equal sums */
+        CHECKF(near(sec[CKEY_STAGE_READ], st.decode_seconds), "config %d: read %g, decode %g", c,
+               sec[CKEY_STAGE_READ], st.decode_seconds);
+        CHECKF(near(sec[CKEY_STAGE_PRE], st.pre_seconds), "config %d: pre %g vs %g", c, sec[CKEY_STAGE_PRE],
+               st.pre_seconds);
+        CHECKF(near(sec[CKEY_STAGE_UPLOAD] + sec[CKEY_STAGE_NETWORK] + sec[CKEY_STAGE_DOWNLOAD], st.model_seconds),
+               "config %d: upload + network + download %g, model %g", c,
+               sec[CKEY_STAGE_UPLOAD] + sec[CKEY_STAGE_NETWORK] + sec[CKEY_STAGE_DOWNLOAD], st.model_seconds);
+        CHECKF(sec[CKEY_STAGE_UPLOAD] == 0 && sec[CKEY_STAGE_DOWNLOAD] == 0, "config %d: transfers on the CPU", c);
+        CHECKF(near(sec[CKEY_STAGE_BACK], st.back_seconds) && near(sec[CKEY_STAGE_POST], st.post_seconds),
+               "config %d: back %g vs %g, post %g vs %g", c, sec[CKEY_STAGE_BACK], st.back_seconds,
+               sec[CKEY_STAGE_POST], st.post_seconds);
+        CHECKF(near(sec[CKEY_STAGE_ENCODE] + sec[CKEY_STAGE_WRITE], st.sink_seconds),
+               "config %d: encode + write %g, sink %g", c, sec[CKEY_STAGE_ENCODE] + sec[CKEY_STAGE_WRITE],
+               st.sink_seconds);
+        /* every stage that runs here took time; the passes sink reports its file I/O */
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+            if (k != CKEY_STAGE_UPLOAD && k != CKEY_STAGE_DOWNLOAD)
+                CHECKF(sec[k] > 0, "config %d: stage %s took %g s", c, ckey_shot_stage_name(k), sec[k]);
+        CHECKF(l->elapsed == st.seconds, "config %d: elapsed %g, seconds %g", c, l->elapsed, st.seconds);
+        CHECKF(g.last.elapsed <= l->elapsed, "config %d: last event at %g s, run %g s", c, g.last.elapsed, l->elapsed);
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+            CHECKF(g.last.stage_seconds[k] <= sec[k], "config %d: %s %g in the last event, %g at the end", c,
+                   ckey_shot_stage_name(k), g.last.stage_seconds[k], sec[k]);
+        /* threads, use, the bound */
+        const int threaded = cfg[c].read_ahead > 0;
+        CHECKF(l->threads[CKEY_GROUP_READERS] == cfg[c].readers && l->threads[CKEY_GROUP_NETWORK] == 1 &&
+                   l->threads[CKEY_GROUP_WRITERS] == cfg[c].writers && l->threads[CKEY_GROUP_ORDERED] == 1,
+               "config %d: threads %d %d %d %d", c, (int)l->threads[0], (int)l->threads[1], (int)l->threads[2],
+               (int)l->threads[3]);
+        double total = 0;
+        for (int q = 0; q < CKEY_SHOT_GROUPS; q++) {
+            CHECKF(l->use[q] >= 0 && l->use[q] <= 1.0 + 1e-6, "config %d: %s use %g", c, ckey_shot_group_name(q),
+                   l->use[q]);
+            total += l->use[q] * l->threads[q];
+        }
+        /* unthreaded, one thread runs the stages one after another: their
+         * busy time is at most the run's */
+        if (!threaded) CHECKF(total <= 1.0 + 1e-6, "unthreaded: the groups' use sums to %g", total);
+        CHECKF(l->bound >= 0 && l->bound < CKEY_SHOT_STAGES && l->bound_group >= 0 &&
+                   l->bound_group < CKEY_SHOT_GROUPS && stage_in_group(l->bound, l->bound_group),
+               "config %d: bound %d in group %d", c, (int)l->bound, (int)l->bound_group);
+        for (int q = 0; q < CKEY_SHOT_GROUPS; q++)
+            CHECKF(l->use[q] <= l->use[l->bound_group], "config %d: %s use %g above the bound's %g", c,
+                   ckey_shot_group_name(q), l->use[q], l->use[l->bound_group]);
+        CHECKF(l->wait_input_seconds >= 0 && l->wait_output_seconds >= 0 &&
+                   l->wait_input_seconds + l->wait_output_seconds <= l->elapsed,
+               "config %d: waits %g + %g in %g s", c, l->wait_input_seconds, l->wait_output_seconds, l->elapsed);
+        /* each writer waits for its turns within the run */
+        CHECKF(l->wait_turn_seconds >= 0 && l->wait_turn_seconds <= l->elapsed * cfg[c].writers,
+               "config %d: turn waits %g in %g s, %d writers", c, l->wait_turn_seconds, l->elapsed, cfg[c].writers);
+        ckey_sink_close(&sink);
+        ckey_source_close(&src);
+    }
+    ckey_session_free(s);
+    ckey_model_free(m);
+
+    /* the CLI: the bounding stage in each progress line and the summary */
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    int named = 0;
+    for (const char *at = r.err; (at = strstr(at, "bound by ")); at++) {
+        at += strlen("bound by ");
+        int ok = 0;
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++) {
+            const char *nm = ckey_shot_stage_name(k);
+            if (!strncmp(at, nm, strlen(nm)) && at[strlen(nm)] == ' ') ok = 1;
+        }
+        CHECKF(ok, "progress line names no stage: %.60s", at);
+        named++;
+    }
+    CHECKF(named == NF, "%d of %d progress lines name the bounding stage: %s", named, NF, r.err);
+    CHECKF(strstr(r.out, "model only, bound by ") != NULL, "summary: %s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", "--json", NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    CHECK(ck_count_str(r.out, "\"stages\":{\"read\":") == NF + 1);
+    const char *done = strstr(r.out, "{\"event\":\"done\"");
+    CHECKF(done && strstr(done, "\"stages\":{\"read\":") && strstr(done, "\"bound\":\"") &&
+               strstr(done, "\"use\":{\"readers\":") && strstr(done, "\"wait_input_seconds\":") &&
+               strstr(done, "\"wait_turn_seconds\":"),
+           "done event: %s", done ? done : r.out);
+    result_free(&r);
+}
+
 static void test_shot_out(void) {
     char model[512], shot[512], out[600], p[1024];
     NEED_SETUP(model);
@@ -1115,7 +1289,18 @@ static void test_run_memory_api(void) {
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
                (long long)rd.device_frame_bytes);
-        CHECK(rd.decoded_bytes == 3 * 4 * P * F && rd.output_bytes == 3 * 11 * P * F && rd.post_bytes == 0);
+        /* two model threads a session (ck_shot_pipelines), each its own ck_devframe: the slots
+         * rounded up to multiples of 2, 4 in and 4 out; unthreaded, one ck_devframe */
+        CHECKF(rd.decoded_bytes == 4 * 4 * P * F && rd.output_bytes == 4 * 11 * P * F && rd.post_bytes == 0,
+               "decoded %lld, output %lld", (long long)rd.decoded_bytes, (long long)rd.output_bytes);
+        ckey_run_memory r1;
+        ro.shot.frame_path = CKEY_FRAME_PATH_DEVICE;
+        ro.shot.read_ahead = 0;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_OK);
+        CHECKF(rd.device_frame_bytes == 2 * r1.device_frame_bytes, "two devframes %lld, one %lld",
+               (long long)rd.device_frame_bytes, (long long)r1.device_frame_bytes);
+        ro.shot.read_ahead = 2;
+        ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
         CHECK(rd.io_bytes == rh.io_bytes - 6 * 4 * 64 * 64 * F);
         CHECK(rd.total_bytes == rd.session.peak_bytes + rd.model_bytes + rd.io_bytes + rd.plate_bytes +
                                     rd.device_frame_bytes &&
@@ -1238,6 +1423,7 @@ int main(int argc, char **argv) {
         {"exr_plate_space", test_exr_plate_space},
         {"parallel_writers", test_parallel_writers},
         {"thread_counts", test_thread_counts},
+        {"stage_stats", test_stage_stats},
         {"shot_out", test_shot_out},
         {"run_memory_api", test_run_memory_api},
         {"run_memory_key", test_run_memory_key},

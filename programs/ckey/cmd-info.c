@@ -118,14 +118,21 @@ static void print_text(const opts *o, const info_result *r) {
         printf("  live at most: encoder %.1f MiB, decoders %.1f MiB, refiner %.1f MiB\n",
                mib(plan->stage_bytes[0]), mib(plan->stage_bytes[1]), mib(plan->stage_bytes[2]));
     }
+    char chunks[112] = "";
+    if (plan->encoder_chunks > 1)
+        snprintf(chunks, sizeof chunks, "; encoder attention in %d chunks of windows%s", (int)plan->encoder_chunks,
+                 plan->c1_on_host ? "; c1 in host memory" : "");
     if (plan->refiner_band)
-        printf("  schedule    refiner in bands of %d rows, recomputed per GroupNorm (refiner work x%.1f)\n",
-               (int)plan->refiner_band, plan->relative_work);
+        printf("  schedule    refiner in bands of %d rows, recomputed per GroupNorm (refiner work x%.1f)%s\n",
+               (int)plan->refiner_band, plan->relative_work, chunks);
     else
-        printf("  schedule    refiner on whole maps (the fastest)\n");
-    char lean[48];
+        printf("  schedule    refiner on whole maps%s\n", plan->encoder_chunks > 1 ? chunks : " (the fastest)");
+    char lean[112];
     if (plan->min_budget_band) snprintf(lean, sizeof lean, "bands of %d rows", (int)plan->min_budget_band);
     else snprintf(lean, sizeof lean, "whole maps");
+    if (plan->min_budget_chunks > 1)
+        snprintf(lean + strlen(lean), sizeof lean - strlen(lean), ", encoder in %d chunks%s",
+                 (int)plan->min_budget_chunks, plan->min_budget_c1_on_host ? ", c1 in host memory" : "");
     printf("  smallest budget %.1f MiB (%lld bytes; refiner on %s)\n", mib(plan->min_budget_bytes),
            (long long)plan->min_budget_bytes, lean);
     if (r->have_run) {

@@ -54,6 +54,36 @@ static void fmt_eta(char *buf, size_t cap, double s) {
     else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
+/* "read (readers 93% busy)": the stage that bounds the run so far and the
+ * busy share of its threads; "-" before any time was counted. */
+static void fmt_bound(char *buf, size_t cap, const ckey_shot_load *l) {
+    if (!l || l->bound < 0 || l->bound_group < 0) {
+        snprintf(buf, cap, "-");
+        return;
+    }
+    snprintf(buf, cap, "%s (%s %.0f%% busy)", ckey_shot_stage_name(l->bound), ckey_shot_group_name(l->bound_group),
+             100.0 * l->use[l->bound_group]);
+}
+
+/* The load as JSON members: "stages":{...},"use":{...},"threads":{...},
+ * the network's waits, "bound" and "bound_group" (no braces around). */
+static void json_load(FILE *f, const ckey_shot_load *l) {
+    fprintf(f, "\"stages\":{");
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+        fprintf(f, "%s\"%s\":%.6f", k ? "," : "", ckey_shot_stage_name(k), l->stage_seconds[k]);
+    fprintf(f, "},\"use\":{");
+    for (int g = 0; g < CKEY_SHOT_GROUPS; g++)
+        fprintf(f, "%s\"%s\":%.4f", g ? "," : "", ckey_shot_group_name(g), l->use[g]);
+    fprintf(f, "},\"threads\":{");
+    for (int g = 0; g < CKEY_SHOT_GROUPS; g++)
+        fprintf(f, "%s\"%s\":%d", g ? "," : "", ckey_shot_group_name(g), (int)l->threads[g]);
+    fprintf(f, "},\"wait_input_seconds\":%.6f,\"wait_output_seconds\":%.6f,\"wait_turn_seconds\":%.6f,\"bound\":",
+            l->wait_input_seconds, l->wait_output_seconds, l->wait_turn_seconds);
+    if (l->bound >= 0) fprintf(f, "\"%s\",\"bound_group\":\"%s\"", ckey_shot_stage_name(l->bound),
+                               ckey_shot_group_name(l->bound_group));
+    else fprintf(f, "null,\"bound_group\":null");
+}
+
 /* Progress: one call per planned frame, in frame order (ckey_shot_run). */
 static void key_event(void *user, const ckey_shot_event *ev) {
     key_ctx *k = user;
@@ -98,21 +128,33 @@ static void key_event(void *user, const ckey_shot_event *ev) {
         }
     } else {
         const int64_t left = k->to_key - ev->keyed - ev->failed;
-        char e[32];
+        char e[32], b[96];
         fmt_eta(e, sizeof e, left / (fps > 0 ? fps : 1e-9));
-        if (k->json)
+        fmt_bound(b, sizeof b, ev->load);
+        if (k->json) {
             printf("{\"event\":\"frame\",\"frame\":%lld,\"status\":\"keyed\",\"seconds\":%.6f,"
                    "\"model_seconds\":%.6f,\"width\":%d,\"height\":%d,\"index\":%lld,\"total\":%lld,"
-                   "\"fps\":%.4f,\"model_fps\":%.4f,\"session\":%d}\n",
+                   "\"fps\":%.4f,\"model_fps\":%.4f,\"session\":%d",
                    fr, ev->seconds, ev->model_seconds, (int)ev->width, (int)ev->height, pos,
                    (long long)k->total, fps, mfps, (int)ev->session);
-        else if (k->tty)
-            fprintf(stderr, "\rframe %lld/%lld (#%lld)  %.2f fps (model %.2f fps)  ETA %s   ", pos,
-                    (long long)k->total, fr, fps, mfps, e);
-        else
+            if (ev->load) {
+                printf(",");
+                json_load(stdout, ev->load);
+            }
+            printf("}\n");
+        } else if (k->tty) {
+            /* short, to stay within a terminal's line: the stage and its group's use */
+            char sb[48] = "-";
+            if (ev->load && ev->load->bound >= 0 && ev->load->bound_group >= 0)
+                snprintf(sb, sizeof sb, "%s %.0f%%", ckey_shot_stage_name(ev->load->bound),
+                         100.0 * ev->load->use[ev->load->bound_group]);
+            fprintf(stderr, "\rframe %lld/%lld (#%lld)  %.2f fps (model %.2f fps)  bound: %s  ETA %s   ", pos,
+                    (long long)k->total, fr, fps, mfps, sb, e);
+        } else {
             fprintf(stderr, "frame %lld (%lld/%lld): keyed in %.3f s (model %.3f s), %.2f fps "
-                            "(model %.2f fps), ETA %s\n",
-                    fr, pos, (long long)k->total, ev->seconds, ev->model_seconds, fps, mfps, e);
+                            "(model %.2f fps), bound by %s, ETA %s\n",
+                    fr, pos, (long long)k->total, ev->seconds, ev->model_seconds, fps, mfps, b, e);
+        }
     }
     if (k->json) fflush(stdout);
 }
@@ -538,6 +580,8 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
                (long long)j->kc.warnings, (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1,
                (long long)peak_rss_bytes());
         json_str(stdout, j->cp.out_dir);
+        printf(",");
+        json_load(stdout, &stats->load);
         printf(",\"videos\":[");
         for (int k = 0, n = 0; k < 2; k++)
             if (j->video_path[k]) {
@@ -551,10 +595,12 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
     if (stats->failed) snprintf(failed, sizeof failed, ", FAILED %lld", (long long)stats->failed);
     char sessions[32] = "session";
     if (j->nsess > 1) snprintf(sessions, sizeof sessions, "%d sessions", j->nsess);
+    char b[96];
+    fmt_bound(b, sizeof b, &stats->load);
     printf("keyed %lld frame%s, skipped %lld%s, in %.3f s: %.2f fps end to end (read, key, "
-           "post, write), %.2f fps model only; model load + %s %.3f s; passes in %s\n",
+           "post, write), %.2f fps model only, bound by %s; model load + %s %.3f s; passes in %s\n",
            (long long)stats->keyed, stats->keyed == 1 ? "" : "s", (long long)stats->skipped,
-           failed, stats->seconds, fps, mfps, sessions, j->setup_s, j->cp.out_dir);
+           failed, stats->seconds, fps, mfps, b, sessions, j->setup_s, j->cp.out_dir);
     if (j->kc.warnings > 3) fprintf(stderr, "ckey: %lld warnings in all\n", (long long)j->kc.warnings);
     for (int k = 0; k < 2; k++)
         if (j->video_path[k]) printf("wrote %s\n", j->video_path[k]);

@@ -41,6 +41,11 @@ typedef struct ck_pass_params {
      * stem's is then never applied in a pass of its own. 0: conv3x3 may apply
      * it to `in` in place (the CPU). */
     int conv_load_affine;
+    /* Values a pixel of a band of the refiner input takes in the backend's
+     * refiner_input_rows layout (ops.h); 0: 7, planes [7, n, S]. */
+    int band_input_ch;
+    /* Host bytes the pass keeps maps in (ck_schedule.c1_on_host: c1), or 0. */
+    size_t host_map_bytes;
 } ck_pass_params;
 
 /* One forward on a backend. The network's pass is a callback: it issues the
@@ -78,9 +83,11 @@ struct ck_backend_i {
      * the loaded model's fp32 store staying in host memory beside them; 0
      * when they are host memory and the weights are views of that store. */
     int device_memory;
+    /* 1: its scratch and ops follow ck_schedule.encoder_chunks (model.h) */
+    int encoder_chunks;
     /* Host bytes the backend allocates outside its weights and arena: its
      * transfer buffers (CUDA: the page-locked input and output). */
-    int64_t (*host_io_bytes)(const ck_backend_config *bc);
+    int64_t (*host_io_bytes)(const ck_backend_config *bc, const ck_config *c);
 
     ckey_status (*create)(const ck_backend_config *bc, ck_backend **out, ckey_error *err);
     /* Copy m's weights into backend memory and types; *view lives as long as be. */
@@ -91,8 +98,10 @@ struct ck_backend_i {
     float *(*input)(ck_backend *be);
     /* Run one forward: *result points at the host fp32 output (r->out when
      * given); seconds[0] is the wall time of the call, seconds[1] the time
-     * on the device, input and output transfers excluded (the CPU: the same). */
-    ckey_status (*run)(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+     * on the device, input and output transfers excluded (the CPU: the same),
+     * seconds[2] and [3] the device's time in the input's upload and the
+     * output's download (0 on the CPU and where there is none). */
+    ckey_status (*run)(ck_backend *be, const ck_run_args *r, const float **result, double seconds[4],
                        ckey_error *err);
     /* Host memory the backend transfers from fastest (pinned on CUDA). */
     void *(*host_alloc)(ck_backend *be, size_t bytes);

@@ -157,11 +157,14 @@ typedef struct ck_ops {
      * rows in order (a backend offering bands keeps its maps row-contiguous,
      * as channels-last is), so rows [a, b) of it start at (a - r0) * S * C.
      *
-     * rin [7, n, S] = rows [y0, y0 + n) of refiner_input's [7, S, S]. */
+     * rin = rows [y0, y0 + n) of refiner_input's [7, S, S], in a layout of
+     * the backend's taking ck_pass_params.band_input_ch values a pixel
+     * (7, the default: planes [7, n, S]; the CUDA tensor-core stem's: pixels
+     * [n * S, 8]); only conv3x3_rows reads it. */
     void (*refiner_input_rows)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin);
 
     /* conv3x3 (no pending affine) of a band: in holds image rows [in_r0,
-     * in_r0 + in_n) of its map (in_is_image: [Cin, in_n, S], as rin above),
+     * in_r0 + in_n) of its map (in_is_image: a band of rin above),
      * out receives rows [out_r0, out_r0 + out_n) (a band of a refiner map).
      * Rows outside the image are zero padding; the caller guarantees that
      * every image row the output reads lies inside the input band. stats:
@@ -174,6 +177,12 @@ typedef struct ck_ops {
      * band of a refiner map holding those rows. */
     void (*pointwise_conv_rows)(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
                                 float mult, ck_tensor out, int Cout);
+
+    /* Optional (ck_schedule.c1_on_host): copy `bytes` of t into the
+     * backend's host buffer (ck_pass_params.host_map_bytes) at offset off,
+     * and back. Stream-ordered with the ops around them. */
+    void (*to_host)(ck_backend *be, ck_tensor t, size_t off, size_t bytes);
+    void (*from_host)(ck_backend *be, size_t off, size_t bytes, ck_tensor t);
 
     /* Cutie's memory read (cutie/model/utils/memory_utils.py: get_similarity,
      * do_softmax with top_k, readout), fused. All fp32, positions as rows:
@@ -191,12 +200,13 @@ typedef struct ck_ops {
      * for any finite s), out[q] = sum_n w_n mv[n]. top_k <= 0 or >= N: the
      * softmax is over all N (the official top_k = None). N >= 1. No N x HW
      * matrix is stored; the backend's scratch bounds what is live (CPU:
-     * ck_cpu_memory_read_floats per thread). usage (data NULL: none)
-     * receives [N] each position's weight summed over the queries (the
-     * long-term memory's usage count); it needs top_k > 0 and a workspace
-     * set for HW x top_k kept pairs (ck_op_needs.mr_usage_hw), and is summed
-     * in query order, so it does not depend on the thread count. Optional:
-     * NULL where the backend has no implementation. */
+     * ck_cpu_memory_read_floats per thread; CUDA: ck_cuda_memory_read_bytes).
+     * usage (data NULL: none) receives [N] each position's weight summed
+     * over the queries (the long-term memory's usage count); it needs
+     * top_k > 0 and a workspace set for it (ck_op_needs.mr_usage_hw), and
+     * its sum does not depend on the thread count or scheduling (CPU: in
+     * query order; CUDA: in 64-bit fixed point). Optional: NULL where the
+     * backend has no implementation. */
     void (*memory_read)(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
                         int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
     /* ------------------------------------------------------------ Cutie

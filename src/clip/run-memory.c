@@ -177,8 +177,9 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
             /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
              * decoded plate + hint (and a made hint), out slots alpha, fg,
-             * Processed and Comp; the resizes and the post run in each
-             * session's ck_devframe; the readers and writers hold none of theirs */
+             * Processed and Comp; the resizes and the post run in the
+             * ck_devframes (ck_shot_pipelines a session); the readers and
+             * writers hold none of theirs */
             int64_t dev = 0, host = 0;
             ck_devframe_bytes(w, h, S, back, &dev, &host);
             if (dev < 0)
@@ -186,10 +187,11 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
                                (int)S);
             r->io_bytes -= (int64_t)(nin + nout) * io;
             r->decoded_bytes = (int64_t)nin * (4 + (ro->auto_hint ? 1 : 0)) * P * F + video_in;
-            r->resize_bytes = nsess * host;
+            const int64_t ndf = (int64_t)nsess * ck_shot_pipelines(&ro->shot); /* ck_devframes */
+            r->resize_bytes = ndf * host;
             r->output_bytes = (int64_t)nout * 11 * P * F;
             r->post_bytes = 0;
-            r->device_frame_bytes = nsess * dev;
+            r->device_frame_bytes = ndf * dev;
         }
     }
     r->plate_bytes = r->decoded_bytes + r->hint_bytes + r->resize_bytes + r->output_bytes + r->post_bytes +

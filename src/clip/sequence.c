@@ -450,6 +450,7 @@ typedef struct pass_job {
     ckey_status st[NPASS];
     ckey_error err[NPASS];
     double seconds[NPASS];
+    double io[NPASS];        /* within seconds: the file I/O after encoding */
 } pass_job;
 
 static const int pass_order[NPASS] = {PASS_COMP, PASS_PROCESSED, PASS_FG, PASS_MATTE};
@@ -464,12 +465,15 @@ static void write_pass(void *ctx, int64_t b, int64_t e, int thread) {
         const int q = pass_order[i];
         const double t = ck_now();
         const char *path = j->kit->path[q];
-        j->st[q] = q == PASS_COMP
-                       /* truncated to 8 bits as upstream writes its Comp */
-                       ? ck_image_write_png_q(path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
-                                              j->k->opt.comp_png_level, &j->err[q])
-                       : ck_exr_write(j->kit->exr[q], j->pool, path, data[q], channels[q], p->width, p->height,
-                                      &j->k->opt.exr, &j->err[q]);
+        if (q == PASS_COMP) {
+            /* truncated to 8 bits as upstream writes its Comp */
+            j->st[q] = ck_image_write_png_qt(path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
+                                             j->k->opt.comp_png_level, &j->io[q], &j->err[q]);
+        } else {
+            j->st[q] = ck_exr_write(j->kit->exr[q], j->pool, path, data[q], channels[q], p->width, p->height,
+                                    &j->k->opt.exr, &j->err[q]);
+            j->io[q] = ck_exr_writer_io_seconds(j->kit->exr[q]);
+        }
         j->seconds[q] = ck_now() - t;
     }
 }
@@ -481,6 +485,7 @@ static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_s
     pass_sink *k = self;
     pass_kit *kit = kit_take(k);
     if (!kit) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the pass writers");
+    const double t0 = ck_now();
     pass_job j;
     memset(&j, 0, sizeof j);
     j.k = k, j.kit = kit, j.p = p, j.pool = (ck_pool *)p->pool;
@@ -500,6 +505,12 @@ static ckey_status pass_write(void *self, const ckey_shot_frame *f, const ckey_s
     for (int q = 0; q < NPASS; q++) k->seconds[q] += j.seconds[q];
     pthread_mutex_unlock(&k->mu);
     kit_give(k, kit);
+    if (p->io_seconds) {
+        /* the four files ran at once: the call's time split as their sums are */
+        double all = 0, io = 0;
+        for (int q = 0; q < NPASS; q++) all += j.seconds[q], io += j.io[q];
+        if (all > 0) *p->io_seconds += (ck_now() - t0) * (io / all);
+    }
     return st;
 }
 

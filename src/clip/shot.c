@@ -23,8 +23,12 @@
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
- * One stream a session, one frame at a time on it: the upload, the network
- * and the download of one session do not overlap (several sessions do).
+ * Threaded, each session has two model threads (ck_shot_pipelines), each
+ * with its own ck_devframe and stream, taking every other of the session's
+ * jobs: one frame's upload, resize to S, post and download overlap the
+ * other's network; the network and the resize back out of the session's
+ * output take turns under the session's lock (net_mu). Slots are rounded to
+ * multiples of the model threads, so a slot still serves one thread's jobs.
  *
  * On the host path the model thread runs nothing but the network, so a GPU is not kept
  * waiting by the plate-size work: the same steps ckey_session_key takes,
@@ -204,15 +208,77 @@ typedef struct shot {
     /* the device frame path (ckey_shot_options.frame_path): one per session,
      * used by its model thread; NULL entries on the host path */
     int dev;
-    ck_devframe *df[CKEY_SHOT_MAX_SESSIONS];
+    int npipe;               /* model threads a session (ck_shot_pipelines); nmodel = nsess * npipe */
+    int nmodel;
+    ck_devframe *df[CKEY_SHOT_MAX_MODELS]; /* model thread t's, of session t % nsess */
+    pthread_mutex_t net_mu[CKEY_SHOT_MAX_SESSIONS]; /* a session's network, when npipe > 1 */
     ck_post_options dev_post;
-    double dev_pre_s[CKEY_SHOT_MAX_SESSIONS], dev_post_s[CKEY_SHOT_MAX_SESSIONS];
+    double dev_pre_s[CKEY_SHOT_MAX_MODELS], dev_post_s[CKEY_SHOT_MAX_MODELS];
     /* owned by the writer whose turn it is (next_to_finish, under mu) */
     int64_t next_to_finish;  /* the job whose events come next */
     int64_t next_index;      /* first source index without an event yet */
     ckey_shot_stats stats;   /* counts and model time */
     double t0;
+    /* under mu: every stage's busy seconds by the group of threads it ran
+     * on, the model threads' waits, the threads in each group */
+    double busy[CKEY_SHOT_GROUPS][CKEY_SHOT_STAGES];
+    double wait_in, wait_out, wait_turn;
+    int32_t gthreads[CKEY_SHOT_GROUPS];
 } shot;
+
+static const char *const stage_names[CKEY_SHOT_STAGES] = {"read", "pre", "upload", "network", "download",
+                                                          "back", "post", "encode", "write"};
+static const char *const group_names[CKEY_SHOT_GROUPS] = {"readers", "network", "writers", "ordered"};
+
+const char *ckey_shot_stage_name(int stage) {
+    return stage >= 0 && stage < CKEY_SHOT_STAGES ? stage_names[stage] : "?";
+}
+
+const char *ckey_shot_group_name(int group) {
+    return group >= 0 && group < CKEY_SHOT_GROUPS ? group_names[group] : "?";
+}
+
+/* Add one frame's busy seconds `sec` of group g's stages (lock not held). */
+static void account(shot *sh, int g, const double sec[CKEY_SHOT_STAGES]) {
+    pthread_mutex_lock(&sh->mu);
+    for (int k = 0; k < CKEY_SHOT_STAGES; k++) sh->busy[g][k] += sec[k] > 0 ? sec[k] : 0;
+    pthread_mutex_unlock(&sh->mu);
+}
+
+/* The load so far (ckey_shot_load), `elapsed` seconds into the run (lock held). */
+static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
+    memset(l, 0, sizeof *l);
+    l->elapsed = elapsed;
+    l->wait_input_seconds = sh->wait_in;
+    l->wait_output_seconds = sh->wait_out;
+    l->wait_turn_seconds = sh->wait_turn;
+    l->bound = l->bound_group = -1;
+    double best = 0;
+    for (int g = 0; g < CKEY_SHOT_GROUPS; g++) {
+        double sum = 0;
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++) {
+            l->stage_seconds[k] += sh->busy[g][k];
+            sum += sh->busy[g][k];
+        }
+        l->threads[g] = sh->gthreads[g];
+        l->use[g] = elapsed > 0 && sh->gthreads[g] > 0 ? sum / (elapsed * sh->gthreads[g]) : 0;
+        if (l->use[g] > best) {
+            best = l->use[g];
+            l->bound_group = g;
+        }
+    }
+    if (l->bound_group >= 0) {
+        const double *b = sh->busy[l->bound_group];
+        for (int k = 0; k < CKEY_SHOT_STAGES; k++)
+            if (l->bound < 0 || b[k] > b[l->bound]) l->bound = k;
+    }
+}
+
+static void load_now(shot *sh, double elapsed, ckey_shot_load *l) {
+    pthread_mutex_lock(&sh->mu);
+    load_locked(sh, elapsed, l);
+    pthread_mutex_unlock(&sh->mu);
+}
 
 /* Record a fatal error at job j (lock held). */
 static void fail_locked(shot *sh, int64_t j, const ckey_error *e, int abort_now) {
@@ -341,6 +407,7 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     sl->srgb_at_read = 0;
     ck_error_clear(&sl->err);
     int stopped = 0;
+    const double decoded0 = rd->decode_s;
     ckey_status st = read_frame(sh, rd, j, plate, himg, &sl->err, &stopped);
     if (stopped) return 0;
     const double t = ck_now();
@@ -408,7 +475,11 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
             ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
                     f->plate, (int)w, (int)h);
     }
-    rd->pre_s += ck_now() - t;
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
+    sec[CKEY_STAGE_PRE] = ck_now() - t;
+    rd->pre_s += sec[CKEY_STAGE_PRE];
+    account(sh, CKEY_GROUP_READERS, sec);
     if (st != CKEY_OK) {
         if (!skippable(sh, st)) {
             fail_at(sh, j, &sl->err, 0);
@@ -434,9 +505,12 @@ static int stage_key(shot *sh, int64_t j) {
     const int32_t w = in->w, h = in->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
+    /* the session's lock: no allocation beside another model thread's graph capture */
+    pthread_mutex_t *net_lock = sh->dev && sh->npipe > 1 ? &sh->net_mu[j % sh->nsess] : NULL;
     if (n > o->cap && sh->dev) {
         /* the device path downloads into them: page-locked, from the slot's session */
         ckey_session *s = sh->sess[j % sh->nsess];
+        if (net_lock) pthread_mutex_lock(net_lock);
         ckey_session_host_free(s, o->alpha);
         ckey_session_host_free(s, o->fg);
         ckey_session_host_free(s, o->processed);
@@ -445,6 +519,7 @@ static int stage_key(shot *sh, int64_t j) {
         o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
         o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
         o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        if (net_lock) pthread_mutex_unlock(net_lock);
         o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
         if (!o->cap)
             st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
@@ -461,17 +536,21 @@ static int stage_key(shot *sh, int64_t j) {
     }
     if (st == CKEY_OK && sh->dev) {
         /* the whole frame on the device: upload, resize, network, resize back, post, download */
-        const int m = (int)(j % sh->nsess);
+        const int m = (int)(j % sh->nmodel); /* the model thread keying job j */
         const ck_devframe_job dj = {in->plate.data, in->hint_px, w, h, in->srgb_at_read,
                                     sh->opt.input_space == CKEY_INPUT_LINEAR, &sh->dev_post,
-                                    o->alpha, o->fg, o->processed, o->comp};
+                                    o->alpha, o->fg, o->processed, o->comp, net_lock};
         ckey_error e;
         ck_error_clear(&e);
-        double sec[3] = {0, 0, 0};
+        double sec[CK_DEVFRAME_STEPS] = {0};
         st = ck_devframe_key(sh->df[m], &dj, sec, &e);
-        o->model_s = sec[1];
-        sh->dev_pre_s[m] += sec[0];
-        sh->dev_post_s[m] += sec[2];
+        o->model_s = sec[2];
+        sh->dev_pre_s[m] += sec[0] + sec[1];
+        sh->dev_post_s[m] += sec[3] + sec[4] + sec[5];
+        const double stage[CKEY_SHOT_STAGES] = {
+            [CKEY_STAGE_UPLOAD] = sec[0], [CKEY_STAGE_PRE] = sec[1], [CKEY_STAGE_NETWORK] = sec[2],
+            [CKEY_STAGE_BACK] = sec[3],   [CKEY_STAGE_POST] = sec[4], [CKEY_STAGE_DOWNLOAD] = sec[5]};
+        account(sh, CKEY_GROUP_NETWORK, stage);
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     } else if (st == CKEY_OK) {
         /* the network only: the reader resized the plate, the writer resizes back */
@@ -479,9 +558,18 @@ static int stage_key(shot *sh, int64_t j) {
         ck_error_clear(&e);
         const double t = ck_now();
         ckey_forward_result r;
+        memset(&r, 0, sizeof r);
         /* alpha then fg into o->net */
         st = ckey_session_forward_into(sh->sess[j % sh->nsess], in->x, o->net, &r, &e);
         o->model_s = ck_now() - t;
+        /* the transfers as the GPU timed them, the rest of the call the network's */
+        double stage[CKEY_SHOT_STAGES] = {0};
+        if (st == CKEY_OK) {
+            stage[CKEY_STAGE_UPLOAD] = r.upload_seconds;
+            stage[CKEY_STAGE_DOWNLOAD] = r.download_seconds;
+        }
+        stage[CKEY_STAGE_NETWORK] = o->model_s - stage[CKEY_STAGE_UPLOAD] - stage[CKEY_STAGE_DOWNLOAD];
+        account(sh, CKEY_GROUP_NETWORK, stage);
         if (st != CKEY_OK) ck_fail(&o->err, st, "frame %lld: %s: %s", (long long)f->number, f->plate, e.message);
     }
     o->w = w;
@@ -534,16 +622,21 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     const int32_t w = o->w, h = o->h;
     const size_t n = (size_t)w * (size_t)h;
     ckey_status st = CKEY_OK;
+    double sec[CKEY_SHOT_STAGES] = {0}, io = 0;
     if (sh->dev) {
         /* the device path made every pass; the writer only writes them */
         if (sh->sink->concurrent_write) {
-            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool};
+            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool, &io};
             ckey_error we;
             ck_error_clear(&we);
             st = sh->sink->write(sh->sink->self, f, &p, &we);
             if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
         }
-        wk->sink_s += ck_now() - t;
+        const double sink = ck_now() - t;
+        wk->sink_s += sink;
+        sec[CKEY_STAGE_ENCODE] = sink - io;
+        sec[CKEY_STAGE_WRITE] = io;
+        account(sh, CKEY_GROUP_WRITERS, sec);
         return st;
     }
     if (n > wk->post_cap) {
@@ -583,7 +676,8 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
             ck_fail(e, st, "frame %lld: postprocessing failed", (long long)f->number);
     }
     const double t_post = ck_now();
-    wk->back_s += t_post - t;
+    sec[CKEY_STAGE_BACK] = t_post - t;
+    wk->back_s += sec[CKEY_STAGE_BACK];
     if (st == CKEY_OK) {
         st = ck_post_passes_pool(o->alpha, o->fg, w, h, &sh->opt.post, wk->processed, wk->comp, wk->post_scratch,
                                  sh->pool, e);
@@ -593,16 +687,21 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
         }
     }
     const double t_sink = ck_now();
-    wk->post_s += t_sink - t_post;
+    sec[CKEY_STAGE_POST] = t_sink - t_post;
+    wk->post_s += sec[CKEY_STAGE_POST];
     if (st == CKEY_OK && sh->sink->concurrent_write) {
-        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool};
+        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool, &io};
         ckey_error we;
         ck_error_clear(&we);
         st = sh->sink->write(sh->sink->self, f, &p, &we);
         /* the writers name the output file */
         if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
     }
-    wk->sink_s += ck_now() - t_sink;
+    const double sink = ck_now() - t_sink;
+    wk->sink_s += sink;
+    sec[CKEY_STAGE_ENCODE] = sink - io;
+    sec[CKEY_STAGE_WRITE] = io;
+    account(sh, CKEY_GROUP_WRITERS, sec);
     return st;
 }
 
@@ -639,8 +738,9 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ckey_error e = *pe;
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
+    double io = 0;
     const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->dev ? o->processed : wk->processed,
-                                sh->dev ? o->comp : wk->comp, sh->pool};
+                                sh->dev ? o->comp : wk->comp, sh->pool, &io};
     if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
@@ -655,6 +755,10 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     }
     const double done = ck_now();
     wk->sink_s += done - t;
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_ENCODE] = done - t - io;
+    sec[CKEY_STAGE_WRITE] = io;
+    account(sh, CKEY_GROUP_ORDERED, sec);
     if (st != CKEY_OK) {
         fail_at(sh, j, &e, 1);
         return 0;
@@ -667,6 +771,9 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     ev.seconds = done - o->t_start;
     ev.model_seconds = o->model_s;
     ev.session = o->session;
+    ckey_shot_load load;
+    load_now(sh, done - sh->t0, &load);
+    ev.load = &load;
     emit(sh, &ev);
     return 1;
 }
@@ -713,12 +820,14 @@ static void *writer_main(void *arg) {
         if (!wait_state(sh, &o->state, SLOT_FULL, j)) break;
         ckey_error e;
         const ckey_status st = stage_post(sh, wk, j, &e);
+        const double t_wait = ck_now();
         pthread_mutex_lock(&sh->mu);
         if (st != CKEY_OK) fail_locked(sh, j, &e, 0);
         /* job j runs on while stop_at > j, or == j through its own failure */
         while (sh->next_to_finish != j && !sh->abort &&
                (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at)))
             pthread_cond_wait(&sh->cv, &sh->mu);
+        sh->wait_turn += ck_now() - t_wait;
         const int turn = sh->next_to_finish == j && !sh->abort &&
                          (j < sh->stop_at || (st != CKEY_OK && j == sh->stop_at));
         pthread_mutex_unlock(&sh->mu);
@@ -732,18 +841,27 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-/* Model m: the network on jobs m, m + M, m + 2M, ... with session m. */
+/* Model thread m of T = nsess x npipe: jobs m, m + T, m + 2T, ... with
+ * session m % nsess (the same as j % nsess: nsess divides T). */
 typedef struct model_arg {
     shot *sh;
     int m;
 } model_arg;
 
 static void model_loop(shot *sh, int m) {
-    for (int64_t j = m; j < sh->njobs; j += sh->nsess) {
+    for (int64_t j = m; j < sh->njobs; j += sh->nmodel) {
         in_slot *in = &sh->in[j % sh->nin];
         out_slot *o = &sh->out[j % sh->nout];
-        if (!wait_state(sh, &in->state, SLOT_FULL, j)) break;
-        if (!wait_state(sh, &o->state, SLOT_EMPTY, j)) break;
+        const double t0 = ck_now();
+        const int go_in = wait_state(sh, &in->state, SLOT_FULL, j);
+        const double t1 = ck_now();
+        const int go_out = go_in && wait_state(sh, &o->state, SLOT_EMPTY, j);
+        const double t2 = ck_now();
+        pthread_mutex_lock(&sh->mu);
+        sh->wait_in += t1 - t0;
+        sh->wait_out += t2 - t1;
+        pthread_mutex_unlock(&sh->mu);
+        if (!go_out) break;
         if (cancelled(sh, j) || !stage_key(sh, j)) break;
         pthread_mutex_lock(&sh->mu);
         in->state = SLOT_EMPTY;
@@ -786,12 +904,17 @@ static int default_readers(void) {
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
+int ck_shot_pipelines(const ckey_shot_options *o) {
+    return o->read_ahead > 0 && o->frame_path == CKEY_FRAME_PATH_DEVICE ? 2 : 1;
+}
+
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
     const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
+    const int T = M * ck_shot_pipelines(o); /* the model threads */
     *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers()) : 1;
-    *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + M, M) : M;
+    *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + T, T) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
-    *nout = threaded ? round_up(*nwr + M, M) : M;
+    *nout = threaded ? round_up(*nwr + T, T) : M;
 }
 
 void ckey_shot_options_default(ckey_shot_options *o) {
@@ -829,7 +952,7 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
             free(o->fg);
         }
     }
-    for (int i = 0; i < M; i++) ck_devframe_free(sh->df[i]);
+    for (int i = 0; i < sh->nmodel; i++) ck_devframe_free(sh->df[i]);
     for (int i = 0; sh->rd && i < sh->nrd; i++) {
         reader *rd = &sh->rd[i];
         ckey_image_free(&rd->plate);
@@ -882,8 +1005,8 @@ static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
     if (sh->opt.frame_path != CKEY_FRAME_PATH_DEVICE) return CKEY_OK;
     if (why) return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
     ck_post_options_from(p, &sh->dev_post);
-    for (int i = 0; i < sh->nsess; i++) {
-        ckey_status st = ck_devframe_create(sh->sess[i], &sh->df[i], err);
+    for (int i = 0; i < sh->nmodel; i++) {
+        ckey_status st = ck_devframe_create(sh->sess[i % sh->nsess], &sh->df[i], err);
         if (st) return st;
     }
     sh->dev = 1;
@@ -943,6 +1066,13 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     const int threaded = opt.read_ahead > 0;
     const int M = nsessions;
     ck_shot_layout(&opt, M, &sh->nin, &sh->nout, &sh->nwr, &sh->nrd);
+    sh->npipe = ck_shot_pipelines(&opt);
+    sh->nmodel = M * sh->npipe;
+    /* unthreaded, the calling thread runs every stage */
+    sh->gthreads[CKEY_GROUP_READERS] = sh->nrd;
+    sh->gthreads[CKEY_GROUP_NETWORK] = threaded ? sh->nmodel : 1;
+    sh->gthreads[CKEY_GROUP_WRITERS] = sh->nwr;
+    sh->gthreads[CKEY_GROUP_ORDERED] = 1;
     ckey_status st = CKEY_OK;
     sh->jobs = malloc(((size_t)src->count + 1) * sizeof *sh->jobs);
     sh->in = calloc((size_t)sh->nin, sizeof *sh->in);
@@ -998,22 +1128,24 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     if (st == CKEY_OK && sh->njobs > 0) {
         pthread_mutex_init(&sh->mu, NULL);
         pthread_cond_init(&sh->cv, NULL);
+        for (int i = 0; i < M; i++) pthread_mutex_init(&sh->net_mu[i], NULL);
         if (threaded) {
-            pthread_t rd[16], wr[64], md[CKEY_SHOT_MAX_SESSIONS];
-            model_arg ma[CKEY_SHOT_MAX_SESSIONS];
+            pthread_t rd[16], wr[64], md[CKEY_SHOT_MAX_MODELS];
+            model_arg ma[CKEY_SHOT_MAX_MODELS];
+            const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
             while (have_rd == sh->nrd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;
-            while (have_wr == sh->nwr && have_md < M) {
+            while (have_wr == sh->nwr && have_md < T) {
                 ma[have_md].sh = sh;
                 ma[have_md].m = have_md;
                 if (pthread_create(&md[have_md], NULL, model_main, &ma[have_md]) != 0) break;
                 have_md++;
             }
-            if (have_rd == sh->nrd && have_wr == sh->nwr && have_md == M) {
+            if (have_rd == sh->nrd && have_wr == sh->nwr && have_md == T) {
                 model_loop(sh, 0);
             } else {
                 ckey_error e;
@@ -1031,6 +1163,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
                 if (!stage_finish(sh, &sh->wr[0], j, pst, &e)) break;
             }
         }
+        for (int i = 0; i < M; i++) pthread_mutex_destroy(&sh->net_mu[i]);
         pthread_cond_destroy(&sh->cv);
         pthread_mutex_destroy(&sh->mu);
         if (sh->stop_at < sh->njobs) {
@@ -1055,10 +1188,12 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     sh->stats.read_seconds = sh->stats.decode_seconds + sh->stats.pre_seconds;
     sh->stats.write_seconds = sh->stats.back_seconds + sh->stats.post_seconds + sh->stats.sink_seconds;
-    for (int i = 0; i < M; i++) { /* the device path's, on the model threads (not in read / write) */
+    for (int i = 0; i < sh->nmodel; i++) { /* the device path's, on the model threads (not in read / write) */
         sh->stats.pre_seconds += sh->dev_pre_s[i];
         sh->stats.post_seconds += sh->dev_post_s[i];
     }
+    /* every thread has ended: no lock needed */
+    load_locked(sh, sh->stats.seconds, &sh->stats.load);
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);

@@ -4,11 +4,18 @@
 #define CK_SHOT_H
 #include "ckey_clip.h"
 
+/* Model threads a session for options `o`: 2 on the device frame path when
+ * threaded (two ck_devframes on their own streams, so that one frame's
+ * transfers and plate-size steps overlap another's network), else 1. */
+int ck_shot_pipelines(const ckey_shot_options *o);
+#define CKEY_SHOT_MAX_MODELS (2 * CKEY_SHOT_MAX_SESSIONS)
+
 /* How many in slots, out slots, writer threads and reader threads
  * ckey_shot_run(_multi) keeps for options `o` (valid ones) and `nsessions`
- * sessions (M): when threaded, max(read_ahead, R) + M and K + M, each
- * rounded up to a multiple of M, K writers (0: max(1, min(8, CPUs - 2))) and
- * R readers (0: max(1, min(4, CPUs / 4))); M, M, 1 and 1 with read_ahead 0. */
+ * sessions (M), with T = M x ck_shot_pipelines(o) model threads: when
+ * threaded, max(read_ahead, R) + T and K + T, each rounded up to a multiple
+ * of T, K writers (0: max(1, min(8, CPUs - 2))) and R readers (0: max(1,
+ * min(4, CPUs / 4))); M, M, 1 and 1 with read_ahead 0. */
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd);
 
 #endif

@@ -34,7 +34,7 @@ static int64_t cpu_weight_bytes(const ck_backend_config *bc, const ckey_model *m
 
 /* The input is plan buffer CK_INPUT_BUFFER in the arena and the output
  * another: no transfer buffers. */
-static int64_t cpu_host_io_bytes(const ck_backend_config *bc) {
+static int64_t cpu_host_io_bytes(const ck_backend_config *bc, const ck_config *c) {
     (void)bc;
     return 0;
 }
@@ -97,7 +97,7 @@ static float *cpu_input(ck_backend *be) {
     return ck_plan_buffer(b->plan, b->cfg.in_buffer);
 }
 
-static ckey_status cpu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+static ckey_status cpu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[4],
                            ckey_error *err) {
     ck_cpu *b = (ck_cpu *)(void *)be;
     const double t0 = ck_now();
@@ -115,6 +115,7 @@ static ckey_status cpu_run(ck_backend *be, const ck_run_args *r, const float **r
     }
     *result = res;
     seconds[0] = seconds[1] = ck_now() - t0;
+    seconds[2] = seconds[3] = 0;
     return CKEY_OK;
 }
 

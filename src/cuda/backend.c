@@ -41,12 +41,21 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     memset(p, 0, sizeof *p);
     const int S = bc->size;
     const size_t act = ck_dtype_size(bc->act);
-    /* the encoder's scratch also stages the fp32 input of a 16-bit session (cu_run) */
-    p->phase_scratch[CK_PHASE_ENCODER] =
-        CK_MAX(ck_cuda_encoder_scratch_elems(c, S) * act, (size_t)bc->io_elems * sizeof(float));
+    /* the encoder's scratch also stages the fp32 input of a 16-bit session
+     * (cu_run): whole, or, with the encoder in chunks (a budget), in pieces of
+     * what the encoder's ops need, at least 4 MiB */
+    const size_t enc = ck_cuda_encoder_scratch_elems(c, S, bc->sched.encoder_chunks) * act;
+    const size_t io = (size_t)bc->io_elems * sizeof(float);
+    p->phase_scratch[CK_PHASE_ENCODER] = bc->sched.encoder_chunks > 1 ? CK_MAX(enc, CK_MIN(io, (size_t)4 << 20))
+                                                                      : CK_MAX(enc, io);
     p->phase_scratch[CK_PHASE_STEM] = ck_cuda_stem_scratch_elems(c, S, bc->act) * act;
     p->conv_shift_rows = ck_cuda_conv_shift_rows(S);
     p->conv_load_affine = ck_cuda_conv_loads_affine(c->ref_dim, bc->act);
+    p->band_input_ch = ck_cuda_band_input_ch(c->ref_dim, bc->act);
+    if (bc->sched.c1_on_host) { /* c1 [S/4, S/4, embed_dim] */
+        const size_t g = (size_t)(S / c->patch_stride);
+        p->host_map_bytes = g * g * (size_t)c->embed_dim * act;
+    }
 }
 
 static size_t pos_bytes(const ck_config *c, int S) {
@@ -208,7 +217,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     }
     if (!st) st = ck_cuda_stream_create(&s->stream, err);
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
-    if (!st) st = ck_cuda_event_create(&s->ev[1], err);
+    for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
@@ -405,9 +414,18 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
 static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const ck_weights **view, ckey_error *err) {
     ck_cuda_state *s = CU(be);
     s->w = m->w;
+    s->ref_dim = m->cfg.ref_dim;
+    ck_pass_params pp;
+    cu_pass_params(&s->cfg, &m->cfg, &pp);
+    s->stage_floats = (int64_t)(pp.phase_scratch[CK_PHASE_ENCODER] / sizeof(float));
     ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
     if (!st) st = upload_store(s, m, err);
     if (st) return st;
+    if (pp.host_map_bytes) { /* page-locked: the copies of c1 run on the stream (and in the graph) */
+        st = ck_cuda_host_alloc(&s->host_maps, pp.host_map_bytes, err);
+        if (st) return st;
+        s->host_map_bytes = pp.host_map_bytes;
+    }
     const int S = s->cfg.size;
     const size_t pb = pos_bytes(&m->cfg, S);
     if (pb) {
@@ -425,7 +443,11 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
 }
 
 /* host_in and host_out, io_elems floats each (cu_alloc_workspace). */
-static int64_t cu_host_io_bytes(const ck_backend_config *bc) { return 2 * bc->io_elems * (int64_t)sizeof(float); }
+static int64_t cu_host_io_bytes(const ck_backend_config *bc, const ck_config *c) {
+    ck_pass_params pp;
+    cu_pass_params(bc, c, &pp);
+    return 2 * bc->io_elems * (int64_t)sizeof(float) + (int64_t)pp.host_map_bytes;
+}
 
 static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
     ck_cuda_state *s = CU(be);
@@ -447,7 +469,7 @@ static float *cu_input(ck_backend *be) { return CU(be)->host_in; }
  * current device per thread, and a session may run on another thread than
  * the one that created it, next to sessions on other GPUs
  * (ckey_shot_run_multi). */
-static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[2],
+static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **result, double seconds[4],
                           ckey_error *err) {
     ck_cuda_state *s = CU(be);
     const double t0 = ck_now();
@@ -468,17 +490,24 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
             st = ck_cuda_convert(src, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt, s->cfg.io_elems,
                                  stream, err);
     } else if (s->dt == CK_F32) {
-        st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
+        st = ck_cuda_event_record(s->ev[2], stream, err);
+        if (!st) st = ck_cuda_copy_async(ck_plan_buffer(r->plan, s->cfg.in_buffer), src, io, 1, stream, err);
         if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
     } else {
         /* fp32 input through the encoder's scratch (buffer 0, free until the
-         * first op; cu_pass_params sizes it for this), stored in dt */
+         * first op; cu_pass_params sizes it for this), stored in dt: whole, or
+         * in pieces of the scratch (the encoder in chunks) */
         float *stage = ck_plan_buffer(r->plan, 0);
-        st = ck_cuda_copy_async(stage, src, io, 1, stream, err);
-        if (!st) st = ck_cuda_event_record(s->ev[0], stream, err);
-        if (!st)
-            st = ck_cuda_convert(stage, CK_F32, ck_plan_buffer(r->plan, s->cfg.in_buffer), s->dt,
-                                 s->cfg.io_elems, stream, err);
+        st = ck_cuda_event_record(s->ev[2], stream, err);
+        const int64_t total = s->cfg.io_elems, piece = CK_MIN(total, CK_MAX((int64_t)1, s->stage_floats));
+        char *dst = ck_plan_buffer(r->plan, s->cfg.in_buffer);
+        for (int64_t e0 = 0; !st && e0 < total; e0 += piece) {
+            const int64_t n = CK_MIN(piece, total - e0);
+            st = ck_cuda_copy_async(stage, src + e0, (size_t)n * sizeof(float), 1, stream, err);
+            if (!st && e0 + n >= total) st = ck_cuda_event_record(s->ev[0], stream, err);
+            if (!st)
+                st = ck_cuda_convert(stage, CK_F32, dst + (size_t)e0 * ck_dtype_size(s->dt), s->dt, n, stream, err);
+        }
     }
     if (st) return st;
     const int eager = r->watched || s->no_graph || (!s->graph && s->frames == 0);
@@ -509,7 +538,9 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
-    if (!r->device_io && (st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    if (!r->device_io && ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err)) ||
+                          (st = ck_cuda_event_record(s->ev[3], stream, err))))
+        return st;
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_stream_sync(stream, err))) return st;
@@ -517,6 +548,8 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     *result = dst;
     seconds[0] = ck_now() - t0;
     seconds[1] = ck_cuda_event_seconds(s->ev[0], s->ev[1]);
+    seconds[2] = r->device_io ? 0 : ck_cuda_event_seconds(s->ev[2], s->ev[0]);
+    seconds[3] = r->device_io ? 0 : ck_cuda_event_seconds(s->ev[1], s->ev[3]);
     return CKEY_OK;
 }
 
@@ -568,8 +601,7 @@ static void cu_free(ck_backend *be) {
     ck_cublas_free(s->blas);
     ck_cuda_free(s->blas_ws);
     ck_cuda_free(s->conv_sync);
-    ck_cuda_event_destroy(s->ev[0]);
-    ck_cuda_event_destroy(s->ev[1]);
+    for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
     ck_cuda_stream_destroy(s->stream);
     ck_cuda_free(s->arena);
     ck_cuda_free(s->dstore);
@@ -581,8 +613,11 @@ static void cu_free(ck_backend *be) {
     ck_cuda_free(s->tap_dev);
     ck_cuda_host_free(s->host_in);
     ck_cuda_host_free(s->host_out);
+    ck_cuda_host_free(s->host_maps);
     free(s);
 }
+
+int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
 
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
@@ -596,6 +631,7 @@ const ck_backend_i ck_cuda_backend = {
     .pass_params = cu_pass_params,
     .weight_bytes = cu_weight_bytes,
     .device_memory = 1,
+    .encoder_chunks = 1,
     .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,
     .upload_weights = cu_upload_weights,

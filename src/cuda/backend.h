@@ -23,6 +23,13 @@ typedef struct ck_cuda_state {
     int *conv_sync;     /* device ints for the in-place conv2's one-launch form (item counter and
                          * done flags; NULL: one launch a band) */
     int64_t conv_sync_n;
+    void *mr_scratch;   /* device: memory_read's part of Cutie's workspace (set_workspace binds it,
+                         * ck_cuda_memory_read_bytes(needs) bytes); NULL: none bound */
+    size_t mr_scratch_bytes;
+    int ref_dim;        /* the refiner's width (the banded refiner's input layout: ck_cuda_band_input_ch) */
+    int64_t stage_floats; /* fp32 input values staged through the encoder's scratch at a time (cu_run) */
+    void *host_maps;    /* page-locked host memory for maps kept there (ck_schedule.c1_on_host) */
+    size_t host_map_bytes;
     ckey_status status; /* first failure of the pass (ops return nothing) */
     ckey_error err;
     float *tap_dev;     /* taps of 16-bit tensors, widened to fp32 here (device, outside the plan) */
@@ -44,7 +51,8 @@ typedef struct ck_cuda_state {
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
-    void *ev[2];        /* around the network on the stream (device_seconds) */
+    void *ev[4];        /* around the network on the stream (device_seconds), before the
+                           upload and after the download (their times) */
     /* ---- Cutie's ops (cutie-ops.c): their workspace (ck_ops.set_workspace, device memory) */
     float *cutie_col;   /* the im2col chunk of conv2d, cutie_col_floats */
     size_t cutie_col_floats;
@@ -58,7 +66,7 @@ typedef struct ck_cuda_state {
  *             mlp and patch-embed chunks, decoder_fuse chunks);
  *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
  * The residual blocks need none: conv2 writes into t's margin. */
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S);
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */
@@ -67,6 +75,9 @@ int ck_cuda_conv_shift_rows(int S);
  * its input as it was, for a refiner of width R in storage dt
  * (ck_pass_params.conv_load_affine). */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
+/* Values a pixel of a refiner-input band takes (ck_pass_params.band_input_ch):
+ * 8 where the tensor-core stem reads it packed [n * S, 8], else 7. */
+int ck_cuda_band_input_ch(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
@@ -94,6 +105,10 @@ void ck_cuda_cutie_summary_pool(ck_backend *be, ck_tensor m, ck_tensor feat, ck_
 void ck_cuda_cutie_summary_values(ck_backend *be, ck_tensor in, int64_t n, int E, ck_tensor out);
 void ck_cuda_cutie_pos_encoding(ck_backend *be, int H, int W, int dim, float scale, float temperature, ck_tensor out);
 void ck_cuda_cutie_write(ck_backend *be, ck_tensor t, int64_t n, const float *host);
+/* ck_cuda_ops.memory_read (memory-read.cu): ck_cuda_memory_read in the
+ * state's stream and mr_scratch. */
+void ck_cuda_memory_read_op(ck_backend *be, ck_tensor mk, ck_tensor ms, ck_tensor qk, ck_tensor qe, int64_t N,
+                            int64_t HW, int CK, ck_tensor mv, int C, int top_k, ck_tensor out, ck_tensor usage);
 
 extern const ck_ops ck_cuda_ops;
 extern const ck_backend_i ck_cuda_backend;

@@ -28,6 +28,8 @@ struct ConvArgs {
     double *stats;
     int S, dil, groups, tiles_per_row;
     int y0, rows;   // output rows y0 .. y0+rows-1, stored from `out` on
+    int in_r0;      // the image row `in` begins with: 0 for a whole map, else a band's
+                    // first row (every row the outputs read lies in the band)
     int seg;        // chain steps per work item (kSeg, less for a thin band of rows)
     int nseg;       // segments per chain
     int64_t nitems; // dil * nseg * tiles_per_row

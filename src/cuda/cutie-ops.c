@@ -3,9 +3,11 @@
  * cuBLAS SGEMM (fp32 math, no TF32: ck_cublas_create) + a bias / ReLU pass,
  * the rest the kernels of cutie-ops.cu. The workspace (bound once by
  * set_workspace, device memory) holds the im2col chunk, the channel
- * attention's means and the attention mask's counts; no op allocates.
+ * attention's means, the attention mask's counts and the memory read's
+ * scratch (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
+#include "cuda/kernels.h"
 
 #ifdef CK_HAVE_CUDA
 
@@ -39,7 +41,7 @@ static size_t col_floats(const ck_op_needs *n) {
 
 size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
     (void)bc;
-    return (col_floats(n) + MEANS + COUNTS) * sizeof(float);
+    return (col_floats(n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
 }
 
 static void fail(ck_backend *be, ckey_status st, const char *msg) {
@@ -54,6 +56,10 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     s->cutie_col_floats = col_floats(n);
     s->cutie_means = s->cutie_col + s->cutie_col_floats;
     s->cutie_counts = (int *)(s->cutie_means + MEANS);
+    /* the memory read's scratch after the counts (an offset of whole 1 KiB
+     * blocks: col_floats and MEANS + COUNTS are multiples of 256 floats) */
+    s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
+    s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_counts + COUNTS) : NULL;
 }
 
 void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out) {

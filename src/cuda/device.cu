@@ -90,6 +90,15 @@ ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *str
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_copy2d_d2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               void *stream, ckey_error *err) {
+    if (!width || !height) return CKEY_OK;
+    cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice,
+                                      (cudaStream_t)stream);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemcpy2DAsync");
+    return CKEY_OK;
+}
+
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) {
     cudaError_t e = cudaMemsetAsync(p, value, bytes, (cudaStream_t)stream);
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemsetAsync");

@@ -20,6 +20,9 @@ extern "C" {
 
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
+/* Device bytes a CUDA session allocates outside its plan (weights + arena):
+ * cuBLAS's workspace and the in-place conv's sync ints (0 without CUDA). */
+int64_t ck_cuda_outside_plan_bytes(void);
 
 /* Make `index` the calling thread's current device. */
 ckey_status ck_cuda_set_device(int index, ckey_error *err);
@@ -195,6 +198,22 @@ ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int 
 ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
                                    const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
                                    ck_dtype dt, void *st, ckey_error *err);
+/* The same from a band of the input: in holds image rows in_r0 .. in_r0 +
+ * in_n - 1 (image_in: planes [Cin, in_n, S]; else [in_n * S, Cin]), and every
+ * in-image row the outputs read lies in it (the banded refiner). Each value
+ * and each term of the sums is the whole-map call's. */
+ckey_status ck_cuda_conv3x3_band_t(const void *in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,
+                                   const float *W, const float *bias, void *out, int y0, int y1, int Cout, int groups,
+                                   double *stats, ck_dtype dt, void *st, ckey_error *err);
+/* Rows y0 .. y0 + n - 1 of ck_cuda_refiner_input_t's rin into a band: planes
+ * [7, n, S], or (packed) pixels [n * S, 8] with channel 7 zero, the layout
+ * ck_cuda_refiner_stem_input makes of a whole map (16-byte aligned). */
+ckey_status ck_cuda_refiner_input_rows_t(const void *x, const float *logits, int S, int y0, int n, int packed,
+                                         void *rin, ck_dtype dt, void *st, ckey_error *err);
+/* Rows y0 .. y0 + n - 1 of out [Cout, S, S] = mult * (W x + b), x a band
+ * [n * S, C] holding those rows: ck_cuda_pointwise_t's values there. */
+ckey_status ck_cuda_pointwise_rows_t(const void *x, int C, int S, int y0, int n, const float *W, const float *b,
+                                     float mult, float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
 /* Patch embed as im2col + GEMM + epilogue (16-bit sessions), for output
  * pixels p0 .. p0+n-1 of the (S/stride)^2 grid: col [n, Cin*K*K]; then
  * tok[unroll(p)] = y[p - p0] + b + pos[p] with y [n, E] = col . W^T. */
@@ -240,12 +259,22 @@ ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const vo
 ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
                                     const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
                                     int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* The same from a band of the input: in [in_n * S, Cin] holds image rows
+ * in_r0 .. (every in-image row the outputs read among them; the banded
+ * refiner). Values and statistics as the whole-map call's. */
+ckey_status ck_cuda_conv3x3_tc_band(const void *in, int in_r0, int Cin, int S, int dil, const void *W,
+                                    const float *bias, const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                    int Cout, int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err);
 /* Hopper version of ck_cuda_conv3x3_tc_rows for Cin = Cout = 64
  * (src/cuda/refiner-wgmma.cu, wgmma.mma_async, built for sm_90a only): same
  * arguments, weights, results and statistics; dilations up to 8 (shared
  * memory; CKEY_ERR_UNSUPPORTED above). Call it only where ck_cuda_wgmma_ok()
  * says so. */
 ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil, const void *W, const float *bias,
+                                       const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
+                                       double *stats, ck_dtype dt, void *stream, ckey_error *err);
+/* ... and from a band of the input, as ck_cuda_conv3x3_tc_band. */
+ckey_status ck_cuda_conv3x3_wgmma_band(const void *in, int in_r0, int S, int dil, const void *W, const float *bias,
                                        const float *in_a, const float *in_b, void *out, int y0, int y1, int groups,
                                        double *stats, ck_dtype dt, void *stream, ckey_error *err);
 /* The whole image in place in one launch: output row y lands shift_rows rows
@@ -278,6 +307,23 @@ ckey_status ck_conv3x3_tc_pack_weights_host(const float *W_oihw, int Cout, int C
 ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, int Cin, ck_dtype dt,
                                             void *W_dev_out, size_t *bytes, ckey_error *err);
 
+/* ---- Cutie's memory read (src/cuda/memory-read.cu): backend/ops.h
+ * memory_read on device pointers, fp32, CK <= 128 (else
+ * CKEY_ERR_UNSUPPORTED), queued on `stream`. ms, qe, usage may be NULL.
+ * scratch: scratch_bytes of device memory, at least
+ * ck_cuda_memory_read_bytes(needs) for needs covering this read (N <=
+ * mr_n, top_k <= mr_top_k, usage only where mr_usage_hw > 0); it depends on
+ * top_k alone (264 x 64 x (8 top_k + 4) bytes; 4 MiB at top_k 30; none for
+ * top_k <= 0), plus N x 8 bytes for a read that gives usage (HW below
+ * 2^23). usage is summed
+ * in 64-bit fixed point (2^-40 units) with integer atomics: the same bits on
+ * every run, within HW x 2^-41 of the exact sum of the fp32 weights. */
+struct ck_op_needs;
+size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs);
+ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
+                                int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
+                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err);
+
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);
@@ -285,6 +331,10 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
 ckey_status ck_cuda_sync(ckey_error *err);
 /* Streams, pinned host memory, async copies and CUDA graphs (device.cu). */
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err);
+/* height rows of width bytes, device to device, rows dpitch / spitch bytes
+ * apart, queued on stream. */
+ckey_status ck_cuda_copy2d_d2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               void *stream, ckey_error *err);
 ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
                                ckey_error *err);
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);

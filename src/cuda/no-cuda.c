@@ -15,6 +15,7 @@ static ckey_status no_cuda(ckey_error *err) {
 }
 
 int ck_cuda_device_count(void) { return 0; }
+int64_t ck_cuda_outside_plan_bytes(void) { return 0; }
 float ck_cuda_gelu_fast_host(float v) {
     (void)v;
     return NAN;
@@ -147,6 +148,8 @@ ckey_status ck_cuda_post_pixels(const float *fg, const float *pa, int h, int w, 
 ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
                                        ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_copy2d_d2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                               void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
                                ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err) NOCUDA_BODY
@@ -177,6 +180,13 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, 
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st,
                                 ckey_error *err) NOCUDA_BODY
+size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs) {
+    (void)needs;
+    return 0;
+}
+ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
+                                int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
+                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err) NOCUDA_BODY
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -43,7 +43,25 @@ int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
  * applies them to the input in place first. */
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
 
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
+/* Tokens per chunk of the MLP: a quarter with the encoder in chunks (a
+ * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits). */
+static int64_t mlp_chunk(int chunks) { return chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
+
+/* Windows per chunk of mask-unit attention when it runs in `chunks` chunks
+ * (ck_schedule.encoder_chunks; 0 or 1: all nw at once). */
+static int64_t mu_chunk_windows(int64_t nw, int chunks) { return chunks > 1 ? (nw + chunks - 1) / chunks : nw; }
+
+/* The scratch of mask-unit attention on nwc windows of T tokens: all of them
+ * at once, xn | q, k, v | att; in chunks, also the chunk's gathered tokens
+ * (and, widening, its pooled shortcut) ahead of them. */
+static size_t mu_scratch_elems(const ck_block_info *b, int64_t nwc, int chunked) {
+    const int64_t T = (int64_t)b->window * b->q_stride, Nc = T * nwc, Nqc = Nc / b->q_stride;
+    size_t s = (size_t)Nc * b->dim + (size_t)Nc * 3 * b->dim_out + (size_t)Nqc * b->dim_out;
+    if (chunked) s += (size_t)Nc * b->dim + (b->dim != b->dim_out ? (size_t)Nqc * b->dim_out : 0);
+    return s;
+}
+
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
     const int64_t G = S / c->patch_stride;
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -54,12 +72,14 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S) {
         const ck_block_info *b = &bi[i];
         const int64_t Nq = N / b->q_stride;
         size_t s = 0;
-        if (b->mask_unit_attn) /* xn | q, k, v of all heads | att (cu_mask_unit_attention) */
-            s = (size_t)N * b->dim + (size_t)N * 3 * b->dim_out + (size_t)Nq * b->dim_out;
+        if (b->mask_unit_attn) { /* (cu_mask_unit_attention) */
+            const int64_t T = (int64_t)b->window * b->q_stride, nw = N / T;
+            s = mu_scratch_elems(b, mu_chunk_windows(nw, chunks), chunks > 1 && mu_chunk_windows(nw, chunks) < nw);
+        }
         else if (b->dim != b->dim_out)
             s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
         need = CK_MAX(need, s);
-        const int64_t ch = CK_MIN(Nq, (int64_t)MLP_CHUNK);
+        const int64_t ch = CK_MIN(Nq, mlp_chunk(chunks));
         need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
         N = Nq;
     }
@@ -156,13 +176,20 @@ static void cu_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck
  * narrow GEMM, the scratch would be smaller, 196 vs 420 MiB at S = 2048, but
  * not the arena, whose peak the refiner's maps set, and every one of those
  * GEMMs would read all of xn.) */
+static void mu_attention_chunks(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const void *x,
+                                int64_t nw, int64_t nwc, void *xo);
+
 static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor xt,
                                    int64_t N, ck_tensor xot) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
-    const int64_t Nq = N / qs, nw = N / T;
-    if (!scratch_ok(s, (size_t)N * D + (size_t)N * 3 * Do + (size_t)Nq * Do)) return;
+    const int64_t Nq = N / qs, nw = N / T, nwc = mu_chunk_windows(nw, s->cfg.sched.encoder_chunks);
+    if (nwc < nw) { /* the schedule's chunks of windows (ck_schedule.encoder_chunks) */
+        mu_attention_chunks(be, bi, w, xt.data, nw, nwc, xot.data);
+        return;
+    }
+    if (!scratch_ok(s, mu_scratch_elems(bi, nw, 0))) return;
     if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return;
     if (D != Do && !linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt))) return;
     const void *x = xt.data;
@@ -182,6 +209,50 @@ static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, cons
                              s->stream, &e_));
 }
 
+/* Mask-unit attention in chunks of nwc windows, for a schedule whose
+ * encoder scratch holds only a chunk's q, k, v. Window w's token t is row
+ * t * nw + w, so a chunk's tokens are T blocks of nwc rows nw rows apart:
+ * they are gathered into xc (token t of window w0 + w' at row t * nwc + w',
+ * the same strided layout with nwc windows), run through the whole-map path's
+ * kernels (layernorm, GEMMs, window attention, q pooling over rows Nqc
+ * apart) and scattered back into xo's rows. Each value is the one-launch
+ * path's up to the GEMMs' order of summation over a different row count. */
+static void mu_attention_chunks(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const void *x,
+                                int64_t nw, int64_t nwc, void *xo) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
+    const size_t es = ck_dtype_size(s->dt);
+    if (!scratch_ok(s, mu_scratch_elems(bi, nwc, 1))) return;
+    if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return;
+    if (D != Do && !linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt))) return;
+    for (int64_t w0 = 0; w0 < nw; w0 += nwc) {
+        const int64_t n = CK_MIN(nwc, nw - w0), Nc = (int64_t)T * n, Nqc = Nc / qs;
+        /* xc [Nc, D] | (widening: xoc [Nqc, Do]) | xn [Nc, D] | q, k, v [Nc, 3 Do] | att [Nqc, Do] */
+        void *xc = s->scratch, *xoc = D != Do ? AT(s, xc, (size_t)Nc * D) : xc;
+        void *xn = D != Do ? AT(s, xoc, (size_t)Nqc * Do) : AT(s, xc, (size_t)Nc * D);
+        void *wk = AT(s, xn, (size_t)Nc * D), *att = AT(s, wk, (size_t)Nc * 3 * Do);
+        CHECKED(ck_cuda_copy2d_d2d(xc, (size_t)n * D * es, AT(s, x, w0 * D), (size_t)nw * D * es, (size_t)n * D * es,
+                                   (size_t)T, s->stream, &e_));
+        CHECKED(ck_cuda_layernorm_t(xc, Nc, D, WF(w->norm1_w), WF(w->norm1_b), xn, s->dt, s->stream, &e_));
+        if (D != Do) {
+            CHECKED(ck_cuda_linear_t(s->blas, xn, Nc, D, w->proj_w.data, NULL, wk, Do, 0, s->dt, s->stream, &e_));
+            CHECKED(ck_cuda_maxpool_bias_t(wk, Nqc, Do, qs, WF(w->proj_b), xoc, s->dt, s->stream, &e_));
+        }
+        CHECKED(ck_cuda_linear_t(s->blas, xn, Nc, D, w->qkv_w.data, w->qkv_b.data, wk, 3 * Do, 0, s->dt, s->stream,
+                                 &e_));
+        if (s->dt == CK_F32)
+            CHECKED(ck_cuda_window_attention_t(wk, n, T, qs, Do, heads, att, s->dt, s->stream, &e_));
+        else
+            CHECKED(ck_cuda_window_attention_tc_ld(wk, n, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
+        /* the residual: xoc (x's rows of the chunk, or the pooled shortcut) += attn.proj(att) */
+        CHECKED(ck_cuda_linear_t(s->blas, att, Nqc, Do, w->attn_proj_w.data, w->attn_proj_b.data, xoc, Do, 1, s->dt,
+                                 s->stream, &e_));
+        CHECKED(ck_cuda_copy2d_d2d(AT(s, xo, w0 * Do), (size_t)nw * Do * es, xoc, (size_t)n * Do * es,
+                                   (size_t)n * Do * es, (size_t)(T / qs), s->stream, &e_));
+    }
+}
+
 static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int heads, int qs, ck_tensor outt) {
     ckey_error e_;
     const void *qkv = qkvt.data;
@@ -197,11 +268,12 @@ static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int h
 static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_block_w *w, int hidden) {
     ckey_error e_;
     ck_cuda_state *s = ST(be);
-    if (!scratch_ok(s, (size_t)CK_MIN((int64_t)MLP_CHUNK, N) * (C + hidden))) return;
+    const int64_t chunk = mlp_chunk(s->cfg.sched.encoder_chunks);
+    if (!scratch_ok(s, (size_t)CK_MIN(chunk, N) * (C + hidden))) return;
     if (!linear_types_ok(s, w->fc1_w, ck_weight_of(NULL, s->dt)) || !linear_types_ok(s, w->fc2_w, w->fc2_b)) return;
     const float *fc1_b = WF(w->fc1_b);
-    for (int64_t r = 0; r < N; r += MLP_CHUNK) {
-        const int64_t n = CK_MIN((int64_t)MLP_CHUNK, N - r);
+    for (int64_t r = 0; r < N; r += chunk) {
+        const int64_t n = CK_MIN(chunk, N - r);
         void *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, xt.data, r * C);
         if (w->fc1_colsum.data) { /* norm2 folded into fc1 (backend.c, ln-fold.h): the rows' stats where xn would be */
             float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
@@ -368,6 +440,72 @@ static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const fl
     CHECKED(ck_cuda_pointwise_t(x.data, y.data, ra, rb, C, HW, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt, ST(be)->stream, &e_));
 }
 
+/* The banded refiner (model.h ck_schedule.refiner_band): the whole-map ops'
+ * kernels on bands of rows, so each value is the whole-map run's. A band of
+ * the refiner input is packed [n * S, 8] where the tensor-core stem reads it
+ * (ck_cuda_band_input_ch), else planes [7, n, S]. */
+int ck_cuda_band_input_ch(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt) ? 8 : 7; }
+
+static void cu_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const int packed = ck_cuda_band_input_ch(s->ref_dim, s->dt) == 8;
+    CHECKED(ck_cuda_refiner_input_rows_t(x.data, ck_f32(logits), S, y0, n, packed, rin.data, s->dt, s->stream, &e_));
+}
+
+static void cu_conv3x3_rows(ck_backend *be, ck_tensor in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,
+                            ck_weight W, ck_weight biasw, ck_tensor out, int out_r0, int out_n, int Cout, int groups,
+                            double *stats) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    const float *bias = WF(biasw);
+    const int y1 = out_r0 + out_n;
+    if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
+        if (image_in) /* the stem from its packed band (cu_refiner_input_rows), weights with paired taps */
+            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, 8, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, &e_));
+        else if (s->wgmma && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL)
+            CHECKED(ck_cuda_conv3x3_wgmma_band(in.data, in_r0, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                               groups, stats, s->dt, s->stream, &e_));
+        else
+            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, Cin, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, &e_));
+        return;
+    }
+    CHECKED(ck_cuda_conv3x3_band_t(in.data, image_in, Cin, S, dil, in_r0, in_n, WF(W), bias, out.data, out_r0, y1, Cout,
+                                   groups, stats, s->dt, s->stream, &e_));
+}
+
+static void cu_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
+                                   float mult, ck_tensor out, int Cout) {
+    ckey_error e_;
+    CHECKED(ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt,
+                                     ST(be)->stream, &e_));
+}
+
+/* c1 in page-locked host memory between stage 1 and the decoders (ck_schedule.c1_on_host) */
+static int host_range_ok(ck_cuda_state *s, size_t off, size_t bytes) {
+    if (s->host_maps && off + bytes <= s->host_map_bytes) return 1;
+    if (s->status == CKEY_OK)
+        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: %zu host bytes at %zu past the session's %zu", bytes,
+                            off, s->host_map_bytes);
+    return 0;
+}
+
+static void cu_to_host(ck_backend *be, ck_tensor t, size_t off, size_t bytes) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    if (host_range_ok(s, off, bytes))
+        CHECKED(ck_cuda_copy_async((char *)s->host_maps + off, t.data, bytes, 0, s->stream, &e_));
+}
+
+static void cu_from_host(ck_backend *be, size_t off, size_t bytes, ck_tensor t) {
+    ckey_error e_;
+    ck_cuda_state *s = ST(be);
+    if (host_range_ok(s, off, bytes))
+        CHECKED(ck_cuda_copy_async(t.data, (char *)s->host_maps + off, bytes, 1, s->stream, &e_));
+}
+
 static void cu_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
     ckey_error e_;
     CHECKED(ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, &e_));
@@ -429,7 +567,13 @@ const ck_ops ck_cuda_ops = {
     .finalize = cu_finalize,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
-    /* Cutie (cutie-ops.c); memory_read: none yet (NULL) */
+    .refiner_input_rows = cu_refiner_input_rows,
+    .conv3x3_rows = cu_conv3x3_rows,
+    .pointwise_conv_rows = cu_pointwise_conv_rows,
+    .to_host = cu_to_host,
+    .from_host = cu_from_host,
+    /* Cutie (cutie-ops.c) */
+    .memory_read = ck_cuda_memory_read_op,
     .set_workspace = ck_cuda_cutie_set_workspace,
     .conv2d = ck_cuda_cutie_conv2d,
     .maxpool3x3s2 = ck_cuda_cutie_maxpool3x3s2,

@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, conv_blocks_per_sm<CIN>()) conv3x3_t
     auto load_row = [&](int iy, int x0, unsigned char *dst) {
         const bool row_in = iy >= 0 && iy < S;
         T *drow = reinterpret_cast<T *>(dst);
-        const T *srow = in + (size_t)(row_in ? iy : 0) * S * CIN;
+        const T *srow = in + (size_t)(row_in ? iy - p.in_r0 : 0) * S * CIN;
         for (int i = tid; i < TMH * CPX; i += kThreads) {
             const int j = i / CPX, ch = i % CPX, ix = x0 - dil + j;
             T *d = drow + j * PSA + ch * 8;
@@ -398,9 +398,9 @@ ckey_status dispatch_conv(const ConvArgs &a, int Cin, int Cout, cudaStream_t st,
 
 extern "C" {
 
-ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
-                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
-                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
+ckey_status ck_cuda_conv3x3_tc_band(const void *in, int in_r0, int Cin, int S, int dil, const void *W,
+                                    const float *bias, const float *in_a, const float *in_b, void *out, int y0, int y1,
+                                    int Cout, int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
     if ((Cin != 8 && (Cin % 16 || Cin < 16 || Cin > 64)) || Cout % 16 || Cout < 16 || Cout > 64)
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: Cin must be 8, 16, 32, 48 or 64, Cout 16, 32, 48 or 64");
     if (stats && (groups < 1 || groups > 64 || Cout % groups))
@@ -409,17 +409,25 @@ ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, con
     if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad size or dilation");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad row range");
+    if (in_r0 < 0 || in_r0 >= S) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad input band");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: in_a and in_b go together");
     ConvArgs a;
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
-    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0;
+    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = y1 - y0, a.in_r0 = in_r0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0; /* set by launch_conv, which knows the SM count */
     a.nbands = 1, a.band_rows = a.rows, a.shift_rows = 0, a.sync = NULL;
     cudaStream_t st = (cudaStream_t)stream;
     return dt == CK_F16 ? dispatch_conv<__half>(a, Cin, Cout, st, err)
                         : dispatch_conv<__nv_bfloat16>(a, Cin, Cout, st, err);
+}
+
+ckey_status ck_cuda_conv3x3_tc_rows(const void *in, int Cin, int S, int dil, const void *W, const float *bias,
+                                    const float *in_a, const float *in_b, void *out, int y0, int y1, int Cout,
+                                    int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_conv3x3_tc_band(in, 0, Cin, S, dil, W, bias, in_a, in_b, out, y0, y1, Cout, groups, stats, dt,
+                                   stream, err);
 }
 
 ckey_status ck_cuda_conv3x3_tc(const void *in, int Cin, int S, int dil, const void *W, const float *bias,

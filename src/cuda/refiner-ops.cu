@@ -44,6 +44,40 @@ __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__res
     }
 }
 
+// Rows y0 .. y0 + gridDim.y - 1 of the same into a band: planes [7, n, S]
+// (PACK = false) or, for the tensor-core stem, pixels [n * S, 8] with
+// channel 7 zero (PACK = true: the layout ck_cuda_refiner_stem_input makes of
+// a whole map). Each value is the whole-map kernel's.
+template <typename T, bool PACK>
+__global__ void refiner_input_rows_kernel(const T *__restrict__ x, const float *__restrict__ logits, int S, int y0,
+                                          T *__restrict__ rin) {
+    ck_pdl_enter();
+    const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), yb = (int)blockIdx.y, y = y0 + yb;
+    if (xx >= S) return;
+    const int64_t HW = (int64_t)S * S, p = (int64_t)y * S + xx, q = (int64_t)yb * S + xx;
+    const int64_t bn = (int64_t)gridDim.y * S; // a plane of the band
+    const int G = S / 4;
+    const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
+    T v[8];
+    for (int ch = 0; ch < 3; ch++) v[ch] = x[ch * HW + p];
+    for (int ch = 0; ch < 4; ch++) ck_st(v + 3 + ch, sigmoidf_(bilerp(logits + (int64_t)ch * G * G, G, ty, tx)));
+    if constexpr (PACK && sizeof(T) == 2) { /* a pixel's 16 bytes as one store */
+        v[7] = T(0.f);
+        union {
+            uint4 u;
+            T e[8];
+        } o;
+#pragma unroll
+        for (int c = 0; c < 8; c++) o.e[c] = v[c];
+        *reinterpret_cast<uint4 *>(rin + q * 8) = o.u;
+    } else if constexpr (PACK) {
+        v[7] = T(0.f);
+        for (int c = 0; c < 8; c++) rin[q * 8 + c] = v[c];
+    } else {
+        for (int ch = 0; ch < 7; ch++) rin[ch * bn + q] = v[ch];
+    }
+}
+
 // out [4, S, S] = sigmoid(up(logits) + out): a thread per pixel, as above
 // (49 us against 105).
 __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
@@ -60,14 +94,16 @@ __global__ void finalize_kernel(const float *__restrict__ logits, int S, float *
 }
 
 // 3x3 conv, padding = dilation. Input: image [Cin, S, S] (stem) or a
-// channels-last map [S*S, Cin]; output channels-last [S*S, Cout], bias
-// added, and per-group sum / sum of squares accumulated in double.
+// channels-last map [S*S, Cin], or a band of either holding image rows
+// in_r0 .. (planes in_cs elements apart for an image); output channels-last
+// [S*S, Cout], bias added, and (stats not NULL) per-group sum / sum of squares accumulated in
+// double.
 // One block per 32 output pixels of a row; thread (px, co) loops taps and ci.
 constexpr int kConvPx = 32;
 template <typename T>
-__global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, int S, int dil,
-                               const float *__restrict__ W, const float *__restrict__ bias, T *__restrict__ out,
-                               int y0, int Cout, int groups, double *__restrict__ stats) {
+__global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, int S, int dil, int in_r0,
+                               int64_t in_cs, const float *__restrict__ W, const float *__restrict__ bias,
+                               T *__restrict__ out, int y0, int Cout, int groups, double *__restrict__ stats) {
     ck_pdl_enter();
     const int y = blockIdx.y + y0; // out holds rows y0.. of the output
     const int x0 = blockIdx.x * kConvPx;
@@ -87,10 +123,11 @@ __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, 
                 const int ix = x + (kx - 1) * dil;
                 if (ix < 0 || ix >= S) continue;
                 const float *w = W + ((int64_t)co * Cin) * 9 + ky * 3 + kx;
+                const int64_t ip = (int64_t)(iy - in_r0) * S + ix; // the pixel within the input (band)
                 if (image_in) {
-                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ck_ld(in + ((int64_t)ci * S + iy) * S + ix);
+                    for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ck_ld(in + ci * in_cs + ip);
                 } else {
-                    const T *ir = in + ((int64_t)iy * S + ix) * Cin;
+                    const T *ir = in + ip * Cin;
                     for (int ci = 0; ci < Cin; ci++) acc += w[ci * 9] * ck_ld(ir + ci);
                 }
             }
@@ -100,7 +137,7 @@ __global__ void conv3x3_kernel(const T *__restrict__ in, int image_in, int Cin, 
         atomicAdd(&gsq[co / cpg], (double)acc * acc);
     }
     __syncthreads();
-    if (threadIdx.x < groups) {
+    if (stats && threadIdx.x < groups) { /* stats NULL: not wanted (the banded refiner's recomputed convs) */
         atomicAdd(&stats[2 * threadIdx.x], gsum[threadIdx.x]);
         atomicAdd(&stats[2 * threadIdx.x + 1], gsq[threadIdx.x]);
     }
@@ -176,11 +213,13 @@ template <typename T> __device__ __forceinline__ float residual_value(float xf, 
     return ck_ld(&r);
 }
 
-// channels-last x [HW, C] -> out [Cout, HW]; with y, x' = relu(x + ra*y + rb)
+// channels-last x [HW, C] -> out [Cout, HW] (planes ops elements apart: HW,
+// or S * S for a band of rows); with y, x' = relu(x + ra*y + rb)
 template <typename T>
 __global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
                                  const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
-                                 const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+                                 const float *__restrict__ b, float mult, float *__restrict__ out, int64_t ops,
+                                 int Cout) {
     ck_pdl_enter();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= HW) return;
@@ -189,7 +228,7 @@ __global__ void pointwise_kernel(const T *__restrict__ x, const T *__restrict__ 
         float acc = 0.f;
         for (int c = 0; c < C; c++)
             acc += W[o * C + c] * (yr ? residual_value<T>(ck_ld(xr + c), ck_ld(yr + c), ra[c], rb[c]) : ck_ld(xr + c));
-        out[(int64_t)o * HW + p] = mult * (acc + b[o]);
+        out[(int64_t)o * ops + p] = mult * (acc + b[o]);
     }
 }
 
@@ -206,7 +245,7 @@ template <typename T>
 __global__ void __launch_bounds__(kPwPx, 6)
     pointwise_vec_kernel(const T *__restrict__ x, const T *__restrict__ y, const float *__restrict__ ra,
                          const float *__restrict__ rb, int C, int64_t HW, const float *__restrict__ W,
-                         const float *__restrict__ b, float mult, float *__restrict__ out, int Cout) {
+                         const float *__restrict__ b, float mult, float *__restrict__ out, int64_t ops, int Cout) {
     ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
     __shared__ float ws[kPwMaxCout * kPwMaxC], bs[kPwMaxCout], as[kPwMaxC], cs[kPwMaxC];
@@ -268,7 +307,7 @@ __global__ void __launch_bounds__(kPwPx, 6)
     const int64_t p = p0 + threadIdx.x;
 #pragma unroll
     for (int o = 0; o < kPwMaxCout; o++)
-        if (o < Cout) out[(int64_t)o * HW + p] = mult * (acc[o] + bs[o]);
+        if (o < Cout) out[(int64_t)o * ops + p] = mult * (acc[o] + bs[o]);
 }
 
 } // namespace
@@ -282,9 +321,30 @@ ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, v
     return launched(err, "refiner input");
 }
 
-ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
-                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
-                                   ck_dtype dt, void *st, ckey_error *err) {
+ckey_status ck_cuda_refiner_input_rows_t(const void *x, const float *logits, int S, int y0, int n, int packed,
+                                         void *rin, ck_dtype dt, void *st, ckey_error *err) {
+    if (S <= 0 || n <= 0) return CKEY_OK;
+    if (y0 < 0 || y0 + n > S || (packed && ((uintptr_t)rin & 15))) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "refiner input rows: bad band %d + %d of %d%s", y0, n, S,
+                     packed ? " (packed: 16-byte aligned)" : "");
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    const dim3 grid(blocks_for(S, 256), (unsigned)n);
+    if (packed)
+        CK_DISPATCH(dt, (ck_launch(refiner_input_rows_kernel<T, true>, grid, 256, 0, (cudaStream_t)st, (const T *)x,
+                                   logits, S, y0, (T *)rin)));
+    else
+        CK_DISPATCH(dt, (ck_launch(refiner_input_rows_kernel<T, false>, grid, 256, 0, (cudaStream_t)st, (const T *)x,
+                                   logits, S, y0, (T *)rin)));
+    return launched(err, "refiner input rows");
+}
+
+ckey_status ck_cuda_conv3x3_band_t(const void *in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,
+                                   const float *W, const float *bias, void *out, int y0, int y1, int Cout, int groups,
+                                   double *stats, ck_dtype dt, void *st, ckey_error *err) {
     if (Cout > 64 || groups > 64 || Cout % groups) {
         if (err) {
             snprintf(err->message, sizeof err->message, "conv3x3: %d channels / %d groups unsupported", Cout, groups);
@@ -294,9 +354,16 @@ ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S,
     }
     if (y1 <= y0) return CKEY_OK;
     dim3 grid((unsigned)((S + kConvPx - 1) / kConvPx), (unsigned)(y1 - y0));
-    LAUNCH_T(dt, grid, kConvPx * 8, conv3x3_kernel, (const T *)in, image_in, Cin, S, dil, W, bias, (T *)out, y0, Cout,
-             groups, stats);
+    LAUNCH_T(dt, grid, kConvPx * 8, conv3x3_kernel, (const T *)in, image_in, Cin, S, dil, in_r0, (int64_t)in_n * S, W,
+             bias, (T *)out, y0, Cout, groups, stats);
     return launched(err, "conv3x3");
+}
+
+ckey_status ck_cuda_conv3x3_rows_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
+                                   const float *bias, void *out, int y0, int y1, int Cout, int groups, double *stats,
+                                   ck_dtype dt, void *st, ckey_error *err) {
+    return ck_cuda_conv3x3_band_t(in, image_in, Cin, S, dil, 0, S, W, bias, out, y0, y1, Cout, groups, stats, dt, st,
+                                  err);
 }
 
 ckey_status ck_cuda_conv3x3_t(const void *in, int image_in, int Cin, int S, int dil, const float *W,
@@ -329,19 +396,32 @@ ckey_status ck_cuda_affine_relu_t(void *x, const void *y, int C, int64_t HW, con
     return ck_cuda_residual_relu_t(x, y, C, HW, a, b, NULL, NULL, dt, st, err);
 }
 
-ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
-                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
-                                ckey_error *err) {
+static ckey_status pointwise_launch(const void *x, const void *y, const float *ra, const float *rb, int C,
+                                    int64_t HW, const float *W, const float *b, float mult, float *out, int64_t ops,
+                                    int Cout, ck_dtype dt, void *st, ckey_error *err) {
     const int V = 16 / (int)ck_dtype_size(dt);
     if (C <= kPwMaxC && C / V <= kPwRowV && Cout <= kPwMaxCout && C % V == 0 &&
         (((uintptr_t)x | (uintptr_t)y) & 15) == 0) {
         LAUNCH_T(dt, blocks_for(HW, kPwPx), kPwPx, pointwise_vec_kernel, (const T *)x, (const T *)y, ra, rb, C, HW, W,
-                 b, mult, out, Cout);
+                 b, mult, out, ops, Cout);
         return launched(err, "pointwise conv");
     }
     LAUNCH_T(dt, blocks_for(HW, 128), 128, pointwise_kernel, (const T *)x, (const T *)y, ra, rb, C, HW, W, b, mult,
-             out, Cout);
+             out, ops, Cout);
     return launched(err, "pointwise conv");
+}
+
+ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, const float *rb, int C, int64_t HW,
+                                const float *W, const float *b, float mult, float *out, int Cout, ck_dtype dt, void *st,
+                                ckey_error *err) {
+    return pointwise_launch(x, y, ra, rb, C, HW, W, b, mult, out, HW, Cout, dt, st, err);
+}
+
+ckey_status ck_cuda_pointwise_rows_t(const void *x, int C, int S, int y0, int n, const float *W, const float *b,
+                                     float mult, float *out, int Cout, ck_dtype dt, void *st, ckey_error *err) {
+    if (n <= 0) return CKEY_OK;
+    return pointwise_launch(x, NULL, NULL, NULL, C, (int64_t)n * S, W, b, mult, out + (int64_t)y0 * S, (int64_t)S * S,
+                            Cout, dt, st, err);
 }
 
 ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err) {

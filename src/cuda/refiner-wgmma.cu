@@ -180,7 +180,7 @@ template <typename T> __global__ void __launch_bounds__(128, 2) conv3x3_wg_kerne
     const uint32_t lsw = swz(lj, lch);
     auto load_row = [&](int iy, int x0, uint32_t dst) {
         const bool row_in = iy >= 0 && iy < S;
-        const T *src = in + (size_t)(row_in ? iy : 0) * S * C + (ptrdiff_t)(x0 - dil + lj) * C + lch * 8;
+        const T *src = in + (size_t)(row_in ? iy - p.in_r0 : 0) * S * C + (ptrdiff_t)(x0 - dil + lj) * C + lch * 8;
 #pragma unroll
         for (int m = 0; m < RI; m++) {
             const int j = lj + (NT / 8) * m, ix = x0 - dil + j;
@@ -396,7 +396,7 @@ template <typename T> cudaError_t launch(const ConvArgs &a, int nsm, size_t smem
 // Checks and launches either form: rows y0 .. y1-1 into a separate out, or
 // (sync) the whole image in place, bands of band_rows written shift_rows
 // rows before the input.
-ckey_status conv_call(const void *in, int S, int dil, const void *W, const float *bias, const float *in_a,
+ckey_status conv_call(const void *in, int in_r0, int S, int dil, const void *W, const float *bias, const float *in_a,
                       const float *in_b, void *out, int y0, int y1, int band_rows, int shift_rows, int *sync,
                       int64_t sync_cap, int groups, double *stats, ck_dtype dt, void *stream, ckey_error *err) {
     if (stats && (groups < 1 || groups > C || C % groups))
@@ -406,6 +406,8 @@ ckey_status conv_call(const void *in, int S, int dil, const void *W, const float
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad size or dilation");
     if (dil > 8) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: dilations up to 8 (the row copies' unrolling)");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad row range");
+    if (in_r0 < 0 || in_r0 >= S || (sync && in_r0))
+        return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad input band");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: in_a and in_b go together");
     if (sync && (band_rows <= 0 || band_rows % dil || shift_rows % dil || shift_rows < band_rows + dil))
@@ -424,7 +426,7 @@ ckey_status conv_call(const void *in, int S, int dil, const void *W, const float
     }
     ConvArgs a;
     a.in = in, a.W = W, a.bias = bias, a.a = in_a, a.b = in_b, a.out = out, a.stats = stats;
-    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = sync ? band_rows : y1 - y0;
+    a.S = S, a.dil = dil, a.groups = groups, a.y0 = y0, a.rows = sync ? band_rows : y1 - y0, a.in_r0 = in_r0;
     a.tiles_per_row = (S + kTM - 1) / kTM;
     a.seg = a.nseg = 0, a.nitems = 0;
     a.nbands = sync ? (S + band_rows - 1) / band_rows : 1;
@@ -449,7 +451,15 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_rows(const void *in, int S, int dil
                                                  const float *in_a, const float *in_b, void *out, int y0, int y1,
                                                  int groups, double *stats, ck_dtype dt, void *stream,
                                                  ckey_error *err) {
-    return conv_call(in, S, dil, W, bias, in_a, in_b, out, y0, y1, 0, 0, NULL, 0, groups, stats, dt, stream, err);
+    return conv_call(in, 0, S, dil, W, bias, in_a, in_b, out, y0, y1, 0, 0, NULL, 0, groups, stats, dt, stream, err);
+}
+
+extern "C" ckey_status ck_cuda_conv3x3_wgmma_band(const void *in, int in_r0, int S, int dil, const void *W,
+                                                 const float *bias, const float *in_a, const float *in_b, void *out,
+                                                 int y0, int y1, int groups, double *stats, ck_dtype dt, void *stream,
+                                                 ckey_error *err) {
+    return conv_call(in, in_r0, S, dil, W, bias, in_a, in_b, out, y0, y1, 0, 0, NULL, 0, groups, stats, dt, stream,
+                     err);
 }
 
 extern "C" ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int dil, const void *W, const float *bias,
@@ -459,6 +469,6 @@ extern "C" ckey_status ck_cuda_conv3x3_wgmma_inplace(const void *in, int S, int 
     if (!sync) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma in place: no sync buffer");
     const size_t row = (size_t)S * C * 2; /* 16-bit storage (conv_call refuses the rest) */
     void *out = (void *)((const char *)in - (size_t)shift_rows * row);
-    return conv_call(in, S, dil, W, bias, in_a, in_b, out, 0, S, band_rows, shift_rows, sync, sync_cap, groups, stats,
+    return conv_call(in, 0, S, dil, W, bias, in_a, in_b, out, 0, S, band_rows, shift_rows, sync, sync_cap, groups, stats,
                      dt, stream, err);
 }

@@ -165,6 +165,10 @@ const char *ck_exr_deflater(int32_t level) {
 
 ck_exr_writer *ck_exr_writer_new(void) { return calloc(1, 1); }
 void ck_exr_writer_free(ck_exr_writer *w) { free(w); }
+double ck_exr_writer_io_seconds(const ck_exr_writer *w) {
+    (void)w;
+    return 0;
+}
 
 ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, const float *data,
                          int32_t channels, int32_t width, int32_t height, const ckey_exr_options *o,
@@ -391,9 +395,12 @@ struct ck_exr_writer {
     int64_t bytes_cap;
     char *tmp;
     size_t tmp_cap;
+    double io_s; /* the last write's file I/O after encoding */
 };
 
 ck_exr_writer *ck_exr_writer_new(void) { return calloc(1, sizeof(ck_exr_writer)); }
+
+double ck_exr_writer_io_seconds(const ck_exr_writer *w) { return w ? w->io_s : 0; }
 
 static void zthread_free(zthread *z) {
     free(z->packed);
@@ -538,6 +545,7 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
     if (st != CKEY_OK) return st;
     const exr_compression_t comp = file_compression(o->compression);
     const int level = effective_level(o), deflater = deflater_for(level);
+    if (w) w->io_s = 0;
     if (comp != EXR_COMPRESSION_NONE && deflater == DEFLATE_ZLIB)
         return ck_exr_write_openexr(path, data, channels, width, height, o->compression, level > 9 ? 9 : level,
                                     err);
@@ -576,8 +584,11 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
     ck_pool_for(pool, nchunks, 1, encode_chunks, &j);
     if (atomic_load(&j.failed))
         st = ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for the EXR compressor", path);
-    else
+    else {
+        const double t_io = ck_now();
         st = write_atomically(path, &w->tmp, &w->tmp_cap, write_chunks_body, &j, err);
+        w->io_s = ck_now() - t_io;
+    }
     ck_exr_writer_free(own);
     return st;
 }

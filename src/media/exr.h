@@ -31,6 +31,11 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
                          int32_t channels, int32_t width, int32_t height, const ckey_exr_options *o,
                          ckey_error *err);
 
+/* The seconds the last ck_exr_write through `w` spent writing the file
+ * (header and chunks, fsync, rename) after encoding its chunks; 0 when it
+ * went through OpenEXR's own pipeline (encoding and writing interleaved). */
+double ck_exr_writer_io_seconds(const ck_exr_writer *w);
+
 /* The same image through OpenEXR's own encode pipeline and zlib
  * (zip_level: -1 for OpenEXR's default), one chunk after another: what the
  * tests compare the writer with. */

@@ -83,6 +83,12 @@ ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, i
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, int level, ckey_error *err);
+/* The same; *io_seconds (may be NULL) gets the time after encoding spent
+ * flushing, syncing and renaming the file (the encoder's buffered writes
+ * count as encoding). */
+ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth,
+                                  ck_png_quantize q, int level, double *io_seconds, ckey_error *err);
 
 /* ckey_image_read with the wait for a FIFO's writer bounded by timeout_ms
  * (ckey_image_read: CK_INPUT_TIMEOUT_MS). */

@@ -63,6 +63,13 @@ ckey_status ck_image_read_png_stream_px(FILE *f, const void *head, size_t nhead,
     return ck_image_read_png_stream(f, head, nhead, label, kind, out, err);
 }
 
+ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth,
+                                  ck_png_quantize q, int level, double *io_seconds, ckey_error *err) {
+    if (io_seconds) *io_seconds = 0;
+    return ck_image_write_png_q(path, data, channels, width, height, bit_depth, q, level, err);
+}
+
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, int level, ckey_error *err) {
@@ -603,6 +610,13 @@ ckey_status ckey_image_write_png(const char *path, const float *data, int32_t ch
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, int level, ckey_error *err) {
+    return ck_image_write_png_qt(path, data, channels, width, height, bit_depth, q, level, NULL, err);
+}
+
+ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth,
+                                  ck_png_quantize q, int level, double *io_seconds, ckey_error *err) {
+    if (io_seconds) *io_seconds = 0;
     ckey_status st = check_write_args(path, data, channels, width, height, bit_depth, err);
     if (st != CKEY_OK) return st;
     char *tmp = ckey_temp_path(path);
@@ -618,6 +632,7 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
         return st;
     }
     st = write_png_file(&w, data, channels, width, height, bit_depth, q, level);
+    const double t_io = ck_now();
 
     /* Only data that reached the disk may take the final name. */
     if (st == CKEY_OK && fsync(fileno(w.file)) != 0) {
@@ -639,6 +654,7 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
     }
     free(tmp);
     ck_sync_parent_dir(path);
+    if (io_seconds) *io_seconds = ck_now() - t_io;
     return CKEY_OK;
 }
 

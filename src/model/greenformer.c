@@ -55,6 +55,7 @@ static ck_tensor alloc_t(ck_plan *pl, int64_t n, ck_dtype type, const char *tag)
 #define RELEASE(t) ck_release(pl, (t).data)
 
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
+    if (s->c1_on_host && !(ops->to_host && ops->from_host)) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -85,7 +86,7 @@ static rows_t grow(rows_t r, int d, int S) {
  * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
  * from x and the logits: conv j's output is needed on the band grown by the
  * dilations of the convs after j, up to the pass's conv. Band buffers (rows
- * of S pixels): rin [7, n, S]; xb, the residual stream x_r (the stem's
+ * of S pixels): rin, n * S * 7 values (ck_pass_params.band_input_ch); xb, the residual stream x_r (the stem's
  * output after its GroupNorm + ReLU, then each block's sum, in place); tb,
  * conv1's output (then relu(gn1(.)) in place); vb, conv2's output. */
 static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) {
@@ -98,7 +99,8 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     ck_tensor out = ALLOC_F32(4 * HW, "output");
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
-    ck_tensor rin = ALLOC_ACT(7 * nmax * S, "refiner band: input");
+    const int rin_ch = f->p.band_input_ch > 0 ? f->p.band_input_ch : 7;
+    ck_tensor rin = ALLOC_ACT(rin_ch * nmax * S, "refiner band: input");
     ck_tensor xb = ALLOC_ACT(nmax * S * R, "refiner band: x");
     ck_tensor tb = ALLOC_ACT(nmax * S * R, "refiner band: t");
     ck_tensor vb = ALLOC_ACT(nmax * S * R, "refiner band: v");
@@ -235,6 +237,11 @@ ck_tensor ck_forward(const ck_fwd *f) {
             OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
             tap(f, names[nf], fm, 3, H, H, Do);
+            if (nf == 0 && f->sched.c1_on_host) { /* c1 waits in host memory until the decoders */
+                OP(f, to_host, fm, 0, (size_t)(N * Do) * ck_dtype_size(f->act));
+                RELEASE(fm);
+                fm = (ck_tensor){0};
+            }
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
         }
     }
@@ -255,6 +262,11 @@ ck_tensor ck_forward(const ck_fwd *f) {
         RELEASE(feat[s]);
     }
     ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
+    if (f->sched.c1_on_host) { /* c1 back from host memory */
+        const int64_t n1 = (int64_t)feat_h[0] * feat_h[0] * feat_c[0];
+        feat[0] = ALLOC_ACT(n1, "feature");
+        OP(f, from_host, 0, (size_t)n1 * ck_dtype_size(f->act), feat[0]);
+    }
     OPP(f, CK_PROF_DECODER, decoder_fuse, c, &wt->dec, feat[0], G, feat_c[0], P, Hk, logits);
     for (int s = 0; s < 3; s++) RELEASE(P[s]);
     RELEASE(feat[0]);

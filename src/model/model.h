@@ -42,6 +42,17 @@ typedef struct ck_config {
  *     deltas. Offered only to backends with the banded ops (backend/ops.h). */
 typedef struct ck_schedule {
     int refiner_band;
+    /* encoder_chunks = C > 1: the encoder's mask-unit attention in C chunks
+     * of windows, so that the backend's scratch holds a chunk's q, k, v
+     * rather than all N tokens' (0 or 1: all at once). Offered only by
+     * backends that stage them (ck_backend_i.encoder_chunks: CUDA; the CPU's
+     * already streams windows through per-thread scratch). */
+    int encoder_chunks;
+    /* c1_on_host = 1: the encoder's first feature map c1, idle from the end
+     * of stage 1 until the decoders, waits in host memory (the backend's
+     * ck_ops.to_host / from_host; an exact copy). Offered only by backends
+     * with those ops (CUDA). */
+    int c1_on_host;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

@@ -146,18 +146,31 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     for (int i = 0; i < CK_STAGE_COUNT; i++)
         mp->stage_bytes[i] = (int64_t)ck_plan_live_peak(plan, marks[i], marks[i + 1]);
     mp->refiner_band = bc->sched.refiner_band;
+    mp->encoder_chunks = CK_MAX(1, bc->sched.encoder_chunks);
+    mp->c1_on_host = bc->sched.c1_on_host;
 }
 
 /* The schedules a session may run, fastest first: the refiner on whole maps,
  * then in bands of S/2, S/4, ... down to 8 rows while a band with its halo
- * (ck_refiner_band_halo) is shorter than the image. */
-enum { MAX_SCHEDULES = 16 };
+ * (ck_refiner_band_halo) is shorter than the image; then, where the backend
+ * chunks its encoder (ck_backend_i.encoder_chunks), the same with the
+ * mask-unit attention in 4 and in 16 chunks of windows (at most one window
+ * a chunk: (S/32)^2 windows); then, where it has to_host / from_host, with
+ * 16 chunks and c1 in host memory. */
+enum { MAX_SCHEDULES = 48 };
+static const ck_schedule encoder_steps[] = {{0, 0, 0}, {0, 4, 0}, {0, 16, 0}, {0, 16, 1}};
 static int candidate_schedules(const ck_backend_i *bi, int S, ck_schedule *out) {
     int n = 0;
-    out[n++] = (ck_schedule){0};
-    for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
-        ck_schedule s = {B};
-        if (B + ck_refiner_band_halo() < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
+    const int64_t windows = (int64_t)(S / 32) * (S / 32);
+    for (int k = 0; k < (int)CK_ARRAY_LEN(encoder_steps); k++) {
+        ck_schedule s = encoder_steps[k];
+        if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) break;
+        if (!ck_schedule_supported(bi->ops, &s)) break;
+        out[n++] = s;
+        for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
+            s.refiner_band = B;
+            if (B + ck_refiner_band_halo() < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
+        }
     }
     return n;
 }
@@ -201,7 +214,9 @@ ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_opt
     if (!st) st = ck_plan_create(&plan, err);
     bc.sched = *sched;
     if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
-    if (!st) mp->min_budget_bytes = mp->peak_bytes, mp->min_budget_band = sched->refiner_band;
+    if (!st)
+        mp->min_budget_bytes = mp->peak_bytes, mp->min_budget_band = sched->refiner_band,
+        mp->min_budget_chunks = mp->encoder_chunks, mp->min_budget_c1_on_host = mp->c1_on_host;
     ck_plan_free(plan);
     return st;
 }
@@ -217,6 +232,7 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     const int n = candidate_schedules(bi, o->size, cand);
     int best = -1, lean = 0;
     double best_work = 0;
+    /* the least refiner work; at equal work the fewest encoder chunks (the list's order) */
     int64_t lean_peak = 0;
     for (int i = 0; i < n; i++) {
         ckey_memory_plan cp;
@@ -236,6 +252,8 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     if (st) return st;
     mp->min_budget_bytes = lean_peak;
     mp->min_budget_band = cand[lean].refiner_band;
+    mp->min_budget_chunks = CK_MAX(1, cand[lean].encoder_chunks);
+    mp->min_budget_c1_on_host = cand[lean].c1_on_host;
     return CKEY_OK;
 }
 
@@ -286,7 +304,7 @@ ckey_status ck_plan_session_memory(const ckey_model *m, const ckey_session_optio
     ckey_status st = plan_only(m, opt, &o, &plan, &out->plan, &bi, &bc, NULL, err);
     if (!st) {
         out->device_memory = bi->device_memory;
-        out->host_io_bytes = bi->host_io_bytes(&bc);
+        out->host_io_bytes = bi->host_io_bytes(&bc, &m->cfg);
         /* the CPU's weights are views of the store, counted in plan.weight_bytes */
         const size_t floats = m->dec_raw_floats + (bi->device_memory ? m->store_floats : 0);
         out->model_host_bytes = (int64_t)(floats * sizeof(float));
@@ -348,7 +366,9 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         if (!ck_schedule_supported(s->bi->ops, sched))
             st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", s->bi->name);
         if (!st) st = plan_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &work, err);
-        if (!st) s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band;
+        if (!st)
+            s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band,
+            s->mp.min_budget_chunks = s->mp.encoder_chunks, s->mp.min_budget_c1_on_host = s->mp.c1_on_host;
         fits = s->opt.memory_budget <= 0 || s->mp.peak_bytes <= s->opt.memory_budget;
     } else if (!st) {
         st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
@@ -430,7 +450,7 @@ static ckey_status run(ckey_session *s, const float *in, float *outbuf, int devi
                        ckey_error *err) {
     ck_run_args r = {s->plan, session_pass, s, in, outbuf, s->tap || s->prof, device_io};
     const float *res = NULL;
-    double sec[2] = {0, 0};
+    double sec[4] = {0, 0, 0, 0};
     ckey_status st = s->bi->run(s->be, &r, &res, sec, err);
     if (st) return st;
     if (out) {
@@ -439,6 +459,8 @@ static ckey_status run(ckey_session *s, const float *in, float *outbuf, int devi
         out->fg = (float *)res + HW;
         out->seconds = sec[0];
         out->device_seconds = sec[1];
+        out->upload_seconds = sec[2];
+        out->download_seconds = sec[3];
     }
     return CKEY_OK;
 }

@@ -1,5 +1,6 @@
 /* The frame path on a device session (devframe.h): frame.c's and post.c's
- * steps around the network, queued on the session's stream. */
+ * steps around the network, queued on the ck_devframe's own stream (the
+ * network on the session's). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ typedef struct dev_resize {
 
 struct ck_devframe {
     ckey_session *s;
-    void *stream;
+    void *stream;            /* its own: frames of other ck_devframes overlap it */
     int32_t device_index, S;
     ck_resize_mode back;
     int32_t w, h;            /* the plate size the resize plans are for; 0 before the first frame */
@@ -65,6 +66,7 @@ void ck_devframe_free(ck_devframe *df) {
     ck_cuda_free(df->d_post);
     ck_cuda_free(df->d_x);
     ck_cuda_host_free(df->h_post);
+    if (df->stream) ck_cuda_stream_destroy(df->stream);
     free(df);
 }
 
@@ -75,11 +77,11 @@ ckey_status ck_devframe_create(ckey_session *s, ck_devframe **out, ckey_error *e
     ck_devframe *df = calloc(1, sizeof *df);
     if (!df) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     df->s = s;
-    df->stream = ck_session_stream(s);
     df->device_index = ck_session_options(s)->device_index;
     df->S = ckey_session_size(s);
     df->back = ck_session_resize_back(s);
     ckey_status st = ck_cuda_set_device(df->device_index, err);
+    if (!st) st = ck_cuda_stream_create(&df->stream, err);
     if (!st) st = ck_cuda_malloc((void **)&df->d_x, (size_t)4 * (size_t)df->S * (size_t)df->S * sizeof(float), err);
     if (st) {
         ck_devframe_free(df);
@@ -171,24 +173,37 @@ static ckey_status run_resize(ck_devframe *df, int i, const float *src, float *d
                               r->tmp ? z->dev + (r->tmp - z->host) : NULL, dst, df->stream, err);
 }
 
-ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[3], ckey_error *err) {
+ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
+                            ckey_error *err) {
     if (!df || !job || !job->rgb || !job->hint || !job->post || !job->alpha || !job->fg || !job->processed)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_devframe_key: NULL argument");
     const int32_t w = job->width, h = job->height, S = df->S;
     if (w < 1 || h < 1 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * h > CKEY_IMAGE_MAX_PIXELS)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: outside 1..%d per side, %lld pixels", w, h,
                        CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
-    const double t0 = ck_now();
-    void *stream = df->stream;
+    pthread_mutex_t *lock = job->net_lock;
     ckey_status st = ck_cuda_set_device(df->device_index, err);
-    if (!st) st = prepare_size(df, w, h, err);
     if (st) return st;
+    /* a new size's plans and buffers (df's own state: no lock to look at
+     * it); the lock only around the allocations, so that a frame of the
+     * usual size uploads while the other ck_devframe's network runs */
+    const int new_size = w != df->w || h != df->h;
+    if (new_size && lock) pthread_mutex_lock(lock);
+    const double t0 = ck_now();
+    if (new_size) st = prepare_size(df, w, h, err);
+    const double t_prep = ck_now();
+    if (new_size && lock) pthread_mutex_unlock(lock);
+    if (st) return st;
+    void *stream = df->stream;
     const size_t n = (size_t)w * (size_t)h;
     const int64_t plane = (int64_t)S * S;
     /* in: the steps of ck_preprocess (and the reader's full-size sRGB encode) */
+    const double t_in = ck_now();
     if ((st = ck_cuda_copy_async(df->d_rgb, job->rgb, 3 * n * sizeof(float), 1, stream, err)) ||
-        (st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err)))
+        (st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err)) ||
+        (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_up = ck_now();
     if (job->srgb_at_read && (st = ck_cuda_srgb(df->d_rgb, 3 * (int64_t)n, 0, stream, err))) return st;
     if ((st = run_resize(df, RZ_RGB, df->d_rgb, df->d_x, err))) return st;
     if (job->input_is_linear && (st = ck_cuda_srgb(df->d_x, 3 * plane, 0, stream, err))) return st;
@@ -196,17 +211,27 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
         (st = run_resize(df, RZ_HINT, df->d_hint, df->d_x + 3 * plane, err)) ||
         (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_pre = ck_now();
+    /* the network on the session's stream, and the resize back out of its
+     * output (which the session's next run rewrites), under the lock */
+    if (lock) pthread_mutex_lock(lock);
     const double t1 = ck_now();
     ckey_forward_result r;
-    if ((st = ck_session_run_device(df->s, df->d_x, &r, err))) return st;
+    st = ck_session_run_device(df->s, df->d_x, &r, err);
     const double t2 = ck_now();
     /* out: ck_postprocess, then ck_post_frame, into the plate's buffers */
     float *d_alpha = df->d_hint, *d_fg = df->d_rgb;
-    if ((st = run_resize(df, RZ_ALPHA, r.alpha, d_alpha, err)) || (st = run_resize(df, RZ_FG, r.fg, d_fg, err)))
-        return st;
+    if (!st) st = run_resize(df, RZ_ALPHA, r.alpha, d_alpha, err);
+    if (!st) st = run_resize(df, RZ_FG, r.fg, d_fg, err);
+    if (!st) st = ck_cuda_stream_sync(stream, err);
+    const double t_back = ck_now();
+    if (lock) pthread_mutex_unlock(lock);
+    if (st) return st;
     if ((st = ck_post_frame_cuda(d_alpha, d_fg, h, w, job->post, df->d_proc, job->comp ? df->d_comp : NULL, df->d_post,
-                                 df->h_post, stream, err)))
+                                 df->h_post, stream, err)) ||
+        (st = ck_cuda_stream_sync(stream, err)))
         return st;
+    const double t_post = ck_now();
     if ((st = ck_cuda_copy_async(job->alpha, d_alpha, n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->fg, d_fg, 3 * n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->processed, df->d_proc, 4 * n * sizeof(float), 0, stream, err)) ||
@@ -214,9 +239,12 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
         (st = ck_cuda_stream_sync(stream, err)))
         return st;
     if (seconds) {
-        seconds[0] = t1 - t0;
-        seconds[1] = t2 - t1;
-        seconds[2] = ck_now() - t2;
+        seconds[0] = (t_prep - t0) + (t_up - t_in); /* a new size's tables count with the upload */
+        seconds[1] = t_pre - t_up;
+        seconds[2] = t2 - t1;
+        seconds[3] = t_back - t2;
+        seconds[4] = t_post - t_back;
+        seconds[5] = ck_now() - t_post;
     }
     return CKEY_OK;
 }

@@ -17,10 +17,19 @@
  * used by one thread at a time; its device buffers grow to the largest plate
  * and are then reused (nothing is allocated per frame after the first of a
  * size). The plate's device buffers take alpha and fg after the network.
+ *
+ * Several ck_devframes of one session may key frames at once, each on its
+ * own thread and its own stream: the upload, the resize to S, the post and
+ * the download of one frame then overlap the network of another. The
+ * network and the resize back (which reads the session's output, rewritten
+ * by its next run) run under the session's lock (ck_devframe_job.net_lock),
+ * and so do the allocations of a new plate size (cudaMalloc and the legacy
+ * stream's copies must not run beside another thread's graph capture).
  */
 #ifndef CK_DEVFRAME_H
 #define CK_DEVFRAME_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ckey.h"
@@ -50,10 +59,15 @@ typedef struct ck_devframe_job {
     int input_is_linear;  /* encode to sRGB after the resize to S (ck_preprocess's flag) */
     const ck_post_options *post; /* OpenCV despeckle only (ck_post_frame_cuda) */
     float *alpha, *fg, *processed, *comp; /* host outputs [h, w], [3, h, w], [4, h, w], [3, h, w] */
+    pthread_mutex_t *net_lock; /* the session's lock when other ck_devframes share it; may be NULL */
 } ck_devframe_job;
 
-/* Seconds of the last ck_devframe_key: [0] upload + preprocessing, [1] the
- * network (its run call), [2] resize back + post + download. */
-ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[3], ckey_error *err);
+/* Seconds of the last ck_devframe_key, host wall time of each step (the
+ * stream synchronized after each): [0] upload, [1] preprocessing (sRGB,
+ * resize to S, normalize), [2] the network (its run call), [3] resize back,
+ * [4] post, [5] download. The waits for net_lock are in none of them. */
+enum { CK_DEVFRAME_STEPS = 6 };
+ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
+                            ckey_error *err);
 
 #endif
