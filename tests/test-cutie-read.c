@@ -445,8 +445,10 @@ static void test_large_magnitudes(void) {
 }
 
 /* Several objects: C = 3 x CV value channels read at once equal each
- * object's read on its own CV channels (bit for bit with top_k: the same
- * weights, the same order). */
+ * object's read on its own CV channels (with top_k the same weights in the
+ * same order: within a float rounding or two, as the readout's vector body
+ * and remainder may fuse their multiply-adds differently at another C on an
+ * FMA target). */
 static void test_objects(void) {
     ck_pool *pool = pool_of(2);
     REQUIRE(pool);
@@ -470,7 +472,7 @@ static void test_objects(void) {
             double e = 0;
             for (int64_t q = 0; q < HW; q++)
                 for (int ch = 0; ch < CV; ch++) e = fmax(e, fabs(all[q * C + o * CV + ch] - one[q * CV + ch]));
-            CHECKF(dense ? e <= 1e-6 : e == 0, "object %d read alone differs by %.3e", o, e);
+            CHECKF(e <= (dense ? 1e-6 : 2.5e-7), "object %d read alone differs by %.3e", o, e);
         }
         free(all), free(one), free(mvo);
         case_free(&d);
