@@ -489,6 +489,20 @@ static void test_tracker_resize(void) {
     ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0);
 }
 
+/* The clips with the convs' GEMMs at TF32 (ckey_track_options.precision),
+ * at the looser bars of ck_cutie_run_clip_at. */
+static void test_tracker_clip_tf32(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("clip.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_TF32);
+}
+
+static void test_tracker_resize_tf32(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_TF32);
+}
+
 static void test_tracker_longterm(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
@@ -560,6 +574,8 @@ int main(int argc, char **argv) {
         {"cutie_pieces", test_cutie_pieces},
         {"tracker_clip", test_tracker_clip},
         {"tracker_resize", test_tracker_resize},
+        {"tracker_clip_tf32", test_tracker_clip_tf32},
+        {"tracker_resize_tf32", test_tracker_resize_tf32},
         {"tracker_longterm", test_tracker_longterm},
         {"tracker_mask_at", test_tracker_mask_at},
         {"tracker_new_object", test_tracker_new_object},

@@ -1,6 +1,9 @@
 /* The CUDA backend's Cutie ops (backend/ops.h, the Cutie block), fp32:
  * convs as im2col of bounded chunks of output pixels into the workspace +
- * cuBLAS SGEMM (fp32 math, no TF32: ck_cublas_create) + a bias / ReLU pass,
+ * a cuBLAS GEMM + a bias / ReLU pass. The GEMM is SGEMM (fp32 math, no
+ * TF32: ck_cublas_create), or with the backend's tf32 (a tracker at
+ * CKEY_PRECISION_TF32) TF32 tensor-core math chosen per call
+ * (ck_cuda_gemm_tf32), fp32 in memory either way;
  * the rest the kernels of cutie-ops.cu. The workspace (bound once by
  * set_workspace, device memory) holds the im2col chunk, the channel
  * attention's means, the attention mask's counts and the memory read's
@@ -44,6 +47,13 @@ size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_need
     return (col_floats(n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
 }
 
+/* y[N, ldy] (+)= x[N, K] W[Cout, K]^T at the backend's conv arithmetic */
+static ckey_status conv_gemm(ck_cuda_state *s, const float *x, int64_t N, int K, const float *w, float *y, int Cout,
+                             int ldy, int acc, ckey_error *err) {
+    if (s->cfg.tf32) return ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    return ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
+}
+
 static void fail(ck_backend *be, ckey_status st, const char *msg) {
     ck_cuda_state *s = ST(be);
     if (s->status != CKEY_OK) return;
@@ -83,8 +93,7 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
         for (int img = 0; img < (packed ? 1 : g->n); img++) {
             const int64_t rows = packed ? (int64_t)g->n * P : P;
             float *o = y + img * out_map;
-            CHECKED(be, ck_cuda_linear_ld_t(s->blas, x + img * in_map, rows, (int)K, w, NULL, o, g->Cout, out_ld, acc,
-                                            CK_F32, s->stream, EC));
+            CHECKED(be, conv_gemm(s, x + img * in_map, rows, (int)K, w, o, g->Cout, out_ld, acc, EC));
             if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, out_ld, bias, relu, s->stream, EC));
         }
         return;
@@ -100,8 +109,7 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
             float *o = y + img * out_map + p0 * out_ld;
             CHECKED(be, ck_cu_im2col(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
                                      (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
-            CHECKED(be, ck_cuda_linear_ld_t(s->blas, s->cutie_col, np, (int)K, w, NULL, o, g->Cout, out_ld, acc, CK_F32,
-                                            s->stream, EC));
+            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)K, w, o, g->Cout, out_ld, acc, EC));
             if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
         }
 }

@@ -682,6 +682,26 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_gemm_tf32(ck_cublas *c, const float *x, int64_t N, int in, const float *W, float *y, int out,
+                              int ldy, int accumulate, void *stream, ckey_error *err) {
+    c->last_lt = 0;
+    if (N <= 0) return CKEY_OK;
+    if (N > 0x7fffffff) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "gemm_tf32: %lld rows exceed cuBLAS's int range", (long long)N);
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    cublasSetStream(c->h, (cudaStream_t)stream);
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    const cublasStatus_t s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, CUDA_R_32F, in, x,
+                                          CUDA_R_32F, in, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F_FAST_TF32,
+                                          CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasGemmEx (tf32)");
+    return CKEY_OK;
+}
+
 ckey_status ck_cuda_linear(ck_cublas *c, const float *x, int64_t N, int in, const float *W, const float *b,
                            float *y, int out, int accumulate, void *stream, ckey_error *err) {
     return ck_cuda_linear_t(c, x, N, in, W, b, y, out, accumulate, CK_F32, stream, err);
