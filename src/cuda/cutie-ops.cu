@@ -4,6 +4,7 @@
 // Plain stream-ordered launches; fp32 throughout.
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cuda/cutie-kernels.h"
@@ -61,6 +62,28 @@ __global__ void im2col_k(const float *in, int H, int W, int Cin, int in_ld, int 
         if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
             v = in[((int64_t)iy * W + ix) * in_ld + ch];
             if (relu_in && !(v > 0)) v = 0;
+        }
+        col[i] = v;
+    }
+}
+
+/* im2col_k four channels at a time (Cin and in_ld multiples of 4, `in`
+ * 16-byte aligned): a quarter of the index arithmetic, in 32 bits (a chunk
+ * holds fewer than 2^31 values, the map fewer than 2^31 pixels), and 16-byte
+ * loads and stores. n4 = np * K / 4, K4 = K / 4, C4 = Cin / 4. */
+__global__ void im2col4_k(const float *__restrict__ in, int H, int W, int in_ld, int k, int stride, int pad, int dil,
+                          int relu_in, int Wo, int p0, int n4, int K4, int C4, float4 *__restrict__ col) {
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n4; j += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)j, pl = i / K4, r = i - pl * K4, t = r / C4, c4 = r - t * C4, ky = t / k, kx = t - ky * k;
+        const int p = p0 + pl, oy = p / Wo, ox = p - oy * Wo;
+        const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+            v = *(const float4 *)(in + ((int64_t)iy * W + ix) * in_ld + (int64_t)c4 * 4);
+            if (relu_in) {
+                v.x = v.x > 0 ? v.x : 0.f, v.y = v.y > 0 ? v.y : 0.f;
+                v.z = v.z > 0 ? v.z : 0.f, v.w = v.w > 0 ? v.w : 0.f;
+            }
         }
         col[i] = v;
     }
@@ -411,7 +434,15 @@ extern "C" {
 
 ckey_status ck_cu_im2col(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
                          int relu_in, int Wo, int64_t p0, int64_t np, float *col, void *stream, ckey_error *err) {
-    LAUNCH(im2col_k, np * k * k * Cin, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
+    const int64_t K = (int64_t)k * k * Cin, n = np * K;
+    if (Cin % 4 == 0 && in_ld % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)col & 15) == 0 && n < INT32_MAX &&
+        p0 + np < INT32_MAX) {
+        const int n4 = (int)(n / 4);
+        LAUNCH(im2col4_k, n4, stream, in, H, W, in_ld, k, stride, pad, dil, relu_in, Wo, (int)p0, n4, (int)(K / 4),
+               Cin / 4, (float4 *)col);
+    } else {
+        LAUNCH(im2col_k, n, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
+    }
     return launched(err, "im2col");
 }
 
