@@ -134,8 +134,8 @@ ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_devi
 
 /* Arithmetic of a session. fp16/bf16 store activations and matrix weights in
  * 16 bits and accumulate in fp32 (CUDA only); fp32 is the reference. TF32
- * is the tracker's only (ckey_track_options.precision): fp32 storage, the
- * convs' GEMMs on TF32 tensor cores; a keyer session refuses it. */
+ * is the tracker's only (ckey_track_options.precision: fp32 storage, the
+ * convs' GEMMs on TF32 tensor cores); a keyer session refuses it. */
 typedef enum ckey_precision {
     CKEY_PRECISION_DEFAULT = 0, /* the device's default: fp32 on the CPU, fp16 on CUDA */
     CKEY_PRECISION_FP32 = 1,

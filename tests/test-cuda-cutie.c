@@ -489,7 +489,7 @@ static void test_tracker_resize(void) {
     ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0);
 }
 
-/* The clips with the convs' GEMMs at TF32 (ckey_track_options.precision),
+/* The clips with the convs' GEMMs at TF32 and at fp16 (ckey_track_options.precision),
  * at the looser bars of ck_cutie_run_clip_at. */
 static void test_tracker_clip_tf32(void) {
     const char *why = tracker_skip();
@@ -501,6 +501,18 @@ static void test_tracker_resize_tf32(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
     ck_cutie_run_clip_at("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_TF32);
+}
+
+static void test_tracker_clip_fp16(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("clip.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_FP16);
+}
+
+static void test_tracker_resize_fp16(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_FP16);
 }
 
 static void test_tracker_longterm(void) {
@@ -576,6 +588,8 @@ int main(int argc, char **argv) {
         {"tracker_resize", test_tracker_resize},
         {"tracker_clip_tf32", test_tracker_clip_tf32},
         {"tracker_resize_tf32", test_tracker_resize_tf32},
+        {"tracker_clip_fp16", test_tracker_clip_fp16},
+        {"tracker_resize_fp16", test_tracker_resize_fp16},
         {"tracker_longterm", test_tracker_longterm},
         {"tracker_mask_at", test_tracker_mask_at},
         {"tracker_new_object", test_tracker_new_object},

@@ -256,8 +256,8 @@ static void test_track_device(void) {
     ck_run_free(&r);
     CHECK(compare_hints(out, want, "--track-precision tf32 on cpu") == T);
     r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
-                 "--track-precision", "fp16", NULL);
-    CHECKF(r.code == 2 && strstr(r.err, "--track-precision 'fp16'"), "exit %d: %s", r.code, r.err);
+                 "--track-precision", "bf16", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--track-precision 'bf16'"), "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
     free(want), free(prob);
 }

@@ -508,7 +508,8 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
     case O_TRACK_PRECISION:
         if (!strcmp(val, "fp32")) o->track_precision = CKEY_PRECISION_FP32;
         else if (!strcmp(val, "tf32")) o->track_precision = CKEY_PRECISION_TF32;
-        else return usage_error(o->cmd, "--track-precision '%s': expected fp32 or tf32", val);
+        else if (!strcmp(val, "fp16")) o->track_precision = CKEY_PRECISION_FP16;
+        else return usage_error(o->cmd, "--track-precision '%s': expected fp32, tf32 or fp16", val);
         break;
     case O_PLATE_SIZE:
         if (!parse_plate_size(val, &o->plate_w, &o->plate_h))

@@ -174,6 +174,10 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, 
  * as it is. No bias. */
 ckey_status ck_cuda_gemm_tf32(ck_cublas *h, const float *x, int64_t N, int in, const float *W, float *y, int out,
                               int ldy, int accumulate, void *stream, ckey_error *err);
+/* The same with x and W fp16 (y fp32, fp32 accumulation: cublasGemmEx,
+ * CUBLAS_COMPUTE_32F). */
+ckey_status ck_cuda_gemm_f16_f32(ck_cublas *h, const void *x, int64_t N, int in, const void *W, float *y, int out,
+                                 int ldy, int accumulate, void *stream, ckey_error *err);
 ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
                                 void *stream, ckey_error *err);
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,

@@ -142,7 +142,10 @@ void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int stag
 }
 
 void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int staged, int32_t precision) {
-    const int tf32 = precision == CKEY_PRECISION_TF32 && device != CKEY_DEVICE_CPU; /* the CPU runs fp32 */
+    /* the CPU runs fp32 whatever the precision */
+    const char *pn = device == CKEY_DEVICE_CPU ? "" : precision == CKEY_PRECISION_TF32 ? " at tf32"
+                                                     : precision == CKEY_PRECISION_FP16 ? " at fp16" : "";
+    const int tf32 = *pn != 0; /* a reduced precision: the looser bars */
     ck_checkpoint *clip = NULL, *taps = NULL;
     if (ck_checkpoint_open(DIR "cutie_tiny.pth", &clip, NULL) != CKEY_OK) SKIP("%s absent: the Cutie fixtures are not here", DIR "cutie_tiny.pth");
     ck_checkpoint_close(clip);
@@ -173,7 +176,7 @@ void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int s
     o.precision = precision;
     o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the README's table */
     if (strstr(file, "resize")) o.max_internal_size = 80;
-    printf("  %s%s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, tf32 ? " at tf32" : "", T, W, H, K,
+    printf("  %s%s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, pn, T, W, H, K,
            m->pix_enc.bottleneck ? "Bottleneck" : "BasicBlock", params ? params : "?");
     ckey_tracker *t = NULL;
     st = (staged ? ck_tracker_create_staged : ckey_tracker_create)(m, W, H, &o, &t, &err);
@@ -211,17 +214,17 @@ void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int s
         CHECKF(ckey_tracker_memory_tokens(t) == mt[f], "frame %d: memory %lld tokens, expected %d", f,
                (long long)ckey_tracker_memory_tokens(t), mt[f]);
     }
-    printf("  %s%s: probabilities max abs err %.2e, worst object IoU %.6f\n", file, tf32 ? " at tf32" : "", worst,
+    printf("  %s%s: probabilities max abs err %.2e, worst object IoU %.6f\n", file, pn, worst,
            worst_iou);
     if (rs.h)
         printf("  %s%s: memory reads max abs err %.2e, sensory %.2e; %d taps, worst %.2e of their scale\n", file,
-               tf32 ? " at tf32" : "", rs.worst_read, rs.worst_sensory, rs.taps_compared, rs.worst_tap);
+               pn, rs.worst_read, rs.worst_sensory, rs.taps_compared, rs.worst_tap);
     if (tf32) {
-        /* TF32 rounds every conv GEMM's inputs to a 10-bit mantissa (about
-         * 5e-4 relative), compounded over the frames through the memory:
-         * the result's bar, not the intermediate stages' */
-        CHECKF(worst <= 2e-2, "%s at tf32: probabilities max abs err %.2e > 2e-2", file, worst);
-        CHECKF(worst_iou >= 0.99, "%s at tf32: worst object IoU %.6f < 0.99", file, worst_iou);
+        /* TF32 and fp16 round every conv GEMM's inputs to a 10-bit mantissa
+         * (about 5e-4 relative), compounded over the frames through the
+         * memory: the result's bar, not the intermediate stages' */
+        CHECKF(worst <= 2e-2, "%s%s: probabilities max abs err %.2e > 2e-2", file, pn, worst);
+        CHECKF(worst_iou >= 0.99, "%s%s: worst object IoU %.6f < 0.99", file, pn, worst_iou);
     } else {
         CHECK(worst <= 1e-4);
         CHECK(worst_iou >= 0.999);
