@@ -376,8 +376,8 @@ int main(int argc, char **argv) {
     const int64_t N = ckey_tracker_memory_tokens(t);
     printf("whole step%s%s: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
            "frames, %.3f frames/s; peak RSS %.1f MiB",
-           cuda ? " on cuda:0 at " : "", cuda ? ckey_precision_name((ckey_precision)precision) : "", W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure,
-           measure / total, bench_status_mib("VmHWM:"));
+           cuda ? " on cuda:0 at " : "", cuda ? ckey_precision_name((ckey_precision)precision) : "", W, H, objects,
+           threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total, bench_status_mib("VmHWM:"));
     if (cuda) printf("; device memory %.1f MiB at the peak", (double)(free0 - free_min) / 1048576.0);
     printf("\n");
     free(rgb), free(prob), free(lab);
