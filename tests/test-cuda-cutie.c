@@ -4,9 +4,12 @@
  * same random inputs at several shapes, odd sizes among them: every case
  * prints its max abs error and fails, naming the op and the shape, over
  * 1e-5 of the CPU result's scale (max(1, max |value|)); the attention
- * masks must agree exactly. (b) The whole tracker on CUDA against the
- * PyTorch fixtures at test-cutie's bars; skipped, saying so, while the CUDA
- * table has no memory_read. Every case skips without a CUDA device. */
+ * masks must agree exactly; each conv2d case also runs on CUDA backends
+ * with the GEMMs at TF32 and at fp16 (the tracker's precisions), within
+ * 1e-2 of the scale. (b) The whole tracker on CUDA against the PyTorch
+ * fixtures at test-cutie's bars, and at TF32 and fp16 at looser ones
+ * (ck_cutie_run_clip_at); skipped, saying so, while the CUDA table has no
+ * memory_read. Every case skips without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 // CUDA kernels of Cutie's ops (cutie-kernels.h; the ops are defined in
 // backend/ops.h, the CPU versions in src/cpu/cutie-ops.c, whose arithmetic
 // these follow: the same float formulas, sums over many pixels in double).
-// Plain stream-ordered launches; fp32 throughout.
+// Plain stream-ordered launches; fp32 throughout, but for im2col's fp16 form
+// (a tracker at fp16: ck_cu_im2col_h).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
