@@ -2,6 +2,9 @@
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
  *       [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda]
+ *       [--precision fp32|tf32|fp16]
+ * --precision is ckey_track_options.precision (on cuda, tf32: the convs' GEMMs
+ * on TF32 tensor cores, fp16: on fp16 inputs; the CPU runs fp32 whatever it is).
  * --device cuda runs the tracker on GPU 0 (ckey_track_options.device): each
  * step is timed between two cudaDeviceSynchronize calls, and it prints the
  * device memory the tracker holds at its peak (cudaMemGetInfo's free memory
@@ -233,7 +236,8 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
-                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda]\n");
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda] "
+                    "[--precision fp32|tf32|fp16]\n");
     return 2;
 }
 
@@ -241,6 +245,7 @@ int main(int argc, char **argv) {
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0;
     const char *ckpt = NULL;
     int read_only = 0, cuda = 0;
+    int32_t precision = CKEY_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--read-only")) {
@@ -263,6 +268,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--checkpoint")) ckpt = v;
         else if (!strcmp(a, "--device") && (!strcmp(v, "cpu") || !strcmp(v, "cuda"))) cuda = !strcmp(v, "cuda");
+        else if (!strcmp(a, "--precision") && !strcmp(v, "fp32")) precision = CKEY_PRECISION_FP32;
+        else if (!strcmp(a, "--precision") && !strcmp(v, "tf32")) precision = CKEY_PRECISION_TF32;
+        else if (!strcmp(a, "--precision") && !strcmp(v, "fp16")) precision = CKEY_PRECISION_FP16;
         else return usage_exit();
     }
     if (W < 16 || H < 16 || mem_frames < 1 || mem_every < 1 || measure < 1 || objects < 1 || objects > 255 || threads < 0)
@@ -310,6 +318,7 @@ int main(int argc, char **argv) {
     o.mem_every = mem_every;
     o.max_mem_frames = mem_frames;
     o.device = cuda ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU;
+    o.precision = precision;
     /* device memory: free before the tracker, the least free after any step */
     ckey_device_info dinfo;
     int64_t free0 = 0, free_min = 0;
@@ -365,10 +374,10 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     const int64_t N = ckey_tracker_memory_tokens(t);
-    printf("whole step%s: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
+    printf("whole step%s%s: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
            "frames, %.3f frames/s; peak RSS %.1f MiB",
-           cuda ? " on cuda:0" : "", W, H, objects, threads, (long long)N, mem_frames, total / measure * 1e3, measure,
-           measure / total, bench_status_mib("VmHWM:"));
+           cuda ? " on cuda:0 at " : "", cuda ? ckey_precision_name((ckey_precision)precision) : "", W, H, objects,
+           threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total, bench_status_mib("VmHWM:"));
     if (cuda) printf("; device memory %.1f MiB at the peak", (double)(free0 - free_min) / 1048576.0);
     printf("\n");
     free(rgb), free(prob), free(lab);

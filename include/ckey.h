@@ -133,15 +133,18 @@ ckey_status ckey_device_get_info(ckey_device_kind kind, int32_t index, ckey_devi
                                  ckey_error *err);
 
 /* Arithmetic of a session. fp16/bf16 store activations and matrix weights in
- * 16 bits and accumulate in fp32 (CUDA only); fp32 is the reference. */
+ * 16 bits and accumulate in fp32 (CUDA only); fp32 is the reference. TF32
+ * is the tracker's only (ckey_track_options.precision: fp32 storage, the
+ * convs' GEMMs on TF32 tensor cores); a keyer session refuses it. */
 typedef enum ckey_precision {
     CKEY_PRECISION_DEFAULT = 0, /* the device's default: fp32 on the CPU, fp16 on CUDA */
     CKEY_PRECISION_FP32 = 1,
     CKEY_PRECISION_FP16 = 2,
-    CKEY_PRECISION_BF16 = 3
+    CKEY_PRECISION_BF16 = 3,
+    CKEY_PRECISION_TF32 = 4
 } ckey_precision;
 
-/* "fp32", "fp16", "bf16" or "default". */
+/* "fp32", "fp16", "bf16", "tf32" or "default". */
 const char *ckey_precision_name(ckey_precision p);
 
 /*

@@ -88,6 +88,17 @@ typedef struct ckey_track_options {
      * device), or CKEY_TRACK_DEVICE_AUTO: CUDA when this build and machine
      * have a GPU and the CUDA backend has every Cutie op, else the CPU. */
     int32_t device;
+    /* The arithmetic of the network's convs and linears on CUDA:
+     * CKEY_PRECISION_FP32 (default; CKEY_PRECISION_DEFAULT is the same):
+     * exact fp32 SGEMMs. CKEY_PRECISION_TF32: their GEMMs on TF32 tensor
+     * cores (inputs rounded to a 10-bit mantissa, fp32 accumulation and
+     * storage; PyTorch's default for convs on Ampere and later), the rest
+     * fp32 as before. CKEY_PRECISION_FP16: the same GEMMs with their inputs
+     * (the im2col'd activations and the weights) rounded to fp16, fp32
+     * accumulation and output; activations stay fp32 in memory. The CPU
+     * backend runs fp32 for all three (the lower precisions permit the
+     * rounding, they do not require it). BF16: CKEY_ERR_UNSUPPORTED. */
+    int32_t precision;
 } ckey_track_options;
 
 #define CKEY_TRACK_DEVICE_AUTO (-1)

@@ -4,9 +4,12 @@
  * same random inputs at several shapes, odd sizes among them: every case
  * prints its max abs error and fails, naming the op and the shape, over
  * 1e-5 of the CPU result's scale (max(1, max |value|)); the attention
- * masks must agree exactly. (b) The whole tracker on CUDA against the
- * PyTorch fixtures at test-cutie's bars; skipped, saying so, while the CUDA
- * table has no memory_read. Every case skips without a CUDA device. */
+ * masks must agree exactly; each conv2d case also runs on CUDA backends
+ * with the GEMMs at TF32 and at fp16 (the tracker's precisions), within
+ * 1e-2 of the scale. (b) The whole tracker on CUDA against the PyTorch
+ * fixtures at test-cutie's bars, and at TF32 and fp16 at looser ones
+ * (ck_cutie_run_clip_at); skipped, saying so, while the CUDA table has no
+ * memory_read. Every case skips without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +63,44 @@ static const char *open_sides(void) {
     return NULL;
 }
 
+/* CUDA backends whose convs run at TF32 (SP[0]) and fp16 (SP[1])
+ * (ck_backend_config.conv_precision, a tracker's precision) */
+static side SP[2];
+static int sp_ok = -1;
+
+static const char *open_prec_sides(void) {
+    const char *why = open_sides();
+    if (why) return why;
+    if (sp_ok >= 0) return sp_ok ? NULL : "the TF32 / fp16 backends could not be opened (see the first case)";
+    sp_ok = 0;
+    for (int i = 0; i < 2; i++) {
+        ck_backend_config bc = {.threads = 2, .act = CK_F32,
+                                .conv_precision = i ? CKEY_PRECISION_FP16 : CKEY_PRECISION_TF32};
+        ckey_error err;
+        SP[i].bi = S[1].bi;
+        if (SP[i].bi->create(&bc, &SP[i].be, &err)) {
+            fprintf(stderr, "  FAIL CUDA backend at %s: %s\n", i ? "fp16" : "tf32", err.message);
+            ck_test_failed = 1;
+            return "no backend";
+        }
+        SP[i].ws = SP[i].bi->mem_alloc(SP[i].be, SP[i].bi->ops_workspace_bytes(&bc, &NEEDS));
+        if (!SP[i].ws) {
+            fprintf(stderr, "  FAIL CUDA at %s: no memory for the ops' workspace\n", i ? "fp16" : "tf32");
+            ck_test_failed = 1;
+            return "no workspace";
+        }
+        SP[i].bi->ops->set_workspace(SP[i].be, SP[i].ws, &NEEDS);
+    }
+    sp_ok = 1;
+    return NULL;
+}
+
 static void close_sides(void) {
+    for (int i = 0; i < 2; i++)
+        if (SP[i].be) {
+            SP[i].bi->mem_free(SP[i].be, SP[i].ws);
+            SP[i].bi->free(SP[i].be);
+        }
     for (int i = 0; i < 2; i++)
         if (S[i].be) {
             S[i].bi->mem_free(S[i].be, S[i].ws);
@@ -162,13 +202,43 @@ static void conv_case(int n, int H, int W, int Cin, int Cout, int k, int stride,
     const int in_ld = Cin + in_extra, out_ld = Cout + out_extra;
     const int64_t no = (int64_t)n * Ho * Wo * out_ld;
     dbuf in = drand((int64_t)n * H * W * in_ld, 1), w = drand((int64_t)Cout * k * k * Cin, 1.0f / sqrtf((float)k * k * Cin));
-    dbuf b = drand(Cout, 1), out = drand(no, 1);
+    dbuf b = drand(Cout, 1);
+    float *out0 = malloc((size_t)no * sizeof(float)), *want = malloc((size_t)no * sizeof(float)),
+          *got = malloc((size_t)no * sizeof(float));
+    for (int64_t i = 0; i < no; i++) out0[i] = frand();
+    dbuf out = dfrom(out0, no);
     ck_conv2d g = {n, H, W, Cin, Cout, k, stride, pad, dil, flags, in_ld, out_ld, 0, 0};
     BOTH(conv2d, &g, X(in), XW(w), bias ? XW(b) : ck_weight_of(NULL, CK_F32), X(out));
     char cs[96];
     snprintf(cs, sizeof cs, "n%d %dx%d %d->%d k%d s%d p%d d%d f%d ld+%d/+%d%s", n, H, W, Cin, Cout, k, stride, pad, dil,
              flags, in_extra, out_extra, bias ? "" : " nobias");
     dcmp("conv2d", cs, &out, 0, no, BOUND);
+    /* the same conv with its GEMMs at TF32 and at fp16 (inputs rounded to a
+     * 10-bit mantissa, fp32 sums: about 1e-3 of the result's scale; 1e-2 is
+     * the bar) against the CPU's fp32 */
+    S[0].bi->ops->read(S[0].be, out.t[0], no, want);
+    for (int q = 0; q < 2 && !open_prec_sides(); q++) {
+        const ck_backend_i *bi = SP[q].bi;
+        ckey_error err;
+        S[1].bi->ops->write(S[1].be, out.t[1], no, out0);
+        bi->ops->conv2d(SP[q].be, &g, in.t[1], ck_weight_of(w.t[1].data, CK_F32),
+                        ck_weight_of(bias ? b.t[1].data : NULL, CK_F32), out.t[1]);
+        if (bi->ops_status && bi->ops_status(SP[q].be, &err) != CKEY_OK) {
+            CHECKF(0, "conv2d at %s %s: the CUDA op failed: %s", q ? "fp16" : "tf32", cs, err.message);
+            continue;
+        }
+        bi->ops->read(SP[q].be, out.t[1], no, got);
+        double scale = 1, e = 0;
+        for (int64_t i = 0; i < no; i++) {
+            scale = fmax(scale, fabs(want[i]));
+            const double d = fabs((double)got[i] - want[i]);
+            e = d > e || d != d ? d : e;
+        }
+        printf("  %-18s %-44s max abs err %.2e (scale %.3g)\n", q ? "conv2d at fp16" : "conv2d at tf32", cs, e, scale);
+        CHECKF(e <= 1e-2 * scale, "conv2d at %s %s: CUDA vs CPU max abs err %.3g, over 1e-2 of scale %.3g",
+               q ? "fp16" : "tf32", cs, e, scale);
+    }
+    free(out0), free(want), free(got);
     dfree(&in), dfree(&w), dfree(&b), dfree(&out);
 }
 
@@ -489,6 +559,32 @@ static void test_tracker_resize(void) {
     ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0);
 }
 
+/* The clips with the convs' GEMMs at TF32 and at fp16 (ckey_track_options.precision),
+ * at the looser bars of ck_cutie_run_clip_at. */
+static void test_tracker_clip_tf32(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("clip.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_TF32);
+}
+
+static void test_tracker_resize_tf32(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_TF32);
+}
+
+static void test_tracker_clip_fp16(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("clip.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_FP16);
+}
+
+static void test_tracker_resize_fp16(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_clip_at("resize.safetensors", 0, CKEY_DEVICE_CUDA, 0, CKEY_PRECISION_FP16);
+}
+
 static void test_tracker_longterm(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
@@ -560,6 +656,10 @@ int main(int argc, char **argv) {
         {"cutie_pieces", test_cutie_pieces},
         {"tracker_clip", test_tracker_clip},
         {"tracker_resize", test_tracker_resize},
+        {"tracker_clip_tf32", test_tracker_clip_tf32},
+        {"tracker_resize_tf32", test_tracker_resize_tf32},
+        {"tracker_clip_fp16", test_tracker_clip_fp16},
+        {"tracker_resize_fp16", test_tracker_resize_fp16},
         {"tracker_longterm", test_tracker_longterm},
         {"tracker_mask_at", test_tracker_mask_at},
         {"tracker_new_object", test_tracker_new_object},

@@ -30,6 +30,13 @@ static void test_clip_staged(void) { ck_cutie_run_clip("clip.safetensors", 1, CK
 static void test_resize_staged(void) { ck_cutie_run_clip("resize.safetensors", 0, CKEY_DEVICE_CPU, 1); }
 static void test_mask_at_staged(void) { ck_cutie_run_mask_at(CKEY_DEVICE_CPU, 1); }
 static void test_longterm(void) { ck_cutie_run_longterm(CKEY_DEVICE_CPU, 0); }
+/* TF32 and FP16 asked of the CPU run fp32: the clip at the fp32 bars. */
+static void test_clip_tf32_on_cpu(void) {
+    ck_cutie_run_clip_at("clip.safetensors", 1, CKEY_DEVICE_CPU, 0, CKEY_PRECISION_TF32);
+}
+static void test_clip_fp16_on_cpu(void) {
+    ck_cutie_run_clip_at("clip.safetensors", 1, CKEY_DEVICE_CPU, 0, CKEY_PRECISION_FP16);
+}
 static void test_longterm_staged(void) { ck_cutie_run_longterm(CKEY_DEVICE_CPU, 1); }
 
 static void test_model_shapes(void) {
@@ -294,6 +301,17 @@ static void test_api_errors(void) {
     CHECK(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
     printf("  refused: %s\n", err.message);
     o.use_long_term = 0;
+    CHECK(o.precision == CKEY_PRECISION_FP32);
+    o.precision = CKEY_PRECISION_BF16; /* the tracker runs fp32, tf32 or fp16 */
+    CHECK(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_ERR_UNSUPPORTED && !t && strstr(err.message, "bf16"));
+    printf("  refused: %s\n", err.message);
+    o.precision = 9;
+    CHECK(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_ERR_INVALID_ARG && !t);
+    o.precision = CKEY_PRECISION_DEFAULT; /* fp32 */
+    REQUIRE(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_OK);
+    ckey_tracker_free(t);
+    t = NULL;
+    o.precision = CKEY_PRECISION_FP32;
     REQUIRE(ckey_tracker_create(m, 20, 18, &o, &t, &err) == CKEY_OK);
     float rgb[20 * 18 * 3] = {0}, prob[5 * 20 * 18];
     uint8_t lab[20 * 18] = {0}, ids[5] = {1, 2, 3, 4, 5}, dup[2] = {1, 1};
@@ -323,6 +341,8 @@ int main(int argc, char **argv) {
         {"clip", test_clip},
         {"resize", test_resize},
         {"longterm", test_longterm},
+        {"clip_tf32_on_cpu", test_clip_tf32_on_cpu},
+        {"clip_fp16_on_cpu", test_clip_fp16_on_cpu},
         {"longterm_staged", test_longterm_staged},
         {"mask_at", test_mask_at},
         {"clip_staged", test_clip_staged},

@@ -248,6 +248,17 @@ static void test_track_device(void) {
                  "--track-device", "gpu", NULL);
     CHECKF(r.code == 2 && strstr(r.err, "--track-device 'gpu'"), "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
+    /* --track-precision tf32 on the CPU runs fp32: the same hints */
+    path_in(out, sizeof out, "hints-cpu-tf32");
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
+                 "--threads", "2", "--track-device", "cpu", "--track-precision", "tf32", NULL);
+    CHECKF(r.code == 0, "--track-precision tf32: exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    CHECK(compare_hints(out, want, "--track-precision tf32 on cpu") == T);
+    r = run_ckey("track", "--plate", plate_dir, "--mask", mask_path, "--out", out, "--track-model", model_path,
+                 "--track-precision", "bf16", NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "--track-precision 'bf16'"), "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
     free(want), free(prob);
 }
 

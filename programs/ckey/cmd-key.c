@@ -240,9 +240,9 @@ static int check_video_opts(const opts *o) {
     if (o->mask && o->hint)
         return usage_error(o->cmd, "--mask makes the hints (tracked from the mask): leave out --hint");
     if (!o->mask && (o->nmask_at || o->object || o->track_model || o->track_size >= 0 ||
-                     o->track_device != TRACK_DEVICE_UNSET))
-        return usage_error(o->cmd, "--mask-at, --object, --track-model, --track-size and --track-device go with "
-                                   "--mask");
+                     o->track_device != TRACK_DEVICE_UNSET || o->track_precision))
+        return usage_error(o->cmd, "--mask-at, --object, --track-model, --track-size, --track-device and "
+                                   "--track-precision go with --mask");
     if (o->fps_num && !o->video_out)
         return usage_error(o->cmd, "--fps sets the frame rate of the --video-out videos: add "
                                    "--video-out prores|h264|both");

@@ -82,6 +82,7 @@ int open_tracked_source(const opts *o, ckey_source *inner, ckey_track_model *m, 
     to.track.max_internal_size = o->track_size < 0 ? 480 : o->track_size == 0 ? -1 : o->track_size;
     to.track.threads = o->so.threads;
     if (o->track_device != TRACK_DEVICE_UNSET) to.track.device = o->track_device;
+    if (o->track_precision) to.track.precision = o->track_precision;
     return ckey_source_open_tracked(inner, m, &to, out, err) == CKEY_OK ? CONTINUE : EXIT_RUNTIME;
 }
 

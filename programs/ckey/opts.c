@@ -252,6 +252,7 @@ static const struct {
     {"--mask", O_MASK, 1},       {"--mask-at", O_MASK_AT, 1}, {"--object", O_OBJECT, 1},
     {"--track-model", O_TRACK_MODEL, 1}, {"--hint-format", O_HINT_FORMAT, 1},
     {"--track-size", O_TRACK_SIZE, 1}, {"--track-device", O_TRACK_DEVICE, 1},
+    {"--track-precision", O_TRACK_PRECISION, 1},
     {"--frame-path", O_FRAME_PATH, 1},
 };
 
@@ -503,6 +504,12 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         else if (!strcmp(val, "cuda")) o->track_device = CKEY_DEVICE_CUDA;
         else if (!strcmp(val, "auto")) o->track_device = CKEY_TRACK_DEVICE_AUTO;
         else return usage_error(o->cmd, "--track-device '%s': expected cpu, cuda or auto", val);
+        break;
+    case O_TRACK_PRECISION:
+        if (!strcmp(val, "fp32")) o->track_precision = CKEY_PRECISION_FP32;
+        else if (!strcmp(val, "tf32")) o->track_precision = CKEY_PRECISION_TF32;
+        else if (!strcmp(val, "fp16")) o->track_precision = CKEY_PRECISION_FP16;
+        else return usage_error(o->cmd, "--track-precision '%s': expected fp32, tf32 or fp16", val);
         break;
     case O_PLATE_SIZE:
         if (!parse_plate_size(val, &o->plate_w, &o->plate_h))

@@ -75,7 +75,7 @@ typedef uint64_t opt_set;
 #define O_HINT_FORMAT (UINT64_C(1) << 51)
 #define O_TRACK_SIZE (UINT64_C(1) << 52)
 /* The tracking options `track` and `key --mask` share (tracking.h). */
-#define O_TRACKING (O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_TRACK_DEVICE)
+#define O_TRACKING (O_MASK | O_MASK_AT | O_OBJECT | O_TRACK_MODEL | O_TRACK_SIZE | O_TRACK_DEVICE | O_TRACK_PRECISION)
 
 /* opts.track_device when --track-device is not given (the tracker's default, the CPU). */
 #define TRACK_DEVICE_UNSET (-2)
@@ -84,6 +84,7 @@ typedef uint64_t opt_set;
 #define MASK_AT_MAX 256
 #define O_FRAME_PATH (UINT64_C(1) << 53)
 #define O_TRACK_DEVICE (UINT64_C(1) << 54)
+#define O_TRACK_PRECISION (UINT64_C(1) << 55)
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -153,6 +154,7 @@ typedef struct opts {
     int hint_exr;                   /* --hint-format exr */
     int track_size;                 /* --track-size; -1: not given */
     int track_device;               /* --track-device: ckey_track_options.device; TRACK_DEVICE_UNSET: not given */
+    int track_precision;            /* --track-precision: ckey_track_options.precision; 0: not given */
 
     /* info */
     int32_t plate_w, plate_h;       /* --plate-size WxH; 0 x 0: not given */

@@ -26,6 +26,9 @@ typedef struct ck_backend_config {
     int in_buffer;      /* the plan buffer holding the pass's input tensor (activation type) */
     uint32_t debug_off; /* CKEY_DEBUG_CUDA_* bits: optimisations switched off (ckey_debug.h) */
     ck_schedule sched;  /* the pass's schedule (its scratch may depend on it) */
+    int conv_precision; /* Cutie's conv GEMMs on the CUDA backend: CKEY_PRECISION_TF32 (TF32 tensor
+                         * cores), CKEY_PRECISION_FP16 (inputs rounded to fp16, fp32 accumulation and
+                         * output), else fp32 SGEMM; the CPU ignores it */
 } ck_backend_config;
 
 /* What the forward pass needs to know of a backend, for its plan and its ops. */

@@ -56,6 +56,8 @@ typedef struct ck_cuda_state {
     /* ---- Cutie's ops (cutie-ops.c): their workspace (ck_ops.set_workspace, device memory) */
     float *cutie_col;   /* the im2col chunk of conv2d, cutie_col_floats */
     size_t cutie_col_floats;
+    void *cutie_wh;     /* conv2d's fp16 weight (conv_precision FP16), cutie_wh_halves */
+    size_t cutie_wh_halves;
     float *cutie_means; /* channel_attention's means */
     int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
 } ck_cuda_state;

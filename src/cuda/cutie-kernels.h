@@ -19,6 +19,9 @@ extern "C" {
  * outside, relu(in) when relu_in. */
 ckey_status ck_cu_im2col(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
                          int relu_in, int Wo, int64_t p0, int64_t np, float *col, void *stream, ckey_error *err);
+/* The same with col fp16 (each value rounded to nearest). */
+ckey_status ck_cu_im2col_h(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
+                           int relu_in, int Wo, int64_t p0, int64_t np, void *col, void *stream, ckey_error *err);
 /* out [r * ld + j] = relu?(out + b [j]) over np rows of C (b NULL: none). */
 ckey_status ck_cu_bias_relu(float *out, int64_t np, int C, int ld, const float *b, int relu, void *stream,
                             ckey_error *err);

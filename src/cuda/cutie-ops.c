@@ -1,9 +1,14 @@
 /* The CUDA backend's Cutie ops (backend/ops.h, the Cutie block), fp32:
  * convs as im2col of bounded chunks of output pixels into the workspace +
- * cuBLAS SGEMM (fp32 math, no TF32: ck_cublas_create) + a bias / ReLU pass,
- * the rest the kernels of cutie-ops.cu. The workspace (bound once by
- * set_workspace, device memory) holds the im2col chunk, the channel
- * attention's means, the attention mask's counts and the memory read's
+ * a cuBLAS GEMM + a bias / ReLU pass. The GEMM follows the backend's
+ * conv_precision (ckey_track_options.precision): SGEMM (fp32 math, no TF32:
+ * ck_cublas_create); TF32 tensor-core math chosen per call
+ * (ck_cuda_gemm_tf32); or fp16: the im2col chunk written in fp16 and the
+ * weight converted to fp16 in the workspace, a GEMM with fp32 accumulation
+ * and fp32 output (ck_cuda_gemm_f16_f32). Activations stay fp32 in memory;
+ * the rest is the kernels of cutie-ops.cu. The workspace (bound once by
+ * set_workspace, device memory) holds the im2col chunk, the fp16 weight,
+ * the channel attention's means, the attention mask's counts and the memory read's
  * scratch (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
@@ -39,9 +44,22 @@ static size_t col_floats(const ck_op_needs *n) {
     return CK_MAX(w, (size_t)COL_MIN);
 }
 
+/* the fp16 copy of the widest conv's weight, in floats (two halves each),
+ * whole 1 KiB blocks; none unless the convs run fp16 */
+static size_t wh_floats(const ck_backend_config *bc, const ck_op_needs *n) {
+    if (!bc || bc->conv_precision != CKEY_PRECISION_FP16) return 0;
+    return ((size_t)(n->conv_w + 1) / 2 + 255) / 256 * 256;
+}
+
 size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
-    (void)bc;
-    return (col_floats(n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
+    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
+}
+
+/* y[N, ldy] (+)= x[N, K] W[Cout, K]^T at the backend's conv arithmetic */
+static ckey_status conv_gemm(ck_cuda_state *s, const float *x, int64_t N, int K, const float *w, float *y, int Cout,
+                             int ldy, int acc, ckey_error *err) {
+    if (s->cfg.conv_precision == CKEY_PRECISION_TF32) return ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    return ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
 }
 
 static void fail(ck_backend *be, ckey_status st, const char *msg) {
@@ -54,10 +72,12 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     ck_cuda_state *s = ST(be);
     s->cutie_col = scratch;
     s->cutie_col_floats = col_floats(n);
-    s->cutie_means = s->cutie_col + s->cutie_col_floats;
+    s->cutie_wh = s->cutie_col + s->cutie_col_floats;
+    s->cutie_wh_halves = 2 * wh_floats(&s->cfg, n);
+    s->cutie_means = s->cutie_col + s->cutie_col_floats + wh_floats(&s->cfg, n);
     s->cutie_counts = (int *)(s->cutie_means + MEANS);
     /* the memory read's scratch after the counts (an offset of whole 1 KiB
-     * blocks: col_floats and MEANS + COUNTS are multiples of 256 floats) */
+     * blocks: col_floats, wh_floats and MEANS + COUNTS are multiples of 256 floats) */
     s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
     s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_counts + COUNTS) : NULL;
 }
@@ -77,14 +97,34 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
         fail(be, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
         return;
     }
+    if (s->cfg.conv_precision == CKEY_PRECISION_FP16) {
+        /* every conv (1x1 ones too) through an fp16 im2col chunk: twice the
+         * pixels of the fp32 chunk in the same bytes */
+        const int64_t chunk = (int64_t)(2 * s->cutie_col_floats / (size_t)K);
+        if (!s->cutie_col || chunk < 1 || (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves) {
+            fail(be, CKEY_ERR_INTERNAL, "cuda conv2d (fp16): the workspace is unset or under the weight or one pixel's taps");
+            return;
+        }
+        CHECKED(be, ck_cuda_convert(w, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
+        for (int img = 0; img < g->n; img++)
+            for (int64_t p0 = 0; p0 < P; p0 += chunk) {
+                const int64_t np = CK_MIN(chunk, P - p0);
+                float *o = y + img * out_map + p0 * out_ld;
+                CHECKED(be, ck_cu_im2col_h(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
+                                           (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
+                CHECKED(be, ck_cuda_gemm_f16_f32(s->blas, s->cutie_col, np, (int)K, s->cutie_wh, o, g->Cout, out_ld, acc,
+                                                 s->stream, EC));
+                if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
+            }
+        return;
+    }
     if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && in_ld == g->Cin) {
         /* a 1x1 conv is a GEMM over the input as it lies: all maps at once when they are packed */
         const int packed = in_map == P * in_ld && out_map == P * out_ld;
         for (int img = 0; img < (packed ? 1 : g->n); img++) {
             const int64_t rows = packed ? (int64_t)g->n * P : P;
             float *o = y + img * out_map;
-            CHECKED(be, ck_cuda_linear_ld_t(s->blas, x + img * in_map, rows, (int)K, w, NULL, o, g->Cout, out_ld, acc,
-                                            CK_F32, s->stream, EC));
+            CHECKED(be, conv_gemm(s, x + img * in_map, rows, (int)K, w, o, g->Cout, out_ld, acc, EC));
             if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, out_ld, bias, relu, s->stream, EC));
         }
         return;
@@ -100,8 +140,7 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
             float *o = y + img * out_map + p0 * out_ld;
             CHECKED(be, ck_cu_im2col(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
                                      (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
-            CHECKED(be, ck_cuda_linear_ld_t(s->blas, s->cutie_col, np, (int)K, w, NULL, o, g->Cout, out_ld, acc, CK_F32,
-                                            s->stream, EC));
+            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)K, w, o, g->Cout, out_ld, acc, EC));
             if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
         }
 }

@@ -1,9 +1,12 @@
 // CUDA kernels of Cutie's ops (cutie-kernels.h; the ops are defined in
 // backend/ops.h, the CPU versions in src/cpu/cutie-ops.c, whose arithmetic
 // these follow: the same float formulas, sums over many pixels in double).
-// Plain stream-ordered launches; fp32 throughout.
+// Plain stream-ordered launches; fp32 throughout, but for im2col's fp16 form
+// (a tracker at fp16: ck_cu_im2col_h).
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cuda/cutie-kernels.h"
@@ -49,8 +52,18 @@ __device__ __forceinline__ void tap(int d, int in, int out, int *i0, int *i1, fl
     *w1 = s - (float)i;
 }
 
+/* a value into the col matrix: fp32, or rounded to fp16 */
+__device__ __forceinline__ void put1(float *col, int64_t i, float v) { col[i] = v; }
+__device__ __forceinline__ void put1(__half *col, int64_t i, float v) { col[i] = __float2half_rn(v); }
+__device__ __forceinline__ void put4(float *col, int i, float4 v) { ((float4 *)col)[i] = v; }
+__device__ __forceinline__ void put4(__half *col, int i, float4 v) {
+    __half2 *c2 = (__half2 *)col + 2 * (int64_t)i;
+    c2[0] = __floats2half2_rn(v.x, v.y), c2[1] = __floats2half2_rn(v.z, v.w);
+}
+
+template <typename T>
 __global__ void im2col_k(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
-                         int relu_in, int Wo, int64_t p0, int64_t np, float *col) {
+                         int relu_in, int Wo, int64_t p0, int64_t np, T *col) {
     const int64_t K = (int64_t)k * k * Cin;
     GRID_LOOP(i, np * K) {
         const int64_t p = p0 + i / K;
@@ -62,7 +75,30 @@ __global__ void im2col_k(const float *in, int H, int W, int Cin, int in_ld, int 
             v = in[((int64_t)iy * W + ix) * in_ld + ch];
             if (relu_in && !(v > 0)) v = 0;
         }
-        col[i] = v;
+        put1(col, i, v);
+    }
+}
+
+/* im2col_k four channels at a time (Cin and in_ld multiples of 4, `in`
+ * 16-byte aligned): a quarter of the index arithmetic, in 32 bits (a chunk
+ * holds fewer than 2^31 values, the map fewer than 2^31 pixels), and 16-byte
+ * loads and stores. n4 = np * K / 4, K4 = K / 4, C4 = Cin / 4. */
+template <typename T>
+__global__ void im2col4_k(const float *__restrict__ in, int H, int W, int in_ld, int k, int stride, int pad, int dil,
+                          int relu_in, int Wo, int p0, int n4, int K4, int C4, T *__restrict__ col) {
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n4; j += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)j, pl = i / K4, r = i - pl * K4, t = r / C4, c4 = r - t * C4, ky = t / k, kx = t - ky * k;
+        const int p = p0 + pl, oy = p / Wo, ox = p - oy * Wo;
+        const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+            v = *(const float4 *)(in + ((int64_t)iy * W + ix) * in_ld + (int64_t)c4 * 4);
+            if (relu_in) {
+                v.x = v.x > 0 ? v.x : 0.f, v.y = v.y > 0 ? v.y : 0.f;
+                v.z = v.z > 0 ? v.z : 0.f, v.w = v.w > 0 ? v.w : 0.f;
+            }
+        }
+        put4(col, i, v);
     }
 }
 
@@ -405,14 +441,32 @@ __global__ void pos_encoding_k(int H, int W, int dim, float scale, float tempera
         if ((n) > 0) kern<<<blocks_for(n), THREADS, 0, (cudaStream_t)(st)>>>(__VA_ARGS__); \
     } while (0)
 
+template <typename T>
+ckey_status im2col_t(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
+                     int relu_in, int Wo, int64_t p0, int64_t np, T *col, void *stream, ckey_error *err) {
+    const int64_t K = (int64_t)k * k * Cin, n = np * K;
+    if (Cin % 4 == 0 && in_ld % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)col & 15) == 0 && n < INT32_MAX &&
+        p0 + np < INT32_MAX) {
+        const int n4 = (int)(n / 4);
+        LAUNCH(im2col4_k<T>, n4, stream, in, H, W, in_ld, k, stride, pad, dil, relu_in, Wo, (int)p0, n4, (int)(K / 4),
+               Cin / 4, col);
+    } else {
+        LAUNCH(im2col_k<T>, n, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
+    }
+    return launched(err, "im2col");
+}
 } // namespace
 
 extern "C" {
 
 ckey_status ck_cu_im2col(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
                          int relu_in, int Wo, int64_t p0, int64_t np, float *col, void *stream, ckey_error *err) {
-    LAUNCH(im2col_k, np * k * k * Cin, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
-    return launched(err, "im2col");
+    return im2col_t(in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col, stream, err);
+}
+
+ckey_status ck_cu_im2col_h(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
+                           int relu_in, int Wo, int64_t p0, int64_t np, void *col, void *stream, ckey_error *err) {
+    return im2col_t(in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, (__half *)col, stream, err);
 }
 
 ckey_status ck_cu_bias_relu(float *out, int64_t np, int C, int ld, const float *b, int relu, void *stream,

@@ -167,6 +167,17 @@ ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, con
 /* The same with y's rows ldy elements apart (a column block of a wider y). */
 ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+/* y[N, out] (rows ldy apart; += with accumulate) = x[N, in] W[out, in]^T, all
+ * fp32 in memory, on TF32 tensor cores: cublasGemmEx with
+ * CUBLAS_COMPUTE_32F_FAST_TF32 given per call, so the handle's math mode
+ * (no TF32: ck_cublas_create), which every other GEMM runs under, is left
+ * as it is. No bias. */
+ckey_status ck_cuda_gemm_tf32(ck_cublas *h, const float *x, int64_t N, int in, const float *W, float *y, int out,
+                              int ldy, int accumulate, void *stream, ckey_error *err);
+/* The same with x and W fp16 (y fp32, fp32 accumulation: cublasGemmEx,
+ * CUBLAS_COMPUTE_32F). */
+ckey_status ck_cuda_gemm_f16_f32(ck_cublas *h, const void *x, int64_t N, int in, const void *W, float *y, int out,
+                                 int ldy, int accumulate, void *stream, ckey_error *err);
 ckey_status ck_cuda_attention_t(const void *qkv, int64_t N, int D, int heads, int qs, void *out, ck_dtype dt,
                                 void *stream, ckey_error *err);
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,

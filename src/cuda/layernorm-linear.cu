@@ -682,6 +682,38 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     return CKEY_OK;
 }
 
+/* y (+)= x W^T with fp32 output: x and W fp32 on TF32 tensor cores, or fp16 (half) */
+static ckey_status gemm_f32_out(ck_cublas *c, const void *x, int64_t N, int in, const void *W, float *y, int out,
+                                int ldy, int accumulate, int half, void *stream, ckey_error *err) {
+    c->last_lt = 0;
+    if (N <= 0) return CKEY_OK;
+    if (N > 0x7fffffff) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "gemm: %lld rows exceed cuBLAS's int range", (long long)N);
+            err->status = CKEY_ERR_INVALID_ARG;
+        }
+        return CKEY_ERR_INVALID_ARG;
+    }
+    cublasSetStream(c->h, (cudaStream_t)stream);
+    const float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    const cudaDataType_t ty = half ? CUDA_R_16F : CUDA_R_32F;
+    const cublasStatus_t s =
+        cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, CUDA_R_32F,
+                     ldy, half ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, half ? "cublasGemmEx (fp16)" : "cublasGemmEx (tf32)");
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_gemm_tf32(ck_cublas *c, const float *x, int64_t N, int in, const float *W, float *y, int out,
+                              int ldy, int accumulate, void *stream, ckey_error *err) {
+    return gemm_f32_out(c, x, N, in, W, y, out, ldy, accumulate, 0, stream, err);
+}
+
+ckey_status ck_cuda_gemm_f16_f32(ck_cublas *c, const void *x, int64_t N, int in, const void *W, float *y, int out,
+                                 int ldy, int accumulate, void *stream, ckey_error *err) {
+    return gemm_f32_out(c, x, N, in, W, y, out, ldy, accumulate, 1, stream, err);
+}
+
 ckey_status ck_cuda_linear(ck_cublas *c, const float *x, int64_t N, int in, const float *W, const float *b,
                            float *y, int out, int accumulate, void *stream, ckey_error *err) {
     return ck_cuda_linear_t(c, x, N, in, W, b, y, out, accumulate, CK_F32, stream, err);

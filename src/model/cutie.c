@@ -794,6 +794,7 @@ void ckey_track_options_default(ckey_track_options *o) {
     o->buffer_tokens = 2000;
     o->count_usage = 1;
     o->device = CKEY_DEVICE_CPU;
+    o->precision = CKEY_PRECISION_FP32;
 }
 
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user) {
@@ -1009,6 +1010,11 @@ static ckey_status tracker_shape(ckey_tracker *t, const ckey_track_model *m, int
         o.stagger_updates < 1 || o.threads < 0)
         return ck_fail(err, CKEY_ERR_INVALID_ARG,
                        "tracker: max_objects 1..255, mem_every, max_mem_frames and stagger_updates >= 1 are needed");
+    if (o.precision != CKEY_PRECISION_DEFAULT && o.precision != CKEY_PRECISION_FP32 &&
+        o.precision != CKEY_PRECISION_TF32 && o.precision != CKEY_PRECISION_FP16)
+        return ck_fail(err, o.precision == CKEY_PRECISION_BF16 ? CKEY_ERR_UNSUPPORTED : CKEY_ERR_INVALID_ARG,
+                       "tracker: precision %s (%d): the tracker runs fp32, tf32 or fp16",
+                       ckey_precision_name((ckey_precision)o.precision), (int)o.precision);
     t->m = m, t->o = o;
     t->W0 = width, t->H0 = height, t->Wi = width, t->Hi = height;
     const int mn = CK_MIN(width, height);
@@ -1112,7 +1118,9 @@ static void tracker_needs(ckey_tracker *t) {
 
 /* The backend's configuration for options o. */
 static ck_backend_config tracker_backend_config(const ckey_track_options *o) {
-    ck_backend_config bc = {.threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN), .act = CK_F32};
+    ck_backend_config bc = {.threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                            .act = CK_F32,
+                            .conv_precision = o->precision};
     if (bc.threads < 1) bc.threads = 1;
     return bc;
 }

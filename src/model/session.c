@@ -45,6 +45,7 @@ const char *ckey_precision_name(ckey_precision p) {
     case CKEY_PRECISION_FP32: return "fp32";
     case CKEY_PRECISION_FP16: return "fp16";
     case CKEY_PRECISION_BF16: return "bf16";
+    case CKEY_PRECISION_TF32: return "tf32";
     default: return "default";
     }
 }
@@ -89,6 +90,8 @@ static ckey_status check_options(const ckey_model *m, const ckey_session_options
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "refiner strength %g: must be within 0..100",
                        (double)o->refiner_strength);
     if (o->memory_budget < 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "memory budget must not be negative");
+    if (o->precision == CKEY_PRECISION_TF32)
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "precision tf32 is the tracker's only (keyer: fp32, fp16, bf16)");
     if (o->precision < CKEY_PRECISION_DEFAULT || o->precision > CKEY_PRECISION_BF16)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "unknown precision %d", (int)o->precision);
     if (o->resize_back != CKEY_RESIZE_BACK_LANCZOS4 && o->resize_back != CKEY_RESIZE_BACK_BILINEAR)

@@ -138,6 +138,14 @@ double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj) 
 }
 
 void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged) {
+    ck_cutie_run_clip_at(file, with_taps, device, staged, CKEY_PRECISION_FP32);
+}
+
+void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int staged, int32_t precision) {
+    /* the CPU runs fp32 whatever the precision */
+    const char *pn = device == CKEY_DEVICE_CPU ? "" : precision == CKEY_PRECISION_TF32 ? " at tf32"
+                                                     : precision == CKEY_PRECISION_FP16 ? " at fp16" : "";
+    const int tf32 = *pn != 0; /* a reduced precision: the looser bars */
     ck_checkpoint *clip = NULL, *taps = NULL;
     if (ck_checkpoint_open(DIR "cutie_tiny.pth", &clip, NULL) != CKEY_OK) SKIP("%s absent: the Cutie fixtures are not here", DIR "cutie_tiny.pth");
     ck_checkpoint_close(clip);
@@ -165,9 +173,10 @@ void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int stag
     ckey_track_options_default(&o);
     o.threads = 2;
     o.device = device;
+    o.precision = precision;
     o.mem_every = 3, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the README's table */
     if (strstr(file, "resize")) o.max_internal_size = 80;
-    printf("  %s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, T, W, H, K,
+    printf("  %s%s: %d frames %d x %d, %d objects, model pixel encoder %s (params %s)\n", file, pn, T, W, H, K,
            m->pix_enc.bottleneck ? "Bottleneck" : "BasicBlock", params ? params : "?");
     ckey_tracker *t = NULL;
     st = (staged ? ck_tracker_create_staged : ckey_tracker_create)(m, W, H, &o, &t, &err);
@@ -205,15 +214,24 @@ void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int stag
         CHECKF(ckey_tracker_memory_tokens(t) == mt[f], "frame %d: memory %lld tokens, expected %d", f,
                (long long)ckey_tracker_memory_tokens(t), mt[f]);
     }
-    printf("  %s: probabilities max abs err %.2e, worst object IoU %.6f\n", file, worst, worst_iou);
+    printf("  %s%s: probabilities max abs err %.2e, worst object IoU %.6f\n", file, pn, worst,
+           worst_iou);
     if (rs.h)
-        printf("  %s: memory reads max abs err %.2e, sensory %.2e; %d taps, worst %.2e of their scale\n", file,
-               rs.worst_read, rs.worst_sensory, rs.taps_compared, rs.worst_tap);
-    CHECK(worst <= 1e-4);
-    CHECK(worst_iou >= 0.999);
-    CHECK(rs.worst_read <= 1e-4);
-    CHECK(rs.worst_sensory <= 1e-4);
-    if (with_taps && taps) CHECK(rs.taps_compared >= 20);
+        printf("  %s%s: memory reads max abs err %.2e, sensory %.2e; %d taps, worst %.2e of their scale\n", file,
+               pn, rs.worst_read, rs.worst_sensory, rs.taps_compared, rs.worst_tap);
+    if (tf32) {
+        /* TF32 and fp16 round every conv GEMM's inputs to a 10-bit mantissa
+         * (about 5e-4 relative), compounded over the frames through the
+         * memory: the result's bar, not the intermediate stages' */
+        CHECKF(worst <= 2e-2, "%s%s: probabilities max abs err %.2e > 2e-2", file, pn, worst);
+        CHECKF(worst_iou >= 0.99, "%s%s: worst object IoU %.6f < 0.99", file, pn, worst_iou);
+    } else {
+        CHECK(worst <= 1e-4);
+        CHECK(worst_iou >= 0.999);
+        CHECK(rs.worst_read <= 1e-4);
+        CHECK(rs.worst_sensory <= 1e-4);
+        if (with_taps && taps) CHECK(rs.taps_compared >= 20);
+    }
     free(frames), free(mask), free(mt), free(want), free(rgb), free(prob), free(rs.readout_visual), free(rs.sensory);
     ckey_tracker_free(t);
     ckey_track_model_free(m);

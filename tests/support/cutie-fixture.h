@@ -36,6 +36,11 @@ double ck_cutie_iou(const float *a, const float *b, int C, int64_t HW, int obj);
  * ck_tracker_create_staged (a device's host side on any backend). Skips
  * when absent. */
 void ck_cutie_run_clip(const char *file, int with_taps, int32_t device, int staged);
+/* The same at a tracker precision (ckey_track_options.precision): at
+ * CKEY_PRECISION_TF32 and _FP16 on a device the bars are the result's alone, looser
+ * (probabilities within 2e-2, object IoU >= 0.99); the stages' errors are
+ * printed. */
+void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int staged, int32_t precision);
 /* Later masks (maskat.safetensors) on device; skips when absent. */
 void ck_cutie_run_mask_at(int32_t device, int staged);
 /* The clip with long-term memory (longterm.safetensors) on device; skips when absent. */
