@@ -169,7 +169,7 @@ static void test_plan_offers_bands(void) {
                p.stage_bytes[1] / 1048576.0, p.stage_bytes[2] / 1048576.0);
         CHECK(unl.refiner_band == 0 && p.refiner_band > 0 && p.peak_bytes < unl.peak_bytes);
         CHECK(p.peak_bytes <= o.memory_budget);
-        /* issue 21's goal: 512 MiB in 16 bits at S = 2048, weights included */
+        /* the GPU's smallest budget in 16 bits at S = 2048 is at most 512 MiB, weights included */
         if (precs[i] != CKEY_PRECISION_FP32)
             CHECKF(p.peak_bytes <= (int64_t)512 << 20, "%s: smallest budget %.1f MiB over 512 MiB",
                    ckey_precision_name(precs[i]), p.peak_bytes / 1048576.0);
