@@ -1,8 +1,10 @@
 /* Cutie at the full cutie-base widths (not a test):
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
- *       [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda]
- *       [--precision fp32|tf32|fp16]
+ *       [--threads N] [--checkpoint PATH] [--read-only] [--profile]
+ *       [--device cpu|cuda] [--precision fp32|tf32|fp16]
+ * --profile marks the last measured frame as the range a profiler started
+ * with profiling off records (ncu --profile-from-start off ...).
  * --precision is ckey_track_options.precision (on cuda, tf32: the convs' GEMMs
  * on TF32 tensor cores, fp16: on fp16 inputs; the CPU runs fp32 whatever it is).
  * --device cuda runs the tracker on GPU 0 (ckey_track_options.device): each
@@ -236,13 +238,13 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
-                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--device cpu|cuda] "
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--profile] [--device cpu|cuda] "
                     "[--precision fp32|tf32|fp16]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
-    int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0;
+    int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0, profile = 0;
     const char *ckpt = NULL;
     int read_only = 0, cuda = 0;
     int32_t precision = CKEY_PRECISION_FP32;
@@ -250,6 +252,10 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--read-only")) {
             read_only = 1;
+            continue;
+        }
+        if (!strcmp(a, "--profile")) {
+            profile = 1;
             continue;
         }
         if (!v) return usage_exit();
@@ -358,6 +364,7 @@ int main(int argc, char **argv) {
     for (int f = 0; f < frames; f++) {
         for (size_t i = 0; i < (size_t)W * H * 3; i++) rgb[i] = (float)((i * 2654435761u + (size_t)f * 97) % 255) / 255.0f;
         if (cuda) ck_cuda_sync(NULL);
+        if (cuda && profile && f == frames - 1) ck_cuda_profile(1);
         const double a = ck_now();
         if (ckey_tracker_step(t, rgb, f ? NULL : lab, f ? 0 : objects, ids, prob, &err)) {
             fprintf(stderr, "bench-cutie: frame %d: %s\n", f, err.message);
@@ -365,6 +372,7 @@ int main(int argc, char **argv) {
         }
         if (cuda) ck_cuda_sync(NULL);
         const double dt = ck_now() - a;
+        if (cuda && profile && f == frames - 1) ck_cuda_profile(0);
         if (cuda && ckey_device_get_info(CKEY_DEVICE_CUDA, 0, &dinfo, NULL) == CKEY_OK)
             free_min = CK_MIN(free_min, dinfo.memory_free);
         if (f >= fill) total += dt;

@@ -1,4 +1,5 @@
 // Device enumeration and memory helpers for the CUDA backend.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -207,6 +208,11 @@ ckey_status ck_cuda_sync(ckey_error *err) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaDeviceSynchronize");
     return CKEY_OK;
+}
+
+void ck_cuda_profile(int on) {
+    if (on) (void)cudaProfilerStart();
+    else (void)cudaProfilerStop();
 }
 
 }  // extern "C"

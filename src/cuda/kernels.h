@@ -340,6 +340,9 @@ ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_free(void *p);
 ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device, ckey_error *err);
 ckey_status ck_cuda_sync(ckey_error *err);
+/* Opens (1) or closes (0) the range a profiler started with profiling off
+ * records (ncu --profile-from-start off): the benchmarks mark one frame. */
+void ck_cuda_profile(int on);
 /* Streams, pinned host memory, async copies and CUDA graphs (device.cu). */
 ckey_status ck_cuda_memset_async(void *p, int value, size_t bytes, void *stream, ckey_error *err);
 /* height rows of width bytes, device to device, rows dpitch / spitch bytes

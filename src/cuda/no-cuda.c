@@ -126,6 +126,7 @@ ckey_status ck_cuda_copy(void *dst, const void *src, size_t bytes, int to_device
     return no_cuda(err);
 }
 ckey_status ck_cuda_sync(ckey_error *err) { return no_cuda(err); }
+void ck_cuda_profile(int on) { (void)on; }
 ckey_status ck_cuda_set_device(int index, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype ddt, int64_t n, void *stream,
