@@ -14,6 +14,7 @@
  * working memories) has fixed buffers made with the tracker; each part's
  * temporaries are placed by the planner (core/plan.c), recorded once with
  * no op table, and the parts share one arena of the largest part's size. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,7 +168,12 @@ typedef struct {
     int base, rows;
 } rowbuf;
 
-static ck_tensor rows_at(rowbuf b, int row, int W, int C) { return at(b.d, (int64_t)(row - b.base) * W * C); }
+static ck_tensor rows_at(rowbuf b, int row, int W, int C) {
+    assert(row >= b.base && row <= b.base + b.rows);
+    return at(b.d, (int64_t)(row - b.base) * W * C);
+}
+/* Whether rows [lo, hi) lie in b (the windows' invariant). */
+static inline int has_rows(rowbuf b, int lo, int hi) { return lo >= b.base && hi <= b.base + b.rows && lo < hi; }
 
 /* Output rows of a conv or pool (k, s, p) over `rows` rows. */
 static int out_rows(int rows, int k, int s, int p) { return (rows + 2 * p - k) / s + 1; }
@@ -201,6 +207,7 @@ static rowbuf block_rows(cx *x, const ck_cresnet *r, const ck_cblock *blk, int W
                          int ihi) {
     const ck_cconv *sc = r->bottleneck ? &blk->c2 : &blk->c1, *last = r->bottleneck ? &blk->c3 : &blk->c2;
     const int s = sc->stride, n = ihi - ilo, Ho = out_rows(n, sc->k, s, sc->pad), Wo = out_rows(W, sc->k, s, sc->pad);
+    assert(has_rows(cur, ilo, ihi));
     const ck_tensor in = rows_at(cur, ilo, W, c);
     ck_tensor t1 = A(x, (int64_t)(r->bottleneck ? n * W : Ho * Wo) * blk->c1.cout, "cutie.t1");
     conv(x, &blk->c1, 1, n, W, in, t1, CK_CONV_RELU_OUT);
@@ -298,22 +305,26 @@ static ck_tensor trunk(cx *x, const ck_cresnet *r, int n, int H, int W, ck_tenso
             rowbuf cur = {NULL, none, ilo[1] / 2, out_rows(ihi[1] - ilo[1], 3, 2, 1)};
             cur.d = A(x, (int64_t)cur.rows * Wl[2] * Cl[2], "cutie.pool");
             cur.mem = cur.d.data;
+            assert(has_rows(s, ilo[1], ihi[1]));
             OP(x, maxpool3x3s2, rows_at(s, ilo[1], Wl[1], Cl[1]), 1, ihi[1] - ilo[1], Wl[1], Cl[1], cur.d);
             ck_release(x->plan, s.mem);
             for (int u = 2; u < nu; u++) {
                 cur = block_rows(x, r, blk[u], Wl[u], Cl[u], cur, ilo[u], ihi[u]);
                 const int L = u + 1, whole = bands == 1 && n == 1 && cur.base == 0 && cur.rows >= Hl[L];
                 if (u == end4 && !mask_enc) {
+                    assert(has_rows(cur, 4 * A0, 4 * B0));
                     conv(x, &x->t->m->dec_f4, 1, 4 * (B0 - A0), Wl[L], rows_at(cur, 4 * A0, Wl[L], Cl[L]),
                          at(dec4, (int64_t)4 * A0 * Wl[L] * cf->up_dims[1]), 0);
                     if (whole) tap(x, "f4", cur.d, (int64_t)Hl[L] * Wl[L] * Cl[L]);
                 }
                 if (u == end8 && !mask_enc) {
+                    assert(has_rows(cur, 2 * A0, 2 * B0));
                     conv(x, &x->t->m->dec_f8, 1, 2 * (B0 - A0), Wl[L], rows_at(cur, 2 * A0, Wl[L], Cl[L]),
                          at(dec8, (int64_t)2 * A0 * Wl[L] * cf->up_dims[0]), 0);
                     if (whole) tap(x, "f8", cur.d, (int64_t)Hl[L] * Wl[L] * Cl[L]);
                 }
             }
+            assert(has_rows(cur, A0, B0));
             OP(x, copy_channels, rows_at(cur, A0, w, C), (int64_t)(B0 - A0) * w, C, C,
                at(f16, ((int64_t)o * h + A0) * w * C), C);
             ck_release(x->plan, cur.mem);
@@ -389,6 +400,7 @@ static void decoder_bands(cx *x, ck_tensor p16, ck_tensor lg, ck_tensor a8, ck_t
             rowbuf p8 = {NULL, none, h0, r8};
             p8.d = A(x, (int64_t)r8 * W8 * U1, "dec.p8");
             p8.mem = p8.d.data;
+            assert(has_rows(g8, h0, h1));
             ck_tensor tt = A(x, (int64_t)r8 * W8 * U1, "dec.t8"), gi = rows_at(g8, h0, W8, U0);
             if (m->up1_has_down)
                 conv(x, &m->up1_down, 1, r8, W8, gi, p8.d, 0);
@@ -401,6 +413,7 @@ static void decoder_bands(cx *x, ck_tensor p16, ck_tensor lg, ck_tensor a8, ck_t
             if (a8.data)
                 OP(x, avgpool, rows_at(p8, 2 * A0, W8, U1), 1, 2 * (B0 - A0), W8, U1, 2,
                    at(a8, ((int64_t)o * h + A0) * w * U1), 0);
+            assert(has_rows(p8, e0, e1) && has_rows(p8, 2 * A0, 2 * B0));
             /* g4 rows [2 e0, 2 e1) = up(p8) + f4's projection */
             const int n4 = 2 * (e1 - e0);
             rowbuf g4 = {NULL, none, 2 * e0, n4};
@@ -414,6 +427,7 @@ static void decoder_bands(cx *x, ck_tensor p16, ck_tensor lg, ck_tensor a8, ck_t
             rowbuf p4 = {NULL, none, g0, r4};
             p4.d = A(x, (int64_t)r4 * W4 * (U2 + 1), "dec.p4");
             p4.mem = p4.d.data;
+            assert(has_rows(g4, g0, g1));
             ck_tensor t4 = A(x, (int64_t)r4 * W4 * U2, "dec.t4"), g = rows_at(g4, g0, W4, U1);
             if (m->up2_has_down)
                 conv_ld(x, &m->up2_down, 1, r4, W4, g, 0, p4.d, U2 + 1, 0);
@@ -423,6 +437,7 @@ static void decoder_bands(cx *x, ck_tensor p16, ck_tensor lg, ck_tensor a8, ck_t
             conv_ld(x, &m->up2_c2, 1, r4, W4, t4, 0, p4.d, U2 + 1, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
             R(x, t4);
             ck_release(x->plan, g4.mem);
+            assert(has_rows(p4, q0, q1) && has_rows(p4, 4 * A0, 4 * B0));
             const ck_tensor pq = rows_at(p4, q0, W4, U2 + 1);
             conv_ld(x, &m->pred, 1, q1 - q0, W4, pq, U2 + 1, at(pq, U2), U2 + 1, CK_CONV_RELU_IN);
             OP(x, copy_channels, at(rows_at(p4, 4 * A0, W4, U2 + 1), U2), (int64_t)4 * (B0 - A0) * W4, 1, U2 + 1,
