@@ -1,8 +1,8 @@
 /* Cutie at the full cutie-base widths (not a test):
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
- *       [--threads N] [--checkpoint PATH] [--read-only] [--profile]
- *       [--device cpu|cuda] [--precision fp32|tf32|fp16]
+ *       [--threads N] [--checkpoint PATH] [--read-only] [--plan-only]
+ *       [--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16]
  * --profile marks the last measured frame as the range a profiler started
  * with profiling off records (ncu --profile-from-start off ...).
  * --precision is ckey_track_options.precision (on cuda, tf32: the convs' GEMMs
@@ -29,7 +29,7 @@
  * tensor of the official state dict, random, at cutie-base's shapes) to a
  * temporary safetensors file, so that their making does not count in the
  * peak: the time does not depend on the weights. --read-only times the
- * read alone. */
+ * read alone; --plan-only prints the planned memory and stops. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,15 +238,15 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
-                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--profile] [--device cpu|cuda] "
-                    "[--precision fp32|tf32|fp16]\n");
+                    "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--plan-only] "
+                    "[--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0, profile = 0;
     const char *ckpt = NULL;
-    int read_only = 0, cuda = 0;
+    int read_only = 0, cuda = 0, plan_only = 0;
     int32_t precision = CKEY_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -256,6 +256,10 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(a, "--profile")) {
             profile = 1;
+            continue;
+        }
+        if (!strcmp(a, "--plan-only")) {
+            plan_only = 1;
             continue;
         }
         if (!v) return usage_exit();
@@ -348,6 +352,10 @@ int main(int argc, char **argv) {
         printf("planned on the device: %.1f MiB; host: %.1f MiB (model %.1f, staging %.1f)\n",
                (plan.total_bytes - plan.host_bytes) / 1048576.0, plan.host_bytes / 1048576.0,
                plan.model_bytes / 1048576.0, plan.staging_bytes / 1048576.0);
+    if (plan_only) {
+        ckey_track_model_free(m);
+        return 0;
+    }
     ckey_tracker *t;
     if (ckey_tracker_create(m, W, H, &o, &t, &err)) {
         fprintf(stderr, "bench-cutie: %s\n", err.message);

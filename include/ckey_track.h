@@ -154,11 +154,14 @@ typedef struct ckey_track_memory {
                                 use_long_term, plus the long-term store of max_num_tokens
                                 entries and the usage counts) */
     int64_t sensory_bytes;   /* the sensory memory and the object memory (summaries) */
-    int64_t frame_bytes;     /* the frame's buffers: as given, resized and padded; its
-                                features, key, shrinkage and selection; the probabilities,
-                                the one-hot of a mask and the unpadded probabilities (on a
-                                device, and the result resized back to the frame) */
-    int64_t arena_bytes;     /* the parts' temporaries: the largest part's planned arena */
+    int64_t frame_bytes;     /* the frame's buffers: as given and resized (when resizing),
+                                padded; its features (the decoder's projections of the
+                                stride-4 and stride-8 ones, the stride-16 ones), key,
+                                shrinkage and selection; the probabilities (on a device,
+                                and the result resized back to the frame) */
+    int64_t arena_bytes;     /* the parts' temporaries: the largest part's planned arena
+                                (or, when larger, a mask's logits or the unpadded
+                                probabilities, which use it between the parts) */
     int64_t workspace_bytes; /* the ops' workspace (per-thread tiles, the top-k lists) */
     int64_t model_bytes;     /* on a device: the host model's fp32 weights its copy was made
                                 from (host memory, shared by every tracker of the model); 0

@@ -602,6 +602,14 @@ static void test_tracker_newobj(void) {
     ck_cutie_run_newobj(CKEY_DEVICE_CUDA, 0);
 }
 
+/* Row bands against whole maps on the GPU (cuBLAS may pick other kernels
+ * for other band sizes: within the fixtures' 1e-4). */
+static void test_tracker_bands(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_bands(CKEY_DEVICE_CUDA, 1e-4);
+}
+
 /* The device choice: CUDA, with or without long-term memory, while the
  * CUDA table has no memory_read is refused naming it (and works once it
  * has one); AUTO then takes the CPU; CPU is the default. */
@@ -655,6 +663,7 @@ int main(int argc, char **argv) {
         {"tracker_mask_at", test_tracker_mask_at},
         {"tracker_new_object", test_tracker_new_object},
         {"tracker_newobj", test_tracker_newobj},
+        {"tracker_bands", test_tracker_bands},
         {"tracker_device_choice", test_tracker_device_choice},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

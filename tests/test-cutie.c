@@ -6,7 +6,7 @@
  * max_internal_size, and the clip with long-term memory (memory reads,
  * decoder logits, sensory, working and long-term sizes, last
  * probabilities); the clips again through the device path's host side
- * (ck_tracker_create_staged) on the CPU. Bars: probabilities and memory reads within 1e-4
+ * (ck_tracker_create_staged) on the CPU; row bands against whole maps. Bars: probabilities and memory reads within 1e-4
  * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
  * Skips, saying so, when the fixtures are absent. */
 #include <math.h>
@@ -129,6 +129,27 @@ static void long_shot(int long_term) {
     ckey_tracker_free(t);
     ckey_track_model_free(m);
     ck_checkpoint_close(clip);
+}
+
+/* Row bands against whole maps (ck_cutie_run_bands): bit-identical on the CPU. */
+static void test_bands(void) { ck_cutie_run_bands(CKEY_DEVICE_CPU, 1e-6); }
+
+/* The plan bands a part whose whole maps exceed the arena's 384 MiB budget:
+ * the fixture model at 7680 x 4320, one object (957 MiB of arena with whole
+ * maps), planned without allocating. */
+static void test_bands_plan(void) {
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) SKIP("%s", err.message);
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.max_objects = 1, o.threads = 1;
+    ckey_track_memory pm;
+    REQUIRE(ckey_track_plan_memory(m, 7680, 4320, &o, &pm, &err) == CKEY_OK);
+    printf("  7680 x 4320: arena %.1f MiB, frame buffers %.1f MiB\n", pm.arena_bytes / 1048576.0,
+           pm.frame_bytes / 1048576.0);
+    CHECK(pm.arena_bytes <= (384 << 20) + 64 && pm.arena_bytes > (64 << 20));
+    ckey_track_model_free(m);
 }
 
 /* Arguments the tracker refuses, with a status and a message. */
@@ -351,6 +372,8 @@ int main(int argc, char **argv) {
         {"new_object", test_new_object},
         {"new_object_parity", test_new_object_parity},
         {"plan", test_plan},
+        {"bands", test_bands},
+        {"bands_plan", test_bands_plan},
         {"new_object_staged", test_new_object_staged},
         {"new_object_parity_staged", test_new_object_parity_staged},
         {"api_errors", test_api_errors},

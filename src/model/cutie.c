@@ -14,6 +14,7 @@
  * working memories) has fixed buffers made with the tracker; each part's
  * temporaries are placed by the planner (core/plan.c), recorded once with
  * no op table, and the parts share one arena of the largest part's size. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,14 @@ struct ckey_tracker {
     int stagger[64], nstagger;
     /* fixed buffers (backend memory) */
     void *fixed;
-    ck_tensor raw, resized, img, f4, f8, f16, pix, key, shrink, sel, prob, onehot, sensory, objmem, mk, ms, mv, crop;
+    ck_tensor raw, resized, img, dec4, dec8, pix, key, shrink, sel, prob, sensory, objmem, mk, ms, mv;
+    /* the masks' logits (a mask frame, between segment and memorize) and the
+     * cropped result (after memorize): both at the arena's start, which no
+     * part uses then */
+    ck_tensor onehot, crop;
+    /* row bands of the pixel encoder, the decoder and the mask encoder
+     * (choose_bands); force_bands: set by ck_tracker_set_bands */
+    int bands[3], force_bands;
     /* long-term mode: the non-permanent working entries' selection [cap, CK],
      * usage and life [cap] (index 0 = the row after the permanent frame);
      * the long-term rows' usage and life [wbase] (indexed by row); a read's
@@ -141,48 +149,305 @@ static void lin(cx *x, const ck_cconv *c, int64_t rows, ck_tensor in, ck_tensor 
 
 /* ---------------------------------------------------------------- blocks */
 
-/* ResNet trunk (PixelEncoder / MaskEncoder up to layer3) over n maps of
- * H x W x cin: the stage outputs into f4 / f8 (when data is set; else
- * temporaries) and f16. in is released when owned. */
-static void resnet(cx *x, const ck_cresnet *r, int n, int H, int W, ck_tensor in, int own_in, ck_tensor f4,
-                   ck_tensor f8, ck_tensor f16) {
-    const int H2 = (H - 1) / 2 + 1, W2 = (W - 1) / 2 + 1, H4 = (H2 - 1) / 2 + 1, W4 = (W2 - 1) / 2 + 1;
-    ck_tensor s = A(x, (int64_t)n * H2 * W2 * r->stem.cout, "cutie.stem");
-    conv(x, &r->stem, n, H, W, in, s, CK_CONV_RELU_OUT); /* relu(maxpool(bn(conv))) = maxpool(relu(...)) */
-    if (own_in) R(x, in);
-    ck_tensor cur = A(x, (int64_t)n * H4 * W4 * r->stem.cout, "cutie.pool");
-    OP(x, maxpool3x3s2, s, n, H2, W2, r->stem.cout, cur);
-    R(x, s);
-    int c = r->stem.cout, Hc = H4, Wc = W4, own = 1;
-    const ck_tensor outs[3] = {f4, f8, f16};
+/* ------------------------------------------------------------- row bands
+ *
+ * The encoders' stride-2 to stride-8 stages and the decoder run in bands of
+ * output rows when a whole map would not fit the arena's budget
+ * (choose_bands). Every op there is per pixel or a conv / pool / resize
+ * over a few neighbouring rows (BatchNorm is folded: no statistics over
+ * the map), so a band computed from enough rows above and below (its halo)
+ * equals those rows of the whole map. A band's buffer at a level holds rows
+ * [base, base + rows) of that level's map; an op run over a window of rows
+ * pads at the window's edges as at the map's, so the rows next to a window
+ * edge that is not the map's are wrong: the window of each op is the rows
+ * that the rows asked of it need (need_rows), and those are right. */
+
+typedef struct {
+    void *mem;   /* the allocation (released by it) */
+    ck_tensor d; /* row `base` */
+    int base, rows;
+} rowbuf;
+
+static ck_tensor rows_at(rowbuf b, int row, int W, int C) {
+    assert(row >= b.base && row <= b.base + b.rows);
+    return at(b.d, (int64_t)(row - b.base) * W * C);
+}
+/* Whether rows [lo, hi) lie in b (the windows' invariant). */
+static inline int has_rows(rowbuf b, int lo, int hi) { return lo >= b.base && hi <= b.base + b.rows && lo < hi; }
+
+/* Output rows of a conv or pool (k, s, p) over `rows` rows. */
+static int out_rows(int rows, int k, int s, int p) { return (rows + 2 * p - k) / s + 1; }
+
+/* The input rows [*ilo, *ihi) of a map of Hin rows that output rows [lo, hi)
+ * of a conv or pool (k, s, p) read, clamped to the map, the start a multiple
+ * of s (so that the window's output rows are the map's, from *ilo / s). */
+static void need_rows(int lo, int hi, int k, int s, int p, int Hin, int *ilo, int *ihi) {
+    int a = s * lo - p, b = s * (hi - 1) - p + k;
+    a = a < 0 ? 0 : a - a % s;
+    *ilo = a, *ihi = b > Hin ? Hin : b;
+}
+
+/* The input rows a ResNet block over Hin rows needs for output rows [lo, hi). */
+static void block_need(const ck_cresnet *r, const ck_cblock *b, int lo, int hi, int Hin, int *ilo, int *ihi) {
+    if (r->bottleneck) { /* c1, c3 1x1 */
+        need_rows(lo, hi, b->c2.k, b->c2.stride, b->c2.pad, Hin, ilo, ihi);
+    } else {
+        int m0, m1;
+        need_rows(lo, hi, b->c2.k, 1, b->c2.pad, out_rows(Hin, b->c1.k, b->c1.stride, b->c1.pad), &m0, &m1);
+        need_rows(m0, m1, b->c1.k, b->c1.stride, b->c1.pad, Hin, ilo, ihi);
+    }
+}
+
+/* A block over rows [ilo, ihi) of cur (W pixels, c channels): its output
+ * rows, those the window gives (a superset of the rows asked, block_need).
+ * The shortcut is the window's own rows; without a downsample (stride 1,
+ * same width) the block adds into cur in place. cur is released when the
+ * block leaves it. */
+static rowbuf block_rows(cx *x, const ck_cresnet *r, const ck_cblock *blk, int W, int c, rowbuf cur, int ilo,
+                         int ihi) {
+    const ck_cconv *sc = r->bottleneck ? &blk->c2 : &blk->c1, *last = r->bottleneck ? &blk->c3 : &blk->c2;
+    const int s = sc->stride, n = ihi - ilo, Ho = out_rows(n, sc->k, s, sc->pad), Wo = out_rows(W, sc->k, s, sc->pad);
+    assert(has_rows(cur, ilo, ihi));
+    const ck_tensor in = rows_at(cur, ilo, W, c);
+    ck_tensor t1 = A(x, (int64_t)(r->bottleneck ? n * W : Ho * Wo) * blk->c1.cout, "cutie.t1");
+    conv(x, &blk->c1, 1, n, W, in, t1, CK_CONV_RELU_OUT);
+    ck_tensor t2 = t1;
+    if (r->bottleneck) {
+        t2 = A(x, (int64_t)Ho * Wo * blk->c2.cout, "cutie.t2");
+        conv(x, &blk->c2, 1, n, W, t1, t2, CK_CONV_RELU_OUT);
+        R(x, t1);
+    }
+    rowbuf y = {NULL, none, ilo / s, Ho};
+    if (blk->has_down) {
+        y.d = A(x, (int64_t)Ho * Wo * last->cout, "cutie.block");
+        y.mem = y.d.data;
+        conv(x, &blk->down, 1, s * (Ho - 1) + 1, W, in, y.d, 0);
+        ck_release(x->plan, cur.mem);
+    } else { /* stride 1: rows [ilo, ihi) of cur */
+        y.mem = cur.mem, y.d = in;
+    }
+    conv(x, last, 1, Ho, Wo, t2, y.d, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
+    R(x, t2);
+    return y;
+}
+
+/* A ResNet trunk (PixelEncoder / MaskEncoder up to layer3) over n maps of
+ * H x W: returns its stride-16 features [n, H/16, W/16, C] (the caller
+ * releases them). in: the pixel encoder's frame [H, W, 3], or for the mask
+ * encoder (mask_enc) the frame that each map's [frame, mask, others] input
+ * is made from, with masks [n, H, W], a band at a time. The pixel encoder
+ * writes the decoder's projections of its stride-4 and stride-8 features
+ * into t->dec4 and t->dec8. The stem to the first block of the last
+ * stage run in `bands` bands of stride-16 rows; the last stage's other
+ * blocks over the whole map, in place. */
+static ck_tensor trunk(cx *x, const ck_cresnet *r, int n, int H, int W, ck_tensor in, int mask_enc, ck_tensor masks,
+                       int bands) {
+    const ck_tensor dec4 = mask_enc ? none : x->t->dec4, dec8 = mask_enc ? none : x->t->dec8;
+    const ck_cutie_cfg *cf = &x->t->m->cfg;
+    enum { MAXU = 2 + 2 * CK_CUTIE_MAX_BLOCKS + 1 };
+    const ck_cblock *blk[MAXU];
+    int Hl[MAXU + 1], Wl[MAXU + 1], Cl[MAXU + 1], nu = 0; /* unit u: input level u, output level u + 1 */
+    Hl[0] = H, Wl[0] = W, Cl[0] = mask_enc ? 5 : 3;
+    Hl[1] = out_rows(H, r->stem.k, r->stem.stride, r->stem.pad), Wl[1] = out_rows(W, r->stem.k, r->stem.stride, r->stem.pad);
+    Cl[1] = r->stem.cout;
+    Hl[2] = out_rows(Hl[1], 3, 2, 1), Wl[2] = out_rows(Wl[1], 3, 2, 1), Cl[2] = r->stem.cout;
+    nu = 2;
+    int end4 = 0, end8 = 0; /* the units that end stages 1 and 2 */
     for (int st = 0; st < 3; st++)
-        for (int b = 0; b < r->nblocks[st]; b++) {
-            const ck_cblock *blk = &r->blocks[st][b];
-            const ck_cconv *last = r->bottleneck ? &blk->c3 : &blk->c2;
-            const int stride = r->bottleneck ? blk->c2.stride : blk->c1.stride;
-            const int Ho = (Hc - 1) / stride + 1, Wo = (Wc - 1) / stride + 1, co = last->cout;
-            const int is_out = b == r->nblocks[st] - 1 && outs[st].data;
-            ck_tensor y = is_out ? outs[st] : A(x, (int64_t)n * Ho * Wo * co, "cutie.block");
-            ck_tensor t1 = A(x, (int64_t)n * (r->bottleneck ? Hc * Wc : Ho * Wo) * blk->c1.cout, "cutie.t1");
-            conv(x, &blk->c1, n, Hc, Wc, cur, t1, CK_CONV_RELU_OUT);
-            if (blk->has_down)
-                conv(x, &blk->down, n, Hc, Wc, cur, y, 0);
-            else
-                OP(x, copy_channels, cur, (int64_t)n * Hc * Wc, c, c, y, c);
-            if (r->bottleneck) {
-                ck_tensor t2 = A(x, (int64_t)n * Ho * Wo * blk->c2.cout, "cutie.t2");
-                conv(x, &blk->c2, n, Hc, Wc, t1, t2, CK_CONV_RELU_OUT);
-                R(x, t1);
-                conv(x, &blk->c3, n, Ho, Wo, t2, y, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
-                R(x, t2);
-            } else {
-                conv(x, &blk->c2, n, Ho, Wo, t1, y, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
-                R(x, t1);
-            }
-            if (own) R(x, cur);
-            cur = y, own = !is_out, c = co, Hc = Ho, Wc = Wo;
+        for (int b = 0; b < (st < 2 ? r->nblocks[st] : 1); b++) {
+            const ck_cblock *k = &r->blocks[st][b];
+            const ck_cconv *sc = r->bottleneck ? &k->c2 : &k->c1;
+            blk[nu] = k;
+            Hl[nu + 1] = out_rows(Hl[nu], sc->k, sc->stride, sc->pad), Wl[nu + 1] = out_rows(Wl[nu], sc->k, sc->stride, sc->pad);
+            Cl[nu + 1] = (r->bottleneck ? k->c3 : k->c2).cout;
+            nu++;
+            if (st == 0 && b == r->nblocks[0] - 1) end4 = nu - 1;
+            if (st == 1 && b == r->nblocks[1] - 1) end8 = nu - 1;
         }
-    if (own) R(x, cur); /* f16 is always given */
+    const int h = Hl[nu], w = Wl[nu], C = Cl[nu];
+    ck_tensor f16 = A(x, (int64_t)n * h * w * C, "cutie.f16");
+    for (int band = 0; band < bands; band++) {
+        const int A0 = (int)((int64_t)h * band / bands), B0 = (int)((int64_t)h * (band + 1) / bands);
+        if (B0 <= A0) continue;
+        /* the rows asked of each unit's output (lo, hi) and its input window (ilo, ihi), last unit first */
+        int lo[MAXU], hi[MAXU], ilo[MAXU], ihi[MAXU];
+        lo[nu - 1] = A0, hi[nu - 1] = B0;
+        for (int u = nu - 1; u >= 0; u--) {
+            if (u == 0)
+                need_rows(lo[u], hi[u], r->stem.k, r->stem.stride, r->stem.pad, Hl[0], &ilo[u], &ihi[u]);
+            else if (u == 1)
+                need_rows(lo[u], hi[u], 3, 2, 1, Hl[1], &ilo[u], &ihi[u]);
+            else
+                block_need(r, blk[u], lo[u], hi[u], Hl[u], &ilo[u], &ihi[u]);
+            if (u > 0) {
+                lo[u - 1] = ilo[u], hi[u - 1] = ihi[u];
+                const int f = mask_enc ? 0 : u - 1 == end4 ? 4 : u - 1 == end8 ? 2 : 0;
+                if (f) lo[u - 1] = CK_MIN(lo[u - 1], f * A0), hi[u - 1] = CK_MAX(hi[u - 1], f * B0);
+            }
+        }
+        const int rows0 = ihi[0] - ilo[0];
+        ck_tensor xin = none;
+        if (mask_enc) { /* [frame, mask, others] of the band's rows, each map's */
+            const int64_t np = (int64_t)rows0 * W;
+            xin = A(x, n * np * 5, "mem.input");
+            ck_tensor mt = A(x, n * np, "mem.masks");
+            OP(x, copy_channels, at(masks, (int64_t)ilo[0] * W), n, (int)np, (int)((int64_t)H * W), mt, (int)np);
+            for (int o = 0; o < n; o++) OP(x, copy_channels, at(in, (int64_t)ilo[0] * W * 3), np, 3, 3, at(xin, o * np * 5), 5);
+            OP(x, masks_with_others, mt, n, np, at(xin, 3), 5);
+            R(x, mt);
+        }
+        for (int o = 0; o < n; o++) {
+            const ck_tensor src = mask_enc ? at(xin, (int64_t)o * rows0 * W * 5) : at(in, (int64_t)ilo[0] * W * 3);
+            rowbuf s = {NULL, none, ilo[0] / r->stem.stride, out_rows(rows0, r->stem.k, r->stem.stride, r->stem.pad)};
+            s.d = A(x, (int64_t)s.rows * Wl[1] * Cl[1], "cutie.stem");
+            s.mem = s.d.data;
+            conv(x, &r->stem, 1, rows0, W, src, s.d, CK_CONV_RELU_OUT); /* relu(maxpool(bn(conv))) = maxpool(relu(...)) */
+            rowbuf cur = {NULL, none, ilo[1] / 2, out_rows(ihi[1] - ilo[1], 3, 2, 1)};
+            cur.d = A(x, (int64_t)cur.rows * Wl[2] * Cl[2], "cutie.pool");
+            cur.mem = cur.d.data;
+            assert(has_rows(s, ilo[1], ihi[1]));
+            OP(x, maxpool3x3s2, rows_at(s, ilo[1], Wl[1], Cl[1]), 1, ihi[1] - ilo[1], Wl[1], Cl[1], cur.d);
+            ck_release(x->plan, s.mem);
+            for (int u = 2; u < nu; u++) {
+                cur = block_rows(x, r, blk[u], Wl[u], Cl[u], cur, ilo[u], ihi[u]);
+                const int L = u + 1, whole = bands == 1 && n == 1 && cur.base == 0 && cur.rows >= Hl[L];
+                if (u == end4 && !mask_enc) {
+                    assert(has_rows(cur, 4 * A0, 4 * B0));
+                    conv(x, &x->t->m->dec_f4, 1, 4 * (B0 - A0), Wl[L], rows_at(cur, 4 * A0, Wl[L], Cl[L]),
+                         at(dec4, (int64_t)4 * A0 * Wl[L] * cf->up_dims[1]), 0);
+                    if (whole) tap(x, "f4", cur.d, (int64_t)Hl[L] * Wl[L] * Cl[L]);
+                }
+                if (u == end8 && !mask_enc) {
+                    assert(has_rows(cur, 2 * A0, 2 * B0));
+                    conv(x, &x->t->m->dec_f8, 1, 2 * (B0 - A0), Wl[L], rows_at(cur, 2 * A0, Wl[L], Cl[L]),
+                         at(dec8, (int64_t)2 * A0 * Wl[L] * cf->up_dims[0]), 0);
+                    if (whole) tap(x, "f8", cur.d, (int64_t)Hl[L] * Wl[L] * Cl[L]);
+                }
+            }
+            assert(has_rows(cur, A0, B0));
+            OP(x, copy_channels, rows_at(cur, A0, w, C), (int64_t)(B0 - A0) * w, C, C,
+               at(f16, ((int64_t)o * h + A0) * w * C), C);
+            ck_release(x->plan, cur.mem);
+        }
+        if (mask_enc) R(x, xin);
+    }
+    /* the last stage's other blocks, over the whole map */
+    for (int b = 1; b < r->nblocks[2]; b++) {
+        const ck_cblock *k = &r->blocks[2][b];
+        const ck_cconv *last = r->bottleneck ? &k->c3 : &k->c2;
+        const int co = last->cout;
+        ck_tensor y = f16;
+        if (k->has_down) y = A(x, (int64_t)n * h * w * co, "cutie.f16");
+        ck_tensor t1 = A(x, (int64_t)n * h * w * k->c1.cout, "cutie.t1");
+        conv(x, &k->c1, n, h, w, f16, t1, CK_CONV_RELU_OUT);
+        if (k->has_down) conv(x, &k->down, n, h, w, f16, y, 0);
+        ck_tensor t2 = t1;
+        if (r->bottleneck) {
+            t2 = A(x, (int64_t)n * h * w * k->c2.cout, "cutie.t2");
+            conv(x, &k->c2, n, h, w, t1, t2, CK_CONV_RELU_OUT);
+            R(x, t1);
+        }
+        conv(x, last, n, h, w, t2, y, CK_CONV_ACCUMULATE | CK_CONV_RELU_OUT);
+        R(x, t2);
+        if (k->has_down) R(x, f16);
+        f16 = y;
+    }
+    return f16;
+}
+
+/* The rows [*lo, *hi) of a map of Hin rows that a 2x bilinear upsampling
+ * (align_corners=False) reads for its output rows [a, b): an output row y
+ * reads rows floor(y / 2 - 1/4) and the next, clamped to the map; over a
+ * window of rows it clamps to the window instead, so the window reaches a
+ * row past them where it is not the map's edge. */
+static void need_up2(int a, int b, int Hin, int *lo, int *hi) {
+    *lo = a >= 1 ? (a - 1) / 2 : 0;
+    *hi = CK_MIN(Hin, (b + 2) / 2);
+}
+
+/* The decoder (MaskDecoder.forward) in t->bands[1] bands of stride-16 rows,
+ * an object at a time: its logits [O, H/4, W/4] into lg and, with a8 / a4
+ * set, the sensory update's pooled stride-8 and stride-4 maps [O, hw, C]. */
+static void decoder_bands(cx *x, ck_tensor p16, ck_tensor lg, ck_tensor a8, ck_tensor a4) {
+    ckey_tracker *t = x->t;
+    const ckey_track_model *m = t->m;
+    const ck_cutie_cfg *c = &m->cfg;
+    const int U0 = c->up_dims[0], U1 = c->up_dims[1], U2 = c->up_dims[2], bands = t->bands[1];
+    const int h = t->h, w = t->w, H8 = 2 * h, W8 = 2 * w, H4 = 4 * h, W4 = 4 * w;
+    for (int band = 0; band < bands; band++) {
+        const int A0 = (int)((int64_t)h * band / bands), B0 = (int)((int64_t)h * (band + 1) / bands);
+        if (B0 <= A0) continue;
+        /* rows asked, last op first: p4 (the logits' conv), g4 (up_8_4's two convs), p8 (up), g8, p16 */
+        int q0, q1, m0, m1, g0, g1, e0, e1, k0, k1, h0, h1;
+        need_rows(4 * A0, 4 * B0, m->pred.k, 1, m->pred.pad, H4, &q0, &q1);
+        need_rows(q0, q1, m->up2_c2.k, 1, m->up2_c2.pad, H4, &m0, &m1);
+        need_rows(m0, m1, m->up2_c1.k, 1, m->up2_c1.pad, H4, &g0, &g1);
+        need_up2(g0, g1, H8, &e0, &e1);
+        e0 = CK_MIN(e0, 2 * A0), e1 = CK_MAX(e1, 2 * B0); /* the sensory update pools rows [2 A0, 2 B0) */
+        need_rows(e0, e1, m->up1_c2.k, 1, m->up1_c2.pad, H8, &m0, &m1);
+        need_rows(m0, m1, m->up1_c1.k, 1, m->up1_c1.pad, H8, &h0, &h1);
+        need_up2(h0, h1, h, &k0, &k1);
+        for (int o = 0; o < t->O; o++) {
+            /* g8 rows [2 k0, 2 k1) = up(p16) + f8's projection */
+            const int n8 = 2 * (k1 - k0);
+            rowbuf g8 = {NULL, none, 2 * k0, n8};
+            g8.d = A(x, (int64_t)n8 * W8 * U0, "dec.g8");
+            g8.mem = g8.d.data;
+            OP(x, resize_bilinear, at(p16, ((int64_t)o * h + k0) * w * U0), 1, k1 - k0, w, U0,
+               at(t->dec8, (int64_t)2 * k0 * W8 * U0), n8, W8, g8.d);
+            /* p8 rows [h0, h1) */
+            const int r8 = h1 - h0;
+            rowbuf p8 = {NULL, none, h0, r8};
+            p8.d = A(x, (int64_t)r8 * W8 * U1, "dec.p8");
+            p8.mem = p8.d.data;
+            assert(has_rows(g8, h0, h1));
+            ck_tensor tt = A(x, (int64_t)r8 * W8 * U1, "dec.t8"), gi = rows_at(g8, h0, W8, U0);
+            if (m->up1_has_down)
+                conv(x, &m->up1_down, 1, r8, W8, gi, p8.d, 0);
+            else
+                OP(x, copy_channels, gi, (int64_t)r8 * W8, U1, U0, p8.d, U1);
+            conv(x, &m->up1_c1, 1, r8, W8, gi, tt, CK_CONV_RELU_IN);
+            conv(x, &m->up1_c2, 1, r8, W8, tt, p8.d, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+            R(x, tt);
+            ck_release(x->plan, g8.mem);
+            if (a8.data)
+                OP(x, avgpool, rows_at(p8, 2 * A0, W8, U1), 1, 2 * (B0 - A0), W8, U1, 2,
+                   at(a8, ((int64_t)o * h + A0) * w * U1), 0);
+            assert(has_rows(p8, e0, e1) && has_rows(p8, 2 * A0, 2 * B0));
+            /* g4 rows [2 e0, 2 e1) = up(p8) + f4's projection */
+            const int n4 = 2 * (e1 - e0);
+            rowbuf g4 = {NULL, none, 2 * e0, n4};
+            g4.d = A(x, (int64_t)n4 * W4 * U1, "dec.g4");
+            g4.mem = g4.d.data;
+            OP(x, resize_bilinear, rows_at(p8, e0, W8, U1), 1, e1 - e0, W8, U1, at(t->dec4, (int64_t)2 * e0 * W4 * U1),
+               n4, W4, g4.d);
+            ck_release(x->plan, p8.mem);
+            /* p4 rows [g0, g1), the logit in its last channel */
+            const int r4 = g1 - g0;
+            rowbuf p4 = {NULL, none, g0, r4};
+            p4.d = A(x, (int64_t)r4 * W4 * (U2 + 1), "dec.p4");
+            p4.mem = p4.d.data;
+            assert(has_rows(g4, g0, g1));
+            ck_tensor t4 = A(x, (int64_t)r4 * W4 * U2, "dec.t4"), g = rows_at(g4, g0, W4, U1);
+            if (m->up2_has_down)
+                conv_ld(x, &m->up2_down, 1, r4, W4, g, 0, p4.d, U2 + 1, 0);
+            else
+                OP(x, copy_channels, g, (int64_t)r4 * W4, U2, U1, p4.d, U2 + 1);
+            conv(x, &m->up2_c1, 1, r4, W4, g, t4, CK_CONV_RELU_IN);
+            conv_ld(x, &m->up2_c2, 1, r4, W4, t4, 0, p4.d, U2 + 1, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+            R(x, t4);
+            ck_release(x->plan, g4.mem);
+            assert(has_rows(p4, q0, q1) && has_rows(p4, 4 * A0, 4 * B0));
+            const ck_tensor pq = rows_at(p4, q0, W4, U2 + 1);
+            conv_ld(x, &m->pred, 1, q1 - q0, W4, pq, U2 + 1, at(pq, U2), U2 + 1, CK_CONV_RELU_IN);
+            OP(x, copy_channels, at(rows_at(p4, 4 * A0, W4, U2 + 1), U2), (int64_t)4 * (B0 - A0) * W4, 1, U2 + 1,
+               at(lg, ((int64_t)o * H4 + 4 * A0) * W4), 1);
+            if (a4.data)
+                OP(x, avgpool, rows_at(p4, 4 * A0, W4, U2 + 1), 1, 4 * (B0 - A0), W4, U2 + 1, 4,
+                   at(a4, ((int64_t)o * h + A0) * w * (U2 + 1)), 0);
+            ck_release(x->plan, p4.mem);
+        }
+    }
 }
 
 /* CAResBlock in place over n maps of h x w x C. */
@@ -227,19 +492,18 @@ static void sensory_gru(cx *x, const ck_cconv *tf, int G, ck_tensor cat) {
 static void part_encode(cx *x) {
     ckey_tracker *t = x->t;
     const ckey_track_model *m = t->m;
-    resnet(x, &m->pix_enc, 1, t->Hp, t->Wp, t->img, 0, t->f4, t->f8, t->f16);
-    conv(x, &m->pix_feat_proj, 1, t->h, t->w, t->f16, t->pix, 0);
+    ck_tensor f16 = trunk(x, &m->pix_enc, 1, t->Hp, t->Wp, t->img, 0, none, t->bands[0]);
+    tap(x, "f16", f16, (int64_t)t->hw * m->cfg.ms_dims[0]);
+    conv(x, &m->pix_feat_proj, 1, t->h, t->w, f16, t->pix, 0);
     ck_tensor k = A(x, (int64_t)t->hw * m->kp_proj.cout, "cutie.keyproj");
-    conv(x, &m->kp_proj, 1, t->h, t->w, t->f16, k, 0);
+    conv(x, &m->kp_proj, 1, t->h, t->w, f16, k, 0);
+    R(x, f16);
     conv(x, &m->kp_key, 1, t->h, t->w, k, t->key, 0);
     conv(x, &m->kp_d, 1, t->h, t->w, k, t->shrink, 0);
     conv(x, &m->kp_e, 1, t->h, t->w, k, t->sel, 0);
     R(x, k);
     OP(x, unary, CK_UNARY_SQUARE_PLUS_1, t->shrink, t->hw, t->shrink);
     OP(x, unary, CK_UNARY_SIGMOID, t->sel, (int64_t)t->hw * m->cfg.key_dim, t->sel);
-    tap(x, "f16", t->f16, (int64_t)t->hw * m->cfg.ms_dims[0]);
-    tap(x, "f8", t->f8, (int64_t)t->hw * 4 * m->cfg.ms_dims[1]);
-    tap(x, "f4", t->f4, (int64_t)t->hw * 16 * m->cfg.ms_dims[2]);
     tap(x, "pix_feat", t->pix, (int64_t)t->hw * m->cfg.pixel_dim);
     tap(x, "key", t->key, (int64_t)t->hw * m->cfg.key_dim);
     tap(x, "shrinkage", t->shrink, t->hw);
@@ -612,58 +876,57 @@ static void part_segment(cx *x, int update_sensory) {
     tap(x, "fused_readout", fused, (int64_t)O * hw * E);
     ck_tensor p16 = object_transformer(x, fused);
     tap(x, "readout", p16, (int64_t)O * hw * E);
-    /* decoder (MaskDecoder.forward) */
-    const int U0 = c->up_dims[0], U1 = c->up_dims[1], U2 = c->up_dims[2];
+    /* decoder (MaskDecoder.forward); the sensory update's inputs pooled to stride 16 */
+    const int U1 = c->up_dims[1], U2 = c->up_dims[2];
     const int H8 = t->Hp / 8, W8 = t->Wp / 8, H4 = t->Hp / 4, W4 = t->Wp / 4;
     const int64_t n8 = (int64_t)H8 * W8, n4 = (int64_t)H4 * W4;
-    ck_tensor s8 = A(x, n8 * U0, "dec.s8");
-    conv(x, &m->dec_f8, 1, H8, W8, t->f8, s8, 0);
-    ck_tensor g8 = A(x, O * n8 * U0, "dec.g8");
-    OP(x, resize_bilinear, p16, O, t->h, t->w, U0, s8, H8, W8, g8);
-    R(x, s8);
-    ck_tensor p8 = A(x, O * n8 * U1, "dec.p8"), tt = A(x, O * n8 * U1, "dec.t8");
-    if (m->up1_has_down)
-        conv(x, &m->up1_down, O, H8, W8, g8, p8, 0);
-    else
-        OP(x, copy_channels, g8, O * n8, U1, U0, p8, U1);
-    conv(x, &m->up1_c1, O, H8, W8, g8, tt, CK_CONV_RELU_IN);
-    conv(x, &m->up1_c2, O, H8, W8, tt, p8, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
-    R(x, tt);
-    R(x, g8);
-    tap(x, "dec_p8", p8, O * n8 * U1);
-    ck_tensor s4 = A(x, n4 * U1, "dec.s4");
-    conv(x, &m->dec_f4, 1, H4, W4, t->f4, s4, 0);
-    ck_tensor g4 = A(x, O * n4 * U1, "dec.g4");
-    OP(x, resize_bilinear, p8, O, H8, W8, U1, s4, H4, W4, g4);
-    R(x, s4);
-    ck_tensor p4 = A(x, O * n4 * (U2 + 1), "dec.p4"), t4 = A(x, O * n4 * U2, "dec.t4");
-    if (m->up2_has_down)
-        conv_ld(x, &m->up2_down, O, H4, W4, g4, 0, p4, U2 + 1, 0);
-    else
-        OP(x, copy_channels, g4, O * n4, U2, U1, p4, U2 + 1);
-    conv(x, &m->up2_c1, O, H4, W4, g4, t4, CK_CONV_RELU_IN);
-    conv_ld(x, &m->up2_c2, O, H4, W4, t4, 0, p4, U2 + 1, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
-    R(x, t4);
-    R(x, g4);
-    conv_ld(x, &m->pred, O, H4, W4, p4, U2 + 1, at(p4, U2), U2 + 1, CK_CONV_RELU_IN);
-    ck_tensor lg = A(x, O * n4, "dec.logits");
-    OP(x, copy_channels, at(p4, U2), O * n4, 1, U2 + 1, lg, 1);
+    ck_tensor lg = A(x, O * n4, "dec.logits"), a8 = none, a4 = none;
+    if (update_sensory) a8 = A(x, (int64_t)O * hw * U1, "dec.su8"), a4 = A(x, (int64_t)O * hw * (U2 + 1), "dec.su4");
+    if (t->bands[1] > 1) {
+        decoder_bands(x, p16, lg, a8, a4);
+    } else {
+        const int U0 = c->up_dims[0];
+        ck_tensor g8 = A(x, O * n8 * U0, "dec.g8");
+        OP(x, resize_bilinear, p16, O, t->h, t->w, U0, t->dec8, H8, W8, g8);
+        ck_tensor p8 = A(x, O * n8 * U1, "dec.p8"), tt = A(x, O * n8 * U1, "dec.t8");
+        if (m->up1_has_down)
+            conv(x, &m->up1_down, O, H8, W8, g8, p8, 0);
+        else
+            OP(x, copy_channels, g8, O * n8, U1, U0, p8, U1);
+        conv(x, &m->up1_c1, O, H8, W8, g8, tt, CK_CONV_RELU_IN);
+        conv(x, &m->up1_c2, O, H8, W8, tt, p8, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+        R(x, tt);
+        R(x, g8);
+        tap(x, "dec_p8", p8, O * n8 * U1);
+        if (update_sensory) OP(x, avgpool, p8, O, H8, W8, U1, 2, a8, 0);
+        ck_tensor g4 = A(x, O * n4 * U1, "dec.g4");
+        OP(x, resize_bilinear, p8, O, H8, W8, U1, t->dec4, H4, W4, g4);
+        R(x, p8);
+        ck_tensor p4 = A(x, O * n4 * (U2 + 1), "dec.p4"), t4 = A(x, O * n4 * U2, "dec.t4");
+        if (m->up2_has_down)
+            conv_ld(x, &m->up2_down, O, H4, W4, g4, 0, p4, U2 + 1, 0);
+        else
+            OP(x, copy_channels, g4, O * n4, U2, U1, p4, U2 + 1);
+        conv(x, &m->up2_c1, O, H4, W4, g4, t4, CK_CONV_RELU_IN);
+        conv_ld(x, &m->up2_c2, O, H4, W4, t4, 0, p4, U2 + 1, CK_CONV_RELU_IN | CK_CONV_ACCUMULATE);
+        R(x, t4);
+        R(x, g4);
+        conv_ld(x, &m->pred, O, H4, W4, p4, U2 + 1, at(p4, U2), U2 + 1, CK_CONV_RELU_IN);
+        OP(x, copy_channels, at(p4, U2), O * n4, 1, U2 + 1, lg, 1);
+        if (update_sensory) OP(x, avgpool, p4, O, H4, W4, U2 + 1, 4, a4, 0);
+        R(x, p4);
+    }
     tap(x, "dec_logits", lg, O * n4);
     if (update_sensory) { /* SensoryUpdater: g16(p16) + g8(area/2 p8) + g4(area/4 [p4, logits]) */
         ck_tensor scat = A(x, (int64_t)O * hw * 2 * CS, "dec.su_cat");
         conv_ld(x, &m->su_g16, O, t->h, t->w, p16, 0, scat, 2 * CS, 0);
-        ck_tensor a8 = A(x, (int64_t)O * hw * U1, "dec.su8");
-        OP(x, avgpool, p8, O, H8, W8, U1, 2, a8, 0);
         conv_ld(x, &m->su_g8, O, t->h, t->w, a8, 0, scat, 2 * CS, CK_CONV_ACCUMULATE);
-        R(x, a8);
-        ck_tensor a4 = A(x, (int64_t)O * hw * (U2 + 1), "dec.su4");
-        OP(x, avgpool, p4, O, H4, W4, U2 + 1, 4, a4, 0);
         conv_ld(x, &m->su_g4, O, t->h, t->w, a4, 0, scat, 2 * CS, CK_CONV_ACCUMULATE);
-        R(x, a4);
         sensory_gru(x, &m->su_transform, CS, scat);
         R(x, scat);
+        R(x, a4), R(x, a8);
     }
-    R(x, p4), R(x, p8), R(x, p16);
+    R(x, p16);
     /* probabilities: softmax(up4(aggregate(sigmoid(logits)))) */
     ck_tensor ag = A(x, (O + 1) * n4, "dec.agg");
     OP(x, aggregate, lg, O, n4, ag);
@@ -683,11 +946,7 @@ static void part_memorize(cx *x) {
     const int Q = c->num_queries;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, np = (int64_t)O * hw;
     ck_tensor masks = at(t->prob, HWp);
-    ck_tensor xin = A(x, O * HWp * 5, "mem.input");
-    for (int o = 0; o < O; o++) OP(x, copy_channels, t->img, HWp, 3, 3, at(xin, o * HWp * 5), 5);
-    OP(x, masks_with_others, masks, O, HWp, at(xin, 3), 5);
-    ck_tensor mf = A(x, np * m->mask_enc.dims[2], "mem.feat");
-    resnet(x, &m->mask_enc, O, t->Hp, t->Wp, xin, 1, none, none, mf);
+    ck_tensor mf = trunk(x, &m->mask_enc, O, t->Hp, t->Wp, t->img, 1, masks, t->bands[2]);
     tap(x, "mask_feat", mf, np * m->mask_enc.dims[2]);
     ck_tensor cat = A(x, np * (CV + CS), "mem.cat");
     ck_tensor value = A(x, np * CV, "mem.value");
@@ -1043,6 +1302,7 @@ static ckey_status tracker_shape(ckey_tracker *t, const ckey_track_model *m, int
         }
     }
     t->ti = -1;
+    t->bands[0] = t->bands[1] = t->bands[2] = 1;
     /* the frames after a memory frame that update the sensory memory */
     if (o.stagger_updates >= o.mem_every) {
         t->nstagger = CK_MIN(o.mem_every, 64);
@@ -1072,25 +1332,23 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
     const int Om = t->o.max_objects;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
     const int64_t nbmax = t->lt ? 1 : Om; /* buckets: each brings an object at least */
+    const int resize = t->Hi != t->H0 || t->Wi != t->W0;
     const fixed_buf tab[] = {
-        {&t->raw, (int64_t)t->H0 * t->W0 * 3, FX_FRAME},
-        {&t->resized, (int64_t)t->Hi * t->Wi * 3, FX_FRAME},
+        {&t->raw, resize ? (int64_t)t->H0 * t->W0 * 3 : 0, FX_FRAME},
+        {&t->resized, resize ? (int64_t)t->Hi * t->Wi * 3 : 0, FX_FRAME},
         {&t->img, HWp * 3, FX_FRAME},
-        {&t->f4, HWp / 16 * c->ms_dims[2], FX_FRAME},
-        {&t->f8, HWp / 64 * c->ms_dims[1], FX_FRAME},
-        {&t->f16, hw * c->ms_dims[0], FX_FRAME},
+        {&t->dec4, HWp / 16 * c->up_dims[1], FX_FRAME},
+        {&t->dec8, HWp / 64 * c->up_dims[0], FX_FRAME},
         {&t->pix, hw * c->pixel_dim, FX_FRAME},
         {&t->key, hw * c->key_dim, FX_FRAME},
         {&t->shrink, hw, FX_FRAME},
         {&t->sel, hw * c->key_dim, FX_FRAME},
         {&t->prob, (Om + 1) * HWp, FX_FRAME},
-        {&t->onehot, Om * HWp, FX_FRAME},
         {&t->sensory, Om * hw * c->sensory_dim, FX_SENSORY},
         {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1), FX_SENSORY},
         {&t->mk, (t->wbase + t->cap * nbmax) * c->key_dim, FX_BANK},
         {&t->ms, t->wbase + t->cap * nbmax, FX_BANK},
         {&t->mv, (t->wbase + t->cap) * Om * c->value_dim, FX_BANK},
-        {&t->crop, (Om + 1) * (int64_t)t->Hi * t->Wi, FX_FRAME},
         {&t->wsel, t->lt ? t->cap * c->key_dim : 0, FX_BANK},
         {&t->wuse, t->lt ? t->cap : 0, FX_BANK},
         {&t->wlife, t->lt ? t->cap : 0, FX_BANK},
@@ -1267,6 +1525,62 @@ ckey_status ck_tracker_create_staged(const ckey_track_model *m, int32_t width, i
 
 static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err);
 
+/* What lies in the arena between the parts: a mask's logits [max_objects,
+ * Hp, Wp] and the cropped result [max_objects + 1, Hi, Wi]. */
+static size_t between_parts_bytes(const ckey_tracker *t) {
+    const int64_t Om = t->o.max_objects;
+    return CK_MAX(fixed_bytes((Om + 1) * (int64_t)t->Hi * t->Wi), fixed_bytes(Om * (int64_t)t->Hp * t->Wp));
+}
+
+/* One part's arena, recorded with no op table (the plan left freed). */
+static ckey_status part_arena(ckey_tracker *t, int part, size_t *bytes, ckey_error *err) {
+    ckey_status st = ck_plan_create(&t->plan[part], err);
+    if (!st) {
+        ck_plan_begin_record(t->plan[part]);
+        run_part(t, part, 0);
+        st = ck_plan_finish(t->plan[part], err);
+    }
+    *bytes = st ? 0 : ck_plan_arena_bytes(t->plan[part]);
+    ck_plan_free(t->plan[part]);
+    t->plan[part] = NULL;
+    return st;
+}
+
+/* The row bands of the pixel encoder, the decoder and the mask encoder
+ * (t->bands), planned for max_objects objects: one (whole maps) while the
+ * part's arena fits CUTIE_ARENA_BUDGET, else the fewest that make it fit,
+ * as long as one more band still lowers it, and bands of 4 stride-16 rows
+ * at least (a band recomputes a halo of rows on each side). */
+#define CUTIE_ARENA_BUDGET ((size_t)384 << 20)
+static ckey_status choose_bands(ckey_tracker *t, ckey_error *err) {
+    if (t->force_bands) return CKEY_OK;
+    static const int parts[3] = {PART_ENCODE, PART_SEGMENT_UPDATE, PART_MEMORIZE};
+    const int O = t->O, nb = t->nb, bno = t->bno[0], most = CK_MAX(t->h / 4, 1);
+    t->O = t->o.max_objects, t->nb = 1, t->bno[0] = t->O;
+    ckey_status st = CKEY_OK;
+    for (int i = 0; i < 3 && !st; i++) {
+        size_t cur = 0, next = 0;
+        t->bands[i] = 1;
+        st = part_arena(t, parts[i], &cur, err);
+        while (!st && cur > CUTIE_ARENA_BUDGET && t->bands[i] < most) {
+            t->bands[i]++;
+            if ((st = part_arena(t, parts[i], &next, err))) break;
+            if (next + next / 64 >= cur) { /* no lower */
+                t->bands[i]--;
+                break;
+            }
+            cur = next;
+        }
+    }
+    t->O = O, t->nb = nb, t->bno[0] = bno;
+    return st;
+}
+
+void ck_tracker_set_bands(ckey_tracker *t, int encode, int decode, int memorize) {
+    t->bands[0] = CK_MAX(encode, 1), t->bands[1] = CK_MAX(decode, 1), t->bands[2] = CK_MAX(memorize, 1);
+    t->force_bands = 1;
+}
+
 /* The parts' plans for t->O objects, recorded with no op table (t's fixed
  * buffers may be NULL: nothing is read or written), and the shared arena's
  * size: the largest part's, plus the slack plan_parts allocates. */
@@ -1280,7 +1594,7 @@ static ckey_status record_parts(ckey_tracker *t, size_t *arena, ckey_error *err)
         if ((st = ck_plan_finish(t->plan[p], err))) return st;
         *arena = CK_MAX(*arena, ck_plan_arena_bytes(t->plan[p]));
     }
-    *arena += 64;
+    *arena = CK_MAX(*arena, between_parts_bytes(t)) + 64;
     return CKEY_OK;
 }
 
@@ -1340,7 +1654,8 @@ static ckey_status track_plan(const ckey_track_model *m, int32_t width, int32_t 
         t->O = first_objects > 0 && first_objects < t->o.max_objects ? first_objects : t->o.max_objects;
         t->nb = 1, t->bno[0] = t->O;
         size_t own = 0;
-        st = grown_arena(t, &arena, err);
+        st = choose_bands(t, err);
+        if (!st) st = grown_arena(t, &arena, err);
         if (!st) st = record_parts(t, &own, err);
         arena = CK_MAX(arena, own);
     }
@@ -1413,12 +1728,13 @@ static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err) 
 /* Plans of the parts for O objects and their shared arena (the first frame). */
 static ckey_status plan_parts(ckey_tracker *t, ckey_error *err) {
     size_t arena = 0, own = 0;
-    ckey_status st = grown_arena(t, &arena, err);
-    if (st || (st = record_parts(t, &own, err))) return st;
+    ckey_status st = choose_bands(t, err);
+    if (st || (st = grown_arena(t, &arena, err)) || (st = record_parts(t, &own, err))) return st;
     arena = CK_MAX(arena, own);
     t->arena = t->bi->mem_alloc(t->be, arena);
     if (!t->arena) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for a %.1f MiB arena", arena / 1048576.0);
     t->arena_bytes = arena;
+    t->onehot = t->crop = ck_tensor_of(t->arena, CK_F32);
     return CKEY_OK;
 }
 

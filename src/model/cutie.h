@@ -96,6 +96,11 @@ struct ckey_track_model {
 typedef void (*ck_cutie_tap_fn)(void *user, int frame, const char *name, const float *data, int64_t n);
 void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
 
+/* Test hook: run the pixel encoder, the decoder and the mask encoder in
+ * these numbers of row bands (at least 1; at most the stride-16 rows)
+ * instead of the arena budget's choice; before the first step. */
+void ck_tracker_set_bands(ckey_tracker *t, int encode, int decode, int memorize);
+
 /* Test hook: ckey_tracker_create with the device path's host side on any
  * backend: the weights copied into one block of backend memory and viewed
  * through a copy of the model, the frame and masks staged on the host and

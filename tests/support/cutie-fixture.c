@@ -523,3 +523,59 @@ void ck_cutie_run_newobj(int32_t device, int staged) {
     ckey_track_model_free(m);
     ck_checkpoint_close(no), ck_checkpoint_close(clip);
 }
+
+/* Row bands (ck_tracker_set_bands) against whole maps: the fixture clip
+ * scaled up 2 x 4 (226 x 196: 13 stride-16 rows) with its two objects,
+ * through memory frames and sensory updates; the pixel encoder, the decoder
+ * and the mask encoder in several bands, down to a stride-16 row each. */
+void ck_cutie_run_bands(int32_t device, double bar) {
+    ck_checkpoint *clip = NULL;
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_checkpoint_close(clip);
+        SKIP("%s", err.message);
+    }
+    const ck_tensor_info *tf = ck_checkpoint_find(clip, "frames"), *tm = ck_checkpoint_find(clip, "mask0");
+    REQUIRE(tf && tm);
+    const int T = (int)tf->shape[0], H0 = (int)tf->shape[2], W0 = (int)tf->shape[3], W = 2 * W0, H = 4 * H0;
+    const int64_t HW0 = (int64_t)H0 * W0, HW = (int64_t)H * W;
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.device = device, o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3, o.stagger_updates = 1, o.max_objects = 2;
+    enum { RUNS = 4, FRAMES = 8 };
+    static const int bands[RUNS][3] = {{1, 1, 1}, {2, 3, 2}, {5, 4, 3}, {13, 13, 13}};
+    float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob[RUNS];
+    uint8_t *lab = malloc((size_t)HW);
+    for (int r = 0; r < RUNS; r++) prob[r] = malloc((size_t)FRAMES * 3 * HW * sizeof(float));
+    REQUIRE(rgb && lab && prob[RUNS - 1]);
+    for (int64_t p = 0; p < HW; p++) lab[p] = tm->data[(p / W / 4) * W0 + (p % W) / 2];
+    const uint8_t objects[2] = {1, 2};
+    for (int r = 0; r < RUNS; r++) {
+        ckey_tracker *t = NULL;
+        REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+        ck_tracker_set_bands(t, bands[r][0], bands[r][1], bands[r][2]);
+        for (int f = 0; f < FRAMES; f++) {
+            const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW0;
+            for (int64_t p = 0; p < HW; p++)
+                for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)fr[c * HW0 + (p / W / 4) * W0 + (p % W) / 2] / 255.0f;
+            if (ckey_tracker_step(t, rgb, f ? NULL : lab, f ? 0 : 2, objects, prob[r] + (size_t)f * 3 * HW, &err)) {
+                CHECKF(0, "bands %d %d %d, frame %d: %s", bands[r][0], bands[r][1], bands[r][2], f, err.message);
+                break;
+            }
+        }
+        ckey_tracker_free(t);
+    }
+    for (int r = 1; r < RUNS; r++) {
+        double worst = 0;
+        for (int64_t i = 0; i < (int64_t)FRAMES * 3 * HW; i++) worst = fmax(worst, fabs((double)prob[r][i] - prob[0][i]));
+        printf("  %d x %d, bands %d %d %d (pixel encoder, decoder, mask encoder): %d frames' probabilities within %.2e of "
+               "whole maps'\n", W, H, bands[r][0], bands[r][1], bands[r][2], FRAMES, worst);
+        CHECKF(worst <= bar, "bands %d %d %d differ by %.2e", bands[r][0], bands[r][1], bands[r][2], worst);
+    }
+    for (int r = 0; r < RUNS; r++) free(prob[r]);
+    free(rgb), free(lab);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(clip);
+}
