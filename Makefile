@@ -118,6 +118,8 @@ LIB_SRC  := $(sort $(wildcard src/core/*.c src/ckpt/*.c src/media/*.c src/pixel/
 PROG_SRC := $(sort $(wildcard programs/ckey/*.c))
 TEST_SRC := $(sort $(wildcard tests/test-*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
+# tests/support/*.c: the tests' shared code, linked into each of them
+TEST_SUPPORT := testutil clip cutie-fixture memread-ref
 # bench/benchutil.c is the benchmarks' shared code, linked into each of them
 BENCH_SRC := $(filter-out bench/benchutil.c,$(sort $(wildcard bench/*.c)))
 
@@ -152,7 +154,7 @@ $(1)/libckey.a: $$(patsubst %.c,$(1)/obj/%.o,$$(LIB_SRC)) $$(patsubst %.cu,$(1)/
 	ar rcs $$@ $$^
 $(1)/ckey: $$(patsubst %.c,$(1)/obj/%.o,$$(PROG_SRC)) $(1)/libckey.a
 	$$(CC) $(2) $$^ -o $$@ $$($(or $(4),LIBS))
-$(1)/tests/%: $(1)/obj/tests/%.o $(1)/obj/tests/support/testutil.o $(1)/obj/tests/support/clip.o $(1)/obj/tests/support/cutie-fixture.o $(1)/libckey.a
+$(1)/tests/%: $(1)/obj/tests/%.o $$(addprefix $(1)/obj/tests/support/,$$(addsuffix .o,$$(TEST_SUPPORT))) $(1)/libckey.a
 	@mkdir -p $$(dir $$@)
 	$$(CC) $(2) $$^ -o $$@ $$(LIBS)
 # test-cli also checks the CLI's SHA-256 against known vectors

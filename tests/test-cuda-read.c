@@ -1,8 +1,9 @@
 /* Cutie's memory read on CUDA (src/cuda/memory-read.cu, backend/ops.h
  * memory_read) against an unfused reference of the official computation
  * (similarity column, full sort, top-k softmax, readout) in double
- * precision and against the CPU backend's fused op (itself checked against
- * that reference by tests/test-cutie-read.c), on the boundary cases: with
+ * precision (support/memread-ref.h) and against the CPU backend's fused
+ * op (itself checked against that reference by tests/test-cutie-read.c),
+ * on the boundary cases: with
  * and without selection and shrinkage, top_k 1, 64 / 65 (the heaps in
  * shared / device memory), N - 1, N, above N, 0 and -1, N = 1, sizes off
  * the 64 x 64 tiles, more query tiles than CTAs, ties, similarities far
@@ -18,138 +19,8 @@
 #include "cpu/cpu.h"
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
+#include "support/memread-ref.h"
 #include "support/testutil.h"
-
-typedef struct {
-    const char *name;
-    int64_t N, HW;
-    int CK, C, top_k;
-    float *mk, *ms, *qk, *qe, *mv; /* ms, qe: NULL when absent */
-} rcase;
-
-/* ------------------------------------------------------------ data */
-
-static uint64_t next(uint64_t *st) {
-    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
-    return *st;
-}
-
-static float unif(uint64_t *st, float lo, float hi) {
-    return lo + (hi - lo) * (float)((next(st) >> 40) * (1.0 / 16777216.0));
-}
-
-static void case_alloc(rcase *c, const char *name, int64_t N, int64_t HW, int CK, int C, int top_k, int sel,
-                       int shr) {
-    memset(c, 0, sizeof *c);
-    c->name = name, c->N = N, c->HW = HW, c->CK = CK, c->C = C, c->top_k = top_k;
-    c->mk = malloc((size_t)(N * CK) * sizeof(float));
-    c->qk = malloc((size_t)(HW * CK) * sizeof(float));
-    c->mv = malloc((size_t)(N * C) * sizeof(float));
-    c->ms = shr ? malloc((size_t)N * sizeof(float)) : NULL;
-    c->qe = sel ? malloc((size_t)(HW * CK) * sizeof(float)) : NULL;
-}
-
-/* Cutie-like data: keys in [-1, 1], shrinkage d^2 + 1, selection sigmoid. */
-static void case_random(rcase *c, uint64_t seed) {
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = unif(&st, -1, 1);
-    for (int64_t i = 0; i < c->HW * c->CK; i++) c->qk[i] = unif(&st, -1, 1);
-    for (int64_t i = 0; i < c->N * c->C; i++) c->mv[i] = unif(&st, -1, 1);
-    if (c->ms)
-        for (int64_t n = 0; n < c->N; n++) {
-            const float x = unif(&st, -1, 1);
-            c->ms[n] = x * x + 1;
-        }
-    if (c->qe)
-        for (int64_t i = 0; i < c->HW * c->CK; i++) c->qe[i] = 1.0f / (1.0f + expf(-unif(&st, -3, 3)));
-}
-
-/* Data whose similarities are exact in fp32 in any summation order: keys
- * small integers, selection quarters, shrinkage 1, 2 or 4, CK 16 (sqrt 4).
- * Distinct similarities are then at least 1/16 apart, so no query is
- * ambiguous at the top-k boundary, and equal ones tie exactly. */
-static void case_integer(rcase *c, uint64_t seed) {
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = (float)((int)(next(&st) % 7) - 3);
-    for (int64_t i = 0; i < c->HW * c->CK; i++) c->qk[i] = (float)((int)(next(&st) % 7) - 3);
-    for (int64_t i = 0; i < c->N * c->C; i++) c->mv[i] = unif(&st, -1, 1);
-    if (c->ms)
-        for (int64_t n = 0; n < c->N; n++) c->ms[n] = (float)(1 << (next(&st) % 3));
-    if (c->qe)
-        for (int64_t i = 0; i < c->HW * c->CK; i++) c->qe[i] = (float)(1 + next(&st) % 4) * 0.25f;
-}
-
-static void case_free(rcase *c) { free(c->mk), free(c->ms), free(c->qk), free(c->qe), free(c->mv); }
-
-/* ------------------------------------------------------------ reference */
-
-typedef struct {
-    double v;
-    int64_t n;
-} ranked;
-
-static int rank_low_first(const void *a, const void *b) { /* the op's tie rule */
-    const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? -1 : 1;
-    return (x->n > y->n) - (x->n < y->n);
-}
-
-static int rank_high_first(const void *a, const void *b) { /* a rule the op must not follow */
-    const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? -1 : 1;
-    return (x->n < y->n) - (x->n > y->n);
-}
-
-/* The kept count of a read: with usage min(top_k, N) on the top-k path
- * (the same weights as the softmax over all N when top_k >= N). */
-static int64_t kept_of(const rcase *c) { return c->top_k <= 0 || c->top_k >= c->N ? c->N : c->top_k; }
-
-/* Query q of the official computation in double: out [C], usage [N] += the
- * weights (when given). Returns whether the k-th and (k+1)-th similarities
- * are distinct but within fp32 rounding of each other (2e-6 of the terms'
- * size): then the kept set is not determined by an fp32 computation.
- * s, mag [N] and r [N] are the caller's work arrays. */
-static int ref_query(const rcase *c, int64_t q, int (*order)(const void *, const void *), double *out,
-                     double *usage, double *s, double *mag, ranked *r) {
-    const int CK = c->CK;
-    const int64_t N = c->N, k = kept_of(c);
-    const float *kq = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
-    double b_sq = 0;
-    if (e)
-        for (int ch = 0; ch < CK; ch++) b_sq += (double)e[ch] * kq[ch] * kq[ch];
-    for (int64_t n = 0; n < N; n++) {
-        const float *m = c->mk + n * CK;
-        double a_sq = 0, two_ab = 0;
-        for (int ch = 0; ch < CK; ch++) {
-            const double w = e ? e[ch] : 1.0;
-            a_sq += (double)m[ch] * m[ch] * w;
-            two_ab += (double)m[ch] * kq[ch] * w;
-        }
-        two_ab *= 2;
-        const double v = e ? -a_sq + two_ab - b_sq : -a_sq + two_ab;
-        double sc = 1.0 / sqrt((double)CK);
-        if (c->ms) sc *= c->ms[n];
-        s[n] = v * sc;
-        mag[n] = (fabs(a_sq) + fabs(two_ab) + fabs(b_sq)) * fabs(sc);
-        r[n].v = s[n], r[n].n = n;
-    }
-    qsort(r, (size_t)N, sizeof *r, order);
-    int amb = 0;
-    if (k < N) {
-        const double gap = r[k - 1].v - r[k].v, tol = 2e-6 * fmax(mag[r[k - 1].n], mag[r[k].n]);
-        amb = gap != 0 && gap <= tol;
-    }
-    double sum = 0;
-    for (int64_t j = 0; j < k; j++) sum += exp(r[j].v - r[0].v);
-    for (int ch = 0; ch < c->C; ch++) out[ch] = 0;
-    for (int64_t j = 0; j < k; j++) {
-        const double w = exp(r[j].v - r[0].v) / sum;
-        const float *v = c->mv + r[j].n * c->C;
-        for (int ch = 0; ch < c->C; ch++) out[ch] += w * v[ch];
-        if (usage) usage[r[j].n] += w;
-    }
-    return amb;
-}
 
 /* ------------------------------------------------------------ the ops */
 
@@ -172,7 +43,7 @@ typedef struct {
     size_t scratch_bytes;
 } dcase;
 
-static int dcase_up(dcase *d, const rcase *c, int usage) {
+static int dcase_up(dcase *d, const mr_case *c, int usage) {
     memset(d, 0, sizeof *d);
     d->mk = to_device(c->mk, (size_t)(c->N * c->CK));
     d->qk = to_device(c->qk, (size_t)(c->HW * c->CK));
@@ -195,7 +66,7 @@ static void dcase_free(dcase *d) {
 }
 
 /* The CUDA read into host out [HW, C] (and usage [N] when given). */
-static ckey_status cuda_read(const rcase *c, dcase *d, float *out, float *usage, ckey_error *err) {
+static ckey_status cuda_read(const mr_case *c, dcase *d, float *out, float *usage, ckey_error *err) {
     ckey_status s = ck_cuda_memory_read(d->mk, d->ms, d->qk, d->qe, c->N, c->HW, c->CK, d->mv, c->C, c->top_k, d->out,
                                         usage ? d->usage : NULL, d->scratch, d->scratch_bytes, NULL, err);
     if (!s) s = ck_cuda_sync(err);
@@ -205,7 +76,7 @@ static ckey_status cuda_read(const rcase *c, dcase *d, float *out, float *usage,
 }
 
 /* The CPU backend's op on a pool of `threads`. */
-static void cpu_read(const rcase *c, int threads, float *out, float *usage) {
+static void cpu_read(const mr_case *c, int threads, float *out, float *usage) {
     ck_pool *pool = NULL;
     if (ck_pool_create(threads, &pool, NULL) != CKEY_OK) {
         memset(out, 0xFF, (size_t)(c->HW * c->C) * sizeof(float)); /* NaN: the comparison fails */
@@ -215,10 +86,10 @@ static void cpu_read(const rcase *c, int threads, float *out, float *usage) {
     memset(&be, 0, sizeof be);
     be.pool = pool;
     be.threads = ck_pool_size(pool);
-    be.per_thread = ck_cpu_memory_read_floats(c->N, c->CK, usage ? (int)kept_of(c) : c->top_k);
+    be.per_thread = ck_cpu_memory_read_floats(c->N, c->CK, usage ? (int)mr_kept(c) : c->top_k);
     be.scratch = malloc(be.per_thread * (size_t)be.threads * sizeof(float));
     if (usage) {
-        be.mr_pairs_floats = ck_cpu_memory_read_pairs_floats(c->HW, (int)kept_of(c));
+        be.mr_pairs_floats = ck_cpu_memory_read_pairs_floats(c->HW, (int)mr_kept(c));
         be.mr_pairs = malloc(be.mr_pairs_floats * sizeof(float));
     }
     const ck_tensor none = ck_tensor_of(NULL, CK_F32);
@@ -230,7 +101,7 @@ static void cpu_read(const rcase *c, int threads, float *out, float *usage) {
     ck_pool_free(pool);
 }
 
-static double vmax_of(const rcase *c) {
+static double vmax_of(const mr_case *c) {
     double m = 0;
     for (int64_t i = 0; i < c->N * c->C; i++) m = fmax(m, fabs(c->mv[i]));
     return m > 0 ? m : 1;
@@ -254,7 +125,7 @@ typedef struct {
  * error; a query that differs by more than 1e-5 of max |mv| must be one the
  * reference calls ambiguous). With usage, usage vs both (relative to the
  * largest count, bar 1e-4). Prints one line. Returns the worst relative error. */
-static double check_case(const rcase *c, copts o) {
+static double check_case(const mr_case *c, copts o) {
     const size_t no = (size_t)(c->HW * c->C);
     float *got = malloc(no * sizeof(float)), *cpu = malloc(no * sizeof(float));
     float *ug = o.usage ? malloc((size_t)c->N * sizeof(float)) : NULL;
@@ -262,7 +133,7 @@ static double check_case(const rcase *c, copts o) {
     double *uref = o.usage ? calloc((size_t)c->N, sizeof(double)) : NULL;
     double *row = malloc((size_t)c->C * sizeof(double)), *s = malloc((size_t)c->N * sizeof(double)),
            *mag = malloc((size_t)c->N * sizeof(double));
-    ranked *r = malloc((size_t)c->N * sizeof(ranked));
+    mr_ranked *r = malloc((size_t)c->N * sizeof(mr_ranked));
     unsigned char *amb = calloc((size_t)c->HW, 1);
     dcase d;
     ckey_error err = {0};
@@ -283,7 +154,7 @@ static double check_case(const rcase *c, copts o) {
     for (int64_t q = 0; q < c->HW; q++) {
         /* usage needs every query's weights; else every `every`-th and the last */
         if (!o.usage && q % o.every != 0 && q != c->HW - 1) continue;
-        amb[q] = (unsigned char)ref_query(c, q, rank_low_first, row, uref, s, mag, r);
+        amb[q] = (unsigned char)mr_ref_query(c, q, mr_rank_low_first, row, uref, s, mag, r);
         n_ref++;
         if (amb[q] && !o.exact) {
             n_amb++;
@@ -306,7 +177,7 @@ static double check_case(const rcase *c, copts o) {
         }
         n_off++;
         if (!(o.usage || q % o.every == 0 || q == c->HW - 1)) /* not looked at yet */
-            amb[q] = (unsigned char)ref_query(c, q, rank_low_first, row, NULL, s, mag, r);
+            amb[q] = (unsigned char)mr_ref_query(c, q, mr_rank_low_first, row, NULL, s, mag, r);
         if (!amb[q] || o.exact) {
             if (bad_q < 0) bad_q = q;
             e_cpu = fmax(e_cpu, eq);
@@ -412,12 +283,12 @@ static void test_boundaries(void) {
     };
     double worst = 0;
     for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
-        rcase c;
-        case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].CK, cs[i].C, cs[i].top_k, cs[i].sel, cs[i].shr);
-        case_random(&c, 100 + i);
+        mr_case c;
+        mr_case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].CK, cs[i].C, cs[i].top_k, cs[i].sel, cs[i].shr);
+        mr_case_random(&c, 100 + i);
         copts o = {0, 0, c.HW > 5000 ? 37 : 1};
         worst = fmax(worst, check_case(&c, o));
-        case_free(&c);
+        mr_case_free(&c);
     }
     printf("  worst relative error vs the reference: %.2e\n", worst);
 }
@@ -443,9 +314,9 @@ static void test_ties(void) {
                 char name[64];
                 snprintf(name, sizeof name, "ties, top_k %d%s%s%s", ks[ki], sel ? "" : ", no qe", shr ? "" : ", no ms",
                          big ? ", split" : "");
-                rcase c;
-                case_alloc(&c, name, N, HW, CK, C, ks[ki], sel, shr);
-                case_random(&c, 7);
+                mr_case c;
+                mr_case_alloc(&c, name, N, HW, CK, C, ks[ki], sel, shr);
+                mr_case_random(&c, 7);
                 for (int64_t n = 0; n < N; n++) {
                     float *m = c.mk + n * CK;
                     const int top = n % 50 == 7, tied = !top && n % 11 == 0;
@@ -464,27 +335,27 @@ static void test_ties(void) {
                     float *got = malloc((size_t)(HW * C) * sizeof(float));
                     double *row = malloc(C * sizeof(double)), *s = malloc(N * sizeof(double)),
                            *mag = malloc(N * sizeof(double));
-                    ranked *r = malloc(N * sizeof(ranked));
+                    mr_ranked *r = malloc(N * sizeof(mr_ranked));
                     dcase d;
                     ckey_error err;
                     REQUIRE(dcase_up(&d, &c, 0) && cuda_read(&c, &d, got, NULL, &err) == CKEY_OK);
                     double e = 0;
                     for (int64_t q = 0; q < HW; q++) {
-                        ref_query(&c, q, rank_high_first, row, NULL, s, mag, r);
+                        mr_ref_query(&c, q, mr_rank_high_first, row, NULL, s, mag, r);
                         for (int ch = 0; ch < C; ch++) e = fmax(e, absdiff(got[q * C + ch], row[ch]));
                     }
                     CHECKF(e > 1e-3, "%s: keeping the highest positions gives the same (%.3e)", name, e);
                     dcase_free(&d);
                     free(got), free(row), free(s), free(mag), free(r);
                 }
-                case_free(&c);
+                mr_case_free(&c);
             }
     /* every similarity equal: top_k 30 keeps positions 0..29 (top_k 100 in
      * device memory, 0..99), out = their mean */
     for (int i = 0; i < 2; i++) {
         const int k = i ? 100 : 30;
-        rcase c;
-        case_alloc(&c, "all equal", 300, 9, 4, 1, k, 1, 1);
+        mr_case c;
+        mr_case_alloc(&c, "all equal", 300, 9, 4, 1, k, 1, 1);
         for (int64_t j = 0; j < 300 * 4; j++) c.mk[j] = 0.5f;
         for (int64_t n = 0; n < 300; n++) c.ms[n] = 2, c.mv[n] = (float)n;
         for (int64_t j = 0; j < 9 * 4; j++) c.qk[j] = 0.25f, c.qe[j] = 0.75f;
@@ -498,7 +369,7 @@ static void test_ties(void) {
         printf("  all similarities equal, top_k %3d: max abs err %.2e from the mean of positions 0..%d\n", k, e, k - 1);
         CHECKF(e <= 1e-5 * 300, "all equal, top_k %d: off the mean %.1f by %.3e", k, want, e);
         dcase_free(&d);
-        case_free(&c);
+        mr_case_free(&c);
     }
 }
 
@@ -513,19 +384,19 @@ static void test_large_magnitudes(void) {
         for (int dense = 0; dense < 2; dense++) {
             char name[64];
             snprintf(name, sizeof name, "large, %s%s", sel ? "s < -104" : "s > 88.8", dense ? ", all N" : "");
-            rcase c;
-            case_alloc(&c, name, N, HW, CK, C, dense ? 0 : 30, sel, 1);
-            case_random(&c, 11);
+            mr_case c;
+            mr_case_alloc(&c, name, N, HW, CK, C, dense ? 0 : 30, sel, 1);
+            mr_case_random(&c, 11);
             uint64_t st = 99;
-            for (int64_t i = 0; i < N * CK; i++) c.mk[i] = (float)(next(&st) % 17);
-            for (int64_t n = 0; n < N; n++) c.ms[n] = (float)(1 << (next(&st) % 3));
+            for (int64_t i = 0; i < N * CK; i++) c.mk[i] = (float)(mr_next(&st) % 17);
+            for (int64_t n = 0; n < N; n++) c.ms[n] = (float)(1 << (mr_next(&st) % 3));
             for (int64_t i = 0; i < HW * CK; i++) {
-                c.qk[i] = sel ? -(float)(32 + next(&st) % 33) : (float)(32 + next(&st) % 33);
-                if (c.qe) c.qe[i] = (float)(1 + next(&st) % 4) * 0.25f;
+                c.qk[i] = sel ? -(float)(32 + mr_next(&st) % 33) : (float)(32 + mr_next(&st) % 33);
+                if (c.qe) c.qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
             }
             copts o = {0, 1, 1};
             check_case(&c, o);
-            case_free(&c);
+            mr_case_free(&c);
         }
 }
 
@@ -550,13 +421,13 @@ static void test_usage(void) {
               {"usage, split memory, exact", 3000, 300, 30, 1},
               {"usage, HW 17000, top_k 100, exact", 500, 17000, 100, 1}};
     for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
-        rcase c;
-        case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].exact ? 16 : 8, 4, cs[i].top_k, 1, 1);
-        if (cs[i].exact) case_integer(&c, 500 + i);
-        else case_random(&c, 500 + i);
+        mr_case c;
+        mr_case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].exact ? 16 : 8, 4, cs[i].top_k, 1, 1);
+        if (cs[i].exact) mr_case_integer(&c, 500 + i);
+        else mr_case_random(&c, 500 + i);
         copts o = {1, cs[i].exact, 1};
         check_case(&c, o);
-        case_free(&c);
+        mr_case_free(&c);
     }
 }
 
@@ -567,9 +438,9 @@ static void test_objects(void) {
     const int64_t N = 400, HW = 90;
     const int O = 3, CV = 8, C = O * CV;
     for (int dense = 0; dense < 2; dense++) {
-        rcase c;
-        case_alloc(&c, dense ? "3 objects, all N" : "3 objects", N, HW, 16, C, dense ? 0 : 30, 1, 1);
-        case_random(&c, 21);
+        mr_case c;
+        mr_case_alloc(&c, dense ? "3 objects, all N" : "3 objects", N, HW, 16, C, dense ? 0 : 30, 1, 1);
+        mr_case_random(&c, 21);
         copts o = {0, 0, 1};
         check_case(&c, o);
         float *all = malloc((size_t)(HW * C) * sizeof(float)), *one = malloc((size_t)(HW * CV) * sizeof(float));
@@ -578,7 +449,7 @@ static void test_objects(void) {
         REQUIRE(dcase_up(&d, &c, 0) && cuda_read(&c, &d, all, NULL, &err) == CKEY_OK);
         dcase_free(&d);
         for (int ob = 0; ob < O; ob++) {
-            rcase c1 = c;
+            mr_case c1 = c;
             c1.C = CV;
             c1.mv = malloc((size_t)(N * CV) * sizeof(float));
             for (int64_t n = 0; n < N; n++) memcpy(c1.mv + n * CV, c.mv + n * C + ob * CV, CV * sizeof(float));
@@ -592,16 +463,16 @@ static void test_objects(void) {
             free(c1.mv);
         }
         free(all), free(one);
-        case_free(&c);
+        mr_case_free(&c);
     }
 }
 
 /* The same read twice: the same bits (out and usage). */
 static void test_deterministic(void) {
     NEED_GPU();
-    rcase c;
-    case_alloc(&c, "determinism", 3000, 2000, 64, 16, 30, 1, 1);
-    case_random(&c, 41);
+    mr_case c;
+    mr_case_alloc(&c, "determinism", 3000, 2000, 64, 16, 30, 1, 1);
+    mr_case_random(&c, 41);
     const size_t no = (size_t)(c.HW * c.C);
     float *a = malloc(no * sizeof(float)), *b = malloc(no * sizeof(float));
     float *ua = malloc((size_t)c.N * sizeof(float)), *ub = malloc((size_t)c.N * sizeof(float));
@@ -617,7 +488,7 @@ static void test_deterministic(void) {
            same ? "the same bits" : "differ");
     dcase_free(&d);
     free(a), free(b), free(ua), free(ub);
-    case_free(&c);
+    mr_case_free(&c);
 }
 
 /* The op table's entry: the state's stream and mr_scratch; a failure is the
@@ -626,9 +497,9 @@ static void test_op_table(void) {
     NEED_GPU();
 #ifdef CK_HAVE_CUDA
     REQUIRE(ck_cuda_ops.memory_read != NULL);
-    rcase c;
-    case_alloc(&c, "op table", 700, 300, 64, 16, 100, 1, 1);
-    case_random(&c, 51);
+    mr_case c;
+    mr_case_alloc(&c, "op table", 700, 300, 64, 16, 100, 1, 1);
+    mr_case_random(&c, 51);
     const size_t no = (size_t)(c.HW * c.C);
     float *a = malloc(no * sizeof(float)), *b = malloc(no * sizeof(float)), *ua = malloc(700 * sizeof(float)),
           *ub = malloc(700 * sizeof(float));
@@ -663,7 +534,7 @@ static void test_op_table(void) {
     free(s);
     dcase_free(&d);
     free(a), free(b), free(ua), free(ub);
-    case_free(&c);
+    mr_case_free(&c);
 #endif
 }
 
@@ -673,12 +544,12 @@ static void test_op_table(void) {
 static void test_1080p(void) {
     NEED_GPU();
     const int64_t HW = 68 * 120;
-    rcase c;
-    case_alloc(&c, "1080p, 5 frames", 5 * HW, HW, 64, 256, 30, 1, 1);
-    case_random(&c, 61);
+    mr_case c;
+    mr_case_alloc(&c, "1080p, 5 frames", 5 * HW, HW, 64, 256, 30, 1, 1);
+    mr_case_random(&c, 61);
     copts o = {0, 0, 97};
     check_case(&c, o);
-    case_free(&c);
+    mr_case_free(&c);
 }
 
 /* The scratch depends on top_k alone (264 CTAs' x 64 queries' kept keys

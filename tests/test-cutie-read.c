@@ -1,113 +1,20 @@
-/* Cutie's memory read (backend/ops.h memory_read): an unfused reference of
- * the official computation (cutie/model/utils/memory_utils.py:
- * get_similarity, do_softmax with top_k, readout) in double precision, its
- * characterization on hand-computed values, and the CPU backend's fused op
- * against it on random and boundary cases. Layouts as the op's: positions as
- * rows, mk [N, CK], qk / qe [HW, CK], mv [N, C], out [HW, C]. */
+/* Cutie's memory read (backend/ops.h memory_read): the unfused
+ * double-precision reference of the official computation
+ * (support/memread-ref.h), its characterization on hand-computed values,
+ * and the CPU backend's fused op against it on random and boundary cases. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "support/memread-ref.h"
 #include "support/testutil.h"
-
-typedef struct {
-    int64_t N, HW;
-    int CK, C, top_k;
-    const float *mk, *ms, *qk, *qe, *mv; /* ms, qe: NULL when absent */
-} read_case;
-
-/* ------------------------------------------------------------ reference */
-
-typedef struct {
-    double v;
-    int64_t n;
-} ranked;
-
-/* Descending value; equal values by ascending position (the op's tie rule). */
-static int rank_low_first(const void *a, const void *b) {
-    const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? -1 : 1;
-    return (x->n > y->n) - (x->n < y->n);
-}
-
-/* The same with equal values by descending position: a rule the op must not
- * follow (the tie cases check that they would notice). */
-static int rank_high_first(const void *a, const void *b) {
-    const ranked *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? -1 : 1;
-    return (x->n < y->n) - (x->n > y->n);
-}
-
-/* get_similarity for one query: s [N] in double, as the official code
- * composes it (-a_sq + two_ab - b_sq with selection, -a_sq + two_ab
- * without, then * ms / sqrt(CK)); mag [N] (optional): the size of the terms,
- * the scale of an fp32 computation's rounding. */
-static void ref_similarity(const read_case *c, int64_t q, double *s, double *mag) {
-    const int CK = c->CK;
-    const float *k = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
-    double b_sq = 0;
-    if (e)
-        for (int ch = 0; ch < CK; ch++) b_sq += (double)e[ch] * k[ch] * k[ch];
-    for (int64_t n = 0; n < c->N; n++) {
-        const float *m = c->mk + n * CK;
-        double a_sq = 0, two_ab = 0;
-        for (int ch = 0; ch < CK; ch++) {
-            const double w = e ? e[ch] : 1.0;
-            a_sq += (double)m[ch] * m[ch] * w;
-            two_ab += (double)m[ch] * k[ch] * w;
-        }
-        two_ab *= 2;
-        double v = e ? -a_sq + two_ab - b_sq : -a_sq + two_ab, sc = 1.0 / sqrt((double)CK);
-        if (c->ms) sc *= c->ms[n];
-        s[n] = v * sc;
-        if (mag) mag[n] = (fabs(a_sq) + fabs(two_ab) + fabs(e ? b_sq : 0)) * fabs(sc);
-    }
-}
-
-/* The whole read in double: out [HW, C]. Returns how many queries have two
- * distinct values within fp32 rounding of each other at the top-k boundary
- * (their kept set is not determined by the fp32 op's similarities), marking
- * them in ambiguous [HW] when given. */
-static int64_t ref_read(const read_case *c, int (*order)(const void *, const void *), double *out,
-                        unsigned char *ambiguous) {
-    const int64_t N = c->N;
-    const int64_t k = c->top_k <= 0 || c->top_k >= N ? N : c->top_k;
-    double *s = malloc((size_t)N * sizeof *s), *mag = malloc((size_t)N * sizeof *mag);
-    ranked *r = malloc((size_t)N * sizeof *r);
-    int64_t n_amb = 0;
-    for (int64_t q = 0; q < c->HW; q++) {
-        ref_similarity(c, q, s, mag);
-        for (int64_t n = 0; n < N; n++) r[n].v = s[n], r[n].n = n;
-        qsort(r, (size_t)N, sizeof *r, order);
-        int amb = 0;
-        if (k < N) {
-            const double gap = r[k - 1].v - r[k].v, tol = 2e-6 * fmax(mag[r[k - 1].n], mag[r[k].n]);
-            amb = gap != 0 && gap <= tol;
-        }
-        n_amb += amb;
-        if (ambiguous) ambiguous[q] = (unsigned char)amb;
-        /* do_softmax: exp of the kept values over their sum (from the largest,
-         * which changes nothing where the official exp is finite); readout */
-        double sum = 0;
-        for (int64_t j = 0; j < k; j++) sum += exp(r[j].v - r[0].v);
-        double *o = out + q * c->C;
-        for (int ch = 0; ch < c->C; ch++) o[ch] = 0;
-        for (int64_t j = 0; j < k; j++) {
-            const double w = exp(r[j].v - r[0].v) / sum;
-            const float *v = c->mv + r[j].n * c->C;
-            for (int ch = 0; ch < c->C; ch++) o[ch] += w * v[ch];
-        }
-    }
-    free(s), free(mag), free(r);
-    return n_amb;
-}
 
 /* -------------------------------------------------------- the fused op */
 
 /* The CPU backend's op through the op table, on pool, with a scratch of
  * exactly ck_cpu_memory_read_floats a thread (ASan sees any overrun). */
-static void fused_read(ck_pool *pool, const read_case *c, float *out) {
+static void fused_read(ck_pool *pool, const mr_case *c, float *out) {
     ck_cpu be;
     memset(&be, 0, sizeof be);
     be.pool = pool;
@@ -124,7 +31,7 @@ static void fused_read(ck_pool *pool, const read_case *c, float *out) {
 
 /* max |got - want| over the queries not marked ambiguous, relative to the
  * largest |value| (the readout is a convex combination of value rows). */
-static double rel_err(const read_case *c, const float *got, const double *want, const unsigned char *ambiguous) {
+static double rel_err(const mr_case *c, const float *got, const double *want, const unsigned char *ambiguous) {
     double vmax = 0, e = 0;
     for (int64_t i = 0; i < c->N * c->C; i++) vmax = fmax(vmax, fabs(c->mv[i]));
     for (int64_t q = 0; q < c->HW; q++) {
@@ -141,11 +48,11 @@ static double rel_err(const read_case *c, const float *got, const double *want, 
  * exact: the case's similarities are exact in fp32 (integers and small
  * dyadic numbers), so every query is compared; else queries ambiguous at the
  * top-k boundary are left out and counted into *n_amb. */
-static double check_case(ck_pool *pool, const char *name, const read_case *c, int exact, int64_t *n_amb) {
+static double check_case(ck_pool *pool, const char *name, const mr_case *c, int exact, int64_t *n_amb) {
     float *got = malloc((size_t)(c->HW * c->C) * sizeof(float));
     double *want = malloc((size_t)(c->HW * c->C) * sizeof(double));
     unsigned char *amb = malloc((size_t)c->HW);
-    const int64_t amb_here = ref_read(c, rank_low_first, want, amb);
+    const int64_t amb_here = mr_ref_read(c, mr_rank_low_first, want, amb);
     fused_read(pool, c, got);
     const double e = rel_err(c, got, want, exact ? NULL : amb);
     if (name)
@@ -158,53 +65,6 @@ static double check_case(ck_pool *pool, const char *name, const read_case *c, in
     free(got), free(want), free(amb);
     return e;
 }
-
-/* ------------------------------------------------------------- data */
-
-static uint64_t next(uint64_t *st) {
-    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
-    return *st;
-}
-
-static float unif(uint64_t *st, float lo, float hi) {
-    return lo + (hi - lo) * (float)((next(st) >> 40) * (1.0 / 16777216.0));
-}
-
-/* A case's arrays, owned. */
-typedef struct {
-    read_case c;
-    float *mk, *ms, *qk, *qe, *mv;
-} case_data;
-
-static void case_alloc(case_data *d, int64_t N, int64_t HW, int CK, int C, int top_k, int sel, int shr) {
-    memset(d, 0, sizeof *d);
-    d->mk = malloc((size_t)(N * CK) * sizeof(float));
-    d->qk = malloc((size_t)(HW * CK) * sizeof(float));
-    d->mv = malloc((size_t)(N * C) * sizeof(float));
-    d->ms = shr ? malloc((size_t)N * sizeof(float)) : NULL;
-    d->qe = sel ? malloc((size_t)(HW * CK) * sizeof(float)) : NULL;
-    read_case c = {N, HW, CK, C, top_k, d->mk, d->ms, d->qk, d->qe, d->mv};
-    d->c = c;
-}
-
-/* Random data shaped like Cutie's: keys in [-1, 1], shrinkage d^2 + 1,
- * selection sigmoid(x) (cutie/model/big_modules.py KeyProjection). */
-static void case_random(case_data *d, uint64_t seed) {
-    const read_case *c = &d->c;
-    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int64_t i = 0; i < c->N * c->CK; i++) d->mk[i] = unif(&st, -1, 1);
-    for (int64_t i = 0; i < c->HW * c->CK; i++) d->qk[i] = unif(&st, -1, 1);
-    for (int64_t i = 0; i < c->N * c->C; i++) d->mv[i] = unif(&st, -1, 1);
-    if (d->ms)
-        for (int64_t n = 0; n < c->N; n++) {
-            const float x = unif(&st, -1, 1);
-            d->ms[n] = x * x + 1;
-        }
-    if (d->qe)
-        for (int64_t i = 0; i < c->HW * c->CK; i++) d->qe[i] = 1.0f / (1.0f + expf(-unif(&st, -3, 3)));
-}
-
-static void case_free(case_data *d) { free(d->mk), free(d->ms), free(d->qk), free(d->qe), free(d->mv); }
 
 static ck_pool *pool_of(int threads) {
     ck_pool *p = NULL;
@@ -236,19 +96,19 @@ static const hand_case hand_cases[] = {
 };
 
 static void hand_data(const hand_case *h, float mk[2], float ms[2], float *qk, float *qe, float mv[2],
-                      read_case *c) {
+                      mr_case *c) {
     mk[0] = 1, mk[1] = 3, ms[0] = 1, ms[1] = 2, *qk = 2, *qe = 0.5f, mv[0] = 10, mv[1] = 20;
-    read_case r = {2, 1, 1, 1, h->top_k, mk, h->shr ? ms : NULL, qk, h->sel ? qe : NULL, mv};
+    mr_case r = {NULL, 2, 1, 1, 1, h->top_k, mk, h->shr ? ms : NULL, qk, h->sel ? qe : NULL, mv};
     *c = r;
 }
 
 static void test_reference_hand_values(void) {
     for (size_t i = 0; i < CK_ARRAY_LEN(hand_cases); i++) {
         float mk[2], ms[2], qk, qe, mv[2];
-        read_case c;
+        mr_case c;
         hand_data(&hand_cases[i], mk, ms, &qk, &qe, mv, &c);
         double got;
-        ref_read(&c, rank_low_first, &got, NULL);
+        mr_ref_read(&c, mr_rank_low_first, &got, NULL);
         CHECKF(fabs(got - hand_cases[i].want) < 1e-12, "case %zu: %.15g, by hand %.15g", i, got, hand_cases[i].want);
     }
 }
@@ -258,7 +118,7 @@ static void test_fused_hand_values(void) {
     REQUIRE(pool);
     for (size_t i = 0; i < CK_ARRAY_LEN(hand_cases); i++) {
         float mk[2], ms[2], qk, qe, mv[2], got;
-        read_case c;
+        mr_case c;
         hand_data(&hand_cases[i], mk, ms, &qk, &qe, mv, &c);
         fused_read(pool, &c, &got);
         CHECKF(fabs(got - hand_cases[i].want) <= 1e-5 * 20, "case %zu: %.9g, by hand %.9g", i, got,
@@ -281,16 +141,16 @@ static void test_random_cases(void) {
     int runs = 0;
     int64_t queries = 0, n_amb = 0;
     for (int i = 0; i < 240; i++) {
-        const int64_t N = 1 + (int64_t)(next(&st) % 700), HW = 1 + (int64_t)(next(&st) % 150);
-        const int CK = cks[next(&st) % CK_ARRAY_LEN(cks)], C = (int)(1 + next(&st) % 3) * cvs[next(&st) % 3];
+        const int64_t N = 1 + (int64_t)(mr_next(&st) % 700), HW = 1 + (int64_t)(mr_next(&st) % 150);
+        const int CK = cks[mr_next(&st) % CK_ARRAY_LEN(cks)], C = (int)(1 + mr_next(&st) % 3) * cvs[mr_next(&st) % 3];
         const int ks[] = {1, 5, 30, (int)N - 1, (int)N, (int)N + 7, 0, -1};
-        const int top_k = ks[next(&st) % CK_ARRAY_LEN(ks)];
-        case_data d;
-        case_alloc(&d, N, HW, CK, C, top_k, i & 1, (i >> 1) & 1);
-        case_random(&d, (uint64_t)i + 1);
-        worst = fmax(worst, check_case(pool, NULL, &d.c, 0, &n_amb));
+        const int top_k = ks[mr_next(&st) % CK_ARRAY_LEN(ks)];
+        mr_case d;
+        mr_case_alloc(&d, NULL, N, HW, CK, C, top_k, i & 1, (i >> 1) & 1);
+        mr_case_random(&d, (uint64_t)i + 1);
+        worst = fmax(worst, check_case(pool, NULL, &d, 0, &n_amb));
         runs++, queries += HW;
-        case_free(&d);
+        mr_case_free(&d);
     }
     printf("  %d random cases: worst relative error %.2e; %lld of %lld queries ambiguous at the top-k boundary, left out\n",
            runs, worst, (long long)n_amb, (long long)queries);
@@ -324,22 +184,22 @@ static void test_boundaries(void) {
         {"CK = 1", 300, 70, 1, 8, 30, 1, 1},
     };
     for (size_t i = 0; i < CK_ARRAY_LEN(cases); i++) {
-        case_data d;
-        case_alloc(&d, cases[i].N, cases[i].HW, cases[i].CK, cases[i].C, cases[i].top_k, cases[i].sel, cases[i].shr);
-        case_random(&d, 100 + i);
+        mr_case d;
+        mr_case_alloc(&d, NULL, cases[i].N, cases[i].HW, cases[i].CK, cases[i].C, cases[i].top_k, cases[i].sel, cases[i].shr);
+        mr_case_random(&d, 100 + i);
         int64_t n_amb = 0;
-        check_case(pool, cases[i].name, &d.c, 0, &n_amb);
-        CHECK(n_amb * 20 <= d.c.HW);
+        check_case(pool, cases[i].name, &d, 0, &n_amb);
+        CHECK(n_amb * 20 <= d.HW);
         if (cases[i].N == 1) { /* one position: its weight is 1, out = its value row */
-            float *got = malloc((size_t)(d.c.HW * d.c.C) * sizeof(float));
-            fused_read(pool, &d.c, got);
+            float *got = malloc((size_t)(d.HW * d.C) * sizeof(float));
+            fused_read(pool, &d, got);
             double e = 0;
-            for (int64_t q = 0; q < d.c.HW; q++)
-                for (int ch = 0; ch < d.c.C; ch++) e = fmax(e, fabs(got[q * d.c.C + ch] - d.mv[ch]));
+            for (int64_t q = 0; q < d.HW; q++)
+                for (int ch = 0; ch < d.C; ch++) e = fmax(e, fabs(got[q * d.C + ch] - d.mv[ch]));
             CHECKF(e <= 1e-7, "%s: out differs from the one value row by %.3e", cases[i].name, e);
             free(got);
         }
-        case_free(&d);
+        mr_case_free(&d);
     }
     ck_pool_free(pool);
 }
@@ -360,9 +220,9 @@ static void test_ties(void) {
     for (int sel = 0; sel < 2; sel++)
         for (int shr = 0; shr < 2; shr++)
             for (size_t ki = 0; ki < CK_ARRAY_LEN(ks); ki++) {
-                case_data d;
-                case_alloc(&d, N, HW, CK, C, ks[ki], sel, shr);
-                case_random(&d, 7); /* random value rows; keys below */
+                mr_case d;
+                mr_case_alloc(&d, NULL, N, HW, CK, C, ks[ki], sel, shr);
+                mr_case_random(&d, 7); /* random value rows; keys below */
                 for (int64_t n = 0; n < N; n++) {
                     float *m = d.mk + n * CK;
                     const int top = n % 50 == 7, tied = !top && n % 11 == 0;
@@ -377,30 +237,30 @@ static void test_ties(void) {
                 }
                 char name[64];
                 snprintf(name, sizeof name, "ties, top_k %d", ks[ki]);
-                check_case(pool, name, &d.c, 1, NULL);
+                check_case(pool, name, &d, 1, NULL);
                 if (ks[ki] == 5 || ks[ki] == 13 || ks[ki] == 40 || ks[ki] == 60) {
                     /* the rule is what the case checks: the other rule's result is far off */
                     float *got = malloc((size_t)(HW * C) * sizeof(float));
                     double *other = malloc((size_t)(HW * C) * sizeof(double));
-                    fused_read(pool, &d.c, got);
-                    ref_read(&d.c, rank_high_first, other, NULL);
-                    const double e = rel_err(&d.c, got, other, NULL);
+                    fused_read(pool, &d, got);
+                    mr_ref_read(&d, mr_rank_high_first, other, NULL);
+                    const double e = rel_err(&d, got, other, NULL);
                     CHECKF(e > 1e-3, "%s: keeping the highest positions gives the same (%.3e)", name, e);
                     free(got), free(other);
                 }
-                case_free(&d);
+                mr_case_free(&d);
             }
     /* every similarity equal: top_k 30 keeps positions 0..29, out = their mean */
     {
-        case_data d;
-        case_alloc(&d, 300, 9, 4, 1, 30, 1, 1);
+        mr_case d;
+        mr_case_alloc(&d, NULL, 300, 9, 4, 1, 30, 1, 1);
         for (int64_t i = 0; i < 300 * 4; i++) d.mk[i] = 0.5f;
         for (int64_t n = 0; n < 300; n++) d.ms[n] = 2, d.mv[n] = (float)n;
         for (int64_t i = 0; i < 9 * 4; i++) d.qk[i] = 0.25f, d.qe[i] = 0.75f;
         float got[9];
-        fused_read(pool, &d.c, got);
+        fused_read(pool, &d, got);
         for (int q = 0; q < 9; q++) CHECKF(fabs(got[q] - 14.5) <= 1e-5 * 300, "query %d: %.7g, want 14.5", q, got[q]);
-        case_free(&d);
+        mr_case_free(&d);
     }
     ck_pool_free(pool);
 }
@@ -418,19 +278,19 @@ static void test_large_magnitudes(void) {
     const int CK = 16, C = 8;
     for (int sel = 0; sel < 2; sel++)
         for (int dense = 0; dense < 2; dense++) {
-            case_data d;
-            case_alloc(&d, N, HW, CK, C, dense ? 0 : 30, sel, 1);
-            case_random(&d, 11);
+            mr_case d;
+            mr_case_alloc(&d, NULL, N, HW, CK, C, dense ? 0 : 30, sel, 1);
+            mr_case_random(&d, 11);
             uint64_t st = 99;
-            for (int64_t i = 0; i < N * CK; i++) d.mk[i] = (float)(next(&st) % 17);
-            for (int64_t n = 0; n < N; n++) d.ms[n] = (float)(1 << (next(&st) % 3));
+            for (int64_t i = 0; i < N * CK; i++) d.mk[i] = (float)(mr_next(&st) % 17);
+            for (int64_t n = 0; n < N; n++) d.ms[n] = (float)(1 << (mr_next(&st) % 3));
             for (int64_t i = 0; i < HW * CK; i++) {
-                d.qk[i] = sel ? -(float)(32 + next(&st) % 33) : (float)(32 + next(&st) % 33);
-                if (d.qe) d.qe[i] = (float)(1 + next(&st) % 4) * 0.25f;
+                d.qk[i] = sel ? -(float)(32 + mr_next(&st) % 33) : (float)(32 + mr_next(&st) % 33);
+                if (d.qe) d.qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
             }
             double smax = -INFINITY, smin = INFINITY, *s = malloc((size_t)N * sizeof *s);
             for (int64_t q = 0; q < HW; q++) {
-                ref_similarity(&d.c, q, s, NULL);
+                mr_ref_similarity(&d, q, s, NULL);
                 for (int64_t n = 0; n < N; n++) smax = fmax(smax, s[n]), smin = fmin(smin, s[n]);
             }
             free(s);
@@ -438,8 +298,8 @@ static void test_large_magnitudes(void) {
             else CHECKF(smin > 88.8, "the case's similarities go down to %g", smin);
             char name[64];
             snprintf(name, sizeof name, "large: s in [%.0f, %.0f]%s", smin, smax, dense ? ", all N" : "");
-            check_case(pool, name, &d.c, 1, NULL);
-            case_free(&d);
+            check_case(pool, name, &d, 1, NULL);
+            mr_case_free(&d);
         }
     ck_pool_free(pool);
 }
@@ -455,18 +315,18 @@ static void test_objects(void) {
     const int64_t N = 400, HW = 90;
     const int CK = 16, O = 3, CV = 8, C = O * CV;
     for (int dense = 0; dense < 2; dense++) {
-        case_data d;
-        case_alloc(&d, N, HW, CK, C, dense ? 0 : 30, 1, 1);
-        case_random(&d, 21);
+        mr_case d;
+        mr_case_alloc(&d, NULL, N, HW, CK, C, dense ? 0 : 30, 1, 1);
+        mr_case_random(&d, 21);
         int64_t n_amb = 0;
-        check_case(pool, dense ? "3 objects, all N" : "3 objects", &d.c, 0, &n_amb);
+        check_case(pool, dense ? "3 objects, all N" : "3 objects", &d, 0, &n_amb);
         CHECK(n_amb * 20 <= HW);
         float *all = malloc((size_t)(HW * C) * sizeof(float)), *one = malloc((size_t)(HW * CV) * sizeof(float));
         float *mvo = malloc((size_t)(N * CV) * sizeof(float));
-        fused_read(pool, &d.c, all);
+        fused_read(pool, &d, all);
         for (int o = 0; o < O; o++) {
             for (int64_t n = 0; n < N; n++) memcpy(mvo + n * CV, d.mv + n * C + o * CV, CV * sizeof(float));
-            read_case c1 = d.c;
+            mr_case c1 = d;
             c1.mv = mvo, c1.C = CV;
             fused_read(pool, &c1, one);
             double e = 0;
@@ -475,7 +335,7 @@ static void test_objects(void) {
             CHECKF(e <= (dense ? 1e-6 : 2.5e-7), "object %d read alone differs by %.3e", o, e);
         }
         free(all), free(one), free(mvo);
-        case_free(&d);
+        mr_case_free(&d);
     }
     ck_pool_free(pool);
 }
@@ -486,15 +346,15 @@ static void test_threads(void) {
     ck_pool *p1 = pool_of(1), *p3 = pool_of(3);
     REQUIRE(p1 && p3);
     for (int dense = 0; dense < 2; dense++) {
-        case_data d;
-        case_alloc(&d, 700, 300, 32, 16, dense ? 0 : 30, 1, 1);
-        case_random(&d, 31);
+        mr_case d;
+        mr_case_alloc(&d, NULL, 700, 300, 32, 16, dense ? 0 : 30, 1, 1);
+        mr_case_random(&d, 31);
         float *a = malloc(300 * 16 * sizeof(float)), *b = malloc(300 * 16 * sizeof(float));
-        fused_read(p1, &d.c, a);
-        fused_read(p3, &d.c, b);
+        fused_read(p1, &d, a);
+        fused_read(p3, &d, b);
         CHECK(memcmp(a, b, 300 * 16 * sizeof(float)) == 0);
         free(a), free(b);
-        case_free(&d);
+        mr_case_free(&d);
     }
     ck_pool_free(p1), ck_pool_free(p3);
 }
@@ -529,14 +389,14 @@ static void test_usage(void) {
     REQUIRE(p1 && p3);
     for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
         const int64_t N = cs[i].N, HW = cs[i].HW;
-        case_data d;
-        case_alloc(&d, N, HW, 8, (int)N, cs[i].top_k, 1, 1);
-        case_random(&d, 500 + i);
+        mr_case d;
+        mr_case_alloc(&d, NULL, N, HW, 8, (int)N, cs[i].top_k, 1, 1);
+        mr_case_random(&d, 500 + i);
         for (int64_t a = 0; a < N; a++)
             for (int64_t b = 0; b < N; b++) d.mv[a * N + b] = a == b ? 1.0f : 0.0f;
-        double *ref = malloc((size_t)(HW * N) * sizeof *ref), *uref = calloc((size_t)N, sizeof *uref);
+        double *ref = malloc((size_t)(HW * N) * sizeof *ref), *uref = calloc((size_t)d.N, sizeof *uref);
         unsigned char *amb = calloc((size_t)HW, 1);
-        const int64_t n_amb = ref_read(&d.c, rank_low_first, ref, amb);
+        const int64_t n_amb = mr_ref_read(&d, mr_rank_low_first, ref, amb);
         for (int64_t q = 0; q < HW; q++)
             for (int64_t n = 0; n < N; n++) uref[n] += ref[q * N + n];
         float *usage[2], *out = malloc((size_t)(HW * N) * sizeof(float));
@@ -557,7 +417,7 @@ static void test_usage(void) {
                                    cs[i].top_k, T(out), T(usage[r]));
 #undef T
             free(be.scratch), free(be.mr_pairs);
-            if (r == 0) worst = rel_err(&d.c, out, ref, amb);
+            if (r == 0) worst = rel_err(&d, out, ref, amb);
         }
         double ue = 0, total = 0;
         for (int64_t n = 0; n < N; n++) ue = fmax(ue, fabs(usage[0][n] - uref[n])), total += usage[0][n];
@@ -569,7 +429,7 @@ static void test_usage(void) {
         CHECK(worst <= 1e-5);
         CHECK(memcmp(usage[0], usage[1], (size_t)N * sizeof(float)) == 0);
         free(usage[0]), free(usage[1]), free(out), free(ref), free(uref), free(amb);
-        case_free(&d);
+        mr_case_free(&d);
     }
     ck_pool_free(p1), ck_pool_free(p3);
 }

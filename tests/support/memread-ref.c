@@ -1,0 +1,128 @@
+/* The memory-read tests' cases and double-precision reference
+ * (memread-ref.h). */
+#include "memread-ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t mr_next(uint64_t *st) {
+    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
+    return *st;
+}
+
+float mr_unif(uint64_t *st, float lo, float hi) {
+    return lo + (hi - lo) * (float)((mr_next(st) >> 40) * (1.0 / 16777216.0));
+}
+
+void mr_case_alloc(mr_case *c, const char *name, int64_t N, int64_t HW, int CK, int C, int top_k, int sel, int shr) {
+    memset(c, 0, sizeof *c);
+    c->name = name, c->N = N, c->HW = HW, c->CK = CK, c->C = C, c->top_k = top_k;
+    c->mk = malloc((size_t)(N * CK) * sizeof(float));
+    c->qk = malloc((size_t)(HW * CK) * sizeof(float));
+    c->mv = malloc((size_t)(N * C) * sizeof(float));
+    c->ms = shr ? malloc((size_t)N * sizeof(float)) : NULL;
+    c->qe = sel ? malloc((size_t)(HW * CK) * sizeof(float)) : NULL;
+}
+
+void mr_case_random(mr_case *c, uint64_t seed) {
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = mr_unif(&st, -1, 1);
+    for (int64_t i = 0; i < c->HW * c->CK; i++) c->qk[i] = mr_unif(&st, -1, 1);
+    for (int64_t i = 0; i < c->N * c->C; i++) c->mv[i] = mr_unif(&st, -1, 1);
+    if (c->ms)
+        for (int64_t n = 0; n < c->N; n++) {
+            const float x = mr_unif(&st, -1, 1);
+            c->ms[n] = x * x + 1;
+        }
+    if (c->qe)
+        for (int64_t i = 0; i < c->HW * c->CK; i++) c->qe[i] = 1.0f / (1.0f + expf(-mr_unif(&st, -3, 3)));
+}
+
+void mr_case_integer(mr_case *c, uint64_t seed) {
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = (float)((int)(mr_next(&st) % 7) - 3);
+    for (int64_t i = 0; i < c->HW * c->CK; i++) c->qk[i] = (float)((int)(mr_next(&st) % 7) - 3);
+    for (int64_t i = 0; i < c->N * c->C; i++) c->mv[i] = mr_unif(&st, -1, 1);
+    if (c->ms)
+        for (int64_t n = 0; n < c->N; n++) c->ms[n] = (float)(1 << (mr_next(&st) % 3));
+    if (c->qe)
+        for (int64_t i = 0; i < c->HW * c->CK; i++) c->qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
+}
+
+void mr_case_free(mr_case *c) { free(c->mk), free(c->ms), free(c->qk), free(c->qe), free(c->mv); }
+
+int64_t mr_kept(const mr_case *c) { return c->top_k <= 0 || c->top_k >= c->N ? c->N : c->top_k; }
+
+int mr_rank_low_first(const void *a, const void *b) {
+    const mr_ranked *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->n > y->n) - (x->n < y->n);
+}
+
+int mr_rank_high_first(const void *a, const void *b) {
+    const mr_ranked *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->n < y->n) - (x->n > y->n);
+}
+
+void mr_ref_similarity(const mr_case *c, int64_t q, double *s, double *mag) {
+    const int CK = c->CK;
+    const float *k = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
+    double b_sq = 0;
+    if (e)
+        for (int ch = 0; ch < CK; ch++) b_sq += (double)e[ch] * k[ch] * k[ch];
+    for (int64_t n = 0; n < c->N; n++) {
+        const float *m = c->mk + n * CK;
+        double a_sq = 0, two_ab = 0;
+        for (int ch = 0; ch < CK; ch++) {
+            const double w = e ? e[ch] : 1.0;
+            a_sq += (double)m[ch] * m[ch] * w;
+            two_ab += (double)m[ch] * k[ch] * w;
+        }
+        two_ab *= 2;
+        const double v = e ? -a_sq + two_ab - b_sq : -a_sq + two_ab;
+        double sc = 1.0 / sqrt((double)CK);
+        if (c->ms) sc *= c->ms[n];
+        s[n] = v * sc;
+        if (mag) mag[n] = (fabs(a_sq) + fabs(two_ab) + fabs(b_sq)) * fabs(sc);
+    }
+}
+
+int mr_ref_query(const mr_case *c, int64_t q, int (*order)(const void *, const void *), double *out, double *usage,
+                 double *s, double *mag, mr_ranked *r) {
+    const int64_t N = c->N, k = mr_kept(c);
+    mr_ref_similarity(c, q, s, mag);
+    for (int64_t n = 0; n < N; n++) r[n].v = s[n], r[n].n = n;
+    qsort(r, (size_t)N, sizeof *r, order);
+    int amb = 0;
+    if (k < N) {
+        const double gap = r[k - 1].v - r[k].v, tol = 2e-6 * fmax(mag[r[k - 1].n], mag[r[k].n]);
+        amb = gap != 0 && gap <= tol;
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < k; j++) sum += exp(r[j].v - r[0].v);
+    for (int ch = 0; ch < c->C; ch++) out[ch] = 0;
+    for (int64_t j = 0; j < k; j++) {
+        const double w = exp(r[j].v - r[0].v) / sum;
+        const float *v = c->mv + r[j].n * c->C;
+        for (int ch = 0; ch < c->C; ch++) out[ch] += w * v[ch];
+        if (usage) usage[r[j].n] += w;
+    }
+    return amb;
+}
+
+int64_t mr_ref_read(const mr_case *c, int (*order)(const void *, const void *), double *out,
+                    unsigned char *ambiguous) {
+    const int64_t N = c->N;
+    double *s = malloc((size_t)N * sizeof *s), *mag = malloc((size_t)N * sizeof *mag);
+    mr_ranked *r = malloc((size_t)N * sizeof *r);
+    int64_t n_amb = 0;
+    for (int64_t q = 0; q < c->HW; q++) {
+        const int amb = mr_ref_query(c, q, order, out + q * c->C, NULL, s, mag, r);
+        n_amb += amb;
+        if (ambiguous) ambiguous[q] = (unsigned char)amb;
+    }
+    free(s), free(mag), free(r);
+    return n_amb;
+}
