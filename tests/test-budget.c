@@ -12,28 +12,11 @@
 #include "model/session.h"
 #include "support/testutil.h"
 
-/* The sanitizer build (make test runs it after the release build) runs
+/* The sanitizer build (CK_ASAN; make test runs it after the release build) runs
  * fewer band heights (not the 1-row bands, each of which recomputes up to
  * 63 rows: the costliest), and on the full-size model
  * only the banded forward against the golden: the release build keeps the
  * whole set. */
-#if defined(__SANITIZE_ADDRESS__)
-#define CK_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CK_ASAN 1
-#endif
-#endif
-#ifndef CK_ASAN
-#define CK_ASAN 0
-#endif
-
-static char *fixture(const char *rel) {
-    size_t n = strlen(ck_fixtures_dir()) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", ck_fixtures_dir(), rel);
-    return p;
-}
 
 static float *load_tensor(const char *gold_path, const char *name, uint64_t numel) {
     ck_checkpoint *g = NULL;
@@ -81,7 +64,7 @@ static ckey_status run_schedule(const ckey_model *m, int S, int64_t budget, cons
 /* Whole maps (unless bands_only), then each band height in bands[]: equal
  * to the whole-map result within 1e-5 and to the golden within 1e-5. */
 static void schedules_case(const ckey_model *m, const char *gold_rel, int S, const int *bands, int nb, int bands_only) {
-    char *gp = fixture(gold_rel);
+    char *gp = ck_fixture_path(gold_rel);
     const int64_t n = 4 * (int64_t)S * S;
     float *x = load_tensor(gp, "x", (uint64_t)n), *gold = load_golden(gp, S);
     float *whole = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
@@ -122,7 +105,7 @@ static void schedules_case(const ckey_model *m, const char *gold_rel, int S, con
 }
 
 static ckey_model *load_tiny(void) {
-    char *mp = fixture("tiny/tiny.pth");
+    char *mp = ck_fixture_path("tiny/tiny.pth");
     ckey_model *m = NULL;
     ckey_error err;
     CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);

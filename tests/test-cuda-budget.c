@@ -24,13 +24,6 @@
 #include "model/session.h"
 #include "support/testutil.h"
 
-static char *fixture(const char *rel) {
-    size_t n = strlen(ck_fixtures_dir()) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", ck_fixtures_dir(), rel);
-    return p;
-}
-
 static int have_cuda_backend(void) {
     ckey_session_options o;
     ckey_session_options_default(&o);
@@ -181,7 +174,7 @@ static void test_plan_offers_bands(void) {
  * row, and taller than the halo; fp32 also against the PyTorch golden. */
 static void test_tiny_s128(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    char *mp = fixture("tiny/tiny.pth"), *gp = fixture("tiny/tiny_s128.safetensors");
+    char *mp = ck_fixture_path("tiny/tiny.pth"), *gp = ck_fixture_path("tiny/tiny_s128.safetensors");
     ckey_model *m = NULL;
     ckey_error err;
     CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);

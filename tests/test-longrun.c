@@ -21,17 +21,6 @@
 #include "ckey_media.h"
 #include "support/testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CK_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CK_ASAN 1
-#endif
-#endif
-#ifndef CK_ASAN
-#define CK_ASAN 0
-#endif
-
 /* 1000 frames; 200 in the sanitizer build, whose leak check needs no more */
 enum { FRAMES = CK_ASAN ? 200 : 1000, W = 96, H = 64, S = 64, SLACK_KIB = 64 };
 

@@ -118,17 +118,9 @@ static void run_case(ckey_model *m, const char *gold_path, int S, float strength
     ck_checkpoint_close(gold);
 }
 
-static char *fixture(const char *rel) {
-    static const char *const fmt = "%s/%s";
-    size_t n = strlen(ck_fixtures_dir()) + strlen(rel) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, fmt, ck_fixtures_dir(), rel);
-    return p;
-}
-
 /* Synthetic input must equal the reference's (checked through its sums). */
 static void test_synthetic_input(void) {
-    char *gp = fixture("full256.safetensors");
+    char *gp = ck_fixture_path("full256.safetensors");
     ck_checkpoint *g = NULL;
     REQUIRE(ck_checkpoint_open(gp, &g, NULL) == CKEY_OK);
     const char *sum = ck_checkpoint_meta(g, "input_sum");
@@ -160,7 +152,7 @@ static void test_full_architecture_s256(void) {
     const int S = 256;
     float *x = malloc((size_t)4 * S * S * sizeof(float));
     ck_synth_input(S, x);
-    char *gp = fixture("full256.safetensors");
+    char *gp = ck_fixture_path("full256.safetensors");
     run_case(m, gp, S, 1.0f, x, 1);
     free(gp);
     free(x);
@@ -181,7 +173,7 @@ static float *load_input(const char *gold_path, int S) {
 }
 
 static void tiny_case(const char *model_rel, const char *gold_rel, int S, float strength, int all) {
-    char *mp = fixture(model_rel), *gp = fixture(gold_rel), *xp = fixture(S == 64 ? "tiny/tiny_s64.safetensors" : "tiny/tiny_s128.safetensors");
+    char *mp = ck_fixture_path(model_rel), *gp = ck_fixture_path(gold_rel), *xp = ck_fixture_path(S == 64 ? "tiny/tiny_s64.safetensors" : "tiny/tiny_s128.safetensors");
     ckey_model *m = NULL;
     ckey_error err;
     CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);
@@ -198,7 +190,7 @@ static void test_tiny_resized_s64(void) { tiny_case("tiny/tiny.pth", "tiny/tiny_
 static void test_tiny_strength(void) { tiny_case("tiny/tiny.pth", "tiny/tiny_s64_strength05.safetensors", 64, 0.5f, 0); }
 
 static void test_pos_embed_resize(void) {
-    char *mp = fixture("tiny/tiny.pth"), *gp = fixture("tiny/tiny_s64.safetensors");
+    char *mp = ck_fixture_path("tiny/tiny.pth"), *gp = ck_fixture_path("tiny/tiny_s64.safetensors");
     ckey_model *m = NULL;
     ck_checkpoint *g = NULL;
     REQUIRE(ckey_model_load(mp, &m, NULL) == CKEY_OK);
@@ -220,7 +212,7 @@ static void test_pos_embed_resize(void) {
     /* the full model's 512 -> 64 resize, first 4096 values */
     ck_config cfg;
     ck_config_default(&cfg);
-    gp = fixture("full256.safetensors");
+    gp = ck_fixture_path("full256.safetensors");
     REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
     REQUIRE(ck_checkpoint_open(gp, &g, NULL) == CKEY_OK);
     t = ck_checkpoint_find(g, "pos_embed_0_head");
@@ -240,12 +232,12 @@ static void test_pos_embed_resize(void) {
 /* fp16 / bf16 storages, state_dict nesting and _orig_mod. prefixes load to
  * the fp32 file's values rounded to that precision. */
 static void test_checkpoint_variants(void) {
-    char *p32 = fixture("tiny/tiny.pth");
+    char *p32 = ck_fixture_path("tiny/tiny.pth");
     const char *rel[2] = {"tiny/tiny_fp16.pth", "tiny/tiny_bf16.pth"};
     ckey_model *m32 = NULL;
     REQUIRE(ckey_model_load(p32, &m32, NULL) == CKEY_OK);
     for (int v = 0; v < 2; v++) {
-        char *pv = fixture(rel[v]);
+        char *pv = ck_fixture_path(rel[v]);
         ckey_model *mv = NULL;
         ckey_error err;
         CHECKF(ckey_model_load(pv, &mv, &err) == CKEY_OK, "%s", err.message);
@@ -273,7 +265,7 @@ static void test_checkpoint_variants(void) {
 /* Same input twice: identical output (no state leaks between frames), and
  * the planner placed buffers with reuse. */
 static void test_steady_state(void) {
-    char *mp = fixture("tiny/tiny.pth");
+    char *mp = ck_fixture_path("tiny/tiny.pth");
     ckey_model *m = NULL;
     REQUIRE(ckey_model_load(mp, &m, NULL) == CKEY_OK);
     ckey_session_options o;
@@ -426,7 +418,7 @@ static void test_gelu_fast_formula(void) {
 }
 
 static void test_bad_options(void) {
-    char *mp = fixture("tiny/tiny.pth");
+    char *mp = ck_fixture_path("tiny/tiny.pth");
     ckey_model *m = NULL;
     REQUIRE(ckey_model_load(mp, &m, NULL) == CKEY_OK);
     ckey_session_options o;
@@ -479,7 +471,7 @@ static void test_bad_options(void) {
 static void test_nonfinite_weights(void) {
     char dir[64];
     REQUIRE(ck_make_temp_dir(dir, sizeof dir, "model"));
-    char *mp = fixture("tiny/tiny.pth");
+    char *mp = ck_fixture_path("tiny/tiny.pth");
     char clean[600], bad[600];
     snprintf(clean, sizeof clean, "%s/tiny.safetensors", dir);
     snprintf(bad, sizeof bad, "%s/damaged.safetensors", dir);

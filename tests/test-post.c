@@ -644,11 +644,7 @@ static float bitsf(uint32_t u) {
  * on every float the conversions hand it in the fast path's range (every
  * 29th one under the sanitizers, which make powf slow), and on specials. */
 static void test_pow_array_matches_powf(void) {
-#if defined(__SANITIZE_ADDRESS__)
-    const uint32_t stride = 29;
-#else
-    const uint32_t stride = 1;
-#endif
+    const uint32_t stride = CK_ASAN ? 29 : 1;
     static const float exps[2] = {2.4f, (float)(1.0 / 2.4)};
     /* t from srgb_to_linear: (x + 0.055) / 1.055 > 0.0905 for x > 0.04045;
      * from linear_to_srgb: x > 0.0031308 */

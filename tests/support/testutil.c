@@ -82,6 +82,13 @@ const char *ck_fixtures_dir(void) {
     return e && *e ? e : "tests/fixtures";
 }
 
+char *ck_fixture_path(const char *rel) {
+    size_t n = strlen(ck_fixtures_dir()) + strlen(rel) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", ck_fixtures_dir(), rel);
+    return p;
+}
+
 static char *slurp_or_empty(const char *path) {
     size_t n = 0;
     char *s = (char *)ck_read_file(path, &n);

@@ -10,6 +10,19 @@
 #include <stdio.h>
 #include <unistd.h>
 
+/* CK_ASAN: 1 in the sanitizer build (make asan; GCC's and Clang's ways of
+ * telling), where the costliest cases run smaller. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CK_ASAN 1
+#endif
+#endif
+#ifndef CK_ASAN
+#define CK_ASAN 0
+#endif
+
 typedef struct ck_test_case {
     const char *name;
     void (*fn)(void);
@@ -192,5 +205,8 @@ ck_run_result ck_sh(const char *cmd, const char *workdir);
 
 /* Directory holding the committed fixtures (CKEY_FIXTURES env or tests/fixtures). */
 const char *ck_fixtures_dir(void);
+
+/* <fixtures dir>/rel, malloc'd (the caller frees). */
+char *ck_fixture_path(const char *rel);
 
 #endif
