@@ -901,6 +901,40 @@ static void test_parallel_writers(void) {
     remove_tree(shot);
 }
 
+/* The shot tests' session: model on the CPU at size 64, one thread (the
+ * network's result then does not depend on the shot's threads). 1 when
+ * made; else 0, with the error printed. */
+static int cpu_session(const char *model, ckey_model **m, ckey_session **s) {
+    ckey_error err;
+    *m = NULL, *s = NULL;
+    ckey_session_options so;
+    ckey_session_options_default(&so);
+    so.device = CKEY_DEVICE_CPU;
+    so.size = 64;
+    so.threads = 1;
+    if (ckey_model_load(model, m, &err) == CKEY_OK && ckey_session_create(*m, &so, s, &err) == CKEY_OK) return 1;
+    printf("  the CPU session failed: %s\n", err.message);
+    ckey_model_free(*m);
+    *m = NULL;
+    return 0;
+}
+
+/* The sequence plates + hints as the source, a passes sink writing under
+ * out. 1 when both are open; else 0 (nothing held), with the error printed. */
+static int open_shot_io(const char *plates, const char *hints, const char *out, ckey_source *src, ckey_sink *sink) {
+    ckey_error err;
+    if (ckey_source_open_sequence(plates, hints, NULL, NULL, src, &err) != CKEY_OK) {
+        printf("  the source failed: %s\n", err.message);
+        return 0;
+    }
+    if (ckey_sink_open_passes_opt(out, NULL, sink, &err) != CKEY_OK) {
+        printf("  the sink failed: %s\n", err.message);
+        ckey_source_close(src);
+        return 0;
+    }
+    return 1;
+}
+
 /*
  * One shot through ckey_shot_run with every thread count: unthreaded; one
  * reader, one writer, a pool of 1; three readers, two writers, a pool of 4;
@@ -937,15 +971,9 @@ static void test_thread_counts(void) {
         free(rgb);
         free(hint);
     }
-    ckey_model *m = NULL;
-    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
-    ckey_session_options so;
-    ckey_session_options_default(&so);
-    so.device = CKEY_DEVICE_CPU;
-    so.size = 64;
-    so.threads = 1;
-    ckey_session *s = NULL;
-    REQUIRE(ckey_session_create(m, &so, &s, &err) == CKEY_OK);
+    ckey_model *m;
+    ckey_session *s;
+    REQUIRE(cpu_session(model, &m, &s));
     static const struct { int read_ahead, readers, writers, threads, serial_source; } cfg[] = {
         {0, 1, 1, 1, 0}, {2, 1, 1, 1, 0}, {3, 3, 2, 4, 0}, {1, 2, 3, 0, 0}, {3, 3, 2, 4, 1}};
     enum { NC = sizeof cfg / sizeof cfg[0] };
@@ -956,9 +984,8 @@ static void test_thread_counts(void) {
         snprintf(out[c], sizeof out[c], "%s/Out%d", shot, c);
         ckey_source src;
         ckey_sink sink;
-        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+        REQUIRE(open_shot_io(plates, hints, out[c], &src, &sink));
         if (cfg[c].serial_source) src.concurrent_read = 0;
-        REQUIRE(ckey_sink_open_passes_opt(out[c], NULL, &sink, &err) == CKEY_OK);
         ckey_shot_options o;
         ckey_shot_options_default(&o);
         o.read_ahead = cfg[c].read_ahead;
@@ -1000,8 +1027,7 @@ static void test_thread_counts(void) {
         ckey_sink sink;
         char dir[700];
         snprintf(dir, sizeof dir, "%s/OutDevice", shot);
-        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
-        REQUIRE(ckey_sink_open_passes_opt(dir, NULL, &sink, &err) == CKEY_OK);
+        REQUIRE(open_shot_io(plates, hints, dir, &src, &sink));
         ckey_shot_options o;
         ckey_shot_options_default(&o);
         o.frame_path = CKEY_FRAME_PATH_DEVICE;
@@ -1018,8 +1044,6 @@ static void test_thread_counts(void) {
     remove_tree(shot);
 }
 
-/* SHOT_DIR --out DIR: the clip's Input/ and AlphaHint/, the passes under DIR
- * (SHOT_DIR/Output is not created); --plate and a hint folder stay refused. */
 /* The stages' busy times of ckey_shot_run (ckey_shot_load): in the stats and
  * in every KEYED event, non-negative, growing from event to event, equal to
  * the older per-stage stats they refine, each group's use within [0, 1],
@@ -1070,15 +1094,9 @@ static void test_stage_stats(void) {
     enum { NF = 4 };
     REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "stages", NF));
     ckey_error err;
-    ckey_model *m = NULL;
-    REQUIRE(ckey_model_load(model, &m, &err) == CKEY_OK);
-    ckey_session_options so;
-    ckey_session_options_default(&so);
-    so.device = CKEY_DEVICE_CPU;
-    so.size = 64;
-    so.threads = 1;
-    ckey_session *s = NULL;
-    REQUIRE(ckey_session_create(m, &so, &s, &err) == CKEY_OK);
+    ckey_model *m;
+    ckey_session *s;
+    REQUIRE(cpu_session(model, &m, &s));
     static const struct { int read_ahead, readers, writers; } cfg[] = {{0, 1, 1}, {2, 1, 2}, {3, 2, 3}};
     char plates[600], hints[600], out[640];
     snprintf(plates, sizeof plates, "%s/Input", shot);
@@ -1087,8 +1105,7 @@ static void test_stage_stats(void) {
         snprintf(out, sizeof out, "%s/Out%d", shot, c);
         ckey_source src;
         ckey_sink sink;
-        REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
-        REQUIRE(ckey_sink_open_passes_opt(out, NULL, &sink, &err) == CKEY_OK);
+        REQUIRE(open_shot_io(plates, hints, out, &src, &sink));
         ckey_shot_options o;
         ckey_shot_options_default(&o);
         o.read_ahead = cfg[c].read_ahead;
@@ -1193,6 +1210,8 @@ static void test_stage_stats(void) {
     result_free(&r);
 }
 
+/* SHOT_DIR --out DIR: the clip's Input/ and AlphaHint/, the passes under DIR
+ * (SHOT_DIR/Output is not created); --plate and a hint folder stay refused. */
 static void test_shot_out(void) {
     char model[512], shot[512], out[600], p[1024];
     NEED_SETUP(model);
