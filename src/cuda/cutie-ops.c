@@ -13,25 +13,13 @@
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
+#include "cuda/op-status.h"
 
 #ifdef CK_HAVE_CUDA
 
 #include "cuda/cutie-kernels.h"
 
-#define ST(be) ((ck_cuda_state *)(void *)(be))
 #define F(t) ck_f32(t)
-#define WF(w) ck_wf32(w)
-/* the first failure of the ops is kept (ck_cuda_state.status) */
-#define CHECKED(be, call)                                                 \
-    do {                                                                  \
-        ckey_error e_;                                                    \
-        ckey_status s_ = (call);                                          \
-        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
-            ST(be)->status = s_;                                          \
-            ST(be)->err = e_;                                             \
-        }                                                                 \
-    } while (0)
-#define EC &e_
 
 /* COL_MIN: the im2col chunk holds at least this many floats (32 MiB), and
  * at least COL_PIX output pixels of the widest conv. MEANS: floats for the
@@ -62,12 +50,6 @@ static ckey_status conv_gemm(ck_cuda_state *s, const float *x, int64_t N, int K,
     return ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
 }
 
-static void fail(ck_backend *be, ckey_status st, const char *msg) {
-    ck_cuda_state *s = ST(be);
-    if (s->status != CKEY_OK) return;
-    s->status = ck_fail(&s->err, st, "%s", msg);
-}
-
 void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_needs *n) {
     ck_cuda_state *s = ST(be);
     s->cutie_col = scratch;
@@ -82,19 +64,59 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_counts + COUNTS) : NULL;
 }
 
+/* A conv's output size and strides (ck_conv2d's 0s resolved). */
+typedef struct {
+    int Ho, Wo, in_ld, out_ld, acc, relu;
+    int64_t in_map, out_map, K, P;
+} conv_shape;
+
+static conv_shape conv_shape_of(const ck_conv2d *g) {
+    conv_shape c;
+    c.Ho = (g->H + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
+    c.Wo = (g->W + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
+    c.in_ld = g->in_ld ? g->in_ld : g->Cin, c.out_ld = g->out_ld ? g->out_ld : g->Cout;
+    c.in_map = g->in_map ? g->in_map : (int64_t)g->H * g->W * c.in_ld;
+    c.out_map = g->out_map ? g->out_map : (int64_t)c.Ho * c.Wo * c.out_ld;
+    c.K = (int64_t)g->k * g->k * g->Cin, c.P = (int64_t)c.Ho * c.Wo;
+    c.acc = (g->flags & CK_CONV_ACCUMULATE) != 0, c.relu = (g->flags & CK_CONV_RELU_OUT) != 0;
+    return c;
+}
+
+/* The conv as chunks of `chunk` output pixels: im2col of the chunk into the
+ * workspace, a GEMM, a bias / ReLU pass. half: the chunk in fp16 and the
+ * GEMM against the fp16 weight s->cutie_wh (ck_cuda_gemm_f16_f32); else
+ * fp32 against w (conv_gemm). */
+static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const float *w,
+                        const float *bias, float *y, int64_t chunk, int half) {
+    ck_cuda_state *s = ST(be);
+    const int relu_in = (g->flags & CK_CONV_RELU_IN) != 0;
+    for (int img = 0; img < g->n; img++)
+        for (int64_t p0 = 0; p0 < c->P; p0 += chunk) {
+            const int64_t np = CK_MIN(chunk, c->P - p0);
+            const float *in = x + img * c->in_map;
+            float *o = y + img * c->out_map + p0 * c->out_ld;
+            if (half) {
+                CHECKED(be, ck_cu_im2col_h(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
+                                           c->Wo, p0, np, s->cutie_col, s->stream, EC));
+                CHECKED(be, ck_cuda_gemm_f16_f32(s->blas, s->cutie_col, np, (int)c->K, s->cutie_wh, o, g->Cout,
+                                                 c->out_ld, c->acc, s->stream, EC));
+            } else {
+                CHECKED(be, ck_cu_im2col(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
+                                         c->Wo, p0, np, s->cutie_col, s->stream, EC));
+                CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, w, o, g->Cout, c->out_ld, c->acc, EC));
+            }
+            if (bias || c->relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, c->out_ld, bias, c->relu, s->stream, EC));
+        }
+}
+
 void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out) {
     ck_cuda_state *s = ST(be);
-    const int Ho = (g->H + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
-    const int Wo = (g->W + 2 * g->pad - g->dil * (g->k - 1) - 1) / g->stride + 1;
-    const int in_ld = g->in_ld ? g->in_ld : g->Cin, out_ld = g->out_ld ? g->out_ld : g->Cout;
-    const int64_t in_map = g->in_map ? g->in_map : (int64_t)g->H * g->W * in_ld;
-    const int64_t out_map = g->out_map ? g->out_map : (int64_t)Ho * Wo * out_ld;
-    const int64_t K = (int64_t)g->k * g->k * g->Cin, P = (int64_t)Ho * Wo;
-    const int acc = (g->flags & CK_CONV_ACCUMULATE) != 0, relu = (g->flags & CK_CONV_RELU_OUT) != 0;
+    const conv_shape c = conv_shape_of(g);
+    const int64_t K = c.K, P = c.P;
     const float *x = F(in), *w = WF(W), *bias = WF(b);
     float *y = F(out);
     if (K > INT32_MAX || P <= 0) {
-        fail(be, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
+        FAIL_ONCE(s, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
         return;
     }
     if (s->cfg.conv_precision == CKEY_PRECISION_FP16) {
@@ -102,47 +124,31 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
          * pixels of the fp32 chunk in the same bytes */
         const int64_t chunk = (int64_t)(2 * s->cutie_col_floats / (size_t)K);
         if (!s->cutie_col || chunk < 1 || (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves) {
-            fail(be, CKEY_ERR_INTERNAL, "cuda conv2d (fp16): the workspace is unset or under the weight or one pixel's taps");
+            FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d (fp16): the workspace is unset or under the weight or one "
+                      "pixel's taps");
             return;
         }
         CHECKED(be, ck_cuda_convert(w, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
-        for (int img = 0; img < g->n; img++)
-            for (int64_t p0 = 0; p0 < P; p0 += chunk) {
-                const int64_t np = CK_MIN(chunk, P - p0);
-                float *o = y + img * out_map + p0 * out_ld;
-                CHECKED(be, ck_cu_im2col_h(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
-                                           (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
-                CHECKED(be, ck_cuda_gemm_f16_f32(s->blas, s->cutie_col, np, (int)K, s->cutie_wh, o, g->Cout, out_ld, acc,
-                                                 s->stream, EC));
-                if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
-            }
+        conv_chunks(be, g, &c, x, w, bias, y, chunk, 1);
         return;
     }
-    if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && in_ld == g->Cin) {
+    if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && c.in_ld == g->Cin) {
         /* a 1x1 conv is a GEMM over the input as it lies: all maps at once when they are packed */
-        const int packed = in_map == P * in_ld && out_map == P * out_ld;
+        const int packed = c.in_map == P * c.in_ld && c.out_map == P * c.out_ld;
         for (int img = 0; img < (packed ? 1 : g->n); img++) {
             const int64_t rows = packed ? (int64_t)g->n * P : P;
-            float *o = y + img * out_map;
-            CHECKED(be, conv_gemm(s, x + img * in_map, rows, (int)K, w, o, g->Cout, out_ld, acc, EC));
-            if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, out_ld, bias, relu, s->stream, EC));
+            float *o = y + img * c.out_map;
+            CHECKED(be, conv_gemm(s, x + img * c.in_map, rows, (int)K, w, o, g->Cout, c.out_ld, c.acc, EC));
+            if (bias || c.relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, c.out_ld, bias, c.relu, s->stream, EC));
         }
         return;
     }
     const int64_t chunk = (int64_t)(s->cutie_col_floats / (size_t)K);
     if (!s->cutie_col || chunk < 1) {
-        fail(be, CKEY_ERR_INTERNAL, "cuda conv2d: the workspace is unset or under one pixel's taps");
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d: the workspace is unset or under one pixel's taps");
         return;
     }
-    for (int img = 0; img < g->n; img++)
-        for (int64_t p0 = 0; p0 < P; p0 += chunk) {
-            const int64_t np = CK_MIN(chunk, P - p0);
-            float *o = y + img * out_map + p0 * out_ld;
-            CHECKED(be, ck_cu_im2col(x + img * in_map, g->H, g->W, g->Cin, in_ld, g->k, g->stride, g->pad, g->dil,
-                                     (g->flags & CK_CONV_RELU_IN) != 0, Wo, p0, np, s->cutie_col, s->stream, EC));
-            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)K, w, o, g->Cout, out_ld, acc, EC));
-            if (bias || relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, out_ld, bias, relu, s->stream, EC));
-        }
+    conv_chunks(be, g, &c, x, w, bias, y, chunk, 0);
 }
 
 void ck_cuda_cutie_maxpool3x3s2(ck_backend *be, ck_tensor in, int n, int H, int W, int C, ck_tensor out) {
@@ -193,7 +199,7 @@ void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t
                                  ck_tensor r, ck_tensor out) {
     ck_cuda_state *s = ST(be);
     if (!s->cutie_means || (int64_t)n * C > MEANS) {
-        fail(be, CKEY_ERR_INTERNAL, "cuda channel_attention: the workspace is unset or under n x C means");
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda channel_attention: the workspace is unset or under n x C means");
         return;
     }
     CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->stream, EC));
@@ -211,7 +217,7 @@ void ck_cuda_cutie_object_attn_mask(ck_backend *be, ck_tensor logits, int O, int
     ck_cuda_state *s = ST(be);
     if (mask.type != CK_U8) abort();
     if (!s->cutie_counts || O > COUNTS) {
-        fail(be, CKEY_ERR_INTERNAL, "cuda object_attn_mask: the workspace is unset or under O counts");
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda object_attn_mask: the workspace is unset or under O counts");
         return;
     }
     CHECKED(be, ck_cu_object_attn_mask(F(logits), O, HW, Q, mask.data, s->cutie_counts, s->stream, EC));

@@ -9,22 +9,12 @@
 #include <string.h>
 
 #include "cuda/backend.h"
+#include "cuda/op-status.h"
 
 #ifdef CK_HAVE_CUDA
 
-#define ST(be) ((ck_cuda_state *)(void *)(be))
 /* element n of a dt-typed device buffer */
 #define AT(s, p, n) ((void *)((char *)(p) + (size_t)(n) * ck_dtype_size((s)->dt)))
-/* fp32 data of a weight that must be fp32 (aborts on any other type) */
-#define WF(w) ck_wf32(w)
-#define CHECKED(call)                                                     \
-    do {                                                                  \
-        ckey_status s_ = (call);                                          \
-        if (s_ != CKEY_OK && ST(be)->status == CKEY_OK) {                 \
-            ST(be)->status = s_;                                          \
-            ST(be)->err = e_;                                             \
-        }                                                                 \
-    } while (0)
 
 /* CONV_BAND: rows per band of a residual block's conv2 from S = 2048 on,
  * which writes band + REF_MAX_DIL rows before its input
@@ -98,9 +88,8 @@ size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt) {
  * elements of dt: the sizes above and the ops below disagree. */
 static int scratch_ok(ck_cuda_state *s, size_t elems) {
     if (elems * ck_dtype_size(s->dt) <= s->scratch_bytes) return 1;
-    if (s->status == CKEY_OK)
-        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: the phase's scratch (%zu bytes) is under the %zu an op "
-                            "needs", s->scratch_bytes, elems * ck_dtype_size(s->dt));
+    FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda: the phase's scratch (%zu bytes) is under the %zu an op needs",
+              s->scratch_bytes, elems * ck_dtype_size(s->dt));
     return 0;
 }
 
@@ -111,7 +100,6 @@ static void cu_set_scratch(ck_backend *be, void *scratch, size_t bytes) {
 
 static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor xt, int S,
                            ck_weight pos, int k, ck_tensor tt) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const void *x = xt.data;
     void *tokens = tt.data;
@@ -122,21 +110,20 @@ static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_w
         for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
             const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
             void *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
-            CHECKED(ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
-                                           col, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), WF(pos), tokens, s->dt, s->stream,
-                                             &e_));
+            CHECKED(be, ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
+                                           col, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), WF(pos), tokens, s->dt, s->stream,
+                                             EC));
         }
         return;
     }
-    CHECKED(ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w), WF(b),
-                                  WF(pos), c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w), WF(b),
+                                  WF(pos), c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, EC));
 }
 
 static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
-    ckey_error e_;
-    CHECKED(ck_cuda_layernorm_t(x.data, N, C, WF(g), WF(b), y.data, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_layernorm_t(x.data, N, C, WF(g), WF(b), y.data, ST(be)->dt, ST(be)->stream, EC));
 }
 
 /* The biases handed to ck_cuda_linear_t / _ld_t (qkv_b, attn_proj_b, fc2_b,
@@ -145,28 +132,25 @@ static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weigh
  * dec.scale_b[0]: the epilogues) stay fp32 (backend.c, upload_weights). */
 static int linear_types_ok(ck_cuda_state *s, ck_weight W, ck_weight b) {
     if (W.type == s->dt && (!b.data || b.type == s->dt)) return 1;
-    if (s->status == CKEY_OK)
-        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda linear: weight %s / bias %s in a %s session",
-                            ck_dtype_name(W.type), ck_dtype_name(b.type), ck_dtype_name(s->dt));
+    FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda linear: weight %s / bias %s in a %s session", ck_dtype_name(W.type),
+              ck_dtype_name(b.type), ck_dtype_name(s->dt));
     return 0;
 }
 
 static void cu_linear(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
                       int accumulate) {
-    ckey_error e_;
     if (!linear_types_ok(ST(be), W, b)) return;
-    CHECKED(ck_cuda_linear_t(ST(be)->blas, x.data, N, in, W.data, b.data, y.data, out, accumulate, ST(be)->dt,
-                             ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_linear_t(ST(be)->blas, x.data, N, in, W.data, b.data, y.data, out, accumulate, ST(be)->dt,
+                             ST(be)->stream, EC));
 }
 
 static void cu_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y,
                               int out, int qs) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     void *full = s->scratch;
     if (!scratch_ok(s, (size_t)N * out) || !linear_types_ok(s, W, ck_weight_of(NULL, s->dt))) return;
-    CHECKED(ck_cuda_linear_t(s->blas, x.data, N, in, W.data, NULL, full, out, 0, s->dt, s->stream, &e_));
-    CHECKED(ck_cuda_maxpool_bias_t(full, N / qs, out, qs, WF(b), y.data, s->dt, s->stream, &e_));
+    CHECKED(be, ck_cuda_linear_t(s->blas, x.data, N, in, W.data, NULL, full, out, 0, s->dt, s->stream, EC));
+    CHECKED(be, ck_cuda_maxpool_bias_t(full, N / qs, out, qs, WF(b), y.data, s->dt, s->stream, EC));
 }
 
 /* All heads at once: one qkv GEMM, one attention launch. The scratch holds
@@ -179,94 +163,90 @@ static void cu_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck
 static void mu_attention_chunks(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const void *x,
                                 int64_t nw, int64_t nwc, void *xo);
 
-static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor xt,
-                                   int64_t N, ck_tensor xot) {
-    ckey_error e_;
+/* The weights' types for mask-unit attention (linear_types_ok). */
+static int mu_types_ok(ck_cuda_state *s, const ck_block_info *bi, const ck_block_w *w) {
+    if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return 0;
+    return bi->dim == bi->dim_out || linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt));
+}
+
+/* Mask-unit attention of nwc windows whose N tokens lie in x [N, D] (token
+ * t of window w at row t * nwc + w): norm1 into xn, then from xn on in the
+ * same buffer q | k | v [N, 3 Do] and att [N / qs, Do]; widening, the
+ * pooled shortcut into xo first; then xo [N / qs, Do] += attn.proj(att). */
+static void mu_attention_windows(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const void *x,
+                                 int64_t N, int64_t nwc, void *xn, void *xo) {
     ck_cuda_state *s = ST(be);
     const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
-    const int64_t Nq = N / qs, nw = N / T, nwc = mu_chunk_windows(nw, s->cfg.sched.encoder_chunks);
+    const int64_t Nq = N / qs;
+    void *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, (size_t)N * 3 * Do);
+    CHECKED(be, ck_cuda_layernorm_t(x, N, D, WF(w->norm1_w), WF(w->norm1_b), xn, s->dt, s->stream, EC));
+    if (D != Do) {
+        CHECKED(be, ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w.data, NULL, wk, Do, 0, s->dt, s->stream, EC));
+        CHECKED(be, ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, WF(w->proj_b), xo, s->dt, s->stream, EC));
+    }
+    CHECKED(be, ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w.data, w->qkv_b.data, wk, 3 * Do, 0, s->dt, s->stream,
+                                 EC));
+    if (s->dt == CK_F32)
+        CHECKED(be, ck_cuda_window_attention_t(wk, nwc, T, qs, Do, heads, att, s->dt, s->stream, EC));
+    else
+        CHECKED(be, ck_cuda_window_attention_tc_ld(wk, nwc, T, qs, Do, heads, att, Do, s->dt, s->stream, EC));
+    CHECKED(be, ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w.data, w->attn_proj_b.data, xo, Do, 1, s->dt,
+                                 s->stream, EC));
+}
+
+static void cu_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor xt,
+                                   int64_t N, ck_tensor xot) {
+    ck_cuda_state *s = ST(be);
+    const int64_t nw = N / ((int64_t)bi->window * bi->q_stride), nwc = mu_chunk_windows(nw, s->cfg.sched.encoder_chunks);
     if (nwc < nw) { /* the schedule's chunks of windows (ck_schedule.encoder_chunks) */
         mu_attention_chunks(be, bi, w, xt.data, nw, nwc, xot.data);
         return;
     }
-    if (!scratch_ok(s, mu_scratch_elems(bi, nw, 0))) return;
-    if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return;
-    if (D != Do && !linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt))) return;
-    const void *x = xt.data;
-    void *xo = xot.data;
-    void *xn = s->scratch, *wk = AT(s, xn, (size_t)N * D), *att = AT(s, wk, (size_t)N * 3 * Do);
-    CHECKED(ck_cuda_layernorm_t(x, N, D, WF(w->norm1_w), WF(w->norm1_b), xn, s->dt, s->stream, &e_));
-    if (D != Do) {
-        CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->proj_w.data, NULL, wk, Do, 0, s->dt, s->stream, &e_));
-        CHECKED(ck_cuda_maxpool_bias_t(wk, Nq, Do, qs, WF(w->proj_b), xo, s->dt, s->stream, &e_));
-    }
-    CHECKED(ck_cuda_linear_t(s->blas, xn, N, D, w->qkv_w.data, w->qkv_b.data, wk, 3 * Do, 0, s->dt, s->stream, &e_));
-    if (s->dt == CK_F32)
-        CHECKED(ck_cuda_window_attention_t(wk, nw, T, qs, Do, heads, att, s->dt, s->stream, &e_));
-    else
-        CHECKED(ck_cuda_window_attention_tc_ld(wk, nw, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
-    CHECKED(ck_cuda_linear_t(s->blas, att, Nq, Do, w->attn_proj_w.data, w->attn_proj_b.data, xo, Do, 1, s->dt,
-                             s->stream, &e_));
+    if (!scratch_ok(s, mu_scratch_elems(bi, nw, 0)) || !mu_types_ok(s, bi, w)) return;
+    mu_attention_windows(be, bi, w, xt.data, N, nw, s->scratch, xot.data);
 }
 
 /* Mask-unit attention in chunks of nwc windows, for a schedule whose
  * encoder scratch holds only a chunk's q, k, v. Window w's token t is row
  * t * nw + w, so a chunk's tokens are T blocks of nwc rows nw rows apart:
  * they are gathered into xc (token t of window w0 + w' at row t * nwc + w',
- * the same strided layout with nwc windows), run through the whole-map path's
- * kernels (layernorm, GEMMs, window attention, q pooling over rows Nqc
- * apart) and scattered back into xo's rows. Each value is the one-launch
- * path's up to the GEMMs' order of summation over a different row count. */
+ * the same strided layout with nwc windows), run through the whole-map path
+ * (mu_attention_windows: layernorm, GEMMs, window attention, q pooling over
+ * rows Nqc apart) and scattered back into xo's rows. Each value is the
+ * one-launch path's up to the GEMMs' order of summation over a different
+ * row count. */
 static void mu_attention_chunks(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, const void *x,
                                 int64_t nw, int64_t nwc, void *xo) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
-    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs, heads = bi->heads;
+    const int D = bi->dim, Do = bi->dim_out, qs = bi->q_stride, T = bi->window * qs;
     const size_t es = ck_dtype_size(s->dt);
-    if (!scratch_ok(s, mu_scratch_elems(bi, nwc, 1))) return;
-    if (!linear_types_ok(s, w->qkv_w, w->qkv_b) || !linear_types_ok(s, w->attn_proj_w, w->attn_proj_b)) return;
-    if (D != Do && !linear_types_ok(s, w->proj_w, ck_weight_of(NULL, s->dt))) return;
+    if (!scratch_ok(s, mu_scratch_elems(bi, nwc, 1)) || !mu_types_ok(s, bi, w)) return;
     for (int64_t w0 = 0; w0 < nw; w0 += nwc) {
         const int64_t n = CK_MIN(nwc, nw - w0), Nc = (int64_t)T * n, Nqc = Nc / qs;
         /* xc [Nc, D] | (widening: xoc [Nqc, Do]) | xn [Nc, D] | q, k, v [Nc, 3 Do] | att [Nqc, Do] */
         void *xc = s->scratch, *xoc = D != Do ? AT(s, xc, (size_t)Nc * D) : xc;
         void *xn = D != Do ? AT(s, xoc, (size_t)Nqc * Do) : AT(s, xc, (size_t)Nc * D);
-        void *wk = AT(s, xn, (size_t)Nc * D), *att = AT(s, wk, (size_t)Nc * 3 * Do);
-        CHECKED(ck_cuda_copy2d_d2d(xc, (size_t)n * D * es, AT(s, x, w0 * D), (size_t)nw * D * es, (size_t)n * D * es,
-                                   (size_t)T, s->stream, &e_));
-        CHECKED(ck_cuda_layernorm_t(xc, Nc, D, WF(w->norm1_w), WF(w->norm1_b), xn, s->dt, s->stream, &e_));
-        if (D != Do) {
-            CHECKED(ck_cuda_linear_t(s->blas, xn, Nc, D, w->proj_w.data, NULL, wk, Do, 0, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_maxpool_bias_t(wk, Nqc, Do, qs, WF(w->proj_b), xoc, s->dt, s->stream, &e_));
-        }
-        CHECKED(ck_cuda_linear_t(s->blas, xn, Nc, D, w->qkv_w.data, w->qkv_b.data, wk, 3 * Do, 0, s->dt, s->stream,
-                                 &e_));
-        if (s->dt == CK_F32)
-            CHECKED(ck_cuda_window_attention_t(wk, n, T, qs, Do, heads, att, s->dt, s->stream, &e_));
-        else
-            CHECKED(ck_cuda_window_attention_tc_ld(wk, n, T, qs, Do, heads, att, Do, s->dt, s->stream, &e_));
+        CHECKED(be, ck_cuda_copy2d_d2d(xc, (size_t)n * D * es, AT(s, x, w0 * D), (size_t)nw * D * es,
+                                       (size_t)n * D * es, (size_t)T, s->stream, EC));
         /* the residual: xoc (x's rows of the chunk, or the pooled shortcut) += attn.proj(att) */
-        CHECKED(ck_cuda_linear_t(s->blas, att, Nqc, Do, w->attn_proj_w.data, w->attn_proj_b.data, xoc, Do, 1, s->dt,
-                                 s->stream, &e_));
-        CHECKED(ck_cuda_copy2d_d2d(AT(s, xo, w0 * Do), (size_t)nw * Do * es, xoc, (size_t)n * Do * es,
-                                   (size_t)n * Do * es, (size_t)(T / qs), s->stream, &e_));
+        mu_attention_windows(be, bi, w, xc, Nc, n, xn, xoc);
+        CHECKED(be, ck_cuda_copy2d_d2d(AT(s, xo, w0 * Do), (size_t)nw * Do * es, xoc, (size_t)n * Do * es,
+                                       (size_t)n * Do * es, (size_t)(T / qs), s->stream, EC));
     }
 }
 
 static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int heads, int qs, ck_tensor outt) {
-    ckey_error e_;
     const void *qkv = qkvt.data;
     void *out = outt.data;
     if (ST(be)->dt == CK_F32)
-        CHECKED(ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+        CHECKED(be, ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
     else if (ST(be)->wgmma && heads > 0 && D == 56 * heads) /* the wgmma kernel is head_dim 56 only */
-        CHECKED(ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+        CHECKED(be, ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
     else
-        CHECKED(ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, &e_));
+        CHECKED(be, ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
 }
 
 static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_block_w *w, int hidden) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int64_t chunk = mlp_chunk(s->cfg.sched.encoder_chunks);
     if (!scratch_ok(s, (size_t)CK_MIN(chunk, N) * (C + hidden))) return;
@@ -277,33 +257,31 @@ static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_bloc
         void *xn = s->scratch, *h = AT(s, xn, (size_t)n * C), *xr = AT(s, xt.data, r * C);
         if (w->fc1_colsum.data) { /* norm2 folded into fc1 (backend.c, ln-fold.h): the rows' stats where xn would be */
             float *stats = xn; /* [n, 2] floats: within xn's n * C 16-bit values, C >= 4 */
-            CHECKED(ck_cuda_layernorm_stats_t(xr, n, C, stats, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_gelu_ln(xr, n, C, w->fc1_w.data, fc1_b, WF(w->fc1_colsum), stats, h, hidden,
-                                           s->fc1_form, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream,
-                                     &e_));
+            CHECKED(be, ck_cuda_layernorm_stats_t(xr, n, C, stats, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_linear_gelu_ln(xr, n, C, w->fc1_w.data, fc1_b, WF(w->fc1_colsum), stats, h, hidden,
+                                           s->fc1_form, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream,
+                                     EC));
             continue;
         }
-        CHECKED(ck_cuda_layernorm_t(xr, n, C, WF(w->norm2_w), WF(w->norm2_b), xn, s->dt, s->stream, &e_));
+        CHECKED(be, ck_cuda_layernorm_t(xr, n, C, WF(w->norm2_w), WF(w->norm2_b), xn, s->dt, s->stream, EC));
         if (s->fused_fc1 && ck_cuda_linear_gelu_ok(n, C, hidden, s->dt) && !((uintptr_t)fc1_b & 7)) {
-            CHECKED(ck_cuda_linear_wgmma(xn, n, C, w->fc1_w.data, fc1_b, h, hidden, CK_LINEAR_GELU | s->fc1_form, s->dt,
-                                         s->stream, &e_));
+            CHECKED(be, ck_cuda_linear_wgmma(xn, n, C, w->fc1_w.data, fc1_b, h, hidden, CK_LINEAR_GELU | s->fc1_form, s->dt,
+                                         s->stream, EC));
         } else {
-            CHECKED(ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w.data, NULL, h, hidden, 0, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_bias_gelu_t(h, n, hidden, fc1_b, s->dt, s->stream, &e_));
+            CHECKED(be, ck_cuda_linear_t(s->blas, xn, n, C, w->fc1_w.data, NULL, h, hidden, 0, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_bias_gelu_t(h, n, hidden, fc1_b, s->dt, s->stream, EC));
         }
-        CHECKED(ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream, &e_));
+        CHECKED(be, ck_cuda_linear_t(s->blas, h, n, hidden, w->fc2_w.data, w->fc2_b.data, xr, C, 1, s->dt, s->stream, EC));
     }
 }
 
 static void cu_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat) {
-    ckey_error e_;
-    CHECKED(ck_cuda_reroll_t(tokens.data, H, W, k, C, feat.data, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_reroll_t(tokens.data, H, W, k, C, feat.data, ST(be)->dt, ST(be)->stream, EC));
 }
 
 static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
                             const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int D2 = 2 * c->dec_dim;
     if (!linear_types_ok(s, w->scale_w[0], ck_weight_of(NULL, s->dt))) return;
@@ -313,28 +291,25 @@ static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder
     if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
     for (int64_t p0 = 0; p0 < total; p0 += chunk) {
         const int64_t n = CK_MIN(chunk, total - p0);
-        CHECKED(ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), n, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
-                                 s->dt, s->stream, &e_));
-        CHECKED(ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0].data, Hk[0], P[1].data, Hk[1], P[2].data,
+        CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), n, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
+                                 s->dt, s->stream, EC));
+        CHECKED(be, ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0].data, Hk[0], P[1].data, Hk[1], P[2].data,
                                            Hk[2], WF(w->scale_b[0]), WF(w->cls_w), WF(w->cls_b), ck_f32(logits), s->dt,
-                                           s->stream, &e_));
+                                           s->stream, EC));
     }
 }
 
 static void cu_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
-    ckey_error e_;
-    CHECKED(ck_cuda_refiner_input_t(x.data, ck_f32(logits), S, rin.data, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_refiner_input_t(x.data, ck_f32(logits), S, rin.data, ST(be)->dt, ST(be)->stream, EC));
 }
 
 static void cu_affine_relu(ck_backend *be, ck_tensor x, int C, int64_t HW, const float *a, const float *b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_affine_relu_t(x.data, NULL, C, HW, a, b, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_affine_relu_t(x.data, NULL, C, HW, a, b, ST(be)->dt, ST(be)->stream, EC));
 }
 
 static void cu_residual_affine_relu(ck_backend *be, ck_tensor x, ck_tensor y, int C, int64_t HW, const float *a,
                                     const float *b, const float *pre_a, const float *pre_b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_residual_relu_t(x.data, y.data, C, HW, a, b, pre_a, pre_b, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_residual_relu_t(x.data, y.data, C, HW, a, b, pre_a, pre_b, ST(be)->dt, ST(be)->stream, EC));
 }
 
 /* The tensor-core conv of output rows y0 .. y1-1: Hopper's wgmma kernel for
@@ -363,16 +338,16 @@ static ckey_status conv_tc_rows(const ck_cuda_state *s, const void *in, int Cin,
 static void conv3x3_shifted(ck_backend *be, int tc, const void *in, int Cin, int S, int dil, ck_weight W,
                             const float *bias, const float *in_a, const float *in_b, void *out, int Cout, int groups,
                             double *stats) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int rows = conv_band(S);
     if (tc && s->wgmma && s->conv_sync && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL) {
         /* all bands in one launch, items waiting only for the readers of the rows they overwrite */
+        ckey_error e;
         const ckey_status st = ck_cuda_conv3x3_wgmma_inplace(in, S, dil, W.data, bias, in_a, in_b, rows,
                                                             ck_cuda_conv_shift_rows(S), s->conv_sync, s->conv_sync_n,
-                                                            groups, stats, s->dt, s->stream, &e_);
+                                                            groups, stats, s->dt, s->stream, &e);
         if (st != CKEY_ERR_UNSUPPORTED) {
-            CHECKED(st);
+            ck_cuda_keep_status(s, st, &e);
             return;
         }
     }
@@ -380,10 +355,10 @@ static void conv3x3_shifted(ck_backend *be, int tc, const void *in, int Cin, int
         const int y1 = CK_MIN(S, y0 + rows);
         void *band = AT(s, out, (size_t)y0 * S * Cout);
         if (tc)
-            CHECKED(conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, &e_));
+            CHECKED(be, conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, band, y0, y1, Cout, groups, stats, EC));
         else
-            CHECKED(ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, WF(W), bias, band, y0, y1, Cout, groups, stats, s->dt,
-                                           s->stream, &e_));
+            CHECKED(be, ck_cuda_conv3x3_rows_t(in, 0, Cin, S, dil, WF(W), bias, band, y0, y1, Cout, groups, stats, s->dt,
+                                           s->stream, EC));
     }
 }
 
@@ -394,19 +369,14 @@ static int conv_shift_ok(ck_cuda_state *s, const void *in, int Cin, int S, int d
     const char *i = (const char *)in, *o = (const char *)out;
     if (o >= i + (size_t)S * row || i >= o + (size_t)S * row) return -1; /* disjoint */
     if (Cin == Cout && dil <= REF_MAX_DIL && o + (size_t)ck_cuda_conv_shift_rows(S) * row == i) return 1;
-    if (s->status == CKEY_OK) {
-        snprintf(s->err.message, sizeof s->err.message,
-                 "conv3x3: output overlaps the input other than %d rows before it (dilation %d)",
-                 ck_cuda_conv_shift_rows(S), dil);
-        s->err.status = s->status = CKEY_ERR_INTERNAL;
-    }
+    FAIL_ONCE(s, CKEY_ERR_INTERNAL, "conv3x3: output overlaps the input other than %d rows before it (dilation %d)",
+              ck_cuda_conv_shift_rows(S), dil);
     return 0;
 }
 
 static void cu_conv3x3(ck_backend *be, ck_tensor int_, int image_in, int Cin, int S, int dil, ck_weight W,
                        ck_weight biasw, const float *in_a, const float *in_b, ck_tensor outt, int Cout, int groups,
                        double *stats) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     void *in = int_.data, *out = outt.data;
     const float *bias = WF(biasw);
@@ -415,29 +385,28 @@ static void cu_conv3x3(ck_backend *be, ck_tensor int_, int image_in, int Cin, in
         /* tensor cores; the pending GroupNorm + ReLU is applied as the conv loads */
         if (image_in) { /* the stem: [7, S, S] -> [S*S, 8] in the scratch, weights with paired taps */
             if (!scratch_ok(s, (size_t)HW * 8)) return;
-            CHECKED(ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, &e_));
-            CHECKED(ck_cuda_conv3x3_tc(s->scratch, 8, S, dil, W.data, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
-                                       s->stream, &e_));
+            CHECKED(be, ck_cuda_refiner_stem_input(in, S, s->scratch, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_conv3x3_tc(s->scratch, 8, S, dil, W.data, bias, NULL, NULL, out, Cout, groups, stats, s->dt,
+                                       s->stream, EC));
             return;
         }
         const int sh = conv_shift_ok(s, in, Cin, S, dil, out, Cout);
-        if (sh < 0) CHECKED(conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, out, 0, S, Cout, groups, stats, &e_));
+        if (sh < 0) CHECKED(be, conv_tc_rows(s, in, Cin, S, dil, W.data, bias, in_a, in_b, out, 0, S, Cout, groups, stats, EC));
         if (sh > 0) conv3x3_shifted(be, 1, in, Cin, S, dil, W, bias, in_a, in_b, out, Cout, groups, stats);
         return;
     }
     const int sh = image_in ? -1 : conv_shift_ok(s, in, Cin, S, dil, out, Cout);
     if (!sh) return;
-    if (in_a) CHECKED(ck_cuda_affine_relu_t(in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, &e_));
+    if (in_a) CHECKED(be, ck_cuda_affine_relu_t(in, NULL, Cin, HW, in_a, in_b, s->dt, s->stream, EC));
     if (sh < 0)
-        CHECKED(ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, WF(W), bias, out, Cout, groups, stats, s->dt, s->stream, &e_));
+        CHECKED(be, ck_cuda_conv3x3_t(in, image_in, Cin, S, dil, WF(W), bias, out, Cout, groups, stats, s->dt, s->stream, EC));
     else
         conv3x3_shifted(be, 0, in, Cin, S, dil, W, bias, NULL, NULL, out, Cout, groups, stats);
 }
 
 static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const float *ra, const float *rb, int C,
                               int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout) {
-    ckey_error e_;
-    CHECKED(ck_cuda_pointwise_t(x.data, y.data, ra, rb, C, HW, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_pointwise_t(x.data, y.data, ra, rb, C, HW, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt, ST(be)->stream, EC));
 }
 
 /* The banded refiner (model.h ck_schedule.refiner_band): the whole-map ops'
@@ -447,79 +416,70 @@ static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const fl
 int ck_cuda_band_input_ch(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt) ? 8 : 7; }
 
 static void cu_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const int packed = ck_cuda_band_input_ch(s->ref_dim, s->dt) == 8;
-    CHECKED(ck_cuda_refiner_input_rows_t(x.data, ck_f32(logits), S, y0, n, packed, rin.data, s->dt, s->stream, &e_));
+    CHECKED(be, ck_cuda_refiner_input_rows_t(x.data, ck_f32(logits), S, y0, n, packed, rin.data, s->dt, s->stream, EC));
 }
 
 static void cu_conv3x3_rows(ck_backend *be, ck_tensor in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,
                             ck_weight W, ck_weight biasw, ck_tensor out, int out_r0, int out_n, int Cout, int groups,
                             double *stats) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     const float *bias = WF(biasw);
     const int y1 = out_r0 + out_n;
     if (ck_cuda_refiner_tc_ok(Cout, s->dt) && (image_in || ck_cuda_refiner_tc_ok(Cin, s->dt))) {
         if (image_in) /* the stem from its packed band (cu_refiner_input_rows), weights with paired taps */
-            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, 8, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
-                                            Cout, groups, stats, s->dt, s->stream, &e_));
+            CHECKED(be, ck_cuda_conv3x3_tc_band(in.data, in_r0, 8, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, EC));
         else if (s->wgmma && Cin == 64 && Cout == 64 && dil <= REF_MAX_DIL)
-            CHECKED(ck_cuda_conv3x3_wgmma_band(in.data, in_r0, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
-                                               groups, stats, s->dt, s->stream, &e_));
+            CHECKED(be, ck_cuda_conv3x3_wgmma_band(in.data, in_r0, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                               groups, stats, s->dt, s->stream, EC));
         else
-            CHECKED(ck_cuda_conv3x3_tc_band(in.data, in_r0, Cin, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
-                                            Cout, groups, stats, s->dt, s->stream, &e_));
+            CHECKED(be, ck_cuda_conv3x3_tc_band(in.data, in_r0, Cin, S, dil, W.data, bias, NULL, NULL, out.data, out_r0, y1,
+                                            Cout, groups, stats, s->dt, s->stream, EC));
         return;
     }
-    CHECKED(ck_cuda_conv3x3_band_t(in.data, image_in, Cin, S, dil, in_r0, in_n, WF(W), bias, out.data, out_r0, y1, Cout,
-                                   groups, stats, s->dt, s->stream, &e_));
+    CHECKED(be, ck_cuda_conv3x3_band_t(in.data, image_in, Cin, S, dil, in_r0, in_n, WF(W), bias, out.data, out_r0, y1, Cout,
+                                   groups, stats, s->dt, s->stream, EC));
 }
 
 static void cu_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
                                    float mult, ck_tensor out, int Cout) {
-    ckey_error e_;
-    CHECKED(ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt,
-                                     ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt,
+                                     ST(be)->stream, EC));
 }
 
 /* c1 in page-locked host memory between stage 1 and the decoders (ck_schedule.c1_on_host) */
 static int host_range_ok(ck_cuda_state *s, size_t off, size_t bytes) {
     if (s->host_maps && off + bytes <= s->host_map_bytes) return 1;
-    if (s->status == CKEY_OK)
-        s->status = ck_fail(&s->err, CKEY_ERR_INTERNAL, "cuda: %zu host bytes at %zu past the session's %zu", bytes,
-                            off, s->host_map_bytes);
+    FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda: %zu host bytes at %zu past the session's %zu", bytes, off,
+              s->host_map_bytes);
     return 0;
 }
 
 static void cu_to_host(ck_backend *be, ck_tensor t, size_t off, size_t bytes) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     if (host_range_ok(s, off, bytes))
-        CHECKED(ck_cuda_copy_async((char *)s->host_maps + off, t.data, bytes, 0, s->stream, &e_));
+        CHECKED(be, ck_cuda_copy_async((char *)s->host_maps + off, t.data, bytes, 0, s->stream, EC));
 }
 
 static void cu_from_host(ck_backend *be, size_t off, size_t bytes, ck_tensor t) {
-    ckey_error e_;
     ck_cuda_state *s = ST(be);
     if (host_range_ok(s, off, bytes))
-        CHECKED(ck_cuda_copy_async(t.data, (char *)s->host_maps + off, bytes, 1, s->stream, &e_));
+        CHECKED(be, ck_cuda_copy_async(t.data, (char *)s->host_maps + off, bytes, 1, s->stream, EC));
 }
 
 static void cu_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
-    ckey_error e_;
-    CHECKED(ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, EC));
 }
 
 static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW, ck_weight gamma,
                                 ck_weight beta, float *a, float *b) {
-    ckey_error e_;
-    CHECKED(ck_cuda_groupnorm_affine(stats, groups, C, HW, WF(gamma), WF(beta), a, b, ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_groupnorm_affine(stats, groups, C, HW, WF(gamma), WF(beta), a, b, ST(be)->stream, EC));
 }
 
 static void cu_zero_stats(ck_backend *be, double *stats, int n) {
-    ckey_error e_;
-    CHECKED(ck_cuda_memset_async(stats, 0, (size_t)n * sizeof(double), ST(be)->stream, &e_));
+    CHECKED(be, ck_cuda_memset_async(stats, 0, (size_t)n * sizeof(double), ST(be)->stream, EC));
 }
 
 /* Taps: wait for the stream, widen 16-bit data to fp32 in the backend's own
