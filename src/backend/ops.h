@@ -14,6 +14,7 @@
 #ifndef CK_OPS_H
 #define CK_OPS_H
 
+#include "backend/cutie-math.h"
 #include "model/model.h"
 
 /* A backend's state. Each backend embeds this as the first member of its own
@@ -50,8 +51,7 @@ typedef struct ck_op_needs {
     int64_t mr_usage_hw; /* memory_read: largest HW of a read that gives usage (0: none does) */
 } ck_op_needs;
 
-/* Elementwise maps of unary. */
-enum { CK_UNARY_SIGMOID, CK_UNARY_RELU, CK_UNARY_SQUARE_PLUS_1 };
+/* The elementwise maps of unary, CK_UNARY_*: backend/cutie-math.h. */
 
 typedef struct ck_ops {
     /* Optional. The scratch of the phase of the pass that begins (ck_fwd.scratch_bytes,

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cutie-math.h"
 #include "cpu/cpu.h"
 
 #define VEC __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -49,8 +50,6 @@ void ck_cpu_set_workspace(ck_cpu *be, void *scratch, const ck_op_needs *n) {
     be->mr_pairs = be->shared + sh;
     be->mr_pairs_floats = pairs_floats(n);
 }
-
-static inline float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 /* ------------------------------------------------------------------ conv */
 
@@ -202,18 +201,6 @@ void ck_cpu_avgpool(ck_cpu *be, const float *in, int n, int H, int W, int C, int
     ck_pool_for(be->pool, (int64_t)n * c.Ho, 1, avgpool_rows, &c);
 }
 
-/* PyTorch's bilinear source index (align_corners=False): the two taps and
- * the weight of the second. */
-static inline void tap(int d, int in, int out, int *i0, int *i1, float *w1) {
-    float s = ((float)d + 0.5f) * ((float)in / (float)out) - 0.5f;
-    if (s < 0) s = 0;
-    int i = (int)s;
-    if (i > in - 1) i = in - 1;
-    *i0 = i;
-    *i1 = i < in - 1 ? i + 1 : i;
-    *w1 = s - (float)i;
-}
-
 static void resize_rows(void *p, int64_t a, int64_t b, int thread) {
     const pool_ctx *c = p;
     (void)thread;
@@ -222,18 +209,18 @@ static void resize_rows(void *p, int64_t a, int64_t b, int thread) {
         const int oy = (int)(r % c->Ho);
         int y0, y1;
         float wy;
-        tap(oy, c->H, c->Ho, &y0, &y1, &wy);
+        ck_bilinear_tap(oy, c->H, c->Ho, &y0, &y1, &wy);
         const float *in = c->in + img * c->H * c->W * c->C;
         for (int ox = 0; ox < c->Wo; ox++) {
             int x0, x1;
             float wx;
-            tap(ox, c->W, c->Wo, &x0, &x1, &wx);
+            ck_bilinear_tap(ox, c->W, c->Wo, &x0, &x1, &wx);
             const float *p00 = in + ((int64_t)y0 * c->W + x0) * c->C, *p01 = in + ((int64_t)y0 * c->W + x1) * c->C;
             const float *p10 = in + ((int64_t)y1 * c->W + x0) * c->C, *p11 = in + ((int64_t)y1 * c->W + x1) * c->C;
             float *o = c->out + (r * c->Wo + ox) * c->C;
             const float *ad = c->add ? c->add + ((int64_t)oy * c->Wo + ox) * c->C : NULL;
             for (int ch = 0; ch < c->C; ch++) {
-                const float v = (1 - wy) * ((1 - wx) * p00[ch] + wx * p01[ch]) + wy * ((1 - wx) * p10[ch] + wx * p11[ch]);
+                const float v = ck_bilinear(p00[ch], p01[ch], p10[ch], p11[ch], wx, wy);
                 o[ch] = ad ? v + ad[ch] : v;
             }
         }
@@ -344,10 +331,7 @@ typedef struct {
 static void unary_range(void *p, int64_t a, int64_t b, int thread) {
     const ew_ctx *c = p;
     (void)thread;
-    for (int64_t i = a; i < b; i++) {
-        const float v = c->x[i];
-        c->y[i] = c->kind == CK_UNARY_SIGMOID ? sigm(v) : c->kind == CK_UNARY_RELU ? (v > 0 ? v : 0) : v * v + 1;
-    }
+    for (int64_t i = a; i < b; i++) c->y[i] = ck_unary_map(c->kind, c->x[i]);
 }
 
 void ck_cpu_unary(ck_cpu *be, int kind, const float *x, int64_t n, float *y) {
@@ -377,10 +361,10 @@ void ck_cpu_masks_with_others(ck_cpu *be, const float *m, int O, int64_t HW, flo
         float sum = 0;
         for (int o = 0; o < O; o++) sum += m[o * HW + p];
         for (int o = 0; o < O; o++) {
-            const float v = m[o * HW + p], r = sum - v;
+            const float v = m[o * HW + p];
             float *d = dst + (o * HW + p) * dst_ld;
             d[0] = v;
-            d[1] = r < 0 ? 0 : r > 1 ? 1 : r;
+            d[1] = ck_others(sum, v);
         }
     }
 }
@@ -397,10 +381,7 @@ static void gru_rows(void *p, int64_t a, int64_t b, int thread) {
     for (int64_t r = a; r < b; r++) {
         float *h = c->h + r * c->D;
         const float *v = c->v + r * 3 * c->D;
-        for (int i = 0; i < c->D; i++) {
-            const float f = sigm(v[i]), u = sigm(v[c->D + i]), nv = tanhf(v[2 * c->D + i]);
-            h[i] = f * h[i] * (1 - u) + u * nv;
-        }
+        for (int i = 0; i < c->D; i++) h[i] = ck_gru_cell(h[i], v[i], v[c->D + i], v[2 * c->D + i]);
     }
 }
 
@@ -424,14 +405,7 @@ void ck_cpu_channel_attention(ck_cpu *be, const float *x, int n, int64_t HW, int
                 for (int j = 0; j < nc; j++) acc[j] += xb[p * C + c0 + j];
             for (int j = 0; j < nc; j++) mean[c0 + j] = (float)(acc[j] / (double)HW);
         }
-        for (int ch = 0; ch < C; ch++) {
-            float s = 0;
-            for (int t = 0; t < k; t++) {
-                const int i = ch + t - (k - 1) / 2;
-                if (i >= 0 && i < C) s += w[t] * mean[i];
-            }
-            gate[ch] = sigm(s);
-        }
+        for (int ch = 0; ch < C; ch++) gate[ch] = ck_channel_gate(w, k, mean, C, ch);
         const float *rb = r ? r + (int64_t)b * HW * C : NULL;
         float *ob = out + (int64_t)b * HW * C;
         for (int64_t p = 0; p < HW; p++)
@@ -442,32 +416,14 @@ void ck_cpu_channel_attention(ck_cpu *be, const float *x, int n, int64_t HW, int
     }
 }
 
-static inline float agg_logit(float q) {
-    q = q < 1e-7f ? 1e-7f : q > 1 - 1e-7f ? 1 - 1e-7f : q;
-    return logf(q / (1 - q));
-}
-
 void ck_cpu_aggregate(ck_cpu *be, const float *logits, int O, int64_t HW, float *out) {
     (void)be;
-    for (int64_t p = 0; p < HW; p++) {
-        float bg = 1;
-        for (int o = 0; o < O; o++) {
-            const float pr = sigm(logits[o * HW + p]);
-            bg *= 1 - pr;
-            out[(o + 1) * HW + p] = agg_logit(pr);
-        }
-        out[p] = agg_logit(bg);
-    }
+    for (int64_t p = 0; p < HW; p++) ck_aggregate_pixel(logits, O, HW, p, out);
 }
 
 void ck_cpu_softmax_planes(ck_cpu *be, float *x, int C, int64_t HW) {
     (void)be;
-    for (int64_t p = 0; p < HW; p++) {
-        float mx = -INFINITY, s = 0;
-        for (int c = 0; c < C; c++) mx = x[c * HW + p] > mx ? x[c * HW + p] : mx;
-        for (int c = 0; c < C; c++) s += x[c * HW + p] = expf(x[c * HW + p] - mx);
-        for (int c = 0; c < C; c++) x[c * HW + p] /= s;
-    }
+    for (int64_t p = 0; p < HW; p++) ck_softmax_planes_pixel(x, C, HW, p);
 }
 
 void ck_cpu_object_attn_mask(ck_cpu *be, const float *logits, int O, int64_t HW, int Q, uint8_t *mask) {
@@ -477,18 +433,7 @@ void ck_cpu_object_attn_mask(ck_cpu *be, const float *logits, int O, int64_t HW,
         uint8_t *fg = mask + (int64_t)o * Q * HW, *bgm = fg + (int64_t)(Q / 2) * HW;
         int64_t nfg = 0;
         for (int64_t p = 0; p < HW; p++) {
-            float bg = 1, mine = 0, mx;
-            for (int j = 0; j < O; j++) {
-                const float pr = sigm(logits[j * HW + p]);
-                bg *= 1 - pr;
-                if (j == o) mine = agg_logit(pr);
-            }
-            mx = agg_logit(bg);
-            for (int j = 0; j < O; j++) {
-                const float a = agg_logit(sigm(logits[j * HW + p]));
-                mx = a > mx ? a : mx;
-            }
-            const int is_fg = mine >= mx;
+            const int is_fg = ck_is_fg(logits, O, HW, o, p);
             nfg += is_fg;
             fg[p] = (uint8_t)!is_fg;
             bgm[p] = (uint8_t)is_fg;
@@ -512,7 +457,7 @@ void ck_cpu_summary_pool(ck_cpu *be, const float *m, const float *feat, const fl
     for (int q = 0; q < Q; q++) {
         for (int e = 0; e <= E; e++) acc[e] = 0;
         for (int64_t p = 0; p < HW; p++) {
-            const float w = sigm(logits[p * Q + q]) * (q < Q / 2 ? m[p] : 1 - m[p]);
+            const float w = ck_summary_weight(logits[p * Q + q], q, Q, m[p]);
             const float *f = feat + p * E;
             for (int e = 0; e < E; e++) acc[e] += (double)w * f[e];
             acc[E] += w;

@@ -1,6 +1,7 @@
 // CUDA kernels of Cutie's ops (cutie-kernels.h; the ops are defined in
 // backend/ops.h, the CPU versions in src/cpu/cutie-ops.c, whose arithmetic
-// these follow: the same float formulas, sums over many pixels in double).
+// these follow: the same float formulas (the per-element ones shared with it:
+// backend/cutie-math.h), sums over many pixels in double).
 // Plain stream-ordered launches; fp32 throughout, but for im2col's fp16 form
 // (a tracker at fp16: ck_cu_im2col_h).
 #include <cuda_fp16.h>
@@ -9,11 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend/cutie-math.h"
 #include "cuda/cutie-kernels.h"
 
 namespace {
 
-enum { UNARY_SIGMOID = 0, UNARY_RELU = 1, UNARY_SQUARE_PLUS_1 = 2 }; // CK_UNARY_* (backend/ops.h)
 enum { THREADS = 256, MHA_THREADS = 128 };
 
 ckey_status launched(ckey_error *err, const char *what) {
@@ -33,24 +34,6 @@ unsigned blocks_for(int64_t n) {
 }
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float sigm(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-__device__ __forceinline__ float agg_logit(float q) {
-    q = q < 1e-7f ? 1e-7f : q > 1 - 1e-7f ? 1 - 1e-7f : q;
-    return logf(q / (1 - q));
-}
-
-// PyTorch's bilinear source taps (align_corners=False), as the CPU's tap()
-__device__ __forceinline__ void tap(int d, int in, int out, int *i0, int *i1, float *w1) {
-    float s = ((float)d + 0.5f) * ((float)in / (float)out) - 0.5f;
-    if (s < 0) s = 0;
-    int i = (int)s;
-    if (i > in - 1) i = in - 1;
-    *i0 = i;
-    *i1 = i < in - 1 ? i + 1 : i;
-    *w1 = s - (float)i;
-}
 
 /* a value into the col matrix: fp32, or rounded to fp16 */
 __device__ __forceinline__ void put1(float *col, int64_t i, float v) { col[i] = v; }
@@ -144,12 +127,12 @@ __global__ void resize_k(const float *in, int n, int H, int W, int C, const floa
         const int64_t img = pix / ((int64_t)Wo * Ho);
         int y0, y1, x0, x1;
         float wy, wx;
-        tap(oy, H, Ho, &y0, &y1, &wy);
-        tap(ox, W, Wo, &x0, &x1, &wx);
+        ck_bilinear_tap(oy, H, Ho, &y0, &y1, &wy);
+        ck_bilinear_tap(ox, W, Wo, &x0, &x1, &wx);
         const float *s = in + img * H * W * C + ch;
         const float p00 = s[((int64_t)y0 * W + x0) * C], p01 = s[((int64_t)y0 * W + x1) * C];
         const float p10 = s[((int64_t)y1 * W + x0) * C], p11 = s[((int64_t)y1 * W + x1) * C];
-        const float v = (1 - wy) * ((1 - wx) * p00 + wx * p01) + wy * ((1 - wx) * p10 + wx * p11);
+        const float v = ck_bilinear(p00, p01, p10, p11, wx, wy);
         out[i] = add ? v + add[((int64_t)oy * Wo + ox) * C + ch] : v;
     }
 }
@@ -258,10 +241,7 @@ __global__ void mha_k(const float *q, int64_t Nq, int q_ld, const float *k, cons
 }
 
 __global__ void unary_k(int kind, const float *x, int64_t n, float *y) {
-    GRID_LOOP(i, n) {
-        const float v = x[i];
-        y[i] = kind == UNARY_SIGMOID ? sigm(v) : kind == UNARY_RELU ? (v > 0 ? v : 0) : v * v + 1;
-    }
+    GRID_LOOP(i, n) y[i] = ck_unary_map(kind, x[i]);
 }
 
 __global__ void add_k(const float *a, int64_t na, const float *b, int64_t nb, float *y) {
@@ -288,10 +268,10 @@ __global__ void masks_others_k(const float *m, int O, int64_t HW, float *dst, in
         float sum = 0;
         for (int o = 0; o < O; o++) sum += m[o * HW + p];
         for (int o = 0; o < O; o++) {
-            const float val = m[o * HW + p], r = sum - val;
+            const float val = m[o * HW + p];
             float *d = dst + (o * HW + p) * dst_ld;
             d[0] = val;
-            d[1] = r < 0 ? 0 : r > 1 ? 1 : r;
+            d[1] = ck_others(sum, val);
         }
     }
 }
@@ -301,8 +281,7 @@ __global__ void gru_k(float *h, const float *v, int64_t HW, int D) {
         const int64_t r = i / D;
         const int c = (int)(i % D);
         const float *vr = v + r * 3 * D;
-        const float f = sigm(vr[c]), u = sigm(vr[D + c]), nv = tanhf(vr[2 * D + c]);
-        h[i] = f * h[i] * (1 - u) + u * nv;
+        h[i] = ck_gru_cell(h[i], vr[c], vr[D + c], vr[2 * D + c]);
     }
 }
 
@@ -327,57 +306,23 @@ __global__ void channel_gate_k(const float *x, int n, int64_t HW, int C, const f
     GRID_LOOP(i, (int64_t)n * HW * C) {
         const int ch = (int)(i % C);
         const int64_t b = i / (HW * C);
-        const float *mean = means + b * C;
-        float s = 0;
-        for (int t = 0; t < k; t++) {
-            const int j = ch + t - (k - 1) / 2;
-            if (j >= 0 && j < C) s += w[t] * mean[j];
-        }
-        const float val = x[i] * sigm(s);
+        const float val = x[i] * ck_channel_gate(w, k, means + b * C, C, ch);
         out[i] = r ? val + r[i] : val;
     }
 }
 
 __global__ void aggregate_k(const float *logits, int O, int64_t HW, float *out) {
-    GRID_LOOP(p, HW) {
-        float bg = 1;
-        for (int o = 0; o < O; o++) {
-            const float pr = sigm(logits[o * HW + p]);
-            bg *= 1 - pr;
-            out[(o + 1) * HW + p] = agg_logit(pr);
-        }
-        out[p] = agg_logit(bg);
-    }
+    GRID_LOOP(p, HW) ck_aggregate_pixel(logits, O, HW, p, out);
 }
 
 __global__ void softmax_planes_k(float *x, int C, int64_t HW) {
-    GRID_LOOP(p, HW) {
-        float mx = -INFINITY, s = 0;
-        for (int c = 0; c < C; c++) mx = x[c * HW + p] > mx ? x[c * HW + p] : mx;
-        for (int c = 0; c < C; c++) s += x[c * HW + p] = expf(x[c * HW + p] - mx);
-        for (int c = 0; c < C; c++) x[c * HW + p] /= s;
-    }
-}
-
-__device__ __forceinline__ int is_fg(const float *logits, int O, int64_t HW, int o, int64_t p) {
-    float bg = 1, mine = 0;
-    for (int j = 0; j < O; j++) {
-        const float pr = sigm(logits[j * HW + p]);
-        bg *= 1 - pr;
-        if (j == o) mine = agg_logit(pr);
-    }
-    float mx = agg_logit(bg);
-    for (int j = 0; j < O; j++) {
-        const float a = agg_logit(sigm(logits[j * HW + p]));
-        mx = a > mx ? a : mx;
-    }
-    return mine >= mx;
+    GRID_LOOP(p, HW) ck_softmax_planes_pixel(x, C, HW, p);
 }
 
 __global__ void fg_count_k(const float *logits, int O, int64_t HW, int *counts) {
     GRID_LOOP(i, (int64_t)O * HW) {
         const int o = (int)(i / HW);
-        if (is_fg(logits, O, HW, o, i % HW)) atomicAdd(counts + o, 1);
+        if (ck_is_fg(logits, O, HW, o, i % HW)) atomicAdd(counts + o, 1);
     }
 }
 
@@ -387,7 +332,7 @@ __global__ void attn_mask_k(const float *logits, int O, int64_t HW, int Q, uint8
     GRID_LOOP(i, (int64_t)O * HW) {
         const int o = (int)(i / HW);
         const int64_t p = i % HW;
-        const int fg = is_fg(logits, O, HW, o, p), nfg = counts[o];
+        const int fg = ck_is_fg(logits, O, HW, o, p), nfg = counts[o];
         const uint8_t vf = nfg == 0 ? 0 : (uint8_t)!fg, vb = nfg == HW ? 0 : (uint8_t)fg;
         uint8_t *mo = mask + (int64_t)o * Q * HW;
         for (int q = 0; q < Q / 2; q++) mo[q * HW + p] = vf, mo[(Q / 2 + q) * HW + p] = vb;
@@ -402,7 +347,7 @@ __global__ void summary_pool_k(const float *m, const float *feat, const float *l
     double s = 0;
     if (e <= E)
         for (int64_t p = threadIdx.y; p < HW; p += 8) {
-            const float w = sigm(logits[p * Q + q]) * (q < Q / 2 ? m[p] : 1 - m[p]);
+            const float w = ck_summary_weight(logits[p * Q + q], q, Q, m[p]);
             s += e < E ? (double)w * feat[p * E + e] : (double)w;
         }
     acc[threadIdx.y][threadIdx.x] = s;
