@@ -1,19 +1,15 @@
 /* Cutie's per-element formulas, shared by the CPU ops (src/cpu/cutie-ops.c)
  * and the CUDA kernels (src/cuda/cutie-ops.cu), so that both backends
  * evaluate the same float expressions (the ops themselves are defined in
- * backend/ops.h's Cutie block). C11 and CUDA C++ alike: CK_HD makes each an
- * inline host function, and under nvcc a forced-inline device one too. */
+ * backend/ops.h's Cutie block). C11 and CUDA C++ alike (CK_HD, core/hd.h). */
 #ifndef CK_BACKEND_CUTIE_MATH_H
 #define CK_BACKEND_CUTIE_MATH_H
 
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define CK_HD static __forceinline__ __host__ __device__
-#else
-#define CK_HD static inline
-#endif
+#include "core/hd.h"
+
 
 /* The elementwise maps of ck_ops.unary. */
 enum { CK_UNARY_SIGMOID, CK_UNARY_RELU, CK_UNARY_SQUARE_PLUS_1 };

@@ -3,8 +3,7 @@
  * and the CUDA 16-bit paths' GELU (src/cuda/rowbias.cuh, built for the device
  * and the host). One definition, so that the host tests (tests/test-core.c,
  * also under UBSan) check exactly the code the ops run. Valid C11 and CUDA
- * C++: CK_FASTMATH is `static inline` in C, `__host__ __device__
- * __forceinline__` under nvcc.
+ * C++: CK_FASTMATH is CK_HD (core/hd.h).
  */
 #ifndef CK_FASTMATH_H
 #define CK_FASTMATH_H
@@ -13,11 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define CK_FASTMATH __host__ __device__ __forceinline__
-#else
-#define CK_FASTMATH static inline
-#endif
+#include "core/hd.h"
+
+#define CK_FASTMATH CK_HD
 
 /* exp(v), within ~1 ulp where the result is a normal float: n = round(v / ln 2)
  * by the 1.5 * 2^23 trick, r = v - n ln 2 (two-part ln 2), a degree-6
