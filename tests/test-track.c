@@ -215,10 +215,9 @@ static void test_hints_union(void) {
     free(want), free(prob);
 }
 
-/* --track-device: cpu and auto (the CPU here, or a GPU with every Cutie
- * op) track; cuda tracks, or fails saying why (no CUDA device, or no CUDA
- * memory read yet); anything else is a usage error. On the CPU the hints
- * equal ckey_tracker_step's. */
+/* --track-device: cpu and auto (the CPU here, or the GPU) track; cuda
+ * tracks, or fails saying why (no CUDA device); anything else is a usage
+ * error. On the CPU the hints equal ckey_tracker_step's. */
 static void test_track_device(void) {
     NEED_CLIP();
     char out[512];
