@@ -38,10 +38,17 @@ CK_HD float ck_bilinear(float p00, float p01, float p10, float p11, float wx, fl
     return (1 - wy) * ((1 - wx) * p00 + wx * p01) + wy * ((1 - wx) * p10 + wx * p11);
 }
 
-/* masks_with_others' second channel: the other objects' sum, clamped to [0, 1]. */
-CK_HD float ck_others(float sum, float v) {
-    const float r = sum - v;
-    return r < 0 ? 0 : r > 1 ? 1 : r;
+/* masks_with_others at pixel p of the O masks m [O, HW]: object o's pair
+ * (its mask, the others' sum clamped to [0, 1]) at dst + (o HW + p) dst_ld. */
+CK_HD void ck_masks_with_others_pixel(const float *m, int O, int64_t HW, int64_t p, float *dst, int dst_ld) {
+    float sum = 0;
+    for (int o = 0; o < O; o++) sum += m[o * HW + p];
+    for (int o = 0; o < O; o++) {
+        const float v = m[o * HW + p], r = sum - v;
+        float *d = dst + (o * HW + p) * dst_ld;
+        d[0] = v;
+        d[1] = r < 0 ? 0 : r > 1 ? 1 : r;
+    }
 }
 
 /* gru_update's cell from the forget, update and new gates' inputs:

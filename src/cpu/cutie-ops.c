@@ -357,16 +357,7 @@ void ck_cpu_copy_channels(ck_cpu *be, const float *src, int64_t n, int C, int sr
 
 void ck_cpu_masks_with_others(ck_cpu *be, const float *m, int O, int64_t HW, float *dst, int dst_ld) {
     (void)be;
-    for (int64_t p = 0; p < HW; p++) {
-        float sum = 0;
-        for (int o = 0; o < O; o++) sum += m[o * HW + p];
-        for (int o = 0; o < O; o++) {
-            const float v = m[o * HW + p];
-            float *d = dst + (o * HW + p) * dst_ld;
-            d[0] = v;
-            d[1] = ck_others(sum, v);
-        }
-    }
+    for (int64_t p = 0; p < HW; p++) ck_masks_with_others_pixel(m, O, HW, p, dst, dst_ld);
 }
 
 typedef struct {

@@ -264,16 +264,7 @@ __global__ void copy_serial_k(const float *src, int64_t n, int C, int src_ld, fl
 }
 
 __global__ void masks_others_k(const float *m, int O, int64_t HW, float *dst, int dst_ld) {
-    GRID_LOOP(p, HW) {
-        float sum = 0;
-        for (int o = 0; o < O; o++) sum += m[o * HW + p];
-        for (int o = 0; o < O; o++) {
-            const float val = m[o * HW + p];
-            float *d = dst + (o * HW + p) * dst_ld;
-            d[0] = val;
-            d[1] = ck_others(sum, val);
-        }
-    }
+    GRID_LOOP(p, HW) ck_masks_with_others_pixel(m, O, HW, p, dst, dst_ld);
 }
 
 __global__ void gru_k(float *h, const float *v, int64_t HW, int D) {
