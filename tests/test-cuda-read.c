@@ -317,18 +317,7 @@ static void test_ties(void) {
                 mr_case c;
                 mr_case_alloc(&c, name, N, HW, CK, C, ks[ki], sel, shr);
                 mr_case_random(&c, 7);
-                for (int64_t n = 0; n < N; n++) {
-                    float *m = c.mk + n * CK;
-                    const int top = n % 50 == 7, tied = !top && n % 11 == 0;
-                    m[0] = top ? 1.0f : 0.0f, m[1] = top || tied ? 0.0f : (float)(1 + n % 3), m[2] = m[3] = 0;
-                    if (c.ms) c.ms[n] = top || tied ? 1.5f : (n % 2 ? 1.0f : 4.0f);
-                }
-                for (int64_t q = 0; q < HW; q++) {
-                    float *k = c.qk + q * CK;
-                    k[0] = 1, k[1] = k[2] = k[3] = 0;
-                    if (c.qe)
-                        for (int ch = 0; ch < CK; ch++) c.qe[q * CK + ch] = (float)(1 + (q + ch) % 4) * 0.25f;
-                }
+                mr_case_ties(&c);
                 copts o = {0, 1, 1};
                 check_case(&c, o);
                 if (ks[ki] != top_n) { /* a cut inside a group of equal values */
@@ -356,9 +345,7 @@ static void test_ties(void) {
         const int k = i ? 100 : 30;
         mr_case c;
         mr_case_alloc(&c, "all equal", 300, 9, 4, 1, k, 1, 1);
-        for (int64_t j = 0; j < 300 * 4; j++) c.mk[j] = 0.5f;
-        for (int64_t n = 0; n < 300; n++) c.ms[n] = 2, c.mv[n] = (float)n;
-        for (int64_t j = 0; j < 9 * 4; j++) c.qk[j] = 0.25f, c.qe[j] = 0.75f;
+        mr_case_all_equal(&c);
         float got[9];
         dcase d;
         ckey_error err;
@@ -387,13 +374,7 @@ static void test_large_magnitudes(void) {
             mr_case c;
             mr_case_alloc(&c, name, N, HW, CK, C, dense ? 0 : 30, sel, 1);
             mr_case_random(&c, 11);
-            uint64_t st = 99;
-            for (int64_t i = 0; i < N * CK; i++) c.mk[i] = (float)(mr_next(&st) % 17);
-            for (int64_t n = 0; n < N; n++) c.ms[n] = (float)(1 << (mr_next(&st) % 3));
-            for (int64_t i = 0; i < HW * CK; i++) {
-                c.qk[i] = sel ? -(float)(32 + mr_next(&st) % 33) : (float)(32 + mr_next(&st) % 33);
-                if (c.qe) c.qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
-            }
+            mr_case_large(&c);
             copts o = {0, 1, 1};
             check_case(&c, o);
             mr_case_free(&c);

@@ -222,19 +222,8 @@ static void test_ties(void) {
             for (size_t ki = 0; ki < CK_ARRAY_LEN(ks); ki++) {
                 mr_case d;
                 mr_case_alloc(&d, NULL, N, HW, CK, C, ks[ki], sel, shr);
-                mr_case_random(&d, 7); /* random value rows; keys below */
-                for (int64_t n = 0; n < N; n++) {
-                    float *m = d.mk + n * CK;
-                    const int top = n % 50 == 7, tied = !top && n % 11 == 0;
-                    m[0] = top ? 1.0f : 0.0f, m[1] = top || tied ? 0.0f : (float)(1 + n % 3), m[2] = m[3] = 0;
-                    if (d.ms) d.ms[n] = top || tied ? 1.5f : (n % 2 ? 1.0f : 4.0f);
-                }
-                for (int64_t q = 0; q < HW; q++) {
-                    float *k = d.qk + q * CK;
-                    k[0] = 1, k[1] = k[2] = k[3] = 0;
-                    if (d.qe)
-                        for (int ch = 0; ch < CK; ch++) d.qe[q * CK + ch] = (float)(1 + (q + ch) % 4) * 0.25f;
-                }
+                mr_case_random(&d, 7); /* random value rows; the keys tie */
+                mr_case_ties(&d);
                 char name[64];
                 snprintf(name, sizeof name, "ties, top_k %d", ks[ki]);
                 check_case(pool, name, &d, 1, NULL);
@@ -254,9 +243,7 @@ static void test_ties(void) {
     {
         mr_case d;
         mr_case_alloc(&d, NULL, 300, 9, 4, 1, 30, 1, 1);
-        for (int64_t i = 0; i < 300 * 4; i++) d.mk[i] = 0.5f;
-        for (int64_t n = 0; n < 300; n++) d.ms[n] = 2, d.mv[n] = (float)n;
-        for (int64_t i = 0; i < 9 * 4; i++) d.qk[i] = 0.25f, d.qe[i] = 0.75f;
+        mr_case_all_equal(&d);
         float got[9];
         fused_read(pool, &d, got);
         for (int q = 0; q < 9; q++) CHECKF(fabs(got[q] - 14.5) <= 1e-5 * 300, "query %d: %.7g, want 14.5", q, got[q]);
@@ -281,13 +268,7 @@ static void test_large_magnitudes(void) {
             mr_case d;
             mr_case_alloc(&d, NULL, N, HW, CK, C, dense ? 0 : 30, sel, 1);
             mr_case_random(&d, 11);
-            uint64_t st = 99;
-            for (int64_t i = 0; i < N * CK; i++) d.mk[i] = (float)(mr_next(&st) % 17);
-            for (int64_t n = 0; n < N; n++) d.ms[n] = (float)(1 << (mr_next(&st) % 3));
-            for (int64_t i = 0; i < HW * CK; i++) {
-                d.qk[i] = sel ? -(float)(32 + mr_next(&st) % 33) : (float)(32 + mr_next(&st) % 33);
-                if (d.qe) d.qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
-            }
+            mr_case_large(&d);
             double smax = -INFINITY, smin = INFINITY, *s = malloc((size_t)N * sizeof *s);
             for (int64_t q = 0; q < HW; q++) {
                 mr_ref_similarity(&d, q, s, NULL);

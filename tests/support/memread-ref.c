@@ -52,6 +52,39 @@ void mr_case_integer(mr_case *c, uint64_t seed) {
 
 void mr_case_free(mr_case *c) { free(c->mk), free(c->ms), free(c->qk), free(c->qe), free(c->mv); }
 
+void mr_case_ties(mr_case *c) {
+    const int CK = c->CK;
+    for (int64_t n = 0; n < c->N; n++) {
+        float *m = c->mk + n * CK;
+        const int top = n % 50 == 7, tied = !top && n % 11 == 0;
+        m[0] = top ? 1.0f : 0.0f, m[1] = top || tied ? 0.0f : (float)(1 + n % 3), m[2] = m[3] = 0;
+        if (c->ms) c->ms[n] = top || tied ? 1.5f : (n % 2 ? 1.0f : 4.0f);
+    }
+    for (int64_t q = 0; q < c->HW; q++) {
+        float *k = c->qk + q * CK;
+        k[0] = 1, k[1] = k[2] = k[3] = 0;
+        if (c->qe)
+            for (int ch = 0; ch < CK; ch++) c->qe[q * CK + ch] = (float)(1 + (q + ch) % 4) * 0.25f;
+    }
+}
+
+void mr_case_large(mr_case *c) {
+    const int sel = c->qe != NULL;
+    uint64_t st = 99;
+    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = (float)(mr_next(&st) % 17);
+    for (int64_t n = 0; n < c->N; n++) c->ms[n] = (float)(1 << (mr_next(&st) % 3));
+    for (int64_t i = 0; i < c->HW * c->CK; i++) {
+        c->qk[i] = sel ? -(float)(32 + mr_next(&st) % 33) : (float)(32 + mr_next(&st) % 33);
+        if (c->qe) c->qe[i] = (float)(1 + mr_next(&st) % 4) * 0.25f;
+    }
+}
+
+void mr_case_all_equal(mr_case *c) {
+    for (int64_t i = 0; i < c->N * c->CK; i++) c->mk[i] = 0.5f;
+    for (int64_t n = 0; n < c->N; n++) c->ms[n] = 2, c->mv[n] = (float)n;
+    for (int64_t i = 0; i < c->HW * c->CK; i++) c->qk[i] = 0.25f, c->qe[i] = 0.75f;
+}
+
 int64_t mr_kept(const mr_case *c) { return c->top_k <= 0 || c->top_k >= c->N ? c->N : c->top_k; }
 
 int mr_rank_low_first(const void *a, const void *b) {

@@ -35,6 +35,22 @@ void mr_case_random(mr_case *c, uint64_t seed);
 void mr_case_integer(mr_case *c, uint64_t seed);
 void mr_case_free(mr_case *c);
 
+/* Keys for ties exact in fp32 (CK 4, small dyadic numbers): "top"
+ * positions (n % 50 == 7, mk = qk), "tied" ones below them (other
+ * n % 11 == 0, mk = 0), the rest lower (mk = (0, 1 + n % 3, 0, 0)); ms 1.5
+ * on the top and tied ones, else 1 or 4; every query qk = (1, 0, 0, 0) with
+ * qe quarters. The values are left as they are. */
+void mr_case_ties(mr_case *c);
+/* Similarities far outside exp's fp32 range, exact in fp32 (integer keys
+ * 0 .. 16, queries of magnitude 32 .. 64, ms powers of two, qe quarters;
+ * CK 16): without selection all above 88.8 (exp overflows past 88.7), with
+ * it all below -104 (exp underflows). Needs ms; the values are left. */
+void mr_case_large(mr_case *c);
+/* Every similarity equal (mk 0.5, ms 2, qk 0.25, qe 0.75) and mv [n] = n
+ * (C 1): a read keeps positions 0 .. k-1 and gives their mean. Needs ms
+ * and qe. */
+void mr_case_all_equal(mr_case *c);
+
 /* The kept count of a read: min(top_k, N), all N when top_k <= 0 (with
  * usage on the top-k path the same weights as the softmax over all N when
  * top_k >= N). */
