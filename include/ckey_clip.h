@@ -414,6 +414,12 @@ typedef struct ckey_shot_options {
                                 this process may use; N > 0: a pool of N of its own.
                                 The passes do not depend on it */
     ckey_frame_path frame_path;  /* default AUTO */
+    int32_t device_frames;   /* the device frame path's frames in flight on a session,
+                                0..8: each keyed on its own model thread, stream and
+                                device buffers, so that one frame's transfers and
+                                plate-size steps overlap the others' network; 0
+                                (default) = 4; ignored on the host path and when
+                                read_ahead is 0 */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already

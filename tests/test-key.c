@@ -1289,16 +1289,25 @@ static void test_run_memory_api(void) {
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
                (long long)rd.device_frame_bytes);
-        /* two model threads a session (ck_shot_pipelines), each its own ck_devframe: the slots
-         * rounded up to multiples of 2, 4 in and 4 out; unthreaded, one ck_devframe */
-        CHECKF(rd.decoded_bytes == 4 * 4 * P * F && rd.output_bytes == 4 * 11 * P * F && rd.post_bytes == 0,
+        /* four model threads a session by default (ck_shot_pipelines), each its own
+         * ck_devframe: the slots rounded up to multiples of 4, 8 in and 8 out; two with
+         * device_frames 2, 4 in and 4 out; unthreaded, one ck_devframe */
+        CHECKF(rd.decoded_bytes == 8 * 4 * P * F && rd.output_bytes == 8 * 11 * P * F && rd.post_bytes == 0,
                "decoded %lld, output %lld", (long long)rd.decoded_bytes, (long long)rd.output_bytes);
-        ckey_run_memory r1;
+        ckey_run_memory r1, r2d;
         ro.shot.frame_path = CKEY_FRAME_PATH_DEVICE;
+        ro.shot.device_frames = 2;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r2d, &err) == CKEY_OK);
+        CHECKF(r2d.decoded_bytes == 4 * 4 * P * F && r2d.output_bytes == 4 * 11 * P * F, "decoded %lld, output %lld",
+               (long long)r2d.decoded_bytes, (long long)r2d.output_bytes);
+        ro.shot.device_frames = 9; /* 0 .. 8 */
+        CHECK(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_ERR_INVALID_ARG);
+        ro.shot.device_frames = 0;
         ro.shot.read_ahead = 0;
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_OK);
-        CHECKF(rd.device_frame_bytes == 2 * r1.device_frame_bytes, "two devframes %lld, one %lld",
-               (long long)rd.device_frame_bytes, (long long)r1.device_frame_bytes);
+        CHECKF(rd.device_frame_bytes == 4 * r1.device_frame_bytes && r2d.device_frame_bytes == 2 * r1.device_frame_bytes,
+               "four devframes %lld, two %lld, one %lld", (long long)rd.device_frame_bytes,
+               (long long)r2d.device_frame_bytes, (long long)r1.device_frame_bytes);
         ro.shot.read_ahead = 2;
         ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
         CHECK(rd.io_bytes == rh.io_bytes - 6 * 4 * 64 * 64 * F);

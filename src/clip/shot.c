@@ -23,10 +23,10 @@
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
- * Threaded, each session has two model threads (ck_shot_pipelines), each
- * with its own ck_devframe and stream, taking every other of the session's
- * jobs: one frame's upload, resize to S, post and download overlap the
- * other's network; the network and the resize back out of the session's
+ * Threaded, each session has P model threads (ck_shot_pipelines:
+ * opt.device_frames), each with its own ck_devframe and stream, taking every
+ * P-th of the session's jobs: one frame's upload, resize to S, post and
+ * download overlap the others' network; the network and the resize back out of the session's
  * output take turns under the session's lock (net_mu). Slots are rounded to
  * multiples of the model threads, so a slot still serves one thread's jobs.
  *
@@ -905,7 +905,8 @@ static int default_readers(void) {
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 int ck_shot_pipelines(const ckey_shot_options *o) {
-    return o->read_ahead > 0 && o->frame_path == CKEY_FRAME_PATH_DEVICE ? 2 : 1;
+    if (o->read_ahead <= 0 || o->frame_path != CKEY_FRAME_PATH_DEVICE) return 1;
+    return o->device_frames > 0 ? o->device_frames : CK_SHOT_DEVICE_FRAMES;
 }
 
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
@@ -1049,7 +1050,8 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
         (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
         opt.writers < 0 || opt.writers > 64 || opt.readers < 0 || opt.readers > 16 || opt.threads < 0 ||
-        opt.threads > 1024 || opt.frame_path < CKEY_FRAME_PATH_AUTO || opt.frame_path > CKEY_FRAME_PATH_DEVICE)
+        opt.threads > 1024 || opt.frame_path < CKEY_FRAME_PATH_AUTO || opt.frame_path > CKEY_FRAME_PATH_DEVICE ||
+        opt.device_frames < 0 || opt.device_frames > CK_SHOT_MAX_PIPELINES)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
     shot *sh = calloc(1, sizeof *sh);
