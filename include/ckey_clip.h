@@ -155,6 +155,16 @@ typedef struct ckey_source {
      * video's decodes forward and does not.
      */
     int32_t concurrent_read;
+    /*
+     * Optional (NULL: none). read() into packed images (ckey_image_read_packed:
+     * the files' own samples), for the device frame path, which uploads them
+     * as they are (page-locked: the runner sets their allocator) and converts
+     * them there. Called as read() is, in its place; CKEY_ERR_UNSUPPORTED for
+     * a frame it does not read so (a format without a packed form, a hint to
+     * be made from the plate), and the runner then calls read() for it.
+     */
+    ckey_status (*read_packed)(void *self, int64_t index, ckey_packed_image *plate, ckey_packed_image *hint,
+                               ckey_error *err);
 } ckey_source;
 
 /* Worker threads (opaque): the runner's, which it lends to a sink's write

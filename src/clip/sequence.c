@@ -230,6 +230,27 @@ static ckey_status seq_source_read(void *self, int64_t index, ckey_image *plate,
     return CKEY_OK;
 }
 
+/* seq_source_read into packed images: PNG plates and hints (both, or
+ * neither: CKEY_ERR_UNSUPPORTED with nothing decoded). */
+static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed_image *plate,
+                                          ckey_packed_image *hint, ckey_error *err) {
+    seq_source *q = self;
+    if (index < 0 || index >= q->count)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
+    const ckey_shot_frame *f = &q->frames[index];
+    if (q->auto_hint || !f->hint || strcasecmp(ck_file_ext(f->plate), "png") ||
+        strcasecmp(ck_file_ext(f->hint), "png"))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)f->number);
+    ckey_error e;
+    ck_error_clear(&e);
+    ckey_status st = ckey_image_read_packed(f->plate, CKEY_IMAGE_RGB, plate, &e);
+    if (st == CKEY_OK) st = ckey_image_read_packed(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    /* the image readers name the file; add the frame (an unsupported one
+     * goes to read(), which reports any real fault itself) */
+    if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)f->number, e.message);
+    return CKEY_OK;
+}
+
 static ckey_status seq_source_probe(void *self, int64_t index, int32_t *width, int32_t *height,
                                     ckey_error *err) {
     seq_source *q = self;
@@ -306,6 +327,7 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     out->count = q->count;
     out->frames = q->frames;
     out->read = seq_source_read;
+    out->read_packed = seq_source_read_packed;
     out->close = seq_source_close;
     out->probe = seq_source_probe;
     out->concurrent_read = 1;
