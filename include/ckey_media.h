@@ -141,9 +141,9 @@ void ckey_image_free(ckey_image *img);
  * An image in its file's own sample type, pixels interleaved: what a GPU
  * uploads as it is (an 8-bit plate is a quarter of its floats) and converts
  * there. The samples, read as floats, are those of ckey_image_read: 8-bit
- * v / 255, 16-bit v / 65535.
+ * v / 255, 16-bit v / 65535, half as it is.
  */
-typedef enum ckey_sample_type { CKEY_SAMPLE_U8 = 0, CKEY_SAMPLE_U16 = 1 } ckey_sample_type;
+typedef enum ckey_sample_type { CKEY_SAMPLE_U8 = 0, CKEY_SAMPLE_U16 = 1, CKEY_SAMPLE_F16 = 2 } ckey_sample_type;
 
 typedef struct ckey_packed_image {
     int32_t width, height;
@@ -163,10 +163,11 @@ typedef struct ckey_packed_image {
 
 /*
  * Read a regular file into `img` as packed samples, reusing img->data when
- * it holds enough (else releasing it and allocating anew). PNG files of 8 or
- * 16 bits are read so; any other format, or a path that is not a regular
- * file, is CKEY_ERR_UNSUPPORTED before a byte is decoded (img unchanged):
- * read it with ckey_image_read. Other errors as ckey_image_read's.
+ * it holds enough (else releasing it and allocating anew). PNG files (8 or
+ * 16 bits) and OpenEXR files whose channels read are HALF are read so; any
+ * other format (FLOAT EXR channels too), or a path that is not a regular
+ * file, is CKEY_ERR_UNSUPPORTED before a pixel is decoded: read it with
+ * ckey_image_read. Other errors as ckey_image_read's.
  */
 ckey_status ckey_image_read_packed(const char *path, ckey_image_kind kind, ckey_packed_image *img,
                                    ckey_error *err);

@@ -2398,7 +2398,7 @@ static void test_frame_post(void) {
         float *proc = malloc(4 * n * sizeof(float)), *comp = malloc(3 * n * sizeof(float));
         float *gproc = malloc(4 * n * sizeof(float)), *gcomp = malloc(3 * n * sizeof(float));
         void *cscr = malloc(ck_clean_matte_scratch_bytes(h, w));
-        /* variant 3: 8- and 16-bit samples, read packed on the device path */
+        /* variant 3: 8-bit, 16-bit and half samples, read packed on the device path */
     for (int variant = 0; variant < 4; variant++) {
             ck_post_options o;
             ck_post_options_default(&o);
@@ -2446,7 +2446,7 @@ enum { FP_FRAMES = 6 };
 typedef struct {
     ckey_shot_frame frames[FP_FRAMES];
     char stems[FP_FRAMES][16];
-    int packed; /* samples of 8 bits (even frames) or 16 (odd), read packed where fp_read_packed can */
+    int packed; /* samples of 8 bits (even frames), 16 (1, 3) or half (5), read packed where fp_read_packed can */
 } fp_source;
 
 static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err);
@@ -2466,10 +2466,16 @@ static int fp_image(ckey_image *im, int w, int h, int c) {
     return im->data != NULL;
 }
 
-/* The sample nearest v in [0, 1] of `max` (255 or 65535). */
-static unsigned fp_sample(float v, unsigned max) {
+/* Frame k's sample type, the sample nearest v and the float a decoder makes of it. */
+static ckey_sample_type fp_type(int64_t k) { return k == 5 ? CKEY_SAMPLE_F16 : k % 2 ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8; }
+static unsigned fp_sample(float v, ckey_sample_type t) {
+    if (t == CKEY_SAMPLE_F16) return ck_f32_to_f16(v);
+    const unsigned max = t == CKEY_SAMPLE_U16 ? 65535u : 255u;
     v = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
     return (unsigned)(v * (float)max + 0.5f);
+}
+static float fp_value(unsigned s, ckey_sample_type t) {
+    return t == CKEY_SAMPLE_F16 ? ck_f16_to_f32((uint16_t)s) : (float)s / (t == CKEY_SAMPLE_U16 ? 65535.0f : 255.0f);
 }
 
 static ckey_status fp_read(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
@@ -2477,19 +2483,20 @@ static ckey_status fp_read(void *self, int64_t k, ckey_image *plate, ckey_image 
     const fp_source *ms = self;
     if (st != CKEY_OK || !ms->packed) return st;
     /* the floats a decoder makes of the samples fp_read_packed packs */
-    const unsigned max = k % 2 ? 65535u : 255u;
+    const ckey_sample_type t = fp_type(k);
     for (size_t i = 0; i < 3 * (size_t)plate->width * plate->height; i++)
-        plate->data[i] = (float)fp_sample(plate->data[i], max) / (float)max;
+        plate->data[i] = fp_value(fp_sample(plate->data[i], t), t);
     for (size_t i = 0; hint->data && i < (size_t)hint->width * hint->height; i++)
-        hint->data[i] = (float)fp_sample(hint->data[i], max) / (float)max;
+        hint->data[i] = fp_value(fp_sample(hint->data[i], t), t);
     return CKEY_OK;
 }
 
 /* Frames 0, 3, 4 and 5 packed (3: RGBA plate, the hint the alpha of an RGBA
  * image; 4: a hint of half the size); 1 (linear) and 2 (auto hint) not. */
 static int fp_pack(ckey_packed_image *pk, const float *planes, int w, int h, int C, int from, int nch, int at,
-                   unsigned max) {
-    const size_t es = max > 255 ? 2 : 1, n = (size_t)w * h, bytes = n * (size_t)C * es;
+                   ckey_sample_type t) {
+    const size_t es = t == CKEY_SAMPLE_U8 ? 1 : 2, n = (size_t)w * h, bytes = n * (size_t)C * es;
+    const unsigned one = fp_sample(1.0f, t);
     if (bytes > pk->capacity) {
         if (pk->data) pk->release(pk->alloc_user, pk->data);
         pk->data = pk->alloc(pk->alloc_user, bytes);
@@ -2499,12 +2506,12 @@ static int fp_pack(ckey_packed_image *pk, const float *planes, int w, int h, int
     for (size_t p = 0; p < n; p++)
         for (int c = 0; c < C; c++) {
             const int src = c - at + from;
-            const unsigned v = c >= at && c < at + nch ? fp_sample(planes[(size_t)src * n + p], max) : max;
+            const unsigned v = c >= at && c < at + nch ? fp_sample(planes[(size_t)src * n + p], t) : one;
             if (es == 2) ((uint16_t *)pk->data)[p * C + c] = (uint16_t)v;
             else ((uint8_t *)pk->data)[p * C + c] = (uint8_t)v;
         }
     pk->width = w, pk->height = h, pk->channels = C;
-    pk->type = es == 2 ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8;
+    pk->type = t;
     return 1;
 }
 
@@ -2514,9 +2521,9 @@ static ckey_status fp_read_packed(void *self, int64_t k, ckey_packed_image *plat
     if (!ms->packed || k == 1 || k == 2) return CKEY_ERR_UNSUPPORTED;
     ckey_image p = {0}, hi = {0};
     ckey_status st = fp_read_float(self, k, &p, &hi, err);
-    const unsigned max = k % 2 ? 65535u : 255u;
-    if (st == CKEY_OK && (!fp_pack(plate, p.data, p.width, p.height, k == 3 ? 4 : 3, 0, 3, 0, max) ||
-                          !fp_pack(hint, hi.data, hi.width, hi.height, k == 3 ? 4 : 1, 0, 1, k == 3 ? 3 : 0, max)))
+    const ckey_sample_type t = fp_type(k);
+    if (st == CKEY_OK && (!fp_pack(plate, p.data, p.width, p.height, k == 3 ? 4 : 3, 0, 3, 0, t) ||
+                          !fp_pack(hint, hi.data, hi.width, hi.height, k == 3 ? 4 : 1, 0, 1, k == 3 ? 3 : 0, t)))
         st = CKEY_ERR_NOMEM;
     plate->hint_channel = -1;
     hint->hint_channel = k == 3 ? 3 : 0;

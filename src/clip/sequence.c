@@ -230,16 +230,21 @@ static ckey_status seq_source_read(void *self, int64_t index, ckey_image *plate,
     return CKEY_OK;
 }
 
-/* seq_source_read into packed images: PNG plates and hints (both, or
- * neither: CKEY_ERR_UNSUPPORTED with nothing decoded). */
+/* Files ckey_image_read_packed may read (by name: the content decides). */
+static int packed_ext(const char *path) {
+    const char *e = ck_file_ext(path);
+    return !strcasecmp(e, "png") || !strcasecmp(e, "exr");
+}
+
+/* seq_source_read into packed images: PNG or HALF EXR plates and hints
+ * (CKEY_ERR_UNSUPPORTED: read() reads the frame). */
 static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed_image *plate,
                                           ckey_packed_image *hint, ckey_error *err) {
     seq_source *q = self;
     if (index < 0 || index >= q->count)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
     const ckey_shot_frame *f = &q->frames[index];
-    if (q->auto_hint || !f->hint || strcasecmp(ck_file_ext(f->plate), "png") ||
-        strcasecmp(ck_file_ext(f->hint), "png"))
+    if (q->auto_hint || !f->hint || !packed_ext(f->plate) || !packed_ext(f->hint))
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)f->number);
     ckey_error e;
     ck_error_clear(&e);

@@ -104,6 +104,7 @@
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
+#include "core/dtype.h"
 #include "model/session.h"
 #include "clip/shot.h"
 #include "pixel/devframe.h"
@@ -429,7 +430,7 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate
 
 /* The rest of stage_read for a frame read packed (sl->packed): the plate
  * stays packed for the device; so does the hint unless it is of another
- * size, which is made floats (the decoders' v / 255, v / 65535) and resized
+ * size, which is made floats (the decoders' v / 255, v / 65535, half) and resized
  * to the plate here. The slot's float images are dropped (and the other
  * way round in stage_read), so a slot holds one frame's pixels. */
 static int packed_read(shot *sh, reader *rd, int64_t j, ckey_status st, double decoded0, double t) {
@@ -458,11 +459,13 @@ static int packed_read(shot *sh, reader *rd, int64_t j, ckey_status st, double d
             st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the hint", (long long)f->number);
         if (st == CKEY_OK) {
             const size_t c = (size_t)ph->hint_channel;
-            if (ph->type == CKEY_SAMPLE_U16)
+            if (ph->type == CKEY_SAMPLE_F16)
+                for (size_t i = 0; i < hn; i++) rd->hint_f[i] = ck_f16_to_f32(((const uint16_t *)ph->data)[i * C + c]);
+            else if (ph->type == CKEY_SAMPLE_U16)
                 for (size_t i = 0; i < hn; i++) rd->hint_f[i] = (float)((const uint16_t *)ph->data)[i * C + c] / 65535.0f;
             else
                 for (size_t i = 0; i < hn; i++) rd->hint_f[i] = (float)((const uint8_t *)ph->data)[i * C + c] / 255.0f;
-            const ckey_image hf = {ph->width, ph->height, 1, ph->type == CKEY_SAMPLE_U16 ? 16 : 8, 0, rd->hint_f, 0};
+            const ckey_image hf = {ph->width, ph->height, 1, ph->type == CKEY_SAMPLE_U8 ? 8 : 16, 0, rd->hint_f, 0};
             st = resize_hint(rd, f, &hf, w, h, sl->warn, sizeof sl->warn, &sl->err);
         }
         if (st == CKEY_OK) {

@@ -768,9 +768,18 @@ ckey_status ckey_image_read_packed(const char *path, ckey_image_kind kind, ckey_
     unsigned char head[8];
     const size_t got = fread(head, 1, sizeof head, f);
     if (ferror(f)) st = ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", path, strerror(errno));
-    else if (ck_image_sniff(head, got) != CK_IMAGE_PNG)
-        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: not a PNG file: no packed read", path);
-    else st = ck_image_read_png_packed_stream(f, head, got, path, kind, img, err);
+    const ck_image_format fmt = st == CKEY_OK ? ck_image_sniff(head, got) : CK_IMAGE_UNKNOWN;
+    if (st != CKEY_OK) {
+    } else if (fmt == CK_IMAGE_PNG) {
+        st = ck_image_read_png_packed_stream(f, head, got, path, kind, img, err);
+    } else if (fmt == CK_IMAGE_EXR) {
+        size_t size = 0;
+        unsigned char *buf = slurp(f, path, head, got, &size, &st, err);
+        if (buf) st = ck_image_read_exr_packed_memory(buf, size, path, kind, img, err);
+        free(buf);
+    } else {
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: neither PNG nor OpenEXR: no packed read", path);
+    }
     fclose(f);
     return st;
 }

@@ -178,6 +178,10 @@ static ckey_status run_resize(ck_devframe *df, int i, const float *src, float *d
                               r->tmp ? z->dev + (r->tmp - z->host) : NULL, dst, df->stream, err);
 }
 
+static ck_pixel_type pixel_type(ckey_sample_type t) {
+    return t == CKEY_SAMPLE_U8 ? CK_PIXEL_U8 : t == CKEY_SAMPLE_U16 ? CK_PIXEL_U16 : CK_PIXEL_F16;
+}
+
 ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
                             ckey_error *err) {
     if (!df || !job || !(job->rgb || job->rgb_packed) || !(job->hint || job->hint_packed) || !job->post ||
@@ -200,9 +204,9 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
      * usual size uploads while the other ck_devframe's network runs */
     const size_t n = (size_t)w * (size_t)h;
     /* the packed samples' staging: the plate's, then the hint's (256-byte aligned) */
-    const size_t pbytes = pp ? n * (size_t)pp->channels * (pp->type == CKEY_SAMPLE_U16 ? 2 : 1) : 0;
+    const size_t pbytes = pp ? n * (size_t)pp->channels * (pp->type == CKEY_SAMPLE_U8 ? 1 : 2) : 0;
     const size_t hoff = (pbytes + 255) / 256 * 256;
-    const size_t pack = hoff + (hp ? n * (size_t)hp->channels * (hp->type == CKEY_SAMPLE_U16 ? 2 : 1) : 0);
+    const size_t pack = hoff + (hp ? n * (size_t)hp->channels * (hp->type == CKEY_SAMPLE_U8 ? 1 : 2) : 0);
     const int new_size = w != df->w || h != df->h || pack > df->d_pack_cap;
     if (new_size && lock) pthread_mutex_lock(lock);
     const double t0 = ck_now();
@@ -219,7 +223,7 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     unsigned char *d_pack = df->d_pack;
     if (pp) {
         if ((st = ck_cuda_copy_async(d_pack, pp->data, pbytes, 1, stream, err)) ||
-            (st = ck_cuda_unpack_pixels(d_pack, pp->type == CKEY_SAMPLE_U16 ? CK_PIXEL_U16 : CK_PIXEL_U8,
+            (st = ck_cuda_unpack_pixels(d_pack, pixel_type(pp->type),
                                         pp->channels, (int64_t)n, df->d_rgb, 3, NULL, 0, stream, err)))
             return st;
     } else if ((st = ck_cuda_copy_async(df->d_rgb, job->rgb, 3 * n * sizeof(float), 1, stream, err))) {
@@ -227,7 +231,7 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     }
     if (hp) {
         if ((st = ck_cuda_copy_async(d_pack + hoff, hp->data, pack - hoff, 1, stream, err)) ||
-            (st = ck_cuda_unpack_pixels(d_pack + hoff, hp->type == CKEY_SAMPLE_U16 ? CK_PIXEL_U16 : CK_PIXEL_U8,
+            (st = ck_cuda_unpack_pixels(d_pack + hoff, pixel_type(hp->type),
                                         hp->channels, (int64_t)n, NULL, 0, df->d_hint, hp->hint_channel, stream,
                                         err)))
             return st;

@@ -5,7 +5,7 @@
  * tables (resize.c's plans, uploaded), on the session's stream:
  *
  *   upload plate [3, h, w] and hint [h, w] (fp32), or either packed in its
- *   file's samples ([h, w, C] 8- or 16-bit) and unpacked to fp32 there
+ *   file's samples ([h, w, C] 8-bit, 16-bit or half) and unpacked to fp32 there
  *   [linear plate read as sRGB: encode at full size]  (ck_cuda_srgb)
  *   resize to S (antialiased bilinear) [+ linear -> sRGB] + ImageNet normalize
  *   the network (ck_session_run_device: input and output stay on the device)
