@@ -179,7 +179,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
             /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
              * decoded plate + hint (and a made hint; packed samples, which
-             * replace the floats, take at most as much: 16 bytes a pixel), out slots alpha, fg,
+             * replace the floats, take at most as much, 16 bytes a pixel;
+             * not counted: a clip mixing packed and float frames holds both), out slots alpha, fg,
              * Processed and Comp; the resizes and the post run in the
              * ck_devframes (ck_shot_pipelines a session); the readers and
              * writers hold none of theirs */

@@ -431,8 +431,11 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate
 /* The rest of stage_read for a frame read packed (sl->packed): the plate
  * stays packed for the device; so does the hint unless it is of another
  * size, which is made floats (the decoders' v / 255, v / 65535, half) and resized
- * to the plate here. The slot's float images are dropped (and the other
- * way round in stage_read), so a slot holds one frame's pixels. */
+ * to the plate here. The slot's float images are dropped: a clip of packed
+ * frames holds no floats. (Its packed images stay when a frame is read as
+ * floats, so a clip that mixes the two, e.g. PNG plates with FLOAT EXR
+ * hints, allocates no page-locked memory frame after frame; its slots hold
+ * both.) */
 static int packed_read(shot *sh, reader *rd, int64_t j, ckey_status st, double decoded0, double t) {
     in_slot *sl = &sh->in[j % sh->nin];
     const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
@@ -512,10 +515,6 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     if (st == CKEY_OK && !plate->data)
         st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
                      (long long)f->number);
-    if (sh->dev) {
-        ckey_packed_image_free(&sl->pplate);
-        ckey_packed_image_free(&sl->phint);
-    }
     const int32_t w = plate->width, h = plate->height;
     sl->w = w;
     sl->h = h;
