@@ -248,8 +248,10 @@ static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)f->number);
     ckey_error e;
     ck_error_clear(&e);
-    ckey_status st = ckey_image_read_packed(f->plate, CKEY_IMAGE_RGB, plate, &e);
-    if (st == CKEY_OK) st = ckey_image_read_packed(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    /* the hint first: when it has no packed form (a FLOAT EXR), the plate
+     * is not decoded twice */
+    ckey_status st = ckey_image_read_packed(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    if (st == CKEY_OK) st = ckey_image_read_packed(f->plate, CKEY_IMAGE_RGB, plate, &e);
     /* the image readers name the file; add the frame (an unsupported one
      * goes to read(), which reports any real fault itself) */
     if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)f->number, e.message);
