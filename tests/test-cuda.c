@@ -2561,6 +2561,15 @@ static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_
 
 static void fp_close(void *self) { (void)self; }
 
+/* The sizes up front: the device path page-locks its out slots for frame 0's */
+static ckey_status fp_probe(void *self, int64_t k, int32_t *w, int32_t *h, ckey_error *err) {
+    (void)self, (void)err;
+    int iw, ih;
+    fp_size(k, &iw, &ih);
+    *w = iw, *h = ih;
+    return CKEY_OK;
+}
+
 /* Every pass of every frame, copied as the sink receives them. */
 typedef struct {
     float *pass[FP_FRAMES][4];
@@ -2600,7 +2609,7 @@ static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead,
         ms.frames[i] = (ckey_shot_frame){i, ms.stems[i], ms.stems[i], i == 2 ? "auto" : "memory", i == 1};
     }
     ckey_source src = {.self = &ms, .count = FP_FRAMES, .frames = ms.frames, .read = fp_read, .close = fp_close,
-                       .concurrent_read = 1, .read_packed = fp_read_packed};
+                       .concurrent_read = 1, .read_packed = fp_read_packed, .probe = fp_probe};
     ckey_sink sink = {.self = out, .write = fp_write};
     ckey_shot_options so;
     ckey_shot_options_default(&so);

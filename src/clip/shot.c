@@ -953,6 +953,28 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+/*
+ * The device path's out slots, page-locked for a w x h plate (the first
+ * frame's, from its header) before the model threads start: a 4K slot's
+ * passes are 365 MB to page-lock, and in stage_key that holds the session's
+ * lock (no allocation beside another thread's graph capture),
+ * so the networks would wait for it; here it runs while the readers decode
+ * the first frames. No size (0), or a larger plate later: stage_key allocates.
+ */
+static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
+    if (w < 1 || h < 1 || (int64_t)w * h > sh->max_pixels) return;
+    const size_t n = (size_t)w * (size_t)h;
+    for (int i = 0; i < sh->nout; i++) {
+        out_slot *o = &sh->out[i];
+        ckey_session *s = sh->sess[i % sh->nsess];
+        o->alpha = ckey_session_host_alloc(s, n * sizeof(float));
+        o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
+        o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+    }
+}
+
 /* Model thread m of T = nsess x npipe: jobs m, m + T, m + 2T, ... with
  * session m % nsess (the same as j % nsess: nsess divides T). */
 typedef struct model_arg {
@@ -1261,8 +1283,13 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             model_arg ma[CKEY_SHOT_MAX_MODELS];
             const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
+            int32_t w0 = 0, h0 = 0; /* the first plate's size, probed before any read */
+            ckey_error pe;
+            if (sh->dev && sh->src->probe && sh->src->probe(sh->src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK)
+                w0 = h0 = 0;
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
+            if (sh->dev) alloc_out_slots(sh, w0, h0);
             while (have_rd == sh->nrd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;
