@@ -1,11 +1,13 @@
 /*
  * libFuzzer target for the PNG reader (src/media/png.c): any byte string must
  * give either an image within the caps or a clean error -- never a crash, a
- * leak or a read outside the buffer. fuzz/replay.c supplies main() to replay
+ * leak or a read outside the buffer; the packed reader (ckey_image_read_packed's)
+ * likewise, and where both decode, its samples are the float reader's. fuzz/replay.c supplies main() to replay
  * the corpus (fuzz/corpus/png) without libFuzzer.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "ckey_media.h"
@@ -13,6 +15,31 @@
 #include "probe-check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The packed read of the same bytes; when `img` decoded too, the same samples. */
+static void check_packed(const uint8_t *data, size_t size, ckey_image_kind kind, const ckey_image *img) {
+    FILE *f = size ? fmemopen((void *)data, size, "rb") : NULL;
+    if (!f) return;
+    ckey_packed_image pk = {0};
+    ckey_error err;
+    const ckey_status st = ck_image_read_png_packed_stream(f, NULL, 0, "fuzz.png", kind, &pk, &err);
+    fclose(f);
+    if (st != CKEY_OK && !err.message[0]) abort();
+    if (st == CKEY_OK && img) {
+        if (pk.width != img->width || pk.height != img->height) abort();
+        const size_t n = (size_t)img->width * (size_t)img->height, C = (size_t)pk.channels;
+        for (int c = 0; c < img->channels; c++) {
+            const size_t ch = kind == CKEY_IMAGE_RGB ? (size_t)c : (size_t)pk.hint_channel;
+            if (ch >= C) abort();
+            for (size_t i = 0; i < n; i++) {
+                const float v = pk.type == CKEY_SAMPLE_U16 ? (float)((const uint16_t *)pk.data)[i * C + ch] / 65535.0f
+                                                           : (float)((const uint8_t *)pk.data)[i * C + ch] / 255.0f;
+                if (v != img->data[(size_t)c * n + i]) abort();
+            }
+        }
+    }
+    ckey_packed_image_free(&pk);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t read_w = 0, read_h = 0; /* the plate reader's size, when it decodes */
@@ -33,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if (img.data || !err.message[0]) {
             abort(); /* failures leave the image empty and say why */
         }
+        check_packed(data, size, (ckey_image_kind)kind, st == CKEY_OK ? &img : NULL);
         ckey_image_free(&img);
     }
     check_probe(data, size, "fuzz.png", read_w, read_h);

@@ -155,6 +155,16 @@ typedef struct ckey_source {
      * video's decodes forward and does not.
      */
     int32_t concurrent_read;
+    /*
+     * Optional (NULL: none). read() into packed images (ckey_image_read_packed:
+     * the files' own samples), for the device frame path, which uploads them
+     * as they are (page-locked: the runner sets their allocator) and converts
+     * them there. Called as read() is, in its place; CKEY_ERR_UNSUPPORTED for
+     * a frame it does not read so (a format without a packed form, a hint to
+     * be made from the plate), and the runner then calls read() for it.
+     */
+    ckey_status (*read_packed)(void *self, int64_t index, ckey_packed_image *plate, ckey_packed_image *hint,
+                               ckey_error *err);
 } ckey_source;
 
 /* Worker threads (opaque): the runner's, which it lends to a sink's write
@@ -414,6 +424,12 @@ typedef struct ckey_shot_options {
                                 this process may use; N > 0: a pool of N of its own.
                                 The passes do not depend on it */
     ckey_frame_path frame_path;  /* default AUTO */
+    int32_t device_frames;   /* the device frame path's frames in flight on a session,
+                                0..8: each keyed on its own model thread, stream and
+                                device buffers, so that one frame's transfers and
+                                plate-size steps overlap the others' network; 0
+                                (default) = 4; ignored on the host path and when
+                                read_ahead is 0 */
     /*
      * Optional. Polled before each frame is decoded and before each frame is
      * keyed; once it returns non-zero no new frame starts: the frames already

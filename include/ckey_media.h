@@ -138,6 +138,44 @@ ckey_status ckey_image_probe(const char *path, int32_t *width, int32_t *height, 
 void ckey_image_free(ckey_image *img);
 
 /*
+ * An image in its file's own sample type, pixels interleaved: what a GPU
+ * uploads as it is (an 8-bit plate is a quarter of its floats) and converts
+ * there. The samples, read as floats, are those of ckey_image_read: 8-bit
+ * v / 255, 16-bit v / 65535, half as it is.
+ */
+typedef enum ckey_sample_type { CKEY_SAMPLE_U8 = 0, CKEY_SAMPLE_U16 = 1, CKEY_SAMPLE_F16 = 2 } ckey_sample_type;
+
+typedef struct ckey_packed_image {
+    int32_t width, height;
+    int32_t channels;        /* samples a pixel: CKEY_IMAGE_RGB 3 or 4 (R, G, B [, A]:
+                                gray is replicated, palettes expanded), CKEY_IMAGE_HINT 1..4 */
+    ckey_sample_type type;
+    int32_t hint_channel;    /* CKEY_IMAGE_HINT: the channel that is the hint, by
+                                ckey_image_kind's rule; -1 for CKEY_IMAGE_RGB */
+    void *data;              /* [height, width, channels], native byte order */
+    size_t capacity;         /* bytes data holds; a read reuses it when large enough */
+    /* How data is allocated and freed (set by the caller; NULL: malloc / free),
+     * e.g. page-locked memory for a device's copies. */
+    void *(*alloc)(void *user, size_t bytes);
+    void (*release)(void *user, void *p);
+    void *alloc_user;
+} ckey_packed_image;
+
+/*
+ * Read a regular file into `img` as packed samples, reusing img->data when
+ * it holds enough (else releasing it and allocating anew). PNG files (8 or
+ * 16 bits) and OpenEXR files whose channels read are HALF are read so; any
+ * other format (FLOAT EXR channels too), or a path that is not a regular
+ * file, is CKEY_ERR_UNSUPPORTED before a pixel is decoded: read it with
+ * ckey_image_read. Other errors as ckey_image_read's.
+ */
+ckey_status ckey_image_read_packed(const char *path, ckey_image_kind kind, ckey_packed_image *img,
+                                   ckey_error *err);
+/* Release img->data (with img->release) and zero the pixel fields; the
+ * allocator stays. */
+void ckey_packed_image_free(ckey_packed_image *img);
+
+/*
  * Write `data` ([channels, height, width], values clamped to [0, 1], NaN as
  * 0, rounded to nearest) as a PNG: channels 1 (gray), 3 (RGB) or 4 (RGBA);
  * bit_depth 8 or 16. The file is written to ckey_temp_path(path), flushed to

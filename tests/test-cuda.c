@@ -2398,7 +2398,8 @@ static void test_frame_post(void) {
         float *proc = malloc(4 * n * sizeof(float)), *comp = malloc(3 * n * sizeof(float));
         float *gproc = malloc(4 * n * sizeof(float)), *gcomp = malloc(3 * n * sizeof(float));
         void *cscr = malloc(ck_clean_matte_scratch_bytes(h, w));
-        for (int variant = 0; variant < 3; variant++) {
+        /* variant 3: 8-bit, 16-bit and half samples, read packed on the device path */
+    for (int variant = 0; variant < 4; variant++) {
             ck_post_options o;
             ck_post_options_default(&o);
             o.despeckle = variant != 1;
@@ -2445,7 +2446,10 @@ enum { FP_FRAMES = 6 };
 typedef struct {
     ckey_shot_frame frames[FP_FRAMES];
     char stems[FP_FRAMES][16];
+    int packed; /* samples of 8 bits (even frames), 16 (1, 3) or half (5), read packed where fp_read_packed can */
 } fp_source;
+
+static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err);
 
 static void fp_size(int64_t k, int *w, int *h) {
     *w = k % 2 ? 96 : 320;
@@ -2462,7 +2466,73 @@ static int fp_image(ckey_image *im, int w, int h, int c) {
     return im->data != NULL;
 }
 
+/* Frame k's sample type, the sample nearest v and the float a decoder makes of it. */
+static ckey_sample_type fp_type(int64_t k) { return k == 5 ? CKEY_SAMPLE_F16 : k % 2 ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8; }
+static unsigned fp_sample(float v, ckey_sample_type t) {
+    if (t == CKEY_SAMPLE_F16) return ck_f32_to_f16(v);
+    const unsigned max = t == CKEY_SAMPLE_U16 ? 65535u : 255u;
+    v = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+    return (unsigned)(v * (float)max + 0.5f);
+}
+static float fp_value(unsigned s, ckey_sample_type t) {
+    return t == CKEY_SAMPLE_F16 ? ck_f16_to_f32((uint16_t)s) : (float)s / (t == CKEY_SAMPLE_U16 ? 65535.0f : 255.0f);
+}
+
 static ckey_status fp_read(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
+    ckey_status st = fp_read_float(self, k, plate, hint, err);
+    const fp_source *ms = self;
+    if (st != CKEY_OK || !ms->packed) return st;
+    /* the floats a decoder makes of the samples fp_read_packed packs */
+    const ckey_sample_type t = fp_type(k);
+    for (size_t i = 0; i < 3 * (size_t)plate->width * plate->height; i++)
+        plate->data[i] = fp_value(fp_sample(plate->data[i], t), t);
+    for (size_t i = 0; hint->data && i < (size_t)hint->width * hint->height; i++)
+        hint->data[i] = fp_value(fp_sample(hint->data[i], t), t);
+    return CKEY_OK;
+}
+
+/* Frames 0, 3, 4 and 5 packed (3: RGBA plate, the hint the alpha of an RGBA
+ * image; 4: a hint of half the size); 1 (linear) and 2 (auto hint) not. */
+static int fp_pack(ckey_packed_image *pk, const float *planes, int w, int h, int C, int from, int nch, int at,
+                   ckey_sample_type t) {
+    const size_t es = t == CKEY_SAMPLE_U8 ? 1 : 2, n = (size_t)w * h, bytes = n * (size_t)C * es;
+    const unsigned one = fp_sample(1.0f, t);
+    if (bytes > pk->capacity) {
+        if (pk->data) pk->release(pk->alloc_user, pk->data);
+        pk->data = pk->alloc(pk->alloc_user, bytes);
+        pk->capacity = pk->data ? bytes : 0;
+        if (!pk->data) return 0;
+    }
+    for (size_t p = 0; p < n; p++)
+        for (int c = 0; c < C; c++) {
+            const int src = c - at + from;
+            const unsigned v = c >= at && c < at + nch ? fp_sample(planes[(size_t)src * n + p], t) : one;
+            if (es == 2) ((uint16_t *)pk->data)[p * C + c] = (uint16_t)v;
+            else ((uint8_t *)pk->data)[p * C + c] = (uint8_t)v;
+        }
+    pk->width = w, pk->height = h, pk->channels = C;
+    pk->type = t;
+    return 1;
+}
+
+static ckey_status fp_read_packed(void *self, int64_t k, ckey_packed_image *plate, ckey_packed_image *hint,
+                                  ckey_error *err) {
+    const fp_source *ms = self;
+    if (!ms->packed || k == 1 || k == 2) return CKEY_ERR_UNSUPPORTED;
+    ckey_image p = {0}, hi = {0};
+    ckey_status st = fp_read_float(self, k, &p, &hi, err);
+    const ckey_sample_type t = fp_type(k);
+    if (st == CKEY_OK && (!fp_pack(plate, p.data, p.width, p.height, k == 3 ? 4 : 3, 0, 3, 0, t) ||
+                          !fp_pack(hint, hi.data, hi.width, hi.height, k == 3 ? 4 : 1, 0, 1, k == 3 ? 3 : 0, t)))
+        st = CKEY_ERR_NOMEM;
+    plate->hint_channel = -1;
+    hint->hint_channel = k == 3 ? 3 : 0;
+    ckey_image_free(&p);
+    ckey_image_free(&hi);
+    return st;
+}
+
+static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
     (void)self, (void)err;
     int w, h;
     fp_size(k, &w, &h);
@@ -2490,6 +2560,15 @@ static ckey_status fp_read(void *self, int64_t k, ckey_image *plate, ckey_image 
 }
 
 static void fp_close(void *self) { (void)self; }
+
+/* The sizes up front: the device path page-locks its out slots for frame 0's */
+static ckey_status fp_probe(void *self, int64_t k, int32_t *w, int32_t *h, ckey_error *err) {
+    (void)self, (void)err;
+    int iw, ih;
+    fp_size(k, &iw, &ih);
+    *w = iw, *h = ih;
+    return CKEY_OK;
+}
 
 /* Every pass of every frame, copied as the sink receives them. */
 typedef struct {
@@ -2521,15 +2600,16 @@ static void fp_sink_clear(fp_sink *k) {
     memset(k, 0, sizeof *k);
 }
 
-static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, const ckey_post_options *post,
-                          fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
+static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, int packed,
+                          const ckey_post_options *post, fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
     static fp_source ms;
+    ms.packed = packed;
     for (int i = 0; i < FP_FRAMES; i++) {
         snprintf(ms.stems[i], sizeof ms.stems[i], "f_%04d", i);
         ms.frames[i] = (ckey_shot_frame){i, ms.stems[i], ms.stems[i], i == 2 ? "auto" : "memory", i == 1};
     }
     ckey_source src = {.self = &ms, .count = FP_FRAMES, .frames = ms.frames, .read = fp_read, .close = fp_close,
-                       .concurrent_read = 1};
+                       .concurrent_read = 1, .read_packed = fp_read_packed, .probe = fp_probe};
     ckey_sink sink = {.self = out, .write = fp_write};
     ckey_shot_options so;
     ckey_shot_options_default(&so);
@@ -2591,8 +2671,11 @@ static void test_frame_path_shot(void) {
         const int read_ahead = variant == 1 ? 0 : 2; /* variant 1: every stage on the calling thread */
         static fp_sink host, dev;
         ckey_shot_stats sth, std;
-        CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, &post, &host, &sth, &err) == CKEY_OK, "%s", err.message);
-        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, &post, &dev, &std, &err) == CKEY_OK, "%s", err.message);
+        const int packed = variant == 3;
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, packed, &post, &host, &sth, &err) == CKEY_OK, "%s",
+               err.message);
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, packed, &post, &dev, &std, &err) == CKEY_OK, "%s",
+               err.message);
         char what[64];
         snprintf(what, sizeof what, "variant %d, host frame path", variant);
         fp_check_load(what, 0, &sth);
@@ -2647,9 +2730,9 @@ static void test_frame_path_shot(void) {
     ckey_post_options_default(&post);
     post.despeckle_mode = CKEY_DESPECKLE_TORCH;
     static fp_sink k;
-    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, &post, &k, NULL, &err) == CKEY_OK);
+    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, 0, &post, &k, NULL, &err) == CKEY_OK);
     fp_sink_clear(&k);
-    CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, &post, &k, NULL, &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, 0, &post, &k, NULL, &err) == CKEY_ERR_UNSUPPORTED);
     printf("  torch despeckle, --frame-path device: %s\n", err.message);
     fp_sink_clear(&k);
     ckey_session_free(s);

@@ -17,6 +17,7 @@
 
 #include "ckey_media.h"
 #include "core/core.h"
+#include "core/dtype.h"
 #include "media/exr.h"
 #include "media/image.h"
 #include "support/clip.h"
@@ -604,7 +605,64 @@ static void test_zip_fast(void) {
     free(src);
 }
 
+/* ckey_image_read_packed's HALF samples, as floats, against ckey_image_read's
+ * for 1, 3 and 4 channels, both kinds; an opaque alpha, a non-finite sample. */
+static int packed_same(const char *path, ckey_image_kind kind, ckey_packed_image *pk) {
+    ckey_image img;
+    ckey_error err;
+    if (ckey_image_read(path, kind, &img, &err) != CKEY_OK) return 0;
+    if (ckey_image_read_packed(path, kind, pk, &err) != CKEY_OK || pk->type != CKEY_SAMPLE_F16 ||
+        pk->width != img.width || pk->height != img.height) {
+        ckey_image_free(&img);
+        return 0;
+    }
+    const size_t n = (size_t)img.width * img.height, C = (size_t)pk->channels;
+    int same = 1;
+    for (int c = 0; c < img.channels; c++) {
+        const size_t ch = kind == CKEY_IMAGE_RGB ? (size_t)c : (size_t)pk->hint_channel;
+        for (size_t i = 0; i < n && same; i++)
+            same = ck_f16_to_f32(((const uint16_t *)pk->data)[i * C + ch]) == img.data[(size_t)c * n + i];
+    }
+    ckey_image_free(&img);
+    return same;
+}
+
+static void test_packed_matches_float(void) {
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    const int w = 37, h = 21;
+    const size_t plane = (size_t)w * h;
+    ckey_packed_image pk;
+    memset(&pk, 0, sizeof pk);
+    static const int chans[3] = {1, 3, 4};
+    for (int k = 0; k < 3; k++)
+        for (int opaque = 0; opaque < (chans[k] == 4 ? 2 : 1); opaque++) {
+            const int ch = chans[k];
+            float *src = pattern(ch, w, h);
+            for (size_t i = 0; opaque && i < plane; i++) src[3 * plane + i] = 1.0f;
+            char path[512];
+            snprintf(path, sizeof path, "%s/p-%d-%d.exr", dir, ch, opaque);
+            ckey_error err;
+            REQUIRE(ckey_image_write_exr(path, src, ch, w, h, CKEY_EXR_PXR24, &err) == CKEY_OK);
+            CHECKF(packed_same(path, CKEY_IMAGE_RGB, &pk), "%d channels: packed rgb differs", ch);
+            CHECK(pk.channels == 3 && pk.hint_channel == -1);
+            CHECKF(packed_same(path, CKEY_IMAGE_HINT, &pk), "%d channels: packed hint differs", ch);
+            CHECK(pk.channels == (ch == 4 ? 2 : 1) && pk.hint_channel == (ch == 4 && opaque ? 1 : 0));
+            printf("  %d channel%s%s: packed HALF = float reads (hint: %d of %d channels)\n", ch, ch == 1 ? "" : "s",
+                   opaque ? ", opaque alpha" : "", (int)pk.hint_channel, (int)pk.channels);
+            /* Inf (a value past HALF's range) is refused by both */
+            src[5] = 1e6f;
+            REQUIRE(ckey_image_write_exr(path, src, ch, w, h, CKEY_EXR_PXR24, &err) == CKEY_OK);
+            CHECK(ckey_image_read_packed(path, CKEY_IMAGE_RGB, &pk, &err) == CKEY_ERR_FORMAT &&
+                  strstr(err.message, "non-finite") != NULL);
+            free(src);
+        }
+    ckey_packed_image_free(&pk);
+    ck_remove_tree(dir);
+}
+
 #else
+static void test_packed_matches_float(void) { SKIP("built without OpenEXR"); }
 static void test_round_trip(void) { SKIP("built without OpenEXR"); }
 static void test_opaque_alpha_hint(void) { SKIP("built without OpenEXR"); }
 static void test_atomic_write(void) {
@@ -629,6 +687,7 @@ int main(int argc, char **argv) {
         {"sniff", test_sniff},
         {"round_trip", test_round_trip},
         {"opaque_alpha_hint", test_opaque_alpha_hint},
+        {"packed_matches_float", test_packed_matches_float},
         {"atomic_write", test_atomic_write},
         {"refused", test_refused},
         {"matte_channel", test_matte_channel},

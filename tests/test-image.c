@@ -279,6 +279,97 @@ static void test_corpus_palette_and_low_depth(void) {
 
 /* -------------------------------------------------------- broken files */
 
+/* ckey_image_read_packed's samples, as floats, against ckey_image_read's:
+ * the same numbers for every file of the corpus, either kind. */
+static int packed_allocs;
+static void *count_alloc(void *user, size_t bytes) {
+    (void)user;
+    packed_allocs++;
+    return malloc(bytes);
+}
+static void count_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+static void test_packed_matches_float(void) {
+    static const char *const names[] = {"gray1.png",    "gray8.png",  "gray16.png", "graya8.png",
+                                        "graya16.png",  "graya16_interlaced.png", "palette4_trns.png",
+                                        "palette8.png", "rgb8.png",   "rgb16.png",  "rgb8_interlaced.png",
+                                        "rgba8.png",    "rgba16.png", "one_pixel.png"};
+    ckey_packed_image pk;
+    memset(&pk, 0, sizeof pk);
+    pk.alloc = count_alloc;
+    pk.release = count_free;
+    for (size_t k = 0; k < LEN(names); k++)
+        for (int kind = 0; kind < 2; kind++) {
+            char path[512];
+            snprintf(path, sizeof path, "fuzz/corpus/png/seed-%s", names[k]);
+            ckey_error err;
+            ckey_image img;
+            REQUIRE(ckey_image_read(path, (ckey_image_kind)kind, &img, &err) == CKEY_OK);
+            for (int again = 0; again < 2; again++) {
+                const int allocs = packed_allocs;
+                CHECKF(ckey_image_read_packed(path, (ckey_image_kind)kind, &pk, &err) == CKEY_OK, "%s", err.message);
+                /* the block is reused when it holds the frame */
+                if (again) CHECK(packed_allocs == allocs);
+            }
+            CHECK(pk.width == img.width && pk.height == img.height);
+            CHECK(kind == CKEY_IMAGE_RGB ? pk.channels >= 3 : pk.hint_channel >= 0 && pk.hint_channel < pk.channels);
+            const size_t n = (size_t)img.width * (size_t)img.height, C = (size_t)pk.channels;
+            float *got = malloc((size_t)img.channels * n * sizeof(float));
+            REQUIRE(got);
+            for (int c = 0; c < img.channels; c++) {
+                const size_t ch = kind == CKEY_IMAGE_RGB ? (size_t)c : (size_t)pk.hint_channel;
+                for (size_t i = 0; i < n; i++)
+                    got[(size_t)c * n + i] = pk.type == CKEY_SAMPLE_U16
+                                                 ? (float)((const uint16_t *)pk.data)[i * C + ch] / 65535.0f
+                                                 : (float)((const uint8_t *)pk.data)[i * C + ch] / 255.0f;
+            }
+            CHECKF(memcmp(got, img.data, (size_t)img.channels * n * sizeof(float)) == 0, "%s (%s): packed differs",
+                   names[k], kind ? "hint" : "rgb");
+            printf("  %-24s %-4s %d x %d, %d %s-bit channels%s: packed = float reads\n", names[k],
+                   kind ? "hint" : "rgb", (int)img.width, (int)img.height, (int)pk.channels,
+                   pk.type == CKEY_SAMPLE_U16 ? "16" : "8", kind && (C == 2 || C == 4) && pk.hint_channel == (int)C - 1 ? ", the alpha" : "");
+            free(got);
+            ckey_image_free(&img);
+        }
+    /* not a PNG, or not a regular file: nothing read, the caller reads floats */
+    ckey_error err;
+    CHECK(ckey_image_read_packed("fuzz/corpus/png/bad-not_png.png", CKEY_IMAGE_RGB, &pk, &err) ==
+          CKEY_ERR_UNSUPPORTED);
+    CHECK(ckey_image_read_packed("/dev/null", CKEY_IMAGE_RGB, &pk, &err) == CKEY_ERR_UNSUPPORTED);
+    CHECK(ckey_image_read_packed("fuzz/corpus/png/bad-truncated.png", CKEY_IMAGE_RGB, &pk, &err) == CKEY_ERR_FORMAT);
+    ckey_packed_image_free(&pk);
+}
+
+/* The opaque alpha rule in a packed hint: the colour's channel. */
+static void test_packed_hint_opaque_alpha(void) {
+    const int w = 4, h = 3;
+    float src[4 * 12];
+    for (int i = 0; i < 12; i++) {
+        src[i] = src[12 + i] = 0.0f;
+        src[24 + i] = (float)i / 11.0f;
+        src[36 + i] = 1.0f;
+    }
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    char path[512];
+    snprintf(path, sizeof path, "%s/h.png", dir);
+    ckey_error err;
+    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
+    ckey_packed_image pk;
+    memset(&pk, 0, sizeof pk);
+    REQUIRE(ckey_image_read_packed(path, CKEY_IMAGE_HINT, &pk, &err) == CKEY_OK);
+    CHECK(pk.channels == 4 && pk.hint_channel == 2 && pk.type == CKEY_SAMPLE_U16);
+    src[36 + 5] = 0.5f; /* one translucent pixel: the alpha is the hint */
+    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
+    REQUIRE(ckey_image_read_packed(path, CKEY_IMAGE_HINT, &pk, &err) == CKEY_OK);
+    CHECK(pk.hint_channel == 3);
+    ckey_packed_image_free(&pk);
+    ck_remove_tree(dir);
+}
+
 static void expect_error(const char *path, ckey_status want_st, const char *want_msg) {
     ckey_image img;
     ckey_error err;
@@ -484,6 +575,8 @@ int main(int argc, char **argv) {
         {"corpus_direct_color", test_corpus_direct_color},
         {"corpus_palette_and_low_depth", test_corpus_palette_and_low_depth},
         {"corpus_broken", test_corpus_broken},
+        {"packed_matches_float", test_packed_matches_float},
+        {"packed_hint_opaque_alpha", test_packed_hint_opaque_alpha},
         {"huge_dimensions", test_huge_dimensions},
         {"truncations", test_truncations},
         {"empty_file", test_empty_file},

@@ -19,6 +19,7 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "core/dtype.h"
 #include "pixel/pixel.h"
 #include "support/clip.h"
 #include "support/testutil.h"
@@ -1308,16 +1309,25 @@ static void test_run_memory_api(void) {
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
                (long long)rd.device_frame_bytes);
-        /* two model threads a session (ck_shot_pipelines), each its own ck_devframe: the slots
-         * rounded up to multiples of 2, 4 in and 4 out; unthreaded, one ck_devframe */
-        CHECKF(rd.decoded_bytes == 4 * 4 * P * F && rd.output_bytes == 4 * 11 * P * F && rd.post_bytes == 0,
+        /* four model threads a session by default (ck_shot_pipelines), each its own
+         * ck_devframe: the slots rounded up to multiples of 4, 8 in and 8 out; two with
+         * device_frames 2, 4 in and 4 out; unthreaded, one ck_devframe */
+        CHECKF(rd.decoded_bytes == 8 * 4 * P * F && rd.output_bytes == 8 * 11 * P * F && rd.post_bytes == 0,
                "decoded %lld, output %lld", (long long)rd.decoded_bytes, (long long)rd.output_bytes);
-        ckey_run_memory r1;
+        ckey_run_memory r1, r2d;
         ro.shot.frame_path = CKEY_FRAME_PATH_DEVICE;
+        ro.shot.device_frames = 2;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r2d, &err) == CKEY_OK);
+        CHECKF(r2d.decoded_bytes == 4 * 4 * P * F && r2d.output_bytes == 4 * 11 * P * F, "decoded %lld, output %lld",
+               (long long)r2d.decoded_bytes, (long long)r2d.output_bytes);
+        ro.shot.device_frames = 9; /* 0 .. 8 */
+        CHECK(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_ERR_INVALID_ARG);
+        ro.shot.device_frames = 0;
         ro.shot.read_ahead = 0;
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_OK);
-        CHECKF(rd.device_frame_bytes == 2 * r1.device_frame_bytes, "two devframes %lld, one %lld",
-               (long long)rd.device_frame_bytes, (long long)r1.device_frame_bytes);
+        CHECKF(rd.device_frame_bytes == 4 * r1.device_frame_bytes && r2d.device_frame_bytes == 2 * r1.device_frame_bytes,
+               "four devframes %lld, two %lld, one %lld", (long long)rd.device_frame_bytes,
+               (long long)r2d.device_frame_bytes, (long long)r1.device_frame_bytes);
         ro.shot.read_ahead = 2;
         ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
         CHECK(rd.io_bytes == rh.io_bytes - 6 * 4 * 64 * 64 * F);
@@ -1378,6 +1388,70 @@ static void test_run_memory_api(void) {
     REQUIRE(ckey_source_plate_size(&src, plan, &w, &h, &idx, &err) == CKEY_OK);
     CHECKF(w == 50 && h == 40 && idx == 1, "%d x %d at %lld", (int)w, (int)h, (long long)idx);
     ckey_source_close(&src);
+    remove_tree(shot);
+}
+
+/* The image sequence's packed reads (the device frame path's): the samples of
+ * read()'s floats, 16-bit PNG plates, 8-bit PNG hints, a HALF EXR plate; none
+ * for hints made from the plates. */
+static int packed_equals(const ckey_packed_image *pk, const ckey_image *img, int hint) {
+    if (pk->width != img->width || pk->height != img->height) return 0;
+    const size_t n = (size_t)img->width * img->height, C = (size_t)pk->channels;
+    for (int c = 0; c < img->channels; c++) {
+        const size_t ch = hint ? (size_t)pk->hint_channel : (size_t)c;
+        for (size_t i = 0; i < n; i++) {
+            const unsigned s = pk->type == CKEY_SAMPLE_U8 ? ((const uint8_t *)pk->data)[i * C + ch]
+                                                          : ((const uint16_t *)pk->data)[i * C + ch];
+            const float v = pk->type == CKEY_SAMPLE_F16 ? ck_f16_to_f32((uint16_t)s)
+                            : pk->type == CKEY_SAMPLE_U16 ? (float)s / 65535.0f : (float)s / 255.0f;
+            if (v != img->data[(size_t)c * n + i]) return 0;
+        }
+    }
+    return 1;
+}
+
+static void test_sequence_read_packed(void) {
+    char shot[512], p[1024], q[1024];
+    REQUIRE(ck_make_synth_shot(shot, sizeof shot, workdir, "packed", 1, 2, 64, 36));
+    /* frame 2's plate as a HALF EXR */
+    ckey_image im;
+    ckey_error err;
+    snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
+    REQUIRE(ckey_image_read(p, CKEY_IMAGE_RGB, &im, &err) == CKEY_OK);
+    REQUIRE(remove(p) == 0);
+    snprintf(p, sizeof p, "%s/Input/plate_0002.exr", shot);
+    REQUIRE(ckey_image_write_exr(p, im.data, 3, im.width, im.height, CKEY_EXR_ZIP, &err) == CKEY_OK);
+    ckey_image_free(&im);
+    snprintf(p, sizeof p, "%s/Input", shot);
+    snprintf(q, sizeof q, "%s/AlphaHint", shot);
+    for (int auto_hint = 0; auto_hint < 2; auto_hint++) {
+        ckey_source src;
+        REQUIRE(ckey_source_open_sequence(p, auto_hint ? NULL : q, NULL, NULL, &src, &err) == CKEY_OK);
+        REQUIRE(src.read_packed && src.count == 2);
+        ckey_packed_image pp, ph;
+        memset(&pp, 0, sizeof pp);
+        memset(&ph, 0, sizeof ph);
+        for (int64_t k = 0; k < src.count; k++) {
+            ckey_image plate = {0}, hint = {0};
+            REQUIRE(src.read(src.self, k, &plate, &hint, &err) == CKEY_OK);
+            const ckey_status st = src.read_packed(src.self, k, &pp, &ph, &err);
+            if (auto_hint) {
+                CHECKF(st == CKEY_ERR_UNSUPPORTED, "frame %lld: %d", (long long)k, (int)st);
+            } else {
+                CHECKF(st == CKEY_OK, "%s", err.message);
+                CHECK(pp.type == (k == 0 ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_F16) && ph.type == CKEY_SAMPLE_U8);
+                CHECKF(st == CKEY_OK && packed_equals(&pp, &plate, 0) && packed_equals(&ph, &hint, 1),
+                       "frame %lld: packed samples differ from read()'s", (long long)k);
+                printf("  frame %lld: plate %s, hint 8-bit: packed = read()\n", (long long)k,
+                       k == 0 ? "16-bit PNG" : "HALF EXR");
+            }
+            ckey_image_free(&plate);
+            ckey_image_free(&hint);
+        }
+        ckey_packed_image_free(&pp);
+        ckey_packed_image_free(&ph);
+        ckey_source_close(&src);
+    }
     remove_tree(shot);
 }
 
@@ -1446,6 +1520,7 @@ int main(int argc, char **argv) {
         {"shot_out", test_shot_out},
         {"run_memory_api", test_run_memory_api},
         {"run_memory_key", test_run_memory_key},
+        {"sequence_read_packed", test_sequence_read_packed},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

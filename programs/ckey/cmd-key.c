@@ -220,7 +220,7 @@ static int parse_key_opts(int argc, char **argv, opts *o) {
                           O_FORCE | O_EXR_COMPRESSION | O_ON_ERROR | O_READ_AHEAD |
                           O_RESIZE_BACK | O_DESPECKLE_MODE | O_VIDEO_OUT | O_VERBOSE | O_FPS |
                           O_WRITERS | O_EMPTY_OK | O_DEVICE_LIST | O_READERS | O_EXR_LEVEL |
-                          O_COMP_PNG | O_TRACKING | O_FRAME_PATH,
+                          O_COMP_PNG | O_TRACKING | O_FRAME_PATH | O_DEVICE_FRAMES,
                       1, help_key, o);
 }
 
@@ -410,6 +410,7 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
     so->writers = o->writers;
     so->readers = o->readers;
     so->frame_path = o->frame_path;
+    so->device_frames = o->device_frames;
     /* --threads: on the CPU the network's threads, which the frame-level work
      * shares; on a GPU the frame-level pool's */
     so->threads = o->so.device == CKEY_DEVICE_CPU ? 0 : o->so.threads > 1024 ? 1024 : o->so.threads;
@@ -444,7 +445,16 @@ static int plan_run(key_job *j) {
         ro.track_bytes = tm.total_bytes;
         ro.track_device_bytes = tm.total_bytes - tm.host_bytes;
     }
-    const ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err);
+    ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err);
+    /* the device path's default frames in flight, as many as fit: fewer
+     * before refusing (each holds a frame's device and page-locked buffers) */
+    for (int n = 3; st == CKEY_ERR_BUDGET && o->device_frames == 0 && ro.shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
+                    n >= 1;
+         n--) {
+        ro.shot.device_frames = n;
+        if ((st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err)) == CKEY_OK)
+            j->o.device_frames = n;
+    }
     if (st == CKEY_ERR_BUDGET)
         return key_fail(&j->kc, st, "%s: %s; nothing was written", j->src.frames[j->plate_frame].plate,
                         j->err.message);

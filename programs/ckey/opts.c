@@ -253,7 +253,7 @@ static const struct {
     {"--track-model", O_TRACK_MODEL, 1}, {"--hint-format", O_HINT_FORMAT, 1},
     {"--track-size", O_TRACK_SIZE, 1}, {"--track-device", O_TRACK_DEVICE, 1},
     {"--track-precision", O_TRACK_PRECISION, 1},
-    {"--frame-path", O_FRAME_PATH, 1},
+    {"--frame-path", O_FRAME_PATH, 1}, {"--device-frames", O_DEVICE_FRAMES, 1},
 };
 
 /* "0-4,7,9-10": task indices for --chunks (a Slurm --array list, no step). */
@@ -437,6 +437,11 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         if (!strcmp(val, "cpu")) o->frame_path = CKEY_FRAME_PATH_CPU;
         else if (!strcmp(val, "device")) o->frame_path = CKEY_FRAME_PATH_DEVICE;
         else return usage_error(o->cmd, "--frame-path '%s': expected cpu or device", val);
+        break;
+    case O_DEVICE_FRAMES:
+        if (!parse_int(val, 0, 8, &n))
+            return usage_error(o->cmd, "--device-frames '%s' is not a count between 0 and 8", val);
+        o->device_frames = (int)n;
         break;
     case O_READERS:
         if (!parse_int(val, 0, 16, &n))

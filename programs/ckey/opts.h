@@ -85,6 +85,7 @@ typedef uint64_t opt_set;
 #define O_FRAME_PATH (UINT64_C(1) << 53)
 #define O_TRACK_DEVICE (UINT64_C(1) << 54)
 #define O_TRACK_PRECISION (UINT64_C(1) << 55)
+#define O_DEVICE_FRAMES (UINT64_C(1) << 56)
 
 /* Most --sbatch options `farm` takes. */
 #define SBATCH_ARGS_MAX 16
@@ -117,6 +118,7 @@ typedef struct opts {
     int writers;                    /* writer threads; 0: the library default */
     int readers;                    /* reader threads; 0: the library default */
     ckey_frame_path frame_path;     /* --frame-path; AUTO when not given */
+    int device_frames;              /* --device-frames; 0: the library default */
     int video_out;                  /* VIDEO_OUT_* bits */
     int verbose;                    /* FFmpeg's log: 0 quiet, 1 warnings, 2 info */
     int32_t fps_num, fps_den;       /* --fps; 0/0: the plate's (24 for a sequence) */

@@ -114,7 +114,9 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         ro->track_device_bytes < 0 || ro->track_device_bytes > ro->track_bytes ||
         (ro->kind == CKEY_RUN_SHOT && (ro->shot.read_ahead < 0 || ro->shot.read_ahead > 8 ||
                                        ro->shot.writers < 0 || ro->shot.writers > 64 ||
-                                       ro->shot.readers < 0 || ro->shot.readers > 16)))
+                                       ro->shot.readers < 0 || ro->shot.readers > 16 ||
+                                       ro->shot.device_frames < 0 ||
+                                       ro->shot.device_frames > CK_SHOT_MAX_PIPELINES)))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad run options");
     ckey_session_options sopt;
     if (so) sopt = *so;
@@ -176,7 +178,9 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         if (sm.device_memory && ro->shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
             /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
-             * decoded plate + hint (and a made hint), out slots alpha, fg,
+             * decoded plate + hint (and a made hint; packed samples, which
+             * replace the floats, take at most as much, 16 bytes a pixel;
+             * not counted: a clip mixing packed and float frames holds both), out slots alpha, fg,
              * Processed and Comp; the resizes and the post run in the
              * ck_devframes (ck_shot_pipelines a session); the readers and
              * writers hold none of theirs */

@@ -230,6 +230,34 @@ static ckey_status seq_source_read(void *self, int64_t index, ckey_image *plate,
     return CKEY_OK;
 }
 
+/* Files ckey_image_read_packed may read (by name: the content decides). */
+static int packed_ext(const char *path) {
+    const char *e = ck_file_ext(path);
+    return !strcasecmp(e, "png") || !strcasecmp(e, "exr");
+}
+
+/* seq_source_read into packed images: PNG or HALF EXR plates and hints
+ * (CKEY_ERR_UNSUPPORTED: read() reads the frame). */
+static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed_image *plate,
+                                          ckey_packed_image *hint, ckey_error *err) {
+    seq_source *q = self;
+    if (index < 0 || index >= q->count)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
+    const ckey_shot_frame *f = &q->frames[index];
+    if (q->auto_hint || !f->hint || !packed_ext(f->plate) || !packed_ext(f->hint))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)f->number);
+    ckey_error e;
+    ck_error_clear(&e);
+    /* the hint first: when it has no packed form (a FLOAT EXR), the plate
+     * is not decoded twice */
+    ckey_status st = ckey_image_read_packed(f->hint, CKEY_IMAGE_HINT, hint, &e);
+    if (st == CKEY_OK) st = ckey_image_read_packed(f->plate, CKEY_IMAGE_RGB, plate, &e);
+    /* the image readers name the file; add the frame (an unsupported one
+     * goes to read(), which reports any real fault itself) */
+    if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)f->number, e.message);
+    return CKEY_OK;
+}
+
 static ckey_status seq_source_probe(void *self, int64_t index, int32_t *width, int32_t *height,
                                     ckey_error *err) {
     seq_source *q = self;
@@ -306,6 +334,7 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     out->count = q->count;
     out->frames = q->frames;
     out->read = seq_source_read;
+    out->read_packed = seq_source_read_packed;
     out->close = seq_source_close;
     out->probe = seq_source_probe;
     out->concurrent_read = 1;

@@ -19,14 +19,15 @@
  *
  * The device frame path (opt.frame_path DEVICE, every session on a GPU;
  * pixel/devframe.h): the readers only decode (+ an auto hint or
- * a hint resized to its plate) into their in slot's own images; the model
+ * a hint resized to its plate) into their in slot's own images (the files'
+ * own samples, page-locked, when the source has read_packed); the model
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
- * Threaded, each session has two model threads (ck_shot_pipelines), each
- * with its own ck_devframe and stream, taking every other of the session's
- * jobs: one frame's upload, resize to S, post and download overlap the
- * other's network; the network and the resize back out of the session's
+ * Threaded, each session has P model threads (ck_shot_pipelines:
+ * opt.device_frames), each with its own ck_devframe and stream, taking every
+ * P-th of the session's jobs: one frame's upload, resize to S, post and
+ * download overlap the others' network; the network and the resize back out of the session's
  * output take turns under the session's lock (net_mu). Slots are rounded to
  * multiples of the model threads, so a slot still serves one thread's jobs.
  *
@@ -103,6 +104,7 @@
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
+#include "core/dtype.h"
 #include "model/session.h"
 #include "clip/shot.h"
 #include "pixel/devframe.h"
@@ -126,6 +128,12 @@ typedef struct in_slot {
     float *hint_buf;         /* an auto hint or a hint resized to its plate */
     size_t hint_cap;
     int srgb_at_read;        /* the plate is linear: encoded to sRGB at full size on the device */
+    /* the device path with a source's read_packed: the files' own samples,
+     * page-locked from the slot's session (alloc_sess, under alloc_lock) */
+    ckey_packed_image pplate, phint;
+    int packed, hint_packed; /* plate (and hint) in pplate (phint), not plate / hint_px */
+    ckey_session *alloc_sess;
+    pthread_mutex_t *alloc_lock;
     double t_start;
 } in_slot;
 
@@ -156,6 +164,8 @@ typedef struct reader {
     size_t auto_cap;
     float *rs_scratch, *rs_out; /* a hint resized to its plate: tables, result */
     size_t rs_cap, rs_out_cap;
+    float *hint_f;           /* a packed hint of another size than its plate, as floats */
+    size_t hint_f_cap;
     double decode_s, pre_s;
 } reader;
 
@@ -364,14 +374,32 @@ static ckey_status resize_hint(reader *rd, const ckey_shot_frame *f, const ckey_
     return CKEY_OK;
 }
 
+/* The packed images' allocator: page-locked from the slot's session, under
+ * its lock when model threads share it (no allocation beside another
+ * thread's graph capture). */
+static void *slot_host_alloc(void *user, size_t bytes) {
+    in_slot *sl = user;
+    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
+    void *p = ckey_session_host_alloc(sl->alloc_sess, bytes);
+    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+    return p;
+}
+
+static void slot_host_free(void *user, void *p) {
+    in_slot *sl = user;
+    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
+    ckey_session_host_free(sl->alloc_sess, p);
+    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+}
+
 /* ------------------------------------------------------------- stages */
 
 /* source->read of job j into reader rd's images; with a source that reads
  * one frame at a time, in job order (the turn next_to_read). Returns the
  * status, or CKEY_ERR_CANCELLED unset (*stopped = 1) when the run stopped
  * before job j's turn came. */
-static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate, ckey_image *hint, ckey_error *err,
-                              int *stopped) {
+static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate, ckey_image *hint, in_slot *packed,
+                              ckey_error *err, int *stopped) {
     const int turns = !sh->src->concurrent_read && sh->nrd > 1;
     *stopped = 0;
     if (turns) {
@@ -382,7 +410,14 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate
         if (*stopped) return CKEY_OK;
     }
     const double t = ck_now();
-    ckey_status st = sh->src->read(sh->src->self, sh->jobs[j], plate, hint, err);
+    ckey_status st = CKEY_ERR_UNSUPPORTED;
+    if (packed) {
+        /* the files' own samples when the source has them, else floats */
+        st = sh->src->read_packed(sh->src->self, sh->jobs[j], &packed->pplate, &packed->phint, err);
+        packed->packed = st != CKEY_ERR_UNSUPPORTED;
+        if (st == CKEY_ERR_UNSUPPORTED) ck_error_clear(err);
+    }
+    if (st == CKEY_ERR_UNSUPPORTED) st = sh->src->read(sh->src->self, sh->jobs[j], plate, hint, err);
     rd->decode_s += ck_now() - t;
     if (turns) {
         pthread_mutex_lock(&sh->mu);
@@ -391,6 +426,69 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate
         pthread_mutex_unlock(&sh->mu);
     }
     return st;
+}
+
+/* The rest of stage_read for a frame read packed (sl->packed): the plate
+ * stays packed for the device; so does the hint unless it is of another
+ * size, which is made floats (the decoders' v / 255, v / 65535, half) and resized
+ * to the plate here. The slot's float images are dropped: a clip of packed
+ * frames holds no floats. (Its packed images stay when a frame is read as
+ * floats, so a clip that mixes the two, e.g. PNG plates with FLOAT EXR
+ * hints, allocates no page-locked memory frame after frame; its slots hold
+ * both.) */
+static int packed_read(shot *sh, reader *rd, int64_t j, ckey_status st, double decoded0, double t) {
+    in_slot *sl = &sh->in[j % sh->nin];
+    const ckey_shot_frame *f = &sh->src->frames[sh->jobs[j]];
+    ckey_image_free(&sl->plate);
+    ckey_image_free(&sl->hint);
+    const int32_t w = sl->pplate.width, h = sl->pplate.height;
+    sl->w = w;
+    sl->h = h;
+    if (st == CKEY_OK && (sh->opt.input_space == CKEY_INPUT_LINEAR_AT_READ ||
+                          (sh->opt.input_space == CKEY_INPUT_AUTO && f->plate_linear)))
+        sl->srgb_at_read = 1;
+    if (st == CKEY_OK && ((int64_t)w * h > sh->max_pixels || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE))
+        st = ck_fail(&sl->err, CKEY_ERR_INVALID_ARG,
+                     "frame %lld: plate %s is %d x %d, more than the %lld pixels (%d per side) a session takes",
+                     (long long)f->number, f->plate, (int)w, (int)h, (long long)sh->max_pixels,
+                     CKEY_IMAGE_MAX_SIDE);
+    const ckey_packed_image *ph = &sl->phint;
+    if (st == CKEY_OK && ph->width == w && ph->height == h) {
+        sl->hint_packed = 1;
+        sl->hint_px = NULL;
+    } else if (st == CKEY_OK) {
+        const size_t hn = (size_t)ph->width * (size_t)ph->height, C = (size_t)ph->channels;
+        if (!grow(&rd->hint_f, &rd->hint_f_cap, hn) || !grow(&sl->hint_buf, &sl->hint_cap, (size_t)w * (size_t)h))
+            st = ck_fail(&sl->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for the hint", (long long)f->number);
+        if (st == CKEY_OK) {
+            const size_t c = (size_t)ph->hint_channel;
+            if (ph->type == CKEY_SAMPLE_F16)
+                for (size_t i = 0; i < hn; i++) rd->hint_f[i] = ck_f16_to_f32(((const uint16_t *)ph->data)[i * C + c]);
+            else if (ph->type == CKEY_SAMPLE_U16)
+                for (size_t i = 0; i < hn; i++) rd->hint_f[i] = (float)((const uint16_t *)ph->data)[i * C + c] / 65535.0f;
+            else
+                for (size_t i = 0; i < hn; i++) rd->hint_f[i] = (float)((const uint8_t *)ph->data)[i * C + c] / 255.0f;
+            const ckey_image hf = {ph->width, ph->height, 1, ph->type == CKEY_SAMPLE_U8 ? 8 : 16, 0, rd->hint_f, 0};
+            st = resize_hint(rd, f, &hf, w, h, sl->warn, sizeof sl->warn, &sl->err);
+        }
+        if (st == CKEY_OK) {
+            memcpy(sl->hint_buf, rd->rs_out, (size_t)w * (size_t)h * sizeof(float));
+            sl->hint_px = sl->hint_buf;
+        }
+    }
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
+    sec[CKEY_STAGE_PRE] = ck_now() - t;
+    rd->pre_s += sec[CKEY_STAGE_PRE];
+    account(sh, CKEY_GROUP_READERS, sec);
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st)) {
+            fail_at(sh, j, &sl->err, 0);
+            return 0;
+        }
+        sl->failed = 1;
+    }
+    return 1;
 }
 
 /* Decode job j on reader rd into its in slot. Returns 0 when the run must stop. */
@@ -405,12 +503,15 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     sl->failed = 0;
     sl->warn[0] = 0;
     sl->srgb_at_read = 0;
+    sl->packed = sl->hint_packed = 0;
     ck_error_clear(&sl->err);
     int stopped = 0;
     const double decoded0 = rd->decode_s;
-    ckey_status st = read_frame(sh, rd, j, plate, himg, &sl->err, &stopped);
+    ckey_status st = read_frame(sh, rd, j, plate, himg, sh->dev && sh->src->read_packed ? sl : NULL, &sl->err,
+                                &stopped);
     if (stopped) return 0;
     const double t = ck_now();
+    if (sl->packed) return packed_read(sh, rd, j, st, decoded0, t);
     if (st == CKEY_OK && !plate->data)
         st = ck_fail(&sl->err, CKEY_ERR_INTERNAL, "frame %lld: the source returned no plate",
                      (long long)f->number);
@@ -537,9 +638,20 @@ static int stage_key(shot *sh, int64_t j) {
     if (st == CKEY_OK && sh->dev) {
         /* the whole frame on the device: upload, resize, network, resize back, post, download */
         const int m = (int)(j % sh->nmodel); /* the model thread keying job j */
-        const ck_devframe_job dj = {in->plate.data, in->hint_px, w, h, in->srgb_at_read,
-                                    sh->opt.input_space == CKEY_INPUT_LINEAR, &sh->dev_post,
-                                    o->alpha, o->fg, o->processed, o->comp, net_lock};
+        const ck_devframe_job dj = {in->packed ? NULL : in->plate.data,
+                                    &in->pplate,
+                                    in->hint_packed ? NULL : in->hint_px,
+                                    &in->phint,
+                                    w,
+                                    h,
+                                    in->srgb_at_read,
+                                    sh->opt.input_space == CKEY_INPUT_LINEAR,
+                                    &sh->dev_post,
+                                    o->alpha,
+                                    o->fg,
+                                    o->processed,
+                                    o->comp,
+                                    net_lock};
         ckey_error e;
         ck_error_clear(&e);
         double sec[CK_DEVFRAME_STEPS] = {0};
@@ -841,6 +953,28 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
+/*
+ * The device path's out slots, page-locked for a w x h plate (the first
+ * frame's, from its header) before the model threads start: a 4K slot's
+ * passes are 365 MB to page-lock, and in stage_key that holds the session's
+ * lock (no allocation beside another thread's graph capture),
+ * so the networks would wait for it; here it runs while the readers decode
+ * the first frames. No size (0), or a larger plate later: stage_key allocates.
+ */
+static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
+    if (w < 1 || h < 1 || (int64_t)w * h > sh->max_pixels) return;
+    const size_t n = (size_t)w * (size_t)h;
+    for (int i = 0; i < sh->nout; i++) {
+        out_slot *o = &sh->out[i];
+        ckey_session *s = sh->sess[i % sh->nsess];
+        o->alpha = ckey_session_host_alloc(s, n * sizeof(float));
+        o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
+        o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+    }
+}
+
 /* Model thread m of T = nsess x npipe: jobs m, m + T, m + 2T, ... with
  * session m % nsess (the same as j % nsess: nsess divides T). */
 typedef struct model_arg {
@@ -905,7 +1039,8 @@ static int default_readers(void) {
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 int ck_shot_pipelines(const ckey_shot_options *o) {
-    return o->read_ahead > 0 && o->frame_path == CKEY_FRAME_PATH_DEVICE ? 2 : 1;
+    if (o->read_ahead <= 0 || o->frame_path != CKEY_FRAME_PATH_DEVICE) return 1;
+    return o->device_frames > 0 ? o->device_frames : CK_SHOT_DEVICE_FRAMES;
 }
 
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
@@ -938,6 +1073,9 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
         ckey_image_free(&sh->in[i].plate);
         ckey_image_free(&sh->in[i].hint);
         free(sh->in[i].hint_buf);
+        /* page-locked from the slot's session (the locks are gone by now) */
+        if (sh->in[i].pplate.data) ckey_session_host_free(sessions[i % M], sh->in[i].pplate.data);
+        if (sh->in[i].phint.data) ckey_session_host_free(sessions[i % M], sh->in[i].phint.data);
     }
     for (int i = 0; sh->out && i < sh->nout; i++) {
         out_slot *o = &sh->out[i];
@@ -961,6 +1099,7 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
         free(rd->auto_scratch);
         free(rd->rs_scratch);
         free(rd->rs_out);
+        free(rd->hint_f);
     }
     for (int i = 0; sh->wr && i < sh->nwr; i++) {
         free(sh->wr[i].back_scratch);
@@ -1049,7 +1188,8 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         opt.input_space > CKEY_INPUT_LINEAR_AT_READ ||
         (opt.on_error != CKEY_ON_ERROR_STOP && opt.on_error != CKEY_ON_ERROR_SKIP) ||
         opt.writers < 0 || opt.writers > 64 || opt.readers < 0 || opt.readers > 16 || opt.threads < 0 ||
-        opt.threads > 1024 || opt.frame_path < CKEY_FRAME_PATH_AUTO || opt.frame_path > CKEY_FRAME_PATH_DEVICE)
+        opt.threads > 1024 || opt.frame_path < CKEY_FRAME_PATH_AUTO || opt.frame_path > CKEY_FRAME_PATH_DEVICE ||
+        opt.device_frames < 0 || opt.device_frames > CK_SHOT_MAX_PIPELINES)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
     shot *sh = calloc(1, sizeof *sh);
@@ -1096,6 +1236,15 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             st = ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: frames to key but no session");
     if (st == CKEY_OK && sh->njobs > 0) sh->S = ckey_session_size(sessions[0]);
     if (st == CKEY_OK && sh->njobs > 0) st = choose_frame_path(sh, err);
+    for (int i = 0; st == CKEY_OK && sh->dev && i < sh->nin; i++) {
+        /* slot i serves session i % M's jobs */
+        in_slot *sl = &sh->in[i];
+        sl->alloc_sess = sessions[i % M];
+        sl->alloc_lock = sh->npipe > 1 ? &sh->net_mu[i % M] : NULL;
+        sl->pplate.alloc = sl->phint.alloc = slot_host_alloc;
+        sl->pplate.release = sl->phint.release = slot_host_free;
+        sl->pplate.alloc_user = sl->phint.alloc_user = sl;
+    }
     if (st == CKEY_OK && sh->njobs > 0 && !sh->dev) { /* the network's input and output per slot, [4, S, S] each */
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
         /* from the session whose jobs use the slot (slot i: jobs i mod nin, a
@@ -1134,8 +1283,13 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             model_arg ma[CKEY_SHOT_MAX_MODELS];
             const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
+            int32_t w0 = 0, h0 = 0; /* the first plate's size, probed before any read */
+            ckey_error pe;
+            if (sh->dev && sh->src->probe && sh->src->probe(sh->src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK)
+                w0 = h0 = 0;
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
+            if (sh->dev) alloc_out_slots(sh, w0, h0);
             while (have_rd == sh->nrd && have_wr < sh->nwr &&
                    pthread_create(&wr[have_wr], NULL, writer_main, &sh->wr[have_wr]) == 0)
                 have_wr++;

@@ -4,11 +4,14 @@
 #define CK_SHOT_H
 #include "ckey_clip.h"
 
-/* Model threads a session for options `o`: 2 on the device frame path when
- * threaded (two ck_devframes on their own streams, so that one frame's
- * transfers and plate-size steps overlap another's network), else 1. */
+/* Model threads a session for options `o`: on the device frame path when
+ * threaded, o->device_frames (0: CK_SHOT_DEVICE_FRAMES) ck_devframes, each on
+ * its own stream, so that one frame's transfers and plate-size steps overlap
+ * another's network; else 1. */
 int ck_shot_pipelines(const ckey_shot_options *o);
-#define CKEY_SHOT_MAX_MODELS (2 * CKEY_SHOT_MAX_SESSIONS)
+#define CK_SHOT_DEVICE_FRAMES 4
+#define CK_SHOT_MAX_PIPELINES 8
+#define CKEY_SHOT_MAX_MODELS (CK_SHOT_MAX_PIPELINES * CKEY_SHOT_MAX_SESSIONS)
 
 /* How many in slots, out slots, writer threads and reader threads
  * ckey_shot_run(_multi) keeps for options `o` (valid ones) and `nsessions`

@@ -215,7 +215,8 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
         s->ln_fold = s->fused_fc1 && ln_fold_wanted(off);
         st = ck_cublas_create(&s->blas, err);
     }
-    if (!st) st = ck_cuda_stream_create(&s->stream, err);
+    /* the network before the frame path's kernels on the other streams (devframe.c) */
+    if (!st) st = ck_cuda_stream_create_high(&s->stream, err);
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);

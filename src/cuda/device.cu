@@ -135,6 +135,17 @@ ckey_status ck_cuda_stream_create(void **stream, ckey_error *err) {
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_stream_create_high(void **stream, ckey_error *err) {
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaDeviceGetStreamPriorityRange");
+    cudaStream_t s = NULL;
+    e = cudaStreamCreateWithPriority(&s, cudaStreamDefault, greatest); /* blocking, as ck_cuda_stream_create */
+    if (e != cudaSuccess) return cuda_fail(err, e, "cudaStreamCreateWithPriority");
+    *stream = s;
+    return CKEY_OK;
+}
+
 void ck_cuda_stream_destroy(void *stream) {
     if (stream) cudaStreamDestroy((cudaStream_t)stream);
 }

@@ -115,27 +115,28 @@ __global__ void lanczos_v_kernel(const float *__restrict__ table, int in_h, int 
 }
 
 // interleaved pixels [h, w, C] of an integer or half type -> float planes [C', h, w] for
-// the first C' = min(C, 3) channels (scale: 1/255, 1/65535 or 1), and, when `hint`
-// is given, channel `hint_ch` of each pixel into hint [h, w]
+// the first C' = min(C, 3) channels (divided by 255, 65535 or 1: the decoders'
+// v / 255.0f, correctly rounded, so the same floats), and, when `hint` is given,
+// channel `hint_ch` of each pixel into hint [h, w]
 template <typename P>
-__global__ void unpack_kernel(const P *__restrict__ in, int C, int64_t n, float scale, float *__restrict__ rgb,
+__global__ void unpack_kernel(const P *__restrict__ in, int C, int64_t n, float div, float *__restrict__ rgb,
                               int rgb_ch, float *__restrict__ hint, int hint_ch) {
     ck_pdl_enter();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     const P *px = in + p * C;
-    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = (float)px[c] * scale;
-    if (hint) hint[p] = (float)px[hint_ch] * scale;
+    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = __fdiv_rn((float)px[c], div);
+    if (hint) hint[p] = __fdiv_rn((float)px[hint_ch], div);
 }
 template <>
-__global__ void unpack_kernel<__half>(const __half *__restrict__ in, int C, int64_t n, float scale,
+__global__ void unpack_kernel<__half>(const __half *__restrict__ in, int C, int64_t n, float div,
                                      float *__restrict__ rgb, int rgb_ch, float *__restrict__ hint, int hint_ch) {
     ck_pdl_enter();
     const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     const __half *px = in + p * C;
-    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = __half2float(px[c]) * scale;
-    if (hint) hint[p] = __half2float(px[hint_ch]) * scale;
+    for (int c = 0; c < rgb_ch; c++) rgb[c * n + p] = __half2float(px[c]);
+    if (hint) hint[p] = __half2float(px[hint_ch]);
 }
 
 // upstream color_utils, float32 as PyTorch computes it (src/pixel/color.c)
@@ -218,11 +219,11 @@ ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int
     const unsigned g = blocks_for(n, T);
     switch (type) {
     case CK_PIXEL_U8:
-        ck_launch(unpack_kernel<uint8_t>, g, T, 0, (cudaStream_t)st, (const uint8_t *)in, C, n, 1.0f / 255.0f, rgb,
+        ck_launch(unpack_kernel<uint8_t>, g, T, 0, (cudaStream_t)st, (const uint8_t *)in, C, n, 255.0f, rgb,
                   rgb_ch, hint, hint_ch);
         break;
     case CK_PIXEL_U16:
-        ck_launch(unpack_kernel<uint16_t>, g, T, 0, (cudaStream_t)st, (const uint16_t *)in, C, n, 1.0f / 65535.0f,
+        ck_launch(unpack_kernel<uint16_t>, g, T, 0, (cudaStream_t)st, (const uint16_t *)in, C, n, 65535.0f,
                   rgb, rgb_ch, hint, hint_ch);
         break;
     case CK_PIXEL_F16:

@@ -354,6 +354,9 @@ ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_host_free(void *p);
 ckey_status ck_cuda_stream_create(void **stream, ckey_error *err);
+/* A stream of the device's greatest priority (a session's network: its blocks
+ * are scheduled before those of the frame path's streams beside it). */
+ckey_status ck_cuda_stream_create_high(void **stream, ckey_error *err);
 void ck_cuda_stream_destroy(void *stream);
 ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err);
 /* Record what is issued on `stream` until capture_end, then instantiate it. */

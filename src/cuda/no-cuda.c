@@ -156,6 +156,7 @@ ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err) NOCUDA_BODY
 void ck_cuda_host_free(void *p) {}
 ckey_status ck_cuda_stream_create(void **stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_stream_create_high(void **stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_stream_destroy(void *stream) {}
 ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) NOCUDA_BODY

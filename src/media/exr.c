@@ -46,6 +46,12 @@ ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const cha
     return ck_image_read_exr_memory(data, size, label, kind, out, err);
 }
 
+ckey_status ck_image_read_exr_packed_memory(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                            ckey_packed_image *pk, ckey_error *err) {
+    (void)data, (void)size, (void)kind, (void)pk;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR", label ? label : "(memory)");
+}
+
 #else
 
 static int valid_kind(ckey_image_kind kind) {
@@ -382,9 +388,11 @@ static ckey_status exr_fail(exr_rd *r, ckey_status st, const char *fmt, ...) {
     return st;
 }
 
-static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info,
-                              ckey_image_kind kind, ckey_image *img) {
-    /* OpenEXR's view must agree with ours before it decodes anything */
+/* OpenEXR's view must agree with ours before it decodes anything; then which
+ * file channel feeds which output plane (src[4]); for HINT, plane 0 is the
+ * alpha (or the only channel) and plane 1 the fallback color (*alpha_hint). */
+static ckey_status exr_pick(exr_rd *r, exr_context_t ctx, const exr_info *info, ckey_image_kind kind, int src[4],
+                            int *out_ch_out, int *alpha_hint_out, int *lpc_out) {
     exr_attr_box2i_t dw;
     exr_storage_t storage;
     exr_compression_t comp;
@@ -402,9 +410,7 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
 
     const int iR = find_ch(info, "R"), iG = find_ch(info, "G"), iB = find_ch(info, "B"),
               iA = find_ch(info, "A"), iY = find_ch(info, "Y");
-    /* which file channel feeds which output plane; for HINT, plane 0 is the
-     * alpha (or the only channel) and plane 1 the fallback color */
-    int src[4] = {-1, -1, -1, -1};
+    src[0] = src[1] = src[2] = src[3] = -1;
     int out_ch, alpha_hint = 0;
     if (kind == CK_IMAGE_RGBA) {
         out_ch = 4;
@@ -439,22 +445,20 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
             return exr_fail(r, CKEY_ERR_UNSUPPORTED, "no A, Y, R, G or B channel for a hint");
         }
     }
-    const size_t w = (size_t)info->w, h = (size_t)info->h, plane = w * h;
-    r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + alpha_hint));
-    if (alpha_hint && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
-    /* Channels we do not keep are still decoded, into one scratch chunk:
-     * OpenEXR 3.1.5's unpackers crash on a NULL decode_to_ptr. */
-    r->scratch = malloc((size_t)lpc * w * sizeof(float));
-    if (!r->pixels || !r->scratch)
-        return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
-    float *dst[4] = {r->pixels, NULL, NULL, NULL};
-    if (kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA) {
-        for (int p = 1; p < out_ch; p++) dst[p] = r->pixels + (size_t)p * plane;
-    } else if (alpha_hint) {
-        dst[1] = r->fallback;
-    }
-    const int nplanes = kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA ? out_ch : alpha_hint ? 2 : 1;
+    *out_ch_out = out_ch;
+    *alpha_hint_out = alpha_hint;
+    *lpc_out = lpc;
+    return CKEY_OK;
+}
 
+/* Decode every chunk: plane p's samples (file channel src[p]) to base[p],
+ * `stride` bytes apart, rows `line` bytes apart, as `type`; channels no
+ * plane takes into r->scratch (a chunk of w-sample rows). */
+static ckey_status exr_chunks(exr_rd *r, exr_context_t ctx, const exr_info *info, int lpc, int nplanes,
+                              const int src[4], uint8_t *const base[4], size_t stride, size_t line,
+                              exr_pixel_type_t type) {
+    const size_t w = (size_t)info->w, h = (size_t)info->h;
+    const size_t elem = type == EXR_PIXEL_HALF ? 2 : 4;
     exr_decode_pipeline_t dec = EXR_DECODE_PIPELINE_INITIALIZER;
     ckey_status st = CKEY_OK;
     int started = 0;
@@ -480,17 +484,19 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
         for (int c = 0; c < dec.channel_count; c++) {
             exr_coding_channel_info_t *cc = &dec.channels[c];
             cc->decode_to_ptr = (uint8_t *)r->scratch;
+            cc->user_pixel_stride = (int32_t)elem;
+            cc->user_line_stride = (int32_t)(w * elem);
             for (int p = 0; p < nplanes; p++) {
                 if (!strcmp(cc->channel_name, info->ch[src[p]].name)) {
-                    /* the first plane fed by this channel; others copied below */
-                    cc->decode_to_ptr = (uint8_t *)(dst[p] + row0 * w);
+                    /* the first plane fed by this channel; others copied after */
+                    cc->decode_to_ptr = base[p] + row0 * line;
+                    cc->user_pixel_stride = (int32_t)stride;
+                    cc->user_line_stride = (int32_t)line;
                     break;
                 }
             }
-            cc->user_pixel_stride = (int32_t)sizeof(float);
-            cc->user_line_stride = (int32_t)(w * sizeof(float));
-            cc->user_bytes_per_element = (int16_t)sizeof(float);
-            cc->user_data_type = EXR_PIXEL_FLOAT;
+            cc->user_bytes_per_element = (int16_t)elem;
+            cc->user_data_type = type;
         }
         if (!started) {
             rc = exr_decoding_choose_default_routines(ctx, 0, &dec);
@@ -508,6 +514,36 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
         }
     }
     if (started || dec.channels) exr_decoding_destroy(ctx, &dec);
+    if (st != CKEY_OK) return st;
+    return CKEY_OK;
+}
+
+static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info,
+                              ckey_image_kind kind, ckey_image *img) {
+    int src[4], out_ch = 0, alpha_hint = 0, lpc = 0;
+    ckey_status pst = exr_pick(r, ctx, info, kind, src, &out_ch, &alpha_hint, &lpc);
+    if (pst != CKEY_OK) return pst;
+    const int iA = find_ch(info, "A");
+    const size_t w = (size_t)info->w, h = (size_t)info->h, plane = w * h;
+    r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + alpha_hint));
+    if (alpha_hint && r->pixels) r->fallback = r->pixels + plane * (size_t)out_ch;
+    /* Channels we do not keep are still decoded, into one scratch chunk:
+     * OpenEXR 3.1.5's unpackers crash on a NULL decode_to_ptr. */
+    r->scratch = malloc((size_t)lpc * w * sizeof(float));
+    if (!r->pixels || !r->scratch)
+        return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
+    float *dst[4] = {r->pixels, NULL, NULL, NULL};
+    if (kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA) {
+        for (int p = 1; p < out_ch; p++) dst[p] = r->pixels + (size_t)p * plane;
+    } else if (alpha_hint) {
+        dst[1] = r->fallback;
+    }
+    const int nplanes = kind == CKEY_IMAGE_RGB || kind == CK_IMAGE_RGBA ? out_ch : alpha_hint ? 2 : 1;
+
+    uint8_t *base[4];
+    for (int p = 0; p < 4; p++) base[p] = (uint8_t *)dst[p];
+    ckey_status st = exr_chunks(r, ctx, info, lpc, nplanes, src, base, sizeof(float), w * sizeof(float),
+                                EXR_PIXEL_FLOAT);
     if (st != CKEY_OK) return st;
 
     /* planes fed by a channel that already fed an earlier plane (Y -> RGB) */
@@ -542,6 +578,108 @@ static ckey_status exr_decode(exr_rd *r, exr_context_t ctx, const exr_info *info
     img->capacity = r->px->floats;
     r->pixels = NULL;
     return CKEY_OK;
+}
+
+/* exr_decode into packed HALF samples: [h, w, C] with C = 3 (RGB: R, G, B,
+ * or Y or the lone channel repeated) or, for HINT, 1 (the channel) or 2 (the
+ * alpha, then the colour it falls back on). A plane fed by a FLOAT channel
+ * is CKEY_ERR_UNSUPPORTED before anything is decoded. */
+static ckey_status exr_decode_packed(exr_rd *r, exr_context_t ctx, const exr_info *info, ckey_image_kind kind,
+                                     ckey_packed_image *pk) {
+    int src[4], out_ch = 0, alpha_hint = 0, lpc = 0;
+    ckey_status st = exr_pick(r, ctx, info, kind, src, &out_ch, &alpha_hint, &lpc);
+    if (st != CKEY_OK) return st;
+    const int C = kind == CKEY_IMAGE_RGB ? 3 : alpha_hint ? 2 : 1;
+    for (int p = 0; p < C; p++)
+        if (info->ch[src[p]].type != 1)
+            return exr_fail(r, CKEY_ERR_UNSUPPORTED, "channel '%.60s' is FLOAT: no packed read",
+                            info->ch[src[p]].name);
+    const size_t w = (size_t)info->w, h = (size_t)info->h, n = w * h, bytes = n * (size_t)C * 2;
+    if (bytes > pk->capacity) {
+        if (pk->data) {
+            if (pk->release) pk->release(pk->alloc_user, pk->data);
+            else free(pk->data);
+        }
+        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, bytes) : malloc(bytes);
+        pk->capacity = pk->data ? bytes : 0;
+    }
+    r->scratch = malloc((size_t)lpc * w * sizeof(float));
+    if (!pk->data || !r->scratch) return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
+    uint16_t *px = pk->data;
+    uint8_t *base[4] = {NULL, NULL, NULL, NULL};
+    for (int p = 0; p < C; p++) base[p] = (uint8_t *)(px + p);
+    if ((st = exr_chunks(r, ctx, info, lpc, C, src, base, (size_t)C * 2, w * (size_t)C * 2, EXR_PIXEL_HALF)))
+        return st;
+    /* planes fed by a channel that already fed an earlier plane (Y -> RGB) */
+    for (int p = 1; p < C; p++)
+        for (int q = 0; q < p; q++)
+            if (src[q] == src[p]) {
+                for (size_t i = 0; i < n; i++) px[i * (size_t)C + (size_t)p] = px[i * (size_t)C + (size_t)q];
+                break;
+            }
+    /* the float reader's rules on the same values: a NaN or Inf (all exponent
+     * bits set) refused, naming the pixel and plane; an alpha >= 1 everywhere
+     * (+Inf included, NaN not: a positive half's bits order as its value)
+     * gives way to the colour */
+    int hint_ch = -1;
+    if (alpha_hint) {
+        int opaque = 1;
+        for (size_t i = 0; i < n && opaque; i++) opaque = px[i * 2] >= 0x3c00u && px[i * 2] <= 0x7c00u;
+        hint_ch = opaque ? 1 : 0;
+    } else if (kind == CKEY_IMAGE_HINT) {
+        hint_ch = 0;
+    }
+    const int checked = kind == CKEY_IMAGE_RGB ? 3 : 1;
+    for (int p = 0; p < checked; p++) {
+        const int c = kind == CKEY_IMAGE_RGB ? p : hint_ch;
+        for (size_t i = 0; i < n; i++)
+            if ((px[i * (size_t)C + (size_t)c] & 0x7c00u) == 0x7c00u)
+                return exr_fail(r, CKEY_ERR_FORMAT, "non-finite sample (NaN or Inf) at x %zu, y %zu, channel %d",
+                                i % w, i / w, p);
+    }
+    pk->width = (int32_t)w;
+    pk->height = (int32_t)h;
+    pk->channels = C;
+    pk->type = CKEY_SAMPLE_F16;
+    pk->hint_channel = hint_ch;
+    return CKEY_OK;
+}
+
+ckey_status ck_image_read_exr_packed_memory(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                            ckey_packed_image *pk, ckey_error *err) {
+    if (!label) label = "(memory)";
+    if (!pk || (!data && size) || (kind != CKEY_IMAGE_RGB && kind != CKEY_IMAGE_HINT))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the OpenEXR reader", label);
+    pk->width = pk->height = pk->channels = 0;
+    if (size == 0) return ck_fail(err, CKEY_ERR_FORMAT, "%s: empty file, not an OpenEXR", label);
+    exr_info info;
+    char msg[256];
+    ckey_status st;
+    if (!exr_precheck(data, size, &info, msg, sizeof msg, &st)) return ck_fail(err, st, "%s: %s", label, msg);
+    exr_rd *r = calloc(1, sizeof *r);
+    if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
+    r->src.data = data;
+    r->src.size = size;
+    exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
+    init.error_handler_fn = on_error;
+    init.user_data = r;
+    init.read_fn = rd_read;
+    init.size_fn = rd_size;
+    init.max_image_width = CKEY_IMAGE_MAX_SIDE;
+    init.max_image_height = CKEY_IMAGE_MAX_SIDE;
+    exr_context_t ctx = NULL;
+    if (exr_start_read(&ctx, label, &init) != EXR_ERR_SUCCESS)
+        st = exr_fail(r, CKEY_ERR_FORMAT, "OpenEXR refused the header");
+    else
+        st = exr_decode_packed(r, ctx, &info, kind, pk);
+    if (ctx) exr_finish(&ctx);
+    free(r->scratch);
+    if (st != CKEY_OK) {
+        pk->width = pk->height = pk->channels = 0;
+        st = ck_fail(err, st, "%s: %s", label, r->box.msg[0] ? r->box.msg : "invalid OpenEXR");
+    }
+    free(r);
+    return st;
 }
 
 ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *label,

@@ -755,6 +755,46 @@ static ckey_status read_stream(FILE *f, const char *label, ckey_image_kind kind,
     return st;
 }
 
+ckey_status ckey_image_read_packed(const char *path, ckey_image_kind kind, ckey_packed_image *img,
+                                   ckey_error *err) {
+    if (!path || !img || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_read_packed: invalid arguments");
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: not a regular file: no packed read", path);
+    FILE *f = NULL;
+    ckey_status st = ck_open_input(path, CK_INPUT_TIMEOUT_MS, &f, err);
+    if (st != CKEY_OK) return st;
+    unsigned char head[8];
+    const size_t got = fread(head, 1, sizeof head, f);
+    if (ferror(f)) st = ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    const ck_image_format fmt = st == CKEY_OK ? ck_image_sniff(head, got) : CK_IMAGE_UNKNOWN;
+    if (st != CKEY_OK) {
+    } else if (fmt == CK_IMAGE_PNG) {
+        st = ck_image_read_png_packed_stream(f, head, got, path, kind, img, err);
+    } else if (fmt == CK_IMAGE_EXR) {
+        size_t size = 0;
+        unsigned char *buf = slurp(f, path, head, got, &size, &st, err);
+        if (buf) st = ck_image_read_exr_packed_memory(buf, size, path, kind, img, err);
+        free(buf);
+    } else {
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: neither PNG nor OpenEXR: no packed read", path);
+    }
+    fclose(f);
+    return st;
+}
+
+void ckey_packed_image_free(ckey_packed_image *img) {
+    if (!img) return;
+    if (img->data) {
+        if (img->release) img->release(img->alloc_user, img->data);
+        else free(img->data);
+    }
+    img->data = NULL;
+    img->capacity = 0;
+    img->width = img->height = img->channels = 0;
+}
+
 ckey_status ck_image_read_path(const char *path, ckey_image_kind kind, int timeout_ms, ckey_image *out,
                                ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);

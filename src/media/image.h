@@ -130,6 +130,16 @@ ckey_status ck_image_read_tiff_memory_px(const void *data, size_t size, const ch
 ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
                                         ck_pixels *px, ckey_image *out, ckey_error *err);
 
+/* ckey_image_read_packed's OpenEXR reader on a buffer: HALF channels only
+ * (CKEY_ERR_UNSUPPORTED for a FLOAT one). */
+ckey_status ck_image_read_exr_packed_memory(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                            ckey_packed_image *pk, ckey_error *err);
+
+/* ckey_image_read_packed's PNG reader on an open stream whose first nhead
+ * bytes are in `head` (as ck_image_read_png_stream). */
+ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                            ckey_image_kind kind, ckey_packed_image *pk, ckey_error *err);
+
 /*
  * ckey_image_read into `img`, which holds the previous frame (or nothing):
  * its block is reused when large enough (else freed and replaced), so

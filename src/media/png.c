@@ -63,6 +63,12 @@ ckey_status ck_image_read_png_stream_px(FILE *f, const void *head, size_t nhead,
     return ck_image_read_png_stream(f, head, nhead, label, kind, out, err);
 }
 
+ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                            ckey_image_kind kind, ckey_packed_image *pk, ckey_error *err) {
+    (void)f, (void)head, (void)nhead, (void)kind, (void)pk;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without libpng", label ? label : "(stream)");
+}
+
 ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
                                   int32_t width, int32_t height, int32_t bit_depth,
                                   ck_png_quantize q, int level, double *io_seconds, ckey_error *err) {
@@ -128,6 +134,7 @@ typedef struct reader {
     ck_pixels *px;            /* where the pixels go */
     float *pixels;            /* the result (px's block) */
     float *fallback;          /* hint from color when the alpha turns out opaque (in the block) */
+    ckey_packed_image *pk;    /* decode_packed's output */
 } reader;
 
 static void set_msg(char *msg, size_t cap, ckey_status *status, ckey_status st,
@@ -357,6 +364,138 @@ static ckey_status decode(reader *r, ckey_image_kind kind, ckey_image *img) {
     img->data = r->pixels;
     img->capacity = r->px->floats;
     r->pixels = NULL;
+    return CKEY_OK;
+}
+
+static int valid_kind(ckey_image_kind kind);
+
+/* The setjmp frame of a packed read: rows go straight into r->pk's block,
+ * as libpng leaves them (16-bit samples swapped to the host's order). */
+static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
+    if (setjmp(png_jmpbuf(r->png))) return r->status;
+    png_structp png = r->png;
+    png_infop info = r->info;
+    ckey_packed_image *pk = r->pk;
+    png_set_sig_bytes(png, 8);
+    png_set_read_fn(png, r, rd_bytes);
+    png_set_user_limits(png, 0x7fffffffu, 0x7fffffffu);
+    png_set_chunk_malloc_max(png, CK_PNG_CHUNK_MAX);
+    png_read_info(png, info);
+    png_uint_32 w, h;
+    int depth, color, interlace;
+    png_get_IHDR(png, info, &w, &h, &depth, &color, &interlace, NULL, NULL);
+    if (w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * (int64_t)h > CKEY_IMAGE_MAX_PIXELS) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_UNSUPPORTED, "%lu x %lu exceeds the size limits",
+                (unsigned long)w, (unsigned long)h);
+        return r->status;
+    }
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    if (kind == CKEY_IMAGE_RGB && !(color & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
+    const uint16_t one = 1;
+    if (depth == 16 && *(const unsigned char *)&one == 1) png_set_swap(png);
+    const int passes = png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    const int ch = png_get_channels(png, info);
+    const int wide = png_get_bit_depth(png, info) == 16;
+    const size_t rowbytes = png_get_rowbytes(png, info);
+    if (ch < 1 || ch > 4 || (kind == CKEY_IMAGE_RGB && ch < 3) ||
+        rowbytes != (size_t)w * (size_t)ch * (wide ? 2 : 1)) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_INTERNAL,
+                "unexpected row layout (%d channels, %zu bytes per row)", ch, rowbytes);
+        return r->status;
+    }
+    const uint64_t raw_bytes = ((uint64_t)rowbytes + 1) * h;
+    if (r->total_size && r->total_size < raw_bytes / 1032) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_FORMAT,
+                "truncated (%lu x %lu pixels need at least %llu bytes, the file has %llu)", (unsigned long)w,
+                (unsigned long)h, (unsigned long long)(raw_bytes / 1032), (unsigned long long)r->total_size);
+        return r->status;
+    }
+    const size_t bytes = rowbytes * h;
+    if (bytes > pk->capacity) {
+        if (pk->data) {
+            if (pk->release) pk->release(pk->alloc_user, pk->data);
+            else free(pk->data);
+        }
+        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, bytes) : malloc(bytes);
+        pk->capacity = pk->data ? bytes : 0;
+    }
+    if (passes > 1) r->row_ptrs = malloc((size_t)h * sizeof *r->row_ptrs);
+    if (!pk->data || (passes > 1 && !r->row_ptrs)) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_NOMEM, "out of memory for a %lu x %lu image",
+                (unsigned long)w, (unsigned long)h);
+        return r->status;
+    }
+    unsigned char *px = pk->data;
+    if (passes > 1) {
+        for (png_uint_32 y = 0; y < h; y++) r->row_ptrs[y] = px + (size_t)y * rowbytes;
+        png_read_image(png, r->row_ptrs);
+    } else {
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, px + (size_t)y * rowbytes, NULL);
+    }
+    png_read_end(png, NULL);
+    int32_t hint_ch = -1;
+    if (kind == CKEY_IMAGE_HINT) {
+        /* the alpha unless it is entirely opaque, else blue or gray (convert_row's rule) */
+        int opaque = 1;
+        if (ch == 2 || ch == 4) {
+            const size_t n = (size_t)w * h;
+            if (wide) {
+                const uint16_t *s = (const uint16_t *)(const void *)px;
+                for (size_t i = 0; i < n && opaque; i++) opaque = s[i * (size_t)ch + (size_t)ch - 1] == 65535u;
+            } else {
+                for (size_t i = 0; i < n && opaque; i++) opaque = px[i * (size_t)ch + (size_t)ch - 1] == 255u;
+            }
+        }
+        hint_ch = (ch == 2 || ch == 4) && !opaque ? ch - 1 : ch >= 3 ? 2 : 0;
+    }
+    pk->width = (int32_t)w;
+    pk->height = (int32_t)h;
+    pk->channels = ch;
+    pk->type = wide ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8;
+    pk->hint_channel = hint_ch;
+    return CKEY_OK;
+}
+
+ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nhead, const char *label,
+                                            ckey_image_kind kind, ckey_packed_image *pk, ckey_error *err) {
+    if (!label) label = "(stream)";
+    if (!f || !pk || (!head && nhead) || nhead > 8 || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.label = label;
+    r.file = f;
+    r.pk = pk;
+    if (nhead) memcpy(r.head, head, nhead);
+    r.head_len = nhead;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
+    unsigned char sig[8];
+    const size_t got = src_read(&r, sig, sizeof sig);
+    if (ferror(f)) return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", label, strerror(errno));
+    if (got < sizeof sig || memcmp(sig, png_signature, sizeof sig) != 0)
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: not a PNG file", label);
+    pk->width = pk->height = pk->channels = 0;
+    r.status = CKEY_ERR_FORMAT;
+    ckey_status st = precheck_ihdr(&r);
+    if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", label, r.msg);
+    r.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, rd_error, ignore_warning);
+    if (r.png) r.info = png_create_info_struct(r.png);
+    if (!r.png || !r.info) {
+        st = CKEY_ERR_NOMEM;
+        snprintf(r.msg, sizeof r.msg, "out of memory creating the PNG reader");
+    } else {
+        st = decode_packed(&r, kind);
+    }
+    png_destroy_read_struct(r.png ? &r.png : NULL, r.info ? &r.info : NULL, NULL);
+    free(r.row_ptrs);
+    if (st != CKEY_OK) {
+        pk->width = pk->height = pk->channels = 0;
+        return ck_fail(err, st, "%s: %s", label, r.msg[0] ? r.msg : "invalid PNG");
+    }
     return CKEY_OK;
 }
 

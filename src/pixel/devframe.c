@@ -33,6 +33,8 @@ struct ck_devframe {
     void *d_post, *h_post;   /* ck_post_frame_cuda's scratch (host: page-locked) */
     size_t d_post_cap, h_post_cap;
     float *d_x;              /* [4, S, S]: the network's input */
+    void *d_pack;            /* packed plate, then packed hint (ck_devframe_job.*_packed) */
+    size_t d_pack_cap;
     dev_resize rz[RZ_COUNT];
 };
 
@@ -48,7 +50,9 @@ void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int
     const int64_t F = (int64_t)sizeof(float), P = (int64_t)w * h;
     const int64_t tables = (int64_t)(rz[0] + rz[1] + rz[2] + rz[3]) * F;
     /* prepare_size's buffers: rgb 3 + hint 1 + processed 4 + comp 3 planes */
-    *device = 11 * P * F + tables + (int64_t)ck_post_frame_cuda_device_bytes(h, w) + 4 * (int64_t)S * S * F;
+    /* + the packed staging: a plate and a hint of up to 4 16-bit samples a pixel */
+    *device = 11 * P * F + tables + (int64_t)ck_post_frame_cuda_device_bytes(h, w) + 4 * (int64_t)S * S * F +
+              16 * P + 256;
     *host = tables + (int64_t)ck_post_frame_cuda_host_bytes(h, w);
 }
 
@@ -65,6 +69,7 @@ void ck_devframe_free(ck_devframe *df) {
     ck_cuda_free(df->d_comp);
     ck_cuda_free(df->d_post);
     ck_cuda_free(df->d_x);
+    ck_cuda_free(df->d_pack);
     ck_cuda_host_free(df->h_post);
     if (df->stream) ck_cuda_stream_destroy(df->stream);
     free(df);
@@ -173,11 +178,21 @@ static ckey_status run_resize(ck_devframe *df, int i, const float *src, float *d
                               r->tmp ? z->dev + (r->tmp - z->host) : NULL, dst, df->stream, err);
 }
 
+static ck_pixel_type pixel_type(ckey_sample_type t) {
+    return t == CKEY_SAMPLE_U8 ? CK_PIXEL_U8 : t == CKEY_SAMPLE_U16 ? CK_PIXEL_U16 : CK_PIXEL_F16;
+}
+
 ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
                             ckey_error *err) {
-    if (!df || !job || !job->rgb || !job->hint || !job->post || !job->alpha || !job->fg || !job->processed)
+    if (!df || !job || !(job->rgb || job->rgb_packed) || !(job->hint || job->hint_packed) || !job->post ||
+        !job->alpha || !job->fg || !job->processed)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_devframe_key: NULL argument");
     const int32_t w = job->width, h = job->height, S = df->S;
+    const ckey_packed_image *pp = job->rgb ? NULL : job->rgb_packed, *hp = job->hint ? NULL : job->hint_packed;
+    if ((pp && (pp->width != w || pp->height != h || pp->channels < 3 || pp->channels > 4 || !pp->data)) ||
+        (hp && (hp->width != w || hp->height != h || hp->channels < 1 || hp->channels > 4 || !hp->data ||
+                hp->hint_channel < 0 || hp->hint_channel >= hp->channels)))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_devframe_key: packed images not of a %d x %d plate", w, h);
     if (w < 1 || h < 1 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * h > CKEY_IMAGE_MAX_PIXELS)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "plate %d x %d: outside 1..%d per side, %lld pixels", w, h,
                        CKEY_IMAGE_MAX_SIDE, (long long)CKEY_IMAGE_MAX_PIXELS);
@@ -187,22 +202,43 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     /* a new size's plans and buffers (df's own state: no lock to look at
      * it); the lock only around the allocations, so that a frame of the
      * usual size uploads while the other ck_devframe's network runs */
-    const int new_size = w != df->w || h != df->h;
+    const size_t n = (size_t)w * (size_t)h;
+    /* the packed samples' staging: the plate's, then the hint's (256-byte aligned) */
+    const size_t pbytes = pp ? n * (size_t)pp->channels * (pp->type == CKEY_SAMPLE_U8 ? 1 : 2) : 0;
+    const size_t hoff = (pbytes + 255) / 256 * 256;
+    const size_t pack = hoff + (hp ? n * (size_t)hp->channels * (hp->type == CKEY_SAMPLE_U8 ? 1 : 2) : 0);
+    const int new_size = w != df->w || h != df->h || pack > df->d_pack_cap;
     if (new_size && lock) pthread_mutex_lock(lock);
     const double t0 = ck_now();
-    if (new_size) st = prepare_size(df, w, h, err);
+    if (new_size && (w != df->w || h != df->h)) st = prepare_size(df, w, h, err);
+    if (!st && pack > df->d_pack_cap) st = dev_grow(&df->d_pack, &df->d_pack_cap, pack, err);
     const double t_prep = ck_now();
     if (new_size && lock) pthread_mutex_unlock(lock);
     if (st) return st;
     void *stream = df->stream;
-    const size_t n = (size_t)w * (size_t)h;
     const int64_t plane = (int64_t)S * S;
-    /* in: the steps of ck_preprocess (and the reader's full-size sRGB encode) */
+    /* in: the steps of ck_preprocess (and the reader's full-size sRGB encode);
+     * packed samples unpacked to the decoders' floats */
     const double t_in = ck_now();
-    if ((st = ck_cuda_copy_async(df->d_rgb, job->rgb, 3 * n * sizeof(float), 1, stream, err)) ||
-        (st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err)) ||
-        (st = ck_cuda_stream_sync(stream, err)))
+    unsigned char *d_pack = df->d_pack;
+    if (pp) {
+        if ((st = ck_cuda_copy_async(d_pack, pp->data, pbytes, 1, stream, err)) ||
+            (st = ck_cuda_unpack_pixels(d_pack, pixel_type(pp->type),
+                                        pp->channels, (int64_t)n, df->d_rgb, 3, NULL, 0, stream, err)))
+            return st;
+    } else if ((st = ck_cuda_copy_async(df->d_rgb, job->rgb, 3 * n * sizeof(float), 1, stream, err))) {
         return st;
+    }
+    if (hp) {
+        if ((st = ck_cuda_copy_async(d_pack + hoff, hp->data, pack - hoff, 1, stream, err)) ||
+            (st = ck_cuda_unpack_pixels(d_pack + hoff, pixel_type(hp->type),
+                                        hp->channels, (int64_t)n, NULL, 0, df->d_hint, hp->hint_channel, stream,
+                                        err)))
+            return st;
+    } else if ((st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err))) {
+        return st;
+    }
+    if ((st = ck_cuda_stream_sync(stream, err))) return st;
     const double t_up = ck_now();
     if (job->srgb_at_read && (st = ck_cuda_srgb(df->d_rgb, 3 * (int64_t)n, 0, stream, err))) return st;
     if ((st = run_resize(df, RZ_RGB, df->d_rgb, df->d_x, err))) return st;

@@ -4,7 +4,8 @@
  * ckey_session_key + ckey_post_passes, in the same order and with the same
  * tables (resize.c's plans, uploaded), on the session's stream:
  *
- *   upload plate [3, h, w] and hint [h, w] (fp32)
+ *   upload plate [3, h, w] and hint [h, w] (fp32), or either packed in its
+ *   file's samples ([h, w, C] 8-bit, 16-bit or half) and unpacked to fp32 there
  *   [linear plate read as sRGB: encode at full size]  (ck_cuda_srgb)
  *   resize to S (antialiased bilinear) [+ linear -> sRGB] + ImageNet normalize
  *   the network (ck_session_run_device: input and output stay on the device)
@@ -33,6 +34,7 @@
 #include <stdint.h>
 
 #include "ckey.h"
+#include "ckey_media.h"
 #include "pixel/pixel.h"
 #include "pixel/post.h"
 
@@ -43,7 +45,8 @@ int ck_devframe_available(const ckey_session *s);
 
 /* The memory a ck_devframe holds for w x h plates at network size S: device
  * bytes (plate-size buffers, resize tables and intermediates, the network's
- * input, the post scratch) and host bytes (the resize plans, the post's
+ * input, the post scratch, the packed samples' staging: 16 bytes a pixel at
+ * most) and host bytes (the resize plans, the post's
  * page-locked scratch); -1 when the plate cannot be resized. */
 void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int64_t *device, int64_t *host);
 
@@ -52,8 +55,11 @@ ckey_status ck_devframe_create(ckey_session *s, ck_devframe **out, ckey_error *e
 void ck_devframe_free(ck_devframe *df);
 
 typedef struct ck_devframe_job {
-    const float *rgb;     /* [3, h, w] host, in [0, 1] as the reader left it */
-    const float *hint;    /* [h, w] host */
+    const float *rgb;     /* [3, h, w] host, in [0, 1] as the reader left it; or NULL: */
+    const ckey_packed_image *rgb_packed; /* the plate's samples (3 or 4 channels; page-locked
+                                            for a copy that overlaps) */
+    const float *hint;    /* [h, w] host; or NULL: */
+    const ckey_packed_image *hint_packed; /* channel hint_channel of its samples */
     int32_t width, height;
     int srgb_at_read;     /* the plate is linear: encode it to sRGB at full size first */
     int input_is_linear;  /* encode to sRGB after the resize to S (ck_preprocess's flag) */
