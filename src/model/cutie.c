@@ -270,7 +270,7 @@ static ck_tensor trunk(cx *x, const ck_cresnet *r, int n, int H, int W, ck_tenso
         const int A0 = (int)((int64_t)h * band / bands), B0 = (int)((int64_t)h * (band + 1) / bands);
         if (B0 <= A0) continue;
         /* the rows asked of each unit's output (lo, hi) and its input window (ilo, ihi), last unit first */
-        int lo[MAXU], hi[MAXU], ilo[MAXU], ihi[MAXU];
+        int lo[MAXU] = {0}, hi[MAXU] = {0}, ilo[MAXU] = {0}, ihi[MAXU] = {0};
         lo[nu - 1] = A0, hi[nu - 1] = B0;
         for (int u = nu - 1; u >= 0; u--) {
             if (u == 0)
