@@ -63,10 +63,10 @@ int main(int argc, char **argv) {
         ckey_model_free(m);
         return st ? 1 : 0;
     }
-    ck_schedule sched[64];
-    const int n = ck_session_schedules(&o, sched, 64);
+    ck_schedule sched[96];
+    const int n = ck_session_schedules(m, &o, sched, 96);
     /* from the smallest planned peak upward (insertion sort; ties: the list's order, faster first) */
-    int64_t peak[64];
+    int64_t peak[96];
     for (int i = 0; i < n; i++) {
         ckey_memory_plan mp;
         if (ck_session_plan_schedule(m, &o, &sched[i], &mp, &err)) {
@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     if (cuda && !plan_only) { /* load the kernels and cuBLAS's before any session is measured */
         ckey_session *s = NULL;
         ckey_forward_result r;
-        const ck_schedule whole = {0, 0, 0};
+        const ck_schedule whole = {0};
         if (ck_session_create_schedule(m, &o, 0, &whole, &s, &err) || ckey_session_forward(s, x, &r, &err)) {
             fprintf(stderr, "bench: %s\n", err.message);
             return 1;
@@ -129,11 +129,11 @@ int main(int argc, char **argv) {
             ckey_session_free(s);
         }
         printf("{\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,"
-               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"planned_peak_mib\":%.1f,"
+               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"planned_peak_mib\":%.1f,"
                "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
                "\"refiner_mib\":%.1f,\"refiner_work\":%.2f",
                cuda ? "cuda" : "cpu", ckey_precision_name(o.precision), S, threads, sched[i].refiner_band,
-               CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, mp.peak_bytes / 1048576.0,
+               CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, sched[i].pos_streamed, mp.peak_bytes / 1048576.0,
                mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.stage_bytes[0] / 1048576.0,
                mp.stage_bytes[1] / 1048576.0, mp.stage_bytes[2] / 1048576.0, mp.relative_work);
         if (!plan_only)

@@ -144,6 +144,46 @@ static void test_full_s256(void) {
     ckey_model_free(m);
 }
 
+/* ck_schedule.pos_streamed: the stored pos-embed resized row by row as
+ * patch_embed adds it gives the result of the resized copy to the last bit,
+ * and the plan's weights lose the copy: the tiny model at S = 256 and the
+ * full architecture at S = 256 (stored grids 32 and 512, S/4 = 64). */
+static void pos_streamed_case(const ckey_model *m, int S) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && ref && got);
+    ck_synth_input(S, x);
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    const ck_schedule s0 = {.refiner_band = 32}, s1 = {.refiner_band = 32, .pos_streamed = 1};
+    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    const int G = S / m->cfg.patch_stride;
+    printf("  S = %d, stored grid %d: weights %.2f MiB resized, %.2f MiB streamed\n", S, m->cfg.pos_grid,
+           p0.weight_bytes / 1048576.0, p1.weight_bytes / 1048576.0);
+    CHECK(G != m->cfg.pos_grid);
+    CHECK(p0.weight_bytes - p1.weight_bytes == (int64_t)G * G * m->cfg.embed_dim * (int64_t)sizeof(float));
+    CHECKF(memcmp(got, ref, (size_t)n * sizeof(float)) == 0, "pos_streamed differs from the resized copy (max %.3g)",
+           ck_compare("pos streamed vs resized", got, ref, (size_t)n, NULL));
+    free(x), free(ref), free(got);
+}
+
+static void test_pos_streamed(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    pos_streamed_case(m, 256);
+    ckey_model_free(m);
+    if (CK_ASAN) return; /* the full architecture's forward: the release build */
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    pos_streamed_case(m, 256);
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -274,6 +314,7 @@ int main(int argc, char **argv) {
         {"tiny_s128_schedules", test_tiny_s128},
         {"tiny_s64_schedules", test_tiny_s64},
         {"full_s256_schedules", test_full_s256},
+        {"pos_streamed", test_pos_streamed},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

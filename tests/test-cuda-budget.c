@@ -29,7 +29,7 @@ static int have_cuda_backend(void) {
     ckey_session_options_default(&o);
     o.device = CKEY_DEVICE_CUDA;
     ck_schedule s[4];
-    return ck_session_schedules(&o, s, 4) > 0;
+    return ck_session_schedules(NULL, &o, s, 4) > 0;
 }
 
 /* Device memory free now (bytes; -1: unknown). */
@@ -149,7 +149,7 @@ static void test_plan_offers_bands(void) {
         o.device = CKEY_DEVICE_CUDA;
         o.precision = precs[i];
         ck_schedule s[16];
-        const int ns = ck_session_schedules(&o, s, 16);
+        const int ns = ck_session_schedules(m, &o, s, 16);
         CHECKF(ns > 1, "%s: %d schedules on CUDA (the whole maps only)", ckey_precision_name(precs[i]), ns);
         ckey_memory_plan unl, p;
         REQUIRE(ckey_plan_memory(m, &o, &unl, &err) == CKEY_OK);
@@ -184,8 +184,10 @@ static void test_tiny_s128(void) {
     ck_checkpoint *g = NULL;
     const ck_tensor_info *t = NULL;
     if (m && x && !ck_checkpoint_open(gp, &g, NULL) && (t = ck_checkpoint_find(g, "x")) && !ck_tensor_to_f32(t, x, NULL)) {
-        static const ck_schedule sch[] = {{64, 0, 0}, {50, 0, 0}, {16, 0, 0}, {7, 0, 0}, {1, 0, 0},
-                                          {0, 4, 0},  {7, 16, 0}, {7, 16, 1}};
+        static const ck_schedule sch[] = {
+            {.refiner_band = 64}, {.refiner_band = 50}, {.refiner_band = 16}, {.refiner_band = 7}, {.refiner_band = 1},
+            {.encoder_chunks = 4}, {.refiner_band = 7, .encoder_chunks = 16},
+            {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1}};
         static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
         bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     } else {
@@ -209,8 +211,11 @@ static void test_full_s256(void) {
     REQUIRE(x);
     ck_synth_input(S, x);
     /* chunks: 64 windows in 4 of 16 and in 16 of 4; 3 (not dividing) of 22, 22 and 20; c1 in host memory */
-    static const ck_schedule sch[] = {{96, 0, 0}, {37, 0, 0}, {8, 0, 0},  {1, 0, 0},
-                                      {0, 4, 0},  {0, 16, 0}, {0, 3, 0},  {8, 16, 0}, {0, 0, 1}, {8, 16, 1}};
+    static const ck_schedule sch[] = {
+        {.refiner_band = 96}, {.refiner_band = 37}, {.refiner_band = 8}, {.refiner_band = 1},
+        {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 3},
+        {.refiner_band = 8, .encoder_chunks = 16}, {.c1_on_host = 1},
+        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
@@ -237,7 +242,8 @@ static void test_full_s2048(void) {
     ck_synth_input(S, x);
     /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
      * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
-    static const ck_schedule sch[] = {{512, 0, 0}, {100, 0, 0}, {0, 16, 0}, {64, 16, 1}};
+    static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
+                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
 

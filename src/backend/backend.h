@@ -79,7 +79,8 @@ struct ck_backend_i {
                          ckey_error *err);
     /* Scratch and layout answers for the pass at bc. */
     void (*pass_params)(const ck_backend_config *bc, const ck_config *c, ck_pass_params *p);
-    /* Bytes its copy of m's weights takes (pos-embed resized to S/4 included). */
+    /* Bytes its copy of m's weights takes (pos-embed resized to S/4 included,
+     * unless bc->sched.pos_streamed). */
     int64_t (*weight_bytes)(const ck_backend_config *bc, const ckey_model *m);
     /* Where a session's memory lives, for the plan of a whole run
      * (ckey_plan_run_memory): 1 when its weights and arena are device memory,
@@ -88,6 +89,8 @@ struct ck_backend_i {
     int device_memory;
     /* 1: its scratch and ops follow ck_schedule.encoder_chunks (model.h) */
     int encoder_chunks;
+    /* 1: its weights and patch_embed follow ck_schedule.pos_streamed (model.h) */
+    int pos_streamed;
     /* Host bytes the backend allocates outside its weights and arena: its
      * transfer buffers (CUDA: the page-locked input and output). */
     int64_t (*host_io_bytes)(const ck_backend_config *bc, const ck_config *c);

@@ -70,7 +70,10 @@ typedef struct ck_ops {
     void (*sync)(ck_backend *be);
 
     /* x [4, S, S] -> tokens [(S/4)^2, E] in unrolled order (k strides):
-     * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). */
+     * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). Under
+     * ck_schedule.pos_streamed (a backend with ck_backend_i.pos_streamed),
+     * pos is the stored [pos_grid^2, E] where pos_grid != S/4, resized as
+     * it is added (ck_pos_embed_resize_rows). */
     void (*patch_embed)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
                         ck_weight pos, int unroll_k, ck_tensor tokens);
 

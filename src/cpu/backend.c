@@ -1,5 +1,6 @@
 /* The CPU backend's lifecycle (backend/backend.h): a thread pool, the
- * model's own fp32 weights (pos-embed resized to the session's grid), and
+ * model's own fp32 weights (pos-embed resized to the session's grid, unless
+ * the schedule streams it: ck_schedule.pos_streamed), and
  * one host arena holding the pass's buffers and the ops' scratch. */
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +24,15 @@ static void cpu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_
     p->pass_scratch = ((size_t)bc->threads * per_thread + shared) * sizeof(float);
 }
 
-static size_t pos_bytes(const ck_config *c, int S) {
-    const int g = S / c->patch_stride;
-    return g == c->pos_grid ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
+/* The resized pos-embed's bytes: none where the stored grid is S/4 or the
+ * schedule resizes it row by row in patch_embed. */
+static size_t pos_bytes(const ck_config *c, const ck_backend_config *bc) {
+    const int g = bc->size / c->patch_stride;
+    return g == c->pos_grid || bc->sched.pos_streamed ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
 }
 
 static int64_t cpu_weight_bytes(const ck_backend_config *bc, const ckey_model *m) {
-    return (int64_t)(m->store_floats * sizeof(float) + pos_bytes(&m->cfg, bc->size));
+    return (int64_t)(m->store_floats * sizeof(float) + pos_bytes(&m->cfg, bc));
 }
 
 /* The input is plan buffer CK_INPUT_BUFFER in the arena and the output
@@ -59,7 +62,7 @@ static ckey_status cpu_upload_weights(ck_backend *be, const ckey_model *m, const
     ck_cpu *b = (ck_cpu *)(void *)be;
     b->w = m->w;
     b->mcfg = &m->cfg;
-    const size_t pb = pos_bytes(&m->cfg, b->cfg.size);
+    const size_t pb = pos_bytes(&m->cfg, &b->cfg);
     if (pb) {
         b->pos_resized = malloc(pb);
         if (!b->pos_resized) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for the resized pos-embed");
@@ -148,6 +151,7 @@ const ck_backend_i ck_cpu_backend = {
     .pass_params = cpu_pass_params,
     .weight_bytes = cpu_weight_bytes,
     .device_memory = 0,
+    .pos_streamed = 1,
     .host_io_bytes = cpu_host_io_bytes,
     .create = cpu_create,
     .host_pool = cpu_host_pool,

@@ -21,7 +21,8 @@ typedef struct ck_cpu {
     /* the lifecycle's (backend.c; a test may build ops-only state without them) */
     ck_backend_config cfg;
     const ck_config *mcfg;   /* the model's */
-    ck_weights w;            /* the model's fp32 weights, pos_embed resized to S/4 when needed */
+    ck_weights w;            /* the model's fp32 weights, pos_embed resized to S/4 when needed
+                              * (the stored grid under ck_schedule.pos_streamed) */
     float *pos_resized;
     void *arena;
     ck_plan *plan;

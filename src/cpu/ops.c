@@ -600,7 +600,10 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
     const int Ci = cf->in_chans, KK = Ci * K * K, st = cf->patch_stride, pad = cf->patch_pad;
     float *col = thread_scratch(c->be, thread);
     float *out = col + (size_t)G * KK;
+    float *prow = out + (size_t)G * E; /* pos_streamed: row y of the resized pos-embed */
+    const int stream = G != cf->pos_grid && c->be->cfg.sched.pos_streamed;
     for (int64_t y = y0; y < y1; y++) {
+        if (stream) ck_pos_embed_resize_rows(c->pos, cf->pos_grid, E, prow, G, (int)y, (int)y + 1);
         for (int xo = 0; xo < G; xo++) {
             float *cr = col + (int64_t)xo * KK;
             for (int ci = 0; ci < Ci; ci++)
@@ -620,7 +623,8 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
         }
         ck_sgemm(1, G, E, KK, 1.0f, col, KK, c->w, KK, 0.0f, out, E);
         for (int xo = 0; xo < G; xo++) {
-            const float *o = out + (int64_t)xo * E, *pe = c->pos + (y * G + xo) * E;
+            const float *o = out + (int64_t)xo * E;
+            const float *pe = stream ? prow + (int64_t)xo * E : c->pos + (y * G + xo) * E;
             float *t = c->tokens + unroll_index((int)y, xo, G, G, c->k) * E;
             for (int e = 0; e < E; e++) t[e] = o[e] + c->b[e] + pe[e];
         }
@@ -1016,7 +1020,8 @@ static void cpu_zero_stats(ck_cpu *be, double *stats, int n) { memset(stats, 0, 
 void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_schedule *sched, size_t *per_thread,
                            size_t *shared) {
     const int G = S / c->patch_stride;
-    size_t need = (size_t)G * c->in_chans * c->patch_kernel * c->patch_kernel + (size_t)G * c->embed_dim;
+    size_t need = (size_t)G * c->in_chans * c->patch_kernel * c->patch_kernel +
+                  (size_t)G * c->embed_dim * (sched->pos_streamed ? 2 : 1);
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
     int nb = ck_config_num_blocks(c);

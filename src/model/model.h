@@ -53,6 +53,12 @@ typedef struct ck_schedule {
      * ck_ops.to_host / from_host; an exact copy). Offered only by backends
      * with those ops (CUDA). */
     int c1_on_host;
+    /* pos_streamed = 1: the backend keeps the stored pos-embed (pos_grid^2
+     * tokens) rather than one resized to the session's S/4 grid, and
+     * patch_embed resizes it row by row as it adds it (ck_pos_embed_resize_rows:
+     * the same values). Only where S/4 != pos_grid; offered only by backends
+     * that do it (ck_backend_i.pos_streamed: the CPU). */
+    int pos_streamed;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */
@@ -156,5 +162,8 @@ void ck_synth_input(int S, float *x);
 /* pos-embed bicubic resize (PyTorch F.interpolate bicubic, align_corners=False,
  * A = -0.75): src [gs*gs, C] token-major -> dst [gd*gd, C]. */
 void ck_pos_embed_resize(const float *src, int gs, int C, float *dst, int gd);
+/* Rows [y0, y1) of that resize into dst [(y1 - y0)*gd, C]: each value
+ * computed as ck_pos_embed_resize computes it. */
+void ck_pos_embed_resize_rows(const float *src, int gs, int C, float *dst, int gd, int y0, int y1);
 
 #endif

@@ -153,35 +153,46 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     mp->c1_on_host = bc->sched.c1_on_host;
 }
 
+/* Whether backend bi runs schedule s. */
+static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
+    return ck_schedule_supported(bi->ops, s) && (!s->pos_streamed || bi->pos_streamed);
+}
+
 /* The schedules a session may run, fastest first: the refiner on whole maps,
  * then in bands of S/2, S/4, ... down to 8 rows while a band with its halo
- * (ck_refiner_band_halo) is shorter than the image; then, where the backend
- * chunks its encoder (ck_backend_i.encoder_chunks), the same with the
- * mask-unit attention in 4 and in 16 chunks of windows (at most one window
- * a chunk: (S/32)^2 windows); then, where it has to_host / from_host, with
- * 16 chunks and c1 in host memory. */
-enum { MAX_SCHEDULES = 48 };
-static const ck_schedule encoder_steps[] = {{0, 0, 0}, {0, 4, 0}, {0, 16, 0}, {0, 16, 1}};
-static int candidate_schedules(const ck_backend_i *bi, int S, ck_schedule *out) {
+ * (ck_refiner_band_halo) is shorter than the image; then the same after each
+ * encoder step the backend takes: where it chunks its encoder
+ * (ck_backend_i.encoder_chunks), the mask-unit attention in 4 and in 16
+ * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
+ * where it has to_host / from_host, with 16 chunks and c1 in host memory;
+ * where it streams the pos-embed (ck_backend_i.pos_streamed) and S/4 is not
+ * the stored grid, that. */
+enum { MAX_SCHEDULES = 96 };
+static const ck_schedule encoder_steps[] = {
+    {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1}};
+static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S, ck_schedule *out) {
     int n = 0;
     const int64_t windows = (int64_t)(S / 32) * (S / 32);
     for (int k = 0; k < (int)CK_ARRAY_LEN(encoder_steps); k++) {
         ck_schedule s = encoder_steps[k];
-        if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) break;
-        if (!ck_schedule_supported(bi->ops, &s)) break;
+        if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) continue;
+        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) continue;
+        if (!schedule_ok(bi, &s)) continue;
         out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
             s.refiner_band = B;
-            if (B + ck_refiner_band_halo() < S && ck_schedule_supported(bi->ops, &s)) out[n++] = s;
+            if (B + ck_refiner_band_halo() < S && schedule_ok(bi, &s)) out[n++] = s;
         }
     }
     return n;
 }
 
-int ck_session_schedules(const ckey_session_options *o, ck_schedule *out, int max) {
+int ck_session_schedules(const ckey_model *m, const ckey_session_options *o, ck_schedule *out, int max) {
     const ck_backend_i *bi = ck_backend_find(o->device);
     ck_schedule all[MAX_SCHEDULES];
-    const int n = bi ? candidate_schedules(bi, o->size, all) : 0;
+    ck_config dc;
+    if (!m) ck_config_default(&dc);
+    const int n = bi ? candidate_schedules(bi, m ? &m->cfg : &dc, o->size, all) : 0;
     for (int i = 0; i < n && i < max; i++) out[i] = all[i];
     return CK_MIN(n, max);
 }
@@ -212,8 +223,8 @@ ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_opt
     ck_plan *plan = NULL;
     double work;
     ckey_status st = check_options(m, opt, 0, 0, &bi, &bc, err);
-    if (!st && !ck_schedule_supported(bi->ops, sched))
-        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", bi->name);
+    if (!st && !schedule_ok(bi, sched))
+        st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend does not run this schedule", bi->name);
     if (!st) st = ck_plan_create(&plan, err);
     bc.sched = *sched;
     if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
@@ -232,7 +243,7 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
                                    ck_backend_config *bc, ck_pass_params *pp, ck_plan *plan, ckey_memory_plan *mp,
                                    int *fits, ckey_error *err) {
     ck_schedule cand[MAX_SCHEDULES];
-    const int n = candidate_schedules(bi, o->size, cand);
+    const int n = candidate_schedules(bi, &m->cfg, o->size, cand);
     int best = -1, lean = 0;
     double best_work = 0;
     /* the least refiner work; at equal work the fewest encoder chunks (the list's order) */
@@ -366,8 +377,8 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         /* a schedule forced (tests, benchmarks): planned alone, within the budget when there is one */
         double work;
         s->bc.sched = *sched;
-        if (!ck_schedule_supported(s->bi->ops, sched))
-            st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend has no banded refiner", s->bi->name);
+        if (!schedule_ok(s->bi, sched))
+            st = ck_fail(err, CKEY_ERR_UNSUPPORTED, "the %s backend does not run this schedule", s->bi->name);
         if (!st) st = plan_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &work, err);
         if (!st)
             s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band,

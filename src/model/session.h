@@ -31,9 +31,9 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
 /* The plan of schedule sched alone (its min_budget_bytes: its own peak). */
 ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_options *opt, const ck_schedule *sched,
                                      ckey_memory_plan *mp, ckey_error *err);
-/* The schedules a session of these options chooses from (at most max),
- * fastest first; the count. */
-int ck_session_schedules(const ckey_session_options *o, ck_schedule *out, int max);
+/* The schedules a session of model m (NULL: the default config) and these
+ * options chooses from (at most max), fastest first; the count. */
+int ck_session_schedules(const ckey_model *m, const ckey_session_options *o, ck_schedule *out, int max);
 /* The backend the session drives (tests: backend-specific counters). */
 ck_backend *ck_session_backend(const ckey_session *s);
 

@@ -119,8 +119,12 @@ static void cubic_coeffs(float t, float w[4]) {
 }
 
 void ck_pos_embed_resize(const float *src, int gs, int C, float *dst, int gd) {
+    ck_pos_embed_resize_rows(src, gs, C, dst, gd, 0, gd);
+}
+
+void ck_pos_embed_resize_rows(const float *src, int gs, int C, float *dst, int gd, int y0, int y1) {
     const float scale = (float)gs / (float)gd;
-    for (int y = 0; y < gd; y++) {
+    for (int y = y0; y < y1; y++) {
         float sy = scale * ((float)y + 0.5f) - 0.5f;
         int iy = (int)floorf(sy);
         float wy[4];
@@ -130,7 +134,7 @@ void ck_pos_embed_resize(const float *src, int gs, int C, float *dst, int gd) {
             int ix = (int)floorf(sx);
             float wx[4];
             cubic_coeffs(sx - (float)ix, wx);
-            float *o = dst + ((int64_t)y * gd + x) * C;
+            float *o = dst + ((int64_t)(y - y0) * gd + x) * C;
             for (int ch = 0; ch < C; ch++) {
                 float acc = 0;
                 for (int a = 0; a < 4; a++) {
