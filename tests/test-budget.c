@@ -184,6 +184,53 @@ static void test_pos_streamed(void) {
     ckey_model_free(m);
 }
 
+/* ck_schedule.qkv_streamed: the global attention's q, k and v computed from
+ * norm1's output as they are needed equal the stored qkv's result within
+ * 1e-5, and the plan drops the qkv buffers: the tiny model at S = 128 (its
+ * golden) and the full architecture at S = 256. */
+static void qkv_streamed_case(const ckey_model *m, int S, const char *gold_rel) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && ref && got);
+    ck_synth_input(S, x);
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    const ck_schedule s0 = {0}, s1 = {.qkv_streamed = 1};
+    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    printf("  S = %d: encoder %.2f MiB with qkv, %.2f MiB streamed\n", S, p0.stage_bytes[0] / 1048576.0,
+           p1.stage_bytes[0] / 1048576.0);
+    CHECK(p1.stage_bytes[0] < p0.stage_bytes[0]);
+    double e = ck_compare("qkv streamed vs stored", got, ref, (size_t)n, NULL);
+    CHECKF(e <= 1e-5, "qkv streamed: max abs err %.3g vs the stored qkv", e);
+    if (gold_rel) {
+        char *gp = ck_fixture_path(gold_rel);
+        float *gx = load_tensor(gp, "x", (uint64_t)n), *gold = load_golden(gp, S);
+        REQUIRE(gx && gold);
+        CHECKF(run_schedule(m, S, 0, &s1, gx, got, &p1, &err) == CKEY_OK, "%s", err.message);
+        e = ck_compare("qkv streamed vs golden", got, gold, (size_t)n, NULL);
+        CHECKF(e <= 1e-5, "qkv streamed: max abs err %.3g vs the golden", e);
+        free(gx), free(gold), free(gp);
+    }
+    free(x), free(ref), free(got);
+}
+
+static void test_qkv_streamed(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    qkv_streamed_case(m, 128, "tiny/tiny_s128.safetensors");
+    ckey_model_free(m);
+    if (CK_ASAN) return; /* the full architecture's forward: the release build */
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    qkv_streamed_case(m, 256, NULL);
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -315,6 +362,7 @@ int main(int argc, char **argv) {
         {"tiny_s64_schedules", test_tiny_s64},
         {"full_s256_schedules", test_full_s256},
         {"pos_streamed", test_pos_streamed},
+        {"qkv_streamed", test_qkv_streamed},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

@@ -404,7 +404,39 @@ typedef struct {
     float *kv; /* packed K and V of heads h0.. */
     float *out;
     ck_cpu *be;
+    /* qkv == NULL: q, k and v computed from xn [N, in] with W [3 * D, in], b */
+    const float *xn, *W, *b;
+    int in;
 } att_ctx;
+
+/* Rows [a, a + n) of column block `part` (0 q, 1 k, 2 v) of head h of
+ * xn . W^T + b into dst [n, hd] (rows ldd apart): the values qkv's
+ * linear computes. */
+static void qkv_rows(const att_ctx *c, int part, int h, int64_t a, int n, float *dst, int64_t ldd) {
+    const int hd = c->hd;
+    const int64_t col = (int64_t)part * c->D + (int64_t)h * hd;
+    ck_sgemm(1, n, hd, c->in, 1.0f, c->xn + a * c->in, c->in, c->W + col * c->in, c->in, 0.0f, dst, ldd);
+    add_bias_rows(dst, n, hd, ldd, c->b + col);
+}
+
+/* Items: (head in the group, tile of CK_FLASH_T_BK keys); k and v computed
+ * from xn, v through the thread's scratch into its transposed tile. */
+static void attention_pack_xn(void *p, int64_t i0, int64_t i1, int thread) {
+    const att_ctx *c = p;
+    const int64_t nt = (c->N + CK_FLASH_T_BK - 1) / CK_FLASH_T_BK;
+    const int hd = c->hd;
+    float *tmp = thread_scratch(c->be, thread); /* [CK_FLASH_T_BK, hd] <= the q block's ATT_BQ rows */
+    for (int64_t it = i0; it < i1; it++) {
+        const int g = (int)(it / nt), h = c->h0 + g;
+        const int64_t t = it % nt, a = t * CK_FLASH_T_BK;
+        const int n = (int)CK_MIN(CK_FLASH_T_BK, c->N - a);
+        float *K = c->kv + g * kv_packed_floats(c->N, hd), *vt = K + c->N * hd + t * hd * CK_FLASH_T_BK;
+        qkv_rows(c, 1, h, a, n, K + a * hd, hd);
+        qkv_rows(c, 2, h, a, n, tmp, hd);
+        for (int k = 0; k < n; k++)
+            for (int d = 0; d < hd; d++) vt[(int64_t)d * CK_FLASH_T_BK + k] = tmp[(int64_t)k * hd + d];
+    }
+}
 
 /* Items: (head in the group, chunk of 32 keys). */
 static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
@@ -439,7 +471,17 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
         int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
         const float *K = c->kv + g * kv_packed_floats(c->N, c->hd), *Vt = K + c->N * c->hd;
         float *o = c->out + j0 * c->D + (int64_t)h * c->hd;
-        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
+        if (c->qkv) {
+            gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
+        } else { /* q from xn, in work (free until the flash below): the max over the qs pooled rows, scaled */
+            for (int s = 0; s < c->qs; s++) {
+                float *dst = s == 0 ? qbuf : work;
+                qkv_rows(c, 0, h, s * c->Nq + j0, nq, dst, c->hd);
+                if (s > 0)
+                    for (int64_t i = 0; i < (int64_t)nq * c->hd; i++) qbuf[i] = work[i] > qbuf[i] ? work[i] : qbuf[i];
+            }
+            for (int64_t i = 0; i < (int64_t)nq * c->hd; i++) qbuf[i] *= scale;
+        }
         if (fast)
             ck_flash_t(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
         else
@@ -449,8 +491,9 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
 
 /* Heads in groups whose packed K and V fit the shared scratch (the refiner's
  * conv bands, idle during the encoder; sized for at least one head). */
-static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be};
+static void attention_run(att_ctx c, ck_cpu *be) {
+    const int64_t N = c.N;
+    const int heads = c.heads;
     c.nqb = (int)((c.Nq + ATT_BQ - 1) / ATT_BQ);
     c.scale = 1.0f / sqrtf((float)c.hd);
     c.kv = be->shared;
@@ -458,9 +501,26 @@ static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int he
     const int group = (int)CK_MAX(1, CK_MIN((size_t)heads, be->shared_floats / per_head));
     for (c.h0 = 0; c.h0 < heads; c.h0 += group) {
         const int g = CK_MIN(group, heads - c.h0);
-        ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 4, attention_pack, &c);
+        if (c.qkv)
+            ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 4, attention_pack, &c);
+        else
+            ck_pool_for(be->pool, (int64_t)g * ((N + CK_FLASH_T_BK - 1) / CK_FLASH_T_BK), 1, attention_pack_xn, &c);
         ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
     }
+}
+
+static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be, NULL, NULL, NULL, 0};
+    attention_run(c, be);
+}
+
+/* The same with q, k and v computed from xn as they are needed (no [N, 3 D]
+ * qkv): each head's k and v once, into the packed layout; q per block of
+ * queries. ck_schedule.qkv_streamed. */
+static void cpu_attention_qkv(ck_cpu *be, const float *xn, int64_t N, int in, const float *W, const float *b, int D,
+                              int heads, int qs, float *out) {
+    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be, xn, W, b, in};
+    attention_run(c, be);
 }
 
 /* Mask-unit block: per chunk of windows, gather the window's tokens
@@ -1099,6 +1159,10 @@ static void t_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck_
 static void t_attention(ck_backend *be, ck_tensor qkv, int64_t N, int D, int heads, int qs, ck_tensor out) {
     cpu_attention(CPU(be), F(qkv), N, D, heads, qs, F(out));
 }
+static void t_attention_qkv(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D,
+                            int heads, int qs, ck_tensor out) {
+    cpu_attention_qkv(CPU(be), F(xn), N, in, WF(W), WF(b), D, heads, qs, F(out));
+}
 static void t_mlp(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden) {
     cpu_mlp(CPU(be), F(x), N, C, w, hidden);
 }
@@ -1227,6 +1291,7 @@ const ck_ops ck_cpu_ops = {
     .linear = t_linear,
     .linear_maxpool = t_linear_maxpool,
     .attention = t_attention,
+    .attention_qkv = t_attention_qkv,
     .mlp = t_mlp,
     .reroll = t_reroll,
     .decoder_fuse = t_decoder_fuse,

@@ -56,6 +56,7 @@ static ck_tensor alloc_t(ck_plan *pl, int64_t n, ck_dtype type, const char *tag)
 
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
     if (s->c1_on_host && !(ops->to_host && ops->from_host)) return 0;
+    if (s->qkv_streamed && !ops->attention_qkv) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -210,12 +211,20 @@ ck_tensor ck_forward(const ck_fwd *f) {
             if (xo.data != tok.data)
                 OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
-            ck_tensor qkv = ALLOC_ACT(N * 3 * Do, "qkv");
-            OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
-            RELEASE(xn);
-            ck_tensor att = ALLOC_ACT(Nout * Do, "attention");
-            OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
-            RELEASE(qkv);
+            ck_tensor att;
+            if (f->sched.qkv_streamed) { /* qkv computed from xn as the attention needs it */
+                att = ALLOC_ACT(Nout * Do, "attention");
+                OPP(f, CK_PROF_ATTENTION, attention_qkv, xn, N, b->dim, w->qkv_w, w->qkv_b, Do, b->heads,
+                    b->q_stride, att);
+                RELEASE(xn);
+            } else {
+                ck_tensor qkv = ALLOC_ACT(N * 3 * Do, "qkv");
+                OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
+                RELEASE(xn);
+                att = ALLOC_ACT(Nout * Do, "attention");
+                OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
+                RELEASE(qkv);
+            }
             /* x = x + attn.proj(att) */
             OPP(f, CK_PROF_LINEAR, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
             RELEASE(att);

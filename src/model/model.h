@@ -59,6 +59,11 @@ typedef struct ck_schedule {
      * the same values). Only where S/4 != pos_grid; offered only by backends
      * that do it (ck_backend_i.pos_streamed: the CPU). */
     int pos_streamed;
+    /* qkv_streamed = 1: the global-attention blocks never store qkv [N, 3 *
+     * dim_out]: the backend's attention_qkv computes each head's k and v
+     * from norm1's output into its packed keys and values, and q per block
+     * of queries. Offered only by backends with that op (the CPU). */
+    int qkv_streamed;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

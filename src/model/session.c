@@ -166,17 +166,22 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
  * where it has to_host / from_host, with 16 chunks and c1 in host memory;
  * where it streams the pos-embed (ck_backend_i.pos_streamed) and S/4 is not
- * the stored grid, that. */
+ * the stored grid, that; then, where it has attention_qkv, with the global
+ * attention's qkv streamed too. */
 enum { MAX_SCHEDULES = 96 };
 static const ck_schedule encoder_steps[] = {
-    {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1}};
+    {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
+    {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1}};
 static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S, ck_schedule *out) {
     int n = 0;
     const int64_t windows = (int64_t)(S / 32) * (S / 32);
     for (int k = 0; k < (int)CK_ARRAY_LEN(encoder_steps); k++) {
         ck_schedule s = encoder_steps[k];
         if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) continue;
-        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) continue;
+        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) { /* nothing to stream */
+            s.pos_streamed = 0;
+            if (!s.qkv_streamed) continue;
+        }
         if (!schedule_ok(bi, &s)) continue;
         out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
