@@ -231,6 +231,75 @@ static void test_qkv_streamed(void) {
     ckey_model_free(m);
 }
 
+/* ck_schedule.decoder_band: the decoders in bands of logits rows (bands that
+ * divide S/4 and bands that do not, one row) equal the whole-map decoders
+ * within 1e-5 and the tiny model's golden: the tiny model at S = 128 (S/4 =
+ * 32), the full architecture at S = 256; and the full architecture's plan at
+ * S = 2048 holds no whole projection of c2 (128 MiB) in its decoders. */
+static void decoder_band_case(const ckey_model *m, int S, const int *bands, int nb, const char *gold_rel) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float)), *gold = NULL;
+    REQUIRE(x && ref && got);
+    char *gp = gold_rel ? ck_fixture_path(gold_rel) : NULL;
+    if (gp) {
+        free(x);
+        x = load_tensor(gp, "x", (uint64_t)n), gold = load_golden(gp, S);
+        REQUIRE(x && gold);
+    } else {
+        ck_synth_input(S, x);
+    }
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    const ck_schedule s0 = {0};
+    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    for (int i = 0; i < nb; i++) {
+        const ck_schedule s1 = {.decoder_band = bands[i], .qkv_streamed = i & 1};
+        char name[64];
+        CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = %d, decoder bands of %d: decoders %.2f MiB (whole %.2f MiB)\n", S, bands[i],
+               p1.stage_bytes[1] / 1048576.0, p0.stage_bytes[1] / 1048576.0);
+        snprintf(name, sizeof name, "decoder bands of %d vs whole", bands[i]);
+        double e = ck_compare(name, got, ref, (size_t)n, NULL);
+        CHECKF(e <= 1e-5, "decoder bands of %d: max abs err %.3g vs whole maps", bands[i], e);
+        if (gold) {
+            snprintf(name, sizeof name, "decoder bands of %d vs golden", bands[i]);
+            e = ck_compare(name, got, gold, (size_t)n, NULL);
+            CHECKF(e <= 1e-5, "decoder bands of %d: max abs err %.3g vs the golden", bands[i], e);
+        }
+    }
+    free(x), free(ref), free(got), free(gold), free(gp);
+}
+
+static void test_decoder_band(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    static const int all[] = {32, 64, 7, 1, 12}, asan[] = {7, 1};
+    if (CK_ASAN) decoder_band_case(m, 128, asan, (int)CK_ARRAY_LEN(asan), "tiny/tiny_s128.safetensors");
+    else decoder_band_case(m, 128, all, (int)CK_ARRAY_LEN(all), "tiny/tiny_s128.safetensors");
+    ckey_model_free(m);
+    if (CK_ASAN) return; /* the full architecture's forward: the release build */
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    static const int full[] = {24};
+    decoder_band_case(m, 256, full, 1, NULL);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 2048;
+    o.threads = 2;
+    const ck_schedule s0 = {.refiner_band = 64}, s1 = {.refiner_band = 64, .decoder_band = 64};
+    ckey_memory_plan p0, p1;
+    CHECKF(ck_session_plan_schedule(m, &o, &s0, &p0, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(ck_session_plan_schedule(m, &o, &s1, &p1, &err) == CKEY_OK, "%s", err.message);
+    printf("  S = 2048 decoders: %.1f MiB whole, %.1f MiB in bands of 64\n", p0.stage_bytes[1] / 1048576.0,
+           p1.stage_bytes[1] / 1048576.0);
+    CHECK(p1.stage_bytes[1] <= p0.stage_bytes[1] - (64 << 20));
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -363,6 +432,7 @@ int main(int argc, char **argv) {
         {"full_s256_schedules", test_full_s256},
         {"pos_streamed", test_pos_streamed},
         {"qkv_streamed", test_qkv_streamed},
+        {"decoder_band", test_decoder_band},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

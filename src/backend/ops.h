@@ -116,6 +116,12 @@ typedef struct ck_ops {
     void (*decoder_fuse)(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
                          const ck_tensor P[3], const int Hk[3], ck_tensor logits);
 
+    /* Optional (ck_schedule.decoder_band): rows [y0, y0 + n) of those logits,
+     * P[s] holding rows r0[s].. of scale s (every row the band's bilinear
+     * taps read). */
+    void (*decoder_fuse_rows)(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                              const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n, ck_tensor logits);
+
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]. */
     void (*refiner_input)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin);
 

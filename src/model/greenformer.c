@@ -3,6 +3,8 @@
  * hiera.py (Hiera.forward_intermediates, HieraBlock, MaskUnitAttention) and
  * CorridorKey model_transformer.py (DecoderHead, CNNRefinerModule,
  * GreenFormer.forward). */
+#include <math.h>
+
 #include "model/greenformer.h"
 
 const char *const ck_prof_names[CK_PROF_COUNT] = {
@@ -57,6 +59,7 @@ static ck_tensor alloc_t(ck_plan *pl, int64_t n, ck_dtype type, const char *tag)
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
     if (s->c1_on_host && !(ops->to_host && ops->from_host)) return 0;
     if (s->qkv_streamed && !ops->attention_qkv) return 0;
+    if (s->decoder_band > 0 && !ops->decoder_fuse_rows) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -165,13 +168,66 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     return out;
 }
 
+/* The rows [*lo, *hi) of a scale of `in` rows that bilinear upsampling to
+ * `out` rows reads for output rows [y0, y1) (align_corners=False), widened
+ * by a row each side against rounding and clipped to the scale. */
+static void up_rows(int y0, int y1, int in, int out, int *lo, int *hi) {
+    const float scale = (float)in / (float)out;
+    const float s0 = scale * ((float)y0 + 0.5f) - 0.5f, s1 = scale * ((float)(y1 - 1) + 0.5f) - 0.5f;
+    *lo = CK_MAX(0, (int)floorf(s0) - 1);
+    *hi = CK_MIN(in, (int)s1 + 3);
+}
+
+/* The decoders in bands of sched.decoder_band rows of the logits: per band,
+ * the rows of c2..c4 its taps read projected into a band buffer, then fused
+ * with c1 (ck_ops.decoder_fuse_rows). Releases feat[0..3]; returns the
+ * logits [4, G, G] (fp32). */
+static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int feat_h[4], const int feat_c[4]) {
+    const ck_config *c = f->c;
+    const ck_weights *wt = f->w;
+    ck_plan *pl = f->plan;
+    const int G = f->S / c->patch_stride, D2 = 2 * c->dec_dim, B = CK_MIN(f->sched.decoder_band, G);
+    int rows[3] = {0, 0, 0}, Hk[3];
+    for (int s = 0; s < 3; s++) Hk[s] = feat_h[s + 1];
+    for (int y0 = 0; y0 < G; y0 += B)
+        for (int s = 0; s < 3; s++) {
+            int lo, hi;
+            up_rows(y0, CK_MIN(G, y0 + B), Hk[s], G, &lo, &hi);
+            rows[s] = CK_MAX(rows[s], hi - lo);
+        }
+    ck_tensor P[3];
+    for (int s = 0; s < 3; s++) P[s] = ALLOC_ACT((int64_t)rows[s] * Hk[s] * D2, "decoder proj band");
+    ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
+    if (f->sched.c1_on_host) { /* c1 back from host memory */
+        const int64_t n1 = (int64_t)feat_h[0] * feat_h[0] * feat_c[0];
+        feat[0] = ALLOC_ACT(n1, "feature");
+        OP(f, from_host, 0, (size_t)n1 * ck_dtype_size(f->act), feat[0]);
+    }
+    for (int y0 = 0; y0 < G; y0 += B) {
+        const int n = CK_MIN(B, G - y0);
+        int r0[3];
+        for (int s = 0; s < 3; s++) {
+            int hi;
+            up_rows(y0, y0 + n, Hk[s], G, &r0[s], &hi);
+            OPP(f, CK_PROF_DECODER, linear, ck_tensor_at(feat[s + 1], (int64_t)r0[s] * Hk[s] * feat_c[s + 1]),
+                (int64_t)(hi - r0[s]) * Hk[s], feat_c[s + 1], wt->dec.scale_w[s + 1], wt->dec.scale_b[s + 1], P[s],
+                D2, 0);
+        }
+        OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, feat[0], G, feat_c[0], P, Hk, r0, y0, n, logits);
+    }
+    for (int s = 0; s < 3; s++) RELEASE(P[s]);
+    for (int s = 0; s < 4; s++) RELEASE(feat[s]);
+    return logits;
+}
+
+static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits);
+
 ck_tensor ck_forward(const ck_fwd *f) {
     const ck_config *c = f->c;
     const ck_weights *wt = f->w;
     ck_plan *pl = f->plan;
     const int S = f->S, G = S / c->patch_stride, E = c->embed_dim;
     const int64_t HW = (int64_t)S * S;
-    const int R0 = c->ref_dim;
 
     if (f->marks) f->marks[CK_STAGE_ENCODER] = ck_plan_event(pl);
     /* the backend's pass-long scratch (plan buffer 0), if it has one */
@@ -263,6 +319,11 @@ ck_tensor ck_forward(const ck_fwd *f) {
     const int D2 = 2 * c->dec_dim;
     ck_tensor P[3];
     int Hk[3];
+    if (f->sched.decoder_band > 0) {
+        ck_tensor logits = decoders_banded(f, feat, feat_h, feat_c);
+        phase_end(f, scratch);
+        return after_decoders(f, x, logits);
+    }
     for (int s = 1; s < 4; s++) {
         int64_t n = (int64_t)feat_h[s] * feat_h[s];
         P[s - 1] = ALLOC_ACT(n * D2, "decoder proj");
@@ -280,6 +341,17 @@ ck_tensor ck_forward(const ck_fwd *f) {
     for (int s = 0; s < 3; s++) RELEASE(P[s]);
     RELEASE(feat[0]);
     phase_end(f, scratch);
+    return after_decoders(f, x, logits);
+}
+
+/* The refiner and the output, after the decoders' logits [4, S/4, S/4]. */
+static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits) {
+    const ck_config *c = f->c;
+    const ck_weights *wt = f->w;
+    ck_plan *pl = f->plan;
+    const int S = f->S, G = S / c->patch_stride;
+    const int64_t HW = (int64_t)S * S;
+    const int R0 = c->ref_dim;
     tap(f, "alpha_logits", logits, 3, 1, G, G);
     tap(f, "fg_logits", ck_tensor_at(logits, (int64_t)G * G), 3, 3, G, G);
 
@@ -310,7 +382,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
     float *gb0 = ck_alloc_f32(pl, R, "stem gn shift");
     /* stem: relu(gn(conv3x3(rin))) -> xr [R, S, S] */
     ck_tensor xr = ALLOC_ACT(R * HW, "refiner x");
-    scratch = phase_begin(f, CK_PHASE_STEM);
+    void *scratch = phase_begin(f, CK_PHASE_STEM);
     OP(f, zero_stats, stats, 2 * gr);
     OPP(f, CK_PROF_REFINER_CONV, conv3x3, rin, 1, 7, S, 1, rw->stem_w, rw->stem_b, NULL, NULL, xr, R, gr, stats);
     phase_end(f, scratch);

@@ -64,6 +64,13 @@ typedef struct ck_schedule {
      * from norm1's output into its packed keys and values, and q per block
      * of queries. Offered only by backends with that op (the CPU). */
     int qkv_streamed;
+    /* decoder_band = B > 0: the decoders in bands of B rows of the S/4
+     * logits: each band projects only the rows of c2..c4 its bilinear taps
+     * read (a row or two more than the band's share) and fuses them with c1,
+     * so no whole projection [Hk, Hk, 2 * dec_dim] is stored; c2..c4 stay
+     * until the last band. Offered only by backends with decoder_fuse_rows
+     * (the CPU). */
+    int decoder_band;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */
