@@ -256,16 +256,21 @@ ck_tensor ck_forward(const ck_fwd *f) {
         const ck_block_w *w = &wt->blocks[i];
         const int64_t Nout = N / b->q_stride;
         const int Do = b->dim_out;
-        ck_tensor xo = b->dim != Do ? ALLOC_ACT(Nout * Do, "tokens") : tok;
+        ck_tensor xo = tok;
         if (b->mask_unit_attn) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
+            if (b->dim != Do) xo = ALLOC_ACT(Nout * Do, "tokens");
             OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
         } else {
-            /* xn = norm1(x); x = maxpool(proj(xn)) if expanding */
+            /* xn = norm1(x); x = maxpool(proj(xn)) if expanding. An expanding
+             * block reads x only here: x goes before the new tokens come. */
             ck_tensor xn = ALLOC_ACT(N * b->dim, "norm1");
             OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
-            if (xo.data != tok.data)
+            if (b->dim != Do) {
+                RELEASE(tok);
+                tok = xo = ALLOC_ACT(Nout * Do, "tokens");
                 OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
+            }
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
             ck_tensor att;
             if (f->sched.qkv_streamed) { /* qkv computed from xn as the attention needs it */
