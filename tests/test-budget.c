@@ -300,6 +300,70 @@ static void test_decoder_band(void) {
     ckey_model_free(m);
 }
 
+/* Schedule s against the whole-map run of model m at S (the golden's x
+ * when gold_rel is given, then also against the golden): within 1e-5. */
+static void same_as_whole(const ckey_model *m, int S, const ck_schedule *s, const char *gold_rel, const char *what) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = NULL, *gold = NULL, *ref = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    char *gp = gold_rel ? ck_fixture_path(gold_rel) : NULL;
+    if (gp) {
+        x = load_tensor(gp, "x", (uint64_t)n), gold = load_golden(gp, S);
+        REQUIRE(gold);
+    } else if ((x = malloc((size_t)n * sizeof(float)))) {
+        ck_synth_input(S, x);
+    }
+    REQUIRE(x && ref && got);
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    const ck_schedule s0 = {0};
+    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, S, 0, s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    char name[80];
+    snprintf(name, sizeof name, "S = %d %s vs whole", S, what);
+    double e = ck_compare(name, got, ref, (size_t)n, NULL);
+    CHECKF(e <= 1e-5, "%s: max abs err %.3g vs the whole-map run", what, e);
+    if (gold) {
+        snprintf(name, sizeof name, "S = %d %s vs golden", S, what);
+        e = ck_compare(name, got, gold, (size_t)n, NULL);
+        CHECKF(e <= 1e-5, "%s: max abs err %.3g vs the golden", what, e);
+    }
+    free(x), free(gold), free(ref), free(got), free(gp);
+}
+
+/* ck_schedule.transition_from_map: the widening mask-unit blocks read the
+ * feature map rerolled from the tokens, which are gone: the same result
+ * (tiny model at S = 128 and 256, the full architecture at S = 256), and
+ * the full architecture's encoder at S = 2048 plans the stage-1 tokens
+ * (112 MiB) less. */
+static void test_transition_from_map(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const ck_schedule s1 = {.transition_from_map = 1}, s2 = {.transition_from_map = 1, .qkv_streamed = 1,
+                                                            .decoder_band = 16, .pos_streamed = 1, .refiner_band = 24};
+    same_as_whole(m, 128, &s1, "tiny/tiny_s128.safetensors", "from map");
+    same_as_whole(m, 256, &s2, NULL, "every step");
+    ckey_model_free(m);
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    if (!CK_ASAN) same_as_whole(m, 256, &s1, NULL, "from map");
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 2048;
+    o.threads = 2;
+    const ck_schedule a = {.refiner_band = 64, .qkv_streamed = 1, .decoder_band = 64},
+                      b = {.refiner_band = 64, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1};
+    ckey_memory_plan pa, pb;
+    CHECKF(ck_session_plan_schedule(m, &o, &a, &pa, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(ck_session_plan_schedule(m, &o, &b, &pb, &err) == CKEY_OK, "%s", err.message);
+    printf("  S = 2048 encoder: %.1f MiB from tokens, %.1f MiB from maps\n", pa.stage_bytes[0] / 1048576.0,
+           pb.stage_bytes[0] / 1048576.0);
+    CHECK(pb.stage_bytes[0] < pa.stage_bytes[0]);
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -433,6 +497,7 @@ int main(int argc, char **argv) {
         {"pos_streamed", test_pos_streamed},
         {"qkv_streamed", test_qkv_streamed},
         {"decoder_band", test_decoder_band},
+        {"transition_from_map", test_transition_from_map},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

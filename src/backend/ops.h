@@ -83,6 +83,11 @@ typedef struct ck_ops {
     void (*mask_unit_attention)(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor x,
                                 int64_t N, ck_tensor xo);
 
+    /* Optional (ck_schedule.transition_from_map): the same with x given as
+     * the feature map [H, H, dim] that reroll(x, H, H, k) made of it. */
+    void (*mask_unit_attention_map)(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor map,
+                                    int H, int k, int64_t N, ck_tensor xo);
+
     /* y [N, C] = layernorm(x) (eps 1e-6). */
     void (*layernorm)(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y);
 

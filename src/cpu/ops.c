@@ -534,7 +534,24 @@ typedef struct {
     int64_t N, nw;
     int T, Tq, cw;
     ck_cpu *be;
+    int map_H, map_k; /* map_H > 0: x is the feature map [map_H, map_H, dim] that
+                       * reroll makes of the tokens (map_k strides) */
 } mu_ctx;
+
+/* Where unrolled token row r (row t * nw + w: token t of window w) sits in x:
+ * r itself, or its (y, x) in the feature map (unroll_index inverted). */
+static inline int64_t mu_src_row(const mu_ctx *c, int64_t r) {
+    if (c->map_H <= 0) return r;
+    const int H = c->map_H, k = c->map_k, Hc = H >> k;
+    const int64_t cells = (int64_t)Hc * Hc, rem = r % cells;
+    int64_t outer = r / cells;
+    int y = (int)(rem / Hc) << k, x = (int)(rem % Hc) << k;
+    for (int i = k - 1; i >= 0; i--, outer /= 4) {
+        const int d = (int)(outer % 4);
+        y |= (d >> 1) << i, x |= (d & 1) << i;
+    }
+    return (int64_t)y * H + x;
+}
 
 static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
     const mu_ctx *c = p;
@@ -554,7 +571,7 @@ static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
         int rows = nwin * T, qrows = nwin * Tq;
         for (int wi = 0; wi < nwin; wi++)
             for (int t = 0; t < T; t++)
-                layernorm_row(c->x + ((int64_t)t * c->nw + wb + wi) * D, D, c->w.norm1_w, c->w.norm1_b,
+                layernorm_row(c->x + mu_src_row(c, (int64_t)t * c->nw + wb + wi) * D, D, c->w.norm1_w, c->w.norm1_b,
                               xn + ((int64_t)wi * T + t) * D);
         ck_sgemm(1, rows, 3 * Do, D, 1.0f, xn, D, c->w.qkv_w, D, 0.0f, qkv, 3 * Do);
         add_bias_rows(qkv, rows, 3 * Do, 3 * Do, c->w.qkv_b);
@@ -575,7 +592,7 @@ static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
         } else {
             for (int wi = 0; wi < nwin; wi++)
                 for (int t = 0; t < T; t++)
-                    memcpy(res + ((int64_t)wi * T + t) * Do, c->x + ((int64_t)t * c->nw + wb + wi) * D,
+                    memcpy(res + ((int64_t)wi * T + t) * Do, c->x + mu_src_row(c, (int64_t)t * c->nw + wb + wi) * D,
                            (size_t)Do * sizeof(float));
         }
         for (int wi = 0; wi < nwin; wi++) {
@@ -606,7 +623,16 @@ static int mu_chunk(const ck_block_info *bi) {
 
 static void cpu_mask_unit_attention(ck_cpu *be, const ck_block_info *bi, const ck_block_w *w, const float *x,
                                     int64_t N, float *xo) {
-    mu_ctx c = {bi, block_f32(w), x, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be};
+    mu_ctx c = {bi, block_f32(w), x, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be, 0, 0};
+    c.nw = N / c.T;
+    ck_pool_for(be->pool, c.nw, c.cw, mu_windows, &c);
+}
+
+/* The same block reading its input from the feature map [H, H, dim] that
+ * reroll(x, H, H, k) made (ck_schedule.transition_from_map). */
+static void cpu_mask_unit_attention_map(ck_cpu *be, const ck_block_info *bi, const ck_block_w *w, const float *map,
+                                        int H, int k, int64_t N, float *xo) {
+    mu_ctx c = {bi, block_f32(w), map, xo, N, 0, bi->window * bi->q_stride, bi->window, mu_chunk(bi), be, H, k};
     c.nw = N / c.T;
     ck_pool_for(be->pool, c.nw, c.cw, mu_windows, &c);
 }
@@ -1155,6 +1181,10 @@ static void t_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const
                                   int64_t N, ck_tensor xo) {
     cpu_mask_unit_attention(CPU(be), bi, w, F(x), N, F(xo));
 }
+static void t_mask_unit_attention_map(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor map,
+                                      int H, int k, int64_t N, ck_tensor xo) {
+    cpu_mask_unit_attention_map(CPU(be), bi, w, F(map), H, k, N, F(xo));
+}
 static void t_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
     cpu_layernorm(CPU(be), F(x), N, C, WF(g), WF(b), F(y));
 }
@@ -1303,6 +1333,7 @@ const ck_ops ck_cpu_ops = {
     .write = t_write,
     .patch_embed = t_patch_embed,
     .mask_unit_attention = t_mask_unit_attention,
+    .mask_unit_attention_map = t_mask_unit_attention_map,
     .layernorm = t_layernorm,
     .linear = t_linear,
     .linear_maxpool = t_linear_maxpool,

@@ -60,6 +60,7 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
     if (s->c1_on_host && !(ops->to_host && ops->from_host)) return 0;
     if (s->qkv_streamed && !ops->attention_qkv) return 0;
     if (s->decoder_band > 0 && !ops->decoder_fuse_rows) return 0;
+    if (s->transition_from_map && !ops->mask_unit_attention_map) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -250,6 +251,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
     ck_tensor feat[4] = {{0}};
+    ck_tensor map = {0}; /* transition_from_map: the feature map the next block reads */
     int feat_h[4] = {0}, feat_c[4] = {0}, nf = 0;
     for (int i = 0; i < nb; i++) {
         const ck_block_info *b = &bi[i];
@@ -257,7 +259,12 @@ ck_tensor ck_forward(const ck_fwd *f) {
         const int64_t Nout = N / b->q_stride;
         const int Do = b->dim_out;
         ck_tensor xo = tok;
-        if (b->mask_unit_attn) {
+        if (b->mask_unit_attn && map.data) {
+            /* the previous stage's tokens are gone: read its feature map */
+            tok = xo = ALLOC_ACT(Nout * Do, "tokens");
+            OPP(f, CK_PROF_MU_ATTN, mask_unit_attention_map, b, w, map, H, k, N, xo);
+            map = (ck_tensor){0};
+        } else if (b->mask_unit_attn) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
             if (b->dim != Do) xo = ALLOC_ACT(Nout * Do, "tokens");
             OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
@@ -313,6 +320,12 @@ ck_tensor ck_forward(const ck_fwd *f) {
                 fm = (ck_tensor){0};
             }
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
+            const ck_block_info *nx = i + 1 < nb ? &bi[i + 1] : NULL;
+            if (f->sched.transition_from_map && fm.data && nx && nx->mask_unit_attn && nx->dim != nx->dim_out) {
+                RELEASE(tok); /* the next block reads the map */
+                tok = (ck_tensor){0};
+                map = fm;
+            }
         }
     }
     RELEASE(tok);

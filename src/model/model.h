@@ -71,6 +71,11 @@ typedef struct ck_schedule {
      * until the last band. Offered only by backends with decoder_fuse_rows
      * (the CPU). */
     int decoder_band;
+    /* transition_from_map = 1: a stage's tokens go once its feature map is
+     * made (reroll) when the next block is a widening mask-unit block (the
+     * stage transitions into stages 2 and 3), which reads the map instead
+     * (ck_ops.mask_unit_attention_map: the CPU). */
+    int transition_from_map;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

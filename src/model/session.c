@@ -168,12 +168,14 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * where it streams the pos-embed (ck_backend_i.pos_streamed) and S/4 is not
  * the stored grid, that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
- * the decoders in bands of 64 rows as well. */
+ * the decoders in bands of 64 rows as well; then, where it has
+ * mask_unit_attention_map, with the stage transitions read from the maps. */
 enum { MAX_SCHEDULES = 96 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
-    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64}};
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1}};
 static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S, ck_schedule *out) {
     int n = 0;
     const int64_t windows = (int64_t)(S / 32) * (S / 32);
@@ -182,7 +184,7 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
         if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) continue;
         if (s.pos_streamed && S / c->patch_stride == c->pos_grid) { /* nothing to stream */
             s.pos_streamed = 0;
-            if (!s.qkv_streamed && !s.decoder_band) continue;
+            if (!s.qkv_streamed && !s.decoder_band && !s.transition_from_map) continue;
         }
         if (!schedule_ok(bi, &s)) continue;
         out[n++] = s;
