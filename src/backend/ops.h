@@ -103,11 +103,11 @@ typedef struct ck_ops {
      * qkv [N, 3*D] (q | k | v, head-major inside each); out [N/qs, D]. */
     void (*attention)(ck_backend *be, ck_tensor qkv, int64_t N, int D, int heads, int qs, ck_tensor out);
 
-    /* Optional (ck_schedule.qkv_streamed): the same attention with qkv =
-     * xn [N, in] . W^T + b (W [3*D, in]) computed as it is needed, never
-     * stored whole. */
+    /* Optional (ck_schedule.qkv_streamed): out [N/qs, D] += attention(qkv)
+     * . Wp^T + bp (attn.proj, Wp [D, D]) with qkv = xn [N, in] . W^T + b (W
+     * [3*D, in]): neither qkv nor the attention's output stored whole. */
     void (*attention_qkv)(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D, int heads,
-                          int qs, ck_tensor out);
+                          int qs, ck_weight Wp, ck_weight bp, ck_tensor out);
 
     /* x [N, C] += fc2(gelu(fc1(norm2(x)))), token chunk by chunk. */
     void (*mlp)(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden);

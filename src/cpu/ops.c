@@ -380,6 +380,8 @@ static void flash_kvt(const float *q, int nq, const float *K, const float *Vt, i
 
 static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
 
+static size_t att_work_floats(int hd) { return CK_MAX(flash_work(hd), ck_flash_t_work(ATT_BQ, hd)); }
+
 /* q rows j of a head: max over s of rows (s*Tq + j) * stride (Unroll order:
  * the pooled 2x2 neighbours are Tq rows apart), times the softmax scale. */
 static void gather_q(const float *q, int64_t row_stride, int64_t Tq, int qs, int64_t j0, int nq, int hd,
@@ -399,15 +401,19 @@ static void gather_q(const float *q, int64_t row_stride, int64_t Tq, int qs, int
 typedef struct {
     const float *qkv;
     int64_t N, Nq;
-    int D, heads, hd, qs, nqb, h0;
+    int D, heads, hd, qs, nqb, h0, group;
     float scale;
     float *kv; /* packed K and V of heads h0.. */
     float *out;
     ck_cpu *be;
-    /* qkv == NULL: q, k and v computed from xn [N, in] with W [3 * D, in], b */
-    const float *xn, *W, *b;
+    /* qkv == NULL: q, k and v computed from xn [N, in] with W [3 * D, in], b,
+     * and out += the heads' output . Wp^T (+ bp after the last group) */
+    const float *xn, *W, *b, *Wp, *bp;
     int in;
 } att_ctx;
+
+/* Floats of a thread's scratch the flash work takes (after the q block). */
+static size_t att_work_floats(int hd);
 
 /* Rows [a, a + n) of column block `part` (0 q, 1 k, 2 v) of head h of
  * xn . W^T + b into dst [n, hd] (rows ldd apart): the values qkv's
@@ -457,6 +463,43 @@ static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
     }
 }
 
+/* Items: blocks of ATT_BQ queries (qkv == NULL). Per block, each head of the
+ * group: q from xn (the max over the qs pooled rows, scaled; computed in
+ * work, free until the flash), attention into the block's output [nq, group
+ * heads * hd] in the thread's scratch; then out's rows += that . Wp's
+ * columns of the group^T, and bp after the last group. */
+static void attention_items_proj(void *p, int64_t i0, int64_t i1, int thread) {
+    const att_ctx *c = p;
+    const int hd = c->hd, g = CK_MIN(c->group, c->heads - c->h0), dg = g * hd;
+    float *qbuf = thread_scratch(c->be, thread);
+    float *work = qbuf + (size_t)ATT_BQ * hd;
+    float *ob = work + att_work_floats(hd);
+    const int fast = ck_flash_t_available(0);
+    const float scale = fast ? c->scale * 1.44269504088896341f : c->scale;
+    for (int64_t it = i0; it < i1; it++) {
+        const int64_t j0 = it * ATT_BQ;
+        const int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
+        for (int gi = 0; gi < g; gi++) {
+            const int h = c->h0 + gi;
+            const float *K = c->kv + gi * kv_packed_floats(c->N, hd), *Vt = K + c->N * hd;
+            for (int s = 0; s < c->qs; s++) {
+                float *dst = s == 0 ? qbuf : work;
+                qkv_rows(c, 0, h, s * c->Nq + j0, nq, dst, hd);
+                if (s > 0)
+                    for (int64_t i = 0; i < (int64_t)nq * hd; i++) qbuf[i] = work[i] > qbuf[i] ? work[i] : qbuf[i];
+            }
+            for (int64_t i = 0; i < (int64_t)nq * hd; i++) qbuf[i] *= scale;
+            if (fast)
+                ck_flash_t(qbuf, nq, K, Vt, c->N, hd, ob + (int64_t)gi * hd, dg, work);
+            else
+                flash_kvt(qbuf, nq, K, Vt, c->N, hd, ob + (int64_t)gi * hd, dg, work);
+        }
+        float *o = c->out + j0 * c->D;
+        ck_sgemm(1, nq, c->D, dg, 1.0f, ob, dg, c->Wp + (int64_t)c->h0 * hd, c->D, 1.0f, o, c->D);
+        if (c->h0 + g >= c->heads) add_bias_rows(o, nq, c->D, c->D, c->bp);
+    }
+}
+
 static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
     float *qbuf = thread_scratch(c->be, thread);
@@ -471,17 +514,7 @@ static void attention_items(void *p, int64_t i0, int64_t i1, int thread) {
         int nq = (int)CK_MIN(ATT_BQ, c->Nq - j0);
         const float *K = c->kv + g * kv_packed_floats(c->N, c->hd), *Vt = K + c->N * c->hd;
         float *o = c->out + j0 * c->D + (int64_t)h * c->hd;
-        if (c->qkv) {
-            gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
-        } else { /* q from xn, in work (free until the flash below): the max over the qs pooled rows, scaled */
-            for (int s = 0; s < c->qs; s++) {
-                float *dst = s == 0 ? qbuf : work;
-                qkv_rows(c, 0, h, s * c->Nq + j0, nq, dst, c->hd);
-                if (s > 0)
-                    for (int64_t i = 0; i < (int64_t)nq * c->hd; i++) qbuf[i] = work[i] > qbuf[i] ? work[i] : qbuf[i];
-            }
-            for (int64_t i = 0; i < (int64_t)nq * c->hd; i++) qbuf[i] *= scale;
-        }
+        gather_q(c->qkv + (int64_t)h * c->hd, ld, c->Nq, c->qs, j0, nq, c->hd, scale, qbuf);
         if (fast)
             ck_flash_t(qbuf, nq, K, Vt, c->N, c->hd, o, c->D, work);
         else
@@ -499,27 +532,31 @@ static void attention_run(att_ctx c, ck_cpu *be) {
     c.kv = be->shared;
     const size_t per_head = kv_packed_floats(N, c.hd);
     const int group = (int)CK_MAX(1, CK_MIN((size_t)heads, be->shared_floats / per_head));
+    c.group = group;
     for (c.h0 = 0; c.h0 < heads; c.h0 += group) {
         const int g = CK_MIN(group, heads - c.h0);
-        if (c.qkv)
+        if (c.qkv) {
             ck_pool_for(be->pool, (int64_t)g * ((N + 31) / 32), 4, attention_pack, &c);
-        else
+            ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
+        } else {
             ck_pool_for(be->pool, (int64_t)g * ((N + CK_FLASH_T_BK - 1) / CK_FLASH_T_BK), 1, attention_pack_xn, &c);
-        ck_pool_for(be->pool, (int64_t)g * c.nqb, 1, attention_items, &c);
+            ck_pool_for(be->pool, c.nqb, 1, attention_items_proj, &c);
+        }
     }
 }
 
 static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be, NULL, NULL, NULL, 0};
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, NULL, NULL, NULL, NULL, NULL, 0};
     attention_run(c, be);
 }
 
 /* The same with q, k and v computed from xn as they are needed (no [N, 3 D]
  * qkv): each head's k and v once, into the packed layout; q per block of
- * queries. ck_schedule.qkv_streamed. */
+ * queries; and attn.proj applied per block of queries, out += att . Wp^T +
+ * bp (no [N/qs, D] attention output). ck_schedule.qkv_streamed. */
 static void cpu_attention_qkv(ck_cpu *be, const float *xn, int64_t N, int in, const float *W, const float *b, int D,
-                              int heads, int qs, float *out) {
-    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, NULL, out, be, xn, W, b, in};
+                              int heads, int qs, const float *Wp, const float *bp, float *out) {
+    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, xn, W, b, Wp, bp, in};
     attention_run(c, be);
 }
 
@@ -1130,7 +1167,9 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_sche
             s = cw * T * D + cw * T * 3 * Do + (D != Do ? cw * T * Do : 0) + 2 * cw * Tq * Do +
                 (size_t)ATT_BQ * hd + flash_work(hd);
         } else {
-            s = (size_t)ATT_BQ * hd + CK_MAX(flash_work(hd), ck_flash_t_work(ATT_BQ, hd));
+            s = (size_t)ATT_BQ * hd + att_work_floats(hd);
+            /* qkv_streamed: a block of queries' output, all heads of a group */
+            if (sched->qkv_streamed) s += (size_t)ATT_BQ * Do;
             if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
         }
         need = CK_MAX(need, s);
@@ -1200,8 +1239,8 @@ static void t_attention(ck_backend *be, ck_tensor qkv, int64_t N, int D, int hea
     cpu_attention(CPU(be), F(qkv), N, D, heads, qs, F(out));
 }
 static void t_attention_qkv(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D,
-                            int heads, int qs, ck_tensor out) {
-    cpu_attention_qkv(CPU(be), F(xn), N, in, WF(W), WF(b), D, heads, qs, F(out));
+                            int heads, int qs, ck_weight Wp, ck_weight bp, ck_tensor out) {
+    cpu_attention_qkv(CPU(be), F(xn), N, in, WF(W), WF(b), D, heads, qs, WF(Wp), WF(bp), F(out));
 }
 static void t_mlp(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden) {
     cpu_mlp(CPU(be), F(x), N, C, w, hidden);

@@ -279,23 +279,21 @@ ck_tensor ck_forward(const ck_fwd *f) {
                 OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool, xn, N, b->dim, w->proj_w, w->proj_b, xo, Do, b->q_stride);
             }
             /* qkv [N, 3*Do]; global attention with q pooled -> [Nout, Do] */
-            ck_tensor att;
-            if (f->sched.qkv_streamed) { /* qkv computed from xn as the attention needs it */
-                att = ALLOC_ACT(Nout * Do, "attention");
+            if (f->sched.qkv_streamed) { /* qkv and att computed as the attention needs them; x += proj */
                 OPP(f, CK_PROF_ATTENTION, attention_qkv, xn, N, b->dim, w->qkv_w, w->qkv_b, Do, b->heads,
-                    b->q_stride, att);
+                    b->q_stride, w->attn_proj_w, w->attn_proj_b, xo);
                 RELEASE(xn);
             } else {
                 ck_tensor qkv = ALLOC_ACT(N * 3 * Do, "qkv");
                 OPP(f, CK_PROF_LINEAR, linear, xn, N, b->dim, w->qkv_w, w->qkv_b, qkv, 3 * Do, 0);
                 RELEASE(xn);
-                att = ALLOC_ACT(Nout * Do, "attention");
+                ck_tensor att = ALLOC_ACT(Nout * Do, "attention");
                 OPP(f, CK_PROF_ATTENTION, attention, qkv, N, Do, b->heads, b->q_stride, att);
                 RELEASE(qkv);
+                /* x = x + attn.proj(att) */
+                OPP(f, CK_PROF_LINEAR, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
+                RELEASE(att);
             }
-            /* x = x + attn.proj(att) */
-            OPP(f, CK_PROF_LINEAR, linear, att, Nout, Do, w->attn_proj_w, w->attn_proj_b, xo, Do, 1);
-            RELEASE(att);
         }
         if (xo.data != tok.data) {
             RELEASE(tok);

@@ -60,9 +60,10 @@ typedef struct ck_schedule {
      * that do it (ck_backend_i.pos_streamed: the CPU). */
     int pos_streamed;
     /* qkv_streamed = 1: the global-attention blocks never store qkv [N, 3 *
-     * dim_out]: the backend's attention_qkv computes each head's k and v
-     * from norm1's output into its packed keys and values, and q per block
-     * of queries. Offered only by backends with that op (the CPU). */
+     * dim_out] nor the attention's output: the backend's attention_qkv
+     * computes each head's k and v from norm1's output into its packed keys
+     * and values, q per block of queries, and adds attn.proj of each block's
+     * output to the tokens. Offered only by backends with that op (the CPU). */
     int qkv_streamed;
     /* decoder_band = B > 0: the decoders in bands of B rows of the S/4
      * logits: each band projects only the rows of c2..c4 its bilinear taps
