@@ -105,7 +105,8 @@ typedef struct ck_ops {
 
     /* Optional (ck_schedule.qkv_streamed): out [N/qs, D] += attention(qkv)
      * . Wp^T + bp (attn.proj, Wp [D, D]) with qkv = xn [N, in] . W^T + b (W
-     * [3*D, in]): neither qkv nor the attention's output stored whole. */
+     * [3*D, in]): neither qkv nor the attention's output stored whole (the
+     * CPU sums attn.proj head by head: equal within fp32 rounding). */
     void (*attention_qkv)(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D, int heads,
                           int qs, ck_weight Wp, ck_weight bp, ck_tensor out);
 

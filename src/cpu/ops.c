@@ -464,13 +464,14 @@ static void attention_pack(void *p, int64_t i0, int64_t i1, int thread) {
 }
 
 /* Items: blocks of ATT_BQ queries (qkv == NULL). Per block, each head of the
- * group: q from xn (the max over the qs pooled rows, scaled; computed in
- * work, free until the flash), attention into the block's output [nq, group
- * heads * hd] in the thread's scratch; then out's rows += that . Wp's
- * columns of the group^T, and bp after the last group. */
+ * group in order: q from xn (the max over the qs pooled rows, scaled;
+ * computed in work, free until the flash), the head's attention output [nq,
+ * hd] in the thread's scratch, out's rows += that . the head's columns of
+ * Wp^T; bp after the last head. Head by head, whatever the group size, so
+ * every size of the scratch sums the same way. */
 static void attention_items_proj(void *p, int64_t i0, int64_t i1, int thread) {
     const att_ctx *c = p;
-    const int hd = c->hd, g = CK_MIN(c->group, c->heads - c->h0), dg = g * hd;
+    const int hd = c->hd, g = CK_MIN(c->group, c->heads - c->h0);
     float *qbuf = thread_scratch(c->be, thread);
     float *work = qbuf + (size_t)ATT_BQ * hd;
     float *ob = work + att_work_floats(hd);
@@ -490,13 +491,12 @@ static void attention_items_proj(void *p, int64_t i0, int64_t i1, int thread) {
             }
             for (int64_t i = 0; i < (int64_t)nq * hd; i++) qbuf[i] *= scale;
             if (fast)
-                ck_flash_t(qbuf, nq, K, Vt, c->N, hd, ob + (int64_t)gi * hd, dg, work);
+                ck_flash_t(qbuf, nq, K, Vt, c->N, hd, ob, hd, work);
             else
-                flash_kvt(qbuf, nq, K, Vt, c->N, hd, ob + (int64_t)gi * hd, dg, work);
+                flash_kvt(qbuf, nq, K, Vt, c->N, hd, ob, hd, work);
+            ck_sgemm(1, nq, c->D, hd, 1.0f, ob, hd, c->Wp + (int64_t)h * hd, c->D, 1.0f, c->out + j0 * c->D, c->D);
         }
-        float *o = c->out + j0 * c->D;
-        ck_sgemm(1, nq, c->D, dg, 1.0f, ob, dg, c->Wp + (int64_t)c->h0 * hd, c->D, 1.0f, o, c->D);
-        if (c->h0 + g >= c->heads) add_bias_rows(o, nq, c->D, c->D, c->bp);
+        if (c->h0 + g >= c->heads) add_bias_rows(c->out + j0 * c->D, nq, c->D, c->D, c->bp);
     }
 }
 
@@ -552,8 +552,9 @@ static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int he
 
 /* The same with q, k and v computed from xn as they are needed (no [N, 3 D]
  * qkv): each head's k and v once, into the packed layout; q per block of
- * queries; and attn.proj applied per block of queries, out += att . Wp^T +
- * bp (no [N/qs, D] attention output). ck_schedule.qkv_streamed. */
+ * queries; and attn.proj applied per block of queries and head, out += att_h
+ * . Wp_h^T for each head, then bp (no [N/qs, D] attention output).
+ * ck_schedule.qkv_streamed. */
 static void cpu_attention_qkv(ck_cpu *be, const float *xn, int64_t N, int in, const float *W, const float *b, int D,
                               int heads, int qs, const float *Wp, const float *bp, float *out) {
     att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, xn, W, b, Wp, bp, in};
@@ -1168,8 +1169,8 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_sche
                 (size_t)ATT_BQ * hd + flash_work(hd);
         } else {
             s = (size_t)ATT_BQ * hd + att_work_floats(hd);
-            /* qkv_streamed: a block of queries' output, all heads of a group */
-            if (sched->qkv_streamed) s += (size_t)ATT_BQ * Do;
+            /* qkv_streamed: a head's output for a block of queries */
+            if (sched->qkv_streamed) s += (size_t)ATT_BQ * hd;
             if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
         }
         need = CK_MAX(need, s);
