@@ -330,11 +330,11 @@ static void same_as_whole(const ckey_model *m, int S, const ck_schedule *s, cons
     free(x), free(gold), free(ref), free(got), free(gp);
 }
 
-/* ck_schedule.transition_from_map: the widening mask-unit blocks read the
- * feature map rerolled from the tokens, which are gone: the same result
- * (tiny model at S = 128 and 256, the full architecture at S = 256), and
- * the full architecture's encoder at S = 2048 plans the stage-1 tokens
- * (112 MiB) less. */
+/* ck_schedule.transition_from_map: the widening blocks (mask-unit and
+ * global) read the feature map rerolled from the tokens, which are gone:
+ * the same result (tiny model at S = 128 and, with every step, 256; the full
+ * architecture at S = 256), and the full architecture's encoder at S = 2048
+ * plans less. */
 static void test_transition_from_map(void) {
     ckey_model *m = load_tiny();
     REQUIRE(m);

@@ -91,6 +91,11 @@ typedef struct ck_ops {
     /* y [N, C] = layernorm(x) (eps 1e-6). */
     void (*layernorm)(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y);
 
+    /* Optional (ck_schedule.transition_from_map): y [N, C] in unrolled order
+     * = layernorm of the feature map [H, H, C] that reroll(x, H, H, k) made. */
+    void (*layernorm_map)(ck_backend *be, ck_tensor map, int H, int k, int64_t N, int C, ck_weight g, ck_weight b,
+                          ck_tensor y);
+
     /* y [N, out] (+)= x [N, in] . W^T + b   (W [out, in], PyTorch layout). */
     void (*linear)(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
                    int accumulate);

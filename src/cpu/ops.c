@@ -174,16 +174,42 @@ typedef struct {
     const float *x, *g, *b;
     float *y;
     int C;
+    int map_H, map_k; /* map_H > 0: x is a feature map (cpu_layernorm_map) */
 } ln_ctx;
+
+/* The row of the feature map [H, H, C] that reroll (k strides) puts
+ * unrolled token row r in: unroll_index inverted. */
+static inline int64_t map_row(int64_t r, int H, int k) {
+    const int Hc = H >> k;
+    const int64_t cells = (int64_t)Hc * Hc, rem = r % cells;
+    int64_t outer = r / cells;
+    int y = (int)(rem / Hc) << k, x = (int)(rem % Hc) << k;
+    for (int i = k - 1; i >= 0; i--, outer /= 4) { /* the finest level is the most significant digit */
+        const int d = (int)(outer % 4);
+        y |= (d >> 1) << i, x |= (d & 1) << i;
+    }
+    return (int64_t)y * H + x;
+}
 
 static void ln_rows(void *p, int64_t r0, int64_t r1, int thread) {
     const ln_ctx *c = p;
-    for (int64_t r = r0; r < r1; r++) layernorm_row(c->x + r * c->C, c->C, c->g, c->b, c->y + r * c->C);
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t src = c->map_H > 0 ? map_row(r, c->map_H, c->map_k) : r;
+        layernorm_row(c->x + src * c->C, c->C, c->g, c->b, c->y + r * c->C);
+    }
 }
 
 static void cpu_layernorm(ck_cpu *be, const float *x, int64_t N, int C, const float *g, const float *b,
                           float *y) {
-    ln_ctx c = {x, g, b, y, C};
+    ln_ctx c = {x, g, b, y, C, 0, 0};
+    ck_pool_for(be->pool, N, 64, ln_rows, &c);
+}
+
+/* y [N, C] in unrolled order (k strides) = layernorm of the feature map
+ * [H, H, C] that reroll made of the tokens (ck_schedule.transition_from_map). */
+static void cpu_layernorm_map(ck_cpu *be, const float *map, int H, int k, int64_t N, int C, const float *g,
+                              const float *b, float *y) {
+    ln_ctx c = {map, g, b, y, C, H, k};
     ck_pool_for(be->pool, N, 64, ln_rows, &c);
 }
 
@@ -577,18 +603,9 @@ typedef struct {
 } mu_ctx;
 
 /* Where unrolled token row r (row t * nw + w: token t of window w) sits in x:
- * r itself, or its (y, x) in the feature map (unroll_index inverted). */
+ * r itself, or its place in the feature map. */
 static inline int64_t mu_src_row(const mu_ctx *c, int64_t r) {
-    if (c->map_H <= 0) return r;
-    const int H = c->map_H, k = c->map_k, Hc = H >> k;
-    const int64_t cells = (int64_t)Hc * Hc, rem = r % cells;
-    int64_t outer = r / cells;
-    int y = (int)(rem / Hc) << k, x = (int)(rem % Hc) << k;
-    for (int i = k - 1; i >= 0; i--, outer /= 4) {
-        const int d = (int)(outer % 4);
-        y |= (d >> 1) << i, x |= (d & 1) << i;
-    }
-    return (int64_t)y * H + x;
+    return c->map_H <= 0 ? r : map_row(r, c->map_H, c->map_k);
 }
 
 static void mu_windows(void *p, int64_t w0, int64_t w1, int thread) {
@@ -1228,6 +1245,10 @@ static void t_mask_unit_attention_map(ck_backend *be, const ck_block_info *bi, c
 static void t_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
     cpu_layernorm(CPU(be), F(x), N, C, WF(g), WF(b), F(y));
 }
+static void t_layernorm_map(ck_backend *be, ck_tensor map, int H, int k, int64_t N, int C, ck_weight g, ck_weight b,
+                            ck_tensor y) {
+    cpu_layernorm_map(CPU(be), F(map), H, k, N, C, WF(g), WF(b), F(y));
+}
 static void t_linear(ck_backend *be, ck_tensor x, int64_t N, int in, ck_weight W, ck_weight b, ck_tensor y, int out,
                      int accumulate) {
     cpu_linear(CPU(be), F(x), N, in, WF(W), WF(b), F(y), out, accumulate);
@@ -1375,6 +1396,7 @@ const ck_ops ck_cpu_ops = {
     .mask_unit_attention = t_mask_unit_attention,
     .mask_unit_attention_map = t_mask_unit_attention_map,
     .layernorm = t_layernorm,
+    .layernorm_map = t_layernorm_map,
     .linear = t_linear,
     .linear_maxpool = t_linear_maxpool,
     .attention = t_attention,

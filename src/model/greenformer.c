@@ -60,7 +60,7 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
     if (s->c1_on_host && !(ops->to_host && ops->from_host)) return 0;
     if (s->qkv_streamed && !ops->attention_qkv) return 0;
     if (s->decoder_band > 0 && !ops->decoder_fuse_rows) return 0;
-    if (s->transition_from_map && !ops->mask_unit_attention_map) return 0;
+    if (s->transition_from_map && !(ops->mask_unit_attention_map && ops->layernorm_map)) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -272,7 +272,12 @@ ck_tensor ck_forward(const ck_fwd *f) {
             /* xn = norm1(x); x = maxpool(proj(xn)) if expanding. An expanding
              * block reads x only here: x goes before the new tokens come. */
             ck_tensor xn = ALLOC_ACT(N * b->dim, "norm1");
-            OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
+            if (map.data) { /* the previous stage's tokens are gone: read its feature map */
+                OPP(f, CK_PROF_LAYERNORM, layernorm_map, map, H, k, N, b->dim, w->norm1_w, w->norm1_b, xn);
+                map = (ck_tensor){0};
+            } else {
+                OPP(f, CK_PROF_LAYERNORM, layernorm, tok, N, b->dim, w->norm1_w, w->norm1_b, xn);
+            }
             if (b->dim != Do) {
                 RELEASE(tok);
                 tok = xo = ALLOC_ACT(Nout * Do, "tokens");
@@ -319,7 +324,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
             }
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
             const ck_block_info *nx = i + 1 < nb ? &bi[i + 1] : NULL;
-            if (f->sched.transition_from_map && fm.data && nx && nx->mask_unit_attn && nx->dim != nx->dim_out) {
+            if (f->sched.transition_from_map && fm.data && nx && nx->dim != nx->dim_out) {
                 RELEASE(tok); /* the next block reads the map */
                 tok = (ck_tensor){0};
                 map = fm;

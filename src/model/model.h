@@ -73,9 +73,9 @@ typedef struct ck_schedule {
      * (the CPU). */
     int decoder_band;
     /* transition_from_map = 1: a stage's tokens go once its feature map is
-     * made (reroll) when the next block is a widening mask-unit block (the
-     * stage transitions into stages 2 and 3), which reads the map instead
-     * (ck_ops.mask_unit_attention_map: the CPU). */
+     * made (reroll) when the next block widens (the stage transitions), and
+     * that block reads the map instead (ck_ops.mask_unit_attention_map, or
+     * for a global block layernorm_map: the CPU). */
     int transition_from_map;
 } ck_schedule;
 
