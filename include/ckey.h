@@ -208,7 +208,19 @@ typedef struct ckey_memory_plan {
                                  memory from stage 1 to the decoders (CUDA only; host bytes counted
                                  in a run's plan) */
     int32_t min_budget_c1_on_host; /* the leanest schedule's c1_on_host */
+    int32_t streamed;         /* the schedule chosen: its CKEY_PLAN_* steps (CPU only; docs/design.md,
+                                 "The CPU at large sizes") */
+    int32_t min_budget_streamed; /* the leanest schedule's */
 } ckey_memory_plan;
+
+/* ckey_memory_plan.streamed: the CPU's encoder and decoder steps, each
+ * computing what the whole-map run does with less held at once. */
+enum {
+    CKEY_PLAN_POS_STREAMED = 1,  /* the pos-embed resized row by row as it is added */
+    CKEY_PLAN_QKV_STREAMED = 2,  /* global attention without whole qkv or attention output */
+    CKEY_PLAN_DECODER_BANDS = 4, /* the decoders in bands of rows */
+    CKEY_PLAN_FROM_MAPS = 8      /* stage transitions read the feature maps, the tokens gone */
+};
 
 /* Plan a session without allocating its arena (for `ckey info`); over
  * opt->memory_budget it fails with CKEY_ERR_BUDGET. A whole run's plan, plate

@@ -23,6 +23,22 @@ static void json_list(const int32_t *v, int n) {
     putchar(']');
 }
 
+/* Append the CKEY_PLAN_* steps in bits to buf, each after sep. */
+static void streamed_steps(char *buf, size_t cap, int32_t bits, const char *sep) {
+    static const struct {
+        int32_t bit;
+        const char *what;
+    } steps[] = {{CKEY_PLAN_POS_STREAMED, "pos-embed resized row by row"},
+                 {CKEY_PLAN_QKV_STREAMED, "global attention's qkv streamed"},
+                 {CKEY_PLAN_DECODER_BANDS, "decoders in bands"},
+                 {CKEY_PLAN_FROM_MAPS, "stage transitions from the maps"}};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        if (bits & steps[i].bit) {
+            const size_t n = strlen(buf);
+            snprintf(buf + n, cap - n, "%s%s", sep, steps[i].what);
+        }
+}
+
 /* What info found: the model's architecture, its plan and the time each took. */
 typedef struct info_result {
     ckey_model_info mi;
@@ -118,21 +134,23 @@ static void print_text(const opts *o, const info_result *r) {
         printf("  live at most: encoder %.1f MiB, decoders %.1f MiB, refiner %.1f MiB\n",
                mib(plan->stage_bytes[0]), mib(plan->stage_bytes[1]), mib(plan->stage_bytes[2]));
     }
-    char chunks[112] = "";
+    char chunks[320] = "";
     if (plan->encoder_chunks > 1)
         snprintf(chunks, sizeof chunks, "; encoder attention in %d chunks of windows%s", (int)plan->encoder_chunks,
                  plan->c1_on_host ? "; c1 in host memory" : "");
+    streamed_steps(chunks, sizeof chunks, plan->streamed, "; ");
     if (plan->refiner_band)
         printf("  schedule    refiner in bands of %d rows, recomputed per GroupNorm (refiner work x%.1f)%s\n",
                (int)plan->refiner_band, plan->relative_work, chunks);
     else
-        printf("  schedule    refiner on whole maps%s\n", plan->encoder_chunks > 1 ? chunks : " (the fastest)");
-    char lean[112];
+        printf("  schedule    refiner on whole maps%s\n", chunks[0] ? chunks : " (the fastest)");
+    char lean[320];
     if (plan->min_budget_band) snprintf(lean, sizeof lean, "bands of %d rows", (int)plan->min_budget_band);
     else snprintf(lean, sizeof lean, "whole maps");
     if (plan->min_budget_chunks > 1)
         snprintf(lean + strlen(lean), sizeof lean - strlen(lean), ", encoder in %d chunks%s",
                  (int)plan->min_budget_chunks, plan->min_budget_c1_on_host ? ", c1 in host memory" : "");
+    streamed_steps(lean, sizeof lean, plan->min_budget_streamed, ", ");
     printf("  smallest budget %.1f MiB (%lld bytes; refiner on %s)\n", mib(plan->min_budget_bytes),
            (long long)plan->min_budget_bytes, lean);
     if (r->have_run) {

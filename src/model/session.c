@@ -135,6 +135,12 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
     return ck_plan_finish(plan, err);
 }
 
+/* The CKEY_PLAN_* bits of schedule s. */
+static int32_t streamed_bits(const ck_schedule *s) {
+    return (s->pos_streamed ? CKEY_PLAN_POS_STREAMED : 0) | (s->qkv_streamed ? CKEY_PLAN_QKV_STREAMED : 0) |
+           (s->decoder_band > 0 ? CKEY_PLAN_DECODER_BANDS : 0) | (s->transition_from_map ? CKEY_PLAN_FROM_MAPS : 0);
+}
+
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
                       const ck_pass_params *pp, const ck_plan *plan, const int64_t *marks, ckey_memory_plan *mp) {
     memset(mp, 0, sizeof *mp);
@@ -151,6 +157,7 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     mp->refiner_band = bc->sched.refiner_band;
     mp->encoder_chunks = CK_MAX(1, bc->sched.encoder_chunks);
     mp->c1_on_host = bc->sched.c1_on_host;
+    mp->streamed = streamed_bits(&bc->sched);
 }
 
 /* Whether backend bi runs schedule s. */
@@ -239,7 +246,8 @@ ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_opt
     if (!st) st = plan_schedule(m, opt, bi, &bc, &pp, plan, mp, &work, err);
     if (!st)
         mp->min_budget_bytes = mp->peak_bytes, mp->min_budget_band = sched->refiner_band,
-        mp->min_budget_chunks = mp->encoder_chunks, mp->min_budget_c1_on_host = mp->c1_on_host;
+        mp->min_budget_chunks = mp->encoder_chunks, mp->min_budget_c1_on_host = mp->c1_on_host,
+        mp->min_budget_streamed = mp->streamed;
     ck_plan_free(plan);
     return st;
 }
@@ -277,6 +285,7 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
     mp->min_budget_band = cand[lean].refiner_band;
     mp->min_budget_chunks = CK_MAX(1, cand[lean].encoder_chunks);
     mp->min_budget_c1_on_host = cand[lean].c1_on_host;
+    mp->min_budget_streamed = streamed_bits(&cand[lean]);
     return CKEY_OK;
 }
 
@@ -391,7 +400,8 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         if (!st) st = plan_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &work, err);
         if (!st)
             s->mp.min_budget_bytes = s->mp.peak_bytes, s->mp.min_budget_band = sched->refiner_band,
-            s->mp.min_budget_chunks = s->mp.encoder_chunks, s->mp.min_budget_c1_on_host = s->mp.c1_on_host;
+            s->mp.min_budget_chunks = s->mp.encoder_chunks, s->mp.min_budget_c1_on_host = s->mp.c1_on_host,
+            s->mp.min_budget_streamed = s->mp.streamed;
         fits = s->opt.memory_budget <= 0 || s->mp.peak_bytes <= s->opt.memory_budget;
     } else if (!st) {
         st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
