@@ -193,7 +193,7 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
             s.pos_streamed = 0;
             if (!s.qkv_streamed && !s.decoder_band && !s.transition_from_map) continue;
         }
-        if (!schedule_ok(bi, &s)) continue;
+        if (!schedule_ok(bi, &s) || n >= MAX_SCHEDULES) continue;
         out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
             s.refiner_band = B;
