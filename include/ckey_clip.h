@@ -428,7 +428,7 @@ typedef struct ckey_shot_options {
                                 0..8: each keyed on its own model thread, stream and
                                 device buffers, so that one frame's transfers and
                                 plate-size steps overlap the others' network; 0
-                                (default) = 4; ignored on the host path and when
+                                (default) = 2; ignored on the host path and when
                                 read_ahead is 0 */
     /*
      * Optional. Polled before each frame is decoded and before each frame is

@@ -1304,14 +1304,15 @@ static void test_run_memory_api(void) {
     cu.device = CKEY_DEVICE_CUDA;
     ckey_run_memory rd, rh;
     ro.shot.frame_path = CKEY_FRAME_PATH_DEVICE;
+    ro.shot.device_frames = 4;
     if (ckey_plan_run_memory(m, &cu, &ro, &rd, &err) == CKEY_OK) {
         ro.shot.frame_path = CKEY_FRAME_PATH_AUTO;
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rh, &err) == CKEY_OK);
         CHECKF(rd.device_frame_bytes > 11 * P * F && rh.device_frame_bytes == 0, "%lld",
                (long long)rd.device_frame_bytes);
-        /* four model threads a session by default (ck_shot_pipelines), each its own
-         * ck_devframe: the slots rounded up to multiples of 4, 8 in and 8 out; two with
-         * device_frames 2, 4 in and 4 out; unthreaded, one ck_devframe */
+        /* device_frames 4: four model threads a session (ck_shot_pipelines), each its own
+         * ck_devframe, the slots rounded up to multiples of 4, 8 in and 8 out; two with
+         * device_frames 2 (the default), 4 in and 4 out; unthreaded, one ck_devframe */
         CHECKF(rd.decoded_bytes == 8 * 4 * P * F && rd.output_bytes == 8 * 11 * P * F && rd.post_bytes == 0,
                "decoded %lld, output %lld", (long long)rd.decoded_bytes, (long long)rd.output_bytes);
         ckey_run_memory r1, r2d;
@@ -1320,6 +1321,11 @@ static void test_run_memory_api(void) {
         REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &r2d, &err) == CKEY_OK);
         CHECKF(r2d.decoded_bytes == 4 * 4 * P * F && r2d.output_bytes == 4 * 11 * P * F, "decoded %lld, output %lld",
                (long long)r2d.decoded_bytes, (long long)r2d.output_bytes);
+        ckey_run_memory rdef;
+        ro.shot.device_frames = 0;
+        REQUIRE(ckey_plan_run_memory(m, &cu, &ro, &rdef, &err) == CKEY_OK);
+        CHECK(rdef.decoded_bytes == r2d.decoded_bytes && rdef.output_bytes == r2d.output_bytes &&
+              rdef.device_frame_bytes == r2d.device_frame_bytes);
         ro.shot.device_frames = 9; /* 0 .. 8 */
         CHECK(ckey_plan_run_memory(m, &cu, &ro, &r1, &err) == CKEY_ERR_INVALID_ARG);
         ro.shot.device_frames = 0;

@@ -448,7 +448,7 @@ static int plan_run(key_job *j) {
     ckey_status st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err);
     /* the device path's default frames in flight, as many as fit: fewer
      * before refusing (each holds a frame's device and page-locked buffers) */
-    for (int n = 3; st == CKEY_ERR_BUDGET && o->device_frames == 0 && ro.shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
+    for (int n = 1; st == CKEY_ERR_BUDGET && o->device_frames == 0 && ro.shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
                     n >= 1;
          n--) {
         ro.shot.device_frames = n;

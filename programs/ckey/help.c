@@ -275,7 +275,7 @@ const char help_key[] =
     "                          passes agree within float rounding\n"
     "  --device-frames N       frames the device frame path keys at once on a GPU,\n"
     "                          0 .. 8, each with its own device buffers and stream\n"
-    "                          (default 0: 4, fewer when --budget or the memory\n"
+    "                          (default 0: 2, fewer when --budget or the memory\n"
     "                          available holds fewer)\n"
     "  --dry-run               list the frames that would be keyed or skipped;\n"
     "                          writes nothing and loads no model\n"

@@ -9,7 +9,7 @@
  * its own stream, so that one frame's transfers and plate-size steps overlap
  * another's network; else 1. */
 int ck_shot_pipelines(const ckey_shot_options *o);
-#define CK_SHOT_DEVICE_FRAMES 4
+#define CK_SHOT_DEVICE_FRAMES 2
 #define CK_SHOT_MAX_PIPELINES 8
 #define CKEY_SHOT_MAX_MODELS (CK_SHOT_MAX_PIPELINES * CKEY_SHOT_MAX_SESSIONS)
 
