@@ -2662,7 +2662,7 @@ static void test_frame_path_shot(void) {
     ckey_session *s = NULL;
     ckey_error err;
     REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
-    for (int variant = 0; variant < 3; variant++) {
+    for (int variant = 0; variant < 4; variant++) { /* 3: the packed sources of fp_run */
         ckey_post_options post;
         ckey_post_options_default(&post);
         post.despill_strength = variant == 2 ? 0.5f : 1.0f;
