@@ -166,9 +166,9 @@ typedef struct ckey_track_memory {
     int64_t model_bytes;     /* on a device: the host model's fp32 weights its copy was made
                                 from (host memory, shared by every tracker of the model); 0
                                 on the CPU (weight_bytes are they) */
-    int64_t staging_bytes;   /* on a device: the host staging of the frame, the masks and
-                                readbacks, and with use_long_term its host bookkeeping; 0
-                                on the CPU */
+    int64_t staging_bytes;   /* on a device: the host staging of the masks and readbacks,
+                                and with use_long_term its host bookkeeping; 0 on the
+                                CPU */
     int64_t source_bytes;    /* a tracked source's own buffers (ckey_source_tracked_memory):
                                 the frame as RGB, its probabilities, the masks; 0 else */
     int64_t total_bytes;     /* the sum of the parts */

@@ -16,6 +16,22 @@ enum { CK_UNARY_SIGMOID, CK_UNARY_RELU, CK_UNARY_SQUARE_PLUS_1 };
 
 CK_HD float ck_sigmoid(float v) { return 1.0f / (1.0f + expf(-v)); }
 
+/* The frame's ImageNet normalization (Cutie's im_normalization): channel c of
+ * a padded frame's pixel, v its value (0 in the padding). */
+CK_HD float ck_cutie_normalize(float v, int c) {
+    const float mean = c == 0 ? 0.485f : c == 1 ? 0.456f : 0.406f;
+    const float stdv = c == 0 ? 0.229f : c == 1 ? 0.224f : 0.225f;
+    return (v - mean) / stdv;
+}
+
+/* The value of pixel (y, x), channel c, of the frame src [Hi, Wi, 3] padded
+ * to Hp x Wp (pad_t rows above, pad_l columns left), normalized. */
+CK_HD float ck_cutie_pad_normalize_at(const float *src, int Hi, int Wi, int pad_t, int pad_l, int y, int x, int c) {
+    const int sy = y - pad_t, sx = x - pad_l;
+    const float v = sy >= 0 && sy < Hi && sx >= 0 && sx < Wi ? src[((int64_t)sy * Wi + sx) * 3 + c] : 0.0f;
+    return ck_cutie_normalize(v, c);
+}
+
 /* unary: sigmoid (the key's selection), relu, or v^2 + 1 (its shrinkage) */
 CK_HD float ck_unary_map(int kind, float v) {
     return kind == CK_UNARY_SIGMOID ? ck_sigmoid(v) : kind == CK_UNARY_RELU ? (v > 0 ? v : 0) : v * v + 1;

@@ -286,6 +286,12 @@ typedef struct ck_ops {
      * order of p (so rows may move down within one buffer, dst before src). */
     void (*copy_channels)(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld);
 
+    /* dst [Hp, Wp, 3] = the frame src [Hi, Wi, 3] padded with zeros (pad_t
+     * rows above, pad_l columns left) and normalized (ck_cutie_normalize: the
+     * padding becomes -mean/std). dst must not overlap src. */
+    void (*pad_normalize)(ck_backend *be, ck_tensor src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                          ck_tensor dst);
+
     /* For O objects' masks m [O, HW]: dst [o, p, 0] = m [o, p], dst [o, p, 1]
      * = clamp(sum_j m [j, p] - m [o, p], 0, 1) (the others), pixels dst_ld
      * apart, objects HW * dst_ld apart. */

@@ -104,6 +104,8 @@ void ck_cpu_mha(ck_cpu *be, int n, const float *q, int64_t Nq, int q_ld, const f
 void ck_cpu_unary(ck_cpu *be, int kind, const float *x, int64_t n, float *y);
 void ck_cpu_add(ck_cpu *be, const float *a, int64_t na, const float *b, int64_t nb, float *y);
 void ck_cpu_copy_channels(ck_cpu *be, const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld);
+void ck_cpu_pad_normalize(ck_cpu *be, const float *src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                          float *dst);
 void ck_cpu_masks_with_others(ck_cpu *be, const float *m, int O, int64_t HW, float *dst, int dst_ld);
 void ck_cpu_gru_update(ck_cpu *be, float *h, const float *v, int64_t HW, int D);
 void ck_cpu_channel_attention(ck_cpu *be, const float *x, int n, int64_t HW, int C, const float *w, int k,

@@ -355,6 +355,15 @@ void ck_cpu_copy_channels(ck_cpu *be, const float *src, int64_t n, int C, int sr
     for (int64_t p = 0; p < n; p++) memcpy(dst + p * dst_ld, src + p * src_ld, (size_t)C * sizeof(float));
 }
 
+void ck_cpu_pad_normalize(ck_cpu *be, const float *src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                          float *dst) {
+    (void)be;
+    for (int y = 0; y < Hp; y++)
+        for (int x = 0; x < Wp; x++)
+            for (int c = 0; c < 3; c++)
+                dst[((int64_t)y * Wp + x) * 3 + c] = ck_cutie_pad_normalize_at(src, Hi, Wi, pad_t, pad_l, y, x, c);
+}
+
 void ck_cpu_masks_with_others(ck_cpu *be, const float *m, int O, int64_t HW, float *dst, int dst_ld) {
     (void)be;
     for (int64_t p = 0; p < HW; p++) ck_masks_with_others_pixel(m, O, HW, p, dst, dst_ld);

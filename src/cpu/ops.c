@@ -1358,6 +1358,10 @@ static void t_add(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t 
 static void t_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld) {
     ck_cpu_copy_channels(CPU(be), F(src), n, C, src_ld, F(dst), dst_ld);
 }
+static void t_pad_normalize(ck_backend *be, ck_tensor src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                            ck_tensor dst) {
+    ck_cpu_pad_normalize(CPU(be), F(src), Hi, Wi, pad_t, pad_l, Hp, Wp, F(dst));
+}
 static void t_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld) {
     ck_cpu_masks_with_others(CPU(be), F(m), O, HW, F(dst), dst_ld);
 }
@@ -1427,6 +1431,7 @@ const ck_ops ck_cpu_ops = {
     .unary = t_unary,
     .add = t_add,
     .copy_channels = t_copy_channels,
+    .pad_normalize = t_pad_normalize,
     .masks_with_others = t_masks_with_others,
     .gru_update = t_gru_update,
     .channel_attention = t_channel_attention,

@@ -97,6 +97,8 @@ void ck_cuda_cutie_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld,
 void ck_cuda_cutie_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y);
 void ck_cuda_cutie_add(ck_backend *be, ck_tensor a, int64_t na, ck_tensor b, int64_t nb, ck_tensor y);
 void ck_cuda_cutie_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C, int src_ld, ck_tensor dst, int dst_ld);
+void ck_cuda_cutie_pad_normalize(ck_backend *be, ck_tensor src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                                 ck_tensor dst);
 void ck_cuda_cutie_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld);
 void ck_cuda_cutie_gru_update(ck_backend *be, ck_tensor h, ck_tensor v, int64_t HW, int D);
 void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t HW, int C, ck_weight w, int k, ck_tensor r, ck_tensor out);

@@ -39,6 +39,8 @@ ckey_status ck_cu_mha(int n, const float *q, int64_t Nq, int q_ld, const float *
 ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *stream, ckey_error *err);
 ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err);
 /* Rows in order where dst lies before an overlapping src (rows moving down). */
+ckey_status ck_cu_pad_normalize(const float *src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp, float *dst,
+                                void *stream, ckey_error *err);
 ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld, void *stream,
                                 ckey_error *err);
 ckey_status ck_cu_masks_with_others(const float *m, int O, int64_t HW, float *dst, int dst_ld, void *stream,

@@ -187,6 +187,11 @@ void ck_cuda_cutie_copy_channels(ck_backend *be, ck_tensor src, int64_t n, int C
     CHECKED(be, ck_cu_copy_channels(F(src), n, C, src_ld, F(dst), dst_ld, ST(be)->stream, EC));
 }
 
+void ck_cuda_cutie_pad_normalize(ck_backend *be, ck_tensor src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp,
+                                 ck_tensor dst) {
+    CHECKED(be, ck_cu_pad_normalize(F(src), Hi, Wi, pad_t, pad_l, Hp, Wp, F(dst), ST(be)->stream, EC));
+}
+
 void ck_cuda_cutie_masks_with_others(ck_backend *be, ck_tensor m, int O, int64_t HW, ck_tensor dst, int dst_ld) {
     CHECKED(be, ck_cu_masks_with_others(F(m), O, HW, F(dst), dst_ld, ST(be)->stream, EC));
 }

@@ -256,6 +256,14 @@ __global__ void copy_k(const float *src, int64_t n, int C, int src_ld, float *ds
     }
 }
 
+__global__ void pad_normalize_k(const float *src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp, float *dst) {
+    GRID_LOOP(i, (int64_t)Hp * Wp * 3) {
+        const int c = (int)(i % 3);
+        const int64_t p = i / 3;
+        dst[i] = ck_cutie_pad_normalize_at(src, Hi, Wi, pad_t, pad_l, (int)(p / Wp), (int)(p % Wp), c);
+    }
+}
+
 // the in-order copy where no chunking keeps reads before writes: one thread
 __global__ void copy_serial_k(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld) {
     if (blockIdx.x || threadIdx.x) return;
@@ -468,6 +476,12 @@ ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *str
 ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err) {
     LAUNCH(add_k, na, stream, a, na, b, nb, y);
     return launched(err, "add");
+}
+
+ckey_status ck_cu_pad_normalize(const float *src, int Hi, int Wi, int pad_t, int pad_l, int Hp, int Wp, float *dst,
+                                void *stream, ckey_error *err) {
+    LAUNCH(pad_normalize_k, (int64_t)Hp * Wp * 3, stream, src, Hi, Wi, pad_t, pad_l, Hp, Wp, dst);
+    return launched(err, "pad_normalize");
 }
 
 ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld, void *stream,

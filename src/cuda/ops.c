@@ -544,6 +544,7 @@ const ck_ops ck_cuda_ops = {
     .unary = ck_cuda_cutie_unary,
     .add = ck_cuda_cutie_add,
     .copy_channels = ck_cuda_cutie_copy_channels,
+    .pad_normalize = ck_cuda_cutie_pad_normalize,
     .masks_with_others = ck_cuda_cutie_masks_with_others,
     .gru_update = ck_cuda_cutie_gru_update,
     .channel_attention = ck_cuda_cutie_channel_attention,

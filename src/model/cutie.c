@@ -87,10 +87,10 @@ struct ckey_tracker {
     int dev;
     ckey_track_model dm;
     void *dweights;
-    float *stage_in, *stage; /* [Hi * Wi * 3] (a resized frame read back), [stage_floats] */
+    float *stage; /* [stage_floats] */
     int64_t stage_floats;
     size_t dweight_bytes, out_bytes; /* what dweights and out took */
-    int64_t staging_bytes;           /* the host staging's bytes (stage, stage_in, lt_host) */
+    int64_t staging_bytes;           /* the host staging's bytes (stage, lt_host) */
     ck_tensor out;           /* [(O+1), H0, W0] the resized result (device; resizing only) */
     /* long-term memory on a device: wsel, wuse, wlife, luse and llife are host
      * memory (lt_host), and a read's usage and consolidation's rows pass
@@ -1080,7 +1080,6 @@ void ckey_tracker_free(ckey_tracker *t) {
         t->bi->mem_free(t->be, t->ws);
         t->bi->free(t->be);
     }
-    free(t->stage_in);
     free(t->stage);
     free(t->lt_host);
     free(t);
@@ -1334,7 +1333,7 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
     const int64_t nbmax = t->lt ? 1 : Om; /* buckets: each brings an object at least */
     const int resize = t->Hi != t->H0 || t->Wi != t->W0;
     const fixed_buf tab[] = {
-        {&t->raw, resize ? (int64_t)t->H0 * t->W0 * 3 : 0, FX_FRAME},
+        {&t->raw, resize || t->dev ? (int64_t)t->H0 * t->W0 * 3 : 0, FX_FRAME}, /* the frame as given */
         {&t->resized, resize ? (int64_t)t->Hi * t->Wi * 3 : 0, FX_FRAME},
         {&t->img, HWp * 3, FX_FRAME},
         {&t->dec4, HWp / 16 * c->up_dims[1], FX_FRAME},
@@ -1383,22 +1382,20 @@ static ck_backend_config tracker_backend_config(const ckey_track_options *o) {
     return bc;
 }
 
-/* A device tracker's host staging, in floats: the padded frame, the masks
- * and readbacks (stage: the largest of the frame [Hp, Wp, 3], the masks or
- * probabilities [max_objects, Hp, Wp] and the sensory memory), a resized
- * frame read back (stage_in [Hi, Wi, 3]), and with long-term memory its
- * host bookkeeping and row staging (lt_n floats, of which lt_rows for each
- * of the two row buffers). */
+/* A device tracker's host staging, in floats: the masks and readbacks
+ * (stage: the larger of the masks or probabilities [max_objects, Hp, Wp] and
+ * the sensory memory), and with long-term memory its host bookkeeping and
+ * row staging (lt_n floats, of which lt_rows for each of the two row
+ * buffers). The frame goes up as the caller gives it (raw). */
 typedef struct {
-    int64_t stage, stage_in, lt_rows, lt_n;
+    int64_t stage, lt_rows, lt_n;
 } staging;
 
 static staging staging_layout(const ckey_tracker *t) {
     const ck_cutie_cfg *c = &t->m->cfg;
     const int64_t Om = t->o.max_objects, HWp = (int64_t)t->Hp * t->Wp, hw = t->hw, CK = c->key_dim;
     staging s = {0};
-    s.stage = CK_MAX(CK_MAX(HWp * 3, Om * HWp), Om * hw * c->sensory_dim);
-    s.stage_in = (int64_t)t->Hi * t->Wi * 3;
+    s.stage = CK_MAX(Om * HWp, Om * hw * c->sensory_dim);
     if (t->lt) {
         const int64_t row = CK_MAX(CK_MAX(CK, Om * c->value_dim), 2);
         s.lt_rows = CK_MAX(t->wbase, t->cap) * row;
@@ -1408,7 +1405,7 @@ static staging staging_layout(const ckey_tracker *t) {
 }
 
 static int64_t staging_bytes(const staging *s) {
-    return (s->stage + s->stage_in + s->lt_n) * (int64_t)sizeof(float);
+    return (s->stage + s->lt_n) * (int64_t)sizeof(float);
 }
 
 /* A device tracker's result resized back to the frame [(max_objects + 1), H0, W0]
@@ -1467,10 +1464,9 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
         const staging sg = staging_layout(t);
         t->stage_floats = sg.stage;
         t->stage = calloc((size_t)sg.stage, sizeof(float));
-        t->stage_in = malloc((size_t)sg.stage_in * sizeof(float));
         t->out_bytes = (size_t)out_bytes(t);
         if (t->out_bytes) t->out = ck_tensor_of(bi->mem_alloc(t->be, t->out_bytes), CK_F32);
-        if (!t->stage || !t->stage_in || (t->out_bytes && !t->out.data)) {
+        if (!t->stage || (t->out_bytes && !t->out.data)) {
             ckey_tracker_free(t);
             return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the device's result and host staging");
         }
@@ -1802,30 +1798,20 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
     const int is_mem = (t->ti - t->last_mem_ti >= t->o.mem_every) || labels != NULL;
     int update_sensory = 0;
     for (int i = 0; i < t->nstagger; i++) update_sensory |= t->ti - t->last_mem_ti == t->stagger[i];
-    /* the frame: resized (bilinear, align_corners=False), padded with zeros,
-     * then normalized (the padding becomes -mean/std). The CPU backend's
-     * buffers are host memory. */
-    const float *src = rgb;
-    if (resize) {
+    /* the frame: resized (bilinear, align_corners=False) to the internal
+     * size, then padded with zeros and normalized (pad_normalize: the padding
+     * becomes -mean/std), all by the backend. The CPU backend reads the
+     * caller's frame where it lies; a device's gets it uploaded into raw. */
+    ck_tensor src = ck_tensor_of((float *)rgb, CK_F32);
+    if (resize || t->dev) {
         ops->write(be, t->raw, (int64_t)t->H0 * t->W0 * 3, rgb);
-        ops->resize_bilinear(be, t->raw, 1, t->H0, t->W0, 3, (ck_tensor){NULL, CK_F32}, Hi, Wi, t->resized);
-        src = t->resized.data;
-        if (t->dev) { /* back to the host, for the padding below */
-            ops->read(be, t->resized, (int64_t)Hi * Wi * 3, t->stage_in);
-            src = t->stage_in;
-        }
+        src = t->raw;
     }
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, stdv[3] = {0.229f, 0.224f, 0.225f};
-    float *img = t->dev ? t->stage : (float *)t->img.data;
-    for (int y = 0; y < Hp; y++)
-        for (int x = 0; x < Wp; x++) {
-            const int sy = y - t->pad_t, sx = x - t->pad_l, in = sy >= 0 && sy < Hi && sx >= 0 && sx < Wi;
-            for (int ch = 0; ch < 3; ch++) {
-                const float v = in ? src[((size_t)sy * Wi + sx) * 3 + ch] : 0.0f;
-                img[((size_t)y * Wp + x) * 3 + ch] = (v - mean[ch]) / stdv[ch];
-            }
-        }
-    if (t->dev) ops->write(be, t->img, HWp * 3, img);
+    if (resize) {
+        ops->resize_bilinear(be, t->raw, 1, t->H0, t->W0, 3, none, Hi, Wi, t->resized);
+        src = t->resized;
+    }
+    ops->pad_normalize(be, src, Hi, Wi, t->pad_t, t->pad_l, Hp, Wp, t->img);
     run_part(t, PART_ENCODE, 1);
     /* A later mask of objects the tracker knows is the frame's result, as the
      * official InferenceCore.step takes a mask that brings no new object: the
