@@ -51,9 +51,9 @@ static int compare_ways(const char *label, const unsigned char *data, size_t n, 
     for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
         ckey_image lib, any, fast;
         ckey_error el, ea, ef;
-        const ckey_status sl = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_LIBPNG, &lib, &el);
-        const ckey_status sa = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_ANY, &any, &ea);
-        const ckey_status sf = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_FAST, &fast, &ef);
+        const ckey_status sl = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_LIBPNG, NULL, &lib, &el);
+        const ckey_status sa = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_ANY, NULL, &any, &ea);
+        const ckey_status sf = ck_png_read_memory_with(data, n, label, (ckey_image_kind)kind, CK_PNG_FAST, NULL, &fast, &ef);
         CHECKF(sl == sa, "%s kind %d: libpng %d, reader %d (%s / %s)", label, kind, sl, sa,
                sl ? el.message : "", sa ? ea.message : "");
         if (sl != CKEY_OK && sa != CKEY_OK)
@@ -129,7 +129,7 @@ static void test_corpora(void) {
             compare_ways(path, data, n, expect);
             ckey_image img;
             ckey_error err;
-            taken += ck_png_read_memory_with(data, n, path, CKEY_IMAGE_RGB, CK_PNG_FAST, &img, &err) == CKEY_OK;
+            taken += ck_png_read_memory_with(data, n, path, CKEY_IMAGE_RGB, CK_PNG_FAST, NULL, &img, &err) == CKEY_OK;
             ckey_image_free(&img);
             files++;
             free(data);
@@ -391,7 +391,7 @@ static void test_file_readers(void) {
         for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
             ckey_image want, got;
             ckey_error err;
-            REQUIRE(ck_png_read_memory_with(png, n, path, (ckey_image_kind)kind, CK_PNG_LIBPNG, &want, &err) == CKEY_OK);
+            REQUIRE(ck_png_read_memory_with(png, n, path, (ckey_image_kind)kind, CK_PNG_LIBPNG, NULL, &want, &err) == CKEY_OK);
             CHECK(ckey_image_read_png(path, (ckey_image_kind)kind, &got, &err) == CKEY_OK);
             CHECK(same_image(&want, &got));
             ckey_image_free(&got);
@@ -418,7 +418,7 @@ static void test_file_readers(void) {
         CHECK(fwrite(png, 1, n - 20, f) == n - 20);
         CHECK(fclose(f) == 0);
         CHECK(ckey_image_read_png(path, CKEY_IMAGE_RGB, &img, &e1) == CKEY_ERR_FORMAT);
-        CHECK(ck_png_read_memory_with(png, n - 20, path, CKEY_IMAGE_RGB, CK_PNG_LIBPNG, &img, &e2) == CKEY_ERR_FORMAT);
+        CHECK(ck_png_read_memory_with(png, n - 20, path, CKEY_IMAGE_RGB, CK_PNG_LIBPNG, NULL, &img, &e2) == CKEY_ERR_FORMAT);
         CHECKF(strcmp(e1.message, e2.message) == 0, "'%s' vs '%s'", e1.message, e2.message);
         free(png);
         remove(path);

@@ -146,11 +146,12 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
  * plain 8/16-bit images -- when it takes the file, else libpng),
  * CK_PNG_LIBPNG libpng only, CK_PNG_FAST the fast path only
  * (CKEY_ERR_UNSUPPORTED when it declines the file, or in a build without
- * libdeflate). The float read and the packed read.
+ * libdeflate). The float read (into px's block as ck_image_read_png_stream_px;
+ * px NULL: a new one) and the packed read.
  */
 typedef enum ck_png_decoder { CK_PNG_ANY = 0, CK_PNG_LIBPNG = 1, CK_PNG_FAST = 2 } ck_png_decoder;
 ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
-                                    ck_png_decoder decoder, ckey_image *out, ckey_error *err);
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err);
 ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
                                            ck_png_decoder decoder, ckey_packed_image *pk, ckey_error *err);
 

@@ -73,8 +73,8 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
 }
 
 ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
-                                    ck_png_decoder decoder, ckey_image *out, ckey_error *err) {
-    (void)decoder;
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)decoder, (void)px;
     return ck_image_read_png_memory(data, size, label, kind, out, err);
 }
 
@@ -611,6 +611,20 @@ static inline unsigned paeth(unsigned a, unsigned b, unsigned c) {
 #if defined(__SSE2__)
 #include <emmintrin.h>
 
+/* One pixel's bytes in a register, by loads of its own size: gathering them
+ * through memory would stall on store forwarding. */
+static inline uint64_t load_px(const unsigned char *p, int bpp) {
+    uint16_t a16;
+    uint32_t a32;
+    uint64_t a64;
+    switch (bpp) {
+    case 3: memcpy(&a16, p, 2); return a16 | (uint64_t)p[2] << 16;
+    case 4: memcpy(&a32, p, 4); return a32;
+    case 6: memcpy(&a32, p, 4), memcpy(&a16, p + 4, 2); return a32 | (uint64_t)a16 << 32;
+    default: memcpy(&a64, p, 8); return a64;
+    }
+}
+
 /* Sub / Avg / Paeth, one pixel of bpp (3, 4, 6 or 8) bytes at a time in
  * 16-bit lanes: the serial dependence is between pixels, not bytes. */
 #define CK_UNFILTER_PX(BPP)                                                                                \
@@ -619,9 +633,7 @@ static inline unsigned paeth(unsigned a, unsigned b, unsigned c) {
         const __m128i zero = _mm_setzero_si128();                                                          \
         __m128i a = zero, c = zero;                                                                        \
         for (size_t i = 0; i < n; i += BPP) {                                                              \
-            uint64_t xs = 0, bs = 0;                                                                       \
-            memcpy(&xs, src + i, BPP);                                                                     \
-            if (prev) memcpy(&bs, prev + i, BPP);                                                          \
+            const uint64_t xs = load_px(src + i, BPP), bs = prev ? load_px(prev + i, BPP) : 0;              \
             const __m128i x = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)xs), zero);                   \
             const __m128i b = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)bs), zero);                   \
             __m128i pred;                                                                                  \
@@ -737,80 +749,119 @@ static int fast_inflate(const fast_png *fp, unsigned char *buf) {
 }
 
 /*
- * The whole input in memory for the fast path: the memory source itself, or
- * the file read (signature and replayed header first) into r->filebuf, the
- * reader then switched to that memory so that libpng can read the same
- * bytes. NULL (nothing consumed) when the file's size is unknown or beyond
- * what its header's image needs; `bad` set on a read error.
+ * The header the fast path decides on first, before anything is read or
+ * allocated: 1 when IHDR describes an image it may take (fp's size fields
+ * filled), with `extra` the bytes of the file still to read into memory (0
+ * for a memory source); 0 to leave the file to libpng.
  */
-static const unsigned char *fast_input(reader *r, size_t *n, int *bad) {
-    *bad = 0;
-    if (!r->file) { /* ck_image_read_png_memory's buffer: the whole PNG */
-        *n = r->mem_size;
-        return r->mem;
+static int fast_header(const reader *r, ckey_image_kind kind, int packed, fast_png *fp, size_t *extra) {
+    memset(fp, 0, sizeof *fp);
+    *extra = 0;
+    const unsigned char *ihdr; /* the 25 bytes after the signature */
+    if (r->file) {
+        if (!r->total_size || r->head_len < 25 || r->head_pos != 0) return 0;
+        ihdr = r->head;
+    } else {
+        if (r->mem_size < 8 + 25) return 0;
+        ihdr = r->mem + 8;
     }
-    if (!r->total_size || r->head_len < 25 || r->head_pos != 0) return NULL;
-    const long at = ftell(r->file);
-    if (at < 0 || (uint64_t)at > r->total_size) return NULL;
-    const uint64_t rest = r->total_size - (uint64_t)at;
-    /* the image's filtered bytes, stored without compression, plus room for
-     * ancillary chunks */
-    const uint64_t w = be32(r->head + 8), h = be32(r->head + 12);
-    const uint64_t cap = (w * 8 + 1) * h * 65 / 64 + ((uint64_t)64 << 20);
-    if (8 + r->head_len + rest > cap) return NULL;
-    const size_t size = 8 + r->head_len + (size_t)rest;
-    r->filebuf = malloc(size ? size : 1);
-    if (!r->filebuf) return NULL;
-    memcpy(r->filebuf, png_signature, 8);
-    memcpy(r->filebuf + 8, r->head, r->head_len);
-    const size_t got = fread(r->filebuf + 8 + r->head_len, 1, (size_t)rest, r->file);
+    if (be32(ihdr) != 13 || memcmp(ihdr + 4, "IHDR", 4) != 0) return 0;
+    const uint32_t w = be32(ihdr + 8), h = be32(ihdr + 12);
+    const int depth = ihdr[16], color = ihdr[17];
+    if (w == 0 || h == 0 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE ||
+        (int64_t)w * (int64_t)h > CKEY_IMAGE_MAX_PIXELS)
+        return 0;
+    if ((depth != 8 && depth != 16) || ihdr[18] != 0 || ihdr[19] != 0 || ihdr[20] != 0) return 0;
+    fp->ch = color == 0 ? 1 : color == 4 ? 2 : color == 2 ? 3 : color == 6 ? 4 : 0;
+    if (!fp->ch || (packed && kind == CKEY_IMAGE_RGB && fp->ch < 3)) return 0;
+    fp->w = w;
+    fp->h = h;
+    fp->wide = depth == 16;
+    /* within the caps: at most 2^28 pixels of 8 bytes, no overflow */
+    fp->rowbytes = (size_t)w * (size_t)fp->ch * (fp->wide ? 2u : 1u);
+    fp->raw = (fp->rowbytes + 1) * (size_t)h;
+    if (r->file) {
+        const long at = ftell(r->file);
+        if (at < 0 || (uint64_t)at > r->total_size) return 0;
+        const uint64_t rest = r->total_size - (uint64_t)at;
+        /* the image's filtered bytes stored without compression, plus room
+         * for ancillary chunks; a larger file streams through libpng */
+        if (rest > (uint64_t)fp->raw + fp->raw / 64 + ((uint64_t)64 << 20)) return 0;
+        *extra = 8 + r->head_len + (size_t)rest;
+    }
+    return 1;
+}
+
+/*
+ * Read the file (signature and replayed header first) into `dst` (`extra`
+ * bytes, fast_header's) and switch the reader to that memory, so that
+ * libpng can read the same bytes. 0 on a read error (r->msg set).
+ */
+static int fast_slurp(reader *r, unsigned char *dst, size_t extra) {
+    memcpy(dst, png_signature, 8);
+    memcpy(dst + 8, r->head, r->head_len);
+    const size_t want = extra - 8 - r->head_len;
+    const size_t got = want ? fread(dst + 8 + r->head_len, 1, want, r->file) : 0;
     if (ferror(r->file)) {
         set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_IO, "read error: %s", strerror(errno));
-        *bad = 1;
-        return NULL;
+        return 0;
     }
     r->file = NULL;
+    r->mem = dst;
+    r->mem_size = 8 + r->head_len + got; /* short when the file shrank: truncated */
+    r->mem_pos = 8 + r->head_len;        /* libpng gets the head replayed, then the rest */
+    return 1;
+}
+
+/* When the fast path declines a file it read into a block that libpng may
+ * replace: the bytes moved to r->filebuf. 0 when out of memory. */
+static int fast_rescue(reader *r, const void *block, size_t bytes) {
+    const unsigned char *b = block;
+    if (!b || r->mem < b || r->mem >= b + bytes || r->filebuf) return 1;
+    r->filebuf = malloc(r->mem_size ? r->mem_size : 1);
+    if (!r->filebuf) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    memcpy(r->filebuf, r->mem, r->mem_size);
     r->mem = r->filebuf;
-    r->mem_size = 8 + r->head_len + got;
-    r->mem_pos = 8 + r->head_len; /* libpng gets the head replayed, then the rest */
-    *n = r->mem_size;
-    return r->filebuf;
+    return 1;
 }
 #endif /* CK_HAVE_LIBDEFLATE */
 
-/* Fast float read: CKEY_OK decoded; CKEY_ERR_UNSUPPORTED declined (for
- * libpng); another status an error with r->msg. */
+/*
+ * Fast float read: CKEY_OK decoded; CKEY_ERR_UNSUPPORTED declined (libpng's
+ * then, the reader left at the same bytes); another status an error with
+ * r->msg. The pixel block holds, after the image's planes, the inflated rows
+ * and (for a file) the file itself: a reader that reuses its block (ck_pixels)
+ * then decodes frame after frame without allocating.
+ */
 static ckey_status fast_decode(reader *r, ckey_image_kind kind, ckey_image *img) {
 #ifdef CK_HAVE_LIBDEFLATE
-    size_t n = 0;
-    int bad;
-    const unsigned char *p = fast_input(r, &n, &bad);
-    if (bad) return r->status;
     fast_png fp;
-    if (!p || !fast_scan(p, n, &fp)) return CKEY_ERR_UNSUPPORTED;
+    size_t extra;
+    if (!fast_header(r, kind, 0, &fp, &extra)) return CKEY_ERR_UNSUPPORTED;
     const size_t plane = (size_t)fp.w * fp.h;
     const int out_ch = kind == CKEY_IMAGE_RGB ? 3 : 1;
     const int alpha_ch = fp.ch == 2 || fp.ch == 4;
     const int fb = kind == CKEY_IMAGE_HINT && alpha_ch;
-    unsigned char *buf = malloc(fp.raw);
-    if (!buf) return CKEY_ERR_UNSUPPORTED; /* libpng's smaller buffers may still do */
-    const int ok = fast_inflate(&fp, buf);
-    if (ok <= 0) {
-        free(buf);
-        return CKEY_ERR_UNSUPPORTED;
-    }
-    r->pixels = ck_pixels_take(r->px, plane * (size_t)(out_ch + fb));
-    if (!r->pixels) {
-        free(buf);
-        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_NOMEM, "out of memory for a %lu x %lu image",
-                (unsigned long)fp.w, (unsigned long)fp.h);
-        return r->status;
+    const size_t image_floats = plane * (size_t)(out_ch + fb);
+    r->pixels = ck_pixels_take(r->px, image_floats + (fp.raw + extra + sizeof(float) - 1) / sizeof(float));
+    if (!r->pixels) return CKEY_ERR_UNSUPPORTED; /* libpng needs less */
+    unsigned char *rows = (unsigned char *)(r->pixels + image_floats);
+    if (extra && !fast_slurp(r, rows + fp.raw, extra)) return r->status;
+    ckey_status st = CKEY_ERR_UNSUPPORTED;
+    if (fast_scan(r->mem, r->mem_size, &fp) && fast_inflate(&fp, rows) > 0) st = CKEY_OK;
+    if (st != CKEY_OK) {
+        if (!fast_rescue(r, r->pixels, r->px->floats * sizeof(float))) return r->status;
+        ck_pixels_drop(r->px);
+        r->pixels = NULL;
+        return st;
     }
     r->fallback = fb ? r->pixels + plane * (size_t)out_ch : NULL;
     int opaque = 1;
     for (uint32_t y = 0; y < fp.h; y++)
-        opaque &= convert_row(r, kind, buf + (size_t)y * fp.rowbytes, y, fp.w, plane, fp.ch, fp.wide);
-    free(buf);
+        opaque &= convert_row(r, kind, rows + (size_t)y * fp.rowbytes, y, fp.w, plane, fp.ch, fp.wide);
     if (fb && opaque) memcpy(r->pixels, r->fallback, plane * sizeof(float));
     img->width = (int32_t)fp.w;
     img->height = (int32_t)fp.h;
@@ -827,30 +878,29 @@ static ckey_status fast_decode(reader *r, ckey_image_kind kind, ckey_image *img)
 #endif
 }
 
-/* Fast packed read, as fast_decode. Gray read as RGB is declined (libpng
- * replicates it). */
+/* Fast packed read, as fast_decode: inflated straight into the image's
+ * block, which holds the filter bytes too and (for a file) the file after
+ * them. Gray read as RGB is libpng's (it replicates the channel). */
 static ckey_status fast_decode_packed(reader *r, ckey_image_kind kind) {
 #ifdef CK_HAVE_LIBDEFLATE
-    size_t n = 0;
-    int bad;
-    const unsigned char *p = fast_input(r, &n, &bad);
-    if (bad) return r->status;
     fast_png fp;
-    if (!p || !fast_scan(p, n, &fp) || (kind == CKEY_IMAGE_RGB && fp.ch < 3)) return CKEY_ERR_UNSUPPORTED;
+    size_t extra;
+    if (!fast_header(r, kind, 1, &fp, &extra)) return CKEY_ERR_UNSUPPORTED;
     ckey_packed_image *pk = r->pk;
-    /* inflated straight into the image's block, unfiltered in place: it
-     * holds the filter bytes too */
-    if (fp.raw > pk->capacity) {
+    const size_t need = fp.raw + extra;
+    if (need > pk->capacity) {
         if (pk->data) {
             if (pk->release) pk->release(pk->alloc_user, pk->data);
             else free(pk->data);
         }
-        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, fp.raw) : malloc(fp.raw);
-        pk->capacity = pk->data ? fp.raw : 0;
+        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, need) : malloc(need);
+        pk->capacity = pk->data ? need : 0;
         if (!pk->data) return CKEY_ERR_UNSUPPORTED;
     }
     unsigned char *px = pk->data;
-    if (fast_inflate(&fp, px) <= 0) return CKEY_ERR_UNSUPPORTED;
+    if (extra && !fast_slurp(r, px + fp.raw, extra)) return r->status;
+    if (!fast_scan(r->mem, r->mem_size, &fp) || fast_inflate(&fp, px) <= 0)
+        return fast_rescue(r, px, pk->capacity) ? CKEY_ERR_UNSUPPORTED : r->status;
     const uint16_t one = 1;
     if (fp.wide && *(const unsigned char *)&one == 1) {
         const size_t m = fp.rowbytes * fp.h / 2;
@@ -982,11 +1032,11 @@ static int valid_kind(ckey_image_kind kind) {
 
 ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err) {
-    return ck_png_read_memory_with(data, size, label, kind, CK_PNG_ANY, out, err);
+    return ck_png_read_memory_with(data, size, label, kind, CK_PNG_ANY, NULL, out, err);
 }
 
 ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
-                                    ck_png_decoder decoder, ckey_image *out, ckey_error *err) {
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -1000,7 +1050,7 @@ ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *l
     r.total_size = size;
     r.decoder = decoder;
     ck_pixels own = {0};
-    r.px = &own;
+    r.px = px ? px : &own;
     return read_png(&r, kind, out, err);
 }
 
