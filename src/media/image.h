@@ -149,6 +149,17 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
  * libdeflate). The float read (into px's block as ck_image_read_png_stream_px;
  * px NULL: a new one) and the packed read.
  */
+/* What a PNG plate and its hint add to their readers' reused blocks when
+ * the fast path decodes them: each block holds, after the samples, the file
+ * and its uncompressed rows -- for a grainy 16-bit RGB plate and a 16-bit
+ * gray hint about 13 bytes a pixel together (bench/bench-png-decode's plate:
+ * 6 + 4.6; the hint 2 + 0.5), rounded up. ckey_plan_run_memory counts it a
+ * reader; packed samples with these stay within the floats they replace. */
+#if defined(CK_HAVE_PNG) && defined(CK_HAVE_LIBDEFLATE)
+#define CK_PNG_READ_BYTES_PER_PIXEL 16
+#else
+#define CK_PNG_READ_BYTES_PER_PIXEL 0
+#endif
 typedef enum ck_png_decoder { CK_PNG_ANY = 0, CK_PNG_LIBPNG = 1, CK_PNG_FAST = 2 } ck_png_decoder;
 ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
                                     ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err);
