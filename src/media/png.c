@@ -1,5 +1,6 @@
 /*
- * PNG in and out through libpng.
+ * PNG in and out through libpng; plain 8/16-bit PNGs in through a fast path
+ * of our own on libdeflate (see "the fast path" below), with libpng's results.
  *
  * libpng reports errors by longjmp. To keep that safe, each setjmp lives in a
  * small function (decode / encode) whose only mutable state is a context
@@ -502,6 +503,8 @@ static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
  * less or more data than the image, or bytes after its end; and a filter
  * type above 4. Ancillary chunks change no sample in libpng's reading
  * (no gamma, sBIT or background transform is set), so they are skipped.
+ * Where libdeflate might still accept a malformed stream zlib refuses,
+ * fuzz/fuzz-png.c checks on every input that both readers agree.
  */
 
 /* what the fast path reads from the chunks */
