@@ -14,8 +14,9 @@
 #         unpacked by tools/gpu-deps.sh (.deps/root), with an rpath to it
 #         DEFLATE = yes|no (default: found by pkg-config, in EXR_SYSROOT if
 #         set: libdeflate, Debian's libdeflate-dev); with EXR, PXR24 / ZIP
-#         chunks are deflated by it
-#         instead of OpenEXR's zlib (same format, ~3x faster at level 6)
+#         chunks are deflated by it instead of OpenEXR's zlib (same format,
+#         ~3x faster at level 6); with PNG, plain 8/16-bit PNGs are inflated
+#         by it (src/media/png.c's fast path)
 #         FFMPEG = yes|no (default: found by pkg-config: libavformat,
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
 #         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
@@ -76,9 +77,12 @@ endif
 ifeq ($(EXR),yes)
   BASEFLAGS += -DCK_HAVE_EXR=1 $(shell $(EXR_PC) --cflags OpenEXR)
   LIBS += $(shell $(EXR_PC) --libs OpenEXR) $(EXR_RPATH)
+endif
 ifeq ($(DEFLATE),yes)
   BASEFLAGS += -DCK_HAVE_LIBDEFLATE=1 $(shell $(EXR_PC) --cflags libdeflate)
   LIBS += $(shell $(EXR_PC) --libs libdeflate)
+ifneq ($(EXR),yes)
+  LIBS += $(EXR_RPATH)
 endif
 endif
 ifeq ($(FFMPEG),yes)

@@ -2,13 +2,16 @@
  * libFuzzer target for the PNG reader (src/media/png.c): any byte string must
  * give either an image within the caps or a clean error -- never a crash, a
  * leak or a read outside the buffer; the packed reader (ckey_image_read_packed's)
- * likewise, and where both decode, its samples are the float reader's. fuzz/replay.c supplies main() to replay
+ * likewise, and where both decode, its samples are the float reader's; the
+ * reader (its fast path where it takes the file) and libpng alone give the
+ * same outcome. fuzz/replay.c supplies main() to replay
  * the corpus (fuzz/corpus/png) without libFuzzer.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ckey_media.h"
 #include "media/image.h"
@@ -41,6 +44,23 @@ static void check_packed(const uint8_t *data, size_t size, ckey_image_kind kind,
     ckey_packed_image_free(&pk);
 }
 
+/* The reader takes its fast path (libdeflate) where it can: libpng alone
+ * must give the same status, message and samples. */
+static void check_libpng(const uint8_t *data, size_t size, ckey_image_kind kind, ckey_status st, const ckey_image *img,
+                         const ckey_error *err) {
+    ckey_image lib;
+    ckey_error lerr;
+    const ckey_status ls = ck_png_read_memory_with(data, size, "fuzz.png", kind, CK_PNG_LIBPNG, NULL, &lib, &lerr);
+    if (ls != st) abort();
+    if (st != CKEY_OK && strcmp(lerr.message, err->message) != 0) abort();
+    if (st == CKEY_OK &&
+        (lib.width != img->width || lib.height != img->height || lib.channels != img->channels ||
+         lib.bit_depth != img->bit_depth || lib.has_alpha != img->has_alpha ||
+         memcmp(lib.data, img->data, (size_t)img->channels * (size_t)img->width * (size_t)img->height * sizeof(float)) != 0))
+        abort();
+    ckey_image_free(&lib);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t read_w = 0, read_h = 0; /* the plate reader's size, when it decodes */
     for (int kind = CKEY_IMAGE_RGB; kind <= CKEY_IMAGE_HINT; kind++) {
@@ -48,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ckey_error err;
         ckey_status st = ck_image_read_png_memory(data, size, "fuzz.png", (ckey_image_kind)kind,
                                                   &img, &err);
+        check_libpng(data, size, (ckey_image_kind)kind, st, &img, &err);
         if (st == CKEY_OK) {
             if (kind == CKEY_IMAGE_RGB) read_w = img.width, read_h = img.height;
             const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;

@@ -654,7 +654,10 @@ typedef struct ckey_run_memory {
                                  slots (nin + nout) */
     int64_t decoded_bytes;    /* plates [3, h, w] and hints [h, w] as decoded, 4 P F per frame
                                  held (a plate run: 1; a shot: nin), plus each video decoder's
-                                 frames (an estimate: 64 bytes a pixel per video) */
+                                 frames (an estimate: 64 bytes a pixel per video); read as
+                                 floats, each reader's plate + hint 16 bytes a pixel more (an
+                                 estimate: a PNG's file and rows, which the reader keeps with
+                                 the samples) */
     int64_t hint_bytes;       /* ckey_auto_hint's scratch when hints are made from plates */
     int64_t resize_bytes;     /* the resize scratch to S and back: a plate run's one session
                                  buffer of the larger of the two; a shot's reader scratch in

@@ -18,6 +18,7 @@
 #include "ckey_clip.h"
 #include "ckey_media.h"
 #include "ckey.h"
+#include "media/image.h"
 #include "pixel/pixel.h"
 #include "support/clip.h"
 #include "support/testutil.h"
@@ -1235,7 +1236,8 @@ static void test_run_memory_breakdown(void) {
     const long long pre = (long long)ck_preprocess_scratch_floats((int32_t)H, (int32_t)W, (int32_t)S) * F;
     const long long back = (long long)ck_postprocess_scratch_floats((int32_t)S, (int32_t)H, (int32_t)W,
                                                                     CK_RESIZE_LANCZOS4) * F;
-    CHECKF(run.decoded == 4 * P * F, "decoded %lld, want plate + hint %lld", run.decoded, 4 * P * F);
+    const long long png = CK_PNG_READ_BYTES_PER_PIXEL; /* the PNG files and rows, read as floats */
+    CHECKF(run.decoded == (4 * F + png) * P, "decoded %lld, want plate + hint %lld", run.decoded, (4 * F + png) * P);
     CHECKF(run.output == 4 * P * F, "outputs %lld, want alpha + fg %lld", run.output, 4 * P * F);
     CHECKF(run.resize == (pre > back ? pre : back), "resize %lld, want max(%lld, %lld)", run.resize, pre, back);
     CHECK(run.hint == 0 && run.post == 0 && run.io == 0 && run.frames == 1 && run.writers == 0);
@@ -1283,7 +1285,7 @@ static void test_run_memory_breakdown(void) {
     const long long post = (long long)ckey_post_scratch_bytes((int32_t)W, (int32_t)H, &so.post);
     CHECK(key.frames == nin + nout && key.writers == K);
     CHECKF(key.io == (nin + nout) * 4 * S * S * F, "transfer %lld, want %lld ring slots", key.io, nin + nout);
-    CHECKF(key.decoded == 1 * 4 * P * F, "decoded %lld", key.decoded);
+    CHECKF(key.decoded == 1 * (4 * F + png) * P, "decoded %lld", key.decoded);
     CHECKF(key.hint == (long long)ckey_auto_hint_scratch_bytes((int32_t)W, (int32_t)H), "auto hint %lld", key.hint);
     CHECKF(key.resize == pre + K * back, "resize %lld, want %lld", key.resize, pre + K * back);
     CHECKF(key.output == nout * 4 * P * F + K * 7 * P * F, "outputs %lld", key.output);

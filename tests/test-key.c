@@ -22,6 +22,7 @@
 #include "core/dtype.h"
 #include "pixel/pixel.h"
 #include "support/clip.h"
+#include "media/image.h"
 #include "support/testutil.h"
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -1280,7 +1281,7 @@ static void test_run_memory_api(void) {
     CHECK(r.frames_in_flight == 3 + 3 && r.writers == 2 && r.host_limit == 0);
     CHECK(r.io_bytes == 6 * 4 * 64 * 64 * F);
     /* the plates and hints are the readers' (one), the slots hold the network's input */
-    CHECK(r.decoded_bytes == 1 * 4 * P * F && r.output_bytes == 3 * 4 * P * F + 2 * 7 * P * F);
+    CHECK(r.decoded_bytes == 1 * (4 * F + CK_PNG_READ_BYTES_PER_PIXEL) * P && r.output_bytes == 3 * 4 * P * F + 2 * 7 * P * F);
     CHECK(r.plate_bytes == r.decoded_bytes + r.hint_bytes + r.resize_bytes + r.output_bytes + r.post_bytes +
                                r.encode_bytes);
     CHECK(r.total_bytes == r.session.peak_bytes + r.model_bytes + r.io_bytes + r.plate_bytes &&

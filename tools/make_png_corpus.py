@@ -44,6 +44,43 @@ def pack_row(samples, depth):
     return bytes(out)
 
 
+def paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else b if pb <= pc else c
+
+
+def filter_row(kind, row, prev, bpp):
+    """PNG filter `kind` (0..4) applied to one row of bytes."""
+    out = bytearray(len(row))
+    for i, x in enumerate(row):
+        a = row[i - bpp] if i >= bpp else 0
+        b = prev[i] if prev else 0
+        c = prev[i - bpp] if prev and i >= bpp else 0
+        pred = (0, a, b, (a + b) >> 1, paeth(a, b, c))[kind]
+        out[i] = (x - pred) & 255
+    return bytes(out)
+
+
+def png_filtered(width, height, depth, ctype, pixel, filters, extra=b"", idat_size=0, window=15):
+    """A non-interlaced PNG whose row y is filtered by filters(y) (0..4), its
+    IDAT stream cut into chunks of idat_size bytes (0: one chunk), deflated
+    with a window of 2^window bytes, which the zlib header declares."""
+    bpp = max(1, CHANNELS[ctype] * depth // 8)
+    raw, prev = bytearray(), None
+    for y in range(height):
+        row = pack_row([s for x in range(width) for s in pixel(x, y)], depth)
+        kind = filters(y)
+        raw += bytes((kind,)) + filter_row(kind, row, prev, bpp)
+        prev = row
+    comp = zlib.compressobj(9, zlib.DEFLATED, window)
+    z = comp.compress(bytes(raw)) + comp.flush()
+    step = idat_size or len(z)
+    idat = b"".join(chunk(b"IDAT", z[i:i + step]) for i in range(0, len(z), step))
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, ctype, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + extra + idat + chunk(b"IEND", b"")
+
+
 def png(width, height, depth, ctype, pixel, interlace=False, extra=b""):
     """pixel(x, y) -> tuple of samples for one pixel."""
     raw = bytearray()
@@ -85,6 +122,21 @@ def main():
     files["palette4_trns.png"] = png(7, 6, 4, 3, lambda x, y: [(x + 3 * y) % 16], extra=plte + trns)
     files["palette8.png"] = png(5, 4, 8, 3, lambda x, y: [(x + 3 * y) % 16], extra=plte)
     files["one_pixel.png"] = png(1, 1, 8, 0, lambda x, y: [200])
+    # every row filter (row y: y % 5), several IDAT chunks, ancillary chunks:
+    # what the reader's fast path (libdeflate) decodes
+    files["filters_rgb8.png"] = png_filtered(13, 10, 8, 2, lambda x, y: [s8(x, y, c) for c in range(3)],
+                                             lambda y: y % 5, idat_size=40)
+    files["filters_rgba16.png"] = png_filtered(9, 10, 16, 6, lambda x, y: [s16(x, y, c) for c in range(4)],
+                                               lambda y: y % 5, idat_size=100)
+    anc = (chunk(b"gAMA", struct.pack(">I", 45455)) + chunk(b"sRGB", b"\0") +
+           chunk(b"tEXt", b"Comment\0filtered rows"))
+    files["filters_graya8.png"] = png_filtered(11, 10, 8, 4, lambda x, y: [s8(x, y, c) for c in range(2)],
+                                               lambda y: (y * 3) % 5, extra=anc)
+    # deflated with a 512-byte window, smaller than the image: zlib checks
+    # the references against the window, libdeflate does not, so the fast
+    # path leaves it to libpng
+    files["zlib_window.png"] = png_filtered(200, 8, 8, 2, lambda x, y: [s8(x, 0, c) for c in range(3)],
+                                            lambda y: 2, window=9)
     good = files["rgb8.png"]
     files["truncated.png"] = good[: len(good) // 2]
     files["no_iend.png"] = good[:-12]

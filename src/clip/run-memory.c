@@ -14,6 +14,7 @@
 #include "ckey_clip.h"
 #include "clip/shot.h"
 #include "core/core.h"
+#include "media/image.h"
 #include "model/session.h"
 #include "pixel/devframe.h"
 #include "pixel/pixel.h"
@@ -145,11 +146,12 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     r->hint_bytes = ro->auto_hint ? (int64_t)ckey_auto_hint_scratch_bytes(w, h) : 0;
     const int64_t video_in = (int64_t)ro->video_in * CK_VIDEO_DECODE_BYTES_PER_PIXEL * P;
     if (ro->kind == CKEY_RUN_PLATE) {
-        /* cmd-run: plate + hint, the session's one work buffer
+        /* cmd-run: plate + hint (with a PNG's file and rows:
+         * CK_PNG_READ_BYTES_PER_PIXEL), the session's one work buffer
          * (ckey_session_key: the larger of the two resizes), alpha + fg, and
          * one PNG encoder at a time (fg: 3 channels of 16 bits) */
         r->frames_in_flight = 1;
-        r->decoded_bytes = 4 * P * F + video_in;
+        r->decoded_bytes = (4 * F + CK_PNG_READ_BYTES_PER_PIXEL) * P + video_in;
         r->resize_bytes = pre > post ? pre : post;
         r->output_bytes = 4 * P * F;
         r->encode_bytes = png_encode_bytes(w, 3, 16);
@@ -160,7 +162,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         if (post_scratch == SIZE_MAX)
             return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_plan_run_memory: bad post options");
         /* src/clip/shot.c: in slots hold the network's input; each reader
-         * its decoded plate + hint (reused frame after frame), its resize
+         * its decoded plate + hint (reused frame after frame; with a PNG's
+         * file and rows, CK_PNG_READ_BYTES_PER_PIXEL), its resize
          * scratch to S and its auto hint scratch; out slots the network's
          * output and alpha + fg at plate size; each writer its Processed +
          * Comp planes, its resize scratch back, its post scratch and the
@@ -169,7 +172,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->writers = nwr;
         r->hint_bytes *= nrd;
         r->io_bytes += (int64_t)(nin + nout) * io;
-        r->decoded_bytes = (int64_t)nrd * 4 * P * F + video_in;
+        r->decoded_bytes = (int64_t)nrd * (4 * F + CK_PNG_READ_BYTES_PER_PIXEL) * P + video_in;
         r->resize_bytes = (int64_t)nrd * pre + (int64_t)nwr * post;
         r->output_bytes = (int64_t)nout * 4 * P * F + (int64_t)nwr * 7 * P * F;
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
@@ -179,7 +182,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {
             /* the device frame path (shot.c, pixel/devframe.h): in slots hold the
              * decoded plate + hint (and a made hint; packed samples, which
-             * replace the floats, take at most as much, 16 bytes a pixel;
+             * replace the floats, take at most as much, 16 bytes a pixel,
+             * a PNG's file and rows included for the usual plates;
              * not counted: a clip mixing packed and float frames holds both), out slots alpha, fg,
              * Processed and Comp; the resizes and the post run in the
              * ck_devframes (ck_shot_pipelines a session); the readers and

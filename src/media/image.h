@@ -141,6 +141,32 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
                                             ckey_image_kind kind, ckey_packed_image *pk, ckey_error *err);
 
 /*
+ * A PNG in memory read by a chosen decoder (tests and benchmarks): CK_PNG_ANY
+ * as every reader does (the fast path of src/media/png.c -- libdeflate, for
+ * plain 8/16-bit images -- when it takes the file, else libpng),
+ * CK_PNG_LIBPNG libpng only, CK_PNG_FAST the fast path only
+ * (CKEY_ERR_UNSUPPORTED when it declines the file, or in a build without
+ * libdeflate). The float read (into px's block as ck_image_read_png_stream_px;
+ * px NULL: a new one) and the packed read.
+ */
+/* What a PNG plate and its hint add to their readers' reused blocks when
+ * the fast path decodes them: each block holds, after the samples, the file
+ * and its uncompressed rows -- for a grainy 16-bit RGB plate and a 16-bit
+ * gray hint about 13 bytes a pixel together (bench/bench-png-decode's plate:
+ * 6 + 4.6; the hint 2 + 0.5), rounded up. ckey_plan_run_memory counts it a
+ * reader; packed samples with these stay within the floats they replace. */
+#if defined(CK_HAVE_PNG) && defined(CK_HAVE_LIBDEFLATE)
+#define CK_PNG_READ_BYTES_PER_PIXEL 16
+#else
+#define CK_PNG_READ_BYTES_PER_PIXEL 0
+#endif
+typedef enum ck_png_decoder { CK_PNG_ANY = 0, CK_PNG_LIBPNG = 1, CK_PNG_FAST = 2 } ck_png_decoder;
+ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err);
+ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                           ck_png_decoder decoder, ckey_packed_image *pk, ckey_error *err);
+
+/*
  * ckey_image_read into `img`, which holds the previous frame (or nothing):
  * its block is reused when large enough (else freed and replaced), so
  * reading frame after frame of one size allocates no pixels after the first.

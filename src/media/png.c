@@ -1,5 +1,6 @@
 /*
- * PNG in and out through libpng.
+ * PNG in and out through libpng; plain 8/16-bit PNGs in through a fast path
+ * of our own on libdeflate (see "the fast path" below), with libpng's results.
  *
  * libpng reports errors by longjmp. To keep that safe, each setjmp lives in a
  * small function (decode / encode) whose only mutable state is a context
@@ -24,6 +25,9 @@
 #ifdef CK_HAVE_PNG
 #include <png.h>
 #include <zlib.h>
+#endif
+#ifdef CK_HAVE_LIBDEFLATE
+#include <libdeflate.h>
 #endif
 
 void ckey_image_free(ckey_image *img) {
@@ -67,6 +71,18 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
                                             ckey_image_kind kind, ckey_packed_image *pk, ckey_error *err) {
     (void)f, (void)head, (void)nhead, (void)kind, (void)pk;
     return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without libpng", label ? label : "(stream)");
+}
+
+ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err) {
+    (void)decoder, (void)px;
+    return ck_image_read_png_memory(data, size, label, kind, out, err);
+}
+
+ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                           ck_png_decoder decoder, ckey_packed_image *pk, ckey_error *err) {
+    (void)data, (void)size, (void)kind, (void)decoder, (void)pk;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without libpng", label ? label : "(memory)");
 }
 
 ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
@@ -135,6 +151,8 @@ typedef struct reader {
     float *pixels;            /* the result (px's block) */
     float *fallback;          /* hint from color when the alpha turns out opaque (in the block) */
     ckey_packed_image *pk;    /* decode_packed's output */
+    unsigned char *filebuf;   /* the whole file, when the fast path read it */
+    ck_png_decoder decoder;   /* which decoders may read it */
 } reader;
 
 static void set_msg(char *msg, size_t cap, ckey_status *status, ckey_status st,
@@ -369,6 +387,22 @@ static ckey_status decode(reader *r, ckey_image_kind kind, ckey_image *img) {
 
 static int valid_kind(ckey_image_kind kind);
 
+/* The hint's channel of a packed image: the alpha unless it is entirely
+ * opaque, else blue or gray (convert_row's rule). */
+static int32_t packed_hint_channel(const unsigned char *px, size_t w, size_t h, int ch, int wide) {
+    int opaque = 1;
+    if (ch == 2 || ch == 4) {
+        const size_t n = w * h;
+        if (wide) {
+            const uint16_t *s = (const uint16_t *)(const void *)px;
+            for (size_t i = 0; i < n && opaque; i++) opaque = s[i * (size_t)ch + (size_t)ch - 1] == 65535u;
+        } else {
+            for (size_t i = 0; i < n && opaque; i++) opaque = px[i * (size_t)ch + (size_t)ch - 1] == 255u;
+        }
+    }
+    return (ch == 2 || ch == 4) && !opaque ? ch - 1 : ch >= 3 ? 2 : 0;
+}
+
 /* The setjmp frame of a packed read: rows go straight into r->pk's block,
  * as libpng leaves them (16-bit samples swapped to the host's order). */
 static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
@@ -436,26 +470,491 @@ static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
         for (png_uint_32 y = 0; y < h; y++) png_read_row(png, px + (size_t)y * rowbytes, NULL);
     }
     png_read_end(png, NULL);
-    int32_t hint_ch = -1;
-    if (kind == CKEY_IMAGE_HINT) {
-        /* the alpha unless it is entirely opaque, else blue or gray (convert_row's rule) */
-        int opaque = 1;
-        if (ch == 2 || ch == 4) {
-            const size_t n = (size_t)w * h;
-            if (wide) {
-                const uint16_t *s = (const uint16_t *)(const void *)px;
-                for (size_t i = 0; i < n && opaque; i++) opaque = s[i * (size_t)ch + (size_t)ch - 1] == 65535u;
-            } else {
-                for (size_t i = 0; i < n && opaque; i++) opaque = px[i * (size_t)ch + (size_t)ch - 1] == 255u;
-            }
-        }
-        hint_ch = (ch == 2 || ch == 4) && !opaque ? ch - 1 : ch >= 3 ? 2 : 0;
-    }
+    const int32_t hint_ch = kind == CKEY_IMAGE_HINT ? packed_hint_channel(px, w, h, ch, wide) : -1;
     pk->width = (int32_t)w;
     pk->height = (int32_t)h;
     pk->channels = ch;
     pk->type = wide ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8;
     pk->hint_channel = hint_ch;
+    return CKEY_OK;
+}
+
+/* ------------------------------------------------------- the fast path */
+
+#ifdef CK_HAVE_LIBDEFLATE
+/*
+ * Plates and hints are plain PNGs: 8- or 16-bit gray, gray+alpha, RGB or
+ * RGBA, not interlaced, without tRNS or PLTE. For those the whole file is
+ * held in memory, its IDAT stream inflated at once by libdeflate (about
+ * twice libpng's zlib) into a buffer of exactly the image's filtered size,
+ * and the rows unfiltered in place.
+ *
+ * The fast path only ever decodes a file libpng would decode to the same
+ * samples; anything else it declines, and libpng reads the same bytes (so
+ * every error, and libpng's tolerance of benign faults, stays as it is). It
+ * declines: another color type, bit depth, interlace, filter or compression
+ * method; a chunk name that is not four letters; PLTE, tRNS or any unknown
+ * critical chunk; a chunk over CK_PNG_CHUNK_MAX (libpng's limit for every
+ * chunk but a large IDAT); a CRC error in IHDR, IDAT or IEND (libpng's
+ * errors; it only warns on an ancillary chunk's CRC, and so the fast path
+ * does not check those); IDAT chunks not in one run; no IEND, or one with
+ * data; a zlib window smaller than the image whose back references zlib
+ * would refuse; any error from libdeflate, including a stream that holds
+ * less or more data than the image, or bytes after its end; and a filter
+ * type above 4. Ancillary chunks change no sample in libpng's reading
+ * (no gamma, sBIT or background transform is set), so they are skipped.
+ * Where libdeflate might still accept a malformed stream zlib refuses,
+ * fuzz/fuzz-png.c checks on every input that both readers agree.
+ */
+
+/* what the fast path reads from the chunks */
+typedef struct fast_png {
+    uint32_t w, h;
+    int ch, wide;            /* channels (1..4); 16-bit samples */
+    size_t rowbytes, raw;    /* bytes a row; filtered bytes of the image (rows + filter bytes) */
+    const unsigned char *idat; /* the first IDAT's data */
+    size_t idat_len;         /* that chunk's length */
+    size_t idat_total;       /* all IDAT data */
+    int idat_chunks;
+} fast_png;
+
+static int is_letter(unsigned char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+static uint32_t chunk_crc(const unsigned char *type_and_data, size_t len) {
+    return (uint32_t)libdeflate_crc32(0, type_and_data, len + 4);
+}
+
+/* Walk the chunks of the PNG in p[0, n) (signature included). 1: the fast
+ * path can decode it (fp filled); 0: decline. */
+static int fast_scan(const unsigned char *p, size_t n, fast_png *fp) {
+    memset(fp, 0, sizeof *fp);
+    if (n < 8 + 25 || memcmp(p, png_signature, 8) != 0) return 0;
+    size_t pos = 8;
+    int seen_idat = 0, idat_done = 0;
+    for (;;) {
+        if (n - pos < 12) return 0; /* truncated */
+        const uint32_t len = be32(p + pos);
+        const unsigned char *type = p + pos + 4;
+        if (len > 0x7fffffffu || len > n - pos - 12) return 0;
+        for (int k = 0; k < 4; k++)
+            if (!is_letter(type[k])) return 0;
+        const unsigned char *data = type + 4;
+        const int critical = !(type[0] & 0x20);
+        if (len > CK_PNG_CHUNK_MAX) return 0;
+        if (critical && chunk_crc(type, len) != be32(data + len)) return 0;
+        if (pos == 8) {
+            if (memcmp(type, "IHDR", 4) != 0 || len != 13) return 0;
+            fp->w = be32(data);
+            fp->h = be32(data + 4);
+            const int depth = data[8], color = data[9];
+            if (fp->w == 0 || fp->h == 0 || fp->w > CKEY_IMAGE_MAX_SIDE || fp->h > CKEY_IMAGE_MAX_SIDE ||
+                (int64_t)fp->w * (int64_t)fp->h > CKEY_IMAGE_MAX_PIXELS)
+                return 0;
+            if ((depth != 8 && depth != 16) || data[10] != 0 || data[11] != 0 || data[12] != 0) return 0;
+            fp->ch = color == 0 ? 1 : color == 4 ? 2 : color == 2 ? 3 : color == 6 ? 4 : 0;
+            if (!fp->ch) return 0;
+            fp->wide = depth == 16;
+            /* within the caps: at most 2^28 pixels of 8 bytes, no overflow */
+            fp->rowbytes = (size_t)fp->w * (size_t)fp->ch * (fp->wide ? 2u : 1u);
+            fp->raw = (fp->rowbytes + 1) * (size_t)fp->h;
+        } else if (memcmp(type, "IDAT", 4) == 0) {
+            if (idat_done) return 0; /* a second run of IDATs */
+            if (!seen_idat) fp->idat = data, fp->idat_len = len;
+            seen_idat = 1;
+            fp->idat_total += len;
+            fp->idat_chunks++;
+        } else if (memcmp(type, "IEND", 4) == 0) {
+            if (len != 0 || !seen_idat) return 0;
+            break; /* libpng reads no further */
+        } else if (critical || memcmp(type, "tRNS", 4) == 0) {
+            return 0; /* PLTE, a second IHDR, unknown critical chunks; transparency */
+        } else if (seen_idat) {
+            idat_done = 1;
+        }
+        pos += 12 + (size_t)len;
+    }
+    if (fp->idat_total < 2) return 0;
+    /* deflate expands at most ~1032:1: a stream too short for the image is
+     * libpng's to report, before anything is allocated for it */
+    if (fp->idat_total < fp->raw / 1032) return 0;
+    const unsigned cmf = fp->idat[0], cinfo = cmf >> 4;
+    if ((cmf & 15) != 8 || cinfo > 7) return 0;
+    /* zlib (libpng's inflater) refuses references beyond the declared window;
+     * libdeflate does not check, so a small window is taken only when the
+     * whole image fits in it */
+    if (cinfo < 7 && fp->raw > ((size_t)1 << (cinfo + 8))) return 0;
+    return 1;
+}
+
+/* The IDAT stream, contiguous: the first chunk's data itself when it is the
+ * only one, else gathered into *owned. NULL when out of memory. */
+static const unsigned char *fast_idat_stream(const fast_png *fp, unsigned char **owned) {
+    *owned = NULL;
+    if (fp->idat_chunks == 1) return fp->idat;
+    unsigned char *s = malloc(fp->idat_total);
+    if (!s) return NULL;
+    const unsigned char *c = fp->idat - 8; /* the first IDAT's chunk */
+    size_t off = 0;
+    for (int k = 0; k < fp->idat_chunks; k++) {
+        const size_t len = be32(c);
+        memcpy(s + off, c + 8, len);
+        off += len;
+        c += 12 + len;
+    }
+    *owned = s;
+    return s;
+}
+
+static inline unsigned paeth(unsigned a, unsigned b, unsigned c) {
+    const int p = (int)a + (int)b - (int)c;
+    const int pa = abs(p - (int)a), pb = abs(p - (int)b), pc = abs(p - (int)c);
+    return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* One pixel's bytes in a register, by loads of its own size: gathering them
+ * through memory would stall on store forwarding. */
+static inline uint64_t load_px(const unsigned char *p, int bpp) {
+    uint16_t a16;
+    uint32_t a32;
+    uint64_t a64;
+    switch (bpp) {
+    case 3: memcpy(&a16, p, 2); return a16 | (uint64_t)p[2] << 16;
+    case 4: memcpy(&a32, p, 4); return a32;
+    case 6: memcpy(&a32, p, 4), memcpy(&a16, p + 4, 2); return a32 | (uint64_t)a16 << 32;
+    default: memcpy(&a64, p, 8); return a64;
+    }
+}
+
+/* Sub / Avg / Paeth, one pixel of bpp (3, 4, 6 or 8) bytes at a time in
+ * 16-bit lanes: the serial dependence is between pixels, not bytes. */
+#define CK_UNFILTER_PX(BPP)                                                                                \
+    static void unfilter_px##BPP(int type, unsigned char *dst, const unsigned char *src,                  \
+                                 const unsigned char *prev, size_t n) {                                  \
+        const __m128i zero = _mm_setzero_si128();                                                          \
+        __m128i a = zero, c = zero;                                                                        \
+        for (size_t i = 0; i < n; i += BPP) {                                                              \
+            const uint64_t xs = load_px(src + i, BPP), bs = prev ? load_px(prev + i, BPP) : 0;              \
+            const __m128i x = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)xs), zero);                   \
+            const __m128i b = _mm_unpacklo_epi8(_mm_cvtsi64_si128((long long)bs), zero);                   \
+            __m128i pred;                                                                                  \
+            if (type == 1) {                                                                               \
+                pred = a;                                                                                  \
+            } else if (type == 3) {                                                                        \
+                pred = _mm_srli_epi16(_mm_add_epi16(a, b), 1);                                             \
+            } else {                                                                                       \
+                /* pa = |b - c|, pb = |a - c|, pc = |a + b - 2c|: a if pa <= pb, pc; else b if pb <= pc */ \
+                const __m128i pb0 = _mm_sub_epi16(a, c), pa0 = _mm_sub_epi16(b, c);                        \
+                const __m128i pc0 = _mm_add_epi16(pa0, pb0);                                               \
+                const __m128i pa = _mm_max_epi16(pa0, _mm_sub_epi16(zero, pa0));                           \
+                const __m128i pb = _mm_max_epi16(pb0, _mm_sub_epi16(zero, pb0));                           \
+                const __m128i pc = _mm_max_epi16(pc0, _mm_sub_epi16(zero, pc0));                           \
+                const __m128i use_a = _mm_andnot_si128(_mm_or_si128(_mm_cmpgt_epi16(pa, pb),               \
+                                                                    _mm_cmpgt_epi16(pa, pc)),              \
+                                                       _mm_set1_epi16(-1));                                \
+                const __m128i use_b = _mm_andnot_si128(_mm_cmpgt_epi16(pb, pc), _mm_set1_epi16(-1));       \
+                const __m128i bc = _mm_or_si128(_mm_and_si128(use_b, b), _mm_andnot_si128(use_b, c));      \
+                pred = _mm_or_si128(_mm_and_si128(use_a, a), _mm_andnot_si128(use_a, bc));                 \
+            }                                                                                              \
+            a = _mm_and_si128(_mm_add_epi16(x, pred), _mm_set1_epi16(0xff));                               \
+            c = b;                                                                                         \
+            const uint64_t out = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(a, zero));                   \
+            memcpy(dst + i, &out, BPP);                                                                    \
+        }                                                                                                  \
+    }
+CK_UNFILTER_PX(3)
+CK_UNFILTER_PX(4)
+CK_UNFILTER_PX(6)
+CK_UNFILTER_PX(8)
+#undef CK_UNFILTER_PX
+#endif
+
+/*
+ * Undo one row's filter: `src` (the filtered bytes) into `dst`, `prev` the
+ * row above as unfiltered (NULL for the first). dst may lie before src in
+ * the same buffer (the in-place compaction of fast_unfilter): every byte of
+ * src is read before a store reaches it, as stores trail the reads.
+ */
+static void unfilter_row(int type, unsigned char *dst, const unsigned char *src, const unsigned char *prev,
+                         size_t n, size_t bpp) {
+    if (type == 0) {
+        memmove(dst, src, n);
+        return;
+    }
+    if (type == 2) {
+        size_t i = 0;
+        if (prev) {
+            /* 16 bytes loaded before any is stored: safe with dst < src */
+            for (; i + 16 <= n; i += 16) {
+                unsigned char t[16];
+                for (int k = 0; k < 16; k++) t[k] = (unsigned char)(src[i + k] + prev[i + k]);
+                memcpy(dst + i, t, 16);
+            }
+            for (; i < n; i++) dst[i] = (unsigned char)(src[i] + prev[i]);
+        } else {
+            memmove(dst, src, n);
+        }
+        return;
+    }
+#if defined(__SSE2__)
+    switch (bpp) {
+    case 3: unfilter_px3(type, dst, src, prev, n); return;
+    case 4: unfilter_px4(type, dst, src, prev, n); return;
+    case 6: unfilter_px6(type, dst, src, prev, n); return;
+    case 8: unfilter_px8(type, dst, src, prev, n); return;
+    default: break;
+    }
+#endif
+    for (size_t i = 0; i < n; i++) {
+        const unsigned a = i >= bpp ? dst[i - bpp] : 0, b = prev ? prev[i] : 0;
+        const unsigned c = i >= bpp && prev ? prev[i - bpp] : 0;
+        const unsigned x = src[i];
+        unsigned v;
+        if (type == 1) v = x + a;
+        else if (type == 3) v = x + ((a + b) >> 1);
+        else v = x + paeth(a, b, c);
+        dst[i] = (unsigned char)v;
+    }
+}
+
+/* buf holds h filtered rows (a filter byte, then rowbytes); unfilter them in
+ * place into h * rowbytes packed rows at buf. 0 on a bad filter type. */
+static int fast_unfilter(unsigned char *buf, const fast_png *fp) {
+    const size_t rb = fp->rowbytes, bpp = (size_t)fp->ch * (fp->wide ? 2u : 1u);
+    for (uint32_t y = 0; y < fp->h; y++) {
+        const unsigned char *src = buf + (size_t)y * (rb + 1);
+        const int type = src[0];
+        if (type > 4) return 0;
+        unsigned char *dst = buf + (size_t)y * rb;
+        unfilter_row(type, dst, src + 1, y ? dst - rb : NULL, rb, bpp);
+    }
+    return 1;
+}
+
+/* Inflate and unfilter into buf (fp->raw bytes): 1 done, 0 decline, -1 out
+ * of memory. */
+static int fast_inflate(const fast_png *fp, unsigned char *buf) {
+    unsigned char *owned;
+    const unsigned char *in = fast_idat_stream(fp, &owned);
+    struct libdeflate_decompressor *d = in ? libdeflate_alloc_decompressor() : NULL;
+    if (!d) {
+        free(owned);
+        return -1;
+    }
+    size_t used = 0;
+    const enum libdeflate_result res = libdeflate_zlib_decompress_ex(d, in, fp->idat_total, buf, fp->raw, &used, NULL);
+    libdeflate_free_decompressor(d);
+    free(owned);
+    if (res != LIBDEFLATE_SUCCESS || used != fp->idat_total) return 0;
+    return fast_unfilter(buf, fp);
+}
+
+/*
+ * The header the fast path decides on first, before anything is read or
+ * allocated: 1 when IHDR describes an image it may take (fp's size fields
+ * filled), with `extra` the bytes of the file still to read into memory (0
+ * for a memory source); 0 to leave the file to libpng.
+ */
+static int fast_header(const reader *r, ckey_image_kind kind, int packed, fast_png *fp, size_t *extra) {
+    memset(fp, 0, sizeof *fp);
+    *extra = 0;
+    const unsigned char *ihdr; /* the 25 bytes after the signature */
+    if (r->file) {
+        if (!r->total_size || r->head_len < 25 || r->head_pos != 0) return 0;
+        ihdr = r->head;
+    } else {
+        if (r->mem_size < 8 + 25) return 0;
+        ihdr = r->mem + 8;
+    }
+    if (be32(ihdr) != 13 || memcmp(ihdr + 4, "IHDR", 4) != 0) return 0;
+    const uint32_t w = be32(ihdr + 8), h = be32(ihdr + 12);
+    const int depth = ihdr[16], color = ihdr[17];
+    if (w == 0 || h == 0 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE ||
+        (int64_t)w * (int64_t)h > CKEY_IMAGE_MAX_PIXELS)
+        return 0;
+    if ((depth != 8 && depth != 16) || ihdr[18] != 0 || ihdr[19] != 0 || ihdr[20] != 0) return 0;
+    fp->ch = color == 0 ? 1 : color == 4 ? 2 : color == 2 ? 3 : color == 6 ? 4 : 0;
+    if (!fp->ch || (packed && kind == CKEY_IMAGE_RGB && fp->ch < 3)) return 0;
+    fp->w = w;
+    fp->h = h;
+    fp->wide = depth == 16;
+    /* within the caps: at most 2^28 pixels of 8 bytes, no overflow */
+    fp->rowbytes = (size_t)w * (size_t)fp->ch * (fp->wide ? 2u : 1u);
+    fp->raw = (fp->rowbytes + 1) * (size_t)h;
+    if (r->file) {
+        const long at = ftell(r->file);
+        if (at < 0 || (uint64_t)at > r->total_size) return 0;
+        const uint64_t rest = r->total_size - (uint64_t)at;
+        /* the image's filtered bytes stored without compression, plus room
+         * for ancillary chunks; a larger file streams through libpng */
+        if (rest > (uint64_t)fp->raw + fp->raw / 64 + ((uint64_t)64 << 20)) return 0;
+        *extra = 8 + r->head_len + (size_t)rest;
+    }
+    return 1;
+}
+
+/*
+ * Read the file (signature and replayed header first) into `dst` (`extra`
+ * bytes, fast_header's) and switch the reader to that memory, so that
+ * libpng can read the same bytes. 0 on a read error (r->msg set).
+ */
+static int fast_slurp(reader *r, unsigned char *dst, size_t extra) {
+    memcpy(dst, png_signature, 8);
+    memcpy(dst + 8, r->head, r->head_len);
+    const size_t want = extra - 8 - r->head_len;
+    const size_t got = want ? fread(dst + 8 + r->head_len, 1, want, r->file) : 0;
+    if (ferror(r->file)) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_IO, "read error: %s", strerror(errno));
+        return 0;
+    }
+    r->file = NULL;
+    r->mem = dst;
+    r->mem_size = 8 + r->head_len + got; /* short when the file shrank: truncated */
+    r->mem_pos = 8 + r->head_len;        /* libpng gets the head replayed, then the rest */
+    return 1;
+}
+
+/* When the fast path declines a file it read into a block that libpng may
+ * replace: the bytes moved to r->filebuf. 0 when out of memory. */
+static int fast_rescue(reader *r, const void *block, size_t bytes) {
+    const unsigned char *b = block;
+    if (!b || r->mem < b || r->mem >= b + bytes || r->filebuf) return 1;
+    r->filebuf = malloc(r->mem_size ? r->mem_size : 1);
+    if (!r->filebuf) {
+        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_NOMEM, "out of memory");
+        return 0;
+    }
+    memcpy(r->filebuf, r->mem, r->mem_size);
+    r->mem = r->filebuf;
+    return 1;
+}
+#endif /* CK_HAVE_LIBDEFLATE */
+
+/*
+ * Fast float read: CKEY_OK decoded; CKEY_ERR_UNSUPPORTED declined (libpng's
+ * then, the reader left at the same bytes); another status an error with
+ * r->msg. The pixel block holds, after the image's planes, the inflated rows
+ * and (for a file) the file itself: a reader that reuses its block (ck_pixels)
+ * then decodes frame after frame without allocating.
+ */
+static ckey_status fast_decode(reader *r, ckey_image_kind kind, ckey_image *img) {
+#ifdef CK_HAVE_LIBDEFLATE
+    fast_png fp;
+    size_t extra;
+    if (!fast_header(r, kind, 0, &fp, &extra)) return CKEY_ERR_UNSUPPORTED;
+    const size_t plane = (size_t)fp.w * fp.h;
+    const int out_ch = kind == CKEY_IMAGE_RGB ? 3 : 1;
+    const int alpha_ch = fp.ch == 2 || fp.ch == 4;
+    const int fb = kind == CKEY_IMAGE_HINT && alpha_ch;
+    const size_t image_floats = plane * (size_t)(out_ch + fb);
+    r->pixels = ck_pixels_take(r->px, image_floats + (fp.raw + extra + sizeof(float) - 1) / sizeof(float));
+    if (!r->pixels) return CKEY_ERR_UNSUPPORTED; /* libpng needs less */
+    unsigned char *rows = (unsigned char *)(r->pixels + image_floats);
+    if (extra && !fast_slurp(r, rows + fp.raw, extra)) return r->status;
+    ckey_status st = CKEY_ERR_UNSUPPORTED;
+    if (fast_scan(r->mem, r->mem_size, &fp) && fast_inflate(&fp, rows) > 0) st = CKEY_OK;
+    if (st != CKEY_OK) {
+        if (!fast_rescue(r, r->pixels, r->px->floats * sizeof(float))) return r->status;
+        ck_pixels_drop(r->px);
+        r->pixels = NULL;
+        return st;
+    }
+    r->fallback = fb ? r->pixels + plane * (size_t)out_ch : NULL;
+    int opaque = 1;
+    for (uint32_t y = 0; y < fp.h; y++)
+        opaque &= convert_row(r, kind, rows + (size_t)y * fp.rowbytes, y, fp.w, plane, fp.ch, fp.wide);
+    if (fb && opaque) memcpy(r->pixels, r->fallback, plane * sizeof(float));
+    img->width = (int32_t)fp.w;
+    img->height = (int32_t)fp.h;
+    img->channels = out_ch;
+    img->bit_depth = fp.wide ? 16 : 8;
+    img->has_alpha = alpha_ch;
+    img->data = r->pixels;
+    img->capacity = r->px->floats;
+    r->pixels = NULL;
+    return CKEY_OK;
+#else
+    (void)r, (void)kind, (void)img;
+    return CKEY_ERR_UNSUPPORTED;
+#endif
+}
+
+/* Fast packed read, as fast_decode: inflated straight into the image's
+ * block, which holds the filter bytes too and (for a file) the file after
+ * them. Gray read as RGB is libpng's (it replicates the channel). */
+static ckey_status fast_decode_packed(reader *r, ckey_image_kind kind) {
+#ifdef CK_HAVE_LIBDEFLATE
+    fast_png fp;
+    size_t extra;
+    if (!fast_header(r, kind, 1, &fp, &extra)) return CKEY_ERR_UNSUPPORTED;
+    ckey_packed_image *pk = r->pk;
+    const size_t need = fp.raw + extra;
+    if (need > pk->capacity) {
+        if (pk->data) {
+            if (pk->release) pk->release(pk->alloc_user, pk->data);
+            else free(pk->data);
+        }
+        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, need) : malloc(need);
+        pk->capacity = pk->data ? need : 0;
+        if (!pk->data) return CKEY_ERR_UNSUPPORTED;
+    }
+    unsigned char *px = pk->data;
+    if (extra && !fast_slurp(r, px + fp.raw, extra)) return r->status;
+    if (!fast_scan(r->mem, r->mem_size, &fp) || fast_inflate(&fp, px) <= 0)
+        return fast_rescue(r, px, pk->capacity) ? CKEY_ERR_UNSUPPORTED : r->status;
+    const uint16_t one = 1;
+    if (fp.wide && *(const unsigned char *)&one == 1) {
+        const size_t m = fp.rowbytes * fp.h / 2;
+        uint16_t *s = (uint16_t *)(void *)px;
+        for (size_t i = 0; i < m; i++) s[i] = (uint16_t)(s[i] << 8 | s[i] >> 8);
+    }
+    pk->width = (int32_t)fp.w;
+    pk->height = (int32_t)fp.h;
+    pk->channels = fp.ch;
+    pk->type = fp.wide ? CKEY_SAMPLE_U16 : CKEY_SAMPLE_U8;
+    pk->hint_channel = kind == CKEY_IMAGE_HINT ? packed_hint_channel(px, fp.w, fp.h, fp.ch, fp.wide) : -1;
+    return CKEY_OK;
+#else
+    (void)r, (void)kind;
+    return CKEY_ERR_UNSUPPORTED;
+#endif
+}
+
+/* The packed read from r's source (signature not yet read). */
+static ckey_status read_packed(reader *r, ckey_image_kind kind, ckey_error *err) {
+    ckey_packed_image *pk = r->pk;
+    unsigned char sig[8];
+    const size_t got = src_read(r, sig, sizeof sig);
+    if (r->file && ferror(r->file))
+        return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", r->label, strerror(errno));
+    if (got < sizeof sig || memcmp(sig, png_signature, sizeof sig) != 0)
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: not a PNG file", r->label);
+    pk->width = pk->height = pk->channels = 0;
+    r->status = CKEY_ERR_FORMAT;
+    ckey_status st = precheck_ihdr(r);
+    if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", r->label, r->msg);
+    st = r->decoder == CK_PNG_LIBPNG ? CKEY_ERR_UNSUPPORTED : fast_decode_packed(r, kind);
+    if (st == CKEY_ERR_UNSUPPORTED && r->decoder == CK_PNG_FAST) {
+        snprintf(r->msg, sizeof r->msg, "not a PNG for the fast path");
+    } else if (st == CKEY_ERR_UNSUPPORTED) {
+        r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
+        if (r->png) r->info = png_create_info_struct(r->png);
+        if (!r->png || !r->info) {
+            st = CKEY_ERR_NOMEM;
+            snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
+        } else {
+            st = decode_packed(r, kind);
+        }
+        png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
+    }
+    free(r->row_ptrs);
+    free(r->filebuf);
+    if (st != CKEY_OK) {
+        pk->width = pk->height = pk->channels = 0;
+        return ck_fail(err, st, "%s: %s", r->label, r->msg[0] ? r->msg : "invalid PNG");
+    }
     return CKEY_OK;
 }
 
@@ -473,30 +972,23 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
     r.head_len = nhead;
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
-    unsigned char sig[8];
-    const size_t got = src_read(&r, sig, sizeof sig);
-    if (ferror(f)) return ck_fail(err, CKEY_ERR_IO, "%s: read error: %s", label, strerror(errno));
-    if (got < sizeof sig || memcmp(sig, png_signature, sizeof sig) != 0)
-        return ck_fail(err, CKEY_ERR_FORMAT, "%s: not a PNG file", label);
-    pk->width = pk->height = pk->channels = 0;
-    r.status = CKEY_ERR_FORMAT;
-    ckey_status st = precheck_ihdr(&r);
-    if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", label, r.msg);
-    r.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, rd_error, ignore_warning);
-    if (r.png) r.info = png_create_info_struct(r.png);
-    if (!r.png || !r.info) {
-        st = CKEY_ERR_NOMEM;
-        snprintf(r.msg, sizeof r.msg, "out of memory creating the PNG reader");
-    } else {
-        st = decode_packed(&r, kind);
-    }
-    png_destroy_read_struct(r.png ? &r.png : NULL, r.info ? &r.info : NULL, NULL);
-    free(r.row_ptrs);
-    if (st != CKEY_OK) {
-        pk->width = pk->height = pk->channels = 0;
-        return ck_fail(err, st, "%s: %s", label, r.msg[0] ? r.msg : "invalid PNG");
-    }
-    return CKEY_OK;
+    return read_packed(&r, kind, err);
+}
+
+ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                           ck_png_decoder decoder, ckey_packed_image *pk, ckey_error *err) {
+    if (!label) label = "(memory)";
+    if (!pk || (!data && size) || !valid_kind(kind))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.label = label;
+    r.mem = data;
+    r.mem_size = size;
+    r.total_size = size;
+    r.pk = pk;
+    r.decoder = decoder;
+    return read_packed(&r, kind, err);
 }
 
 static ckey_status read_png(reader *r, ckey_image_kind kind, ckey_image *out, ckey_error *err) {
@@ -512,17 +1004,23 @@ static ckey_status read_png(reader *r, ckey_image_kind kind, ckey_image *out, ck
     r->status = CKEY_ERR_FORMAT;
     ckey_status st = precheck_ihdr(r);
     if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", r->label, r->msg);
-    r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
-    if (r->png) r->info = png_create_info_struct(r->png);
-    if (!r->png || !r->info) {
-        st = CKEY_ERR_NOMEM;
-        snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
-    } else {
-        st = decode(r, kind, out);
+    st = r->decoder == CK_PNG_LIBPNG ? CKEY_ERR_UNSUPPORTED : fast_decode(r, kind, out);
+    if (st == CKEY_ERR_UNSUPPORTED && r->decoder == CK_PNG_FAST) {
+        snprintf(r->msg, sizeof r->msg, "not a PNG for the fast path");
+    } else if (st == CKEY_ERR_UNSUPPORTED) {
+        r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
+        if (r->png) r->info = png_create_info_struct(r->png);
+        if (!r->png || !r->info) {
+            st = CKEY_ERR_NOMEM;
+            snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
+        } else {
+            st = decode(r, kind, out);
+        }
+        png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
     }
-    png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
     free(r->rows);
     free(r->row_ptrs);
+    free(r->filebuf);
     if (r->pixels) ck_pixels_drop(r->px);
     if (st != CKEY_OK) {
         memset(out, 0, sizeof *out);
@@ -537,6 +1035,11 @@ static int valid_kind(ckey_image_kind kind) {
 
 ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *label,
                                      ckey_image_kind kind, ckey_image *out, ckey_error *err) {
+    return ck_png_read_memory_with(data, size, label, kind, CK_PNG_ANY, NULL, out, err);
+}
+
+ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *label, ckey_image_kind kind,
+                                    ck_png_decoder decoder, ck_pixels *px, ckey_image *out, ckey_error *err) {
     if (out) memset(out, 0, sizeof *out);
     if (!label) label = "(memory)";
     if (!out || (!data && size) || !valid_kind(kind))
@@ -548,8 +1051,9 @@ ckey_status ck_image_read_png_memory(const void *data, size_t size, const char *
     r.mem = data;
     r.mem_size = size;
     r.total_size = size;
+    r.decoder = decoder;
     ck_pixels own = {0};
-    r.px = &own;
+    r.px = px ? px : &own;
     return read_png(&r, kind, out, err);
 }
 
