@@ -219,7 +219,10 @@ enum {
     CKEY_PLAN_POS_STREAMED = 1,  /* the pos-embed resized row by row as it is added */
     CKEY_PLAN_QKV_STREAMED = 2,  /* global attention without whole qkv or attention output */
     CKEY_PLAN_DECODER_BANDS = 4, /* the decoders in bands of rows */
-    CKEY_PLAN_FROM_MAPS = 8      /* stage transitions read the feature maps, the tokens gone */
+    CKEY_PLAN_FROM_MAPS = 8,     /* stage transitions read the feature maps, the tokens gone */
+    CKEY_PLAN_NORM1_FROM_MAP = 16, /* a widening global block's norm1 taken from the map as read */
+    CKEY_PLAN_INPUT_RGB = 32,    /* the input's hint plane released after patch_embed */
+    CKEY_PLAN_REROLL_IN_PLACE = 64 /* feature maps made in the tokens' buffers */
 };
 
 /* Plan a session without allocating its arena (for `ckey info`); over

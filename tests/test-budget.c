@@ -364,6 +364,96 @@ static void test_transition_from_map(void) {
     ckey_model_free(m);
 }
 
+/* The floor steps on top of schedule base (model m at S): norm1_from_map,
+ * input_rgb and reroll_in_place, each alone and all together, give base's
+ * result to the last bit (they move and recompute the same values), and
+ * change its buffers as they should: norm1's output gone, the input's tail a
+ * buffer of its own, the feature maps no buffers of their own. */
+static void floor_case(const ckey_model *m, int S, const ck_schedule *base) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && ref && got);
+    ck_synth_input(S, x);
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    for (int step = 0; step < 4; step++) {
+        ck_schedule s = *base;
+        s.norm1_from_map = step == 0 || step == 3;
+        s.input_rgb = step == 1 || step == 3;
+        s.reroll_in_place = step == 2 || step == 3;
+        static const char *const what[4] = {"norm1 from the map", "input rgb", "reroll in place", "all three"};
+        CHECKF(run_schedule(m, S, 0, &s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+        size_t diff = 0;
+        for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        CHECKF(diff == 0, "S = %d %s: %zu of %lld values differ from the schedule without it", S, what[step], diff,
+               (long long)n);
+        printf("  S = %d %s: arena %.2f MiB (without: %.2f), %d buffers (%d)\n", S, what[step],
+               p1.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0, (int)p1.num_buffers, (int)p0.num_buffers);
+        if (step == 0) CHECK(p1.num_buffers == p0.num_buffers - 1); /* the widening block's norm1 */
+        if (step == 1) CHECK(p1.num_buffers == p0.num_buffers + 1); /* the hint plane's bytes */
+        if (step == 2) CHECK(p1.num_buffers == p0.num_buffers - 3); /* c1, c2, c3 */
+    }
+    free(x), free(ref), free(got);
+}
+
+/* ck_schedule.norm1_from_map, input_rgb, reroll_in_place (the CPU's floor
+ * steps): the tiny model at S = 128 and (release build) 256 (pos-embed streamed, refiner in
+ * bands) and the full architecture at S = 256 (release build); the whole step
+ * against the whole-map run and the golden; at S = 2048 each step plans
+ * less, and at S = 3072 the leanest schedule (the smallest budget: release
+ * build) is within 1 GiB. */
+static void test_floor_steps(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const ck_schedule a = {.transition_from_map = 1, .qkv_streamed = 1, .decoder_band = 16},
+                      b = {.transition_from_map = 1, .qkv_streamed = 1, .decoder_band = 16, .pos_streamed = 1,
+                           .refiner_band = 24},
+                      all = {.transition_from_map = 1, .qkv_streamed = 1, .decoder_band = 16, .norm1_from_map = 1,
+                             .input_rgb = 1, .reroll_in_place = 1};
+    floor_case(m, 128, &a);
+    if (!CK_ASAN) floor_case(m, 256, &b);
+    same_as_whole(m, 128, &all, "tiny/tiny_s128.safetensors", "floor steps");
+    ckey_model_free(m);
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    if (!CK_ASAN) floor_case(m, 256, &a);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 2048;
+    o.threads = 2;
+    ck_schedule s = {.refiner_band = 32, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1};
+    ckey_memory_plan last, p;
+    CHECKF(ck_session_plan_schedule(m, &o, &s, &last, &err) == CKEY_OK, "%s", err.message);
+    for (int step = 0; step < 3; step++) {
+        if (step == 0) s.norm1_from_map = 1;
+        if (step == 1) s.input_rgb = 1;
+        if (step == 2) s.reroll_in_place = 1;
+        CHECKF(ck_session_plan_schedule(m, &o, &s, &p, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = 2048 step %d: encoder %.1f, decoders %.1f, refiner %.1f MiB (before: %.1f, %.1f, %.1f)\n", step,
+               p.stage_bytes[0] / 1048576.0, p.stage_bytes[1] / 1048576.0, p.stage_bytes[2] / 1048576.0,
+               last.stage_bytes[0] / 1048576.0, last.stage_bytes[1] / 1048576.0, last.stage_bytes[2] / 1048576.0);
+        CHECK(p.arena_bytes < last.arena_bytes);
+        last = p;
+    }
+    o.size = 3072;
+    s.refiner_band = 48;
+    s.pos_streamed = 1;
+    CHECKF(ck_session_plan_schedule(m, &o, &s, &p, &err) == CKEY_OK, "%s", err.message);
+    printf("  S = 3072 every step, bands of 48: %.1f MiB\n", p.peak_bytes / 1048576.0);
+    CHECK(p.peak_bytes <= (int64_t)1 << 30);
+    if (!CK_ASAN) { /* the planner finds it (every schedule planned) */
+        REQUIRE(ckey_plan_memory(m, &o, &p, &err) == CKEY_OK);
+        printf("  S = 3072: smallest budget %.1f MiB\n", p.min_budget_bytes / 1048576.0);
+        CHECK(p.min_budget_bytes <= (int64_t)1 << 30);
+    }
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -498,6 +588,7 @@ int main(int argc, char **argv) {
         {"qkv_streamed", test_qkv_streamed},
         {"decoder_band", test_decoder_band},
         {"transition_from_map", test_transition_from_map},
+        {"floor_steps", test_floor_steps},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

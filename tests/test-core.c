@@ -80,6 +80,87 @@ static void test_planner_divergence(void) {
     ck_plan_free(p);
 }
 
+/* ck_shrink: a buffer's tail is free from the shrink on, its head lives on.
+ * Random sequences with shrinks: no live byte (a head to its release, a tail
+ * to its shrink) is overwritten and replay is exact; a buffer allocated after
+ * a shrink reuses the tail's bytes. */
+static void test_planner_shrink(void) {
+    ck_plan *p;
+    REQUIRE(ck_plan_create(&p, NULL) == CKEY_OK);
+    ck_plan_begin_record(p);
+    void *a = ck_alloc(p, 4096, "a");
+    ck_shrink(p, a, 3000, "a tail");
+    void *b = ck_alloc(p, 1024, "b");
+    ck_release(p, b);
+    ck_release(p, a);
+    REQUIRE(ck_plan_finish(p, NULL) == CKEY_OK);
+    CHECKF(ck_plan_arena_bytes(p) == 4096, "arena %zu: b belongs in a's tail", ck_plan_arena_bytes(p));
+    unsigned char *arena = malloc(4096);
+    REQUIRE(arena);
+    ck_plan_begin_execute(p, arena);
+    CHECK(ck_alloc(p, 4096, "a") == arena);
+    ck_shrink(p, arena, 3000, "a tail");
+    CHECK(ck_alloc(p, 1024, "b") == arena + 3008); /* the head keeps 3000 rounded up to 64 */
+    CHECK(ck_plan_replay_complete(p));
+    free(arena);
+    srand(11);
+    for (int trial = 0; trial < 50; trial++) {
+        enum { N = 60 };
+        size_t sizes[N], keep[N];
+        int rel_after[N], shrink_after[N];
+        for (int i = 0; i < N; i++) {
+            sizes[i] = (size_t)(rand() % 100000) + 128;
+            rel_after[i] = i + rand() % 10;
+            shrink_after[i] = rand() % 3 ? -1 : i + rand() % (rel_after[i] - i + 1); /* at or before release */
+            keep[i] = (size_t)(rand() % (int)(sizes[i] - 64)) + 1;
+            keep[i] = CK_MIN(keep[i], (sizes[i] - 1) / 64 * 64);
+            if (keep[i] == 0) shrink_after[i] = -1;
+        }
+        unsigned char *ar = NULL;
+        unsigned char *ptr[N];
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 0) ck_plan_begin_record(p);
+            else ck_plan_begin_execute(p, ar);
+            for (int i = 0; i < N; i++) {
+                ptr[i] = ck_alloc(p, sizes[i], "t");
+                if (pass == 1) memset(ptr[i], i, sizes[i]);
+                for (int j = 0; j <= i; j++) {
+                    const size_t kept = (keep[j] + 63) / 64 * 64;
+                    if (shrink_after[j] == i) {
+                        if (pass == 1)
+                            for (size_t q = 0; q < sizes[j]; q++)
+                                if (ptr[j][q] != (unsigned char)j) {
+                                    CHECKF(0, "trial %d: buffer %d clobbered before its shrink", trial, j);
+                                    break;
+                                }
+                        ck_shrink(p, ptr[j], keep[j], "tail");
+                    }
+                    if (rel_after[j] == i) {
+                        const size_t live = shrink_after[j] >= 0 ? kept : sizes[j];
+                        if (pass == 1)
+                            for (size_t q = 0; q < live; q++)
+                                if (ptr[j][q] != (unsigned char)j) {
+                                    CHECKF(0, "trial %d: buffer %d's head clobbered", trial, j);
+                                    break;
+                                }
+                        ck_release(p, ptr[j]);
+                    }
+                }
+            }
+            if (pass == 0) {
+                REQUIRE(ck_plan_finish(p, NULL) == CKEY_OK);
+                CHECK(ck_plan_arena_bytes(p) <= ck_plan_naive_bytes(p));
+                ar = malloc(ck_plan_arena_bytes(p));
+                REQUIRE(ar);
+            } else {
+                CHECK(ck_plan_replay_complete(p));
+            }
+        }
+        free(ar);
+    }
+    ck_plan_free(p);
+}
+
 typedef struct {
     atomic_int *hits;
     atomic_int calls;
@@ -532,6 +613,7 @@ int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"planner_random", test_planner_random},
         {"planner_divergence", test_planner_divergence},
+        {"planner_shrink", test_planner_shrink},
         {"pool_coverage", test_pool_coverage},
         {"pool_concurrent_jobs", test_pool_concurrent_jobs},
         {"concurrent_gemm", test_concurrent_gemm},

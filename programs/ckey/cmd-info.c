@@ -31,7 +31,10 @@ static void streamed_steps(char *buf, size_t cap, int32_t bits, const char *sep)
     } steps[] = {{CKEY_PLAN_POS_STREAMED, "pos-embed resized row by row"},
                  {CKEY_PLAN_QKV_STREAMED, "global attention's qkv streamed"},
                  {CKEY_PLAN_DECODER_BANDS, "decoders in bands"},
-                 {CKEY_PLAN_FROM_MAPS, "stage transitions from the maps"}};
+                 {CKEY_PLAN_FROM_MAPS, "stage transitions from the maps"},
+                 {CKEY_PLAN_NORM1_FROM_MAP, "norm1 from the map"},
+                 {CKEY_PLAN_INPUT_RGB, "input hint released"},
+                 {CKEY_PLAN_REROLL_IN_PLACE, "maps rerolled in place"}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (bits & steps[i].bit) {
             const size_t n = strlen(buf);

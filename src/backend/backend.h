@@ -91,6 +91,9 @@ struct ck_backend_i {
     int encoder_chunks;
     /* 1: its weights and patch_embed follow ck_schedule.pos_streamed (model.h) */
     int pos_streamed;
+    /* 1: its ops read the input x after patch_embed only in its RGB planes
+     * and its input has no copy elsewhere to keep whole (ck_schedule.input_rgb) */
+    int input_rgb;
     /* Host bytes the backend allocates outside its weights and arena: its
      * transfer buffers (CUDA: the page-locked input and output). */
     int64_t (*host_io_bytes)(const ck_backend_config *bc, const ck_config *c);

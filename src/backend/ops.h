@@ -40,6 +40,14 @@ typedef struct ck_conv2d {
     int64_t in_map, out_map;
 } ck_conv2d;
 
+/* norm1's output read from a feature map [H, H, C] (ck_schedule.norm1_from_map):
+ * token row r is layernorm(g, b) of the map row reroll (k strides) put it in. */
+typedef struct ck_ln_map {
+    ck_tensor map;
+    int H, k;
+    ck_weight g, b;
+} ck_ln_map;
+
 /* What the largest of Cutie's ops in a pass needs of the backend's scratch
  * (ck_backend_i.ops_workspace_bytes, ck_ops.set_workspace). */
 typedef struct ck_op_needs {
@@ -115,11 +123,23 @@ typedef struct ck_ops {
     void (*attention_qkv)(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D, int heads,
                           int qs, ck_weight Wp, ck_weight bp, ck_tensor out);
 
+    /* Optional (ck_schedule.norm1_from_map): linear_maxpool and attention_qkv
+     * with x / xn = layernorm(ln) of the feature map [H, H, in] that reroll
+     * (k strides) made of the tokens, computed row by row as it is read. */
+    void (*linear_maxpool_map)(ck_backend *be, const ck_ln_map *ln, int64_t N, int in, ck_weight W, ck_weight b,
+                               ck_tensor y, int out, int qs);
+    void (*attention_qkv_map)(ck_backend *be, const ck_ln_map *ln, int64_t N, int in, ck_weight W, ck_weight b, int D,
+                              int heads, int qs, ck_weight Wp, ck_weight bp, ck_tensor out);
+
     /* x [N, C] += fc2(gelu(fc1(norm2(x)))), token chunk by chunk. */
     void (*mlp)(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden);
 
     /* tokens [H*W, C] in unrolled order with k strides -> feat [H, W, C]. */
     void (*reroll)(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat);
+
+    /* Optional (ck_schedule.reroll_in_place): the same with feat == tokens,
+     * the rows permuted in place. */
+    void (*reroll_inplace)(ck_backend *be, ck_tensor x, int H, int W, int k, int C);
 
     /* Both decoders at S/4 = H1: logits [4, H1, H1] (fp32) = cls(relu(P1 + sum_k up(Pk))) + cls_b
      * where P1 = c1 . W1^T + b1 and Pk [Hk, Hk, 2*dec] are the projected

@@ -114,6 +114,11 @@ void *ck_alloc(ck_plan *p, size_t bytes, const char *tag);
 #define ck_alloc_f32(p, n, tag) ((float *)ck_alloc((p), (size_t)(n) * sizeof(float), (tag)))
 /* Mark the end of a buffer's lifetime (after its last reader). NULL is ignored. */
 void ck_release(ck_plan *p, void *ptr);
+/* End the lifetime of a live buffer's bytes past its first `keep` (rounded
+ * up to 64): they are free for later buffers while the first `keep` live on
+ * (placed as two buffers, adjacent; the tail tagged `tag`). ck_release then
+ * releases the rest. */
+void ck_shrink(ck_plan *p, void *ptr, size_t keep, const char *tag);
 
 /* Address of the index-th recorded buffer in the bound arena (NULL if none). */
 void *ck_plan_buffer(const ck_plan *p, int index);

@@ -1,5 +1,6 @@
 /* Memory planner: record the allocation sequence once, place buffers by
  * lifetime, replay with fixed offsets. See core.h. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,10 @@
 #define ALIGN 64
 
 typedef struct {
-    size_t bytes;
+    size_t bytes;       /* placed bytes (a shrunk buffer's head: what is kept) */
+    size_t alloc_bytes; /* as allocated (the replay's check) */
+    size_t span;        /* placement order: bytes, with a shrunk buffer's tail */
+    int head1, tail1;   /* a tail: its head's index + 1; a head: its tail's; else 0 */
     size_t offset;
     const char *tag;
     int64_t born, died; /* event indices; died = INT64_MAX when never released */
@@ -66,13 +70,13 @@ void *ck_alloc(ck_plan *p, size_t bytes, const char *tag) {
         }
         plan_buf *b = &p->bufs[p->nbufs];
         memset(b, 0, sizeof *b);
-        b->bytes = bytes;
+        b->bytes = b->alloc_bytes = bytes;
         b->tag = tag;
         b->born = p->events++;
         b->died = INT64_MAX;
         return (void *)fake_addr(p->nbufs++);
     }
-    if (p->replay >= p->nbufs || p->bufs[p->replay].bytes != bytes) {
+    if (p->replay >= p->nbufs || p->bufs[p->replay].alloc_bytes != bytes || p->bufs[p->replay].head1) {
         p->mismatch = 1;
         return NULL;
     }
@@ -102,15 +106,78 @@ void ck_release(ck_plan *p, void *ptr) {
     p->mismatch = 1;
 }
 
+void ck_shrink(ck_plan *p, void *ptr, size_t keep, const char *tag) {
+    keep = (keep + ALIGN - 1) / ALIGN * ALIGN;
+    if (p->recording) {
+        uintptr_t a = (uintptr_t)ptr;
+        int idx = (int)(a / ALIGN) - 1;
+        if (a % ALIGN || idx < 0 || idx >= p->nbufs || p->bufs[idx].died != INT64_MAX || p->bufs[idx].tail1 ||
+            p->bufs[idx].head1 || keep == 0 || keep >= p->bufs[idx].bytes) {
+            p->failed = 1;
+            return;
+        }
+        const size_t tail = p->bufs[idx].bytes - keep;
+        (void)ck_alloc(p, tail, tag); /* the tail: born with the head, dying now */
+        if (p->failed) return;
+        plan_buf *t = &p->bufs[p->nbufs - 1], *h = &p->bufs[idx];
+        p->events--;
+        t->born = h->born;
+        t->died = p->events++;
+        t->head1 = idx + 1;
+        h->bytes = keep;
+        h->tail1 = p->nbufs;
+        return;
+    }
+    /* replay: the tail is the next record; its head the live buffer at ptr */
+    int idx = -1;
+    for (int i = p->replay - 1; i >= 0 && idx < 0; i--)
+        if (p->bufs[i].live && p->arena + p->bufs[i].offset == (unsigned char *)ptr) idx = i;
+    if (idx < 0 || p->replay >= p->nbufs || p->bufs[p->replay].head1 != idx + 1 || p->bufs[idx].bytes != keep) {
+        p->mismatch = 1;
+        return;
+    }
+    p->replay++;
+}
+
 static int by_size_desc(const void *a, const void *b) {
     const plan_buf *x = *(const plan_buf *const *)a, *y = *(const plan_buf *const *)b;
-    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    if (x->span != y->span) return x->span < y->span ? 1 : -1;
     return x->born < y->born ? -1 : x->born > y->born;
 }
 
 static int by_offset(const void *a, const void *b) {
     const plan_buf *x = *(const plan_buf *const *)a, *y = *(const plan_buf *const *)b;
     return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Whether [off, off + bytes) misses every buffer of placed[0..n) live with b. */
+static int fits(const plan_buf *b, size_t off, size_t bytes, plan_buf *const *placed, int n) {
+    for (int j = 0; j < n; j++) {
+        const plan_buf *o = placed[j];
+        if (o->born < b->died && b->born < o->died && o->offset < off + bytes && off < o->offset + o->bytes)
+            return 0;
+    }
+    return 1;
+}
+
+/* The lowest offset at which head h and, right after it, its tail t both
+ * miss the placed buffers live with them: 0 or where a conflicting buffer
+ * ends (for the tail, less the head's bytes). */
+static size_t place_pair(const plan_buf *h, const plan_buf *t, plan_buf *const *placed, int n) {
+    size_t best = SIZE_MAX;
+    for (int j = -1; j < n; j++) {
+        size_t c[2] = {0, SIZE_MAX};
+        if (j >= 0) {
+            const plan_buf *o = placed[j];
+            const size_t end = o->offset + o->bytes;
+            c[0] = end;
+            c[1] = end >= h->bytes ? end - h->bytes : SIZE_MAX;
+        }
+        for (int m = 0; m < 2; m++)
+            if (c[m] < best && fits(h, c[m], h->bytes, placed, n) && fits(t, c[m] + h->bytes, t->bytes, placed, n))
+                best = c[m];
+    }
+    return best;
 }
 
 ckey_status ck_plan_finish(ck_plan *p, ckey_error *err) {
@@ -124,12 +191,26 @@ ckey_status ck_plan_finish(ck_plan *p, ckey_error *err) {
         free(order), free(placed), free(conf);
         return ck_fail(err, CKEY_ERR_NOMEM, "planner: out of memory");
     }
-    for (int i = 0; i < n; i++) order[i] = &p->bufs[i];
-    qsort(order, (size_t)n, sizeof *order, by_size_desc);
+    int no = 0;
+    for (int i = 0; i < n; i++) {
+        plan_buf *b = &p->bufs[i];
+        b->span = b->bytes + (b->tail1 ? p->bufs[b->tail1 - 1].bytes : 0);
+        if (!b->head1) order[no++] = b; /* a tail is placed with its head */
+    }
+    qsort(order, (size_t)no, sizeof *order, by_size_desc);
     size_t top = 0, naive = 0;
     int nplaced = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < no; i++) {
         plan_buf *b = order[i];
+        if (b->tail1) { /* a shrunk buffer: head and tail adjacent */
+            plan_buf *t = &p->bufs[b->tail1 - 1];
+            const size_t off = place_pair(b, t, placed, nplaced);
+            b->offset = off, t->offset = off + b->bytes;
+            placed[nplaced++] = b, placed[nplaced++] = t;
+            if (off + b->span > top) top = off + b->span;
+            naive += b->span;
+            continue;
+        }
         int nc = 0;
         for (int j = 0; j < nplaced; j++) {
             plan_buf *o = placed[j];

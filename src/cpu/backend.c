@@ -152,6 +152,7 @@ const ck_backend_i ck_cpu_backend = {
     .weight_bytes = cpu_weight_bytes,
     .device_memory = 0,
     .pos_streamed = 1,
+    .input_rgb = 1,
     .host_io_bytes = cpu_host_io_bytes,
     .create = cpu_create,
     .host_pool = cpu_host_pool,

@@ -125,7 +125,21 @@ typedef struct {
     int64_t N;
     ck_cpu *be;
     const float *Wp; /* packed W (linear) */
+    const ck_ln_map *ln; /* linear_maxpool_map: x is layernorm(ln) of a feature map */
 } lin_ctx;
+
+static inline int64_t map_row(int64_t r, int H, int k);
+
+/* Rows [a, a + n) of a linear's input x [N, in]: x's own, or where ln is
+ * given (ck_schedule.norm1_from_map) the LayerNorm of the map rows reroll put
+ * them in, computed into buf [n, in] (the values layernorm_map stores). */
+static const float *input_rows(const float *x, const ck_ln_map *ln, int64_t a, int n, int in, float *buf) {
+    if (!ln) return x + a * in;
+    const float *map = ck_f32(ln->map), *g = ck_wf32(ln->g), *b = ck_wf32(ln->b);
+    for (int i = 0; i < n; i++)
+        layernorm_row(map + map_row(a + i, ln->H, ln->k) * in, in, g, b, buf + (int64_t)i * in);
+    return buf;
+}
 
 static void linear_rows(void *p, int64_t r0, int64_t r1, int thread) {
     const lin_ctx *c = p;
@@ -142,7 +156,7 @@ static void cpu_linear(ck_cpu *be, const float *x, int64_t N, int in, const floa
                        float *y, int out, int accumulate) {
     float *Wp[2];
     pack_weights(be, W, out, in, NULL, 0, 0, Wp);
-    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be, Wp[0]};
+    lin_ctx c = {x, W, b, y, in, out, accumulate, 1, N, be, Wp[0], NULL};
     ck_pool_for(be->pool, N, 32, linear_rows, &c);
 }
 
@@ -155,8 +169,8 @@ static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
         float *y = c->y + r * c->out;
         for (int s = 0; s < c->qs; s++) {
             float *dst = s == 0 ? y : tmp;
-            ck_sgemm(1, rows, c->out, c->in, 1.0f, c->x + (s * Nq + r) * c->in, c->in, c->W, c->in, 0.0f,
-                     dst, c->out);
+            const float *x = input_rows(c->x, c->ln, s * Nq + r, rows, c->in, tmp + (size_t)LIN_ROWS * c->out);
+            ck_sgemm(1, rows, c->out, c->in, 1.0f, x, c->in, c->W, c->in, 0.0f, dst, c->out);
             if (s > 0)
                 for (int64_t i = 0; i < (int64_t)rows * c->out; i++) y[i] = tmp[i] > y[i] ? tmp[i] : y[i];
         }
@@ -166,7 +180,14 @@ static void maxpool_rows(void *p, int64_t r0, int64_t r1, int thread) {
 
 static void cpu_linear_maxpool(ck_cpu *be, const float *x, int64_t N, int in, const float *W,
                                const float *b, float *y, int out, int qs) {
-    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be, NULL};
+    lin_ctx c = {x, W, b, y, in, out, 0, qs, N, be, NULL, NULL};
+    ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
+}
+
+/* The same with x = layernorm(ln) of a feature map (ck_ops.linear_maxpool_map). */
+static void cpu_linear_maxpool_map(ck_cpu *be, const ck_ln_map *ln, int64_t N, int in, const float *W,
+                                   const float *b, float *y, int out, int qs) {
+    lin_ctx c = {NULL, W, b, y, in, out, 0, qs, N, be, NULL, ln};
     ck_pool_for(be->pool, N / qs, 32, maxpool_rows, &c);
 }
 
@@ -436,18 +457,23 @@ typedef struct {
      * and out += the heads' output . Wp^T (+ bp after the last group) */
     const float *xn, *W, *b, *Wp, *bp;
     int in;
+    const ck_ln_map *ln; /* attention_qkv_map: xn is layernorm(ln) of a feature map */
 } att_ctx;
 
 /* Floats of a thread's scratch the flash work takes (after the q block). */
 static size_t att_work_floats(int hd);
 
-/* Rows [a, a + n) of column block `part` (0 q, 1 k, 2 v) of head h of
- * xn . W^T + b into dst [n, hd] (rows ldd apart): the values qkv's
- * linear computes. */
-static void qkv_rows(const att_ctx *c, int part, int h, int64_t a, int n, float *dst, int64_t ldd) {
+/* Where a thread's rows of xn computed from a map go (att_ctx.ln): after
+ * the q block, the flash work and a head's output (attention_items_proj). */
+static size_t att_ln_offset(int hd) { return (size_t)ATT_BQ * hd + att_work_floats(hd) + (size_t)ATT_BQ * hd; }
+
+/* n rows of xn (from input_rows) . the columns of block `part` (0 q, 1 k,
+ * 2 v) of head h of W^T + b into dst [n, hd] (rows ldd apart): the values
+ * qkv's linear computes. */
+static void qkv_rows(const att_ctx *c, int part, int h, const float *xn, int n, float *dst, int64_t ldd) {
     const int hd = c->hd;
     const int64_t col = (int64_t)part * c->D + (int64_t)h * hd;
-    ck_sgemm(1, n, hd, c->in, 1.0f, c->xn + a * c->in, c->in, c->W + col * c->in, c->in, 0.0f, dst, ldd);
+    ck_sgemm(1, n, hd, c->in, 1.0f, xn, c->in, c->W + col * c->in, c->in, 0.0f, dst, ldd);
     add_bias_rows(dst, n, hd, ldd, c->b + col);
 }
 
@@ -463,8 +489,9 @@ static void attention_pack_xn(void *p, int64_t i0, int64_t i1, int thread) {
         const int64_t t = it % nt, a = t * CK_FLASH_T_BK;
         const int n = (int)CK_MIN(CK_FLASH_T_BK, c->N - a);
         float *K = c->kv + g * kv_packed_floats(c->N, hd), *vt = K + c->N * hd + t * hd * CK_FLASH_T_BK;
-        qkv_rows(c, 1, h, a, n, K + a * hd, hd);
-        qkv_rows(c, 2, h, a, n, tmp, hd);
+        const float *xn = input_rows(c->xn, c->ln, a, n, c->in, tmp + att_ln_offset(hd));
+        qkv_rows(c, 1, h, xn, n, K + a * hd, hd);
+        qkv_rows(c, 2, h, xn, n, tmp, hd);
         for (int k = 0; k < n; k++)
             for (int d = 0; d < hd; d++) vt[(int64_t)d * CK_FLASH_T_BK + k] = tmp[(int64_t)k * hd + d];
     }
@@ -511,7 +538,8 @@ static void attention_items_proj(void *p, int64_t i0, int64_t i1, int thread) {
             const float *K = c->kv + gi * kv_packed_floats(c->N, hd), *Vt = K + c->N * hd;
             for (int s = 0; s < c->qs; s++) {
                 float *dst = s == 0 ? qbuf : work;
-                qkv_rows(c, 0, h, s * c->Nq + j0, nq, dst, hd);
+                const float *xn = input_rows(c->xn, c->ln, s * c->Nq + j0, nq, c->in, qbuf + att_ln_offset(hd));
+                qkv_rows(c, 0, h, xn, nq, dst, hd);
                 if (s > 0)
                     for (int64_t i = 0; i < (int64_t)nq * hd; i++) qbuf[i] = work[i] > qbuf[i] ? work[i] : qbuf[i];
             }
@@ -572,7 +600,7 @@ static void attention_run(att_ctx c, ck_cpu *be) {
 }
 
 static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int heads, int qs, float *out) {
-    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, NULL, NULL, NULL, NULL, NULL, 0};
+    att_ctx c = {qkv, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, NULL, NULL, NULL, NULL, NULL, 0, NULL};
     attention_run(c, be);
 }
 
@@ -583,7 +611,15 @@ static void cpu_attention(ck_cpu *be, const float *qkv, int64_t N, int D, int he
  * ck_schedule.qkv_streamed. */
 static void cpu_attention_qkv(ck_cpu *be, const float *xn, int64_t N, int in, const float *W, const float *b, int D,
                               int heads, int qs, const float *Wp, const float *bp, float *out) {
-    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, xn, W, b, Wp, bp, in};
+    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, xn, W, b, Wp, bp, in, NULL};
+    attention_run(c, be);
+}
+
+/* The same with xn = layernorm(ln) of a feature map, each run of rows
+ * normalized as it is read (ck_ops.attention_qkv_map). */
+static void cpu_attention_qkv_map(ck_cpu *be, const ck_ln_map *ln, int64_t N, int in, const float *W, const float *b,
+                                  int D, int heads, int qs, const float *Wp, const float *bp, float *out) {
+    att_ctx c = {NULL, N, N / qs, D, heads, D / heads, qs, 0, 0, 0, 0, NULL, out, be, NULL, W, b, Wp, bp, in, ln};
     attention_run(c, be);
 }
 
@@ -721,6 +757,36 @@ static void reroll_rows(void *p, int64_t y0, int64_t y1, int thread) {
 static void cpu_reroll(ck_cpu *be, const float *tokens, int H, int W, int k, int C, float *feat) {
     reroll_ctx c = {tokens, H, W, k, C, feat};
     ck_pool_for(be->pool, H, 1, reroll_rows, &c);
+}
+
+/* The bitmap's 32-bit words reroll_inplace takes of thread 0's scratch
+ * (one bit a row), then a row of C floats. */
+static size_t reroll_inplace_floats(int64_t rows, int C) { return (size_t)(rows + 31) / 32 + (size_t)C; }
+
+/* The same permutation in place (ck_schedule.reroll_in_place): map row d =
+ * y * W + x takes token row unroll_index(y, x); each cycle of the
+ * permutation is followed once, its first row held aside. Rows are copied,
+ * not computed: the values reroll writes. */
+static void cpu_reroll_inplace(ck_cpu *be, float *buf, int H, int W, int k, int C) {
+    const int64_t n = (int64_t)H * W;
+    uint32_t *done = (uint32_t *)(void *)thread_scratch(be, 0);
+    float *row = thread_scratch(be, 0) + (n + 31) / 32;
+    const size_t rb = (size_t)C * sizeof(float);
+    memset(done, 0, (size_t)(n + 31) / 32 * sizeof(uint32_t));
+    for (int64_t d0 = 0; d0 < n; d0++) {
+        if (done[d0 >> 5] >> (d0 & 31) & 1) continue;
+        done[d0 >> 5] |= 1u << (d0 & 31);
+        int64_t cur = d0, src = unroll_index((int)(cur / W), (int)(cur % W), H, W, k);
+        if (src == d0) continue;
+        memcpy(row, buf + d0 * C, rb);
+        while (src != d0) {
+            memcpy(buf + cur * C, buf + src * C, rb);
+            cur = src;
+            done[cur >> 5] |= 1u << (cur & 31);
+            src = unroll_index((int)(cur / W), (int)(cur % W), H, W, k);
+        }
+        memcpy(buf + cur * C, row, rb);
+    }
 }
 
 /* ---------------------------------------------------------- patch embed */
@@ -1188,12 +1254,16 @@ void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_sche
             s = (size_t)ATT_BQ * hd + att_work_floats(hd);
             /* qkv_streamed: a head's output for a block of queries */
             if (sched->qkv_streamed) s += (size_t)ATT_BQ * hd;
-            if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do);
+            /* norm1_from_map: a block of xn's rows after it */
+            if (sched->norm1_from_map) s = att_ln_offset(hd) + (size_t)ATT_BQ * D;
+            if (D != Do) s = CK_MAX(s, (size_t)LIN_ROWS * Do + (sched->norm1_from_map ? (size_t)LIN_ROWS * D : 0));
         }
         need = CK_MAX(need, s);
         need = CK_MAX(need, (size_t)MLP_ROWS * (Do + (size_t)Do * c->mlp_ratio));
     }
     need = CK_MAX(need, (size_t)G * 2 * c->dec_dim + (size_t)G * 4);
+    /* reroll_in_place: a bit per token of stage 1 and a row (the widest transition's) */
+    if (sched->reroll_in_place) need = CK_MAX(need, reroll_inplace_floats((int64_t)G * G, 8 * c->embed_dim));
     size_t conv = (size_t)7 * 9 * CONV_TILE; /* the stem's pixel rows */
     need = CK_MAX(need, conv);
     need += 4 * (size_t)c->ref_groups; /* per-thread GroupNorm partial sums (doubles) */
@@ -1264,11 +1334,22 @@ static void t_attention_qkv(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_
                             int heads, int qs, ck_weight Wp, ck_weight bp, ck_tensor out) {
     cpu_attention_qkv(CPU(be), F(xn), N, in, WF(W), WF(b), D, heads, qs, WF(Wp), WF(bp), F(out));
 }
+static void t_linear_maxpool_map(ck_backend *be, const ck_ln_map *ln, int64_t N, int in, ck_weight W, ck_weight b,
+                                 ck_tensor y, int out, int qs) {
+    cpu_linear_maxpool_map(CPU(be), ln, N, in, WF(W), WF(b), F(y), out, qs);
+}
+static void t_attention_qkv_map(ck_backend *be, const ck_ln_map *ln, int64_t N, int in, ck_weight W, ck_weight b,
+                                int D, int heads, int qs, ck_weight Wp, ck_weight bp, ck_tensor out) {
+    cpu_attention_qkv_map(CPU(be), ln, N, in, WF(W), WF(b), D, heads, qs, WF(Wp), WF(bp), F(out));
+}
 static void t_mlp(ck_backend *be, ck_tensor x, int64_t N, int C, const ck_block_w *w, int hidden) {
     cpu_mlp(CPU(be), F(x), N, C, w, hidden);
 }
 static void t_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, ck_tensor feat) {
     cpu_reroll(CPU(be), F(tokens), H, W, k, C, F(feat));
+}
+static void t_reroll_inplace(ck_backend *be, ck_tensor x, int H, int W, int k, int C) {
+    cpu_reroll_inplace(CPU(be), F(x), H, W, k, C);
 }
 static void t_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
                            const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
@@ -1405,8 +1486,11 @@ const ck_ops ck_cpu_ops = {
     .linear_maxpool = t_linear_maxpool,
     .attention = t_attention,
     .attention_qkv = t_attention_qkv,
+    .linear_maxpool_map = t_linear_maxpool_map,
+    .attention_qkv_map = t_attention_qkv_map,
     .mlp = t_mlp,
     .reroll = t_reroll,
+    .reroll_inplace = t_reroll_inplace,
     .decoder_fuse = t_decoder_fuse,
     .decoder_fuse_rows = t_decoder_fuse_rows,
     .refiner_input = t_refiner_input,

@@ -61,6 +61,10 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
     if (s->qkv_streamed && !ops->attention_qkv) return 0;
     if (s->decoder_band > 0 && !ops->decoder_fuse_rows) return 0;
     if (s->transition_from_map && !(ops->mask_unit_attention_map && ops->layernorm_map)) return 0;
+    if (s->norm1_from_map && !(s->qkv_streamed && s->transition_from_map && ops->linear_maxpool_map &&
+                               ops->attention_qkv_map))
+        return 0;
+    if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -246,6 +250,8 @@ ck_tensor ck_forward(const ck_fwd *f) {
     int H = G;
     ck_tensor tok = ALLOC_ACT(N * E, "tokens");
     OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
+    /* the refiner reads x's RGB planes only: the hint plane (the last) goes */
+    if (f->sched.input_rgb) ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
 
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -268,6 +274,15 @@ ck_tensor ck_forward(const ck_fwd *f) {
             /* HieraBlock attention half, window by window (no N-sized temporaries) */
             if (b->dim != Do) xo = ALLOC_ACT(Nout * Do, "tokens");
             OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
+        } else if (map.data && b->dim != Do && f->sched.norm1_from_map && f->sched.qkv_streamed) {
+            /* norm1(x) never stored: both its readers take it from the map row by row */
+            const ck_ln_map ln = {map, H, k, w->norm1_w, w->norm1_b};
+            tok = xo = ALLOC_ACT(Nout * Do, "tokens");
+            OPP(f, CK_PROF_POOL_LINEAR, linear_maxpool_map, &ln, N, b->dim, w->proj_w, w->proj_b, xo, Do,
+                b->q_stride);
+            OPP(f, CK_PROF_ATTENTION, attention_qkv_map, &ln, N, b->dim, w->qkv_w, w->qkv_b, Do, b->heads,
+                b->q_stride, w->attn_proj_w, w->attn_proj_b, xo);
+            map = (ck_tensor){0};
         } else {
             /* xn = norm1(x); x = maxpool(proj(xn)) if expanding. An expanding
              * block reads x only here: x goes before the new tokens come. */
@@ -312,9 +327,19 @@ ck_tensor ck_forward(const ck_fwd *f) {
         /* x = x + mlp(norm2(x)) */
         OPP(f, CK_PROF_MLP, mlp, tok, N, Do, w, Do * c->mlp_ratio);
         if (b->stage_end && nf < 4) {
-            /* Reroll: feature map [H, H, Do] in spatial order */
-            ck_tensor fm = ALLOC_ACT(N * Do, "feature");
-            OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
+            /* Reroll: feature map [H, H, Do] in spatial order; in the tokens'
+             * buffer where they go now (a stage transition read from the map) */
+            const ck_block_info *nx = i + 1 < nb ? &bi[i + 1] : NULL;
+            const int in_place = f->sched.reroll_in_place && f->sched.transition_from_map && nx &&
+                                 nx->dim != nx->dim_out && !(nf == 0 && f->sched.c1_on_host);
+            ck_tensor fm = tok;
+            if (in_place) {
+                OPP(f, CK_PROF_REROLL, reroll_inplace, tok, H, H, k, Do);
+                tok = (ck_tensor){0};
+            } else {
+                fm = ALLOC_ACT(N * Do, "feature");
+                OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
+            }
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
             tap(f, names[nf], fm, 3, H, H, Do);
             if (nf == 0 && f->sched.c1_on_host) { /* c1 waits in host memory until the decoders */
@@ -323,9 +348,8 @@ ck_tensor ck_forward(const ck_fwd *f) {
                 fm = (ck_tensor){0};
             }
             feat[nf] = fm, feat_h[nf] = H, feat_c[nf] = Do, nf++;
-            const ck_block_info *nx = i + 1 < nb ? &bi[i + 1] : NULL;
             if (f->sched.transition_from_map && fm.data && nx && nx->dim != nx->dim_out) {
-                RELEASE(tok); /* the next block reads the map */
+                RELEASE(tok); /* the next block reads the map (nothing where it is the tokens' buffer) */
                 tok = (ck_tensor){0};
                 map = fm;
             }

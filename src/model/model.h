@@ -77,6 +77,21 @@ typedef struct ck_schedule {
      * that block reads the map instead (ck_ops.mask_unit_attention_map, or
      * for a global block layernorm_map: the CPU). */
     int transition_from_map;
+    /* norm1_from_map = 1 (with transition_from_map and qkv_streamed): a
+     * widening global block that reads a feature map stores no norm1 output:
+     * its linear_maxpool and attention take each run of rows' LayerNorm from
+     * the map as they read it (ck_ops.linear_maxpool_map, attention_qkv_map:
+     * the same values, computed once per read; the CPU). */
+    int norm1_from_map;
+    /* input_rgb = 1: after patch_embed, the input x [4, S, S] keeps only its
+     * RGB planes (all the refiner reads of it): the hint plane's bytes are
+     * free for later buffers (ck_shrink). Offered only by backends with
+     * ck_backend_i.input_rgb (the CPU). */
+    int input_rgb;
+    /* reroll_in_place = 1 (with transition_from_map): at a stage transition
+     * the feature map is made in the tokens' own buffer (ck_ops.reroll_inplace:
+     * the same rows, permuted), so tokens and map are never both whole. */
+    int reroll_in_place;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

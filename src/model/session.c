@@ -138,7 +138,9 @@ static ckey_status plan_pass(const ckey_model *m, const ckey_session_options *o,
 /* The CKEY_PLAN_* bits of schedule s. */
 static int32_t streamed_bits(const ck_schedule *s) {
     return (s->pos_streamed ? CKEY_PLAN_POS_STREAMED : 0) | (s->qkv_streamed ? CKEY_PLAN_QKV_STREAMED : 0) |
-           (s->decoder_band > 0 ? CKEY_PLAN_DECODER_BANDS : 0) | (s->transition_from_map ? CKEY_PLAN_FROM_MAPS : 0);
+           (s->decoder_band > 0 ? CKEY_PLAN_DECODER_BANDS : 0) | (s->transition_from_map ? CKEY_PLAN_FROM_MAPS : 0) |
+           (s->norm1_from_map ? CKEY_PLAN_NORM1_FROM_MAP : 0) | (s->input_rgb ? CKEY_PLAN_INPUT_RGB : 0) |
+           (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0);
 }
 
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
@@ -162,7 +164,8 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
 
 /* Whether backend bi runs schedule s. */
 static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
-    return ck_schedule_supported(bi->ops, s) && (!s->pos_streamed || bi->pos_streamed);
+    return ck_schedule_supported(bi->ops, s) && (!s->pos_streamed || bi->pos_streamed) &&
+           (!s->input_rgb || bi->input_rgb);
 }
 
 /* The schedules a session may run, fastest first: the refiner on whole maps,
@@ -176,13 +179,24 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * the stored grid, that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
  * the decoders in bands of 64 rows as well; then, where it has
- * mask_unit_attention_map, with the stage transitions read from the maps. */
-enum { MAX_SCHEDULES = 96 };
+ * mask_unit_attention_map, with the stage transitions read from the maps;
+ * then, where it has linear_maxpool_map and attention_qkv_map, with norm1
+ * of the widening global block taken from the map; then, where its ops
+ * allow it (ck_backend_i.input_rgb), with the input's hint plane released
+ * after patch_embed; then, where it has
+ * reroll_inplace, with the maps made in the tokens' buffers and the decoders
+ * in bands of 16 rows. */
+enum { MAX_SCHEDULES = 128 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
-    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1}};
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1, .norm1_from_map = 1},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1, .norm1_from_map = 1,
+     .input_rgb = 1},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1, .norm1_from_map = 1,
+     .input_rgb = 1, .reroll_in_place = 1}};
 static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S, ck_schedule *out) {
     int n = 0;
     const int64_t windows = (int64_t)(S / 32) * (S / 32);
