@@ -6,7 +6,9 @@ On a machine with an NVIDIA GPU and Nsight Compute:
       build/bench/bench-forward --device cuda --size 2048 --runs 0 > frame.csv
   python3 bench/ncu_frame.py frame.csv [--start im2col] [--top 40]
 
-The frame is taken from the last launch of the --start kernel (a substring
+With --start '' every launch is the frame (a profile of one frame, e.g.
+bench-cutie --profile under ncu --profile-from-start off). Otherwise the
+frame is taken from the last launch of the --start kernel (a substring
 of the first kernel of a forward pass; the patch embedding's im2col by
 default) to the end, so the session's one-time weight conversions are left
 out. Prints the frame's launches grouped by kernel and grid (count, total,
@@ -52,17 +54,18 @@ def short(name):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv")
-    ap.add_argument("--start", default="im2col", help="substring of the frame's first kernel")
+    ap.add_argument("--start", default="im2col",
+                    help="substring of the frame's first kernel ('': every launch, for a profile of one frame)")
     ap.add_argument("--top", type=int, default=40)
     a = ap.parse_args()
     launches = read_launches(a.csv)
     if not launches:
         sys.exit(f"{a.csv}: no gpu__time_duration.sum rows (run ncu with --csv --metrics gpu__time_duration.sum)")
-    starts = [i for i, l in enumerate(launches) if a.start in l[0]]
+    starts = [i for i, l in enumerate(launches) if a.start in l[0]] if a.start else []
     frame = launches[starts[-1]:] if starts else launches
     total = sum(l[3] for l in frame)
     print(f"{len(frame)} launches, {total / 1e3:.3f} ms of kernels in the frame"
-          f"{'' if starts else ' (no --start kernel found: all launches)'}")
+          f"{'' if starts or not a.start else ' (no --start kernel found: all launches)'}")
     by = OrderedDict()
     for name, grid, block, us in frame:
         k = (short(name), grid, block)
