@@ -23,7 +23,8 @@ extern "C" {
  * whichever renames last wins, and each rename puts a whole file in place.
  * A killed writer leaves its temporary file behind: files named
  * "*.ckey-*.tmp" belong to no one once every writer of a directory has ended
- * (`ckey encode` removes those of a clip's passes). Malloc'd (free with
+ * (`ckey encode` removes those of a clip's passes; the image-sequence sink's
+ * begin() removes those of this host's processes that no longer run). Malloc'd (free with
  * free()); NULL when out of memory.
  */
 char *ckey_temp_path(const char *path);

@@ -701,6 +701,23 @@ static void test_kill_and_resume(void) {
     }
     printf("  %d of %d frames complete after the kill\n", complete, N);
     CHECK(complete >= 3);
+    /* beside what the kill left: a temporary of this host's process that no
+     * longer runs (a pid above any pid_max) and one of another host's; the
+     * resumed run removes the first and leaves the second */
+    char dead[1200], other[1200], mine_tmp[1024];
+    out_path(mine_tmp, sizeof mine_tmp, shot, 0, 1);
+    char *own = ckey_temp_path(mine_tmp); /* <path>.ckey-<host>-<pid>-<tid>.tmp */
+    REQUIRE(own);
+    char *cut = strrchr(own, '-');
+    if (cut) *cut = 0;
+    if ((cut = strrchr(own, '-'))) *cut = 0; /* <path>.ckey-<host> */
+    snprintf(dead, sizeof dead, "%s-999999999-7.tmp", own);
+    snprintf(other, sizeof other, "%s.ckey-elsewhere-1-1.tmp", mine_tmp);
+    free(own);
+    FILE *tf = fopen(dead, "wb");
+    if (tf) fclose(tf);
+    tf = fopen(other, "wb");
+    if (tf) fclose(tf);
 
     result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
@@ -711,6 +728,10 @@ static void test_kill_and_resume(void) {
     CHECK(ck_count_str(r.out, "\"status\":\"keyed\"") == N - complete);
     ck_run_free(&r);
     for (int f = 1; f <= N; f++) CHECKF(frame_state(shot, f, 1) == 1, "frame %d", f);
+    struct stat sb;
+    CHECKF(stat(dead, &sb) != 0, "%s: a dead process's temporary file is still there", dead);
+    CHECKF(stat(other, &sb) == 0, "%s: another host's temporary file was removed", other);
+    unlink(other);
     CHECK(no_tmp(shot));
     snprintf(p, sizeof p, "%s", shot);
     ck_remove_tree(p);

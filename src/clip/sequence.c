@@ -429,6 +429,7 @@ static ckey_status pass_begin(void *self, ckey_error *err) {
         char *d = ckey_path_join(k->out, pass_dir[p]);
         if (!d) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
         ckey_status st = ckey_make_dirs(d, err);
+        if (st == CKEY_OK) ck_remove_dead_temps(d); /* a killed run's, before this run writes */
         free(d);
         if (st != CKEY_OK) return st;
     }

@@ -31,6 +31,10 @@ int ck_add_size(size_t a, size_t b, size_t *out);
 /* fsync the directory holding `path`, so a rename into it survives a crash
  * (failure only weakens crash safety, so it is not reported). */
 void ck_sync_parent_dir(const char *path);
+/* Removes from dir the temporary files (ckey_temp_path's names) of this
+ * host's writers whose process no longer runs: what a killed run left.
+ * Another host's, or a live process's, are left alone. Returns how many. */
+int ck_remove_dead_temps(const char *dir);
 
 /* Monotonic wall clock in seconds. */
 double ck_now(void);

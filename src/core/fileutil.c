@@ -1,5 +1,7 @@
 /* Small file helpers shared by the readers and the writers. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -70,17 +72,55 @@ ckey_status ck_open_input(const char *path, int timeout_ms, FILE **out, ckey_err
     return CKEY_OK;
 }
 
-char *ckey_temp_path(const char *path) {
-    if (!path) return NULL;
-    /* the host's name, cut at 64 bytes and kept to characters that are safe
-     * in a file name on any file system */
-    char host[65] = "";
-    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "host");
-    host[sizeof host - 1] = 0;
+/* The host's name as temporary names carry it: cut at 64 bytes and kept to
+ * characters that are safe in a file name on any file system. */
+static void temp_host(char host[65]) {
+    host[0] = 0;
+    if (gethostname(host, 64) != 0 || !host[0]) snprintf(host, 65, "host");
+    host[64] = 0;
     for (char *c = host; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
               *c == '-' || *c == '.' || *c == '_'))
             *c = '_';
+}
+
+int ck_remove_dead_temps(const char *dir) {
+    char host[65];
+    temp_host(host);
+    const size_t hl = strlen(host);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        /* <name>.ckey-<host>-<pid>-<tid>.tmp */
+        const char *n = e->d_name, *m = strstr(n, ".ckey-");
+        const size_t len = strlen(n);
+        if (!m || len < 4 || strcmp(n + len - 4, ".tmp") != 0) continue;
+        for (const char *next; (next = strstr(m + 1, ".ckey-"));) m = next; /* the last one */
+        const char *h = m + 6;
+        if (strncmp(h, host, hl) != 0 || h[hl] != '-') continue;
+        char *end;
+        errno = 0;
+        const long pid = strtol(h + hl + 1, &end, 10);
+        if (errno || pid <= 0 || *end != '-') continue;
+        const long tid = strtol(end + 1, &end, 10);
+        if (tid <= 0 || strcmp(end, ".tmp") != 0) continue;
+        if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or unknown */
+        const size_t cap = strlen(dir) + len + 2;
+        char *path = malloc(cap);
+        if (!path) break;
+        snprintf(path, cap, "%s/%s", dir, n);
+        if (unlink(path) == 0) removed++;
+        free(path);
+    }
+    closedir(d);
+    return removed;
+}
+
+char *ckey_temp_path(const char *path) {
+    if (!path) return NULL;
+    char host[65];
+    temp_host(host);
     const size_t cap = strlen(path) + strlen(host) + 64;
     char *t = malloc(cap);
     if (t) snprintf(t, cap, "%s.ckey-%s-%ld-%ld.tmp", path, host, (long)getpid(), (long)gettid());
