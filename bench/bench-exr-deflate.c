@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "ckey_media.h"
 #include "media/exr.h"
 #include "media/image.h"
@@ -34,19 +35,6 @@ static double cpu_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static float gauss(void) {
-    float s = 0;
-    for (int k = 0; k < 4; k++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / 16777216.0f;
-    }
-    return (s - 2.0f) * 1.7320508f;
 }
 
 enum { W = 3840, H = 2160, LPC = 16, NCH = (H + LPC - 1) / LPC };
@@ -72,20 +60,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     const size_t n = (size_t)W * H;
-    float *fg = malloc(3 * n * sizeof(float)), *up = malloc(3 * n * sizeof(float));
-    const int w2 = W / 2, h2 = H / 2;
-    float *nz = malloc(3 * (size_t)w2 * h2 * sizeof(float));
-    float *scr = malloc(ck_resize_scratch_floats(3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
-    float *scr2 = malloc(ck_resize_scratch_floats(3, h2, w2, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
+    float *fg = bench_grainy_plate(&im, W, H, grain);
     uint16_t *halves = malloc(3 * n * sizeof(uint16_t));
-    if (!fg || !up || !nz || !scr || !scr2 || !halves) return 1;
-    ck_resize r;
-    ck_resize_prepare(&r, 3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4, scr);
-    ck_resize_run(&r, im.data, fg);
-    for (size_t i = 0; i < 3 * (size_t)w2 * h2; i++) nz[i] = gauss() * grain;
-    ck_resize_prepare(&r, 3, h2, w2, H, W, CK_RESIZE_LANCZOS4, scr2);
-    ck_resize_run(&r, nz, up);
-    for (size_t i = 0; i < 3 * n; i++) fg[i] += up[i];
+    if (!fg || !halves) return 1;
 
     /* the file's chunks: lines of B, G, R halves, then each compression's transform */
     chunks raw, pxr, zip;

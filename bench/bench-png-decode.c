@@ -19,28 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "ckey_media.h"
 #include "media/image.h"
 #include "pixel/pixel.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static float gauss(void) {
-    float s = 0;
-    for (int k = 0; k < 4; k++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / 16777216.0f;
-    }
-    return (s - 2.0f) * 1.7320508f;
-}
 
 enum { W = 3840, H = 2160 };
 
@@ -67,10 +49,10 @@ static double time_decode(const unsigned char *png, size_t n, ckey_image_kind ki
         ckey_error err;
         ck_pixels px = {img.data, img.capacity, NULL, 0};
         ckey_image out;
-        const double t0 = now();
+        const double t0 = ck_now();
         const ckey_status st = packed ? ck_png_read_packed_memory_with(png, n, "bench.png", kind, dec, &pk, &err)
                                       : ck_png_read_memory_with(png, n, "bench.png", kind, dec, &px, &out, &err);
-        const double t = now() - t0;
+        const double t = ck_now() - t0;
         if (!packed && st == CKEY_OK && out.data != img.data) {
             ckey_image_free(&img);
             img = out;
@@ -104,21 +86,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     const size_t n = (size_t)W * H;
-    const int w2 = W / 2, h2 = H / 2;
-    float *fg = malloc(3 * n * sizeof(float)), *up = malloc(3 * n * sizeof(float));
-    float *nz = malloc(3 * (size_t)w2 * h2 * sizeof(float));
-    float *scr = malloc(ck_resize_scratch_floats(3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
-    float *scr2 = malloc(ck_resize_scratch_floats(3, h2, w2, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
-    if (!fg || !up || !nz || !scr || !scr2) return 1;
-    ck_resize r;
-    ck_resize_prepare(&r, 3, im.height, im.width, H, W, CK_RESIZE_LANCZOS4, scr);
-    ck_resize_run(&r, im.data, fg);
-    for (size_t i = 0; i < 3 * (size_t)w2 * h2; i++) nz[i] = gauss() * grain;
-    ck_resize_prepare(&r, 3, h2, w2, H, W, CK_RESIZE_LANCZOS4, scr2);
-    ck_resize_run(&r, nz, up);
-    for (size_t i = 0; i < 3 * n; i++) fg[i] += up[i];
+    float *fg = bench_grainy_plate(&im, W, H, grain), *hint = malloc(n * sizeof(float));
+    if (!fg || !hint) return 1;
     /* a hint: the plate's green minus the others, hard-edged */
-    float *hint = up;
     for (size_t i = 0; i < n; i++) hint[i] = fg[n + i] - (fg[i] > fg[2 * n + i] ? fg[i] : fg[2 * n + i]) > 0.1f ? 0.0f : 1.0f;
 
     char path[64];
@@ -155,6 +125,6 @@ int main(int argc, char **argv) {
         unlink(path);
     }
     ckey_image_free(&im);
-    free(fg), free(up), free(nz), free(scr), free(scr2);
+    free(fg), free(hint);
     return bad;
 }

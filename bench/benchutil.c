@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "pixel/pixel.h"
 #include "model/model.h"
 
 float *bench_random_floats(size_t n, uint64_t seed, float lo, float hi) {
@@ -16,6 +17,40 @@ float *bench_random_floats(size_t n, uint64_t seed, float lo, float hi) {
         p[i] = lo + (hi - lo) * (float)((s >> 40) * (1.0 / 16777216.0));
     }
     return p;
+}
+
+static float grain_value(uint64_t *rng) {
+    float s = 0;
+    for (int k = 0; k < 4; k++) {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        s += (float)(*rng >> 40) / 16777216.0f;
+    }
+    return (s - 2.0f) * 1.7320508f;
+}
+
+float *bench_grainy_plate(const ckey_image *im, int W, int H, float grain) {
+    const size_t n = (size_t)W * H;
+    const int w2 = W / 2, h2 = H / 2;
+    float *fg = malloc(3 * n * sizeof(float)), *up = malloc(3 * n * sizeof(float));
+    float *nz = malloc(3 * (size_t)w2 * h2 * sizeof(float));
+    float *scr = malloc(ck_resize_scratch_floats(3, im->height, im->width, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
+    float *scr2 = malloc(ck_resize_scratch_floats(3, h2, w2, H, W, CK_RESIZE_LANCZOS4) * sizeof(float));
+    if (fg && up && nz && scr && scr2) {
+        ck_resize r;
+        ck_resize_prepare(&r, 3, im->height, im->width, H, W, CK_RESIZE_LANCZOS4, scr);
+        ck_resize_run(&r, im->data, fg);
+        uint64_t rng = 88172645463325252ull;
+        for (size_t i = 0; i < 3 * (size_t)w2 * h2; i++) nz[i] = grain_value(&rng) * grain;
+        ck_resize_prepare(&r, 3, h2, w2, H, W, CK_RESIZE_LANCZOS4, scr2);
+        ck_resize_run(&r, nz, up);
+        for (size_t i = 0; i < 3 * n; i++) fg[i] += up[i];
+    } else {
+        free(fg), fg = NULL;
+    }
+    free(up), free(nz), free(scr), free(scr2);
+    return fg;
 }
 
 double bench_status_mib(const char *key) {
