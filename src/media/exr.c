@@ -595,14 +595,7 @@ static ckey_status exr_decode_packed(exr_rd *r, exr_context_t ctx, const exr_inf
             return exr_fail(r, CKEY_ERR_UNSUPPORTED, "channel '%.60s' is FLOAT: no packed read",
                             info->ch[src[p]].name);
     const size_t w = (size_t)info->w, h = (size_t)info->h, n = w * h, bytes = n * (size_t)C * 2;
-    if (bytes > pk->capacity) {
-        if (pk->data) {
-            if (pk->release) pk->release(pk->alloc_user, pk->data);
-            else free(pk->data);
-        }
-        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, bytes) : malloc(bytes);
-        pk->capacity = pk->data ? bytes : 0;
-    }
+    ck_packed_reserve(pk, bytes);
     r->scratch = malloc((size_t)lpc * w * sizeof(float));
     if (!pk->data || !r->scratch) return exr_fail(r, CKEY_ERR_NOMEM, "out of memory for a %zu x %zu image", w, h);
     uint16_t *px = pk->data;

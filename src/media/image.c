@@ -784,6 +784,17 @@ ckey_status ckey_image_read_packed(const char *path, ckey_image_kind kind, ckey_
     return st;
 }
 
+int ck_packed_reserve(ckey_packed_image *pk, size_t bytes) {
+    if (bytes <= pk->capacity) return 1;
+    if (pk->data) {
+        if (pk->release) pk->release(pk->alloc_user, pk->data);
+        else free(pk->data);
+    }
+    pk->data = pk->alloc ? pk->alloc(pk->alloc_user, bytes) : malloc(bytes);
+    pk->capacity = pk->data ? bytes : 0;
+    return pk->data != NULL;
+}
+
 void ckey_packed_image_free(ckey_packed_image *img) {
     if (!img) return;
     if (img->data) {

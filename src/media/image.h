@@ -130,6 +130,10 @@ ckey_status ck_image_read_tiff_memory_px(const void *data, size_t size, const ch
 ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const char *label, ckey_image_kind kind,
                                         ck_pixels *px, ckey_image *out, ckey_error *err);
 
+/* pk's block holds at least bytes (its content not kept when it grows,
+ * through pk's own allocator when it has one); 0 when out of memory. */
+int ck_packed_reserve(ckey_packed_image *pk, size_t bytes);
+
 /* ckey_image_read_packed's OpenEXR reader on a buffer: HALF channels only
  * (CKEY_ERR_UNSUPPORTED for a FLOAT one). */
 ckey_status ck_image_read_exr_packed_memory(const void *data, size_t size, const char *label, ckey_image_kind kind,

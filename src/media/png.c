@@ -448,14 +448,7 @@ static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
         return r->status;
     }
     const size_t bytes = rowbytes * h;
-    if (bytes > pk->capacity) {
-        if (pk->data) {
-            if (pk->release) pk->release(pk->alloc_user, pk->data);
-            else free(pk->data);
-        }
-        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, bytes) : malloc(bytes);
-        pk->capacity = pk->data ? bytes : 0;
-    }
+    ck_packed_reserve(pk, bytes);
     if (passes > 1) r->row_ptrs = malloc((size_t)h * sizeof *r->row_ptrs);
     if (!pk->data || (passes > 1 && !r->row_ptrs)) {
         set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_NOMEM, "out of memory for a %lu x %lu image",
@@ -891,15 +884,7 @@ static ckey_status fast_decode_packed(reader *r, ckey_image_kind kind) {
     if (!fast_header(r, kind, 1, &fp, &extra)) return CKEY_ERR_UNSUPPORTED;
     ckey_packed_image *pk = r->pk;
     const size_t need = fp.raw + extra;
-    if (need > pk->capacity) {
-        if (pk->data) {
-            if (pk->release) pk->release(pk->alloc_user, pk->data);
-            else free(pk->data);
-        }
-        pk->data = pk->alloc ? pk->alloc(pk->alloc_user, need) : malloc(need);
-        pk->capacity = pk->data ? need : 0;
-        if (!pk->data) return CKEY_ERR_UNSUPPORTED;
-    }
+    if (!ck_packed_reserve(pk, need)) return CKEY_ERR_UNSUPPORTED;
     unsigned char *px = pk->data;
     if (extra && !fast_slurp(r, px + fp.raw, extra)) return r->status;
     if (!fast_scan(r->mem, r->mem_size, &fp) || fast_inflate(&fp, px) <= 0)
