@@ -907,6 +907,28 @@ static ckey_status fast_decode_packed(reader *r, ckey_image_kind kind) {
 #endif
 }
 
+/* The image decoded by the fast path, else by libpng (r->decoder may force
+ * either): into out, or with out NULL into r->pk (the packed read). */
+static ckey_status decode_either(reader *r, ckey_image_kind kind, ckey_image *out) {
+    ckey_status st = r->decoder == CK_PNG_LIBPNG ? CKEY_ERR_UNSUPPORTED
+                     : out                       ? fast_decode(r, kind, out)
+                                                 : fast_decode_packed(r, kind);
+    if (st == CKEY_ERR_UNSUPPORTED && r->decoder == CK_PNG_FAST) {
+        snprintf(r->msg, sizeof r->msg, "not a PNG for the fast path");
+    } else if (st == CKEY_ERR_UNSUPPORTED) {
+        r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
+        if (r->png) r->info = png_create_info_struct(r->png);
+        if (!r->png || !r->info) {
+            st = CKEY_ERR_NOMEM;
+            snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
+        } else {
+            st = out ? decode(r, kind, out) : decode_packed(r, kind);
+        }
+        png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
+    }
+    return st;
+}
+
 /* The packed read from r's source (signature not yet read). */
 static ckey_status read_packed(reader *r, ckey_image_kind kind, ckey_error *err) {
     ckey_packed_image *pk = r->pk;
@@ -920,20 +942,7 @@ static ckey_status read_packed(reader *r, ckey_image_kind kind, ckey_error *err)
     r->status = CKEY_ERR_FORMAT;
     ckey_status st = precheck_ihdr(r);
     if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", r->label, r->msg);
-    st = r->decoder == CK_PNG_LIBPNG ? CKEY_ERR_UNSUPPORTED : fast_decode_packed(r, kind);
-    if (st == CKEY_ERR_UNSUPPORTED && r->decoder == CK_PNG_FAST) {
-        snprintf(r->msg, sizeof r->msg, "not a PNG for the fast path");
-    } else if (st == CKEY_ERR_UNSUPPORTED) {
-        r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
-        if (r->png) r->info = png_create_info_struct(r->png);
-        if (!r->png || !r->info) {
-            st = CKEY_ERR_NOMEM;
-            snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
-        } else {
-            st = decode_packed(r, kind);
-        }
-        png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
-    }
+    st = decode_either(r, kind, NULL);
     free(r->row_ptrs);
     free(r->filebuf);
     if (st != CKEY_OK) {
@@ -989,20 +998,7 @@ static ckey_status read_png(reader *r, ckey_image_kind kind, ckey_image *out, ck
     r->status = CKEY_ERR_FORMAT;
     ckey_status st = precheck_ihdr(r);
     if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", r->label, r->msg);
-    st = r->decoder == CK_PNG_LIBPNG ? CKEY_ERR_UNSUPPORTED : fast_decode(r, kind, out);
-    if (st == CKEY_ERR_UNSUPPORTED && r->decoder == CK_PNG_FAST) {
-        snprintf(r->msg, sizeof r->msg, "not a PNG for the fast path");
-    } else if (st == CKEY_ERR_UNSUPPORTED) {
-        r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, rd_error, ignore_warning);
-        if (r->png) r->info = png_create_info_struct(r->png);
-        if (!r->png || !r->info) {
-            st = CKEY_ERR_NOMEM;
-            snprintf(r->msg, sizeof r->msg, "out of memory creating the PNG reader");
-        } else {
-            st = decode(r, kind, out);
-        }
-        png_destroy_read_struct(r->png ? &r->png : NULL, r->info ? &r->info : NULL, NULL);
-    }
+    st = decode_either(r, kind, out);
     free(r->rows);
     free(r->row_ptrs);
     free(r->filebuf);
