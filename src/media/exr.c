@@ -364,6 +364,21 @@ static int64_t rd_size(exr_const_context_t c, void *ud) {
     return src_size(c, &((exr_rd *)ud)->src);
 }
 
+/* OpenEXRCore reading r from the buffer data: its errors into r, the
+ * image's sides capped as every reader caps them. */
+static exr_result_t start_read(exr_rd *r, const void *data, size_t size, const char *label, exr_context_t *ctx) {
+    r->src.data = data;
+    r->src.size = size;
+    exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
+    init.error_handler_fn = on_error;
+    init.user_data = r;
+    init.read_fn = rd_read;
+    init.size_fn = rd_size;
+    init.max_image_width = CKEY_IMAGE_MAX_SIDE;
+    init.max_image_height = CKEY_IMAGE_MAX_SIDE;
+    return exr_start_read(ctx, label, &init);
+}
+
 static int find_ch(const exr_info *info, const char *name) {
     for (int i = 0; i < info->nch; i++)
         if (!strcmp(info->ch[i].name, name)) return i;
@@ -651,17 +666,8 @@ ckey_status ck_image_read_exr_packed_memory(const void *data, size_t size, const
     if (!exr_precheck(data, size, &info, msg, sizeof msg, &st)) return ck_fail(err, st, "%s: %s", label, msg);
     exr_rd *r = calloc(1, sizeof *r);
     if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
-    r->src.data = data;
-    r->src.size = size;
-    exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
-    init.error_handler_fn = on_error;
-    init.user_data = r;
-    init.read_fn = rd_read;
-    init.size_fn = rd_size;
-    init.max_image_width = CKEY_IMAGE_MAX_SIDE;
-    init.max_image_height = CKEY_IMAGE_MAX_SIDE;
     exr_context_t ctx = NULL;
-    if (exr_start_read(&ctx, label, &init) != EXR_ERR_SUCCESS)
+    if (start_read(r, data, size, label, &ctx) != EXR_ERR_SUCCESS)
         st = exr_fail(r, CKEY_ERR_FORMAT, "OpenEXR refused the header");
     else
         st = exr_decode_packed(r, ctx, &info, kind, pk);
@@ -698,22 +704,11 @@ ckey_status ck_image_read_exr_memory_px(const void *data, size_t size, const cha
     if (!r) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", label);
     ck_pixels own = {0};
     r->px = px ? px : &own;
-    r->src.data = data;
-    r->src.size = size;
-    exr_context_initializer_t init = EXR_DEFAULT_CONTEXT_INITIALIZER;
-    init.error_handler_fn = on_error;
-    init.user_data = r;
-    init.read_fn = rd_read;
-    init.size_fn = rd_size;
-    init.max_image_width = CKEY_IMAGE_MAX_SIDE;
-    init.max_image_height = CKEY_IMAGE_MAX_SIDE;
     exr_context_t ctx = NULL;
-    exr_result_t rc = exr_start_read(&ctx, label, &init);
-    if (rc != EXR_ERR_SUCCESS) {
+    if (start_read(r, data, size, label, &ctx) != EXR_ERR_SUCCESS)
         st = exr_fail(r, CKEY_ERR_FORMAT, "OpenEXR refused the header");
-    } else {
+    else
         st = exr_decode(r, ctx, &info, kind, out);
-    }
     if (ctx) exr_finish(&ctx);
     if (r->pixels) ck_pixels_drop(r->px);
     free(r->scratch);
