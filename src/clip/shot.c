@@ -428,6 +428,25 @@ static ckey_status read_frame(shot *sh, reader *rd, int64_t j, ckey_image *plate
     return st;
 }
 
+/* A reader's frame j done (decoded since decoded0, its pre-processing since
+ * t): the stage times accounted, a failure recorded in the slot or, when
+ * the run does not skip it, failing the run (returns 0). */
+static int read_done(shot *sh, reader *rd, int64_t j, in_slot *sl, ckey_status st, double decoded0, double t) {
+    double sec[CKEY_SHOT_STAGES] = {0};
+    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
+    sec[CKEY_STAGE_PRE] = ck_now() - t;
+    rd->pre_s += sec[CKEY_STAGE_PRE];
+    account(sh, CKEY_GROUP_READERS, sec);
+    if (st != CKEY_OK) {
+        if (!skippable(sh, st)) {
+            fail_at(sh, j, &sl->err, 0);
+            return 0;
+        }
+        sl->failed = 1;
+    }
+    return 1;
+}
+
 /* The rest of stage_read for a frame read packed (sl->packed): the plate
  * stays packed for the device; so does the hint unless it is of another
  * size, which is made floats (the decoders' v / 255, v / 65535, half) and resized
@@ -476,19 +495,7 @@ static int packed_read(shot *sh, reader *rd, int64_t j, ckey_status st, double d
             sl->hint_px = sl->hint_buf;
         }
     }
-    double sec[CKEY_SHOT_STAGES] = {0};
-    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
-    sec[CKEY_STAGE_PRE] = ck_now() - t;
-    rd->pre_s += sec[CKEY_STAGE_PRE];
-    account(sh, CKEY_GROUP_READERS, sec);
-    if (st != CKEY_OK) {
-        if (!skippable(sh, st)) {
-            fail_at(sh, j, &sl->err, 0);
-            return 0;
-        }
-        sl->failed = 1;
-    }
-    return 1;
+    return read_done(sh, rd, j, sl, st, decoded0, t);
 }
 
 /* Decode job j on reader rd into its in slot. Returns 0 when the run must stop. */
@@ -576,19 +583,7 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
             ck_fail(&sl->err, st, "frame %lld: plate %s (%d x %d): preprocessing failed", (long long)f->number,
                     f->plate, (int)w, (int)h);
     }
-    double sec[CKEY_SHOT_STAGES] = {0};
-    sec[CKEY_STAGE_READ] = rd->decode_s - decoded0;
-    sec[CKEY_STAGE_PRE] = ck_now() - t;
-    rd->pre_s += sec[CKEY_STAGE_PRE];
-    account(sh, CKEY_GROUP_READERS, sec);
-    if (st != CKEY_OK) {
-        if (!skippable(sh, st)) {
-            fail_at(sh, j, &sl->err, 0);
-            return 0;
-        }
-        sl->failed = 1;
-    }
-    return 1;
+    return read_done(sh, rd, j, sl, st, decoded0, t);
 }
 
 /* Key job j: in slot -> out slot. */
