@@ -21,17 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ckey_error err;
         ckey_status st = ck_image_read_jpeg_memory(data, size, "fuzz.jpg", (ckey_image_kind)kind,
                                                    &img, &err);
-        if (st == CKEY_OK) {
-            if (kind == CKEY_IMAGE_RGB) read_w = img.width, read_h = img.height;
-            const size_t n = (size_t)img.channels * (size_t)img.width * (size_t)img.height;
-            for (size_t i = 0; i < n; i++)
-                if (!(img.data[i] >= 0.0f && img.data[i] <= 1.0f)) abort();
-            if (img.width < 1 || img.height < 1 || img.width > CKEY_IMAGE_MAX_SIDE ||
-                img.height > CKEY_IMAGE_MAX_SIDE)
-                abort();
-        } else if (img.data || !err.message[0]) {
-            abort(); /* failures leave the image empty and say why */
-        }
+        check_decoded(st, &img, &err, (ckey_image_kind)kind, 1, &read_w, &read_h);
         ckey_image_free(&img);
     }
     check_probe(data, size, "fuzz.jpg", read_w, read_h);
