@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +20,7 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "clip/shot.h"
 #include "core/dtype.h"
 #include "pixel/pixel.h"
 #include "support/clip.h"
@@ -1503,6 +1505,90 @@ static void test_run_memory_key(void) {
     remove_tree(shot);
 }
 
+/* A fake page-locking allocator for ck_slot_block: counts the blocks it
+ * pins and unpins and whether the session's lock was held for each. */
+typedef struct {
+    pthread_mutex_t *lock;
+    int pinned, unpinned, pinned_locked, unpinned_locked;
+} fake_pin;
+
+static int lock_held(pthread_mutex_t *mu) {
+    if (!mu) return 0;
+    if (pthread_mutex_trylock(mu) != 0) return 1;
+    pthread_mutex_unlock(mu);
+    return 0;
+}
+
+static void *fake_pin_alloc(void *user, size_t bytes) {
+    fake_pin *f = user;
+    f->pinned++;
+    f->pinned_locked += lock_held(f->lock);
+    return malloc(bytes);
+}
+
+static void fake_pin_free(void *user, void *p) {
+    fake_pin *f = user;
+    f->unpinned++;
+    f->unpinned_locked += lock_held(f->lock);
+    free(p);
+}
+
+/* The device path's packed in-slot blocks (ck_slot_block, shot.c): reserved
+ * up front for the first plate, a read of the same size or smaller reuses
+ * the block; a larger one (another size or depth) takes pageable memory
+ * and never pins or takes the lock; without a reservation the reads pin
+ * under the lock, as the frames first come. */
+static void test_slot_blocks(void) {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    const int32_t W = 320, H = 180;
+    const size_t n = (size_t)W * H;
+    CHECK(ck_slot_packed_bytes(W, H, 0) == 12 * n && ck_slot_packed_bytes(W, H, 1) == 4 * n);
+    CHECK(ck_slot_packed_bytes(0, H, 0) == 0 && ck_slot_packed_bytes(W, CKEY_IMAGE_MAX_SIDE + 1, 1) == 0);
+    /* the plan counts 16 bytes a pixel for an in slot's plate + hint: the reservation is that */
+    CHECK(CK_SLOT_PLATE_BYTES + CK_SLOT_HINT_BYTES == 4 * (int)sizeof(float));
+    for (int reserved = 0; reserved < 2; reserved++) {
+        fake_pin f = {&mu, 0, 0, 0, 0};
+        ck_slot_block b = {fake_pin_alloc, fake_pin_free, &f, &mu, NULL, 0, 0, 0, 0};
+        ckey_packed_image pk;
+        memset(&pk, 0, sizeof pk);
+        pk.alloc = ck_slot_block_alloc;
+        pk.release = ck_slot_block_release;
+        pk.alloc_user = &b;
+        if (reserved) {
+            REQUIRE(ck_slot_block_reserve(&b, ck_slot_packed_bytes(W, H, 0)));
+            CHECK(f.pinned == 1 && f.pinned_locked == 0 && b.reserved && b.pinned_cap == 12 * n);
+        }
+        /* frames as an 8-bit PNG read asks (samples + its file), a 16-bit one, then a
+         * 16-bit RGBA plate of twice the size (more than the reservation) and back */
+        const size_t asks[] = {3 * n + H + n, 6 * n + H + 5 * n, 8 * (4 * n) + 2 * H, 3 * n};
+        for (size_t k = 0; k < sizeof asks / sizeof asks[0]; k++) {
+            pthread_mutex_lock(&mu); /* a reader never holds it: the block takes it when it must */
+            pthread_mutex_unlock(&mu);
+            REQUIRE(ck_packed_reserve(&pk, asks[k]));
+            memset(pk.data, (int)k, asks[k]); /* the whole block is usable (ASan) */
+            const int big = asks[k] > 12 * n;
+            if (reserved)
+                CHECKF(big || k == 3 ? pk.data != b.pinned : pk.data == b.pinned, "read %zu: %zu bytes", k, asks[k]);
+            else
+                CHECKF(k == 3 ? pk.capacity == asks[2] : pk.data == b.pinned, "read %zu: %zu bytes", k, asks[k]);
+        }
+        if (reserved) /* one block pinned in all, before the reads; the large read pageable */
+            CHECKF(f.pinned == 1 && f.unpinned == 0 && b.grows == 1 && b.pins == 1, "pinned %d, unpinned %d, grows %lld",
+                   f.pinned, f.unpinned, (long long)b.grows);
+        else /* each growth pinned anew, under the lock, the old block unpinned under it */
+            CHECKF(f.pinned == 3 && f.pinned_locked == 3 && f.unpinned == 2 && f.unpinned_locked == 2 && b.grows == 0,
+                   "pinned %d (%d locked), unpinned %d (%d locked)", f.pinned, f.pinned_locked, f.unpinned,
+                   f.unpinned_locked);
+        b.lock = NULL; /* the end of a run: the model threads have ended */
+        ckey_packed_image_free(&pk);
+        ck_slot_block_free(&b);
+        CHECKF(f.unpinned == f.pinned && !b.pinned, "pinned %d, unpinned %d", f.pinned, f.unpinned);
+        printf("  %s: %d block(s) pinned, %lld pageable growth(s)\n", reserved ? "reserved up front" : "pinned by the reads",
+               f.pinned, (long long)b.grows);
+    }
+    pthread_mutex_destroy(&mu);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -1528,6 +1614,7 @@ int main(int argc, char **argv) {
         {"run_memory_api", test_run_memory_api},
         {"run_memory_key", test_run_memory_key},
         {"sequence_read_packed", test_sequence_read_packed},
+        {"slot_blocks", test_slot_blocks},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

@@ -129,11 +129,10 @@ typedef struct in_slot {
     size_t hint_cap;
     int srgb_at_read;        /* the plate is linear: encoded to sRGB at full size on the device */
     /* the device path with a source's read_packed: the files' own samples,
-     * page-locked from the slot's session (alloc_sess, under alloc_lock) */
+     * in page-locked blocks from the slot's session (ck_slot_block) */
     ckey_packed_image pplate, phint;
     int packed, hint_packed; /* plate (and hint) in pplate (phint), not plate / hint_px */
-    ckey_session *alloc_sess;
-    pthread_mutex_t *alloc_lock;
+    ck_slot_block bplate, bhint;
     double t_start;
 } in_slot;
 
@@ -374,23 +373,70 @@ static ckey_status resize_hint(reader *rd, const ckey_shot_frame *f, const ckey_
     return CKEY_OK;
 }
 
-/* The packed images' allocator: page-locked from the slot's session, under
- * its lock when model threads share it (no allocation beside another
- * thread's graph capture). */
-static void *slot_host_alloc(void *user, size_t bytes) {
-    in_slot *sl = user;
-    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
-    void *p = ckey_session_host_alloc(sl->alloc_sess, bytes);
-    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+size_t ck_slot_packed_bytes(int32_t w, int32_t h, int hint) {
+    if (w < 1 || h < 1 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * h > CKEY_IMAGE_MAX_PIXELS)
+        return 0;
+    return (size_t)w * (size_t)h * (hint ? CK_SLOT_HINT_BYTES : CK_SLOT_PLATE_BYTES);
+}
+
+static void *pin_locked(ck_slot_block *b, size_t bytes) {
+    if (b->lock) pthread_mutex_lock(b->lock);
+    void *p = b->pin(b->pin_user, bytes);
+    if (b->lock) pthread_mutex_unlock(b->lock);
     return p;
 }
 
-static void slot_host_free(void *user, void *p) {
-    in_slot *sl = user;
-    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
-    ckey_session_host_free(sl->alloc_sess, p);
-    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+int ck_slot_block_reserve(ck_slot_block *b, size_t bytes) {
+    if (b->pinned || bytes == 0) return b->pinned != NULL;
+    b->pinned = b->pin(b->pin_user, bytes);
+    if (!b->pinned) return 0;
+    b->pinned_cap = bytes;
+    b->reserved = 1;
+    b->pins++;
+    return 1;
 }
+
+void *ck_slot_block_alloc(void *block, size_t bytes) {
+    ck_slot_block *b = block;
+    if (b->pinned && bytes <= b->pinned_cap) return b->pinned;
+    if (b->reserved) { /* more than the reservation: pageable, no lock */
+        b->grows++;
+        return malloc(bytes);
+    }
+    /* no reservation: pin what this read needs (the block it replaces was released) */
+    void *p = pin_locked(b, bytes);
+    if (p) {
+        b->pinned = p;
+        b->pinned_cap = bytes;
+        b->pins++;
+    }
+    return p;
+}
+
+void ck_slot_block_release(void *block, void *p) {
+    ck_slot_block *b = block;
+    if (!p) return;
+    if (p != b->pinned) {
+        free(p);
+    } else if (!b->reserved) {
+        /* unreserved: the pinned block goes, a larger one follows */
+        if (b->lock) pthread_mutex_lock(b->lock);
+        b->unpin(b->pin_user, p);
+        if (b->lock) pthread_mutex_unlock(b->lock);
+        b->pinned = NULL;
+        b->pinned_cap = 0;
+    } /* else the reserved block stays the slot's until ck_slot_block_free */
+}
+
+void ck_slot_block_free(ck_slot_block *b) {
+    if (b->pinned) b->unpin(b->pin_user, b->pinned);
+    b->pinned = NULL;
+    b->pinned_cap = 0;
+    b->reserved = 0;
+}
+
+static void *sess_pin(void *user, size_t bytes) { return ckey_session_host_alloc(user, bytes); }
+static void sess_unpin(void *user, void *p) { ckey_session_host_free(user, p); }
 
 /* ------------------------------------------------------------- stages */
 
@@ -970,6 +1016,21 @@ static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
     }
 }
 
+/*
+ * The device path's packed in-slot blocks, page-locked for a w x h plate
+ * (the first frame's, from its header; ck_slot_packed_bytes) before any
+ * thread starts: pinned lazily, each slot's first read would pin under the
+ * session's lock (no allocation beside another model thread's graph
+ * capture) and keep the networks waiting, frame after frame while the slots
+ * are first used. A block that cannot be pinned is left to the reads.
+ */
+static void reserve_in_slots(shot *sh, int32_t w, int32_t h) {
+    for (int i = 0; i < sh->nin; i++) {
+        ck_slot_block_reserve(&sh->in[i].bplate, ck_slot_packed_bytes(w, h, 0));
+        ck_slot_block_reserve(&sh->in[i].bhint, ck_slot_packed_bytes(w, h, 1));
+    }
+}
+
 /* Model thread m of T = nsess x npipe: jobs m, m + T, m + 2T, ... with
  * session m % nsess (the same as j % nsess: nsess divides T). */
 typedef struct model_arg {
@@ -1068,9 +1129,13 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
         ckey_image_free(&sh->in[i].plate);
         ckey_image_free(&sh->in[i].hint);
         free(sh->in[i].hint_buf);
-        /* page-locked from the slot's session (the locks are gone by now) */
-        if (sh->in[i].pplate.data) ckey_session_host_free(sessions[i % M], sh->in[i].pplate.data);
-        if (sh->in[i].phint.data) ckey_session_host_free(sessions[i % M], sh->in[i].phint.data);
+        /* the model threads have ended and the locks are gone: none needed */
+        in_slot *sl = &sh->in[i];
+        sl->bplate.lock = sl->bhint.lock = NULL;
+        ckey_packed_image_free(&sl->pplate);
+        ckey_packed_image_free(&sl->phint);
+        ck_slot_block_free(&sl->bplate);
+        ck_slot_block_free(&sl->bhint);
     }
     for (int i = 0; sh->out && i < sh->nout; i++) {
         out_slot *o = &sh->out[i];
@@ -1232,13 +1297,19 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     if (st == CKEY_OK && sh->njobs > 0) sh->S = ckey_session_size(sessions[0]);
     if (st == CKEY_OK && sh->njobs > 0) st = choose_frame_path(sh, err);
     for (int i = 0; st == CKEY_OK && sh->dev && i < sh->nin; i++) {
-        /* slot i serves session i % M's jobs */
+        /* slot i serves session i % M's jobs: page-locked from that session */
         in_slot *sl = &sh->in[i];
-        sl->alloc_sess = sessions[i % M];
-        sl->alloc_lock = sh->npipe > 1 ? &sh->net_mu[i % M] : NULL;
-        sl->pplate.alloc = sl->phint.alloc = slot_host_alloc;
-        sl->pplate.release = sl->phint.release = slot_host_free;
-        sl->pplate.alloc_user = sl->phint.alloc_user = sl;
+        ck_slot_block *b[2] = {&sl->bplate, &sl->bhint};
+        ckey_packed_image *pk[2] = {&sl->pplate, &sl->phint};
+        for (int k = 0; k < 2; k++) {
+            b[k]->pin = sess_pin;
+            b[k]->unpin = sess_unpin;
+            b[k]->pin_user = sessions[i % M];
+            b[k]->lock = sh->npipe > 1 ? &sh->net_mu[i % M] : NULL;
+            pk[k]->alloc = ck_slot_block_alloc;
+            pk[k]->release = ck_slot_block_release;
+            pk[k]->alloc_user = b[k];
+        }
     }
     if (st == CKEY_OK && sh->njobs > 0 && !sh->dev) { /* the network's input and output per slot, [4, S, S] each */
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
@@ -1266,6 +1337,14 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             sh->pool = sh->own_pool;
         }
     }
+    int32_t w0 = 0, h0 = 0; /* the device path: the first plate's size, probed before any read */
+    if (st == CKEY_OK && sh->dev) {
+        ckey_error pe;
+        if (!src->probe || src->probe(src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK || w0 < 1 || h0 < 1 ||
+            (int64_t)w0 * h0 > sh->max_pixels)
+            w0 = h0 = 0;
+        if (w0 > 0 && src->read_packed) reserve_in_slots(sh, w0, h0);
+    }
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
 
@@ -1278,10 +1357,6 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             model_arg ma[CKEY_SHOT_MAX_MODELS];
             const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
-            int32_t w0 = 0, h0 = 0; /* the first plate's size, probed before any read */
-            ckey_error pe;
-            if (sh->dev && sh->src->probe && sh->src->probe(sh->src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK)
-                w0 = h0 = 0;
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
             if (sh->dev) alloc_out_slots(sh, w0, h0);
