@@ -1505,6 +1505,90 @@ static void test_run_memory_key(void) {
     remove_tree(shot);
 }
 
+/* Frame 1 of a source that the device path would not take in its own samples. */
+static int32_t not_frame_1(void *self, int64_t index) {
+    (void)self;
+    return index != 1;
+}
+
+/*
+ * The frame path a run takes (ckey_shot_frame_path): AUTO is the device
+ * path on a CUDA device when every frame to key is a PNG or EXR plate with a
+ * hint file and the post options have a device form, else the host path,
+ * with the reason; an explicit path is kept. A CPU run reports the host path
+ * in its stats and in ckey key's plan and done events.
+ */
+static void test_frame_path_choice(void) {
+    char shot[512], plates[600], hints[600], why[400];
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-path", 3));
+    snprintf(plates, sizeof plates, "%s/Input", shot);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+    ckey_source src, autohint;
+    ckey_error err;
+    REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+    REQUIRE(ckey_source_open_sequence(plates, NULL, NULL, NULL, &autohint, &err) == CKEY_OK);
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    CHECK(o.frame_path == CKEY_FRAME_PATH_AUTO);
+    ckey_frame_path p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_DEVICE && strstr(why, "PNG or EXR"), "%s: %s", ckey_frame_path_name(p), why);
+    printf("  cuda, PNG plates and hints: %s (%s)\n", ckey_frame_path_name(p), why);
+    p = ckey_shot_frame_path(CKEY_DEVICE_CPU, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "CPU"), "%s: %s", ckey_frame_path_name(p), why);
+    /* made hints are floats */
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &autohint, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "frame 1 ") && strstr(why, "hint auto"), "%s: %s",
+           ckey_frame_path_name(p), why);
+    printf("  cuda, auto hints: %s (%s)\n", ckey_frame_path_name(p), why);
+    /* one frame read as floats decides, unless the plan skips it */
+    ckey_source one = src;
+    one.packed_frame = not_frame_1;
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "frame 2 ") && strstr(why, "plate_0002.png"), "%s", why);
+    const uint8_t plan[3] = {CKEY_SHOT_KEY, CKEY_SHOT_SKIP, CKEY_SHOT_KEY};
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, plan, &o, why, sizeof why) == CKEY_FRAME_PATH_DEVICE);
+    one.packed_frame = NULL; /* a source that cannot tell (a video, tracked hints) */
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, NULL, &o, why, sizeof why) == CKEY_FRAME_PATH_CPU);
+    /* the torch despeckle has no device form */
+    o.post.despeckle = 1;
+    o.post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "torch"), "%s", why);
+    /* asked for: kept, whatever the device */
+    o.frame_path = CKEY_FRAME_PATH_DEVICE;
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CPU, &src, NULL, &o, why, sizeof why) == CKEY_FRAME_PATH_DEVICE);
+    o.frame_path = CKEY_FRAME_PATH_CPU;
+    ckey_shot_options_default(&o);
+    o.frame_path = CKEY_FRAME_PATH_CPU;
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, NULL, 0) == CKEY_FRAME_PATH_CPU);
+    CHECK(!strcmp(ckey_frame_path_name(CKEY_FRAME_PATH_CPU), "host") &&
+          !strcmp(ckey_frame_path_name(CKEY_FRAME_PATH_DEVICE), "device"));
+    ckey_source_close(&autohint);
+    ckey_source_close(&src);
+
+    /* ckey key says which path ran and why: a CPU run takes the host path */
+    char model[512];
+    NEED_SETUP(model);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json",
+                        NULL);
+    const char *plan_ev = strstr(r.out, "{\"event\":\"plan\""), *done = strstr(r.out, "{\"event\":\"done\"");
+    CHECKF(r.code == 0 && plan_ev && done, "exit %d: %s %s", r.code, r.out, r.err);
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"host\",\"frame_path_reason\":\"the device is the CPU\""), "%s",
+           r.out);
+    CHECKF(done && strstr(done, "\"frame_path\":\"host\""), "%s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--force",
+                 "--frame-path", "host", NULL);
+    CHECKF(r.code == 0 && strstr(r.out, "frame path: host (--frame-path host)") && strstr(r.out, "host frame path"),
+           "%s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cpu", "--force", "--frame-path", "gpu",
+                 NULL);
+    CHECKF(r.code == 2 && strstr(r.err, "expected auto, host or device"), "exit %d: %s", r.code, r.err);
+    result_free(&r);
+    remove_tree(shot);
+}
+
 /* A fake page-locking allocator for ck_slot_block: counts the blocks it
  * pins and unpins and whether the session's lock was held for each. */
 typedef struct {
@@ -1615,6 +1699,7 @@ int main(int argc, char **argv) {
         {"run_memory_key", test_run_memory_key},
         {"sequence_read_packed", test_sequence_read_packed},
         {"slot_blocks", test_slot_blocks},
+        {"frame_path_choice", test_frame_path_choice},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

@@ -1184,26 +1184,73 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     return ckey_shot_run_multi(one, 1, src, sink, plan, o, on_event, user, stats, err);
 }
 
+const char *ckey_frame_path_name(ckey_frame_path p) {
+    return p == CKEY_FRAME_PATH_DEVICE ? "device" : p == CKEY_FRAME_PATH_CPU ? "host" : "auto";
+}
+
+/* Why the device path cannot post-process with options p, or NULL (a
+ * valid set with the OpenCV despeckle or none; invalid options take the
+ * host path, which reports them frame by frame). */
+static const char *no_device_post(const ckey_post_options *p) {
+    if (p->despeckle && p->despeckle_mode != CKEY_DESPECKLE_OPENCV) return "the torch despeckle has no device form";
+    if (!(p->despill_strength >= 0.0f && p->despill_strength <= 1.0f) || (p->despeckle && p->despeckle_area < 0) ||
+        (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH))
+        return "invalid post options";
+    return NULL;
+}
+
+ckey_frame_path ckey_shot_frame_path(ckey_device_kind device, const ckey_source *src, const uint8_t *plan,
+                                     const ckey_shot_options *o, char *why, size_t cap) {
+    char none[1];
+    if (!why || cap == 0) why = none, cap = sizeof none;
+    why[0] = 0;
+    ckey_shot_options d;
+    if (!o) ckey_shot_options_default(&d), o = &d;
+    if (o->frame_path == CKEY_FRAME_PATH_CPU || o->frame_path == CKEY_FRAME_PATH_DEVICE) {
+        snprintf(why, cap, "asked for");
+        return o->frame_path;
+    }
+    const char *np = no_device_post(&o->post);
+    if (device != CKEY_DEVICE_CUDA) {
+        snprintf(why, cap, "the device is the CPU");
+        return CKEY_FRAME_PATH_CPU;
+    }
+    if (np) {
+        snprintf(why, cap, "%s", np);
+        return CKEY_FRAME_PATH_CPU;
+    }
+    if (!src || !src->read_packed || !src->packed_frame) {
+        snprintf(why, cap, "the frames come as floats (a video, tracked hints or another source without "
+                           "packed reads)");
+        return CKEY_FRAME_PATH_CPU;
+    }
+    for (int64_t i = 0; i < src->count; i++) {
+        if (plan && plan[i] != CKEY_SHOT_KEY) continue;
+        if (!src->packed_frame(src->self, i)) {
+            const ckey_shot_frame *f = &src->frames[i];
+            snprintf(why, cap, "frame %lld (%s, hint %s) is read as floats: the device path uploads PNG and EXR "
+                               "plates and hint files in their own samples",
+                     (long long)f->number, f->plate, f->hint ? f->hint : "none");
+            return CKEY_FRAME_PATH_CPU;
+        }
+    }
+    snprintf(why, cap, "on a GPU, every plate and hint a PNG or EXR file");
+    return CKEY_FRAME_PATH_DEVICE;
+}
+
 /*
- * The device frame path (sh->dev) or the host path, as opt.frame_path asks:
- * the device path needs every session on a device and post options it has
- * (a valid set with the OpenCV despeckle or none; invalid options take the
- * host path, which reports them frame by frame). One ck_devframe a session.
+ * The device frame path (sh->dev) or the host path, as opt.frame_path asks
+ * (AUTO resolved by now): the device path needs every session on a device
+ * and post options it has. One ck_devframe a model thread.
  */
 static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
-    const ckey_post_options *p = &sh->opt.post;
     const char *why = NULL;
     for (int i = 0; !why && i < sh->nsess; i++)
         if (!ck_devframe_available(sh->sess[i])) why = "the session is not on a GPU";
-    if (!why && p->despeckle && p->despeckle_mode != CKEY_DESPECKLE_OPENCV)
-        why = "the torch despeckle has no device form";
-    if (!why && (!(p->despill_strength >= 0.0f && p->despill_strength <= 1.0f) ||
-                 (p->despeckle && p->despeckle_area < 0) ||
-                 (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH)))
-        why = "invalid post options";
+    if (!why) why = no_device_post(&sh->opt.post);
     if (sh->opt.frame_path != CKEY_FRAME_PATH_DEVICE) return CKEY_OK;
     if (why) return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
-    ck_post_options_from(p, &sh->dev_post);
+    ck_post_options_from(&sh->opt.post, &sh->dev_post);
     for (int i = 0; i < sh->nmodel; i++) {
         ckey_status st = ck_devframe_create(sh->sess[i % sh->nsess], &sh->df[i], err);
         if (st) return st;
@@ -1252,6 +1299,12 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         opt.device_frames < 0 || opt.device_frames > CK_SHOT_MAX_PIPELINES)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
+    if (opt.frame_path == CKEY_FRAME_PATH_AUTO) { /* before the layout: the path sets the model threads */
+        int gpu = 1;
+        for (int i = 0; i < nsessions; i++)
+            if (!sessions[i] || !ck_devframe_available(sessions[i])) gpu = 0;
+        opt.frame_path = ckey_shot_frame_path(gpu ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU, src, plan, &opt, NULL, 0);
+    }
     shot *sh = calloc(1, sizeof *sh);
     if (!sh) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     sh->sess = sessions;
@@ -1418,6 +1471,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     /* every thread has ended: no lock needed */
     load_locked(sh, sh->stats.seconds, &sh->stats.load);
+    sh->stats.frame_path = sh->dev ? CKEY_FRAME_PATH_DEVICE : CKEY_FRAME_PATH_CPU;
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);
