@@ -422,9 +422,10 @@ typedef struct ckey_shot_options {
                                 when read_ahead is 0 */
     int32_t readers;         /* reader threads, 0..16: each decodes and resizes whole
                                 frames, r, r + R, r + 2R, ..., handed to the network in
-                                order; 0 (default) = max(1, min(4, CPUs / 4)); more
-                                than 1 only with a concurrent_read source; ignored when
-                                read_ahead is 0 */
+                                order; 0 (default) = max(1, min(4, CPUs / 4)), on the
+                                device frame path (its readers only decode) max(1,
+                                min(8, 3 CPUs / 8)); more than 1 only with a
+                                concurrent_read source; ignored when read_ahead is 0 */
     int32_t threads;         /* the pool the readers, the writers and the sink split each
                                 frame's work over (resizes, post passes, EXR chunks): 0
                                 (default) = a CPU session's own threads (no more threads

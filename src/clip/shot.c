@@ -1085,11 +1085,17 @@ static int default_writers(void) {
     return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : n - 2;
 }
 
-/* max(1, min(4, CPUs / 4)): a 4K plate decodes in a few tenths of a second,
- * so a few readers keep a fast network fed; each holds a frame's images. */
-static int default_readers(void) {
-    const int n = usable_cpus() / 4;
-    return n < 1 ? 1 : n > 4 ? 4 : n;
+/* The host path: max(1, min(4, CPUs / 4)): a 4K plate decodes in a few
+ * tenths of a second, so a few readers keep a fast network fed; each holds
+ * a frame's images. The device path: max(1, min(8, 3 CPUs / 8)): its
+ * readers only decode and its writers only encode, about 0.24 and 0.42 s
+ * of a core a 4K frame, so at 12 frames a second the decoding takes some 3
+ * cores and the encoding 5 (on the writers and the pool); six readers on 16
+ * CPUs leave room for the heavier 16-bit and EXR plates. Each reader adds
+ * an in slot (a plate's samples, page-locked). */
+static int default_readers(int device_path) {
+    const int c = usable_cpus(), n = device_path ? 3 * c / 8 : c / 4, most = device_path ? 8 : 4;
+    return n < 1 ? 1 : n > most ? most : n;
 }
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -1102,7 +1108,7 @@ int ck_shot_pipelines(const ckey_shot_options *o) {
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
     const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
     const int T = M * ck_shot_pipelines(o); /* the model threads */
-    *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers()) : 1;
+    *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers(o->frame_path == CKEY_FRAME_PATH_DEVICE)) : 1;
     *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + T, T) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
     *nout = threaded ? round_up(*nwr + T, T) : M;

@@ -21,7 +21,8 @@ int ck_shot_pipelines(const ckey_shot_options *o);
  * sessions (M), with T = M x ck_shot_pipelines(o) model threads: when
  * threaded, max(read_ahead, R) + T and K + T, each rounded up to a multiple
  * of T, K writers (0: max(1, min(8, CPUs - 2))) and R readers (0: max(1,
- * min(4, CPUs / 4))); M, M, 1 and 1 with read_ahead 0. */
+ * min(4, CPUs / 4)); on the device frame path, o->frame_path DEVICE,
+ * max(1, min(8, 3 CPUs / 8))); M, M, 1 and 1 with read_ahead 0. */
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd);
 
 /*
