@@ -425,10 +425,9 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
  */
 static ckey_frame_path choose_frame_path(key_job *j) {
     opts *o = &j->o;
-    ckey_device_kind dk = o->so.device;
+    ckey_device_kind dk = o->ndevices ? CKEY_DEVICE_CUDA : o->so.device; /* a list: all of them GPUs? */
     for (int i = 0; i < o->ndevices; i++)
         if (o->devices[i].kind != CKEY_DEVICE_CUDA) dk = CKEY_DEVICE_CPU;
-    if (o->ndevices) dk = dk == CKEY_DEVICE_CPU ? CKEY_DEVICE_CPU : CKEY_DEVICE_CUDA;
     ckey_shot_options so;
     shot_options(o, &so);
     const ckey_frame_path asked = o->frame_path;

@@ -1402,7 +1402,9 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         if (!src->probe || src->probe(src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK || w0 < 1 || h0 < 1 ||
             (int64_t)w0 * h0 > sh->max_pixels)
             w0 = h0 = 0;
-        if (w0 > 0 && src->read_packed) reserve_in_slots(sh, w0, h0);
+        /* packed blocks only for a clip whose first frame is read packed */
+        if (w0 > 0 && src->read_packed && (!src->packed_frame || src->packed_frame(src->self, sh->jobs[0])))
+            reserve_in_slots(sh, w0, h0);
     }
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
