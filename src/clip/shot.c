@@ -146,6 +146,11 @@ typedef struct out_slot {
     float *processed, *comp; /* [4, h, w], [3, h, w]: the device path's (the host path:
                                 the writer's own) */
     size_t cap;              /* pixels alpha/fg (and processed/comp) hold */
+    /* the device path: page-locked up front for the first plate (reserved);
+     * a larger plate then takes pageable buffers (pageable), no lock, while
+     * the page-locked ones wait in pin[] for the end of the run */
+    int reserved, pageable;
+    float *pin[4];
     int32_t w, h;
     double t_start, model_s;
     int32_t session;         /* the session that keyed it */
@@ -649,7 +654,24 @@ static int stage_key(shot *sh, int64_t j) {
     ckey_status st = CKEY_OK;
     /* the session's lock: no allocation beside another model thread's graph capture */
     pthread_mutex_t *net_lock = sh->dev && sh->npipe > 1 ? &sh->net_mu[j % sh->nsess] : NULL;
-    if (n > o->cap && sh->dev) {
+    if (n > o->cap && sh->dev && o->reserved) {
+        /* larger than the first plate: pageable (the driver stages the download) */
+        if (!o->pageable) {
+            float *p[4] = {o->alpha, o->fg, o->processed, o->comp};
+            memcpy(o->pin, p, sizeof p);
+        } else {
+            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
+        }
+        o->pageable = 1;
+        o->alpha = malloc(n * sizeof(float));
+        o->fg = malloc(3 * n * sizeof(float));
+        o->processed = malloc(4 * n * sizeof(float));
+        o->comp = malloc(3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+        if (!o->cap)
+            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    } else if (n > o->cap && sh->dev) {
         /* the device path downloads into them: page-locked, from the slot's session */
         ckey_session *s = sh->sess[j % sh->nsess];
         if (net_lock) pthread_mutex_lock(net_lock);
@@ -1000,7 +1022,8 @@ static void *writer_main(void *arg) {
  * passes are 365 MB to page-lock, and in stage_key that holds the session's
  * lock (no allocation beside another thread's graph capture),
  * so the networks would wait for it; here it runs while the readers decode
- * the first frames. No size (0), or a larger plate later: stage_key allocates.
+ * the first frames. No size (0): stage_key page-locks them (under the lock);
+ * a larger plate later: stage_key takes pageable buffers (no lock).
  */
 static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
     if (w < 1 || h < 1 || (int64_t)w * h > sh->max_pixels) return;
@@ -1013,6 +1036,7 @@ static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
         o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
         o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
         o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+        o->reserved = o->cap > 0;
     }
 }
 
@@ -1146,7 +1170,10 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
     for (int i = 0; sh->out && i < sh->nout; i++) {
         out_slot *o = &sh->out[i];
         if (o->net) ckey_session_host_free(sessions[i % M], o->net);
-        if (sh->dev) {
+        if (sh->dev && o->pageable) {
+            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
+            for (int k = 0; k < 4; k++) ckey_session_host_free(sessions[i % M], o->pin[k]);
+        } else if (sh->dev) {
             ckey_session_host_free(sessions[i % M], o->alpha);
             ckey_session_host_free(sessions[i % M], o->fg);
             ckey_session_host_free(sessions[i % M], o->processed);
