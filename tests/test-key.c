@@ -1582,6 +1582,35 @@ static void test_frame_path_choice(void) {
     CHECKF(r.code == 0 && strstr(r.out, "frame path: host (--frame-path host)") && strstr(r.out, "host frame path"),
            "%s", r.out);
     result_free(&r);
+    /* on cuda (planned before any session: no GPU needed to see the choice) the device path,
+     * and under a --budget that holds the host path's plan but not the device path's, the host
+     * path, saying why */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--frame-path", "host",
+                 "--json", NULL);
+    const char *hp = strstr(r.out, "{\"event\":\"plan\"");
+    if (!hp) {
+        printf("  no CUDA plan in this build: %s\n", r.err);
+        result_free(&r);
+        remove_tree(shot);
+        return;
+    }
+    char budget[32];
+    snprintf(budget, sizeof budget, "%lld", json_int(hp, "total_bytes"));
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--json", NULL);
+    plan_ev = strstr(r.out, "{\"event\":\"plan\"");
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"device\",\"frame_path_reason\":\"on a GPU"), "%s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--budget", budget,
+                 "--json", NULL);
+    plan_ev = strstr(r.out, "{\"event\":\"plan\"");
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"host\",\"frame_path_reason\":\"the device path does not "
+                                      "fit: a 320 x 180 plate at S = 64 needs ") && strstr(plan_ev, "over --budget"),
+           "--budget %s: %s", budget, r.out);
+    const char *fpj = plan_ev ? strstr(plan_ev, "\"frame_path\"") : NULL;
+    printf("  cuda, --budget %s (the host path's plan): %.*s\n", budget, fpj ? (int)strcspn(fpj, "}\n") : 0,
+           fpj ? fpj : "");
+    result_free(&r);
     remove_tree(shot);
 }
 

@@ -479,13 +479,17 @@ static int plan_run(key_job *j) {
     }
     if (st == CKEY_ERR_BUDGET && asked == CKEY_FRAME_PATH_AUTO && ro.shot.frame_path == CKEY_FRAME_PATH_DEVICE) {
         /* the automatic device path does not fit: the host path, if it does */
+        /* the reason, short: "... needs 5.1 GiB", without the parts, then what it is over */
         char msg[sizeof j->err.message];
         snprintf(msg, sizeof msg, "%s", j->err.message);
+        char *cut = strstr(msg, " (");
+        const char *over = strstr(j->err.message, "over the budget") ? "over --budget" : "over the memory available";
+        if (cut) snprintf(cut, sizeof msg - (size_t)(cut - msg), ", %s", over);
         ro.shot.frame_path = CKEY_FRAME_PATH_CPU;
         ro.shot.device_frames = o->device_frames;
         if ((st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err)) == CKEY_OK) {
             j->o.frame_path = CKEY_FRAME_PATH_CPU;
-            snprintf(j->path_why, sizeof j->path_why, "the device path's buffers do not fit (%.300s)", msg);
+            snprintf(j->path_why, sizeof j->path_why, "the device path does not fit: %.300s", msg);
         }
     }
     if (st == CKEY_ERR_BUDGET)
