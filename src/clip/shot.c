@@ -17,10 +17,12 @@
  *              writer at a time: sink->write of an ordered sink,
  *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
- * The device frame path (opt.frame_path DEVICE, every session on a GPU;
+ * The device frame path (opt.frame_path DEVICE, or AUTO resolved to it by
+ * ckey_shot_frame_path; every session on a GPU;
  * pixel/devframe.h): the readers only decode (+ an auto hint or
  * a hint resized to its plate) into their in slot's own images (the files'
- * own samples, page-locked, when the source has read_packed); the model
+ * own samples when the source has read_packed, in blocks page-locked before
+ * the run starts for the first plate: ck_slot_block); the model
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
