@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1614,6 +1615,35 @@ static void test_frame_path_choice(void) {
     remove_tree(shot);
 }
 
+/* The default thread counts (ck_shot_layout): readers CPUs / 4 (1 to 4) on
+ * the host path, 3 CPUs / 8 (1 to 8) on the device path, whose readers only
+ * decode; writers CPUs - 2 (1 to 8) on both; the slots follow them. */
+static void test_layout_defaults(void) {
+    cpu_set_t set;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cpus = CPU_COUNT(&set);
+    const int c = (int)cpus;
+#define CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+    const int want_host = CLAMP(c / 4, 1, 4), want_dev = CLAMP(3 * c / 8, 1, 8), want_wr = CLAMP(c - 2, 1, 8);
+#undef CLAMP
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    int nin, nout, nwr, nrd;
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    CHECKF(nrd == want_host && nwr == want_wr, "host path on %d CPUs: %d readers, %d writers", c, nrd, nwr);
+    CHECK(nin == (o.read_ahead > nrd ? o.read_ahead : nrd) + 1 && nout == nwr + 1);
+    o.frame_path = CKEY_FRAME_PATH_DEVICE; /* two model threads (device_frames 0: 2) */
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    const int T = 2, in = (o.read_ahead > nrd ? o.read_ahead : nrd) + T;
+    CHECKF(nrd == want_dev && nwr == want_wr, "device path on %d CPUs: %d readers, %d writers", c, nrd, nwr);
+    CHECK(nin == (in + T - 1) / T * T && nout == (nwr + T + T - 1) / T * T);
+    printf("  %d CPUs: host path %d readers, device path %d readers (%d in slots, %d out), %d writers\n", c,
+           want_host, nrd, nin, nout, nwr);
+    o.readers = 3; /* asked for: kept */
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    CHECK(nrd == 3);
+}
+
 /* A fake page-locking allocator for ck_slot_block: counts the blocks it
  * pins and unpins and whether the session's lock was held for each. */
 typedef struct {
@@ -1725,6 +1755,7 @@ int main(int argc, char **argv) {
         {"sequence_read_packed", test_sequence_read_packed},
         {"slot_blocks", test_slot_blocks},
         {"frame_path_choice", test_frame_path_choice},
+        {"layout_defaults", test_layout_defaults},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);
