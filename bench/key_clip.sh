@@ -14,8 +14,9 @@
 # ckey's model-only rate, every stage's busy seconds per frame (summed over
 # the threads that run it), each thread group's use (busy / (wall x
 # threads)), the model threads' waits for an input and for a free output
-# slot, and the stage that bounds the run (docs/performance.md, "Where a
-# clip's time goes"). Before the clips it runs build/bench/bench-forward at
+# slot, the stage that bounds the run (docs/performance.md, "Where a
+# clip's time goes") and the frame path that ran, with the reason. Before
+# the clips it runs build/bench/bench-forward at
 # the same --size / --device / --precision, so the network-only rate is
 # measured in the same run. The options after the sizes go to `ckey key`
 # (--device, --size, --precision, --readers, --writers, --frame-path, ...);
@@ -106,6 +107,7 @@ print("  busy s/frame: " + ", ".join("%s %.4f" % (k, v / n) for k, v in done["st
 print("  use: " + ", ".join("%s %.0f%% of %d" % (g, 100 * u, done["threads"][g]) for g, u in done["use"].items()) +
       "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; peak RSS %.0f MiB" % (
       done["wait_input_seconds"], done["wait_output_seconds"], done["wait_turn_seconds"], done["peak_rss_bytes"] / 2**20))
+print("  frame path: %s (%s)" % (done.get("frame_path", "?"), done.get("frame_path_reason", "")))
 EOF
     rm -rf "$clip"
   done

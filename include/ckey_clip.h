@@ -165,6 +165,14 @@ typedef struct ckey_source {
      */
     ckey_status (*read_packed)(void *self, int64_t index, ckey_packed_image *plate, ckey_packed_image *hint,
                                ckey_error *err);
+    /*
+     * Optional (NULL: no frame is). Non-zero when read_packed takes frame
+     * `index` by what the source knows before reading it (an image
+     * sequence: a PNG or EXR plate with a PNG or EXR hint file), so that the
+     * frame path can be chosen up front (ckey_shot_frame_path); the files
+     * still decide (a FLOAT EXR goes to read()).
+     */
+    int32_t (*packed_frame)(void *self, int64_t index);
 } ckey_source;
 
 /* Worker threads (opaque): the runner's, which it lends to a sink's write
@@ -393,11 +401,11 @@ typedef int (*ckey_cancel_fn)(void *user);
  * passes agree within float rounding (the post-processing bars).
  */
 typedef enum ckey_frame_path {
-    CKEY_FRAME_PATH_AUTO = 0,   /* the host path: the device path was not faster end to
-                                   end when last measured (docs/performance.md) */
+    CKEY_FRAME_PATH_AUTO = 0,   /* ckey_shot_frame_path's choice */
     CKEY_FRAME_PATH_CPU = 1,    /* the host path */
     CKEY_FRAME_PATH_DEVICE = 2  /* the device path; CKEY_ERR_UNSUPPORTED where it has none */
 } ckey_frame_path;
+
 
 typedef struct ckey_shot_options {
     /* ckey_shot_options_default: as upstream's shot command (clip_manager
@@ -414,9 +422,10 @@ typedef struct ckey_shot_options {
                                 when read_ahead is 0 */
     int32_t readers;         /* reader threads, 0..16: each decodes and resizes whole
                                 frames, r, r + R, r + 2R, ..., handed to the network in
-                                order; 0 (default) = max(1, min(4, CPUs / 4)); more
-                                than 1 only with a concurrent_read source; ignored when
-                                read_ahead is 0 */
+                                order; 0 (default) = max(1, min(4, CPUs / 4)), on the
+                                device frame path (its readers only decode) max(1,
+                                min(8, 3 CPUs / 8)); more than 1 only with a
+                                concurrent_read source; ignored when read_ahead is 0 */
     int32_t threads;         /* the pool the readers, the writers and the sink split each
                                 frame's work over (resizes, post passes, EXR chunks): 0
                                 (default) = a CPU session's own threads (no more threads
@@ -443,6 +452,23 @@ typedef struct ckey_shot_options {
     ckey_cancel_fn cancel;
     void *cancel_user;
 } ckey_shot_options;
+
+/*
+ * The frame path a run takes (CKEY_FRAME_PATH_CPU or _DEVICE) with sessions
+ * on `device`, the frames of `src` whose plan[i] is CKEY_SHOT_KEY (plan NULL:
+ * all) and options `o`, and why, in `why` ("" when not wanted): o->frame_path
+ * when it is not AUTO; AUTO takes the device path on a CUDA device when the
+ * post options have a device form (not the torch despeckle) and every frame
+ * to key is one the device path uploads in its own samples
+ * (ckey_source.packed_frame: PNG or HALF EXR plates and hint files), else
+ * the host path. ckey_shot_run resolves AUTO so; a caller that plans the
+ * run's memory may check that the chosen path's plan fits and ask for the
+ * host path when it does not.
+ */
+ckey_frame_path ckey_shot_frame_path(ckey_device_kind device, const ckey_source *src, const uint8_t *plan,
+                                     const ckey_shot_options *o, char *why, size_t cap);
+/* "host", "device" ("auto" for AUTO). */
+const char *ckey_frame_path_name(ckey_frame_path p);
 
 void ckey_shot_options_default(ckey_shot_options *o);
 
@@ -562,6 +588,7 @@ typedef struct ckey_shot_stats {
     double pass_seconds[4];       /* within sink_seconds, per pass (Matte, FG, Processed,
                                      Comp) when the sink tells (ckey_sink.pass_seconds) */
     ckey_shot_load load;          /* every stage's busy time and the bounding stage */
+    ckey_frame_path frame_path;   /* the path the run took (CPU or DEVICE) */
 } ckey_shot_stats;
 
 /*

@@ -2447,13 +2447,16 @@ typedef struct {
     ckey_shot_frame frames[FP_FRAMES];
     char stems[FP_FRAMES][16];
     int packed; /* samples of 8 bits (even frames), 16 (1, 3) or half (5), read packed where fp_read_packed can */
+    int small_first; /* the sizes swapped: frame 0 is the smallest, so later frames outgrow the slots
+                        the device path reserved for it */
 } fp_source;
 
 static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err);
 
-static void fp_size(int64_t k, int *w, int *h) {
-    *w = k % 2 ? 96 : 320;
-    *h = k % 2 ? 64 : 180;
+static void fp_size(const fp_source *ms, int64_t k, int *w, int *h) {
+    const int small = (k % 2 != 0) != (ms->small_first != 0);
+    *w = small ? 96 : 320;
+    *h = small ? 64 : 180;
 }
 
 static int fp_image(ckey_image *im, int w, int h, int c) {
@@ -2535,7 +2538,7 @@ static ckey_status fp_read_packed(void *self, int64_t k, ckey_packed_image *plat
 static ckey_status fp_read_float(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
     (void)self, (void)err;
     int w, h;
-    fp_size(k, &w, &h);
+    fp_size(self, k, &w, &h);
     float *full = malloc((size_t)w * h * sizeof(float));
     if (!full || !fp_image(plate, w, h, 3)) {
         free(full);
@@ -2563,9 +2566,9 @@ static void fp_close(void *self) { (void)self; }
 
 /* The sizes up front: the device path page-locks its out slots for frame 0's */
 static ckey_status fp_probe(void *self, int64_t k, int32_t *w, int32_t *h, ckey_error *err) {
-    (void)self, (void)err;
+    (void)err;
     int iw, ih;
-    fp_size(k, &iw, &ih);
+    fp_size(self, k, &iw, &ih);
     *w = iw, *h = ih;
     return CKEY_OK;
 }
@@ -2600,16 +2603,25 @@ static void fp_sink_clear(fp_sink *k) {
     memset(k, 0, sizeof *k);
 }
 
+/* The frames fp_read_packed takes (packed sources: all but 1 and 2). */
+static int32_t fp_packed_frame(void *self, int64_t k) {
+    const fp_source *ms = self;
+    return ms->packed && k != 1 && k != 2;
+}
+
+/* packed: bit 0 the packed reads, bit 1 the sizes swapped (fp_source.small_first) */
 static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, int packed,
                           const ckey_post_options *post, fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
     static fp_source ms;
-    ms.packed = packed;
+    ms.packed = packed & 1;
+    ms.small_first = (packed & 2) != 0;
     for (int i = 0; i < FP_FRAMES; i++) {
         snprintf(ms.stems[i], sizeof ms.stems[i], "f_%04d", i);
         ms.frames[i] = (ckey_shot_frame){i, ms.stems[i], ms.stems[i], i == 2 ? "auto" : "memory", i == 1};
     }
     ckey_source src = {.self = &ms, .count = FP_FRAMES, .frames = ms.frames, .read = fp_read, .close = fp_close,
-                       .concurrent_read = 1, .read_packed = fp_read_packed, .probe = fp_probe};
+                       .concurrent_read = 1, .read_packed = fp_read_packed, .probe = fp_probe,
+                       .packed_frame = fp_packed_frame};
     ckey_sink sink = {.self = out, .write = fp_write};
     ckey_shot_options so;
     ckey_shot_options_default(&so);
@@ -2662,7 +2674,9 @@ static void test_frame_path_shot(void) {
     ckey_session *s = NULL;
     ckey_error err;
     REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
-    for (int variant = 0; variant < 4; variant++) { /* 3: the packed sources of fp_run */
+    /* 3: the packed sources of fp_run; 4: the same with frame 0 the smallest, so that the
+     * frames after it outgrow the in slots reserved for it (pageable growth) and the out slots */
+    for (int variant = 0; variant < 5; variant++) {
         ckey_post_options post;
         ckey_post_options_default(&post);
         post.despill_strength = variant == 2 ? 0.5f : 1.0f;
@@ -2671,7 +2685,7 @@ static void test_frame_path_shot(void) {
         const int read_ahead = variant == 1 ? 0 : 2; /* variant 1: every stage on the calling thread */
         static fp_sink host, dev;
         ckey_shot_stats sth, std;
-        const int packed = variant == 3;
+        const int packed = variant == 3 ? 1 : variant == 4 ? 3 : 0;
         CHECKF(fp_run(s, CKEY_FRAME_PATH_CPU, read_ahead, packed, &post, &host, &sth, &err) == CKEY_OK, "%s",
                err.message);
         CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, read_ahead, packed, &post, &dev, &std, &err) == CKEY_OK, "%s",
@@ -2725,12 +2739,38 @@ static void test_frame_path_shot(void) {
         fp_sink_clear(&host);
         fp_sink_clear(&dev);
     }
-    /* the torch despeckle has no device form: AUTO takes the host path, DEVICE refuses */
+    /* AUTO: the device path when every frame is read packed, the same passes bit for bit as
+     * asking for it; the host path when some frames come as floats */
     ckey_post_options post;
     ckey_post_options_default(&post);
+    {
+        static fp_sink a, d;
+        ckey_shot_stats sa, sd;
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, 1, &post, &d, &sd, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, 1, &post, &a, &sa, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(sa.frame_path == CKEY_FRAME_PATH_DEVICE && sd.frame_path == CKEY_FRAME_PATH_DEVICE, "auto ran %s",
+               ckey_frame_path_name(sa.frame_path));
+        static const size_t ch[4] = {1, 3, 4, 3};
+        int same = 0;
+        for (int i = 0; i < FP_FRAMES; i++)
+            for (int q = 0; q < 4; q++)
+                same += a.pass[i][q] && d.pass[i][q] && a.w[i] == d.w[i] && a.h[i] == d.h[i] &&
+                        !memcmp(a.pass[i][q], d.pass[i][q], ch[q] * (size_t)a.w[i] * a.h[i] * sizeof(float));
+        CHECKF(same == 4 * FP_FRAMES, "auto vs device: %d of %d passes bit for bit", same, 4 * FP_FRAMES);
+        fp_sink_clear(&a);
+        fp_sink_clear(&d);
+        /* frames 1 and 2 come as floats: the host path */
+        CHECKF(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, 0, &post, &a, &sa, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(sa.frame_path == CKEY_FRAME_PATH_CPU, "auto ran %s", ckey_frame_path_name(sa.frame_path));
+        printf("  auto: packed frames on the device path (%d passes as asking for it), float frames on the host "
+               "path\n", same);
+        fp_sink_clear(&a);
+    }
+    /* the torch despeckle has no device form: AUTO takes the host path, DEVICE refuses */
     post.despeckle_mode = CKEY_DESPECKLE_TORCH;
     static fp_sink k;
-    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, 0, &post, &k, NULL, &err) == CKEY_OK);
+    ckey_shot_stats stk;
+    CHECK(fp_run(s, CKEY_FRAME_PATH_AUTO, 2, 1, &post, &k, &stk, &err) == CKEY_OK && stk.frame_path == CKEY_FRAME_PATH_CPU);
     fp_sink_clear(&k);
     CHECK(fp_run(s, CKEY_FRAME_PATH_DEVICE, 2, 0, &post, &k, NULL, &err) == CKEY_ERR_UNSUPPORTED);
     printf("  torch despeckle, --frame-path device: %s\n", err.message);

@@ -272,7 +272,7 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
         m.frames[i].plate = m.stems[i];
         m.frames[i].hint = m.stems[i];
     }
-    ckey_source src = {&m, n, m.frames, mem_read, NULL, 0, 0, NULL, 0, 0, NULL};
+    ckey_source src = {&m, n, m.frames, mem_read, NULL, 0, 0, NULL, 0, 0, NULL, NULL};
     memset(sink_out, 0, sizeof *sink_out);
     sink_out->bad_write = bad_write;
     atomic_init(&sink_out->busy, 0);

@@ -11,6 +11,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 
 #include "ckey_clip.h"
 #include "ckey.h"
+#include "clip/shot.h"
 #include "core/dtype.h"
 #include "pixel/pixel.h"
 #include "support/clip.h"
@@ -297,7 +300,7 @@ static void test_errors(void) {
     CHECK(r.code == 2);
     result_free(&r);
     r = run_ckey("key", shot, "--model", model, "--frame-path", "gpu", NULL);
-    CHECKF(r.code == 2 && strstr(r.err, "expected cpu or device"), "exit %d: %s", r.code, r.err);
+    CHECKF(r.code == 2 && strstr(r.err, "expected auto, host or device"), "exit %d: %s", r.code, r.err);
     result_free(&r);
     /* a CPU session has no device frame path */
     r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cpu", "--frame-path", "device", NULL);
@@ -1503,6 +1506,228 @@ static void test_run_memory_key(void) {
     remove_tree(shot);
 }
 
+/* Frame 1 of a source that the device path would not take in its own samples. */
+static int32_t not_frame_1(void *self, int64_t index) {
+    (void)self;
+    return index != 1;
+}
+
+/*
+ * The frame path a run takes (ckey_shot_frame_path): AUTO is the device
+ * path on a CUDA device when every frame to key is a PNG or EXR plate with a
+ * hint file and the post options have a device form, else the host path,
+ * with the reason; an explicit path is kept. A CPU run reports the host path
+ * in its stats and in ckey key's plan and done events.
+ */
+static void test_frame_path_choice(void) {
+    char shot[512], plates[600], hints[600], why[400];
+    REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "shot-path", 3));
+    snprintf(plates, sizeof plates, "%s/Input", shot);
+    snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
+    ckey_source src, autohint;
+    ckey_error err;
+    REQUIRE(ckey_source_open_sequence(plates, hints, NULL, NULL, &src, &err) == CKEY_OK);
+    REQUIRE(ckey_source_open_sequence(plates, NULL, NULL, NULL, &autohint, &err) == CKEY_OK);
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    CHECK(o.frame_path == CKEY_FRAME_PATH_AUTO);
+    ckey_frame_path p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_DEVICE && strstr(why, "PNG or EXR"), "%s: %s", ckey_frame_path_name(p), why);
+    printf("  cuda, PNG plates and hints: %s (%s)\n", ckey_frame_path_name(p), why);
+    p = ckey_shot_frame_path(CKEY_DEVICE_CPU, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "CPU"), "%s: %s", ckey_frame_path_name(p), why);
+    /* made hints are floats */
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &autohint, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "frame 1 ") && strstr(why, "hint auto"), "%s: %s",
+           ckey_frame_path_name(p), why);
+    printf("  cuda, auto hints: %s (%s)\n", ckey_frame_path_name(p), why);
+    /* one frame read as floats decides, unless the plan skips it */
+    ckey_source one = src;
+    one.packed_frame = not_frame_1;
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "frame 2 ") && strstr(why, "plate_0002.png"), "%s", why);
+    const uint8_t plan[3] = {CKEY_SHOT_KEY, CKEY_SHOT_SKIP, CKEY_SHOT_KEY};
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, plan, &o, why, sizeof why) == CKEY_FRAME_PATH_DEVICE);
+    one.packed_frame = NULL; /* a source that cannot tell (a video, tracked hints) */
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &one, NULL, &o, why, sizeof why) == CKEY_FRAME_PATH_CPU);
+    /* the torch despeckle has no device form */
+    o.post.despeckle = 1;
+    o.post.despeckle_mode = CKEY_DESPECKLE_TORCH;
+    p = ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, why, sizeof why);
+    CHECKF(p == CKEY_FRAME_PATH_CPU && strstr(why, "torch"), "%s", why);
+    /* asked for: kept, whatever the device */
+    o.frame_path = CKEY_FRAME_PATH_DEVICE;
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CPU, &src, NULL, &o, why, sizeof why) == CKEY_FRAME_PATH_DEVICE);
+    o.frame_path = CKEY_FRAME_PATH_CPU;
+    ckey_shot_options_default(&o);
+    o.frame_path = CKEY_FRAME_PATH_CPU;
+    CHECK(ckey_shot_frame_path(CKEY_DEVICE_CUDA, &src, NULL, &o, NULL, 0) == CKEY_FRAME_PATH_CPU);
+    CHECK(!strcmp(ckey_frame_path_name(CKEY_FRAME_PATH_CPU), "host") &&
+          !strcmp(ckey_frame_path_name(CKEY_FRAME_PATH_DEVICE), "device"));
+    ckey_source_close(&autohint);
+    ckey_source_close(&src);
+
+    /* ckey key says which path ran and why: a CPU run takes the host path */
+    char model[512];
+    NEED_SETUP(model);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json",
+                        NULL);
+    const char *plan_ev = strstr(r.out, "{\"event\":\"plan\""), *done = strstr(r.out, "{\"event\":\"done\"");
+    CHECKF(r.code == 0 && plan_ev && done, "exit %d: %s %s", r.code, r.out, r.err);
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"host\",\"frame_path_reason\":\"the device is the CPU\""), "%s",
+           r.out);
+    CHECKF(done && strstr(done, "\"frame_path\":\"host\""), "%s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--force",
+                 "--frame-path", "host", NULL);
+    CHECKF(r.code == 0 && strstr(r.out, "frame path: host (--frame-path host)") && strstr(r.out, "host frame path"),
+           "%s", r.out);
+    result_free(&r);
+    /* on cuda (planned before any session: no GPU needed to see the choice) the device path,
+     * and under a --budget that holds the host path's plan but not the device path's, the host
+     * path, saying why */
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--frame-path", "host",
+                 "--json", NULL);
+    const char *hp = strstr(r.out, "{\"event\":\"plan\"");
+    if (!hp) {
+        printf("  no CUDA plan in this build: %s\n", r.err);
+        result_free(&r);
+        remove_tree(shot);
+        return;
+    }
+    char budget[32];
+    snprintf(budget, sizeof budget, "%lld", json_int(hp, "total_bytes"));
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--json", NULL);
+    plan_ev = strstr(r.out, "{\"event\":\"plan\"");
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"device\",\"frame_path_reason\":\"on a GPU"), "%s", r.out);
+    result_free(&r);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--device", "cuda", "--force", "--budget", budget,
+                 "--json", NULL);
+    plan_ev = strstr(r.out, "{\"event\":\"plan\"");
+    CHECKF(plan_ev && strstr(plan_ev, "\"frame_path\":\"host\",\"frame_path_reason\":\"the device path does not "
+                                      "fit: a 320 x 180 plate at S = 64 needs ") && strstr(plan_ev, "over --budget"),
+           "--budget %s: %s", budget, r.out);
+    const char *fpj = plan_ev ? strstr(plan_ev, "\"frame_path\"") : NULL;
+    printf("  cuda, --budget %s (the host path's plan): %.*s\n", budget, fpj ? (int)strcspn(fpj, "}\n") : 0,
+           fpj ? fpj : "");
+    result_free(&r);
+    remove_tree(shot);
+}
+
+/* The default thread counts (ck_shot_layout): readers CPUs / 4 (1 to 4) on
+ * the host path, 3 CPUs / 8 (1 to 8) on the device path, whose readers only
+ * decode; writers CPUs - 2 (1 to 8) on both; the slots follow them. */
+static void test_layout_defaults(void) {
+    cpu_set_t set;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) cpus = CPU_COUNT(&set);
+    const int c = (int)cpus;
+#define CLAMP(v, lo, hi) ((v) < (lo) ? (lo) : (v) > (hi) ? (hi) : (v))
+    const int want_host = CLAMP(c / 4, 1, 4), want_dev = CLAMP(3 * c / 8, 1, 8), want_wr = CLAMP(c - 2, 1, 8);
+#undef CLAMP
+    ckey_shot_options o;
+    ckey_shot_options_default(&o);
+    int nin, nout, nwr, nrd;
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    CHECKF(nrd == want_host && nwr == want_wr, "host path on %d CPUs: %d readers, %d writers", c, nrd, nwr);
+    CHECK(nin == (o.read_ahead > nrd ? o.read_ahead : nrd) + 1 && nout == nwr + 1);
+    o.frame_path = CKEY_FRAME_PATH_DEVICE; /* two model threads (device_frames 0: 2) */
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    const int T = 2, in = (o.read_ahead > nrd ? o.read_ahead : nrd) + T;
+    CHECKF(nrd == want_dev && nwr == want_wr, "device path on %d CPUs: %d readers, %d writers", c, nrd, nwr);
+    CHECK(nin == (in + T - 1) / T * T && nout == (nwr + T + T - 1) / T * T);
+    printf("  %d CPUs: host path %d readers, device path %d readers (%d in slots, %d out), %d writers\n", c,
+           want_host, nrd, nin, nout, nwr);
+    o.readers = 3; /* asked for: kept */
+    ck_shot_layout(&o, 1, &nin, &nout, &nwr, &nrd);
+    CHECK(nrd == 3);
+}
+
+/* A fake page-locking allocator for ck_slot_block: counts the blocks it
+ * pins and unpins and whether the session's lock was held for each. */
+typedef struct {
+    pthread_mutex_t *lock;
+    int pinned, unpinned, pinned_locked, unpinned_locked;
+} fake_pin;
+
+static int lock_held(pthread_mutex_t *mu) {
+    if (!mu) return 0;
+    if (pthread_mutex_trylock(mu) != 0) return 1;
+    pthread_mutex_unlock(mu);
+    return 0;
+}
+
+static void *fake_pin_alloc(void *user, size_t bytes) {
+    fake_pin *f = user;
+    f->pinned++;
+    f->pinned_locked += lock_held(f->lock);
+    return malloc(bytes);
+}
+
+static void fake_pin_free(void *user, void *p) {
+    fake_pin *f = user;
+    f->unpinned++;
+    f->unpinned_locked += lock_held(f->lock);
+    free(p);
+}
+
+/* The device path's packed in-slot blocks (ck_slot_block, shot.c): reserved
+ * up front for the first plate, a read of the same size or smaller reuses
+ * the block; a larger one (another size or depth) takes pageable memory
+ * and never pins or takes the lock; without a reservation the reads pin
+ * under the lock, as the frames first come. */
+static void test_slot_blocks(void) {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    const int32_t W = 320, H = 180;
+    const size_t n = (size_t)W * H;
+    CHECK(ck_slot_packed_bytes(W, H, 0) == 12 * n && ck_slot_packed_bytes(W, H, 1) == 4 * n);
+    CHECK(ck_slot_packed_bytes(0, H, 0) == 0 && ck_slot_packed_bytes(W, CKEY_IMAGE_MAX_SIDE + 1, 1) == 0);
+    /* the plan counts 16 bytes a pixel for an in slot's plate + hint: the reservation is that */
+    CHECK(CK_SLOT_PLATE_BYTES + CK_SLOT_HINT_BYTES == 4 * (int)sizeof(float));
+    for (int reserved = 0; reserved < 2; reserved++) {
+        fake_pin f = {&mu, 0, 0, 0, 0};
+        ck_slot_block b = {fake_pin_alloc, fake_pin_free, &f, &mu, NULL, 0, 0, 0, 0};
+        ckey_packed_image pk;
+        memset(&pk, 0, sizeof pk);
+        pk.alloc = ck_slot_block_alloc;
+        pk.release = ck_slot_block_release;
+        pk.alloc_user = &b;
+        if (reserved) {
+            REQUIRE(ck_slot_block_reserve(&b, ck_slot_packed_bytes(W, H, 0)));
+            CHECK(f.pinned == 1 && f.pinned_locked == 0 && b.reserved && b.pinned_cap == 12 * n);
+        }
+        /* frames as an 8-bit PNG read asks (samples + its file), a 16-bit one, then a
+         * 16-bit RGBA plate of twice the size (more than the reservation) and back */
+        const size_t asks[] = {3 * n + H + n, 6 * n + H + 5 * n, 8 * (4 * n) + 2 * H, 3 * n};
+        for (size_t k = 0; k < sizeof asks / sizeof asks[0]; k++) {
+            pthread_mutex_lock(&mu); /* a reader never holds it: the block takes it when it must */
+            pthread_mutex_unlock(&mu);
+            REQUIRE(ck_packed_reserve(&pk, asks[k]));
+            memset(pk.data, (int)k, asks[k]); /* the whole block is usable (ASan) */
+            const int big = asks[k] > 12 * n;
+            if (reserved)
+                CHECKF(big || k == 3 ? pk.data != b.pinned : pk.data == b.pinned, "read %zu: %zu bytes", k, asks[k]);
+            else
+                CHECKF(k == 3 ? pk.capacity == asks[2] : pk.data == b.pinned, "read %zu: %zu bytes", k, asks[k]);
+        }
+        if (reserved) /* one block pinned in all, before the reads; the large read pageable */
+            CHECKF(f.pinned == 1 && f.unpinned == 0 && b.grows == 1 && b.pins == 1, "pinned %d, unpinned %d, grows %lld",
+                   f.pinned, f.unpinned, (long long)b.grows);
+        else /* each growth pinned anew, under the lock, the old block unpinned under it */
+            CHECKF(f.pinned == 3 && f.pinned_locked == 3 && f.unpinned == 2 && f.unpinned_locked == 2 && b.grows == 0,
+                   "pinned %d (%d locked), unpinned %d (%d locked)", f.pinned, f.pinned_locked, f.unpinned,
+                   f.unpinned_locked);
+        b.lock = NULL; /* the end of a run: the model threads have ended */
+        ckey_packed_image_free(&pk);
+        ck_slot_block_free(&b);
+        CHECKF(f.unpinned == f.pinned && !b.pinned, "pinned %d, unpinned %d", f.pinned, f.unpinned);
+        printf("  %s: %d block(s) pinned, %lld pageable growth(s)\n", reserved ? "reserved up front" : "pinned by the reads",
+               f.pinned, (long long)b.grows);
+    }
+    pthread_mutex_destroy(&mu);
+}
+
 int main(int argc, char **argv) {
 #if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
     printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
@@ -1528,6 +1753,9 @@ int main(int argc, char **argv) {
         {"run_memory_api", test_run_memory_api},
         {"run_memory_key", test_run_memory_key},
         {"sequence_read_packed", test_sequence_read_packed},
+        {"slot_blocks", test_slot_blocks},
+        {"frame_path_choice", test_frame_path_choice},
+        {"layout_defaults", test_layout_defaults},
     };
     int rc = ck_test_main(cases, (int)LEN(cases), argc, argv);
     remove_tree(workdir);

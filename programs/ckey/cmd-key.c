@@ -177,6 +177,7 @@ typedef struct key_job {
     int32_t plate_w, plate_h; /* the largest plate to key, from the headers; 0 x 0: unknown */
     int64_t plate_frame;     /* its index in src.frames, -1 when unknown */
     ckey_run_memory mem;     /* the run's plan at that size (when known) */
+    char path_why[400];      /* why the run takes its frame path (choose_frame_path) */
     /* one session per --device (one unless a list was given); none when every
      * frame is skipped */
     ckey_session *sess[CKEY_SHOT_MAX_SESSIONS];
@@ -417,6 +418,26 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
 }
 
 /*
+ * The frame path (ckey_shot_frame_path) for the devices of --device, fixed
+ * in j->o.frame_path from here on, and why in j->path_why; plan_run may
+ * still move an automatic device path to the host when its buffers do not
+ * fit.
+ */
+static ckey_frame_path choose_frame_path(key_job *j) {
+    opts *o = &j->o;
+    ckey_device_kind dk = o->ndevices ? CKEY_DEVICE_CUDA : o->so.device; /* a list: all of them GPUs? */
+    for (int i = 0; i < o->ndevices; i++)
+        if (o->devices[i].kind != CKEY_DEVICE_CUDA) dk = CKEY_DEVICE_CPU;
+    ckey_shot_options so;
+    shot_options(o, &so);
+    const ckey_frame_path asked = o->frame_path;
+    o->frame_path = ckey_shot_frame_path(dk, &j->src, j->plan, &so, j->path_why, sizeof j->path_why);
+    if (asked != CKEY_FRAME_PATH_AUTO)
+        snprintf(j->path_why, sizeof j->path_why, "--frame-path %s", ckey_frame_path_name(asked));
+    return asked;
+}
+
+/*
  * The whole run's memory at the largest plate to key, read from the frames'
  * headers (a video's stream) before any is decoded (ckey_plan_run_memory):
  * a clip whose buffers do not fit the --budget, or the memory the machine
@@ -425,6 +446,7 @@ static void shot_options(const opts *o, ckey_shot_options *so) {
  */
 static int plan_run(key_job *j) {
     const opts *o = &j->o;
+    const ckey_frame_path asked = choose_frame_path(j);
     if (ckey_source_plate_size(&j->src, j->plan, &j->plate_w, &j->plate_h, &j->plate_frame, &j->err) != CKEY_OK)
         return key_fail_err(j);
     if (j->plate_frame < 0) return CONTINUE; /* no header read: each frame's read reports why */
@@ -455,6 +477,21 @@ static int plan_run(key_job *j) {
         if ((st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err)) == CKEY_OK)
             j->o.device_frames = n;
     }
+    if (st == CKEY_ERR_BUDGET && asked == CKEY_FRAME_PATH_AUTO && ro.shot.frame_path == CKEY_FRAME_PATH_DEVICE) {
+        /* the automatic device path does not fit: the host path, if it does */
+        /* the reason, short: "... needs 5.1 GiB", without the parts, then what it is over */
+        char msg[sizeof j->err.message];
+        snprintf(msg, sizeof msg, "%s", j->err.message);
+        char *cut = strstr(msg, " (");
+        const char *over = strstr(j->err.message, "over the budget") ? "over --budget" : "over the memory available";
+        if (cut) snprintf(cut, sizeof msg - (size_t)(cut - msg), ", %s", over);
+        ro.shot.frame_path = CKEY_FRAME_PATH_CPU;
+        ro.shot.device_frames = o->device_frames;
+        if ((st = ckey_plan_run_memory(j->model, &o->so, &ro, &j->mem, &j->err)) == CKEY_OK) {
+            j->o.frame_path = CKEY_FRAME_PATH_CPU;
+            snprintf(j->path_why, sizeof j->path_why, "the device path does not fit: %.300s", msg);
+        }
+    }
     if (st == CKEY_ERR_BUDGET)
         return key_fail(&j->kc, st, "%s: %s; nothing was written", j->src.frames[j->plate_frame].plate,
                         j->err.message);
@@ -464,6 +501,8 @@ static int plan_run(key_job *j) {
         json_str(stdout, j->src.frames[j->plate_frame].plate);
         printf(",\"memory\":");
         print_run_memory_json(&j->mem, j->plate_w, j->plate_h);
+        printf(",\"frame_path\":\"%s\",\"frame_path_reason\":", ckey_frame_path_name(o->frame_path));
+        json_str(stdout, j->path_why);
         printf("}\n");
     } else {
         char parts[320], peak[32];
@@ -471,6 +510,7 @@ static int plan_run(key_job *j) {
         printf("planned peak %s for %d x %d plates (%d frames in flight, %d writer%s): %s\n",
                ckey_format_bytes(peak, sizeof peak, j->mem.total_bytes), (int)j->plate_w, (int)j->plate_h,
                (int)j->mem.frames_in_flight, (int)j->mem.writers, j->mem.writers == 1 ? "" : "s", parts);
+        printf("frame path: %s (%s)\n", ckey_frame_path_name(o->frame_path), j->path_why);
     }
     fflush(stdout);
     return CONTINUE;
@@ -581,14 +621,16 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
                "\"write_seconds\":%.6f,\"decode_seconds\":%.6f,\"pre_seconds\":%.6f,\"back_seconds\":%.6f,"
                "\"post_seconds\":%.6f,\"sink_seconds\":%.6f,\"pass_seconds\":{\"matte\":%.6f,\"fg\":%.6f,"
                "\"processed\":%.6f,\"comp\":%.6f},\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
-               "\"despill\":%g,\"sessions\":%d,\"peak_rss_bytes\":%lld,\"out\":",
+               "\"despill\":%g,\"sessions\":%d,\"peak_rss_bytes\":%lld,\"frame_path\":\"%s\",\"frame_path_reason\":",
                (long long)stats->keyed, (long long)stats->skipped, (long long)stats->failed,
                stats->seconds, fps, stats->model_seconds, mfps, stats->read_seconds,
                stats->write_seconds, stats->decode_seconds, stats->pre_seconds, stats->back_seconds,
                stats->post_seconds, stats->sink_seconds, stats->pass_seconds[0], stats->pass_seconds[1],
                stats->pass_seconds[2], stats->pass_seconds[3], j->setup_s, (int)so->read_ahead,
                (long long)j->kc.warnings, (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1,
-               (long long)peak_rss_bytes());
+               (long long)peak_rss_bytes(), ckey_frame_path_name(stats->frame_path));
+        json_str(stdout, j->path_why);
+        printf(",\"out\":");
         json_str(stdout, j->cp.out_dir);
         printf(",");
         json_load(stdout, &stats->load);
@@ -608,9 +650,10 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
     char b[96];
     fmt_bound(b, sizeof b, &stats->load);
     printf("keyed %lld frame%s, skipped %lld%s, in %.3f s: %.2f fps end to end (read, key, "
-           "post, write), %.2f fps model only, bound by %s; model load + %s %.3f s; passes in %s\n",
+           "post, write), %.2f fps model only, bound by %s, %s frame path; model load + %s %.3f s; passes in %s\n",
            (long long)stats->keyed, stats->keyed == 1 ? "" : "s", (long long)stats->skipped,
-           failed, stats->seconds, fps, mfps, b, sessions, j->setup_s, j->cp.out_dir);
+           failed, stats->seconds, fps, mfps, b, ckey_frame_path_name(stats->frame_path), sessions, j->setup_s,
+           j->cp.out_dir);
     if (j->kc.warnings > 3) fprintf(stderr, "ckey: %lld warnings in all\n", (long long)j->kc.warnings);
     for (int k = 0; k < 2; k++)
         if (j->video_path[k]) printf("wrote %s\n", j->video_path[k]);

@@ -434,9 +434,10 @@ static int set_option(opts *o, uint64_t flag, uint64_t allowed, const char *val)
         o->writers = (int)n;
         break;
     case O_FRAME_PATH:
-        if (!strcmp(val, "cpu")) o->frame_path = CKEY_FRAME_PATH_CPU;
+        if (!strcmp(val, "host") || !strcmp(val, "cpu")) o->frame_path = CKEY_FRAME_PATH_CPU;
         else if (!strcmp(val, "device")) o->frame_path = CKEY_FRAME_PATH_DEVICE;
-        else return usage_error(o->cmd, "--frame-path '%s': expected cpu or device", val);
+        else if (!strcmp(val, "auto")) o->frame_path = CKEY_FRAME_PATH_AUTO;
+        else return usage_error(o->cmd, "--frame-path '%s': expected auto, host or device", val);
         break;
     case O_DEVICE_FRAMES:
         if (!parse_int(val, 0, 8, &n))

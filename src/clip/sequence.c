@@ -236,6 +236,16 @@ static int packed_ext(const char *path) {
     return !strcasecmp(e, "png") || !strcasecmp(e, "exr");
 }
 
+/* The frames seq_source_read_packed takes (by their names). */
+static int packed_names(const seq_source *q, const ckey_shot_frame *f) {
+    return !q->auto_hint && f->hint && packed_ext(f->plate) && packed_ext(f->hint);
+}
+
+static int32_t seq_source_packed_frame(void *self, int64_t index) {
+    const seq_source *q = self;
+    return index >= 0 && index < q->count && packed_names(q, &q->frames[index]);
+}
+
 /* seq_source_read into packed images: PNG or HALF EXR plates and hints
  * (CKEY_ERR_UNSUPPORTED: read() reads the frame). */
 static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed_image *plate,
@@ -244,7 +254,7 @@ static ckey_status seq_source_read_packed(void *self, int64_t index, ckey_packed
     if (index < 0 || index >= q->count)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
     const ckey_shot_frame *f = &q->frames[index];
-    if (q->auto_hint || !f->hint || !packed_ext(f->plate) || !packed_ext(f->hint))
+    if (!packed_names(q, f))
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)f->number);
     ckey_error e;
     ck_error_clear(&e);
@@ -335,6 +345,7 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
     out->frames = q->frames;
     out->read = seq_source_read;
     out->read_packed = seq_source_read_packed;
+    out->packed_frame = seq_source_packed_frame;
     out->close = seq_source_close;
     out->probe = seq_source_probe;
     out->concurrent_read = 1;

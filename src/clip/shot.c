@@ -17,10 +17,12 @@
  *              writer at a time: sink->write of an ordered sink,
  *              sink->write_ordered, the events                 -> slot freed, turn passed on
  *
- * The device frame path (opt.frame_path DEVICE, every session on a GPU;
+ * The device frame path (opt.frame_path DEVICE, or AUTO resolved to it by
+ * ckey_shot_frame_path; every session on a GPU;
  * pixel/devframe.h): the readers only decode (+ an auto hint or
  * a hint resized to its plate) into their in slot's own images (the files'
- * own samples, page-locked, when the source has read_packed); the model
+ * own samples when the source has read_packed, in blocks page-locked before
+ * the run starts for the first plate: ck_slot_block); the model
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
  * processed and comp into its out slot (page-locked); the writers only write.
@@ -129,11 +131,10 @@ typedef struct in_slot {
     size_t hint_cap;
     int srgb_at_read;        /* the plate is linear: encoded to sRGB at full size on the device */
     /* the device path with a source's read_packed: the files' own samples,
-     * page-locked from the slot's session (alloc_sess, under alloc_lock) */
+     * in page-locked blocks from the slot's session (ck_slot_block) */
     ckey_packed_image pplate, phint;
     int packed, hint_packed; /* plate (and hint) in pplate (phint), not plate / hint_px */
-    ckey_session *alloc_sess;
-    pthread_mutex_t *alloc_lock;
+    ck_slot_block bplate, bhint;
     double t_start;
 } in_slot;
 
@@ -147,6 +148,11 @@ typedef struct out_slot {
     float *processed, *comp; /* [4, h, w], [3, h, w]: the device path's (the host path:
                                 the writer's own) */
     size_t cap;              /* pixels alpha/fg (and processed/comp) hold */
+    /* the device path: page-locked up front for the first plate (reserved);
+     * a larger plate then takes pageable buffers (pageable), no lock, while
+     * the page-locked ones wait in pin[] for the end of the run */
+    int reserved, pageable;
+    float *pin[4];
     int32_t w, h;
     double t_start, model_s;
     int32_t session;         /* the session that keyed it */
@@ -374,23 +380,70 @@ static ckey_status resize_hint(reader *rd, const ckey_shot_frame *f, const ckey_
     return CKEY_OK;
 }
 
-/* The packed images' allocator: page-locked from the slot's session, under
- * its lock when model threads share it (no allocation beside another
- * thread's graph capture). */
-static void *slot_host_alloc(void *user, size_t bytes) {
-    in_slot *sl = user;
-    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
-    void *p = ckey_session_host_alloc(sl->alloc_sess, bytes);
-    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+size_t ck_slot_packed_bytes(int32_t w, int32_t h, int hint) {
+    if (w < 1 || h < 1 || w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * h > CKEY_IMAGE_MAX_PIXELS)
+        return 0;
+    return (size_t)w * (size_t)h * (hint ? CK_SLOT_HINT_BYTES : CK_SLOT_PLATE_BYTES);
+}
+
+static void *pin_locked(ck_slot_block *b, size_t bytes) {
+    if (b->lock) pthread_mutex_lock(b->lock);
+    void *p = b->pin(b->pin_user, bytes);
+    if (b->lock) pthread_mutex_unlock(b->lock);
     return p;
 }
 
-static void slot_host_free(void *user, void *p) {
-    in_slot *sl = user;
-    if (sl->alloc_lock) pthread_mutex_lock(sl->alloc_lock);
-    ckey_session_host_free(sl->alloc_sess, p);
-    if (sl->alloc_lock) pthread_mutex_unlock(sl->alloc_lock);
+int ck_slot_block_reserve(ck_slot_block *b, size_t bytes) {
+    if (b->pinned || bytes == 0) return b->pinned != NULL;
+    b->pinned = b->pin(b->pin_user, bytes);
+    if (!b->pinned) return 0;
+    b->pinned_cap = bytes;
+    b->reserved = 1;
+    b->pins++;
+    return 1;
 }
+
+void *ck_slot_block_alloc(void *block, size_t bytes) {
+    ck_slot_block *b = block;
+    if (b->pinned && bytes <= b->pinned_cap) return b->pinned;
+    if (b->reserved) { /* more than the reservation: pageable, no lock */
+        b->grows++;
+        return malloc(bytes);
+    }
+    /* no reservation: pin what this read needs (the block it replaces was released) */
+    void *p = pin_locked(b, bytes);
+    if (p) {
+        b->pinned = p;
+        b->pinned_cap = bytes;
+        b->pins++;
+    }
+    return p;
+}
+
+void ck_slot_block_release(void *block, void *p) {
+    ck_slot_block *b = block;
+    if (!p) return;
+    if (p != b->pinned) {
+        free(p);
+    } else if (!b->reserved) {
+        /* unreserved: the pinned block goes, a larger one follows */
+        if (b->lock) pthread_mutex_lock(b->lock);
+        b->unpin(b->pin_user, p);
+        if (b->lock) pthread_mutex_unlock(b->lock);
+        b->pinned = NULL;
+        b->pinned_cap = 0;
+    } /* else the reserved block stays the slot's until ck_slot_block_free */
+}
+
+void ck_slot_block_free(ck_slot_block *b) {
+    if (b->pinned) b->unpin(b->pin_user, b->pinned);
+    b->pinned = NULL;
+    b->pinned_cap = 0;
+    b->reserved = 0;
+}
+
+static void *sess_pin(void *user, size_t bytes) { return ckey_session_host_alloc(user, bytes); }
+static void sess_unpin(void *user, void *p) { ckey_session_host_free(user, p); }
 
 /* ------------------------------------------------------------- stages */
 
@@ -603,7 +656,24 @@ static int stage_key(shot *sh, int64_t j) {
     ckey_status st = CKEY_OK;
     /* the session's lock: no allocation beside another model thread's graph capture */
     pthread_mutex_t *net_lock = sh->dev && sh->npipe > 1 ? &sh->net_mu[j % sh->nsess] : NULL;
-    if (n > o->cap && sh->dev) {
+    if (n > o->cap && sh->dev && o->reserved) {
+        /* larger than the first plate: pageable (the driver stages the download) */
+        if (!o->pageable) {
+            float *p[4] = {o->alpha, o->fg, o->processed, o->comp};
+            memcpy(o->pin, p, sizeof p);
+        } else {
+            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
+        }
+        o->pageable = 1;
+        o->alpha = malloc(n * sizeof(float));
+        o->fg = malloc(3 * n * sizeof(float));
+        o->processed = malloc(4 * n * sizeof(float));
+        o->comp = malloc(3 * n * sizeof(float));
+        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+        if (!o->cap)
+            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
+                         (long long)f->number, (int)w, (int)h);
+    } else if (n > o->cap && sh->dev) {
         /* the device path downloads into them: page-locked, from the slot's session */
         ckey_session *s = sh->sess[j % sh->nsess];
         if (net_lock) pthread_mutex_lock(net_lock);
@@ -954,7 +1024,8 @@ static void *writer_main(void *arg) {
  * passes are 365 MB to page-lock, and in stage_key that holds the session's
  * lock (no allocation beside another thread's graph capture),
  * so the networks would wait for it; here it runs while the readers decode
- * the first frames. No size (0), or a larger plate later: stage_key allocates.
+ * the first frames. No size (0): stage_key page-locks them (under the lock);
+ * a larger plate later: stage_key takes pageable buffers (no lock).
  */
 static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
     if (w < 1 || h < 1 || (int64_t)w * h > sh->max_pixels) return;
@@ -967,6 +1038,22 @@ static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
         o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
         o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
         o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
+        o->reserved = o->cap > 0;
+    }
+}
+
+/*
+ * The device path's packed in-slot blocks, page-locked for a w x h plate
+ * (the first frame's, from its header; ck_slot_packed_bytes) before any
+ * thread starts: pinned lazily, each slot's first read would pin under the
+ * session's lock (no allocation beside another model thread's graph
+ * capture) and keep the networks waiting, frame after frame while the slots
+ * are first used. A block that cannot be pinned is left to the reads.
+ */
+static void reserve_in_slots(shot *sh, int32_t w, int32_t h) {
+    for (int i = 0; i < sh->nin; i++) {
+        ck_slot_block_reserve(&sh->in[i].bplate, ck_slot_packed_bytes(w, h, 0));
+        ck_slot_block_reserve(&sh->in[i].bhint, ck_slot_packed_bytes(w, h, 1));
     }
 }
 
@@ -1024,11 +1111,17 @@ static int default_writers(void) {
     return n - 2 < 1 ? 1 : n - 2 > 8 ? 8 : n - 2;
 }
 
-/* max(1, min(4, CPUs / 4)): a 4K plate decodes in a few tenths of a second,
- * so a few readers keep a fast network fed; each holds a frame's images. */
-static int default_readers(void) {
-    const int n = usable_cpus() / 4;
-    return n < 1 ? 1 : n > 4 ? 4 : n;
+/* The host path: max(1, min(4, CPUs / 4)): a 4K plate decodes in a few
+ * tenths of a second, so a few readers keep a fast network fed; each holds
+ * a frame's images. The device path: max(1, min(8, 3 CPUs / 8)): its
+ * readers only decode and its writers only encode, about 0.24 and 0.42 s
+ * of a core a 4K frame, so at 12 frames a second the decoding takes some 3
+ * cores and the encoding 5 (on the writers and the pool); six readers on 16
+ * CPUs leave room for the heavier 16-bit and EXR plates. Each reader adds
+ * an in slot (a plate's samples, page-locked). */
+static int default_readers(int device_path) {
+    const int c = usable_cpus(), n = device_path ? 3 * c / 8 : c / 4, most = device_path ? 8 : 4;
+    return n < 1 ? 1 : n > most ? most : n;
 }
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -1041,7 +1134,7 @@ int ck_shot_pipelines(const ckey_shot_options *o) {
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd) {
     const int threaded = o->read_ahead > 0, M = nsessions < 1 ? 1 : nsessions;
     const int T = M * ck_shot_pipelines(o); /* the model threads */
-    *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers()) : 1;
+    *nrd = threaded ? (o->readers > 0 ? o->readers : default_readers(o->frame_path == CKEY_FRAME_PATH_DEVICE)) : 1;
     *nin = threaded ? round_up((o->read_ahead > *nrd ? o->read_ahead : *nrd) + T, T) : M;
     *nwr = threaded ? (o->writers > 0 ? o->writers : default_writers()) : 1;
     *nout = threaded ? round_up(*nwr + T, T) : M;
@@ -1068,14 +1161,21 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
         ckey_image_free(&sh->in[i].plate);
         ckey_image_free(&sh->in[i].hint);
         free(sh->in[i].hint_buf);
-        /* page-locked from the slot's session (the locks are gone by now) */
-        if (sh->in[i].pplate.data) ckey_session_host_free(sessions[i % M], sh->in[i].pplate.data);
-        if (sh->in[i].phint.data) ckey_session_host_free(sessions[i % M], sh->in[i].phint.data);
+        /* the model threads have ended and the locks are gone: none needed */
+        in_slot *sl = &sh->in[i];
+        sl->bplate.lock = sl->bhint.lock = NULL;
+        ckey_packed_image_free(&sl->pplate);
+        ckey_packed_image_free(&sl->phint);
+        ck_slot_block_free(&sl->bplate);
+        ck_slot_block_free(&sl->bhint);
     }
     for (int i = 0; sh->out && i < sh->nout; i++) {
         out_slot *o = &sh->out[i];
         if (o->net) ckey_session_host_free(sessions[i % M], o->net);
-        if (sh->dev) {
+        if (sh->dev && o->pageable) {
+            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
+            for (int k = 0; k < 4; k++) ckey_session_host_free(sessions[i % M], o->pin[k]);
+        } else if (sh->dev) {
             ckey_session_host_free(sessions[i % M], o->alpha);
             ckey_session_host_free(sessions[i % M], o->fg);
             ckey_session_host_free(sessions[i % M], o->processed);
@@ -1119,26 +1219,73 @@ ckey_status ckey_shot_run(ckey_session *s, ckey_source *src, ckey_sink *sink,
     return ckey_shot_run_multi(one, 1, src, sink, plan, o, on_event, user, stats, err);
 }
 
+const char *ckey_frame_path_name(ckey_frame_path p) {
+    return p == CKEY_FRAME_PATH_DEVICE ? "device" : p == CKEY_FRAME_PATH_CPU ? "host" : "auto";
+}
+
+/* Why the device path cannot post-process with options p, or NULL (a
+ * valid set with the OpenCV despeckle or none; invalid options take the
+ * host path, which reports them frame by frame). */
+static const char *no_device_post(const ckey_post_options *p) {
+    if (p->despeckle && p->despeckle_mode != CKEY_DESPECKLE_OPENCV) return "the torch despeckle has no device form";
+    if (!(p->despill_strength >= 0.0f && p->despill_strength <= 1.0f) || (p->despeckle && p->despeckle_area < 0) ||
+        (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH))
+        return "invalid post options";
+    return NULL;
+}
+
+ckey_frame_path ckey_shot_frame_path(ckey_device_kind device, const ckey_source *src, const uint8_t *plan,
+                                     const ckey_shot_options *o, char *why, size_t cap) {
+    char none[1];
+    if (!why || cap == 0) why = none, cap = sizeof none;
+    why[0] = 0;
+    ckey_shot_options d;
+    if (!o) ckey_shot_options_default(&d), o = &d;
+    if (o->frame_path == CKEY_FRAME_PATH_CPU || o->frame_path == CKEY_FRAME_PATH_DEVICE) {
+        snprintf(why, cap, "asked for");
+        return o->frame_path;
+    }
+    const char *np = no_device_post(&o->post);
+    if (device != CKEY_DEVICE_CUDA) {
+        snprintf(why, cap, "the device is the CPU");
+        return CKEY_FRAME_PATH_CPU;
+    }
+    if (np) {
+        snprintf(why, cap, "%s", np);
+        return CKEY_FRAME_PATH_CPU;
+    }
+    if (!src || !src->read_packed || !src->packed_frame) {
+        snprintf(why, cap, "the frames come as floats (a video, tracked hints or another source without "
+                           "packed reads)");
+        return CKEY_FRAME_PATH_CPU;
+    }
+    for (int64_t i = 0; i < src->count; i++) {
+        if (plan && plan[i] != CKEY_SHOT_KEY) continue;
+        if (!src->packed_frame(src->self, i)) {
+            const ckey_shot_frame *f = &src->frames[i];
+            snprintf(why, cap, "frame %lld (%s, hint %s) is read as floats: the device path uploads PNG and EXR "
+                               "plates and hint files in their own samples",
+                     (long long)f->number, f->plate, f->hint ? f->hint : "none");
+            return CKEY_FRAME_PATH_CPU;
+        }
+    }
+    snprintf(why, cap, "on a GPU, every plate and hint a PNG or EXR file");
+    return CKEY_FRAME_PATH_DEVICE;
+}
+
 /*
- * The device frame path (sh->dev) or the host path, as opt.frame_path asks:
- * the device path needs every session on a device and post options it has
- * (a valid set with the OpenCV despeckle or none; invalid options take the
- * host path, which reports them frame by frame). One ck_devframe a session.
+ * The device frame path (sh->dev) or the host path, as opt.frame_path asks
+ * (AUTO resolved by now): the device path needs every session on a device
+ * and post options it has. One ck_devframe a model thread.
  */
 static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
-    const ckey_post_options *p = &sh->opt.post;
     const char *why = NULL;
     for (int i = 0; !why && i < sh->nsess; i++)
         if (!ck_devframe_available(sh->sess[i])) why = "the session is not on a GPU";
-    if (!why && p->despeckle && p->despeckle_mode != CKEY_DESPECKLE_OPENCV)
-        why = "the torch despeckle has no device form";
-    if (!why && (!(p->despill_strength >= 0.0f && p->despill_strength <= 1.0f) ||
-                 (p->despeckle && p->despeckle_area < 0) ||
-                 (p->despeckle_mode != CKEY_DESPECKLE_OPENCV && p->despeckle_mode != CKEY_DESPECKLE_TORCH)))
-        why = "invalid post options";
+    if (!why) why = no_device_post(&sh->opt.post);
     if (sh->opt.frame_path != CKEY_FRAME_PATH_DEVICE) return CKEY_OK;
     if (why) return ck_fail(err, CKEY_ERR_UNSUPPORTED, "the device frame path: %s", why);
-    ck_post_options_from(p, &sh->dev_post);
+    ck_post_options_from(&sh->opt.post, &sh->dev_post);
     for (int i = 0; i < sh->nmodel; i++) {
         ckey_status st = ck_devframe_create(sh->sess[i % sh->nsess], &sh->df[i], err);
         if (st) return st;
@@ -1187,6 +1334,12 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
         opt.device_frames < 0 || opt.device_frames > CK_SHOT_MAX_PIPELINES)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_shot_run: bad options");
 
+    if (opt.frame_path == CKEY_FRAME_PATH_AUTO) { /* before the layout: the path sets the model threads */
+        int gpu = 1;
+        for (int i = 0; i < nsessions; i++)
+            if (!sessions[i] || !ck_devframe_available(sessions[i])) gpu = 0;
+        opt.frame_path = ckey_shot_frame_path(gpu ? CKEY_DEVICE_CUDA : CKEY_DEVICE_CPU, src, plan, &opt, NULL, 0);
+    }
     shot *sh = calloc(1, sizeof *sh);
     if (!sh) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
     sh->sess = sessions;
@@ -1232,13 +1385,19 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     if (st == CKEY_OK && sh->njobs > 0) sh->S = ckey_session_size(sessions[0]);
     if (st == CKEY_OK && sh->njobs > 0) st = choose_frame_path(sh, err);
     for (int i = 0; st == CKEY_OK && sh->dev && i < sh->nin; i++) {
-        /* slot i serves session i % M's jobs */
+        /* slot i serves session i % M's jobs: page-locked from that session */
         in_slot *sl = &sh->in[i];
-        sl->alloc_sess = sessions[i % M];
-        sl->alloc_lock = sh->npipe > 1 ? &sh->net_mu[i % M] : NULL;
-        sl->pplate.alloc = sl->phint.alloc = slot_host_alloc;
-        sl->pplate.release = sl->phint.release = slot_host_free;
-        sl->pplate.alloc_user = sl->phint.alloc_user = sl;
+        ck_slot_block *b[2] = {&sl->bplate, &sl->bhint};
+        ckey_packed_image *pk[2] = {&sl->pplate, &sl->phint};
+        for (int k = 0; k < 2; k++) {
+            b[k]->pin = sess_pin;
+            b[k]->unpin = sess_unpin;
+            b[k]->pin_user = sessions[i % M];
+            b[k]->lock = sh->npipe > 1 ? &sh->net_mu[i % M] : NULL;
+            pk[k]->alloc = ck_slot_block_alloc;
+            pk[k]->release = ck_slot_block_release;
+            pk[k]->alloc_user = b[k];
+        }
     }
     if (st == CKEY_OK && sh->njobs > 0 && !sh->dev) { /* the network's input and output per slot, [4, S, S] each */
         const size_t bytes = (size_t)4 * (size_t)sh->S * (size_t)sh->S * sizeof(float);
@@ -1266,6 +1425,16 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             sh->pool = sh->own_pool;
         }
     }
+    int32_t w0 = 0, h0 = 0; /* the device path: the first plate's size, probed before any read */
+    if (st == CKEY_OK && sh->dev) {
+        ckey_error pe;
+        if (!src->probe || src->probe(src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK || w0 < 1 || h0 < 1 ||
+            (int64_t)w0 * h0 > sh->max_pixels)
+            w0 = h0 = 0;
+        /* packed blocks only for a clip whose first frame is read packed */
+        if (w0 > 0 && src->read_packed && (!src->packed_frame || src->packed_frame(src->self, sh->jobs[0])))
+            reserve_in_slots(sh, w0, h0);
+    }
     if (st == CKEY_OK && sh->njobs > 0 && sink->begin) st = sink->begin(sink->self, err);
     sh->stop_at = sh->njobs;
 
@@ -1278,10 +1447,6 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             model_arg ma[CKEY_SHOT_MAX_MODELS];
             const int T = sh->nmodel;
             int have_rd = 0, have_wr = 0, have_md = 1; /* model 0 is this thread */
-            int32_t w0 = 0, h0 = 0; /* the first plate's size, probed before any read */
-            ckey_error pe;
-            if (sh->dev && sh->src->probe && sh->src->probe(sh->src->self, sh->jobs[0], &w0, &h0, &pe) != CKEY_OK)
-                w0 = h0 = 0;
             while (have_rd < sh->nrd && pthread_create(&rd[have_rd], NULL, reader_main, &sh->rd[have_rd]) == 0)
                 have_rd++;
             if (sh->dev) alloc_out_slots(sh, w0, h0);
@@ -1343,6 +1508,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
     }
     /* every thread has ended: no lock needed */
     load_locked(sh, sh->stats.seconds, &sh->stats.load);
+    sh->stats.frame_path = sh->dev ? CKEY_FRAME_PATH_DEVICE : CKEY_FRAME_PATH_CPU;
     if (sink->pass_seconds) sink->pass_seconds(sink->self, sh->stats.pass_seconds);
     if (stats) *stats = sh->stats;
     free_shot(sh, sessions, M);

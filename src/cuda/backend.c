@@ -219,6 +219,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     if (!st) st = ck_cuda_stream_create_high(&s->stream, err);
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
+    if (!st) st = ck_cuda_event_create_blocking(&s->ev_wait, err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
@@ -544,7 +545,7 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
         return st;
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
-    if ((st = ck_cuda_stream_sync(stream, err))) return st;
+    if ((st = ck_cuda_wait(s->ev_wait, stream, err))) return st;
     s->frames++;
     *result = dst;
     seconds[0] = ck_now() - t0;
@@ -603,6 +604,7 @@ static void cu_free(ck_backend *be) {
     ck_cuda_free(s->blas_ws);
     ck_cuda_free(s->conv_sync);
     for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
+    ck_cuda_event_destroy(s->ev_wait);
     ck_cuda_stream_destroy(s->stream);
     ck_cuda_free(s->arena);
     ck_cuda_free(s->dstore);

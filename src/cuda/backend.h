@@ -53,6 +53,7 @@ typedef struct ck_cuda_state {
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
     void *ev[4];        /* around the network on the stream (device_seconds), before the
                            upload and after the download (their times) */
+    void *ev_wait;      /* the wait for a pass's end (ck_cuda_wait: no spinning core) */
     /* ---- Cutie's ops (cutie-ops.c): their workspace (ck_ops.set_workspace, device memory) */
     float *cutie_col;   /* the im2col chunk of conv2d, cutie_col_floats */
     size_t cutie_col_floats;

@@ -192,6 +192,22 @@ ckey_status ck_cuda_event_create(void **ev, ckey_error *err) {
     return CKEY_OK;
 }
 
+ckey_status ck_cuda_event_create_blocking(void **ev, ckey_error *err) {
+    cudaEvent_t e = NULL;
+    cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventBlockingSync | cudaEventDisableTiming);
+    if (r != cudaSuccess) return cuda_fail(err, r, "cudaEventCreateWithFlags");
+    *ev = e;
+    return CKEY_OK;
+}
+
+ckey_status ck_cuda_wait(void *ev, void *stream, ckey_error *err) {
+    cudaError_t r = cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream);
+    if (r != cudaSuccess) return cuda_fail(err, r, "cudaEventRecord");
+    r = cudaEventSynchronize((cudaEvent_t)ev);
+    if (r != cudaSuccess) return cuda_fail(err, r, "cudaEventSynchronize");
+    return CKEY_OK;
+}
+
 void ck_cuda_event_destroy(void *ev) {
     if (ev) cudaEventDestroy((cudaEvent_t)ev);
 }

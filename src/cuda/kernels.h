@@ -369,6 +369,14 @@ ckey_status ck_cuda_event_create(void **ev, ckey_error *err);
 void ck_cuda_event_destroy(void *ev);
 ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err);
 double ck_cuda_event_seconds(void *ev0, void *ev1);
+/* A wait without a spinning core: ck_cuda_wait records `ev` (made by
+ * ck_cuda_event_create_blocking: cudaEventBlockingSync, no timing) on
+ * `stream` and blocks the calling thread until the work queued before it
+ * is done. cudaStreamSynchronize spins a core for the whole wait (the
+ * default schedule while a process has fewer contexts than CPUs): the frame
+ * path's model threads would take cores from the readers and writers. */
+ckey_status ck_cuda_event_create_blocking(void **ev, ckey_error *err);
+ckey_status ck_cuda_wait(void *ev, void *stream, ckey_error *err);
 /* cuBLAS's workspace, so that GEMMs allocate nothing (needed in a capture). */
 ckey_status ck_cublas_set_workspace(ck_cublas *h, void *ws, size_t bytes, ckey_error *err);
 /* cuBLASLt plans cached so far for 16-bit linear layers (bias_only: those

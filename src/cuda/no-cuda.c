@@ -164,6 +164,8 @@ ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) NOCU
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_graph_free(void *exec) {}
 ckey_status ck_cuda_event_create(void **ev, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_event_create_blocking(void **ev, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_wait(void *ev, void *stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_event_destroy(void *ev) {}
 ckey_status ck_cuda_event_record(void *ev, void *stream, ckey_error *err) NOCUDA_BODY
 double ck_cuda_event_seconds(void *ev0, void *ev1) { return 0.0; }

@@ -24,6 +24,7 @@ typedef struct dev_resize {
 struct ck_devframe {
     ckey_session *s;
     void *stream;            /* its own: frames of other ck_devframes overlap it */
+    void *wait;              /* a blocking event: the waits on the stream (ck_cuda_wait) */
     int32_t device_index, S;
     ck_resize_mode back;
     int32_t w, h;            /* the plate size the resize plans are for; 0 before the first frame */
@@ -71,6 +72,7 @@ void ck_devframe_free(ck_devframe *df) {
     ck_cuda_free(df->d_x);
     ck_cuda_free(df->d_pack);
     ck_cuda_host_free(df->h_post);
+    ck_cuda_event_destroy(df->wait);
     if (df->stream) ck_cuda_stream_destroy(df->stream);
     free(df);
 }
@@ -87,6 +89,7 @@ ckey_status ck_devframe_create(ckey_session *s, ck_devframe **out, ckey_error *e
     df->back = ck_session_resize_back(s);
     ckey_status st = ck_cuda_set_device(df->device_index, err);
     if (!st) st = ck_cuda_stream_create(&df->stream, err);
+    if (!st) st = ck_cuda_event_create_blocking(&df->wait, err);
     if (!st) st = ck_cuda_malloc((void **)&df->d_x, (size_t)4 * (size_t)df->S * (size_t)df->S * sizeof(float), err);
     if (st) {
         ck_devframe_free(df);
@@ -238,14 +241,14 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     } else if ((st = ck_cuda_copy_async(df->d_hint, job->hint, n * sizeof(float), 1, stream, err))) {
         return st;
     }
-    if ((st = ck_cuda_stream_sync(stream, err))) return st;
+    if ((st = ck_cuda_wait(df->wait, stream, err))) return st;
     const double t_up = ck_now();
     if (job->srgb_at_read && (st = ck_cuda_srgb(df->d_rgb, 3 * (int64_t)n, 0, stream, err))) return st;
     if ((st = run_resize(df, RZ_RGB, df->d_rgb, df->d_x, err))) return st;
     if (job->input_is_linear && (st = ck_cuda_srgb(df->d_x, 3 * plane, 0, stream, err))) return st;
     if ((st = ck_cuda_imagenet_normalize(df->d_x, plane, ck_imagenet_mean, ck_imagenet_std, stream, err)) ||
         (st = run_resize(df, RZ_HINT, df->d_hint, df->d_x + 3 * plane, err)) ||
-        (st = ck_cuda_stream_sync(stream, err)))
+        (st = ck_cuda_wait(df->wait, stream, err)))
         return st;
     const double t_pre = ck_now();
     /* the network on the session's stream, and the resize back out of its
@@ -259,20 +262,20 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     float *d_alpha = df->d_hint, *d_fg = df->d_rgb;
     if (!st) st = run_resize(df, RZ_ALPHA, r.alpha, d_alpha, err);
     if (!st) st = run_resize(df, RZ_FG, r.fg, d_fg, err);
-    if (!st) st = ck_cuda_stream_sync(stream, err);
+    if (!st) st = ck_cuda_wait(df->wait, stream, err);
     const double t_back = ck_now();
     if (lock) pthread_mutex_unlock(lock);
     if (st) return st;
     if ((st = ck_post_frame_cuda(d_alpha, d_fg, h, w, job->post, df->d_proc, job->comp ? df->d_comp : NULL, df->d_post,
                                  df->h_post, stream, err)) ||
-        (st = ck_cuda_stream_sync(stream, err)))
+        (st = ck_cuda_wait(df->wait, stream, err)))
         return st;
     const double t_post = ck_now();
     if ((st = ck_cuda_copy_async(job->alpha, d_alpha, n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->fg, d_fg, 3 * n * sizeof(float), 0, stream, err)) ||
         (st = ck_cuda_copy_async(job->processed, df->d_proc, 4 * n * sizeof(float), 0, stream, err)) ||
         (job->comp && (st = ck_cuda_copy_async(job->comp, df->d_comp, 3 * n * sizeof(float), 0, stream, err))) ||
-        (st = ck_cuda_stream_sync(stream, err)))
+        (st = ck_cuda_wait(df->wait, stream, err)))
         return st;
     if (seconds) {
         seconds[0] = (t_prep - t0) + (t_up - t_in); /* a new size's tables count with the upload */
