@@ -60,6 +60,7 @@ typedef struct ck_cuda_state {
     size_t cutie_wh_halves;
     float *cutie_means; /* channel_attention's means */
     int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
+    float *cutie_mha;   /* mha's partial results of split keys */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),

@@ -32,10 +32,13 @@ ckey_status ck_cu_avgpool(const float *in, int n, int H, int W, int C, int f, fl
                           ckey_error *err);
 ckey_status ck_cu_layer_norm(const float *x, int64_t N, int C, const float *g, const float *b, float eps, float *y,
                              void *stream, ckey_error *err);
-/* mask: bytes (1: blocked) or NULL. Fails (CKEY_ERR_UNSUPPORTED) when Nk
- * keys' scores exceed the device's shared memory per block. */
+/* mask: bytes (1: blocked) or NULL. part: room for part_floats floats of
+ * partial results, which lets few queries split their keys over several
+ * warps (NULL: no split). Fails (CKEY_ERR_UNSUPPORTED) for a head over 256
+ * dims. */
 ckey_status ck_cu_mha(int n, const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk,
-                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, void *stream, ckey_error *err);
+                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, float *part, size_t part_floats,
+                      void *stream, ckey_error *err);
 ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *stream, ckey_error *err);
 ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err);
 /* Rows in order where dst lies before an overlapping src (rows moving down). */

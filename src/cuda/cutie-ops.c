@@ -8,8 +8,8 @@
  * and fp32 output (ck_cuda_gemm_f16_f32). Activations stay fp32 in memory;
  * the rest is the kernels of cutie-ops.cu. The workspace (bound once by
  * set_workspace, device memory) holds the im2col chunk, the fp16 weight,
- * the channel attention's means, the attention mask's counts and the memory read's
- * scratch (memory-read.cu); no op allocates.
+ * the channel attention's means, the attention mask's counts, mha's partial
+ * results and the memory read's scratch (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
@@ -24,8 +24,10 @@
 /* COL_MIN: the im2col chunk holds at least this many floats (32 MiB), and
  * at least COL_PIX output pixels of the widest conv. MEANS: floats for the
  * channel attention's means (n maps x C channels: 255 objects x 256).
- * COUNTS: ints for the attention mask's per-object counts. */
-enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256 };
+ * COUNTS: ints for the attention mask's per-object counts. MHA_PART: floats
+ * for mha's partial results of split keys (2 MiB: 16 queries x 8 heads x
+ * 120 splits of 32-dim heads). */
+enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256, MHA_PART = 1 << 19 };
 
 static size_t col_floats(const ck_op_needs *n) {
     const size_t w = (size_t)COL_PIX * (size_t)CK_MAX(n->conv_k, 1);
@@ -40,7 +42,7 @@ static size_t wh_floats(const ck_backend_config *bc, const ck_op_needs *n) {
 }
 
 size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
-    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
+    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS + MHA_PART) * sizeof(float) + ck_cuda_memory_read_bytes(n);
 }
 
 /* y[N, ldy] (+)= x[N, K] W[Cout, K]^T at the backend's conv arithmetic */
@@ -58,10 +60,11 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     s->cutie_wh_halves = 2 * wh_floats(&s->cfg, n);
     s->cutie_means = s->cutie_col + s->cutie_col_floats + wh_floats(&s->cfg, n);
     s->cutie_counts = (int *)(s->cutie_means + MEANS);
-    /* the memory read's scratch after the counts (an offset of whole 1 KiB
-     * blocks: col_floats, wh_floats and MEANS + COUNTS are multiples of 256 floats) */
+    s->cutie_mha = scratch ? (float *)(s->cutie_counts + COUNTS) : NULL;
+    /* the memory read's scratch after mha's partials (an offset of whole 1 KiB
+     * blocks: col_floats, wh_floats, MEANS + COUNTS and MHA_PART are multiples of 256 floats) */
     s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
-    s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_counts + COUNTS) : NULL;
+    s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_mha + MHA_PART) : NULL;
 }
 
 /* A conv's output size and strides (ck_conv2d's 0s resolved). */
@@ -171,8 +174,10 @@ void ck_cuda_cutie_layer_norm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_
 
 void ck_cuda_cutie_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk,
                    int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out) {
+    ck_cuda_state *s = ST(be);
     if (mask.data && mask.type != CK_U8) abort();
-    CHECKED(be, ck_cu_mha(n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out), ST(be)->stream, EC));
+    CHECKED(be, ck_cu_mha(n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out), s->cutie_mha,
+                          s->cutie_mha ? MHA_PART : 0, s->stream, EC));
 }
 
 void ck_cuda_cutie_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y) {

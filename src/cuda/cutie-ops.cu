@@ -15,7 +15,10 @@
 
 namespace {
 
-enum { THREADS = 256, MHA_THREADS = 128 };
+/* MHA_WARPS: warps of an mha block; MHA_HD: the widest head; MHA_MIN_KEYS:
+ * the fewest keys of a split; MHA_UNITS: the warps (items x splits) a split
+ * launch aims at, a few per SM slot of an H200's 132 SMs. */
+enum { THREADS = 256, MHA_WARPS = 4, MHA_HD = 256, MHA_MIN_KEYS = 128, MHA_UNITS = 16384 };
 
 ckey_status launched(ckey_error *err, const char *what) {
     const cudaError_t e = cudaGetLastError();
@@ -174,69 +177,130 @@ __global__ void layer_norm_k(const float *x, int64_t N, int C, const float *g, c
     for (int i = lane; i < C; i += 32) yr[i] = (xr[i] - m) * rstd * g[i] + b[i];
 }
 
-__device__ float block_reduce(float v, float *red, int is_max) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = is_max ? fmaxf(v, u) : v + u;
-    }
-    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) red[w] = v;
-    __syncthreads();
-    v = red[0];
-    for (int i = 1; i < nw; i++) v = is_max ? fmaxf(v, red[i]) : v + red[i];
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
-// one block per (batch, head, query): the scores in shared memory, then
-// softmax, then out = p . V with the keys split over G groups of hd threads
-__global__ void mha_k(const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk, int kv_ld,
-                      int D, int heads, const uint8_t *mask, float *out) {
-    extern __shared__ float sm[];
-    const int hd = D / heads;
-    const int G = hd >= MHA_THREADS ? 1 : MHA_THREADS / hd;
-    float *s = sm, *part = sm + Nk, *red = part + (int64_t)G * hd;
-    const int64_t item = blockIdx.x, qi = item % Nq, bh = item / Nq;
-    const int h = (int)(bh % heads);
-    const int64_t bi = bh / heads;
+/* mha: one warp per (batch, head, query, key split), S splits of the keys
+ * (a split of ceil(Nk / S) keys). The warp walks its keys 32 at a time, a
+ * key a lane for the score (the query in shared memory), with the softmax
+ * online: a running max m, sum l = sum exp(s - m) and acc = sum exp(s - m) V
+ * (head dims lane, lane + 32, ...), rescaled by exp(m_old - m_new) when the
+ * max grows. With S == 1 the warp writes out = acc / l; else its partial
+ * [m, l, acc[hd]] goes to part[unit] and mha_merge_k combines an item's S
+ * partials: out = sum_s exp(m_s - M) acc_s / sum_s exp(m_s - M) l_s, M =
+ * max_s m_s. The merge is exact math, so any S gives the one-pass softmax
+ * up to float rounding. A query whose keys are all blocked gets 0. */
+struct mha_args {
+    const float *q, *k, *v;
+    const uint8_t *mask;
+    float *out, *part;
+    int64_t Nq, Nk, items;
+    int q_ld, kv_ld, D, heads, S;
+};
+
+__global__ void __launch_bounds__(MHA_WARPS * 32) mha_k(mha_args a) {
+    __shared__ float qs[MHA_WARPS][MHA_HD];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t unit = blockIdx.x * (int64_t)MHA_WARPS + w;
+    if (unit >= a.items * a.S) return; /* whole warps: only __syncwarp below */
+    const int64_t item = unit / a.S, qi = item % a.Nq, bh = item / a.Nq;
+    const int split = (int)(unit % a.S), hd = a.D / a.heads, h = (int)(bh % a.heads);
+    const int64_t bi = bh / a.heads;
     const float scale = 1.0f / sqrtf((float)hd);
-    const float *qv = q + (bi * Nq + qi) * q_ld + h * hd;
-    const float *K = k + bi * Nk * kv_ld + h * hd, *V = v + bi * Nk * kv_ld + h * hd;
-    const uint8_t *m = mask ? mask + (bi * Nq + qi) * Nk : NULL;
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < Nk; j += blockDim.x) {
-        float d = -INFINITY;
-        if (!(m && m[j])) {
-            const float *kr = K + j * kv_ld;
-            float acc = 0;
-            for (int c = 0; c < hd; c++) acc += qv[c] * kr[c];
-            d = acc * scale;
+    const float *qv = a.q + (bi * a.Nq + qi) * a.q_ld + h * hd;
+    const float *K = a.k + bi * a.Nk * a.kv_ld + h * hd, *V = a.v + bi * a.Nk * a.kv_ld + h * hd;
+    const uint8_t *mk = a.mask ? a.mask + (bi * a.Nq + qi) * a.Nk : NULL;
+    float *qw = qs[w];
+    for (int c = lane; c < hd; c += 32) qw[c] = qv[c];
+    __syncwarp();
+    const int64_t per = (a.Nk + a.S - 1) / a.S, j0 = split * per, j1 = j0 + per < a.Nk ? j0 + per : a.Nk;
+    const int vec = (hd & 3) == 0 && (a.kv_ld & 3) == 0 && ((uintptr_t)K & 15) == 0;
+    float m = -INFINITY, l = 0.0f, acc[MHA_HD / 32];
+#pragma unroll
+    for (int i = 0; i < MHA_HD / 32; i++) acc[i] = 0.0f;
+    for (int64_t jb = j0; jb < j1; jb += 32) {
+        const int64_t j = jb + lane;
+        float sc = -INFINITY;
+        if (j < j1 && !(mk && mk[j])) {
+            const float *kr = K + j * a.kv_ld;
+            float d = 0.0f;
+            if (vec) {
+                for (int c = 0; c < hd; c += 4) {
+                    const float4 kk = *(const float4 *)(kr + c);
+                    d += qw[c] * kk.x, d += qw[c + 1] * kk.y, d += qw[c + 2] * kk.z, d += qw[c + 3] * kk.w;
+                }
+            } else {
+                for (int c = 0; c < hd; c++) d += qw[c] * kr[c];
+            }
+            sc = d * scale;
         }
-        s[j] = d;
-        mx = fmaxf(mx, d);
+        const float cm = warp_max(sc);
+        if (cm == -INFINITY) continue; /* every key of the chunk blocked (the same in every lane) */
+        const float nm = fmaxf(m, cm), corr = expf(m - nm); /* exp(-inf) = 0 while nothing was seen */
+        const float p = sc == -INFINITY ? 0.0f : expf(sc - nm);
+        l = l * corr + warp_sum(p);
+#pragma unroll
+        for (int i = 0; i < MHA_HD / 32; i++) acc[i] *= corr;
+        const int nj = j1 - jb < 32 ? (int)(j1 - jb) : 32;
+        for (int t = 0; t < nj; t++) {
+            const float pt = __shfl_sync(0xffffffffu, p, t);
+            if (pt == 0.0f) continue;
+            const float *vr = V + (jb + t) * a.kv_ld;
+#pragma unroll
+            for (int i = 0; i < MHA_HD / 32; i++)
+                if (lane + 32 * i < hd) acc[i] += pt * vr[lane + 32 * i];
+        }
+        m = nm;
     }
-    mx = block_reduce(mx, red, 1);
-    float sum = 0;
-    for (int64_t j = threadIdx.x; j < Nk; j += blockDim.x) {
-        const float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
-        s[j] = e;
-        sum += e;
+    if (a.S == 1) {
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float *o = a.out + (bi * a.Nq + qi) * a.D + h * hd;
+#pragma unroll
+        for (int i = 0; i < MHA_HD / 32; i++)
+            if (lane + 32 * i < hd) o[lane + 32 * i] = acc[i] * inv;
+        return;
     }
-    sum = block_reduce(sum, red, 0);
-    const float inv = 1.0f / sum;
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
-        const int g = t / hd, d = t % hd;
-        float acc = 0;
-        for (int64_t j = g; j < Nk; j += G)
-            if (s[j] != 0) acc += s[j] * inv * V[j * kv_ld + d];
-        part[t] = acc;
-    }
-    __syncthreads();
-    float *o = out + (bi * Nq + qi) * D + h * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0;
-        for (int g = 0; g < G; g++) acc += part[g * hd + d];
-        o[d] = acc;
+    float *pr = a.part + unit * (hd + 2);
+    if (lane == 0) pr[0] = m, pr[1] = l;
+#pragma unroll
+    for (int i = 0; i < MHA_HD / 32; i++)
+        if (lane + 32 * i < hd) pr[2 + lane + 32 * i] = acc[i];
+}
+
+// one warp per item: its S partials of mha_k into out
+__global__ void mha_merge_k(mha_args a) {
+    const int lane = threadIdx.x & 31;
+    const int64_t item = blockIdx.x * (int64_t)(blockDim.x / 32) + threadIdx.x / 32;
+    if (item >= a.items) return;
+    const int hd = a.D / a.heads, S = a.S, h = (int)(item / a.Nq % a.heads);
+    const int64_t qi = item % a.Nq, bi = item / a.Nq / a.heads;
+    const float *P = a.part + item * S * (int64_t)(hd + 2);
+    float M = -INFINITY;
+    for (int s = lane; s < S; s += 32) M = fmaxf(M, P[(int64_t)s * (hd + 2)]);
+    M = warp_max(M);
+    float L = 0.0f;
+    if (M != -INFINITY)
+        for (int s = lane; s < S; s += 32) {
+            const float *ps = P + (int64_t)s * (hd + 2);
+            L += ps[1] * expf(ps[0] - M);
+        }
+    L = warp_sum(L);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    float *o = a.out + (bi * a.Nq + qi) * a.D + h * hd;
+    for (int d = lane; d < hd; d += 32) {
+        float acc = 0.0f;
+        if (M != -INFINITY)
+            for (int s = 0; s < S; s++) {
+                const float *ps = P + (int64_t)s * (hd + 2);
+                acc += ps[2 + d] * expf(ps[0] - M);
+            }
+        o[d] = acc * inv;
     }
 }
 
@@ -445,26 +509,38 @@ ckey_status ck_cu_layer_norm(const float *x, int64_t N, int C, const float *g, c
 }
 
 ckey_status ck_cu_mha(int n, const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk,
-                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, void *stream, ckey_error *err) {
-    const int hd = D / heads, G = hd >= MHA_THREADS ? 1 : MHA_THREADS / hd;
-    const size_t smem = ((size_t)Nk + (size_t)G * hd + MHA_THREADS / 32) * sizeof(float);
+                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, float *part, size_t part_floats,
+                      void *stream, ckey_error *err) {
     const int64_t items = (int64_t)n * heads * Nq;
     if (items <= 0) return CKEY_OK;
-    int dev = 0, optin = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (smem > (size_t)optin || items > 0x7fffffff) {
+    const int hd = D / heads;
+    if (hd > MHA_HD || hd < 1) {
         if (err) {
-            snprintf(err->message, sizeof err->message,
-                     "cuda mha: %lld keys need %zu bytes of shared memory, over the device's %d", (long long)Nk, smem,
-                     optin);
+            snprintf(err->message, sizeof err->message, "cuda mha: a head of %d dims, over the kernel's %d", hd,
+                     MHA_HD);
             err->status = CKEY_ERR_UNSUPPORTED;
         }
         return CKEY_ERR_UNSUPPORTED;
     }
-    if (smem > 48 * 1024) cudaFuncSetAttribute(mha_k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    mha_k<<<(unsigned)items, MHA_THREADS, smem, (cudaStream_t)stream>>>(q, Nq, q_ld, k, v, Nk, kv_ld, D, heads, mask,
-                                                                          out);
+    /* splits of at least MHA_MIN_KEYS keys until about MHA_UNITS warps fill the GPU, as the partials' room allows */
+    int64_t S = (Nk + MHA_MIN_KEYS - 1) / MHA_MIN_KEYS, fill = (MHA_UNITS + items - 1) / items;
+    const int64_t room = part ? (int64_t)(part_floats / ((size_t)items * (size_t)(hd + 2))) : 0;
+    S = S < fill ? S : fill;
+    S = S < room ? S : room;
+    if (S < 2) S = 1;
+    const int64_t units = items * S, grid = (units + MHA_WARPS - 1) / MHA_WARPS;
+    if (grid > 0x7fffffff) {
+        if (err) {
+            snprintf(err->message, sizeof err->message, "cuda mha: %lld (batch, head, query) items, over a grid",
+                     (long long)items);
+            err->status = CKEY_ERR_UNSUPPORTED;
+        }
+        return CKEY_ERR_UNSUPPORTED;
+    }
+    const mha_args a = {q, k, v, mask, out, part, Nq, Nk, items, q_ld, kv_ld, D, heads, (int)S};
+    cudaStream_t st = (cudaStream_t)stream;
+    mha_k<<<(unsigned)grid, MHA_WARPS * 32, 0, st>>>(a);
+    if (S > 1) mha_merge_k<<<(unsigned)((items + 7) / 8), 256, 0, st>>>(a);
     return launched(err, "mha");
 }
 
