@@ -47,6 +47,7 @@ typedef struct ck_cuda_state {
     void *arena;
     float *host_in, *host_out; /* pinned */
     void *blas_ws;      /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
+    size_t blas_ws_bytes;
     void *graph;        /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
@@ -61,6 +62,8 @@ typedef struct ck_cuda_state {
     float *cutie_means; /* channel_attention's means */
     int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
     float *cutie_mha;   /* mha's partial results of split keys */
+    ck_cutie_gemm *cutie_gemm; /* conv2d's GEMMs with the bias / ReLU epilogue (made by set_workspace;
+                                * NULL: the GEMM + bias pass), on blas_ws */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),

@@ -1,15 +1,16 @@
 /* The CUDA backend's Cutie ops (backend/ops.h, the Cutie block), fp32:
  * convs as im2col of bounded chunks of output pixels into the workspace +
- * a cuBLAS GEMM + a bias / ReLU pass. The GEMM follows the backend's
- * conv_precision (ckey_track_options.precision): SGEMM (fp32 math, no TF32:
- * ck_cublas_create); TF32 tensor-core math chosen per call
- * (ck_cuda_gemm_tf32); or fp16: the im2col chunk written in fp16 and the
- * weight converted to fp16 in the workspace, a GEMM with fp32 accumulation
- * and fp32 output (ck_cuda_gemm_f16_f32). Activations stay fp32 in memory;
- * the rest is the kernels of cutie-ops.cu. The workspace (bound once by
- * set_workspace, device memory) holds the im2col chunk, the fp16 weight,
- * the channel attention's means, the attention mask's counts, mha's partial
- * results and the memory read's scratch (memory-read.cu); no op allocates.
+ * a GEMM with the bias and ReLU in its epilogue (cuBLASLt: cutie-gemm.cu;
+ * cuBLAS and a bias / ReLU pass for a shape cuBLASLt has no algorithm for).
+ * The GEMM follows the backend's conv_precision
+ * (ckey_track_options.precision): fp32 math (no TF32); TF32 tensor-core
+ * math; or fp16: the im2col chunk written in fp16 and the weight converted
+ * to fp16 in the workspace, fp32 accumulation and fp32 output. Activations
+ * stay fp32 in memory; the rest is the kernels of cutie-ops.cu. The
+ * workspace (bound once by set_workspace, device memory) holds the im2col
+ * chunk, the fp16 weight, the channel attention's means, the attention
+ * mask's counts, mha's partial results and the memory read's scratch
+ * (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
@@ -45,11 +46,27 @@ size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_need
     return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS + MHA_PART) * sizeof(float) + ck_cuda_memory_read_bytes(n);
 }
 
-/* y[N, ldy] (+)= x[N, K] W[Cout, K]^T at the backend's conv arithmetic */
-static ckey_status conv_gemm(ck_cuda_state *s, const float *x, int64_t N, int K, const float *w, float *y, int Cout,
-                             int ldy, int acc, ckey_error *err) {
-    if (s->cfg.conv_precision == CKEY_PRECISION_TF32) return ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
-    return ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
+/* y[N, ldy] = relu?(x[N, K] W[Cout, K]^T (+ y) (+ bias)) at the backend's
+ * conv arithmetic (fp16: x and w fp16): one cuBLASLt call with the bias and
+ * ReLU in its epilogue, or, where cuBLASLt has no algorithm for the shape,
+ * the GEMM and a bias / ReLU pass. */
+static ckey_status conv_gemm(ck_cuda_state *s, const void *x, int64_t N, int K, const void *w, const float *bias,
+                             int relu, float *y, int Cout, int ldy, int acc, ckey_error *err) {
+    const ckey_precision p = s->cfg.conv_precision == CKEY_PRECISION_FP16   ? CKEY_PRECISION_FP16
+                             : s->cfg.conv_precision == CKEY_PRECISION_TF32 ? CKEY_PRECISION_TF32
+                                                                            : CKEY_PRECISION_FP32;
+    int done = 0;
+    ckey_status st = ck_cutie_gemm_run(s->cutie_gemm, p, x, N, K, w, bias, relu, y, Cout, ldy, acc, s->stream, &done,
+                                       err);
+    if (st || done) return st;
+    if (p == CKEY_PRECISION_FP16)
+        st = ck_cuda_gemm_f16_f32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    else if (p == CKEY_PRECISION_TF32)
+        st = ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    else
+        st = ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
+    if (!st && (bias || relu)) st = ck_cu_bias_relu(y, N, Cout, ldy, bias, relu, s->stream, err);
+    return st;
 }
 
 void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_needs *n) {
@@ -65,6 +82,8 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
      * blocks: col_floats, wh_floats, MEANS + COUNTS and MHA_PART are multiples of 256 floats) */
     s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
     s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_mha + MHA_PART) : NULL;
+    /* the conv GEMMs' plans, kept for the backend's life (without them the GEMM + bias pass) */
+    if (!s->cutie_gemm && ck_cutie_gemm_create(s->blas_ws, s->blas_ws_bytes, &s->cutie_gemm, NULL)) s->cutie_gemm = NULL;
 }
 
 /* A conv's output size and strides (ck_conv2d's 0s resolved). */
@@ -86,9 +105,9 @@ static conv_shape conv_shape_of(const ck_conv2d *g) {
 }
 
 /* The conv as chunks of `chunk` output pixels: im2col of the chunk into the
- * workspace, a GEMM, a bias / ReLU pass. half: the chunk in fp16 and the
- * GEMM against the fp16 weight s->cutie_wh (ck_cuda_gemm_f16_f32); else
- * fp32 against w (conv_gemm). */
+ * workspace, then a GEMM with the bias / ReLU (conv_gemm). half: the chunk
+ * in fp16 and the GEMM against the fp16 weight s->cutie_wh; else fp32
+ * against w. */
 static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const float *w,
                         const float *bias, float *y, int64_t chunk, int half) {
     ck_cuda_state *s = ST(be);
@@ -98,17 +117,14 @@ static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c,
             const int64_t np = CK_MIN(chunk, c->P - p0);
             const float *in = x + img * c->in_map;
             float *o = y + img * c->out_map + p0 * c->out_ld;
-            if (half) {
+            if (half)
                 CHECKED(be, ck_cu_im2col_h(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
                                            c->Wo, p0, np, s->cutie_col, s->stream, EC));
-                CHECKED(be, ck_cuda_gemm_f16_f32(s->blas, s->cutie_col, np, (int)c->K, s->cutie_wh, o, g->Cout,
-                                                 c->out_ld, c->acc, s->stream, EC));
-            } else {
+            else
                 CHECKED(be, ck_cu_im2col(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
                                          c->Wo, p0, np, s->cutie_col, s->stream, EC));
-                CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, w, o, g->Cout, c->out_ld, c->acc, EC));
-            }
-            if (bias || c->relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, c->out_ld, bias, c->relu, s->stream, EC));
+            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, half ? s->cutie_wh : (const void *)w, bias, c->relu,
+                                  o, g->Cout, c->out_ld, c->acc, EC));
         }
 }
 
@@ -141,8 +157,8 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
         for (int img = 0; img < (packed ? 1 : g->n); img++) {
             const int64_t rows = packed ? (int64_t)g->n * P : P;
             float *o = y + img * c.out_map;
-            CHECKED(be, conv_gemm(s, x + img * c.in_map, rows, (int)K, w, o, g->Cout, c.out_ld, c.acc, EC));
-            if (bias || c.relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, c.out_ld, bias, c.relu, s->stream, EC));
+            CHECKED(be, conv_gemm(s, x + img * c.in_map, rows, (int)K, w, bias, c.relu, o, g->Cout, c.out_ld, c.acc,
+                                  EC));
         }
         return;
     }
