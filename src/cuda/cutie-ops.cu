@@ -88,6 +88,32 @@ __global__ void im2col4_k(const float *__restrict__ in, int H, int W, int in_ld,
     }
 }
 
+/* im2col_k a tap a thread (Cin or in_ld not multiples of 4: the stems, Cin
+ * 3 or 5), its Cin channels in a loop: the index arithmetic in 32 bits and
+ * once per tap, not per value (the chunk under 2^31 values, the map under
+ * 2^31 pixels). nt = np * k * k. */
+template <typename T>
+__global__ void im2col_tap_k(const float *__restrict__ in, int H, int W, int Cin, int in_ld, int k, int stride,
+                             int pad, int dil, int relu_in, int Wo, int p0, int nt, T *__restrict__ col) {
+    const int kk = k * k;
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nt; j += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)j, pl = i / kk, t = i - pl * kk, ky = t / k, kx = t - ky * k;
+        const int p = p0 + pl, oy = p / Wo, ox = p - oy * Wo;
+        const int iy = oy * stride - pad + ky * dil, ix = ox * stride - pad + kx * dil;
+        T *c = col + (int64_t)i * Cin;
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) {
+            const float *src = in + ((int64_t)iy * W + ix) * in_ld;
+            for (int ch = 0; ch < Cin; ch++) {
+                float v = src[ch];
+                if (relu_in && !(v > 0)) v = 0;
+                put1(c, ch, v);
+            }
+        } else {
+            for (int ch = 0; ch < Cin; ch++) put1(c, ch, 0.0f);
+        }
+    }
+}
+
 __global__ void bias_relu_k(float *out, int64_t np, int C, int ld, const float *b, int relu) {
     GRID_LOOP(i, np * C) {
         const int64_t r = i / C;
@@ -458,6 +484,9 @@ ckey_status im2col_t(const float *in, int H, int W, int Cin, int in_ld, int k, i
         const int n4 = (int)(n / 4);
         LAUNCH(im2col4_k<T>, n4, stream, in, H, W, in_ld, k, stride, pad, dil, relu_in, Wo, (int)p0, n4, (int)(K / 4),
                Cin / 4, col);
+    } else if (n < INT32_MAX && p0 + np < INT32_MAX) {
+        const int nt = (int)(np * k * k);
+        LAUNCH(im2col_tap_k<T>, nt, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, (int)p0, nt, col);
     } else {
         LAUNCH(im2col_k<T>, n, stream, in, H, W, Cin, in_ld, k, stride, pad, dil, relu_in, Wo, p0, np, col);
     }
