@@ -62,6 +62,7 @@ typedef struct ck_cuda_state {
     float *cutie_means; /* channel_attention's means */
     int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
     float *cutie_mha;   /* mha's partial results of split keys */
+    double *cutie_ca;   /* channel_attention's partial sums over row ranges */
     ck_cutie_gemm *cutie_gemm; /* conv2d's GEMMs with the bias / ReLU epilogue (made by set_workspace;
                                 * NULL: the GEMM + bias pass), on blas_ws */
 } ck_cuda_state;

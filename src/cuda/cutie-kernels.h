@@ -49,9 +49,11 @@ ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, 
 ckey_status ck_cu_masks_with_others(const float *m, int O, int64_t HW, float *dst, int dst_ld, void *stream,
                                     ckey_error *err);
 ckey_status ck_cu_gru_update(float *h, const float *v, int64_t HW, int D, void *stream, ckey_error *err);
-/* means: n * C floats of device scratch. */
+/* means: n * C floats of device scratch; part: part_doubles doubles for
+ * partial sums over row ranges (NULL: one block a channel group and map). */
 ckey_status ck_cu_channel_attention(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
-                                    float *out, float *means, void *stream, ckey_error *err);
+                                    float *out, float *means, double *part, size_t part_doubles, void *stream,
+                                    ckey_error *err);
 ckey_status ck_cu_aggregate(const float *logits, int O, int64_t HW, float *out, void *stream, ckey_error *err);
 ckey_status ck_cu_softmax_planes(float *x, int C, int64_t HW, void *stream, ckey_error *err);
 /* counts: O ints of device scratch. */

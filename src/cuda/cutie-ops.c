@@ -9,7 +9,8 @@
  * stay fp32 in memory; the rest is the kernels of cutie-ops.cu. The
  * workspace (bound once by set_workspace, device memory) holds the im2col
  * chunk, the fp16 weight, the channel attention's means, the attention
- * mask's counts, mha's partial results and the memory read's scratch
+ * mask's counts, mha's and the channel attention's partial results and the
+ * memory read's scratch
  * (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
@@ -27,8 +28,9 @@
  * channel attention's means (n maps x C channels: 255 objects x 256).
  * COUNTS: ints for the attention mask's per-object counts. MHA_PART: floats
  * for mha's partial results of split keys (2 MiB: 16 queries x 8 heads x
- * 120 splits of 32-dim heads). */
-enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256, MHA_PART = 1 << 19 };
+ * 120 splits of 32-dim heads). CA_PART: floats for channel_attention's
+ * partial sums (doubles, 512 KiB: 256 channels x 256 row ranges). */
+enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256, MHA_PART = 1 << 19, CA_PART = 1 << 17 };
 
 static size_t col_floats(const ck_op_needs *n) {
     const size_t w = (size_t)COL_PIX * (size_t)CK_MAX(n->conv_k, 1);
@@ -43,7 +45,8 @@ static size_t wh_floats(const ck_backend_config *bc, const ck_op_needs *n) {
 }
 
 size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
-    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS + MHA_PART) * sizeof(float) + ck_cuda_memory_read_bytes(n);
+    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS + MHA_PART + CA_PART) * sizeof(float) +
+           ck_cuda_memory_read_bytes(n);
 }
 
 /* y[N, ldy] = relu?(x[N, K] W[Cout, K]^T (+ y) (+ bias)) at the backend's
@@ -78,10 +81,11 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     s->cutie_means = s->cutie_col + s->cutie_col_floats + wh_floats(&s->cfg, n);
     s->cutie_counts = (int *)(s->cutie_means + MEANS);
     s->cutie_mha = scratch ? (float *)(s->cutie_counts + COUNTS) : NULL;
-    /* the memory read's scratch after mha's partials (an offset of whole 1 KiB
-     * blocks: col_floats, wh_floats, MEANS + COUNTS and MHA_PART are multiples of 256 floats) */
+    s->cutie_ca = scratch ? (double *)(void *)(s->cutie_mha + MHA_PART) : NULL;
+    /* the memory read's scratch after those (an offset of whole 1 KiB blocks: col_floats,
+     * wh_floats, MEANS + COUNTS, MHA_PART and CA_PART are multiples of 256 floats) */
     s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
-    s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_mha + MHA_PART) : NULL;
+    s->mr_scratch = s->mr_scratch_bytes ? (void *)((float *)(void *)s->cutie_ca + CA_PART) : NULL;
     /* the conv GEMMs' plans, kept for the backend's life (without them the GEMM + bias pass) */
     if (!s->cutie_gemm && ck_cutie_gemm_create(s->blas_ws, s->blas_ws_bytes, &s->cutie_gemm, NULL)) s->cutie_gemm = NULL;
 }
@@ -228,7 +232,8 @@ void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t
         FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda channel_attention: the workspace is unset or under n x C means");
         return;
     }
-    CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->stream, EC));
+    CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->cutie_ca,
+                                        s->cutie_ca ? CA_PART / 2 : 0, s->stream, EC));
 }
 
 void ck_cuda_cutie_aggregate(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out) {

@@ -19,6 +19,9 @@ namespace {
  * the fewest keys of a split; MHA_UNITS: the warps (items x splits) a split
  * launch aims at, a few per SM slot of an H200's 132 SMs. */
 enum { THREADS = 256, MHA_WARPS = 4, MHA_HD = 256, MHA_MIN_KEYS = 128, MHA_UNITS = 16384 };
+/* channel_attention's means in up to CA_RANGES row ranges of at least
+ * CA_MIN_ROWS rows each (256 channels, one map: 8 x 64 blocks) */
+enum { CA_RANGES = 64, CA_MIN_ROWS = 128 };
 
 ckey_status launched(ckey_error *err, const char *what) {
     const cudaError_t e = cudaGetLastError();
@@ -390,6 +393,34 @@ __global__ void channel_mean_k(const float *x, int64_t HW, int C, float *means) 
     }
 }
 
+// partial sums part [R, n, C] (double) over R row ranges of each map: block
+// (32 channels x 8 rows) per (channel group, map, range), so that the few
+// maps of a pass (n x C / 32 blocks) still fill the GPU
+__global__ void channel_part_k(const float *x, int64_t HW, int C, int n, int R, double *part) {
+    __shared__ double acc[8][32];
+    const int ch = blockIdx.x * 32 + threadIdx.x, b = blockIdx.y, r = blockIdx.z;
+    const int64_t per = (HW + R - 1) / R, p0 = r * per, p1 = p0 + per < HW ? p0 + per : HW;
+    double s = 0;
+    if (ch < C)
+        for (int64_t p = p0 + threadIdx.y; p < p1; p += 8) s += x[((int64_t)b * HW + p) * C + ch];
+    acc[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && ch < C) {
+        double t = 0;
+        for (int i = 0; i < 8; i++) t += acc[i][threadIdx.x];
+        part[((int64_t)r * n + b) * C + ch] = t;
+    }
+}
+
+// means [n, C] from channel_part_k's R partial sums, in range order
+__global__ void channel_part_mean_k(const double *part, int n, int C, int R, int64_t HW, float *means) {
+    GRID_LOOP(i, (int64_t)n * C) {
+        double t = 0;
+        for (int r = 0; r < R; r++) t += part[(int64_t)r * n * C + i];
+        means[i] = (float)(t / (double)HW);
+    }
+}
+
 __global__ void channel_gate_k(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
                                float *out, const float *means) {
     GRID_LOOP(i, (int64_t)n * HW * C) {
@@ -624,10 +655,22 @@ ckey_status ck_cu_gru_update(float *h, const float *v, int64_t HW, int D, void *
 }
 
 ckey_status ck_cu_channel_attention(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
-                                    float *out, float *means, void *stream, ckey_error *err) {
+                                    float *out, float *means, double *part, size_t part_doubles, void *stream,
+                                    ckey_error *err) {
     if (n <= 0 || C <= 0) return CKEY_OK;
-    channel_mean_k<<<dim3((unsigned)((C + 31) / 32), (unsigned)n), dim3(32, 8), 0, (cudaStream_t)stream>>>(x, HW, C,
-                                                                                                           means);
+    /* ranges of at least CA_MIN_ROWS rows, at most CA_RANGES, as the partials' room allows */
+    const int64_t room = part ? (int64_t)(part_doubles / ((size_t)n * (size_t)C)) : 0;
+    const int64_t most = CA_RANGES;
+    int64_t R = (HW + CA_MIN_ROWS - 1) / CA_MIN_ROWS;
+    R = R < most ? R : most;
+    R = R < room ? R : room;
+    const dim3 grid((unsigned)((C + 31) / 32), (unsigned)n, (unsigned)(R > 1 ? R : 1));
+    if (R > 1) {
+        channel_part_k<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(x, HW, C, n, (int)R, part);
+        LAUNCH(channel_part_mean_k, (int64_t)n * C, stream, part, n, C, (int)R, HW, means);
+    } else {
+        channel_mean_k<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(x, HW, C, means);
+    }
     LAUNCH(channel_gate_k, (int64_t)n * HW * C, stream, x, n, HW, C, w, k, r, out, means);
     return launched(err, "channel_attention");
 }
