@@ -622,6 +622,10 @@ static void cu_free(ck_backend *be) {
 
 int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
 
+void ck_cuda_backend_cutie_lt(ck_backend *be, int on) {
+    if (be && be->iface == &ck_cuda_backend) CU(be)->cutie_no_lt = !on;
+}
+
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
     if (be && be->iface == &ck_cuda_backend) ck_cublas_plan_counts(CU(be)->blas, bias_only, fused, fallback);

@@ -65,6 +65,7 @@ typedef struct ck_cuda_state {
     double *cutie_ca;   /* channel_attention's partial sums over row ranges */
     ck_cutie_gemm *cutie_gemm; /* conv2d's GEMMs with the bias / ReLU epilogue (made by set_workspace;
                                 * NULL: the GEMM + bias pass), on blas_ws */
+    int cutie_no_lt;    /* ck_cuda_backend_cutie_lt(be, 0): every conv takes the GEMM + bias pass */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
@@ -88,6 +89,9 @@ int ck_cuda_band_input_ch(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
+/* on = 0: Cutie's convs skip cuBLASLt (each takes the GEMM and the bias /
+ * ReLU pass, as a shape without a cuBLASLt algorithm does); for tests. */
+void ck_cuda_backend_cutie_lt(ck_backend *be, int on);
 
 /* Cutie's ops on the CUDA backend (cutie-ops.c; backend/ops.h defines them)
  * and the bytes of their workspace (ck_backend_i.ops_workspace_bytes). */

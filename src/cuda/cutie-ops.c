@@ -59,8 +59,8 @@ static ckey_status conv_gemm(ck_cuda_state *s, const void *x, int64_t N, int K, 
                              : s->cfg.conv_precision == CKEY_PRECISION_TF32 ? CKEY_PRECISION_TF32
                                                                             : CKEY_PRECISION_FP32;
     int done = 0;
-    ckey_status st = ck_cutie_gemm_run(s->cutie_gemm, p, x, N, K, w, bias, relu, y, Cout, ldy, acc, s->stream, &done,
-                                       err);
+    ckey_status st = ck_cutie_gemm_run(s->cutie_no_lt ? NULL : s->cutie_gemm, p, x, N, K, w, bias, relu, y, Cout, ldy,
+                                       acc, s->stream, &done, err);
     if (st || done) return st;
     if (p == CKEY_PRECISION_FP16)
         st = ck_cuda_gemm_f16_f32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
