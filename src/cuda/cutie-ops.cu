@@ -40,6 +40,12 @@ unsigned blocks_for(int64_t n) {
 }
 
 #define GRID_LOOP(i, n) for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+/* The same with an index of type I: the per-element kernels divide their
+ * index into pixel and channel, and take I = int (division in 32 bits, a
+ * fraction of the 64-bit sequence) when n <= 2^30 (LAUNCH_I), so that the
+ * index plus the grid's stride stays in range. */
+#define GRID_LOOP_I(I, i, n) \
+    for (I i = (I)blockIdx.x * (I)blockDim.x + (I)threadIdx.x; i < (I)(n); i += (I)gridDim.x * (I)blockDim.x)
 
 /* a value into the col matrix: fp32, or rounded to fp16 */
 __device__ __forceinline__ void put1(float *col, int64_t i, float v) { col[i] = v; }
@@ -117,11 +123,12 @@ __global__ void im2col_tap_k(const float *__restrict__ in, int H, int W, int Cin
     }
 }
 
+template <typename I>
 __global__ void bias_relu_k(float *out, int64_t np, int C, int ld, const float *b, int relu) {
-    GRID_LOOP(i, np * C) {
-        const int64_t r = i / C;
-        const int j = (int)(i % C);
-        float *o = out + r * ld + j;
+    GRID_LOOP_I(I, i, np * C) {
+        const I r = i / C;
+        const int j = (int)(i - r * C);
+        float *o = out + (int64_t)r * ld + j;
         float v = *o;
         if (b) v += b[j];
         if (relu) v = v > 0 ? v : 0;
@@ -129,13 +136,12 @@ __global__ void bias_relu_k(float *out, int64_t np, int C, int ld, const float *
     }
 }
 
+template <typename I>
 __global__ void maxpool_k(const float *in, int n, int H, int W, int C, int Ho, int Wo, float *out) {
-    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
-        const int ch = (int)(i % C);
-        const int64_t pix = i / C;
-        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
-        const int64_t img = pix / ((int64_t)Wo * Ho);
-        const float *src = in + img * H * W * C;
+    GRID_LOOP_I(I, i, (int64_t)n * Ho * Wo * C) {
+        const I pix = i / C, row = pix / Wo, img = row / Ho;
+        const int ch = (int)(i - pix * C), ox = (int)(pix - row * Wo), oy = (int)(row - img * Ho);
+        const float *src = in + (int64_t)img * H * W * C;
         float m = -INFINITY;
         for (int dy = 0; dy < 3; dy++) {
             const int iy = 2 * oy - 1 + dy;
@@ -151,17 +157,16 @@ __global__ void maxpool_k(const float *in, int n, int H, int W, int C, int Ho, i
     }
 }
 
+template <typename I>
 __global__ void resize_k(const float *in, int n, int H, int W, int C, const float *add, int Ho, int Wo, float *out) {
-    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
-        const int ch = (int)(i % C);
-        const int64_t pix = i / C;
-        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
-        const int64_t img = pix / ((int64_t)Wo * Ho);
+    GRID_LOOP_I(I, i, (int64_t)n * Ho * Wo * C) {
+        const I pix = i / C, row = pix / Wo, img = row / Ho;
+        const int ch = (int)(i - pix * C), ox = (int)(pix - row * Wo), oy = (int)(row - img * Ho);
         int y0, y1, x0, x1;
         float wy, wx;
         ck_bilinear_tap(oy, H, Ho, &y0, &y1, &wy);
         ck_bilinear_tap(ox, W, Wo, &x0, &x1, &wx);
-        const float *s = in + img * H * W * C + ch;
+        const float *s = in + (int64_t)img * H * W * C + ch;
         const float p00 = s[((int64_t)y0 * W + x0) * C], p01 = s[((int64_t)y0 * W + x1) * C];
         const float p10 = s[((int64_t)y1 * W + x0) * C], p11 = s[((int64_t)y1 * W + x1) * C];
         const float v = ck_bilinear(p00, p01, p10, p11, wx, wy);
@@ -169,18 +174,17 @@ __global__ void resize_k(const float *in, int n, int H, int W, int C, const floa
     }
 }
 
+template <typename I>
 __global__ void avgpool_k(const float *in, int n, int H, int W, int C, int f, int Ho, int Wo, float *out, int out_ld) {
     const float inv = 1.0f / (float)(f * f);
-    GRID_LOOP(i, (int64_t)n * Ho * Wo * C) {
-        const int ch = (int)(i % C);
-        const int64_t pix = i / C;
-        const int ox = (int)(pix % Wo), oy = (int)(pix / Wo % Ho);
-        const int64_t img = pix / ((int64_t)Wo * Ho);
-        const float *s = in + img * H * W * C + ch;
+    GRID_LOOP_I(I, i, (int64_t)n * Ho * Wo * C) {
+        const I pix = i / C, row = pix / Wo, img = row / Ho;
+        const int ch = (int)(i - pix * C), ox = (int)(pix - row * Wo), oy = (int)(row - img * Ho);
+        const float *s = in + (int64_t)img * H * W * C + ch;
         float acc = 0;
         for (int dy = 0; dy < f; dy++)
             for (int dx = 0; dx < f; dx++) acc += s[((int64_t)(oy * f + dy) * W + ox * f + dx) * C];
-        out[pix * out_ld + ch] = acc * inv;
+        out[(int64_t)pix * out_ld + ch] = acc * inv;
     }
 }
 
@@ -337,15 +341,18 @@ __global__ void unary_k(int kind, const float *x, int64_t n, float *y) {
     GRID_LOOP(i, n) y[i] = ck_unary_map(kind, x[i]);
 }
 
+template <typename I>
 __global__ void add_k(const float *a, int64_t na, const float *b, int64_t nb, float *y) {
-    GRID_LOOP(i, na) y[i] = a[i] + b[i % nb];
+    const I m = (I)nb;
+    GRID_LOOP_I(I, i, na) y[i] = a[i] + b[i % m];
 }
 
+template <typename I>
 __global__ void copy_k(const float *src, int64_t n, int C, int src_ld, float *dst, int dst_ld) {
-    GRID_LOOP(i, n * C) {
-        const int64_t p = i / C;
-        const int c = (int)(i % C);
-        dst[p * dst_ld + c] = src[p * src_ld + c];
+    GRID_LOOP_I(I, i, n * C) {
+        const I p = i / C;
+        const int c = (int)(i - p * C);
+        dst[(int64_t)p * dst_ld + c] = src[(int64_t)p * src_ld + c];
     }
 }
 
@@ -368,11 +375,12 @@ __global__ void masks_others_k(const float *m, int O, int64_t HW, float *dst, in
     GRID_LOOP(p, HW) ck_masks_with_others_pixel(m, O, HW, p, dst, dst_ld);
 }
 
+template <typename I>
 __global__ void gru_k(float *h, const float *v, int64_t HW, int D) {
-    GRID_LOOP(i, HW * D) {
-        const int64_t r = i / D;
-        const int c = (int)(i % D);
-        const float *vr = v + r * 3 * D;
+    GRID_LOOP_I(I, i, HW * D) {
+        const I r = i / D;
+        const int c = (int)(i - r * D);
+        const float *vr = v + (int64_t)r * 3 * D;
         h[i] = ck_gru_cell(h[i], vr[c], vr[D + c], vr[2 * D + c]);
     }
 }
@@ -421,12 +429,14 @@ __global__ void channel_part_mean_k(const double *part, int n, int C, int R, int
     }
 }
 
+template <typename I>
 __global__ void channel_gate_k(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
                                float *out, const float *means) {
-    GRID_LOOP(i, (int64_t)n * HW * C) {
-        const int ch = (int)(i % C);
-        const int64_t b = i / (HW * C);
-        const float val = x[i] * ck_channel_gate(w, k, means + b * C, C, ch);
+    const I hw = (I)HW;
+    GRID_LOOP_I(I, i, (int64_t)n * HW * C) {
+        const I pix = i / C, b = pix / hw;
+        const int ch = (int)(i - pix * C);
+        const float val = x[i] * ck_channel_gate(w, k, means + (int64_t)b * C, C, ch);
         out[i] = r ? val + r[i] : val;
     }
 }
@@ -505,6 +515,14 @@ __global__ void pos_encoding_k(int H, int W, int dim, float scale, float tempera
     do {                                                                            \
         if ((n) > 0) kern<<<blocks_for(n), THREADS, 0, (cudaStream_t)(st)>>>(__VA_ARGS__); \
     } while (0)
+/* LAUNCH of a kernel templated on its index type (GRID_LOOP_I) */
+#define LAUNCH_I(kern, n, st, ...)                                                  \
+    do {                                                                            \
+        if ((int64_t)(n) <= ((int64_t)1 << 30))                                     \
+            LAUNCH(kern<int>, n, st, __VA_ARGS__);                                  \
+        else                                                                        \
+            LAUNCH(kern<int64_t>, n, st, __VA_ARGS__);                              \
+    } while (0)
 
 template <typename T>
 ckey_status im2col_t(const float *in, int H, int W, int Cin, int in_ld, int k, int stride, int pad, int dil,
@@ -539,26 +557,26 @@ ckey_status ck_cu_im2col_h(const float *in, int H, int W, int Cin, int in_ld, in
 
 ckey_status ck_cu_bias_relu(float *out, int64_t np, int C, int ld, const float *b, int relu, void *stream,
                             ckey_error *err) {
-    LAUNCH(bias_relu_k, np * C, stream, out, np, C, ld, b, relu);
+    LAUNCH_I(bias_relu_k, np * C, stream, out, np, C, ld, b, relu);
     return launched(err, "conv epilogue");
 }
 
 ckey_status ck_cu_maxpool3x3s2(const float *in, int n, int H, int W, int C, float *out, void *stream, ckey_error *err) {
     const int Ho = (H - 1) / 2 + 1, Wo = (W - 1) / 2 + 1;
-    LAUNCH(maxpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, Ho, Wo, out);
+    LAUNCH_I(maxpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, Ho, Wo, out);
     return launched(err, "maxpool3x3s2");
 }
 
 ckey_status ck_cu_resize_bilinear(const float *in, int n, int H, int W, int C, const float *add, int Ho, int Wo,
                                   float *out, void *stream, ckey_error *err) {
-    LAUNCH(resize_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, add, Ho, Wo, out);
+    LAUNCH_I(resize_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, add, Ho, Wo, out);
     return launched(err, "resize_bilinear");
 }
 
 ckey_status ck_cu_avgpool(const float *in, int n, int H, int W, int C, int f, float *out, int out_ld, void *stream,
                           ckey_error *err) {
     const int Ho = H / f, Wo = W / f;
-    LAUNCH(avgpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, f, Ho, Wo, out, out_ld ? out_ld : C);
+    LAUNCH_I(avgpool_k, (int64_t)n * Ho * Wo * C, stream, in, n, H, W, C, f, Ho, Wo, out, out_ld ? out_ld : C);
     return launched(err, "avgpool");
 }
 
@@ -610,7 +628,7 @@ ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *str
 }
 
 ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err) {
-    LAUNCH(add_k, na, stream, a, na, b, nb, y);
+    LAUNCH_I(add_k, na, stream, a, na, b, nb, y);
     return launched(err, "add");
 }
 
@@ -626,7 +644,7 @@ ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, 
     const float *send = src + (n - 1) * src_ld + C;
     const float *dend = dst + (n - 1) * dst_ld + C;
     if (dend <= src || send <= dst) { /* apart */
-        LAUNCH(copy_k, n * C, stream, src, n, C, src_ld, dst, dst_ld);
+        LAUNCH_I(copy_k, n * C, stream, src, n, C, src_ld, dst, dst_ld);
         return launched(err, "copy_channels");
     }
     /* rows moving down one buffer: chunks of r rows whose writes end before the source rows they have not read */
@@ -635,7 +653,7 @@ ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, 
         const int64_t r = shift / src_ld;
         for (int64_t p = 0; p < n; p += r) {
             const int64_t m = n - p < r ? n - p : r;
-            LAUNCH(copy_k, m * C, stream, src + p * src_ld, m, C, src_ld, dst + p * dst_ld, dst_ld);
+            LAUNCH_I(copy_k, m * C, stream, src + p * src_ld, m, C, src_ld, dst + p * dst_ld, dst_ld);
         }
         return launched(err, "copy_channels");
     }
@@ -650,7 +668,7 @@ ckey_status ck_cu_masks_with_others(const float *m, int O, int64_t HW, float *ds
 }
 
 ckey_status ck_cu_gru_update(float *h, const float *v, int64_t HW, int D, void *stream, ckey_error *err) {
-    LAUNCH(gru_k, HW * D, stream, h, v, HW, D);
+    LAUNCH_I(gru_k, HW * D, stream, h, v, HW, D);
     return launched(err, "gru_update");
 }
 
@@ -671,7 +689,7 @@ ckey_status ck_cu_channel_attention(const float *x, int n, int64_t HW, int C, co
     } else {
         channel_mean_k<<<grid, dim3(32, 8), 0, (cudaStream_t)stream>>>(x, HW, C, means);
     }
-    LAUNCH(channel_gate_k, (int64_t)n * HW * C, stream, x, n, HW, C, w, k, r, out, means);
+    LAUNCH_I(channel_gate_k, (int64_t)n * HW * C, stream, x, n, HW, C, w, k, r, out, means);
     return launched(err, "channel_attention");
 }
 
