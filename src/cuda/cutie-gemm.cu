@@ -170,7 +170,8 @@ ckey_status ck_cutie_gemm_run(ck_cutie_gemm *g, ckey_precision prec, const void 
     for (uint64_t i = hash_of(&k), n = 0; n < PLANS; i++, n++) {
         gplan *q = &g->plans[i & (PLANS - 1)];
         if (!q->used) { /* a new shape: its plan made now and kept */
-            q->used = 1, q->k = k;
+            q->used = 1;
+            memcpy(&q->k, &k, sizeof k);
             plan_build(g, &k, bias, q);
             p = q;
             break;

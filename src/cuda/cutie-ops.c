@@ -109,10 +109,9 @@ static conv_shape conv_shape_of(const ck_conv2d *g) {
 }
 
 /* The conv as chunks of `chunk` output pixels: im2col of the chunk into the
- * workspace, then a GEMM with the bias / ReLU (conv_gemm). half: the chunk
- * in fp16 and the GEMM against the fp16 weight s->cutie_wh; else fp32
- * against w. */
-static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const float *w,
+ * workspace, then a GEMM with the bias / ReLU (conv_gemm) against w. half:
+ * the chunk and w fp16; else both fp32. */
+static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const void *w,
                         const float *bias, float *y, int64_t chunk, int half) {
     ck_cuda_state *s = ST(be);
     const int relu_in = (g->flags & CK_CONV_RELU_IN) != 0;
@@ -127,8 +126,7 @@ static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c,
             else
                 CHECKED(be, ck_cu_im2col(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
                                          c->Wo, p0, np, s->cutie_col, s->stream, EC));
-            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, half ? s->cutie_wh : (const void *)w, bias, c->relu,
-                                  o, g->Cout, c->out_ld, c->acc, EC));
+            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, w, bias, c->relu, o, g->Cout, c->out_ld, c->acc, EC));
         }
 }
 
@@ -136,25 +134,38 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
     ck_cuda_state *s = ST(be);
     const conv_shape c = conv_shape_of(g);
     const int64_t K = c.K, P = c.P;
-    const float *x = F(in), *w = WF(W), *bias = WF(b);
+    const float *x = F(in), *bias = WF(b);
     float *y = F(out);
+    const int half = s->cfg.conv_precision == CKEY_PRECISION_FP16;
+    if (W.type != CK_F32 && !(half && W.type == CK_F16)) {
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d: a %s weight at %s", ck_dtype_name(W.type),
+                  ckey_precision_name((ckey_precision)s->cfg.conv_precision));
+        return;
+    }
     if (K > INT32_MAX || P <= 0) {
         FAIL_ONCE(s, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
         return;
     }
-    if (s->cfg.conv_precision == CKEY_PRECISION_FP16) {
+    if (half) {
         /* every conv (1x1 ones too) through an fp16 im2col chunk: twice the
-         * pixels of the fp32 chunk in the same bytes */
+         * pixels of the fp32 chunk in the same bytes; an fp32 weight rounded
+         * into the workspace first (a tracker keeps its convs' weights in
+         * fp16 as well, so that they take none) */
         const int64_t chunk = (int64_t)(2 * s->cutie_col_floats / (size_t)K);
-        if (!s->cutie_col || chunk < 1 || (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves) {
+        if (!s->cutie_col || chunk < 1 || (W.type == CK_F32 && (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves)) {
             FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d (fp16): the workspace is unset or under the weight or one "
                       "pixel's taps");
             return;
         }
-        CHECKED(be, ck_cuda_convert(w, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
-        conv_chunks(be, g, &c, x, w, bias, y, chunk, 1);
+        const void *wh = W.data;
+        if (W.type == CK_F32) {
+            CHECKED(be, ck_cuda_convert(W.data, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
+            wh = s->cutie_wh;
+        }
+        conv_chunks(be, g, &c, x, wh, bias, y, chunk, 1);
         return;
     }
+    const float *w = W.data;
     if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && c.in_ld == g->Cin) {
         /* a 1x1 conv is a GEMM over the input as it lies: all maps at once when they are packed */
         const int packed = c.in_map == P * c.in_ld && c.out_map == P * c.out_ld;
