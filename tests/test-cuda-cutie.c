@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "cuda/backend.h"
 #include "cuda/kernels.h"
 #include "support/cutie-fixture.h"
 #include "support/testutil.h"
@@ -213,10 +214,34 @@ static void conv_case(int n, int H, int W, int Cin, int Cout, int k, int stride,
     snprintf(cs, sizeof cs, "n%d %dx%d %d->%d k%d s%d p%d d%d f%d ld+%d/+%d%s", n, H, W, Cin, Cout, k, stride, pad, dil,
              flags, in_extra, out_extra, bias ? "" : " nobias");
     dcmp("conv2d", cs, &out, 0, no, BOUND);
+    /* the same conv through the cuBLAS GEMM and the bias / ReLU pass (the
+     * form of a shape cuBLASLt has no algorithm for) */
+    S[0].bi->ops->read(S[0].be, out.t[0], no, want);
+    {
+        ckey_error err;
+        ck_cuda_backend_cutie_lt(S[1].be, 0);
+        S[1].bi->ops->write(S[1].be, out.t[1], no, out0);
+        S[1].bi->ops->conv2d(S[1].be, &g, in.t[1], ck_weight_of(w.t[1].data, CK_F32),
+                             ck_weight_of(bias ? b.t[1].data : NULL, CK_F32), out.t[1]);
+        ck_cuda_backend_cutie_lt(S[1].be, 1);
+        if (S[1].bi->ops_status && S[1].bi->ops_status(S[1].be, &err) != CKEY_OK) {
+            CHECKF(0, "conv2d without cuBLASLt %s: the CUDA op failed: %s", cs, err.message);
+        } else {
+            S[1].bi->ops->read(S[1].be, out.t[1], no, got);
+            double scale = 1, e = 0;
+            for (int64_t i = 0; i < no; i++) {
+                scale = fmax(scale, fabs(want[i]));
+                const double d = fabs((double)got[i] - want[i]);
+                e = d > e || d != d ? d : e;
+            }
+            printf("  %-18s %-44s max abs err %.2e (scale %.3g)\n", "conv2d without Lt", cs, e, scale);
+            CHECKF(e <= BOUND * scale, "conv2d without cuBLASLt %s: CUDA vs CPU max abs err %.3g, over %.0e of scale %.3g",
+                   cs, e, BOUND, scale);
+        }
+    }
     /* the same conv with its GEMMs at TF32 and at fp16 (inputs rounded to a
      * 10-bit mantissa, fp32 sums: about 1e-3 of the result's scale; 1e-2 is
      * the bar) against the CPU's fp32 */
-    S[0].bi->ops->read(S[0].be, out.t[0], no, want);
     for (int q = 0; q < 2 && !open_prec_sides(); q++) {
         const ck_backend_i *bi = SP[q].bi;
         ckey_error err;

@@ -267,7 +267,8 @@ typedef struct ck_ops {
     void (*set_workspace)(ck_backend *be, void *scratch, const ck_op_needs *needs);
 
     /* out = conv2d(in) per g (W [Cout, k, k, Cin], b [Cout] or absent). A
-     * linear layer is the 1x1 conv of a 1 x N map. out must not overlap in. */
+     * linear layer is the 1x1 conv of a 1 x N map. out must not overlap in.
+     * W is fp32, or fp16 on CUDA where the convs run at fp16. */
     void (*conv2d)(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_weight W, ck_weight b, ck_tensor out);
 
     /* out [n, Ho, Wo, C] = max-pool 3x3, stride 2, padding 1 of in [n, H, W, C]. */

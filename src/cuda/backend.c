@@ -221,6 +221,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_event_create_blocking(&s->ev_wait, err);
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) s->blas_ws_bytes = CUBLAS_WORKSPACE;
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
     if (!st && s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
@@ -601,6 +602,7 @@ static void cu_free(ck_backend *be) {
     ck_cuda_set_device(s->cfg.device_index, NULL); /* its resources are on its device */
     ck_cuda_graph_free(s->graph);
     ck_cublas_free(s->blas);
+    ck_cutie_gemm_free(s->cutie_gemm);
     ck_cuda_free(s->blas_ws);
     ck_cuda_free(s->conv_sync);
     for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
@@ -621,6 +623,10 @@ static void cu_free(ck_backend *be) {
 }
 
 int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
+
+void ck_cuda_backend_cutie_lt(ck_backend *be, int on) {
+    if (be && be->iface == &ck_cuda_backend) CU(be)->cutie_no_lt = !on;
+}
 
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;

@@ -47,6 +47,7 @@ typedef struct ck_cuda_state {
     void *arena;
     float *host_in, *host_out; /* pinned */
     void *blas_ws;      /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
+    size_t blas_ws_bytes;
     void *graph;        /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
@@ -61,6 +62,11 @@ typedef struct ck_cuda_state {
     size_t cutie_wh_halves;
     float *cutie_means; /* channel_attention's means */
     int *cutie_counts;  /* object_attn_mask's per-object foreground counts */
+    float *cutie_mha;   /* mha's partial results of split keys */
+    double *cutie_ca;   /* channel_attention's partial sums over row ranges */
+    ck_cutie_gemm *cutie_gemm; /* conv2d's GEMMs with the bias / ReLU epilogue (made by set_workspace;
+                                * NULL: the GEMM + bias pass), on blas_ws */
+    int cutie_no_lt;    /* ck_cuda_backend_cutie_lt(be, 0): every conv takes the GEMM + bias pass */
 } ck_cuda_state;
 
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
@@ -84,6 +90,9 @@ int ck_cuda_band_input_ch(int R, ck_dtype dt);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);
+/* on = 0: Cutie's convs skip cuBLASLt (each takes the GEMM and the bias /
+ * ReLU pass, as a shape without a cuBLASLt algorithm does); for tests. */
+void ck_cuda_backend_cutie_lt(ck_backend *be, int on);
 
 /* Cutie's ops on the CUDA backend (cutie-ops.c; backend/ops.h defines them)
  * and the bytes of their workspace (ck_backend_i.ops_workspace_bytes). */

@@ -32,10 +32,13 @@ ckey_status ck_cu_avgpool(const float *in, int n, int H, int W, int C, int f, fl
                           ckey_error *err);
 ckey_status ck_cu_layer_norm(const float *x, int64_t N, int C, const float *g, const float *b, float eps, float *y,
                              void *stream, ckey_error *err);
-/* mask: bytes (1: blocked) or NULL. Fails (CKEY_ERR_UNSUPPORTED) when Nk
- * keys' scores exceed the device's shared memory per block. */
+/* mask: bytes (1: blocked) or NULL. part: room for part_floats floats of
+ * partial results, which lets few queries split their keys over several
+ * warps (NULL: no split). Fails (CKEY_ERR_UNSUPPORTED) for a head over 256
+ * dims. */
 ckey_status ck_cu_mha(int n, const float *q, int64_t Nq, int q_ld, const float *k, const float *v, int64_t Nk,
-                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, void *stream, ckey_error *err);
+                      int kv_ld, int D, int heads, const uint8_t *mask, float *out, float *part, size_t part_floats,
+                      void *stream, ckey_error *err);
 ckey_status ck_cu_unary(int kind, const float *x, int64_t n, float *y, void *stream, ckey_error *err);
 ckey_status ck_cu_add(const float *a, int64_t na, const float *b, int64_t nb, float *y, void *stream, ckey_error *err);
 /* Rows in order where dst lies before an overlapping src (rows moving down). */
@@ -46,9 +49,11 @@ ckey_status ck_cu_copy_channels(const float *src, int64_t n, int C, int src_ld, 
 ckey_status ck_cu_masks_with_others(const float *m, int O, int64_t HW, float *dst, int dst_ld, void *stream,
                                     ckey_error *err);
 ckey_status ck_cu_gru_update(float *h, const float *v, int64_t HW, int D, void *stream, ckey_error *err);
-/* means: n * C floats of device scratch. */
+/* means: n * C floats of device scratch; part: part_doubles doubles for
+ * partial sums over row ranges (NULL: one block a channel group and map). */
 ckey_status ck_cu_channel_attention(const float *x, int n, int64_t HW, int C, const float *w, int k, const float *r,
-                                    float *out, float *means, void *stream, ckey_error *err);
+                                    float *out, float *means, double *part, size_t part_doubles, void *stream,
+                                    ckey_error *err);
 ckey_status ck_cu_aggregate(const float *logits, int O, int64_t HW, float *out, void *stream, ckey_error *err);
 ckey_status ck_cu_softmax_planes(float *x, int C, int64_t HW, void *stream, ckey_error *err);
 /* counts: O ints of device scratch. */

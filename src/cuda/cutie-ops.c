@@ -1,15 +1,17 @@
 /* The CUDA backend's Cutie ops (backend/ops.h, the Cutie block), fp32:
  * convs as im2col of bounded chunks of output pixels into the workspace +
- * a cuBLAS GEMM + a bias / ReLU pass. The GEMM follows the backend's
- * conv_precision (ckey_track_options.precision): SGEMM (fp32 math, no TF32:
- * ck_cublas_create); TF32 tensor-core math chosen per call
- * (ck_cuda_gemm_tf32); or fp16: the im2col chunk written in fp16 and the
- * weight converted to fp16 in the workspace, a GEMM with fp32 accumulation
- * and fp32 output (ck_cuda_gemm_f16_f32). Activations stay fp32 in memory;
- * the rest is the kernels of cutie-ops.cu. The workspace (bound once by
- * set_workspace, device memory) holds the im2col chunk, the fp16 weight,
- * the channel attention's means, the attention mask's counts and the memory read's
- * scratch (memory-read.cu); no op allocates.
+ * a GEMM with the bias and ReLU in its epilogue (cuBLASLt: cutie-gemm.cu;
+ * cuBLAS and a bias / ReLU pass for a shape cuBLASLt has no algorithm for).
+ * The GEMM follows the backend's conv_precision
+ * (ckey_track_options.precision): fp32 math (no TF32); TF32 tensor-core
+ * math; or fp16: the im2col chunk written in fp16 and the weight converted
+ * to fp16 in the workspace, fp32 accumulation and fp32 output. Activations
+ * stay fp32 in memory; the rest is the kernels of cutie-ops.cu. The
+ * workspace (bound once by set_workspace, device memory) holds the im2col
+ * chunk, the fp16 weight, the channel attention's means, the attention
+ * mask's counts, mha's and the channel attention's partial results and the
+ * memory read's scratch
+ * (memory-read.cu); no op allocates.
  * Each op is checked against the CPU op in tests/test-cuda-cutie.c. */
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
@@ -24,8 +26,11 @@
 /* COL_MIN: the im2col chunk holds at least this many floats (32 MiB), and
  * at least COL_PIX output pixels of the widest conv. MEANS: floats for the
  * channel attention's means (n maps x C channels: 255 objects x 256).
- * COUNTS: ints for the attention mask's per-object counts. */
-enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256 };
+ * COUNTS: ints for the attention mask's per-object counts. MHA_PART: floats
+ * for mha's partial results of split keys (2 MiB: 16 queries x 8 heads x
+ * 120 splits of 32-dim heads). CA_PART: floats for channel_attention's
+ * partial sums (doubles, 512 KiB: 256 channels x 256 row ranges). */
+enum { COL_MIN = 1 << 23, COL_PIX = 256, MEANS = 65536, COUNTS = 256, MHA_PART = 1 << 19, CA_PART = 1 << 17 };
 
 static size_t col_floats(const ck_op_needs *n) {
     const size_t w = (size_t)COL_PIX * (size_t)CK_MAX(n->conv_k, 1);
@@ -40,14 +45,31 @@ static size_t wh_floats(const ck_backend_config *bc, const ck_op_needs *n) {
 }
 
 size_t ck_cuda_ops_workspace_bytes(const ck_backend_config *bc, const ck_op_needs *n) {
-    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS) * sizeof(float) + ck_cuda_memory_read_bytes(n);
+    return (col_floats(n) + wh_floats(bc, n) + MEANS + COUNTS + MHA_PART + CA_PART) * sizeof(float) +
+           ck_cuda_memory_read_bytes(n);
 }
 
-/* y[N, ldy] (+)= x[N, K] W[Cout, K]^T at the backend's conv arithmetic */
-static ckey_status conv_gemm(ck_cuda_state *s, const float *x, int64_t N, int K, const float *w, float *y, int Cout,
-                             int ldy, int acc, ckey_error *err) {
-    if (s->cfg.conv_precision == CKEY_PRECISION_TF32) return ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
-    return ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
+/* y[N, ldy] = relu?(x[N, K] W[Cout, K]^T (+ y) (+ bias)) at the backend's
+ * conv arithmetic (fp16: x and w fp16): one cuBLASLt call with the bias and
+ * ReLU in its epilogue, or, where cuBLASLt has no algorithm for the shape,
+ * the GEMM and a bias / ReLU pass. */
+static ckey_status conv_gemm(ck_cuda_state *s, const void *x, int64_t N, int K, const void *w, const float *bias,
+                             int relu, float *y, int Cout, int ldy, int acc, ckey_error *err) {
+    const ckey_precision p = s->cfg.conv_precision == CKEY_PRECISION_FP16   ? CKEY_PRECISION_FP16
+                             : s->cfg.conv_precision == CKEY_PRECISION_TF32 ? CKEY_PRECISION_TF32
+                                                                            : CKEY_PRECISION_FP32;
+    int done = 0;
+    ckey_status st = ck_cutie_gemm_run(s->cutie_no_lt ? NULL : s->cutie_gemm, p, x, N, K, w, bias, relu, y, Cout, ldy,
+                                       acc, s->stream, &done, err);
+    if (st || done) return st;
+    if (p == CKEY_PRECISION_FP16)
+        st = ck_cuda_gemm_f16_f32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    else if (p == CKEY_PRECISION_TF32)
+        st = ck_cuda_gemm_tf32(s->blas, x, N, K, w, y, Cout, ldy, acc, s->stream, err);
+    else
+        st = ck_cuda_linear_ld_t(s->blas, x, N, K, w, NULL, y, Cout, ldy, acc, CK_F32, s->stream, err);
+    if (!st && (bias || relu)) st = ck_cu_bias_relu(y, N, Cout, ldy, bias, relu, s->stream, err);
+    return st;
 }
 
 void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_needs *n) {
@@ -58,10 +80,14 @@ void ck_cuda_cutie_set_workspace(ck_backend *be, void *scratch, const ck_op_need
     s->cutie_wh_halves = 2 * wh_floats(&s->cfg, n);
     s->cutie_means = s->cutie_col + s->cutie_col_floats + wh_floats(&s->cfg, n);
     s->cutie_counts = (int *)(s->cutie_means + MEANS);
-    /* the memory read's scratch after the counts (an offset of whole 1 KiB
-     * blocks: col_floats, wh_floats and MEANS + COUNTS are multiples of 256 floats) */
+    s->cutie_mha = scratch ? (float *)(s->cutie_counts + COUNTS) : NULL;
+    s->cutie_ca = scratch ? (double *)(void *)(s->cutie_mha + MHA_PART) : NULL;
+    /* the memory read's scratch after those (an offset of whole 1 KiB blocks: col_floats,
+     * wh_floats, MEANS + COUNTS, MHA_PART and CA_PART are multiples of 256 floats) */
     s->mr_scratch_bytes = ck_cuda_memory_read_bytes(n);
-    s->mr_scratch = s->mr_scratch_bytes ? (void *)(s->cutie_counts + COUNTS) : NULL;
+    s->mr_scratch = s->mr_scratch_bytes ? (void *)((float *)(void *)s->cutie_ca + CA_PART) : NULL;
+    /* the conv GEMMs' plans, kept for the backend's life (without them the GEMM + bias pass) */
+    if (!s->cutie_gemm && ck_cutie_gemm_create(s->blas_ws, s->blas_ws_bytes, &s->cutie_gemm, NULL)) s->cutie_gemm = NULL;
 }
 
 /* A conv's output size and strides (ck_conv2d's 0s resolved). */
@@ -83,10 +109,9 @@ static conv_shape conv_shape_of(const ck_conv2d *g) {
 }
 
 /* The conv as chunks of `chunk` output pixels: im2col of the chunk into the
- * workspace, a GEMM, a bias / ReLU pass. half: the chunk in fp16 and the
- * GEMM against the fp16 weight s->cutie_wh (ck_cuda_gemm_f16_f32); else
- * fp32 against w (conv_gemm). */
-static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const float *w,
+ * workspace, then a GEMM with the bias / ReLU (conv_gemm) against w. half:
+ * the chunk and w fp16; else both fp32. */
+static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c, const float *x, const void *w,
                         const float *bias, float *y, int64_t chunk, int half) {
     ck_cuda_state *s = ST(be);
     const int relu_in = (g->flags & CK_CONV_RELU_IN) != 0;
@@ -95,17 +120,13 @@ static void conv_chunks(ck_backend *be, const ck_conv2d *g, const conv_shape *c,
             const int64_t np = CK_MIN(chunk, c->P - p0);
             const float *in = x + img * c->in_map;
             float *o = y + img * c->out_map + p0 * c->out_ld;
-            if (half) {
+            if (half)
                 CHECKED(be, ck_cu_im2col_h(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
                                            c->Wo, p0, np, s->cutie_col, s->stream, EC));
-                CHECKED(be, ck_cuda_gemm_f16_f32(s->blas, s->cutie_col, np, (int)c->K, s->cutie_wh, o, g->Cout,
-                                                 c->out_ld, c->acc, s->stream, EC));
-            } else {
+            else
                 CHECKED(be, ck_cu_im2col(in, g->H, g->W, g->Cin, c->in_ld, g->k, g->stride, g->pad, g->dil, relu_in,
                                          c->Wo, p0, np, s->cutie_col, s->stream, EC));
-                CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, w, o, g->Cout, c->out_ld, c->acc, EC));
-            }
-            if (bias || c->relu) CHECKED(be, ck_cu_bias_relu(o, np, g->Cout, c->out_ld, bias, c->relu, s->stream, EC));
+            CHECKED(be, conv_gemm(s, s->cutie_col, np, (int)c->K, w, bias, c->relu, o, g->Cout, c->out_ld, c->acc, EC));
         }
 }
 
@@ -113,33 +134,46 @@ void ck_cuda_cutie_conv2d(ck_backend *be, const ck_conv2d *g, ck_tensor in, ck_w
     ck_cuda_state *s = ST(be);
     const conv_shape c = conv_shape_of(g);
     const int64_t K = c.K, P = c.P;
-    const float *x = F(in), *w = WF(W), *bias = WF(b);
+    const float *x = F(in), *bias = WF(b);
     float *y = F(out);
+    const int half = s->cfg.conv_precision == CKEY_PRECISION_FP16;
+    if (W.type != CK_F32 && !(half && W.type == CK_F16)) {
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d: a %s weight at %s", ck_dtype_name(W.type),
+                  ckey_precision_name((ckey_precision)s->cfg.conv_precision));
+        return;
+    }
     if (K > INT32_MAX || P <= 0) {
         FAIL_ONCE(s, CKEY_ERR_INVALID_ARG, "cuda conv2d: a shape outside cuBLAS's int range");
         return;
     }
-    if (s->cfg.conv_precision == CKEY_PRECISION_FP16) {
+    if (half) {
         /* every conv (1x1 ones too) through an fp16 im2col chunk: twice the
-         * pixels of the fp32 chunk in the same bytes */
+         * pixels of the fp32 chunk in the same bytes; an fp32 weight rounded
+         * into the workspace first (a tracker keeps its convs' weights in
+         * fp16 as well, so that they take none) */
         const int64_t chunk = (int64_t)(2 * s->cutie_col_floats / (size_t)K);
-        if (!s->cutie_col || chunk < 1 || (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves) {
+        if (!s->cutie_col || chunk < 1 || (W.type == CK_F32 && (int64_t)g->Cout * K > (int64_t)s->cutie_wh_halves)) {
             FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda conv2d (fp16): the workspace is unset or under the weight or one "
                       "pixel's taps");
             return;
         }
-        CHECKED(be, ck_cuda_convert(w, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
-        conv_chunks(be, g, &c, x, w, bias, y, chunk, 1);
+        const void *wh = W.data;
+        if (W.type == CK_F32) {
+            CHECKED(be, ck_cuda_convert(W.data, CK_F32, s->cutie_wh, CK_F16, (int64_t)g->Cout * K, s->stream, EC));
+            wh = s->cutie_wh;
+        }
+        conv_chunks(be, g, &c, x, wh, bias, y, chunk, 1);
         return;
     }
+    const float *w = W.data;
     if (g->k == 1 && g->stride == 1 && g->pad == 0 && !(g->flags & CK_CONV_RELU_IN) && c.in_ld == g->Cin) {
         /* a 1x1 conv is a GEMM over the input as it lies: all maps at once when they are packed */
         const int packed = c.in_map == P * c.in_ld && c.out_map == P * c.out_ld;
         for (int img = 0; img < (packed ? 1 : g->n); img++) {
             const int64_t rows = packed ? (int64_t)g->n * P : P;
             float *o = y + img * c.out_map;
-            CHECKED(be, conv_gemm(s, x + img * c.in_map, rows, (int)K, w, o, g->Cout, c.out_ld, c.acc, EC));
-            if (bias || c.relu) CHECKED(be, ck_cu_bias_relu(o, rows, g->Cout, c.out_ld, bias, c.relu, s->stream, EC));
+            CHECKED(be, conv_gemm(s, x + img * c.in_map, rows, (int)K, w, bias, c.relu, o, g->Cout, c.out_ld, c.acc,
+                                  EC));
         }
         return;
     }
@@ -171,8 +205,10 @@ void ck_cuda_cutie_layer_norm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_
 
 void ck_cuda_cutie_mha(ck_backend *be, int n, ck_tensor q, int64_t Nq, int q_ld, ck_tensor k, ck_tensor v, int64_t Nk,
                    int kv_ld, int D, int heads, ck_tensor mask, ck_tensor out) {
+    ck_cuda_state *s = ST(be);
     if (mask.data && mask.type != CK_U8) abort();
-    CHECKED(be, ck_cu_mha(n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out), ST(be)->stream, EC));
+    CHECKED(be, ck_cu_mha(n, F(q), Nq, q_ld, F(k), F(v), Nk, kv_ld, D, heads, mask.data, F(out), s->cutie_mha,
+                          s->cutie_mha ? MHA_PART : 0, s->stream, EC));
 }
 
 void ck_cuda_cutie_unary(ck_backend *be, int kind, ck_tensor x, int64_t n, ck_tensor y) {
@@ -207,7 +243,8 @@ void ck_cuda_cutie_channel_attention(ck_backend *be, ck_tensor x, int n, int64_t
         FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda channel_attention: the workspace is unset or under n x C means");
         return;
     }
-    CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->stream, EC));
+    CHECKED(be, ck_cu_channel_attention(F(x), n, HW, C, WF(w), k, F(r), F(out), s->cutie_means, s->cutie_ca,
+                                        s->cutie_ca ? CA_PART / 2 : 0, s->stream, EC));
 }
 
 void ck_cuda_cutie_aggregate(ck_backend *be, ck_tensor logits, int O, int64_t HW, ck_tensor out) {

@@ -396,6 +396,20 @@ int ck_cublas_last_fused(const ck_cublas *h);
 int ck_cublas_tuned(const ck_cublas *h);
 void ck_cublas_set_tuned(ck_cublas *h, int on);
 int ck_cublas_last_pick(const ck_cublas *h);
+/* Cutie's conv GEMMs with the bias and ReLU in cuBLASLt's epilogue
+ * (cutie-gemm.cu): y[N, ldy] = relu?(x[N, K] W[Cout, K]^T (+ y) (+ b)), y
+ * and b fp32; x and W fp32 (prec FP32: fp32 math; TF32: TF32 tensor cores)
+ * or fp16 (FP16, fp32 accumulation). A plan per shape is made on the
+ * shape's first call and kept (descriptors and the heuristic's first
+ * algorithm); ws (ws_bytes, device) is cuBLASLt's workspace, in the
+ * stream's order. *done = 0 when the shape has no cuBLASLt algorithm or the
+ * table is full: the caller runs its GEMM and bias pass. */
+typedef struct ck_cutie_gemm ck_cutie_gemm;
+ckey_status ck_cutie_gemm_create(void *ws, size_t ws_bytes, ck_cutie_gemm **out, ckey_error *err);
+void ck_cutie_gemm_free(ck_cutie_gemm *g);
+ckey_status ck_cutie_gemm_run(ck_cutie_gemm *g, ckey_precision prec, const void *x, int64_t N, int K, const void *W,
+                              const float *bias, int relu, float *y, int Cout, int ldy, int acc, void *stream, int *done,
+                              ckey_error *err);
 /* Device-to-device copy on a stream. */
 ckey_status ck_cuda_copy_d2d(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 

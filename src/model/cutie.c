@@ -1096,43 +1096,56 @@ static void run_part(ckey_tracker *t, int part, int execute) {
     }
 }
 
-/* Every weight of a model, for f (the device copy's remapping). */
-static void cconv_w(ck_cconv *c, void (*f)(ck_weight *, void *), void *u) { f(&c->W, u), f(&c->b, u); }
-static void cares_w(ck_cares *a, void (*f)(ck_weight *, void *), void *u) {
-    cconv_w(&a->c1, f, u), cconv_w(&a->c2, f, u), f(&a->gate, u);
+/* Every weight of a model, for a visitor (the device copy's remapping, the
+ * convs' fp16 weights): a conv to v->conv when it has one, else its weight
+ * and bias to v->weight like every other weight. A visitor's context
+ * extends the struct. */
+typedef struct wvisit wvisit;
+struct wvisit {
+    void (*weight)(ck_weight *w, wvisit *v);
+    void (*conv)(ck_cconv *c, wvisit *v); /* NULL: W and b to weight */
+};
+static void cconv_w(ck_cconv *c, wvisit *v) {
+    if (v->conv)
+        v->conv(c, v);
+    else
+        v->weight(&c->W, v), v->weight(&c->b, v);
 }
-static void cfuse_w(ck_cfuse *g, void (*f)(ck_weight *, void *), void *u) {
-    cconv_w(&g->x_tf, f, u), cconv_w(&g->g_tf, f, u), cares_w(&g->b1, f, u), cares_w(&g->b2, f, u);
+static void cares_w(ck_cares *a, wvisit *v) {
+    cconv_w(&a->c1, v), cconv_w(&a->c2, v), v->weight(&a->gate, v);
 }
-static void cattn_w(ck_cattn *a, void (*f)(ck_weight *, void *), void *u) {
-    cconv_w(&a->q, f, u), cconv_w(&a->k, f, u), cconv_w(&a->v, f, u), cconv_w(&a->out, f, u);
-    f(&a->ln_g, u), f(&a->ln_b, u);
+static void cfuse_w(ck_cfuse *g, wvisit *v) {
+    cconv_w(&g->x_tf, v), cconv_w(&g->g_tf, v), cares_w(&g->b1, v), cares_w(&g->b2, v);
 }
-static void cresnet_w(ck_cresnet *r, void (*f)(ck_weight *, void *), void *u) {
-    cconv_w(&r->stem, f, u);
+static void cattn_w(ck_cattn *a, wvisit *v) {
+    cconv_w(&a->q, v), cconv_w(&a->k, v), cconv_w(&a->v, v), cconv_w(&a->out, v);
+    v->weight(&a->ln_g, v), v->weight(&a->ln_b, v);
+}
+static void cresnet_w(ck_cresnet *r, wvisit *v) {
+    cconv_w(&r->stem, v);
     for (int s = 0; s < 3; s++)
         for (int b = 0; b < CK_CUTIE_MAX_BLOCKS; b++) {
             ck_cblock *k = &r->blocks[s][b];
-            cconv_w(&k->c1, f, u), cconv_w(&k->c2, f, u), cconv_w(&k->c3, f, u), cconv_w(&k->down, f, u);
+            cconv_w(&k->c1, v), cconv_w(&k->c2, v), cconv_w(&k->c3, v), cconv_w(&k->down, v);
         }
 }
-static void model_weights(ckey_track_model *m, void (*f)(ck_weight *, void *), void *u) {
-    cresnet_w(&m->pix_enc, f, u), cresnet_w(&m->mask_enc, f, u);
+static void model_weights(ckey_track_model *m, wvisit *v) {
+    cresnet_w(&m->pix_enc, v), cresnet_w(&m->mask_enc, v);
     ck_cconv *convs[] = {&m->pix_feat_proj, &m->kp_proj, &m->kp_key, &m->kp_d, &m->kp_e, &m->mask_sensory,
                          &m->sensory_compress, &m->sum_in, &m->sum_f1, &m->sum_f2, &m->sum_w1, &m->sum_w2,
                          &m->s2q_init, &m->s2q_emb, &m->pixel_init, &m->pixel_emb, &m->dec_f8, &m->dec_f4,
                          &m->up1_c1, &m->up1_c2, &m->up1_down, &m->up2_c1, &m->up2_c2, &m->up2_down, &m->pred,
                          &m->su_g16, &m->su_g8, &m->su_g4, &m->su_transform};
-    for (size_t i = 0; i < CK_ARRAY_LEN(convs); i++) cconv_w(convs[i], f, u);
-    cfuse_w(&m->mask_fuse, f, u), cfuse_w(&m->pixel_fuse, f, u);
-    f(&m->query_init, u), f(&m->query_emb, u);
+    for (size_t i = 0; i < CK_ARRAY_LEN(convs); i++) cconv_w(convs[i], v);
+    cfuse_w(&m->mask_fuse, v), cfuse_w(&m->pixel_fuse, v);
+    v->weight(&m->query_init, v), v->weight(&m->query_emb, v);
     for (int i = 0; i < CK_CUTIE_MAX_OT; i++) {
         ck_cotblock *b = &m->ot[i];
-        cattn_w(&b->read_pixel, f, u), cattn_w(&b->self_attn, f, u), cattn_w(&b->read_query, f, u);
-        f(&b->ffn_ln_g, u), f(&b->ffn_ln_b, u);
-        cconv_w(&b->ffn1, f, u), cconv_w(&b->ffn2, f, u), cares_w(&b->pixel_ffn, f, u);
+        cattn_w(&b->read_pixel, v), cattn_w(&b->self_attn, v), cattn_w(&b->read_query, v);
+        v->weight(&b->ffn_ln_g, v), v->weight(&b->ffn_ln_b, v);
+        cconv_w(&b->ffn1, v), cconv_w(&b->ffn2, v), cares_w(&b->pixel_ffn, v);
     }
-    for (int i = 0; i <= CK_CUTIE_MAX_OT; i++) cconv_w(&m->mask_pred[i], f, u);
+    for (int i = 0; i <= CK_CUTIE_MAX_OT; i++) cconv_w(&m->mask_pred[i], v);
 }
 
 /* The store's allocations laid out in one device block, 64-byte aligned. */
@@ -1143,13 +1156,14 @@ static size_t store_offset(const ckey_track_model *m, int i) {
 }
 
 typedef struct {
+    wvisit v;
     const ckey_track_model *m;
     float *dbase;
     int bad;
 } remap_ctx;
 
-static void remap(ck_weight *w, void *u) {
-    remap_ctx *r = u;
+static void remap(ck_weight *w, wvisit *v) {
+    remap_ctx *r = (remap_ctx *)v;
     if (!w->data) return;
     const float *p = w->data;
     for (int i = 0; i < r->m->nstore; i++) {
@@ -1162,12 +1176,75 @@ static void remap(ck_weight *w, void *u) {
     r->bad = 1;
 }
 
+/* At fp16 on a device (a backend with device memory) the convs' weights
+ * lie there in fp16 as well, after the fp32 store, each conv's
+ * [Cout, k, k, Cin] rounded to whole 16 bytes, so that no conv converts
+ * its weight when it runs; the biases and every other weight stay fp32. */
+static int half_convs(const ckey_track_options *o, const ck_backend_i *bi) {
+    return o->precision == CKEY_PRECISION_FP16 && bi->device_memory;
+}
+
+static size_t conv_halves(const ck_cconv *c) { return ((size_t)c->cout * c->k * c->k * c->cin + 7) / 8 * 8; }
+
+/* Lays the convs' fp16 weights out (n halves so far, `most` the largest
+ * conv's); with dhalf set it also writes each there (rounded on the host
+ * through tmp, from the host store behind the remapped fp32 weight) and
+ * points the conv at it. */
+typedef struct {
+    wvisit v;
+    const ckey_track_model *m; /* the host model: its store */
+    const float *dbase;        /* the fp32 store on the device */
+    uint16_t *dhalf, *tmp;     /* NULL: count only */
+    const ck_ops *ops;
+    ck_backend *be;
+    size_t n, most;
+    int bad;
+} half_ctx;
+
+static void half_conv(ck_cconv *c, wvisit *v) {
+    half_ctx *h = (half_ctx *)v;
+    if (!c->W.data) return;
+    const size_t n = conv_halves(c), used = (size_t)c->cout * c->k * c->k * c->cin;
+    if (h->dhalf) {
+        const float *src = NULL;
+        const size_t off = (size_t)((const float *)c->W.data - h->dbase);
+        for (int i = 0; i < h->m->nstore && !src; i++) {
+            const size_t so = store_offset(h->m, i);
+            if (off >= so && off + used <= so + h->m->store_n[i]) src = h->m->store[i] + (off - so);
+        }
+        if (!src || c->W.type != CK_F32) {
+            h->bad = 1;
+            return;
+        }
+        for (size_t i = 0; i < n; i++) h->tmp[i] = i < used ? ck_f32_to_f16(src[i]) : 0;
+        /* write copies bytes: the halves as n / 2 floats' worth */
+        h->ops->write(h->be, ck_tensor_of(h->dhalf + h->n, CK_F32), (int64_t)(n / 2), (const float *)(void *)h->tmp);
+        c->W = (ck_weight){h->dhalf + h->n, CK_F16};
+    }
+    h->n += n;
+    h->most = CK_MAX(h->most, n);
+}
+
+static void half_none(ck_weight *w, wvisit *v) { (void)w, (void)v; }
+
+/* The halves of m's convs' fp16 weights, and the largest conv's (*most). */
+static size_t model_conv_halves(const ckey_track_model *m, size_t *most) {
+    ckey_track_model c = *m; /* model_weights walks a model it may change; counting changes nothing */
+    half_ctx h = {{half_none, half_conv}, m, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+    model_weights(&c, &h.v);
+    if (most) *most = h.most;
+    return h.n;
+}
+
 /* The model's weights copied to the device once, and t->dm: the model
  * viewing them (t->m then points at it). */
 static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
     const ckey_track_model *m = t->m;
     const size_t total = store_offset(m, m->nstore);
-    t->dweight_bytes = CK_MAX(total, (size_t)1) * sizeof(float);
+    const int half = half_convs(&t->o, t->bi);
+    size_t most = 0;
+    const size_t halves = half ? model_conv_halves(m, &most) : 0;
+    t->dweight_bytes = CK_MAX(total, (size_t)1) * sizeof(float) + halves * sizeof(uint16_t);
     t->dweights = t->bi->mem_alloc(t->be, t->dweight_bytes);
     if (!t->dweights)
         return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of device memory for %.1f MiB of weights",
@@ -1176,9 +1253,18 @@ static ckey_status upload_weights(ckey_tracker *t, ckey_error *err) {
         t->ops->write(t->be, ck_tensor_of((float *)t->dweights + store_offset(m, i), CK_F32), (int64_t)m->store_n[i],
                       m->store[i]);
     t->dm = *m;
-    remap_ctx r = {m, t->dweights, 0};
-    model_weights(&t->dm, remap, &r);
+    remap_ctx r = {{remap, NULL}, m, t->dweights, 0};
+    model_weights(&t->dm, &r.v);
     if (r.bad) return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a weight outside the model's store");
+    if (half) {
+        half_ctx h = {{half_none, half_conv}, m, t->dweights, (uint16_t *)(void *)((float *)t->dweights + total),
+                      malloc(CK_MAX(most, (size_t)1) * sizeof(uint16_t)), t->ops, t->be, 0, 0, 0};
+        if (!h.tmp) return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory rounding a conv's weight to fp16");
+        model_weights(&t->dm, &h.v);
+        free(h.tmp);
+        if (h.bad || h.n != halves)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "tracker: a conv's weight outside the model's store");
+    }
     /* every pointer-sized word of the copy: none may still point into the host store (a weight
      * model_weights does not visit) */
     for (size_t off = 0; off + sizeof(void *) <= sizeof t->dm; off += sizeof(void *)) {
@@ -1415,9 +1501,11 @@ static int64_t out_bytes(const ckey_tracker *t) {
     return resize ? (int64_t)(t->o.max_objects + 1) * t->H0 * t->W0 * (int64_t)sizeof(float) : 0;
 }
 
-/* The device copy of m's weights (upload_weights' one block). */
-static int64_t device_weight_bytes(const ckey_track_model *m) {
-    return (int64_t)(CK_MAX(store_offset(m, m->nstore), (size_t)1) * sizeof(float));
+/* The device copy of m's weights (upload_weights' one block; half: with
+ * the convs' fp16 weights). */
+static int64_t device_weight_bytes(const ckey_track_model *m, int half) {
+    return (int64_t)(CK_MAX(store_offset(m, m->nstore), (size_t)1) * sizeof(float) +
+                     (half ? model_conv_halves(m, NULL) : 0) * sizeof(uint16_t));
 }
 
 static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int32_t height,
@@ -1638,7 +1726,7 @@ static ckey_status track_plan(const ckey_track_model *m, int32_t width, int32_t 
         out->workspace_bytes = (int64_t)bi->ops_workspace_bytes(&bc, &t->needs);
         if (t->dev) {
             const staging sg = staging_layout(t);
-            out->weight_bytes = device_weight_bytes(m);
+            out->weight_bytes = device_weight_bytes(m, half_convs(&t->o, bi));
             out->model_bytes = m->weight_bytes;
             out->frame_bytes += out_bytes(t);
             out->staging_bytes = staging_bytes(&sg);

@@ -181,6 +181,15 @@ void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int s
     ckey_tracker *t = NULL;
     st = (staged ? ck_tracker_create_staged : ckey_tracker_create)(m, W, H, &o, &t, &err);
     CHECKF(st == CKEY_OK, "%s", err.message);
+    if (st == CKEY_OK && !staged) { /* the weights as planned (at fp16 on a device: the convs' fp16 copy too) */
+        ckey_track_memory plan, got;
+        ckey_error pe;
+        const ckey_status ps = ckey_track_plan_memory(m, W, H, &o, &plan, &pe);
+        CHECKF(ps == CKEY_OK, "plan: %s", pe.message);
+        ckey_tracker_get_memory(t, &got);
+        CHECKF(ps || got.weight_bytes == plan.weight_bytes, "weights: %lld bytes, %lld planned",
+               (long long)got.weight_bytes, (long long)plan.weight_bytes);
+    }
     run_state rs = {clip, taps, K, m->cfg.value_dim, 0, 0, T, NULL, NULL, 0, 0, 0, 0, NULL, 0};
     rs.h = (int)((H + 15) / 16), rs.w = (int)((W + 15) / 16);
     if (o.max_internal_size < 0) {
