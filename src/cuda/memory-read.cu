@@ -295,8 +295,9 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
     int *hn_s = (int *)(corr_s + BQ), *flag_s = hn_s + BQ;
     // the 16-bit product: warp w computes rows 16 (w % 4) .. + 15, columns 32 (w / 4) .. + 31
     const int lane = tid % 32, g = lane / 4, t4 = lane % 4, wm = (tid / 32) % 4, wn = tid / 128;
-    if (HALF) // B's padding columns 2 CK .. K16 - 1 stay zero (the tile loads write only 0 .. 2 CK - 1)
-        for (int i = tid; i < BN * (K16 - K); i += THREADS) B_h[(i / (K16 - K)) * KP + K + i % (K16 - K)] = T();
+    if constexpr (HALF) // B's padding columns 2 CK .. K16 - 1 stay zero (the tile loads write 0 .. 2 CK - 1)
+        for (int i = tid; i < BN * (K16 - K); i += THREADS)
+            B_h[(i / (K16 - K)) * KP + K + i % (K16 - K)] = H16<T>::from(0.0f);
 
     const int64_t ntiles = (HW + BQ - 1) / BQ, items = ntiles * a.splits;
     for (int64_t w = blockIdx.x; w < items; w += gridDim.x) { // work item: query tile t, memory range s
@@ -400,6 +401,7 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
                     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
                 const T *a0 = A_h + (size_t)(16 * wm + g) * KP + 2 * t4, *a1 = a0 + 8 * (size_t)KP;
                 const T *b0 = B_h + (size_t)(32 * wn + g) * KP + 2 * t4;
+#pragma unroll 2
                 for (int kk = 0; kk < K16; kk += 16) {
                     const uint32_t af[4] = {word(a0 + kk), word(a1 + kk), word(a0 + kk + 8), word(a1 + kk + 8)};
 #pragma unroll

@@ -182,7 +182,7 @@ int mr_ref_query(const mr_case *c, int64_t q, int (*order)(const void *, const v
     int amb = 0;
     if (k < N) {
         const double gap = r[k - 1].v - r[k].v,
-                     tol = (c->half != MR_FP32 ? 1e-5 : 2e-6) * fmax(mag[r[k - 1].n], mag[r[k].n]);
+                     tol = (c->half != MR_FP32 ? 2e-5 : 2e-6) * fmax(mag[r[k - 1].n], mag[r[k].n]);
         amb = gap != 0 && gap <= tol;
     }
     double sum = 0;

@@ -90,9 +90,9 @@ void mr_ref_similarity(const mr_case *c, int64_t q, double *s, double *mag);
 /* Query q of the whole read in double: out [C], usage [N] += the weights
  * (when given). Returns whether the k-th and (k+1)-th similarities are
  * distinct but within fp32 rounding of each other (2e-6 of the terms'
- * size; 1e-5 with 16-bit operands, whose fp32 sums run on tensor cores,
- * which do not round each addition to nearest): then the kept set is not
- * determined by an fp32 computation.
+ * size; 2e-5 with 16-bit operands, whose fp32 sums run on tensor cores,
+ * which align and truncate rather than round each addition): then the kept
+ * set is not determined by the computation.
  * s, mag [N] and r [N] are the caller's work arrays. do_softmax's exp is
  * taken from the largest kept value, which changes nothing where the
  * official exp is finite. */
