@@ -29,9 +29,10 @@
 //           complemented position: one integer compare applies the op's tie
 //           rule, so the kept set does not depend on the order positions are
 //           offered in) and offers it the tile's values that reach its
-//           current k-th best. The GEMM threads flag the queries whose rows
-//           hold such a value, so a heap's owner scans only those rows: past
-//           the first tiles almost none. After the last tile the owner turns
+//           current k-th best. The GEMM threads leave each row a 64-bit mask
+//           of the columns holding such a value, so a heap's owner visits
+//           only those (in column order): past the first tiles one or two a
+//           row, most rows none. After the last tile the owner turns
 //           its heap into (position, weight) pairs, the softmax from the
 //           largest kept value, and the whole CTA gathers the value rows of
 //           the pairs into out, in heap order.
@@ -106,7 +107,7 @@ __host__ __device__ constexpr int kpitch_of(int CK) { return k16_of(CK) + 8; }
 // Dynamic shared memory: [heaps (when in shared memory)] A, B (fp32: [K][BQ],
 // [K][BNP] floats; 16-bit: [BQ][KP], [BN][KP] halves), S [BQ][SP],
 // scale [BN], then BQ-sized per-query vectors.
-constexpr int PER_QUERY_VECS = 7; // bsq, thr, m, l, corr (floats), hn, flag (ints)
+constexpr int PER_QUERY_VECS = 8; // bsq, thr, m, l, corr (floats), hn (ints), mask (64-bit: two)
 size_t smem_bytes(int CK, int k, int heap_in_smem, int half) {
     const size_t K = 2 * (size_t)CK;
     size_t b = heap_in_smem ? (size_t)BQ * k * sizeof(u64) : 0;
@@ -292,7 +293,11 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
     float *S_s = HALF ? (float *)(void *)(tiles + (size_t)(BQ + BN) * KP * sizeof(T)) : B_s + (size_t)K * BNP;
     float *scl_s = S_s + BQ * SP;
     float *bsq_s = scl_s + BN, *thr_s = bsq_s + BQ, *m_s = thr_s + BQ, *l_s = m_s + BQ, *corr_s = l_s + BQ;
-    int *hn_s = (int *)(corr_s + BQ), *flag_s = hn_s + BQ;
+    int *hn_s = (int *)(corr_s + BQ);
+    // mask_s [q]: the columns of the tile's row q that reach its k-th best (bit n), written each
+    // tile by the row's GEMM threads; 8-byte aligned (every region before it is a multiple of 8)
+    u64 *mask_s = (u64 *)(void *)(hn_s + BQ);
+    uint32_t *mask32_s = (uint32_t *)(void *)mask_s; // [q][2]: columns 0..31, 32..63
     // the 16-bit product: warp w computes rows 16 (w % 4) .. + 15, columns 32 (w / 4) .. + 31
     const int lane = tid % 32, g = lane / 4, t4 = lane % 4, wm = (tid / 32) % 4, wn = tid / 128;
     if constexpr (HALF) // B's padding columns 2 CK .. K16 - 1 stay zero (the tile loads write 0 .. 2 CK - 1)
@@ -348,7 +353,6 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
             bsq_s[tid] = b;
             thr_s[tid] = -INFINITY;
             hn_s[tid] = 0;
-            flag_s[tid] = 0;
             m_s[tid] = -INFINITY;
             l_s[tid] = 0.0f;
         }
@@ -414,7 +418,7 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
                 for (int hr = 0; hr < 2; hr++) {
                     const int q = 16 * wm + g + 8 * hr;
                     const float bsq = bsq_s[q], thr = thr_s[q];
-                    int any = 0;
+                    uint32_t bits = 0; // bit 8 j + 2 t4 + e: column n - 32 wn
 #pragma unroll
                     for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -422,9 +426,12 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
                             const int n = 32 * wn + 8 * j + 2 * t4 + e;
                             const float s = (acc[j][2 * hr + e] - bsq) * scl_s[n];
                             S_s[q * SP + n] = s;
-                            any |= n < bk && s >= thr;
+                            if (n < bk && s >= thr) bits |= 1u << (8 * j + 2 * t4 + e);
                         }
-                    if (k && any) flag_s[q] = 1;
+                    // the row's 32 columns of this warp are in its 4 lanes of equal g
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, 1);
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, 2);
+                    if (t4 == 0) mask32_s[2 * q + wn] = bits;
                 }
             } else {
                 float acc[4][4];
@@ -446,27 +453,32 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
                 for (int i = 0; i < 4; i++) {
                     const int q = ty * 4 + i;
                     const float bsq = bsq_s[q], thr = thr_s[q];
-                    int any = 0;
+                    uint32_t bits = 0; // bit n % 32 of word n / 32 = tx / 8
 #pragma unroll
                     for (int j = 0; j < 4; j++) {
                         const int n = tx * 4 + j;
                         const float s = (acc[i][j] - bsq) * scl_s[n];
                         S_s[q * SP + n] = s;
-                        any |= n < bk && s >= thr;
+                        if (n < bk && s >= thr) bits |= 1u << (n % 32);
                     }
-                    if (k && any) flag_s[q] = 1;
+                    // a word's 32 columns are in 8 lanes of equal ty and tx / 8
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, 1);
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, 2);
+                    bits |= __shfl_xor_sync(0xffffffffu, bits, 4);
+                    if (tx % 8 == 0) mask32_s[2 * q + tx / 8] = bits;
                 }
             }
             __syncthreads();
             if (k) {
-                if (tid < nq && flag_s[tid]) {
-                    flag_s[tid] = 0;
+                u64 m = tid < nq ? mask_s[tid] : 0;
+                if (m) {
                     int hn = hn_s[tid];
                     float thr = thr_s[tid];
                     u64 *h = heap + tid;
-                    for (int j = 0; j < bk; j++) {
+                    for (; m; m &= m - 1) { // the marked columns in order; thr only rises meanwhile
+                        const int j = __ffsll((long long)m) - 1;
                         const float v = S_s[tid * SP + j];
-                        if (!(v >= thr)) continue; // below the k-th best, or NaN
+                        if (!(v >= thr)) continue; // below the k-th best now
                         heap_offer(h, &hn, k, rank_key(v, (int)(n0 + j)));
                         if (hn == k) thr = key_value(h[0]);
                     }
