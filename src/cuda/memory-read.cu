@@ -205,6 +205,22 @@ __device__ __forceinline__ void load_rows(const Args &a, int64_t n0, int64_t n_h
     if (tid < BN) *scl = n0 + tid < n_hi ? (a.ms ? a.ms[n0 + tid] : 1.0f) * a.inv_sqrt_ck : 0.0f;
 }
 
+// load_rows four floats at a time (CK a multiple of 4, mk 16-byte aligned):
+// quad e = tid + r * THREADS of the tile into pf [4 r .. 4 r + 3].
+template <int PF>
+__device__ __forceinline__ void load_rows4(const Args &a, int64_t n0, int64_t n_hi, int tid, float pf[PF],
+                                           float *scl) {
+    const int64_t o = n0 * a.CK, end = n_hi * a.CK, tile = (int64_t)BN * a.CK;
+#pragma unroll
+    for (int r = 0; r < PF / 4; r++) {
+        const int64_t e = 4 * (tid + (int64_t)r * THREADS);
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (e < tile && o + e < end) v = *(const float4 *)(const void *)(a.mk + o + e);
+        pf[4 * r] = v.x, pf[4 * r + 1] = v.y, pf[4 * r + 2] = v.z, pf[4 * r + 3] = v.w;
+    }
+    if (tid < BN) *scl = n0 + tid < n_hi ? (a.ms ? a.ms[n0 + tid] : 1.0f) * a.inv_sqrt_ck : 0.0f;
+}
+
 // The readout of the tile's queries from their heaps (hn_s: the sizes):
 // each owner turns its heap into (position, weight) pairs, the softmax from
 // the largest kept value, adding the weights to usage; then the CTA gathers
@@ -248,7 +264,9 @@ __device__ void readout(const Args &a, u64 *heap, const int *hn_s, int64_t q0, i
 // one aligned 32-bit word of a row.
 template <typename T> struct H16;
 template <> struct H16<__half> {
+    typedef __half2 T2;
     static __device__ __forceinline__ __half from(float x) { return __float2half_rn(x); }
+    static __device__ __forceinline__ __half2 from2(float lo, float hi) { return __floats2half2_rn(lo, hi); }
     static __device__ __forceinline__ float to(__half x) { return __half2float(x); }
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -258,7 +276,9 @@ template <> struct H16<__half> {
     }
 };
 template <> struct H16<__nv_bfloat16> {
+    typedef __nv_bfloat162 T2;
     static __device__ __forceinline__ __nv_bfloat16 from(float x) { return __float2bfloat16_rn(x); }
+    static __device__ __forceinline__ __nv_bfloat162 from2(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
     static __device__ __forceinline__ float to(__nv_bfloat16 x) { return __bfloat162float(x); }
     static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -274,8 +294,9 @@ template <typename T> __device__ __forceinline__ uint32_t word(const T *p) {
 
 // PF: registers a thread holds of a prefetched memory tile (kernel_for),
 // rounded up to a power of two (the kernel is built for each). T: float for
-// the fp32 product, __half or __nv_bfloat16 for the tensor-core one.
-template <typename T, int PF>
+// the fp32 product, __half or __nv_bfloat16 for the tensor-core one; VEC
+// (16-bit only): the memory tile loaded and converted four floats at a time.
+template <typename T, int PF, bool VEC>
 __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
     constexpr bool HALF = !std::is_same<T, float>::value;
     ck_pdl_enter();
@@ -359,13 +380,35 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
         // memory tiles are loaded one ahead into registers, so that the loads of tile n0 + BN are
         // in flight while tile n0 is multiplied
         float pf[PF], pf_scl = 0.0f;
-        if constexpr (HALF) load_rows<PF>(a, n_lo, n_hi, tid, pf, &pf_scl);
+        if constexpr (VEC) load_rows4<PF>(a, n_lo, n_hi, tid, pf, &pf_scl);
+        else if constexpr (HALF) load_rows<PF>(a, n_lo, n_hi, tid, pf, &pf_scl);
         else load_tile<PF>(a, n_lo, n_hi, tid, pf, &pf_scl);
         for (int64_t n0 = n_lo; n0 < n_hi; n0 += BN) {
             const int bk = (int)min((int64_t)BN, n_hi - n0);
             // the memory tile as B (zero past bk); the previous tile's readers are past the two
             // barriers that follow its product
-            if constexpr (HALF) {
+            if constexpr (VEC) {
+                // pf [4 r ..]: quad tid + r * THREADS, elements e .. e + 3 of position e / CK from
+                // channel e % CK; mk^2 from the rounded values, rounded once (__hmul2)
+                int n = 4 * tid / CK, c = 4 * tid % CK;
+                const int dn = 4 * THREADS / CK, dc = 4 * THREADS % CK;
+#pragma unroll
+                for (int r = 0; r < PF / 4; r++) {
+                    if (n < BN) {
+                        typedef typename H16<T>::T2 T2;
+                        const T2 lo = H16<T>::from2(pf[4 * r], pf[4 * r + 1]);
+                        const T2 hi = H16<T>::from2(pf[4 * r + 2], pf[4 * r + 3]);
+                        const T2 lo2 = __hmul2(lo, lo), hi2 = __hmul2(hi, hi);
+                        uint2 v, v2;
+                        v.x = *(const uint32_t *)(const void *)&lo, v.y = *(const uint32_t *)(const void *)&hi;
+                        v2.x = *(const uint32_t *)(const void *)&lo2, v2.y = *(const uint32_t *)(const void *)&hi2;
+                        *(uint2 *)(void *)(B_h + (size_t)n * KP + c) = v;
+                        *(uint2 *)(void *)(B_h + (size_t)n * KP + CK + c) = v2;
+                    }
+                    n += dn, c += dc;
+                    if (c >= CK) c -= CK, n++;
+                }
+            } else if constexpr (HALF) {
                 // pf [r]: element e = tid + r * THREADS of the tile's rows, position e / CK, channel e % CK
                 int n = tid / CK, c = tid % CK;
                 const int dn = THREADS / CK, dc = THREADS % CK;
@@ -394,7 +437,8 @@ __global__ void __launch_bounds__(THREADS, 2) read_kernel(Args a) {
             if (tid < BN) scl_s[tid] = pf_scl;
             __syncthreads();
             if (n0 + BN < n_hi) {
-                if constexpr (HALF) load_rows<PF>(a, n0 + BN, n_hi, tid, pf, &pf_scl);
+                if constexpr (VEC) load_rows4<PF>(a, n0 + BN, n_hi, tid, pf, &pf_scl);
+                else if constexpr (HALF) load_rows<PF>(a, n0 + BN, n_hi, tid, pf, &pf_scl);
                 else load_tile<PF>(a, n0 + BN, n_hi, tid, pf, &pf_scl);
             }
             if constexpr (HALF) {
@@ -572,15 +616,25 @@ ckey_status fail(ckey_error *err, ckey_status st, const char *msg, const char *d
 }
 
 // The kernel for type T: PF holds a thread's part of a BN x CK memory tile
-// (fp32: 2 ceil(CK / 8), load_tile; 16-bit: BN x CK / THREADS, load_rows).
-template <typename T> void (*kernel_for(int CK))(Args) {
+// (fp32: 2 ceil(CK / 8), load_tile; 16-bit: BN x CK / THREADS, load_rows,
+// or with vec (CK a multiple of 4, mk 16-byte aligned) whole quads of it,
+// load_rows4).
+template <typename T> void (*kernel_for(int CK, bool vec))(Args) {
+    if constexpr (!std::is_same<T, float>::value)
+        if (vec) {
+            const int quads = (BN * CK / 4 + THREADS - 1) / THREADS;
+            return quads <= 1   ? read_kernel<T, 4, true>
+                   : quads <= 2 ? read_kernel<T, 8, true>
+                   : quads <= 4 ? read_kernel<T, 16, true>
+                                : read_kernel<T, 32, true>;
+        }
     const int per_thread = std::is_same<T, float>::value ? 2 * ((CK + 7) / 8) : (BN * CK + THREADS - 1) / THREADS;
-    return per_thread <= 1    ? read_kernel<T, 1>
-           : per_thread <= 2  ? read_kernel<T, 2>
-           : per_thread <= 4  ? read_kernel<T, 4>
-           : per_thread <= 8  ? read_kernel<T, 8>
-           : per_thread <= 16 ? read_kernel<T, 16>
-                              : read_kernel<T, 32>;
+    return per_thread <= 1    ? read_kernel<T, 1, false>
+           : per_thread <= 2  ? read_kernel<T, 2, false>
+           : per_thread <= 4  ? read_kernel<T, 4, false>
+           : per_thread <= 8  ? read_kernel<T, 8, false>
+           : per_thread <= 16 ? read_kernel<T, 16, false>
+                              : read_kernel<T, 32, false>;
 }
 
 } // namespace
@@ -644,9 +698,10 @@ ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *q
         return fail(err, CKEY_ERR_DEVICE, "cudaMemsetAsync", cudaGetErrorString(e));
     const int half = precision == CKEY_PRECISION_FP16 || precision == CKEY_PRECISION_BF16;
     const size_t smem = smem_bytes(CK, k, a.heap_g == nullptr, half);
-    void (*kern)(Args) = precision == CKEY_PRECISION_FP16   ? kernel_for<__half>(CK)
-                         : precision == CKEY_PRECISION_BF16 ? kernel_for<__nv_bfloat16>(CK)
-                                                            : kernel_for<float>(CK);
+    const bool vec = CK % 4 == 0 && (uintptr_t)mk % 16 == 0;
+    void (*kern)(Args) = precision == CKEY_PRECISION_FP16   ? kernel_for<__half>(CK, vec)
+                         : precision == CKEY_PRECISION_BF16 ? kernel_for<__nv_bfloat16>(CK, vec)
+                                                            : kernel_for<float>(CK, false);
     if (smem > 48 * 1024 &&
         (e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
         return fail(err, CKEY_ERR_DEVICE, "cudaFuncSetAttribute", cudaGetErrorString(e));
