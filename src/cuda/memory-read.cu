@@ -75,7 +75,7 @@ constexpr int BQ = 64;        // query positions per tile
 constexpr int BN = 64;        // memory positions per tile
 constexpr int SP = BN + 1;    // row pitch of the similarity tile in shared memory
 constexpr int BNP = BN + 4;   // row pitch of the fp32 memory tile B [K][BNP] (load_tile)
-constexpr int THREADS = 256;  // 16 x 16 threads, each a 4 x 4 block of the tile
+constexpr int THREADS = 256;  // fp32: 16 x 16 threads, each a 4 x 4 block of the tile; 16-bit: 8 warps of 16 x 32
 constexpr int SMEM_K = 64;    // heaps in shared memory up to this many kept pairs
 constexpr int GRID_MAX = 264; // CTAs at most (two per SM on a 132-SM H200); global heaps are sized for this
 constexpr int MAX_CK = 128;   // the K = 2 CK rows of both tiles stay in shared memory
