@@ -1,6 +1,6 @@
 /* Cutie's memory read (not a test):
  *   build/bench/bench-memory-read [threads [top_k [sizes]]]
- *   build/bench/bench-memory-read --device cuda [top_k [sizes]]
+ *   build/bench/bench-memory-read --device cuda [--precision fp32|fp16|bf16] [top_k [sizes]]
  * At the stride-16 feature grids of 854 x 480, 1920 x 1080 and 3840 x 2160
  * (HW = 54 x 30, 120 x 68, 240 x 135; the first `sizes` of them, default
  * all), CK 64, one object of CV 256 and top_k 30 (Cutie's eval_config), it
@@ -11,8 +11,10 @@
  * On CUDA (device 0) with 5 and with 10 memory frames, each read
  * synchronized, the best and the median of the runs that fit in about a
  * second, without and with usage, and the device scratch bytes
- * (ck_cuda_memory_read_bytes). Random keys and values: the time does not
- * depend on the data. */
+ * (ck_cuda_memory_read_bytes); --precision: the similarity's product in fp32
+ * on CUDA cores (default) or on tensor cores from fp16 / bf16 operands
+ * (ck_cuda_memory_read's precision). Random keys and values: the time does
+ * not depend on the data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,14 +61,15 @@ static void *device_floats(const float *h, size_t n) {
 /* The CUDA read, synchronized, timed over about a second: best and median
  * seconds, into t[0], t[1]. */
 static int time_cuda(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N, int64_t HW, int CK,
-                     const float *mv, int C, int top_k, float *out, float *usage, void *scratch, size_t bytes,
-                     double t[2]) {
+                     const float *mv, int C, int top_k, float *out, float *usage, int precision, void *scratch,
+                     size_t bytes, double t[2]) {
     enum { MAX_RUNS = 1000 };
     static double ts[MAX_RUNS];
     ckey_error err;
     int runs = 0;
     /* one warm-up read */
-    if (ck_cuda_memory_read(mk, ms, qk, qe, N, HW, CK, mv, C, top_k, out, usage, scratch, bytes, NULL, &err) ||
+    if (ck_cuda_memory_read(mk, ms, qk, qe, N, HW, CK, mv, C, top_k, out, usage, precision, scratch, bytes, NULL,
+                                &err) ||
         ck_cuda_sync(&err)) {
         fprintf(stderr, "bench-memory-read: %s\n", err.message);
         return 1;
@@ -74,7 +77,8 @@ static int time_cuda(const float *mk, const float *ms, const float *qk, const fl
     const double t_all = ck_now();
     do {
         const double t0 = ck_now();
-        if (ck_cuda_memory_read(mk, ms, qk, qe, N, HW, CK, mv, C, top_k, out, usage, scratch, bytes, NULL, &err) ||
+        if (ck_cuda_memory_read(mk, ms, qk, qe, N, HW, CK, mv, C, top_k, out, usage, precision, scratch, bytes, NULL,
+                                &err) ||
             ck_cuda_sync(&err)) {
             fprintf(stderr, "bench-memory-read: %s\n", err.message);
             return 1;
@@ -86,7 +90,7 @@ static int time_cuda(const float *mk, const float *ms, const float *qk, const fl
     return 0;
 }
 
-static int run_cuda(const char *label, int W, int H, int top_k, int frames) {
+static int run_cuda(const char *label, int W, int H, int top_k, int frames, int precision) {
     const int CK = 64, C = 256;
     const int64_t HW = (int64_t)W * H, N = frames * HW;
     float *mk = bench_random_floats((size_t)(N * CK), 1, -1, 1);
@@ -110,16 +114,18 @@ static int run_cuda(const char *label, int W, int H, int top_k, int frames) {
         fprintf(stderr, "bench-memory-read: out of memory at %s\n", label);
         goto done;
     }
-    if (time_cuda(dmk, dms, dqk, dqe, N, HW, CK, dmv, C, top_k, dout, NULL, scratch, bytes, t) ||
-        time_cuda(dmk, dms, dqk, dqe, N, HW, CK, dmv, C, top_k, dout, top_k > 0 ? dus : NULL, scratch, bytes, tu))
+    if (time_cuda(dmk, dms, dqk, dqe, N, HW, CK, dmv, C, top_k, dout, NULL, precision, scratch, bytes, t) ||
+        time_cuda(dmk, dms, dqk, dqe, N, HW, CK, dmv, C, top_k, dout, top_k > 0 ? dus : NULL, precision, scratch,
+                  bytes, tu))
         goto done;
     {
         const double flop = 2.0 * (double)HW * (double)N * 2 * CK;
         const double in_bytes = 4.0 * ((double)N * (CK + 1 + C) + (double)HW * 2 * CK);
-        printf("%-11s %2d frames  HW %6lld  N %7lld  top_k %2d  %7.3f ms (median %7.3f)  %6.0f GFLOP/s  with usage "
-               "%7.3f ms  device scratch %zu bytes (%zu with usage)  inputs %7.1f MiB  out %5.1f MiB  (N x HW "
+        printf("%-11s %s %2d frames  HW %6lld  N %7lld  top_k %2d  %7.3f ms (median %7.3f)  %6.0f GFLOP/s  with "
+               "usage %7.3f ms  device scratch %zu bytes (%zu with usage)  inputs %7.1f MiB  out %5.1f MiB  (N x HW "
                "affinity: %.1f MiB)\n",
-               label, frames, (long long)HW, (long long)N, top_k, t[0] * 1e3, t[1] * 1e3, flop / t[0] / 1e9,
+               label, ckey_precision_name((ckey_precision)precision), frames, (long long)HW, (long long)N, top_k,
+               t[0] * 1e3, t[1] * 1e3, flop / t[0] / 1e9,
                tu[0] * 1e3, bytes_plain, bytes, bench_mib(in_bytes), bench_mib(4.0 * (double)HW * C),
                bench_mib(4.0 * (double)N * (double)HW));
     }
@@ -144,6 +150,17 @@ int main(int argc, char **argv) {
         const int cuda = strcmp(argv[2], "cuda") == 0;
         argv += 2, argc -= 2;
         if (cuda) {
+            int precision = CKEY_PRECISION_FP32;
+            if (argc > 2 && strcmp(argv[1], "--precision") == 0) {
+                if (!strcmp(argv[2], "fp32")) precision = CKEY_PRECISION_FP32;
+                else if (!strcmp(argv[2], "fp16")) precision = CKEY_PRECISION_FP16;
+                else if (!strcmp(argv[2], "bf16")) precision = CKEY_PRECISION_BF16;
+                else {
+                    fprintf(stderr, "bench-memory-read: --precision fp32, fp16 or bf16\n");
+                    return 2;
+                }
+                argv += 2, argc -= 2;
+            }
             const int top_k = argc > 1 ? atoi(argv[1]) : 30, sizes = argc > 2 ? atoi(argv[2]) : 3;
             if (ck_cuda_device_count() == 0) {
                 fprintf(stderr, "bench-memory-read: no CUDA device\n");
@@ -154,7 +171,7 @@ int main(int argc, char **argv) {
             int rc = 0;
             for (int i = 0; i < sizes && i < (int)CK_ARRAY_LEN(grid); i++)
                 for (int frames = 5; frames <= 10; frames += 5)
-                    rc |= run_cuda(grid[i].label, grid[i].w, grid[i].h, top_k, frames);
+                    rc |= run_cuda(grid[i].label, grid[i].w, grid[i].h, top_k, frames, precision);
             return rc;
         }
     }

@@ -95,7 +95,10 @@ typedef struct ckey_track_options {
      * storage; PyTorch's default for convs on Ampere and later), the rest
      * fp32 as before. CKEY_PRECISION_FP16: the same GEMMs with their inputs
      * (the im2col'd activations and the weights) rounded to fp16, fp32
-     * accumulation and output; activations stay fp32 in memory. The CPU
+     * accumulation and output, and the memory read's similarity on tensor
+     * cores from fp16-rounded keys (as under the official code's autocast;
+     * its top-k, softmax and readout stay fp32); activations stay fp32 in
+     * memory. The CPU
      * backend runs fp32 for all three (the lower precisions permit the
      * rounding, they do not require it). BF16: CKEY_ERR_UNSUPPORTED. */
     int32_t precision;

@@ -7,7 +7,9 @@
  * and without selection and shrinkage, top_k 1, 64 / 65 (the heaps in
  * shared / device memory), N - 1, N, above N, 0 and -1, N = 1, sizes off
  * the 64 x 64 tiles, more query tiles than CTAs, ties, similarities far
- * outside exp's range, several objects, usage, and a 1080p-sized read. Each
+ * outside exp's range, several objects, usage, and a 1080p-sized read.
+ * "half" runs the same cases on the tensor-core path (fp16 and bf16
+ * operands) against the reference from the same rounded operands. Each
  * case prints its max abs errors; a failure names the case, the quantity
  * and by how much it is off. The device cases skip without a CUDA device;
  * the scratch sizing runs everywhere. */
@@ -65,10 +67,19 @@ static void dcase_free(dcase *d) {
     ck_cuda_free(d->out), ck_cuda_free(d->usage), ck_cuda_free(d->scratch);
 }
 
-/* The CUDA read into host out [HW, C] (and usage [N] when given). */
+/* The read's precision for a case's operands (mr_case.half). */
+static int precision_of(const mr_case *c) {
+    return c->half == MR_FP16 ? CKEY_PRECISION_FP16 : c->half == MR_BF16 ? CKEY_PRECISION_BF16 : CKEY_PRECISION_FP32;
+}
+
+static const char *half_name(int half) { return half == MR_FP16 ? "fp16" : half == MR_BF16 ? "bf16" : "fp32"; }
+
+/* The CUDA read into host out [HW, C] (and usage [N] when given), at the
+ * precision of the case's operands. */
 static ckey_status cuda_read(const mr_case *c, dcase *d, float *out, float *usage, ckey_error *err) {
     ckey_status s = ck_cuda_memory_read(d->mk, d->ms, d->qk, d->qe, c->N, c->HW, c->CK, d->mv, c->C, c->top_k, d->out,
-                                        usage ? d->usage : NULL, d->scratch, d->scratch_bytes, NULL, err);
+                                        usage ? d->usage : NULL, precision_of(c), d->scratch, d->scratch_bytes, NULL,
+                                        err);
     if (!s) s = ck_cuda_sync(err);
     if (!s) s = ck_cuda_copy(out, d->out, (size_t)(c->HW * c->C) * sizeof(float), 0, err);
     if (!s && usage) s = ck_cuda_copy(usage, d->usage, (size_t)c->N * sizeof(float), 0, err);
@@ -124,7 +135,15 @@ typedef struct {
  * boundary, relative to max |mv|, bar 1e-5) and vs the CPU backend (max abs
  * error; a query that differs by more than 1e-5 of max |mv| must be one the
  * reference calls ambiguous). With usage, usage vs both (relative to the
- * largest count, bar 1e-4). Prints one line. Returns the worst relative error. */
+ * largest count, bar 1e-4). Prints one line. Returns the worst relative error.
+ * A case of 16-bit operands (mr_case.half) runs the read's tensor-core path
+ * and is compared with the reference from the same rounded operands only
+ * (the CPU op is fp32), at a bar of 1e-4 and with up to 15% of the queries
+ * ambiguous: the tensor cores' fp32 sums align and truncate rather than
+ * round each addition, so the similarities are off by up to about 1e-5 of
+ * their terms' size (the reference's ambiguity margin is 2e-5 of it), and
+ * the softmax weights by as much. A wrong rounding of an operand is off by
+ * 2^-12 of its term (fp16) or more. */
 static double check_case(const mr_case *c, copts o) {
     const size_t no = (size_t)(c->HW * c->C);
     float *got = malloc(no * sizeof(float)), *cpu = malloc(no * sizeof(float));
@@ -145,7 +164,9 @@ static double check_case(const mr_case *c, copts o) {
     const ckey_status st = cuda_read(c, &d, got, ug, &err);
     CHECKF(st == CKEY_OK, "%s: ck_cuda_memory_read: %s", c->name, err.message);
     if (st) goto done;
-    cpu_read(c, 0, cpu, uc); /* every core */
+    const int half = c->half != MR_FP32;
+    const double bar = half ? 1e-4 : 1e-5;
+    if (!half) cpu_read(c, 0, cpu, uc); /* every core */
     const double vmax = vmax_of(c);
     /* vs the reference */
     double e_ref = 0;
@@ -168,7 +189,7 @@ static double check_case(const mr_case *c, copts o) {
     /* vs the CPU backend: a query off by more than the bar must be ambiguous */
     double e_cpu = 0;
     int64_t n_off = 0, bad_q = -1;
-    for (int64_t q = 0; q < c->HW; q++) {
+    for (int64_t q = 0; !half && q < c->HW; q++) {
         double eq = 0;
         for (int ch = 0; ch < c->C; ch++) eq = fmax(eq, absdiff(got[q * c->C + ch], cpu[q * c->C + ch]));
         if (eq / vmax <= 1e-5) {
@@ -183,19 +204,21 @@ static double check_case(const mr_case *c, copts o) {
             e_cpu = fmax(e_cpu, eq);
         }
     }
-    printf("  %-34s N %6lld HW %5lld CK %3d C %3d top_k %4d%s%s%s: max abs err vs reference %.2e (rel), vs CPU "
-           "%.2e",
-           c->name, (long long)c->N, (long long)c->HW, c->CK, c->C, c->top_k, c->qe ? " qe" : "", c->ms ? " ms" : "",
-           o.usage ? " usage" : "", e_ref, e_cpu);
+    printf("  %-34s %s N %6lld HW %5lld CK %3d C %3d top_k %4d%s%s%s: max abs err vs reference %.2e (rel), ",
+           c->name, half_name(c->half), (long long)c->N, (long long)c->HW, c->CK, c->C, c->top_k, c->qe ? " qe" : "",
+           c->ms ? " ms" : "", o.usage ? " usage" : "", e_ref);
+    if (half) printf("reference from the %s-rounded operands", half_name(c->half));
+    else printf("vs CPU %.2e", e_cpu);
     if (n_ref < c->HW) printf(" (reference on %lld queries)", (long long)n_ref);
     if (n_amb || n_off) printf("; %lld ambiguous at the top-k boundary, %lld off the CPU's", (long long)n_amb,
                                (long long)n_off);
     printf("\n");
-    CHECKF(e_ref <= 1e-5, "%s: out vs reference: relative error %.3e (query %lld)", c->name, e_ref,
-           (long long)worst_q);
+    CHECKF(e_ref <= bar, "%s (%s): out vs reference: relative error %.3e (query %lld)", c->name, half_name(c->half),
+           e_ref, (long long)worst_q);
     CHECKF(bad_q < 0, "%s: out vs CPU: query %lld differs by %.3e and is not ambiguous at the top-k boundary",
            c->name, (long long)bad_q, e_cpu);
-    CHECKF(n_amb * 20 <= n_ref, "%s: %lld of %lld queries ambiguous (the case's data should not be)", c->name,
+    CHECKF(n_amb * (half ? 100 : 20) <= n_ref * (half ? 15 : 1),
+           "%s: %lld of %lld queries ambiguous (the case's data should not be)", c->name,
            (long long)n_amb, (long long)n_ref);
     worst = e_ref;
     if (o.usage) {
@@ -203,7 +226,7 @@ static double check_case(const mr_case *c, copts o) {
         for (int64_t n = 0; n < c->N; n++) umax = fmax(umax, uref[n]);
         for (int64_t n = 0; n < c->N; n++) {
             eu_ref = fmax(eu_ref, absdiff(ug[n], uref[n]));
-            eu_cpu = fmax(eu_cpu, absdiff(ug[n], uc[n]));
+            if (!half) eu_cpu = fmax(eu_cpu, absdiff(ug[n], uc[n]));
             total += ug[n];
         }
         printf("  %-34s usage: max abs err vs reference %.2e, vs CPU %.2e (largest count %.3f, sum %.4f, HW %lld)\n",
@@ -230,8 +253,7 @@ done:
 
 /* ------------------------------------------------------------ cases */
 
-static void test_boundaries(void) {
-    NEED_GPU();
+static void boundaries_at(int half) {
     static const struct {
         const char *name;
         int64_t N, HW;
@@ -285,12 +307,18 @@ static void test_boundaries(void) {
     for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
         mr_case c;
         mr_case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].CK, cs[i].C, cs[i].top_k, cs[i].sel, cs[i].shr);
+        c.half = half;
         mr_case_random(&c, 100 + i);
         copts o = {0, 0, c.HW > 5000 ? 37 : 1};
         worst = fmax(worst, check_case(&c, o));
         mr_case_free(&c);
     }
     printf("  worst relative error vs the reference: %.2e\n", worst);
+}
+
+static void test_boundaries(void) {
+    NEED_GPU();
+    boundaries_at(MR_FP32);
 }
 
 /* Ties, exact in fp32 (small dyadic numbers, CK = 4): "top" positions
@@ -300,8 +328,7 @@ static void test_boundaries(void) {
  * tiles of 64 (and at N = 3000 the split memory's ranges): the lowest
  * positions must be kept, and a reference keeping the highest instead must
  * differ. */
-static void test_ties(void) {
-    NEED_GPU();
+static void ties_at(int half) {
     const int64_t HW = 70;
     const int CK = 4, C = 3;
     static const int ks_small[] = {1, 5, 12, 13, 40, 60}, ks_big[] = {1, 5, 13, 40, 60, 61, 100};
@@ -316,6 +343,7 @@ static void test_ties(void) {
                          big ? ", split" : "");
                 mr_case c;
                 mr_case_alloc(&c, name, N, HW, CK, C, ks[ki], sel, shr);
+                c.half = half;
                 mr_case_random(&c, 7);
                 mr_case_ties(&c);
                 copts o = {0, 1, 1};
@@ -345,6 +373,7 @@ static void test_ties(void) {
         const int k = i ? 100 : 30;
         mr_case c;
         mr_case_alloc(&c, "all equal", 300, 9, 4, 1, k, 1, 1);
+        c.half = half;
         mr_case_all_equal(&c);
         float got[9];
         dcase d;
@@ -360,11 +389,15 @@ static void test_ties(void) {
     }
 }
 
+static void test_ties(void) {
+    NEED_GPU();
+    ties_at(MR_FP32);
+}
+
 /* Similarities far outside exp's fp32 range, exact in fp32: without
  * selection in the thousands (exp overflows past 88.7), with selection all
  * below -104 (exp underflows). The softmax from the largest stays finite. */
-static void test_large_magnitudes(void) {
-    NEED_GPU();
+static void large_magnitudes_at(int half) {
     const int64_t N = 500, HW = 80;
     const int CK = 16, C = 8;
     for (int sel = 0; sel < 2; sel++)
@@ -373,6 +406,7 @@ static void test_large_magnitudes(void) {
             snprintf(name, sizeof name, "large, %s%s", sel ? "s < -104" : "s > 88.8", dense ? ", all N" : "");
             mr_case c;
             mr_case_alloc(&c, name, N, HW, CK, C, dense ? 0 : 30, sel, 1);
+            c.half = half;
             mr_case_random(&c, 11);
             mr_case_large(&c);
             copts o = {0, 1, 1};
@@ -381,12 +415,16 @@ static void test_large_magnitudes(void) {
         }
 }
 
+static void test_large_magnitudes(void) {
+    NEED_GPU();
+    large_magnitudes_at(MR_FP32);
+}
+
 /* Usage: the top-k path, top_k 64 / 65 (shared / device heaps), N <= top_k
  * (a read with usage keeps all N), N = 1, several CTAs' tiles. Usage counts
  * every query's kept set, so the cases have none ambiguous: random data
  * where the reference finds none, else data exact in fp32. */
-static void test_usage(void) {
-    NEED_GPU();
+static void usage_at(int half) {
     static const struct {
         const char *name;
         int64_t N, HW;
@@ -402,8 +440,11 @@ static void test_usage(void) {
               {"usage, split memory, exact", 3000, 300, 30, 1},
               {"usage, HW 17000, top_k 100, exact", 500, 17000, 100, 1}};
     for (size_t i = 0; i < CK_ARRAY_LEN(cs); i++) {
+        /* random data cut at a top_k below N has ambiguous queries somewhere at 16-bit sums' error */
+        if (half && !cs[i].exact && cs[i].top_k < cs[i].N) continue;
         mr_case c;
         mr_case_alloc(&c, cs[i].name, cs[i].N, cs[i].HW, cs[i].exact ? 16 : 8, 4, cs[i].top_k, 1, 1);
+        c.half = half;
         if (cs[i].exact) mr_case_integer(&c, 500 + i);
         else mr_case_random(&c, 500 + i);
         copts o = {1, cs[i].exact, 1};
@@ -412,15 +453,20 @@ static void test_usage(void) {
     }
 }
 
+static void test_usage(void) {
+    NEED_GPU();
+    usage_at(MR_FP32);
+}
+
 /* Several objects read at once: each object's channels equal that object
  * read alone (bit for bit on the top-k path: the same pairs, the same order). */
-static void test_objects(void) {
-    NEED_GPU();
+static void objects_at(int half) {
     const int64_t N = 400, HW = 90;
     const int O = 3, CV = 8, C = O * CV;
     for (int dense = 0; dense < 2; dense++) {
         mr_case c;
         mr_case_alloc(&c, dense ? "3 objects, all N" : "3 objects", N, HW, 16, C, dense ? 0 : 30, 1, 1);
+        c.half = half;
         mr_case_random(&c, 21);
         copts o = {0, 0, 1};
         check_case(&c, o);
@@ -448,11 +494,16 @@ static void test_objects(void) {
     }
 }
 
-/* The same read twice: the same bits (out and usage). */
-static void test_deterministic(void) {
+static void test_objects(void) {
     NEED_GPU();
+    objects_at(MR_FP32);
+}
+
+/* The same read twice: the same bits (out and usage). */
+static void deterministic_at(int half) {
     mr_case c;
     mr_case_alloc(&c, "determinism", 3000, 2000, 64, 16, 30, 1, 1);
+    c.half = half;
     mr_case_random(&c, 41);
     const size_t no = (size_t)(c.HW * c.C);
     float *a = malloc(no * sizeof(float)), *b = malloc(no * sizeof(float));
@@ -470,6 +521,11 @@ static void test_deterministic(void) {
     dcase_free(&d);
     free(a), free(b), free(ua), free(ub);
     mr_case_free(&c);
+}
+
+static void test_deterministic(void) {
+    NEED_GPU();
+    deterministic_at(MR_FP32);
 }
 
 /* The op table's entry: the state's stream and mr_scratch; a failure is the
@@ -506,6 +562,35 @@ static void test_op_table(void) {
                             T(d.out), T(d.usage));
     printf("  op table: the same bits as the direct call; a short workspace: \"%s\"\n", s->err.message);
     CHECK(s->status == CKEY_ERR_INVALID_ARG);
+    /* the backend's precision reaches the read: at fp16 the same bits as the direct fp16 call,
+     * which differ from the fp32 read; at tf32 the fp32 read (matmuls stay off TF32) */
+    static const int precs[] = {CKEY_PRECISION_FP16, CKEY_PRECISION_TF32};
+    for (size_t i = 0; i < CK_ARRAY_LEN(precs); i++) {
+        const int p = precs[i], half = p == CKEY_PRECISION_FP16;
+        mr_case ch = c;
+        ch.half = half ? MR_FP16 : MR_FP32;
+        float *h = malloc(no * sizeof(float)), *uh = malloc(700 * sizeof(float));
+        REQUIRE(h && uh);
+        CHECKF(cuda_read(&ch, &d, h, uh, &err) == CKEY_OK, "%s", err.message);
+        s->status = CKEY_OK, s->mr_scratch_bytes = d.scratch_bytes, s->cfg.conv_precision = p;
+        ck_cuda_ops.memory_read(&s->base, T(d.mk), T(d.ms), T(d.qk), T(d.qe), c.N, c.HW, c.CK, T(d.mv), c.C,
+                                c.top_k, T(d.out), T(d.usage));
+        CHECKF(s->status == CKEY_OK, "op table entry at %s: %s", half ? "fp16" : "tf32", s->err.message);
+        REQUIRE(ck_cuda_sync(NULL) == CKEY_OK);
+        REQUIRE(ck_cuda_copy(b, d.out, no * sizeof(float), 0, NULL) == CKEY_OK);
+        REQUIRE(ck_cuda_copy(ub, d.usage, 700 * sizeof(float), 0, NULL) == CKEY_OK);
+        const int same = !memcmp(h, b, no * sizeof(float)) && !memcmp(uh, ub, 700 * sizeof(float));
+        const int as_fp32 = !memcmp(a, b, no * sizeof(float));
+        printf("  op table at %s: %s the direct %s read; %s the fp32 read\n", half ? "fp16" : "tf32",
+               same ? "the same bits as" : "differs from", half ? "fp16" : "fp32",
+               as_fp32 ? "the same bits as" : "differs from");
+        CHECKF(same, "op table at %s: differs from ck_cuda_memory_read at %s", half ? "fp16" : "tf32",
+               half ? "fp16" : "fp32");
+        CHECKF(half ? !as_fp32 : as_fp32, "op table at %s: %s the fp32 read", half ? "fp16" : "tf32",
+               half ? "the same bits as" : "differs from");
+        free(h), free(uh);
+    }
+    s->cfg.conv_precision = 0;
     /* fp16 tensors are refused */
     s->status = CKEY_OK, s->mr_scratch_bytes = d.scratch_bytes;
     ck_cuda_ops.memory_read(&s->base, ck_tensor_of(d.mk, CK_F16), T(d.ms), T(d.qk), T(d.qe), c.N, c.HW, c.CK,
@@ -522,15 +607,38 @@ static void test_op_table(void) {
 /* At 1080p (cutie-base: CK 64, one object of CV 256, top_k 30, HW = 68 x
  * 120 at stride 16) with 5 memory frames (N = 40800): vs the CPU backend on
  * every query, vs the reference on every 97th (and with usage). */
-static void test_1080p(void) {
-    NEED_GPU();
+static void read_1080p_at(int half) {
     const int64_t HW = 68 * 120;
     mr_case c;
     mr_case_alloc(&c, "1080p, 5 frames", 5 * HW, HW, 64, 256, 30, 1, 1);
+    c.half = half;
     mr_case_random(&c, 61);
     copts o = {0, 0, 97};
     check_case(&c, o);
     mr_case_free(&c);
+}
+
+static void test_1080p(void) {
+    NEED_GPU();
+    read_1080p_at(MR_FP32);
+}
+
+/* The tensor-core path (fp16 and bf16 operands, memory-read.cu) on the
+ * same cases as the fp32 one, against the reference from the same rounded
+ * operands: boundaries, ties and large magnitudes (exact in both types, so
+ * ties stay ties), usage, several objects, determinism and 1080p. */
+static void test_half(void) {
+    NEED_GPU();
+    for (int h = MR_FP16; h <= MR_BF16; h++) {
+        printf("  -- %s operands\n", half_name(h));
+        boundaries_at(h);
+        ties_at(h);
+        large_magnitudes_at(h);
+        usage_at(h);
+        objects_at(h);
+        deterministic_at(h);
+        read_1080p_at(h);
+    }
 }
 
 /* The scratch depends on top_k alone (264 CTAs' x 64 queries' kept keys
@@ -576,6 +684,7 @@ int main(int argc, char **argv) {
         {"deterministic", test_deterministic},
         {"op_table", test_op_table},
         {"1080p", test_1080p},
+        {"half", test_half},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

@@ -98,7 +98,7 @@ static const hand_case hand_cases[] = {
 static void hand_data(const hand_case *h, float mk[2], float ms[2], float *qk, float *qe, float mv[2],
                       mr_case *c) {
     mk[0] = 1, mk[1] = 3, ms[0] = 1, ms[1] = 2, *qk = 2, *qe = 0.5f, mv[0] = 10, mv[1] = 20;
-    mr_case r = {NULL, 2, 1, 1, 1, h->top_k, mk, h->shr ? ms : NULL, qk, h->sel ? qe : NULL, mv};
+    mr_case r = {NULL, 2, 1, 1, 1, h->top_k, mk, h->shr ? ms : NULL, qk, h->sel ? qe : NULL, mv, MR_FP32};
     *c = r;
 }
 

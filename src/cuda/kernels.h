@@ -319,8 +319,14 @@ ckey_status ck_cuda_conv3x3_tc_pack_weights(const float *W_oihw_host, int Cout, 
                                             void *W_dev_out, size_t *bytes, ckey_error *err);
 
 /* ---- Cutie's memory read (src/cuda/memory-read.cu): backend/ops.h
- * memory_read on device pointers, fp32, CK <= 128 (else
+ * memory_read on device pointers, fp32 tensors, CK <= 128 (else
  * CKEY_ERR_UNSUPPORTED), queued on `stream`. ms, qe, usage may be NULL.
+ * precision CKEY_PRECISION_FP16 or _BF16: the similarity's product on
+ * tensor cores from operands rounded to that type as autocast rounds them
+ * (qk, qe, mk; then 2 qe qk and mk^2 from the rounded values, rounded
+ * again; sum qe qk^2 in fp32 from the rounded values), fp32 accumulation;
+ * any other value: fp32 on CUDA cores. Top-k, softmax and readout are fp32
+ * either way.
  * scratch: scratch_bytes of device memory, at least
  * ck_cuda_memory_read_bytes(needs) for needs covering this read (N <=
  * mr_n, top_k <= mr_top_k, usage only where mr_usage_hw > 0); it depends on
@@ -333,7 +339,7 @@ struct ck_op_needs;
 size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs);
 ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
                                 int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
-                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err);
+                                int precision, void *scratch, size_t scratch_bytes, void *stream, ckey_error *err);
 
 /* Device memory helpers for tests and the future backend. */
 ckey_status ck_cuda_malloc(void **p, size_t bytes, ckey_error *err);

@@ -195,7 +195,8 @@ size_t ck_cuda_memory_read_bytes(const struct ck_op_needs *needs) {
 }
 ckey_status ck_cuda_memory_read(const float *mk, const float *ms, const float *qk, const float *qe, int64_t N,
                                 int64_t HW, int CK, const float *mv, int C, int top_k, float *out, float *usage,
-                                void *scratch, size_t scratch_bytes, void *stream, ckey_error *err) NOCUDA_BODY
+                                int precision, void *scratch, size_t scratch_bytes, void *stream,
+                                ckey_error *err) NOCUDA_BODY
 #else
 typedef int ck_cuda_none_unused; /* ISO C forbids an empty translation unit */
 #endif

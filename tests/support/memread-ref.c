@@ -99,7 +99,58 @@ int mr_rank_high_first(const void *a, const void *b) {
     return (x->n < y->n) - (x->n > y->n);
 }
 
+float mr_round(float x, int half) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if (half == MR_BF16) {
+        u += 0x7FFFu + ((u >> 16) & 1u);
+        u &= 0xFFFF0000u;
+    } else if (half == MR_FP16) {
+        const uint32_t sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+        if (a >= 0x477FF000u) { /* 65520 and above: infinity */
+            u = sign | 0x7F800000u;
+        } else if (a < 0x38800000u) { /* below 2^-14: subnormal, steps of 2^-24 (exact scalings) */
+            const float r = rintf(x * 16777216.0f) * (1.0f / 16777216.0f);
+            memcpy(&u, &r, sizeof u);
+            u |= sign; /* -0 stays -0 */
+        } else { /* 10 of the 23 fraction bits kept */
+            u = sign | ((a + 0xFFFu + ((a >> 13) & 1u)) & ~0x1FFFu);
+        }
+    }
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* mr_ref_similarity with 16-bit operands (mr_case.half). */
+static void similarity_half(const mr_case *c, int64_t q, double *s, double *mag) {
+    const int CK = c->CK, h = c->half;
+    const float *k = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
+    double b_sq = 0;
+    for (int ch = 0; e && ch < CK; ch++) {
+        const float kr = mr_round(k[ch], h);
+        b_sq += (double)mr_round(e[ch], h) * kr * kr;
+    }
+    for (int64_t n = 0; n < c->N; n++) {
+        const float *m = c->mk + n * CK;
+        double a_sq = 0, two_ab = 0;
+        for (int ch = 0; ch < CK; ch++) {
+            const float er = e ? mr_round(e[ch], h) : 1.0f, kr = mr_round(k[ch], h), mr = mr_round(m[ch], h);
+            a_sq += (double)mr_round(mr * mr, h) * er;
+            two_ab += (double)mr_round(2.0f * er * kr, h) * mr;
+        }
+        const double v = -a_sq + two_ab - b_sq;
+        double sc = 1.0 / sqrt((double)CK);
+        if (c->ms) sc *= c->ms[n];
+        s[n] = v * sc;
+        if (mag) mag[n] = (fabs(a_sq) + fabs(two_ab) + fabs(b_sq)) * fabs(sc);
+    }
+}
+
 void mr_ref_similarity(const mr_case *c, int64_t q, double *s, double *mag) {
+    if (c->half != MR_FP32) {
+        similarity_half(c, q, s, mag);
+        return;
+    }
     const int CK = c->CK;
     const float *k = c->qk + q * CK, *e = c->qe ? c->qe + q * CK : NULL;
     double b_sq = 0;
@@ -130,7 +181,8 @@ int mr_ref_query(const mr_case *c, int64_t q, int (*order)(const void *, const v
     qsort(r, (size_t)N, sizeof *r, order);
     int amb = 0;
     if (k < N) {
-        const double gap = r[k - 1].v - r[k].v, tol = 2e-6 * fmax(mag[r[k - 1].n], mag[r[k].n]);
+        const double gap = r[k - 1].v - r[k].v,
+                     tol = (c->half != MR_FP32 ? 2e-5 : 2e-6) * fmax(mag[r[k - 1].n], mag[r[k].n]);
         amb = gap != 0 && gap <= tol;
     }
     double sum = 0;

@@ -10,6 +10,13 @@
 
 #include <stdint.h>
 
+/* The similarity's operands (mr_case.half): as given (fp32), or rounded to
+ * fp16 / bf16 as the official code's autocast rounds them: qk, qe, mk
+ * rounded; 2 qe qk and mk^2 formed from the rounded values and rounded
+ * again; sum qe qk^2 from the rounded values (the CUDA read's half path,
+ * src/cuda/memory-read.cu). */
+enum { MR_FP32 = 0, MR_FP16 = 1, MR_BF16 = 2 };
+
 /* One read. The arrays are owned when made by mr_case_alloc (freed by
  * mr_case_free); a test may also point them at its own. */
 typedef struct {
@@ -17,7 +24,12 @@ typedef struct {
     int64_t N, HW;
     int CK, C, top_k;
     float *mk, *ms, *qk, *qe, *mv; /* ms, qe: NULL when absent */
+    int half;                      /* MR_FP32 (mr_case_alloc's), MR_FP16 or MR_BF16 */
 } mr_case;
+
+/* x rounded to nearest even in fp16 (subnormals, overflow to infinity) or
+ * bf16 (half MR_FP16 / MR_BF16; MR_FP32: x). */
+float mr_round(float x, int half);
 
 /* xorshift64 and a uniform float in [lo, hi) from it: the cases' data. */
 uint64_t mr_next(uint64_t *st);
@@ -70,14 +82,17 @@ int mr_rank_high_first(const void *a, const void *b);
 
 /* get_similarity for query q: s [N] in double, as the official code
  * composes it (-a_sq + two_ab - b_sq with selection, -a_sq + two_ab
- * without, then * ms / sqrt(CK)); mag [N] (optional): the size of the
- * terms, the scale of an fp32 computation's rounding. */
+ * without, then * ms / sqrt(CK)), from the operands c->half gives; mag [N]
+ * (optional): the size of the terms, the scale of an fp32 computation's
+ * rounding. */
 void mr_ref_similarity(const mr_case *c, int64_t q, double *s, double *mag);
 
 /* Query q of the whole read in double: out [C], usage [N] += the weights
  * (when given). Returns whether the k-th and (k+1)-th similarities are
  * distinct but within fp32 rounding of each other (2e-6 of the terms'
- * size): then the kept set is not determined by an fp32 computation.
+ * size; 2e-5 with 16-bit operands, whose fp32 sums run on tensor cores,
+ * which align and truncate rather than round each addition): then the kept
+ * set is not determined by the computation.
  * s, mag [N] and r [N] are the caller's work arrays. do_softmax's exp is
  * taken from the largest kept value, which changes nothing where the
  * official exp is finite. */
