@@ -16,6 +16,10 @@
  * the decoders, the refiner's stem conv. */
 enum { CK_PHASE_ENCODER, CK_PHASE_STEM, CK_PHASE_COUNT };
 
+/* A step of a backend's life that may take memory (creation, the weights,
+ * the arena, an op of a pass, a graph): called after it, with its name. */
+typedef void (*ck_trace_fn)(void *user, const char *step);
+
 /* What a session asks of a backend. */
 typedef struct ck_backend_config {
     int size;           /* network input side S */
@@ -29,6 +33,9 @@ typedef struct ck_backend_config {
     int conv_precision; /* Cutie's conv GEMMs on the CUDA backend: CKEY_PRECISION_TF32 (TF32 tensor
                          * cores), CKEY_PRECISION_FP16 (inputs rounded to fp16, fp32 accumulation and
                          * output), else fp32 SGEMM; the CPU ignores it */
+    ck_trace_fn trace;  /* optional (bench-budget --trace-memory): each step, on backends that
+                         * trace (CUDA: not inside a graph capture) */
+    void *trace_user;
 } ck_backend_config;
 
 /* What the forward pass needs to know of a backend, for its plan and its ops. */

@@ -2,6 +2,7 @@
  * weights on the device (16-bit matrices, packed convs, the LN fold), the
  * arena, pinned host buffers, and the run: upload, the pass as a CUDA graph
  * from the second frame on, download. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,10 @@
 enum { CUBLAS_WORKSPACE = 16 << 20, CONV_SYNC_INTS = 16384 };
 
 #define CU(be) ((ck_cuda_state *)(void *)(be))
+
+void ck_cuda_trace(const ck_cuda_state *s, const char *step) {
+    if (s->cfg.trace && !s->capturing) s->cfg.trace(s->cfg.trace_user, step);
+}
 
 static ck_dtype precision_dtype(ckey_precision p) {
     switch (p) {
@@ -204,6 +209,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     s->dt = bc->act;
     const uint32_t off = bc->debug_off;
     ckey_status st = ck_cuda_set_device(bc->device_index, err);
+    if (!st) ck_cuda_trace(s, "create: device current");
     if (!st) {
         /* Hopper's wgmma attention and refiner convs for 16-bit sessions (else mma.sync) */
         s->wgmma = s->dt != CK_F32 && !(off & CKEY_DEBUG_CUDA_NO_WGMMA) && ck_cuda_wgmma_ok();
@@ -214,18 +220,23 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
         /* norm2 folded into that kernel (ln-fold.h; upload_weights), else LayerNorm, then fc1 */
         s->ln_fold = s->fused_fc1 && ln_fold_wanted(off);
         st = ck_cublas_create(&s->blas, err);
+        if (!st) ck_cuda_trace(s, "create: cuBLAS and cuBLASLt handles");
     }
     /* the network before the frame path's kernels on the other streams (devframe.c) */
     if (!st) st = ck_cuda_stream_create_high(&s->stream, err);
+    if (!st) ck_cuda_trace(s, "create: stream");
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_event_create_blocking(&s->ev_wait, err);
+    if (!st) ck_cuda_trace(s, "create: 5 events");
     if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) ck_cuda_trace(s, "create: cuBLAS workspace (16 MiB)");
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
     if (!st && s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
         s->conv_sync_n = CONV_SYNC_INTS;
         st = ck_cuda_malloc((void **)&s->conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
+        if (!st) ck_cuda_trace(s, "create: conv sync ints (64 KiB)");
     }
     /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
     if (!st && (off & CKEY_DEBUG_CUDA_NO_LT)) ck_cublas_set_lt(s->blas, 0);
@@ -325,6 +336,7 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     if (s->dt == CK_F32) {
         ckey_status st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
         if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+        if (!st) ck_cuda_trace(s, "weights: the fp32 store");
         return st ? st : remap_vectors(s, m, NULL, 0, err);
     }
     wref r[MAX_MATS];
@@ -369,8 +381,10 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     ckey_status st = ck_cuda_malloc((void **)&s->dstore, CK_MAX(nvec, (size_t)1) * sizeof(float), err);
     if (!st) st = ck_cuda_copy(s->dstore, host, nvec * sizeof(float), 1, err);
     free(host);
+    if (!st) ck_cuda_trace(s, "weights: fp32 vectors");
     if (!st) st = ck_cuda_malloc(&s->dmat, mat * ck_dtype_size(s->dt), err);
     if (!st) st = ck_cuda_malloc(&tmp, biggest * sizeof(float), err);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit matrices allocated, with an fp32 staging buffer");
     size_t at = 0;
     for (int i = 0; !st && i < n; i++) {
         void *d = (char *)s->dmat + at * ck_dtype_size(s->dt);
@@ -397,11 +411,15 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     }
     ck_cuda_free(tmp);
     free(hw), free(hq);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit matrices converted, the staging buffer freed");
     if (!st && nfold) st = ck_cuda_malloc((void **)&s->dfold, nfold * sizeof(float), err);
     if (!st && nfold) st = ck_cuda_copy(s->dfold, hfold, nfold * sizeof(float), 1, err);
     free(hfold);
+    if (!st) ck_cuda_trace(s, "weights: LN fold");
     if (!st) st = upload_linear_biases(s, m, err);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit linear biases");
     if (!st) st = pack_convs(s, m, err);
+    if (!st) ck_cuda_trace(s, "weights: packed refiner convs");
     if (!st) st = remap_vectors(s, m, r, n, err);
     if (st) return st;
     for (int b = 0; b < nb; b++) /* folded blocks: their colsum and folded bias */
@@ -438,6 +456,7 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
         if (!st) st = ck_cuda_copy(s->dpos, host, pb, 1, err);
         free(host);
         if (st) return st;
+        ck_cuda_trace(s, "weights: pos-embed resized for S");
         s->w.pos_embed = ck_weight_of(s->dpos, CK_F32);
     }
     *view = &s->w;
@@ -456,8 +475,10 @@ static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error 
     const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
     ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
+    if (!st) ck_cuda_trace(s, "arena");
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
+    if (!st) ck_cuda_trace(s, "page-locked input and output (host)");
     return st;
 }
 
@@ -512,15 +533,26 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
         }
     }
     if (st) return st;
+    ck_cuda_trace(s, "run: input uploaded");
     const int eager = r->watched || s->no_graph || (!s->graph && s->frames == 0);
     if (eager || !s->graph) {
         int capturing = 0;
         if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
+        s->capturing = capturing;
         ck_tensor res = r->pass(r->user, &ck_cuda_ops, be);
         if (capturing) {
             ckey_error ce;
-            if (ck_cuda_capture_end(stream, &s->graph, &ce) || s->status) {
+            size_t nodes = 0;
+            const ckey_status cst = ck_cuda_capture_end(stream, &s->graph, &nodes, &ce);
+            s->capturing = 0;
+            if (!cst && s->cfg.trace) {
+                char step[96];
+                snprintf(step, sizeof step, "run: graph captured and instantiated (%zu nodes)", nodes);
+                ck_cuda_trace(s, step);
+            }
+            if (cst || s->status) {
                 /* the capture did not take: stay eager, run this frame again eagerly */
+                ck_cuda_trace(s, "run: the capture failed, eager from now on");
                 ck_cuda_graph_free(s->graph);
                 s->graph = NULL;
                 s->no_graph = 1;
@@ -536,8 +568,10 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
             return s->status;
         }
         s->result = ck_f32(res);
+        if (!capturing) ck_cuda_trace(s, "run: pass issued");
     }
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
+    if (!eager && s->graph) ck_cuda_trace(s, "run: graph launched");
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
     if (!r->device_io && ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err)) ||
@@ -546,6 +580,7 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_wait(s->ev_wait, stream, err))) return st;
+    ck_cuda_trace(s, "run: output downloaded, stream synchronized");
     s->frames++;
     *result = dst;
     seconds[0] = ck_now() - t0;

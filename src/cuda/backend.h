@@ -50,6 +50,7 @@ typedef struct ck_cuda_state {
     void *graph;        /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;     /* frames run */
     int no_graph;       /* capture failed once: stay eager */
+    int capturing;      /* a graph capture is under way (no trace then: cudaMemGetInfo is not capture-safe) */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
     void *ev[4];        /* around the network on the stream (device_seconds), before the
                            upload and after the download (their times) */
@@ -81,6 +82,10 @@ int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
 /* Values a pixel of a refiner-input band takes (ck_pass_params.band_input_ch):
  * 8 where the tensor-core stem reads it packed [n * S, 8], else 7. */
 int ck_cuda_band_input_ch(int R, ck_dtype dt);
+
+/* Report a step to the config's trace (ck_backend_config.trace), if any and
+ * not inside a graph capture. */
+void ck_cuda_trace(const ck_cuda_state *s, const char *step);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);

@@ -24,6 +24,10 @@ int ck_cuda_device_count(void);
  * cuBLAS's workspace and the in-place conv's sync ints (0 without CUDA). */
 int64_t ck_cuda_outside_plan_bytes(void);
 
+/* Device memory in use on the current device, all processes' (cudaMemGetInfo's
+ * total less free; -1: unknown). For tracing what a session takes. */
+int64_t ck_cuda_used_bytes(void);
+
 /* Make `index` the calling thread's current device. */
 ckey_status ck_cuda_set_device(int index, ckey_error *err);
 
@@ -361,7 +365,8 @@ void ck_cuda_stream_destroy(void *stream);
 ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err);
 /* Record what is issued on `stream` until capture_end, then instantiate it. */
 ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err);
-ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err);
+/* *nodes (may be NULL): the graph's node count. */
+ckey_status ck_cuda_capture_end(void *stream, void **exec, size_t *nodes, ckey_error *err);
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
 void ck_cuda_graph_free(void *exec);
 /* Events, to time work on a stream; seconds between two completed events (0 on failure). */

@@ -6,6 +6,7 @@
  * scratch inside the arena, one per phase of the pass (ck_pass_params.
  * phase_scratch, handed over by set_scratch), sized by the
  * ck_cuda_*_scratch_elems functions. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda/backend.h"
@@ -506,10 +507,19 @@ static void cu_read(ck_backend *be, ck_tensor t, int64_t n, float *host) {
 
 static void cu_sync(ck_backend *be) { ck_cuda_stream_sync(ST(be)->stream, NULL); }
 
+static void cu_trace(ck_backend *be, const char *name) {
+    const ck_cuda_state *s = ST(be);
+    if (!s->cfg.trace || s->capturing) return;
+    char step[96];
+    snprintf(step, sizeof step, "op %s", name);
+    ck_cuda_trace(s, step);
+}
+
 const ck_ops ck_cuda_ops = {
     .set_scratch = cu_set_scratch,
     .read = cu_read,
     .sync = cu_sync,
+    .trace = cu_trace,
     .patch_embed = cu_patch_embed,
     .mask_unit_attention = cu_mask_unit_attention,
     .layernorm = cu_layernorm,

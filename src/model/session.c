@@ -395,6 +395,12 @@ ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_op
 
 ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
                                        const ck_schedule *sched, ckey_session **out, ckey_error *err) {
+    return ck_session_create_traced(m, opt, cuda_off, sched, NULL, NULL, out, err);
+}
+
+ckey_status ck_session_create_traced(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                     const ck_schedule *sched, ck_trace_fn trace, void *trace_user,
+                                     ckey_session **out, ckey_error *err) {
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
     *out = NULL;
     if (!m) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: model is NULL");
@@ -421,6 +427,7 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
     }
     if (!st) st = check_budget(&s->opt, &s->mp, fits, err);
+    s->bc.trace = trace, s->bc.trace_user = trace_user;
     if (!st) st = s->bi->create(&s->bc, &s->be, err);
     if (!st) st = s->bi->upload_weights(s->be, m, &s->w, err);
     if (!st) st = s->bi->alloc_workspace(s->be, s->plan, err);
