@@ -200,20 +200,21 @@ int main(int argc, char **argv) {
         }
         printf("{\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,"
                "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"qkv_streamed\":%d,\"decoder_band\":%d,\"from_map\":%d,\"norm1_from_map\":%d,\"input_rgb\":%d,\"reroll_in_place\":%d,\"planned_peak_mib\":%.1f,"
-               "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
+               "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"workspace_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
                "\"refiner_mib\":%.1f,\"refiner_work\":%.2f",
                cuda ? "cuda" : "cpu", ckey_precision_name(o.precision), S, threads, sched[i].refiner_band,
                CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, sched[i].pos_streamed, sched[i].qkv_streamed, sched[i].decoder_band,
                sched[i].transition_from_map, sched[i].norm1_from_map, sched[i].input_rgb, sched[i].reroll_in_place,
                mp.peak_bytes / 1048576.0,
-               mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.stage_bytes[0] / 1048576.0,
+               mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.workspace_bytes / 1048576.0,
+               mp.stage_bytes[0] / 1048576.0,
                mp.stage_bytes[1] / 1048576.0, mp.stage_bytes[2] / 1048576.0, mp.relative_work);
         if (!plan_only)
             printf(",\"runs\":%d,\"mean_s\":%.3f,\"rss_before_mib\":%.1f,\"peak_rss_mib\":%.1f,"
                    "\"alpha_mean\":%.6f", runs, mean, rss_before, bench_status_mib("VmHWM:"), chk / ((double)S * S));
-        if (!plan_only && cuda)
-            printf(",\"peak_device_mib\":%.1f,\"outside_plan_mib\":%.1f",
-                   dev_before < 0 ? -1.0 : (dev_before - dev_low) / 1048576.0, ck_cuda_outside_plan_bytes() / 1048576.0);
+        if (!plan_only && cuda && dev_before >= 0) /* outside the plan: measured less planned */
+            printf(",\"peak_device_mib\":%.1f,\"outside_plan_mib\":%.1f", (dev_before - dev_low) / 1048576.0,
+                   (dev_before - dev_low - mp.peak_bytes) / 1048576.0);
         printf("}\n");
         fflush(stdout);
     }

@@ -186,7 +186,7 @@ typedef struct ckey_memory_plan {
                                  pass-long scratch (per-thread slices + shared);
                                  on CUDA the largest of the per-phase scratches
                                  (encoder, refiner stem, refiner blocks) */
-    int64_t peak_bytes;       /* weights + arena (the plate-size buffers of a run
+    int64_t peak_bytes;       /* weights + arena + workspace (the plate-size buffers of a run
                                  and the model's raw decoder copy kept for
                                  `convert`, ~5 MiB, come on top: the plan of a
                                  whole run, ckey_plan_run_memory in ckey_clip.h,
@@ -211,6 +211,9 @@ typedef struct ckey_memory_plan {
     int32_t streamed;         /* the schedule chosen: its CKEY_PLAN_* steps (CPU only; docs/design.md,
                                  "The CPU at large sizes") */
     int32_t min_budget_streamed; /* the leanest schedule's */
+    int64_t workspace_bytes;  /* what the backend holds beside weights and arena for the session's
+                                 life (CUDA: cuBLAS's workspace and the in-place conv's sync ints;
+                                 0 on the CPU) */
 } ckey_memory_plan;
 
 /* ckey_memory_plan.streamed: the CPU's encoder and decoder steps, each

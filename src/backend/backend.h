@@ -101,6 +101,10 @@ struct ck_backend_i {
     /* 1: its ops read the input x after patch_embed only in its RGB planes
      * and its input has no copy elsewhere to keep whole (ck_schedule.input_rgb) */
     int input_rgb;
+    /* Optional (NULL: none). Bytes of its memory kind the backend holds
+     * beside the weights and the arena for the session's life (CUDA:
+     * cuBLAS's workspace and the conv's sync ints): ckey_memory_plan.workspace_bytes. */
+    int64_t (*workspace_bytes)(const ck_backend_config *bc);
     /* Host bytes the backend allocates outside its weights and arena: its
      * transfer buffers (CUDA: the page-locked input and output). */
     int64_t (*host_io_bytes)(const ck_backend_config *bc, const ck_config *c);

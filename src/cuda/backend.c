@@ -12,8 +12,9 @@
 
 #ifdef CK_HAVE_CUDA
 
-/* cuBLAS's workspace (its own allocation, so that no GEMM allocates during a
- * graph capture); device ints for the one-launch in-place conv. */
+/* cuBLAS's workspace (the session's, so that no GEMM allocates during a
+ * graph capture) and device ints for the one-launch in-place conv: one
+ * allocation, the plan's workspace_bytes. */
 enum { CUBLAS_WORKSPACE = 16 << 20, CONV_SYNC_INTS = 16384 };
 
 #define CU(be) ((ck_cuda_state *)(void *)(be))
@@ -229,14 +230,13 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_event_create_blocking(&s->ev_wait, err);
     if (!st) ck_cuda_trace(s, "create: 5 events");
-    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE + CONV_SYNC_INTS * sizeof(int), err);
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
-    if (!st) ck_cuda_trace(s, "create: cuBLAS workspace (16 MiB)");
+    if (!st) ck_cuda_trace(s, "create: cuBLAS workspace and conv sync ints (16 MiB + 64 KiB)");
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
     if (!st && s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
         s->conv_sync_n = CONV_SYNC_INTS;
-        st = ck_cuda_malloc((void **)&s->conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
-        if (!st) ck_cuda_trace(s, "create: conv sync ints (64 KiB)");
+        s->conv_sync = (int *)(void *)((char *)s->blas_ws + CUBLAS_WORKSPACE);
     }
     /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
     if (!st && (off & CKEY_DEBUG_CUDA_NO_LT)) ck_cublas_set_lt(s->blas, 0);
@@ -636,8 +636,7 @@ static void cu_free(ck_backend *be) {
     ck_cuda_set_device(s->cfg.device_index, NULL); /* its resources are on its device */
     ck_cuda_graph_free(s->graph);
     ck_cublas_free(s->blas);
-    ck_cuda_free(s->blas_ws);
-    ck_cuda_free(s->conv_sync);
+    ck_cuda_free(s->blas_ws); /* and conv_sync, inside it */
     for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
     ck_cuda_event_destroy(s->ev_wait);
     ck_cuda_stream_destroy(s->stream);
@@ -655,7 +654,10 @@ static void cu_free(ck_backend *be) {
     free(s);
 }
 
-int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
+static int64_t cu_workspace_bytes(const ck_backend_config *bc) {
+    (void)bc;
+    return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int);
+}
 
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback) {
     *fused = *fallback = 0;
@@ -670,6 +672,7 @@ const ck_backend_i ck_cuda_backend = {
     .weight_bytes = cu_weight_bytes,
     .device_memory = 1,
     .encoder_chunks = 1,
+    .workspace_bytes = cu_workspace_bytes,
     .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,
     .upload_weights = cu_upload_weights,

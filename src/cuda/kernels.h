@@ -20,9 +20,6 @@ extern "C" {
 
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
-/* Device bytes a CUDA session allocates outside its plan (weights + arena):
- * cuBLAS's workspace and the in-place conv's sync ints (0 without CUDA). */
-int64_t ck_cuda_outside_plan_bytes(void);
 
 /* Device memory in use on the current device, all processes' (cudaMemGetInfo's
  * total less free; -1: unknown). For tracing what a session takes. */

@@ -15,7 +15,6 @@ static ckey_status no_cuda(ckey_error *err) {
 }
 
 int ck_cuda_device_count(void) { return 0; }
-int64_t ck_cuda_outside_plan_bytes(void) { return 0; }
 int64_t ck_cuda_used_bytes(void) { return -1; }
 float ck_cuda_gelu_fast_host(float v) {
     (void)v;

@@ -151,7 +151,8 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     size_t scratch = pp->pass_scratch;
     for (int i = 0; i < CK_PHASE_COUNT; i++) scratch = CK_MAX(scratch, pp->phase_scratch[i]);
     mp->scratch_bytes = (int64_t)scratch;
-    mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
+    mp->workspace_bytes = bi->workspace_bytes ? bi->workspace_bytes(bc) : 0;
+    mp->peak_bytes = mp->weight_bytes + mp->arena_bytes + mp->workspace_bytes;
     mp->num_buffers = ck_plan_num_buffers(plan);
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
     for (int i = 0; i < CK_STAGE_COUNT; i++)
@@ -308,15 +309,19 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
 static ckey_status check_budget(const ckey_session_options *o, const ckey_memory_plan *mp, int fits,
                                 ckey_error *err) {
     if (fits) return CKEY_OK;
-    char peak[32], weights[32], arena[32], limit[32];
+    char peak[32], weights[32], arena[32], ws[48] = "", limit[32];
+    if (mp->workspace_bytes > 0) {
+        char w[32];
+        snprintf(ws, sizeof ws, " + workspace %s", ck_format_bytes(w, sizeof w, mp->workspace_bytes));
+    }
     return ck_fail(err, CKEY_ERR_BUDGET,
-                   "size %d needs at least %s (%lld bytes: weights %s + arena %s, the leanest schedule), over "
+                   "size %d needs at least %s (%lld bytes: weights %s + arena %s%s, the leanest schedule), over "
                    "the budget of %s",
                    (int)o->size, ck_format_bytes(peak, sizeof peak, mp->min_budget_bytes),
                    (long long)mp->min_budget_bytes,
                    ck_format_bytes(weights, sizeof weights, mp->weight_bytes),
-                   ck_format_bytes(arena, sizeof arena, mp->min_budget_bytes - mp->weight_bytes),
-                   ck_format_bytes(limit, sizeof limit, o->memory_budget));
+                   ck_format_bytes(arena, sizeof arena, mp->min_budget_bytes - mp->weight_bytes - mp->workspace_bytes),
+                   ws, ck_format_bytes(limit, sizeof limit, o->memory_budget));
 }
 
 /* Validate the options and record a plan without creating a backend (the
