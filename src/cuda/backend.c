@@ -50,7 +50,7 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     /* the encoder's scratch also stages the fp32 input of a 16-bit session
      * (cu_run): whole, or, with the encoder in chunks (a budget), in pieces of
      * what the encoder's ops need, at least 4 MiB */
-    const size_t enc = ck_cuda_encoder_scratch_elems(c, S, bc->sched.encoder_chunks) * act;
+    const size_t enc = ck_cuda_encoder_scratch_elems(c, S, &bc->sched, bc->act) * act;
     const size_t io = (size_t)bc->io_elems * sizeof(float);
     p->phase_scratch[CK_PHASE_ENCODER] = bc->sched.encoder_chunks > 1 ? CK_MAX(enc, CK_MIN(io, (size_t)4 << 20))
                                                                       : CK_MAX(enc, io);
@@ -64,9 +64,11 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     }
 }
 
-static size_t pos_bytes(const ck_config *c, int S) {
-    const int g = S / c->patch_stride;
-    return g == c->pos_grid ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
+/* The pos-embed resized to S/4 (fp32), unless the stored grid is that or
+ * patch_embed resizes it chunk by chunk (ck_schedule.pos_streamed). */
+static size_t pos_bytes(const ck_config *c, const ck_backend_config *bc) {
+    const int g = bc->size / c->patch_stride;
+    return g == c->pos_grid || bc->sched.pos_streamed ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
 }
 
 /* ------------------------------------------------------------ weight sets */
@@ -183,7 +185,7 @@ static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
  * fold's vectors unless a switch turns the fold off); + the resized pos-embed. */
 static int64_t cu_weight_bytes(const ck_backend_config *bc, const ckey_model *m) {
     const ck_dtype dt = bc->act;
-    const size_t pos = pos_bytes(&m->cfg, bc->size);
+    const size_t pos = pos_bytes(&m->cfg, bc);
     if (dt == CK_F32) return (int64_t)(m->store_floats * sizeof(float) + pos);
     wref r[MAX_MATS];
     ck_weights tmp = m->w;
@@ -447,7 +449,7 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
         s->host_map_bytes = pp.host_map_bytes;
     }
     const int S = s->cfg.size;
-    const size_t pb = pos_bytes(&m->cfg, S);
+    const size_t pb = pos_bytes(&m->cfg, &s->cfg);
     if (pb) {
         float *host = malloc(pb);
         if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
@@ -672,6 +674,7 @@ const ck_backend_i ck_cuda_backend = {
     .weight_bytes = cu_weight_bytes,
     .device_memory = 1,
     .encoder_chunks = 1,
+    .pos_streamed = 1,
     .workspace_bytes = cu_workspace_bytes,
     .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,

@@ -67,10 +67,11 @@ typedef struct ck_cuda_state {
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
  * in elements of the storage type, for this config and S:
  *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
- *             mlp and patch-embed chunks, decoder_fuse chunks);
+ *             mlp and patch-embed chunks with their resized pos-embed rows under
+ *             sched->pos_streamed, decoder_fuse chunks), sched->encoder_chunks;
  *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
  * The residual blocks need none: conv2 writes into t's margin. */
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks);
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedule *sched, ck_dtype dt);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */

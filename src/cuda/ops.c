@@ -38,6 +38,16 @@ int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok
  * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits). */
 static int64_t mlp_chunk(int chunks) { return chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
 
+/* Whether patch_embed resizes the stored pos-embed chunk by chunk
+ * (ck_schedule.pos_streamed where S/4 is not the stored grid), and the
+ * scratch elements of dt that a chunk of n pixels' fp32 rows take then. */
+static int pos_streams(const ck_config *c, int S, const ck_schedule *sched) {
+    return sched->pos_streamed && S / c->patch_stride != c->pos_grid;
+}
+static size_t pos_chunk_elems(const ck_config *c, int64_t n, ck_dtype dt) {
+    return (size_t)n * c->embed_dim * sizeof(float) / ck_dtype_size(dt);
+}
+
 /* Windows per chunk of mask-unit attention when it runs in `chunks` chunks
  * (ck_schedule.encoder_chunks; 0 or 1: all nw at once). */
 static int64_t mu_chunk_windows(int64_t nw, int chunks) { return chunks > 1 ? (nw + chunks - 1) / chunks : nw; }
@@ -52,7 +62,8 @@ static size_t mu_scratch_elems(const ck_block_info *b, int64_t nwc, int chunked)
     return s;
 }
 
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedule *sched, ck_dtype dt) {
+    const int chunks = sched->encoder_chunks;
     const int64_t G = S / c->patch_stride;
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -75,7 +86,10 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
         N = Nq;
     }
     need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
-    need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
+    /* patch_embed: a chunk's im2col and GEMM output (16 bits), then its pos-embed rows (pos_streamed) */
+    const int64_t pc = CK_MIN((int64_t)PATCH_CHUNK, G * G);
+    const size_t patch = dt != CK_F32 ? (size_t)pc * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim) : 0;
+    need = CK_MAX(need, patch + (pos_streams(c, S, sched) ? pos_chunk_elems(c, pc, dt) : 0));
     return need;
 }
 
@@ -104,23 +118,37 @@ static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_w
     ck_cuda_state *s = ST(be);
     const void *x = xt.data;
     void *tokens = tt.data;
+    const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
+    const int64_t total = (int64_t)G * G, chunk = CK_MIN((int64_t)PATCH_CHUNK, total);
+    /* pos_streamed: pos is the stored grid; each chunk's rows are resized into the scratch, after
+     * the chunk's im2col and GEMM output (16 bits) or at its start (fp32) */
+    const int streams = pos_streams(c, S, &s->cfg.sched);
+    const size_t pos_at = s->dt != CK_F32 ? (size_t)chunk * (KK + c->embed_dim) : 0;
+    float *prow = streams ? AT(s, s->scratch, pos_at) : NULL;
+    if (streams && !scratch_ok(s, pos_at + pos_chunk_elems(c, chunk, s->dt))) return;
     if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
-        const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
-        const int64_t total = (int64_t)G * G;
-        if (!scratch_ok(s, (size_t)CK_MIN((int64_t)PATCH_CHUNK, total) * (KK + c->embed_dim))) return;
+        if (!scratch_ok(s, (size_t)chunk * (KK + c->embed_dim))) return;
         for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
             const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
             void *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
             CHECKED(be, ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
                                            col, s->dt, s->stream, EC));
             CHECKED(be, ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, EC));
-            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), WF(pos), tokens, s->dt, s->stream,
-                                             EC));
+            if (streams)
+                CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
+            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), streams ? prow : WF(pos),
+                                             streams ? p0 : 0, tokens, s->dt, s->stream, EC));
         }
         return;
     }
-    CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w), WF(b),
-                                  WF(pos), c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, EC));
+    for (int64_t p0 = 0; p0 < total; p0 += streams ? PATCH_CHUNK : total) {
+        const int64_t n = streams ? CK_MIN((int64_t)PATCH_CHUNK, total - p0) : total;
+        if (streams)
+            CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
+        CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w),
+                                      WF(b), streams ? prow : WF(pos), streams ? p0 : 0, c->embed_dim, k, p0, n,
+                                      tokens, s->dt, s->stream, EC));
+    }
 }
 
 static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {

@@ -175,9 +175,10 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * encoder step the backend takes: where it chunks its encoder
  * (ck_backend_i.encoder_chunks), the mask-unit attention in 4 and in 16
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
- * where it has to_host / from_host, with 16 chunks and c1 in host memory;
- * where it streams the pos-embed (ck_backend_i.pos_streamed) and S/4 is not
- * the stored grid, that; then, where it has attention_qkv, with the global
+ * where it has to_host / from_host, with 16 chunks and c1 in host memory,
+ * and then also the pos-embed streamed (below); where it streams the
+ * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
+ * that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
  * the decoders in bands of 64 rows as well; then, where it has
  * mask_unit_attention_map, with the stage transitions read from the maps;
@@ -190,6 +191,7 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
 enum { MAX_SCHEDULES = 128 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
+    {.encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
