@@ -15,7 +15,9 @@
  * of its frames (after each op only where it changed): where the memory
  * outside the plan goes. The warm-up session runs three frames then (eager,
  * graph capture, replay), so that what the CUDA context loads once is
- * traced there, apart from what each session takes. Not a test. */
+ * traced there, apart from what each session takes. --no-graph: every
+ * frame eager (CKEY_DEBUG_CUDA_NO_GRAPH), to see what the graph takes and
+ * buys. Not a test. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,7 @@ static int64_t device_free(void) {
 int main(int argc, char **argv) {
     bench_forward_args a = {.size = 512, .runs = 1, .precision = CKEY_PRECISION_DEFAULT};
     int cuda = 0, plan_only = 0, dump = 0, warm = 1, min_band = 0, trace = 0, max_sched = 0;
+    uint32_t cuda_off = 0;
     double budget_mib = 0;
     for (int i = 1; i < argc; i++) {
         if (bench_forward_arg(argc, argv, &i, &a)) continue;
@@ -87,6 +90,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dump")) dump = 1;
         else if (!strcmp(argv[i], "--no-warmup")) warm = 0;
         else if (!strcmp(argv[i], "--trace-memory")) trace = 1;
+        else if (!strcmp(argv[i], "--no-graph")) cuda_off |= CKEY_DEBUG_CUDA_NO_GRAPH;
         else if (!strcmp(argv[i], "--max-schedules") && i + 1 < argc) max_sched = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--min-band") && i + 1 < argc) min_band = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget_mib = atof(argv[++i]);
@@ -94,7 +98,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: %s [--size S] [--threads N] [--runs R] [--model M] [--device cpu|cuda] "
                             "[--precision fp32|fp16|bf16] [--no-warmup] [--min-band B] [--max-schedules K] [--plan-only] "
-                            "[--trace-memory] [--dump [--budget MIB]]\n", argv[0]);
+                            "[--trace-memory] [--no-graph] [--dump [--budget MIB]]\n", argv[0]);
             return 2;
         }
     }
@@ -145,7 +149,7 @@ int main(int argc, char **argv) {
         ckey_forward_result r;
         const ck_schedule whole = {0};
         if (trace) trace_begin(&ts, "warm-up (whole maps)");
-        st = ck_session_create_traced(m, &o, 0, &whole, trace ? trace_memory : NULL, &ts, &s, &err);
+        st = ck_session_create_traced(m, &o, cuda_off, &whole, trace ? trace_memory : NULL, &ts, &s, &err);
         for (int k = 0; !st && k < (trace ? 3 : 1); k++) {
             if (trace) trace_frame(&ts, k);
             st = ckey_session_forward(s, x, &r, &err);
@@ -178,7 +182,7 @@ int main(int argc, char **argv) {
             snprintf(label, sizeof label, "bands of %d, %d chunks, c1 on host %d", sched[i].refiner_band,
                      CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host);
             if (trace) trace_begin(&ts, label);
-            if (ck_session_create_traced(m, &o, 0, &sched[i], trace ? trace_memory : NULL, &ts, &s, &err)) {
+            if (ck_session_create_traced(m, &o, cuda_off, &sched[i], trace ? trace_memory : NULL, &ts, &s, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
                 return 1;
             }
