@@ -258,8 +258,10 @@ static void test_pos_embed_rows(void) {
     free(src), free(want), free(got);
 }
 
-/* The tiny model at S = 256, where its 32 x 32 pos-embed is resized to 64 x
- * 64: the pos-embed streamed, alone and with the other schedule fields. */
+/* The tiny model at S = 256 and 2048, where its 32 x 32 pos-embed is resized
+ * to 64 x 64 and 512 x 512: the pos-embed streamed, alone and with the other
+ * schedule fields; at S = 2048 in 64 chunks, where the widening global
+ * block's projection is pooled 2048 rows at a time (two chunks). */
 static void test_tiny_pos_streamed(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     char *mp = ck_fixture_path("tiny/tiny.pth");
@@ -268,15 +270,22 @@ static void test_tiny_pos_streamed(void) {
     CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);
     free(mp);
     REQUIRE(m);
-    const int S = 256;
-    float *x = malloc((size_t)4 * S * S * sizeof(float));
-    REQUIRE(x);
-    ck_synth_input(S, x);
     static const ck_schedule sch[] = {{.pos_streamed = 1},
-                                      {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1}};
+                                      {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+                                      {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
+    static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+                                          {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
+                                           .pos_streamed = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
-    bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
-    free(x);
+    for (int big = 0; big < 2; big++) {
+        const int S = big ? 2048 : 256;
+        float *x = malloc((size_t)4 * S * S * sizeof(float));
+        REQUIRE(x);
+        ck_synth_input(S, x);
+        if (big) bands_case("tiny", m, S, x, sch2048, (int)CK_ARRAY_LEN(sch2048), precs, 3);
+        else bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
+        free(x);
+    }
     ckey_model_free(m);
 }
 
@@ -292,14 +301,16 @@ static void test_full_s256(void) {
     float *x = malloc((size_t)4 * S * S * sizeof(float));
     REQUIRE(x);
     ck_synth_input(S, x);
-    /* chunks: 64 windows in 4 of 16 and in 16 of 4; 3 (not dividing) of 22, 22 and 20; c1 in host memory;
-     * the pos-embed (stored 512 x 512) resized as patch_embed adds it */
+    /* chunks: 64 windows in 4 of 16, in 16 of 4 and in 64 of 1 (with the MLP's, patch embedding's and
+     * decoders' chunks a quarter again); 3 (not dividing) of 22, 22 and 20; c1 in host memory; the
+     * pos-embed (stored 512 x 512) resized as patch_embed adds it */
     static const ck_schedule sch[] = {
         {.refiner_band = 96}, {.refiner_band = 37}, {.refiner_band = 8}, {.refiner_band = 1},
         {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 3},
         {.refiner_band = 8, .encoder_chunks = 16}, {.c1_on_host = 1},
         {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1},
-        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1}};
+        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
@@ -327,7 +338,8 @@ static void test_full_s2048(void) {
     /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
      * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
     static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
-                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1}};
+                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
 
@@ -376,7 +388,7 @@ int main(int argc, char **argv) {
         {"plan_offers_bands", test_plan_offers_bands},
         {"tiny_s128_bands", test_tiny_s128},
         {"pos_embed_rows", test_pos_embed_rows},
-        {"tiny_s256_pos_streamed", test_tiny_pos_streamed},
+        {"tiny_pos_streamed", test_tiny_pos_streamed},
         {"full_s256_bands", test_full_s256},
         {"full_s2048_bands_and_memory", test_full_s2048},
     };

@@ -44,7 +44,9 @@ typedef struct ck_schedule {
     int refiner_band;
     /* encoder_chunks = C > 1: the encoder's mask-unit attention in C chunks
      * of windows, so that the backend's scratch holds a chunk's q, k, v
-     * rather than all N tokens' (0 or 1: all at once). Offered only by
+     * rather than all N tokens' (0 or 1: all at once; 4, 16 or 64 offered,
+     * at most one window a chunk; CUDA shortens its MLP, patch and decoder
+     * chunks with them). Offered only by
      * backends that stage them (ck_backend_i.encoder_chunks: CUDA; the CPU's
      * already streams windows through per-thread scratch). */
     int encoder_chunks;

@@ -176,7 +176,9 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * (ck_backend_i.encoder_chunks), the mask-unit attention in 4 and in 16
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
  * where it has to_host / from_host, with 16 chunks and c1 in host memory,
- * and then also the pos-embed streamed (below); where it streams the
+ * then also the pos-embed streamed (below), then in 64 chunks (a step that
+ * is an earlier one at this S, the pos-embed having nothing to stream, is
+ * left out); where it streams the
  * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
  * that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
@@ -192,6 +194,7 @@ enum { MAX_SCHEDULES = 128 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
     {.encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
@@ -206,10 +209,10 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
     for (int k = 0; k < (int)CK_ARRAY_LEN(encoder_steps); k++) {
         ck_schedule s = encoder_steps[k];
         if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) continue;
-        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) { /* nothing to stream */
-            s.pos_streamed = 0;
-            if (!s.qkv_streamed && !s.decoder_band && !s.transition_from_map) continue;
-        }
+        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) s.pos_streamed = 0; /* nothing to stream */
+        int seen = 0; /* a step that is an earlier one at this S */
+        for (int j = 0; j < n && !seen; j++) seen = !memcmp(&out[j], &s, sizeof s);
+        if (seen) continue;
         if (!schedule_ok(bi, &s) || n >= MAX_SCHEDULES) continue;
         out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
