@@ -322,8 +322,9 @@ static void test_full_s256(void) {
  * result is within the bar, and the device memory it took exceeds its plan
  * by no more than the whole-map session's exceeds that one's (+ 16 MiB).
  * The plans count cuBLAS's workspace and the conv's sync ints
- * (workspace_bytes); outside them are the CUDA graph, the allocations'
- * rounding and the runtime's own (bench-budget --trace-memory shows each). */
+ * (workspace_bytes); outside them are the CUDA graph (the whole-map
+ * session's; the budget's runs eagerly), the allocations' rounding and the
+ * runtime's own (bench-budget --trace-memory shows each). */
 static void test_full_s2048(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ck_config cfg;

@@ -33,6 +33,9 @@ typedef struct ck_backend_config {
     int conv_precision; /* Cutie's conv GEMMs on the CUDA backend: CKEY_PRECISION_TF32 (TF32 tensor
                          * cores), CKEY_PRECISION_FP16 (inputs rounded to fp16, fp32 accumulation and
                          * output), else fp32 SGEMM; the CPU ignores it */
+    int eager;          /* 1: every frame op by op, never a CUDA graph (a session under a memory
+                         * budget: a graph's device memory, about 10 KiB a kernel node, is outside
+                         * the plan) */
     ck_trace_fn trace;  /* optional (bench-budget --trace-memory): each step, on backends that
                          * trace (CUDA: not inside a graph capture) */
     void *trace_user;

@@ -242,7 +242,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     }
     /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
     if (!st && (off & CKEY_DEBUG_CUDA_NO_LT)) ck_cublas_set_lt(s->blas, 0);
-    s->no_graph = (off & CKEY_DEBUG_CUDA_NO_GRAPH) != 0; /* every frame eager */
+    s->no_graph = bc->eager || (off & CKEY_DEBUG_CUDA_NO_GRAPH); /* every frame eager */
     if (st) {
         cu_free(&s->base);
         return st;

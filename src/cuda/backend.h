@@ -49,7 +49,8 @@ typedef struct ck_cuda_state {
     void *blas_ws;      /* cuBLAS's workspace (device), so that GEMMs allocate nothing */
     void *graph;        /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;     /* frames run */
-    int no_graph;       /* capture failed once: stay eager */
+    int no_graph;       /* every frame eager: the config's eager, CKEY_DEBUG_CUDA_NO_GRAPH, or a
+                         * capture that failed */
     int capturing;      /* a graph capture is under way (no trace then: cudaMemGetInfo is not capture-safe) */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
     void *ev[4];        /* around the network on the stream (device_seconds), before the

@@ -438,6 +438,8 @@ ckey_status ck_session_create_traced(const ckey_model *m, const ckey_session_opt
     }
     if (!st) st = check_budget(&s->opt, &s->mp, fits, err);
     s->bc.trace = trace, s->bc.trace_user = trace_user;
+    /* under a budget the plan is what the session takes: no CUDA graph, whose memory it does not count */
+    s->bc.eager = s->opt.memory_budget > 0;
     if (!st) st = s->bi->create(&s->bc, &s->be, err);
     if (!st) st = s->bi->upload_weights(s->be, m, &s->w, err);
     if (!st) st = s->bi->alloc_workspace(s->be, s->plan, err);
