@@ -179,8 +179,9 @@ int main(int argc, char **argv) {
             rss_before = bench_status_mib("VmRSS:");
             if (cuda) dev_before = dev_low = device_free();
             char label[96];
-            snprintf(label, sizeof label, "bands of %d, %d chunks, c1 on host %d", sched[i].refiner_band,
-                     CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host);
+            snprintf(label, sizeof label, "bands of %d, %d chunks, c1 on host %d, pos streamed %d",
+                     sched[i].refiner_band, CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host,
+                     sched[i].pos_streamed);
             if (trace) trace_begin(&ts, label);
             if (ck_session_create_traced(m, &o, cuda_off, &sched[i], trace ? trace_memory : NULL, &ts, &s, &err)) {
                 fprintf(stderr, "bench: %s\n", err.message);
