@@ -35,7 +35,8 @@ int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
 
 /* Tokens per chunk of the MLP: a quarter with the encoder in chunks (a
- * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits). */
+ * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits), a sixteenth in
+ * over 16 chunks. */
 static int64_t mlp_chunk(int chunks) { return chunks > 16 ? MLP_CHUNK / 16 : chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
 /* Over 16 chunks (budgets at S = 3072 and up) the patch embedding's and the
  * decoders' chunks are a quarter as long too. */
