@@ -1,8 +1,9 @@
 /* Budgets on the GPU (model.h ck_schedule): the banded refiner (the CUDA
  * backend's refiner_input_rows / conv3x3_rows / pointwise_conv_rows), the
- * encoder's mask-unit attention in chunks of windows, c1 in host memory and
+ * encoder's mask-unit attention in chunks of windows, c1 in host memory,
  * the pos-embed resized chunk by chunk (ck_cuda_pos_embed_rows: the host
- * resize's bits) each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
+ * resize's bits) and the input's hint plane released after patch_embed
+ * each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
  * within the reduced-precision bar (below); a budget makes the planner pick
  * them on CUDA; the smallest budget's session takes no more device memory
  * beyond its plan than the whole-map session does beyond its own. Without a
@@ -275,7 +276,7 @@ static void test_tiny_pos_streamed(void) {
                                       {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
     static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                           {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
-                                           .pos_streamed = 1}};
+                                           .pos_streamed = 1, .input_rgb = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     for (int big = 0; big < 2; big++) {
         const int S = big ? 2048 : 256;
@@ -303,14 +304,15 @@ static void test_full_s256(void) {
     ck_synth_input(S, x);
     /* chunks: 64 windows in 4 of 16, in 16 of 4 and in 64 of 1 (with the MLP's, patch embedding's and
      * decoders' chunks a quarter again); 3 (not dividing) of 22, 22 and 20; c1 in host memory; the
-     * pos-embed (stored 512 x 512) resized as patch_embed adds it */
+     * pos-embed (stored 512 x 512) resized as patch_embed adds it; the input's hint plane released */
     static const ck_schedule sch[] = {
         {.refiner_band = 96}, {.refiner_band = 37}, {.refiner_band = 8}, {.refiner_band = 1},
         {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 3},
         {.refiner_band = 8, .encoder_chunks = 16}, {.c1_on_host = 1},
         {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1},
         {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
-        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);

@@ -676,6 +676,7 @@ const ck_backend_i ck_cuda_backend = {
     .device_memory = 1,
     .encoder_chunks = 1,
     .pos_streamed = 1,
+    .input_rgb = 1, /* after patch_embed only the refiner input reads x, its RGB planes */
     .workspace_bytes = cu_workspace_bytes,
     .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,

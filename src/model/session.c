@@ -176,9 +176,10 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * (ck_backend_i.encoder_chunks), the mask-unit attention in 4 and in 16
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
  * where it has to_host / from_host, with 16 chunks and c1 in host memory,
- * then also the pos-embed streamed (below), then in 64 chunks (a step that
- * is an earlier one at this S, the pos-embed having nothing to stream, is
- * left out); where it streams the
+ * then also the pos-embed streamed (below), then in 64 chunks, then with
+ * the input's hint plane released (below; a step that is an earlier one at
+ * this S, the pos-embed having nothing to stream, is left out); where it
+ * streams the
  * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
  * that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
@@ -195,6 +196,7 @@ static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
     {.encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
