@@ -30,7 +30,8 @@ int main(int argc, char **argv) {
             static const struct { const char *name; uint32_t bit; } offs[] = {
                 {"wgmma", CKEY_DEBUG_CUDA_NO_WGMMA},         {"fused-fc1", CKEY_DEBUG_CUDA_NO_FUSED_FC1},
                 {"fc1-tiles", CKEY_DEBUG_CUDA_FC1_PLAIN},     {"ln-fold", CKEY_DEBUG_CUDA_NO_LN_FOLD},
-                {"conv-one-launch", CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH}, {"lt", CKEY_DEBUG_CUDA_NO_LT}};
+                {"conv-one-launch", CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH}, {"lt", CKEY_DEBUG_CUDA_NO_LT},
+                {"graph", CKEY_DEBUG_CUDA_NO_GRAPH}};
             char list[256];
             snprintf(list, sizeof list, "%s", argv[++i]);
             for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -38,7 +39,7 @@ int main(int argc, char **argv) {
                 while (k < sizeof offs / sizeof offs[0] && strcmp(offs[k].name, tok)) k++;
                 if (k == sizeof offs / sizeof offs[0]) {
                     fprintf(stderr, "bench: --cuda-off %s: expected wgmma, fused-fc1, fc1-tiles, ln-fold, "
-                                    "conv-one-launch or lt\n", tok);
+                                    "conv-one-launch, lt or graph\n", tok);
                     return 2;
                 }
                 cuda_off |= offs[k].bit;

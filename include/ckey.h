@@ -186,7 +186,7 @@ typedef struct ckey_memory_plan {
                                  pass-long scratch (per-thread slices + shared);
                                  on CUDA the largest of the per-phase scratches
                                  (encoder, refiner stem, refiner blocks) */
-    int64_t peak_bytes;       /* weights + arena (the plate-size buffers of a run
+    int64_t peak_bytes;       /* weights + arena + workspace (the plate-size buffers of a run
                                  and the model's raw decoder copy kept for
                                  `convert`, ~5 MiB, come on top: the plan of a
                                  whole run, ckey_plan_run_memory in ckey_clip.h,
@@ -208,13 +208,17 @@ typedef struct ckey_memory_plan {
                                  memory from stage 1 to the decoders (CUDA only; host bytes counted
                                  in a run's plan) */
     int32_t min_budget_c1_on_host; /* the leanest schedule's c1_on_host */
-    int32_t streamed;         /* the schedule chosen: its CKEY_PLAN_* steps (CPU only; docs/design.md,
-                                 "The CPU at large sizes") */
+    int32_t streamed;         /* the schedule chosen: its CKEY_PLAN_* steps (the CPU; on CUDA the
+                                 pos-embed's only; docs/design.md, "The CPU at large sizes") */
     int32_t min_budget_streamed; /* the leanest schedule's */
+    int64_t workspace_bytes;  /* what the backend holds beside weights and arena for the session's
+                                 life (CUDA: cuBLAS's workspace and the in-place conv's sync ints;
+                                 0 on the CPU) */
 } ckey_memory_plan;
 
-/* ckey_memory_plan.streamed: the CPU's encoder and decoder steps, each
- * computing what the whole-map run does with less held at once. */
+/* ckey_memory_plan.streamed: the CPU's encoder and decoder steps (CUDA takes
+ * the first), each computing what the whole-map run does with less held at
+ * once. */
 enum {
     CKEY_PLAN_POS_STREAMED = 1,  /* the pos-embed resized row by row as it is added */
     CKEY_PLAN_QKV_STREAMED = 2,  /* global attention without whole qkv or attention output */

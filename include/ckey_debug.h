@@ -41,7 +41,8 @@ enum {
     CKEY_DEBUG_CUDA_FC1_PLAIN = 1 << 2,          /* that kernel in 128-wide tiles, no clusters, every shape */
     CKEY_DEBUG_CUDA_NO_LN_FOLD = 1 << 3,         /* norm2 folded into fc1: a LayerNorm pass instead */
     CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH = 1 << 4, /* the in-place conv2 in one launch: a launch a band */
-    CKEY_DEBUG_CUDA_NO_LT = 1 << 5               /* cuBLASLt for 16-bit linears: cuBLAS GEMM + a bias pass */
+    CKEY_DEBUG_CUDA_NO_LT = 1 << 5,              /* cuBLASLt for 16-bit linears: cuBLAS GEMM + a bias pass */
+    CKEY_DEBUG_CUDA_NO_GRAPH = 1 << 6            /* the pass as a CUDA graph from frame 2: eager every frame */
 };
 
 /* ckey_session_create with the CKEY_DEBUG_CUDA_* bits in cuda_off switched

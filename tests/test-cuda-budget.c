@@ -1,6 +1,8 @@
 /* Budgets on the GPU (model.h ck_schedule): the banded refiner (the CUDA
  * backend's refiner_input_rows / conv3x3_rows / pointwise_conv_rows), the
- * encoder's mask-unit attention in chunks of windows and c1 in host memory
+ * encoder's mask-unit attention in chunks of windows, c1 in host memory,
+ * the pos-embed resized chunk by chunk (ck_cuda_pos_embed_rows: the host
+ * resize's bits) and the input's hint plane released after patch_embed
  * each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
  * within the reduced-precision bar (below); a budget makes the planner pick
  * them on CUDA; the smallest budget's session takes no more device memory
@@ -113,16 +115,23 @@ static void bands_case(const char *model_name, const ckey_model *m, int S, const
             const ck_schedule sb = sch[i];
             char name[160];
             memset(got, 0, n * sizeof(float));
-            snprintf(name, sizeof name, "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d", model_name, S,
-                     pn, sb.refiner_band, CK_MAX(1, sb.encoder_chunks), sb.c1_on_host);
+            snprintf(name, sizeof name, "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d, pos streamed %d",
+                     model_name, S, pn, sb.refiner_band, CK_MAX(1, sb.encoder_chunks), sb.c1_on_host,
+                     sb.pos_streamed);
             if (run_cuda(m, S, prec, 0, &sb, x, got, 1, &p, NULL, &err) != CKEY_OK) {
                 CHECKF(0, "%s: %s", name, err.message);
                 continue;
             }
+            const int pos = (p.streamed & CKEY_PLAN_POS_STREAMED) != 0;
             CHECKF(p.refiner_band == sb.refiner_band && p.encoder_chunks == CK_MAX(1, sb.encoder_chunks) &&
-                       p.c1_on_host == sb.c1_on_host,
-                   "%s: the session ran bands of %d, %d chunks, c1 on host %d", name, (int)p.refiner_band,
-                   (int)p.encoder_chunks, (int)p.c1_on_host);
+                       p.c1_on_host == sb.c1_on_host && pos == sb.pos_streamed,
+                   "%s: the session ran bands of %d, %d chunks, c1 on host %d, pos streamed %d", name,
+                   (int)p.refiner_band, (int)p.encoder_chunks, (int)p.c1_on_host, pos);
+            if (sb.pos_streamed) /* the weights hold the stored pos-embed only */
+                CHECKF(p.weight_bytes == p0.weight_bytes - (int64_t)(S / m->cfg.patch_stride) *
+                                                               (S / m->cfg.patch_stride) * m->cfg.embed_dim * 4,
+                       "%s: weights %lld bytes, whole maps' %lld", name, (long long)p.weight_bytes,
+                       (long long)p0.weight_bytes);
             within_bar(name, prec, got, ref, prec == CKEY_PRECISION_FP32 ? NULL : whole, n);
             printf("    planned peak %.1f MiB (whole maps %.1f MiB), refiner work x%.2f\n", p.peak_bytes / 1048576.0,
                    p0.peak_bytes / 1048576.0, p.relative_work);
@@ -166,6 +175,18 @@ static void test_plan_offers_bands(void) {
         if (precs[i] != CKEY_PRECISION_FP32)
             CHECKF(p.peak_bytes <= (int64_t)512 << 20, "%s: smallest budget %.1f MiB over 512 MiB",
                    ckey_precision_name(precs[i]), p.peak_bytes / 1048576.0);
+        /* at S = 3072 the smallest budget keeps the stored pos-embed: the weights of S = 2048 */
+        const int64_t w2048 = p.weight_bytes;
+        o.size = 3072;
+        o.memory_budget = 0;
+        ckey_memory_plan p3;
+        REQUIRE(ckey_plan_memory(m, &o, &unl, &err) == CKEY_OK);
+        o.memory_budget = unl.min_budget_bytes;
+        CHECKF(ckey_plan_memory(m, &o, &p3, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = 3072 %s on CUDA: whole maps %.1f MiB; smallest budget %.1f MiB (weights %.1f MiB, pos-embed "
+               "streamed %d)\n", ckey_precision_name(precs[i]), unl.peak_bytes / 1048576.0,
+               p3.peak_bytes / 1048576.0, p3.weight_bytes / 1048576.0, (p3.streamed & CKEY_PLAN_POS_STREAMED) != 0);
+        CHECK((p3.streamed & CKEY_PLAN_POS_STREAMED) && p3.weight_bytes == w2048);
     }
     ckey_model_free(m);
 }
@@ -198,6 +219,77 @@ static void test_tiny_s128(void) {
     ckey_model_free(m);
 }
 
+/* ck_cuda_pos_embed_rows gives the host resize's (ck_pos_embed_resize_rows)
+ * bits: up (32 -> 48, 64) and down (32 -> 24), over every pixel in chunks
+ * that do not divide the grid. */
+static void test_pos_embed_rows(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const int gs = 32, C = 24, gds[] = {48, 64, 24};
+    float *src = malloc((size_t)gs * gs * C * sizeof(float)), *want = malloc((size_t)64 * 64 * C * sizeof(float)),
+          *got = malloc((size_t)64 * 64 * C * sizeof(float));
+    REQUIRE(src && want && got);
+    uint32_t r = 12345;
+    for (int i = 0; i < gs * gs * C; i++) {
+        r = r * 1664525u + 1013904223u;
+        src[i] = (float)((r >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    ckey_error err;
+    float *dsrc = NULL, *ddst = NULL;
+    REQUIRE(ck_cuda_malloc((void **)&dsrc, (size_t)gs * gs * C * sizeof(float), &err) == CKEY_OK);
+    REQUIRE(ck_cuda_malloc((void **)&ddst, (size_t)64 * 64 * C * sizeof(float), &err) == CKEY_OK);
+    REQUIRE(ck_cuda_copy(dsrc, src, (size_t)gs * gs * C * sizeof(float), 1, &err) == CKEY_OK);
+    for (int k = 0; k < 3; k++) {
+        const int gd = gds[k];
+        const int64_t total = (int64_t)gd * gd, chunk = 1000;
+        ck_pos_embed_resize_rows(src, gs, C, want, gd, 0, gd);
+        REQUIRE(ck_cuda_memset(ddst, 0xff, (size_t)total * C * sizeof(float), &err) == CKEY_OK);
+        for (int64_t p0 = 0; p0 < total; p0 += chunk)
+            CHECKF(ck_cuda_pos_embed_rows(dsrc, gs, C, gd, p0, CK_MIN(chunk, total - p0), ddst + p0 * C, NULL, &err) ==
+                       CKEY_OK, "%s", err.message);
+        REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+        REQUIRE(ck_cuda_copy(got, ddst, (size_t)total * C * sizeof(float), 0, &err) == CKEY_OK);
+        int64_t differ = 0;
+        for (int64_t i = 0; i < total * C; i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        const double max = ck_compare("  pos-embed rows vs the host resize", got, want, (size_t)total * C, NULL);
+        printf("    %d -> %d: %lld of %lld values differ in their bits (max abs err %.3g)\n", gs, gd,
+               (long long)differ, (long long)(total * C), max);
+        CHECKF(differ == 0, "pos-embed %d -> %d: %lld values differ from the host resize", gs, gd, (long long)differ);
+    }
+    ck_cuda_free(dsrc), ck_cuda_free(ddst);
+    free(src), free(want), free(got);
+}
+
+/* The tiny model at S = 256 and 2048, where its 32 x 32 pos-embed is resized
+ * to 64 x 64 and 512 x 512: the pos-embed streamed, alone and with the other
+ * schedule fields; at S = 2048 in 64 chunks, where the widening global
+ * block's projection is pooled 2048 rows at a time (two chunks). */
+static void test_tiny_pos_streamed(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    char *mp = ck_fixture_path("tiny/tiny.pth");
+    ckey_model *m = NULL;
+    ckey_error err;
+    CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);
+    free(mp);
+    REQUIRE(m);
+    static const ck_schedule sch[] = {{.pos_streamed = 1},
+                                      {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+                                      {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
+    static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+                                          {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
+                                           .pos_streamed = 1, .input_rgb = 1}};
+    static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
+    for (int big = 0; big < 2; big++) {
+        const int S = big ? 2048 : 256;
+        float *x = malloc((size_t)4 * S * S * sizeof(float));
+        REQUIRE(x);
+        ck_synth_input(S, x);
+        if (big) bands_case("tiny", m, S, x, sch2048, (int)CK_ARRAY_LEN(sch2048), precs, 3);
+        else bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
+        free(x);
+    }
+    ckey_model_free(m);
+}
+
 /* The full-size architecture (synthetic weights) at S = 256: the 64-channel
  * refiner on the tensor-core convs (wgmma on Hopper) in 16 bits. */
 static void test_full_s256(void) {
@@ -210,12 +302,17 @@ static void test_full_s256(void) {
     float *x = malloc((size_t)4 * S * S * sizeof(float));
     REQUIRE(x);
     ck_synth_input(S, x);
-    /* chunks: 64 windows in 4 of 16 and in 16 of 4; 3 (not dividing) of 22, 22 and 20; c1 in host memory */
+    /* chunks: 64 windows in 4 of 16, in 16 of 4 and in 64 of 1 (with the MLP's, patch embedding's and
+     * decoders' chunks a quarter again); 3 (not dividing) of 22, 22 and 20; c1 in host memory; the
+     * pos-embed (stored 512 x 512) resized as patch_embed adds it; the input's hint plane released */
     static const ck_schedule sch[] = {
         {.refiner_band = 96}, {.refiner_band = 37}, {.refiner_band = 8}, {.refiner_band = 1},
         {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 3},
         {.refiner_band = 8, .encoder_chunks = 16}, {.c1_on_host = 1},
-        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}};
+        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
@@ -225,10 +322,11 @@ static void test_full_s256(void) {
 /* S = 2048, full size: fp32 and fp16 bands against the whole maps; then the
  * smallest budget in fp16: the session picks bands and encoder chunks, its
  * result is within the bar, and the device memory it took exceeds its plan
- * by no more than the whole-map session's exceeds that one's (+ 16 MiB):
- * outside the plan are cuBLAS's workspace (ck_cuda_outside_plan_bytes), the
- * CUDA graph and the runtime's own allocations, which performance.md
- * measured at 91 MiB for the whole maps. */
+ * by no more than the whole-map session's exceeds that one's (+ 16 MiB).
+ * The plans count cuBLAS's workspace and the conv's sync ints
+ * (workspace_bytes); outside them are the CUDA graph (the whole-map
+ * session's; the budget's runs eagerly), the allocations' rounding and the
+ * runtime's own (bench-budget --trace-memory shows each). */
 static void test_full_s2048(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ck_config cfg;
@@ -243,7 +341,8 @@ static void test_full_s2048(void) {
     /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
      * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
     static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
-                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1}};
+                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
 
@@ -270,11 +369,11 @@ static void test_full_s2048(void) {
            "smallest budget: %s", err.message);
     const int64_t outside = used_w - pw.peak_bytes + (16 << 20);
     printf("  S = 2048 fp16: whole maps planned %.1f MiB, measured %.1f MiB; smallest budget %.1f MiB: bands of %d, "
-           "encoder in %d chunks, planned %.1f MiB, measured %.1f MiB (allowed over the plan: %.1f MiB, of which "
-           "cuBLAS's workspace and the conv's sync ints %.1f MiB)\n",
+           "encoder in %d chunks, planned %.1f MiB, measured %.1f MiB (allowed over the plan: %.1f MiB; the plans "
+           "count %.1f MiB of workspace)\n",
            pw.peak_bytes / 1048576.0, used_w / 1048576.0, pw.min_budget_bytes / 1048576.0, (int)pb.refiner_band,
            (int)pb.encoder_chunks, pb.peak_bytes / 1048576.0, used_b / 1048576.0, outside / 1048576.0,
-           ck_cuda_outside_plan_bytes() / 1048576.0);
+           pb.workspace_bytes / 1048576.0);
     CHECKF(pb.refiner_band > 0 && pb.encoder_chunks > 1, "the smallest budget ran bands of %d, %d encoder chunks",
            (int)pb.refiner_band, (int)pb.encoder_chunks);
     CHECK(pb.peak_bytes <= pw.min_budget_bytes);
@@ -291,6 +390,8 @@ int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"plan_offers_bands", test_plan_offers_bands},
         {"tiny_s128_bands", test_tiny_s128},
+        {"pos_embed_rows", test_pos_embed_rows},
+        {"tiny_pos_streamed", test_tiny_pos_streamed},
         {"full_s256_bands", test_full_s256},
         {"full_s2048_bands_and_memory", test_full_s2048},
     };

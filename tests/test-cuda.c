@@ -1552,7 +1552,7 @@ static void test_patch_embed_16bit(void) {
             void *dy = to_device_bytes(yb, (size_t)n * E * 2), *dtok = to_device_bytes(tok, (size_t)G * G * E * 2);
             float *db = to_device(b, (size_t)E), *dpos = to_device(pos, (size_t)G * G * E);
             REQUIRE(dy && dtok && db && dpos);
-            CHECKF(ck_cuda_patch_epilogue_t(dy, G, E, unroll, p0, n, db, dpos, dtok, dt, NULL, &err) == CKEY_OK, "%s",
+            CHECKF(ck_cuda_patch_epilogue_t(dy, G, E, unroll, p0, n, db, dpos, 0, dtok, dt, NULL, &err) == CKEY_OK, "%s",
                    err.message);
             REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
             REQUIRE(ck_cuda_copy(tok, dtok, (size_t)G * G * E * 2, 0, &err) == CKEY_OK);

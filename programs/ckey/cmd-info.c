@@ -129,6 +129,8 @@ static void print_text(const opts *o, const info_result *r) {
     printf("  weights     %10.1f MiB\n", mib(plan->weight_bytes));
     printf("  arena       %10.1f MiB (of which scratch %s%.1f MiB)\n", mib(plan->arena_bytes),
            on_gpu ? "at most " : "", mib(plan->scratch_bytes));
+    if (plan->workspace_bytes > 0)
+        printf("  workspace   %10.1f MiB (cuBLAS's, the conv's sync ints)\n", mib(plan->workspace_bytes));
     printf("  peak        %10.1f MiB\n", mib(plan->peak_bytes));
     printf("  buffers     %10d   (without reuse they would take %.1f MiB)\n",
            (int)plan->num_buffers, mib(plan->naive_bytes));

@@ -280,8 +280,10 @@ static void report(const run_job *j) {
            (int)o->so.size);
     printf("  read     %8.3f s\n", j->t_read);
     printf("  load     %8.3f s\n", j->t_load);
-    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB)", j->t_session,
+    printf("  session  %8.3f s   network %.1f MiB (weights %.1f MiB + arena %.1f MiB", j->t_session,
            mib(j->plan.peak_bytes), mib(j->plan.weight_bytes), mib(j->plan.arena_bytes));
+    if (j->plan.workspace_bytes > 0) printf(" + workspace %.1f MiB", mib(j->plan.workspace_bytes));
+    printf(")");
     /* a budget chose bands: the refiner computes more to fit */
     if (j->plan.refiner_band)
         printf(", refiner in bands of %d rows (work x%.1f)", (int)j->plan.refiner_band, j->plan.relative_work);

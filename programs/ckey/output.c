@@ -148,13 +148,13 @@ void print_plan_json(const ckey_memory_plan *p) {
            "\"stage_bytes\": {\"encoder\": %lld, \"decoders\": %lld, \"refiner\": %lld}, "
            "\"refiner_band\": %d, \"refiner_work\": %.2f, \"min_budget_bytes\": %lld, \"min_budget_band\": %d, "
            "\"encoder_chunks\": %d, \"min_budget_chunks\": %d, \"c1_on_host\": %d, \"min_budget_c1_on_host\": %d, "
-           "\"streamed\": %d, \"min_budget_streamed\": %d}",
+           "\"streamed\": %d, \"min_budget_streamed\": %d, \"workspace_bytes\": %lld}",
            (long long)p->weight_bytes, (long long)p->arena_bytes, (long long)p->scratch_bytes,
            (long long)p->peak_bytes, (int)p->num_buffers, (long long)p->naive_bytes,
            (long long)p->stage_bytes[0], (long long)p->stage_bytes[1], (long long)p->stage_bytes[2],
            (int)p->refiner_band, p->relative_work, (long long)p->min_budget_bytes, (int)p->min_budget_band,
            (int)p->encoder_chunks, (int)p->min_budget_chunks, (int)p->c1_on_host, (int)p->min_budget_c1_on_host,
-           (int)p->streamed, (int)p->min_budget_streamed);
+           (int)p->streamed, (int)p->min_budget_streamed, (long long)p->workspace_bytes);
 }
 
 int is_test_model(const ckey_model_info *mi) { return mi->embed_dim != CKEY_REAL_EMBED_DIM; }

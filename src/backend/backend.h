@@ -16,6 +16,10 @@
  * the decoders, the refiner's stem conv. */
 enum { CK_PHASE_ENCODER, CK_PHASE_STEM, CK_PHASE_COUNT };
 
+/* A step of a backend's life that may take memory (creation, the weights,
+ * the arena, an op of a pass, a graph): called after it, with its name. */
+typedef void (*ck_trace_fn)(void *user, const char *step);
+
 /* What a session asks of a backend. */
 typedef struct ck_backend_config {
     int size;           /* network input side S */
@@ -29,6 +33,12 @@ typedef struct ck_backend_config {
     int conv_precision; /* Cutie's conv GEMMs on the CUDA backend: CKEY_PRECISION_TF32 (TF32 tensor
                          * cores), CKEY_PRECISION_FP16 (inputs rounded to fp16, fp32 accumulation and
                          * output), else fp32 SGEMM; the CPU ignores it */
+    int eager;          /* 1: every frame op by op, never a CUDA graph (a session under a memory
+                         * budget: a graph's device memory, about 10 KiB a kernel node, is outside
+                         * the plan) */
+    ck_trace_fn trace;  /* optional (bench-budget --trace-memory): each step, on backends that
+                         * trace (CUDA: not inside a graph capture) */
+    void *trace_user;
 } ck_backend_config;
 
 /* What the forward pass needs to know of a backend, for its plan and its ops. */
@@ -94,6 +104,10 @@ struct ck_backend_i {
     /* 1: its ops read the input x after patch_embed only in its RGB planes
      * and its input has no copy elsewhere to keep whole (ck_schedule.input_rgb) */
     int input_rgb;
+    /* Optional (NULL: none). Bytes of its memory kind the backend holds
+     * beside the weights and the arena for the session's life (CUDA:
+     * cuBLAS's workspace and the conv's sync ints): ckey_memory_plan.workspace_bytes. */
+    int64_t (*workspace_bytes)(const ck_backend_config *bc);
     /* Host bytes the backend allocates outside its weights and arena: its
      * transfer buffers (CUDA: the page-locked input and output). */
     int64_t (*host_io_bytes)(const ck_backend_config *bc, const ck_config *c);

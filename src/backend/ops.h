@@ -77,6 +77,10 @@ typedef struct ck_ops {
     /* Optional. Wait until every op issued so far has finished (profiling). */
     void (*sync)(ck_backend *be);
 
+    /* Optional. The op `name` has been issued: the backend config's trace,
+     * when it has one (ck_backend_config.trace). */
+    void (*trace)(ck_backend *be, const char *name);
+
     /* x [4, S, S] -> tokens [(S/4)^2, E] in unrolled order (k strides):
      * conv 7x7/4 + bias + pos [(S/4)^2, E] (raster order). Under
      * ck_schedule.pos_streamed (a backend with ck_backend_i.pos_streamed),

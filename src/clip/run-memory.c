@@ -140,6 +140,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
     r->session = sm.plan;
     r->session.weight_bytes *= nsess;
     r->session.arena_bytes *= nsess;
+    r->session.workspace_bytes *= nsess;
     r->session.peak_bytes *= nsess;
     r->model_bytes = sm.model_host_bytes * nsess;
     r->io_bytes = sm.host_io_bytes * nsess;
@@ -219,6 +220,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             r->session = sm.plan;
             r->session.weight_bytes *= nsess;
             r->session.arena_bytes *= nsess;
+            r->session.workspace_bytes *= nsess;
             r->session.peak_bytes *= nsess;
         }
     }

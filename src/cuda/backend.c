@@ -2,6 +2,7 @@
  * weights on the device (16-bit matrices, packed convs, the LN fold), the
  * arena, pinned host buffers, and the run: upload, the pass as a CUDA graph
  * from the second frame on, download. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,11 +12,16 @@
 
 #ifdef CK_HAVE_CUDA
 
-/* cuBLAS's workspace (its own allocation, so that no GEMM allocates during a
- * graph capture); device ints for the one-launch in-place conv. */
+/* cuBLAS's workspace (the session's, so that no GEMM allocates during a
+ * graph capture) and device ints for the one-launch in-place conv: one
+ * allocation, the plan's workspace_bytes. */
 enum { CUBLAS_WORKSPACE = 16 << 20, CONV_SYNC_INTS = 16384 };
 
 #define CU(be) ((ck_cuda_state *)(void *)(be))
+
+void ck_cuda_trace(const ck_cuda_state *s, const char *step) {
+    if (s->cfg.trace && !s->capturing) s->cfg.trace(s->cfg.trace_user, step);
+}
 
 static ck_dtype precision_dtype(ckey_precision p) {
     switch (p) {
@@ -44,7 +50,7 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     /* the encoder's scratch also stages the fp32 input of a 16-bit session
      * (cu_run): whole, or, with the encoder in chunks (a budget), in pieces of
      * what the encoder's ops need, at least 4 MiB */
-    const size_t enc = ck_cuda_encoder_scratch_elems(c, S, bc->sched.encoder_chunks) * act;
+    const size_t enc = ck_cuda_encoder_scratch_elems(c, S, &bc->sched, bc->act) * act;
     const size_t io = (size_t)bc->io_elems * sizeof(float);
     p->phase_scratch[CK_PHASE_ENCODER] = bc->sched.encoder_chunks > 1 ? CK_MAX(enc, CK_MIN(io, (size_t)4 << 20))
                                                                       : CK_MAX(enc, io);
@@ -58,9 +64,11 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     }
 }
 
-static size_t pos_bytes(const ck_config *c, int S) {
-    const int g = S / c->patch_stride;
-    return g == c->pos_grid ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
+/* The pos-embed resized to S/4 (fp32), unless the stored grid is that or
+ * patch_embed resizes it chunk by chunk (ck_schedule.pos_streamed). */
+static size_t pos_bytes(const ck_config *c, const ck_backend_config *bc) {
+    const int g = bc->size / c->patch_stride;
+    return g == c->pos_grid || bc->sched.pos_streamed ? 0 : (size_t)g * g * c->embed_dim * sizeof(float);
 }
 
 /* ------------------------------------------------------------ weight sets */
@@ -177,7 +185,7 @@ static size_t ln_fold_floats(const ckey_model *m, ck_dtype dt) {
  * fold's vectors unless a switch turns the fold off); + the resized pos-embed. */
 static int64_t cu_weight_bytes(const ck_backend_config *bc, const ckey_model *m) {
     const ck_dtype dt = bc->act;
-    const size_t pos = pos_bytes(&m->cfg, bc->size);
+    const size_t pos = pos_bytes(&m->cfg, bc);
     if (dt == CK_F32) return (int64_t)(m->store_floats * sizeof(float) + pos);
     wref r[MAX_MATS];
     ck_weights tmp = m->w;
@@ -204,6 +212,7 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
     s->dt = bc->act;
     const uint32_t off = bc->debug_off;
     ckey_status st = ck_cuda_set_device(bc->device_index, err);
+    if (!st) ck_cuda_trace(s, "create: device current");
     if (!st) {
         /* Hopper's wgmma attention and refiner convs for 16-bit sessions (else mma.sync) */
         s->wgmma = s->dt != CK_F32 && !(off & CKEY_DEBUG_CUDA_NO_WGMMA) && ck_cuda_wgmma_ok();
@@ -214,22 +223,27 @@ static ckey_status cu_create(const ck_backend_config *bc, ck_backend **out, ckey
         /* norm2 folded into that kernel (ln-fold.h; upload_weights), else LayerNorm, then fc1 */
         s->ln_fold = s->fused_fc1 && ln_fold_wanted(off);
         st = ck_cublas_create(&s->blas, err);
+        if (!st) ck_cuda_trace(s, "create: cuBLAS and cuBLASLt handles");
     }
     /* the network before the frame path's kernels on the other streams (devframe.c) */
     if (!st) st = ck_cuda_stream_create_high(&s->stream, err);
+    if (!st) ck_cuda_trace(s, "create: stream");
     if (!st) st = ck_cuda_event_create(&s->ev[0], err);
     for (int e = 1; e < 4 && !st; e++) st = ck_cuda_event_create(&s->ev[e], err);
     if (!st) st = ck_cuda_event_create_blocking(&s->ev_wait, err);
-    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) ck_cuda_trace(s, "create: 5 events");
+    if (!st) st = ck_cuda_malloc(&s->blas_ws, CUBLAS_WORKSPACE + CONV_SYNC_INTS * sizeof(int), err);
     if (!st) s->blas_ws_bytes = CUBLAS_WORKSPACE;
     if (!st) st = ck_cublas_set_workspace(s->blas, s->blas_ws, CUBLAS_WORKSPACE, err);
+    if (!st) ck_cuda_trace(s, "create: cuBLAS workspace and conv sync ints (16 MiB + 64 KiB)");
     /* the in-place conv2 as one launch over its bands (else a launch a band) */
     if (!st && s->wgmma && !(off & CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH)) {
         s->conv_sync_n = CONV_SYNC_INTS;
-        st = ck_cuda_malloc((void **)&s->conv_sync, (size_t)CONV_SYNC_INTS * sizeof(int), err);
+        s->conv_sync = (int *)(void *)((char *)s->blas_ws + CUBLAS_WORKSPACE);
     }
     /* 16-bit linears through cuBLAS GEMM + a bias pass instead of cuBLASLt */
     if (!st && (off & CKEY_DEBUG_CUDA_NO_LT)) ck_cublas_set_lt(s->blas, 0);
+    s->no_graph = bc->eager || (off & CKEY_DEBUG_CUDA_NO_GRAPH); /* every frame eager */
     if (st) {
         cu_free(&s->base);
         return st;
@@ -326,6 +340,7 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     if (s->dt == CK_F32) {
         ckey_status st = ck_cuda_malloc((void **)&s->dstore, m->store_floats * sizeof(float), err);
         if (!st) st = ck_cuda_copy(s->dstore, m->store, m->store_floats * sizeof(float), 1, err);
+        if (!st) ck_cuda_trace(s, "weights: the fp32 store");
         return st ? st : remap_vectors(s, m, NULL, 0, err);
     }
     wref r[MAX_MATS];
@@ -370,8 +385,10 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     ckey_status st = ck_cuda_malloc((void **)&s->dstore, CK_MAX(nvec, (size_t)1) * sizeof(float), err);
     if (!st) st = ck_cuda_copy(s->dstore, host, nvec * sizeof(float), 1, err);
     free(host);
+    if (!st) ck_cuda_trace(s, "weights: fp32 vectors");
     if (!st) st = ck_cuda_malloc(&s->dmat, mat * ck_dtype_size(s->dt), err);
     if (!st) st = ck_cuda_malloc(&tmp, biggest * sizeof(float), err);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit matrices allocated, with an fp32 staging buffer");
     size_t at = 0;
     for (int i = 0; !st && i < n; i++) {
         void *d = (char *)s->dmat + at * ck_dtype_size(s->dt);
@@ -398,11 +415,15 @@ static ckey_status upload_store(ck_cuda_state *s, const ckey_model *m, ckey_erro
     }
     ck_cuda_free(tmp);
     free(hw), free(hq);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit matrices converted, the staging buffer freed");
     if (!st && nfold) st = ck_cuda_malloc((void **)&s->dfold, nfold * sizeof(float), err);
     if (!st && nfold) st = ck_cuda_copy(s->dfold, hfold, nfold * sizeof(float), 1, err);
     free(hfold);
+    if (!st) ck_cuda_trace(s, "weights: LN fold");
     if (!st) st = upload_linear_biases(s, m, err);
+    if (!st) ck_cuda_trace(s, "weights: 16-bit linear biases");
     if (!st) st = pack_convs(s, m, err);
+    if (!st) ck_cuda_trace(s, "weights: packed refiner convs");
     if (!st) st = remap_vectors(s, m, r, n, err);
     if (st) return st;
     for (int b = 0; b < nb; b++) /* folded blocks: their colsum and folded bias */
@@ -430,7 +451,7 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
         s->host_map_bytes = pp.host_map_bytes;
     }
     const int S = s->cfg.size;
-    const size_t pb = pos_bytes(&m->cfg, S);
+    const size_t pb = pos_bytes(&m->cfg, &s->cfg);
     if (pb) {
         float *host = malloc(pb);
         if (!host) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
@@ -439,6 +460,7 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
         if (!st) st = ck_cuda_copy(s->dpos, host, pb, 1, err);
         free(host);
         if (st) return st;
+        ck_cuda_trace(s, "weights: pos-embed resized for S");
         s->w.pos_embed = ck_weight_of(s->dpos, CK_F32);
     }
     *view = &s->w;
@@ -457,8 +479,10 @@ static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error 
     const size_t io = (size_t)s->cfg.io_elems * sizeof(float);
     ckey_status st = ck_cuda_set_device(s->cfg.device_index, err);
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
+    if (!st) ck_cuda_trace(s, "arena");
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
+    if (!st) ck_cuda_trace(s, "page-locked input and output (host)");
     return st;
 }
 
@@ -513,15 +537,26 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
         }
     }
     if (st) return st;
+    ck_cuda_trace(s, "run: input uploaded");
     const int eager = r->watched || s->no_graph || (!s->graph && s->frames == 0);
     if (eager || !s->graph) {
         int capturing = 0;
         if (!eager) capturing = ck_cuda_capture_begin(stream, NULL) == CKEY_OK;
+        s->capturing = capturing;
         ck_tensor res = r->pass(r->user, &ck_cuda_ops, be);
         if (capturing) {
             ckey_error ce;
-            if (ck_cuda_capture_end(stream, &s->graph, &ce) || s->status) {
+            size_t nodes = 0;
+            const ckey_status cst = ck_cuda_capture_end(stream, &s->graph, &nodes, &ce);
+            s->capturing = 0;
+            if (!cst && s->cfg.trace) {
+                char step[96];
+                snprintf(step, sizeof step, "run: graph captured and instantiated (%zu nodes)", nodes);
+                ck_cuda_trace(s, step);
+            }
+            if (cst || s->status) {
                 /* the capture did not take: stay eager, run this frame again eagerly */
+                ck_cuda_trace(s, "run: the capture failed, eager from now on");
                 ck_cuda_graph_free(s->graph);
                 s->graph = NULL;
                 s->no_graph = 1;
@@ -537,8 +572,10 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
             return s->status;
         }
         s->result = ck_f32(res);
+        if (!capturing) ck_cuda_trace(s, "run: pass issued");
     }
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
+    if (!eager && s->graph) ck_cuda_trace(s, "run: graph launched");
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
     if (!r->device_io && ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err)) ||
@@ -547,6 +584,7 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_wait(s->ev_wait, stream, err))) return st;
+    ck_cuda_trace(s, "run: output downloaded, stream synchronized");
     s->frames++;
     *result = dst;
     seconds[0] = ck_now() - t0;
@@ -603,8 +641,7 @@ static void cu_free(ck_backend *be) {
     ck_cuda_graph_free(s->graph);
     ck_cublas_free(s->blas);
     ck_cutie_gemm_free(s->cutie_gemm);
-    ck_cuda_free(s->blas_ws);
-    ck_cuda_free(s->conv_sync);
+    ck_cuda_free(s->blas_ws); /* and conv_sync, inside it */
     for (int e = 0; e < 4; e++) ck_cuda_event_destroy(s->ev[e]);
     ck_cuda_event_destroy(s->ev_wait);
     ck_cuda_stream_destroy(s->stream);
@@ -622,7 +659,10 @@ static void cu_free(ck_backend *be) {
     free(s);
 }
 
-int64_t ck_cuda_outside_plan_bytes(void) { return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int); }
+static int64_t cu_workspace_bytes(const ck_backend_config *bc) {
+    (void)bc;
+    return CUBLAS_WORKSPACE + CONV_SYNC_INTS * (int64_t)sizeof(int);
+}
 
 void ck_cuda_backend_cutie_lt(ck_backend *be, int on) {
     if (be && be->iface == &ck_cuda_backend) CU(be)->cutie_no_lt = !on;
@@ -641,6 +681,9 @@ const ck_backend_i ck_cuda_backend = {
     .weight_bytes = cu_weight_bytes,
     .device_memory = 1,
     .encoder_chunks = 1,
+    .pos_streamed = 1,
+    .input_rgb = 1, /* after patch_embed only the refiner input reads x, its RGB planes */
+    .workspace_bytes = cu_workspace_bytes,
     .host_io_bytes = cu_host_io_bytes,
     .create = cu_create,
     .upload_weights = cu_upload_weights,

@@ -50,7 +50,9 @@ typedef struct ck_cuda_state {
     size_t blas_ws_bytes;
     void *graph;        /* the forward as a CUDA graph, captured on the second frame */
     int64_t frames;     /* frames run */
-    int no_graph;       /* capture failed once: stay eager */
+    int no_graph;       /* every frame eager: the config's eager, CKEY_DEBUG_CUDA_NO_GRAPH, or a
+                         * capture that failed */
+    int capturing;      /* a graph capture is under way (no trace then: cudaMemGetInfo is not capture-safe) */
     float *result;      /* the pass's [4, S, S] output on the device (the same every frame) */
     void *ev[4];        /* around the network on the stream (device_seconds), before the
                            upload and after the download (their times) */
@@ -72,10 +74,11 @@ typedef struct ck_cuda_state {
 /* Device scratch the CUDA ops need in each phase of the pass (ck_pass_params.phase_scratch),
  * in elements of the storage type, for this config and S:
  *   encoder   the encoder's and decoders' ops (mask-unit attention, linear_maxpool,
- *             mlp and patch-embed chunks, decoder_fuse chunks);
+ *             mlp and patch-embed chunks with their resized pos-embed rows under
+ *             sched->pos_streamed, decoder_fuse chunks), sched->encoder_chunks;
  *   stem      the refiner stem (the tensor-core stem's padded input; 0 otherwise).
  * The residual blocks need none: conv2 writes into t's margin. */
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks);
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedule *sched, ck_dtype dt);
 size_t ck_cuda_stem_scratch_elems(const ck_config *c, int S, ck_dtype dt);
 /* Image rows before its input at which a residual block's conv2 writes at
  * size S (ck_pass_params.conv_shift_rows): its band of rows + the largest dilation. */
@@ -87,6 +90,10 @@ int ck_cuda_conv_loads_affine(int R, ck_dtype dt);
 /* Values a pixel of a refiner-input band takes (ck_pass_params.band_input_ch):
  * 8 where the tensor-core stem reads it packed [n * S, 8], else 7. */
 int ck_cuda_band_input_ch(int R, ck_dtype dt);
+
+/* Report a step to the config's trace (ck_backend_config.trace), if any and
+ * not inside a graph capture. */
+void ck_cuda_trace(const ck_cuda_state *s, const char *step);
 
 /* A CUDA backend's cuBLASLt plans so far (ck_cublas_plan_counts). */
 void ck_cuda_backend_blas_plan_counts(const ck_backend *be, int bias_only, int *fused, int *fallback);

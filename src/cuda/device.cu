@@ -57,6 +57,15 @@ ckey_status ck_cuda_device_info(int index, ckey_device_info *info, ckey_error *e
     return CKEY_OK;
 }
 
+int64_t ck_cuda_used_bytes(void) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return (int64_t)(tot - fr);
+}
+
 ckey_status ck_cuda_set_device(int index, ckey_error *err) {
     cudaError_t e = cudaSetDevice(index);
     if (e != cudaSuccess) return cuda_fail(err, e, "cudaSetDevice");
@@ -162,14 +171,16 @@ ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) {
     return CKEY_OK;
 }
 
-ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) {
+ckey_status ck_cuda_capture_end(void *stream, void **exec, size_t *nodes, ckey_error *err) {
     cudaGraph_t g = NULL;
     *exec = NULL;
+    if (nodes) *nodes = 0;
     cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &g);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky-free capture error */
         return cuda_fail(err, e, "cudaStreamEndCapture");
     }
+    if (nodes && cudaGraphGetNodes(g, NULL, nodes) != cudaSuccess) *nodes = 0;
     cudaGraphExec_t x = NULL;
     e = cudaGraphInstantiate(&x, g, 0);
     cudaGraphDestroy(g);

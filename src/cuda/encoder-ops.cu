@@ -26,19 +26,21 @@ __device__ __forceinline__ int64_t unroll_index(int y, int x, int H, int W, int 
     return outer * ((int64_t)Hc * Wc) + (int64_t)(y >> k) * Wc + (x >> k);
 }
 
-// patch embed: conv k x k / stride + bias + pos, written to the unrolled index
+// patch embed: conv k x k / stride + bias + pos, written to the unrolled
+// index, for output pixels p0 .. p0+n-1; pos holds pixels from pos_p0 on
 template <typename T>
 __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad,
                                    const float *__restrict__ w, const float *__restrict__ b,
-                                   const float *__restrict__ pos, int E, int k, T *__restrict__ tok) {
+                                   const float *__restrict__ pos, int64_t pos_p0, int E, int k, int64_t p0, int64_t n,
+                                   T *__restrict__ tok) {
     ck_pdl_enter();
     const int G = S / stride;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (int64_t)G * G * E) return;
+    if (i >= n * E) return;
     const int e = (int)(i % E);
-    const int64_t p = i / E;
+    const int64_t p = p0 + i / E;
     const int yo = (int)(p / G), xo = (int)(p % G);
-    float acc = b[e] + pos[p * E + e];
+    float acc = b[e] + pos[(p - pos_p0) * E + e];
     for (int ci = 0; ci < Cin; ci++)
         for (int ky = 0; ky < K; ky++) {
             const int iy = yo * stride - pad + ky;
@@ -111,13 +113,15 @@ __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin
 // the unrolled token order.
 template <typename T>
 __global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
-                                      const float *__restrict__ b, const float *__restrict__ pos, T *__restrict__ tok) {
+                                      const float *__restrict__ b, const float *__restrict__ pos, int64_t pos_p0,
+                                      T *__restrict__ tok) {
     ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const int e = (int)(i % E);
     const int64_t p = p0 + i / E;
-    ck_st(tok + unroll_index((int)(p / G), (int)(p % G), G, G, k) * E + e, ck_ld(y + i) + b[e] + pos[p * E + e]);
+    ck_st(tok + unroll_index((int)(p / G), (int)(p % G), G, G, k) * E + e,
+          ck_ld(y + i) + b[e] + pos[(p - pos_p0) * E + e]);
 }
 
 // patch_epilogue_kernel with a thread for 8 consecutive channels of a token
@@ -126,7 +130,7 @@ __global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int
 // the same order (y + b + pos, rounded once).
 template <typename T>
 __global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
-                                          const float *__restrict__ b, const float *__restrict__ pos,
+                                          const float *__restrict__ b, const float *__restrict__ pos, int64_t pos_p0,
                                           T *__restrict__ tok) {
     ck_pdl_enter();
     const int E8 = E / 8;
@@ -139,10 +143,59 @@ __global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E,
     float v[8], bb[8], pp[8];
     ld8(y + pl * E + e, v);
     ld8(b + e, bb);
-    ld8(pos + p * E + e, pp);
+    ld8(pos + (p - pos_p0) * E + e, pp);
 #pragma unroll
     for (int j = 0; j < 8; j++) v[j] = v[j] + bb[j] + pp[j];
     st8(tok + unroll_index(yo, xo, G, G, k) * E + e, v);
+}
+
+// The pos-embed resized bicubic (A = -0.75, align_corners=False, edges
+// clamped) from a gs x gs grid to gd x gd, for raster pixels p0 .. p0+n-1:
+// dst [n, C] fp32. ck_pos_embed_resize_rows's arithmetic, operation by
+// operation, each rounded alone (no contraction), so its values to the bit.
+__device__ __forceinline__ float cubic1(float x, float A) {
+    return __fadd_rn(__fmul_rn(__fmul_rn(__fsub_rn(__fmul_rn(__fadd_rn(A, 2.f), x), __fadd_rn(A, 3.f)), x), x), 1.f);
+}
+__device__ __forceinline__ float cubic2(float x, float A) {
+    const float t = __fadd_rn(__fmul_rn(__fsub_rn(__fmul_rn(A, x), __fmul_rn(5.f, A)), x), __fmul_rn(8.f, A));
+    return __fsub_rn(__fmul_rn(t, x), __fmul_rn(4.f, A));
+}
+__device__ __forceinline__ void cubic_coeffs(float t, float w[4]) {
+    const float A = -0.75f;
+    w[0] = cubic2(__fadd_rn(t, 1.f), A);
+    w[1] = cubic1(t, A);
+    w[2] = cubic1(__fsub_rn(1.f, t), A);
+    w[3] = cubic2(__fsub_rn(2.f, t), A);
+}
+
+__global__ void pos_embed_rows_kernel(const float *__restrict__ src, int gs, int C, int gd, int64_t p0, int64_t n,
+                                      float *__restrict__ dst) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * C) return;
+    const int ch = (int)(i % C);
+    const int64_t p = p0 + i / C;
+    const int y = (int)(p / gd), x = (int)(p % gd);
+    const float scale = __fdiv_rn((float)gs, (float)gd);
+    const float sy = __fsub_rn(__fmul_rn(scale, __fadd_rn((float)y, 0.5f)), 0.5f);
+    const float sx = __fsub_rn(__fmul_rn(scale, __fadd_rn((float)x, 0.5f)), 0.5f);
+    const int iy = (int)floorf(sy), ix = (int)floorf(sx);
+    float wy[4], wx[4];
+    cubic_coeffs(__fsub_rn(sy, (float)iy), wy);
+    cubic_coeffs(__fsub_rn(sx, (float)ix), wx);
+    float acc = 0.f;
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int yy = min(max(iy - 1 + a, 0), gs - 1);
+        float row = 0.f;
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            const int xx = min(max(ix - 1 + b, 0), gs - 1);
+            row = __fadd_rn(row, __fmul_rn(wx[b], src[((int64_t)yy * gs + xx) * C + ch]));
+        }
+        acc = __fadd_rn(acc, __fmul_rn(wy[a], row));
+    }
+    dst[i] = acc;
 }
 
 // Mask-unit attention within windows: qkv rows in token order (token t of
@@ -264,12 +317,19 @@ __global__ void maxpool_bias_vec_kernel(const T *__restrict__ x, int nvec, int c
 extern "C" {
 
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
-                                  const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
-                                  ckey_error *err) {
-    const int G = S / stride;
-    LAUNCH_T(dt, blocks_for((int64_t)G * G * E, 128), 128, patch_embed_kernel, (const T *)x, S, Cin, K, stride, pad, w,
-             b, pos, E, k, (T *)tok);
+                                  const float *b, const float *pos, int64_t pos_p0, int E, int k, int64_t p0,
+                                  int64_t n, void *tok, ck_dtype dt, void *st, ckey_error *err) {
+    if (n <= 0) return CKEY_OK;
+    LAUNCH_T(dt, blocks_for(n * E, 128), 128, patch_embed_kernel, (const T *)x, S, Cin, K, stride, pad, w, b, pos,
+             pos_p0, E, k, p0, n, (T *)tok);
     return launched(err, "patch embed");
+}
+
+ckey_status ck_cuda_pos_embed_rows(const float *src, int gs, int C, int gd, int64_t p0, int64_t n, float *dst,
+                                   void *st, ckey_error *err) {
+    if (n <= 0) return CKEY_OK;
+    ck_launch(pos_embed_rows_kernel, blocks_for(n * C, 256), 256, 0, (cudaStream_t)st, src, gs, C, gd, p0, n, dst);
+    return launched(err, "pos-embed resize");
 }
 
 ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
@@ -302,13 +362,14 @@ ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int str
 }
 
 ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
-                                     const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err) {
+                                     const float *pos, int64_t pos_p0, void *tok, ck_dtype dt, void *st,
+                                     ckey_error *err) {
     const uintptr_t al = (uintptr_t)y | (uintptr_t)b | (uintptr_t)pos | (uintptr_t)tok;
     if (E % 8 == 0 && al % 16 == 0)
         LAUNCH_T(dt, blocks_for(n * (E / 8), 256), 256, patch_epilogue_vec_kernel, (const T *)y, G, E, k, p0, n, b, pos,
-                 (T *)tok);
+                 pos_p0, (T *)tok);
     else
-        LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos,
+        LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos, pos_p0,
                  (T *)tok);
     return launched(err, "patch embed epilogue");
 }
@@ -387,7 +448,8 @@ ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, con
 ckey_status ck_cuda_patch_embed(const float *x, int S, int Cin, int K, int stride, int pad, const float *w,
                                 const float *b, const float *pos, int E, int k, float *tok, void *st,
                                 ckey_error *err) {
-    return ck_cuda_patch_embed_t(x, S, Cin, K, stride, pad, w, b, pos, E, k, tok, CK_F32, st, err);
+    const int64_t G = S / stride;
+    return ck_cuda_patch_embed_t(x, S, Cin, K, stride, pad, w, b, pos, 0, E, k, 0, G * G, tok, CK_F32, st, err);
 }
 ckey_status ck_cuda_window_attention(const float *qkv, int64_t nw, int T, int qs, int Do, int heads, float *out,
                                      void *st, ckey_error *err) {

@@ -20,9 +20,10 @@ extern "C" {
 
 /* Number of usable CUDA devices (0 without driver, GPU or CUDA build). */
 int ck_cuda_device_count(void);
-/* Device bytes a CUDA session allocates outside its plan (weights + arena):
- * cuBLAS's workspace and the in-place conv's sync ints (0 without CUDA). */
-int64_t ck_cuda_outside_plan_bytes(void);
+
+/* Device memory in use on the current device, all processes' (cudaMemGetInfo's
+ * total less free; -1: unknown). For tracing what a session takes. */
+int64_t ck_cuda_used_bytes(void);
 
 /* Make `index` the calling thread's current device. */
 ckey_status ck_cuda_set_device(int index, ckey_error *err);
@@ -227,14 +228,22 @@ ckey_status ck_cuda_pointwise_rows_t(const void *x, int C, int S, int y0, int n,
                                      float mult, float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
 /* Patch embed as im2col + GEMM + epilogue (16-bit sessions), for output
  * pixels p0 .. p0+n-1 of the (S/stride)^2 grid: col [n, Cin*K*K]; then
- * tok[unroll(p)] = y[p - p0] + b + pos[p] with y [n, E] = col . W^T. */
+ * tok[unroll(p)] = y[p - p0] + b + pos[p - pos_p0] with y [n, E] = col . W^T
+ * (pos: from pixel pos_p0 on; 0: the whole grid). ck_cuda_patch_embed_t:
+ * the direct conv for the same pixels. */
 ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
                                    void *col, ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
-                                     const float *pos, void *tok, ck_dtype dt, void *st, ckey_error *err);
+                                     const float *pos, int64_t pos_p0, void *tok, ck_dtype dt, void *st,
+                                     ckey_error *err);
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
-                                  const float *b, const float *pos, int E, int k, void *tok, ck_dtype dt, void *st,
-                                  ckey_error *err);
+                                  const float *b, const float *pos, int64_t pos_p0, int E, int k, int64_t p0,
+                                  int64_t n, void *tok, ck_dtype dt, void *st, ckey_error *err);
+/* dst [n, C] fp32: raster pixels p0 .. p0+n-1 of the pos-embed src [gs^2, C]
+ * resized to gd x gd, ck_pos_embed_resize_rows's values to the bit
+ * (ck_schedule.pos_streamed). */
+ckey_status ck_cuda_pos_embed_rows(const float *src, int gs, int C, int gd, int64_t p0, int64_t n, float *dst,
+                                   void *st, ckey_error *err);
 ckey_status ck_cuda_window_attention_t(const void *qkv, int64_t nw, int Tw, int qs, int Do, int heads, void *out,
                                        ck_dtype dt, void *st, ckey_error *err);
 /* The same with out's rows ldo elements apart (one head's columns of a wider out). */
@@ -367,7 +376,8 @@ void ck_cuda_stream_destroy(void *stream);
 ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err);
 /* Record what is issued on `stream` until capture_end, then instantiate it. */
 ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err);
-ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err);
+/* *nodes (may be NULL): the graph's node count. */
+ckey_status ck_cuda_capture_end(void *stream, void **exec, size_t *nodes, ckey_error *err);
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err);
 void ck_cuda_graph_free(void *exec);
 /* Events, to time work on a stream; seconds between two completed events (0 on failure). */

@@ -330,6 +330,8 @@ struct ck_cublas {
     cublasLtHandle_t lt;
     void *ws;
     size_t ws_bytes;
+    cudaStream_t stream; /* the stream the handle is on (stream_set) */
+    int stream_set;
     int nplans;
     int no_lt;     /* ck_cublas_set_lt(c, 0): every 16-bit linear takes the GEMM + bias pass */
     int last_lt;   /* the last 16-bit linear ran as one cublasLtMatmul */
@@ -417,6 +419,19 @@ ckey_status ck_cublas_create(ck_cublas **out, ckey_error *err) {
     }
     *out = c;
     return CKEY_OK;
+}
+
+// Put the handle on stream st. cublasSetStream also puts the handle back on
+// cuBLAS's default workspace pool, device memory cuBLAS allocates itself
+// (outside the plan): the handle moves only when the stream changes, and
+// gets our workspace back right after.
+static cublasStatus_t bind_stream(ck_cublas *c, cudaStream_t st) {
+    if (c->stream_set && c->stream == st) return CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t s = cublasSetStream(c->h, st);
+    if (s == CUBLAS_STATUS_SUCCESS && c->ws) s = cublasSetWorkspace(c->h, c->ws, c->ws_bytes);
+    c->stream_set = s == CUBLAS_STATUS_SUCCESS;
+    c->stream = st;
+    return s;
 }
 
 ckey_status ck_cublas_set_workspace(ck_cublas *c, void *ws, size_t bytes, ckey_error *err) {
@@ -661,9 +676,9 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
         c->last_lt = !r && done;
         if (r || done) return r;
     }
-    cublasSetStream(c->h, st);
+    cublasStatus_t s = bind_stream(c, st);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasSetStream");
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    cublasStatus_t s;
     if (dt == CK_F32) {
         s = cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, (const float *)W, in, (const float *)x,
                         in, &beta, (float *)y, ldy);
@@ -694,11 +709,11 @@ static ckey_status gemm_f32_out(ck_cublas *c, const void *x, int64_t N, int in, 
         }
         return CKEY_ERR_INVALID_ARG;
     }
-    cublasSetStream(c->h, (cudaStream_t)stream);
+    cublasStatus_t s = bind_stream(c, (cudaStream_t)stream);
+    if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasSetStream");
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     const cudaDataType_t ty = half ? CUDA_R_16F : CUDA_R_32F;
-    const cublasStatus_t s =
-        cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, CUDA_R_32F,
+    s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, CUDA_R_32F,
                      ldy, half ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, half ? "cublasGemmEx (fp16)" : "cublasGemmEx (tf32)");
     return CKEY_OK;

@@ -15,7 +15,7 @@ static ckey_status no_cuda(ckey_error *err) {
 }
 
 int ck_cuda_device_count(void) { return 0; }
-int64_t ck_cuda_outside_plan_bytes(void) { return 0; }
+int64_t ck_cuda_used_bytes(void) { return -1; }
 float ck_cuda_gelu_fast_host(float v) {
     (void)v;
     return NAN;
@@ -161,7 +161,7 @@ ckey_status ck_cuda_stream_create_high(void **stream, ckey_error *err) NOCUDA_BO
 void ck_cuda_stream_destroy(void *stream) {}
 ckey_status ck_cuda_stream_sync(void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_capture_begin(void *stream, ckey_error *err) NOCUDA_BODY
-ckey_status ck_cuda_capture_end(void *stream, void **exec, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_capture_end(void *stream, void **exec, size_t *nodes, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_graph_launch(void *exec, void *stream, ckey_error *err) NOCUDA_BODY
 void ck_cuda_graph_free(void *exec) {}
 ckey_status ck_cuda_event_create(void **ev, ckey_error *err) NOCUDA_BODY

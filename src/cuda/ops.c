@@ -6,6 +6,7 @@
  * scratch inside the arena, one per phase of the pass (ck_pass_params.
  * phase_scratch, handed over by set_scratch), sized by the
  * ck_cuda_*_scratch_elems functions. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda/backend.h"
@@ -34,8 +35,26 @@ int ck_cuda_conv_shift_rows(int S) { return conv_band(S) + REF_MAX_DIL; }
 int ck_cuda_conv_loads_affine(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt); }
 
 /* Tokens per chunk of the MLP: a quarter with the encoder in chunks (a
- * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits). */
-static int64_t mlp_chunk(int chunks) { return chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
+ * budget; 70 -> 18 MiB of scratch at S = 2048 in 16 bits), a sixteenth in
+ * over 16 chunks. */
+static int64_t mlp_chunk(int chunks) { return chunks > 16 ? MLP_CHUNK / 16 : chunks > 1 ? MLP_CHUNK / 4 : MLP_CHUNK; }
+/* Over 16 chunks (budgets at S = 3072 and up) the patch embedding's and the
+ * decoders' chunks are a quarter as long too. */
+static int64_t patch_chunk(int chunks) { return chunks > 16 ? PATCH_CHUNK / 4 : PATCH_CHUNK; }
+static int64_t dec_chunk(int chunks) { return chunks > 16 ? DEC_CHUNK / 4 : DEC_CHUNK; }
+/* linear_maxpool's pooled rows at a time (the whole projection [N, out] at
+ * once up to 16 chunks: one GEMM). */
+static int64_t pool_chunk(int chunks, int64_t Nq) { return chunks > 16 ? CK_MIN(Nq, (int64_t)MLP_CHUNK / 16) : Nq; }
+
+/* Whether patch_embed resizes the stored pos-embed chunk by chunk
+ * (ck_schedule.pos_streamed where S/4 is not the stored grid), and the
+ * scratch elements of dt that a chunk of n pixels' fp32 rows take then. */
+static int pos_streams(const ck_config *c, int S, const ck_schedule *sched) {
+    return sched->pos_streamed && S / c->patch_stride != c->pos_grid;
+}
+static size_t pos_chunk_elems(const ck_config *c, int64_t n, ck_dtype dt) {
+    return (size_t)n * c->embed_dim * sizeof(float) / ck_dtype_size(dt);
+}
 
 /* Windows per chunk of mask-unit attention when it runs in `chunks` chunks
  * (ck_schedule.encoder_chunks; 0 or 1: all nw at once). */
@@ -51,7 +70,8 @@ static size_t mu_scratch_elems(const ck_block_info *b, int64_t nwc, int chunked)
     return s;
 }
 
-size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
+size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedule *sched, ck_dtype dt) {
+    const int chunks = sched->encoder_chunks;
     const int64_t G = S / c->patch_stride;
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -66,15 +86,18 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, int chunks) {
             const int64_t T = (int64_t)b->window * b->q_stride, nw = N / T;
             s = mu_scratch_elems(b, mu_chunk_windows(nw, chunks), chunks > 1 && mu_chunk_windows(nw, chunks) < nw);
         }
-        else if (b->dim != b->dim_out)
-            s = (size_t)N * b->dim_out; /* linear_maxpool's full projection */
+        else if (b->dim != b->dim_out) /* linear_maxpool's projection of a chunk of pooled rows */
+            s = (size_t)pool_chunk(chunks, Nq) * b->q_stride * b->dim_out;
         need = CK_MAX(need, s);
         const int64_t ch = CK_MIN(Nq, mlp_chunk(chunks));
         need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
         N = Nq;
     }
-    need = CK_MAX(need, (size_t)DEC_CHUNK * 2 * c->dec_dim);
-    need = CK_MAX(need, (size_t)PATCH_CHUNK * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim));
+    need = CK_MAX(need, (size_t)dec_chunk(chunks) * 2 * c->dec_dim);
+    /* patch_embed: a chunk's im2col and GEMM output (16 bits), then its pos-embed rows (pos_streamed) */
+    const int64_t pc = CK_MIN(patch_chunk(chunks), G * G);
+    const size_t patch = dt != CK_F32 ? (size_t)pc * (c->in_chans * c->patch_kernel * c->patch_kernel + c->embed_dim) : 0;
+    need = CK_MAX(need, patch + (pos_streams(c, S, sched) ? pos_chunk_elems(c, pc, dt) : 0));
     return need;
 }
 
@@ -103,23 +126,38 @@ static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_w
     ck_cuda_state *s = ST(be);
     const void *x = xt.data;
     void *tokens = tt.data;
-    if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, PATCH_CHUNK output pixels at a time */
-        const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
-        const int64_t total = (int64_t)G * G;
-        if (!scratch_ok(s, (size_t)CK_MIN((int64_t)PATCH_CHUNK, total) * (KK + c->embed_dim))) return;
-        for (int64_t p0 = 0; p0 < total; p0 += PATCH_CHUNK) {
-            const int64_t n = CK_MIN((int64_t)PATCH_CHUNK, total - p0);
+    const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
+    const int64_t total = (int64_t)G * G, pchunk = patch_chunk(s->cfg.sched.encoder_chunks),
+                  chunk = CK_MIN(pchunk, total);
+    /* pos_streamed: pos is the stored grid; each chunk's rows are resized into the scratch, after
+     * the chunk's im2col and GEMM output (16 bits) or at its start (fp32) */
+    const int streams = pos_streams(c, S, &s->cfg.sched);
+    const size_t pos_at = s->dt != CK_F32 ? (size_t)chunk * (KK + c->embed_dim) : 0;
+    float *prow = streams ? AT(s, s->scratch, pos_at) : NULL;
+    if (streams && !scratch_ok(s, pos_at + pos_chunk_elems(c, chunk, s->dt))) return;
+    if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, pchunk output pixels at a time */
+        if (!scratch_ok(s, (size_t)chunk * (KK + c->embed_dim))) return;
+        for (int64_t p0 = 0; p0 < total; p0 += pchunk) {
+            const int64_t n = CK_MIN(pchunk, total - p0);
             void *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
             CHECKED(be, ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
                                            col, s->dt, s->stream, EC));
             CHECKED(be, ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, EC));
-            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), WF(pos), tokens, s->dt, s->stream,
-                                             EC));
+            if (streams)
+                CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
+            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), streams ? prow : WF(pos),
+                                             streams ? p0 : 0, tokens, s->dt, s->stream, EC));
         }
         return;
     }
-    CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w), WF(b),
-                                  WF(pos), c->embed_dim, k, tokens, ST(be)->dt, ST(be)->stream, EC));
+    for (int64_t p0 = 0; p0 < total; p0 += streams ? pchunk : total) {
+        const int64_t n = streams ? CK_MIN(pchunk, total - p0) : total;
+        if (streams)
+            CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
+        CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w),
+                                      WF(b), streams ? prow : WF(pos), streams ? p0 : 0, c->embed_dim, k, p0, n,
+                                      tokens, s->dt, s->stream, EC));
+    }
 }
 
 static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
@@ -148,9 +186,22 @@ static void cu_linear_maxpool(ck_backend *be, ck_tensor x, int64_t N, int in, ck
                               int out, int qs) {
     ck_cuda_state *s = ST(be);
     void *full = s->scratch;
-    if (!scratch_ok(s, (size_t)N * out) || !linear_types_ok(s, W, ck_weight_of(NULL, s->dt))) return;
-    CHECKED(be, ck_cuda_linear_t(s->blas, x.data, N, in, W.data, NULL, full, out, 0, s->dt, s->stream, EC));
-    CHECKED(be, ck_cuda_maxpool_bias_t(full, N / qs, out, qs, WF(b), y.data, s->dt, s->stream, EC));
+    const int64_t Nq = N / qs, chunk = pool_chunk(s->cfg.sched.encoder_chunks, Nq);
+    if (!scratch_ok(s, (size_t)chunk * qs * out) || !linear_types_ok(s, W, ck_weight_of(NULL, s->dt))) return;
+    if (chunk == Nq) {
+        CHECKED(be, ck_cuda_linear_t(s->blas, x.data, N, in, W.data, NULL, full, out, 0, s->dt, s->stream, EC));
+        CHECKED(be, ck_cuda_maxpool_bias_t(full, Nq, out, qs, WF(b), y.data, s->dt, s->stream, EC));
+        return;
+    }
+    /* pooled rows r0 .. r0+n-1 read rows r0 + k Nq (k < qs): their projections in the layout of an
+     * Nq = n problem, then pooled as one */
+    for (int64_t r0 = 0; r0 < Nq; r0 += chunk) {
+        const int64_t n = CK_MIN(chunk, Nq - r0);
+        for (int k = 0; k < qs; k++)
+            CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, x.data, (r0 + k * Nq) * in), n, in, W.data, NULL,
+                                     AT(s, full, (size_t)k * n * out), out, 0, s->dt, s->stream, EC));
+        CHECKED(be, ck_cuda_maxpool_bias_t(full, n, out, qs, WF(b), AT(s, y.data, r0 * out), s->dt, s->stream, EC));
+    }
 }
 
 /* All heads at once: one qkv GEMM, one attention launch. The scratch holds
@@ -287,7 +338,7 @@ static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder
     if (!linear_types_ok(s, w->scale_w[0], ck_weight_of(NULL, s->dt))) return;
     const int64_t total = (int64_t)H1 * H1;
     /* chunks of whole row pairs where they fit (the epilogue's 2 x 2 quad kernel) */
-    const int64_t chunk = 2 * H1 <= DEC_CHUNK ? DEC_CHUNK / (2 * H1) * (2 * H1) : DEC_CHUNK;
+    const int64_t dc = dec_chunk(s->cfg.sched.encoder_chunks), chunk = 2 * H1 <= dc ? dc / (2 * H1) * (2 * H1) : dc;
     if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
     for (int64_t p0 = 0; p0 < total; p0 += chunk) {
         const int64_t n = CK_MIN(chunk, total - p0);
@@ -506,10 +557,19 @@ static void cu_read(ck_backend *be, ck_tensor t, int64_t n, float *host) {
 
 static void cu_sync(ck_backend *be) { ck_cuda_stream_sync(ST(be)->stream, NULL); }
 
+static void cu_trace(ck_backend *be, const char *name) {
+    const ck_cuda_state *s = ST(be);
+    if (!s->cfg.trace || s->capturing) return;
+    char step[96];
+    snprintf(step, sizeof step, "op %s", name);
+    ck_cuda_trace(s, step);
+}
+
 const ck_ops ck_cuda_ops = {
     .set_scratch = cu_set_scratch,
     .read = cu_read,
     .sync = cu_sync,
+    .trace = cu_trace,
     .patch_embed = cu_patch_embed,
     .mask_unit_attention = cu_mask_unit_attention,
     .layernorm = cu_layernorm,

@@ -20,6 +20,7 @@ const char *const ck_prof_names[CK_PROF_COUNT] = {
             (f)->ops->name((f)->be, __VA_ARGS__);                        \
             if ((f)->prof && (f)->ops->sync) (f)->ops->sync((f)->be);    \
             if ((f)->prof) (f)->prof[bucket] += ck_now() - t0_;          \
+            if ((f)->ops->trace) (f)->ops->trace((f)->be, #name);        \
         }                                                                \
     } while (0)
 #define OP(f, name, ...) OPP(f, CK_PROF_REFINER_OTHER, name, __VA_ARGS__)

@@ -44,7 +44,9 @@ typedef struct ck_schedule {
     int refiner_band;
     /* encoder_chunks = C > 1: the encoder's mask-unit attention in C chunks
      * of windows, so that the backend's scratch holds a chunk's q, k, v
-     * rather than all N tokens' (0 or 1: all at once). Offered only by
+     * rather than all N tokens' (0 or 1: all at once; 4, 16 or 64 offered,
+     * at most one window a chunk; CUDA shortens its MLP, patch and decoder
+     * chunks with them). Offered only by
      * backends that stage them (ck_backend_i.encoder_chunks: CUDA; the CPU's
      * already streams windows through per-thread scratch). */
     int encoder_chunks;
@@ -56,8 +58,9 @@ typedef struct ck_schedule {
     /* pos_streamed = 1: the backend keeps the stored pos-embed (pos_grid^2
      * tokens) rather than one resized to the session's S/4 grid, and
      * patch_embed resizes it row by row as it adds it (ck_pos_embed_resize_rows:
-     * the same values). Only where S/4 != pos_grid; offered only by backends
-     * that do it (ck_backend_i.pos_streamed: the CPU). */
+     * the same values; CUDA: ck_cuda_pos_embed_rows, a chunk of pixels at a
+     * time). Only where S/4 != pos_grid; offered only by backends that do it
+     * (ck_backend_i.pos_streamed: the CPU and CUDA). */
     int pos_streamed;
     /* qkv_streamed = 1: the global-attention blocks never store qkv [N, 3 *
      * dim_out] nor the attention's output: the backend's attention_qkv

@@ -151,7 +151,8 @@ static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_back
     size_t scratch = pp->pass_scratch;
     for (int i = 0; i < CK_PHASE_COUNT; i++) scratch = CK_MAX(scratch, pp->phase_scratch[i]);
     mp->scratch_bytes = (int64_t)scratch;
-    mp->peak_bytes = mp->weight_bytes + mp->arena_bytes;
+    mp->workspace_bytes = bi->workspace_bytes ? bi->workspace_bytes(bc) : 0;
+    mp->peak_bytes = mp->weight_bytes + mp->arena_bytes + mp->workspace_bytes;
     mp->num_buffers = ck_plan_num_buffers(plan);
     mp->naive_bytes = (int64_t)ck_plan_naive_bytes(plan);
     for (int i = 0; i < CK_STAGE_COUNT; i++)
@@ -174,9 +175,13 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * encoder step the backend takes: where it chunks its encoder
  * (ck_backend_i.encoder_chunks), the mask-unit attention in 4 and in 16
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
- * where it has to_host / from_host, with 16 chunks and c1 in host memory;
- * where it streams the pos-embed (ck_backend_i.pos_streamed) and S/4 is not
- * the stored grid, that; then, where it has attention_qkv, with the global
+ * where it has to_host / from_host, with 16 chunks and c1 in host memory,
+ * then also the pos-embed streamed (below), then in 64 chunks, then with
+ * the input's hint plane released (below; a step that is an earlier one at
+ * this S, the pos-embed having nothing to stream, is left out); where it
+ * streams the
+ * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
+ * that; then, where it has attention_qkv, with the global
  * attention's qkv streamed too; then, where it has decoder_fuse_rows, with
  * the decoders in bands of 64 rows as well; then, where it has
  * mask_unit_attention_map, with the stage transitions read from the maps;
@@ -189,6 +194,9 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
 enum { MAX_SCHEDULES = 128 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
+    {.encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
@@ -203,10 +211,10 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
     for (int k = 0; k < (int)CK_ARRAY_LEN(encoder_steps); k++) {
         ck_schedule s = encoder_steps[k];
         if (s.encoder_chunks > 1 && (!bi->encoder_chunks || s.encoder_chunks > windows)) continue;
-        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) { /* nothing to stream */
-            s.pos_streamed = 0;
-            if (!s.qkv_streamed && !s.decoder_band && !s.transition_from_map) continue;
-        }
+        if (s.pos_streamed && S / c->patch_stride == c->pos_grid) s.pos_streamed = 0; /* nothing to stream */
+        int seen = 0; /* a step that is an earlier one at this S */
+        for (int j = 0; j < n && !seen; j++) seen = !memcmp(&out[j], &s, sizeof s);
+        if (seen) continue;
         if (!schedule_ok(bi, &s) || n >= MAX_SCHEDULES) continue;
         out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
@@ -308,15 +316,19 @@ static ckey_status choose_schedule(const ckey_model *m, const ckey_session_optio
 static ckey_status check_budget(const ckey_session_options *o, const ckey_memory_plan *mp, int fits,
                                 ckey_error *err) {
     if (fits) return CKEY_OK;
-    char peak[32], weights[32], arena[32], limit[32];
+    char peak[32], weights[32], arena[32], ws[48] = "", limit[32];
+    if (mp->workspace_bytes > 0) {
+        char w[32];
+        snprintf(ws, sizeof ws, " + workspace %s", ck_format_bytes(w, sizeof w, mp->workspace_bytes));
+    }
     return ck_fail(err, CKEY_ERR_BUDGET,
-                   "size %d needs at least %s (%lld bytes: weights %s + arena %s, the leanest schedule), over "
+                   "size %d needs at least %s (%lld bytes: weights %s + arena %s%s, the leanest schedule), over "
                    "the budget of %s",
                    (int)o->size, ck_format_bytes(peak, sizeof peak, mp->min_budget_bytes),
                    (long long)mp->min_budget_bytes,
                    ck_format_bytes(weights, sizeof weights, mp->weight_bytes),
-                   ck_format_bytes(arena, sizeof arena, mp->min_budget_bytes - mp->weight_bytes),
-                   ck_format_bytes(limit, sizeof limit, o->memory_budget));
+                   ck_format_bytes(arena, sizeof arena, mp->min_budget_bytes - mp->weight_bytes - mp->workspace_bytes),
+                   ws, ck_format_bytes(limit, sizeof limit, o->memory_budget));
 }
 
 /* Validate the options and record a plan without creating a backend (the
@@ -395,6 +407,12 @@ ckey_status ckey_session_create_debug(const ckey_model *m, const ckey_session_op
 
 ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
                                        const ck_schedule *sched, ckey_session **out, ckey_error *err) {
+    return ck_session_create_traced(m, opt, cuda_off, sched, NULL, NULL, out, err);
+}
+
+ckey_status ck_session_create_traced(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                     const ck_schedule *sched, ck_trace_fn trace, void *trace_user,
+                                     ckey_session **out, ckey_error *err) {
     if (!out) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: out is NULL");
     *out = NULL;
     if (!m) return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_session_create: model is NULL");
@@ -421,6 +439,9 @@ ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_o
         st = choose_schedule(m, &s->opt, s->bi, &s->bc, &s->pp, s->plan, &s->mp, &fits, err);
     }
     if (!st) st = check_budget(&s->opt, &s->mp, fits, err);
+    s->bc.trace = trace, s->bc.trace_user = trace_user;
+    /* under a budget the plan is what the session takes: no CUDA graph, whose memory it does not count */
+    s->bc.eager = s->opt.memory_budget > 0;
     if (!st) st = s->bi->create(&s->bc, &s->be, err);
     if (!st) st = s->bi->upload_weights(s->be, m, &s->w, err);
     if (!st) st = s->bi->alloc_workspace(s->be, s->plan, err);

@@ -28,6 +28,11 @@ void ck_session_set_profile(ckey_session *s, double *prof);
  * backend lacks its ops, CKEY_ERR_BUDGET over a budget. */
 ckey_status ck_session_create_schedule(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
                                        const ck_schedule *sched, ckey_session **out, ckey_error *err);
+/* ck_session_create_schedule with the backend's steps reported to trace
+ * (ck_backend_config.trace; NULL: none), for bench-budget --trace-memory. */
+ckey_status ck_session_create_traced(const ckey_model *m, const ckey_session_options *opt, uint32_t cuda_off,
+                                     const ck_schedule *sched, ck_trace_fn trace, void *trace_user,
+                                     ckey_session **out, ckey_error *err);
 /* The plan of schedule sched alone (its min_budget_bytes: its own peak). */
 ckey_status ck_session_plan_schedule(const ckey_model *m, const ckey_session_options *opt, const ck_schedule *sched,
                                      ckey_memory_plan *mp, ckey_error *err);
