@@ -136,6 +136,64 @@ static void test_components(void) {
     CHECK(ck_components_filter(m, H, W, 6, 1, b) == -1);
 }
 
+/* The strips of ck_components_filter_pool against one strip on the caller:
+ * the same count and the same mask, bit for bit, for masks whose components
+ * cross the strips' edges in every way (vertical runs, diagonals that join
+ * only through NW / NE, a checkerboard that fills the label table, random
+ * noise of several densities), at sizes that give full and short strips. */
+static void test_components_strips(void) {
+    ck_pool *pool = NULL;
+    ckey_error err;
+    REQUIRE(ck_pool_create(4, &pool, &err) == CKEY_OK);
+    static const int32_t sizes[][2] = {{128, 5}, {200, 97}, {1031, 61}, {4160, 33}, {64, 300}, {129, 1}};
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int cases = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int32_t h = sizes[si][0], w = sizes[si][1];
+        const size_t n = (size_t)h * w;
+        uint8_t *a = malloc(n), *b = malloc(n);
+        void *sa = malloc(ck_components_scratch_bytes(h, w)), *sb = malloc(ck_components_scratch_bytes(h, w));
+        REQUIRE(a && b && sa && sb);
+        for (int kind = 0; kind < 7; kind++) {
+            for (int32_t y = 0; y < h; y++)
+                for (int32_t x = 0; x < w; x++) {
+                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                    const unsigned r = (unsigned)(rng >> 33) % 100;
+                    uint8_t v;
+                    switch (kind) {
+                    case 0: v = x == w / 2; break;                            /* one column: one component */
+                    case 1: v = (x + y) % w == 0 || (x - y) % w == 0; break; /* diagonals */
+                    case 2: v = (x + y) % 2 == 0; break;                      /* checkerboard */
+                    case 3: v = r < 30; break;
+                    case 4: v = r < 55; break;
+                    case 5: v = r < 80; break;
+                    default: v = (y / 3) % 2 == 0 ? r < 90 : (x % 7 == 0); break; /* bands joined by columns */
+                    }
+                    a[(size_t)y * w + x] = v;
+                }
+            for (int conn = 4; conn <= 8; conn += 4)
+                for (int64_t area = 1; area <= 400; area *= 20) {
+                    memcpy(b, a, n);
+                    uint8_t *m = malloc(n);
+                    REQUIRE(m);
+                    memcpy(m, a, n);
+                    const int32_t ca = ck_components_filter(m, h, w, conn, area, sa);
+                    const int32_t cb = ck_components_filter_pool(b, h, w, conn, area, sb, pool);
+                    CHECKF(ca == cb && ca >= 0 && !memcmp(m, b, n),
+                           "%dx%d kind %d conn %d area %lld: %d vs %d components, masks %s", h, w, kind, conn,
+                           (long long)area, ca, cb, memcmp(m, b, n) ? "differ" : "equal");
+                    if (kind == 0) CHECKF(ca == 1 && m[(size_t)(h - 1) * w + w / 2] == (area <= h ? 255 : 0),
+                                          "%dx%d: the column is one component", h, w);
+                    free(m);
+                    cases++;
+                }
+        }
+        free(a), free(b), free(sa), free(sb);
+    }
+    printf("  %d masks: strips on 4 threads == one strip\n", cases);
+    ck_pool_free(pool);
+}
+
 /* ---------------------------------------------------- ellipse and dilation */
 
 static void test_ellipse(void) {
@@ -763,6 +821,7 @@ int main(int argc, char **argv) {
     static const ck_test_case cases[] = {
         {"despill_known", test_despill_known},
         {"components", test_components},
+        {"components_strips", test_components_strips},
         {"ellipse_dilate", test_ellipse},
         {"gaussian_kernel", test_gaussian_kernel},
         {"blur_border", test_blur_border},

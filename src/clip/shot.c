@@ -1424,6 +1424,7 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
             st = ck_pool_create(opt.threads > 0 ? opt.threads : usable_cpus(), &sh->own_pool, err);
             sh->pool = sh->own_pool;
         }
+        sh->dev_post.pool = sh->pool; /* the device path's connected components */
     }
     int32_t w0 = 0, h0 = 0; /* the device path: the first plate's size, probed before any read */
     if (st == CKEY_OK && sh->dev) {

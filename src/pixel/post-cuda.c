@@ -1,8 +1,8 @@
 /* ck_post_frame with the image on a CUDA device: the matte cleanup's
  * threshold, dilation and blur, and the per-pixel despill / premultiply /
- * comp run there; the connected components (a union-find, serial) run on the
- * host over a 1-byte mask sent down and back. Same results as ck_post_frame
- * (the mask steps are integer-exact; the pixels agree within float rounding). */
+ * comp run there; the connected components (a union-find over strips of rows
+ * on opt->pool's threads) run on the host over a 1-byte mask sent down and
+ * back. Same results as ck_post_frame (the mask steps are integer-exact; the pixels agree within float rounding). */
 #include "core/core.h"
 #include "cuda/kernels.h"
 #include "pixel/pixel.h"
@@ -35,7 +35,7 @@ ckey_status ck_post_frame_cuda(const float *alpha, const float *fg, int32_t h, i
         if ((st = ck_cuda_threshold_mask(alpha, (int64_t)n, CK_DESPECKLE_THRESHOLD, mask, stream, err))) return st;
         if ((st = ck_cuda_copy_async(host_mask, mask, n, 0, stream, err))) return st;
         if ((st = ck_cuda_stream_sync(stream, err))) return st;
-        if (ck_components_filter(host_mask, h, w, 8, opt->despeckle_area, host_scratch) < 0)
+        if (ck_components_filter_pool(host_mask, h, w, 8, opt->despeckle_area, host_scratch, opt->pool) < 0)
             return ck_fail(err, CKEY_ERR_INTERNAL, "post (cuda): connected components failed");
         if ((st = ck_cuda_copy_async(mask, host_mask, n, 1, stream, err))) return st;
         int32_t dx[2 * 64 + 1];

@@ -48,19 +48,29 @@ static int dims_ok(int32_t h, int32_t w) {
     return h > 0 && w > 0 && (int64_t)h * w <= INT32_MAX - 2;
 }
 
-/* Upper bound on provisional labels of the first pass. With 8-connectivity a
- * new label needs W, NW, N and NE all background, so each aligned 2x2 block
- * holds at most one; 4-connectivity allows a checkerboard (half the pixels).
- * The 4-connected bound covers both. */
-static size_t max_labels(int32_t h, int32_t w) {
-    return ((size_t)h * (size_t)w + 1) / 2 + 1;
+/* Upper bound on provisional labels of the first pass over `rows` rows. With
+ * 8-connectivity a new label needs W, NW, N and NE all background, so each
+ * aligned 2x2 block holds at most one; 4-connectivity allows a checkerboard
+ * (half the pixels). The 4-connected bound covers both. */
+static size_t max_labels(int32_t rows, int32_t w) {
+    return ((size_t)rows * (size_t)w + 1) / 2 + 1;
+}
+
+/* The rows are labelled in up to CC_STRIPS strips of at least CC_STRIP_ROWS
+ * rows each, in parallel; each strip's labels take their own range. */
+enum { CC_STRIPS = 64, CC_STRIP_ROWS = 64 };
+
+/* Label slots of all strips: each strip's bound, summed, is at most
+ * (n + CC_STRIPS) / 2 + CC_STRIPS, plus label 0. */
+static size_t label_slots(int32_t h, int32_t w) {
+    return ((size_t)h * (size_t)w + CC_STRIPS) / 2 + CC_STRIPS + 1;
 }
 
 size_t ck_components_scratch_bytes(int32_t h, int32_t w) {
     if (!dims_ok(h, w)) return 0;
     size_t n = (size_t)h * (size_t)w;
-    /* labels [n], then parent and area [max_labels + 1] each */
-    return sizeof(int32_t) * (n + 2 * (max_labels(h, w) + 1));
+    /* labels [n], then parent and area [label_slots] each */
+    return sizeof(int32_t) * (n + 2 * label_slots(h, w));
 }
 
 static int32_t uf_find(int32_t *parent, int32_t x) {
@@ -71,8 +81,9 @@ static int32_t uf_find(int32_t *parent, int32_t x) {
     return x;
 }
 
-/* Link so that the smaller label is the root: the flattening pass below then
- * resolves every label in one increasing sweep. */
+/* Link so that the smaller label is the root: every label's parent is then
+ * no larger than itself, and the flattening pass below resolves every label
+ * in one increasing sweep. */
 static int32_t uf_union(int32_t *parent, int32_t a, int32_t b) {
     a = uf_find(parent, a);
     b = uf_find(parent, b);
@@ -84,68 +95,143 @@ static int32_t uf_union(int32_t *parent, int32_t a, int32_t b) {
     return b;
 }
 
-int32_t ck_components_filter(uint8_t *mask, int32_t h, int32_t w, int connectivity,
-                             int64_t min_area, void *scratch) {
+typedef struct cc_job {
+    const uint8_t *mask;
+    uint8_t *out;
+    int32_t *labels, *parent, *area;
+    int32_t h, w, conn, strips, rows; /* strip s: rows [s rows, min(h, (s + 1) rows)) */
+    int32_t first[CC_STRIPS], next[CC_STRIPS]; /* strip s's labels: [first, next) */
+    int64_t min_area;
+} cc_job;
+
+/* Pass 1 over strips [b, e): provisional labels from the neighbours already
+ * scanned within the strip (its first row looks at nothing above), unions in
+ * the strip's own label range. */
+static void cc_label_strips(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    cc_job *j = ctx;
+    const int32_t w = j->w;
+    for (int64_t s = b; s < e; s++) {
+        const int32_t y0 = (int32_t)s * j->rows, y1 = y0 + j->rows < j->h ? y0 + j->rows : j->h;
+        int32_t next = j->first[s];
+        for (int32_t y = y0; y < y1; y++) {
+            const uint8_t *m = j->mask + (size_t)y * w;
+            int32_t *l = j->labels + (size_t)y * w;
+            const int32_t *lu = y > y0 ? l - w : NULL;
+            for (int32_t x = 0; x < w; x++) {
+                if (!m[x]) {
+                    l[x] = 0;
+                    continue;
+                }
+                int32_t lab = 0;
+                int32_t nb[4];
+                int k = 0;
+                if (x > 0) nb[k++] = l[x - 1];
+                if (lu) {
+                    nb[k++] = lu[x];
+                    if (j->conn == 8) {
+                        if (x > 0) nb[k++] = lu[x - 1];
+                        if (x + 1 < w) nb[k++] = lu[x + 1];
+                    }
+                }
+                for (int i = 0; i < k; i++) {
+                    if (!nb[i]) continue;
+                    lab = lab ? uf_union(j->parent, lab, nb[i]) : nb[i];
+                }
+                if (!lab) {
+                    lab = next;
+                    j->parent[next] = next;
+                    next++;
+                }
+                l[x] = lab;
+            }
+        }
+        j->next[s] = next;
+    }
+}
+
+/* Pixels per provisional label, over the strips [b, e) (a label belongs to
+ * one strip, so no two threads count the same one). */
+static void cc_count_strips(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    cc_job *j = ctx;
+    for (int64_t s = b; s < e; s++) {
+        const int32_t y0 = (int32_t)s * j->rows, y1 = y0 + j->rows < j->h ? y0 + j->rows : j->h;
+        for (int32_t i = j->first[s]; i < j->next[s]; i++) j->area[i] = 0;
+        const int32_t *l = j->labels + (size_t)y0 * j->w;
+        const size_t n = (size_t)(y1 - y0) * (size_t)j->w;
+        for (size_t i = 0; i < n; i++)
+            if (l[i]) j->area[l[i]]++;
+    }
+}
+
+static void cc_filter_px(void *ctx, int64_t b, int64_t e, int thread) {
+    (void)thread;
+    const cc_job *j = ctx;
+    for (int64_t i = b; i < e; i++) {
+        const int32_t l = j->labels[i];
+        j->out[i] = (l && j->area[j->parent[l]] >= j->min_area) ? 255 : 0;
+    }
+}
+
+int32_t ck_components_filter_pool(uint8_t *mask, int32_t h, int32_t w, int connectivity, int64_t min_area,
+                                  void *scratch, ck_pool *pool) {
     if (!mask || !scratch || !dims_ok(h, w) || (connectivity != 4 && connectivity != 8))
         return -1;
-    size_t n = (size_t)h * (size_t)w, cap = max_labels(h, w);
-    int32_t *labels = (int32_t *)scratch;
-    int32_t *parent = labels + n;
-    int32_t *area = parent + cap + 1;
-    int32_t next = 1;
-    parent[0] = 0;
+    const size_t n = (size_t)h * (size_t)w;
+    cc_job j = {.mask = mask, .out = mask, .h = h, .w = w, .conn = connectivity, .min_area = min_area};
+    j.labels = (int32_t *)scratch;
+    j.parent = j.labels + n;
+    j.area = j.parent + label_slots(h, w);
+    int32_t strips = pool ? h / CC_STRIP_ROWS : 1;
+    if (strips > CC_STRIPS) strips = CC_STRIPS;
+    if (strips < 1) strips = 1;
+    j.rows = (h + strips - 1) / strips;
+    j.strips = (h + j.rows - 1) / j.rows;
+    j.parent[0] = 0;
+    for (int32_t s = 0, first = 1; s < j.strips; s++) {
+        const int32_t y0 = s * j.rows, rows = y0 + j.rows < h ? j.rows : h - y0;
+        j.first[s] = first;
+        first += (int32_t)max_labels(rows, w);
+    }
+    ck_pool_for(pool, j.strips, 1, cc_label_strips, &j);
 
-    /* Pass 1: provisional labels from the already-scanned neighbours. */
-    for (int32_t y = 0; y < h; y++) {
-        const uint8_t *m = mask + (size_t)y * w;
-        int32_t *l = labels + (size_t)y * w;
-        const int32_t *lu = y > 0 ? l - w : NULL;
+    /* The strips joined: each strip's first row to the last row of the one above. */
+    for (int32_t s = 1; s < j.strips; s++) {
+        const int32_t *l = j.labels + (size_t)s * j.rows * w, *lu = l - w;
         for (int32_t x = 0; x < w; x++) {
-            if (!m[x]) {
-                l[x] = 0;
-                continue;
+            if (!l[x]) continue;
+            if (lu[x]) uf_union(j.parent, l[x], lu[x]);
+            if (connectivity == 8) {
+                if (x > 0 && lu[x - 1]) uf_union(j.parent, l[x], lu[x - 1]);
+                if (x + 1 < w && lu[x + 1]) uf_union(j.parent, l[x], lu[x + 1]);
             }
-            int32_t lab = 0;
-            int32_t nb[4];
-            int k = 0;
-            if (x > 0) nb[k++] = l[x - 1];
-            if (lu) {
-                nb[k++] = lu[x];
-                if (connectivity == 8) {
-                    if (x > 0) nb[k++] = lu[x - 1];
-                    if (x + 1 < w) nb[k++] = lu[x + 1];
-                }
-            }
-            for (int i = 0; i < k; i++) {
-                if (!nb[i]) continue;
-                lab = lab ? uf_union(parent, lab, nb[i]) : nb[i];
-            }
-            if (!lab) {
-                if ((size_t)next > cap) return -1; /* cannot happen: see max_labels */
-                lab = next;
-                parent[next] = next;
-                next++;
-            }
-            l[x] = lab;
         }
     }
 
     /* Flatten: roots are the smallest label of their set, so parent[i] < i
      * is already final when visited in increasing order. */
     int32_t count = 0;
-    for (int32_t i = 1; i < next; i++) {
-        int32_t p = parent[i];
-        parent[i] = p == i ? i : parent[p];
-        if (parent[i] == i) count++;
-        area[i] = 0;
-    }
+    for (int32_t s = 0; s < j.strips; s++)
+        for (int32_t i = j.first[s]; i < j.next[s]; i++) {
+            const int32_t p = j.parent[i];
+            j.parent[i] = p == i ? i : j.parent[p];
+            if (j.parent[i] == i) count++;
+        }
 
-    /* Pass 2: areas per root, then keep or clear each pixel. */
-    for (size_t i = 0; i < n; i++)
-        if (labels[i]) area[parent[labels[i]]]++;
-    for (size_t i = 0; i < n; i++)
-        mask[i] = (labels[i] && area[parent[labels[i]]] >= min_area) ? 255 : 0;
+    /* Pass 2: areas per provisional label, summed into their roots, then
+     * keep or clear each pixel. */
+    ck_pool_for(pool, j.strips, 1, cc_count_strips, &j);
+    for (int32_t s = 0; s < j.strips; s++)
+        for (int32_t i = j.first[s]; i < j.next[s]; i++)
+            if (j.parent[i] != i) j.area[j.parent[i]] += j.area[i];
+    ck_pool_for(pool, (int64_t)n, 65536, cc_filter_px, &j);
     return count;
+}
+
+int32_t ck_components_filter(uint8_t *mask, int32_t h, int32_t w, int connectivity, int64_t min_area,
+                             void *scratch) {
+    return ck_components_filter_pool(mask, h, w, connectivity, min_area, scratch, NULL);
 }
 
 /* ---------------------------------------------------------------- dilation */
@@ -429,7 +515,7 @@ static ckey_status clean_matte(const float *alpha, float *out, int32_t h, int32_
     int32_t *work = (int32_t *)scratch;
     matte_job j = {alpha, out, (uint8_t *)scratch + comp_bytes};
     ck_pool_for(pool, (int64_t)n, 65536, threshold_px, &j);
-    if (ck_components_filter(j.mask, h, w, 8, area_threshold, scratch) < 0) return CKEY_ERR_INTERNAL;
+    if (ck_components_filter_pool(j.mask, h, w, 8, area_threshold, scratch, pool) < 0) return CKEY_ERR_INTERNAL;
     if (dilation > 0) dilate_ellipse(j.mask, j.mask, h, w, dilation, work, pool);
     if (blur_size > 0) gaussian_blur_u8(j.mask, j.mask, h, w, 2 * blur_size + 1, 0.0, (uint32_t *)work, pool);
     ck_pool_for(pool, (int64_t)n, 65536, apply_mask_px, &j);

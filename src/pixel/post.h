@@ -66,6 +66,11 @@ void ck_despill(float *fg, size_t plane, double strength);
 size_t ck_components_scratch_bytes(int32_t h, int32_t w);
 int32_t ck_components_filter(uint8_t *mask, int32_t h, int32_t w, int connectivity,
                              int64_t min_area, void *scratch);
+/* The same on the pool's threads: strips of rows labelled in parallel, then
+ * joined along their edges (the components, the count and the mask do not
+ * depend on the pool; NULL runs one strip on the caller). */
+int32_t ck_components_filter_pool(uint8_t *mask, int32_t h, int32_t w, int connectivity, int64_t min_area,
+                                  void *scratch, struct ck_pool *pool);
 
 /*
  * Row half-widths of cv2.getStructuringElement(MORPH_ELLIPSE, (2r+1, 2r+1)):
