@@ -168,6 +168,10 @@ ckey_status ck_cuda_linear_t(ck_cublas *h, const void *x, int64_t N, int in, con
 /* The same with y's rows ldy elements apart (a column block of a wider y). */
 ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err);
+/* The same with W's rows ldw elements apart (W [out, in] a column block of a wider matrix). */
+ckey_status ck_cuda_linear_ldw_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, int ldw, const void *b,
+                                 void *y, int out, int ldy, int accumulate, ck_dtype dt, void *stream,
+                                 ckey_error *err);
 /* y[N, out] (rows ldy apart; += with accumulate) = x[N, in] W[out, in]^T, all
  * fp32 in memory, on TF32 tensor cores: cublasGemmEx with
  * CUBLAS_COMPUTE_32F_FAST_TF32 given per call, so the handle's math mode

@@ -317,6 +317,7 @@ typedef struct {
 
 typedef struct {
     lt_key key;
+    int ldw; /* W's rows apart where not key.in (a column block of a wider W; never in the tuned table); else 0 */
     int used;
     int ok; /* 0: no algorithm, GEMM + bias pass */
     int pick; /* the algorithm's index in the heuristic's ranking */
@@ -491,6 +492,7 @@ static unsigned align_of(const void *p) {
 static void lt_tune(const ck_cublas *c, const lt_plan *p, const cublasLtMatmulHeuristicResult_t *r, int found,
                     cudaStream_t st) {
     const lt_key *k = &p->key;
+    if (p->ldw) return; /* the table's keys have no ldw: such shapes take the heuristic's first */
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(st, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone) {
         fprintf(stderr, "lt tune: N=%lld in=%d out=%d first seen in a graph capture, not timed\n", (long long)k->N,
@@ -543,12 +545,13 @@ static void lt_tune(const ck_cublas *c, const lt_plan *p, const cublasLtMatmulHe
 // Descriptors and the algorithm for key k (the heuristic's first, or the
 // tuned pick: see lt-tuned.h) (p->ok = 0 when
 // there is none). Column-major view: D [out, N] (ld ldy) = op(A) B (+ C) +
-// bias, A = W stored column-major [in, out] (ld in) with op T, B = x
+// bias, A = W stored column-major [in, out] (ld in, or ldw) with op T, B = x
 // column-major [in, N] (ld in); C = D. The bias pointer's value matters to the
 // heuristic only through its alignment, part of the key; each call sets it.
-static void lt_plan_build(const ck_cublas *c, const lt_key *k, const void *b, lt_plan *p, cudaStream_t st) {
+static void lt_plan_build(const ck_cublas *c, const lt_key *k, int ldw, const void *b, lt_plan *p, cudaStream_t st) {
     memset(p, 0, sizeof *p);
     p->key = *k;
+    p->ldw = ldw;
     p->used = 1;
     const cudaDataType_t ty = k->dt == CK_F16 ? CUDA_R_16F : CUDA_R_16BF;
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -567,7 +570,8 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const void *b, lt
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
     }
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->a, ty, (uint64_t)k->in, (uint64_t)k->out, k->in);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->a, ty, (uint64_t)k->in, (uint64_t)k->out,
+                                                                       ldw ? ldw : k->in);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->b, ty, (uint64_t)k->in, (uint64_t)k->N, k->in);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->c, ty, (uint64_t)k->out, (uint64_t)k->N, k->ldy);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
@@ -596,7 +600,7 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const void *b, lt
         memset(r, 0, sizeof r);
         s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, LT_CANDIDATES, r, &found);
         if (s == CUBLAS_STATUS_SUCCESS && found > 0) {
-            int pick = lt_pick_of(c, k);
+            int pick = ldw ? 0 : lt_pick_of(c, k);
             if (pick >= found || r[pick].state != CUBLAS_STATUS_SUCCESS) pick = 0;
             if (c->tune) lt_tune(c, p, r, found, st);
             if (r[pick].state == CUBLAS_STATUS_SUCCESS) {
@@ -612,18 +616,18 @@ static void lt_plan_build(const ck_cublas *c, const lt_key *k, const void *b, lt
 
 // The plan for k: from the table, else built into it, else (table full)
 // built into *tmp, which the caller releases.
-static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, const void *b, lt_plan *tmp, cudaStream_t st) {
+static lt_plan *lt_plan_get(ck_cublas *c, const lt_key *k, int ldw, const void *b, lt_plan *tmp, cudaStream_t st) {
     for (int i = 0; i < c->nplans; i++)
-        if (lt_key_eq(&c->plans[i].key, k)) return &c->plans[i];
+        if (lt_key_eq(&c->plans[i].key, k) && c->plans[i].ldw == ldw) return &c->plans[i];
     lt_plan *p = c->nplans < LT_PLANS ? &c->plans[c->nplans++] : tmp;
-    lt_plan_build(c, k, b, p, st);
+    lt_plan_build(c, k, ldw, b, p, st);
     return p;
 }
 
 // y (+)= x W^T + b through cuBLASLt (b in dt); *done = 0 when this shape has
 // no cuBLASLt algorithm (the caller takes the GEMM + bias pass).
-static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
-                             int out, int ldy, int accumulate, ck_dtype dt, cudaStream_t st, int *done,
+static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, const void *W, int ldw, const void *b,
+                             void *y, int out, int ldy, int accumulate, ck_dtype dt, cudaStream_t st, int *done,
                              ckey_error *err) {
     lt_key k;
     memset(&k, 0, sizeof k);
@@ -631,7 +635,7 @@ static ckey_status linear_lt(ck_cublas *c, const void *x, int64_t N, int in, con
     k.align[0] = align_of(W), k.align[1] = align_of(x), k.align[2] = align_of(y), k.align[3] = align_of(b);
     lt_plan tmp;
     memset(&tmp, 0, sizeof tmp);
-    lt_plan *p = lt_plan_get(c, &k, b, &tmp, st);
+    lt_plan *p = lt_plan_get(c, &k, ldw != in ? ldw : 0, b, &tmp, st);
     *done = 0;
     c->last_pick = p->pick;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
@@ -660,6 +664,12 @@ ckey_status ck_cuda_linear_t(ck_cublas *c, const void *x, int64_t N, int in, con
 
 ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) {
+    return ck_cuda_linear_ldw_t(c, x, N, in, W, in, b, y, out, ldy, accumulate, dt, stream, err);
+}
+
+ckey_status ck_cuda_linear_ldw_t(ck_cublas *c, const void *x, int64_t N, int in, const void *W, int ldw, const void *b,
+                                 void *y, int out, int ldy, int accumulate, ck_dtype dt, void *stream,
+                                 ckey_error *err) {
     c->last_lt = 0;
     if (N <= 0) return CKEY_OK;
     if (N > 0x7fffffff) {
@@ -672,7 +682,7 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     cudaStream_t st = (cudaStream_t)stream;
     if (dt != CK_F32 && !c->no_lt) {
         int done = 0;
-        ckey_status r = linear_lt(c, x, N, in, W, b, y, out, ldy, accumulate, dt, st, &done, err);
+        ckey_status r = linear_lt(c, x, N, in, W, ldw, b, y, out, ldy, accumulate, dt, st, &done, err);
         c->last_lt = !r && done;
         if (r || done) return r;
     }
@@ -680,12 +690,12 @@ ckey_status ck_cuda_linear_ld_t(ck_cublas *c, const void *x, int64_t N, int in, 
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, "cublasSetStream");
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     if (dt == CK_F32) {
-        s = cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, (const float *)W, in, (const float *)x,
-                        in, &beta, (float *)y, ldy);
+        s = cublasSgemm(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, (const float *)W, ldw,
+                        (const float *)x, in, &beta, (float *)y, ldy);
     } else {
         const cudaDataType_t ty = dt == CK_F16 ? CUDA_R_16F : CUDA_R_16BF;
-        s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, in, x, ty, in, &beta, y, ty, ldy,
-                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        s = cublasGemmEx(c->h, CUBLAS_OP_T, CUBLAS_OP_N, out, (int)N, in, &one, W, ty, ldw, x, ty, in, &beta, y, ty,
+                         ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     if (s != CUBLAS_STATUS_SUCCESS) return fail_blas(err, s, dt == CK_F32 ? "cublasSgemm" : "cublasGemmEx");
     if (b) {

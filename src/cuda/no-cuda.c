@@ -183,6 +183,9 @@ ckey_status ck_cuda_layernorm_stats_t(const void *x, int64_t N, int C, float *st
                                       ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_linear_ld_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, const void *b, void *y,
                                 int out, int ldy, int accumulate, ck_dtype dt, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_linear_ldw_t(ck_cublas *h, const void *x, int64_t N, int in, const void *W, int ldw, const void *b,
+                                 void *y, int out, int ldy, int accumulate, ck_dtype dt, void *stream,
+                                 ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_gemm_tf32(ck_cublas *h, const float *x, int64_t N, int in, const float *W, float *y, int out,
                               int ldy, int accumulate, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_gemm_f16_f32(ck_cublas *h, const void *x, int64_t N, int in, const void *W, float *y, int out,
