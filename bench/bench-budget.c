@@ -120,10 +120,10 @@ int main(int argc, char **argv) {
         ckey_model_free(m);
         return st ? 1 : 0;
     }
-    ck_schedule sched[128];
+    ck_schedule sched[192];
     const int n = ck_session_schedules(m, &o, sched, (int)(sizeof sched / sizeof sched[0]));
     /* from the smallest planned peak upward (insertion sort; ties: the list's order, faster first) */
-    int64_t peak[96];
+    int64_t peak[sizeof sched / sizeof sched[0]];
     for (int i = 0; i < n; i++) {
         ckey_memory_plan mp;
         if (ck_session_plan_schedule(m, &o, &sched[i], &mp, &err)) {

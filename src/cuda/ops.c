@@ -6,6 +6,7 @@
  * scratch inside the arena, one per phase of the pass (ck_pass_params.
  * phase_scratch, handed over by set_scratch), sized by the
  * ck_cuda_*_scratch_elems functions. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,6 +71,14 @@ static size_t mu_scratch_elems(const ck_block_info *b, int64_t nwc, int chunked)
     return s;
 }
 
+/* The scratch of attention_qkv (ck_schedule.qkv_streamed) over N tokens,
+ * heads of hd, g heads a group: a head's q | k | v [N, 3 hd] and its output
+ * [Nq, hd]; over one head a group, the group's outputs side by side [Nq, g hd]
+ * too. */
+static size_t qkv_streamed_elems(int64_t N, int64_t Nq, int hd, int g) {
+    return (size_t)N * 3 * hd + (size_t)Nq * hd + (g > 1 ? (size_t)Nq * g * hd : 0);
+}
+
 size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedule *sched, ck_dtype dt) {
     const int chunks = sched->encoder_chunks;
     const int64_t G = S / c->patch_stride;
@@ -88,6 +97,8 @@ size_t ck_cuda_encoder_scratch_elems(const ck_config *c, int S, const ck_schedul
         }
         else if (b->dim != b->dim_out) /* linear_maxpool's projection of a chunk of pooled rows */
             s = (size_t)pool_chunk(chunks, Nq) * b->q_stride * b->dim_out;
+        if (!b->mask_unit_attn && sched->qkv_streamed) /* attention_qkv, a head at a time */
+            s = CK_MAX(s, qkv_streamed_elems(N, Nq, b->dim_out / b->heads, 1));
         need = CK_MAX(need, s);
         const int64_t ch = CK_MIN(Nq, mlp_chunk(chunks));
         need = CK_MAX(need, (size_t)ch * b->dim_out + (size_t)ch * b->dim_out * c->mlp_ratio);
@@ -286,15 +297,61 @@ static void mu_attention_chunks(ck_backend *be, const ck_block_info *bi, const c
     }
 }
 
-static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int heads, int qs, ck_tensor outt) {
-    const void *qkv = qkvt.data;
-    void *out = outt.data;
+static void attention_run(ck_backend *be, const void *qkv, int64_t N, int D, int heads, int qs, void *out) {
     if (ST(be)->dt == CK_F32)
         CHECKED(be, ck_cuda_attention_t(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
     else if (ST(be)->wgmma && heads > 0 && D == 56 * heads) /* the wgmma kernel is head_dim 56 only */
         CHECKED(be, ck_cuda_attention_wgmma(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
     else
         CHECKED(be, ck_cuda_attention_tc(qkv, N, D, heads, qs, out, ST(be)->dt, ST(be)->stream, EC));
+}
+
+static void cu_attention(ck_backend *be, ck_tensor qkvt, int64_t N, int D, int heads, int qs, ck_tensor outt) {
+    attention_run(be, qkvt.data, N, D, heads, qs, outt.data);
+}
+
+/* ck_schedule.qkv_streamed: out [Nq, D] += attention(xn . W^T + b) . Wp^T +
+ * bp with no qkv [N, 3 D] stored. Head by head, its q, k and v (W's rows
+ * part * D + h * hd.., three GEMMs) go into the scratch as a one-head qkv
+ * [N, 3 hd], the attention kernel of the whole map runs on it with heads = 1
+ * (the same per-head math), and its output [Nq, hd] joins its group's
+ * columns [Nq, g hd]. Each group adds its outputs times its columns of Wp
+ * (rows D apart) to out, bp with the last. The groups are as large as the
+ * phase's scratch holds (qkv_streamed_elems; at least one head, which the
+ * planner sized it for): with all heads in one group the projection is the
+ * whole map's one GEMM; else each group's sum is rounded to the storage
+ * type as it is added. */
+static void cu_attention_qkv(ck_backend *be, ck_tensor xn, int64_t N, int in, ck_weight W, ck_weight b, int D,
+                             int heads, int qs, ck_weight Wp, ck_weight bp, ck_tensor out) {
+    ck_cuda_state *s = ST(be);
+    const int hd = D / heads;
+    const int64_t Nq = N / qs;
+    const size_t es = ck_dtype_size(s->dt);
+    if (!scratch_ok(s, qkv_streamed_elems(N, Nq, hd, 1)) || !linear_types_ok(s, W, b) || !linear_types_ok(s, Wp, bp))
+        return;
+    int g = heads;
+    while (g > 1 && qkv_streamed_elems(N, Nq, hd, g) * es > s->scratch_bytes) g--;
+    void *qkv = s->scratch, *att_h = AT(s, qkv, (size_t)N * 3 * hd);
+    void *att_g = g > 1 ? AT(s, att_h, (size_t)Nq * hd) : att_h;
+    for (int h0 = 0; h0 < heads; h0 += g) {
+        const int gn = CK_MIN(g, heads - h0);
+        for (int gi = 0; gi < gn; gi++) {
+            const int h = h0 + gi;
+            for (int part = 0; part < 3; part++) { /* q, k, v of head h */
+                const int64_t row = (int64_t)part * D + (int64_t)h * hd;
+                CHECKED(be, ck_cuda_linear_ld_t(s->blas, xn.data, N, in, AT(s, W.data, row * in),
+                                                b.data ? AT(s, b.data, row) : NULL, AT(s, qkv, (size_t)part * hd),
+                                                hd, 3 * hd, 0, s->dt, s->stream, EC));
+            }
+            attention_run(be, qkv, N, hd, 1, qs, att_h);
+            if (gn > 1)
+                CHECKED(be, ck_cuda_copy2d_d2d(AT(s, att_g, (size_t)gi * hd), (size_t)gn * hd * es, att_h,
+                                               (size_t)hd * es, (size_t)hd * es, (size_t)Nq, s->stream, EC));
+        }
+        const void *bias = h0 + gn >= heads ? bp.data : NULL;
+        CHECKED(be, ck_cuda_linear_ldw_t(s->blas, gn > 1 ? att_g : att_h, Nq, gn * hd, AT(s, Wp.data, (size_t)h0 * hd),
+                                         D, bias, out.data, D, D, 1, s->dt, s->stream, EC));
+    }
 }
 
 static void cu_mlp(ck_backend *be, ck_tensor xt, int64_t N, int C, const ck_block_w *w, int hidden) {
@@ -331,23 +388,45 @@ static void cu_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int
     CHECKED(be, ck_cuda_reroll_t(tokens.data, H, W, k, C, feat.data, ST(be)->dt, ST(be)->stream, EC));
 }
 
-static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
-                            const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
+/* Rows [y0, y0 + n) of the logits, P[s] holding scale s's rows r0[s].. (the
+ * whole maps: y0 = 0, n = H1, r0 = 0). The epilogue indexes P[s] by the
+ * scale's own rows, so it is handed P[s] less r0[s] rows (an address the
+ * band buffer's rows begin after; only rows from r0[s] on are read). */
+static void decoder_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                         const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n, ck_tensor logits) {
     ck_cuda_state *s = ST(be);
     const int D2 = 2 * c->dec_dim;
     if (!linear_types_ok(s, w->scale_w[0], ck_weight_of(NULL, s->dt))) return;
-    const int64_t total = (int64_t)H1 * H1;
+    const void *Ps[3];
+    for (int k = 0; k < 3; k++)
+        Ps[k] = (const void *)((uintptr_t)P[k].data - (uintptr_t)r0[k] * Hk[k] * D2 * ck_dtype_size(s->dt));
+    const int64_t first = (int64_t)y0 * H1, total = (int64_t)n * H1;
     /* chunks of whole row pairs where they fit (the epilogue's 2 x 2 quad kernel) */
     const int64_t dc = dec_chunk(s->cfg.sched.encoder_chunks), chunk = 2 * H1 <= dc ? dc / (2 * H1) * (2 * H1) : dc;
     if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
-    for (int64_t p0 = 0; p0 < total; p0 += chunk) {
-        const int64_t n = CK_MIN(chunk, total - p0);
-        CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), n, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
+    for (int64_t p0 = first; p0 < first + total; p0 += chunk) {
+        const int64_t m = CK_MIN(chunk, first + total - p0);
+        CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), m, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
                                  s->dt, s->stream, EC));
-        CHECKED(be, ck_cuda_decoder_epilogue_t(s->scratch, p0, n, H1, D2, P[0].data, Hk[0], P[1].data, Hk[1], P[2].data,
-                                           Hk[2], WF(w->scale_b[0]), WF(w->cls_w), WF(w->cls_b), ck_f32(logits), s->dt,
+        CHECKED(be, ck_cuda_decoder_epilogue_t(s->scratch, p0, m, H1, D2, Ps[0], Hk[0], Ps[1], Hk[1], Ps[2], Hk[2],
+                                           WF(w->scale_b[0]), WF(w->cls_w), WF(w->cls_b), ck_f32(logits), s->dt,
                                            s->stream, EC));
     }
+}
+
+static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
+                            const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
+    static const int r0[3] = {0, 0, 0};
+    decoder_rows(be, c, w, c1, H1, C1, P, Hk, r0, 0, H1, logits);
+}
+
+/* ck_schedule.decoder_band: a band's rows, each pixel's values the whole
+ * maps' (the same epilogue; P's band projected by the same GEMM on fewer
+ * rows). */
+static void cu_decoder_fuse_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1,
+                                 int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
+                                 ck_tensor logits) {
+    decoder_rows(be, c, w, c1, H1, C1, P, Hk, r0, y0, n, logits);
 }
 
 static void cu_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
@@ -576,9 +655,11 @@ const ck_ops ck_cuda_ops = {
     .linear = cu_linear,
     .linear_maxpool = cu_linear_maxpool,
     .attention = cu_attention,
+    .attention_qkv = cu_attention_qkv,
     .mlp = cu_mlp,
     .reroll = cu_reroll,
     .decoder_fuse = cu_decoder_fuse,
+    .decoder_fuse_rows = cu_decoder_fuse_rows,
     .refiner_input = cu_refiner_input,
     .conv3x3 = cu_conv3x3,
     .affine_relu = cu_affine_relu,

@@ -191,12 +191,14 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * after patch_embed; then, where it has
  * reroll_inplace, with the maps made in the tokens' buffers and the decoders
  * in bands of 16 rows. */
-enum { MAX_SCHEDULES = 128 };
+enum { MAX_SCHEDULES = 192 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
     {.encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
