@@ -2,8 +2,9 @@
  * backend's refiner_input_rows / conv3x3_rows / pointwise_conv_rows), the
  * encoder's mask-unit attention in chunks of windows, c1 in host memory,
  * the pos-embed resized chunk by chunk (ck_cuda_pos_embed_rows: the host
- * resize's bits) and the input's hint plane released after patch_embed
- * each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
+ * resize's bits), the input's hint plane released after patch_embed, the
+ * global attention's qkv streamed a head at a time (attention_qkv) and the
+ * decoders in bands of rows (decoder_fuse_rows) each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
  * within the reduced-precision bar (below); a budget makes the planner pick
  * them on CUDA; the smallest budget's session takes no more device memory
  * beyond its plan than the whole-map session does beyond its own. Without a
@@ -115,18 +116,23 @@ static void bands_case(const char *model_name, const ckey_model *m, int S, const
             const ck_schedule sb = sch[i];
             char name[160];
             memset(got, 0, n * sizeof(float));
-            snprintf(name, sizeof name, "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d, pos streamed %d",
+            snprintf(name, sizeof name,
+                     "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d, pos streamed %d, qkv streamed %d, "
+                     "decoder bands of %d",
                      model_name, S, pn, sb.refiner_band, CK_MAX(1, sb.encoder_chunks), sb.c1_on_host,
-                     sb.pos_streamed);
+                     sb.pos_streamed, sb.qkv_streamed, sb.decoder_band);
             if (run_cuda(m, S, prec, 0, &sb, x, got, 1, &p, NULL, &err) != CKEY_OK) {
                 CHECKF(0, "%s: %s", name, err.message);
                 continue;
             }
-            const int pos = (p.streamed & CKEY_PLAN_POS_STREAMED) != 0;
+            const int pos = (p.streamed & CKEY_PLAN_POS_STREAMED) != 0, qkv = (p.streamed & CKEY_PLAN_QKV_STREAMED) != 0,
+                      dec = (p.streamed & CKEY_PLAN_DECODER_BANDS) != 0;
             CHECKF(p.refiner_band == sb.refiner_band && p.encoder_chunks == CK_MAX(1, sb.encoder_chunks) &&
-                       p.c1_on_host == sb.c1_on_host && pos == sb.pos_streamed,
-                   "%s: the session ran bands of %d, %d chunks, c1 on host %d, pos streamed %d", name,
-                   (int)p.refiner_band, (int)p.encoder_chunks, (int)p.c1_on_host, pos);
+                       p.c1_on_host == sb.c1_on_host && pos == sb.pos_streamed && qkv == sb.qkv_streamed &&
+                       dec == (sb.decoder_band > 0),
+                   "%s: the session ran bands of %d, %d chunks, c1 on host %d, pos streamed %d, qkv streamed %d, "
+                   "decoder bands %d", name, (int)p.refiner_band, (int)p.encoder_chunks, (int)p.c1_on_host, pos, qkv,
+                   dec);
             if (sb.pos_streamed) /* the weights hold the stored pos-embed only */
                 CHECKF(p.weight_bytes == p0.weight_bytes - (int64_t)(S / m->cfg.patch_stride) *
                                                                (S / m->cfg.patch_stride) * m->cfg.embed_dim * 4,
@@ -191,6 +197,53 @@ static void test_plan_offers_bands(void) {
     ckey_model_free(m);
 }
 
+/* Planning alone: the CUDA planner offers the global attention's qkv
+ * streamed (attention_qkv) and the decoders in bands (decoder_fuse_rows),
+ * and at S = 2048, 3072 and 4096 in fp16 its smallest budget takes both and
+ * is under the leanest schedule's without them. Prints the smallest budgets. */
+static void test_plan_streamed(void) {
+    if (!have_cuda_backend()) SKIP("this build has no CUDA backend");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    ckey_error err;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    static const int sizes[] = {2048, 3072, 4096};
+    for (int i = 0; i < (int)CK_ARRAY_LEN(sizes); i++) {
+        ckey_session_options o;
+        ckey_session_options_default(&o);
+        o.size = sizes[i];
+        o.device = CKEY_DEVICE_CUDA;
+        o.precision = CKEY_PRECISION_FP16;
+        ck_schedule s[192];
+        const int ns = ck_session_schedules(m, &o, s, (int)CK_ARRAY_LEN(s));
+        int64_t without = 0; /* the leanest peak with neither step */
+        int qkv = 0, dec = 0;
+        for (int k = 0; k < ns; k++) {
+            qkv |= s[k].qkv_streamed, dec |= s[k].decoder_band > 0;
+            if (s[k].qkv_streamed || s[k].decoder_band > 0) continue;
+            ckey_memory_plan p;
+            REQUIRE(ck_session_plan_schedule(m, &o, &s[k], &p, &err) == CKEY_OK);
+            if (!without || p.peak_bytes < without) without = p.peak_bytes;
+        }
+        CHECKF(qkv && dec, "S = %d: the CUDA planner offers qkv streamed %d, decoder bands %d", sizes[i], qkv, dec);
+        ckey_memory_plan unl, p;
+        REQUIRE(ckey_plan_memory(m, &o, &unl, &err) == CKEY_OK);
+        o.memory_budget = unl.min_budget_bytes;
+        CHECKF(ckey_plan_memory(m, &o, &p, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = %d fp16 on CUDA: smallest budget %.1f MiB (weights %.1f + arena %.1f + workspace %.1f; bands of "
+               "%d, %d chunks, steps %d), without qkv streamed and decoder bands %.1f MiB\n",
+               sizes[i], p.peak_bytes / 1048576.0, p.weight_bytes / 1048576.0, p.arena_bytes / 1048576.0,
+               p.workspace_bytes / 1048576.0, (int)p.refiner_band, (int)p.encoder_chunks, (int)p.streamed,
+               without / 1048576.0);
+        CHECKF((p.streamed & CKEY_PLAN_QKV_STREAMED) && (p.streamed & CKEY_PLAN_DECODER_BANDS),
+               "S = %d: the smallest budget's steps %d lack qkv streamed or decoder bands", sizes[i], (int)p.streamed);
+        CHECKF(p.peak_bytes < without, "S = %d: smallest budget %.1f MiB, not under %.1f MiB without the two steps",
+               sizes[i], p.peak_bytes / 1048576.0, without / 1048576.0);
+    }
+    ckey_model_free(m);
+}
+
 /* The tiny model at S = 128: band heights that divide S and that do not, one
  * row, and taller than the halo; fp32 also against the PyTorch golden. */
 static void test_tiny_s128(void) {
@@ -208,7 +261,9 @@ static void test_tiny_s128(void) {
         static const ck_schedule sch[] = {
             {.refiner_band = 64}, {.refiner_band = 50}, {.refiner_band = 16}, {.refiner_band = 7}, {.refiner_band = 1},
             {.encoder_chunks = 4}, {.refiner_band = 7, .encoder_chunks = 16},
-            {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1}};
+            {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1}, {.qkv_streamed = 1}, {.decoder_band = 16},
+            {.decoder_band = 1},
+            {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 7}};
         static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
         bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     } else {
@@ -273,7 +328,9 @@ static void test_tiny_pos_streamed(void) {
     REQUIRE(m);
     static const ck_schedule sch[] = {{.pos_streamed = 1},
                                       {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
-                                      {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1}};
+                                      {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
+                                      {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1,
+                                       .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64}};
     static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                           {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
                                            .pos_streamed = 1, .input_rgb = 1}};
@@ -312,7 +369,10 @@ static void test_full_s256(void) {
         {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1}, {.pos_streamed = 1},
         {.refiner_band = 8, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
         {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
-        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1}};
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1},
+        {.qkv_streamed = 1}, {.decoder_band = 64}, {.decoder_band = 5}, {.encoder_chunks = 16, .qkv_streamed = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1,
+         .qkv_streamed = 1, .decoder_band = 64}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
@@ -342,9 +402,16 @@ static void test_full_s2048(void) {
      * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
     static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
                                       {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1},
-                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1}};
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
+                                       .decoder_band = 64}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
+    /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 5 of stage 3's 8 heads' outputs
+     * (attention_qkv's groups of heads, each group's projection added alone) */
+    static const ck_schedule sch32[] = {{.encoder_chunks = 64, .qkv_streamed = 1, .decoder_band = 64}};
+    static const ckey_precision prec32[] = {CKEY_PRECISION_FP32};
+    bands_case("full", m, S, x, sch32, (int)CK_ARRAY_LEN(sch32), prec32, 1);
 
     float *ref = malloc(n * sizeof(float)), *whole = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     REQUIRE(ref && whole && got);
@@ -376,6 +443,8 @@ static void test_full_s2048(void) {
            pb.workspace_bytes / 1048576.0);
     CHECKF(pb.refiner_band > 0 && pb.encoder_chunks > 1, "the smallest budget ran bands of %d, %d encoder chunks",
            (int)pb.refiner_band, (int)pb.encoder_chunks);
+    CHECKF((pb.streamed & CKEY_PLAN_QKV_STREAMED) && (pb.streamed & CKEY_PLAN_DECODER_BANDS),
+           "the smallest budget ran without the qkv streamed or the decoders in bands (steps %d)", (int)pb.streamed);
     CHECK(pb.peak_bytes <= pw.min_budget_bytes);
     CHECKF(used_w >= 0 && used_b >= 0 && used_b <= pb.peak_bytes + outside,
            "banded fp16 session took %.1f MiB of device memory, its plan %.1f MiB + %.1f MiB outside it",
@@ -389,6 +458,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* each case's figures as they come (long GPU cases) */
     static const ck_test_case cases[] = {
         {"plan_offers_bands", test_plan_offers_bands},
+        {"plan_streamed", test_plan_streamed},
         {"tiny_s128_bands", test_tiny_s128},
         {"pos_embed_rows", test_pos_embed_rows},
         {"tiny_pos_streamed", test_tiny_pos_streamed},
