@@ -64,16 +64,19 @@ typedef struct ck_schedule {
     int pos_streamed;
     /* qkv_streamed = 1: the global-attention blocks never store qkv [N, 3 *
      * dim_out] nor the attention's output: the backend's attention_qkv
-     * computes each head's k and v from norm1's output into its packed keys
-     * and values, q per block of queries, and adds attn.proj of each block's
-     * output to the tokens. Offered only by backends with that op (the CPU). */
+     * computes the heads' q, k and v from norm1's output as the attention
+     * needs them and adds attn.proj of the output to the tokens (the CPU: k
+     * and v into its packed keys and values, q and attn.proj per block of
+     * queries and head; CUDA: a head's q, k and v at a time, attn.proj per
+     * group of heads). Offered only by backends with that op (the CPU and
+     * CUDA). */
     int qkv_streamed;
     /* decoder_band = B > 0: the decoders in bands of B rows of the S/4
      * logits: each band projects only the rows of c2..c4 its bilinear taps
      * read (a row or two more than the band's share) and fuses them with c1,
      * so no whole projection [Hk, Hk, 2 * dec_dim] is stored; c2..c4 stay
      * until the last band. Offered only by backends with decoder_fuse_rows
-     * (the CPU). */
+     * (the CPU and CUDA). */
     int decoder_band;
     /* transition_from_map = 1: a stage's tokens go once its feature map is
      * made (reroll) when the next block widens (the stage transitions), and
