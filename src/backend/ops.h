@@ -145,6 +145,11 @@ typedef struct ck_ops {
      * the rows permuted in place. */
     void (*reroll_inplace)(ck_backend *be, ck_tensor x, int H, int W, int k, int C);
 
+    /* Optional (ck_schedule.c1_bands): rows [y0, y0 + n) of reroll's feat
+     * into feat_rows [n, W, C]. */
+    void (*reroll_rows)(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, int y0, int n,
+                        ck_tensor feat_rows);
+
     /* Both decoders at S/4 = H1: logits [4, H1, H1] (fp32) = cls(relu(P1 + sum_k up(Pk))) + cls_b
      * where P1 = c1 . W1^T + b1 and Pk [Hk, Hk, 2*dec] are the projected
      * coarser scales (computed with linear). */
@@ -152,10 +157,12 @@ typedef struct ck_ops {
                          const ck_tensor P[3], const int Hk[3], ck_tensor logits);
 
     /* Optional (ck_schedule.decoder_band): rows [y0, y0 + n) of those logits,
-     * P[s] holding rows r0[s].. of scale s (every row the band's bilinear
+     * c1 holding rows c1_r0.. of the map (the whole map: 0; at least the
+     * band's), P[s] rows r0[s].. of scale s (every row the band's bilinear
      * taps read). */
-    void (*decoder_fuse_rows)(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
-                              const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n, ck_tensor logits);
+    void (*decoder_fuse_rows)(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int c1_r0,
+                              int H1, int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
+                              ck_tensor logits);
 
     /* rin [7, S, S] = [x[0:3], sigmoid(up(logits))]. */
     void (*refiner_input)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin);

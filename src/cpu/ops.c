@@ -867,8 +867,8 @@ static inline tap2 bilinear_tap(int dst, int in, int out) {
 typedef struct {
     int D2;
     const float *w0, *b0, *cls_w, *cls_b; /* scale_w[0], scale_b[0], the classifier */
-    const float *c1;
-    int G, C1;
+    const float *c1; /* rows c1_r0.. of c1 */
+    int c1_r0, G, C1;
     const float *const *P;
     const int *Hk;
     const int *r0; /* P[s] holds rows r0[s].. of scale s */
@@ -883,7 +883,7 @@ static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
     float *h = thread_scratch(c->be, thread);
     float *lg = h + (size_t)G * D2;
     for (int64_t y = c->y0 + y0; y < c->y0 + y1; y++) {
-        ck_sgemm(1, G, D2, c->C1, 1.0f, c->c1 + y * G * c->C1, c->C1, c->w0, c->C1, 0.0f, h, D2);
+        ck_sgemm(1, G, D2, c->C1, 1.0f, c->c1 + (y - c->c1_r0) * G * c->C1, c->C1, c->w0, c->C1, 0.0f, h, D2);
         for (int s = 0; s < 3; s++) {
             const int Hs = c->Hk[s];
             const float *P = c->P[s] - (int64_t)c->r0[s] * Hs * D2;
@@ -914,19 +914,20 @@ static void dec_rows(void *p, int64_t y0, int64_t y1, int thread) {
     }
 }
 
-/* Rows [y0, y0 + n) of the logits; P[s] holds scale s's rows r0[s].. */
-static void cpu_decoder_fuse_rows(ck_cpu *be, const ck_config *cfg, const ck_decoder_w *w, const float *c1, int H1,
-                                  int C1, const float *const P[3], const int Hk[3], const int r0[3], int y0, int n,
-                                  float *logits) {
+/* Rows [y0, y0 + n) of the logits; c1 holds the map's rows c1_r0.., P[s]
+ * scale s's rows r0[s].. */
+static void cpu_decoder_fuse_rows(ck_cpu *be, const ck_config *cfg, const ck_decoder_w *w, const float *c1, int c1_r0,
+                                  int H1, int C1, const float *const P[3], const int Hk[3], const int r0[3], int y0,
+                                  int n, float *logits) {
     dec_ctx c = {2 * cfg->dec_dim, ck_wf32(w->scale_w[0]), ck_wf32(w->scale_b[0]), ck_wf32(w->cls_w), ck_wf32(w->cls_b),
-                 c1, H1, C1, P, Hk, r0, y0, logits, be};
+                 c1, c1_r0, H1, C1, P, Hk, r0, y0, logits, be};
     ck_pool_for(be->pool, n, 1, dec_rows, &c);
 }
 
 static void cpu_decoder_fuse(ck_cpu *be, const ck_config *cfg, const ck_decoder_w *w, const float *c1, int H1,
                              int C1, const float *const P[3], const int Hk[3], float *logits) {
     static const int r0[3] = {0, 0, 0};
-    cpu_decoder_fuse_rows(be, cfg, w, c1, H1, C1, P, Hk, r0, 0, H1, logits);
+    cpu_decoder_fuse_rows(be, cfg, w, c1, 0, H1, C1, P, Hk, r0, 0, H1, logits);
 }
 
 /* ------------------------------------------------------------- refiner */
@@ -1356,11 +1357,11 @@ static void t_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_
     const float *const p[3] = {F(P[0]), F(P[1]), F(P[2])};
     cpu_decoder_fuse(CPU(be), c, w, F(c1), H1, C1, p, Hk, F(logits));
 }
-static void t_decoder_fuse_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1,
-                                int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
+static void t_decoder_fuse_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int c1_r0,
+                                int H1, int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
                                 ck_tensor logits) {
     const float *const p[3] = {F(P[0]), F(P[1]), F(P[2])};
-    cpu_decoder_fuse_rows(CPU(be), c, w, F(c1), H1, C1, p, Hk, r0, y0, n, F(logits));
+    cpu_decoder_fuse_rows(CPU(be), c, w, F(c1), c1_r0, H1, C1, p, Hk, r0, y0, n, F(logits));
 }
 static void t_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
     cpu_refiner_input(CPU(be), F(x), F(logits), S, F(rin));

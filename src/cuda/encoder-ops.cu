@@ -244,15 +244,17 @@ __global__ void window_attention_kernel(const TT *__restrict__ qkv, int64_t nw, 
     for (int e = 0; e < HD; e++) ck_st(dst + e, o[e] * inv);
 }
 
+// Rows y0 .. y0+rows-1 of the feature map into feat [rows, W, C].
 template <typename T>
-__global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
+__global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, int C, int y0, int rows,
+                              T *__restrict__ feat) {
     ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t total = (int64_t)H * W * C;
+    const int64_t total = (int64_t)rows * W * C;
     if (i >= total) return;
     const int c = (int)(i % C);
     const int64_t p = i / C;
-    const int y = (int)(p / W), x = (int)(p % W);
+    const int y = y0 + (int)(p / W), x = (int)(p % W);
     feat[i] = tok[unroll_index(y, x, H, W, k) * C + c];
 }
 
@@ -260,14 +262,15 @@ __global__ void reroll_kernel(const T *__restrict__ tok, int H, int W, int k, in
 // buffers), a row of feat a grid row: 32-bit index arithmetic (a frame's four
 // at S = 2048, fp16, H200: 59 us against the kernel above's 300).
 template <typename T>
-__global__ void reroll_vec_kernel(const T *__restrict__ tok, int H, int W, int k, int C, T *__restrict__ feat) {
+__global__ void reroll_vec_kernel(const T *__restrict__ tok, int H, int W, int k, int C, int y0,
+                                  T *__restrict__ feat) {
     ck_pdl_enter();
     constexpr int V = 16 / sizeof(T);
-    const int cv = C / V, j = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
+    const int cv = C / V, j = (int)(blockIdx.x * blockDim.x + threadIdx.x), r = (int)blockIdx.y;
     if (j >= W * cv) return;
     const int x = j / cv, c = j - x * cv;
-    reinterpret_cast<uint4 *>(feat + ((int64_t)y * W + x) * C)[c] =
-        reinterpret_cast<const uint4 *>(tok + unroll_index(y, x, H, W, k) * C)[c];
+    reinterpret_cast<uint4 *>(feat + ((int64_t)r * W + x) * C)[c] =
+        reinterpret_cast<const uint4 *>(tok + unroll_index(y0 + r, x, H, W, k) * C)[c];
 }
 
 // y[n', c] = max over s of x[s*Nq + n', c] + b[c]  (x: the full projection)
@@ -418,17 +421,24 @@ ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck
     return CKEY_ERR_DEVICE;
 }
 
-ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
-                             ckey_error *err) {
-    const int64_t n = (int64_t)H * W * C;
+ckey_status ck_cuda_reroll_rows_t(const void *tok, int H, int W, int k, int C, int y0, int rows, void *feat,
+                                  ck_dtype dt, void *st, ckey_error *err) {
+    const int64_t n = (int64_t)rows * W * C;
     const int V = 16 / (int)ck_dtype_size(dt);
-    if (C % V == 0 && (int64_t)W * (C / V) <= INT_MAX && H <= 65535 && (((uintptr_t)tok | (uintptr_t)feat) & 15) == 0) {
-        const dim3 grid(blocks_for((int64_t)W * (C / V), 256), (unsigned)H);
-        LAUNCH_T(dt, grid, 256, reroll_vec_kernel, (const T *)tok, H, W, k, C, (T *)feat);
+    if (rows <= 0) return CKEY_OK;
+    if (C % V == 0 && (int64_t)W * (C / V) <= INT_MAX && rows <= 65535 &&
+        (((uintptr_t)tok | (uintptr_t)feat) & 15) == 0) {
+        const dim3 grid(blocks_for((int64_t)W * (C / V), 256), (unsigned)rows);
+        LAUNCH_T(dt, grid, 256, reroll_vec_kernel, (const T *)tok, H, W, k, C, y0, (T *)feat);
         return launched(err, "reroll");
     }
-    LAUNCH_T(dt, blocks_for(n, 256), 256, reroll_kernel, (const T *)tok, H, W, k, C, (T *)feat);
+    LAUNCH_T(dt, blocks_for(n, 256), 256, reroll_kernel, (const T *)tok, H, W, k, C, y0, rows, (T *)feat);
     return launched(err, "reroll");
+}
+
+ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
+                             ckey_error *err) {
+    return ck_cuda_reroll_rows_t(tok, H, W, k, C, 0, H, feat, dt, st, err);
 }
 
 ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, const float *b, void *y, ck_dtype dt,

@@ -189,6 +189,9 @@ ckey_status ck_cuda_convert(const void *src, ck_dtype sdt, void *dst, ck_dtype d
                             ckey_error *err);
 ckey_status ck_cuda_reroll_t(const void *tok, int H, int W, int k, int C, void *feat, ck_dtype dt, void *st,
                              ckey_error *err);
+/* Rows y0 .. y0+rows-1 of ck_cuda_reroll_t's feature map into feat [rows, W, C]. */
+ckey_status ck_cuda_reroll_rows_t(const void *tok, int H, int W, int k, int C, int y0, int rows, void *feat,
+                                  ck_dtype dt, void *st, ckey_error *err);
 ckey_status ck_cuda_maxpool_bias_t(const void *x, int64_t Nq, int C, int qs, const float *b, void *y, ck_dtype dt,
                                    void *st, ckey_error *err);
 ckey_status ck_cuda_bias_gelu_t(void *h, int64_t rows, int C, const float *b, ck_dtype dt, void *st, ckey_error *err);

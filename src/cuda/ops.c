@@ -388,12 +388,20 @@ static void cu_reroll(ck_backend *be, ck_tensor tokens, int H, int W, int k, int
     CHECKED(be, ck_cuda_reroll_t(tokens.data, H, W, k, C, feat.data, ST(be)->dt, ST(be)->stream, EC));
 }
 
-/* Rows [y0, y0 + n) of the logits, P[s] holding scale s's rows r0[s].. (the
- * whole maps: y0 = 0, n = H1, r0 = 0). The epilogue indexes P[s] by the
- * scale's own rows, so it is handed P[s] less r0[s] rows (an address the
- * band buffer's rows begin after; only rows from r0[s] on are read). */
-static void decoder_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
-                         const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n, ck_tensor logits) {
+/* ck_schedule.c1_bands: a band of c1's rows, each value the whole reroll's */
+static void cu_reroll_rows(ck_backend *be, ck_tensor tokens, int H, int W, int k, int C, int y0, int n,
+                           ck_tensor feat_rows) {
+    CHECKED(be, ck_cuda_reroll_rows_t(tokens.data, H, W, k, C, y0, n, feat_rows.data, ST(be)->dt, ST(be)->stream, EC));
+}
+
+/* Rows [y0, y0 + n) of the logits, c1 holding the map's rows c1_r0.., P[s]
+ * scale s's rows r0[s].. (the whole maps: y0 = 0, n = H1, c1_r0 = r0 = 0).
+ * The epilogue indexes P[s] by the scale's own rows, so it is handed P[s]
+ * less r0[s] rows (an address the band buffer's rows begin after; only rows
+ * from r0[s] on are read). */
+static void decoder_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int c1_r0, int H1,
+                         int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
+                         ck_tensor logits) {
     ck_cuda_state *s = ST(be);
     const int D2 = 2 * c->dec_dim;
     if (!linear_types_ok(s, w->scale_w[0], ck_weight_of(NULL, s->dt))) return;
@@ -406,7 +414,8 @@ static void decoder_rows(ck_backend *be, const ck_config *c, const ck_decoder_w 
     if (!scratch_ok(s, (size_t)CK_MIN(chunk, total) * D2)) return;
     for (int64_t p0 = first; p0 < first + total; p0 += chunk) {
         const int64_t m = CK_MIN(chunk, first + total - p0);
-        CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, c1.data, p0 * C1), m, C1, w->scale_w[0].data, NULL, s->scratch, D2, 0,
+        CHECKED(be, ck_cuda_linear_t(s->blas, AT(s, c1.data, (p0 - (int64_t)c1_r0 * H1) * C1), m, C1, w->scale_w[0].data,
+                                 NULL, s->scratch, D2, 0,
                                  s->dt, s->stream, EC));
         CHECKED(be, ck_cuda_decoder_epilogue_t(s->scratch, p0, m, H1, D2, Ps[0], Hk[0], Ps[1], Hk[1], Ps[2], Hk[2],
                                            WF(w->scale_b[0]), WF(w->cls_w), WF(w->cls_b), ck_f32(logits), s->dt,
@@ -417,16 +426,16 @@ static void decoder_rows(ck_backend *be, const ck_config *c, const ck_decoder_w 
 static void cu_decoder_fuse(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1, int C1,
                             const ck_tensor P[3], const int Hk[3], ck_tensor logits) {
     static const int r0[3] = {0, 0, 0};
-    decoder_rows(be, c, w, c1, H1, C1, P, Hk, r0, 0, H1, logits);
+    decoder_rows(be, c, w, c1, 0, H1, C1, P, Hk, r0, 0, H1, logits);
 }
 
 /* ck_schedule.decoder_band: a band's rows, each pixel's values the whole
  * maps' (the same epilogue; P's band projected by the same GEMM on fewer
  * rows). */
-static void cu_decoder_fuse_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int H1,
-                                 int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
+static void cu_decoder_fuse_rows(ck_backend *be, const ck_config *c, const ck_decoder_w *w, ck_tensor c1, int c1_r0,
+                                 int H1, int C1, const ck_tensor P[3], const int Hk[3], const int r0[3], int y0, int n,
                                  ck_tensor logits) {
-    decoder_rows(be, c, w, c1, H1, C1, P, Hk, r0, y0, n, logits);
+    decoder_rows(be, c, w, c1, c1_r0, H1, C1, P, Hk, r0, y0, n, logits);
 }
 
 static void cu_refiner_input(ck_backend *be, ck_tensor x, ck_tensor logits, int S, ck_tensor rin) {
@@ -658,6 +667,7 @@ const ck_ops ck_cuda_ops = {
     .attention_qkv = cu_attention_qkv,
     .mlp = cu_mlp,
     .reroll = cu_reroll,
+    .reroll_rows = cu_reroll_rows,
     .decoder_fuse = cu_decoder_fuse,
     .decoder_fuse_rows = cu_decoder_fuse_rows,
     .refiner_input = cu_refiner_input,

@@ -66,6 +66,7 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
                                ops->attention_qkv_map))
         return 0;
     if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
+    if (s->c1_bands && !(s->c1_on_host && s->decoder_band > 0 && ops->reroll_rows)) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -204,13 +205,18 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
     ck_tensor P[3];
     for (int s = 0; s < 3; s++) P[s] = ALLOC_ACT((int64_t)rows[s] * Hk[s] * D2, "decoder proj band");
     ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
-    if (f->sched.c1_on_host) { /* c1 back from host memory */
-        const int64_t n1 = (int64_t)feat_h[0] * feat_h[0] * feat_c[0];
+    const int64_t c1_row = (int64_t)feat_h[0] * feat_c[0]; /* values in a row of c1 */
+    const size_t es = ck_dtype_size(f->act);
+    if (f->sched.c1_bands) { /* c1 back from host memory a band at a time */
+        feat[0] = ALLOC_ACT(B * c1_row, "c1 band");
+    } else if (f->sched.c1_on_host) { /* c1 back from host memory */
+        const int64_t n1 = feat_h[0] * c1_row;
         feat[0] = ALLOC_ACT(n1, "feature");
-        OP(f, from_host, 0, (size_t)n1 * ck_dtype_size(f->act), feat[0]);
+        OP(f, from_host, 0, (size_t)n1 * es, feat[0]);
     }
     for (int y0 = 0; y0 < G; y0 += B) {
         const int n = CK_MIN(B, G - y0);
+        if (f->sched.c1_bands) OP(f, from_host, (size_t)(y0 * c1_row) * es, (size_t)(n * c1_row) * es, feat[0]);
         int r0[3];
         for (int s = 0; s < 3; s++) {
             int hi;
@@ -219,7 +225,8 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
                 (int64_t)(hi - r0[s]) * Hk[s], feat_c[s + 1], wt->dec.scale_w[s + 1], wt->dec.scale_b[s + 1], P[s],
                 D2, 0);
         }
-        OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, feat[0], G, feat_c[0], P, Hk, r0, y0, n, logits);
+        OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, feat[0], f->sched.c1_bands ? y0 : 0, G, feat_c[0], P,
+            Hk, r0, y0, n, logits);
     }
     for (int s = 0; s < 3; s++) RELEASE(P[s]);
     for (int s = 0; s < 4; s++) RELEASE(feat[s]);
@@ -334,7 +341,18 @@ ck_tensor ck_forward(const ck_fwd *f) {
             const int in_place = f->sched.reroll_in_place && f->sched.transition_from_map && nx &&
                                  nx->dim != nx->dim_out && !(nf == 0 && f->sched.c1_on_host);
             ck_tensor fm = tok;
-            if (in_place) {
+            if (nf == 0 && f->sched.c1_bands && f->sched.c1_on_host) {
+                /* c1 into host memory band by band (the decoders' bands), never whole here */
+                const int B = CK_MIN(H, f->sched.decoder_band);
+                const size_t row = (size_t)H * Do * ck_dtype_size(f->act);
+                ck_tensor band = ALLOC_ACT((int64_t)B * H * Do, "c1 band");
+                for (int y0 = 0; y0 < H; y0 += B) {
+                    OPP(f, CK_PROF_REROLL, reroll_rows, tok, H, H, k, Do, y0, CK_MIN(B, H - y0), band);
+                    OP(f, to_host, band, (size_t)y0 * row, (size_t)CK_MIN(B, H - y0) * row);
+                }
+                RELEASE(band);
+                fm = (ck_tensor){0};
+            } else if (in_place) {
                 OPP(f, CK_PROF_REROLL, reroll_inplace, tok, H, H, k, Do);
                 tok = (ck_tensor){0};
             } else {
@@ -342,8 +360,8 @@ ck_tensor ck_forward(const ck_fwd *f) {
                 OPP(f, CK_PROF_REROLL, reroll, tok, H, H, k, Do, fm);
             }
             static const char *const names[4] = {"c1", "c2", "c3", "c4"};
-            tap(f, names[nf], fm, 3, H, H, Do);
-            if (nf == 0 && f->sched.c1_on_host) { /* c1 waits in host memory until the decoders */
+            if (fm.data) tap(f, names[nf], fm, 3, H, H, Do);
+            if (nf == 0 && f->sched.c1_on_host && fm.data) { /* c1 waits in host memory until the decoders */
                 OP(f, to_host, fm, 0, (size_t)(N * Do) * ck_dtype_size(f->act));
                 RELEASE(fm);
                 fm = (ck_tensor){0};

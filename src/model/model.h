@@ -98,6 +98,11 @@ typedef struct ck_schedule {
      * the feature map is made in the tokens' own buffer (ck_ops.reroll_inplace:
      * the same rows, permuted), so tokens and map are never both whole. */
     int reroll_in_place;
+    /* c1_bands = 1 (with c1_on_host and decoder_band): c1 is never whole on
+     * the device: rerolled band by band (decoder_band rows; ck_ops.reroll_rows)
+     * into host memory, and fetched back a band at a time for the decoders'
+     * bands. Offered only by backends with reroll_rows (CUDA). */
+    int c1_bands;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */
