@@ -4,8 +4,9 @@
  * the pos-embed resized chunk by chunk (ck_cuda_pos_embed_rows: the host
  * resize's bits), the input's hint plane released after patch_embed, the
  * global attention's qkv streamed a head at a time (attention_qkv), the
- * decoders in bands of rows (decoder_fuse_rows) and c1 to and from host
- * memory in bands (reroll_rows) each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
+ * decoders in bands of rows (decoder_fuse_rows), c1 to and from host
+ * memory in bands (reroll_rows) and x's RGB planes in host memory, fetched
+ * per refiner band, each give the whole-map CUDA run's result, fp32 within 1e-5, fp16 and bf16
  * within the reduced-precision bar (below); a budget makes the planner pick
  * them on CUDA; the smallest budget's session takes no more device memory
  * beyond its plan than the whole-map session does beyond its own. Without a
@@ -119,21 +120,22 @@ static void bands_case(const char *model_name, const ckey_model *m, int S, const
             memset(got, 0, n * sizeof(float));
             snprintf(name, sizeof name,
                      "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d, pos streamed %d, qkv streamed %d, "
-                     "decoder bands of %d, c1 in bands %d",
+                     "decoder bands of %d, c1 in bands %d, x on host %d",
                      model_name, S, pn, sb.refiner_band, CK_MAX(1, sb.encoder_chunks), sb.c1_on_host,
-                     sb.pos_streamed, sb.qkv_streamed, sb.decoder_band, sb.c1_bands);
+                     sb.pos_streamed, sb.qkv_streamed, sb.decoder_band, sb.c1_bands, sb.x_on_host);
             if (run_cuda(m, S, prec, 0, &sb, x, got, 1, &p, NULL, &err) != CKEY_OK) {
                 CHECKF(0, "%s: %s", name, err.message);
                 continue;
             }
             const int pos = (p.streamed & CKEY_PLAN_POS_STREAMED) != 0, qkv = (p.streamed & CKEY_PLAN_QKV_STREAMED) != 0,
-                      dec = (p.streamed & CKEY_PLAN_DECODER_BANDS) != 0, c1b = (p.streamed & CKEY_PLAN_C1_BANDS) != 0;
+                      dec = (p.streamed & CKEY_PLAN_DECODER_BANDS) != 0, c1b = (p.streamed & CKEY_PLAN_C1_BANDS) != 0,
+                      xh = (p.streamed & CKEY_PLAN_X_ON_HOST) != 0;
             CHECKF(p.refiner_band == sb.refiner_band && p.encoder_chunks == CK_MAX(1, sb.encoder_chunks) &&
                        p.c1_on_host == sb.c1_on_host && pos == sb.pos_streamed && qkv == sb.qkv_streamed &&
-                       dec == (sb.decoder_band > 0) && c1b == sb.c1_bands,
+                       dec == (sb.decoder_band > 0) && c1b == sb.c1_bands && xh == sb.x_on_host,
                    "%s: the session ran bands of %d, %d chunks, c1 on host %d, pos streamed %d, qkv streamed %d, "
-                   "decoder bands %d, c1 in bands %d", name, (int)p.refiner_band, (int)p.encoder_chunks,
-                   (int)p.c1_on_host, pos, qkv, dec, c1b);
+                   "decoder bands %d, c1 in bands %d, x on host %d", name, (int)p.refiner_band,
+                   (int)p.encoder_chunks, (int)p.c1_on_host, pos, qkv, dec, c1b, xh);
             if (sb.pos_streamed) /* the weights hold the stored pos-embed only */
                 CHECKF(p.weight_bytes == p0.weight_bytes - (int64_t)(S / m->cfg.patch_stride) *
                                                                (S / m->cfg.patch_stride) * m->cfg.embed_dim * 4,
@@ -201,8 +203,9 @@ static void test_plan_offers_bands(void) {
 /* Planning alone: the CUDA planner offers the global attention's qkv
  * streamed (attention_qkv) and the decoders in bands (decoder_fuse_rows),
  * and at S = 2048, 3072 and 4096 in fp16 its smallest budget takes both
- * with c1 in bands (reroll_rows) and is under the leanest schedule's
- * without them. Prints the smallest budgets. */
+ * with c1 in bands (reroll_rows) and x in host memory, and is under the
+ * leanest schedule's without them; at S = 3072 it is within 512 MiB,
+ * weights included. Prints the smallest budgets. */
 static void test_plan_streamed(void) {
     if (!have_cuda_backend()) SKIP("this build has no CUDA backend");
     ck_config cfg;
@@ -238,10 +241,14 @@ static void test_plan_streamed(void) {
                sizes[i], p.peak_bytes / 1048576.0, p.weight_bytes / 1048576.0, p.arena_bytes / 1048576.0,
                p.workspace_bytes / 1048576.0, (int)p.refiner_band, (int)p.encoder_chunks, (int)p.streamed,
                without / 1048576.0);
-        CHECKF((p.streamed & CKEY_PLAN_QKV_STREAMED) && (p.streamed & CKEY_PLAN_DECODER_BANDS) &&
-                   (p.streamed & CKEY_PLAN_C1_BANDS),
-               "S = %d: the smallest budget's steps %d lack qkv streamed, decoder or c1 bands", sizes[i],
+        const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_C1_BANDS |
+                              CKEY_PLAN_X_ON_HOST;
+        CHECKF((p.streamed & steps) == steps,
+               "S = %d: the smallest budget's steps %d lack qkv streamed, decoder or c1 bands or x on host", sizes[i],
                (int)p.streamed);
+        if (sizes[i] <= 3072)
+            CHECKF(p.peak_bytes <= (int64_t)512 << 20, "S = %d fp16: smallest budget %.1f MiB over 512 MiB", sizes[i],
+                   p.peak_bytes / 1048576.0);
         CHECKF(p.peak_bytes < without, "S = %d: smallest budget %.1f MiB, not under %.1f MiB without the two steps",
                sizes[i], p.peak_bytes / 1048576.0, without / 1048576.0);
     }
@@ -269,7 +276,10 @@ static void test_tiny_s128(void) {
             {.decoder_band = 1},
             {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 7},
             {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 7,
-             .c1_bands = 1}};
+             .c1_bands = 1},
+            {.refiner_band = 16, .x_on_host = 1},
+            {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 7,
+             .c1_bands = 1, .x_on_host = 1}};
         static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
         bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     } else {
@@ -336,7 +346,8 @@ static void test_tiny_pos_streamed(void) {
                                       {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .pos_streamed = 1},
                                       {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                       {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1,
-                                       .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1}};
+                                       .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1,
+                                       .x_on_host = 1}};
     static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                           {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
                                            .pos_streamed = 1, .input_rgb = 1}};
@@ -380,7 +391,10 @@ static void test_full_s256(void) {
         {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1,
          .qkv_streamed = 1, .decoder_band = 64},
         {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 5,
-         .c1_bands = 1}};
+         .c1_bands = 1},
+        {.refiner_band = 37, .x_on_host = 1},
+        {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1,
+         .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1, .x_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
@@ -414,7 +428,7 @@ static void test_full_s2048(void) {
                                       {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
                                        .decoder_band = 64},
                                       {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
-                                       .decoder_band = 64, .c1_bands = 1}};
+                                       .decoder_band = 64, .c1_bands = 1, .x_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
     /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 5 of stage 3's 8 heads' outputs
@@ -453,10 +467,10 @@ static void test_full_s2048(void) {
            pb.workspace_bytes / 1048576.0);
     CHECKF(pb.refiner_band > 0 && pb.encoder_chunks > 1, "the smallest budget ran bands of %d, %d encoder chunks",
            (int)pb.refiner_band, (int)pb.encoder_chunks);
-    CHECKF((pb.streamed & CKEY_PLAN_QKV_STREAMED) && (pb.streamed & CKEY_PLAN_DECODER_BANDS) &&
-               (pb.streamed & CKEY_PLAN_C1_BANDS),
-           "the smallest budget ran without the qkv streamed, the decoders or c1 in bands (steps %d)",
-           (int)pb.streamed);
+    const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_C1_BANDS | CKEY_PLAN_X_ON_HOST;
+    CHECKF((pb.streamed & steps) == steps,
+           "the smallest budget ran without the qkv streamed, the decoders or c1 in bands or x in host memory "
+           "(steps %d)", (int)pb.streamed);
     CHECK(pb.peak_bytes <= pw.min_budget_bytes);
     CHECKF(used_w >= 0 && used_b >= 0 && used_b <= pb.peak_bytes + outside,
            "banded fp16 session took %.1f MiB of device memory, its plan %.1f MiB + %.1f MiB outside it",

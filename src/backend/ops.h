@@ -217,8 +217,11 @@ typedef struct ck_ops {
      * rin = rows [y0, y0 + n) of refiner_input's [7, S, S], in a layout of
      * the backend's taking ck_pass_params.band_input_ch values a pixel
      * (7, the default: planes [7, n, S]; the CUDA tensor-core stem's: pixels
-     * [n * S, 8]); only conv3x3_rows reads it. */
-    void (*refiner_input_rows)(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin);
+     * [n * S, 8]); only conv3x3_rows reads it. x holds the input's image
+     * rows x_r0 .. of its RGB planes, x_rows * S elements apart (the whole
+     * input: 0, S; ck_schedule.x_on_host: a band fetched from host memory). */
+    void (*refiner_input_rows)(ck_backend *be, ck_tensor x, int x_r0, int x_rows, ck_tensor logits, int S, int y0,
+                               int n, ck_tensor rin);
 
     /* conv3x3 (no pending affine) of a band: in holds image rows [in_r0,
      * in_r0 + in_n) of its map (in_is_image: a band of rin above),

@@ -964,11 +964,12 @@ static void cpu_refiner_input(ck_cpu *be, const float *x, const float *logits, i
     ck_pool_for(be->pool, 4 * (int64_t)S, 8, up_rows, &c);
 }
 
-/* rin [7, n, S]: rows [y0, y0 + n) of the refiner input */
-static void cpu_refiner_input_rows(ck_cpu *be, const float *x, const float *logits, int S, int y0, int n,
-                                   float *rin) {
+/* rin [7, n, S]: rows [y0, y0 + n) of the refiner input; x holds rows
+ * x_r0.. of the input, planes x_rows rows apart */
+static void cpu_refiner_input_rows(ck_cpu *be, const float *x, int x_r0, int x_rows, const float *logits, int S,
+                                   int y0, int n, float *rin) {
     for (int ch = 0; ch < 3; ch++)
-        memcpy(rin + (int64_t)ch * n * S, x + ((int64_t)ch * S + y0) * S, (size_t)n * S * sizeof(float));
+        memcpy(rin + (int64_t)ch * n * S, x + ((int64_t)ch * x_rows + y0 - x_r0) * S, (size_t)n * S * sizeof(float));
     up_ctx c = {x, logits, S, rin, 0, y0, n};
     ck_pool_for(be->pool, 4 * (int64_t)n, 8, up_rows, &c);
 }
@@ -1382,8 +1383,9 @@ static void t_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const flo
                              int64_t HW, ck_weight W, ck_weight b, float mult, ck_tensor out, int Cout) {
     cpu_pointwise_conv(CPU(be), F(x), F(y), ra, rb, C, HW, WF(W), WF(b), mult, F(out), Cout);
 }
-static void t_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
-    cpu_refiner_input_rows(CPU(be), F(x), F(logits), S, y0, n, F(rin));
+static void t_refiner_input_rows(ck_backend *be, ck_tensor x, int x_r0, int x_rows, ck_tensor logits, int S, int y0,
+                                 int n, ck_tensor rin) {
+    cpu_refiner_input_rows(CPU(be), F(x), x_r0, x_rows, F(logits), S, y0, n, F(rin));
 }
 static void t_conv3x3_rows(ck_backend *be, ck_tensor in, int in_is_image, int Cin, int S, int dil, int in_r0, int in_n,
                            ck_weight W, ck_weight bias, ck_tensor out, int out_r0, int out_n, int Cout, int groups,

@@ -8,6 +8,7 @@
 
 #include "ckey_debug.h"
 #include "cuda/backend.h"
+#include "model/greenformer.h"
 #include "model/ln-fold.h"
 
 #ifdef CK_HAVE_CUDA
@@ -58,10 +59,8 @@ static void cu_pass_params(const ck_backend_config *bc, const ck_config *c, ck_p
     p->conv_shift_rows = ck_cuda_conv_shift_rows(S);
     p->conv_load_affine = ck_cuda_conv_loads_affine(c->ref_dim, bc->act);
     p->band_input_ch = ck_cuda_band_input_ch(c->ref_dim, bc->act);
-    if (bc->sched.c1_on_host) { /* c1 [S/4, S/4, embed_dim] */
-        const size_t g = (size_t)(S / c->patch_stride);
-        p->host_map_bytes = g * g * (size_t)c->embed_dim * act;
-    }
+    /* c1 [S/4, S/4, embed_dim] (c1_on_host), x's RGB planes (x_on_host) */
+    p->host_map_bytes = ck_host_map_bytes(c, S, &bc->sched, bc->act);
 }
 
 /* The pos-embed resized to S/4 (fp32), unless the stored grid is that or

@@ -227,7 +227,8 @@ ckey_status ck_cuda_conv3x3_band_t(const void *in, int image_in, int Cin, int S,
 /* Rows y0 .. y0 + n - 1 of ck_cuda_refiner_input_t's rin into a band: planes
  * [7, n, S], or (packed) pixels [n * S, 8] with channel 7 zero, the layout
  * ck_cuda_refiner_stem_input makes of a whole map (16-byte aligned). */
-ckey_status ck_cuda_refiner_input_rows_t(const void *x, const float *logits, int S, int y0, int n, int packed,
+ckey_status ck_cuda_refiner_input_rows_t(const void *x, int x_r0, int x_rows, const float *logits, int S, int y0, int n,
+                                         int packed,
                                          void *rin, ck_dtype dt, void *st, ckey_error *err);
 /* Rows y0 .. y0 + n - 1 of out [Cout, S, S] = mult * (W x + b), x a band
  * [n * S, C] holding those rows: ck_cuda_pointwise_t's values there. */

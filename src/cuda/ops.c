@@ -554,10 +554,12 @@ static void cu_pointwise_conv(ck_backend *be, ck_tensor x, ck_tensor y, const fl
  * (ck_cuda_band_input_ch), else planes [7, n, S]. */
 int ck_cuda_band_input_ch(int R, ck_dtype dt) { return ck_cuda_refiner_tc_ok(R, dt) ? 8 : 7; }
 
-static void cu_refiner_input_rows(ck_backend *be, ck_tensor x, ck_tensor logits, int S, int y0, int n, ck_tensor rin) {
+static void cu_refiner_input_rows(ck_backend *be, ck_tensor x, int x_r0, int x_rows, ck_tensor logits, int S, int y0,
+                                  int n, ck_tensor rin) {
     ck_cuda_state *s = ST(be);
     const int packed = ck_cuda_band_input_ch(s->ref_dim, s->dt) == 8;
-    CHECKED(be, ck_cuda_refiner_input_rows_t(x.data, ck_f32(logits), S, y0, n, packed, rin.data, s->dt, s->stream, EC));
+    CHECKED(be, ck_cuda_refiner_input_rows_t(x.data, x_r0, x_rows, ck_f32(logits), S, y0, n, packed, rin.data, s->dt,
+                                             s->stream, EC));
 }
 
 static void cu_conv3x3_rows(ck_backend *be, ck_tensor in, int image_in, int Cin, int S, int dil, int in_r0, int in_n,

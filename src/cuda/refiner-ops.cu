@@ -49,12 +49,13 @@ __global__ void refiner_input_kernel(const T *__restrict__ x, const float *__res
 // channel 7 zero (PACK = true: the layout ck_cuda_refiner_stem_input makes of
 // a whole map). Each value is the whole-map kernel's.
 template <typename T, bool PACK>
-__global__ void refiner_input_rows_kernel(const T *__restrict__ x, const float *__restrict__ logits, int S, int y0,
-                                          T *__restrict__ rin) {
+__global__ void refiner_input_rows_kernel(const T *__restrict__ x, int x_r0, int x_rows,
+                                          const float *__restrict__ logits, int S, int y0, T *__restrict__ rin) {
     ck_pdl_enter();
     const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), yb = (int)blockIdx.y, y = y0 + yb;
     if (xx >= S) return;
-    const int64_t HW = (int64_t)S * S, p = (int64_t)y * S + xx, q = (int64_t)yb * S + xx;
+    // x: image rows x_r0.., planes x_rows rows apart
+    const int64_t HW = (int64_t)x_rows * S, p = (int64_t)(y - x_r0) * S + xx, q = (int64_t)yb * S + xx;
     const int64_t bn = (int64_t)gridDim.y * S; // a plane of the band
     const int G = S / 4;
     const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
@@ -321,10 +322,10 @@ ckey_status ck_cuda_refiner_input_t(const void *x, const float *logits, int S, v
     return launched(err, "refiner input");
 }
 
-ckey_status ck_cuda_refiner_input_rows_t(const void *x, const float *logits, int S, int y0, int n, int packed,
-                                         void *rin, ck_dtype dt, void *st, ckey_error *err) {
+ckey_status ck_cuda_refiner_input_rows_t(const void *x, int x_r0, int x_rows, const float *logits, int S, int y0, int n,
+                                         int packed, void *rin, ck_dtype dt, void *st, ckey_error *err) {
     if (S <= 0 || n <= 0) return CKEY_OK;
-    if (y0 < 0 || y0 + n > S || (packed && ((uintptr_t)rin & 15))) {
+    if (y0 < 0 || y0 + n > S || y0 < x_r0 || y0 + n > x_r0 + x_rows || (packed && ((uintptr_t)rin & 15))) {
         if (err) {
             snprintf(err->message, sizeof err->message, "refiner input rows: bad band %d + %d of %d%s", y0, n, S,
                      packed ? " (packed: 16-byte aligned)" : "");
@@ -335,10 +336,10 @@ ckey_status ck_cuda_refiner_input_rows_t(const void *x, const float *logits, int
     const dim3 grid(blocks_for(S, 256), (unsigned)n);
     if (packed)
         CK_DISPATCH(dt, (ck_launch(refiner_input_rows_kernel<T, true>, grid, 256, 0, (cudaStream_t)st, (const T *)x,
-                                   logits, S, y0, (T *)rin)));
+                                   x_r0, x_rows, logits, S, y0, (T *)rin)));
     else
         CK_DISPATCH(dt, (ck_launch(refiner_input_rows_kernel<T, false>, grid, 256, 0, (cudaStream_t)st, (const T *)x,
-                                   logits, S, y0, (T *)rin)));
+                                   x_r0, x_rows, logits, S, y0, (T *)rin)));
     return launched(err, "refiner input rows");
 }
 

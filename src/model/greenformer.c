@@ -67,6 +67,7 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
         return 0;
     if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
     if (s->c1_bands && !(s->c1_on_host && s->decoder_band > 0 && ops->reroll_rows)) return 0;
+    if (s->x_on_host && !(s->refiner_band > 0 && ops->to_host && ops->from_host)) return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -92,6 +93,15 @@ static rows_t grow(rows_t r, int d, int S) {
     return g;
 }
 
+size_t ck_x_host_offset(const ck_config *c, int S, const ck_schedule *s, ck_dtype act) {
+    const size_t G = (size_t)(S / c->patch_stride);
+    return s->c1_on_host ? G * G * (size_t)c->embed_dim * ck_dtype_size(act) : 0;
+}
+
+size_t ck_host_map_bytes(const ck_config *c, int S, const ck_schedule *s, ck_dtype act) {
+    return ck_x_host_offset(c, S, s, act) + (s->x_on_host ? (size_t)3 * S * S * ck_dtype_size(act) : 0);
+}
+
 /* The refiner in bands of B output rows (ck_schedule.refiner_band): ten
  * passes over the image, pass k < 9 summing GroupNorm k's statistics, pass 9
  * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
@@ -107,6 +117,7 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     const int S = f->S, R = c->ref_dim, gr = c->ref_groups, B = CK_MIN(f->sched.refiner_band, S);
     const int64_t HW = (int64_t)S * S;
     const int64_t nmax = CK_MIN(S, B + ck_refiner_band_halo());
+    const size_t es = ck_dtype_size(f->act);
     ck_tensor out = ALLOC_F32(4 * HW, "output");
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
@@ -115,6 +126,8 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     ck_tensor xb = ALLOC_ACT(nmax * S * R, "refiner band: x");
     ck_tensor tb = ALLOC_ACT(nmax * S * R, "refiner band: t");
     ck_tensor vb = ALLOC_ACT(nmax * S * R, "refiner band: v");
+    /* x_on_host: the band's rows of x's RGB planes [3, nmax, S], fetched per band */
+    ck_tensor xin = f->sched.x_on_host ? ALLOC_ACT(3 * nmax * S, "refiner band: x input") : x;
     const ck_weight *W[REF_CONVS], *Bw[REF_CONVS], *G[REF_CONVS], *Be[REF_CONVS];
     W[0] = &rw->stem_w, Bw[0] = &rw->stem_b, G[0] = &rw->stem_gn_w, Be[0] = &rw->stem_gn_b;
     for (int k = 1; k < REF_CONVS; k++)
@@ -132,7 +145,12 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
             const int xlo = e[0].lo; /* xb's first row */
 #define ROWS(r) ((r).hi - (r).lo)
 #define BAND_AT(t, r, base) ck_tensor_at((t), (int64_t)((r).lo - (base)) * S * R)
-            OP(f, refiner_input_rows, x, logits, S, in0.lo, ROWS(in0), rin);
+            if (f->sched.x_on_host)
+                for (int ch = 0; ch < 3; ch++)
+                    OP(f, from_host, ck_x_host_offset(f->c, S, &f->sched, f->act) + (size_t)((int64_t)ch * HW + (int64_t)in0.lo * S) * es,
+                       (size_t)((int64_t)ROWS(in0) * S) * es, ck_tensor_at(xin, (int64_t)ch * nmax * S));
+            OP(f, refiner_input_rows, xin, f->sched.x_on_host ? in0.lo : 0, f->sched.x_on_host ? (int)nmax : S, logits,
+               S, in0.lo, ROWS(in0), rin);
             OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, rin, 1, 7, S, 1, in0.lo, ROWS(in0), *W[0], *Bw[0], xb,
                 e[0].lo, ROWS(e[0]), R, gr, last == 0 ? st : NULL);
             if (f->cost) *f->cost += (double)ROWS(e[0]) * S * 9 * 7 * R;
@@ -166,6 +184,7 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
             OP(f, groupnorm_affine, stats, gr, R, HW, *G[pass], *Be[pass], aff + 2 * pass * R,
                aff + (2 * pass + 1) * R);
     }
+    if (f->sched.x_on_host) RELEASE(xin);
     RELEASE(vb);
     RELEASE(tb);
     RELEASE(xb);
@@ -259,7 +278,13 @@ ck_tensor ck_forward(const ck_fwd *f) {
     ck_tensor tok = ALLOC_ACT(N * E, "tokens");
     OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
     /* the refiner reads x's RGB planes only: the hint plane (the last) goes */
-    if (f->sched.input_rgb) ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
+    if (f->sched.x_on_host) { /* ... and the RGB planes wait in host memory */
+        OP(f, to_host, x, ck_x_host_offset(c, S, &f->sched, f->act), (size_t)(3 * HW) * ck_dtype_size(f->act));
+        RELEASE(x);
+        x = (ck_tensor){0};
+    } else if (f->sched.input_rgb) {
+        ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
+    }
 
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
@@ -424,7 +449,7 @@ static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     if (f->sched.refiner_band > 0) {
         ck_tensor out = refiner_banded(f, x, logits);
         if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
-        RELEASE(x);
+        if (x.data) RELEASE(x);
         tap(f, "deltas", out, 3, 4, S, S);
         OP(f, finalize, logits, S, out);
         RELEASE(logits);

@@ -36,6 +36,11 @@ int ck_refiner_band_halo(void);
 /* Whether the backend's op table runs schedule s (the banded ops are optional). */
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s);
 
+/* Host memory a pass under schedule s keeps maps in (ck_pass_params.host_map_bytes):
+ * c1 (c1_on_host) at offset 0, then x's RGB planes (x_on_host) at ck_x_host_offset. */
+size_t ck_host_map_bytes(const ck_config *c, int S, const ck_schedule *s, ck_dtype act);
+size_t ck_x_host_offset(const ck_config *c, int S, const ck_schedule *s, ck_dtype act);
+
 /* Profile buckets (wall time of each op kind, summed over the pass). */
 enum { CK_PROF_PATCH, CK_PROF_MU_ATTN, CK_PROF_LAYERNORM, CK_PROF_LINEAR, CK_PROF_POOL_LINEAR,
        CK_PROF_ATTENTION, CK_PROF_MLP, CK_PROF_REROLL, CK_PROF_DECODER, CK_PROF_REFINER_CONV,

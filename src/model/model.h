@@ -103,6 +103,12 @@ typedef struct ck_schedule {
      * into host memory, and fetched back a band at a time for the decoders'
      * bands. Offered only by backends with reroll_rows (CUDA). */
     int c1_bands;
+    /* x_on_host = 1 (with refiner_band): after patch_embed the input's RGB
+     * planes wait in host memory (after c1 there, when c1_on_host), and each
+     * refiner band fetches the rows it reads (ck_ops.from_host,
+     * refiner_input_rows given the band). Offered only by backends with
+     * to_host / from_host (CUDA). */
+    int x_on_host;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

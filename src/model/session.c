@@ -140,7 +140,8 @@ static int32_t streamed_bits(const ck_schedule *s) {
     return (s->pos_streamed ? CKEY_PLAN_POS_STREAMED : 0) | (s->qkv_streamed ? CKEY_PLAN_QKV_STREAMED : 0) |
            (s->decoder_band > 0 ? CKEY_PLAN_DECODER_BANDS : 0) | (s->transition_from_map ? CKEY_PLAN_FROM_MAPS : 0) |
            (s->norm1_from_map ? CKEY_PLAN_NORM1_FROM_MAP : 0) | (s->input_rgb ? CKEY_PLAN_INPUT_RGB : 0) |
-           (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0);
+           (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0) |
+           (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0);
 }
 
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
@@ -201,6 +202,8 @@ static const ck_schedule encoder_steps[] = {
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
      .c1_bands = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
+     .c1_bands = 1, .x_on_host = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
@@ -219,8 +222,8 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
         int seen = 0; /* a step that is an earlier one at this S */
         for (int j = 0; j < n && !seen; j++) seen = !memcmp(&out[j], &s, sizeof s);
         if (seen) continue;
-        if (!schedule_ok(bi, &s) || n >= MAX_SCHEDULES) continue;
-        out[n++] = s;
+        /* a step may need bands (x_on_host): its whole-map form is then left out, not its bands */
+        if (schedule_ok(bi, &s) && n < MAX_SCHEDULES) out[n++] = s;
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
             s.refiner_band = B;
             if (B + ck_refiner_band_halo() < S && schedule_ok(bi, &s)) out[n++] = s;
