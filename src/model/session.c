@@ -178,8 +178,11 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * chunks of windows (at most one window a chunk: (S/32)^2 windows), then,
  * where it has to_host / from_host, with 16 chunks and c1 in host memory,
  * then also the pos-embed streamed (below), then in 64 chunks, then with
- * the input's hint plane released (below; a step that is an earlier one at
- * this S, the pos-embed having nothing to stream, is left out); where it
+ * the input's hint plane released (below), then with the global
+ * attention's qkv streamed, then the decoders in bands too, then c1 to and
+ * from host memory in bands (reroll_rows), then the input's RGB planes in
+ * host memory (refiner bands only) (a step that is an earlier one at this
+ * S, the pos-embed having nothing to stream, is left out); where it
  * streams the
  * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
  * that; then, where it has attention_qkv, with the global
