@@ -95,6 +95,16 @@ typedef struct ck_schedule {
      * the feature map is made in the tokens' own buffer (ck_ops.reroll_inplace:
      * the same rows, permuted), so tokens and map are never both whole. */
     int reroll_in_place;
+    /* encoder_band = B > 0 (with decoder_band): the blocks before the first
+     * global one, which attend within mask units (each token a function of
+     * its unit's pixels), run on bands of B token rows of the S/4 grid (whole
+     * units), each band's tokens put into the first global block's input
+     * (ck_ops.patch_embed_rows, put_rows); no feature map of those stages
+     * (c1, c2) is kept: each decoder band computes the units its rows need
+     * again from x, which keeps its hint plane until the decoders are done
+     * (input_rgb then releases it there). Offered only by backends with those
+     * ops (the CPU). */
+    int encoder_band;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */
