@@ -96,11 +96,12 @@ typedef struct ck_ops {
     void (*patch_embed_rows)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
                              ck_weight pos, int unroll_k, int y0, int n, ck_tensor tokens);
 
-    /* Optional (ck_schedule.encoder_band): for p < parts, rows [p * n, p * n
-     * + n) of src [parts * n, C] -> rows [p * stride + off, ... + n) of dst
-     * (a band's tokens into the whole image's, unrolled order). */
-    void (*put_rows)(ck_backend *be, ck_tensor src, int parts, int64_t n, int C, ck_tensor dst, int64_t stride,
-                     int64_t off);
+    /* Optional (ck_schedule.encoder_band, out_in_input): for p < parts, rows
+     * [p * ss + so, ... + n) of src -> rows [p * ds + do_, ... + n) of dst,
+     * rows of C values (a band's tokens into the whole image's, image rows
+     * between planes); src and dst may overlap within a part. */
+    void (*copy_rows)(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds, int64_t do_,
+                      int parts, int64_t n, int C);
 
     /* The attention half of a mask-unit block, window by window:
      * xo = (expand ? maxpool_q(proj(norm1(x))) : x) + attn.proj(attn(norm1(x))).

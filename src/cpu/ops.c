@@ -1317,10 +1317,10 @@ static void t_patch_embed_rows(ck_backend *be, const ck_config *c, ck_weight w, 
                                ck_weight pos, int k, int y0, int n, ck_tensor tokens) {
     cpu_patch_embed_rows(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, y0, n, F(tokens));
 }
-static void t_put_rows(ck_backend *be, ck_tensor src, int parts, int64_t n, int C, ck_tensor dst, int64_t stride,
-                       int64_t off) {
+static void t_copy_rows(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds,
+                        int64_t do_, int parts, int64_t n, int C) {
     for (int p = 0; p < parts; p++)
-        memcpy(F(dst) + (p * stride + off) * C, F(src) + p * n * C, (size_t)(n * C) * sizeof(float));
+        memmove(F(dst) + (p * ds + do_) * C, F(src) + (p * ss + so) * C, (size_t)(n * C) * sizeof(float));
 }
 static void t_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor x,
                                   int64_t N, ck_tensor xo) {
@@ -1497,7 +1497,7 @@ const ck_ops ck_cpu_ops = {
     .write = t_write,
     .patch_embed = t_patch_embed,
     .patch_embed_rows = t_patch_embed_rows,
-    .put_rows = t_put_rows,
+    .copy_rows = t_copy_rows,
     .mask_unit_attention = t_mask_unit_attention,
     .mask_unit_attention_map = t_mask_unit_attention_map,
     .layernorm = t_layernorm,

@@ -66,7 +66,9 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
                                ops->attention_qkv_map))
         return 0;
     if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
-    if (s->encoder_band > 0 && !(s->decoder_band > 0 && ops->patch_embed_rows && ops->put_rows)) return 0;
+    if (s->encoder_band > 0 && !(s->decoder_band > 0 && ops->patch_embed_rows && ops->copy_rows)) return 0;
+    if (s->out_in_input && !(s->refiner_band > 0 && ops->copy_rows && (!s->input_rgb || s->encoder_band > 0)))
+        return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -92,6 +94,20 @@ static rows_t grow(rows_t r, int d, int S) {
     return g;
 }
 
+/* Whether the refiner's deltas go into x's own buffer (ck_schedule.out_in_input;
+ * x and the deltas both 4 planes of fp32, the refiner's input band [7, n, S]). */
+static int out_in_input(const ck_fwd *f) {
+    return f->sched.out_in_input && f->sched.refiner_band > 0 && ck_dtype_size(f->act) == sizeof(float) &&
+           (f->p.band_input_ch <= 0 || f->p.band_input_ch == 7);
+}
+
+/* The first input row of the last pass's band at y0 (bands of B rows). */
+static int band_input_lo(int y0, int B, int S) {
+    rows_t r = {y0, CK_MIN(S, y0 + B)};
+    for (int k = REF_CONVS - 1; k >= 0; k--) r = grow(r, ref_dil[k], S);
+    return r.lo;
+}
+
 /* The refiner in bands of B output rows (ck_schedule.refiner_band): ten
  * passes over the image, pass k < 9 summing GroupNorm k's statistics, pass 9
  * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
@@ -107,7 +123,14 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     const int S = f->S, R = c->ref_dim, gr = c->ref_groups, B = CK_MIN(f->sched.refiner_band, S);
     const int64_t HW = (int64_t)S * S;
     const int64_t nmax = CK_MIN(S, B + ck_refiner_band_halo());
-    ck_tensor out = ALLOC_F32(4 * HW, "output");
+    /* out_in_input: the deltas overwrite x [4, S, S] itself, band by band in
+     * the last pass; the RGB rows a band overwrites that later bands still
+     * read wait in sv, rows [sv0, sv1) (at most half the halo and a band) */
+    const int in_x = out_in_input(f);
+    const int svr = B + ck_refiner_band_halo() / 2;
+    ck_tensor out = in_x ? ck_tensor_of(x.data, CK_F32) : ALLOC_F32(4 * HW, "output");
+    ck_tensor sv = in_x ? ALLOC_ACT(3 * (int64_t)svr * S, "refiner band: saved input") : (ck_tensor){0};
+    int sv0 = 0, sv1 = 0;
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
     const int rin_ch = f->p.band_input_ch > 0 ? f->p.band_input_ch : 7;
@@ -133,6 +156,8 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
 #define ROWS(r) ((r).hi - (r).lo)
 #define BAND_AT(t, r, base) ck_tensor_at((t), (int64_t)((r).lo - (base)) * S * R)
             OP(f, refiner_input_rows, x, logits, S, in0.lo, ROWS(in0), rin);
+            if (in_x && pass == REF_CONVS && in0.lo < sv1) /* x's rows [in0.lo, sv1) are deltas now */
+                OP(f, copy_rows, sv, svr, in0.lo - sv0, rin, ROWS(in0), 0, 3, sv1 - in0.lo, S);
             OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, rin, 1, 7, S, 1, in0.lo, ROWS(in0), *W[0], *Bw[0], xb,
                 e[0].lo, ROWS(e[0]), R, gr, last == 0 ? st : NULL);
             if (f->cost) *f->cost += (double)ROWS(e[0]) * S * 9 * 7 * R;
@@ -156,6 +181,19 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
                 OP(f, residual_affine_relu, BAND_AT(xb, e[k2], xlo), vb, R, (int64_t)ROWS(e[k2]) * S,
                    aff + 2 * k2 * R, aff + (2 * k2 + 1) * R, NULL, NULL);
             }
+            if (pass == REF_CONVS && in_x) {
+                /* keep the RGB rows [y0, hi) before the deltas take them,
+                 * from the next band's first input row on */
+                const int hi = e[last].hi, nlo = hi < S ? band_input_lo(hi, B, S) : S;
+                if (nlo >= sv1) {
+                    sv0 = sv1 = CK_MIN(nlo, hi);
+                } else if (nlo > sv0) {
+                    OP(f, copy_rows, sv, svr, nlo - sv0, sv, svr, 0, 3, sv1 - nlo, S);
+                    sv0 = nlo;
+                }
+                OP(f, copy_rows, x, S, sv1, sv, svr, sv1 - sv0, 3, hi - sv1, S);
+                sv1 = hi;
+            }
             if (pass == REF_CONVS)
                 OP(f, pointwise_conv_rows, BAND_AT(xb, e[last], xlo), R, S, e[last].lo, ROWS(e[last]), rw->final_w,
                    rw->final_b, 10.0f * f->strength, out, 4);
@@ -170,6 +208,7 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     RELEASE(tb);
     RELEASE(xb);
     RELEASE(rin);
+    if (in_x) RELEASE(sv);
     ck_release(pl, aff);
     ck_release(pl, stats);
     return out;
@@ -392,7 +431,8 @@ ck_tensor ck_forward(const ck_fwd *f) {
         for (int y0 = 0; y0 < G; y0 += Bn) {
             const int n = CK_MIN(Bn, G - y0);
             ck_tensor bt = local_run(f, bi, i0, tb, NULL, x, y0, n);
-            OP(f, put_rows, bt, parts, (int64_t)(n >> k0) * Wu, D, tok, (int64_t)Wu * Wu, (int64_t)(y0 >> k0) * Wu);
+            const int64_t nw = (int64_t)(n >> k0) * Wu; /* the band's units */
+            OP(f, copy_rows, bt, nw, 0, tok, (int64_t)Wu * Wu, (int64_t)(y0 >> k0) * Wu, parts, nw, D);
         }
         local_release(f, bi, i0, tb, NULL);
     } else {
@@ -509,7 +549,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
     if (f->sched.decoder_band > 0) {
         ck_tensor logits = decoders_banded(f, feat, feat_h, feat_c, x);
         /* encoder_band: the decoders were the last to read x's hint plane */
-        if (f->sched.encoder_band > 0 && f->sched.input_rgb)
+        if (f->sched.encoder_band > 0 && f->sched.input_rgb && !out_in_input(f))
             ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
         phase_end(f, scratch);
         return after_decoders(f, x, logits);
@@ -550,7 +590,7 @@ static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     if (f->sched.refiner_band > 0) {
         ck_tensor out = refiner_banded(f, x, logits);
         if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
-        RELEASE(x);
+        if (out.data != x.data) RELEASE(x);
         tap(f, "deltas", out, 3, 4, S, S);
         OP(f, finalize, logits, S, out);
         RELEASE(logits);
