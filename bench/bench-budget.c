@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     ck_schedule sched[128];
     const int n = ck_session_schedules(m, &o, sched, (int)(sizeof sched / sizeof sched[0]));
     /* from the smallest planned peak upward (insertion sort; ties: the list's order, faster first) */
-    int64_t peak[96];
+    int64_t peak[sizeof sched / sizeof sched[0]];
     for (int i = 0; i < n; i++) {
         ckey_memory_plan mp;
         if (ck_session_plan_schedule(m, &o, &sched[i], &mp, &err)) {
@@ -204,12 +204,12 @@ int main(int argc, char **argv) {
             if (trace) trace_end(&ts);
         }
         printf("{\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,"
-               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"qkv_streamed\":%d,\"decoder_band\":%d,\"from_map\":%d,\"norm1_from_map\":%d,\"input_rgb\":%d,\"reroll_in_place\":%d,\"planned_peak_mib\":%.1f,"
+               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"qkv_streamed\":%d,\"decoder_band\":%d,\"from_map\":%d,\"norm1_from_map\":%d,\"input_rgb\":%d,\"reroll_in_place\":%d,\"encoder_band\":%d,\"out_in_input\":%d,\"planned_peak_mib\":%.1f,"
                "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"workspace_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
                "\"refiner_mib\":%.1f,\"refiner_work\":%.2f",
                cuda ? "cuda" : "cpu", ckey_precision_name(o.precision), S, threads, sched[i].refiner_band,
                CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, sched[i].pos_streamed, sched[i].qkv_streamed, sched[i].decoder_band,
-               sched[i].transition_from_map, sched[i].norm1_from_map, sched[i].input_rgb, sched[i].reroll_in_place,
+               sched[i].transition_from_map, sched[i].norm1_from_map, sched[i].input_rgb, sched[i].reroll_in_place, sched[i].encoder_band, sched[i].out_in_input,
                mp.peak_bytes / 1048576.0,
                mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.workspace_bytes / 1048576.0,
                mp.stage_bytes[0] / 1048576.0,

@@ -34,7 +34,9 @@ static void streamed_steps(char *buf, size_t cap, int32_t bits, const char *sep)
                  {CKEY_PLAN_FROM_MAPS, "stage transitions from the maps"},
                  {CKEY_PLAN_NORM1_FROM_MAP, "norm1 from the map"},
                  {CKEY_PLAN_INPUT_RGB, "input hint released"},
-                 {CKEY_PLAN_REROLL_IN_PLACE, "maps rerolled in place"}};
+                 {CKEY_PLAN_REROLL_IN_PLACE, "maps rerolled in place"},
+                 {CKEY_PLAN_ENCODER_BANDS, "mask-unit blocks in bands"},
+                 {CKEY_PLAN_OUT_IN_INPUT, "output in the input's buffer"}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (bits & steps[i].bit) {
             const size_t n = strlen(buf);
