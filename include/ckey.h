@@ -228,8 +228,10 @@ enum {
     CKEY_PLAN_NORM1_FROM_MAP = 16, /* a widening global block's norm1 taken from the map as read */
     CKEY_PLAN_INPUT_RGB = 32,    /* the input's hint plane released after patch_embed */
     CKEY_PLAN_REROLL_IN_PLACE = 64, /* feature maps made in the tokens' buffers */
-    CKEY_PLAN_C1_BANDS = 128,    /* c1 to and from host memory band by band (CUDA) */
-    CKEY_PLAN_X_ON_HOST = 256    /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
+    CKEY_PLAN_ENCODER_BANDS = 128, /* mask-unit blocks in bands; c1, c2 made again by the decoders */
+    CKEY_PLAN_OUT_IN_INPUT = 256,  /* the refiner's deltas written into the input's buffer */
+    CKEY_PLAN_C1_BANDS = 512,    /* c1 to and from host memory band by band (CUDA) */
+    CKEY_PLAN_X_ON_HOST = 1024   /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
 };
 
 /* Plan a session without allocating its arena (for `ckey info`); over

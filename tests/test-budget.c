@@ -454,6 +454,148 @@ static void test_floor_steps(void) {
     ckey_model_free(m);
 }
 
+/* ck_schedule.encoder_band on top of schedule base (model m at S): the
+ * mask-unit blocks in bands, c1 and c2 made again by each decoder band, give
+ * base's result to the last bit (the same arithmetic per row and window),
+ * and the whole-map run's within 1e-5 (with the golden's x and the golden,
+ * when gold_rel is given). */
+static void encoder_band_case(const ckey_model *m, int S, const ck_schedule *base, const char *gold_rel) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && ref && got);
+    ck_synth_input(S, x);
+    ck_schedule s = *base;
+    s.encoder_band = 16;
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, S, 0, &s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    CHECK(p1.streamed & CKEY_PLAN_ENCODER_BANDS);
+    size_t diff = 0;
+    for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    CHECKF(diff == 0, "S = %d encoder bands: %zu of %lld values differ from the schedule without them", S, diff,
+           (long long)n);
+    printf("  S = %d encoder bands: arena %.2f MiB (without: %.2f)\n", S, p1.arena_bytes / 1048576.0,
+           p0.arena_bytes / 1048576.0);
+    free(x), free(ref), free(got);
+    same_as_whole(m, S, &s, gold_rel, "encoder bands");
+}
+
+/* ck_schedule.out_in_input on top of schedule base (model m at S, the
+ * refiner in bands): the deltas written into x's buffer give base's result
+ * to the last bit, twice in a row on one session (the second pass's input
+ * copied over the first's output), plan less than base, and the whole-map
+ * run's result within 1e-5. */
+static void out_in_input_case(const ckey_model *m, int S, const ck_schedule *base) {
+    const int64_t n = 4 * (int64_t)S * S;
+    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
+          *got = malloc((size_t)n * sizeof(float));
+    REQUIRE(x && ref && got);
+    ck_synth_input(S, x);
+    ck_schedule s = *base;
+    s.out_in_input = 1;
+    ckey_memory_plan p0, p1;
+    ckey_error err;
+    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = S;
+    o.threads = 2;
+    ckey_session *ss = NULL;
+    REQUIRE(ck_session_create_schedule(m, &o, 0, &s, &ss, &err) == CKEY_OK);
+    REQUIRE(ckey_session_get_plan(ss, &p1) == CKEY_OK);
+    CHECK(p1.streamed & CKEY_PLAN_OUT_IN_INPUT);
+    for (int run = 0; run < 2; run++) {
+        ckey_forward_result r;
+        CHECKF(ckey_session_forward(ss, x, &r, &err) == CKEY_OK, "%s", err.message);
+        size_t diff = 0;
+        for (int64_t i = 0; i < n; i++) diff += memcmp(&r.alpha[i], &ref[i], sizeof(float)) != 0;
+        CHECKF(diff == 0, "S = %d bands of %d, output in the input, pass %d: %zu of %lld values differ", S,
+               s.refiner_band, run, diff, (long long)n);
+    }
+    ckey_session_free(ss);
+    printf("  S = %d bands of %d, output in the input: arena %.2f MiB (without: %.2f)\n", S, s.refiner_band,
+           p1.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0);
+    CHECK(p1.arena_bytes < p0.arena_bytes);
+    free(x), free(ref), free(got);
+    same_as_whole(m, S, &s, NULL, "output in the input");
+}
+
+/* ck_schedule.encoder_band: the tiny model at S = 128 (two bands of units,
+ * eight decoder bands; against the golden too) and (release build) 256 with
+ * the pos-embed streamed and the refiner in bands, the full architecture at
+ * S = 256 (release build); on the full architecture each of the encoder,
+ * decoders and the whole plan less at S = 2048 and 4096, and at S = 4096 the
+ * encoder and decoders within 1 GiB with the weights. */
+static void test_encoder_band(void) {
+    ckey_model *m = load_tiny();
+    REQUIRE(m);
+    const ck_schedule all = {.transition_from_map = 1, .qkv_streamed = 1, .decoder_band = 16, .norm1_from_map = 1,
+                             .input_rgb = 1, .reroll_in_place = 1},
+                      b = {.transition_from_map = 1, .qkv_streamed = 1, .decoder_band = 16, .norm1_from_map = 1,
+                           .input_rgb = 1, .reroll_in_place = 1, .pos_streamed = 1, .refiner_band = 24};
+    encoder_band_case(m, 128, &all, "tiny/tiny_s128.safetensors");
+    if (!CK_ASAN) encoder_band_case(m, 256, &b, NULL);
+    ck_schedule e = all;
+    e.encoder_band = 16;
+    for (int B = 8; B <= 32; B += 24) { /* bands shorter than the halo's half, and longer */
+        e.refiner_band = B;
+        out_in_input_case(m, 128, &e);
+    }
+    e.encoder_band = 0, e.input_rgb = 0, e.refiner_band = 24;
+    out_in_input_case(m, 128, &e); /* alone */
+    ckey_model_free(m);
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_error err;
+    m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    if (!CK_ASAN) encoder_band_case(m, 256, &all, NULL);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.threads = 2;
+    if (!CK_ASAN) {
+        ck_schedule e2 = all;
+        e2.encoder_band = 16, e2.refiner_band = 16;
+        out_in_input_case(m, 256, &e2);
+    }
+    for (int S = 2048; S <= 4096; S += 2048) {
+        o.size = S;
+        ck_schedule s = all;
+        s.refiner_band = 8;
+        s.pos_streamed = S / cfg.patch_stride != cfg.pos_grid;
+        ckey_memory_plan p0, p1;
+        CHECKF(ck_session_plan_schedule(m, &o, &s, &p0, &err) == CKEY_OK, "%s", err.message);
+        s.encoder_band = 16;
+        CHECKF(ck_session_plan_schedule(m, &o, &s, &p1, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = %d encoder bands: encoder %.1f, decoders %.1f, refiner %.1f, peak %.1f MiB (without: %.1f, "
+               "%.1f, %.1f, %.1f)\n",
+               S, p1.stage_bytes[0] / 1048576.0, p1.stage_bytes[1] / 1048576.0, p1.stage_bytes[2] / 1048576.0,
+               p1.peak_bytes / 1048576.0, p0.stage_bytes[0] / 1048576.0, p0.stage_bytes[1] / 1048576.0,
+               p0.stage_bytes[2] / 1048576.0, p0.peak_bytes / 1048576.0);
+        CHECK(p1.stage_bytes[0] < p0.stage_bytes[0] && p1.stage_bytes[1] < p0.stage_bytes[1]);
+        CHECK(p1.peak_bytes < p0.peak_bytes);
+        if (S == 4096)
+            CHECK(p1.weight_bytes + CK_MAX(p1.stage_bytes[0], p1.stage_bytes[1]) <= (int64_t)1 << 30);
+        s.out_in_input = 1;
+        ckey_memory_plan p2;
+        CHECKF(ck_session_plan_schedule(m, &o, &s, &p2, &err) == CKEY_OK, "%s", err.message);
+        printf("  S = %d and the output in the input: refiner %.1f, peak %.1f MiB\n", S,
+               p2.stage_bytes[2] / 1048576.0, p2.peak_bytes / 1048576.0);
+        CHECK(p2.stage_bytes[2] < p1.stage_bytes[2]);
+        if (S == 4096) CHECK(p2.peak_bytes <= (int64_t)1 << 30);
+    }
+    if (!CK_ASAN) { /* the planner finds it (every schedule planned) */
+        o.size = 4096;
+        ckey_memory_plan p;
+        REQUIRE(ckey_plan_memory(m, &o, &p, &err) == CKEY_OK);
+        printf("  S = 4096: smallest budget %.1f MiB\n", p.min_budget_bytes / 1048576.0);
+        CHECK(p.min_budget_bytes <= (int64_t)1 << 30);
+    }
+    ckey_model_free(m);
+}
+
 /* Budgets on the full architecture at S = 512 (planning only): none picks
  * the whole maps; the smallest budget fits the leanest schedule; each
  * budget's plan is within it and as fast as any plan within it; one byte
@@ -589,6 +731,7 @@ int main(int argc, char **argv) {
         {"decoder_band", test_decoder_band},
         {"transition_from_map", test_transition_from_map},
         {"floor_steps", test_floor_steps},
+        {"encoder_band", test_encoder_band},
         {"budget_choice", test_budget_choice},
         {"session_at_smallest_budget", test_session_at_smallest_budget},
         {"run_budget", test_run_budget},

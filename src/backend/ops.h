@@ -89,6 +89,20 @@ typedef struct ck_ops {
     void (*patch_embed)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
                         ck_weight pos, int unroll_k, ck_tensor tokens);
 
+    /* Optional (ck_schedule.encoder_band): token rows [y0, y0 + n) of the
+     * S/4 grid alone (y0, n multiples of 2^unroll_k), unrolled as an n x S/4
+     * image of their own: tokens [n * S/4, E], the values patch_embed gives
+     * those tokens. */
+    void (*patch_embed_rows)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
+                             ck_weight pos, int unroll_k, int y0, int n, ck_tensor tokens);
+
+    /* Optional (ck_schedule.encoder_band, out_in_input): for p < parts, rows
+     * [p * ss + so, ... + n) of src -> rows [p * ds + do_, ... + n) of dst,
+     * rows of C values (a band's tokens into the whole image's, image rows
+     * between planes); src and dst may overlap within a part. */
+    void (*copy_rows)(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds, int64_t do_,
+                      int parts, int64_t n, int C);
+
     /* The attention half of a mask-unit block, window by window:
      * xo = (expand ? maxpool_q(proj(norm1(x))) : x) + attn.proj(attn(norm1(x))).
      * x [N, dim]; xo [N / q_stride, dim_out] (xo == x when dim == dim_out). */

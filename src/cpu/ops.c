@@ -796,6 +796,7 @@ typedef struct {
     const float *w, *b; /* patch_w, patch_b */
     const float *x, *pos;
     int S, k;
+    int ybase, H; /* the tokens are rows [ybase, ybase + H) of the grid, unrolled as H x G */
     float *tokens;
     ck_cpu *be;
 } pe_ctx;
@@ -809,7 +810,7 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
     float *out = col + (size_t)G * KK;
     float *prow = out + (size_t)G * E; /* pos_streamed: row y of the resized pos-embed */
     const int stream = G != cf->pos_grid && c->be->cfg.sched.pos_streamed;
-    for (int64_t y = y0; y < y1; y++) {
+    for (int64_t y = c->ybase + y0; y < c->ybase + y1; y++) {
         if (stream) ck_pos_embed_resize_rows(c->pos, cf->pos_grid, E, prow, G, (int)y, (int)y + 1);
         for (int xo = 0; xo < G; xo++) {
             float *cr = col + (int64_t)xo * KK;
@@ -832,7 +833,7 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
         for (int xo = 0; xo < G; xo++) {
             const float *o = out + (int64_t)xo * E;
             const float *pe = stream ? prow + (int64_t)xo * E : c->pos + (y * G + xo) * E;
-            float *t = c->tokens + unroll_index((int)y, xo, G, G, c->k) * E;
+            float *t = c->tokens + unroll_index((int)y - c->ybase, xo, c->H, G, c->k) * E;
             for (int e = 0; e < E; e++) t[e] = o[e] + c->b[e] + pe[e];
         }
     }
@@ -840,8 +841,16 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
 
 static void cpu_patch_embed(ck_cpu *be, const ck_config *cfg, const float *w, const float *b, const float *x, int S,
                             const float *pos, int k, float *tokens) {
-    pe_ctx c = {cfg, w, b, x, pos, S, k, tokens, be};
+    pe_ctx c = {cfg, w, b, x, pos, S, k, 0, S / cfg->patch_stride, tokens, be};
     ck_pool_for(be->pool, S / cfg->patch_stride, 1, pe_rows, &c);
+}
+
+/* Token rows [y0, y0 + n) alone, unrolled as an n x G image (n and y0
+ * multiples of 2^k: whole mask units). */
+static void cpu_patch_embed_rows(ck_cpu *be, const ck_config *cfg, const float *w, const float *b, const float *x,
+                                 int S, const float *pos, int k, int y0, int n, float *tokens) {
+    pe_ctx c = {cfg, w, b, x, pos, S, k, y0, n, tokens, be};
+    ck_pool_for(be->pool, n, 1, pe_rows, &c);
 }
 
 /* -------------------------------------------------------------- decoder */
@@ -1306,6 +1315,15 @@ static void t_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_we
                           ck_weight pos, int k, ck_tensor tokens) {
     cpu_patch_embed(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, F(tokens));
 }
+static void t_patch_embed_rows(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
+                               ck_weight pos, int k, int y0, int n, ck_tensor tokens) {
+    cpu_patch_embed_rows(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, y0, n, F(tokens));
+}
+static void t_copy_rows(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds,
+                        int64_t do_, int parts, int64_t n, int C) {
+    for (int p = 0; p < parts; p++)
+        memmove(F(dst) + (p * ds + do_) * C, F(src) + (p * ss + so) * C, (size_t)(n * C) * sizeof(float));
+}
 static void t_mask_unit_attention(ck_backend *be, const ck_block_info *bi, const ck_block_w *w, ck_tensor x,
                                   int64_t N, ck_tensor xo) {
     cpu_mask_unit_attention(CPU(be), bi, w, F(x), N, F(xo));
@@ -1481,6 +1499,8 @@ const ck_ops ck_cpu_ops = {
     .read = t_read,
     .write = t_write,
     .patch_embed = t_patch_embed,
+    .patch_embed_rows = t_patch_embed_rows,
+    .copy_rows = t_copy_rows,
     .mask_unit_attention = t_mask_unit_attention,
     .mask_unit_attention_map = t_mask_unit_attention_map,
     .layernorm = t_layernorm,

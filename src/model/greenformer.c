@@ -66,6 +66,9 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
                                ops->attention_qkv_map))
         return 0;
     if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
+    if (s->encoder_band > 0 && !(s->decoder_band > 0 && ops->patch_embed_rows && ops->copy_rows)) return 0;
+    if (s->out_in_input && !(s->refiner_band > 0 && ops->copy_rows && (!s->input_rgb || s->encoder_band > 0)))
+        return 0;
     if (s->c1_bands && !(s->c1_on_host && s->decoder_band > 0 && ops->reroll_rows)) return 0;
     if (s->x_on_host && !(s->refiner_band > 0 && ops->to_host && ops->from_host)) return 0;
     if (s->refiner_band <= 0) return 1;
@@ -102,6 +105,20 @@ size_t ck_host_map_bytes(const ck_config *c, int S, const ck_schedule *s, ck_dty
     return ck_x_host_offset(c, S, s, act) + (s->x_on_host ? (size_t)3 * S * S * ck_dtype_size(act) : 0);
 }
 
+/* Whether the refiner's deltas go into x's own buffer (ck_schedule.out_in_input;
+ * x and the deltas both 4 planes of fp32, the refiner's input band [7, n, S]). */
+static int out_in_input(const ck_fwd *f) {
+    return f->sched.out_in_input && f->sched.refiner_band > 0 && ck_dtype_size(f->act) == sizeof(float) &&
+           (f->p.band_input_ch <= 0 || f->p.band_input_ch == 7);
+}
+
+/* The first input row of the last pass's band at y0 (bands of B rows). */
+static int band_input_lo(int y0, int B, int S) {
+    rows_t r = {y0, CK_MIN(S, y0 + B)};
+    for (int k = REF_CONVS - 1; k >= 0; k--) r = grow(r, ref_dil[k], S);
+    return r.lo;
+}
+
 /* The refiner in bands of B output rows (ck_schedule.refiner_band): ten
  * passes over the image, pass k < 9 summing GroupNorm k's statistics, pass 9
  * writing the deltas [4, S, S] (fp32, returned). Each band is recomputed
@@ -117,8 +134,15 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     const int S = f->S, R = c->ref_dim, gr = c->ref_groups, B = CK_MIN(f->sched.refiner_band, S);
     const int64_t HW = (int64_t)S * S;
     const int64_t nmax = CK_MIN(S, B + ck_refiner_band_halo());
-    const size_t es = ck_dtype_size(f->act);
-    ck_tensor out = ALLOC_F32(4 * HW, "output");
+    const size_t es = ck_dtype_size(f->act), x_host = ck_x_host_offset(c, S, &f->sched, f->act);
+    /* out_in_input: the deltas overwrite x [4, S, S] itself, band by band in
+     * the last pass; the RGB rows a band overwrites that later bands still
+     * read wait in sv, rows [sv0, sv1) (at most half the halo and a band) */
+    const int in_x = out_in_input(f);
+    const int svr = B + ck_refiner_band_halo() / 2;
+    ck_tensor out = in_x ? ck_tensor_of(x.data, CK_F32) : ALLOC_F32(4 * HW, "output");
+    ck_tensor sv = in_x ? ALLOC_ACT(3 * (int64_t)svr * S, "refiner band: saved input") : (ck_tensor){0};
+    int sv0 = 0, sv1 = 0;
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
     float *aff = ck_alloc_f32(pl, (size_t)REF_CONVS * 2 * R, "gn affines");
     const int rin_ch = f->p.band_input_ch > 0 ? f->p.band_input_ch : 7;
@@ -145,12 +169,13 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
             const int xlo = e[0].lo; /* xb's first row */
 #define ROWS(r) ((r).hi - (r).lo)
 #define BAND_AT(t, r, base) ck_tensor_at((t), (int64_t)((r).lo - (base)) * S * R)
-            if (f->sched.x_on_host)
-                for (int ch = 0; ch < 3; ch++)
-                    OP(f, from_host, ck_x_host_offset(f->c, S, &f->sched, f->act) + (size_t)((int64_t)ch * HW + (int64_t)in0.lo * S) * es,
-                       (size_t)((int64_t)ROWS(in0) * S) * es, ck_tensor_at(xin, (int64_t)ch * nmax * S));
+            for (int ch = 0; f->sched.x_on_host && ch < 3; ch++) /* x's rows in0 of plane ch */
+                OP(f, from_host, x_host + (size_t)((int64_t)ch * HW + (int64_t)in0.lo * S) * es,
+                   (size_t)((int64_t)ROWS(in0) * S) * es, ck_tensor_at(xin, (int64_t)ch * nmax * S));
             OP(f, refiner_input_rows, xin, f->sched.x_on_host ? in0.lo : 0, f->sched.x_on_host ? (int)nmax : S, logits,
                S, in0.lo, ROWS(in0), rin);
+            if (in_x && pass == REF_CONVS && in0.lo < sv1) /* x's rows [in0.lo, sv1) are deltas now */
+                OP(f, copy_rows, sv, svr, in0.lo - sv0, rin, ROWS(in0), 0, 3, sv1 - in0.lo, S);
             OPP(f, CK_PROF_REFINER_CONV, conv3x3_rows, rin, 1, 7, S, 1, in0.lo, ROWS(in0), *W[0], *Bw[0], xb,
                 e[0].lo, ROWS(e[0]), R, gr, last == 0 ? st : NULL);
             if (f->cost) *f->cost += (double)ROWS(e[0]) * S * 9 * 7 * R;
@@ -174,6 +199,19 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
                 OP(f, residual_affine_relu, BAND_AT(xb, e[k2], xlo), vb, R, (int64_t)ROWS(e[k2]) * S,
                    aff + 2 * k2 * R, aff + (2 * k2 + 1) * R, NULL, NULL);
             }
+            if (pass == REF_CONVS && in_x) {
+                /* keep the RGB rows [y0, hi) before the deltas take them,
+                 * from the next band's first input row on */
+                const int hi = e[last].hi, nlo = hi < S ? band_input_lo(hi, B, S) : S;
+                if (nlo >= sv1) {
+                    sv0 = sv1 = CK_MIN(nlo, hi);
+                } else if (nlo > sv0) {
+                    OP(f, copy_rows, sv, svr, nlo - sv0, sv, svr, 0, 3, sv1 - nlo, S);
+                    sv0 = nlo;
+                }
+                OP(f, copy_rows, x, S, sv1, sv, svr, sv1 - sv0, 3, hi - sv1, S);
+                sv1 = hi;
+            }
             if (pass == REF_CONVS)
                 OP(f, pointwise_conv_rows, BAND_AT(xb, e[last], xlo), R, S, e[last].lo, ROWS(e[last]), rw->final_w,
                    rw->final_b, 10.0f * f->strength, out, 4);
@@ -189,9 +227,93 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     RELEASE(tb);
     RELEASE(xb);
     RELEASE(rin);
+    if (in_x) RELEASE(sv);
     ck_release(pl, aff);
     ck_release(pl, stats);
     return out;
+}
+
+static void up_rows(int y0, int y1, int in, int out, int *lo, int *hi);
+
+/* ---- the mask-unit blocks in bands (ck_schedule.encoder_band) ---------- */
+
+/* The blocks before the first global one: nloc = its index. */
+static int local_blocks(const ck_block_info *bi, int nb) {
+    int i = 0;
+    while (i < nb && bi[i].mask_unit_attn) i++;
+    return i;
+}
+
+/* Buffers for the local blocks on bands of `rows` token rows: tb[j], the
+ * tokens of the j-th width among them; fb[m] (when fb is given), the rows of
+ * feature map m a band makes. */
+static void local_alloc(const ck_fwd *f, const ck_block_info *bi, int nloc, int rows, ck_tensor tb[CK_MAX_BLOCKS + 1],
+                        ck_tensor fb[4]) {
+    ck_plan *pl = f->plan;
+    int64_t N = (int64_t)rows * (f->S / f->c->patch_stride);
+    int j = 0, nf = 0;
+    tb[0] = ALLOC_ACT(N * f->c->embed_dim, "band tokens");
+    for (int i = 0; i < nloc; i++) {
+        N /= bi[i].q_stride;
+        if (bi[i].dim != bi[i].dim_out) tb[++j] = ALLOC_ACT(N * bi[i].dim_out, "band tokens");
+        if (bi[i].stage_end && fb && nf < 4) fb[nf++] = ALLOC_ACT(N * bi[i].dim_out, "band feature");
+    }
+}
+
+static void local_release(const ck_fwd *f, const ck_block_info *bi, int nloc, ck_tensor tb[CK_MAX_BLOCKS + 1],
+                          ck_tensor fb[4]) {
+    ck_plan *pl = f->plan;
+    int j = 0, nf = 0;
+    for (int i = 0; i < nloc; i++) {
+        if (bi[i].dim != bi[i].dim_out) j++;
+        if (bi[i].stage_end && fb && nf < 4) nf++;
+    }
+    while (nf > 0) RELEASE(fb[--nf]);
+    for (; j >= 0; j--) RELEASE(tb[j]);
+}
+
+/* Blocks 0..nloc-1 on token rows [y0, y0 + n) of the S/4 grid (whole mask
+ * units) as an image of their own: patch_embed of those rows, then each
+ * block (mask-unit attention: the band's windows are whole units, so every
+ * value is the whole image's). With fb, feature map m's rows of the band
+ * [n >> m, (S/4) >> m, C] are rerolled into fb[m] at the stage ends.
+ * Returns the buffer of tb holding the band's tokens after the last block. */
+static ck_tensor local_run(const ck_fwd *f, const ck_block_info *bi, int nloc, const ck_tensor *tb, ck_tensor *fb,
+                           ck_tensor x, int y0, int n) {
+    const ck_config *c = f->c;
+    const ck_weights *wt = f->w;
+    int k = c->num_stages - 1, H = n, W = f->S / c->patch_stride, j = 0, nf = 0;
+    int64_t N = (int64_t)H * W;
+    ck_tensor tok = tb[0];
+    OPP(f, CK_PROF_PATCH, patch_embed_rows, c, wt->patch_w, wt->patch_b, x, f->S, wt->pos_embed, k, y0, n, tok);
+    for (int i = 0; i < nloc; i++) {
+        const ck_block_info *b = &bi[i];
+        const ck_block_w *w = &wt->blocks[i];
+        ck_tensor xo = b->dim != b->dim_out ? tb[++j] : tok;
+        OPP(f, CK_PROF_MU_ATTN, mask_unit_attention, b, w, tok, N, xo);
+        tok = xo;
+        N /= b->q_stride;
+        if (b->q_stride > 1) H /= 2, W /= 2, k--;
+        OPP(f, CK_PROF_MLP, mlp, tok, N, b->dim_out, w, b->dim_out * c->mlp_ratio);
+        if (b->stage_end && nf < 4) {
+            if (fb) OPP(f, CK_PROF_REROLL, reroll, tok, H, W, k, b->dim_out, fb[nf]);
+            nf++;
+        }
+    }
+    return tok;
+}
+
+/* The mask units [*ma, *mb) (rows of units, 2^k0 token rows each) whose
+ * feature rows logits rows [y0, y0 + n) read: all of c1's rows there, and
+ * the bilinear taps' rows of every other map the local blocks make (nfl). */
+static void band_units(int y0, int n, int G, int k0, int nfl, const int feat_h[4], int *ma, int *mb) {
+    *ma = y0 >> k0, *mb = (y0 + n + (1 << k0) - 1) >> k0;
+    for (int m = 1; m < nfl; m++) {
+        const int u = 1 << (k0 - m);
+        int lo, hi;
+        up_rows(y0, y0 + n, feat_h[m], G, &lo, &hi);
+        *ma = CK_MIN(*ma, lo / u), *mb = CK_MAX(*mb, (hi + u - 1) / u);
+    }
 }
 
 /* The rows [*lo, *hi) of a scale of `in` rows that bilinear upsampling to
@@ -206,24 +328,44 @@ static void up_rows(int y0, int y1, int in, int out, int *lo, int *hi) {
 
 /* The decoders in bands of sched.decoder_band rows of the logits: per band,
  * the rows of c2..c4 its taps read projected into a band buffer, then fused
- * with c1 (ck_ops.decoder_fuse_rows). Releases feat[0..3]; returns the
+ * with c1 (ck_ops.decoder_fuse_rows). Under encoder_band the maps of the
+ * local blocks (feat[m].data NULL) are made again per band, from the mask
+ * units of x its rows need (local_run). Releases feat[0..3]; returns the
  * logits [4, G, G] (fp32). */
-static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int feat_h[4], const int feat_c[4]) {
+static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int feat_h[4], const int feat_c[4],
+                                 ck_tensor x) {
     const ck_config *c = f->c;
     const ck_weights *wt = f->w;
     ck_plan *pl = f->plan;
     const int G = f->S / c->patch_stride, D2 = 2 * c->dec_dim, B = CK_MIN(f->sched.decoder_band, G);
-    int rows[3] = {0, 0, 0}, Hk[3];
+    const int k0 = c->num_stages - 1;
+    ck_block_info bi[CK_MAX_BLOCKS];
+    int nloc = 0, nfl = 0; /* the local blocks, the maps they make */
+    if (f->sched.encoder_band > 0) {
+        ck_config_blocks(c, bi);
+        nloc = local_blocks(bi, ck_config_num_blocks(c));
+        for (int i = 0; i < nloc; i++) nfl += bi[i].stage_end;
+        nfl = CK_MIN(nfl, 4);
+    }
+    int rows[3] = {0, 0, 0}, Hk[3], units = 0;
     for (int s = 0; s < 3; s++) Hk[s] = feat_h[s + 1];
-    for (int y0 = 0; y0 < G; y0 += B)
+    for (int y0 = 0; y0 < G; y0 += B) {
         for (int s = 0; s < 3; s++) {
             int lo, hi;
             up_rows(y0, CK_MIN(G, y0 + B), Hk[s], G, &lo, &hi);
             rows[s] = CK_MAX(rows[s], hi - lo);
         }
+        if (nfl) {
+            int ma, mb;
+            band_units(y0, CK_MIN(B, G - y0), G, k0, nfl, feat_h, &ma, &mb);
+            units = CK_MAX(units, mb - ma);
+        }
+    }
     ck_tensor P[3];
     for (int s = 0; s < 3; s++) P[s] = ALLOC_ACT((int64_t)rows[s] * Hk[s] * D2, "decoder proj band");
     ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
+    ck_tensor tb[CK_MAX_BLOCKS + 1], fb[4];
+    if (nfl) local_alloc(f, bi, nloc, units << k0, tb, fb);
     const int64_t c1_row = (int64_t)feat_h[0] * feat_c[0]; /* values in a row of c1 */
     const size_t es = ck_dtype_size(f->act);
     if (f->sched.c1_bands) { /* c1 back from host memory a band at a time */
@@ -235,20 +377,30 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
     }
     for (int y0 = 0; y0 < G; y0 += B) {
         const int n = CK_MIN(B, G - y0);
+        int ma = 0, mb = 0;
+        if (nfl) { /* the local maps' rows of this band, from x */
+            band_units(y0, n, G, k0, nfl, feat_h, &ma, &mb);
+            (void)local_run(f, bi, nloc, tb, fb, x, ma << k0, (mb - ma) << k0);
+        }
         if (f->sched.c1_bands) OP(f, from_host, (size_t)(y0 * c1_row) * es, (size_t)(n * c1_row) * es, feat[0]);
         int r0[3];
         for (int s = 0; s < 3; s++) {
             int hi;
             up_rows(y0, y0 + n, Hk[s], G, &r0[s], &hi);
-            OPP(f, CK_PROF_DECODER, linear, ck_tensor_at(feat[s + 1], (int64_t)r0[s] * Hk[s] * feat_c[s + 1]),
+            const int local = s + 1 < nfl, base = local ? ma << (k0 - s - 1) : 0;
+            const ck_tensor src = local ? fb[s + 1] : feat[s + 1];
+            OPP(f, CK_PROF_DECODER, linear, ck_tensor_at(src, (int64_t)(r0[s] - base) * Hk[s] * feat_c[s + 1]),
                 (int64_t)(hi - r0[s]) * Hk[s], feat_c[s + 1], wt->dec.scale_w[s + 1], wt->dec.scale_b[s + 1], P[s],
                 D2, 0);
         }
-        OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, feat[0], f->sched.c1_bands ? y0 : 0, G, feat_c[0], P,
-            Hk, r0, y0, n, logits);
+        /* c1's rows: fb[0]'s begin at row ma << k0, a c1 band's at y0 */
+        OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, nfl ? fb[0] : feat[0],
+            nfl ? ma << k0 : f->sched.c1_bands ? y0 : 0, G, feat_c[0], P, Hk, r0, y0, n, logits);
     }
+    if (nfl) local_release(f, bi, nloc, tb, fb);
     for (int s = 0; s < 3; s++) RELEASE(P[s]);
-    for (int s = 0; s < 4; s++) RELEASE(feat[s]);
+    for (int s = 0; s < 4; s++)
+        if (feat[s].data) RELEASE(feat[s]);
     return logits;
 }
 
@@ -275,24 +427,50 @@ ck_tensor ck_forward(const ck_fwd *f) {
     int k = c->num_stages - 1;
     int64_t N = (int64_t)G * G;
     int H = G;
-    ck_tensor tok = ALLOC_ACT(N * E, "tokens");
-    OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
-    /* the refiner reads x's RGB planes only: the hint plane (the last) goes */
-    if (f->sched.x_on_host) { /* ... and the RGB planes wait in host memory */
-        OP(f, to_host, x, ck_x_host_offset(c, S, &f->sched, f->act), (size_t)(3 * HW) * ck_dtype_size(f->act));
-        RELEASE(x);
-        x = (ck_tensor){0};
-    } else if (f->sched.input_rgb) {
-        ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
-    }
-
     ck_block_info bi[CK_MAX_BLOCKS];
     ck_config_blocks(c, bi);
     const int nb = ck_config_num_blocks(c);
     ck_tensor feat[4] = {{0}};
     ck_tensor map = {0}; /* transition_from_map: the feature map the next block reads */
-    int feat_h[4] = {0}, feat_c[4] = {0}, nf = 0;
-    for (int i = 0; i < nb; i++) {
+    int feat_h[4] = {0}, feat_c[4] = {0}, nf = 0, i0 = 0;
+    ck_tensor tok;
+    if (f->sched.encoder_band > 0) {
+        /* blocks 0..i0-1 (mask-unit attention) in bands of whole units'
+         * rows, each band's tokens put into the first global block's input
+         * (rows outer * units + unit in unrolled order); their maps are not
+         * kept (the decoders make them again) */
+        const int k0 = k, Wu = G >> k0, Bn = CK_MAX(1, CK_MIN(f->sched.encoder_band, G) >> k0) << k0;
+        i0 = local_blocks(bi, nb);
+        int D = E;
+        for (int i = 0; i < i0; i++) {
+            N /= bi[i].q_stride, D = bi[i].dim_out;
+            if (bi[i].q_stride > 1) H /= 2, k--;
+            if (bi[i].stage_end && nf < 4) feat_h[nf] = H, feat_c[nf] = D, nf++;
+        }
+        tok = ALLOC_ACT(N * D, "tokens");
+        ck_tensor tb[CK_MAX_BLOCKS + 1];
+        local_alloc(f, bi, i0, Bn, tb, NULL);
+        const int parts = 1 << (2 * k); /* the unroll digits left */
+        for (int y0 = 0; y0 < G; y0 += Bn) {
+            const int n = CK_MIN(Bn, G - y0);
+            ck_tensor bt = local_run(f, bi, i0, tb, NULL, x, y0, n);
+            const int64_t nw = (int64_t)(n >> k0) * Wu; /* the band's units */
+            OP(f, copy_rows, bt, nw, 0, tok, (int64_t)Wu * Wu, (int64_t)(y0 >> k0) * Wu, parts, nw, D);
+        }
+        local_release(f, bi, i0, tb, NULL);
+    } else {
+        tok = ALLOC_ACT(N * E, "tokens");
+        OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
+        /* the refiner reads x's RGB planes only: the hint plane (the last) goes */
+        if (f->sched.x_on_host) { /* ... and the RGB planes wait in host memory */
+            OP(f, to_host, x, ck_x_host_offset(c, S, &f->sched, f->act), (size_t)(3 * HW) * ck_dtype_size(f->act));
+            RELEASE(x);
+            x = (ck_tensor){0};
+        } else if (f->sched.input_rgb) {
+            ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
+        }
+    }
+    for (int i = i0; i < nb; i++) {
         const ck_block_info *b = &bi[i];
         const ck_block_w *w = &wt->blocks[i];
         const int64_t Nout = N / b->q_stride;
@@ -409,7 +587,10 @@ ck_tensor ck_forward(const ck_fwd *f) {
     ck_tensor P[3];
     int Hk[3];
     if (f->sched.decoder_band > 0) {
-        ck_tensor logits = decoders_banded(f, feat, feat_h, feat_c);
+        ck_tensor logits = decoders_banded(f, feat, feat_h, feat_c, x);
+        /* encoder_band: the decoders were the last to read x's hint plane */
+        if (f->sched.encoder_band > 0 && f->sched.input_rgb && !out_in_input(f))
+            ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
         phase_end(f, scratch);
         return after_decoders(f, x, logits);
     }
@@ -449,7 +630,7 @@ static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     if (f->sched.refiner_band > 0) {
         ck_tensor out = refiner_banded(f, x, logits);
         if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
-        if (x.data) RELEASE(x);
+        if (x.data && out.data != x.data) RELEASE(x);
         tap(f, "deltas", out, 3, 4, S, S);
         OP(f, finalize, logits, S, out);
         RELEASE(logits);

@@ -98,6 +98,23 @@ typedef struct ck_schedule {
      * the feature map is made in the tokens' own buffer (ck_ops.reroll_inplace:
      * the same rows, permuted), so tokens and map are never both whole. */
     int reroll_in_place;
+    /* encoder_band = B > 0 (with decoder_band): the blocks before the first
+     * global one, which attend within mask units (each token a function of
+     * its unit's pixels), run on bands of B token rows of the S/4 grid (whole
+     * units), each band's tokens put into the first global block's input
+     * (ck_ops.patch_embed_rows, copy_rows); no feature map of those stages
+     * (c1, c2) is kept: each decoder band computes the units its rows need
+     * again from x, which keeps its hint plane until the decoders are done
+     * (input_rgb then releases it there). Offered only by backends with those
+     * ops (the CPU). */
+    int encoder_band;
+    /* out_in_input = 1 (with refiner_band; with input_rgb only under
+     * encoder_band, whose release of the hint plane it cancels): the refiner's
+     * last pass writes the deltas [4, S, S] into the input x's own buffer,
+     * band by band; the RGB rows it overwrites that later bands still read
+     * are kept aside first (ck_ops.copy_rows: half the halo and a band). x is
+     * then the pass's output. Only where x is fp32 (the CPU). */
+    int out_in_input;
     /* c1_bands = 1 (with c1_on_host and decoder_band): c1 is never whole on
      * the device: rerolled band by band (decoder_band rows; ck_ops.reroll_rows)
      * into host memory, and fetched back a band at a time for the decoders'

@@ -140,7 +140,8 @@ static int32_t streamed_bits(const ck_schedule *s) {
     return (s->pos_streamed ? CKEY_PLAN_POS_STREAMED : 0) | (s->qkv_streamed ? CKEY_PLAN_QKV_STREAMED : 0) |
            (s->decoder_band > 0 ? CKEY_PLAN_DECODER_BANDS : 0) | (s->transition_from_map ? CKEY_PLAN_FROM_MAPS : 0) |
            (s->norm1_from_map ? CKEY_PLAN_NORM1_FROM_MAP : 0) | (s->input_rgb ? CKEY_PLAN_INPUT_RGB : 0) |
-           (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0) |
+           (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->encoder_band > 0 ? CKEY_PLAN_ENCODER_BANDS : 0) |
+           (s->out_in_input ? CKEY_PLAN_OUT_IN_INPUT : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0) |
            (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0);
 }
 
@@ -194,7 +195,10 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * allow it (ck_backend_i.input_rgb), with the input's hint plane released
  * after patch_embed; then, where it has
  * reroll_inplace, with the maps made in the tokens' buffers and the decoders
- * in bands of 16 rows. */
+ * in bands of 16 rows; then, where it has patch_embed_rows and copy_rows,
+ * with the mask-unit blocks in bands of 16 token rows and their maps made
+ * again by the decoders; then, with the refiner in bands, also with the
+ * deltas written into the input's buffer (out_in_input). */
 enum { MAX_SCHEDULES = 192 };
 static const ck_schedule encoder_steps[] = {
     {0}, {.encoder_chunks = 4}, {.encoder_chunks = 16}, {.encoder_chunks = 16, .c1_on_host = 1},
@@ -214,7 +218,11 @@ static const ck_schedule encoder_steps[] = {
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1, .norm1_from_map = 1,
      .input_rgb = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1, .norm1_from_map = 1,
-     .input_rgb = 1, .reroll_in_place = 1}};
+     .input_rgb = 1, .reroll_in_place = 1},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1, .norm1_from_map = 1,
+     .input_rgb = 1, .reroll_in_place = 1, .encoder_band = 16},
+    {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1, .norm1_from_map = 1,
+     .input_rgb = 1, .reroll_in_place = 1, .encoder_band = 16, .out_in_input = 1}};
 static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S, ck_schedule *out) {
     int n = 0;
     const int64_t windows = (int64_t)(S / 32) * (S / 32);
@@ -225,8 +233,8 @@ static int candidate_schedules(const ck_backend_i *bi, const ck_config *c, int S
         int seen = 0; /* a step that is an earlier one at this S */
         for (int j = 0; j < n && !seen; j++) seen = !memcmp(&out[j], &s, sizeof s);
         if (seen) continue;
-        /* a step may need bands (x_on_host): its whole-map form is then left out, not its bands */
-        if (schedule_ok(bi, &s) && n < MAX_SCHEDULES) out[n++] = s;
+        if (n >= MAX_SCHEDULES) continue;
+        if (schedule_ok(bi, &s)) out[n++] = s; /* (out_in_input, x_on_host: in bands only) */
         for (int B = S / 2; B >= 8 && n < MAX_SCHEDULES; B /= 2) {
             s.refiner_band = B;
             if (B + ck_refiner_band_halo() < S && schedule_ok(bi, &s)) out[n++] = s;
