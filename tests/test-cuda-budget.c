@@ -431,7 +431,7 @@ static void test_full_s2048(void) {
                                        .decoder_band = 64, .c1_bands = 1, .x_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
-    /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 5 of stage 3's 8 heads' outputs
+    /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 6 of stage 3's 8 heads' outputs
      * (attention_qkv's groups of heads, each group's projection added alone) */
     static const ck_schedule sch32[] = {{.encoder_chunks = 64, .qkv_streamed = 1, .decoder_band = 64}};
     static const ckey_precision prec32[] = {CKEY_PRECISION_FP32};
