@@ -105,8 +105,9 @@ print("%s %s plates: %d frames in %.2f s: %.2f fps end to end, %.2f fps model on
     done["bound_group"], 100 * done["use"][done["bound_group"]]))
 print("  busy s/frame: " + ", ".join("%s %.4f" % (k, v / n) for k, v in done["stages"].items()))
 print("  use: " + ", ".join("%s %.0f%% of %d" % (g, 100 * u, done["threads"][g]) for g, u in done["use"].items()) +
-      "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; peak RSS %.0f MiB" % (
-      done["wait_input_seconds"], done["wait_output_seconds"], done["wait_turn_seconds"], done["peak_rss_bytes"] / 2**20))
+      "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; CPU %.2f s a frame (%.1f cores busy); peak RSS %.0f MiB" % (
+      done["wait_input_seconds"], done["wait_output_seconds"], done["wait_turn_seconds"],
+      done["cpu_seconds"] / n, done["cpu_seconds"] / max(done["seconds"], 1e-9), done["peak_rss_bytes"] / 2**20))
 print("  frame path: %s (%s)" % (done.get("frame_path", "?"), done.get("frame_path_reason", "")))
 EOF
     rm -rf "$clip"

@@ -183,6 +183,7 @@ typedef struct key_job {
     ckey_session *sess[CKEY_SHOT_MAX_SESSIONS];
     int nsess;
     double setup_s;          /* model load + sessions */
+    double cpu_s;            /* the process's CPU seconds (user + system) while the shot ran */
     ckey_error err;
 } key_job;
 
@@ -621,14 +622,14 @@ static void report_done(const key_job *j, const ckey_shot_options *so, const cke
                "\"write_seconds\":%.6f,\"decode_seconds\":%.6f,\"pre_seconds\":%.6f,\"back_seconds\":%.6f,"
                "\"post_seconds\":%.6f,\"sink_seconds\":%.6f,\"pass_seconds\":{\"matte\":%.6f,\"fg\":%.6f,"
                "\"processed\":%.6f,\"comp\":%.6f},\"setup_seconds\":%.6f,\"read_ahead\":%d,\"warnings\":%lld,"
-               "\"despill\":%g,\"sessions\":%d,\"peak_rss_bytes\":%lld,\"frame_path\":\"%s\",\"frame_path_reason\":",
+               "\"despill\":%g,\"sessions\":%d,\"cpu_seconds\":%.3f,\"peak_rss_bytes\":%lld,\"frame_path\":\"%s\",\"frame_path_reason\":",
                (long long)stats->keyed, (long long)stats->skipped, (long long)stats->failed,
                stats->seconds, fps, stats->model_seconds, mfps, stats->read_seconds,
                stats->write_seconds, stats->decode_seconds, stats->pre_seconds, stats->back_seconds,
                stats->post_seconds, stats->sink_seconds, stats->pass_seconds[0], stats->pass_seconds[1],
                stats->pass_seconds[2], stats->pass_seconds[3], j->setup_s, (int)so->read_ahead,
                (long long)j->kc.warnings, (double)so->post.despill_strength, j->nsess > 0 ? j->nsess : 1,
-               (long long)peak_rss_bytes(), ckey_frame_path_name(stats->frame_path));
+               j->cpu_s, (long long)peak_rss_bytes(), ckey_frame_path_name(stats->frame_path));
         json_str(stdout, j->path_why);
         printf(",\"out\":");
         json_str(stdout, j->cp.out_dir);
@@ -665,9 +666,11 @@ static int run_shot(key_job *j) {
     ckey_shot_options so;
     shot_options(o, &so);
     ckey_shot_stats stats;
+    const double cpu0 = cpu_seconds();
     const ckey_status st = ckey_shot_run_multi(j->sess, j->nsess > 0 ? j->nsess : 1, &j->src,
                                                &j->sink, j->plan, &so, key_event, &j->kc, &stats,
                                                &j->err);
+    j->cpu_s = cpu_seconds() - cpu0;
     if (j->kc.tty && j->kc.pos > 0) fputc('\n', stderr);
     if (st == CKEY_ERR_CANCELLED) return report_interrupted(j, st, &stats);
     if (st != CKEY_OK) {

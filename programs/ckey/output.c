@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "opts.h"
@@ -129,6 +130,13 @@ void print_run_memory_text(const ckey_run_memory *r, const char *indent) {
     if (r->host_bytes != r->total_bytes) printf("  (host memory %s)", ckey_format_bytes(b, sizeof b, r->host_bytes));
     printf("\n");
     printf("%s%-14s %11s  the network's leanest schedule\n", indent, "smallest", ckey_format_bytes(b, sizeof b, r->min_budget_bytes));
+}
+
+double cpu_seconds(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0) return 0.0;
+    return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)u.ru_stime.tv_usec;
 }
 
 int64_t peak_rss_bytes(void) {

@@ -50,6 +50,8 @@ void print_run_memory_text(const ckey_run_memory *r, const char *indent);
 /* This process's peak resident set so far (VmHWM of /proc/self/status), in
  * bytes; 0 when unknown. */
 int64_t peak_rss_bytes(void);
+/* CPU seconds (user + system) of the process's threads so far. */
+double cpu_seconds(void);
 
 /* The plan as a JSON object: {"weight_bytes": ..., ..., "naive_bytes": ...}. */
 void print_plan_json(const ckey_memory_plan *p);
