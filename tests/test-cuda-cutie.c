@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "cuda/backend.h"
 #include "cuda/kernels.h"
+#include "model/cutie.h"
 #include "support/cutie-fixture.h"
 #include "support/testutil.h"
 
@@ -635,6 +636,22 @@ static void test_tracker_bands(void) {
     ck_cutie_run_bands(CKEY_DEVICE_CUDA, 1e-4);
 }
 
+/* The two runs above with every conv through the cuBLAS GEMM and a bias /
+ * ReLU pass instead of cuBLASLt's epilogues. */
+static void no_lt(ckey_tracker *t) { ck_cuda_backend_cutie_lt(ck_tracker_backend(t), 0); }
+
+static void test_tracker_resize_tf32_no_lt(void) {
+    ck_cutie_tracker_hook = no_lt;
+    test_tracker_resize_tf32();
+    ck_cutie_tracker_hook = NULL;
+}
+
+static void test_tracker_bands_no_lt(void) {
+    ck_cutie_tracker_hook = no_lt;
+    test_tracker_bands();
+    ck_cutie_tracker_hook = NULL;
+}
+
 /* The device choice: CUDA, with or without long-term memory, while the
  * CUDA table has no memory_read is refused naming it (and works once it
  * has one); AUTO then takes the CPU; CPU is the default. */
@@ -689,6 +706,8 @@ int main(int argc, char **argv) {
         {"tracker_new_object", test_tracker_new_object},
         {"tracker_newobj", test_tracker_newobj},
         {"tracker_bands", test_tracker_bands},
+        {"tracker_bands_no_lt", test_tracker_bands_no_lt},
+        {"tracker_resize_tf32_no_lt", test_tracker_resize_tf32_no_lt},
         {"tracker_device_choice", test_tracker_device_choice},
     };
     const int rc = ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -1665,6 +1665,8 @@ void ck_tracker_set_bands(ckey_tracker *t, int encode, int decode, int memorize)
     t->force_bands = 1;
 }
 
+struct ck_backend *ck_tracker_backend(ckey_tracker *t) { return t ? t->be : NULL; }
+
 /* The parts' plans for t->O objects, recorded with no op table (t's fixed
  * buffers may be NULL: nothing is read or written), and the shared arena's
  * size: the largest part's, plus the slack plan_parts allocates. */

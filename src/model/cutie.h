@@ -101,6 +101,9 @@ void ck_tracker_set_tap(ckey_tracker *t, ck_cutie_tap_fn fn, void *user);
  * instead of the arena budget's choice; before the first step. */
 void ck_tracker_set_bands(ckey_tracker *t, int encode, int decode, int memorize);
 
+/* The tracker's backend (tests: to set a backend's own switches). */
+struct ck_backend *ck_tracker_backend(ckey_tracker *t);
+
 /* Test hook: ckey_tracker_create with the device path's host side on any
  * backend: the weights copied into one block of backend memory and viewed
  * through a copy of the model, the frame and masks staged on the host and

@@ -57,4 +57,9 @@ void ck_cutie_run_newobj(int32_t device, int staged);
  * whole maps'. Skips when absent. */
 void ck_cutie_run_bands(int32_t device, double bar);
 
+/* Called on every tracker the runs above create, before its first step
+ * (NULL: none); a test sets it to change the tracker's backend, e.g. to
+ * take the convs off cuBLASLt. */
+extern void (*ck_cutie_tracker_hook)(ckey_tracker *t);
+
 #endif
