@@ -557,10 +557,7 @@ static void test_write_full_disk(void) {
 }
 
 int main(int argc, char **argv) {
-#ifndef CK_HAVE_PNG
-    printf("skip: libckey was built without libpng\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_PNG, "skip: libckey was built without libpng\n");
     static const ck_test_case cases[] = {
         {"roundtrip_gray16", test_roundtrip_gray16},
         {"roundtrip_gray8_as_rgb", test_roundtrip_gray8_as_rgb},
