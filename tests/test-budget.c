@@ -44,14 +44,20 @@ static float *load_golden(const char *gold_path, int S) {
     return out;
 }
 
-/* One forward under schedule sched (NULL: chosen by the budget) into out
- * [4, S, S]; returns the session's plan. */
-static ckey_status run_schedule(const ckey_model *m, int S, int64_t budget, const ck_schedule *sched, const float *x,
-                                float *out, ckey_memory_plan *plan, ckey_error *err) {
+/* Session options at S with two threads and no budget. */
+static ckey_session_options options_at(int S) {
     ckey_session_options o;
     ckey_session_options_default(&o);
     o.size = S;
     o.threads = 2;
+    return o;
+}
+
+/* One forward under schedule sched (NULL: chosen by the budget) into out
+ * [4, S, S]; returns the session's plan. */
+static ckey_status run_schedule(const ckey_model *m, int S, int64_t budget, const ck_schedule *sched, const float *x,
+                                float *out, ckey_memory_plan *plan, ckey_error *err) {
+    ckey_session_options o = options_at(S);
     o.memory_budget = budget;
     ckey_session *s = NULL;
     ckey_status st = ck_session_create_schedule(m, &o, 0, sched, &s, err);
@@ -61,47 +67,100 @@ static ckey_status run_schedule(const ckey_model *m, int S, int64_t budget, cons
     return st;
 }
 
+/* Model m at S on one input, and a reference schedule's result on it: the
+ * input x is the golden's x when gold_rel is given and it holds one
+ * (full256 holds its checksums only), else ck_synth_input's; gold the golden
+ * (NULL without gold_rel); ref schedule base's result with its plan p0
+ * (base NULL: no run); got room for the run under test. */
+typedef struct base_run {
+    const ckey_model *m;
+    int S;
+    int64_t n; /* 4 * S * S */
+    float *x, *gold, *ref, *got;
+    char *gold_path;
+    ckey_memory_plan p0;
+    ckey_error err;
+} base_run;
+
+static void base_close(base_run *b) {
+    free(b->x), free(b->gold), free(b->ref), free(b->got), free(b->gold_path);
+    memset(b, 0, sizeof *b);
+}
+
+/* 1 with b filled in (the base run checked here), 0 when a buffer or the
+ * golden is missing (checked; b left empty). */
+static int base_open(base_run *b, const ckey_model *m, int S, const ck_schedule *base, const char *gold_rel) {
+    memset(b, 0, sizeof *b);
+    b->m = m, b->S = S, b->n = 4 * (int64_t)S * S;
+    const size_t bytes = (size_t)b->n * sizeof(float);
+    if (gold_rel) {
+        b->gold_path = ck_fixture_path(gold_rel);
+        b->x = load_tensor(b->gold_path, "x", (uint64_t)b->n), b->gold = load_golden(b->gold_path, S);
+    }
+    if (!b->x && (b->x = malloc(bytes))) ck_synth_input(S, b->x);
+    b->ref = malloc(bytes), b->got = malloc(bytes);
+    const int ok = b->x && b->ref && b->got && (!gold_rel || b->gold);
+    CHECKF(ok, "S = %d: the buffers and the input of %s", S, gold_rel ? gold_rel : "ck_synth_input");
+    if (!ok) {
+        base_close(b);
+        return 0;
+    }
+    if (base) CHECKF(run_schedule(m, S, 0, base, b->x, b->ref, &b->p0, &b->err) == CKEY_OK, "%s", b->err.message);
+    return 1;
+}
+
+/* Schedule s on b's input into b->got, its plan into p (checked). */
+static void base_next(base_run *b, const ck_schedule *s, ckey_memory_plan *p) {
+    CHECKF(run_schedule(b->m, b->S, 0, s, b->x, b->got, p, &b->err) == CKEY_OK, "%s", b->err.message);
+}
+
+/* How many of the n values of got differ from want to the bit. */
+static size_t bit_diffs(const float *got, const float *want, int64_t n) {
+    size_t diff = 0;
+    for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+    return diff;
+}
+
+/* Schedule s on b's input (base_next), then how many of its values differ
+ * from the base run's to the bit. */
+static size_t bitwise_vs_base(base_run *b, const ck_schedule *s, ckey_memory_plan *p) {
+    base_next(b, s, p);
+    return bit_diffs(b->got, b->ref, b->n);
+}
+
 /* Whole maps (unless bands_only), then each band height in bands[]: equal
  * to the whole-map result within 1e-5 and to the golden within 1e-5. */
 static void schedules_case(const ckey_model *m, const char *gold_rel, int S, const int *bands, int nb, int bands_only) {
-    char *gp = ck_fixture_path(gold_rel);
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = load_tensor(gp, "x", (uint64_t)n), *gold = load_golden(gp, S);
-    float *whole = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
-    if (!x && (x = malloc((size_t)n * sizeof(float)))) ck_synth_input(S, x); /* full256 holds its checksums only */
-    REQUIRE(x && gold && whole && got);
-    ckey_error err;
-    ckey_memory_plan p0, p;
     const ck_schedule s0 = {0};
+    base_run b;
+    REQUIRE(base_open(&b, m, S, bands_only ? NULL : &s0, gold_rel));
+    const size_t n = (size_t)b.n;
+    ckey_memory_plan p;
     double e;
     if (!bands_only) {
-        CHECKF(run_schedule(m, S, 0, &s0, x, whole, &p0, &err) == CKEY_OK, "%s", err.message);
-        e = ck_compare("whole maps vs golden", whole, gold, (size_t)n, NULL);
+        e = ck_compare("whole maps vs golden", b.ref, b.gold, n, NULL);
         CHECKF(e <= 1e-5, "whole maps: max abs err %.3g vs the golden", e);
     } else { /* the whole maps' plan alone, for the arena figure */
-        ckey_session_options o;
-        ckey_session_options_default(&o);
-        o.size = S;
-        o.threads = 2;
-        CHECKF(ck_session_plan_schedule(m, &o, &s0, &p0, &err) == CKEY_OK, "%s", err.message);
+        const ckey_session_options o = options_at(S);
+        CHECKF(ck_session_plan_schedule(m, &o, &s0, &b.p0, &b.err) == CKEY_OK, "%s", b.err.message);
     }
     for (int i = 0; i < nb; i++) {
         const ck_schedule sb = {.refiner_band = bands[i]};
         char name[64];
-        memset(got, 0, (size_t)n * sizeof(float));
-        CHECKF(run_schedule(m, S, 0, &sb, x, got, &p, &err) == CKEY_OK, "%s", err.message);
+        memset(b.got, 0, n * sizeof(float));
+        base_next(&b, &sb, &p);
         if (!bands_only) {
             snprintf(name, sizeof name, "bands of %d rows vs whole", bands[i]);
-            e = ck_compare(name, got, whole, (size_t)n, NULL);
+            e = ck_compare(name, b.got, b.ref, n, NULL);
             CHECKF(e <= 1e-5, "bands of %d: max abs err %.3g vs whole maps", bands[i], e);
         }
         snprintf(name, sizeof name, "bands of %d rows vs golden", bands[i]);
-        e = ck_compare(name, got, gold, (size_t)n, NULL);
+        e = ck_compare(name, b.got, b.gold, n, NULL);
         CHECKF(e <= 1e-5, "bands of %d: max abs err %.3g vs the golden", bands[i], e);
-        printf("    arena %.2f MiB (whole maps %.2f MiB)\n", p.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0);
+        printf("    arena %.2f MiB (whole maps %.2f MiB)\n", p.arena_bytes / 1048576.0, b.p0.arena_bytes / 1048576.0);
         CHECK(p.refiner_band == bands[i]);
     }
-    free(x), free(gold), free(whole), free(got), free(gp);
+    base_close(&b);
 }
 
 static ckey_model *load_tiny(void) {
@@ -110,6 +169,16 @@ static ckey_model *load_tiny(void) {
     ckey_error err;
     CHECKF(ckey_model_load(mp, &m, &err) == CKEY_OK, "%s", err.message);
     free(mp);
+    return m;
+}
+
+/* The full architecture (ck_config_default) with synthetic weights. */
+static ckey_model *load_full(void) {
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    ckey_error err;
+    CHECKF(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK, "%s", err.message);
     return m;
 }
 
@@ -134,11 +203,8 @@ static void test_tiny_s64(void) {
 }
 
 static void test_full_s256(void) {
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
-    ckey_error err;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    ckey_model *m = load_full();
+    REQUIRE(m);
     const int bands[] = {96}; /* 256 rows in bands of 96, 96 and 64 */
     schedules_case(m, "full256.safetensors", 256, bands, (int)CK_ARRAY_LEN(bands), CK_ASAN);
     ckey_model_free(m);
@@ -149,24 +215,19 @@ static void test_full_s256(void) {
  * and the plan's weights lose the copy: the tiny model at S = 256 and the
  * full architecture at S = 256 (stored grids 32 and 512, S/4 = 64). */
 static void pos_streamed_case(const ckey_model *m, int S) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && ref && got);
-    ck_synth_input(S, x);
-    ckey_memory_plan p0, p1;
-    ckey_error err;
     const ck_schedule s0 = {.refiner_band = 32}, s1 = {.refiner_band = 32, .pos_streamed = 1};
-    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
-    CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, &s0, NULL));
+    ckey_memory_plan p1;
+    const size_t diff = bitwise_vs_base(&b, &s1, &p1);
     const int G = S / m->cfg.patch_stride;
     printf("  S = %d, stored grid %d: weights %.2f MiB resized, %.2f MiB streamed\n", S, m->cfg.pos_grid,
-           p0.weight_bytes / 1048576.0, p1.weight_bytes / 1048576.0);
+           b.p0.weight_bytes / 1048576.0, p1.weight_bytes / 1048576.0);
     CHECK(G != m->cfg.pos_grid);
-    CHECK(p0.weight_bytes - p1.weight_bytes == (int64_t)G * G * m->cfg.embed_dim * (int64_t)sizeof(float));
-    CHECKF(memcmp(got, ref, (size_t)n * sizeof(float)) == 0, "pos_streamed differs from the resized copy (max %.3g)",
-           ck_compare("pos streamed vs resized", got, ref, (size_t)n, NULL));
-    free(x), free(ref), free(got);
+    CHECK(b.p0.weight_bytes - p1.weight_bytes == (int64_t)G * G * m->cfg.embed_dim * (int64_t)sizeof(float));
+    CHECKF(diff == 0, "pos_streamed: %zu of %lld values differ from the resized copy (max %.3g)", diff,
+           (long long)b.n, ck_compare("pos streamed vs resized", b.got, b.ref, (size_t)b.n, NULL));
+    base_close(&b);
 }
 
 static void test_pos_streamed(void) {
@@ -175,11 +236,8 @@ static void test_pos_streamed(void) {
     pos_streamed_case(m, 256);
     ckey_model_free(m);
     if (CK_ASAN) return; /* the full architecture's forward: the release build */
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     pos_streamed_case(m, 256);
     ckey_model_free(m);
 }
@@ -189,31 +247,24 @@ static void test_pos_streamed(void) {
  * 1e-5, and the plan drops the qkv buffers: the tiny model at S = 128 (its
  * golden) and the full architecture at S = 256. */
 static void qkv_streamed_case(const ckey_model *m, int S, const char *gold_rel) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && ref && got);
-    ck_synth_input(S, x);
-    ckey_memory_plan p0, p1;
-    ckey_error err;
     const ck_schedule s0 = {0}, s1 = {.qkv_streamed = 1};
-    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
-    CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
-    printf("  S = %d: encoder %.2f MiB with qkv, %.2f MiB streamed\n", S, p0.stage_bytes[0] / 1048576.0,
+    base_run b;
+    REQUIRE(base_open(&b, m, S, &s0, NULL));
+    ckey_memory_plan p1;
+    base_next(&b, &s1, &p1);
+    printf("  S = %d: encoder %.2f MiB with qkv, %.2f MiB streamed\n", S, b.p0.stage_bytes[0] / 1048576.0,
            p1.stage_bytes[0] / 1048576.0);
-    CHECK(p1.stage_bytes[0] < p0.stage_bytes[0]);
-    double e = ck_compare("qkv streamed vs stored", got, ref, (size_t)n, NULL);
+    CHECK(p1.stage_bytes[0] < b.p0.stage_bytes[0]);
+    double e = ck_compare("qkv streamed vs stored", b.got, b.ref, (size_t)b.n, NULL);
     CHECKF(e <= 1e-5, "qkv streamed: max abs err %.3g vs the stored qkv", e);
+    base_close(&b);
     if (gold_rel) {
-        char *gp = ck_fixture_path(gold_rel);
-        float *gx = load_tensor(gp, "x", (uint64_t)n), *gold = load_golden(gp, S);
-        REQUIRE(gx && gold);
-        CHECKF(run_schedule(m, S, 0, &s1, gx, got, &p1, &err) == CKEY_OK, "%s", err.message);
-        e = ck_compare("qkv streamed vs golden", got, gold, (size_t)n, NULL);
+        REQUIRE(base_open(&b, m, S, NULL, gold_rel));
+        base_next(&b, &s1, &p1);
+        e = ck_compare("qkv streamed vs golden", b.got, b.gold, (size_t)b.n, NULL);
         CHECKF(e <= 1e-5, "qkv streamed: max abs err %.3g vs the golden", e);
-        free(gx), free(gold), free(gp);
+        base_close(&b);
     }
-    free(x), free(ref), free(got);
 }
 
 static void test_qkv_streamed(void) {
@@ -222,11 +273,8 @@ static void test_qkv_streamed(void) {
     qkv_streamed_case(m, 128, "tiny/tiny_s128.safetensors");
     ckey_model_free(m);
     if (CK_ASAN) return; /* the full architecture's forward: the release build */
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     qkv_streamed_case(m, 256, NULL);
     ckey_model_free(m);
 }
@@ -237,38 +285,26 @@ static void test_qkv_streamed(void) {
  * 32), the full architecture at S = 256; and the full architecture's plan at
  * S = 2048 holds no whole projection of c2 (128 MiB) in its decoders. */
 static void decoder_band_case(const ckey_model *m, int S, const int *bands, int nb, const char *gold_rel) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float)), *gold = NULL;
-    REQUIRE(x && ref && got);
-    char *gp = gold_rel ? ck_fixture_path(gold_rel) : NULL;
-    if (gp) {
-        free(x);
-        x = load_tensor(gp, "x", (uint64_t)n), gold = load_golden(gp, S);
-        REQUIRE(x && gold);
-    } else {
-        ck_synth_input(S, x);
-    }
-    ckey_memory_plan p0, p1;
-    ckey_error err;
     const ck_schedule s0 = {0};
-    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, &s0, gold_rel));
+    ckey_memory_plan p1;
     for (int i = 0; i < nb; i++) {
         const ck_schedule s1 = {.decoder_band = bands[i], .qkv_streamed = i & 1};
         char name[64];
-        CHECKF(run_schedule(m, S, 0, &s1, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+        base_next(&b, &s1, &p1);
         printf("  S = %d, decoder bands of %d: decoders %.2f MiB (whole %.2f MiB)\n", S, bands[i],
-               p1.stage_bytes[1] / 1048576.0, p0.stage_bytes[1] / 1048576.0);
+               p1.stage_bytes[1] / 1048576.0, b.p0.stage_bytes[1] / 1048576.0);
         snprintf(name, sizeof name, "decoder bands of %d vs whole", bands[i]);
-        double e = ck_compare(name, got, ref, (size_t)n, NULL);
+        double e = ck_compare(name, b.got, b.ref, (size_t)b.n, NULL);
         CHECKF(e <= 1e-5, "decoder bands of %d: max abs err %.3g vs whole maps", bands[i], e);
-        if (gold) {
+        if (b.gold) {
             snprintf(name, sizeof name, "decoder bands of %d vs golden", bands[i]);
-            e = ck_compare(name, got, gold, (size_t)n, NULL);
+            e = ck_compare(name, b.got, b.gold, (size_t)b.n, NULL);
             CHECKF(e <= 1e-5, "decoder bands of %d: max abs err %.3g vs the golden", bands[i], e);
         }
     }
-    free(x), free(ref), free(got), free(gold), free(gp);
+    base_close(&b);
 }
 
 static void test_decoder_band(void) {
@@ -279,19 +315,14 @@ static void test_decoder_band(void) {
     else decoder_band_case(m, 128, all, (int)CK_ARRAY_LEN(all), "tiny/tiny_s128.safetensors");
     ckey_model_free(m);
     if (CK_ASAN) return; /* the full architecture's forward: the release build */
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     static const int full[] = {24};
     decoder_band_case(m, 256, full, 1, NULL);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 2048;
-    o.threads = 2;
+    const ckey_session_options o = options_at(2048);
     const ck_schedule s0 = {.refiner_band = 64}, s1 = {.refiner_band = 64, .decoder_band = 64};
     ckey_memory_plan p0, p1;
+    ckey_error err;
     CHECKF(ck_session_plan_schedule(m, &o, &s0, &p0, &err) == CKEY_OK, "%s", err.message);
     CHECKF(ck_session_plan_schedule(m, &o, &s1, &p1, &err) == CKEY_OK, "%s", err.message);
     printf("  S = 2048 decoders: %.1f MiB whole, %.1f MiB in bands of 64\n", p0.stage_bytes[1] / 1048576.0,
@@ -303,31 +334,21 @@ static void test_decoder_band(void) {
 /* Schedule s against the whole-map run of model m at S (the golden's x
  * when gold_rel is given, then also against the golden): within 1e-5. */
 static void same_as_whole(const ckey_model *m, int S, const ck_schedule *s, const char *gold_rel, const char *what) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = NULL, *gold = NULL, *ref = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
-    char *gp = gold_rel ? ck_fixture_path(gold_rel) : NULL;
-    if (gp) {
-        x = load_tensor(gp, "x", (uint64_t)n), gold = load_golden(gp, S);
-        REQUIRE(gold);
-    } else if ((x = malloc((size_t)n * sizeof(float)))) {
-        ck_synth_input(S, x);
-    }
-    REQUIRE(x && ref && got);
-    ckey_memory_plan p0, p1;
-    ckey_error err;
     const ck_schedule s0 = {0};
-    CHECKF(run_schedule(m, S, 0, &s0, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
-    CHECKF(run_schedule(m, S, 0, s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, &s0, gold_rel));
+    ckey_memory_plan p1;
+    base_next(&b, s, &p1);
     char name[80];
     snprintf(name, sizeof name, "S = %d %s vs whole", S, what);
-    double e = ck_compare(name, got, ref, (size_t)n, NULL);
+    double e = ck_compare(name, b.got, b.ref, (size_t)b.n, NULL);
     CHECKF(e <= 1e-5, "%s: max abs err %.3g vs the whole-map run", what, e);
-    if (gold) {
+    if (b.gold) {
         snprintf(name, sizeof name, "S = %d %s vs golden", S, what);
-        e = ck_compare(name, got, gold, (size_t)n, NULL);
+        e = ck_compare(name, b.got, b.gold, (size_t)b.n, NULL);
         CHECKF(e <= 1e-5, "%s: max abs err %.3g vs the golden", what, e);
     }
-    free(x), free(gold), free(ref), free(got), free(gp);
+    base_close(&b);
 }
 
 /* ck_schedule.transition_from_map: the widening blocks (mask-unit and
@@ -343,19 +364,14 @@ static void test_transition_from_map(void) {
     same_as_whole(m, 128, &s1, "tiny/tiny_s128.safetensors", "from map");
     same_as_whole(m, 256, &s2, NULL, "every step");
     ckey_model_free(m);
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     if (!CK_ASAN) same_as_whole(m, 256, &s1, NULL, "from map");
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 2048;
-    o.threads = 2;
+    const ckey_session_options o = options_at(2048);
     const ck_schedule a = {.refiner_band = 64, .qkv_streamed = 1, .decoder_band = 64},
                       b = {.refiner_band = 64, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1};
     ckey_memory_plan pa, pb;
+    ckey_error err;
     CHECKF(ck_session_plan_schedule(m, &o, &a, &pa, &err) == CKEY_OK, "%s", err.message);
     CHECKF(ck_session_plan_schedule(m, &o, &b, &pb, &err) == CKEY_OK, "%s", err.message);
     printf("  S = 2048 encoder: %.1f MiB from tokens, %.1f MiB from maps\n", pa.stage_bytes[0] / 1048576.0,
@@ -370,32 +386,25 @@ static void test_transition_from_map(void) {
  * change its buffers as they should: norm1's output gone, the input's tail a
  * buffer of its own, the feature maps no buffers of their own. */
 static void floor_case(const ckey_model *m, int S, const ck_schedule *base) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && ref && got);
-    ck_synth_input(S, x);
-    ckey_memory_plan p0, p1;
-    ckey_error err;
-    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, base, NULL));
+    ckey_memory_plan p1;
     for (int step = 0; step < 4; step++) {
         ck_schedule s = *base;
         s.norm1_from_map = step == 0 || step == 3;
         s.input_rgb = step == 1 || step == 3;
         s.reroll_in_place = step == 2 || step == 3;
         static const char *const what[4] = {"norm1 from the map", "input rgb", "reroll in place", "all three"};
-        CHECKF(run_schedule(m, S, 0, &s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
-        size_t diff = 0;
-        for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+        const size_t diff = bitwise_vs_base(&b, &s, &p1);
         CHECKF(diff == 0, "S = %d %s: %zu of %lld values differ from the schedule without it", S, what[step], diff,
-               (long long)n);
+               (long long)b.n);
         printf("  S = %d %s: arena %.2f MiB (without: %.2f), %d buffers (%d)\n", S, what[step],
-               p1.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0, (int)p1.num_buffers, (int)p0.num_buffers);
-        if (step == 0) CHECK(p1.num_buffers == p0.num_buffers - 1); /* the widening block's norm1 */
-        if (step == 1) CHECK(p1.num_buffers == p0.num_buffers + 1); /* the hint plane's bytes */
-        if (step == 2) CHECK(p1.num_buffers == p0.num_buffers - 3); /* c1, c2, c3 */
+               p1.arena_bytes / 1048576.0, b.p0.arena_bytes / 1048576.0, (int)p1.num_buffers, (int)b.p0.num_buffers);
+        if (step == 0) CHECK(p1.num_buffers == b.p0.num_buffers - 1); /* the widening block's norm1 */
+        if (step == 1) CHECK(p1.num_buffers == b.p0.num_buffers + 1); /* the hint plane's bytes */
+        if (step == 2) CHECK(p1.num_buffers == b.p0.num_buffers - 3); /* c1, c2, c3 */
     }
-    free(x), free(ref), free(got);
+    base_close(&b);
 }
 
 /* ck_schedule.norm1_from_map, input_rgb, reroll_in_place (the CPU's floor
@@ -416,16 +425,11 @@ static void test_floor_steps(void) {
     if (!CK_ASAN) floor_case(m, 256, &b);
     same_as_whole(m, 128, &all, "tiny/tiny_s128.safetensors", "floor steps");
     ckey_model_free(m);
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     if (!CK_ASAN) floor_case(m, 256, &a);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 2048;
-    o.threads = 2;
+    ckey_session_options o = options_at(2048);
+    ckey_error err;
     ck_schedule s = {.refiner_band = 32, .qkv_streamed = 1, .decoder_band = 16, .transition_from_map = 1};
     ckey_memory_plan last, p;
     CHECKF(ck_session_plan_schedule(m, &o, &s, &last, &err) == CKEY_OK, "%s", err.message);
@@ -460,25 +464,18 @@ static void test_floor_steps(void) {
  * and the whole-map run's within 1e-5 (with the golden's x and the golden,
  * when gold_rel is given). */
 static void encoder_band_case(const ckey_model *m, int S, const ck_schedule *base, const char *gold_rel) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && ref && got);
-    ck_synth_input(S, x);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, base, NULL));
     ck_schedule s = *base;
     s.encoder_band = 16;
-    ckey_memory_plan p0, p1;
-    ckey_error err;
-    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
-    CHECKF(run_schedule(m, S, 0, &s, x, got, &p1, &err) == CKEY_OK, "%s", err.message);
+    ckey_memory_plan p1;
+    const size_t diff = bitwise_vs_base(&b, &s, &p1);
     CHECK(p1.streamed & CKEY_PLAN_ENCODER_BANDS);
-    size_t diff = 0;
-    for (int64_t i = 0; i < n; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
     CHECKF(diff == 0, "S = %d encoder bands: %zu of %lld values differ from the schedule without them", S, diff,
-           (long long)n);
+           (long long)b.n);
     printf("  S = %d encoder bands: arena %.2f MiB (without: %.2f)\n", S, p1.arena_bytes / 1048576.0,
-           p0.arena_bytes / 1048576.0);
-    free(x), free(ref), free(got);
+           b.p0.arena_bytes / 1048576.0);
+    base_close(&b);
     same_as_whole(m, S, &s, gold_rel, "encoder bands");
 }
 
@@ -488,37 +485,34 @@ static void encoder_band_case(const ckey_model *m, int S, const ck_schedule *bas
  * copied over the first's output), plan less than base, and the whole-map
  * run's result within 1e-5. */
 static void out_in_input_case(const ckey_model *m, int S, const ck_schedule *base) {
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *ref = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && ref && got);
-    ck_synth_input(S, x);
+    base_run b;
+    REQUIRE(base_open(&b, m, S, base, NULL));
     ck_schedule s = *base;
     s.out_in_input = 1;
-    ckey_memory_plan p0, p1;
-    ckey_error err;
-    CHECKF(run_schedule(m, S, 0, base, x, ref, &p0, &err) == CKEY_OK, "%s", err.message);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = S;
-    o.threads = 2;
+    ckey_memory_plan p1;
+    const ckey_session_options o = options_at(S);
     ckey_session *ss = NULL;
-    REQUIRE(ck_session_create_schedule(m, &o, 0, &s, &ss, &err) == CKEY_OK);
-    REQUIRE(ckey_session_get_plan(ss, &p1) == CKEY_OK);
+    ckey_status st = ck_session_create_schedule(m, &o, 0, &s, &ss, &b.err);
+    if (!st) st = ckey_session_get_plan(ss, &p1);
+    CHECKF(st == CKEY_OK, "%s", b.err.message);
+    if (st) {
+        ckey_session_free(ss);
+        base_close(&b);
+        return;
+    }
     CHECK(p1.streamed & CKEY_PLAN_OUT_IN_INPUT);
     for (int run = 0; run < 2; run++) {
         ckey_forward_result r;
-        CHECKF(ckey_session_forward(ss, x, &r, &err) == CKEY_OK, "%s", err.message);
-        size_t diff = 0;
-        for (int64_t i = 0; i < n; i++) diff += memcmp(&r.alpha[i], &ref[i], sizeof(float)) != 0;
+        CHECKF(ckey_session_forward(ss, b.x, &r, &b.err) == CKEY_OK, "%s", b.err.message);
+        const size_t diff = bit_diffs(r.alpha, b.ref, b.n);
         CHECKF(diff == 0, "S = %d bands of %d, output in the input, pass %d: %zu of %lld values differ", S,
-               s.refiner_band, run, diff, (long long)n);
+               s.refiner_band, run, diff, (long long)b.n);
     }
     ckey_session_free(ss);
     printf("  S = %d bands of %d, output in the input: arena %.2f MiB (without: %.2f)\n", S, s.refiner_band,
-           p1.arena_bytes / 1048576.0, p0.arena_bytes / 1048576.0);
-    CHECK(p1.arena_bytes < p0.arena_bytes);
-    free(x), free(ref), free(got);
+           p1.arena_bytes / 1048576.0, b.p0.arena_bytes / 1048576.0);
+    CHECK(p1.arena_bytes < b.p0.arena_bytes);
+    base_close(&b);
     same_as_whole(m, S, &s, NULL, "output in the input");
 }
 
@@ -546,15 +540,11 @@ static void test_encoder_band(void) {
     e.encoder_band = 0, e.input_rgb = 0, e.refiner_band = 24;
     out_in_input_case(m, 128, &e); /* alone */
     ckey_model_free(m);
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_error err;
-    m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
+    m = load_full();
+    REQUIRE(m);
     if (!CK_ASAN) encoder_band_case(m, 256, &all, NULL);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.threads = 2;
+    ckey_session_options o = options_at(2048); /* and 4096 */
+    ckey_error err;
     if (!CK_ASAN) {
         ck_schedule e2 = all;
         e2.encoder_band = 16, e2.refiner_band = 16;
@@ -564,7 +554,7 @@ static void test_encoder_band(void) {
         o.size = S;
         ck_schedule s = all;
         s.refiner_band = 8;
-        s.pos_streamed = S / cfg.patch_stride != cfg.pos_grid;
+        s.pos_streamed = S / m->cfg.patch_stride != m->cfg.pos_grid;
         ckey_memory_plan p0, p1;
         CHECKF(ck_session_plan_schedule(m, &o, &s, &p0, &err) == CKEY_OK, "%s", err.message);
         s.encoder_band = 16;
@@ -601,15 +591,10 @@ static void test_encoder_band(void) {
  * budget's plan is within it and as fast as any plan within it; one byte
  * less than the smallest is refused with the smallest named. */
 static void test_budget_choice(void) {
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
+    ckey_model *m = load_full();
+    REQUIRE(m);
+    ckey_session_options o = options_at(512);
     ckey_error err;
-    REQUIRE(ck_model_synthetic(&cfg, &m, &err) == CKEY_OK);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 512;
-    o.threads = 2;
     ckey_memory_plan unl, p;
     REQUIRE(ckey_plan_memory(m, &o, &unl, &err) == CKEY_OK);
     printf("  S = 512 unlimited: peak %.1f MiB, bands %d; smallest budget %.1f MiB\n", unl.peak_bytes / 1048576.0,
@@ -650,23 +635,18 @@ static void test_budget_choice(void) {
 static void test_session_at_smallest_budget(void) {
     ckey_model *m = load_tiny();
     REQUIRE(m);
-    const int S = 256;
-    const int64_t n = 4 * (int64_t)S * S;
-    float *x = malloc((size_t)n * sizeof(float)), *whole = malloc((size_t)n * sizeof(float)),
-          *got = malloc((size_t)n * sizeof(float));
-    REQUIRE(x && whole && got);
-    ck_synth_input(S, x);
+    base_run b; /* the runs under no budget (into ref) and the smallest (into got) */
+    REQUIRE(base_open(&b, m, 256, NULL, NULL));
     ckey_memory_plan p, q;
-    ckey_error err;
-    CHECKF(run_schedule(m, S, 0, NULL, x, whole, &p, &err) == CKEY_OK, "%s", err.message);
-    CHECKF(run_schedule(m, S, p.min_budget_bytes, NULL, x, got, &q, &err) == CKEY_OK, "%s", err.message);
+    CHECKF(run_schedule(m, b.S, 0, NULL, b.x, b.ref, &p, &b.err) == CKEY_OK, "%s", b.err.message);
+    CHECKF(run_schedule(m, b.S, p.min_budget_bytes, NULL, b.x, b.got, &q, &b.err) == CKEY_OK, "%s", b.err.message);
     printf("  smallest budget %.2f MiB: bands of %d rows, peak %.2f MiB (whole maps %.2f MiB)\n",
            p.min_budget_bytes / 1048576.0, (int)q.refiner_band, q.peak_bytes / 1048576.0, p.peak_bytes / 1048576.0);
     CHECK(p.refiner_band == 0 && q.refiner_band > 0 && q.peak_bytes <= p.min_budget_bytes);
     CHECK(q.peak_bytes < p.peak_bytes);
-    double e = ck_compare("smallest budget vs whole maps", got, whole, (size_t)n, NULL);
+    double e = ck_compare("smallest budget vs whole maps", b.got, b.ref, (size_t)b.n, NULL);
     CHECKF(e <= 1e-5, "max abs err %.3g vs whole maps", e);
-    free(x), free(whole), free(got);
+    base_close(&b);
     ckey_model_free(m);
 }
 
@@ -676,10 +656,7 @@ static void test_session_at_smallest_budget(void) {
 static void test_run_budget(void) {
     ckey_model *m = load_tiny();
     REQUIRE(m);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 256;
-    o.threads = 2;
+    ckey_session_options o = options_at(256);
     ckey_run_options ro;
     ckey_run_options_default(&ro);
     ro.kind = CKEY_RUN_PLATE;

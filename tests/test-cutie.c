@@ -78,18 +78,11 @@ static long rss_kib(void) {
  * fewer than max_num_tokens long-term tokens) and the process does not grow
  * after the first frames. */
 static void long_shot(int long_term) {
-    ck_checkpoint *clip = NULL;
+    ck_cutie_clip clip;
+    if (!ck_cutie_clip_open(&clip)) return;
     ckey_error err;
-    ckey_track_model *m = NULL;
-    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
-    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
-        ck_checkpoint_close(clip);
-        SKIP("%s", err.message);
-    }
-    const ck_tensor_info *tf = ck_checkpoint_find(clip, "frames"), *tm = ck_checkpoint_find(clip, "mask0");
-    REQUIRE(tf && tm);
-    const int T = (int)tf->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3];
-    const int64_t HW = (int64_t)H * W;
+    const int T = clip.T, H = clip.H, W = clip.W;
+    const int64_t HW = clip.HW;
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3;
@@ -97,17 +90,15 @@ static void long_shot(int long_term) {
         o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16,
         o.max_num_tokens = 48, o.buffer_tokens = 8;
     ckey_tracker *t = NULL;
-    REQUIRE(ckey_tracker_create(m, W, H, &o, &t, &err) == CKEY_OK);
+    REQUIRE(ckey_tracker_create(clip.m, W, H, &o, &t, &err) == CKEY_OK);
     float *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
     const uint8_t objects[2] = {1, 2};
     long rss10 = 0, rss_end = 0;
     int64_t tokens_max = 0, lt_max = 0, lt_min_late = INT64_MAX;
     const int frames = 120;
     for (int f = 0; f < frames; f++) {
-        const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW;
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)fr[c * HW + p] / 255.0f;
-        if (ckey_tracker_step(t, rgb, f ? NULL : tm->data, f ? 0 : 2, objects, prob, &err) != CKEY_OK) {
+        ck_cutie_frame_rgb(clip.frames->data + (size_t)(f % T) * 3 * HW, HW, rgb);
+        if (ckey_tracker_step(t, rgb, f ? NULL : clip.mask0->data, f ? 0 : 2, objects, prob, &err) != CKEY_OK) {
             CHECKF(0, "frame %d: %s", f, err.message);
             break;
         }
@@ -127,8 +118,7 @@ static void long_shot(int long_term) {
     CHECK(rss_end <= rss10 + 64);
     free(rgb), free(prob);
     ckey_tracker_free(t);
-    ckey_track_model_free(m);
-    ck_checkpoint_close(clip);
+    ck_cutie_clip_close(&clip);
 }
 
 /* Row bands against whole maps (ck_cutie_run_bands): bit-identical on the CPU. */

@@ -504,10 +504,8 @@ static void test_farm_script(void) {
 }
 
 int main(int argc, char **argv) {
-#if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR) || !defined(CK_HAVE_FFMPEG)
-    printf("test-farm: skipped: clips need PNG, OpenEXR and FFmpeg support in the build\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_PNG && CK_BUILT_EXR && CK_BUILT_FFMPEG,
+                  "test-farm: skipped: clips need PNG, OpenEXR and FFmpeg support in the build\n");
     ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
     ck_tiny_model_path(model, sizeof model);
     if (!ck_make_temp_dir(workdir, sizeof workdir, "farm")) return 1;

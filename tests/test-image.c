@@ -152,10 +152,10 @@ static void test_png_levels_same_pixels(void) {
     ck_remove_tree(dir);
 }
 
-/* A hint file with an opaque alpha channel uses its color instead. */
-static void test_hint_opaque_alpha(void) {
-    const int w = 4, h = 3;
-    float src[4 * 12];
+/* A 4 x 3 hint of 16-bit RGBA, src [4, 12]: red and green 0, blue a ramp
+ * over the pixels, alpha opaque; written to h.png (path[512]) in a new
+ * temporary directory, which it returns (NULL on failure). */
+static const char *opaque_alpha_hint(float src[4 * 12], char path[512]) {
     for (int i = 0; i < 12; i++) {
         src[i] = 0.0f;                     /* R */
         src[12 + i] = 0.0f;                /* G */
@@ -163,11 +163,20 @@ static void test_hint_opaque_alpha(void) {
         src[36 + i] = 1.0f;                /* A: opaque */
     }
     const char *dir = make_tmpdir();
-    REQUIRE(dir);
-    char path[512];
-    snprintf(path, sizeof path, "%s/h.png", dir);
+    if (!dir) return NULL;
+    snprintf(path, 512, "%s/h.png", dir);
     ckey_error err;
-    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
+    CHECKF(ckey_image_write_png(path, src, 4, 4, 3, 16, &err) == CKEY_OK, "%s", err.message);
+    return dir;
+}
+
+/* A hint file with an opaque alpha channel uses its color instead. */
+static void test_hint_opaque_alpha(void) {
+    float src[4 * 12];
+    char path[512];
+    const char *dir = opaque_alpha_hint(src, path);
+    REQUIRE(dir);
+    ckey_error err;
     ckey_image img;
     REQUIRE(ckey_image_read_png(path, CKEY_IMAGE_HINT, &img, &err) == CKEY_OK);
     CHECK(img.has_alpha == 1);
@@ -345,25 +354,17 @@ static void test_packed_matches_float(void) {
 
 /* The opaque alpha rule in a packed hint: the colour's channel. */
 static void test_packed_hint_opaque_alpha(void) {
-    const int w = 4, h = 3;
     float src[4 * 12];
-    for (int i = 0; i < 12; i++) {
-        src[i] = src[12 + i] = 0.0f;
-        src[24 + i] = (float)i / 11.0f;
-        src[36 + i] = 1.0f;
-    }
-    const char *dir = make_tmpdir();
-    REQUIRE(dir);
     char path[512];
-    snprintf(path, sizeof path, "%s/h.png", dir);
+    const char *dir = opaque_alpha_hint(src, path);
+    REQUIRE(dir);
     ckey_error err;
-    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
     ckey_packed_image pk;
     memset(&pk, 0, sizeof pk);
     REQUIRE(ckey_image_read_packed(path, CKEY_IMAGE_HINT, &pk, &err) == CKEY_OK);
     CHECK(pk.channels == 4 && pk.hint_channel == 2 && pk.type == CKEY_SAMPLE_U16);
     src[36 + 5] = 0.5f; /* one translucent pixel: the alpha is the hint */
-    CHECK(ckey_image_write_png(path, src, 4, w, h, 16, &err) == CKEY_OK);
+    CHECK(ckey_image_write_png(path, src, 4, 4, 3, 16, &err) == CKEY_OK);
     REQUIRE(ckey_image_read_packed(path, CKEY_IMAGE_HINT, &pk, &err) == CKEY_OK);
     CHECK(pk.hint_channel == 3);
     ckey_packed_image_free(&pk);
@@ -557,10 +558,7 @@ static void test_write_full_disk(void) {
 }
 
 int main(int argc, char **argv) {
-#ifndef CK_HAVE_PNG
-    printf("skip: libckey was built without libpng\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_PNG, "skip: libckey was built without libpng\n");
     static const ck_test_case cases[] = {
         {"roundtrip_gray16", test_roundtrip_gray16},
         {"roundtrip_gray8_as_rgb", test_roundtrip_gray8_as_rgb},

@@ -630,10 +630,8 @@ static void test_odd_sequence_fps(void) {
 }
 
 int main(int argc, char **argv) {
-#if !defined(CK_HAVE_FFMPEG) || !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
-    printf("test-key-video: skipped: needs FFmpeg, PNG and OpenEXR support in the build\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_FFMPEG && CK_BUILT_PNG && CK_BUILT_EXR,
+                  "test-key-video: skipped: needs FFmpeg, PNG and OpenEXR support in the build\n");
     ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
     ck_tiny_model_path(model, sizeof model);
     if (!ck_make_temp_dir(workdir, sizeof workdir, "key-video")) return 1;

@@ -1729,10 +1729,8 @@ static void test_slot_blocks(void) {
 }
 
 int main(int argc, char **argv) {
-#if !defined(CK_HAVE_PNG) || !defined(CK_HAVE_EXR)
-    printf("test-key: skipped: shots need PNG and OpenEXR support in the build\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_PNG && CK_BUILT_EXR,
+                  "test-key: skipped: shots need PNG and OpenEXR support in the build\n");
     ck_ckey_path(ckey_bin, sizeof ckey_bin, argv[0]);
     if (!ck_make_temp_dir(workdir, sizeof workdir, "key")) return 1;
     /* `key` without --model must not find a checkpoint of the user's */

@@ -89,185 +89,166 @@ static float *resize_alloc(const float *src, int c, int ih, int iw, int oh, int 
 
 /* ------------------------------------------------------------- goldens */
 
-static void test_resize_goldens(void) {
+/* take on each line of the index; how many lines it took (returned 1), -1
+ * without the index (checked). */
+static int index_lines(int (*take)(const char *line)) {
     FILE *idx = open_index();
-    REQUIRE(idx);
+    CHECK(idx != NULL);
+    if (!idx) return -1;
     char line[512];
     int cases = 0;
-    while (fgets(line, sizeof line, idx)) {
-        char name[128], mode[32];
-        unsigned long long seed;
-        int c, ih, iw, oh, ow;
-        if (sscanf(line, "resize %127s %31s %llu %d %d %d %d %d", name, mode, &seed, &c, &ih, &iw,
-                   &oh, &ow) != 8)
-            continue;
-        const ck_resize_mode m = strcmp(mode, "aa") == 0 ? CK_RESIZE_BILINEAR_AA : CK_RESIZE_BILINEAR;
-        const size_t n = (size_t)c * oh * ow;
-        float *src = gen_alloc(seed, (size_t)c * ih * iw);
-        float *want = load_golden(name, n);
-        float *got = src ? resize_alloc(src, c, ih, iw, oh, ow, m) : NULL;
-        CHECKF(want && got, "%s", name);
-        if (want && got) {
-            char label[160];
-            snprintf(label, sizeof label, "%s %dx%dx%d->%dx%d", name, c, ih, iw, oh, ow);
-            double err = ck_compare(label, got, want, n, NULL);
-            CHECKF(err <= 1e-6, "%s: max abs err %g", name, err);
-        }
-        free(src);
-        free(want);
-        free(got);
-        cases++;
-    }
+    while (fgets(line, sizeof line, idx)) cases += take(line);
     fclose(idx);
+    return cases;
+}
+
+static int resize_golden(const char *line) {
+    char name[128], mode[32];
+    unsigned long long seed;
+    int c, ih, iw, oh, ow;
+    if (sscanf(line, "resize %127s %31s %llu %d %d %d %d %d", name, mode, &seed, &c, &ih, &iw, &oh, &ow) != 8)
+        return 0;
+    const ck_resize_mode m = strcmp(mode, "aa") == 0 ? CK_RESIZE_BILINEAR_AA : CK_RESIZE_BILINEAR;
+    const size_t n = (size_t)c * oh * ow;
+    float *src = gen_alloc(seed, (size_t)c * ih * iw);
+    float *want = load_golden(name, n);
+    float *got = src ? resize_alloc(src, c, ih, iw, oh, ow, m) : NULL;
+    CHECKF(want && got, "%s", name);
+    if (want && got) {
+        char label[160];
+        snprintf(label, sizeof label, "%s %dx%dx%d->%dx%d", name, c, ih, iw, oh, ow);
+        double err = ck_compare(label, got, want, n, NULL);
+        CHECKF(err <= 1e-6, "%s: max abs err %g", name, err);
+    }
+    free(src);
+    free(want);
+    free(got);
+    return 1;
+}
+
+static void test_resize_goldens(void) {
+    const int cases = index_lines(resize_golden);
     CHECKF(cases >= 10, "only %d resize cases in index.txt", cases);
 }
 
-static void test_color_goldens(void) {
-    FILE *idx = open_index();
-    REQUIRE(idx);
-    char line[512];
-    int cases = 0;
-    while (fgets(line, sizeof line, idx)) {
-        char fn[64];
-        size_t n;
-        if (sscanf(line, "color %63s %zu", fn, &n) != 2) continue;
-        float *x = load_golden("ramp.in", n);
-        float *want = load_golden(fn, n);
-        CHECKF(x && want, "%s", fn);
-        if (x && want) {
-            const int to_linear = strcmp(fn, "srgb_to_linear") == 0;
-            float *y = malloc(n * sizeof *y);
-            REQUIRE(y);
-            for (size_t i = 0; i < n; i++)
-                y[i] = to_linear ? ck_srgb_to_linear1(x[i]) : ck_linear_to_srgb1(x[i]);
-            /* PyTorch's vectorized pow (Sleef, 1 ulp) vs libm powf */
-            double err = rel_err(fn, y, want, n);
-            CHECKF(err <= 5e-7, "%s: max rel err %g", fn, err);
-            memcpy(y, x, n * sizeof *y);
-            if (to_linear) ck_srgb_to_linear(y, n); else ck_linear_to_srgb(y, n);
-            for (size_t i = 0; i < n; i++) {
-                const float one = to_linear ? ck_srgb_to_linear1(x[i]) : ck_linear_to_srgb1(x[i]);
-                if (memcmp(&one, &y[i], sizeof one) != 0) {
-                    CHECKF(0, "%s: array and scalar forms differ at %zu", fn, i);
-                    break;
-                }
+static int color_golden(const char *line) {
+    char fn[64];
+    size_t n;
+    if (sscanf(line, "color %63s %zu", fn, &n) != 2) return 0;
+    float *x = load_golden("ramp.in", n);
+    float *want = load_golden(fn, n);
+    float *y = malloc(n * sizeof *y);
+    CHECKF(x && want, "%s", fn);
+    CHECK(y);
+    if (x && want && y) {
+        const int to_linear = strcmp(fn, "srgb_to_linear") == 0;
+        for (size_t i = 0; i < n; i++) y[i] = to_linear ? ck_srgb_to_linear1(x[i]) : ck_linear_to_srgb1(x[i]);
+        /* PyTorch's vectorized pow (Sleef, 1 ulp) vs libm powf */
+        double err = rel_err(fn, y, want, n);
+        CHECKF(err <= 5e-7, "%s: max rel err %g", fn, err);
+        memcpy(y, x, n * sizeof *y);
+        if (to_linear) ck_srgb_to_linear(y, n); else ck_linear_to_srgb(y, n);
+        for (size_t i = 0; i < n; i++) {
+            const float one = to_linear ? ck_srgb_to_linear1(x[i]) : ck_linear_to_srgb1(x[i]);
+            if (memcmp(&one, &y[i], sizeof one) != 0) {
+                CHECKF(0, "%s: array and scalar forms differ at %zu", fn, i);
+                break;
             }
-            free(y);
         }
-        free(x);
-        free(want);
-        cases++;
     }
-    fclose(idx);
-    CHECK(cases == 2);
+    free(y);
+    free(x);
+    free(want);
+    return 1;
 }
 
-static void test_normalize_golden(void) {
-    FILE *idx = open_index();
-    REQUIRE(idx);
-    char line[512];
-    int cases = 0;
-    while (fgets(line, sizeof line, idx)) {
-        char name[128];
-        unsigned long long seed;
-        size_t plane;
-        if (sscanf(line, "normalize %127s %llu %zu", name, &seed, &plane) != 3) continue;
-        float *x = gen_alloc(seed, 3 * plane);
-        float *want = load_golden(name, 3 * plane);
-        CHECK(x && want);
-        if (x && want) {
-            ck_imagenet_normalize(x, plane);
-            double err = rel_err(name, x, want, 3 * plane);
-            CHECKF(err <= 2.5e-7, "%s: max rel err %g", name, err);
-        }
-        free(x);
-        free(want);
-        cases++;
+static void test_color_goldens(void) { CHECK(index_lines(color_golden) == 2); }
+
+static int normalize_golden(const char *line) {
+    char name[128];
+    unsigned long long seed;
+    size_t plane;
+    if (sscanf(line, "normalize %127s %llu %zu", name, &seed, &plane) != 3) return 0;
+    float *x = gen_alloc(seed, 3 * plane);
+    float *want = load_golden(name, 3 * plane);
+    CHECK(x && want);
+    if (x && want) {
+        ck_imagenet_normalize(x, plane);
+        double err = rel_err(name, x, want, 3 * plane);
+        CHECKF(err <= 2.5e-7, "%s: max rel err %g", name, err);
     }
-    fclose(idx);
-    CHECK(cases == 1);
+    free(x);
+    free(want);
+    return 1;
 }
 
-static void test_preprocess_goldens(void) {
-    FILE *idx = open_index();
-    REQUIRE(idx);
-    char line[512];
-    int cases = 0;
-    while (fgets(line, sizeof line, idx)) {
-        char name[128];
-        unsigned long long seed;
-        int h, w, size, linear;
-        if (sscanf(line, "preprocess %127s %llu %d %d %d %d", name, &seed, &h, &w, &size,
-                   &linear) != 6)
-            continue;
-        const size_t n = 4 * (size_t)size * size;
-        float *rgb = gen_alloc(seed, 3 * (size_t)h * w);
-        float *hint = gen_alloc(seed + 1, (size_t)h * w);
-        float *want = load_golden(name, n);
-        float *x = malloc(n * sizeof *x);
-        size_t ns = ck_preprocess_scratch_floats(h, w, size);
-        float *scratch = malloc(ns * sizeof *scratch);
-        CHECK(ns > 0);
-        CHECK(rgb && hint && want && x && scratch);
-        if (rgb && hint && want && x && scratch) {
-            CHECK(ck_preprocess(rgb, hint, h, w, size, linear, x, scratch) == CKEY_OK);
-            char label[160];
-            snprintf(label, sizeof label, "%s %dx%d->%d%s", name, h, w, size, linear ? " lin" : "");
-            double err = rel_err(label, x, want, n);
-            CHECKF(err <= 1e-6, "%s: max rel err %g", name, err);
-        }
-        free(rgb);
-        free(hint);
-        free(want);
-        free(x);
-        free(scratch);
-        cases++;
+static void test_normalize_golden(void) { CHECK(index_lines(normalize_golden) == 1); }
+
+static int preprocess_golden(const char *line) {
+    char name[128];
+    unsigned long long seed;
+    int h, w, size, linear;
+    if (sscanf(line, "preprocess %127s %llu %d %d %d %d", name, &seed, &h, &w, &size, &linear) != 6) return 0;
+    const size_t n = 4 * (size_t)size * size;
+    float *rgb = gen_alloc(seed, 3 * (size_t)h * w);
+    float *hint = gen_alloc(seed + 1, (size_t)h * w);
+    float *want = load_golden(name, n);
+    float *x = malloc(n * sizeof *x);
+    size_t ns = ck_preprocess_scratch_floats(h, w, size);
+    float *scratch = malloc(ns * sizeof *scratch);
+    CHECK(ns > 0);
+    CHECK(rgb && hint && want && x && scratch);
+    if (rgb && hint && want && x && scratch) {
+        CHECK(ck_preprocess(rgb, hint, h, w, size, linear, x, scratch) == CKEY_OK);
+        char label[160];
+        snprintf(label, sizeof label, "%s %dx%d->%d%s", name, h, w, size, linear ? " lin" : "");
+        double err = rel_err(label, x, want, n);
+        CHECKF(err <= 1e-6, "%s: max rel err %g", name, err);
     }
-    fclose(idx);
-    CHECK(cases == 3);
+    free(rgb);
+    free(hint);
+    free(want);
+    free(x);
+    free(scratch);
+    return 1;
 }
 
-static void test_postprocess_goldens(void) {
-    FILE *idx = open_index();
-    REQUIRE(idx);
-    char line[512];
-    int cases = 0;
-    while (fgets(line, sizeof line, idx)) {
-        char name[128], gname[160];
-        unsigned long long seed;
-        int size, h, w;
-        if (sscanf(line, "postprocess %127s %llu %d %d %d", name, &seed, &size, &h, &w) != 5)
-            continue;
-        const size_t plane = (size_t)h * w;
-        float *alpha = gen_alloc(seed, (size_t)size * size);
-        float *fg = gen_alloc(seed + 1, 3 * (size_t)size * size);
-        snprintf(gname, sizeof gname, "%s.alpha", name);
-        float *want_a = load_golden(gname, plane);
-        snprintf(gname, sizeof gname, "%s.fg", name);
-        float *want_f = load_golden(gname, 3 * plane);
-        float *got_a = malloc(plane * sizeof *got_a);
-        float *got_f = malloc(3 * plane * sizeof *got_f);
-        size_t ns = ck_postprocess_scratch_floats(size, h, w, CK_RESIZE_BILINEAR_AA);
-        float *scratch = malloc(ns * sizeof *scratch);
-        CHECK(alpha && fg && want_a && want_f && got_a && got_f && scratch);
-        if (alpha && fg && want_a && want_f && got_a && got_f && scratch) {
-            CHECK(ck_postprocess(alpha, fg, size, h, w, CK_RESIZE_BILINEAR_AA, got_a, got_f, scratch) == CKEY_OK);
-            double ea = ck_compare(name, got_a, want_a, plane, NULL);
-            double ef = ck_compare(name, got_f, want_f, 3 * plane, NULL);
-            CHECKF(ea <= 1e-6 && ef <= 1e-6, "%s: alpha %g fg %g", name, ea, ef);
-        }
-        free(alpha);
-        free(fg);
-        free(want_a);
-        free(want_f);
-        free(got_a);
-        free(got_f);
-        free(scratch);
-        cases++;
+static void test_preprocess_goldens(void) { CHECK(index_lines(preprocess_golden) == 3); }
+
+static int postprocess_golden(const char *line) {
+    char name[128], gname[160];
+    unsigned long long seed;
+    int size, h, w;
+    if (sscanf(line, "postprocess %127s %llu %d %d %d", name, &seed, &size, &h, &w) != 5) return 0;
+    const size_t plane = (size_t)h * w;
+    float *alpha = gen_alloc(seed, (size_t)size * size);
+    float *fg = gen_alloc(seed + 1, 3 * (size_t)size * size);
+    snprintf(gname, sizeof gname, "%s.alpha", name);
+    float *want_a = load_golden(gname, plane);
+    snprintf(gname, sizeof gname, "%s.fg", name);
+    float *want_f = load_golden(gname, 3 * plane);
+    float *got_a = malloc(plane * sizeof *got_a);
+    float *got_f = malloc(3 * plane * sizeof *got_f);
+    size_t ns = ck_postprocess_scratch_floats(size, h, w, CK_RESIZE_BILINEAR_AA);
+    float *scratch = malloc(ns * sizeof *scratch);
+    CHECK(alpha && fg && want_a && want_f && got_a && got_f && scratch);
+    if (alpha && fg && want_a && want_f && got_a && got_f && scratch) {
+        CHECK(ck_postprocess(alpha, fg, size, h, w, CK_RESIZE_BILINEAR_AA, got_a, got_f, scratch) == CKEY_OK);
+        double ea = ck_compare(name, got_a, want_a, plane, NULL);
+        double ef = ck_compare(name, got_f, want_f, 3 * plane, NULL);
+        CHECKF(ea <= 1e-6 && ef <= 1e-6, "%s: alpha %g fg %g", name, ea, ef);
     }
-    fclose(idx);
-    CHECK(cases == 2);
+    free(alpha);
+    free(fg);
+    free(want_a);
+    free(want_f);
+    free(got_a);
+    free(got_f);
+    free(scratch);
+    return 1;
 }
+
+static void test_postprocess_goldens(void) { CHECK(index_lines(postprocess_golden) == 2); }
 
 /* ---------------------------------------------------------- properties */
 

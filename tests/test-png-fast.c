@@ -432,10 +432,7 @@ static void test_file_readers(void) {
 #endif /* CK_HAVE_LIBDEFLATE */
 
 int main(int argc, char **argv) {
-#ifndef CK_HAVE_PNG
-    printf("skip: libckey was built without libpng\n");
-    return 77;
-#endif
+    CK_TEST_NEEDS(CK_BUILT_PNG, "skip: libckey was built without libpng\n");
     static const ck_test_case cases[] = {
         {"corpora", test_corpora},
         {"writer_files", test_writer_files},

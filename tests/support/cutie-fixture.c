@@ -19,6 +19,42 @@ const ck_tensor_info *ck_cutie_need(ck_checkpoint *ck, const char *name) {
     return t;
 }
 
+void ck_cutie_clip_close(ck_cutie_clip *c) {
+    ckey_track_model_free(c->m);
+    ck_checkpoint_close(c->ck);
+    memset(c, 0, sizeof *c);
+}
+
+int ck_cutie_clip_open(ck_cutie_clip *c) {
+    memset(c, 0, sizeof *c);
+    ckey_error err;
+    if (ck_checkpoint_open(DIR "clip.safetensors", &c->ck, NULL) != CKEY_OK) {
+        printf("  skip: %s absent\n", DIR "clip.safetensors");
+        ck_test_skipped = 1;
+        return 0;
+    }
+    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &c->m, &err) != CKEY_OK) {
+        printf("  skip: %s\n", err.message);
+        ck_test_skipped = 1;
+        ck_cutie_clip_close(c);
+        return 0;
+    }
+    c->frames = ck_checkpoint_find(c->ck, "frames"), c->mask0 = ck_checkpoint_find(c->ck, "mask0");
+    CHECK(c->frames && c->mask0);
+    if (!c->frames || !c->mask0) {
+        ck_cutie_clip_close(c);
+        return 0;
+    }
+    c->T = (int)c->frames->shape[0], c->H = (int)c->frames->shape[2], c->W = (int)c->frames->shape[3];
+    c->HW = (int64_t)c->H * c->W;
+    return 1;
+}
+
+void ck_cutie_frame_rgb(const uint8_t *frame, int64_t HW, float *rgb) {
+    for (int64_t p = 0; p < HW; p++)
+        for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frame[c * HW + p] / 255.0f;
+}
+
 float *ck_cutie_f32(const ck_tensor_info *t) {
     float *p = malloc(t->numel * sizeof(float));
     if (ck_tensor_to_f32(t, p, NULL)) {
@@ -221,8 +257,7 @@ void ck_cutie_run_clip_at(const char *file, int with_taps, int32_t device, int s
     const uint8_t objects[2] = {1, 2};
     double worst = 0, worst_iou = 1;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
         st = ckey_tracker_step(t, rgb, f == 0 ? mask : NULL, f == 0 ? K : 0, objects, prob, &err);
         CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
         if (st) break;
@@ -294,8 +329,7 @@ void ck_cutie_run_mask_at(int32_t device, int staged) {
     const uint8_t *frames = tf->data, both[2] = {1, 2}, one[1] = {1};
     double worst = 0;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
         const uint8_t *lab = f == 0 ? tm->data : f == 4 ? m4->data : f == 8 ? m8->data : NULL;
         st = ckey_tracker_step(t, rgb, lab, f == 8 ? 1 : lab ? 2 : 0, f == 8 ? one : both, prob, &err);
         CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
@@ -361,8 +395,7 @@ void ck_cutie_run_longterm(int32_t device, int staged) {
     const uint8_t objects[2] = {1, 2};
     int removals = 0, consolidations = 0;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)tf->data[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        ck_cutie_frame_rgb(tf->data + (int64_t)f * 3 * HW, HW, rgb);
         st = ckey_tracker_step(t, rgb, f == 0 ? tm->data : NULL, f == 0 ? K : 0, objects, prob, &err);
         CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
         if (st) break;
@@ -430,8 +463,7 @@ void ck_cutie_run_new_object(int32_t device, int staged) {
           *ref = malloc((size_t)3 * HW * sizeof(float));
     const uint8_t *frames = tf->data;
     for (int f = 0; f < T; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
         const int64_t twin_tokens = ckey_tracker_memory_tokens(twin);
         REQUIRE(ckey_tracker_step(twin, rgb, f == 0 ? first : NULL, f == 0, one, ref, &err) == CKEY_OK);
         const ckey_status st = ckey_tracker_step(t, rgb, f == 0 ? first : f == 4 ? later : NULL, f == 0 || f == 4,
@@ -523,8 +555,7 @@ void ck_cutie_run_newobj(int32_t device, int staged) {
     const uint8_t *frames = tf->data, one[1] = {1}, two[1] = {2};
     double worst = 0;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        for (int64_t p = 0; p < HW; p++)
-            for (int c = 0; c < 3; c++) rgb[p * 3 + c] = (float)frames[((int64_t)f * 3 + c) * HW + p] / 255.0f;
+        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
         const uint8_t *lab = f == 0 ? tm0->data : f == 4 ? tm4->data : f == 8 ? tm8->data : NULL;
         memset(prob, 0, (size_t)3 * HW * sizeof(float));
         st = ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, &err);
@@ -549,18 +580,12 @@ void ck_cutie_run_newobj(int32_t device, int staged) {
  * through memory frames and sensory updates; the pixel encoder, the decoder
  * and the mask encoder in several bands, down to a stride-16 row each. */
 void ck_cutie_run_bands(int32_t device, double bar) {
-    ck_checkpoint *clip = NULL;
+    ck_cutie_clip clip;
+    if (!ck_cutie_clip_open(&clip)) return;
     ckey_error err;
-    ckey_track_model *m = NULL;
-    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) != CKEY_OK) SKIP("%s absent", DIR "clip.safetensors");
-    if (ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
-        ck_checkpoint_close(clip);
-        SKIP("%s", err.message);
-    }
-    const ck_tensor_info *tf = ck_checkpoint_find(clip, "frames"), *tm = ck_checkpoint_find(clip, "mask0");
-    REQUIRE(tf && tm);
-    const int T = (int)tf->shape[0], H0 = (int)tf->shape[2], W0 = (int)tf->shape[3], W = 2 * W0, H = 4 * H0;
-    const int64_t HW0 = (int64_t)H0 * W0, HW = (int64_t)H * W;
+    const ck_tensor_info *tf = clip.frames, *tm = clip.mask0;
+    const int T = clip.T, H0 = clip.H, W0 = clip.W, W = 2 * W0, H = 4 * H0;
+    const int64_t HW0 = clip.HW, HW = (int64_t)H * W;
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.device = device, o.threads = 2, o.mem_every = 2, o.max_mem_frames = 3, o.stagger_updates = 1, o.max_objects = 2;
@@ -574,7 +599,7 @@ void ck_cutie_run_bands(int32_t device, double bar) {
     const uint8_t objects[2] = {1, 2};
     for (int r = 0; r < RUNS; r++) {
         ckey_tracker *t = NULL;
-        REQUIRE(create_tracker(0, m, W, H, &o, &t, &err) == CKEY_OK);
+        REQUIRE(create_tracker(0, clip.m, W, H, &o, &t, &err) == CKEY_OK);
         ck_tracker_set_bands(t, bands[r][0], bands[r][1], bands[r][2]);
         for (int f = 0; f < FRAMES; f++) {
             const uint8_t *fr = tf->data + (size_t)(f % T) * 3 * HW0;
@@ -603,6 +628,5 @@ void ck_cutie_run_bands(int32_t device, double bar) {
     }
     for (int r = 0; r < RUNS; r++) free(prob[r]);
     free(rgb), free(lab);
-    ckey_track_model_free(m);
-    ck_checkpoint_close(clip);
+    ck_cutie_clip_close(&clip);
 }

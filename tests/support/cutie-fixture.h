@@ -22,6 +22,23 @@ typedef struct {
     double worst_logits; /* relative to each frame's largest logit */
 } run_state;
 
+/* clip.safetensors and the fixture model cutie_tiny.pth, with the clip's
+ * frames [T, 3, H, W] and mask0 [H, W] (uint8). */
+typedef struct ck_cutie_clip {
+    ck_checkpoint *ck;
+    ckey_track_model *m;
+    const ck_tensor_info *frames, *mask0;
+    int T, H, W;
+    int64_t HW;
+} ck_cutie_clip;
+/* 1 with c open; else 0 with c closed and the case skipped (the clip
+ * absent, the model refused: the reason printed) or failed (frames or mask0
+ * missing). */
+int ck_cutie_clip_open(ck_cutie_clip *c);
+void ck_cutie_clip_close(ck_cutie_clip *c);
+/* One frame's uint8 planes [3, HW] as interleaved rgb [HW, 3] in [0, 1]. */
+void ck_cutie_frame_rgb(const uint8_t *frame, int64_t HW, float *rgb);
+
 const ck_tensor_info *ck_cutie_need(ck_checkpoint *ck, const char *name);
 /* A fixture tensor as fp32 (malloc'd), NULL on failure. */
 float *ck_cutie_f32(const ck_tensor_info *t);

@@ -23,6 +23,35 @@
 #define CK_ASAN 0
 #endif
 
+/* CK_BUILT_PNG, CK_BUILT_EXR, CK_BUILT_FFMPEG: 1 where libckey was built with
+ * that library (the Makefile's CK_HAVE_* defines), else 0. */
+#ifdef CK_HAVE_PNG
+#define CK_BUILT_PNG 1
+#else
+#define CK_BUILT_PNG 0
+#endif
+#ifdef CK_HAVE_EXR
+#define CK_BUILT_EXR 1
+#else
+#define CK_BUILT_EXR 0
+#endif
+#ifdef CK_HAVE_FFMPEG
+#define CK_BUILT_FFMPEG 1
+#else
+#define CK_BUILT_FFMPEG 0
+#endif
+
+/* In main, before the cases: unless built (a CK_BUILT_* expression), print
+ * the reason (printf's arguments) and leave with 77, which the runner counts
+ * as skipped. */
+#define CK_TEST_NEEDS(built, ...)                                                   \
+    do {                                                                            \
+        if (!(built)) {                                                             \
+            printf(__VA_ARGS__);                                                    \
+            return 77;                                                              \
+        }                                                                           \
+    } while (0)
+
 typedef struct ck_test_case {
     const char *name;
     void (*fn)(void);
