@@ -2,11 +2,11 @@
  *   build/bench/bench-cutie [--size 480p|1080p|2160p | --width W --height H]
  *       [--mem-frames N] [--mem-every N] [--measure N] [--objects N]
  *       [--threads N] [--checkpoint PATH] [--read-only] [--plan-only]
- *       [--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16] [--pinned]
- * --pinned (cuda) gives the step a frame and a result buffer in page-locked
- * host memory, as a caller that owns such buffers would: the frame's upload
- * and the result's read-back then run at the bus's speed instead of
- * through the driver's pageable staging.
+ *       [--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16] [--pageable]
+ * The step's frame and result buffers come from ckey_tracker_host_alloc
+ * (page-locked on cuda), as `ckey track` and `ckey key --mask` hold them;
+ * --pageable gives it malloc'd ones instead, whose upload and read-back the
+ * driver stages.
  * --profile marks the last measured frame as the range a profiler started
  * with profiling off records (ncu --profile-from-start off ...).
  * --precision is ckey_track_options.precision (on cuda, tf32: the convs' GEMMs
@@ -243,14 +243,14 @@ static int read_alone(int threads, int64_t hw, int64_t N, int objects, int top_k
 static int usage_exit(void) {
     fprintf(stderr, "usage: bench-cutie [--size 480p|1080p|2160p | --width W --height H] [--mem-frames N] "
                     "[--mem-every N] [--measure N] [--objects N] [--threads N] [--checkpoint PATH] [--read-only] [--plan-only] "
-                    "[--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16] [--pinned]\n");
+                    "[--profile] [--device cpu|cuda] [--precision fp32|tf32|fp16] [--pageable]\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0, profile = 0;
     const char *ckpt = NULL;
-    int read_only = 0, cuda = 0, plan_only = 0, pinned = 0;
+    int read_only = 0, cuda = 0, plan_only = 0, pageable = 0;
     int32_t precision = CKEY_PRECISION_FP32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -266,8 +266,8 @@ int main(int argc, char **argv) {
             plan_only = 1;
             continue;
         }
-        if (!strcmp(a, "--pinned")) {
-            pinned = 1;
+        if (!strcmp(a, "--pageable")) {
+            pageable = 1;
             continue;
         }
         if (!v) return usage_exit();
@@ -373,13 +373,14 @@ int main(int argc, char **argv) {
     const int fill = (mem_frames - 1) * mem_every + 1, frames = fill + measure;
     const size_t rgb_bytes = (size_t)W * H * 3 * sizeof(float), prob_bytes = (size_t)(objects + 1) * W * H * sizeof(float);
     float *rgb = NULL, *prob = NULL;
-    if (cuda && pinned) {
-        if (ck_cuda_host_alloc((void **)&rgb, rgb_bytes, &err) || ck_cuda_host_alloc((void **)&prob, prob_bytes, &err)) {
-            fprintf(stderr, "bench-cutie: %s\n", err.message);
-            return 1;
-        }
-    } else {
+    if (pageable) {
         rgb = malloc(rgb_bytes), prob = malloc(prob_bytes);
+    } else {
+        rgb = ckey_tracker_host_alloc(t, rgb_bytes), prob = ckey_tracker_host_alloc(t, prob_bytes);
+    }
+    if (!rgb || !prob) {
+        fprintf(stderr, "bench-cutie: out of memory for the frame and result buffers\n");
+        return 1;
     }
     uint8_t *lab = malloc((size_t)W * H), ids[255];
     for (int i = 0; i < objects; i++) ids[i] = (uint8_t)(i + 1);
@@ -410,14 +411,14 @@ int main(int argc, char **argv) {
     printf("whole step%s%s%s: %d x %d, %d object(s), %d threads, %lld memory tokens (%d frames): %.1f ms a frame over %d "
            "frames, %.3f frames/s; peak RSS %.1f MiB",
            cuda ? " on cuda:0 at " : "", cuda ? ckey_precision_name((ckey_precision)precision) : "",
-           cuda && pinned ? ", pinned frame and result" : "", W, H, objects,
+           cuda && pageable ? ", pageable frame and result" : "", W, H, objects,
            threads, (long long)N, mem_frames, total / measure * 1e3, measure, measure / total, bench_status_mib("VmHWM:"));
     if (cuda) printf("; device memory %.1f MiB at the peak", (double)(free0 - free_min) / 1048576.0);
     printf("\n");
-    if (cuda && pinned)
-        ck_cuda_host_free(rgb), ck_cuda_host_free(prob);
-    else
+    if (pageable)
         free(rgb), free(prob);
+    else
+        ckey_tracker_host_free(t, rgb), ckey_tracker_host_free(t, prob);
     free(lab);
     ckey_tracker_free(t);
     ckey_track_model_free(m);

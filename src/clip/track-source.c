@@ -98,14 +98,14 @@ static void tracked_close(void *self) {
     tracked *q = self;
     if (!q) return;
     ckey_source_close(&q->inner);
+    ckey_tracker_host_free(q->t, q->rgb);
+    ckey_tracker_host_free(q->t, q->prob);
     ckey_tracker_free(q->t);
     free(q->frames);
     free(q->mask_path);
     free(q->labels);
     for (int i = 0; i < q->nlater; i++) free(q->later[i].labels);
     free(q->later);
-    free(q->rgb);
-    free(q->prob);
     ckey_image_free(&q->hint_scratch);
     free(q);
 }
@@ -123,12 +123,15 @@ static ckey_status start(tracked *q, const ckey_image *plate, const ckey_shot_fr
     q->w = plate->width;
     q->h = plate->height;
     const size_t hw = (size_t)q->w * q->h;
-    q->rgb = malloc(hw * 3 * sizeof(float));
-    q->prob = malloc(hw * (size_t)(1 + q->total) * sizeof(float));
-    if (!q->rgb || !q->prob) return ck_fail(err, CKEY_ERR_NOMEM, "tracking: out of memory for %d x %d frames", q->w, q->h);
     ckey_track_options to = q->topt;
     to.max_objects = q->total;
-    return ckey_tracker_create(q->m, q->w, q->h, &to, &q->t, err);
+    ckey_status st = ckey_tracker_create(q->m, q->w, q->h, &to, &q->t, err);
+    if (st) return st;
+    /* the tracker's host memory (page-locked on a GPU): the step's copies at the link's speed */
+    q->rgb = ckey_tracker_host_alloc(q->t, hw * 3 * sizeof(float));
+    q->prob = ckey_tracker_host_alloc(q->t, hw * (size_t)(1 + q->total) * sizeof(float));
+    if (!q->rgb || !q->prob) return ck_fail(err, CKEY_ERR_NOMEM, "tracking: out of memory for %d x %d frames", q->w, q->h);
+    return CKEY_OK;
 }
 
 /* Track frame i, whose plate is in `plate`. */

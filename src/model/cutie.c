@@ -1069,6 +1069,15 @@ int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) {
 }
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) { return t ? t->L : 0; }
 
+void *ckey_tracker_host_alloc(ckey_tracker *t, size_t bytes) {
+    if (!t || bytes == 0) return NULL;
+    return t->bi->host_alloc(t->be, bytes);
+}
+
+void ckey_tracker_host_free(ckey_tracker *t, void *p) {
+    if (t && p) t->bi->host_free(t->be, p);
+}
+
 void ckey_tracker_free(ckey_tracker *t) {
     if (!t) return;
     for (int i = 0; i < PART_COUNT; i++) ck_plan_free(t->plan[i]);
