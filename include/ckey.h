@@ -231,7 +231,8 @@ enum {
     CKEY_PLAN_ENCODER_BANDS = 128, /* mask-unit blocks in bands; c1, c2 made again by the decoders */
     CKEY_PLAN_OUT_IN_INPUT = 256,  /* the refiner's deltas written into the input's buffer */
     CKEY_PLAN_C1_BANDS = 512,    /* c1 to and from host memory band by band (CUDA) */
-    CKEY_PLAN_X_ON_HOST = 1024   /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
+    CKEY_PLAN_X_ON_HOST = 1024,  /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
+    CKEY_PLAN_OUT_ON_HOST = 2048 /* the output finished band by band into host memory (CUDA) */
 };
 
 /* Plan a session without allocating its arena (for `ckey info`); over

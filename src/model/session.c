@@ -142,7 +142,7 @@ static int32_t streamed_bits(const ck_schedule *s) {
            (s->norm1_from_map ? CKEY_PLAN_NORM1_FROM_MAP : 0) | (s->input_rgb ? CKEY_PLAN_INPUT_RGB : 0) |
            (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->encoder_band > 0 ? CKEY_PLAN_ENCODER_BANDS : 0) |
            (s->out_in_input ? CKEY_PLAN_OUT_IN_INPUT : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0) |
-           (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0);
+           (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0) | (s->out_on_host ? CKEY_PLAN_OUT_ON_HOST : 0);
 }
 
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
@@ -211,6 +211,10 @@ static const ck_schedule encoder_steps[] = {
      .c1_bands = 1},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
      .c1_bands = 1, .x_on_host = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
+     .c1_bands = 1, .x_on_host = 1, .out_on_host = 1},
+    {.encoder_chunks = 64, .pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .encoder_band = 16,
+     .x_on_host = 1, .out_on_host = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
