@@ -100,7 +100,8 @@ typedef struct ck_ops {
     /* Optional (ck_schedule.encoder_band, out_in_input): for p < parts, rows
      * [p * ss + so, ... + n) of src -> rows [p * ds + do_, ... + n) of dst,
      * rows of C values (a band's tokens into the whole image's, image rows
-     * between planes); src and dst may overlap within a part. */
+     * between planes); src and dst may overlap within a part where the
+     * backend offers out_in_input (the CPU; CUDA refuses an overlap). */
     void (*copy_rows)(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds, int64_t do_,
                       int parts, int64_t n, int C);
 

@@ -182,7 +182,9 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * the input's hint plane released (below), then with the global
  * attention's qkv streamed, then the decoders in bands too, then c1 to and
  * from host memory in bands (reroll_rows), then the input's RGB planes in
- * host memory (refiner bands only) (a step that is an earlier one at this
+ * host memory (refiner bands only), then the output too (finalize_rows,
+ * host_ptr), then with the mask-unit blocks in bands (patch_embed_rows,
+ * copy_rows) in place of c1 in host memory (a step that is an earlier one at this
  * S, the pos-embed having nothing to stream, is left out); where it
  * streams the
  * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
