@@ -577,17 +577,16 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     if (!eager && s->graph) ck_cuda_trace(s, "run: graph launched");
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
     /* the output is on the device, or (out_on_host) in the page-locked host
-     * buffer already: the result itself unless the caller gave a buffer */
+     * buffer already: the result itself, or copied into the caller's buffer
+     * by the host once the stream is done */
     const int on_host = s->cfg.sched.out_on_host;
     float *dst = r->device_io || (on_host && !r->out) ? s->result : r->out ? r->out : s->host_out;
-    if (!r->device_io && dst != s->result &&
-        (st = on_host ? ck_cuda_copy_any_async(dst, s->result, io, stream, err)
-                      : ck_cuda_copy_async(dst, s->result, io, 0, stream, err)))
-        return st;
+    if (!r->device_io && !on_host && (st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
     if (!r->device_io && (st = ck_cuda_event_record(s->ev[3], stream, err))) return st;
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_wait(s->ev_wait, stream, err))) return st;
+    if (!r->device_io && on_host && dst != s->result) memcpy(dst, s->result, io);
     ck_cuda_trace(s, "run: output downloaded, stream synchronized");
     s->frames++;
     *result = dst;

@@ -123,12 +123,6 @@ ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_
     return CKEY_OK;
 }
 
-ckey_status ck_cuda_copy_any_async(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err) {
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
-    if (e != cudaSuccess) return cuda_fail(err, e, "cudaMemcpyAsync");
-    return CKEY_OK;
-}
-
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err) {
     cudaError_t e = cudaMallocHost(p, bytes);
     if (e != cudaSuccess) {

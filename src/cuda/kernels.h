@@ -395,9 +395,6 @@ ckey_status ck_cuda_copy2d_d2d(void *dst, size_t dpitch, const void *src, size_t
                                void *stream, ckey_error *err);
 ckey_status ck_cuda_copy_async(void *dst, const void *src, size_t bytes, int to_device, void *stream,
                                ckey_error *err);
-/* A copy whose direction the runtime infers (unified addressing: host
- * memory, page-locked or not, or device memory on either side). */
-ckey_status ck_cuda_copy_any_async(void *dst, const void *src, size_t bytes, void *stream, ckey_error *err);
 ckey_status ck_cuda_host_alloc(void **p, size_t bytes, ckey_error *err);
 void ck_cuda_host_free(void *p);
 ckey_status ck_cuda_stream_create(void **stream, ckey_error *err);

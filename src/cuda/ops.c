@@ -190,9 +190,9 @@ static void cu_copy_rows(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, 
                          int parts, int64_t n, int C) {
     ck_cuda_state *s = ST(be);
     const size_t es = ck_dtype_size(s->dt), row = (size_t)C * es;
+    if (parts <= 0 || n <= 0) return;
     const char *a = (const char *)src.data + (size_t)so * row, *d = (const char *)dst.data + (size_t)do_ * row;
     const char *a_end = a + ((size_t)(parts - 1) * ss + n) * row, *d_end = d + ((size_t)(parts - 1) * ds + n) * row;
-    if (parts <= 0 || n <= 0) return;
     if (a < d_end && d < a_end) {
         FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda copy_rows: source and destination overlap");
         return;
