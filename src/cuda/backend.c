@@ -466,11 +466,12 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
     return CKEY_OK;
 }
 
-/* host_in and host_out, io_elems floats each (cu_alloc_workspace). */
+/* host_in and host_out, io_elems floats each (cu_alloc_workspace; no
+ * host_out where the output is made in the host maps: out_on_host). */
 static int64_t cu_host_io_bytes(const ck_backend_config *bc, const ck_config *c) {
     ck_pass_params pp;
     cu_pass_params(bc, c, &pp);
-    return 2 * bc->io_elems * (int64_t)sizeof(float) + (int64_t)pp.host_map_bytes;
+    return (bc->sched.out_on_host ? 1 : 2) * bc->io_elems * (int64_t)sizeof(float) + (int64_t)pp.host_map_bytes;
 }
 
 static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
@@ -480,7 +481,7 @@ static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error 
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
     if (!st) ck_cuda_trace(s, "arena");
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
-    if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
+    if (!st && !s->cfg.sched.out_on_host) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
     if (!st) ck_cuda_trace(s, "page-locked input and output (host)");
     return st;
 }
