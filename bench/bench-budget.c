@@ -204,13 +204,13 @@ int main(int argc, char **argv) {
             if (trace) trace_end(&ts);
         }
         printf("{\"device\":\"%s\",\"precision\":\"%s\",\"size\":%d,\"threads\":%d,\"refiner_band\":%d,"
-               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"qkv_streamed\":%d,\"decoder_band\":%d,\"from_map\":%d,\"norm1_from_map\":%d,\"input_rgb\":%d,\"reroll_in_place\":%d,\"encoder_band\":%d,\"out_in_input\":%d,\"c1_bands\":%d,\"x_on_host\":%d,\"planned_peak_mib\":%.1f,"
+               "\"encoder_chunks\":%d,\"c1_on_host\":%d,\"pos_streamed\":%d,\"qkv_streamed\":%d,\"decoder_band\":%d,\"from_map\":%d,\"norm1_from_map\":%d,\"input_rgb\":%d,\"reroll_in_place\":%d,\"encoder_band\":%d,\"out_in_input\":%d,\"c1_bands\":%d,\"x_on_host\":%d,\"out_on_host\":%d,\"planned_peak_mib\":%.1f,"
                "\"weights_mib\":%.1f,\"arena_mib\":%.1f,\"workspace_mib\":%.1f,\"encoder_mib\":%.1f,\"decoders_mib\":%.1f,"
                "\"refiner_mib\":%.1f,\"refiner_work\":%.2f",
                cuda ? "cuda" : "cpu", ckey_precision_name(o.precision), S, threads, sched[i].refiner_band,
                CK_MAX(1, sched[i].encoder_chunks), sched[i].c1_on_host, sched[i].pos_streamed, sched[i].qkv_streamed, sched[i].decoder_band,
                sched[i].transition_from_map, sched[i].norm1_from_map, sched[i].input_rgb, sched[i].reroll_in_place, sched[i].encoder_band, sched[i].out_in_input,
-               sched[i].c1_bands, sched[i].x_on_host,
+               sched[i].c1_bands, sched[i].x_on_host, sched[i].out_on_host,
                mp.peak_bytes / 1048576.0,
                mp.weight_bytes / 1048576.0, mp.arena_bytes / 1048576.0, mp.workspace_bytes / 1048576.0,
                mp.stage_bytes[0] / 1048576.0,

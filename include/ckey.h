@@ -209,7 +209,8 @@ typedef struct ckey_memory_plan {
                                  in a run's plan) */
     int32_t min_budget_c1_on_host; /* the leanest schedule's c1_on_host */
     int32_t streamed;         /* the schedule chosen: its CKEY_PLAN_* steps (the CPU; on CUDA the
-                                 pos-embed's, qkv's, decoders' and input's; docs/design.md,
+                                 pos-embed's, qkv's, decoders', mask-unit blocks', input's and
+                                 output's; docs/design.md,
                                  "The CPU at large sizes") */
     int32_t min_budget_streamed; /* the leanest schedule's */
     int64_t workspace_bytes;  /* what the backend holds beside weights and arena for the session's
@@ -218,7 +219,7 @@ typedef struct ckey_memory_plan {
 } ckey_memory_plan;
 
 /* ckey_memory_plan.streamed: the CPU's encoder and decoder steps (CUDA takes
- * the pos-embed, qkv, decoder and input ones), each computing what the
+ * the pos-embed, qkv, decoder, mask-unit block and input ones), each computing what the
  * whole-map run does with less held at once. */
 enum {
     CKEY_PLAN_POS_STREAMED = 1,  /* the pos-embed resized row by row as it is added */
@@ -231,7 +232,8 @@ enum {
     CKEY_PLAN_ENCODER_BANDS = 128, /* mask-unit blocks in bands; c1, c2 made again by the decoders */
     CKEY_PLAN_OUT_IN_INPUT = 256,  /* the refiner's deltas written into the input's buffer */
     CKEY_PLAN_C1_BANDS = 512,    /* c1 to and from host memory band by band (CUDA) */
-    CKEY_PLAN_X_ON_HOST = 1024   /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
+    CKEY_PLAN_X_ON_HOST = 1024,  /* the input's RGB planes in host memory, fetched per refiner band (CUDA) */
+    CKEY_PLAN_OUT_ON_HOST = 2048 /* the output finished band by band into host memory (CUDA) */
 };
 
 /* Plan a session without allocating its arena (for `ckey info`); over

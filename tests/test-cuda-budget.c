@@ -116,26 +116,29 @@ static void bands_case(const char *model_name, const ckey_model *m, int S, const
                    S, pn, err.message);
         for (int i = 0; i < nb; i++) {
             const ck_schedule sb = sch[i];
-            char name[160];
+            char name[256];
             memset(got, 0, n * sizeof(float));
             snprintf(name, sizeof name,
                      "%s S=%d %s bands of %d, encoder chunks %d, c1 on host %d, pos streamed %d, qkv streamed %d, "
-                     "decoder bands of %d, c1 in bands %d, x on host %d",
+                     "decoder bands of %d, c1 in bands %d, x on host %d, encoder bands of %d, output on host %d",
                      model_name, S, pn, sb.refiner_band, CK_MAX(1, sb.encoder_chunks), sb.c1_on_host,
-                     sb.pos_streamed, sb.qkv_streamed, sb.decoder_band, sb.c1_bands, sb.x_on_host);
+                     sb.pos_streamed, sb.qkv_streamed, sb.decoder_band, sb.c1_bands, sb.x_on_host, sb.encoder_band,
+                     sb.out_on_host);
             if (run_cuda(m, S, prec, 0, &sb, x, got, 1, &p, NULL, &err) != CKEY_OK) {
                 CHECKF(0, "%s: %s", name, err.message);
                 continue;
             }
             const int pos = (p.streamed & CKEY_PLAN_POS_STREAMED) != 0, qkv = (p.streamed & CKEY_PLAN_QKV_STREAMED) != 0,
                       dec = (p.streamed & CKEY_PLAN_DECODER_BANDS) != 0, c1b = (p.streamed & CKEY_PLAN_C1_BANDS) != 0,
-                      xh = (p.streamed & CKEY_PLAN_X_ON_HOST) != 0;
+                      xh = (p.streamed & CKEY_PLAN_X_ON_HOST) != 0,
+                      eb = (p.streamed & CKEY_PLAN_ENCODER_BANDS) != 0, oh = (p.streamed & CKEY_PLAN_OUT_ON_HOST) != 0;
             CHECKF(p.refiner_band == sb.refiner_band && p.encoder_chunks == CK_MAX(1, sb.encoder_chunks) &&
                        p.c1_on_host == sb.c1_on_host && pos == sb.pos_streamed && qkv == sb.qkv_streamed &&
-                       dec == (sb.decoder_band > 0) && c1b == sb.c1_bands && xh == sb.x_on_host,
+                       dec == (sb.decoder_band > 0) && c1b == sb.c1_bands && xh == sb.x_on_host &&
+                       eb == (sb.encoder_band > 0) && oh == sb.out_on_host,
                    "%s: the session ran bands of %d, %d chunks, c1 on host %d, pos streamed %d, qkv streamed %d, "
-                   "decoder bands %d, c1 in bands %d, x on host %d", name, (int)p.refiner_band,
-                   (int)p.encoder_chunks, (int)p.c1_on_host, pos, qkv, dec, c1b, xh);
+                   "decoder bands %d, c1 in bands %d, x on host %d, encoder bands %d, output on host %d", name,
+                   (int)p.refiner_band, (int)p.encoder_chunks, (int)p.c1_on_host, pos, qkv, dec, c1b, xh, eb, oh);
             if (sb.pos_streamed) /* the weights hold the stored pos-embed only */
                 CHECKF(p.weight_bytes == p0.weight_bytes - (int64_t)(S / m->cfg.patch_stride) *
                                                                (S / m->cfg.patch_stride) * m->cfg.embed_dim * 4,
@@ -203,9 +206,9 @@ static void test_plan_offers_bands(void) {
 /* Planning alone: the CUDA planner offers the global attention's qkv
  * streamed (attention_qkv) and the decoders in bands (decoder_fuse_rows),
  * and at S = 2048, 3072 and 4096 in fp16 its smallest budget takes both
- * with c1 in bands (reroll_rows) and x in host memory, and is under the
- * leanest schedule's without them; at S = 3072 it is within 512 MiB,
- * weights included. Prints the smallest budgets. */
+ * with the mask-unit blocks in bands (patch_embed_rows), x and the output
+ * in host memory, and is under the leanest schedule's without them; at each
+ * S it is within 512 MiB, weights included. Prints the smallest budgets. */
 static void test_plan_streamed(void) {
     if (!have_cuda_backend()) SKIP("this build has no CUDA backend");
     ck_config cfg;
@@ -241,14 +244,13 @@ static void test_plan_streamed(void) {
                sizes[i], p.peak_bytes / 1048576.0, p.weight_bytes / 1048576.0, p.arena_bytes / 1048576.0,
                p.workspace_bytes / 1048576.0, (int)p.refiner_band, (int)p.encoder_chunks, (int)p.streamed,
                without / 1048576.0);
-        const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_C1_BANDS |
-                              CKEY_PLAN_X_ON_HOST;
+        const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_ENCODER_BANDS |
+                              CKEY_PLAN_X_ON_HOST | CKEY_PLAN_OUT_ON_HOST;
         CHECKF((p.streamed & steps) == steps,
-               "S = %d: the smallest budget's steps %d lack qkv streamed, decoder or c1 bands or x on host", sizes[i],
-               (int)p.streamed);
-        if (sizes[i] <= 3072)
-            CHECKF(p.peak_bytes <= (int64_t)512 << 20, "S = %d fp16: smallest budget %.1f MiB over 512 MiB", sizes[i],
-                   p.peak_bytes / 1048576.0);
+               "S = %d: the smallest budget's steps %d lack qkv streamed, decoder or encoder bands, x or the output "
+               "on host", sizes[i], (int)p.streamed);
+        CHECKF(p.peak_bytes <= (int64_t)512 << 20, "S = %d fp16: smallest budget %.1f MiB over 512 MiB", sizes[i],
+               p.peak_bytes / 1048576.0);
         CHECKF(p.peak_bytes < without, "S = %d: smallest budget %.1f MiB, not under %.1f MiB without the two steps",
                sizes[i], p.peak_bytes / 1048576.0, without / 1048576.0);
     }
@@ -279,7 +281,12 @@ static void test_tiny_s128(void) {
              .c1_bands = 1},
             {.refiner_band = 16, .x_on_host = 1},
             {.refiner_band = 7, .encoder_chunks = 16, .c1_on_host = 1, .qkv_streamed = 1, .decoder_band = 7,
-             .c1_bands = 1, .x_on_host = 1}};
+             .c1_bands = 1, .x_on_host = 1},
+            {.refiner_band = 16, .out_on_host = 1}, {.decoder_band = 16, .encoder_band = 16},
+            {.decoder_band = 7, .encoder_band = 8, .encoder_chunks = 3},
+            {.refiner_band = 7, .decoder_band = 7, .encoder_band = 16, .x_on_host = 1},
+            {.refiner_band = 7, .encoder_chunks = 16, .qkv_streamed = 1, .decoder_band = 7, .encoder_band = 8,
+             .x_on_host = 1, .out_on_host = 1}};
         static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
         bands_case("tiny", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     } else {
@@ -347,7 +354,9 @@ static void test_tiny_pos_streamed(void) {
                                       {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                       {.refiner_band = 7, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1,
                                        .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1,
-                                       .x_on_host = 1}};
+                                       .x_on_host = 1},
+                                      {.refiner_band = 7, .encoder_chunks = 64, .pos_streamed = 1, .qkv_streamed = 1,
+                                       .decoder_band = 64, .encoder_band = 16, .x_on_host = 1, .out_on_host = 1}};
     static const ck_schedule sch2048[] = {{.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1},
                                           {.refiner_band = 300, .encoder_chunks = 64, .c1_on_host = 1,
                                            .pos_streamed = 1, .input_rgb = 1}};
@@ -394,49 +403,28 @@ static void test_full_s256(void) {
          .c1_bands = 1},
         {.refiner_band = 37, .x_on_host = 1},
         {.refiner_band = 8, .encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1,
-         .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1, .x_on_host = 1}};
+         .qkv_streamed = 1, .decoder_band = 64, .c1_bands = 1, .x_on_host = 1},
+        {.refiner_band = 37, .out_on_host = 1}, {.decoder_band = 64, .encoder_band = 16},
+        {.decoder_band = 5, .encoder_band = 32, .encoder_chunks = 3},
+        {.refiner_band = 8, .encoder_chunks = 64, .pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64,
+         .encoder_band = 16, .x_on_host = 1, .out_on_host = 1}};
     static const ckey_precision precs[] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16, CKEY_PRECISION_BF16};
     bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 3);
     free(x);
     ckey_model_free(m);
 }
 
-/* S = 2048, full size: fp32 and fp16 bands against the whole maps; then the
- * smallest budget in fp16: the session picks bands and encoder chunks, its
- * result is within the bar, and the device memory it took exceeds its plan
- * by no more than the whole-map session's exceeds that one's (+ 16 MiB).
- * The plans count cuBLAS's workspace and the conv's sync ints
+/* The smallest budget in fp16 at S: the session picks the leanest steps
+ * (bands of the refiner, of the mask-unit blocks and of the decoders, the
+ * qkv streamed, x and the output in host memory), its plan is within
+ * 512 MiB, its result within the bar, and the device memory it took exceeds
+ * its plan by no more than the whole-map session's exceeds that one's
+ * (+ 16 MiB). The plans count cuBLAS's workspace and the conv's sync ints
  * (workspace_bytes); outside them are the CUDA graph (the whole-map
  * session's; the budget's runs eagerly), the allocations' rounding and the
  * runtime's own (bench-budget --trace-memory shows each). */
-static void test_full_s2048(void) {
-    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
-    const int S = 2048;
+static void smallest_budget_case(const ckey_model *m, int S, const float *x) {
     const size_t n = (size_t)4 * S * S;
-    float *x = malloc(n * sizeof(float));
-    REQUIRE(x);
-    ck_synth_input(S, x);
-    /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
-     * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
-    static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
-                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1},
-                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1},
-                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
-                                       .decoder_band = 64},
-                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
-                                       .decoder_band = 64, .c1_bands = 1, .x_on_host = 1}};
-    static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
-    bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
-    /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 6 of stage 3's 8 heads' outputs
-     * (attention_qkv's groups of heads, each group's projection added alone) */
-    static const ck_schedule sch32[] = {{.encoder_chunks = 64, .qkv_streamed = 1, .decoder_band = 64}};
-    static const ckey_precision prec32[] = {CKEY_PRECISION_FP32};
-    bands_case("full", m, S, x, sch32, (int)CK_ARRAY_LEN(sch32), prec32, 1);
-
     float *ref = malloc(n * sizeof(float)), *whole = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
     REQUIRE(ref && whole && got);
     ckey_error err;
@@ -459,24 +447,83 @@ static void test_full_s2048(void) {
     CHECKF(run_cuda(m, S, CKEY_PRECISION_FP16, pw.min_budget_bytes, NULL, x, got, 3, &pb, &used_b, &err) == CKEY_OK,
            "smallest budget: %s", err.message);
     const int64_t outside = used_w - pw.peak_bytes + (16 << 20);
-    printf("  S = 2048 fp16: whole maps planned %.1f MiB, measured %.1f MiB; smallest budget %.1f MiB: bands of %d, "
+    printf("  S = %d fp16: whole maps planned %.1f MiB, measured %.1f MiB; smallest budget %.1f MiB: bands of %d, "
            "encoder in %d chunks, planned %.1f MiB, measured %.1f MiB (allowed over the plan: %.1f MiB; the plans "
            "count %.1f MiB of workspace)\n",
-           pw.peak_bytes / 1048576.0, used_w / 1048576.0, pw.min_budget_bytes / 1048576.0, (int)pb.refiner_band,
+           S, pw.peak_bytes / 1048576.0, used_w / 1048576.0, pw.min_budget_bytes / 1048576.0, (int)pb.refiner_band,
            (int)pb.encoder_chunks, pb.peak_bytes / 1048576.0, used_b / 1048576.0, outside / 1048576.0,
            pb.workspace_bytes / 1048576.0);
-    CHECKF(pb.refiner_band > 0 && pb.encoder_chunks > 1, "the smallest budget ran bands of %d, %d encoder chunks",
-           (int)pb.refiner_band, (int)pb.encoder_chunks);
-    const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_C1_BANDS | CKEY_PLAN_X_ON_HOST;
+    CHECKF(pb.refiner_band > 0 && pb.encoder_chunks > 1, "S = %d: the smallest budget ran bands of %d, %d encoder chunks",
+           S, (int)pb.refiner_band, (int)pb.encoder_chunks);
+    const int32_t steps = CKEY_PLAN_QKV_STREAMED | CKEY_PLAN_DECODER_BANDS | CKEY_PLAN_ENCODER_BANDS |
+                          CKEY_PLAN_X_ON_HOST | CKEY_PLAN_OUT_ON_HOST;
     CHECKF((pb.streamed & steps) == steps,
-           "the smallest budget ran without the qkv streamed, the decoders or c1 in bands or x in host memory "
-           "(steps %d)", (int)pb.streamed);
+           "S = %d: the smallest budget ran without the qkv streamed, the decoders or mask-unit blocks in bands, x "
+           "or the output in host memory (steps %d)", S, (int)pb.streamed);
     CHECK(pb.peak_bytes <= pw.min_budget_bytes);
+    CHECKF(pb.peak_bytes <= (int64_t)512 << 20, "S = %d fp16: smallest budget %.1f MiB over 512 MiB", S,
+           pb.peak_bytes / 1048576.0);
     CHECKF(used_w >= 0 && used_b >= 0 && used_b <= pb.peak_bytes + outside,
            "banded fp16 session took %.1f MiB of device memory, its plan %.1f MiB + %.1f MiB outside it",
            used_b / 1048576.0, pb.peak_bytes / 1048576.0, outside / 1048576.0);
-    within_bar("full S=2048 fp16 smallest budget", CKEY_PRECISION_FP16, got, ref, whole, n);
-    free(ref), free(whole), free(got), free(x);
+    char what[64];
+    snprintf(what, sizeof what, "full S=%d fp16 smallest budget", S);
+    within_bar(what, CKEY_PRECISION_FP16, got, ref, whole, n);
+    free(ref), free(whole), free(got);
+}
+
+/* S = 2048, full size: fp32 and fp16 bands against the whole maps; then the
+ * smallest budget in fp16 (smallest_budget_case). */
+static void test_full_s2048(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
+    const int S = 2048;
+    const size_t n = (size_t)4 * S * S;
+    float *x = malloc(n * sizeof(float));
+    REQUIRE(x);
+    ck_synth_input(S, x);
+    /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
+     * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
+    static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
+                                      {.refiner_band = 64, .encoder_chunks = 16, .c1_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
+                                       .decoder_band = 64},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .c1_on_host = 1, .qkv_streamed = 1,
+                                       .decoder_band = 64, .c1_bands = 1, .x_on_host = 1},
+                                      {.refiner_band = 64, .encoder_chunks = 64, .qkv_streamed = 1,
+                                       .decoder_band = 64, .encoder_band = 16, .x_on_host = 1, .out_on_host = 1}};
+    static const ckey_precision precs[] = {CKEY_PRECISION_FP16};
+    bands_case("full", m, S, x, sch, (int)CK_ARRAY_LEN(sch), precs, 1);
+    /* fp32 on whole refiner maps: in 64 chunks the encoder's scratch holds 6 of stage 3's 8 heads' outputs
+     * (attention_qkv's groups of heads, each group's projection added alone) */
+    static const ck_schedule sch32[] = {{.encoder_chunks = 64, .qkv_streamed = 1, .decoder_band = 64}};
+    static const ckey_precision prec32[] = {CKEY_PRECISION_FP32};
+    bands_case("full", m, S, x, sch32, (int)CK_ARRAY_LEN(sch32), prec32, 1);
+
+    smallest_budget_case(m, S, x);
+    free(x);
+    ckey_model_free(m);
+}
+
+/* S = 4096, full size, fp16: the smallest budget (the mask-unit blocks in
+ * bands, x and the output in host memory) against the whole maps, with its
+ * device memory measured as at S = 2048. */
+static void test_full_s4096(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ck_config cfg;
+    ck_config_default(&cfg);
+    ckey_model *m = NULL;
+    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
+    const int S = 4096;
+    float *x = malloc((size_t)4 * S * S * sizeof(float));
+    REQUIRE(x);
+    ck_synth_input(S, x);
+    smallest_budget_case(m, S, x);
+    free(x);
     ckey_model_free(m);
 }
 
@@ -490,6 +537,7 @@ int main(int argc, char **argv) {
         {"tiny_pos_streamed", test_tiny_pos_streamed},
         {"full_s256_bands", test_full_s256},
         {"full_s2048_bands_and_memory", test_full_s2048},
+        {"full_s4096_smallest_budget", test_full_s4096},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

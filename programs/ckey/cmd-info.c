@@ -38,7 +38,8 @@ static void streamed_steps(char *buf, size_t cap, int32_t bits, const char *sep)
                  {CKEY_PLAN_ENCODER_BANDS, "mask-unit blocks in bands"},
                  {CKEY_PLAN_OUT_IN_INPUT, "output in the input's buffer"},
                  {CKEY_PLAN_C1_BANDS, "c1 to and from host memory in bands"},
-                 {CKEY_PLAN_X_ON_HOST, "input in host memory"}};
+                 {CKEY_PLAN_X_ON_HOST, "input in host memory"},
+                 {CKEY_PLAN_OUT_ON_HOST, "output in host memory"}};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (bits & steps[i].bit) {
             const size_t n = strlen(buf);

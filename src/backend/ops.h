@@ -92,14 +92,16 @@ typedef struct ck_ops {
     /* Optional (ck_schedule.encoder_band): token rows [y0, y0 + n) of the
      * S/4 grid alone (y0, n multiples of 2^unroll_k), unrolled as an n x S/4
      * image of their own: tokens [n * S/4, E], the values patch_embed gives
-     * those tokens. */
-    void (*patch_embed_rows)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
-                             ck_weight pos, int unroll_k, int y0, int n, ck_tensor tokens);
+     * those tokens. x holds image rows [x_r0, x_r0 + x_rows) of each of its
+     * planes (0 and S: the whole input; else a band the patches read). */
+    void (*patch_embed_rows)(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int x_r0,
+                             int x_rows, int S, ck_weight pos, int unroll_k, int y0, int n, ck_tensor tokens);
 
     /* Optional (ck_schedule.encoder_band, out_in_input): for p < parts, rows
      * [p * ss + so, ... + n) of src -> rows [p * ds + do_, ... + n) of dst,
      * rows of C values (a band's tokens into the whole image's, image rows
-     * between planes); src and dst may overlap within a part. */
+     * between planes); src and dst may overlap within a part where the
+     * backend offers out_in_input (the CPU; CUDA refuses an overlap). */
     void (*copy_rows)(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds, int64_t do_,
                       int parts, int64_t n, int C);
 
@@ -248,9 +250,19 @@ typedef struct ck_ops {
                          int groups, double *stats);
 
     /* Rows [y0, y0 + n) of out [Cout, S, S] (fp32) = mult * (W . x + b), x a
-     * band of a refiner map holding those rows. */
+     * band of a refiner map holding those rows; out holds image rows
+     * [out_r0, out_r0 + out_rows) of each of its planes (0 and S: whole). */
     void (*pointwise_conv_rows)(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
-                                float mult, ck_tensor out, int Cout);
+                                float mult, ck_tensor out, int out_r0, int out_rows, int Cout);
+
+    /* Optional (ck_schedule.out_on_host): finalize on rows [y0, y0 + n):
+     * out [4, n, S] (those rows of each plane) = sigmoid(up(logits) + out). */
+    void (*finalize_rows)(ck_backend *be, ck_tensor logits, int S, int y0, int n, ck_tensor out);
+
+    /* Optional (ck_schedule.out_on_host): the address of byte `off` of the
+     * backend's host buffer (ck_pass_params.host_map_bytes), readable by
+     * the caller once the pass is done. */
+    void *(*host_ptr)(ck_backend *be, size_t off);
 
     /* Optional (ck_schedule.c1_on_host): copy `bytes` of t into the
      * backend's host buffer (ck_pass_params.host_map_bytes) at offset off,

@@ -795,6 +795,7 @@ typedef struct {
     const ck_config *cfg;
     const float *w, *b; /* patch_w, patch_b */
     const float *x, *pos;
+    int x_r0, x_rows; /* x holds image rows [x_r0, x_r0 + x_rows) of each plane */
     int S, k;
     int ybase, H; /* the tokens are rows [ybase, ybase + H) of the grid, unrolled as H x G */
     float *tokens;
@@ -822,7 +823,7 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
                         memset(d, 0, (size_t)K * sizeof(float));
                         continue;
                     }
-                    const float *row = c->x + ((int64_t)ci * S + iy) * S;
+                    const float *row = c->x + ((int64_t)ci * c->x_rows + iy - c->x_r0) * S;
                     for (int kx = 0; kx < K; kx++) {
                         int ix = xo * st - pad + kx;
                         d[kx] = (ix >= 0 && ix < S) ? row[ix] : 0.0f;
@@ -841,15 +842,15 @@ static void pe_rows(void *p, int64_t y0, int64_t y1, int thread) {
 
 static void cpu_patch_embed(ck_cpu *be, const ck_config *cfg, const float *w, const float *b, const float *x, int S,
                             const float *pos, int k, float *tokens) {
-    pe_ctx c = {cfg, w, b, x, pos, S, k, 0, S / cfg->patch_stride, tokens, be};
+    pe_ctx c = {cfg, w, b, x, pos, 0, S, S, k, 0, S / cfg->patch_stride, tokens, be};
     ck_pool_for(be->pool, S / cfg->patch_stride, 1, pe_rows, &c);
 }
 
 /* Token rows [y0, y0 + n) alone, unrolled as an n x G image (n and y0
  * multiples of 2^k: whole mask units). */
 static void cpu_patch_embed_rows(ck_cpu *be, const ck_config *cfg, const float *w, const float *b, const float *x,
-                                 int S, const float *pos, int k, int y0, int n, float *tokens) {
-    pe_ctx c = {cfg, w, b, x, pos, S, k, y0, n, tokens, be};
+                                 int x_r0, int x_rows, int S, const float *pos, int k, int y0, int n, float *tokens) {
+    pe_ctx c = {cfg, w, b, x, pos, x_r0, x_rows, S, k, y0, n, tokens, be};
     ck_pool_for(be->pool, n, 1, pe_rows, &c);
 }
 
@@ -1222,8 +1223,8 @@ static void cpu_pointwise_conv(ck_cpu *be, const float *x, const float *y, const
 }
 
 static void cpu_pointwise_conv_rows(ck_cpu *be, const float *x, int C, int S, int y0, int n, const float *W,
-                                    const float *b, float mult, float *out, int Cout) {
-    pw_ctx c = {x, W, b, C, Cout, (int64_t)S * S, mult, out + (int64_t)y0 * S};
+                                    const float *b, float mult, float *out, int out_r0, int out_rows, int Cout) {
+    pw_ctx c = {x, W, b, C, Cout, (int64_t)out_rows * S, mult, out + (int64_t)(y0 - out_r0) * S};
     ck_pool_for(be->pool, (int64_t)n * S, 4096, pw_pixels, &c);
 }
 
@@ -1315,9 +1316,9 @@ static void t_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_we
                           ck_weight pos, int k, ck_tensor tokens) {
     cpu_patch_embed(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, F(tokens));
 }
-static void t_patch_embed_rows(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
-                               ck_weight pos, int k, int y0, int n, ck_tensor tokens) {
-    cpu_patch_embed_rows(CPU(be), c, WF(w), WF(b), F(x), S, WF(pos), k, y0, n, F(tokens));
+static void t_patch_embed_rows(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int x_r0,
+                               int x_rows, int S, ck_weight pos, int k, int y0, int n, ck_tensor tokens) {
+    cpu_patch_embed_rows(CPU(be), c, WF(w), WF(b), F(x), x_r0, x_rows, S, WF(pos), k, y0, n, F(tokens));
 }
 static void t_copy_rows(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds,
                         int64_t do_, int parts, int64_t n, int C) {
@@ -1412,8 +1413,8 @@ static void t_conv3x3_rows(ck_backend *be, ck_tensor in, int in_is_image, int Ci
                      Cout, groups, stats);
 }
 static void t_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
-                                  float mult, ck_tensor out, int Cout) {
-    cpu_pointwise_conv_rows(CPU(be), F(x), C, S, y0, n, WF(W), WF(b), mult, F(out), Cout);
+                                  float mult, ck_tensor out, int out_r0, int out_rows, int Cout) {
+    cpu_pointwise_conv_rows(CPU(be), F(x), C, S, y0, n, WF(W), WF(b), mult, F(out), out_r0, out_rows, Cout);
 }
 static void t_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
     cpu_finalize(CPU(be), F(logits), S, F(out));

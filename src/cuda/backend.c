@@ -466,11 +466,12 @@ static ckey_status cu_upload_weights(ck_backend *be, const ckey_model *m, const 
     return CKEY_OK;
 }
 
-/* host_in and host_out, io_elems floats each (cu_alloc_workspace). */
+/* host_in and host_out, io_elems floats each (cu_alloc_workspace; no
+ * host_out where the output is made in the host maps: out_on_host). */
 static int64_t cu_host_io_bytes(const ck_backend_config *bc, const ck_config *c) {
     ck_pass_params pp;
     cu_pass_params(bc, c, &pp);
-    return 2 * bc->io_elems * (int64_t)sizeof(float) + (int64_t)pp.host_map_bytes;
+    return (bc->sched.out_on_host ? 1 : 2) * bc->io_elems * (int64_t)sizeof(float) + (int64_t)pp.host_map_bytes;
 }
 
 static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error *err) {
@@ -480,7 +481,7 @@ static ckey_status cu_alloc_workspace(ck_backend *be, ck_plan *plan, ckey_error 
     if (!st) st = ck_cuda_malloc(&s->arena, (ck_plan_arena_bytes(plan) + 255) / 256 * 256, err);
     if (!st) ck_cuda_trace(s, "arena");
     if (!st) st = ck_cuda_host_alloc((void **)&s->host_in, io, err);
-    if (!st) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
+    if (!st && !s->cfg.sched.out_on_host) st = ck_cuda_host_alloc((void **)&s->host_out, io, err);
     if (!st) ck_cuda_trace(s, "page-locked input and output (host)");
     return st;
 }
@@ -576,13 +577,17 @@ static ckey_status cu_run(ck_backend *be, const ck_run_args *r, const float **re
     if (!eager && s->graph && (st = ck_cuda_graph_launch(s->graph, stream, err))) return st;
     if (!eager && s->graph) ck_cuda_trace(s, "run: graph launched");
     if ((st = ck_cuda_event_record(s->ev[1], stream, err))) return st;
-    float *dst = r->device_io ? s->result : r->out ? r->out : s->host_out;
-    if (!r->device_io && ((st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err)) ||
-                          (st = ck_cuda_event_record(s->ev[3], stream, err))))
-        return st;
+    /* the output is on the device, or (out_on_host) in the page-locked host
+     * buffer already: the result itself, or copied into the caller's buffer
+     * by the host once the stream is done */
+    const int on_host = s->cfg.sched.out_on_host;
+    float *dst = r->device_io || (on_host && !r->out) ? s->result : r->out ? r->out : s->host_out;
+    if (!r->device_io && !on_host && (st = ck_cuda_copy_async(dst, s->result, io, 0, stream, err))) return st;
+    if (!r->device_io && (st = ck_cuda_event_record(s->ev[3], stream, err))) return st;
     /* with device_io too: the events' times and a failed launch are known here, before the
      * frame path queues its work behind the network */
     if ((st = ck_cuda_wait(s->ev_wait, stream, err))) return st;
+    if (!r->device_io && on_host && dst != s->result) memcpy(dst, s->result, io);
     ck_cuda_trace(s, "run: output downloaded, stream synchronized");
     s->frames++;
     *result = dst;

@@ -27,12 +27,14 @@ __device__ __forceinline__ int64_t unroll_index(int y, int x, int H, int W, int 
 }
 
 // patch embed: conv k x k / stride + bias + pos, written to the unrolled
-// index, for output pixels p0 .. p0+n-1; pos holds pixels from pos_p0 on
+// index, for output pixels p0 .. p0+n-1; pos holds pixels from pos_p0 on.
+// x holds image rows x_r0 .. x_r0 + x_rows - 1 of each plane; the tokens are
+// grid rows ty0 .. ty0 + th - 1 unrolled as a th x G image (0, G: the grid).
 template <typename T>
-__global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int K, int stride, int pad,
-                                   const float *__restrict__ w, const float *__restrict__ b,
-                                   const float *__restrict__ pos, int64_t pos_p0, int E, int k, int64_t p0, int64_t n,
-                                   T *__restrict__ tok) {
+__global__ void patch_embed_kernel(const T *__restrict__ x, int x_r0, int x_rows, int S, int Cin, int K, int stride,
+                                   int pad, const float *__restrict__ w, const float *__restrict__ b,
+                                   const float *__restrict__ pos, int64_t pos_p0, int E, int k, int ty0, int th,
+                                   int64_t p0, int64_t n, T *__restrict__ tok) {
     ck_pdl_enter();
     const int G = S / stride;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -48,10 +50,10 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
             for (int kx = 0; kx < K; kx++) {
                 const int ix = xo * stride - pad + kx;
                 if (ix < 0 || ix >= S) continue;
-                acc += w[((e * Cin + ci) * K + ky) * K + kx] * ck_ld(x + ((int64_t)ci * S + iy) * S + ix);
+                acc += w[((e * Cin + ci) * K + ky) * K + kx] * ck_ld(x + ((int64_t)ci * x_rows + iy - x_r0) * S + ix);
             }
         }
-    ck_st(tok + unroll_index(yo, xo, G, G, k) * E + e, acc);
+    ck_st(tok + unroll_index(yo - ty0, xo, th, G, k) * E + e, acc);
 }
 
 // Patch embed as a GEMM (16-bit sessions): im2col rows for output pixels
@@ -60,8 +62,8 @@ __global__ void patch_embed_kernel(const T *__restrict__ x, int S, int Cin, int 
 // known at compile time: 7, Hiera's patch embedding, or 0: K at run time)
 // is paid once for K values.
 template <typename T, int KC>
-__global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int Kr, int stride, int pad, int p0, int n,
-                                    T *__restrict__ col) {
+__global__ void im2col_patch_kernel(const T *__restrict__ x, int x_r0, int x_rows, int S, int Cin, int Kr, int stride,
+                                    int pad, int p0, int n, T *__restrict__ col) {
     ck_pdl_enter();
     const int K = KC ? KC : Kr, CK = Cin * K, G = S / stride;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -75,7 +77,7 @@ __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int
         for (int kx = 0; kx < K; kx++) dst[kx] = T(0.f);
         return;
     }
-    const T *src = x + ((size_t)ci * S + iy) * S;
+    const T *src = x + ((size_t)ci * x_rows + iy - x_r0) * S;
 #pragma unroll
     for (int kx = 0; kx < K; kx++) {
         const int ix = ix0 + kx;
@@ -87,8 +89,8 @@ __global__ void im2col_patch_kernel(const T *__restrict__ x, int S, int Cin, int
 // Cin * K * K a multiple of 4, K = 7 at compile time): the 2-byte stores of
 // the kernel above, 14 bytes apart across a warp, are its cost.
 template <typename T, int K>
-__global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin, int stride, int pad, int p0, int n,
-                                         T *__restrict__ col) {
+__global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int x_r0, int x_rows, int S, int Cin, int stride,
+                                         int pad, int p0, int n, T *__restrict__ col) {
     ck_pdl_enter();
     constexpr int KK = K * K;
     const int nv = Cin * KK / 4, G = S / stride;
@@ -103,7 +105,8 @@ __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin
     for (int j = 0; j < 4; j++) {
         const int q = r * 4 + j, ci = q / KK, t = q - ci * KK, ky = t / K, kx = t - ky * K;
         const int iy = iy0 + ky, ix = ix0 + kx;
-        const uint32_t v = iy >= 0 && iy < S && ix >= 0 && ix < S ? xb[((size_t)ci * S + iy) * S + ix] : 0u;
+        const uint32_t v =
+            iy >= 0 && iy < S && ix >= 0 && ix < S ? xb[((size_t)ci * x_rows + iy - x_r0) * S + ix] : 0u;
         w[j >> 1] |= v << (16 * (j & 1));
     }
     reinterpret_cast<uint2 *>(col)[i] = make_uint2(w[0], w[1]);
@@ -112,15 +115,15 @@ __global__ void im2col_patch_vec4_kernel(const T *__restrict__ x, int S, int Cin
 // ... then, after the GEMM y [n, E] = col . W^T: bias + pos, scattered to
 // the unrolled token order.
 template <typename T>
-__global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
-                                      const float *__restrict__ b, const float *__restrict__ pos, int64_t pos_p0,
-                                      T *__restrict__ tok) {
+__global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int k, int ty0, int th, int64_t p0,
+                                      int64_t n, const float *__restrict__ b, const float *__restrict__ pos,
+                                      int64_t pos_p0, T *__restrict__ tok) {
     ck_pdl_enter();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * E) return;
     const int e = (int)(i % E);
     const int64_t p = p0 + i / E;
-    ck_st(tok + unroll_index((int)(p / G), (int)(p % G), G, G, k) * E + e,
+    ck_st(tok + unroll_index((int)(p / G) - ty0, (int)(p % G), th, G, k) * E + e,
           ck_ld(y + i) + b[e] + pos[(p - pos_p0) * E + e]);
 }
 
@@ -129,9 +132,9 @@ __global__ void patch_epilogue_kernel(const T *__restrict__ y, int G, int E, int
 // token's unrolled position worked out once for 8 values. The same sums in
 // the same order (y + b + pos, rounded once).
 template <typename T>
-__global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E, int k, int64_t p0, int64_t n,
-                                          const float *__restrict__ b, const float *__restrict__ pos, int64_t pos_p0,
-                                          T *__restrict__ tok) {
+__global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E, int k, int ty0, int th, int64_t p0,
+                                          int64_t n, const float *__restrict__ b, const float *__restrict__ pos,
+                                          int64_t pos_p0, T *__restrict__ tok) {
     ck_pdl_enter();
     const int E8 = E / 8;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -146,7 +149,7 @@ __global__ void patch_epilogue_vec_kernel(const T *__restrict__ y, int G, int E,
     ld8(pos + (p - pos_p0) * E + e, pp);
 #pragma unroll
     for (int j = 0; j < 8; j++) v[j] = v[j] + bb[j] + pp[j];
-    st8(tok + unroll_index(yo, xo, G, G, k) * E + e, v);
+    st8(tok + unroll_index(yo - ty0, xo, th, G, k) * E + e, v);
 }
 
 // The pos-embed resized bicubic (A = -0.75, align_corners=False, edges
@@ -322,9 +325,18 @@ extern "C" {
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
                                   const float *b, const float *pos, int64_t pos_p0, int E, int k, int64_t p0,
                                   int64_t n, void *tok, ck_dtype dt, void *st, ckey_error *err) {
+    const ck_patch_band whole = {0, S, 0, S / stride};
+    return ck_cuda_patch_embed_band_t(x, &whole, S, Cin, K, stride, pad, w, b, pos, pos_p0, E, k, p0, n, tok, dt, st,
+                                      err);
+}
+
+ckey_status ck_cuda_patch_embed_band_t(const void *x, const ck_patch_band *pb, int S, int Cin, int K, int stride,
+                                       int pad, const float *w, const float *b, const float *pos, int64_t pos_p0, int E,
+                                       int k, int64_t p0, int64_t n, void *tok, ck_dtype dt, void *st,
+                                       ckey_error *err) {
     if (n <= 0) return CKEY_OK;
-    LAUNCH_T(dt, blocks_for(n * E, 128), 128, patch_embed_kernel, (const T *)x, S, Cin, K, stride, pad, w, b, pos,
-             pos_p0, E, k, p0, n, (T *)tok);
+    LAUNCH_T(dt, blocks_for(n * E, 128), 128, patch_embed_kernel, (const T *)x, pb->x_r0, pb->x_rows, S, Cin, K, stride,
+             pad, w, b, pos, pos_p0, E, k, pb->ty0, pb->th, p0, n, (T *)tok);
     return launched(err, "patch embed");
 }
 
@@ -337,7 +349,15 @@ ckey_status ck_cuda_pos_embed_rows(const float *src, int gs, int C, int gd, int6
 
 ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int stride, int pad, int64_t p0, int64_t n,
                                    void *col, ck_dtype dt, void *st, ckey_error *err) {
+    const ck_patch_band whole = {0, S, 0, S / stride};
+    return ck_cuda_im2col_patch_band_t(x, &whole, S, Cin, K, stride, pad, p0, n, col, dt, st, err);
+}
+
+ckey_status ck_cuda_im2col_patch_band_t(const void *x, const ck_patch_band *pb, int S, int Cin, int K, int stride,
+                                        int pad, int64_t p0, int64_t n, void *col, ck_dtype dt, void *st,
+                                        ckey_error *err) {
     if (n <= 0) return CKEY_OK;
+    const int xr0 = pb->x_r0, xrows = pb->x_rows;
     const int64_t G = S / stride, threads = n * Cin * K;
     if (p0 < 0 || p0 + n > G * G || threads > INT_MAX) {
         if (err) {
@@ -350,30 +370,38 @@ ckey_status ck_cuda_im2col_patch_t(const void *x, int S, int Cin, int K, int str
     cudaStream_t cs = (cudaStream_t)st;
     if (K == 7 && dt != CK_F32 && (Cin * 49) % 4 == 0 && ((uintptr_t)col & 7) == 0 && n * Cin * 49 / 4 <= INT_MAX) {
         const unsigned vblocks = (unsigned)blocks_for(n * Cin * 49 / 4, 256);
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_vec4_kernel<T, 7>, vblocks, 256, 0, (cudaStream_t)cs, (const T *)x, S,
-                                   Cin, stride, pad, (int)p0, (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_vec4_kernel<T, 7>, vblocks, 256, 0, (cudaStream_t)cs, (const T *)x, xr0,
+                                   xrows, S, Cin, stride, pad, (int)p0, (int)n, (T *)col)));
         return launched(err, "patch embed im2col");
     }
     const unsigned blocks = (unsigned)blocks_for(threads, 256);
     if (K == 7)
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 7>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K,
-                                   stride, pad, (int)p0, (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 7>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, xr0, xrows,
+                                   S, Cin, K, stride, pad, (int)p0, (int)n, (T *)col)));
     else
-        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 0>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, S, Cin, K,
-                                   stride, pad, (int)p0, (int)n, (T *)col)));
+        CK_DISPATCH(dt, (ck_launch(im2col_patch_kernel<T, 0>, blocks, 256, 0, (cudaStream_t)cs, (const T *)x, xr0, xrows,
+                                   S, Cin, K, stride, pad, (int)p0, (int)n, (T *)col)));
     return launched(err, "patch embed im2col");
 }
 
 ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t p0, int64_t n, const float *b,
                                      const float *pos, int64_t pos_p0, void *tok, ck_dtype dt, void *st,
                                      ckey_error *err) {
+    const ck_patch_band whole = {0, 0, 0, G}; /* (x_r0, x_rows: the epilogue reads no input) */
+    return ck_cuda_patch_epilogue_band_t(y, &whole, G, E, k, p0, n, b, pos, pos_p0, tok, dt, st, err);
+}
+
+ckey_status ck_cuda_patch_epilogue_band_t(const void *y, const ck_patch_band *pb, int G, int E, int k, int64_t p0,
+                                          int64_t n, const float *b, const float *pos, int64_t pos_p0, void *tok,
+                                          ck_dtype dt, void *st, ckey_error *err) {
+    const int ty0 = pb->ty0, th = pb->th;
     const uintptr_t al = (uintptr_t)y | (uintptr_t)b | (uintptr_t)pos | (uintptr_t)tok;
     if (E % 8 == 0 && al % 16 == 0)
-        LAUNCH_T(dt, blocks_for(n * (E / 8), 256), 256, patch_epilogue_vec_kernel, (const T *)y, G, E, k, p0, n, b, pos,
-                 pos_p0, (T *)tok);
+        LAUNCH_T(dt, blocks_for(n * (E / 8), 256), 256, patch_epilogue_vec_kernel, (const T *)y, G, E, k, ty0, th, p0,
+                 n, b, pos, pos_p0, (T *)tok);
     else
-        LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, p0, n, b, pos, pos_p0,
-                 (T *)tok);
+        LAUNCH_T(dt, blocks_for(n * E, 256), 256, patch_epilogue_kernel, (const T *)y, G, E, k, ty0, th, p0, n, b, pos,
+                 pos_p0, (T *)tok);
     return launched(err, "patch embed epilogue");
 }
 

@@ -133,6 +133,8 @@ ckey_status ck_cuda_bias_gelu(float *h, int64_t rows, int C, const float *b, voi
 float ck_cuda_gelu_fast_host(float v);
 ckey_status ck_cuda_refiner_input(const float *x, const float *logits, int S, float *rin, void *st, ckey_error *err);
 ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err);
+/* ck_cuda_finalize on rows y0 .. y0 + n - 1: out [4, n, S] holds those rows. */
+ckey_status ck_cuda_finalize_rows(const float *logits, int S, int y0, int n, float *out, void *st, ckey_error *err);
 ckey_status ck_cuda_affine_relu(float *x, const float *y, int C, int64_t HW, const float *a, const float *b, void *st,
                                 ckey_error *err);
 ckey_status ck_cuda_pointwise(const float *x, int C, int64_t HW, const float *W, const float *b, float mult,
@@ -231,9 +233,11 @@ ckey_status ck_cuda_refiner_input_rows_t(const void *x, int x_r0, int x_rows, co
                                          int packed,
                                          void *rin, ck_dtype dt, void *st, ckey_error *err);
 /* Rows y0 .. y0 + n - 1 of out [Cout, S, S] = mult * (W x + b), x a band
- * [n * S, C] holding those rows: ck_cuda_pointwise_t's values there. */
+ * [n * S, C] holding those rows: ck_cuda_pointwise_t's values there. out
+ * holds image rows out_r0 .. out_r0 + out_rows - 1 of each plane. */
 ckey_status ck_cuda_pointwise_rows_t(const void *x, int C, int S, int y0, int n, const float *W, const float *b,
-                                     float mult, float *out, int Cout, ck_dtype dt, void *st, ckey_error *err);
+                                     float mult, float *out, int out_r0, int out_rows, int Cout, ck_dtype dt, void *st,
+                                     ckey_error *err);
 /* Patch embed as im2col + GEMM + epilogue (16-bit sessions), for output
  * pixels p0 .. p0+n-1 of the (S/stride)^2 grid: col [n, Cin*K*K]; then
  * tok[unroll(p)] = y[p - p0] + b + pos[p - pos_p0] with y [n, E] = col . W^T
@@ -247,6 +251,23 @@ ckey_status ck_cuda_patch_epilogue_t(const void *y, int G, int E, int k, int64_t
 ckey_status ck_cuda_patch_embed_t(const void *x, int S, int Cin, int K, int stride, int pad, const float *w,
                                   const float *b, const float *pos, int64_t pos_p0, int E, int k, int64_t p0,
                                   int64_t n, void *tok, ck_dtype dt, void *st, ckey_error *err);
+/* The same on a band (ck_schedule.encoder_band): x holds image rows x_r0 ..
+ * x_r0 + x_rows - 1 of each plane; the tokens are grid rows ty0 .. ty0 + th - 1
+ * unrolled as a th x G image of their own (p0, n: pixels of the whole grid,
+ * within those rows). */
+typedef struct ck_patch_band {
+    int x_r0, x_rows, ty0, th;
+} ck_patch_band;
+ckey_status ck_cuda_im2col_patch_band_t(const void *x, const ck_patch_band *pb, int S, int Cin, int K, int stride,
+                                        int pad, int64_t p0, int64_t n, void *col, ck_dtype dt, void *st,
+                                        ckey_error *err);
+ckey_status ck_cuda_patch_epilogue_band_t(const void *y, const ck_patch_band *pb, int G, int E, int k, int64_t p0,
+                                          int64_t n, const float *b, const float *pos, int64_t pos_p0, void *tok,
+                                          ck_dtype dt, void *st, ckey_error *err);
+ckey_status ck_cuda_patch_embed_band_t(const void *x, const ck_patch_band *pb, int S, int Cin, int K, int stride,
+                                       int pad, const float *w, const float *b, const float *pos, int64_t pos_p0, int E,
+                                       int k, int64_t p0, int64_t n, void *tok, ck_dtype dt, void *st,
+                                       ckey_error *err);
 /* dst [n, C] fp32: raster pixels p0 .. p0+n-1 of the pos-embed src [gs^2, C]
  * resized to gd x gd, ck_pos_embed_resize_rows's values to the bit
  * (ck_schedule.pos_streamed). */

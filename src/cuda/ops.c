@@ -132,14 +132,14 @@ static void cu_set_scratch(ck_backend *be, void *scratch, size_t bytes) {
     ST(be)->scratch_bytes = bytes;
 }
 
-static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor xt, int S,
-                           ck_weight pos, int k, ck_tensor tt) {
+/* Patch embed of the grid rows pb->ty0 .. ty0 + th - 1 (x: pb's rows of the
+ * input), unrolled as a th x G image: all of it where pb is the whole grid. */
+static void patch_embed_band(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, const void *x,
+                             const ck_patch_band *pb, int S, ck_weight pos, int k, void *tokens) {
     ck_cuda_state *s = ST(be);
-    const void *x = xt.data;
-    void *tokens = tt.data;
     const int G = S / c->patch_stride, KK = c->in_chans * c->patch_kernel * c->patch_kernel;
-    const int64_t total = (int64_t)G * G, pchunk = patch_chunk(s->cfg.sched.encoder_chunks),
-                  chunk = CK_MIN(pchunk, total);
+    const int64_t first = (int64_t)pb->ty0 * G, total = first + (int64_t)pb->th * G,
+                  pchunk = patch_chunk(s->cfg.sched.encoder_chunks), chunk = CK_MIN(pchunk, total - first);
     /* pos_streamed: pos is the stored grid; each chunk's rows are resized into the scratch, after
      * the chunk's im2col and GEMM output (16 bits) or at its start (fp32) */
     const int streams = pos_streams(c, S, &s->cfg.sched);
@@ -148,27 +148,57 @@ static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_w
     if (streams && !scratch_ok(s, pos_at + pos_chunk_elems(c, chunk, s->dt))) return;
     if (s->dt != CK_F32) { /* im2col + GEMM on tensor cores, pchunk output pixels at a time */
         if (!scratch_ok(s, (size_t)chunk * (KK + c->embed_dim))) return;
-        for (int64_t p0 = 0; p0 < total; p0 += pchunk) {
+        for (int64_t p0 = first; p0 < total; p0 += pchunk) {
             const int64_t n = CK_MIN(pchunk, total - p0);
             void *col = s->scratch, *y = AT(s, col, (size_t)n * KK);
-            CHECKED(be, ck_cuda_im2col_patch_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, p0, n,
-                                           col, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_im2col_patch_band_t(x, pb, S, c->in_chans, c->patch_kernel, c->patch_stride,
+                                                    c->patch_pad, p0, n, col, s->dt, s->stream, EC));
             CHECKED(be, ck_cuda_linear_t(s->blas, col, n, KK, w.data, NULL, y, c->embed_dim, 0, s->dt, s->stream, EC));
             if (streams)
                 CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
-            CHECKED(be, ck_cuda_patch_epilogue_t(y, G, c->embed_dim, k, p0, n, WF(b), streams ? prow : WF(pos),
-                                             streams ? p0 : 0, tokens, s->dt, s->stream, EC));
+            CHECKED(be, ck_cuda_patch_epilogue_band_t(y, pb, G, c->embed_dim, k, p0, n, WF(b), streams ? prow : WF(pos),
+                                                      streams ? p0 : 0, tokens, s->dt, s->stream, EC));
         }
         return;
     }
-    for (int64_t p0 = 0; p0 < total; p0 += streams ? pchunk : total) {
-        const int64_t n = streams ? CK_MIN(pchunk, total - p0) : total;
+    for (int64_t p0 = first; p0 < total; p0 += streams ? pchunk : total - first) {
+        const int64_t n = streams ? CK_MIN(pchunk, total - p0) : total - first;
         if (streams)
             CHECKED(be, ck_cuda_pos_embed_rows(WF(pos), c->pos_grid, c->embed_dim, G, p0, n, prow, s->stream, EC));
-        CHECKED(be, ck_cuda_patch_embed_t(x, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad, WF(w),
-                                      WF(b), streams ? prow : WF(pos), streams ? p0 : 0, c->embed_dim, k, p0, n,
-                                      tokens, s->dt, s->stream, EC));
+        CHECKED(be, ck_cuda_patch_embed_band_t(x, pb, S, c->in_chans, c->patch_kernel, c->patch_stride, c->patch_pad,
+                                               WF(w), WF(b), streams ? prow : WF(pos), streams ? p0 : 0, c->embed_dim,
+                                               k, p0, n, tokens, s->dt, s->stream, EC));
     }
+}
+
+static void cu_patch_embed(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int S,
+                           ck_weight pos, int k, ck_tensor tokens) {
+    const ck_patch_band whole = {0, S, 0, S / c->patch_stride};
+    patch_embed_band(be, c, w, b, x.data, &whole, S, pos, k, tokens.data);
+}
+
+/* (ck_schedule.encoder_band) */
+static void cu_patch_embed_rows(ck_backend *be, const ck_config *c, ck_weight w, ck_weight b, ck_tensor x, int x_r0,
+                                int x_rows, int S, ck_weight pos, int k, int y0, int n, ck_tensor tokens) {
+    const ck_patch_band band = {x_r0, x_rows, y0, n};
+    patch_embed_band(be, c, w, b, x.data, &band, S, pos, k, tokens.data);
+}
+
+/* Rows of C values from src to dst, part by part (one 2D copy; the parts
+ * must not overlap, which the model's callers on this backend keep). */
+static void cu_copy_rows(ck_backend *be, ck_tensor src, int64_t ss, int64_t so, ck_tensor dst, int64_t ds, int64_t do_,
+                         int parts, int64_t n, int C) {
+    ck_cuda_state *s = ST(be);
+    const size_t es = ck_dtype_size(s->dt), row = (size_t)C * es;
+    if (parts <= 0 || n <= 0) return;
+    const char *a = (const char *)src.data + (size_t)so * row, *d = (const char *)dst.data + (size_t)do_ * row;
+    const char *a_end = a + ((size_t)(parts - 1) * ss + n) * row, *d_end = d + ((size_t)(parts - 1) * ds + n) * row;
+    if (a < d_end && d < a_end) {
+        FAIL_ONCE(s, CKEY_ERR_INTERNAL, "cuda copy_rows: source and destination overlap");
+        return;
+    }
+    CHECKED(be, ck_cuda_copy2d_d2d((void *)d, (size_t)ds * row, a, (size_t)ss * row, (size_t)n * row, (size_t)parts,
+                                   s->stream, EC));
 }
 
 static void cu_layernorm(ck_backend *be, ck_tensor x, int64_t N, int C, ck_weight g, ck_weight b, ck_tensor y) {
@@ -585,9 +615,9 @@ static void cu_conv3x3_rows(ck_backend *be, ck_tensor in, int image_in, int Cin,
 }
 
 static void cu_pointwise_conv_rows(ck_backend *be, ck_tensor x, int C, int S, int y0, int n, ck_weight W, ck_weight b,
-                                   float mult, ck_tensor out, int Cout) {
-    CHECKED(be, ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), Cout, ST(be)->dt,
-                                     ST(be)->stream, EC));
+                                   float mult, ck_tensor out, int out_r0, int out_rows, int Cout) {
+    CHECKED(be, ck_cuda_pointwise_rows_t(x.data, C, S, y0, n, WF(W), WF(b), mult, ck_f32(out), out_r0, out_rows, Cout,
+                                         ST(be)->dt, ST(be)->stream, EC));
 }
 
 /* c1 in page-locked host memory between stage 1 and the decoders (ck_schedule.c1_on_host) */
@@ -612,6 +642,18 @@ static void cu_from_host(ck_backend *be, size_t off, size_t bytes, ck_tensor t) 
 
 static void cu_finalize(ck_backend *be, ck_tensor logits, int S, ck_tensor out) {
     CHECKED(be, ck_cuda_finalize(ck_f32(logits), S, ck_f32(out), ST(be)->stream, EC));
+}
+
+static void cu_finalize_rows(ck_backend *be, ck_tensor logits, int S, int y0, int n, ck_tensor out) {
+    CHECKED(be, ck_cuda_finalize_rows(ck_f32(logits), S, y0, n, ck_f32(out), ST(be)->stream, EC));
+}
+
+/* The output in host memory (ck_schedule.out_on_host): page-locked, so the
+ * run's download reads it there and a device-side reader (the frame path)
+ * reads it through unified addressing. */
+static void *cu_host_ptr(ck_backend *be, size_t off) {
+    ck_cuda_state *s = ST(be);
+    return host_range_ok(s, off, 0) ? (char *)s->host_maps + off : NULL;
 }
 
 static void cu_groupnorm_affine(ck_backend *be, const double *stats, int groups, int C, int64_t HW, ck_weight gamma,
@@ -661,6 +703,8 @@ const ck_ops ck_cuda_ops = {
     .sync = cu_sync,
     .trace = cu_trace,
     .patch_embed = cu_patch_embed,
+    .patch_embed_rows = cu_patch_embed_rows,
+    .copy_rows = cu_copy_rows,
     .mask_unit_attention = cu_mask_unit_attention,
     .layernorm = cu_layernorm,
     .linear = cu_linear,
@@ -678,6 +722,8 @@ const ck_ops ck_cuda_ops = {
     .residual_affine_relu = cu_residual_affine_relu,
     .pointwise_conv = cu_pointwise_conv,
     .finalize = cu_finalize,
+    .finalize_rows = cu_finalize_rows,
+    .host_ptr = cu_host_ptr,
     .groupnorm_affine = cu_groupnorm_affine,
     .zero_stats = cu_zero_stats,
     .refiner_input_rows = cu_refiner_input_rows,

@@ -80,12 +80,12 @@ __global__ void refiner_input_rows_kernel(const T *__restrict__ x, int x_r0, int
 }
 
 // out [4, S, S] = sigmoid(up(logits) + out): a thread per pixel, as above
-// (49 us against 105).
-__global__ void finalize_kernel(const float *__restrict__ logits, int S, float *__restrict__ out) {
+// (49 us against 105); out holds rows y0 .. y0 + gridDim.y - 1 of each plane.
+__global__ void finalize_kernel(const float *__restrict__ logits, int S, int y0, float *__restrict__ out) {
     ck_pdl_enter();
-    const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y;
+    const int xx = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)blockIdx.y + y0;
     if (xx >= S) return;
-    const int64_t HW = (int64_t)S * S, p = (int64_t)y * S + xx;
+    const int64_t HW = (int64_t)gridDim.y * S, p = (int64_t)blockIdx.y * S + xx;
     const int G = S / 4;
     const Tap ty = bilinear_tap(y, G, S), tx = bilinear_tap(xx, G, S);
     for (int ch = 0; ch < 4; ch++) {
@@ -419,15 +419,20 @@ ckey_status ck_cuda_pointwise_t(const void *x, const void *y, const float *ra, c
 }
 
 ckey_status ck_cuda_pointwise_rows_t(const void *x, int C, int S, int y0, int n, const float *W, const float *b,
-                                     float mult, float *out, int Cout, ck_dtype dt, void *st, ckey_error *err) {
+                                     float mult, float *out, int out_r0, int out_rows, int Cout, ck_dtype dt, void *st,
+                                     ckey_error *err) {
     if (n <= 0) return CKEY_OK;
-    return pointwise_launch(x, NULL, NULL, NULL, C, (int64_t)n * S, W, b, mult, out + (int64_t)y0 * S, (int64_t)S * S,
-                            Cout, dt, st, err);
+    return pointwise_launch(x, NULL, NULL, NULL, C, (int64_t)n * S, W, b, mult, out + (int64_t)(y0 - out_r0) * S,
+                            (int64_t)out_rows * S, Cout, dt, st, err);
 }
 
 ckey_status ck_cuda_finalize(const float *logits, int S, float *out, void *st, ckey_error *err) {
-    if (S <= 0) return CKEY_OK;
-    ck_launch(finalize_kernel, dim3(blocks_for(S, 256), (unsigned)S), 256, 0, (cudaStream_t)st, logits, S, out);
+    return ck_cuda_finalize_rows(logits, S, 0, S, out, st, err);
+}
+
+ckey_status ck_cuda_finalize_rows(const float *logits, int S, int y0, int n, float *out, void *st, ckey_error *err) {
+    if (S <= 0 || n <= 0) return CKEY_OK;
+    ck_launch(finalize_kernel, dim3(blocks_for(S, 256), (unsigned)n), 256, 0, (cudaStream_t)st, logits, S, y0, out);
     return launched(err, "finalize");
 }
 

@@ -66,11 +66,15 @@ int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s) {
                                ops->attention_qkv_map))
         return 0;
     if (s->reroll_in_place && !(s->transition_from_map && ops->reroll_inplace)) return 0;
-    if (s->encoder_band > 0 && !(s->decoder_band > 0 && ops->patch_embed_rows && ops->copy_rows)) return 0;
+    if (s->encoder_band > 0 && !(s->decoder_band > 0 && !s->c1_on_host && ops->patch_embed_rows && ops->copy_rows))
+        return 0;
     if (s->out_in_input && !(s->refiner_band > 0 && ops->copy_rows && (!s->input_rgb || s->encoder_band > 0)))
         return 0;
     if (s->c1_bands && !(s->c1_on_host && s->decoder_band > 0 && ops->reroll_rows)) return 0;
     if (s->x_on_host && !(s->refiner_band > 0 && ops->to_host && ops->from_host)) return 0;
+    if (s->out_on_host &&
+        !(s->refiner_band > 0 && !s->out_in_input && ops->to_host && ops->finalize_rows && ops->host_ptr))
+        return 0;
     if (s->refiner_band <= 0) return 1;
     return ops->refiner_input_rows && ops->conv3x3_rows && ops->pointwise_conv_rows;
 }
@@ -101,8 +105,19 @@ size_t ck_x_host_offset(const ck_config *c, int S, const ck_schedule *s, ck_dtyp
     return s->c1_on_host ? G * G * (size_t)c->embed_dim * ck_dtype_size(act) : 0;
 }
 
+/* x's planes in host memory (x_on_host): all of them under encoder_band,
+ * whose decoder bands read the hint plane again, else the RGB planes. */
+static int x_host_planes(const ck_config *c, const ck_schedule *s) {
+    return !s->x_on_host ? 0 : s->encoder_band > 0 ? c->in_chans : 3;
+}
+
+/* Where the output waits in host memory (out_on_host): after c1 and x. */
+static size_t out_host_offset(const ck_config *c, int S, const ck_schedule *s, ck_dtype act) {
+    return ck_x_host_offset(c, S, s, act) + (size_t)x_host_planes(c, s) * S * S * ck_dtype_size(act);
+}
+
 size_t ck_host_map_bytes(const ck_config *c, int S, const ck_schedule *s, ck_dtype act) {
-    return ck_x_host_offset(c, S, s, act) + (s->x_on_host ? (size_t)3 * S * S * ck_dtype_size(act) : 0);
+    return out_host_offset(c, S, s, act) + (s->out_on_host ? (size_t)4 * S * S * sizeof(float) : 0);
 }
 
 /* Whether the refiner's deltas go into x's own buffer (ck_schedule.out_in_input;
@@ -140,7 +155,12 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
      * read wait in sv, rows [sv0, sv1) (at most half the halo and a band) */
     const int in_x = out_in_input(f);
     const int svr = B + ck_refiner_band_halo() / 2;
-    ck_tensor out = in_x ? ck_tensor_of(x.data, CK_F32) : ALLOC_F32(4 * HW, "output");
+    /* out_on_host: each band's deltas, then its alpha and fg, in ob [4, B, S]
+     * on their way to host memory at out_host */
+    const int on_host = f->sched.out_on_host;
+    const size_t out_host = out_host_offset(c, S, &f->sched, f->act);
+    ck_tensor out = in_x ? ck_tensor_of(x.data, CK_F32) : on_host ? (ck_tensor){0} : ALLOC_F32(4 * HW, "output");
+    ck_tensor ob = on_host ? ALLOC_F32(4 * (int64_t)B * S, "refiner band: output") : (ck_tensor){0};
     ck_tensor sv = in_x ? ALLOC_ACT(3 * (int64_t)svr * S, "refiner band: saved input") : (ck_tensor){0};
     int sv0 = 0, sv1 = 0;
     double *stats = ck_alloc(pl, (size_t)gr * 2 * sizeof(double), "gn stats");
@@ -212,9 +232,19 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
                 OP(f, copy_rows, x, S, sv1, sv, svr, sv1 - sv0, 3, hi - sv1, S);
                 sv1 = hi;
             }
-            if (pass == REF_CONVS)
+            if (pass == REF_CONVS && on_host) {
+                const int n = ROWS(e[last]);
+                OP(f, pointwise_conv_rows, BAND_AT(xb, e[last], xlo), R, S, y0, n, rw->final_w, rw->final_b,
+                   10.0f * f->strength, ob, y0, n, 4);
+                OP(f, finalize_rows, logits, S, y0, n, ob);
+                for (int ch = 0; ch < 4; ch++)
+                    OP(f, to_host, ck_tensor_at(ob, (int64_t)ch * n * S),
+                       out_host + (size_t)((int64_t)ch * HW + (int64_t)y0 * S) * sizeof(float),
+                       (size_t)((int64_t)n * S) * sizeof(float));
+            } else if (pass == REF_CONVS) {
                 OP(f, pointwise_conv_rows, BAND_AT(xb, e[last], xlo), R, S, e[last].lo, ROWS(e[last]), rw->final_w,
-                   rw->final_b, 10.0f * f->strength, out, 4);
+                   rw->final_b, 10.0f * f->strength, out, 0, S, 4);
+            }
 #undef ROWS
 #undef BAND_AT
         }
@@ -230,6 +260,10 @@ static ck_tensor refiner_banded(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
     if (in_x) RELEASE(sv);
     ck_release(pl, aff);
     ck_release(pl, stats);
+    if (on_host) { /* alpha and fg are done: the output is the host copy */
+        RELEASE(ob);
+        out = f->ops ? ck_tensor_of(f->ops->host_ptr(f->be, out_host), CK_F32) : (ck_tensor){0};
+    }
     return out;
 }
 
@@ -244,14 +278,25 @@ static int local_blocks(const ck_block_info *bi, int nb) {
     return i;
 }
 
+/* The input rows [lo, hi) the patches of token rows [y0, y0 + n) read. */
+static rows_t patch_rows(const ck_config *c, int S, int y0, int n) {
+    const rows_t r = {CK_MAX(0, y0 * c->patch_stride - c->patch_pad),
+                      CK_MIN(S, (y0 + n - 1) * c->patch_stride - c->patch_pad + c->patch_kernel)};
+    return r;
+}
+
 /* Buffers for the local blocks on bands of `rows` token rows: tb[j], the
  * tokens of the j-th width among them; fb[m] (when fb is given), the rows of
- * feature map m a band makes. */
+ * feature map m a band makes; *xb (x_on_host), the input rows a band's
+ * patches read [in_chans, rows * stride + kernel - stride, S]. */
 static void local_alloc(const ck_fwd *f, const ck_block_info *bi, int nloc, int rows, ck_tensor tb[CK_MAX_BLOCKS + 1],
-                        ck_tensor fb[4]) {
+                        ck_tensor fb[4], ck_tensor *xb) {
     ck_plan *pl = f->plan;
-    int64_t N = (int64_t)rows * (f->S / f->c->patch_stride);
+    const ck_config *c = f->c;
+    int64_t N = (int64_t)rows * (f->S / c->patch_stride);
     int j = 0, nf = 0;
+    const int64_t xr = CK_MIN(f->S, rows * c->patch_stride + c->patch_kernel - c->patch_stride);
+    *xb = f->sched.x_on_host ? ALLOC_ACT(c->in_chans * xr * f->S, "band input") : (ck_tensor){0};
     tb[0] = ALLOC_ACT(N * f->c->embed_dim, "band tokens");
     for (int i = 0; i < nloc; i++) {
         N /= bi[i].q_stride;
@@ -261,7 +306,7 @@ static void local_alloc(const ck_fwd *f, const ck_block_info *bi, int nloc, int 
 }
 
 static void local_release(const ck_fwd *f, const ck_block_info *bi, int nloc, ck_tensor tb[CK_MAX_BLOCKS + 1],
-                          ck_tensor fb[4]) {
+                          ck_tensor fb[4], ck_tensor xb) {
     ck_plan *pl = f->plan;
     int j = 0, nf = 0;
     for (int i = 0; i < nloc; i++) {
@@ -270,6 +315,7 @@ static void local_release(const ck_fwd *f, const ck_block_info *bi, int nloc, ck
     }
     while (nf > 0) RELEASE(fb[--nf]);
     for (; j >= 0; j--) RELEASE(tb[j]);
+    if (xb.data) RELEASE(xb);
 }
 
 /* Blocks 0..nloc-1 on token rows [y0, y0 + n) of the S/4 grid (whole mask
@@ -279,13 +325,25 @@ static void local_release(const ck_fwd *f, const ck_block_info *bi, int nloc, ck
  * [n >> m, (S/4) >> m, C] are rerolled into fb[m] at the stage ends.
  * Returns the buffer of tb holding the band's tokens after the last block. */
 static ck_tensor local_run(const ck_fwd *f, const ck_block_info *bi, int nloc, const ck_tensor *tb, ck_tensor *fb,
-                           ck_tensor x, int y0, int n) {
+                           ck_tensor x, ck_tensor xb, int y0, int n) {
     const ck_config *c = f->c;
     const ck_weights *wt = f->w;
-    int k = c->num_stages - 1, H = n, W = f->S / c->patch_stride, j = 0, nf = 0;
+    const int S = f->S;
+    int k = c->num_stages - 1, H = n, W = S / c->patch_stride, j = 0, nf = 0;
     int64_t N = (int64_t)H * W;
     ck_tensor tok = tb[0];
-    OPP(f, CK_PROF_PATCH, patch_embed_rows, c, wt->patch_w, wt->patch_b, x, f->S, wt->pos_embed, k, y0, n, tok);
+    rows_t xr = {0, S};
+    if (f->sched.x_on_host) { /* x waits in host memory: its rows the patches read, plane by plane */
+        const size_t es = ck_dtype_size(f->act), at = ck_x_host_offset(c, S, &f->sched, f->act);
+        xr = patch_rows(c, S, y0, n);
+        const int64_t rn = (int64_t)(xr.hi - xr.lo) * S;
+        for (int ch = 0; ch < c->in_chans; ch++)
+            OP(f, from_host, at + (size_t)((int64_t)ch * S * S + (int64_t)xr.lo * S) * es, (size_t)rn * es,
+               ck_tensor_at(xb, ch * rn));
+        x = xb;
+    }
+    OPP(f, CK_PROF_PATCH, patch_embed_rows, c, wt->patch_w, wt->patch_b, x, xr.lo, xr.hi - xr.lo, S, wt->pos_embed, k,
+        y0, n, tok);
     for (int i = 0; i < nloc; i++) {
         const ck_block_info *b = &bi[i];
         const ck_block_w *w = &wt->blocks[i];
@@ -364,8 +422,8 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
     ck_tensor P[3];
     for (int s = 0; s < 3; s++) P[s] = ALLOC_ACT((int64_t)rows[s] * Hk[s] * D2, "decoder proj band");
     ck_tensor logits = ALLOC_F32(4 * (int64_t)G * G, "logits");
-    ck_tensor tb[CK_MAX_BLOCKS + 1], fb[4];
-    if (nfl) local_alloc(f, bi, nloc, units << k0, tb, fb);
+    ck_tensor tb[CK_MAX_BLOCKS + 1], fb[4], xb = {0};
+    if (nfl) local_alloc(f, bi, nloc, units << k0, tb, fb, &xb);
     const int64_t c1_row = (int64_t)feat_h[0] * feat_c[0]; /* values in a row of c1 */
     const size_t es = ck_dtype_size(f->act);
     if (f->sched.c1_bands) { /* c1 back from host memory a band at a time */
@@ -380,7 +438,7 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
         int ma = 0, mb = 0;
         if (nfl) { /* the local maps' rows of this band, from x */
             band_units(y0, n, G, k0, nfl, feat_h, &ma, &mb);
-            (void)local_run(f, bi, nloc, tb, fb, x, ma << k0, (mb - ma) << k0);
+            (void)local_run(f, bi, nloc, tb, fb, x, xb, ma << k0, (mb - ma) << k0);
         }
         if (f->sched.c1_bands) OP(f, from_host, (size_t)(y0 * c1_row) * es, (size_t)(n * c1_row) * es, feat[0]);
         int r0[3];
@@ -397,7 +455,7 @@ static ck_tensor decoders_banded(const ck_fwd *f, ck_tensor feat[4], const int f
         OPP(f, CK_PROF_DECODER, decoder_fuse_rows, c, &wt->dec, nfl ? fb[0] : feat[0],
             nfl ? ma << k0 : f->sched.c1_bands ? y0 : 0, G, feat_c[0], P, Hk, r0, y0, n, logits);
     }
-    if (nfl) local_release(f, bi, nloc, tb, fb);
+    if (nfl) local_release(f, bi, nloc, tb, fb, xb);
     for (int s = 0; s < 3; s++) RELEASE(P[s]);
     for (int s = 0; s < 4; s++)
         if (feat[s].data) RELEASE(feat[s]);
@@ -447,17 +505,23 @@ ck_tensor ck_forward(const ck_fwd *f) {
             if (bi[i].q_stride > 1) H /= 2, k--;
             if (bi[i].stage_end && nf < 4) feat_h[nf] = H, feat_c[nf] = D, nf++;
         }
+        if (f->sched.x_on_host) { /* x waits in host memory, whole: the decoders read it again */
+            OP(f, to_host, x, ck_x_host_offset(c, S, &f->sched, f->act),
+               (size_t)((int64_t)c->in_chans * HW) * ck_dtype_size(f->act));
+            RELEASE(x);
+            x = (ck_tensor){0};
+        }
         tok = ALLOC_ACT(N * D, "tokens");
-        ck_tensor tb[CK_MAX_BLOCKS + 1];
-        local_alloc(f, bi, i0, Bn, tb, NULL);
+        ck_tensor tb[CK_MAX_BLOCKS + 1], xb;
+        local_alloc(f, bi, i0, Bn, tb, NULL, &xb);
         const int parts = 1 << (2 * k); /* the unroll digits left */
         for (int y0 = 0; y0 < G; y0 += Bn) {
             const int n = CK_MIN(Bn, G - y0);
-            ck_tensor bt = local_run(f, bi, i0, tb, NULL, x, y0, n);
+            ck_tensor bt = local_run(f, bi, i0, tb, NULL, x, xb, y0, n);
             const int64_t nw = (int64_t)(n >> k0) * Wu; /* the band's units */
             OP(f, copy_rows, bt, nw, 0, tok, (int64_t)Wu * Wu, (int64_t)(y0 >> k0) * Wu, parts, nw, D);
         }
-        local_release(f, bi, i0, tb, NULL);
+        local_release(f, bi, i0, tb, NULL, xb);
     } else {
         tok = ALLOC_ACT(N * E, "tokens");
         OPP(f, CK_PROF_PATCH, patch_embed, c, wt->patch_w, wt->patch_b, x, S, wt->pos_embed, k, tok);
@@ -589,7 +653,7 @@ ck_tensor ck_forward(const ck_fwd *f) {
     if (f->sched.decoder_band > 0) {
         ck_tensor logits = decoders_banded(f, feat, feat_h, feat_c, x);
         /* encoder_band: the decoders were the last to read x's hint plane */
-        if (f->sched.encoder_band > 0 && f->sched.input_rgb && !out_in_input(f))
+        if (f->sched.encoder_band > 0 && f->sched.input_rgb && !out_in_input(f) && x.data)
             ck_shrink(pl, x.data, (size_t)(3 * HW) * ck_dtype_size(f->act), "input hint");
         phase_end(f, scratch);
         return after_decoders(f, x, logits);
@@ -631,8 +695,10 @@ static ck_tensor after_decoders(const ck_fwd *f, ck_tensor x, ck_tensor logits) 
         ck_tensor out = refiner_banded(f, x, logits);
         if (f->marks) f->marks[CK_STAGE_COUNT] = ck_plan_event(pl);
         if (x.data && out.data != x.data) RELEASE(x);
-        tap(f, "deltas", out, 3, 4, S, S);
-        OP(f, finalize, logits, S, out);
+        if (!f->sched.out_on_host) { /* (out_on_host: finalized band by band) */
+            tap(f, "deltas", out, 3, 4, S, S);
+            OP(f, finalize, logits, S, out);
+        }
         RELEASE(logits);
         return out;
     }

@@ -37,7 +37,9 @@ int ck_refiner_band_halo(void);
 int ck_schedule_supported(const ck_ops *ops, const ck_schedule *s);
 
 /* Host memory a pass under schedule s keeps maps in (ck_pass_params.host_map_bytes):
- * c1 (c1_on_host) at offset 0, then x's RGB planes (x_on_host) at ck_x_host_offset. */
+ * c1 (c1_on_host) at offset 0, then x's RGB planes (x_on_host; all four
+ * planes under encoder_band) at ck_x_host_offset, then the output [4, S, S]
+ * in fp32 (out_on_host). */
 size_t ck_host_map_bytes(const ck_config *c, int S, const ck_schedule *s, ck_dtype act);
 size_t ck_x_host_offset(const ck_config *c, int S, const ck_schedule *s, ck_dtype act);
 

@@ -105,8 +105,9 @@ typedef struct ck_schedule {
      * (ck_ops.patch_embed_rows, copy_rows); no feature map of those stages
      * (c1, c2) is kept: each decoder band computes the units its rows need
      * again from x, which keeps its hint plane until the decoders are done
-     * (input_rgb then releases it there). Offered only by backends with those
-     * ops (the CPU). */
+     * (input_rgb then releases it there), or with x_on_host waits in host
+     * memory whole from the start, each band fetching the rows its patches
+     * read. Offered only by backends with those ops (the CPU and CUDA). */
     int encoder_band;
     /* out_in_input = 1 (with refiner_band; with input_rgb only under
      * encoder_band, whose release of the hint plane it cancels): the refiner's
@@ -126,6 +127,12 @@ typedef struct ck_schedule {
      * refiner_input_rows given the band). Offered only by backends with
      * to_host / from_host (CUDA). */
     int x_on_host;
+    /* out_on_host = 1 (with refiner_band): the refiner's last pass finishes
+     * each band (ck_ops.finalize_rows: alpha and fg) in a band buffer
+     * [4, B, S] and copies it into host memory (after c1 and x there): the
+     * pass's output [4, S, S] is that host memory (ck_ops.host_ptr), never
+     * whole on the device. Offered only by backends with those ops (CUDA). */
+    int out_on_host;
 } ck_schedule;
 
 /* Per-block facts derived from the config (timm Hiera.__init__). */

@@ -142,7 +142,7 @@ static int32_t streamed_bits(const ck_schedule *s) {
            (s->norm1_from_map ? CKEY_PLAN_NORM1_FROM_MAP : 0) | (s->input_rgb ? CKEY_PLAN_INPUT_RGB : 0) |
            (s->reroll_in_place ? CKEY_PLAN_REROLL_IN_PLACE : 0) | (s->encoder_band > 0 ? CKEY_PLAN_ENCODER_BANDS : 0) |
            (s->out_in_input ? CKEY_PLAN_OUT_IN_INPUT : 0) | (s->c1_bands ? CKEY_PLAN_C1_BANDS : 0) |
-           (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0);
+           (s->x_on_host ? CKEY_PLAN_X_ON_HOST : 0) | (s->out_on_host ? CKEY_PLAN_OUT_ON_HOST : 0);
 }
 
 static void fill_plan(const ckey_model *m, const ck_backend_i *bi, const ck_backend_config *bc,
@@ -182,7 +182,9 @@ static int schedule_ok(const ck_backend_i *bi, const ck_schedule *s) {
  * the input's hint plane released (below), then with the global
  * attention's qkv streamed, then the decoders in bands too, then c1 to and
  * from host memory in bands (reroll_rows), then the input's RGB planes in
- * host memory (refiner bands only) (a step that is an earlier one at this
+ * host memory (refiner bands only), then the output too (finalize_rows,
+ * host_ptr), then with the mask-unit blocks in bands (patch_embed_rows,
+ * copy_rows) in place of c1 in host memory (a step that is an earlier one at this
  * S, the pos-embed having nothing to stream, is left out); where it
  * streams the
  * pos-embed (ck_backend_i.pos_streamed) and S/4 is not the stored grid,
@@ -211,6 +213,10 @@ static const ck_schedule encoder_steps[] = {
      .c1_bands = 1},
     {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
      .c1_bands = 1, .x_on_host = 1},
+    {.encoder_chunks = 64, .c1_on_host = 1, .pos_streamed = 1, .input_rgb = 1, .qkv_streamed = 1, .decoder_band = 64,
+     .c1_bands = 1, .x_on_host = 1, .out_on_host = 1},
+    {.encoder_chunks = 64, .pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .encoder_band = 16,
+     .x_on_host = 1, .out_on_host = 1},
     {.pos_streamed = 1}, {.pos_streamed = 1, .qkv_streamed = 1},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64},
     {.pos_streamed = 1, .qkv_streamed = 1, .decoder_band = 64, .transition_from_map = 1},
