@@ -443,7 +443,7 @@ static void test_chunk_writer(void) {
     static const struct { int w, h, kind; } sizes[4] = {{999, 77, 0}, {64, 33, 1}, {1, 1, 0}, {37, 40, 2}};
     static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, 65504.0f, 65519.9f, 65520.0f, -1e6f,
                                     1e-5f, 3e-8f, 2.98e-8f, 5.96e-8f, -6.1e-5f, 1e-40f};
-    int files = 0;
+    int files = 0, half_files = 0;
     for (int zi = 0; zi < 4; zi++)
         for (int li = 0; li < 4; li++) {
             if (comps[zi] == CKEY_EXR_NONE && li > 0) continue;
@@ -477,6 +477,27 @@ static void test_chunk_writer(void) {
                     unsigned char *ba = slurp(pa, &na), *bp = slurp(pp, &np), *br = slurp(pr, &nr);
                     REQUIRE(ba && bp && br);
                     CHECKF(na == np && memcmp(ba, bp, na) == 0, "%s: the pool's file differs", pp);
+                    {
+                        /* the same image given as the HALF samples the floats round to: the same
+                         * bytes, through ckey's chunk encoder and through OpenEXR's pipeline */
+                        uint16_t *hs = malloc(n * sizeof *hs);
+                        REQUIRE(hs);
+                        ck_half_from_float(src, hs, n);
+                        char ph[512], phr[512];
+                        snprintf(ph, sizeof ph, "%s/half-%d-%d-%d-%d.exr", dir, zi, li, ch, si);
+                        snprintf(phr, sizeof phr, "%s/half-ref-%d-%d-%d-%d.exr", dir, zi, li, ch, si);
+                        CHECKF(ck_exr_write_half(wr, pool, ph, hs, ch, w, h, &o, &err) == CKEY_OK, "%s",
+                               err.message);
+                        CHECKF(ck_exr_write_openexr_half(phr, hs, ch, w, h, comps[zi], zl, &err) == CKEY_OK, "%s",
+                               err.message);
+                        size_t nh = 0, nhr = 0;
+                        unsigned char *bh = slurp(ph, &nh), *bhr = slurp(phr, &nhr);
+                        REQUIRE(bh && bhr);
+                        CHECKF(nh == na && memcmp(bh, ba, na) == 0, "%s: not the floats' file", ph);
+                        CHECKF(nhr == nr && memcmp(bhr, br, nr) == 0, "%s: not OpenEXR's file of the floats", phr);
+                        half_files++;
+                        free(bh), free(bhr), free(hs);
+                    }
                     if (comps[zi] == CKEY_EXR_NONE)
                         CHECKF(na == nr && memcmp(ba, br, na) == 0, "%s: not OpenEXR's bytes", pa);
                     int wa = 0, ha = 0, wr2 = 0, hr = 0;
@@ -536,7 +557,9 @@ static void test_chunk_writer(void) {
                     files++;
                 }
         }
-    printf("  %d images written three ways\n", files);
+    printf("  %d images written three ways, %d of them also from their HALF samples (two ways): the same bytes\n",
+           files, half_files);
+    CHECK(half_files == files);
     ckey_error err;
     const float px[4] = {0};
     const ckey_exr_options bad = {CKEY_EXR_PXR24, CKEY_EXR_LEVEL_MAX + 1};

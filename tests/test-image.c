@@ -4,6 +4,7 @@
  * dimension caps and the atomic write.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,64 @@ static void test_png_levels_same_pixels(void) {
     ckey_image_free(&ref);
     free(ref_b);
     free(src);
+    ck_remove_tree(dir);
+}
+
+/* The Comp PNG from 8-bit samples (ck_image_write_png_u8, the device frame
+ * path's) is the file of the floats they were truncated from
+ * (CK_PNG_TRUNCATE), byte for byte: 1 and 3 channels, levels 3 and rle, on
+ * every k / 255 and its neighbours, NaN, infinities, negatives, values past
+ * 1 and grain. */
+static void test_png_u8_same_bytes(void) {
+    enum { W = 131, H = 29 };
+    const size_t n = (size_t)3 * W * H;
+    float *src = malloc(n * sizeof(float));
+    uint8_t *q = malloc(n);
+    REQUIRE(src && q);
+    static const float special[] = {NAN, INFINITY, -INFINITY, -0.0f, -1e-30f, 1e-30f, 1.0f, 1.0000001f, 2.0f, -0.5f};
+    uint32_t r = 7;
+    for (size_t i = 0; i < n; i++) {
+        r = r * 1664525u + 1013904223u;
+        const float k = (float)(i % 256) / 255.0f;
+        switch (i % 5) {
+        case 0: src[i] = k; break;
+        case 1: src[i] = nextafterf(k, 0.0f); break;
+        case 2: src[i] = nextafterf(k, 2.0f); break;
+        case 3: src[i] = special[(i / 5) % (sizeof special / sizeof special[0])]; break;
+        default: src[i] = (float)(r >> 8) / 16777216.0f * 1.2f - 0.1f; break;
+        }
+        q[i] = (uint8_t)ck_trunc_u8(src[i]);
+    }
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    static const int levels[2] = {3, CK_PNG_LEVEL_RLE};
+    static const int chans[2] = {1, 3};
+    int same = 0;
+    for (int l = 0; l < 2; l++)
+        for (int c = 0; c < 2; c++) {
+            char pf[512], pq[512];
+            snprintf(pf, sizeof pf, "%s/f%d%d.png", dir, l, c);
+            snprintf(pq, sizeof pq, "%s/q%d%d.png", dir, l, c);
+            ckey_error err;
+            REQUIRE(ck_image_write_png_q(pf, src, chans[c], W, H, 8, CK_PNG_TRUNCATE, levels[l], &err) == CKEY_OK);
+            double io = -1;
+            CHECKF(ck_image_write_png_u8(pq, q, chans[c], W, H, levels[l], &io, &err) == CKEY_OK, "%s", err.message);
+            CHECK(io >= 0);
+            size_t nf = 0, nq = 0;
+            unsigned char *bf = ck_read_file(pf, &nf), *bq = ck_read_file(pq, &nq);
+            REQUIRE(bf && bq);
+            CHECKF(nf == nq && memcmp(bf, bq, nf) == 0, "level %d, %d channels: the 8-bit samples' file differs",
+                   levels[l], chans[c]);
+            same += nf == nq && memcmp(bf, bq, nf) == 0;
+            free(bf), free(bq);
+        }
+    printf("  %d of 4 files the same from the floats and from their bytes\n", same);
+    ckey_error err;
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/bad.png", dir);
+    CHECK(ck_image_write_png_u8(bad, NULL, 3, W, H, 3, NULL, &err) == CKEY_ERR_INVALID_ARG);
+    free(src);
+    free(q);
     ck_remove_tree(dir);
 }
 
@@ -570,6 +629,7 @@ int main(int argc, char **argv) {
         {"quantize", test_quantize},
         {"hint_opaque_alpha", test_hint_opaque_alpha},
         {"png_levels_same_pixels", test_png_levels_same_pixels},
+        {"png_u8_same_bytes", test_png_u8_same_bytes},
         {"corpus_direct_color", test_corpus_direct_color},
         {"corpus_palette_and_low_depth", test_corpus_palette_and_low_depth},
         {"corpus_broken", test_corpus_broken},

@@ -10,7 +10,8 @@
  * header, each chunk's line number and size, and the offset table, in
  * chunk order. A chunk's encoding is the format's, step for step as
  * OpenEXRCore's own pipeline does it: the floats rounded to HALF as
- * OpenEXR's pack does (Imath's float_to_half), the channels of each line in
+ * OpenEXR's pack does (Imath's float_to_half; HALF samples given as such,
+ * ck_exr_write_half, are copied), the channels of each line in
  * the header's (alphabetical) order, little-endian; for PXR24 and ZIP the
  * format's byte transform, then a zlib stream; a chunk that would not shrink
  * is stored as it is. Only the deflate differs: libdeflate (levels 1 to
@@ -40,6 +41,7 @@
 
 #include "ckey_media.h"
 #include "core/core.h"
+#include "core/quantize.h"
 #include "media/exr.h"
 
 #ifdef CK_HAVE_EXR
@@ -58,30 +60,12 @@
 
 /* -------------------------------------------------------- float -> HALF */
 
-/* Imath's imath_float_to_half, which OpenEXRCore's pack applies to FLOAT
- * input for a HALF channel. */
+/* Imath's imath_float_to_half (core/quantize.h, which the device frame
+ * path's conversion shares). */
 static uint16_t half_of(float f) {
     uint32_t ui;
     memcpy(&ui, &f, sizeof ui);
-    uint16_t ret = (uint16_t)((ui >> 16) & 0x8000);
-    ui &= 0x7fffffffu;
-    if (ui >= 0x38800000u) {
-        if (ui >= 0x7f800000u) { /* Inf, or NaN with at least one mantissa bit kept */
-            ret |= 0x7c00;
-            if (ui == 0x7f800000u) return ret;
-            const uint32_t m = (ui & 0x7fffff) >> 13;
-            return (uint16_t)(ret | m | (m == 0));
-        }
-        if (ui > 0x477fefffu) return ret | 0x7c00; /* rounds to Inf */
-        ui -= 0x38000000u;
-        return (uint16_t)(ret | ((ui + 0x00000fffu + ((ui >> 13) & 1)) >> 13));
-    }
-    if (ui < 0x33000001u) return ret; /* rounds to zero */
-    const uint32_t e = ui >> 23, shift = 0x7e - e, m = 0x800000 | (ui & 0x7fffff);
-    const uint32_t r = m << (32 - shift);
-    ret |= (uint16_t)(m >> shift);
-    if (r > 0x80000000u || (r == 0x80000000u && (ret & 1))) ++ret;
-    return ret;
+    return ck_half_of_bits(ui);
 }
 
 #if defined(__x86_64__)
@@ -115,7 +99,7 @@ void ck_half_from_float(const float *in, uint16_t *out, size_t n) {
 
 /* ------------------------------------------------------------ arguments */
 
-static ckey_status check_args(const char *path, const float *data, int32_t channels, int32_t width,
+static ckey_status check_args(const char *path, const void *data, int32_t channels, int32_t width,
                               int32_t height, const ckey_exr_options *o, ckey_error *err) {
     if (!path || !*path || !data)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_exr: %s",
@@ -177,8 +161,22 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
     return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR", path ? path : "(null)");
 }
 
+ckey_status ck_exr_write_half(ck_exr_writer *w, ck_pool *pool, const char *path, const uint16_t *data,
+                              int32_t channels, int32_t width, int32_t height, const ckey_exr_options *o,
+                              ckey_error *err) {
+    (void)w, (void)pool, (void)data, (void)channels, (void)width, (void)height, (void)o;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR", path ? path : "(null)");
+}
+
 ckey_status ck_exr_write_openexr(const char *path, const float *data, int32_t channels, int32_t width,
                                  int32_t height, ckey_exr_compression comp, int32_t zip_level, ckey_error *err) {
+    (void)data, (void)channels, (void)width, (void)height, (void)comp, (void)zip_level;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR", path ? path : "(null)");
+}
+
+ckey_status ck_exr_write_openexr_half(const char *path, const uint16_t *data, int32_t channels, int32_t width,
+                                      int32_t height, ckey_exr_compression comp, int32_t zip_level,
+                                      ckey_error *err) {
     (void)data, (void)channels, (void)width, (void)height, (void)comp, (void)zip_level;
     return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without OpenEXR", path ? path : "(null)");
 }
@@ -303,6 +301,7 @@ static ckey_status body_failed(exr_out *s, const char *what) {
 
 typedef struct openexr_body {
     const float *data;
+    const uint16_t *half; /* or HALF samples (then data is NULL), copied as they are */
     int ch;
     int32_t width, height;
     exr_compression_t comp;
@@ -334,11 +333,13 @@ static ckey_status write_openexr_body(exr_context_t ctx, exr_out *s, void *arg) 
             int k = 0;
             while (k < ch && strcmp(cc->channel_name, channel_names[ch - 1][k])) k++;
             if (k == ch) k = 0; /* cannot happen: these are our channels */
-            cc->encode_from_ptr = (const uint8_t *)(b->data + (size_t)k * plane + (size_t)y * (size_t)b->width);
-            cc->user_pixel_stride = (int32_t)sizeof(float);
-            cc->user_line_stride = (int32_t)((size_t)b->width * sizeof(float));
-            cc->user_bytes_per_element = (int16_t)sizeof(float);
-            cc->user_data_type = EXR_PIXEL_FLOAT;
+            const size_t at = (size_t)k * plane + (size_t)y * (size_t)b->width;
+            const size_t bytes = b->half ? sizeof(uint16_t) : sizeof(float);
+            cc->encode_from_ptr = b->half ? (const uint8_t *)(b->half + at) : (const uint8_t *)(b->data + at);
+            cc->user_pixel_stride = (int32_t)bytes;
+            cc->user_line_stride = (int32_t)((size_t)b->width * bytes);
+            cc->user_bytes_per_element = (int16_t)bytes;
+            cc->user_data_type = b->half ? EXR_PIXEL_HALF : EXR_PIXEL_FLOAT;
         }
         if (!started) {
             started = 1;
@@ -359,17 +360,31 @@ static exr_compression_t file_compression(ckey_exr_compression c) {
                                 : EXR_COMPRESSION_ZIP;
 }
 
-ckey_status ck_exr_write_openexr(const char *path, const float *data, int32_t channels, int32_t width,
-                                 int32_t height, ckey_exr_compression comp, int32_t zip_level, ckey_error *err) {
+/* The image of floats `data` or of HALF samples `half` through OpenEXR's pipeline. */
+static ckey_status write_openexr(const char *path, const float *data, const uint16_t *half, int32_t channels,
+                                 int32_t width, int32_t height, ckey_exr_compression comp, int32_t zip_level,
+                                 ckey_error *err) {
     const ckey_exr_options o = {comp, 0};
-    ckey_status st = check_args(path, data, channels, width, height, &o, err);
+    ckey_status st = check_args(path, half ? (const void *)half : (const void *)data, channels, width, height, &o,
+                                err);
     if (st != CKEY_OK) return st;
-    openexr_body b = {data, channels, width, height, file_compression(comp), zip_level};
+    openexr_body b = {half ? NULL : data, half, channels, width, height, file_compression(comp), zip_level};
     char *tmp = NULL;
     size_t cap = 0;
     st = write_atomically(path, &tmp, &cap, write_openexr_body, &b, err);
     free(tmp);
     return st;
+}
+
+ckey_status ck_exr_write_openexr(const char *path, const float *data, int32_t channels, int32_t width,
+                                 int32_t height, ckey_exr_compression comp, int32_t zip_level, ckey_error *err) {
+    return write_openexr(path, data, NULL, channels, width, height, comp, zip_level, err);
+}
+
+ckey_status ck_exr_write_openexr_half(const char *path, const uint16_t *data, int32_t channels, int32_t width,
+                                      int32_t height, ckey_exr_compression comp, int32_t zip_level,
+                                      ckey_error *err) {
+    return write_openexr(path, NULL, data, channels, width, height, comp, zip_level, err);
 }
 
 /* ------------------------------------------------- ckey's chunk encoder */
@@ -456,6 +471,7 @@ static size_t deflate_into(zthread *z, int deflater, const uint8_t *in, size_t n
 typedef struct enc_job {
     ck_exr_writer *w;
     const float *data;
+    const uint16_t *half; /* or HALF samples (then data is NULL), copied as they are */
     int ch;
     int32_t width, height, lpc;
     size_t plane, stride;
@@ -479,9 +495,12 @@ static void encode_one(enc_job *j, int64_t c, zthread *z) {
     }
     uint16_t *packed = raw ? (uint16_t *)(void *)dst : z->packed;
     for (int32_t l = 0; l < lines; l++)
-        for (int k = 0; k < ch; k++)
-            ck_half_from_float(j->data + (size_t)file_plane[ch][k] * j->plane + (size_t)(y0 + l) * (size_t)w,
-                               packed + ((size_t)l * (size_t)ch + (size_t)k) * (size_t)w, (size_t)w);
+        for (int k = 0; k < ch; k++) {
+            const size_t at = (size_t)file_plane[ch][k] * j->plane + (size_t)(y0 + l) * (size_t)w;
+            uint16_t *to = packed + ((size_t)l * (size_t)ch + (size_t)k) * (size_t)w;
+            if (j->half) memcpy(to, j->half + at, (size_t)w * sizeof *to);
+            else ck_half_from_float(j->data + at, to, (size_t)w);
+        }
     if (raw) {
         j->w->bytes[c] = (uint32_t)n;
         return;
@@ -536,19 +555,21 @@ static ckey_status write_chunks_body(exr_context_t ctx, exr_out *s, void *arg) {
     return CKEY_OK;
 }
 
-ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, const float *data,
-                         int32_t channels, int32_t width, int32_t height, const ckey_exr_options *opt,
-                         ckey_error *err) {
+/* ck_exr_write of floats `data` or of HALF samples `half`. */
+static ckey_status write_image(ck_exr_writer *w, ck_pool *pool, const char *path, const float *data,
+                               const uint16_t *half, int32_t channels, int32_t width, int32_t height,
+                               const ckey_exr_options *opt, ckey_error *err) {
     const ckey_exr_options def = {CKEY_EXR_PXR24, 0};
     const ckey_exr_options *o = opt ? opt : &def;
-    ckey_status st = check_args(path, data, channels, width, height, o, err);
+    ckey_status st = check_args(path, half ? (const void *)half : (const void *)data, channels, width, height, o,
+                                err);
     if (st != CKEY_OK) return st;
     const exr_compression_t comp = file_compression(o->compression);
     const int level = effective_level(o), deflater = deflater_for(level);
     if (w) w->io_s = 0;
     if (comp != EXR_COMPRESSION_NONE && deflater == DEFLATE_ZLIB)
-        return ck_exr_write_openexr(path, data, channels, width, height, o->compression, level > 9 ? 9 : level,
-                                    err);
+        return write_openexr(path, half ? NULL : data, half, channels, width, height, o->compression,
+                             level > 9 ? 9 : level, err);
     ck_exr_writer *own = NULL;
     if (!w && !(w = own = ck_exr_writer_new())) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
     const int32_t lpc = comp == EXR_COMPRESSION_NONE ? 1 : 16; /* the format's lines per chunk */
@@ -578,8 +599,8 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
         return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for the %d x %d image's chunks", path, (int)width,
                        (int)height);
     }
-    enc_job j = {w, data, channels, width, height, lpc, (size_t)width * (size_t)height, stride, comp, deflater,
-                 level, 0};
+    enc_job j = {w, half ? NULL : data, half, channels, width, height, lpc, (size_t)width * (size_t)height,
+                 stride, comp, deflater, level, 0};
     atomic_init(&j.failed, 0);
     ck_pool_for(pool, nchunks, 1, encode_chunks, &j);
     if (atomic_load(&j.failed))
@@ -591,6 +612,18 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
     }
     ck_exr_writer_free(own);
     return st;
+}
+
+ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, const float *data,
+                         int32_t channels, int32_t width, int32_t height, const ckey_exr_options *opt,
+                         ckey_error *err) {
+    return write_image(w, pool, path, data, NULL, channels, width, height, opt, err);
+}
+
+ckey_status ck_exr_write_half(ck_exr_writer *w, ck_pool *pool, const char *path, const uint16_t *data,
+                              int32_t channels, int32_t width, int32_t height, const ckey_exr_options *opt,
+                              ckey_error *err) {
+    return write_image(w, pool, path, NULL, data, channels, width, height, opt, err);
 }
 
 #endif /* CK_HAVE_EXR */

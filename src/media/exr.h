@@ -31,6 +31,16 @@ ckey_status ck_exr_write(ck_exr_writer *w, ck_pool *pool, const char *path, cons
                          int32_t channels, int32_t width, int32_t height, const ckey_exr_options *o,
                          ckey_error *err);
 
+/*
+ * ck_exr_write of HALF samples (the bits ck_half_from_float makes, [C, h, w]
+ * as the floats): stored as they are, so the file is ck_exr_write's of the
+ * floats they were rounded from, byte for byte (the device frame path hands
+ * the passes so, converted on the GPU).
+ */
+ckey_status ck_exr_write_half(ck_exr_writer *w, ck_pool *pool, const char *path, const uint16_t *data,
+                              int32_t channels, int32_t width, int32_t height, const ckey_exr_options *o,
+                              ckey_error *err);
+
 /* The seconds the last ck_exr_write through `w` spent writing the file
  * (header and chunks, fsync, rename) after encoding its chunks; 0 when it
  * went through OpenEXR's own pipeline (encoding and writing interleaved). */
@@ -41,6 +51,9 @@ double ck_exr_writer_io_seconds(const ck_exr_writer *w);
  * tests compare the writer with. */
 ckey_status ck_exr_write_openexr(const char *path, const float *data, int32_t channels, int32_t width,
                                  int32_t height, ckey_exr_compression comp, int32_t zip_level, ckey_error *err);
+ckey_status ck_exr_write_openexr_half(const char *path, const uint16_t *data, int32_t channels, int32_t width,
+                                      int32_t height, ckey_exr_compression comp, int32_t zip_level,
+                                      ckey_error *err);
 
 /* What deflates PXR24 / ZIP chunks at `level` (1 .. CKEY_EXR_LEVEL_MAX) in
  * this build: "libdeflate" or "zlib" (OpenEXR's). */

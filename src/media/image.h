@@ -12,6 +12,7 @@
 
 #include "ckey_media.h"
 #include "ckey.h"
+#include "core/quantize.h"
 
 /* ckey_image_read_png on a buffer; `label` stands for the file name in
  * error messages. */
@@ -53,16 +54,7 @@ ckey_status ck_image_read_exr_memory(const void *data, size_t size, const char *
  * `* 255.0` in float32 (upstream's Comp PNG). Both clamp; NaN is 0. */
 typedef enum ck_png_quantize { CK_PNG_ROUND = 0, CK_PNG_TRUNCATE = 1 } ck_png_quantize;
 
-/* CK_PNG_TRUNCATE at 8 bits: numpy's (np.clip(v, 0, 1) * 255.0).astype(np.uint8)
- * on float32 (the product rounded to float32, then truncated; NaN 0). An
- * 8-bit sample reads back as its value / 255.0f, and that value truncates
- * to the same byte again. */
-static inline unsigned ck_trunc_u8(float v) {
-    if (!(v > 0.0f)) return 0;
-    if (v >= 1.0f) return 255;
-    const float p = v * 255.0f;
-    return (unsigned)p;
-}
+/* ck_trunc_u8, CK_PNG_TRUNCATE at 8 bits: core/quantize.h */
 
 /* An internal ckey_image_kind for OpenEXR files only: the four channels R,
  * G, B and A as stored ([4, h, w]), each required (a Processed pass). */
@@ -89,6 +81,11 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
 ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
                                   int32_t width, int32_t height, int32_t bit_depth,
                                   ck_png_quantize q, int level, double *io_seconds, ckey_error *err);
+/* The same of 8-bit samples [C, h, w], written as they are: the file that
+ * the floats they were quantized from (ck_trunc_u8 for CK_PNG_TRUNCATE) give
+ * at bit depth 8, byte for byte (the device frame path's Comp). */
+ckey_status ck_image_write_png_u8(const char *path, const uint8_t *data, int32_t channels, int32_t width,
+                                  int32_t height, int level, double *io_seconds, ckey_error *err);
 
 /* ckey_image_read with the wait for a FIFO's writer bounded by timeout_ms
  * (ckey_image_read: CK_INPUT_TIMEOUT_MS). */

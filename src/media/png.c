@@ -92,6 +92,13 @@ ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t c
     return ck_image_write_png_q(path, data, channels, width, height, bit_depth, q, level, err);
 }
 
+ckey_status ck_image_write_png_u8(const char *path, const uint8_t *data, int32_t channels, int32_t width,
+                                  int32_t height, int level, double *io_seconds, ckey_error *err) {
+    (void)data, (void)channels, (void)width, (void)height, (void)level;
+    if (io_seconds) *io_seconds = 0;
+    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: ckey was built without libpng", path ? path : "(null)");
+}
+
 ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t channels,
                                  int32_t width, int32_t height, int32_t bit_depth,
                                  ck_png_quantize q, int level, ckey_error *err) {
@@ -1130,7 +1137,9 @@ static inline unsigned quantize_trunc(float v, unsigned maxv) {
     return (unsigned)p;
 }
 
-static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 width,
+/* The image's samples: float planes quantized as `q` says, or 8-bit planes
+ * (u8, then data is NULL) written as they are. */
+static ckey_status encode(writer *w, const float *data, const uint8_t *u8, int ch, png_uint_32 width,
                           png_uint_32 height, int depth, ck_png_quantize q, int level) {
     if (setjmp(png_jmpbuf(w->png))) return w->status;
     png_structp png = w->png;
@@ -1154,6 +1163,12 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
     const unsigned maxv = depth == 16 ? 65535u : 255u;
     for (png_uint_32 y = 0; y < height; y++) {
         unsigned char *p = w->row;
+        if (u8) {
+            for (png_uint_32 x = 0; x < width; x++)
+                for (int c = 0; c < ch; c++) *p++ = u8[(size_t)c * plane + (size_t)y * width + x];
+            png_write_row(png, w->row);
+            continue;
+        }
         for (png_uint_32 x = 0; x < width; x++) {
             for (int c = 0; c < ch; c++) {
                 const float v = data[(size_t)c * plane + (size_t)y * width + x];
@@ -1169,7 +1184,7 @@ static ckey_status encode(writer *w, const float *data, int ch, png_uint_32 widt
 }
 
 /* The arguments every PNG writer checks before touching the disk. */
-static ckey_status check_write_args(const char *label, const float *data, int32_t channels, int32_t width,
+static ckey_status check_write_args(const char *label, const void *data, int32_t channels, int32_t width,
                                     int32_t height, int32_t bit_depth, ckey_error *err) {
     if (!label || !*label || !data)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_image_write_png: %s",
@@ -1188,8 +1203,8 @@ static ckey_status check_write_args(const char *label, const float *data, int32_
 
 /* Encode into w->file and flush it; on failure the status, with the reason
  * in w->msg. */
-static ckey_status write_png_file(writer *w, const float *data, int32_t channels, int32_t width,
-                                  int32_t height, int32_t bit_depth, ck_png_quantize q, int level) {
+static ckey_status write_png_file(writer *w, const float *data, const uint8_t *u8, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q, int level) {
     ckey_status st;
     w->status = CKEY_ERR_IO;
     w->row = malloc((size_t)width * (size_t)channels * (size_t)(bit_depth / 8));
@@ -1199,7 +1214,7 @@ static ckey_status write_png_file(writer *w, const float *data, int32_t channels
         st = CKEY_ERR_NOMEM;
         snprintf(w->msg, sizeof w->msg, "out of memory");
     } else {
-        st = encode(w, data, channels, (png_uint_32)width, (png_uint_32)height, bit_depth, q, level);
+        st = encode(w, data, u8, channels, (png_uint_32)width, (png_uint_32)height, bit_depth, q, level);
     }
     png_destroy_write_struct(w->png ? &w->png : NULL, w->info ? &w->info : NULL);
     free(w->row);
@@ -1220,7 +1235,7 @@ ckey_status ck_png_write_stream(FILE *f, const char *label, const float *data, i
     memset(&w, 0, sizeof w);
     w.label = label;
     w.file = f;
-    st = write_png_file(&w, data, channels, width, height, bit_depth, q, level);
+    st = write_png_file(&w, data, NULL, channels, width, height, bit_depth, q, level);
     if (st != CKEY_OK) return ck_fail(err, st, "%s: %s", label, w.msg[0] ? w.msg : "write failed");
     return CKEY_OK;
 }
@@ -1237,11 +1252,13 @@ ckey_status ck_image_write_png_q(const char *path, const float *data, int32_t ch
     return ck_image_write_png_qt(path, data, channels, width, height, bit_depth, q, level, NULL, err);
 }
 
-ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
-                                  int32_t width, int32_t height, int32_t bit_depth,
-                                  ck_png_quantize q, int level, double *io_seconds, ckey_error *err) {
+/* A PNG of the floats `data` or the 8-bit samples `u8`, written atomically. */
+static ckey_status write_png_path(const char *path, const float *data, const uint8_t *u8, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth, ck_png_quantize q, int level,
+                                  double *io_seconds, ckey_error *err) {
     if (io_seconds) *io_seconds = 0;
-    ckey_status st = check_write_args(path, data, channels, width, height, bit_depth, err);
+    ckey_status st = check_write_args(path, u8 ? (const void *)u8 : (const void *)data, channels, width, height,
+                                      bit_depth, err);
     if (st != CKEY_OK) return st;
     char *tmp = ckey_temp_path(path);
     if (!tmp) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", path);
@@ -1255,7 +1272,7 @@ ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t c
         free(tmp);
         return st;
     }
-    st = write_png_file(&w, data, channels, width, height, bit_depth, q, level);
+    st = write_png_file(&w, u8 ? NULL : data, u8, channels, width, height, bit_depth, q, level);
     const double t_io = ck_now();
 
     /* Only data that reached the disk may take the final name. */
@@ -1280,6 +1297,17 @@ ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t c
     ck_sync_parent_dir(path);
     if (io_seconds) *io_seconds = ck_now() - t_io;
     return CKEY_OK;
+}
+
+ckey_status ck_image_write_png_qt(const char *path, const float *data, int32_t channels,
+                                  int32_t width, int32_t height, int32_t bit_depth,
+                                  ck_png_quantize q, int level, double *io_seconds, ckey_error *err) {
+    return write_png_path(path, data, NULL, channels, width, height, bit_depth, q, level, io_seconds, err);
+}
+
+ckey_status ck_image_write_png_u8(const char *path, const uint8_t *data, int32_t channels, int32_t width,
+                                  int32_t height, int level, double *io_seconds, ckey_error *err) {
+    return write_png_path(path, NULL, data, channels, width, height, 8, CK_PNG_ROUND, level, io_seconds, err);
 }
 
 #endif /* CK_HAVE_PNG */
