@@ -180,7 +180,12 @@ typedef struct ckey_source {
  * over. */
 typedef struct ck_pool ckey_pool;
 
-/* A keyed frame's passes as the sink receives them ([C, h, w] float planes). */
+/*
+ * A keyed frame's passes as the sink receives them: [C, h, w] float planes,
+ * or, for a sink with stored_passes on the device frame path, the samples
+ * the pass files store (the *_half and comp_u8 planes below; the floats are
+ * then NULL). Either set is complete; the other is all NULL.
+ */
 typedef struct ckey_shot_passes {
     int32_t width, height;
     const float *alpha;      /* [1, h, w] linear alpha, raw network output (Matte) */
@@ -195,6 +200,14 @@ typedef struct ckey_shot_passes {
                                 files written at once, the call's time times the I/O
                                 share of the files' summed times. The runner counts it
                                 as the stage "write", the rest as "encode" */
+    /* The passes as the pass sink's files store them: alpha, fg and processed
+     * rounded to HALF as OpenEXR rounds floats (Imath's float_to_half: to
+     * nearest even, overflow to Inf, NaN kept), the comp truncated to 8 bits
+     * as its PNG (ckey_sink_open_passes); [C, h, w] as the floats. */
+    const uint16_t *alpha_half;
+    const uint16_t *fg_half;
+    const uint16_t *processed_half;
+    const uint8_t *comp_u8;
 } ckey_shot_passes;
 
 typedef struct ckey_sink {
@@ -232,6 +245,14 @@ typedef struct ckey_sink {
      * order -- each summed over the frames (the passes sink has it; the video
      * tee gives its inner sink's). ckey_shot_run copies it into its stats. */
     void (*pass_seconds)(void *self, double seconds[4]);
+    /*
+     * Opt-in (0, the default: float passes only). Non-zero: write() and
+     * write_ordered() also take the passes as the pass files store them
+     * (ckey_shot_passes.*_half, comp_u8). The device frame path then converts
+     * them on the GPU and downloads those alone (19 bytes a pixel instead of
+     * 44); the host path still hands the floats.
+     */
+    int32_t stored_passes;
 } ckey_sink;
 
 /*
@@ -691,7 +712,9 @@ typedef struct ckey_run_memory {
                                  plus each writer's scratch back */
     int64_t output_bytes;     /* alpha [h, w] + fg [3, h, w], 4 P F per frame held (1; a shot:
                                  nout); a shot's writers also Processed [4, h, w] + Comp
-                                 [3, h, w], 7 P F each */
+                                 [3, h, w], 7 P F each; on the device frame path the out
+                                 slots alone, each the four passes as the pass files store
+                                 them (HALF and 8-bit: 19 P) */
     int64_t post_bytes;       /* a shot's ckey_post_passes scratch, per writer */
     int64_t encode_bytes;     /* the file encoders (estimates): PNG rows and deflate state; a
                                  shot's EXR chunks per writer; the video tee's frames and

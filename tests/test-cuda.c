@@ -2,6 +2,7 @@
  * test-backend-ops): same inputs, compare by max abs error. Every case skips
  * with a message on a machine without a CUDA device (CI); `make test-gpu`
  * runs this binary on a machine with an NVIDIA GPU and fails if it skipped. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,6 +12,8 @@
 #include "cuda/backend.h"
 #include "model/session.h"
 #include "cuda/kernels.h"
+#include "core/quantize.h"
+#include "media/exr.h"
 #include "ckpt/checkpoint.h"
 #include "model/ln-fold.h"
 #include "model/model.h"
@@ -2368,6 +2371,72 @@ static void test_frame_preprocess(void) {
 }
 
 
+/* The stored passes' conversions on the device (ck_cuda_to_half,
+ * ck_cuda_to_u8_trunc) against the host's (the EXR writer's
+ * ck_half_from_float, the Comp PNG's ck_trunc_u8), bit for bit: zeros,
+ * float and half denormals, each rounding's ties, 65504 .. 65536, the
+ * infinities, NaNs with payloads (one that truncates to 0), every k / 255
+ * and its neighbours, each also negative, and a spread of float bit patterns. */
+static void test_frame_stored(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    static const uint32_t edge[] = {
+        0x00000000u, 0x00000001u, 0x007fffffu, 0x00800000u,               /* zero, float denormals */
+        0x32ffffffu, 0x33000000u, 0x33000001u, 0x33800000u, 0x33c00000u, /* 2^-25 (a tie to 0), 2^-24, 1.5 2^-24 */
+        0x34200000u, 0x387fc000u, 0x387fe000u, 0x387fffffu, 0x38800000u, /* 2.5 2^-24, half denormals' top, 2^-14 */
+        0x3f800fffu, 0x3f801000u, 0x3f801001u, 0x3f803000u, 0x3f800000u, /* ties at 1 + 2^-11, 1 + 3 2^-11 */
+        0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x501502f9u, /* 65504, 65519.99, 65520, 65536, 1e10 */
+        0x7f7fffffu, 0x7f800000u, 0x7fc00000u, 0x7f800001u, 0x7f802000u, /* FLT_MAX, Inf, NaNs */
+        0x7fffffffu, 0x7fa00000u, 0x3f7fffffu, 0x3f800001u, 0x40000000u, /* NaNs, 1 - ulp, 1 + ulp, 2 */
+    };
+    const size_t ne = sizeof edge / sizeof edge[0], nk = 3 * 256, nr = (size_t)1 << 20;
+    const size_t n = 2 * ne + 2 * nk + nr;
+    float *v = malloc(n * sizeof(float));
+    uint16_t *hh = malloc(n * sizeof(uint16_t)), *dh = malloc(n * sizeof(uint16_t));
+    uint8_t *hq = malloc(n), *dq = malloc(n);
+    REQUIRE(v && hh && dh && hq && dq);
+    size_t i = 0;
+    for (size_t k = 0; k < ne; k++)
+        for (uint32_t sign = 0; sign < 2; sign++) {
+            const uint32_t b = edge[k] | (sign << 31);
+            memcpy(&v[i++], &b, sizeof b);
+        }
+    for (int k = 0; k < 256; k++)
+        for (int sign = 0; sign < 2; sign++) {
+            const float q = (float)k / 255.0f * (sign ? -1.0f : 1.0f);
+            v[i++] = q, v[i++] = nextafterf(q, -2.0f), v[i++] = nextafterf(q, 2.0f);
+        }
+    uint32_t x = 2024u;
+    for (size_t k = 0; k < nr; k++) {
+        x = x * 1664525u + 1013904223u;
+        memcpy(&v[i++], &x, sizeof x);
+    }
+    REQUIRE(i == n);
+    ck_half_from_float(v, hh, n);
+    for (size_t k = 0; k < n; k++) hq[k] = (uint8_t)ck_trunc_u8(v[k]);
+    float *dv = to_device(v, n);
+    void *dout = NULL;
+    REQUIRE(dv && ck_cuda_malloc(&dout, n * sizeof(uint16_t), NULL) == CKEY_OK);
+    ckey_error err;
+    CHECKF(ck_cuda_to_half(dv, dout, (int64_t)n, NULL, &err) == CKEY_OK, "%s", err.message);
+    REQUIRE(ck_cuda_copy(dh, dout, n * sizeof(uint16_t), 0, &err) == CKEY_OK);
+    CHECKF(ck_cuda_to_u8_trunc(dv, dout, (int64_t)n, NULL, &err) == CKEY_OK, "%s", err.message);
+    REQUIRE(ck_cuda_copy(dq, dout, n, 0, &err) == CKEY_OK);
+    size_t bad_h = 0, bad_q = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t b;
+        memcpy(&b, &v[k], sizeof b);
+        if (dh[k] != hh[k] && bad_h++ < 5)
+            printf("  float 0x%08x: device HALF 0x%04x, host 0x%04x\n", (unsigned)b, dh[k], hh[k]);
+        if (dq[k] != hq[k] && bad_q++ < 5) printf("  float 0x%08x: device 8-bit %u, host %u\n", (unsigned)b, dq[k], hq[k]);
+    }
+    printf("  %zu floats (%zu edge values): %zu HALF and %zu 8-bit samples differ from the host's\n", n,
+           2 * ne + 2 * nk, bad_h, bad_q);
+    CHECK(bad_h == 0 && bad_q == 0);
+    CHECK(ck_cuda_to_half(dv, dout, 0, NULL, &err) == CKEY_OK); /* nothing to convert */
+    ck_cuda_free(dv), ck_cuda_free(dout);
+    free(v), free(hh), free(dh), free(hq), free(dq);
+}
+
 /* ck_post_frame_cuda against ck_post_frame: blobs of many sizes (so the
  * components filter removes some), despeckle on and off, despill strength 1
  * and 0.5; the Processed alpha is exact, the colours within float rounding.
@@ -2610,9 +2679,9 @@ static int32_t fp_packed_frame(void *self, int64_t k) {
 }
 
 /* packed: bit 0 the packed reads, bit 1 the sizes swapped (fp_source.small_first);
- * plan: ckey_shot_run's (NULL: every frame keyed) */
-static ckey_status fp_run_plan(ckey_session *s, ckey_frame_path path, int read_ahead, int packed, const uint8_t *plan,
-                               const ckey_post_options *post, fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
+ * plan: ckey_shot_run's (NULL: every frame keyed); the passes to `sink` */
+static ckey_status fp_run_sink(ckey_session *s, ckey_frame_path path, int read_ahead, int packed, const uint8_t *plan,
+                               const ckey_post_options *post, ckey_sink *sink, ckey_shot_stats *st, ckey_error *err) {
     static fp_source ms;
     ms.packed = packed & 1;
     ms.small_first = (packed & 2) != 0;
@@ -2623,7 +2692,6 @@ static ckey_status fp_run_plan(ckey_session *s, ckey_frame_path path, int read_a
     ckey_source src = {.self = &ms, .count = FP_FRAMES, .frames = ms.frames, .read = fp_read, .close = fp_close,
                        .concurrent_read = 1, .read_packed = fp_read_packed, .probe = fp_probe,
                        .packed_frame = fp_packed_frame};
-    ckey_sink sink = {.self = out, .write = fp_write};
     ckey_shot_options so;
     ckey_shot_options_default(&so);
     so.post = *post;
@@ -2631,7 +2699,35 @@ static ckey_status fp_run_plan(ckey_session *s, ckey_frame_path path, int read_a
     so.read_ahead = read_ahead;
     so.readers = 2;
     so.writers = 2;
-    return ckey_shot_run(s, &src, &sink, plan, &so, NULL, NULL, st, err);
+    return ckey_shot_run(s, &src, sink, plan, &so, NULL, NULL, st, err);
+}
+
+/* The passes as floats into `out`. */
+static ckey_status fp_run_plan(ckey_session *s, ckey_frame_path path, int read_ahead, int packed, const uint8_t *plan,
+                               const ckey_post_options *post, fp_sink *out, ckey_shot_stats *st, ckey_error *err) {
+    ckey_sink sink = {.self = out, .write = fp_write};
+    return fp_run_sink(s, path, read_ahead, packed, plan, post, &sink, st, err);
+}
+
+/* A pass sink behind a sink that counts the form each frame's passes came in
+ * and takes the stored samples or not (its own stored_passes). */
+typedef struct {
+    ckey_sink inner;
+    int stored, floats, mixed;
+} fp_fwd;
+
+static ckey_status fp_fwd_begin(void *self, ckey_error *err) {
+    fp_fwd *f = self;
+    return f->inner.begin(f->inner.self, err);
+}
+
+static ckey_status fp_fwd_write(void *self, const ckey_shot_frame *fr, const ckey_shot_passes *p, ckey_error *err) {
+    fp_fwd *f = self;
+    const int h = p->alpha_half && p->fg_half && p->processed_half && p->comp_u8;
+    const int fl = p->alpha && p->fg && p->processed && p->comp;
+    /* counted under no lock: the pass sink is concurrent, so this one is not */
+    f->stored += h && !fl, f->floats += fl && !h, f->mixed += h == fl;
+    return f->inner.write(f->inner.self, fr, p, err);
 }
 
 static ckey_status fp_run(ckey_session *s, ckey_frame_path path, int read_ahead, int packed,
@@ -2777,6 +2873,52 @@ static void test_frame_path_shot(void) {
                "path\n", same);
         fp_sink_clear(&a);
     }
+    /* the pass files: for a sink with stored_passes (the pass sink) the device path converts
+     * the passes to HALF and 8 bits on the GPU and downloads those alone; the same files, byte
+     * for byte, as when it downloads the floats and the writers convert them (a sink without
+     * stored_passes in front of the pass sink). Packed plates with PXR24, float ones with ZIP. */
+    if (CK_BUILT_EXR && CK_BUILT_PNG) {
+        char dir[512];
+        REQUIRE(ck_make_temp_dir(dir, sizeof dir, "stored"));
+        post.despeckle = 1;
+        post.despeckle_area = 40;
+        for (int c = 0; c < 2; c++) {
+            const ckey_exr_compression comp = c ? CKEY_EXR_ZIP : CKEY_EXR_PXR24;
+            char out[2][600];
+            fp_fwd fwd[2];
+            memset(fwd, 0, sizeof fwd);
+            for (int stored = 0; stored < 2; stored++) {
+                snprintf(out[stored], sizeof out[stored], "%s/%d-%s", dir, c, stored ? "stored" : "floats");
+                REQUIRE(ckey_sink_open_passes(out[stored], comp, &fwd[stored].inner, &err) == CKEY_OK);
+                ckey_sink sink = {.self = &fwd[stored], .begin = fp_fwd_begin, .write = fp_fwd_write,
+                                  .stored_passes = stored};
+                ckey_shot_stats sst;
+                CHECKF(fp_run_sink(s, CKEY_FRAME_PATH_DEVICE, 2, c ? 0 : 1, NULL, &post, &sink, &sst, &err) ==
+                           CKEY_OK, "%s", err.message);
+                ckey_sink_close(&fwd[stored].inner);
+            }
+            CHECKF(fwd[1].stored == FP_FRAMES && fwd[1].floats == 0 && fwd[0].floats == FP_FRAMES &&
+                       fwd[0].stored == 0 && !fwd[0].mixed && !fwd[1].mixed,
+                   "passes: stored sink %d stored / %d float, float sink %d / %d", fwd[1].stored, fwd[1].floats,
+                   fwd[0].stored, fwd[0].floats);
+            int same = 0;
+            for (int i = 0; i < FP_FRAMES; i++)
+                for (int q = 0; q < 4; q++) {
+                    char pf[700], ps[700];
+                    snprintf(pf, sizeof pf, "%s/%s/f_%04d.%s", out[0], ck_pass_names[q], i, q == 3 ? "png" : "exr");
+                    snprintf(ps, sizeof ps, "%s/%s/f_%04d.%s", out[1], ck_pass_names[q], i, q == 3 ? "png" : "exr");
+                    size_t nf = 0, ns = 0;
+                    unsigned char *bf = ck_read_file(pf, &nf), *bs = ck_read_file(ps, &ns);
+                    const int eq = bf && bs && nf == ns && memcmp(bf, bs, nf) == 0;
+                    CHECKF(eq, "%s: not the bytes of %s", ps, pf);
+                    same += eq;
+                    free(bf), free(bs);
+                }
+            printf("  %s, %s plates: %d of %d pass files the same from the device's HALF / 8-bit passes as from "
+                   "its floats\n", c ? "ZIP" : "PXR24", c ? "float" : "packed", same, 4 * FP_FRAMES);
+        }
+        ck_remove_tree(dir);
+    }
     /* the torch despeckle has no device form: AUTO takes the host path, DEVICE refuses */
     post.despeckle_mode = CKEY_DESPECKLE_TORCH;
     static fp_sink k;
@@ -2820,6 +2962,7 @@ int main(int argc, char **argv) {
         {"frame_resize_vs_cpu", test_frame_resize},
         {"frame_preprocess_vs_cpu", test_frame_preprocess},
         {"frame_post_vs_cpu", test_frame_post},
+        {"frame_stored_vs_host", test_frame_stored},
         {"frame_path_shot_vs_host", test_frame_path_shot},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);

@@ -18,6 +18,7 @@
 #include "ckey_media.h"
 #include "core/core.h"
 #include "core/dtype.h"
+#include "core/quantize.h"
 #include "media/exr.h"
 #include "media/image.h"
 #include "support/clip.h"
@@ -572,24 +573,30 @@ static void test_chunk_writer(void) {
     if (!getenv("KEEP")) ck_remove_tree(dir);
 }
 
-/* ck_half_from_float is Imath's float_to_half, NaN payloads included, on a
+/* ck_half_from_float and ck_half_of_bits are Imath's float_to_half, NaN payloads included, on a
  * spread of every float's bit patterns. */
 static void test_half_conversion(void) {
     enum { B = 4099 };
     float in[B];
     uint16_t out[B];
-    long bad = 0, n = 0;
+    long bad = 0, bad_scalar = 0, n = 0;
     for (uint64_t u = 0; u < 0x100000000ull; u += (uint64_t)B * 97 + 13) {
         for (int i = 0; i < B; i++) {
             const uint32_t b = (uint32_t)(u + (uint64_t)i * 97);
             memcpy(&in[i], &b, sizeof b);
         }
         ck_half_from_float(in, out, B);
-        for (int i = 0; i < B; i++) bad += out[i] != imath_float_to_half(in[i]);
+        for (int i = 0; i < B; i++) {
+            uint32_t b;
+            memcpy(&b, &in[i], sizeof b);
+            bad += out[i] != imath_float_to_half(in[i]);
+            /* the scalar form alone (the device frame path's, core/quantize.h) */
+            bad_scalar += ck_half_of_bits(b) != imath_float_to_half(in[i]);
+        }
         n += B;
     }
-    printf("  %ld floats, %ld differ from imath_float_to_half\n", n, bad);
-    CHECK(bad == 0);
+    printf("  %ld floats, %ld differ from imath_float_to_half (%ld in the scalar form)\n", n, bad, bad_scalar);
+    CHECK(bad == 0 && bad_scalar == 0);
 }
 
 /* zip-fast is ZIP at zlib level 1: the same pixels back as ZIP, a file that

@@ -278,7 +278,7 @@ static void run_mem(ckey_session *s, int n, int bad, int bad_write, const uint8_
     atomic_init(&sink_out->busy, 0);
     atomic_init(&sink_out->overlap, 0);
     /* concurrent_write 0: ordered writes, whatever the number of writers */
-    ckey_sink sink = {sink_out, NULL, mem_begin, mem_write, mem_finish, NULL, 0, NULL, NULL};
+    ckey_sink sink = {.self = sink_out, .begin = mem_begin, .write = mem_write, .finish = mem_finish};
     ckey_shot_options o;
     ckey_shot_options_default(&o);
     o.on_error = on_error;

@@ -138,7 +138,8 @@ ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *fram
                          at / (size_t)w);
             break;
         }
-        const ckey_shot_passes p = {w, h, NULL, fg.data, processed.data, comp.data, NULL, NULL};
+        const ckey_shot_passes p = {.width = w, .height = h, .fg = fg.data, .processed = processed.data,
+                                    .comp = comp.data};
         ckey_error we;
         ck_error_clear(&we);
         st = tee.write(tee.self, f, &p, &we);

@@ -186,7 +186,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
              * replace the floats, take at most as much, 16 bytes a pixel,
              * a PNG's file and rows included for the usual plates;
              * not counted: a clip mixing packed and float frames holds both), out slots alpha, fg,
-             * Processed and Comp; the resizes and the post run in the
+             * Processed and Comp as the pass files store them (HALF and 8-bit:
+             * ckey_sink_open_passes takes them so); the resizes and the post run in the
              * ck_devframes (ck_shot_pipelines a session); the readers and
              * writers hold none of theirs */
             int64_t dev = 0, host = 0;
@@ -198,7 +199,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
             r->decoded_bytes = (int64_t)nin * (4 + (ro->auto_hint ? 1 : 0)) * P * F + video_in;
             const int64_t ndf = (int64_t)nsess * ck_shot_pipelines(&ro->shot); /* ck_devframes */
             r->resize_bytes = ndf * host;
-            r->output_bytes = (int64_t)nout * 11 * P * F;
+            r->output_bytes = (int64_t)nout * (int64_t)ck_shot_out_slot_bytes(1, w, h);
             r->post_bytes = 0;
             r->device_frame_bytes = ndf * dev;
         }

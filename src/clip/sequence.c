@@ -501,15 +501,24 @@ static void write_pass(void *ctx, int64_t b, int64_t e, int thread) {
     pass_job *j = ctx;
     const ckey_shot_passes *p = j->p;
     const float *data[NPASS] = {p->alpha, p->fg, p->processed, p->comp};
+    /* or the samples the files store (the device frame path's): written as they are */
+    const uint16_t *half[NPASS] = {p->alpha_half, p->fg_half, p->processed_half, NULL};
     static const int32_t channels[NPASS] = {1, 3, 4, 3};
     for (int64_t i = b; i < e; i++) {
         const int q = pass_order[i];
         const double t = ck_now();
         const char *path = j->kit->path[q];
-        if (q == PASS_COMP) {
+        if (q == PASS_COMP && p->comp_u8) {
+            j->st[q] = ck_image_write_png_u8(path, p->comp_u8, 3, p->width, p->height, j->k->opt.comp_png_level,
+                                             &j->io[q], &j->err[q]);
+        } else if (q == PASS_COMP) {
             /* truncated to 8 bits as upstream writes its Comp */
             j->st[q] = ck_image_write_png_qt(path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
                                              j->k->opt.comp_png_level, &j->io[q], &j->err[q]);
+        } else if (half[q]) {
+            j->st[q] = ck_exr_write_half(j->kit->exr[q], j->pool, path, half[q], channels[q], p->width, p->height,
+                                         &j->k->opt.exr, &j->err[q]);
+            j->io[q] = ck_exr_writer_io_seconds(j->kit->exr[q]);
         } else {
             j->st[q] = ck_exr_write(j->kit->exr[q], j->pool, path, data[q], channels[q], p->width, p->height,
                                     &j->k->opt.exr, &j->err[q]);
@@ -613,6 +622,7 @@ ckey_status ckey_sink_open_passes_opt(const char *out_dir, const ckey_pass_optio
     out->finish = pass_finish;
     out->close = pass_close;
     out->concurrent_write = 1; /* pass_write shares nothing across calls but the kits */
+    out->stored_passes = 1;    /* every pass file is HALF or 8-bit */
     out->pass_seconds = pass_seconds;
     return CKEY_OK;
 }

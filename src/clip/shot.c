@@ -25,7 +25,10 @@
  * the run starts for the first plate: ck_slot_block); the model
  * thread uploads plate and hint and, on its session's stream, resizes to S,
  * runs the network, resizes back and post-processes, and downloads alpha, fg,
- * processed and comp into its out slot (page-locked); the writers only write.
+ * processed and comp into its out slot (page-locked): as floats, or, for a
+ * sink with stored_passes (the pass sink), converted on the GPU to what the
+ * files store (HALF, the Comp 8-bit), 19 bytes a pixel instead of 44; the
+ * writers only write.
  * Threaded, each session has P model threads (ck_shot_pipelines:
  * opt.device_frames), each with its own ck_devframe and stream, taking every
  * P-th of the session's jobs: one frame's upload, resize to S, post and
@@ -144,15 +147,16 @@ typedef struct out_slot {
     ckey_error err;
     char warn[512];
     float *net;              /* [4, S, S]: the network's alpha and fg at S */
-    float *alpha, *fg;       /* [h, w], [3, h, w] */
-    float *processed, *comp; /* [4, h, w], [3, h, w]: the device path's (the host path:
-                                the writer's own) */
-    size_t cap;              /* pixels alpha/fg (and processed/comp) hold */
-    /* the device path: page-locked up front for the first plate (reserved);
-     * a larger plate then takes pageable buffers (pageable), no lock, while
-     * the page-locked ones wait in pin[] for the end of the run */
+    float *alpha, *fg;       /* [h, w], [3, h, w]: the host path's, which the writer resizes back into */
+    size_t cap;              /* pixels alpha/fg hold */
+    /* the device path: the four passes as downloaded, in one block
+     * (pass_layout); page-locked up front for the first plate (reserved);
+     * a larger plate then takes a pageable block (pageable), no lock, while
+     * the page-locked one waits in `pinned` for the end of the run */
+    void *block;
+    size_t block_cap;        /* bytes */
     int reserved, pageable;
-    float *pin[4];
+    void *pinned;
     int32_t w, h;
     double t_start, model_s;
     int32_t session;         /* the session that keyed it */
@@ -224,6 +228,8 @@ typedef struct shot {
     /* the device frame path (ckey_shot_options.frame_path): one per session,
      * used by its model thread; NULL entries on the host path */
     int dev;
+    int stored;              /* the device path downloads the passes as the files store them
+                                (the sink's stored_passes), else the floats */
     int npipe;               /* model threads a session (ck_shot_pipelines); nmodel = nsess * npipe */
     int nmodel;
     ck_devframe *df[CKEY_SHOT_MAX_MODELS]; /* model thread t's, of session t % nsess */
@@ -639,6 +645,52 @@ static int stage_read(shot *sh, reader *rd, int64_t j) {
     return read_done(sh, rd, j, sl, st, decoded0, t);
 }
 
+/*
+ * The device path's out slot for n pixels: the offsets of alpha, fg,
+ * processed and comp in its block (off may be NULL) and the block's bytes.
+ * The passes as floats (44 bytes a pixel) or, for a sink with stored_passes,
+ * as the files store them: HALF alpha, fg and processed, 8-bit comp (19
+ * bytes a pixel; at 3840 x 2160 a slot is 157.6 MB instead of 365.0 MB).
+ * Each part starts 256-byte aligned.
+ */
+static size_t pass_layout(int stored, size_t n, size_t off[4]) {
+    static const size_t per[2][4] = {{4, 12, 16, 12}, {2, 6, 8, 3}};
+    size_t at = 0;
+    for (int k = 0; k < 4; k++) {
+        if (off) off[k] = at;
+        at += (per[stored != 0][k] * n + 255) / 256 * 256;
+    }
+    return at;
+}
+
+size_t ck_shot_out_slot_bytes(int stored, int32_t w, int32_t h) {
+    if (w < 1 || h < 1) return 0;
+    return pass_layout(stored, (size_t)w * (size_t)h, NULL);
+}
+
+/* The passes the device path downloaded into out slot o (its frame's size). */
+static void dev_passes(const shot *sh, const out_slot *o, ckey_shot_passes *p, double *io) {
+    size_t off[4];
+    pass_layout(sh->stored, (size_t)o->w * (size_t)o->h, off);
+    const unsigned char *b = o->block;
+    memset(p, 0, sizeof *p);
+    p->width = o->w;
+    p->height = o->h;
+    p->pool = sh->pool;
+    p->io_seconds = io;
+    if (sh->stored) {
+        p->alpha_half = (const uint16_t *)(const void *)(b + off[0]);
+        p->fg_half = (const uint16_t *)(const void *)(b + off[1]);
+        p->processed_half = (const uint16_t *)(const void *)(b + off[2]);
+        p->comp_u8 = b + off[3];
+    } else {
+        p->alpha = (const float *)(const void *)(b + off[0]);
+        p->fg = (const float *)(const void *)(b + off[1]);
+        p->processed = (const float *)(const void *)(b + off[2]);
+        p->comp = (const float *)(const void *)(b + off[3]);
+    }
+}
+
 /* Key job j: in slot -> out slot. */
 static int stage_key(shot *sh, int64_t j) {
     in_slot *in = &sh->in[j % sh->nin];
@@ -656,38 +708,25 @@ static int stage_key(shot *sh, int64_t j) {
     ckey_status st = CKEY_OK;
     /* the session's lock: no allocation beside another model thread's graph capture */
     pthread_mutex_t *net_lock = sh->dev && sh->npipe > 1 ? &sh->net_mu[j % sh->nsess] : NULL;
-    if (n > o->cap && sh->dev && o->reserved) {
-        /* larger than the first plate: pageable (the driver stages the download) */
-        if (!o->pageable) {
-            float *p[4] = {o->alpha, o->fg, o->processed, o->comp};
-            memcpy(o->pin, p, sizeof p);
-        } else {
-            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
+    if (sh->dev) {
+        const size_t need = pass_layout(sh->stored, n, NULL);
+        if (need > o->block_cap && o->reserved) {
+            /* larger than the first plate: pageable (the driver stages the download) */
+            if (!o->pageable) o->pinned = o->block;
+            else free(o->block);
+            o->pageable = 1;
+            o->block = malloc(need);
+            o->block_cap = o->block ? need : 0;
+        } else if (need > o->block_cap) {
+            /* the device path downloads into it: page-locked, from the slot's session */
+            ckey_session *s = sh->sess[j % sh->nsess];
+            if (net_lock) pthread_mutex_lock(net_lock);
+            ckey_session_host_free(s, o->block);
+            o->block = ckey_session_host_alloc(s, need);
+            if (net_lock) pthread_mutex_unlock(net_lock);
+            o->block_cap = o->block ? need : 0;
         }
-        o->pageable = 1;
-        o->alpha = malloc(n * sizeof(float));
-        o->fg = malloc(3 * n * sizeof(float));
-        o->processed = malloc(4 * n * sizeof(float));
-        o->comp = malloc(3 * n * sizeof(float));
-        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
-        if (!o->cap)
-            st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
-                         (long long)f->number, (int)w, (int)h);
-    } else if (n > o->cap && sh->dev) {
-        /* the device path downloads into them: page-locked, from the slot's session */
-        ckey_session *s = sh->sess[j % sh->nsess];
-        if (net_lock) pthread_mutex_lock(net_lock);
-        ckey_session_host_free(s, o->alpha);
-        ckey_session_host_free(s, o->fg);
-        ckey_session_host_free(s, o->processed);
-        ckey_session_host_free(s, o->comp);
-        o->alpha = ckey_session_host_alloc(s, n * sizeof(float));
-        o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
-        o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
-        o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
-        if (net_lock) pthread_mutex_unlock(net_lock);
-        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
-        if (!o->cap)
+        if (!o->block_cap)
             st = ck_fail(&o->err, CKEY_ERR_NOMEM, "frame %lld: out of memory for a %d x %d plate",
                          (long long)f->number, (int)w, (int)h);
     } else if (n > o->cap) {
@@ -703,6 +742,9 @@ static int stage_key(shot *sh, int64_t j) {
     if (st == CKEY_OK && sh->dev) {
         /* the whole frame on the device: upload, resize, network, resize back, post, download */
         const int m = (int)(j % sh->nmodel); /* the model thread keying job j */
+        size_t off[4];
+        pass_layout(sh->stored, n, off);
+        unsigned char *b = o->block;
         const ck_devframe_job dj = {in->packed ? NULL : in->plate.data,
                                     &in->pplate,
                                     in->hint_packed ? NULL : in->hint_px,
@@ -712,10 +754,11 @@ static int stage_key(shot *sh, int64_t j) {
                                     in->srgb_at_read,
                                     sh->opt.input_space == CKEY_INPUT_LINEAR,
                                     &sh->dev_post,
-                                    o->alpha,
-                                    o->fg,
-                                    o->processed,
-                                    o->comp,
+                                    sh->stored,
+                                    b + off[0],
+                                    b + off[1],
+                                    b + off[2],
+                                    b + off[3],
                                     net_lock};
         ckey_error e;
         ck_error_clear(&e);
@@ -803,7 +846,8 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     if (sh->dev) {
         /* the device path made every pass; the writer only writes them */
         if (sh->sink->concurrent_write) {
-            const ckey_shot_passes p = {w, h, o->alpha, o->fg, o->processed, o->comp, sh->pool, &io};
+            ckey_shot_passes p;
+            dev_passes(sh, o, &p, &io);
             ckey_error we;
             ck_error_clear(&we);
             st = sh->sink->write(sh->sink->self, f, &p, &we);
@@ -867,7 +911,14 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     sec[CKEY_STAGE_POST] = t_sink - t_post;
     wk->post_s += sec[CKEY_STAGE_POST];
     if (st == CKEY_OK && sh->sink->concurrent_write) {
-        const ckey_shot_passes p = {w, h, o->alpha, o->fg, wk->processed, wk->comp, sh->pool, &io};
+        const ckey_shot_passes p = {.width = w,
+                                    .height = h,
+                                    .alpha = o->alpha,
+                                    .fg = o->fg,
+                                    .processed = wk->processed,
+                                    .comp = wk->comp,
+                                    .pool = sh->pool,
+                                    .io_seconds = &io};
         ckey_error we;
         ck_error_clear(&we);
         st = sh->sink->write(sh->sink->self, f, &p, &we);
@@ -916,8 +967,15 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
     double io = 0;
-    const ckey_shot_passes p = {w, h, o->alpha, o->fg, sh->dev ? o->processed : wk->processed,
-                                sh->dev ? o->comp : wk->comp, sh->pool, &io};
+    ckey_shot_passes p = {.width = w,
+                          .height = h,
+                          .alpha = o->alpha,
+                          .fg = o->fg,
+                          .processed = wk->processed,
+                          .comp = wk->comp,
+                          .pool = sh->pool,
+                          .io_seconds = &io};
+    if (sh->dev) dev_passes(sh, o, &p, &io);
     if (st == CKEY_OK && !sh->sink->concurrent_write) {
         ckey_error we;
         ck_error_clear(&we);
@@ -1021,10 +1079,10 @@ static void *writer_main(void *arg) {
 /*
  * The device path's out slots, page-locked for a w x h plate (the first
  * frame's, from its header) before the model threads start: a 4K slot's
- * passes are 365 MB to page-lock, and in stage_key that holds the session's
- * lock (no allocation beside another thread's graph capture),
- * so the networks would wait for it; here it runs while the readers decode
- * the first frames. No size (0): stage_key page-locks them (under the lock);
+ * passes are 158 MB to page-lock (365 MB as floats: pass_layout), and in
+ * stage_key that holds the session's lock (no allocation beside another
+ * thread's graph capture), so the networks would wait for it; here it runs
+ * while the readers decode the first frames. No size (0): stage_key page-locks them (under the lock);
  * a larger plate later: stage_key takes pageable buffers (no lock).
  */
 static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
@@ -1032,13 +1090,10 @@ static void alloc_out_slots(shot *sh, int32_t w, int32_t h) {
     const size_t n = (size_t)w * (size_t)h;
     for (int i = 0; i < sh->nout; i++) {
         out_slot *o = &sh->out[i];
-        ckey_session *s = sh->sess[i % sh->nsess];
-        o->alpha = ckey_session_host_alloc(s, n * sizeof(float));
-        o->fg = ckey_session_host_alloc(s, 3 * n * sizeof(float));
-        o->processed = ckey_session_host_alloc(s, 4 * n * sizeof(float));
-        o->comp = ckey_session_host_alloc(s, 3 * n * sizeof(float));
-        o->cap = o->alpha && o->fg && o->processed && o->comp ? n : 0;
-        o->reserved = o->cap > 0;
+        const size_t bytes = pass_layout(sh->stored, n, NULL);
+        o->block = ckey_session_host_alloc(sh->sess[i % sh->nsess], bytes);
+        o->block_cap = o->block ? bytes : 0;
+        o->reserved = o->block_cap > 0;
     }
 }
 
@@ -1173,13 +1228,10 @@ static void free_shot(shot *sh, ckey_session *const *sessions, int M) {
         out_slot *o = &sh->out[i];
         if (o->net) ckey_session_host_free(sessions[i % M], o->net);
         if (sh->dev && o->pageable) {
-            free(o->alpha), free(o->fg), free(o->processed), free(o->comp);
-            for (int k = 0; k < 4; k++) ckey_session_host_free(sessions[i % M], o->pin[k]);
+            free(o->block);
+            ckey_session_host_free(sessions[i % M], o->pinned);
         } else if (sh->dev) {
-            ckey_session_host_free(sessions[i % M], o->alpha);
-            ckey_session_host_free(sessions[i % M], o->fg);
-            ckey_session_host_free(sessions[i % M], o->processed);
-            ckey_session_host_free(sessions[i % M], o->comp);
+            ckey_session_host_free(sessions[i % M], o->block);
         } else {
             free(o->alpha);
             free(o->fg);
@@ -1291,6 +1343,7 @@ static ckey_status choose_frame_path(shot *sh, ckey_error *err) {
         if (st) return st;
     }
     sh->dev = 1;
+    sh->stored = sh->sink->stored_passes != 0;
     return CKEY_OK;
 }
 

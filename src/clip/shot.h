@@ -25,6 +25,11 @@ int ck_shot_pipelines(const ckey_shot_options *o);
  * max(1, min(8, 3 CPUs / 8))); M, M, 1 and 1 with read_ahead 0. */
 void ck_shot_layout(const ckey_shot_options *o, int nsessions, int *nin, int *nout, int *nwr, int *nrd);
 
+/* The bytes of a device-path out slot for a w x h plate: the four passes as
+ * floats (44 bytes a pixel), or (stored) as the pass files store them,
+ * HALF and 8-bit (19), each part 256-byte aligned; 0 for no size. */
+size_t ck_shot_out_slot_bytes(int stored, int32_t w, int32_t h);
+
 /*
  * The block behind one packed in-slot image of the device frame path (a
  * ckey_packed_image's allocator: ck_slot_block_alloc / _release with the

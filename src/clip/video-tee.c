@@ -143,9 +143,14 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
         }
         /* the straight fg that Processed premultiplies (post.c's first steps),
          * from the FG and the alpha as their EXRs store them */
-        for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(ck_f32_to_f16(p->fg[i]));
-        for (size_t i = 0; i < n; i++)
-            t->fg[3 * n + i] = ck_f16_to_f32(ck_f32_to_f16(p->processed[3 * n + i]));
+        if (p->fg_half) {
+            for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(p->fg_half[i]);
+            for (size_t i = 0; i < n; i++) t->fg[3 * n + i] = ck_f16_to_f32(p->processed_half[3 * n + i]);
+        } else {
+            for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(ck_f32_to_f16(p->fg[i]));
+            for (size_t i = 0; i < n; i++)
+                t->fg[3 * n + i] = ck_f16_to_f32(ck_f32_to_f16(p->processed[3 * n + i]));
+        }
         ck_despill(t->fg, n, t->o.despill_strength);
         st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, t->fg + 3 * n, err);
         if (st != CKEY_OK) return st;
@@ -159,7 +164,10 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
                                          (int)w, (int)h);
         }
         /* the Comp as its PNG stores it: truncated to 8 bits, read back as /255 */
-        for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
+        if (p->comp_u8)
+            for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)p->comp_u8[i] / 255.0f;
+        else
+            for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
         const float *comp = t->comp;
         if ((w | h) & 1) {
             if ((st = pad_even(t, t->comp, w, h, err)) != CKEY_OK) return st;
@@ -227,6 +235,7 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
     out->write = tee_write;
     out->write_ordered = tee_write_ordered;
     out->concurrent_write = t->inner.concurrent_write;
+    out->stored_passes = t->inner.stored_passes; /* the videos are made from the stored passes either way */
     out->finish = tee_finish;
     out->close = tee_close;
     if (t->inner.pass_seconds) out->pass_seconds = tee_pass_seconds;

@@ -1,11 +1,12 @@
 // The frame path's pixel kernels: the resize passes of src/pixel/resize.c
 // (the same weight tables, the same summation order, so a GPU resize equals
 // the CPU's within float rounding), plate conversion from 8 / 16-bit or half
-// interleaved pixels to float planes, the sRGB curves and the network input's
-// normalization. One thread per output value; every kernel begins with
+// interleaved pixels to float planes, the sRGB curves, the network input's
+// normalization and the passes' conversion to the samples their files store. One thread per output value; every kernel begins with
 // ck_pdl_enter (launch.cuh).
 #include <cuda_fp16.h>
 
+#include "core/quantize.h"
 #include "cuda/ops-common.cuh"
 
 namespace {
@@ -156,6 +157,19 @@ __global__ void srgb_kernel(float *__restrict__ x, int64_t n, int to_linear) {
     x[i] = to_linear ? srgb_to_linear(x[i]) : linear_to_srgb(x[i]);
 }
 
+// the stored passes: HALF as the EXR writer rounds, 8 bits as the Comp PNG truncates (core/quantize.h)
+__global__ void to_half_kernel(const float *__restrict__ in, uint16_t *__restrict__ out, int64_t n) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = ck_half_of_bits(__float_as_uint(in[i]));
+}
+
+__global__ void to_u8_trunc_kernel(const float *__restrict__ in, uint8_t *__restrict__ out, int64_t n) {
+    ck_pdl_enter();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (uint8_t)ck_trunc_u8(in[i]);
+}
+
 // x [3, plane] -> (x - mean) / std per channel (a true division, as TF.normalize)
 __global__ void normalize_kernel(float *__restrict__ x, int64_t plane, float m0, float m1, float m2, float s0,
                                  float s1, float s2) {
@@ -243,6 +257,18 @@ ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int
 ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *st, ckey_error *err) {
     ck_launch(srgb_kernel, blocks_for(n, 256), 256, 0, (cudaStream_t)st, x, n, to_linear);
     return launched(err, "srgb");
+}
+
+ckey_status ck_cuda_to_half(const float *in, uint16_t *out, int64_t n, void *st, ckey_error *err) {
+    if (n <= 0) return CKEY_OK;
+    ck_launch(to_half_kernel, blocks_for(n, 256), 256, 0, (cudaStream_t)st, in, out, n);
+    return launched(err, "to half");
+}
+
+ckey_status ck_cuda_to_u8_trunc(const float *in, uint8_t *out, int64_t n, void *st, ckey_error *err) {
+    if (n <= 0) return CKEY_OK;
+    ck_launch(to_u8_trunc_kernel, blocks_for(n, 256), 256, 0, (cudaStream_t)st, in, out, n);
+    return launched(err, "to 8 bits");
 }
 
 ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *st,

@@ -477,6 +477,11 @@ ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int
                                   float *hint, int hint_ch, void *stream, ckey_error *err);
 /* The sRGB curves of src/pixel/color.c in place (to_linear: decode, else encode). */
 ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_error *err);
+/* The passes as their files store them (core/quantize.h): out[i] =
+ * ck_half_of_bits(in[i]) (HALF as the EXR writer rounds floats), or
+ * ck_trunc_u8(in[i]) (the Comp PNG's 8 bits). */
+ckey_status ck_cuda_to_half(const float *in, uint16_t *out, int64_t n, void *stream, ckey_error *err);
+ckey_status ck_cuda_to_u8_trunc(const float *in, uint8_t *out, int64_t n, void *stream, ckey_error *err);
 /* x [3, plane] = (x - mean[c]) / std[c]. */
 ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean[3], const float std[3], void *stream,
                                        ckey_error *err);

@@ -139,6 +139,8 @@ ckey_status ck_cuda_resize_pass(int kind, int channels, int in_h, int in_w, int 
 ckey_status ck_cuda_unpack_pixels(const void *in, ck_pixel_type type, int C, int64_t n, float *rgb, int rgb_ch,
                                   float *hint, int hint_ch, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_srgb(float *x, int64_t n, int to_linear, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_to_half(const float *in, uint16_t *out, int64_t n, void *stream, ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_to_u8_trunc(const float *in, uint8_t *out, int64_t n, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *stream,
                                    ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_matte_finish(const uint8_t *mask, int h, int w, int radius, const int32_t *dx, int nx,

@@ -29,7 +29,8 @@ struct ck_devframe {
     ck_resize_mode back;
     int32_t w, h;            /* the plate size the resize plans are for; 0 before the first frame */
     size_t cap;              /* pixels the plate-size buffers hold */
-    float *d_rgb, *d_hint;   /* [3, h, w], [h, w]: plate and hint, after the network fg and alpha */
+    float *d_rgb, *d_hint;   /* [3, h, w], [h, w]: plate and hint, after the network fg and alpha
+                                (d_rgb then the stored processed and comp: ck_devframe_key) */
     float *d_proc, *d_comp;  /* [4, h, w], [3, h, w] */
     void *d_post, *h_post;   /* ck_post_frame_cuda's scratch (host: page-locked) */
     size_t d_post_cap, h_post_cap;
@@ -38,6 +39,13 @@ struct ck_devframe {
     size_t d_pack_cap;
     dev_resize rz[RZ_COUNT];
 };
+
+/* The post scratch, which after the post takes the stored fg and alpha
+ * (HALF: 8 bytes a pixel; ck_devframe_key). */
+static size_t post_scratch_bytes(int32_t w, int32_t h) {
+    const size_t post = ck_post_frame_cuda_device_bytes(h, w), stored = 8 * (size_t)w * (size_t)h;
+    return post > stored ? post : stored;
+}
 
 int ck_devframe_available(const ckey_session *s) { return ck_session_stream(s) != NULL; }
 
@@ -52,8 +60,7 @@ void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int
     const int64_t tables = (int64_t)(rz[0] + rz[1] + rz[2] + rz[3]) * F;
     /* prepare_size's buffers: rgb 3 + hint 1 + processed 4 + comp 3 planes */
     /* + the packed staging: a plate and a hint of up to 4 16-bit samples a pixel */
-    *device = 11 * P * F + tables + (int64_t)ck_post_frame_cuda_device_bytes(h, w) + 4 * (int64_t)S * S * F +
-              16 * P + 256;
+    *device = 11 * P * F + tables + (int64_t)post_scratch_bytes(w, h) + 4 * (int64_t)S * S * F + 16 * P + 256;
     *host = tables + (int64_t)ck_post_frame_cuda_host_bytes(h, w);
 }
 
@@ -160,7 +167,7 @@ static ckey_status prepare_size(ck_devframe *df, int32_t w, int32_t h, ckey_erro
             return st;
         df->cap = n;
     }
-    if ((st = dev_grow(&df->d_post, &df->d_post_cap, ck_post_frame_cuda_device_bytes(h, w), err))) return st;
+    if ((st = dev_grow(&df->d_post, &df->d_post_cap, post_scratch_bytes(w, h), err))) return st;
     const size_t hb = ck_post_frame_cuda_host_bytes(h, w);
     if (hb > df->h_post_cap) {
         ck_cuda_host_free(df->h_post);
@@ -267,16 +274,32 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     if (lock) pthread_mutex_unlock(lock);
     if (st) return st;
     if ((st = ck_post_frame_cuda(d_alpha, d_fg, h, w, job->post, df->d_proc, job->comp ? df->d_comp : NULL, df->d_post,
-                                 df->h_post, stream, err)) ||
-        (st = ck_cuda_wait(df->wait, stream, err)))
+                                 df->h_post, stream, err)))
         return st;
+    /* the passes to download: the floats, or the samples the files store,
+     * converted into buffers free after the post, in stream order: fg and
+     * alpha into the post scratch (6 + 2 bytes a pixel: post_scratch_bytes),
+     * then processed and comp over the plate's buffer (8 + 3 of its 12),
+     * whose fg is converted by then */
+    const void *out[4] = {d_alpha, d_fg, df->d_proc, df->d_comp};
+    size_t bytes[4] = {n * sizeof(float), 3 * n * sizeof(float), 4 * n * sizeof(float), 3 * n * sizeof(float)};
+    if (job->stored) {
+        uint16_t *h_fg = df->d_post, *h_alpha = h_fg + 3 * n, *h_proc = (uint16_t *)(void *)df->d_rgb;
+        uint8_t *q_comp = (uint8_t *)(h_proc + 4 * n);
+        if ((st = ck_cuda_to_half(d_fg, h_fg, 3 * (int64_t)n, stream, err)) ||
+            (st = ck_cuda_to_half(d_alpha, h_alpha, (int64_t)n, stream, err)) ||
+            (st = ck_cuda_to_half(df->d_proc, h_proc, 4 * (int64_t)n, stream, err)) ||
+            (job->comp && (st = ck_cuda_to_u8_trunc(df->d_comp, q_comp, 3 * (int64_t)n, stream, err))))
+            return st;
+        out[0] = h_alpha, out[1] = h_fg, out[2] = h_proc, out[3] = q_comp;
+        bytes[0] = 2 * n, bytes[1] = 6 * n, bytes[2] = 8 * n, bytes[3] = 3 * n;
+    }
+    if ((st = ck_cuda_wait(df->wait, stream, err))) return st;
     const double t_post = ck_now();
-    if ((st = ck_cuda_copy_async(job->alpha, d_alpha, n * sizeof(float), 0, stream, err)) ||
-        (st = ck_cuda_copy_async(job->fg, d_fg, 3 * n * sizeof(float), 0, stream, err)) ||
-        (st = ck_cuda_copy_async(job->processed, df->d_proc, 4 * n * sizeof(float), 0, stream, err)) ||
-        (job->comp && (st = ck_cuda_copy_async(job->comp, df->d_comp, 3 * n * sizeof(float), 0, stream, err))) ||
-        (st = ck_cuda_wait(df->wait, stream, err)))
-        return st;
+    void *dst[4] = {job->alpha, job->fg, job->processed, job->comp};
+    for (int k = 0; k < 4; k++)
+        if (dst[k] && (st = ck_cuda_copy_async(dst[k], out[k], bytes[k], 0, stream, err))) return st;
+    if ((st = ck_cuda_wait(df->wait, stream, err))) return st;
     if (seconds) {
         seconds[0] = (t_prep - t0) + (t_up - t_in); /* a new size's tables count with the upload */
         seconds[1] = t_pre - t_up;

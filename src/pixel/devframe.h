@@ -11,7 +11,10 @@
  *   the network (ck_session_run_device: input and output stay on the device)
  *   resize back to h x w (Lanczos4 or bilinear, the session's resize_back)
  *   post (ck_post_frame_cuda: despeckle, despill, premultiply, comp)
- *   download alpha, fg, processed, comp (fp32)
+ *   [stored: alpha, fg, processed to HALF, comp to 8 bits (ck_cuda_to_half,
+ *    ck_cuda_to_u8_trunc), into the post scratch and the plate's buffer]
+ *   download alpha, fg, processed, comp (fp32, or stored: 19 bytes a pixel
+ *   instead of 44)
  *
  * Results agree with the host path within float rounding (the mask steps of
  * despeckle are integer-exact). A ck_devframe belongs to one session and is
@@ -64,14 +67,19 @@ typedef struct ck_devframe_job {
     int srgb_at_read;     /* the plate is linear: encode it to sRGB at full size first */
     int input_is_linear;  /* encode to sRGB after the resize to S (ck_preprocess's flag) */
     const ck_post_options *post; /* OpenCV despeckle only (ck_post_frame_cuda) */
-    float *alpha, *fg, *processed, *comp; /* host outputs [h, w], [3, h, w], [4, h, w], [3, h, w] */
+    /* host outputs [h, w], [3, h, w], [4, h, w], [3, h, w] (comp may be NULL:
+     * not made): fp32, or with `stored` as the pass files store them, alpha,
+     * fg and processed HALF (uint16_t, core/quantize.h's rounding) and comp
+     * 8-bit (ck_trunc_u8) */
+    int stored;
+    void *alpha, *fg, *processed, *comp;
     pthread_mutex_t *net_lock; /* the session's lock when other ck_devframes share it; may be NULL */
 } ck_devframe_job;
 
 /* Seconds of the last ck_devframe_key, host wall time of each step (the
  * stream synchronized after each): [0] upload, [1] preprocessing (sRGB,
  * resize to S, normalize), [2] the network (its run call), [3] resize back,
- * [4] post, [5] download. The waits for net_lock are in none of them. */
+ * [4] post (and the conversion to the stored samples), [5] download. The waits for net_lock are in none of them. */
 enum { CK_DEVFRAME_STEPS = 6 };
 ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double seconds[CK_DEVFRAME_STEPS],
                             ckey_error *err);
