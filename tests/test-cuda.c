@@ -2427,7 +2427,8 @@ static void test_frame_stored(void) {
         memcpy(&b, &v[k], sizeof b);
         if (dh[k] != hh[k] && bad_h++ < 5)
             printf("  float 0x%08x: device HALF 0x%04x, host 0x%04x\n", (unsigned)b, dh[k], hh[k]);
-        if (dq[k] != hq[k] && bad_q++ < 5) printf("  float 0x%08x: device 8-bit %u, host %u\n", (unsigned)b, dq[k], hq[k]);
+        if (dq[k] != hq[k] && bad_q++ < 5)
+            printf("  float 0x%08x: device 8-bit %u, host %u\n", (unsigned)b, dq[k], hq[k]);
     }
     printf("  %zu floats (%zu edge values): %zu HALF and %zu 8-bit samples differ from the host's\n", n,
            2 * ne + 2 * nk, bad_h, bad_q);

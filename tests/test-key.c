@@ -1319,7 +1319,8 @@ static void test_run_memory_api(void) {
          * device_frames 2 (the default), 4 in and 4 out; unthreaded, one ck_devframe. An out
          * slot holds the passes as the pass files store them: HALF alpha, fg and processed
          * (2 + 6 + 8 bytes a pixel) and the 8-bit comp (3), each part 256-byte aligned */
-        const int64_t slot = ((2 * P + 255) / 256 + (6 * P + 255) / 256 + (8 * P + 255) / 256 + (3 * P + 255) / 256) * 256;
+        const int64_t slot =
+            ((2 * P + 255) / 256 + (6 * P + 255) / 256 + (8 * P + 255) / 256 + (3 * P + 255) / 256) * 256;
         CHECK(slot >= 19 * P && slot < 11 * P * F / 2);
         CHECKF(rd.decoded_bytes == 8 * 4 * P * F && rd.output_bytes == 8 * slot && rd.post_bytes == 0,
                "decoded %lld, output %lld", (long long)rd.decoded_bytes, (long long)rd.output_bytes);

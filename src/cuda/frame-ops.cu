@@ -2,8 +2,9 @@
 // (the same weight tables, the same summation order, so a GPU resize equals
 // the CPU's within float rounding), plate conversion from 8 / 16-bit or half
 // interleaved pixels to float planes, the sRGB curves, the network input's
-// normalization and the passes' conversion to the samples their files store. One thread per output value; every kernel begins with
-// ck_pdl_enter (launch.cuh).
+// normalization and the passes' conversion to the samples their files store.
+// One thread per output value; every kernel begins with ck_pdl_enter
+// (launch.cuh).
 #include <cuda_fp16.h>
 
 #include "core/quantize.h"
