@@ -1017,11 +1017,9 @@ static void part_memorize(cx *x) {
         const bank k = bucket_bank(t, b);
         const int64_t Nb = *k.N, Cb = k.C, w0 = t->wbase;
         int64_t at_row = Nb;
-        if (t->lt) {
-            at_row = Nb;
-        } else if (*k.mf > 0 && np_cap == 0) {
+        if (!t->lt && *k.mf > 0 && np_cap == 0) {
             at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
-        } else if (*k.mf > 0 && Nb + hw > t->cap) {
+        } else if (!t->lt && *k.mf > 0 && Nb + hw > t->cap) {
             const int64_t keep = Nb - 2 * hw; /* drop the oldest non-permanent frame */
             OP(x, copy_channels, at(k.mk, 2 * hw * CK), keep, CK, CK, at(k.mk, hw * CK), CK);
             OP(x, copy_channels, at(k.ms, 2 * hw), keep, 1, 1, at(k.ms, hw), 1);
