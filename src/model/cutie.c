@@ -769,7 +769,8 @@ static void long_term_dev(cx *x, const bank *k, ck_tensor pk, ck_tensor pe, ck_t
     const int64_t rest = *k->N - hw - ncand;
     rows_down(x, k->mk, c0, c0 + ncand, rest, CK), rows_down(x, k->ms, c0, c0 + ncand, rest, 1);
     rows_down(x, k->mv, c0, c0 + ncand, rest, C);
-    rows_move(k->wsel, 0, ncand, rest, CK), rows_move(k->wuse, 0, ncand, rest, 1), rows_move(k->wlife, 0, ncand, rest, 1);
+    rows_move(k->wsel, 0, ncand, rest, CK), rows_move(k->wuse, 0, ncand, rest, 1);
+    rows_move(k->wlife, 0, ncand, rest, 1);
     *k->N -= ncand;
     /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
     const int64_t L = *k->L;
@@ -1041,7 +1042,8 @@ static void part_memorize(cx *x) {
                     x->ops->read(x->be, t->sel, (int64_t)hw * CK, (float *)k.wsel.data + j * CK);
                 else
                     memcpy((float *)k.wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
-                for (int64_t i = j; i < j + hw; i++) ((float *)k.wuse.data)[i] = 0.0f, ((float *)k.wlife.data)[i] = 1e-7f;
+                float *use = k.wuse.data, *life = k.wlife.data;
+                for (int64_t i = j; i < j + hw; i++) use[i] = 0.0f, life[i] = 1e-7f;
             }
             if (at_row >= 0) *k.N = at_row + hw;
             (*k.mf)++;

@@ -630,6 +630,14 @@ void ck_cutie_run_newobj_lt(int32_t device, int staged) {
     }
     const int T = (int)tdl->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], NP = (int)tpf->shape[0];
     const int64_t HW = (int64_t)H * W;
+    if (T > 64 || NP > 8 || tmt->numel != (uint64_t)T || tlt->numel != (uint64_t)T || tsg->numel != (uint64_t)T) {
+        fprintf(stderr, "  FAIL newobj_lt.safetensors: %d frames, %d probability frames: not the layout expected\n",
+                T, NP);
+        ck_test_failed = 1;
+        ckey_track_model_free(m);
+        ck_checkpoint_close(no), ck_checkpoint_close(clip);
+        return;
+    }
     ckey_track_options o;
     ckey_track_options_default(&o);
     o.threads = 2, o.max_objects = 2;
@@ -643,7 +651,8 @@ void ck_cutie_run_newobj_lt(int32_t device, int staged) {
     float *logits = ck_cutie_f32(tdl);
     newobj_lt_state ts = {logits, (const int32_t *)tsg->data, tdl->shape[2] * tdl->shape[3], 0, 0};
     if (st == CKEY_OK) ck_tracker_set_tap(t, newobj_lt_tap, &ts);
-    float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
+    float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float));
+    float *prob = malloc((size_t)3 * HW * sizeof(float));
     int32_t mt[64], ltt[64], pf[8], segs = 0;
     memcpy(mt, tmt->data, (size_t)T * sizeof(int32_t)), memcpy(ltt, tlt->data, (size_t)T * sizeof(int32_t));
     memcpy(pf, tpf->data, (size_t)NP * sizeof(int32_t));
