@@ -19,7 +19,8 @@
  * with its defaults), up to lt_max_mem_frames frames whose older part is
  * consolidated into num_prototypes long-term entries at a time, the
  * long-term store holding fewer than max_num_tokens (its least used entries
- * removed). The tracker's buffers are allocated when it is created and its
+ * removed); the objects a later mask adds have a memory of their own. The
+ * tracker's buffers are allocated when it is created and its
  * working arena on the first frame (when the object count is known), sized
  * for max_objects; nothing is allocated after that (but the small record of
  * the parts' plans, made again on a frame whose mask adds objects), so a
@@ -125,13 +126,15 @@ ckey_status ckey_tracker_create(const ckey_track_model *m, int32_t width, int32_
  * label's pixels and an object not listed is absent from the frame. A mask
  * that lists labels the tracker does not know yet adds those objects, after
  * the known ones in the order listed, from this frame on (up to max_objects
- * in all; not with use_long_term: CKEY_ERR_UNSUPPORTED): the frame is
+ * in all): the frame is
  * segmented with the known objects, the listed ones become their label's
  * pixels, the others keep their probability off the mask's nonzero pixels
  * and are 0 on them, and softmax(aggregate(...)) of that is the result
  * (official need_segment). The new objects get a working memory of their
- * own (the official bucket: its first frame permanent, FIFO), a zero
- * sensory memory and an object memory from this frame. prob then holds
+ * own (the official bucket: its first frame permanent, FIFO; with
+ * use_long_term its own usage counts, consolidations and long-term store of
+ * fewer than max_num_tokens), a zero sensory memory and an object memory
+ * from this frame. prob then holds
  * [1 + objects, H, W] for the new count. Either way the frame becomes a
  * memory frame (not a permanent one for the known objects: it leaves their
  * working memory in its FIFO turn) and restarts the count to the next
@@ -165,7 +168,8 @@ typedef struct ckey_track_memory {
     int64_t bank_bytes;      /* the memory bank: keys, shrinkages and values of the working
                                 memory (max_mem_frames frames, or lt_max_mem_frames with
                                 use_long_term, plus the long-term store of max_num_tokens
-                                entries and the usage counts) */
+                                entries and the usage counts; keys, shrinkages and counts
+                                for a bucket per object) */
     int64_t sensory_bytes;   /* the sensory memory and the object memory (summaries) */
     int64_t frame_bytes;     /* the frame's buffers: as given and resized (when resizing),
                                 padded; its features (the decoder's projections of the
@@ -208,7 +212,8 @@ void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out);
 /* Working-memory size in tokens (frames x positions at stride 16), all the
  * buckets' together. */
 int64_t ckey_tracker_memory_tokens(const ckey_tracker *t);
-/* Long-term memory size in tokens (0 without use_long_term). */
+/* Long-term memory size in tokens, all the buckets' together (0 without
+ * use_long_term). */
 int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t);
 
 void ckey_tracker_free(ckey_tracker *t);

@@ -628,6 +628,12 @@ static void test_tracker_newobj(void) {
     ck_cutie_run_newobj(CKEY_DEVICE_CUDA, 0);
 }
 
+static void test_tracker_newobj_lt(void) {
+    const char *why = tracker_skip();
+    if (why) SKIP("%s", why);
+    ck_cutie_run_newobj_lt(CKEY_DEVICE_CUDA, 0);
+}
+
 /* Row bands against whole maps on the GPU (cuBLAS may pick other kernels
  * for other band sizes: within the fixtures' 1e-4). */
 static void test_tracker_bands(void) {
@@ -705,6 +711,7 @@ int main(int argc, char **argv) {
         {"tracker_mask_at", test_tracker_mask_at},
         {"tracker_new_object", test_tracker_new_object},
         {"tracker_newobj", test_tracker_newobj},
+        {"tracker_newobj_lt", test_tracker_newobj_lt},
         {"tracker_bands", test_tracker_bands},
         {"tracker_bands_no_lt", test_tracker_bands_no_lt},
         {"tracker_resize_tf32_no_lt", test_tracker_resize_tf32_no_lt},

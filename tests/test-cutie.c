@@ -5,7 +5,8 @@
  * and memory sizes, stage taps of frames 0, 1 and 3, a clip run with
  * max_internal_size, and the clip with long-term memory (memory reads,
  * decoder logits, sensory, working and long-term sizes, last
- * probabilities); the clips again through the device path's host side
+ * probabilities), objects added by later masks (without and with
+ * long-term memory); the clips again through the device path's host side
  * (ck_tracker_create_staged) on the CPU; row bands against whole maps. Bars: probabilities and memory reads within 1e-4
  * (fp32), per-object mask IoU >= 0.999, taps within 1e-4 of their scale.
  * Skips, saying so, when the fixtures are absent. */
@@ -211,9 +212,9 @@ static void test_plan(void) {
         /* keys and shrinkages for a bucket per object (objects added later
          * bring buckets of their own), values for every object */
         int64_t rows = (int64_t)o.max_mem_frames * hw, krows = rows * O, extra = 0;
-        if (o.use_long_term) { /* one bucket; + the long-term store, the selections, usage and life counts */
-            rows = krows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens;
-            extra = (int64_t)o.lt_max_mem_frames * hw * (c->key_dim + 2) + 2 * (int64_t)o.max_num_tokens + rows;
+        if (o.use_long_term) { /* + each bucket's long-term store, selections, usage and life counts; a read's usage */
+            rows = (int64_t)o.lt_max_mem_frames * hw + o.max_num_tokens, krows = rows * O;
+            extra = O * ((int64_t)o.lt_max_mem_frames * hw * (c->key_dim + 2) + 2 * (int64_t)o.max_num_tokens) + rows;
         }
         const int64_t bank = (krows * (c->key_dim + 1) + rows * (int64_t)O * c->value_dim + extra) * 4;
         CHECKF(plan.bank_bytes >= bank && plan.bank_bytes < bank + 9 * 64, "%s: bank %lld bytes, expected %lld (+ alignment)",
@@ -294,6 +295,8 @@ static void test_new_object(void) { ck_cutie_run_new_object(CKEY_DEVICE_CPU, 0);
 static void test_new_object_parity(void) { ck_cutie_run_newobj(CKEY_DEVICE_CPU, 0); }
 static void test_new_object_staged(void) { ck_cutie_run_new_object(CKEY_DEVICE_CPU, 1); }
 static void test_new_object_parity_staged(void) { ck_cutie_run_newobj(CKEY_DEVICE_CPU, 1); }
+static void test_new_object_long_term(void) { ck_cutie_run_newobj_lt(CKEY_DEVICE_CPU, 0); }
+static void test_new_object_long_term_staged(void) { ck_cutie_run_newobj_lt(CKEY_DEVICE_CPU, 1); }
 
 static void test_api_errors(void) {
     ckey_error err;
@@ -366,6 +369,8 @@ int main(int argc, char **argv) {
         {"bands_plan", test_bands_plan},
         {"new_object_staged", test_new_object_staged},
         {"new_object_parity_staged", test_new_object_parity_staged},
+        {"new_object_long_term", test_new_object_long_term},
+        {"new_object_long_term_staged", test_new_object_long_term_staged},
         {"api_errors", test_api_errors},
         {"long_shot", test_long_shot},
         {"long_shot_long_term", test_long_shot_long_term},

@@ -262,10 +262,6 @@ static ckey_status open_masks(tracked *q, const ckey_track_source_options *o, ck
                 int known = 0;
                 for (int j = 0; j < q->total; j++) known |= q->all[j] == lm->objects[i];
                 if (known) continue;
-                if (o->track.use_long_term)
-                    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: object %d is not in the first mask %s: objects "
-                                   "added after the first frame are not supported with long-term memory", lm->path,
-                                   (int)lm->objects[i], o->mask);
                 if (q->total >= CKEY_TRACK_MAX_OBJECTS)
                     return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: the masks hold more than %d objects in all",
                                    lm->path, CKEY_TRACK_MAX_OBJECTS);

@@ -41,23 +41,26 @@ struct ckey_tracker {
     uint8_t objects[256]; /* their labels, in the first frame's order */
     int64_t cap;    /* working-memory positions */
     int64_t N;      /* working-memory positions in use */
-    /* long-term memory: its rows [wbase - L, wbase) of mk / ms / mv sit just
-     * before the working memory's [wbase, wbase + N), so that one read runs
-     * over [long-term, working] (the official order); wbase = 0 without */
+    /* long-term memory: a bucket's rows [wbase - L, wbase) of its key store
+     * and values sit just before its working memory's [wbase, wbase + N), so
+     * that one read runs over [long-term, working] (the official order);
+     * wbase = 0 without. L and N here are the first bucket's. */
     int lt;
     int64_t wbase, L;
     int64_t max_work, min_work; /* non-permanent working tokens that trigger / survive a consolidation */
     int ti, last_mem_ti, mem_frames;
     /* Buckets (the official KeyValueMemoryStore's): the objects a mask
      * brought together, objects bo0[b] .. bo0[b] + bno[b] - 1, each bucket
-     * with its own working memory: keys and shrinkages in rows [b * cap,
-     * b * cap + N) of mk / ms, values [cap, bno * CV] at float cap * bo0 * CV
-     * of mv, its first memory frame permanent. Bucket 0 is the first frame's
-     * (its N and memory frames are N and mem_frames above); later ones come
-     * with objects a later mask adds (not with long-term memory). */
+     * with its own memory (bucket_bank): keys and shrinkages in rows
+     * [b * S, (b + 1) * S) of mk / ms, values [S, bno * CV] at float
+     * S * bo0 * CV of mv (S = wbase + cap), its first memory frame
+     * permanent; with long-term memory its own long-term store, usage and
+     * consolidations. Bucket 0 is the first frame's (its N, L and memory
+     * frames are N, L and mem_frames above); later ones come with objects a
+     * later mask adds. */
     int nb;
     int bo0[256], bno[256], bmf[256];
-    int64_t bN[256];
+    int64_t bN[256], bL[256];
     int objmem_n;   /* objects with an object memory (summaries) */
     int stagger[64], nstagger;
     /* fixed buffers (backend memory) */
@@ -70,10 +73,11 @@ struct ckey_tracker {
     /* row bands of the pixel encoder, the decoder and the mask encoder
      * (choose_bands); force_bands: set by ck_tracker_set_bands */
     int bands[3], force_bands;
-    /* long-term mode: the non-permanent working entries' selection [cap, CK],
-     * usage and life [cap] (index 0 = the row after the permanent frame);
-     * the long-term rows' usage and life [wbase] (indexed by row); a read's
-     * usage [wbase + cap] */
+    /* long-term mode, each bucket's (b at b * cap, b * wbase): the
+     * non-permanent working entries' selection [cap, CK], usage and life
+     * [cap] (index 0 = the row after the permanent frame); the long-term
+     * rows' usage and life [wbase] (indexed by row); a read's usage
+     * [wbase + cap] (one bucket's at a time) */
     ck_tensor wsel, wuse, wlife, luse, llife, usage;
     /* the parts' plans and their shared arena; the ops' workspace */
     ck_plan *plan[PART_COUNT];
@@ -617,18 +621,42 @@ static ck_tensor object_transformer(cx *x, ck_tensor p) {
  * (MemoryManager with use_long_term; host code: the CPU backend's buffers
  * are host memory). */
 
-/* After a read: each entry's usage += its affinity summed over the frame,
- * life += 1, for the non-permanent working entries and (count_usage) the
- * long-term ones. */
-static void count_usage(cx *x) {
+/* Bucket b's memory: its rows of the key store and shrinkages and its block
+ * of the values (row 0 the bucket's first: long-term rows [wbase - L,
+ * wbase), working rows [wbase, wbase + N)); with long-term memory its
+ * bookkeeping. */
+typedef struct {
+    ck_tensor mk, ms, mv, wsel, wuse, wlife, luse, llife;
+    int64_t C;      /* floats in a value row: the bucket's objects' values */
+    int64_t *N, *L; /* its working and long-term tokens */
+    int *mf;        /* its memory frames */
+} bank;
+
+static bank bucket_bank(ckey_tracker *t, int b) {
+    const ck_cutie_cfg *c = &t->m->cfg;
+    const int64_t S = t->wbase + t->cap, CK = c->key_dim;
+    bank k = {at(t->mk, b * S * CK), at(t->ms, b * S), at(t->mv, S * t->bo0[b] * c->value_dim), none, none, none, none,
+              none, (int64_t)(t->nb > 1 ? t->bno[b] : t->O) * c->value_dim, b ? &t->bN[b] : &t->N,
+              b ? &t->bL[b] : &t->L, b ? &t->bmf[b] : &t->mem_frames};
+    if (t->lt) {
+        k.wsel = at(t->wsel, b * t->cap * CK), k.wuse = at(t->wuse, b * t->cap), k.wlife = at(t->wlife, b * t->cap);
+        k.luse = at(t->luse, b * t->wbase), k.llife = at(t->llife, b * t->wbase);
+    }
+    return k;
+}
+
+/* After bucket k's read: each entry's usage += its affinity summed over the
+ * frame, life += 1, for the non-permanent working entries and (count_usage)
+ * the long-term ones. */
+static void count_usage(cx *x, const bank *k) {
     ckey_tracker *t = x->t;
+    const int64_t L = *k->L, N = *k->N, nt = N - t->hw;
     const float *u = t->usage.data;
     if (t->dev) { /* the read's usage, to the host */
-        x->ops->read(x->be, t->usage, t->L + t->N, t->lt_usage);
+        x->ops->read(x->be, t->usage, L + N, t->lt_usage);
         u = t->lt_usage;
     }
-    const int64_t L = t->L, nt = t->N - t->hw;
-    float *wu = t->wuse.data, *wl = t->wlife.data, *lu = t->luse.data, *ll = t->llife.data;
+    float *wu = k->wuse.data, *wl = k->wlife.data, *lu = k->luse.data, *ll = k->llife.data;
     for (int64_t j = 0; j < nt; j++) wu[j] += u[L + t->hw + j], wl[j] += 1.0f;
     if (t->o.count_usage)
         for (int64_t i = 0; i < L; i++) lu[t->wbase - L + i] += u[i], ll[t->wbase - L + i] += 1.0f;
@@ -700,131 +728,135 @@ static void rows_down(cx *x, ck_tensor t, int64_t dst, int64_t src, int64_t n, i
     x->ops->copy_channels(x->be, at(t, src * width), n, (int)width, (int)width, at(t, dst * width), (int)width);
 }
 
-/* long_term()'s consolidation with the memory in device memory: the
- * bookkeeping (usage, life, selection, the ranking) is host code over host
- * arrays, the rows it picks pass through the host, the moves and the
+/* long_term()'s consolidation of bucket k with the memory in device memory:
+ * the bookkeeping (usage, life, selection, the ranking) is host code over
+ * host arrays, the rows it picks pass through the host, the moves and the
  * prototypes' reads are the ops'. */
-static void long_term_dev(cx *x, ck_tensor pk, ck_tensor pe, ck_tensor pv, ck_tensor ps) {
+static void long_term_dev(cx *x, const bank *k, ck_tensor pk, ck_tensor pe, ck_tensor pv, ck_tensor ps) {
     ckey_tracker *t = x->t;
     const ck_ops *ops = x->ops;
     ck_backend *be = x->be;
     const ck_cutie_cfg *c = &t->m->cfg;
     const int CK = c->key_dim, P = t->o.num_prototypes, hw = t->hw;
-    const int64_t C = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
+    const int64_t C = k->C, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
     const int64_t wb = t->wbase;
     int32_t *idx = t->lt_idx;
-    float *lu = t->luse.data, *ll = t->llife.data, *b = t->lt_b;
-    if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
-        const int64_t r0 = wb - t->L, n0 = wb - keep;
-        select_top(lu + r0, ll + r0, t->L, (int)keep, idx);
-        gather_rows(x, t->mk, r0, t->L, CK, idx, keep, n0);
-        gather_rows(x, t->mv, r0, t->L, C, idx, keep, n0);
-        gather_rows(x, t->ms, r0, t->L, 1, idx, keep, n0);
+    float *lu = k->luse.data, *ll = k->llife.data, *b = t->lt_b;
+    if (*k->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
+        const int64_t r0 = wb - *k->L, n0 = wb - keep;
+        select_top(lu + r0, ll + r0, *k->L, (int)keep, idx);
+        gather_rows(x, k->mk, r0, *k->L, CK, idx, keep, n0);
+        gather_rows(x, k->mv, r0, *k->L, C, idx, keep, n0);
+        gather_rows(x, k->ms, r0, *k->L, 1, idx, keep, n0);
         for (int64_t i = 0; i < keep; i++) b[i] = lu[r0 + idx[i]], b[keep + i] = ll[r0 + idx[i]];
         memcpy(lu + n0, b, (size_t)keep * sizeof(float));
         memcpy(ll + n0, b + keep, (size_t)keep * sizeof(float));
-        t->L = keep;
+        *k->L = keep;
     }
     /* compress_features: candidates = the non-permanent entries but the newest min_work */
-    const int64_t c0 = wb + hw, ncand = t->N - hw - t->min_work;
-    select_top(t->wuse.data, t->wlife.data, ncand, P, idx);
-    ops->read(be, at(t->mk, c0 * CK), ncand * CK, t->lt_a);
+    const int64_t c0 = wb + hw, ncand = *k->N - hw - t->min_work;
+    select_top(k->wuse.data, k->wlife.data, ncand, P, idx);
+    ops->read(be, at(k->mk, c0 * CK), ncand * CK, t->lt_a);
     for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, t->lt_a + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
     ops->write(be, pk, (int64_t)P * CK, b);
-    const float *sel = t->wsel.data;
+    const float *sel = k->wsel.data;
     for (int i = 0; i < P; i++) memcpy(b + (int64_t)i * CK, sel + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
     ops->write(be, pe, (int64_t)P * CK, b);
-    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->mv, c0 * C), (int)C, 0, pv,
+    ops->memory_read(be, at(k->mk, c0 * CK), at(k->ms, c0), pk, pe, ncand, P, CK, at(k->mv, c0 * C), (int)C, 0, pv,
                      none);
-    ops->memory_read(be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->ms, c0), 1, 0, ps, none);
+    ops->memory_read(be, at(k->mk, c0 * CK), at(k->ms, c0), pk, pe, ncand, P, CK, at(k->ms, c0), 1, 0, ps, none);
     /* the candidates leave the working memory */
-    const int64_t rest = t->N - hw - ncand;
-    rows_down(x, t->mk, c0, c0 + ncand, rest, CK), rows_down(x, t->ms, c0, c0 + ncand, rest, 1);
-    rows_down(x, t->mv, c0, c0 + ncand, rest, C);
-    rows_move(t->wsel, 0, ncand, rest, CK), rows_move(t->wuse, 0, ncand, rest, 1), rows_move(t->wlife, 0, ncand, rest, 1);
-    t->N -= ncand;
+    const int64_t rest = *k->N - hw - ncand;
+    rows_down(x, k->mk, c0, c0 + ncand, rest, CK), rows_down(x, k->ms, c0, c0 + ncand, rest, 1);
+    rows_down(x, k->mv, c0, c0 + ncand, rest, C);
+    rows_move(k->wsel, 0, ncand, rest, CK), rows_move(k->wuse, 0, ncand, rest, 1);
+    rows_move(k->wlife, 0, ncand, rest, 1);
+    *k->N -= ncand;
     /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
-    const int64_t L = t->L;
-    rows_down(x, t->mk, wb - L - P, wb - L, L, CK), rows_down(x, t->ms, wb - L - P, wb - L, L, 1);
-    rows_down(x, t->mv, wb - L - P, wb - L, L, C);
-    rows_move(t->luse, wb - L - P, wb - L, L, 1), rows_move(t->llife, wb - L - P, wb - L, L, 1);
-    ops->copy_channels(be, pk, P, CK, CK, at(t->mk, (wb - P) * CK), CK);
-    ops->copy_channels(be, ps, P, 1, 1, at(t->ms, wb - P), 1);
-    ops->copy_channels(be, pv, P, (int)C, (int)C, at(t->mv, (wb - P) * C), (int)C);
+    const int64_t L = *k->L;
+    rows_down(x, k->mk, wb - L - P, wb - L, L, CK), rows_down(x, k->ms, wb - L - P, wb - L, L, 1);
+    rows_down(x, k->mv, wb - L - P, wb - L, L, C);
+    rows_move(k->luse, wb - L - P, wb - L, L, 1), rows_move(k->llife, wb - L - P, wb - L, L, 1);
+    ops->copy_channels(be, pk, P, CK, CK, at(k->mk, (wb - P) * CK), CK);
+    ops->copy_channels(be, ps, P, 1, 1, at(k->ms, wb - P), 1);
+    ops->copy_channels(be, pv, P, (int)C, (int)C, at(k->mv, (wb - P) * C), (int)C);
     for (int64_t r = wb - P; r < wb; r++) lu[r] = 0.0f, ll[r] = 1e-7f;
-    t->L = L + P;
+    *k->L = L + P;
 }
 
-/* After an insert that fills the working memory (MemoryManager's
- * compress_features and remove_obsolete_features): the long-term store
- * shrinks to its most used entries when it is near full, then the older
- * non-permanent working entries become num_prototypes prototypes appended
- * to it. Temporaries are the plan's (allocated whether or not this frame
- * consolidates, so that record and replay agree). */
-static void long_term(cx *x) {
+/* After an insert that fills bucket b's working memory (MemoryManager's
+ * compress_features and remove_obsolete_features, per bucket): its
+ * long-term store shrinks to its most used entries when it is near full,
+ * then its older non-permanent working entries become num_prototypes
+ * prototypes appended to it. Temporaries are the plan's (allocated whether
+ * or not this frame consolidates, so that record and replay agree; sized
+ * for all the objects' values). */
+static void long_term(cx *x, int b) {
     ckey_tracker *t = x->t;
     const ck_cutie_cfg *c = &t->m->cfg;
     const int CK = c->key_dim, P = t->o.num_prototypes, hw = t->hw;
-    const int64_t C = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
+    const int64_t Cmax = (int64_t)t->O * c->value_dim, M = t->o.max_num_tokens, keep = M - P - t->o.buffer_tokens;
     const int64_t ncand_max = t->max_work - t->min_work;
     int32_t *idx = ck_alloc(x->plan, (size_t)CK_MAX(CK_MAX(ncand_max, t->wbase), 1) * sizeof(int32_t), "lt.index");
     ck_tensor pk = A(x, (int64_t)P * CK, "lt.proto_key"), pe = A(x, (int64_t)P * CK, "lt.proto_selection");
-    ck_tensor pv = A(x, P * C, "lt.proto_value"), ps = A(x, P, "lt.proto_shrinkage");
-    ck_tensor tk = A(x, CK_MAX(keep, 1) * CK, "lt.keep_key"), tv = A(x, CK_MAX(keep, 1) * C, "lt.keep_value");
+    ck_tensor pv = A(x, P * Cmax, "lt.proto_value"), ps = A(x, P, "lt.proto_shrinkage");
+    ck_tensor tk = A(x, CK_MAX(keep, 1) * CK, "lt.keep_key"), tv = A(x, CK_MAX(keep, 1) * Cmax, "lt.keep_value");
     ck_tensor ts = A(x, CK_MAX(keep, 1) * 3, "lt.keep_shrinkage_usage_life");
-    if (x->ops && t->dev && t->N - hw >= t->max_work) {
-        long_term_dev(x, pk, pe, pv, ps);
-    } else if (x->ops && t->N - hw >= t->max_work) {
-        const int64_t wb = t->wbase;
-        float *mk = t->mk.data, *ms = t->ms.data, *mv = t->mv.data, *lu = t->luse.data, *ll = t->llife.data;
-        if (t->L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
-            const int64_t r0 = wb - t->L;
-            select_top(lu + r0, ll + r0, t->L, (int)keep, idx);
-            float *k = tk.data, *v = tv.data, *o = ts.data;
+    const bank k = bucket_bank(t, b);
+    const int full = x->ops && *k.N - hw >= t->max_work;
+    if (full && t->dev) {
+        long_term_dev(x, &k, pk, pe, pv, ps);
+    } else if (full) {
+        const int64_t wb = t->wbase, C = k.C;
+        float *mk = k.mk.data, *ms = k.ms.data, *mv = k.mv.data, *lu = k.luse.data, *ll = k.llife.data;
+        if (*k.L >= M - P) { /* remove_obsolete_features: keep the most used, in that order */
+            const int64_t r0 = wb - *k.L;
+            select_top(lu + r0, ll + r0, *k.L, (int)keep, idx);
+            float *kk = tk.data, *v = tv.data, *o = ts.data;
             for (int64_t i = 0; i < keep; i++) {
                 const int64_t r = r0 + idx[i];
-                memcpy(k + i * CK, mk + r * CK, (size_t)CK * sizeof(float));
+                memcpy(kk + i * CK, mk + r * CK, (size_t)CK * sizeof(float));
                 memcpy(v + i * C, mv + r * C, (size_t)C * sizeof(float));
                 o[i] = ms[r], o[keep + i] = lu[r], o[2 * keep + i] = ll[r];
             }
             const int64_t n0 = wb - keep;
-            memcpy(mk + n0 * CK, k, (size_t)(keep * CK) * sizeof(float));
+            memcpy(mk + n0 * CK, kk, (size_t)(keep * CK) * sizeof(float));
             memcpy(mv + n0 * C, v, (size_t)(keep * C) * sizeof(float));
             memcpy(ms + n0, o, (size_t)keep * sizeof(float));
             memcpy(lu + n0, o + keep, (size_t)keep * sizeof(float));
             memcpy(ll + n0, o + 2 * keep, (size_t)keep * sizeof(float));
-            t->L = keep;
+            *k.L = keep;
         }
         /* compress_features: candidates = the non-permanent entries but the newest min_work */
-        const int64_t c0 = wb + hw, ncand = t->N - hw - t->min_work;
-        select_top(t->wuse.data, t->wlife.data, ncand, P, idx);
-        const float *sel = t->wsel.data;
+        const int64_t c0 = wb + hw, ncand = *k.N - hw - t->min_work;
+        select_top(k.wuse.data, k.wlife.data, ncand, P, idx);
+        const float *sel = k.wsel.data;
         for (int i = 0; i < P; i++) {
             memcpy((float *)pk.data + (int64_t)i * CK, mk + (c0 + idx[i]) * CK, (size_t)CK * sizeof(float));
             memcpy((float *)pe.data + (int64_t)i * CK, sel + (int64_t)idx[i] * CK, (size_t)CK * sizeof(float));
         }
         /* prototype = softmax over the candidates (no top-k) of similarity(candidate key and
          * shrinkage, prototype key and selection) . the candidates' values and shrinkages */
-        x->ops->memory_read(x->be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->mv, c0 * C), (int)C, 0,
+        x->ops->memory_read(x->be, at(k.mk, c0 * CK), at(k.ms, c0), pk, pe, ncand, P, CK, at(k.mv, c0 * C), (int)C, 0,
                             pv, none);
-        x->ops->memory_read(x->be, at(t->mk, c0 * CK), at(t->ms, c0), pk, pe, ncand, P, CK, at(t->ms, c0), 1, 0, ps,
+        x->ops->memory_read(x->be, at(k.mk, c0 * CK), at(k.ms, c0), pk, pe, ncand, P, CK, at(k.ms, c0), 1, 0, ps,
                             none);
         /* the candidates leave the working memory */
-        const int64_t rest = t->N - hw - ncand;
-        rows_move(t->mk, c0, c0 + ncand, rest, CK), rows_move(t->ms, c0, c0 + ncand, rest, 1);
-        rows_move(t->mv, c0, c0 + ncand, rest, C), rows_move(t->wsel, 0, ncand, rest, CK);
-        rows_move(t->wuse, 0, ncand, rest, 1), rows_move(t->wlife, 0, ncand, rest, 1);
-        t->N -= ncand;
+        const int64_t rest = *k.N - hw - ncand;
+        rows_move(k.mk, c0, c0 + ncand, rest, CK), rows_move(k.ms, c0, c0 + ncand, rest, 1);
+        rows_move(k.mv, c0, c0 + ncand, rest, C), rows_move(k.wsel, 0, ncand, rest, CK);
+        rows_move(k.wuse, 0, ncand, rest, 1), rows_move(k.wlife, 0, ncand, rest, 1);
+        *k.N -= ncand;
         /* the prototypes join the long-term store at its end (usage 0, life 1e-7) */
-        const int64_t L = t->L;
-        rows_move(t->mk, wb - L - P, wb - L, L, CK), rows_move(t->ms, wb - L - P, wb - L, L, 1);
-        rows_move(t->mv, wb - L - P, wb - L, L, C), rows_move(t->luse, wb - L - P, wb - L, L, 1);
-        rows_move(t->llife, wb - L - P, wb - L, L, 1);
+        const int64_t L = *k.L;
+        rows_move(k.mk, wb - L - P, wb - L, L, CK), rows_move(k.ms, wb - L - P, wb - L, L, 1);
+        rows_move(k.mv, wb - L - P, wb - L, L, C), rows_move(k.luse, wb - L - P, wb - L, L, 1);
+        rows_move(k.llife, wb - L - P, wb - L, L, 1);
         memcpy(mk + (wb - P) * CK, pk.data, (size_t)P * CK * sizeof(float));
         memcpy(ms + wb - P, ps.data, (size_t)P * sizeof(float));
         memcpy(mv + (wb - P) * C, pv.data, (size_t)(P * C) * sizeof(float));
         for (int64_t r = wb - P; r < wb; r++) lu[r] = 0.0f, ll[r] = 1e-7f;
-        t->L = L + P;
+        *k.L = L + P;
     }
     R(x, ts), R(x, tv), R(x, tk), R(x, ps), R(x, pv), R(x, pe), R(x, pk);
     ck_release(x->plan, idx);
@@ -840,21 +872,18 @@ static void part_segment(cx *x, int update_sensory) {
     const int64_t HWp = (int64_t)t->Hp * t->Wp, C = (int64_t)O * CV;
     /* memory read: vis [hw, O*CV] */
     ck_tensor vis = A(x, hw * C, "seg.visual");
-    const int64_t r0 = t->wbase - t->L; /* [long-term, working] */
-    if (t->nb <= 1) {
-        OP(x, memory_read, at(t->mk, r0 * CK), at(t->ms, r0), t->key, t->sel, t->L + t->N, hw, CK, at(t->mv, r0 * C),
-           (int)C, t->o.top_k, vis, t->lt ? t->usage : none);
-    } else { /* each bucket reads its own memory for its objects (MemoryManager.read) */
-        ck_tensor vb = A(x, hw * C, "seg.visual_bucket");
-        for (int b = 0; b < t->nb; b++) {
-            const int64_t Cb = (int64_t)t->bno[b] * CV, N = b ? t->bN[b] : t->N;
-            OP(x, memory_read, at(t->mk, b * t->cap * CK), at(t->ms, b * t->cap), t->key, t->sel, N, hw, CK,
-               at(t->mv, t->cap * t->bo0[b] * CV), (int)Cb, t->o.top_k, vb, none);
-            OP(x, copy_channels, vb, hw, (int)Cb, (int)Cb, at(vis, (int64_t)t->bo0[b] * CV), (int)C);
-        }
-        R(x, vb);
+    /* each bucket reads its own memory, [long-term, working], for its
+     * objects (MemoryManager.read) */
+    ck_tensor vb = t->nb > 1 ? A(x, hw * C, "seg.visual_bucket") : vis;
+    for (int b = 0; b < CK_MAX(t->nb, 1); b++) {
+        const bank k = bucket_bank(t, b);
+        const int64_t r0 = t->wbase - *k.L;
+        OP(x, memory_read, at(k.mk, r0 * CK), at(k.ms, r0), t->key, t->sel, *k.L + *k.N, hw, CK, at(k.mv, r0 * k.C),
+           (int)k.C, t->o.top_k, vb, t->lt ? t->usage : none);
+        if (x->ops && t->lt) count_usage(x, &k);
+        if (t->nb > 1) OP(x, copy_channels, vb, hw, (int)k.C, (int)k.C, at(vis, (int64_t)t->bo0[b] * CV), (int)C);
     }
-    if (x->ops && t->lt) count_usage(x);
+    if (t->nb > 1) R(x, vb);
     tap(x, "visual_readout", vis, hw * C);
     tap(x, "sensory_in", t->sensory, (int64_t)O * hw * CS);
     /* pixel fusion: p = vis + sensory_compress([sensory, last mask, others]) */
@@ -981,58 +1010,47 @@ static void part_memorize(cx *x) {
     if (ns > ns0) OP(x, copy_channels, at(summ, ns0), ns - ns0, 1, 1, at(t->objmem, ns0), 1);
     if (x->ops) t->objmem_n = O;
     R(x, summ), R(x, wl), R(x, feat), R(x, hid), R(x, tv), R(x, m16);
-    const int64_t C = (int64_t)O * CV, N = t->N, np_cap = t->cap - hw;
-    if (t->lt) { /* appended at the end; long_term() then makes room */
-        const int64_t row = t->wbase + N, j = N - hw;
-        OP(x, copy_channels, t->key, hw, CK, CK, at(t->mk, row * CK), CK);
-        OP(x, copy_channels, t->shrink, hw, 1, 1, at(t->ms, row), 1);
-        for (int o = 0; o < O; o++)
-            OP(x, copy_channels, at(value, (int64_t)o * hw * CV), hw, CV, CV, at(t->mv, row * C + (int64_t)o * CV), (int)C);
-        R(x, value);
-        if (x->ops) {
-            if (t->mem_frames > 0) {
-                if (t->dev)
-                    x->ops->read(x->be, t->sel, (int64_t)hw * CK, (float *)t->wsel.data + j * CK);
-                else
-                    memcpy((float *)t->wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
-                for (int64_t i = j; i < j + hw; i++) ((float *)t->wuse.data)[i] = 0.0f, ((float *)t->wlife.data)[i] = 1e-7f;
-            }
-            t->N = N + hw;
-            t->mem_frames++;
-        }
-        long_term(x);
-        return;
-    }
-    /* working memory, each bucket's: its first frame permanent, then FIFO over the rest */
+    const int64_t np_cap = t->cap - hw;
+    /* each bucket's memory: the frame's key and its objects' values; its
+     * first frame permanent, then FIFO over the rest, or with long-term
+     * memory appended at the end and long_term() makes room */
     for (int b = 0; b < CK_MAX(t->nb, 1); b++) {
-        const int64_t Cb = t->nb > 1 ? (int64_t)t->bno[b] * CV : C, Nb = b ? t->bN[b] : N;
-        const int nmf = b ? t->bmf[b] : t->mem_frames;
-        const ck_tensor bk = at(t->mk, b * t->cap * CK), bs = at(t->ms, b * t->cap);
-        const ck_tensor bv = at(t->mv, t->cap * t->bo0[b] * CV);
+        const bank k = bucket_bank(t, b);
+        const int64_t Nb = *k.N, Cb = k.C, w0 = t->wbase;
         int64_t at_row = Nb;
-        if (nmf > 0 && np_cap == 0) {
+        if (!t->lt && *k.mf > 0 && np_cap == 0) {
             at_row = -1; /* no room besides the permanent frame: the new frame would be evicted at once */
-        } else if (nmf > 0 && Nb + hw > t->cap) {
+        } else if (!t->lt && *k.mf > 0 && Nb + hw > t->cap) {
             const int64_t keep = Nb - 2 * hw; /* drop the oldest non-permanent frame */
-            OP(x, copy_channels, at(bk, 2 * hw * CK), keep, CK, CK, at(bk, hw * CK), CK);
-            OP(x, copy_channels, at(bs, 2 * hw), keep, 1, 1, at(bs, hw), 1);
-            OP(x, copy_channels, at(bv, 2 * hw * Cb), keep, (int)Cb, (int)Cb, at(bv, hw * Cb), (int)Cb);
+            OP(x, copy_channels, at(k.mk, 2 * hw * CK), keep, CK, CK, at(k.mk, hw * CK), CK);
+            OP(x, copy_channels, at(k.ms, 2 * hw), keep, 1, 1, at(k.ms, hw), 1);
+            OP(x, copy_channels, at(k.mv, 2 * hw * Cb), keep, (int)Cb, (int)Cb, at(k.mv, hw * Cb), (int)Cb);
             at_row = Nb - hw;
         }
         if (at_row >= 0) {
-            OP(x, copy_channels, t->key, hw, CK, CK, at(bk, at_row * CK), CK);
-            OP(x, copy_channels, t->shrink, hw, 1, 1, at(bs, at_row), 1);
+            const int64_t row = w0 + at_row;
+            OP(x, copy_channels, t->key, hw, CK, CK, at(k.mk, row * CK), CK);
+            OP(x, copy_channels, t->shrink, hw, 1, 1, at(k.ms, row), 1);
             for (int o = 0; o < (t->nb > 1 ? t->bno[b] : O); o++)
                 OP(x, copy_channels, at(value, (int64_t)(t->bo0[b] + o) * hw * CV), hw, CV, CV,
-                   at(bv, at_row * Cb + (int64_t)o * CV), (int)Cb);
+                   at(k.mv, row * Cb + (int64_t)o * CV), (int)Cb);
         }
         if (x->ops) {
-            if (at_row >= 0) *(b ? &t->bN[b] : &t->N) = at_row + hw;
-            if (b) t->bmf[b]++;
+            if (t->lt && *k.mf > 0) { /* a non-permanent entry: its selection, usage 0 and life 1e-7 */
+                const int64_t j = Nb - hw;
+                if (t->dev)
+                    x->ops->read(x->be, t->sel, (int64_t)hw * CK, (float *)k.wsel.data + j * CK);
+                else
+                    memcpy((float *)k.wsel.data + j * CK, t->sel.data, (size_t)hw * CK * sizeof(float));
+                float *use = k.wuse.data, *life = k.wlife.data;
+                for (int64_t i = j; i < j + hw; i++) use[i] = 0.0f, life[i] = 1e-7f;
+            }
+            if (at_row >= 0) *k.N = at_row + hw;
+            (*k.mf)++;
         }
+        if (t->lt) long_term(x, b);
     }
     R(x, value);
-    if (x->ops) t->mem_frames++;
 }
 
 /* --------------------------------------------------------------- tracker */
@@ -1067,7 +1085,12 @@ int64_t ckey_tracker_memory_tokens(const ckey_tracker *t) {
     for (int b = 1; b < t->nb; b++) n += t->bN[b];
     return n;
 }
-int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) { return t ? t->L : 0; }
+int64_t ckey_tracker_long_term_tokens(const ckey_tracker *t) {
+    if (!t) return 0;
+    int64_t n = t->L;
+    for (int b = 1; b < t->nb; b++) n += t->bL[b];
+    return n;
+}
 
 void *ckey_tracker_host_alloc(ckey_tracker *t, size_t bytes) {
     if (!t || bytes == 0) return NULL;
@@ -1425,7 +1448,7 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
     const ck_cutie_cfg *c = &t->m->cfg;
     const int Om = t->o.max_objects;
     const int64_t HWp = (int64_t)t->Hp * t->Wp, hw = t->hw;
-    const int64_t nbmax = t->lt ? 1 : Om; /* buckets: each brings an object at least */
+    const int64_t nbmax = Om, S = t->wbase + t->cap; /* buckets: each brings an object at least */
     const int resize = t->Hi != t->H0 || t->Wi != t->W0;
     const fixed_buf tab[] = {
         {&t->raw, resize || t->dev ? (int64_t)t->H0 * t->W0 * 3 : 0, FX_FRAME}, /* the frame as given */
@@ -1440,14 +1463,14 @@ static int fixed_layout(ckey_tracker *t, fixed_buf fx[FIXED_MAX]) {
         {&t->prob, (Om + 1) * HWp, FX_FRAME},
         {&t->sensory, Om * hw * c->sensory_dim, FX_SENSORY},
         {&t->objmem, (int64_t)Om * c->num_queries * (c->embed_dim + 1), FX_SENSORY},
-        {&t->mk, (t->wbase + t->cap * nbmax) * c->key_dim, FX_BANK},
-        {&t->ms, t->wbase + t->cap * nbmax, FX_BANK},
-        {&t->mv, (t->wbase + t->cap) * Om * c->value_dim, FX_BANK},
-        {&t->wsel, t->lt ? t->cap * c->key_dim : 0, FX_BANK},
-        {&t->wuse, t->lt ? t->cap : 0, FX_BANK},
-        {&t->wlife, t->lt ? t->cap : 0, FX_BANK},
-        {&t->luse, t->wbase, FX_BANK},
-        {&t->llife, t->wbase, FX_BANK},
+        {&t->mk, S * nbmax * c->key_dim, FX_BANK},
+        {&t->ms, S * nbmax, FX_BANK},
+        {&t->mv, S * Om * c->value_dim, FX_BANK},
+        {&t->wsel, t->lt ? nbmax * t->cap * c->key_dim : 0, FX_BANK},
+        {&t->wuse, t->lt ? nbmax * t->cap : 0, FX_BANK},
+        {&t->wlife, t->lt ? nbmax * t->cap : 0, FX_BANK},
+        {&t->luse, nbmax * t->wbase, FX_BANK},
+        {&t->llife, nbmax * t->wbase, FX_BANK},
         {&t->usage, t->lt ? t->wbase + t->cap : 0, FX_BANK},
     };
     _Static_assert(CK_ARRAY_LEN(tab) <= FIXED_MAX, "FIXED_MAX");
@@ -1494,7 +1517,8 @@ static staging staging_layout(const ckey_tracker *t) {
     if (t->lt) {
         const int64_t row = CK_MAX(CK_MAX(CK, Om * c->value_dim), 2);
         s.lt_rows = CK_MAX(t->wbase, t->cap) * row;
-        s.lt_n = t->cap * CK + 2 * t->cap + 2 * t->wbase + (t->wbase + t->cap) + 2 * s.lt_rows + CK_MAX(t->wbase, t->cap);
+        s.lt_n = Om * (t->cap * CK + 2 * t->cap + 2 * t->wbase) + (t->wbase + t->cap) + 2 * s.lt_rows +
+                 CK_MAX(t->wbase, t->cap);
     }
     return s;
 }
@@ -1569,18 +1593,18 @@ static ckey_status tracker_create(const ckey_track_model *m, int32_t width, int3
         }
         t->ops->write(t->be, t->sensory, sensory_n, t->stage); /* zeros */
         if (t->lt) { /* the long-term bookkeeping in host memory, and its staging */
-            const int64_t CK = t->m->cfg.key_dim;
+            const int64_t CK = t->m->cfg.key_dim, Om = t->o.max_objects; /* a bucket per object at most */
             t->lt_rows = sg.lt_rows;
             float *h = t->lt_host = calloc((size_t)sg.lt_n, sizeof(float));
             if (!h) {
                 ckey_tracker_free(t);
                 return ck_fail(err, CKEY_ERR_NOMEM, "tracker: out of memory for the long-term memory's host side");
             }
-            t->wsel = ck_tensor_of(h, CK_F32), h += t->cap * CK;
-            t->wuse = ck_tensor_of(h, CK_F32), h += t->cap;
-            t->wlife = ck_tensor_of(h, CK_F32), h += t->cap;
-            t->luse = ck_tensor_of(h, CK_F32), h += t->wbase;
-            t->llife = ck_tensor_of(h, CK_F32), h += t->wbase;
+            t->wsel = ck_tensor_of(h, CK_F32), h += Om * t->cap * CK;
+            t->wuse = ck_tensor_of(h, CK_F32), h += Om * t->cap;
+            t->wlife = ck_tensor_of(h, CK_F32), h += Om * t->cap;
+            t->luse = ck_tensor_of(h, CK_F32), h += Om * t->wbase;
+            t->llife = ck_tensor_of(h, CK_F32), h += Om * t->wbase;
             t->lt_usage = h, h += t->wbase + t->cap;
             t->lt_a = h, h += t->lt_rows;
             t->lt_b = h, h += t->lt_rows;
@@ -1809,7 +1833,7 @@ void ckey_tracker_get_memory(const ckey_tracker *t, ckey_track_memory *out) {
  * no frame allocates after the first. The parts' plans are left freed. */
 static ckey_status grown_arena(ckey_tracker *t, size_t *arena, ckey_error *err) {
     for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
-    if (t->lt || t->o.max_objects <= t->O) return CKEY_OK;
+    if (t->o.max_objects <= t->O) return CKEY_OK;
     const int O = t->O, nb = t->nb;
     t->nb = 2, t->bo0[1] = O, t->bno[1] = t->o.max_objects - O, t->O = t->o.max_objects;
     size_t grown = 0;
@@ -1875,9 +1899,6 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
             for (int k = 0; k < t->O; k++) known |= t->objects[k] == objects[i];
             if (!known) {
                 if (objects[i] == 0) return ck_fail(err, CKEY_ERR_INVALID_ARG, "tracker step: label 0 is the background");
-                if (t->lt)
-                    return ck_fail(err, CKEY_ERR_UNSUPPORTED, "tracker step: object %d is new: objects added after "
-                                   "the first frame are not supported with long-term memory", (int)objects[i]);
                 added++;
             }
             for (int j = 0; j < i; j++)
@@ -1964,7 +1985,7 @@ ckey_status ckey_tracker_step(ckey_tracker *t, const float *rgb, const uint8_t *
         if (added) { /* the new objects' bucket, and the parts' plans for them (in the arena made for them) */
             const int b = t->nb;
             memcpy(t->objects, ids, (size_t)On);
-            t->bo0[b] = O, t->bno[b] = added, t->bN[b] = 0, t->bmf[b] = 0;
+            t->bo0[b] = O, t->bno[b] = added, t->bN[b] = 0, t->bL[b] = 0, t->bmf[b] = 0;
             t->nb = b + 1, t->O = On;
             for (int p = 0; p < PART_COUNT; p++) ck_plan_free(t->plan[p]), t->plan[p] = NULL;
             size_t need = 0;

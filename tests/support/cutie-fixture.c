@@ -575,6 +575,128 @@ void ck_cutie_run_newobj(int32_t device, int staged) {
     ck_checkpoint_close(no), ck_checkpoint_close(clip);
 }
 
+/* newobj_lt's tap state: the decoder logits of each segmented frame
+ * against the fixture's [T, 2, Hp/4, Wp/4] (the first O planes). */
+typedef struct {
+    const float *want;
+    const int32_t *segmented;
+    int64_t n4;
+    int frames;
+    double worst; /* relative to each frame's largest logit */
+} newobj_lt_state;
+
+static void newobj_lt_tap(void *user, int frame, const char *name, const float *data, int64_t n) {
+    newobj_lt_state *s = user;
+    if (strcmp(name, "dec_logits")) return;
+    int32_t seg;
+    memcpy(&seg, &s->segmented[frame], sizeof seg);
+    CHECKF(seg && n <= 2 * s->n4, "frame %d: decoder logits (%lld values) where the reference has none", frame,
+           (long long)n);
+    if (!seg || n > 2 * s->n4) return;
+    const float *want = s->want + (int64_t)frame * 2 * s->n4;
+    double scale = 1;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    char label[64];
+    snprintf(label, sizeof label, "frame %d decoder logits", frame);
+    s->worst = fmax(s->worst, ck_cutie_compare(label, data, want, (size_t)n) / scale);
+    s->frames++;
+}
+
+/* Objects added later with long-term memory (newobj_lt.safetensors): newobj's
+ * masks (object 1 at frame 0, object 2 new at frame 4, object 1 alone at
+ * frame 8) over 24 frames with longterm's parameters; object 2's bucket
+ * consolidates into a long-term store of its own and prunes it. Every
+ * segmented frame's decoder logits (1e-4 of their scale), the probabilities
+ * of frames 4, 8 and 23 (1e-4, object IoU >= 0.999), working and long-term
+ * memory sizes. */
+void ck_cutie_run_newobj_lt(int32_t device, int staged) {
+    ck_checkpoint *no = NULL, *clip = NULL;
+    if (ck_checkpoint_open(DIR "newobj_lt.safetensors", &no, NULL) != CKEY_OK)
+        SKIP("%s absent: make it with tools/reference/make_cutie_fixtures.py --only newobj_lt",
+             DIR "newobj_lt.safetensors");
+    ckey_error err;
+    ckey_track_model *m = NULL;
+    const ck_tensor_info *tf = NULL, *tm0 = ck_cutie_need(no, "mask0"), *tm4 = ck_cutie_need(no, "mask4"),
+                         *tm8 = ck_cutie_need(no, "mask8"), *tp = ck_cutie_need(no, "prob"),
+                         *tpf = ck_cutie_need(no, "prob_frames"), *tdl = ck_cutie_need(no, "dec_logits"),
+                         *tsg = ck_cutie_need(no, "segmented"), *tmt = ck_cutie_need(no, "mem_tokens"),
+                         *tlt = ck_cutie_need(no, "lt_tokens");
+    if (ck_checkpoint_open(DIR "clip.safetensors", &clip, NULL) == CKEY_OK) tf = ck_cutie_need(clip, "frames");
+    if (!tf || !tm0 || !tm4 || !tm8 || !tp || !tpf || !tdl || !tsg || !tmt || !tlt ||
+        ckey_track_model_open(DIR "cutie_tiny.pth", NULL, &m, &err) != CKEY_OK) {
+        ck_test_failed = 1;
+        ck_checkpoint_close(no), ck_checkpoint_close(clip);
+        return;
+    }
+    const int T = (int)tdl->shape[0], H = (int)tf->shape[2], W = (int)tf->shape[3], NP = (int)tpf->shape[0];
+    const int64_t HW = (int64_t)H * W;
+    if (T > 64 || NP > 8 || tmt->numel != (uint64_t)T || tlt->numel != (uint64_t)T || tsg->numel != (uint64_t)T) {
+        fprintf(stderr, "  FAIL newobj_lt.safetensors: %d frames, %d probability frames: not the layout expected\n",
+                T, NP);
+        ck_test_failed = 1;
+        ckey_track_model_free(m);
+        ck_checkpoint_close(no), ck_checkpoint_close(clip);
+        return;
+    }
+    ckey_track_options o;
+    ckey_track_options_default(&o);
+    o.threads = 2, o.max_objects = 2;
+    o.device = device;
+    o.mem_every = 2, o.max_mem_frames = 3, o.top_k = 30, o.stagger_updates = 2; /* the fixture's parameters */
+    o.use_long_term = 1, o.lt_max_mem_frames = 5, o.lt_min_mem_frames = 3, o.num_prototypes = 16;
+    o.max_num_tokens = 48, o.buffer_tokens = 8, o.count_usage = 1;
+    ckey_tracker *t = NULL;
+    ckey_status st = create_tracker(staged, m, W, H, &o, &t, &err);
+    CHECKF(st == CKEY_OK, "%s", err.message);
+    float *logits = ck_cutie_f32(tdl);
+    newobj_lt_state ts = {logits, (const int32_t *)tsg->data, tdl->shape[2] * tdl->shape[3], 0, 0};
+    if (st == CKEY_OK) ck_tracker_set_tap(t, newobj_lt_tap, &ts);
+    float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float));
+    float *prob = malloc((size_t)3 * HW * sizeof(float));
+    int32_t mt[64], ltt[64], pf[8], segs = 0;
+    memcpy(mt, tmt->data, (size_t)T * sizeof(int32_t)), memcpy(ltt, tlt->data, (size_t)T * sizeof(int32_t));
+    memcpy(pf, tpf->data, (size_t)NP * sizeof(int32_t));
+    const uint8_t *frames = tf->data, one[1] = {1}, two[1] = {2};
+    double worst = 0, iou = 1;
+    int64_t lt_max = 0;
+    for (int f = 0; f < T && st == CKEY_OK; f++) {
+        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
+        const uint8_t *lab = f == 0 ? tm0->data : f == 4 ? tm4->data : f == 8 ? tm8->data : NULL;
+        memset(prob, 0, (size_t)3 * HW * sizeof(float));
+        st = ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, &err);
+        CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
+        if (st) break;
+        int32_t seg;
+        memcpy(&seg, &ts.segmented[f], sizeof seg);
+        segs += seg != 0;
+        for (int i = 0; i < NP; i++) {
+            if (pf[i] != f) continue;
+            char label[64];
+            snprintf(label, sizeof label, "frame %d probabilities", f);
+            const float *w = want + (int64_t)i * 3 * HW;
+            worst = fmax(worst, ck_cutie_compare(label, prob, w, (size_t)3 * HW));
+            iou = fmin(iou, fmin(ck_cutie_iou(prob, w, 3, HW, 1), f >= 4 ? ck_cutie_iou(prob, w, 3, HW, 2) : 1.0));
+        }
+        const int64_t lt = ckey_tracker_long_term_tokens(t);
+        lt_max = lt > lt_max ? lt : lt_max;
+        CHECKF(ckey_tracker_memory_tokens(t) == mt[f] && lt == ltt[f],
+               "frame %d: memory %lld + %lld long-term tokens, expected %d + %d", f,
+               (long long)ckey_tracker_memory_tokens(t), (long long)lt, mt[f], ltt[f]);
+    }
+    printf("  newobj_lt.safetensors: %d segmented frames compared, decoder logits %.2e of their scale; "
+           "probabilities of %d frames max abs err %.2e, IoU >= %.6f; long-term tokens up to %lld\n",
+           ts.frames, ts.worst, NP, worst, iou, (long long)lt_max);
+    CHECKF(ts.frames == segs, "%d frames' decoder logits compared, the reference segments %d", ts.frames, segs);
+    CHECK(ts.worst <= 1e-4);
+    CHECK(worst <= 1e-4 && iou >= 0.999);
+    /* two long-term stores: more tokens than one holds (fewer than max_num_tokens) */
+    CHECK(lt_max >= o.max_num_tokens);
+    free(logits), free(want), free(rgb), free(prob);
+    ckey_tracker_free(t);
+    ckey_track_model_free(m);
+    ck_checkpoint_close(no), ck_checkpoint_close(clip);
+}
+
 /* Row bands (ck_tracker_set_bands) against whole maps: the fixture clip
  * scaled up 2 x 4 (226 x 196: 13 stride-16 rows) with its two objects,
  * through memory frames and sensory updates; the pixel encoder, the decoder

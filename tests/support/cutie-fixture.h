@@ -68,6 +68,9 @@ void ck_cutie_run_longterm(int32_t device, int staged);
 void ck_cutie_run_new_object(int32_t device, int staged);
 /* Objects added later against newobj.safetensors on device; skips when absent. */
 void ck_cutie_run_newobj(int32_t device, int staged);
+/* Objects added later with long-term memory against newobj_lt.safetensors on
+ * device; skips when absent. */
+void ck_cutie_run_newobj_lt(int32_t device, int staged);
 /* The fixture clip scaled up 2 x 4 (226 x 196) on device, whole and with
  * the pixel encoder, the decoder and the mask encoder in row bands
  * (ck_tracker_set_bands): every frame's probabilities within bar of the

@@ -755,6 +755,10 @@ class InferenceParams:
         return asdict(self)
 
 
+def _lt_len(b: dict) -> int:
+    return 0 if b["lt_key"] is None else b["lt_key"].shape[-1]
+
+
 def pad_divide_by(x, d: int = 16):
     """Zero-pad the last two dims up to multiples of d, split (floor half before, rest after).
     Returns the padded tensor and (left, right, top, bottom)."""
@@ -775,9 +779,10 @@ class InferenceRunner:
     """Per-video state: the working memory (a bucket of the first mask's objects, and one more
     bucket for the new objects of each later mask that brings some, as the official
     KeyValueMemoryStore keeps them: keys of its own, its first frame permanent, FIFO), the
-    long-term memory when enabled (first-mask objects only), the sensory memory and the object
-    summaries; the rules of the official InferenceCore.step / MemoryManager with one batch
-    element, no flip augmentation, and `end` always False."""
+    long-term memory when enabled (per bucket: each bucket's working memory counts its own usage,
+    consolidates into its own long-term store and prunes it on its own schedule), the sensory
+    memory and the object summaries; the rules of the official InferenceCore.step /
+    MemoryManager with one batch element, no flip augmentation, and `end` always False."""
 
     def __init__(self, net: Cutie, params: InferenceParams):
         self.net, self.p = net, params
@@ -801,12 +806,27 @@ class InferenceRunner:
         self.lt_key = self.lt_shrink = self.lt_value = self.lt_use = self.lt_life = None
         self.min_work_tokens = None
         self.lt_min_gap = float("inf")
-        # buckets after the first: {"objs": object indices, "key", "shrink", "value", "perm_end"}
+        # buckets after the first: {"objs": object indices, "key", "shrink", "value", "perm_end"},
+        # in long-term mode also "sel", "use", "life" and the long-term store "lt_key", "lt_shrink",
+        # "lt_value", "lt_use", "lt_life" (the first bucket's are the attributes above)
         self.buckets = []
 
     @property
     def lt_size(self) -> int:
-        return 0 if self.lt_key is None else self.lt_key.shape[-1]
+        """Long-term tokens, all the buckets' together."""
+        return sum(_lt_len(b) for b in [self._first()] + self.buckets)
+
+    # the first bucket's state as a bucket dict (the long-term helpers take buckets)
+    _FIRST = dict(key="mem_key", shrink="mem_shrink", value="mem_value", perm_end="perm_end", sel="mem_sel",
+                  use="mem_use", life="mem_life", lt_key="lt_key", lt_shrink="lt_shrink", lt_value="lt_value",
+                  lt_use="lt_use", lt_life="lt_life")
+
+    def _first(self) -> dict:
+        return {k: getattr(self, a) for k, a in self._FIRST.items()}
+
+    def _set_first(self, b: dict):
+        for k, a in self._FIRST.items():
+            setattr(self, a, b[k])
 
     # -- memory
     def _add_memory(self, image, pix_feat, key, shrinkage, selection, taps=None):
@@ -829,6 +849,7 @@ class InferenceRunner:
         else:
             n = self.obj_mem.shape[1]                   # running sums and running area; new objects start
             self.obj_mem = torch.cat([self.obj_mem + summaries[:, :n], summaries[:, n:]], 1)
+        lt = self.p.use_long_term
         for b in self.buckets:
             vb = v[:, b["objs"]]
             if b["key"] is None:                        # the bucket's first frame is permanent
@@ -838,14 +859,23 @@ class InferenceRunner:
                 b["shrink"] = torch.cat([b["shrink"], s], -1)
                 b["value"] = torch.cat([b["value"], vb], -1)
                 n_temp = b["key"].shape[-1] - b["perm_end"]
-                if n_temp > self.max_work_tokens:
+                if lt:
+                    # as the first bucket: selection, usage 0 and life 1e-7 for the new entries,
+                    # then consolidation into the bucket's own long-term store when full
+                    n, e = k.shape[-1], selection.flatten(2)
+                    u, l = torch.zeros((1, n)), torch.zeros((1, n)) + 1e-7
+                    b["sel"] = e if b["sel"] is None else torch.cat([b["sel"], e], -1)
+                    b["use"] = u if b["use"] is None else torch.cat([b["use"], u], -1)
+                    b["life"] = l if b["life"] is None else torch.cat([b["life"], l], -1)
+                    if n_temp >= self.max_work_tokens:
+                        self._lt_consolidate(b)
+                elif n_temp > self.max_work_tokens:
                     cut = b["perm_end"] + n_temp - self.max_work_tokens
                     for name in ("key", "shrink", "value"):
                         t = b[name]
                         b[name] = torch.cat([t[..., :b["perm_end"]], t[..., cut:]], -1)
         n0 = self.mem_value.shape[1] if self.mem_value is not None else K
         v = v[:, :n0]                                   # the first bucket's objects
-        lt = self.p.use_long_term
         if self.mem_key is None:
             # the first memory frame is permanent
             self.mem_key, self.mem_shrink, self.mem_value = k, s, v
@@ -873,25 +903,32 @@ class InferenceRunner:
                 self.mem_key, self.mem_shrink, self.mem_value = map(
                     keep, (self.mem_key, self.mem_shrink, self.mem_value))
         elif n_temp >= self.max_work_tokens:
-            if self.lt_size >= self.p.max_num_tokens - self.p.num_prototypes:
-                self._lt_remove_obsolete(self.p.max_num_tokens - self.p.num_prototypes -
-                                         self.p.buffer_tokens)
-            self._lt_compress()
+            b = self._first()
+            self._lt_consolidate(b)
+            self._set_first(b)
         self.last_mem_ti = self.curr_ti
         self.sensory = sensory
         if taps is not None:
             taps["obj_mem"] = self.obj_mem
 
-    def _lt_compress(self):
-        """Consolidation: the non-permanent working entries except the newest min_work_tokens
-        become num_prototypes long-term entries. Prototypes = the candidates of highest usage
-        (use_cnt / life_cnt, descending); their value and shrinkage = a full softmax (over the
-        candidates) of similarity(candidate keys+shrinkage, prototype keys+selections) applied to
-        the candidates' values and shrinkages."""
-        p0, end = self.perm_end, self.mem_key.shape[-1] - self.min_work_tokens
-        ck, cs, cv = self.mem_key[..., p0:end], self.mem_shrink[..., p0:end], self.mem_value[..., p0:end]
-        ce = self.mem_sel[..., :end - p0]
-        usage = (self.mem_use / self.mem_life)[:, :end - p0]
+    def _lt_consolidate(self, b: dict):
+        """MemoryManager.add_memory's long-term step for a bucket whose working memory is full:
+        its long-term store, if it holds max_num_tokens - num_prototypes or more, keeps its
+        most used entries; then the bucket's older working entries become prototypes."""
+        if _lt_len(b) >= self.p.max_num_tokens - self.p.num_prototypes:
+            self._lt_remove_obsolete(b, self.p.max_num_tokens - self.p.num_prototypes - self.p.buffer_tokens)
+        self._lt_compress(b)
+
+    def _lt_compress(self, b: dict):
+        """Consolidation of bucket b: the non-permanent working entries except the newest
+        min_work_tokens become num_prototypes long-term entries. Prototypes = the candidates of
+        highest usage (use_cnt / life_cnt, descending); their value and shrinkage = a full softmax
+        (over the candidates) of similarity(candidate keys+shrinkage, prototype keys+selections)
+        applied to the candidates' values and shrinkages."""
+        p0, end = b["perm_end"], b["key"].shape[-1] - self.min_work_tokens
+        ck, cs, cv = b["key"][..., p0:end], b["shrink"][..., p0:end], b["value"][..., p0:end]
+        ce = b["sel"][..., :end - p0]
+        usage = (b["use"] / b["life"])[:, :end - p0]
         idx = torch.topk(usage[0], k=self.p.num_prototypes, dim=-1, sorted=True)[1]
         self._note_selection_gap(usage[0], self.p.num_prototypes)
         pk, pe = ck[:, :, idx], ce[:, :, idx]
@@ -900,22 +937,21 @@ class InferenceRunner:
         pv = (cv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, -1)
         ps = cs @ aff
         # drop the consolidated entries (only when more than min_work_tokens are non-permanent)
-        if self.mem_key.shape[-1] - p0 > self.min_work_tokens:
-            keep = lambda t: torch.cat([t[..., :p0], t[..., end:]], -1)  # noqa: E731
-            self.mem_key, self.mem_shrink, self.mem_value = map(keep, (self.mem_key, self.mem_shrink,
-                                                                       self.mem_value))
-            self.mem_sel, self.mem_use, self.mem_life = (t[..., end - p0:] for t in (
-                self.mem_sel, self.mem_use, self.mem_life))
+        if b["key"].shape[-1] - p0 > self.min_work_tokens:
+            for name in ("key", "shrink", "value"):
+                b[name] = torch.cat([b[name][..., :p0], b[name][..., end:]], -1)
+            for name in ("sel", "use", "life"):
+                b[name] = b[name][..., end - p0:]
         n = pk.shape[-1]
-        if self.lt_key is None:
-            self.lt_key, self.lt_shrink, self.lt_value = pk, ps, pv
-            self.lt_use, self.lt_life = torch.zeros((1, n)), torch.zeros((1, n)) + 1e-7
+        if b["lt_key"] is None:
+            b["lt_key"], b["lt_shrink"], b["lt_value"] = pk, ps, pv
+            b["lt_use"], b["lt_life"] = torch.zeros((1, n)), torch.zeros((1, n)) + 1e-7
         else:
-            self.lt_key = torch.cat([self.lt_key, pk], -1)
-            self.lt_shrink = torch.cat([self.lt_shrink, ps], -1)
-            self.lt_value = torch.cat([self.lt_value, pv], -1)
-            self.lt_use = torch.cat([self.lt_use, torch.zeros((1, n))], -1)
-            self.lt_life = torch.cat([self.lt_life, torch.zeros((1, n)) + 1e-7], -1)
+            b["lt_key"] = torch.cat([b["lt_key"], pk], -1)
+            b["lt_shrink"] = torch.cat([b["lt_shrink"], ps], -1)
+            b["lt_value"] = torch.cat([b["lt_value"], pv], -1)
+            b["lt_use"] = torch.cat([b["lt_use"], torch.zeros((1, n))], -1)
+            b["lt_life"] = torch.cat([b["lt_life"], torch.zeros((1, n)) + 1e-7], -1)
 
     def _note_selection_gap(self, usage, k: int):
         # usage gap between the k-th and (k+1)-th entry: how far float rounding is from changing
@@ -924,45 +960,52 @@ class InferenceRunner:
             v = torch.topk(usage, k + 1)[0]
             self.lt_min_gap = min(self.lt_min_gap, float(v[k - 1] - v[k]))
 
-    def _lt_remove_obsolete(self, max_size: int):
-        """Keep the max_size long-term entries of highest usage, in descending usage order."""
-        idx = torch.topk((self.lt_use / self.lt_life)[0], k=max_size)[1]
-        self._note_selection_gap((self.lt_use / self.lt_life)[0], max_size)
-        self.lt_key, self.lt_shrink, self.lt_value = (t[..., idx] for t in (
-            self.lt_key, self.lt_shrink, self.lt_value))
-        self.lt_use, self.lt_life = self.lt_use[:, idx], self.lt_life[:, idx]
+    def _lt_remove_obsolete(self, b: dict, max_size: int):
+        """Keep bucket b's max_size long-term entries of highest usage, in descending usage order."""
+        usage = (b["lt_use"] / b["lt_life"])[0]
+        idx = torch.topk(usage, k=max_size)[1]
+        self._note_selection_gap(usage, max_size)
+        for name in ("lt_key", "lt_shrink", "lt_value"):
+            b[name] = b[name][..., idx]
+        b["lt_use"], b["lt_life"] = b["lt_use"][:, idx], b["lt_life"][:, idx]
 
-    def _read(self, pix_feat, key, selection, taps=None):
-        h, w = key.shape[-2:]
-        K = len(self.objects)
-        L = self.lt_size
-        mk, ms, mv = self.mem_key, self.mem_shrink, self.mem_value
+    def _lt_read(self, b: dict, key, selection):
+        """Bucket b's affinity over [its long-term store, its working memory] (the official order),
+        counting usage in long-term mode; returns (similarity, affinity, values)."""
+        L = _lt_len(b)
+        mk, ms, mv = b["key"], b["shrink"], b["value"]
         if L:
-            # long-term entries first, then the working memory
-            mk = torch.cat([self.lt_key, mk], -1)
-            ms = torch.cat([self.lt_shrink, ms], -1)
-            mv = torch.cat([self.lt_value, mv], -1)
+            mk = torch.cat([b["lt_key"], mk], -1)
+            ms = torch.cat([b["lt_shrink"], ms], -1)
+            mv = torch.cat([b["lt_value"], mv], -1)
         sim = similarity(mk, ms, key.flatten(2), selection.flatten(2))
         aff = topk_softmax(sim, self.p.top_k)                                  # [1, N, hw]
         if self.p.use_long_term:
             # usage: each entry's summed affinity over the frame's pixels; life: reads seen
             usage = aff.sum(dim=2)
-            u = usage[:, L + self.perm_end:]
+            u = usage[:, L + b["perm_end"]:]
             if u.shape[-1] > 0:
-                self.mem_use = self.mem_use + u
-                self.mem_life = self.mem_life + 1
+                b["use"] = b["use"] + u
+                b["life"] = b["life"] + 1
             if L and self.p.count_usage:
-                self.lt_use = self.lt_use + usage[:, :L]
-                self.lt_life = self.lt_life + 1
+                b["lt_use"] = b["lt_use"] + usage[:, :L]
+                b["lt_life"] = b["lt_life"] + 1
+        return sim, aff, mv
+
+    def _read(self, pix_feat, key, selection, taps=None):
+        h, w = key.shape[-2:]
+        K = len(self.objects)
+        b0 = self._first()
+        sim, aff, mv = self._lt_read(b0, key, selection)
+        self._set_first(b0)
         CV = mv.shape[2]
         if self.buckets:
             # each bucket reads its own memory; pixel fusion's "others" are the bucket's objects
             K0 = mv.shape[1]
             readouts = [self._read_bucket(pix_feat, aff, mv, list(range(K0)), h, w)]
             for b in self.buckets:
-                bs = similarity(b["key"], b["shrink"], key.flatten(2), selection.flatten(2))
-                readouts.append(self._read_bucket(pix_feat, topk_softmax(bs, self.p.top_k), b["value"],
-                                                  b["objs"], h, w))
+                _, ab, vb = self._lt_read(b, key, selection)
+                readouts.append(self._read_bucket(pix_feat, ab, vb, b["objs"], h, w))
             return torch.cat(readouts, 1)
         visual = (mv.reshape(1, K * CV, -1) @ aff).view(1, K, CV, h, w)
         fused = self.net.pixel_fusion(pix_feat, visual, self.sensory, self.last_mask)
@@ -1001,8 +1044,6 @@ class InferenceRunner:
         image, pad = pad_divide_by(image, 16)
         image = image[None]
         new = [o for o in objects if o not in self.objects] if mask is not None and self.objects else []
-        if new and self.p.use_long_term:
-            raise NotImplementedError("objects added later with long-term memory")
         is_mem_frame = (self.curr_ti - self.last_mem_ti >= self.p.mem_every) or mask is not None
         update_sensory = (self.curr_ti - self.last_mem_ti) in self.stagger_ti
 
@@ -1033,7 +1074,9 @@ class InferenceRunner:
             K0 = len(self.objects)
             self.objects = self.objects + new
             self.buckets.append({"objs": list(range(K0, K0 + len(new))), "key": None, "shrink": None,
-                                 "value": None, "perm_end": 0})
+                                 "value": None, "perm_end": 0, "sel": None, "use": None, "life": None,
+                                 "lt_key": None, "lt_shrink": None, "lt_value": None, "lt_use": None,
+                                 "lt_life": None})
             pred = torch.cat([pred] + [(mask == o).float()[None] for o in new], 0)
             prob = torch.softmax(aggregate(pred, 0), 0)
         elif mask is not None:

@@ -12,8 +12,9 @@ Outputs (float32 unless noted, batch dim dropped):
     <out>/longterm.safetensors    the clip's frames with long-term memory: per-frame reads and logits
     <out>/maskat.safetensors      the clip's first 12 frames with later masks at frames 4 and 8
     <out>/newobj.safetensors      the same frames, object 1 first and object 2 added at frame 4
+    <out>/newobj_lt.safetensors   newobj's masks over 24 frames with long-term memory
 
---only maskat / --only newobj writes that file alone (the other fixtures untouched).
+--only maskat / newobj / newobj_lt writes that file alone (the other fixtures untouched).
 """
 from __future__ import annotations
 
@@ -357,16 +358,83 @@ def make_newobj_case(net, params, frames, mask0, out_path, meta):
         stats(k, v)
 
 
+NEWOBJ_LT_FRAMES = 24
+
+
+def make_newobj_lt_case(net, params, frames, mask0, out_path, meta):
+    """newobj's masks (object 1 at frame 0, object 2 new at frame 4, object 1 alone at frame 8)
+    with long-term memory: object 2's bucket consolidates into a long-term store of its own (from
+    frame 12) and prunes it (frame 20). Per-frame decoder logits [T, 2, Hp/4, Wp/4] of the
+    segmented frames (0 on the others and for object 2 before frame 4), the probabilities of
+    frames 4 (the merge), 8 and T-1, working and long-term memory sizes (all buckets)."""
+    full = later_masks(mask0)[4][0]
+    first = (mask0 == 1).astype(mask0.dtype)
+    two = np.where(full == 2, 2, 0).astype(mask0.dtype)
+    later = {4: (two, [2]), 8: (first, [1])}
+    runner = InferenceRunner(net, params)
+    T = frames.shape[0]
+    prob_at = (4, 8, T - 1)
+    probs = np.zeros((len(prob_at), 3) + frames.shape[2:], np.float32)
+    logits, segmented = None, np.zeros(T, np.int32)
+    mem, lt = np.zeros(T, np.int32), np.zeros(T, np.int32)
+    with torch.no_grad():
+        for t in range(T):
+            img = torch.from_numpy(frames[t]).float() / 255
+            taps = {}
+            if t == 0:
+                prob = runner.step(img, torch.from_numpy(first.astype(np.int64)), [1], taps=taps)
+            elif t in later:
+                lab, objs = later[t]
+                prob = runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
+            else:
+                prob = runner.step(img, taps=taps)
+            if "dec_logits" in taps:
+                lg = _sq(taps["dec_logits"])
+                if logits is None:
+                    logits = np.zeros((T, 2) + lg.shape[-2:], np.float32)
+                logits[t, :lg.shape[0]] = lg
+                segmented[t] = 1
+            if t in prob_at:
+                p = to_np(prob)
+                probs[prob_at.index(t), :p.shape[0]] = p
+            mem[t], lt[t] = int(taps["mem_tokens"]), int(taps["lt_tokens"])
+    tensors = OrderedDict(dec_logits=logits, segmented=segmented, prob=probs,
+                          prob_frames=np.array(prob_at, np.int32), mask0=first, mask4=two, mask8=first,
+                          mem_tokens=mem, lt_tokens=lt)
+    m = dict(meta)
+    m.update({"frames": str(T), "height": str(frames.shape[2]), "width": str(frames.shape[3]),
+              "objects": json.dumps([1]), "params": json.dumps(params.as_dict()),
+              "later": json.dumps({str(k): v[1] for k, v in later.items()}),
+              "usage_selection_min_gap": json.dumps(runner.lt_min_gap)})
+    write_safetensors(out_path, tensors, m)
+    print(f"[cutie] wrote {out_path} ({os.path.getsize(out_path)} bytes); usage selection min gap "
+          f"{runner.lt_min_gap:.3g}")
+    for k, v in tensors.items():
+        stats(k, v)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/cutie")
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--only", choices=["maskat", "newobj"], default=None)
+    ap.add_argument("--only", choices=["maskat", "newobj", "newobj_lt"], default=None)
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True, warn_only=True)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.out, exist_ok=True)
+
+    if args.only == "newobj_lt":
+        pth = os.path.join(args.out, "cutie_tiny.pth")
+        net = Cutie.from_state_dict(torch.load(pth, weights_only=True), num_heads=TINY.num_heads)
+        meta = versions() | {"weight_seed": str(WEIGHT_SEED), "num_heads": str(net.cfg.num_heads),
+                             "checkpoint": "cutie_tiny.pth"}
+        frames, mask0 = synthetic_clip(CLIP_SEED, 30, 49, 113)
+        make_newobj_lt_case(net, LONGTERM_PARAMS, frames[:NEWOBJ_LT_FRAMES], mask0,
+                            os.path.join(args.out, "newobj_lt.safetensors"),
+                            meta | {"clip_seed": str(CLIP_SEED), "case": "newobj_lt",
+                                    "frames_from": "clip.safetensors"})
+        return
 
     if args.only == "newobj":
         pth = os.path.join(args.out, "cutie_tiny.pth")
@@ -421,6 +489,9 @@ def main():
     make_newobj_case(net, CLIP_PARAMS, frames[:NEWOBJ_FRAMES], mask0,
                      os.path.join(args.out, "newobj.safetensors"),
                      meta | {"clip_seed": str(CLIP_SEED), "case": "newobj", "frames_from": "clip.safetensors"})
+    make_newobj_lt_case(net, LONGTERM_PARAMS, frames[:NEWOBJ_LT_FRAMES], mask0,
+                        os.path.join(args.out, "newobj_lt.safetensors"),
+                        meta | {"clip_seed": str(CLIP_SEED), "case": "newobj_lt", "frames_from": "clip.safetensors"})
     frames, mask0 = synthetic_clip(RESIZE_SEED, 5, 81, 107)
     make_clip_case(net, cfg, RESIZE_PARAMS, frames, mask0, [1, 2], (),
                    os.path.join(args.out, "resize.safetensors"), None,
