@@ -80,6 +80,7 @@ static int64_t device_free(void) {
 }
 
 int main(int argc, char **argv) {
+    ckey_process_init(); /* as the ckey program runs */
     bench_forward_args a = {.size = 512, .runs = 1, .precision = CKEY_PRECISION_DEFAULT};
     int cuda = 0, plan_only = 0, dump = 0, warm = 1, min_band = 0, trace = 0, max_sched = 0;
     uint32_t cuda_off = 0;

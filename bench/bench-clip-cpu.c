@@ -373,6 +373,7 @@ static void shot(const bench_opts *o, ckey_session *s, const char *clip, int nth
 }
 
 int main(int argc, char **argv) {
+    ckey_process_init(); /* as the ckey program runs */
     bench_opts o;
     parse(argc, argv, &o);
     ckey_error err;

@@ -248,6 +248,7 @@ static int usage_exit(void) {
 }
 
 int main(int argc, char **argv) {
+    ckey_process_init(); /* as the ckey program runs */
     int W = 854, H = 480, mem_frames = 5, mem_every = 5, measure = 5, objects = 1, threads = 0, profile = 0;
     const char *ckpt = NULL;
     int read_only = 0, cuda = 0, plan_only = 0, pageable = 0;

@@ -18,6 +18,7 @@ static double peak_rss_mib(void) {
 }
 
 int main(int argc, char **argv) {
+    ckey_process_init(); /* as the ckey program runs */
     bench_forward_args a = {.size = 512, .runs = 3, .precision = CKEY_PRECISION_DEFAULT};
     int cuda = 0, cuda_index = 0, profile = 0;
     uint32_t cuda_off = 0;

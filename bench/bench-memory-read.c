@@ -21,6 +21,7 @@
 
 #include "backend/ops.h"
 #include "benchutil.h"
+#include "ckey.h"
 #include "cpu/cpu.h"
 #include "cuda/kernels.h"
 
@@ -138,6 +139,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+    ckey_process_init(); /* as the ckey program runs */
     static const struct {
         const char *label;
         int w, h;

@@ -126,6 +126,15 @@ typedef struct ckey_device_info {
  * free pages (sysconf _SC_AVPHYS_PAGES); 0 when neither is known. */
 int64_t ckey_host_memory_available(void);
 
+/* For a program's main(), before any other ckey call: process-wide settings
+ * the libraries ckey uses read once, set only where the environment leaves
+ * them unset. Today one: CUBLAS_WORKSPACE_CONFIG=:16:8, cuBLAS's default
+ * workspace pool per handle (64 MiB on an H200 otherwise). Every ckey cuBLAS
+ * handle runs on a workspace from its memory plan, so the default pool would
+ * sit unused outside the plan. Not thread-safe (it calls setenv); the
+ * library itself never calls it. */
+void ckey_process_init(void);
+
 /* Number of devices of a kind (CPU: 1; CUDA: 0 without a driver, a GPU or a
  * CUDA build). */
 int32_t ckey_device_count(ckey_device_kind kind);

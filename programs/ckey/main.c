@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ckey.h"
 #include "commands.h"
 #include "help.h"
 #include "opts.h"
@@ -34,6 +35,7 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
+    ckey_process_init();
     if (argc < 2) {
         fputs(help_main, stderr);
         return EXIT_USAGE;

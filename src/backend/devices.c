@@ -1,10 +1,13 @@
 /* Device enumeration for `ckey devices` and for --device validation. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/core.h"
 #include "cuda/kernels.h"
+
+void ckey_process_init(void) { setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 0); }
 
 int32_t ckey_device_count(ckey_device_kind kind) {
     if (kind == CKEY_DEVICE_CPU) return 1;
