@@ -97,6 +97,7 @@ void ck_half_from_float(const float *in, uint16_t *out, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = half_of(in[i]);
 }
 
+#ifdef CK_HAVE_EXR /* the writer's helpers: without OpenEXR every entry refuses */
 /* ------------------------------------------------------------ arguments */
 
 static ckey_status check_args(const char *path, const void *data, int32_t channels, int32_t width,
@@ -134,6 +135,7 @@ static int deflater_for(int level) {
     return DEFLATE_ZLIB;
 #endif
 }
+#endif
 
 const char *ck_exr_deflater(int32_t level) {
 #ifndef CK_HAVE_EXR
