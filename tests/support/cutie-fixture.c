@@ -700,8 +700,13 @@ void ck_cutie_run_newobj_lt(int32_t device, int staged) {
 /* Row bands (ck_tracker_set_bands) against whole maps: the fixture clip
  * scaled up 2 x 4 (226 x 196: 13 stride-16 rows) with its two objects,
  * through memory frames and sensory updates; the pixel encoder, the decoder
- * and the mask encoder in several bands, down to a stride-16 row each. */
-void ck_cutie_run_bands(int32_t device, double bar) {
+ * and the mask encoder in several bands, down to a stride-16 row each.
+ * Frame 1, the first segmented one, has run every banded part (the pixel
+ * encoder on frames 0 and 1, the mask encoder on frame 0, the decoder) with
+ * no memory read's top-k selection compounded yet: it is held to bar. The
+ * later frames are held to later_bar, above the jumps a near-tie in a
+ * top-k selection gives (ck_cutie_run_bands' callers say what they are). */
+void ck_cutie_run_bands(int32_t device, double bar, double later_bar) {
     ck_cutie_clip clip;
     if (!ck_cutie_clip_open(&clip)) return;
     ckey_error err;
@@ -735,18 +740,21 @@ void ck_cutie_run_bands(int32_t device, double bar) {
         ckey_tracker_free(t);
     }
     for (int r = 1; r < RUNS; r++) {
-        double worst = 0;
-        int first = -1; /* the first frame off by more than 1e-5 */
-        for (int64_t i = 0; i < (int64_t)FRAMES * 3 * HW; i++) {
-            const double d = fabs((double)prob[r][i] - prob[0][i]);
-            if (d > 1e-5 && first < 0) first = (int)(i / (3 * HW));
-            worst = fmax(worst, d);
+        double worst = 0, early = 0, per[FRAMES];
+        for (int f = 0; f < FRAMES; f++) {
+            per[f] = 0;
+            for (int64_t i = (int64_t)f * 3 * HW; i < (int64_t)(f + 1) * 3 * HW; i++)
+                per[f] = fmax(per[f], fabs((double)prob[r][i] - prob[0][i]));
+            worst = fmax(worst, per[f]);
+            if (f <= 1) early = fmax(early, per[f]);
         }
-        if (first >= 0) printf("  bands %d %d %d: frame %d is the first off by more than 1e-5\n", bands[r][0],
-                               bands[r][1], bands[r][2], first);
-        printf("  %d x %d, bands %d %d %d (pixel encoder, decoder, mask encoder): %d frames' probabilities within %.2e of "
-               "whole maps'\n", W, H, bands[r][0], bands[r][1], bands[r][2], FRAMES, worst);
-        CHECKF(worst <= bar, "bands %d %d %d differ by %.2e", bands[r][0], bands[r][1], bands[r][2], worst);
+        printf("  %d x %d, bands %d %d %d (pixel encoder, decoder, mask encoder): frames 0-1 within %.2e of whole "
+               "maps', %d frames within %.2e; per frame", W, H, bands[r][0], bands[r][1], bands[r][2], early, FRAMES,
+               worst);
+        for (int f = 0; f < FRAMES; f++) printf(" %.1e", per[f]);
+        printf("\n");
+        CHECKF(early <= bar, "bands %d %d %d: frames 0-1 differ by %.2e", bands[r][0], bands[r][1], bands[r][2], early);
+        CHECKF(worst <= later_bar, "bands %d %d %d differ by %.2e", bands[r][0], bands[r][1], bands[r][2], worst);
     }
     for (int r = 0; r < RUNS; r++) free(prob[r]);
     free(rgb), free(lab);
