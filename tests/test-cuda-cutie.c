@@ -642,7 +642,10 @@ static void test_tracker_newobj_lt(void) {
 static void test_tracker_bands(void) {
     const char *why = tracker_skip();
     if (why) SKIP("%s", why);
-    ck_cutie_run_bands(CKEY_DEVICE_CUDA, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR);
+    ck_cutie_run_bands(CKEY_DEVICE_CUDA, 30, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR);
+    /* every key read (top_k 0): no selection to flip, so the later frames
+     * stay close too (CK_CUTIE_BANDS_ALL_KEYS_BAR) */
+    ck_cutie_run_bands(CKEY_DEVICE_CUDA, 0, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_ALL_KEYS_BAR);
 }
 
 /* The two runs above with every conv through the cuBLAS GEMM and a bias /

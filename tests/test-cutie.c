@@ -124,7 +124,7 @@ static void long_shot(int long_term) {
 }
 
 /* Row bands against whole maps (ck_cutie_run_bands): bit-identical on the CPU. */
-static void test_bands(void) { ck_cutie_run_bands(CKEY_DEVICE_CPU, 1e-6, 1e-6); }
+static void test_bands(void) { ck_cutie_run_bands(CKEY_DEVICE_CPU, 30, 1e-6, 1e-6); }
 
 /* Every conv output scaled by 1 + 1e-7 u, u in [-1, 1) from a hash of the
  * call (and the seed) and the value's place (about an ulp: what another
@@ -155,7 +155,14 @@ static void test_bands_rounding(void) {
     rounding_calls = 0;
     rounding_seed = 3;
     ck_cutie_tracker_hook = rounding_hook;
-    ck_cutie_run_bands(CKEY_DEVICE_CPU, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR);
+    ck_cutie_run_bands(CKEY_DEVICE_CPU, 30, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR);
+    /* every key read (top_k 0): no selection to flip, so the later frames
+     * stay close too (CK_CUTIE_BANDS_ALL_KEYS_BAR) */
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        rounding_calls = 0;
+        rounding_seed = seed;
+        ck_cutie_run_bands(CKEY_DEVICE_CPU, 0, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_ALL_KEYS_BAR);
+    }
     ck_cutie_tracker_hook = NULL;
 }
 
