@@ -936,6 +936,28 @@ static ckey_status decode_either(reader *r, ckey_image_kind kind, ckey_image *ou
     return st;
 }
 
+/* r reading the stream f, after the nhead (<= 8) bytes of `head` that were
+ * already taken from it (replayed before the stream's bytes). */
+static void reader_on_stream(reader *r, const char *label, FILE *f, const void *head, size_t nhead) {
+    memset(r, 0, sizeof *r);
+    r->label = label;
+    r->file = f;
+    if (nhead) memcpy(r->head, head, nhead);
+    r->head_len = nhead;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r->total_size = (uint64_t)sb.st_size;
+}
+
+/* r reading the size bytes at data with the decoders `decoder` allows. */
+static void reader_on_memory(reader *r, const char *label, const void *data, size_t size, ck_png_decoder decoder) {
+    memset(r, 0, sizeof *r);
+    r->label = label;
+    r->mem = data;
+    r->mem_size = size;
+    r->total_size = size;
+    r->decoder = decoder;
+}
+
 /* The packed read from r's source (signature not yet read). */
 static ckey_status read_packed(reader *r, ckey_image_kind kind, ckey_error *err) {
     ckey_packed_image *pk = r->pk;
@@ -965,14 +987,8 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
     if (!f || !pk || (!head && nhead) || nhead > 8 || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.file = f;
+    reader_on_stream(&r, label, f, head, nhead);
     r.pk = pk;
-    if (nhead) memcpy(r.head, head, nhead);
-    r.head_len = nhead;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
     return read_packed(&r, kind, err);
 }
 
@@ -982,13 +998,8 @@ ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const 
     if (!pk || (!data && size) || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.mem = data;
-    r.mem_size = size;
-    r.total_size = size;
+    reader_on_memory(&r, label, data, size, decoder);
     r.pk = pk;
-    r.decoder = decoder;
     return read_packed(&r, kind, err);
 }
 
@@ -1034,12 +1045,7 @@ ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *l
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader",
                        label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.mem = data;
-    r.mem_size = size;
-    r.total_size = size;
-    r.decoder = decoder;
+    reader_on_memory(&r, label, data, size, decoder);
     ck_pixels own = {0};
     r.px = px ? px : &own;
     return read_png(&r, kind, out, err);
@@ -1057,15 +1063,9 @@ ckey_status ck_image_read_png_stream_px(FILE *f, const void *head, size_t nhead,
     if (!f || !out || (!head && nhead) || nhead > 8 || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.file = f;
+    reader_on_stream(&r, label, f, head, nhead);
     ck_pixels own = {0};
     r.px = px ? px : &own;
-    if (nhead) memcpy(r.head, head, nhead); /* replayed before the stream's bytes */
-    r.head_len = nhead;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
     return read_png(&r, kind, out, err);
 }
 
