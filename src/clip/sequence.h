@@ -1,7 +1,8 @@
 /*
- * Image-sequence directory scanning, shared by the sequence source
- * (clip/sequence.c) and the video source (src/clip/video-source.c), which pairs a
- * video with a sequence. Internal; the public API is in ckey.h.
+ * Image-sequence directory scanning and the source frames made from a scan,
+ * shared by the sequence source (clip/sequence.c) and the video source
+ * (src/clip/video-source.c), which pairs a video with a sequence. Internal;
+ * the public API is in ckey.h.
  */
 #ifndef CK_SEQUENCE_H
 #define CK_SEQUENCE_H

@@ -396,7 +396,7 @@ static void flash_finish(int nq, int hd, const float *O, const float *lrow, floa
 
 /* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
  * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
- * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
+ * work: flash_work(hd) floats. */
 static void flash(const float *q, int nq, const float *k, const float *v, int64_t ldkv, int64_t nk,
                   int hd, float *out, int64_t ldo, float *work) {
     const flash_state f = flash_init(nq, hd, work);
