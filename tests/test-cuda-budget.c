@@ -373,18 +373,31 @@ static void test_tiny_pos_streamed(void) {
     ckey_model_free(m);
 }
 
+/* The full-size architecture (synthetic weights) and the synthetic input
+ * at S ([4, S, S]); 0 (nothing held) when either could not be made. */
+static int full_model_input(int S, ckey_model **m, float **x) {
+    ck_config cfg;
+    ck_config_default(&cfg);
+    *x = NULL;
+    if (ck_model_synthetic(&cfg, m, NULL) != CKEY_OK) return 0;
+    *x = malloc((size_t)4 * S * S * sizeof(float));
+    if (!*x) {
+        ckey_model_free(*m);
+        *m = NULL;
+        return 0;
+    }
+    ck_synth_input(S, *x);
+    return 1;
+}
+
 /* The full-size architecture (synthetic weights) at S = 256: the 64-channel
  * refiner on the tensor-core convs (wgmma on Hopper) in 16 bits. */
 static void test_full_s256(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
     const int S = 256;
-    float *x = malloc((size_t)4 * S * S * sizeof(float));
-    REQUIRE(x);
-    ck_synth_input(S, x);
+    ckey_model *m = NULL;
+    float *x = NULL;
+    REQUIRE(full_model_input(S, &m, &x));
     /* chunks: 64 windows in 4 of 16, in 16 of 4 and in 64 of 1 (with the MLP's, patch embedding's and
      * decoders' chunks a quarter again); 3 (not dividing) of 22, 22 and 20; c1 in host memory; the
      * pos-embed (stored 512 x 512) resized as patch_embed adds it; the input's hint plane released */
@@ -476,15 +489,10 @@ static void smallest_budget_case(const ckey_model *m, int S, const float *x) {
  * smallest budget in fp16 (smallest_budget_case). */
 static void test_full_s2048(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
     const int S = 2048;
-    const size_t n = (size_t)4 * S * S;
-    float *x = malloc(n * sizeof(float));
-    REQUIRE(x);
-    ck_synth_input(S, x);
+    ckey_model *m = NULL;
+    float *x = NULL;
+    REQUIRE(full_model_input(S, &m, &x));
     /* fp16 only: the fp32 refiner on CUDA cores takes over 20 s a banded
      * run at S = 2048 (the S = 256 cases cover fp32, and bands of 8) */
     static const ck_schedule sch[] = {{.refiner_band = 512}, {.refiner_band = 100}, {.encoder_chunks = 16},
@@ -514,14 +522,10 @@ static void test_full_s2048(void) {
  * device memory measured as at S = 2048. */
 static void test_full_s4096(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    ck_config cfg;
-    ck_config_default(&cfg);
-    ckey_model *m = NULL;
-    REQUIRE(ck_model_synthetic(&cfg, &m, NULL) == CKEY_OK);
     const int S = 4096;
-    float *x = malloc((size_t)4 * S * S * sizeof(float));
-    REQUIRE(x);
-    ck_synth_input(S, x);
+    ckey_model *m = NULL;
+    float *x = NULL;
+    REQUIRE(full_model_input(S, &m, &x));
     smallest_budget_case(m, S, x);
     free(x);
     ckey_model_free(m);

@@ -692,8 +692,21 @@ size_t ck_shot_out_slot_bytes(int stored, int32_t w, int32_t h) {
     return pass_layout(stored, (size_t)w * (size_t)h, NULL);
 }
 
-/* The passes the device path downloaded into out slot o (its frame's size). */
-static void dev_passes(const shot *sh, const out_slot *o, ckey_shot_passes *p, double *io) {
+/* Job's passes for the sink: on the device path those downloaded into out
+ * slot o (its frame's size), else o's alpha and fg with writer wk's post
+ * passes. */
+static void frame_passes(const shot *sh, const out_slot *o, const writer *wk, ckey_shot_passes *p, double *io) {
+    if (!sh->dev) {
+        *p = (ckey_shot_passes){.width = o->w,
+                                .height = o->h,
+                                .alpha = o->alpha,
+                                .fg = o->fg,
+                                .processed = wk->processed,
+                                .comp = wk->comp,
+                                .pool = sh->pool,
+                                .io_seconds = io};
+        return;
+    }
     size_t off[4];
     pass_layout(sh->stored, (size_t)o->w * (size_t)o->h, off);
     const unsigned char *b = o->block;
@@ -871,7 +884,7 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
         /* the device path made every pass; the writer only writes them */
         if (sh->sink->concurrent_write) {
             ckey_shot_passes p;
-            dev_passes(sh, o, &p, &io);
+            frame_passes(sh, o, wk, &p, &io);
             st = sink_call(sh, sh->sink->write, f, &p, e);
         }
         account_sink(sh, wk, CKEY_GROUP_WRITERS, sec, ck_now() - t, io);
@@ -928,14 +941,8 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
     sec[CKEY_STAGE_POST] = t_sink - t_post;
     wk->post_s += sec[CKEY_STAGE_POST];
     if (st == CKEY_OK && sh->sink->concurrent_write) {
-        const ckey_shot_passes p = {.width = w,
-                                    .height = h,
-                                    .alpha = o->alpha,
-                                    .fg = o->fg,
-                                    .processed = wk->processed,
-                                    .comp = wk->comp,
-                                    .pool = sh->pool,
-                                    .io_seconds = &io};
+        ckey_shot_passes p;
+        frame_passes(sh, o, wk, &p, &io);
         st = sink_call(sh, sh->sink->write, f, &p, e);
     }
     account_sink(sh, wk, CKEY_GROUP_WRITERS, sec, ck_now() - t_sink, io);
@@ -976,15 +983,8 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
     const int32_t w = o->w, h = o->h;
     const double t = ck_now();
     double io = 0;
-    ckey_shot_passes p = {.width = w,
-                          .height = h,
-                          .alpha = o->alpha,
-                          .fg = o->fg,
-                          .processed = wk->processed,
-                          .comp = wk->comp,
-                          .pool = sh->pool,
-                          .io_seconds = &io};
-    if (sh->dev) dev_passes(sh, o, &p, &io);
+    ckey_shot_passes p;
+    frame_passes(sh, o, wk, &p, &io);
     if (st == CKEY_OK && !sh->sink->concurrent_write) st = sink_call(sh, sh->sink->write, f, &p, &e);
     if (st == CKEY_OK && sh->sink->write_ordered) st = sink_call(sh, sh->sink->write_ordered, f, &p, &e);
     const double done = ck_now();

@@ -524,6 +524,18 @@ void ck_cutie_run_new_object(int32_t device, int staged) {
     ck_checkpoint_close(mk), ck_checkpoint_close(clip);
 }
 
+
+/* Frame f of the new-object clips: its rgb, the mask of frames 0 (object 1),
+ * 4 (object 2 joins) and 8 (object 1 again), and the step into prob. */
+static ckey_status newobj_step(ckey_tracker *t, const uint8_t *frames, int64_t HW, const uint8_t *m0,
+                               const uint8_t *m4, const uint8_t *m8, int f, float *rgb, float *prob, ckey_error *err) {
+    static const uint8_t one[1] = {1}, two[1] = {2};
+    ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
+    const uint8_t *lab = f == 0 ? m0 : f == 4 ? m4 : f == 8 ? m8 : NULL;
+    memset(prob, 0, (size_t)3 * HW * sizeof(float));
+    return ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, err);
+}
+
 /* Objects added later against newobj.safetensors (make_cutie_fixtures.py
  * --only newobj): the clip's first 12 frames with object 1 of mask0 at
  * frame 0, a mask of object 2 alone at frame 4 (new: the reference merges
@@ -558,13 +570,10 @@ void ck_cutie_run_newobj(int32_t device, int staged) {
     float *want = ck_cutie_f32(tp), *rgb = malloc((size_t)HW * 3 * sizeof(float)), *prob = malloc((size_t)3 * HW * sizeof(float));
     int32_t mt[64];
     memcpy(mt, tmt->data, (size_t)T * sizeof(int32_t));
-    const uint8_t *frames = tf->data, one[1] = {1}, two[1] = {2};
+    const uint8_t *frames = tf->data;
     double worst = 0;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
-        const uint8_t *lab = f == 0 ? tm0->data : f == 4 ? tm4->data : f == 8 ? tm8->data : NULL;
-        memset(prob, 0, (size_t)3 * HW * sizeof(float));
-        st = ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, &err);
+        st = newobj_step(t, frames, HW, tm0->data, tm4->data, tm8->data, f, rgb, prob, &err);
         CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
         if (st) break;
         char label[64];
@@ -662,14 +671,11 @@ void ck_cutie_run_newobj_lt(int32_t device, int staged) {
     int32_t mt[64], ltt[64], pf[8], segs = 0;
     memcpy(mt, tmt->data, (size_t)T * sizeof(int32_t)), memcpy(ltt, tlt->data, (size_t)T * sizeof(int32_t));
     memcpy(pf, tpf->data, (size_t)NP * sizeof(int32_t));
-    const uint8_t *frames = tf->data, one[1] = {1}, two[1] = {2};
+    const uint8_t *frames = tf->data;
     double worst = 0, iou = 1;
     int64_t lt_max = 0;
     for (int f = 0; f < T && st == CKEY_OK; f++) {
-        ck_cutie_frame_rgb(frames + (int64_t)f * 3 * HW, HW, rgb);
-        const uint8_t *lab = f == 0 ? tm0->data : f == 4 ? tm4->data : f == 8 ? tm8->data : NULL;
-        memset(prob, 0, (size_t)3 * HW * sizeof(float));
-        st = ckey_tracker_step(t, rgb, lab, lab ? 1 : 0, f == 4 ? two : one, prob, &err);
+        st = newobj_step(t, frames, HW, tm0->data, tm4->data, tm8->data, f, rgb, prob, &err);
         CHECKF(st == CKEY_OK, "frame %d: %s", f, err.message);
         if (st) break;
         int32_t seg;

@@ -321,29 +321,39 @@ def make_maskat_case(net, params, frames, mask0, objects, out_path, meta):
 NEWOBJ_FRAMES = 12
 
 
+def newobj_masks(mask0):
+    """The new-object clips' masks: object 1 of mask0 alone (frames 0 and 8), object 2 of mask4 alone
+    (frame 4, new); and the later frames' (labels, objects)."""
+    full = later_masks(mask0)[4][0]
+    first = (mask0 == 1).astype(mask0.dtype)
+    two = np.where(full == 2, 2, 0).astype(mask0.dtype)
+    return first, two, {4: (two, [2]), 8: (first, [1])}
+
+
+def newobj_step(runner, frames, t, first, later, taps):
+    """Frame t of a new-object clip through the runner, with its mask where it has one."""
+    img = torch.from_numpy(frames[t]).float() / 255
+    if t == 0:
+        return runner.step(img, torch.from_numpy(first.astype(np.int64)), [1], taps=taps)
+    if t in later:
+        lab, objs = later[t]
+        return runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
+    return runner.step(img, taps=taps)
+
+
 def make_newobj_case(net, params, frames, mask0, out_path, meta):
     """Objects added later: frame 0 with object 1 of mask0 alone, frame 4 with a mask of object 2
     alone (mask4's object 2: new, its own bucket), frame 8 with object 1 alone (mask0's). Per-frame
     probabilities [T, 3, H, W], object 2's plane 0 before it is added; memory sizes."""
-    full = later_masks(mask0)[4][0]
-    first = (mask0 == 1).astype(mask0.dtype)
-    two = np.where(full == 2, 2, 0).astype(mask0.dtype)
-    later = {4: (two, [2]), 8: (first, [1])}
+    first, two, later = newobj_masks(mask0)
     runner = InferenceRunner(net, params)
     T = frames.shape[0]
     probs = np.zeros((T, 3) + frames.shape[2:], np.float32)
     mem = np.zeros(T, np.int32)
     with torch.no_grad():
         for t in range(T):
-            img = torch.from_numpy(frames[t]).float() / 255
             taps = {}
-            if t == 0:
-                prob = runner.step(img, torch.from_numpy(first.astype(np.int64)), [1], taps=taps)
-            elif t in later:
-                lab, objs = later[t]
-                prob = runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
-            else:
-                prob = runner.step(img, taps=taps)
+            prob = newobj_step(runner, frames, t, first, later, taps)
             p = to_np(prob)
             probs[t, :p.shape[0]] = p
             mem[t] = int(taps["mem_tokens"])
@@ -367,10 +377,7 @@ def make_newobj_lt_case(net, params, frames, mask0, out_path, meta):
     frame 12) and prunes it (frame 20). Per-frame decoder logits [T, 2, Hp/4, Wp/4] of the
     segmented frames (0 on the others and for object 2 before frame 4), the probabilities of
     frames 4 (the merge), 8 and T-1, working and long-term memory sizes (all buckets)."""
-    full = later_masks(mask0)[4][0]
-    first = (mask0 == 1).astype(mask0.dtype)
-    two = np.where(full == 2, 2, 0).astype(mask0.dtype)
-    later = {4: (two, [2]), 8: (first, [1])}
+    first, two, later = newobj_masks(mask0)
     runner = InferenceRunner(net, params)
     T = frames.shape[0]
     prob_at = (4, 8, T - 1)
@@ -379,15 +386,8 @@ def make_newobj_lt_case(net, params, frames, mask0, out_path, meta):
     mem, lt = np.zeros(T, np.int32), np.zeros(T, np.int32)
     with torch.no_grad():
         for t in range(T):
-            img = torch.from_numpy(frames[t]).float() / 255
             taps = {}
-            if t == 0:
-                prob = runner.step(img, torch.from_numpy(first.astype(np.int64)), [1], taps=taps)
-            elif t in later:
-                lab, objs = later[t]
-                prob = runner.step(img, torch.from_numpy(lab.astype(np.int64)), objs, taps=taps)
-            else:
-                prob = runner.step(img, taps=taps)
+            prob = newobj_step(runner, frames, t, first, later, taps)
             if "dec_logits" in taps:
                 lg = _sq(taps["dec_logits"])
                 if logits is None:
