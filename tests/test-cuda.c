@@ -2528,18 +2528,23 @@ typedef struct cc_run {
     ck_pool *pool;
     int cases, bad;
     size_t pixels;
+    double seconds;
 } cc_run;
 
-/* One mask through both; the first few differences printed. */
+/* One mask through both; the first few differences printed. c->seconds: the
+ * device's time (the filter and a sync, not the copies). */
 static void cc_compare(cc_run *c, const uint8_t *m, int h, int w, int64_t area, const char *what) {
     const size_t n = (size_t)h * w;
     ckey_error err;
     memcpy(c->ref, m, n);
     REQUIRE(ck_components_filter_pool(c->ref, h, w, 8, area, c->scratch, c->pool) >= 0);
     REQUIRE(ck_cuda_copy(c->dmask, m, n, 1, &err) == CKEY_OK);
+    REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+    const double t0 = ck_now();
     CHECKF(ck_cuda_components_filter(c->dmask, h, w, area, c->dlab, c->darea, NULL, &err) == CKEY_OK, "%s",
            err.message);
     REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+    c->seconds = ck_now() - t0;
     REQUIRE(ck_cuda_copy(c->got, c->dmask, n, 0, &err) == CKEY_OK);
     size_t diff = 0, first = 0;
     for (size_t i = 0; i < n; i++)
@@ -2602,7 +2607,12 @@ static void test_frame_components(void) {
             const int64_t areas[] = {0, 1, 2, 3, 20, 400, set, set + 1};
             char what[32];
             snprintf(what, sizeof what, "shape %d", kind);
-            for (size_t ai = 0; ai < CK_ARRAY_LEN(areas); ai++) cc_compare(&c, m, h, w, areas[ai], what);
+            double worst = 0.0;
+            for (size_t ai = 0; ai < CK_ARRAY_LEN(areas); ai++) {
+                cc_compare(&c, m, h, w, areas[ai], what);
+                worst = c.seconds > worst ? c.seconds : worst;
+            }
+            if (n >= 1000000) printf("  %dx%d shape %2d: %.2f ms at most on the device\n", w, h, kind, worst * 1e3);
         }
     }
     printf("  %d masks (%d of test-post's components_strips), %.1f Mpixels: %d differ from "
