@@ -15,8 +15,9 @@
 //
 // A root is always the smallest index of its set (a union links the larger
 // root under the smaller), so a parent is never larger than its child and the
-// parent chains have no cycles. The labels never depend on the thread order,
-// only the tree shapes do; the mask is the components' and so is exact.
+// parent chains have no cycles. A component's final root is its smallest
+// pixel index whatever order the threads run in (only the tree shapes depend
+// on it); the mask follows from the components alone and so is exact.
 #include "cuda/ops-common.cuh"
 
 namespace {
@@ -135,8 +136,8 @@ __global__ void cc_merge_cols_kernel(const uint8_t *__restrict__ mask, int h, in
 // Step 3, a thread per pixel, work for the tile roots (area > 0) only: each
 // finds its final root, points itself and the tile roots on its way there at
 // it, and adds its tile area to the root's. Only the final roots receive adds,
-// and a final root sends none, so no slot is read while another thread adds to
-// it. Pointing a tile root at its final root while other threads walk through
+// and a final root sends none (the area it reads is unused), so no count is
+// read while another thread adds to it. Pointing a tile root at its final root while other threads walk through
 // it is safe: the old parent and the root are both its ancestors. The other
 // pixels keep their tile root as their label (the unions only ever move a
 // root, and they are never one).
