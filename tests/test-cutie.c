@@ -16,6 +16,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/core.h"
+#include "cpu/cpu.h"
 #include "model/cutie.h"
 #include "support/cutie-fixture.h"
 #include "support/testutil.h"
@@ -123,7 +124,47 @@ static void long_shot(int long_term) {
 }
 
 /* Row bands against whole maps (ck_cutie_run_bands): bit-identical on the CPU. */
-static void test_bands(void) { ck_cutie_run_bands(CKEY_DEVICE_CPU, 1e-6); }
+static void test_bands(void) { ck_cutie_run_bands(CKEY_DEVICE_CPU, 30, 1e-6, 1e-6); }
+
+/* Every conv output scaled by 1 + 1e-7 u, u in [-1, 1) from a hash of the
+ * call (and the seed) and the value's place (about an ulp: what another
+ * summation order gives), so that band and whole runs round differently,
+ * as on a GPU. */
+static uint64_t rounding_calls, rounding_seed;
+
+static void perturb_conv(void *user, float *out, int64_t rows, int C, int64_t ld) {
+    (void)user;
+    const uint64_t call = ++rounding_calls + (rounding_seed << 32);
+    for (int64_t r = 0; r < rows; r++)
+        for (int c = 0; c < C; c++) {
+            uint64_t h = call * 0x9E3779B97F4A7C15ull ^ ((uint64_t)r * 0x94D049BB133111EBull + (uint64_t)c);
+            h ^= h >> 31, h *= 0xD6E8FEB86659FD39ull, h ^= h >> 29;
+            const double u = (double)(h >> 40) / (double)(1ull << 23) - 1.0;
+            float *o = out + r * ld + c;
+            *o = (float)(*o * (1.0 + 1e-7 * u));
+        }
+}
+
+static void rounding_hook(ckey_tracker *t) { ck_cpu_set_conv_out(ck_tracker_backend(t), perturb_conv, NULL); }
+
+/* The GPU's bars for bands (CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR)
+ * with the rounding made to differ between the runs (perturb_conv). With
+ * seed 3 bands 2 3 2 and 5 4 3 flip frame 6's top-k near-tie (4.4e-3) and
+ * 13 13 13 does not; frames 0-1 stay within 3e-5. */
+static void test_bands_rounding(void) {
+    rounding_calls = 0;
+    rounding_seed = 3;
+    ck_cutie_tracker_hook = rounding_hook;
+    ck_cutie_run_bands(CKEY_DEVICE_CPU, 30, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_LATER_BAR);
+    /* every key read (top_k 0): no selection to flip, so the later frames
+     * stay close too (CK_CUTIE_BANDS_ALL_KEYS_BAR) */
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        rounding_calls = 0;
+        rounding_seed = seed;
+        ck_cutie_run_bands(CKEY_DEVICE_CPU, 0, CK_CUTIE_BANDS_BAR, CK_CUTIE_BANDS_ALL_KEYS_BAR);
+    }
+    ck_cutie_tracker_hook = NULL;
+}
 
 /* The plan bands a part whose whole maps exceed the arena's 384 MiB budget:
  * the fixture model at 7680 x 4320, one object (957 MiB of arena with whole
@@ -366,6 +407,7 @@ int main(int argc, char **argv) {
         {"new_object_parity", test_new_object_parity},
         {"plan", test_plan},
         {"bands", test_bands},
+        {"bands_rounding", test_bands_rounding},
         {"bands_plan", test_bands_plan},
         {"new_object_staged", test_new_object_staged},
         {"new_object_parity_staged", test_new_object_parity_staged},

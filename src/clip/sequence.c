@@ -181,6 +181,26 @@ const ck_seq_file *ck_seq_find(const ck_seq *s, long frame) {
     return NULL;
 }
 
+const char ck_auto_hint[] = "auto";
+
+int ck_seq_frame(const char *dir, const ck_seq_file *pf, ckey_shot_frame *f) {
+    const char *dot = strrchr(pf->name, '.');
+    f->number = pf->frame;
+    f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name) : strlen(pf->name));
+    f->plate = ckey_path_join(dir, pf->name);
+    f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
+    return f->stem && f->plate;
+}
+
+void ck_shot_frames_free(ckey_shot_frame *frames, int64_t count) {
+    for (int64_t i = 0; i < count; i++) {
+        free((char *)frames[i].stem);
+        free((char *)frames[i].plate);
+        if (frames[i].hint != ck_auto_hint) free((char *)frames[i].hint);
+    }
+    free(frames);
+}
+
 /* --------------------------------------------------------------- source */
 
 typedef struct seq_source {
@@ -193,12 +213,7 @@ typedef struct seq_source {
 static void seq_source_close(void *self) {
     seq_source *q = self;
     if (!q) return;
-    for (int64_t i = 0; i < q->count; i++) {
-        free((char *)q->frames[i].stem);
-        free((char *)q->frames[i].plate);
-        if (!q->auto_hint) free((char *)q->frames[i].hint);
-    }
-    free(q->frames);
+    ck_shot_frames_free(q->frames, q->count);
     free(q->hint_dir);
     free(q);
 }
@@ -306,19 +321,13 @@ ckey_status ckey_source_open_sequence(const char *plate_dir, const char *hint_di
         return ck_fail(err, CKEY_ERR_NOMEM, "out of memory listing %s", plate_dir);
     }
     q->auto_hint = hint_dir == NULL;
-    static const char auto_label[] = "auto";
     for (int64_t i = 0; i < plates.n; i++) {
         const ck_seq_file *pf = &plates.f[i];
         ckey_shot_frame *f = &q->frames[i];
         q->count = i + 1;
-        f->number = pf->frame;
-        const char *dot = strrchr(pf->name, '.');
-        f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name) : strlen(pf->name));
-        f->plate = ckey_path_join(plate_dir, pf->name);
-        f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
-        int ok = f->stem && f->plate;
+        int ok = ck_seq_frame(plate_dir, pf, f);
         if (q->auto_hint) {
-            f->hint = auto_label;
+            f->hint = ck_auto_hint;
         } else {
             const ck_seq_file *hf = ck_seq_find(&hints, pf->frame);
             if (hf) ok = ok && (f->hint = ckey_path_join(hint_dir, hf->name)) != NULL;

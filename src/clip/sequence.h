@@ -1,7 +1,8 @@
 /*
- * Image-sequence directory scanning, shared by the sequence source
- * (clip/sequence.c) and the video source (src/clip/video-source.c), which pairs a
- * video with a sequence. Internal; the public API is in ckey.h.
+ * Image-sequence directory scanning and the source frames made from a scan,
+ * shared by the sequence source (clip/sequence.c) and the video source
+ * (src/clip/video-source.c), which pairs a video with a sequence. Internal;
+ * the public API is in ckey.h.
  */
 #ifndef CK_SEQUENCE_H
 #define CK_SEQUENCE_H
@@ -9,6 +10,7 @@
 #include <stdint.h>
 
 #include "ckey.h"
+#include "ckey_clip.h"
 
 typedef struct ck_seq_file {
     char *name;              /* file name within the directory */
@@ -36,6 +38,20 @@ ckey_status ck_seq_scan(const char *dir, const char *what, int collect_videos, c
                         ckey_error *err);
 void ck_seq_free(ck_seq *s);
 const ck_seq_file *ck_seq_find(const ck_seq *s, long frame);
+
+/* The hint of every frame of a source whose hints the runner makes: one
+ * shared string, never freed. */
+extern const char ck_auto_hint[];
+
+/* Frame `f` from file `pf` of a scan of `dir`: its number, stem (the name
+ * without the extension), plate path and plate_linear (EXR); the hint is
+ * left to the caller. Returns 0 when out of memory (ck_shot_frames_free
+ * frees what was made). */
+int ck_seq_frame(const char *dir, const ck_seq_file *pf, ckey_shot_frame *f);
+
+/* Frees frames[0..count): their stem, plate and hint (but ck_auto_hint),
+ * then the array. */
+void ck_shot_frames_free(ckey_shot_frame *frames, int64_t count);
 
 /* The extension after the last dot ("" when none). */
 const char *ck_file_ext(const char *name);

@@ -267,6 +267,30 @@ static void account(shot *sh, int g, const double sec[CKEY_SHOT_STAGES]) {
     pthread_mutex_unlock(&sh->mu);
 }
 
+/* The sink's write and write_ordered. */
+typedef ckey_status (*sink_write_fn)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                                     ckey_error *err);
+
+/* One of the sink's write calls on frame f's passes; a failure goes to e
+ * naming the frame (the writers name the output file). */
+static ckey_status sink_call(shot *sh, sink_write_fn fn, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                             ckey_error *e) {
+    ckey_error we;
+    ck_error_clear(&we);
+    const ckey_status st = fn(sh->sink->self, f, p, &we);
+    if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+    return st;
+}
+
+/* Writer wk's `seconds` in the sink's calls, added to group g's stages in
+ * sec: `io` of them writing files, the rest encoding. */
+static void account_sink(shot *sh, writer *wk, int g, double sec[CKEY_SHOT_STAGES], double seconds, double io) {
+    wk->sink_s += seconds;
+    sec[CKEY_STAGE_ENCODE] = seconds - io;
+    sec[CKEY_STAGE_WRITE] = io;
+    account(sh, g, sec);
+}
+
 /* The load so far (ckey_shot_load), `elapsed` seconds into the run (lock held). */
 static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
     memset(l, 0, sizeof *l);
@@ -848,16 +872,9 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
         if (sh->sink->concurrent_write) {
             ckey_shot_passes p;
             dev_passes(sh, o, &p, &io);
-            ckey_error we;
-            ck_error_clear(&we);
-            st = sh->sink->write(sh->sink->self, f, &p, &we);
-            if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+            st = sink_call(sh, sh->sink->write, f, &p, e);
         }
-        const double sink = ck_now() - t;
-        wk->sink_s += sink;
-        sec[CKEY_STAGE_ENCODE] = sink - io;
-        sec[CKEY_STAGE_WRITE] = io;
-        account(sh, CKEY_GROUP_WRITERS, sec);
+        account_sink(sh, wk, CKEY_GROUP_WRITERS, sec, ck_now() - t, io);
         return st;
     }
     if (n > wk->post_cap) {
@@ -919,17 +936,9 @@ static ckey_status stage_post(shot *sh, writer *wk, int64_t j, ckey_error *e) {
                                     .comp = wk->comp,
                                     .pool = sh->pool,
                                     .io_seconds = &io};
-        ckey_error we;
-        ck_error_clear(&we);
-        st = sh->sink->write(sh->sink->self, f, &p, &we);
-        /* the writers name the output file */
-        if (st != CKEY_OK) ck_fail(e, st, "frame %lld: %s", (long long)f->number, we.message);
+        st = sink_call(sh, sh->sink->write, f, &p, e);
     }
-    const double sink = ck_now() - t_sink;
-    wk->sink_s += sink;
-    sec[CKEY_STAGE_ENCODE] = sink - io;
-    sec[CKEY_STAGE_WRITE] = io;
-    account(sh, CKEY_GROUP_WRITERS, sec);
+    account_sink(sh, wk, CKEY_GROUP_WRITERS, sec, ck_now() - t_sink, io);
     return st;
 }
 
@@ -976,24 +985,11 @@ static int stage_finish(shot *sh, writer *wk, int64_t j, ckey_status st, const c
                           .pool = sh->pool,
                           .io_seconds = &io};
     if (sh->dev) dev_passes(sh, o, &p, &io);
-    if (st == CKEY_OK && !sh->sink->concurrent_write) {
-        ckey_error we;
-        ck_error_clear(&we);
-        st = sh->sink->write(sh->sink->self, f, &p, &we);
-        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
-    }
-    if (st == CKEY_OK && sh->sink->write_ordered) {
-        ckey_error we;
-        ck_error_clear(&we);
-        st = sh->sink->write_ordered(sh->sink->self, f, &p, &we);
-        if (st != CKEY_OK) ck_fail(&e, st, "frame %lld: %s", (long long)f->number, we.message);
-    }
+    if (st == CKEY_OK && !sh->sink->concurrent_write) st = sink_call(sh, sh->sink->write, f, &p, &e);
+    if (st == CKEY_OK && sh->sink->write_ordered) st = sink_call(sh, sh->sink->write_ordered, f, &p, &e);
     const double done = ck_now();
-    wk->sink_s += done - t;
     double sec[CKEY_SHOT_STAGES] = {0};
-    sec[CKEY_STAGE_ENCODE] = done - t - io;
-    sec[CKEY_STAGE_WRITE] = io;
-    account(sh, CKEY_GROUP_ORDERED, sec);
+    account_sink(sh, wk, CKEY_GROUP_ORDERED, sec, done - t, io);
     if (st != CKEY_OK) {
         fail_at(sh, j, &e, 1);
         return 0;

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "ckey_clip.h"
@@ -37,8 +36,6 @@ typedef struct video_source {
     int64_t count;
     side plate, hint;
 } video_source;
-
-static const char auto_label[] = "auto";
 
 static void side_free(side *sd) {
     ckey_video_reader_free(sd->r);
@@ -156,12 +153,7 @@ static ckey_status side_read(side *sd, int64_t number, const char *label, int is
 static void vs_close(void *self) {
     video_source *q = self;
     if (!q) return;
-    for (int64_t i = 0; i < q->count; i++) {
-        free((char *)q->frames[i].stem);
-        free((char *)q->frames[i].plate);
-        if (q->frames[i].hint != auto_label) free((char *)q->frames[i].hint);
-    }
-    free(q->frames);
+    ck_shot_frames_free(q->frames, q->count);
     side_free(&q->plate);
     side_free(&q->hint);
     free(q);
@@ -290,18 +282,12 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
             f->stem = strdup(stem);
             f->plate = frame_label(q->plate.path, i);
             f->plate_linear = 0; /* a video is sRGB-encoded */
+            ok = f->stem && f->plate;
         } else {
-            const ck_seq_file *pf = &q->plate.seq.f[i];
-            const char *dot = strrchr(pf->name, '.');
-            f->number = pf->frame;
-            f->stem = strndup(pf->name, dot && dot != pf->name ? (size_t)(dot - pf->name)
-                                                               : strlen(pf->name));
-            f->plate = ckey_path_join(q->plate.path, pf->name);
-            f->plate_linear = !strcasecmp(ck_file_ext(pf->name), "exr");
+            ok = ck_seq_frame(q->plate.path, &q->plate.seq.f[i], f);
         }
-        ok = f->stem && f->plate;
         if (q->hint.kind == SIDE_AUTO) {
-            f->hint = auto_label;
+            f->hint = ck_auto_hint;
         } else if (q->hint.kind == SIDE_VIDEO) {
             if (f->number < q->hint.count) ok = ok && (f->hint = frame_label(q->hint.path, f->number));
         } else if (f->number <= 0x7fffffffL) {

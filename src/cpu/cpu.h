@@ -26,7 +26,16 @@ typedef struct ck_cpu {
     float *pos_resized;
     void *arena;
     ck_plan *plan;
+    /* for tests: called on each map of every conv2d's output once it is
+     * written ([rows, C] floats, rows ld apart); NULL: none */
+    void (*conv_out)(void *user, float *out, int64_t rows, int C, int64_t ld);
+    void *conv_out_user;
 } ck_cpu;
+
+/* Sets a CPU backend's conv2d output hook (ck_cpu.conv_out); a test's way
+ * to perturb every conv's output as another summation order would. */
+void ck_cpu_set_conv_out(ck_backend *be, void (*f)(void *user, float *out, int64_t rows, int C, int64_t ld),
+                         void *user);
 
 /* Scratch the CPU ops need for this config and S (per thread and shared). */
 void ck_cpu_scratch_floats(const ck_config *c, int S, int threads, const ck_schedule *sched, size_t *per_thread,

@@ -135,6 +135,16 @@ void ck_cpu_conv2d(ck_cpu *be, const ck_conv2d *g, const float *in, const float 
     c.Wp = be->shared;
     ck_pool_for(be->pool, (g->Cout + 31) / 32, 1, conv_pack, &c);
     ck_pool_for(be->pool, g->n * c.tiles_per_map, 1, conv_tiles, &c);
+    if (be->conv_out)
+        for (int img = 0; img < g->n; img++)
+            be->conv_out(be->conv_out_user, out + img * c.out_map, (int64_t)c.Ho * c.Wo, g->Cout, c.out_ld);
+}
+
+void ck_cpu_set_conv_out(ck_backend *be, void (*f)(void *user, float *out, int64_t rows, int C, int64_t ld),
+                         void *user) {
+    if (!be || be->iface != &ck_cpu_backend) return;
+    ck_cpu *c = (ck_cpu *)(void *)be;
+    c->conv_out = f, c->conv_out_user = user;
 }
 
 /* --------------------------------------------------------------- pooling */

@@ -73,6 +73,27 @@ static inline __attribute__((always_inline)) v16 loadu(const float *p) {
 
 static inline __attribute__((always_inline)) void storeu(float *p, v16 v) { memcpy(p, &v, sizeof v); }
 
+/* Row c [nr] (+)= one kernel row's accumulators c0 | c1 (nr <= NR). */
+static inline __attribute__((always_inline)) void store_row(float *c, v16 c0, v16 c1, int nr, int accumulate) {
+    if (nr == NR) {
+        if (accumulate) {
+            storeu(c, loadu(c) + c0);
+            storeu(c + 16, loadu(c + 16) + c1);
+        } else {
+            storeu(c, c0);
+            storeu(c + 16, c1);
+        }
+    } else {
+        float t[NR];
+        memcpy(t, &c0, sizeof c0);
+        memcpy(t + 16, &c1, sizeof c1);
+        if (accumulate)
+            for (int j = 0; j < nr; j++) c[j] += t[j];
+        else
+            for (int j = 0; j < nr; j++) c[j] = t[j];
+    }
+}
+
 /* C[mr x nr] (+)= A[mr x kc] . P[kc x 32]; mr <= 8, nr <= 32. */
 static inline __attribute__((always_inline)) void kernel(const int mr, int kc, const float *A, int64_t lda,
                                                          const float *P, float *C, int64_t ldc, int nr,
@@ -90,26 +111,7 @@ static inline __attribute__((always_inline)) void kernel(const int mr, int kc, c
             c1[i] += av * b1;
         }
     }
-    for (int i = 0; i < mr; i++) {
-        float *c = C + (int64_t)i * ldc;
-        if (nr == NR) {
-            if (accumulate) {
-                storeu(c, loadu(c) + c0[i]);
-                storeu(c + 16, loadu(c + 16) + c1[i]);
-            } else {
-                storeu(c, c0[i]);
-                storeu(c + 16, c1[i]);
-            }
-        } else {
-            float t[NR];
-            memcpy(t, &c0[i], sizeof c0[i]);
-            memcpy(t + 16, &c1[i], sizeof c1[i]);
-            if (accumulate)
-                for (int j = 0; j < nr; j++) c[j] += t[j];
-            else
-                for (int j = 0; j < nr; j++) c[j] = t[j];
-        }
-    }
+    for (int i = 0; i < mr; i++) store_row(C + (int64_t)i * ldc, c0[i], c1[i], nr, accumulate);
 }
 
 typedef int32_t v16i __attribute__((vector_size(64)));
@@ -243,6 +245,27 @@ static inline __attribute__((always_inline)) v8 loadu8(const float *p) {
 
 static inline __attribute__((always_inline)) void storeu8(float *p, v8 v) { memcpy(p, &v, sizeof v); }
 
+/* store_row of the narrow kernel (nr <= NR8). */
+static inline __attribute__((always_inline)) void store_row8(float *c, v8 c0, v8 c1, int nr, int accumulate) {
+    if (nr == NR8) {
+        if (accumulate) {
+            storeu8(c, loadu8(c) + c0);
+            storeu8(c + 8, loadu8(c + 8) + c1);
+        } else {
+            storeu8(c, c0);
+            storeu8(c + 8, c1);
+        }
+    } else {
+        float t[NR8];
+        memcpy(t, &c0, sizeof c0);
+        memcpy(t + 8, &c1, sizeof c1);
+        if (accumulate)
+            for (int j = 0; j < nr; j++) c[j] += t[j];
+        else
+            for (int j = 0; j < nr; j++) c[j] = t[j];
+    }
+}
+
 static inline __attribute__((always_inline)) void kernel8(const int mr, int kc, const float *A, int64_t lda,
                                                           const float *P, float *C, int64_t ldc, int nr,
                                                           int accumulate) {
@@ -259,26 +282,7 @@ static inline __attribute__((always_inline)) void kernel8(const int mr, int kc, 
             c1[i] += av * b1;
         }
     }
-    for (int i = 0; i < mr; i++) {
-        float *c = C + (int64_t)i * ldc;
-        if (nr == NR8) {
-            if (accumulate) {
-                storeu8(c, loadu8(c) + c0[i]);
-                storeu8(c + 8, loadu8(c + 8) + c1[i]);
-            } else {
-                storeu8(c, c0[i]);
-                storeu8(c + 8, c1[i]);
-            }
-        } else {
-            float t[NR8];
-            memcpy(t, &c0[i], sizeof c0[i]);
-            memcpy(t + 8, &c1[i], sizeof c1[i]);
-            if (accumulate)
-                for (int j = 0; j < nr; j++) c[j] += t[j];
-            else
-                for (int j = 0; j < nr; j++) c[j] = t[j];
-        }
-    }
+    for (int i = 0; i < mr; i++) store_row8(C + (int64_t)i * ldc, c0[i], c1[i], nr, accumulate);
 }
 
 static inline __attribute__((always_inline)) void pack_b8(int b_trans, const float *B, int64_t ldb, int k0,
@@ -518,18 +522,7 @@ static inline __attribute__((always_inline)) void conv_kernel(const int mr, int 
                 }
             }
         }
-    for (int i = 0; i < mr; i++) {
-        float *c = C + (int64_t)i * ldc;
-        if (nr == NR) {
-            storeu(c, c0[i]);
-            storeu(c + 16, c1[i]);
-        } else {
-            float t[NR];
-            memcpy(t, &c0[i], sizeof c0[i]);
-            memcpy(t + 16, &c1[i], sizeof c1[i]);
-            for (int j = 0; j < nr; j++) c[j] = t[j];
-        }
-    }
+    for (int i = 0; i < mr; i++) store_row(C + (int64_t)i * ldc, c0[i], c1[i], nr, 0);
 }
 
 __attribute__((target("arch=x86-64-v4")))

@@ -365,9 +365,24 @@ static void softmax_step(float *S, int nq, int bk, float *O, int hd, float *mrow
     }
 }
 
-static void flash_init(int nq, int hd, float *O, float *mrow, float *lrow) {
-    for (int i = 0; i < nq; i++) mrow[i] = -INFINITY, lrow[i] = 0;
-    memset(O, 0, (size_t)nq * hd * sizeof(float));
+static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
+
+/* The state of one online-softmax pass, carved from flash_work(hd) floats:
+ * the score tile S [ATT_BQ, ATT_BK], the running output O [ATT_BQ, hd], and
+ * each query row's running max and normalizer. */
+typedef struct flash_state {
+    float *S, *O, *mrow, *lrow;
+} flash_state;
+
+static flash_state flash_init(int nq, int hd, float *work) {
+    flash_state f;
+    f.S = work;
+    f.O = f.S + (size_t)ATT_BQ * ATT_BK;
+    f.mrow = f.O + (size_t)ATT_BQ * hd;
+    f.lrow = f.mrow + ATT_BQ;
+    for (int i = 0; i < nq; i++) f.mrow[i] = -INFINITY, f.lrow[i] = 0;
+    memset(f.O, 0, (size_t)nq * hd * sizeof(float));
+    return f;
 }
 
 static void flash_finish(int nq, int hd, const float *O, const float *lrow, float *out, int64_t ldo) {
@@ -381,21 +396,17 @@ static void flash_finish(int nq, int hd, const float *O, const float *lrow, floa
 
 /* Online-softmax attention for nq <= ATT_BQ queries (q [nq, hd], already
  * scaled) over nk keys/values with row stride ldkv. out rows stride ldo.
- * work: ATT_BQ*ATT_BK + ATT_BQ*hd + 2*ATT_BQ floats. */
+ * work: flash_work(hd) floats. */
 static void flash(const float *q, int nq, const float *k, const float *v, int64_t ldkv, int64_t nk,
                   int hd, float *out, int64_t ldo, float *work) {
-    float *S = work;
-    float *O = S + (size_t)ATT_BQ * ATT_BK;
-    float *mrow = O + (size_t)ATT_BQ * hd;
-    float *lrow = mrow + ATT_BQ;
-    flash_init(nq, hd, O, mrow, lrow);
+    const flash_state f = flash_init(nq, hd, work);
     for (int64_t kb = 0; kb < nk; kb += ATT_BK) {
         int bk = (int)CK_MIN(ATT_BK, nk - kb);
-        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, S, bk);
-        softmax_step(S, nq, bk, O, hd, mrow, lrow);
-        ck_sgemm(0, nq, hd, bk, 1.0f, S, bk, v + kb * ldkv, ldkv, 1.0f, O, hd);
+        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, k + kb * ldkv, ldkv, 0.0f, f.S, bk);
+        softmax_step(f.S, nq, bk, f.O, hd, f.mrow, f.lrow);
+        ck_sgemm(0, nq, hd, bk, 1.0f, f.S, bk, v + kb * ldkv, ldkv, 1.0f, f.O, hd);
     }
-    flash_finish(nq, hd, O, lrow, out, ldo);
+    flash_finish(nq, hd, f.O, f.lrow, out, ldo);
 }
 
 /* Global attention reads one head's keys and values at a time, for every
@@ -411,21 +422,15 @@ static size_t kv_packed_floats(int64_t nk, int hd) {
  * 1/sqrt(hd) only). */
 static void flash_kvt(const float *q, int nq, const float *K, const float *Vt, int64_t nk, int hd, float *out,
                       int64_t ldo, float *work) {
-    float *S = work;
-    float *O = S + (size_t)ATT_BQ * ATT_BK;
-    float *mrow = O + (size_t)ATT_BQ * hd;
-    float *lrow = mrow + ATT_BQ;
-    flash_init(nq, hd, O, mrow, lrow);
+    const flash_state f = flash_init(nq, hd, work);
     for (int64_t kb = 0; kb < nk; kb += CK_FLASH_T_BK) {
         int bk = (int)CK_MIN(CK_FLASH_T_BK, nk - kb);
-        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, K + kb * hd, hd, 0.0f, S, bk);
-        softmax_step(S, nq, bk, O, hd, mrow, lrow);
-        ck_sgemm(1, nq, hd, bk, 1.0f, S, bk, Vt + kb * hd, CK_FLASH_T_BK, 1.0f, O, hd);
+        ck_sgemm(1, nq, bk, hd, 1.0f, q, hd, K + kb * hd, hd, 0.0f, f.S, bk);
+        softmax_step(f.S, nq, bk, f.O, hd, f.mrow, f.lrow);
+        ck_sgemm(1, nq, hd, bk, 1.0f, f.S, bk, Vt + kb * hd, CK_FLASH_T_BK, 1.0f, f.O, hd);
     }
-    flash_finish(nq, hd, O, lrow, out, ldo);
+    flash_finish(nq, hd, f.O, f.lrow, out, ldo);
 }
-
-static size_t flash_work(int hd) { return (size_t)ATT_BQ * ATT_BK + (size_t)ATT_BQ * hd + 2 * ATT_BQ; }
 
 static size_t att_work_floats(int hd) { return CK_MAX(flash_work(hd), ck_flash_t_work(ATT_BQ, hd)); }
 

@@ -297,22 +297,47 @@ static int convert_row(const reader *r, ckey_image_kind kind, const unsigned cha
     return opaque;
 }
 
+/* The chunks up to the pixels (the signature already read) and the IHDR
+ * fields; called inside a decoder's setjmp frame, as are the two helpers
+ * below. The decoders apply ckey's dimension caps; libpng's (1e6) is lifted
+ * so there is one gate and one message. */
+static void read_header(reader *r, png_uint_32 *w, png_uint_32 *h, int *depth, int *color) {
+    png_set_sig_bytes(r->png, 8);
+    png_set_read_fn(r->png, r, rd_bytes);
+    png_set_user_limits(r->png, 0x7fffffffu, 0x7fffffffu);
+    png_set_chunk_malloc_max(r->png, CK_PNG_CHUNK_MAX);
+    png_read_info(r->png, r->info);
+    int interlace;
+    png_get_IHDR(r->png, r->info, w, h, depth, color, &interlace, NULL, NULL);
+}
+
+/* Palette, low-depth gray and tRNS expanded to 8- or 16-bit samples. */
+static void expand_samples(reader *r, int depth, int color) {
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(r->png);
+    if (png_get_valid(r->png, r->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(r->png);
+}
+
+/* Deflate cannot compress better than ~1032:1, so a file too small to hold
+ * the pixel data is refused here, before a tiny forged header makes us
+ * allocate gigabytes only to find the data missing. Returns 1 when refused. */
+static int refuse_truncated(reader *r, size_t rowbytes, png_uint_32 w, png_uint_32 h) {
+    const uint64_t raw_bytes = ((uint64_t)rowbytes + 1) * h;
+    if (!r->total_size || r->total_size >= raw_bytes / 1032) return 0;
+    set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_FORMAT,
+            "truncated (%lu x %lu pixels need at least %llu bytes, the file has %llu)", (unsigned long)w,
+            (unsigned long)h, (unsigned long long)(raw_bytes / 1032), (unsigned long long)r->total_size);
+    return 1;
+}
+
 /* The setjmp frame: reads header and pixels into r's buffers. */
 static ckey_status decode(reader *r, ckey_image_kind kind, ckey_image *img) {
     if (setjmp(png_jmpbuf(r->png))) return r->status;
     png_structp png = r->png;
     png_infop info = r->info;
-    png_set_sig_bytes(png, 8);
-    png_set_read_fn(png, r, rd_bytes);
-    /* The dimension caps below are ours; lift libpng's (1e6) so there is
-     * one gate and one message. */
-    png_set_user_limits(png, 0x7fffffffu, 0x7fffffffu);
-    png_set_chunk_malloc_max(png, CK_PNG_CHUNK_MAX);
-    png_read_info(png, info);
-
     png_uint_32 w, h;
-    int depth, color, interlace;
-    png_get_IHDR(png, info, &w, &h, &depth, &color, &interlace, NULL, NULL);
+    int depth, color;
+    read_header(r, &w, &h, &depth, &color);
     if (w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE) {
         set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_UNSUPPORTED,
                 "%lu x %lu exceeds the %d-pixel side limit", (unsigned long)w,
@@ -325,9 +350,7 @@ static ckey_status decode(reader *r, ckey_image_kind kind, ckey_image *img) {
                 (unsigned long)h, (long long)CKEY_IMAGE_MAX_PIXELS);
         return r->status;
     }
-    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    expand_samples(r, depth, color);
     const int passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
 
@@ -340,17 +363,7 @@ static ckey_status decode(reader *r, ckey_image_kind kind, ckey_image *img) {
                 "unexpected row layout (%d channels, %zu bytes per row)", ch, rowbytes);
         return r->status;
     }
-    /* Deflate cannot compress better than ~1032:1, so a file too small to
-     * hold the pixel data is refused here, before a tiny forged header makes
-     * us allocate gigabytes only to find the data missing. */
-    const uint64_t raw_bytes = ((uint64_t)rowbytes + 1) * h;
-    if (r->total_size && r->total_size < raw_bytes / 1032) {
-        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_FORMAT,
-                "truncated (%lu x %lu pixels need at least %llu bytes, the file has %llu)",
-                (unsigned long)w, (unsigned long)h, (unsigned long long)(raw_bytes / 1032),
-                (unsigned long long)r->total_size);
-        return r->status;
-    }
+    if (refuse_truncated(r, rowbytes, w, h)) return r->status;
     const int out_ch = kind == CKEY_IMAGE_RGB ? 3 : 1;
     const int alpha_ch = ch == 2 || ch == 4;
     const int fb = kind == CKEY_IMAGE_HINT && alpha_ch;
@@ -417,22 +430,15 @@ static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
     png_structp png = r->png;
     png_infop info = r->info;
     ckey_packed_image *pk = r->pk;
-    png_set_sig_bytes(png, 8);
-    png_set_read_fn(png, r, rd_bytes);
-    png_set_user_limits(png, 0x7fffffffu, 0x7fffffffu);
-    png_set_chunk_malloc_max(png, CK_PNG_CHUNK_MAX);
-    png_read_info(png, info);
     png_uint_32 w, h;
-    int depth, color, interlace;
-    png_get_IHDR(png, info, &w, &h, &depth, &color, &interlace, NULL, NULL);
+    int depth, color;
+    read_header(r, &w, &h, &depth, &color);
     if (w > CKEY_IMAGE_MAX_SIDE || h > CKEY_IMAGE_MAX_SIDE || (int64_t)w * (int64_t)h > CKEY_IMAGE_MAX_PIXELS) {
         set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_UNSUPPORTED, "%lu x %lu exceeds the size limits",
                 (unsigned long)w, (unsigned long)h);
         return r->status;
     }
-    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (png_get_valid(png, info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(png);
+    expand_samples(r, depth, color);
     if (kind == CKEY_IMAGE_RGB && !(color & PNG_COLOR_MASK_COLOR)) png_set_gray_to_rgb(png);
     const uint16_t one = 1;
     if (depth == 16 && *(const unsigned char *)&one == 1) png_set_swap(png);
@@ -447,13 +453,7 @@ static ckey_status decode_packed(reader *r, ckey_image_kind kind) {
                 "unexpected row layout (%d channels, %zu bytes per row)", ch, rowbytes);
         return r->status;
     }
-    const uint64_t raw_bytes = ((uint64_t)rowbytes + 1) * h;
-    if (r->total_size && r->total_size < raw_bytes / 1032) {
-        set_msg(r->msg, sizeof r->msg, &r->status, CKEY_ERR_FORMAT,
-                "truncated (%lu x %lu pixels need at least %llu bytes, the file has %llu)", (unsigned long)w,
-                (unsigned long)h, (unsigned long long)(raw_bytes / 1032), (unsigned long long)r->total_size);
-        return r->status;
-    }
+    if (refuse_truncated(r, rowbytes, w, h)) return r->status;
     const size_t bytes = rowbytes * h;
     ck_packed_reserve(pk, bytes);
     if (passes > 1) r->row_ptrs = malloc((size_t)h * sizeof *r->row_ptrs);
@@ -936,6 +936,28 @@ static ckey_status decode_either(reader *r, ckey_image_kind kind, ckey_image *ou
     return st;
 }
 
+/* r reading the stream f, after the nhead (<= 8) bytes of `head` that were
+ * already taken from it (replayed before the stream's bytes). */
+static void reader_on_stream(reader *r, const char *label, FILE *f, const void *head, size_t nhead) {
+    memset(r, 0, sizeof *r);
+    r->label = label;
+    r->file = f;
+    if (nhead) memcpy(r->head, head, nhead);
+    r->head_len = nhead;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r->total_size = (uint64_t)sb.st_size;
+}
+
+/* r reading the size bytes at data with the decoders `decoder` allows. */
+static void reader_on_memory(reader *r, const char *label, const void *data, size_t size, ck_png_decoder decoder) {
+    memset(r, 0, sizeof *r);
+    r->label = label;
+    r->mem = data;
+    r->mem_size = size;
+    r->total_size = size;
+    r->decoder = decoder;
+}
+
 /* The packed read from r's source (signature not yet read). */
 static ckey_status read_packed(reader *r, ckey_image_kind kind, ckey_error *err) {
     ckey_packed_image *pk = r->pk;
@@ -965,14 +987,8 @@ ckey_status ck_image_read_png_packed_stream(FILE *f, const void *head, size_t nh
     if (!f || !pk || (!head && nhead) || nhead > 8 || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.file = f;
+    reader_on_stream(&r, label, f, head, nhead);
     r.pk = pk;
-    if (nhead) memcpy(r.head, head, nhead);
-    r.head_len = nhead;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
     return read_packed(&r, kind, err);
 }
 
@@ -982,13 +998,8 @@ ckey_status ck_png_read_packed_memory_with(const void *data, size_t size, const 
     if (!pk || (!data && size) || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.mem = data;
-    r.mem_size = size;
-    r.total_size = size;
+    reader_on_memory(&r, label, data, size, decoder);
     r.pk = pk;
-    r.decoder = decoder;
     return read_packed(&r, kind, err);
 }
 
@@ -1034,12 +1045,7 @@ ckey_status ck_png_read_memory_with(const void *data, size_t size, const char *l
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader",
                        label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.mem = data;
-    r.mem_size = size;
-    r.total_size = size;
-    r.decoder = decoder;
+    reader_on_memory(&r, label, data, size, decoder);
     ck_pixels own = {0};
     r.px = px ? px : &own;
     return read_png(&r, kind, out, err);
@@ -1057,15 +1063,9 @@ ckey_status ck_image_read_png_stream_px(FILE *f, const void *head, size_t nhead,
     if (!f || !out || (!head && nhead) || nhead > 8 || !valid_kind(kind))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: invalid arguments to the PNG reader", label);
     reader r;
-    memset(&r, 0, sizeof r);
-    r.label = label;
-    r.file = f;
+    reader_on_stream(&r, label, f, head, nhead);
     ck_pixels own = {0};
     r.px = px ? px : &own;
-    if (nhead) memcpy(r.head, head, nhead); /* replayed before the stream's bytes */
-    r.head_len = nhead;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) r.total_size = (uint64_t)sb.st_size;
     return read_png(&r, kind, out, err);
 }
 

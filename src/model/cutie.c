@@ -669,6 +669,21 @@ static int ranks_above(const float *use, const float *life, int32_t a, int32_t b
     return ra > rb || (ra == rb && a < b);
 }
 
+/* Entry e into the root of the min-heap idx [n] (root: the lowest ranked),
+ * sifted down to its place. */
+static void sift_down(const float *use, const float *life, int32_t *idx, int n, int32_t e) {
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ranks_above(use, life, idx[c], idx[c + 1])) c++;
+        if (!ranks_above(use, life, e, idx[c])) break;
+        idx[i] = idx[c];
+        i = c;
+    }
+    idx[i] = e;
+}
+
 /* idx [k] = the k of entries 0..n-1 that rank highest (k <= n), in rank
  * order: a min-heap of the best k (root: the lowest kept), then popped
  * from the back. */
@@ -677,33 +692,17 @@ static void select_top(const float *use, const float *life, int64_t n, int k, in
     if (k <= 0) return;
     for (int32_t e = 0; e < n; e++) {
         if (m == k && !ranks_above(use, life, e, idx[0])) continue;
-        int i;
         if (m < k) {
+            int i;
             for (i = m++; i > 0 && ranks_above(use, life, idx[(i - 1) / 2], e); i = (i - 1) / 2) idx[i] = idx[(i - 1) / 2];
+            idx[i] = e;
         } else {
-            for (i = 0;;) {
-                int c = 2 * i + 1;
-                if (c >= k) break;
-                if (c + 1 < k && ranks_above(use, life, idx[c], idx[c + 1])) c++;
-                if (!ranks_above(use, life, e, idx[c])) break;
-                idx[i] = idx[c];
-                i = c;
-            }
+            sift_down(use, life, idx, k, e); /* e replaces the lowest kept */
         }
-        idx[i] = e;
     }
     for (int end = k - 1; end > 0; end--) { /* heapsort: the lowest goes last */
-        const int32_t low = idx[0], e = idx[end];
-        int i = 0;
-        for (;;) {
-            int c = 2 * i + 1;
-            if (c >= end) break;
-            if (c + 1 < end && ranks_above(use, life, idx[c], idx[c + 1])) c++;
-            if (!ranks_above(use, life, e, idx[c])) break;
-            idx[i] = idx[c];
-            i = c;
-        }
-        idx[i] = e;
+        const int32_t low = idx[0];
+        sift_down(use, life, idx, end, idx[end]);
         idx[end] = low;
     }
 }
