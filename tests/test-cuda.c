@@ -2438,6 +2438,201 @@ static void test_frame_stored(void) {
     free(v), free(hh), free(dh), free(hq), free(dq);
 }
 
+/* ck_cuda_components_filter against ck_components_filter_pool (8-connected),
+ * mask for mask, byte for byte. The masks: those of test-post's
+ * components_strips (areas 1, 20 and 400), then shapes chosen against a tiled
+ * labelling at sizes on and off the tile grid (1 x 1 to 4K, 1 x N and N x 1):
+ * empty and full, both checkerboards (one component with 8-connectivity),
+ * one-pixel diagonal and anti-diagonal chains, diagonal random walks, pairs
+ * of pixels meeting only at a corner of every 8 x 8 cell, a square spiral
+ * and serpentines (one long component through many tiles), noise at the
+ * 8-connected percolation density, values other than 0 and 255, and squares
+ * of 1 to 1600 pixels (400 among them). Each
+ * with the areas 0 .. 3, 20, 400 and the count of set pixels and one more
+ * (the whole component of a one-component mask: kept, then removed). */
+enum { CC_KINDS = 14 };
+
+static void cc_shape(int kind, int h, int w, uint64_t *rng, uint8_t *m) {
+    const size_t n = (size_t)h * w;
+    memset(m, 0, n);
+    switch (kind) {
+    case 0: return; /* empty */
+    case 1: memset(m, 255, n); return;
+    case 6: { /* square spiral from the top-left corner inwards, walls 1 px apart */
+        int y = 0, x = 0, dir = 0;
+        const int dy[4] = {0, 1, 0, -1}, dx[4] = {1, 0, -1, 0};
+        m[0] = 255;
+        for (int seg = 0;; seg++, dir = (dir + 1) % 4) {
+            const int shrink = seg < 3 ? 0 : 2 * ((seg - 1) / 2);
+            const int len = (dir % 2 == 0 ? w : h) - 1 - shrink;
+            if (len < 1) break;
+            for (int k = 0; k < len; k++) {
+                y += dy[dir], x += dx[dir];
+                m[(size_t)y * w + x] = 255;
+            }
+        }
+        return;
+    }
+    case 7: /* diagonal random walks */
+        for (int walk = 0; walk < 8; walk++) {
+            *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+            int y = (int)((*rng >> 33) % (uint64_t)h), x = (int)((*rng >> 13) % (uint64_t)w);
+            for (size_t step = 0; step < n / 16 + 1; step++) {
+                m[(size_t)y * w + x] = 255;
+                *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+                const int sy = (*rng >> 40) & 1 ? 1 : -1, sx = (*rng >> 41) & 1 ? 1 : -1;
+                if (y + sy >= 0 && y + sy < h) y += sy;
+                if (x + sx >= 0 && x + sx < w) x += sx;
+            }
+        }
+        return;
+    case 8: /* corner pairs: (Y - 1, X - 1)-(Y, X) or (Y - 1, X)-(Y, X - 1) at every multiple of 8 */
+        for (int Y = 8; Y < h; Y += 8)
+            for (int X = 8; X < w; X += 8) {
+                const int anti = (Y / 8 + X / 8) % 2;
+                m[(size_t)(Y - 1) * w + X - (anti ? 0 : 1)] = 255;
+                m[(size_t)Y * w + X - (anti ? 1 : 0)] = 255;
+            }
+        return;
+    default: break;
+    }
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+            const unsigned r = (unsigned)(*rng >> 33) % 1000;
+            uint8_t v = 0;
+            switch (kind) {
+            case 2: v = (x + y) % 2 == 0; break;
+            case 3: v = (x + y) % 2 == 1; break;
+            case 4: v = (x - y + 5 * h) % 5 == 0; break;       /* diagonal chains */
+            case 5: v = (x + y) % 5 == 0; break;               /* anti-diagonal chains */
+            case 9: v = r < 407; break;                        /* percolation density */
+            case 10: v = r < 500 ? (uint8_t)(1 + r % 254) : 0; break;
+            case 11: v = y % 2 == 0 || x == ((y % 4 == 1) ? w - 1 : 0); break; /* serpentine by rows */
+            case 12: v = x % 2 == 0 || y == ((x % 4 == 1) ? h - 1 : 0); break; /* by columns */
+            default: { /* squares of side 1 .. 40 on a 48-pixel grid, 20 x 20 = 400 among them */
+                const int side = 1 + (y / 48 * 7 + x / 48 * 13) % 40;
+                v = y % 48 < side && x % 48 < side;
+            }
+            }
+            m[(size_t)y * w + x] = v;
+        }
+}
+
+typedef struct cc_run {
+    uint8_t *dmask;
+    int32_t *dlab;
+    uint32_t *darea;
+    uint8_t *ref, *got;
+    void *scratch;
+    ck_pool *pool;
+    int cases, bad;
+    size_t pixels;
+    double seconds;
+} cc_run;
+
+/* One mask through both; the first few differences printed. c->seconds: the
+ * device's time (the filter and a sync, not the copies). */
+static void cc_compare(cc_run *c, const uint8_t *m, int h, int w, int64_t area, const char *what) {
+    const size_t n = (size_t)h * w;
+    ckey_error err;
+    memcpy(c->ref, m, n);
+    REQUIRE(ck_components_filter_pool(c->ref, h, w, 8, area, c->scratch, c->pool) >= 0);
+    REQUIRE(ck_cuda_copy(c->dmask, m, n, 1, &err) == CKEY_OK);
+    REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+    const double t0 = ck_now();
+    CHECKF(ck_cuda_components_filter(c->dmask, h, w, area, c->dlab, c->darea, NULL, &err) == CKEY_OK, "%s",
+           err.message);
+    REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
+    c->seconds = ck_now() - t0;
+    REQUIRE(ck_cuda_copy(c->got, c->dmask, n, 0, &err) == CKEY_OK);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c->got[i] != c->ref[i] && !diff++) first = i;
+    c->cases++;
+    c->pixels += n;
+    if (diff && c->bad++ < 8)
+        printf("  %s %dx%d area %lld: %zu pixels differ, first (y %zu, x %zu): device %u, host %u\n", what, h, w,
+               (long long)area, diff, first / (size_t)w, first % (size_t)w, c->got[first], c->ref[first]);
+}
+
+static void test_frame_components(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    const size_t cap = (size_t)2160 * 3840;
+    cc_run c = {0};
+    uint8_t *m = malloc(cap);
+    c.ref = malloc(cap), c.got = malloc(cap), c.scratch = malloc(ck_components_scratch_bytes(2160, 3840));
+    REQUIRE(m && c.ref && c.got && c.scratch && ck_pool_create(8, &c.pool, NULL) == CKEY_OK);
+    REQUIRE(ck_cuda_malloc((void **)&c.dmask, cap, NULL) == CKEY_OK &&
+            ck_cuda_malloc((void **)&c.dlab, cap * sizeof(int32_t), NULL) == CKEY_OK &&
+            ck_cuda_malloc((void **)&c.darea, cap * sizeof(uint32_t), NULL) == CKEY_OK);
+
+    /* test-post's components_strips masks, its generator and order */
+    static const int32_t strips[][2] = {{128, 5}, {200, 97}, {1031, 61}, {4160, 33}, {64, 300}, {129, 1}};
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (size_t si = 0; si < CK_ARRAY_LEN(strips); si++) {
+        const int h = strips[si][0], w = strips[si][1];
+        for (int kind = 0; kind < 7; kind++) {
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) {
+                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                    const unsigned r = (unsigned)(rng >> 33) % 100;
+                    uint8_t v;
+                    switch (kind) {
+                    case 0: v = x == w / 2; break;
+                    case 1: v = (x + y) % w == 0 || (x - y) % w == 0; break;
+                    case 2: v = (x + y) % 2 == 0; break;
+                    case 3: v = r < 30; break;
+                    case 4: v = r < 55; break;
+                    case 5: v = r < 80; break;
+                    default: v = (y / 3) % 2 == 0 ? r < 90 : (x % 7 == 0); break;
+                    }
+                    m[(size_t)y * w + x] = v;
+                }
+            for (int64_t area = 1; area <= 400; area *= 20) cc_compare(&c, m, h, w, area, "strips");
+        }
+    }
+    const int strip_cases = c.cases;
+
+    static const int sizes[][2] = {{1, 1},     {1, 5000},  {5000, 1},  {16, 32},    {17, 33},
+                                   {15, 31},   {2, 2},     {64, 64},   {100, 333},  {517, 389},
+                                   {1080, 1920}, {2160, 3840}};
+    for (size_t si = 0; si < CK_ARRAY_LEN(sizes); si++) {
+        const int h = sizes[si][0], w = sizes[si][1];
+        const size_t n = (size_t)h * w;
+        for (int kind = 0; kind < CC_KINDS; kind++) {
+            cc_shape(kind, h, w, &rng, m);
+            int64_t set = 0;
+            for (size_t i = 0; i < n; i++) set += m[i] != 0;
+            const int64_t areas[] = {0, 1, 2, 3, 20, 400, set, set + 1};
+            char what[32];
+            snprintf(what, sizeof what, "shape %d", kind);
+            double worst = 0.0;
+            for (size_t ai = 0; ai < CK_ARRAY_LEN(areas); ai++) {
+                cc_compare(&c, m, h, w, areas[ai], what);
+                worst = c.seconds > worst ? c.seconds : worst;
+            }
+            if (n >= 1000000) printf("  %dx%d shape %2d: %.2f ms at most on the device\n", w, h, kind, worst * 1e3);
+        }
+    }
+    printf("  %d masks (%d of test-post's components_strips), %.1f Mpixels: %d differ from "
+           "ck_components_filter_pool\n",
+           c.cases, strip_cases, (double)c.pixels / 1e6, c.bad);
+    CHECK(c.bad == 0);
+
+    /* the result of a one-component mask is known outright: the spiral kept whole at its own area */
+    cc_shape(6, 517, 389, &rng, m);
+    int64_t set = 0;
+    for (size_t i = 0; i < (size_t)517 * 389; i++) set += m[i] != 0;
+    cc_compare(&c, m, 517, 389, set, "spiral");
+    CHECK(!memcmp(c.got, m, (size_t)517 * 389));
+    ckey_error err;
+    CHECK(ck_cuda_components_filter(c.dmask, 0, 5, 1, c.dlab, c.darea, NULL, &err) == CKEY_ERR_INVALID_ARG);
+    ck_cuda_free(c.dmask), ck_cuda_free(c.dlab), ck_cuda_free(c.darea);
+    ck_pool_free(c.pool);
+    free(m), free(c.ref), free(c.got), free(c.scratch);
+}
+
 /* ck_post_frame_cuda against ck_post_frame: blobs of many sizes (so the
  * components filter removes some), despeckle on and off, despill strength 1
  * and 0.5; the Processed alpha is exact, the colours within float rounding.
@@ -2462,8 +2657,8 @@ static void test_frame_post(void) {
             }
         float *dalpha = to_device(alpha, n), *dfg = to_device(fg, 3 * n), *dproc = dev_alloc(4 * n),
               *dcomp = dev_alloc(3 * n);
-        void *dscr = NULL, *hscr = malloc(ck_post_frame_cuda_host_bytes(h, w));
-        REQUIRE(dalpha && dfg && dproc && dcomp && hscr &&
+        void *dscr = NULL;
+        REQUIRE(dalpha && dfg && dproc && dcomp &&
                 ck_cuda_malloc(&dscr, ck_post_frame_cuda_device_bytes(h, w), NULL) == CKEY_OK);
         float *proc = malloc(4 * n * sizeof(float)), *comp = malloc(3 * n * sizeof(float));
         float *gproc = malloc(4 * n * sizeof(float)), *gcomp = malloc(3 * n * sizeof(float));
@@ -2479,7 +2674,7 @@ static void test_frame_post(void) {
             const double cpu_s = ck_now() - t0;
             ckey_error err;
             t0 = ck_now();
-            CHECKF(ck_post_frame_cuda(dalpha, dfg, h, w, &o, dproc, dcomp, dscr, hscr, NULL, &err) == CKEY_OK, "%s",
+            CHECKF(ck_post_frame_cuda(dalpha, dfg, h, w, &o, dproc, dcomp, dscr, NULL, &err) == CKEY_OK, "%s",
                    err.message);
             REQUIRE(ck_cuda_sync(&err) == CKEY_OK);
             const double gpu_s = ck_now() - t0;
@@ -2497,7 +2692,7 @@ static void test_frame_post(void) {
                                      cpu_s * 1e3, gpu_s * 1e3);
         }
         ck_cuda_free(dalpha), ck_cuda_free(dfg), ck_cuda_free(dproc), ck_cuda_free(dcomp), ck_cuda_free(dscr);
-        free(alpha), free(fg), free(hscr), free(proc), free(comp), free(gproc), free(gcomp), free(cscr);
+        free(alpha), free(fg), free(proc), free(comp), free(gproc), free(gcomp), free(cscr);
     }
 }
 
@@ -2962,6 +3157,7 @@ int main(int argc, char **argv) {
         {"conv3x3_tc_timing", test_conv3x3_tc_timing},
         {"frame_resize_vs_cpu", test_frame_resize},
         {"frame_preprocess_vs_cpu", test_frame_preprocess},
+        {"frame_components_vs_cpu", test_frame_components},
         {"frame_post_vs_cpu", test_frame_post},
         {"frame_stored_vs_host", test_frame_stored},
         {"frame_path_shot_vs_host", test_frame_path_shot},

@@ -489,6 +489,12 @@ ckey_status ck_cuda_imagenet_normalize(float *x, int64_t plane, const float mean
 /* Post-processing (src/pixel/post.c on the device). mask [n] = alpha > t ? 255 : 0. */
 ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *stream,
                                    ckey_error *err);
+/* ck_components_filter(mask, h, w, 8, min_area) on the device (components.cu):
+ * the 8-connected components of the non-0 pixels of mask [h, w], in place:
+ * pixels of components of at least min_area pixels set to 255, all others 0.
+ * Device scratch: labels [n] int32 and area [n] uint32 (n = h w < 2^31 - 2). */
+ckey_status ck_cuda_components_filter(uint8_t *mask, int h, int w, int64_t min_area, int32_t *labels, uint32_t *area,
+                                      void *stream, ckey_error *err);
 /* The clean matte after its connected components are filtered: dilate the 0/255
  * mask [h, w] with the ellipse of half-widths dx[0 .. 2 radius] (radius <= 64;
  * 0: none), blur it with the Q8 taps kx[nx] along rows and ky[ny] along columns

@@ -143,6 +143,8 @@ ckey_status ck_cuda_to_half(const float *in, uint16_t *out, int64_t n, void *str
 ckey_status ck_cuda_to_u8_trunc(const float *in, uint8_t *out, int64_t n, void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_threshold_mask(const float *alpha, int64_t n, float t, uint8_t *mask, void *stream,
                                    ckey_error *err) NOCUDA_BODY
+ckey_status ck_cuda_components_filter(uint8_t *mask, int h, int w, int64_t min_area, int32_t *labels, uint32_t *area,
+                                      void *stream, ckey_error *err) NOCUDA_BODY
 ckey_status ck_cuda_matte_finish(const uint8_t *mask, int h, int w, int radius, const int32_t *dx, int nx,
                                  const uint32_t *kx, int ny, const uint32_t *ky, const float *alpha, uint8_t *mask_tmp,
                                  int32_t *dist, uint32_t *sums, float *out, void *stream, ckey_error *err) NOCUDA_BODY

@@ -32,8 +32,8 @@ struct ck_devframe {
     float *d_rgb, *d_hint;   /* [3, h, w], [h, w]: plate and hint, after the network fg and alpha
                                 (d_rgb then the stored processed and comp: ck_devframe_key) */
     float *d_proc, *d_comp;  /* [4, h, w], [3, h, w] */
-    void *d_post, *h_post;   /* ck_post_frame_cuda's scratch (host: page-locked) */
-    size_t d_post_cap, h_post_cap;
+    void *d_post;            /* ck_post_frame_cuda's scratch */
+    size_t d_post_cap;
     float *d_x;              /* [4, S, S]: the network's input */
     void *d_pack;            /* packed plate, then packed hint (ck_devframe_job.*_packed) */
     size_t d_pack_cap;
@@ -61,7 +61,7 @@ void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int
     /* prepare_size's buffers: rgb 3 + hint 1 + processed 4 + comp 3 planes */
     /* + the packed staging: a plate and a hint of up to 4 16-bit samples a pixel */
     *device = 11 * P * F + tables + (int64_t)post_scratch_bytes(w, h) + 4 * (int64_t)S * S * F + 16 * P + 256;
-    *host = tables + (int64_t)ck_post_frame_cuda_host_bytes(h, w);
+    *host = tables;
 }
 
 void ck_devframe_free(ck_devframe *df) {
@@ -78,7 +78,6 @@ void ck_devframe_free(ck_devframe *df) {
     ck_cuda_free(df->d_post);
     ck_cuda_free(df->d_x);
     ck_cuda_free(df->d_pack);
-    ck_cuda_host_free(df->h_post);
     ck_cuda_event_destroy(df->wait);
     if (df->stream) ck_cuda_stream_destroy(df->stream);
     free(df);
@@ -168,14 +167,6 @@ static ckey_status prepare_size(ck_devframe *df, int32_t w, int32_t h, ckey_erro
         df->cap = n;
     }
     if ((st = dev_grow(&df->d_post, &df->d_post_cap, post_scratch_bytes(w, h), err))) return st;
-    const size_t hb = ck_post_frame_cuda_host_bytes(h, w);
-    if (hb > df->h_post_cap) {
-        ck_cuda_host_free(df->h_post);
-        df->h_post = NULL;
-        df->h_post_cap = 0;
-        if ((st = ck_cuda_host_alloc(&df->h_post, hb, err))) return st;
-        df->h_post_cap = hb;
-    }
     df->w = w;
     df->h = h;
     return CKEY_OK;
@@ -274,7 +265,7 @@ ckey_status ck_devframe_key(ck_devframe *df, const ck_devframe_job *job, double 
     if (lock) pthread_mutex_unlock(lock);
     if (st) return st;
     if ((st = ck_post_frame_cuda(d_alpha, d_fg, h, w, job->post, df->d_proc, job->comp ? df->d_comp : NULL, df->d_post,
-                                 df->h_post, stream, err)))
+                                 stream, err)))
         return st;
     /* the passes to download: the floats, or the samples the files store,
      * converted into buffers free after the post, in stream order: fg and

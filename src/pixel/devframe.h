@@ -49,8 +49,8 @@ int ck_devframe_available(const ckey_session *s);
 /* The memory a ck_devframe holds for w x h plates at network size S: device
  * bytes (plate-size buffers, resize tables and intermediates, the network's
  * input, the post scratch, the packed samples' staging: 16 bytes a pixel at
- * most) and host bytes (the resize plans, the post's
- * page-locked scratch); -1 when the plate cannot be resized. */
+ * most) and host bytes (the resize plans); -1 when the plate cannot be
+ * resized. */
 void ck_devframe_bytes(int32_t w, int32_t h, int32_t S, ck_resize_mode back, int64_t *device, int64_t *host);
 
 /* CKEY_ERR_UNSUPPORTED when s has no device frame path. */

@@ -1,8 +1,8 @@
 /* ck_post_frame with the image on a CUDA device: the matte cleanup's
- * threshold, dilation and blur, and the per-pixel despill / premultiply /
- * comp run there; the connected components (a union-find over strips of rows
- * on opt->pool's threads) run on the host over a 1-byte mask sent down and
- * back. Same results as ck_post_frame (the mask steps are integer-exact; the pixels agree within float rounding). */
+ * threshold, connected components, dilation and blur, and the per-pixel
+ * despill / premultiply / comp, all on the stream. Same results as
+ * ck_post_frame (the mask steps are integer-exact; the pixels agree within
+ * float rounding). */
 #include "core/core.h"
 #include "cuda/kernels.h"
 #include "pixel/pixel.h"
@@ -10,34 +10,25 @@
 
 size_t ck_post_frame_cuda_device_bytes(int32_t h, int32_t w) { return (size_t)h * (size_t)w * 10; }
 
-size_t ck_post_frame_cuda_host_bytes(int32_t h, int32_t w) {
-    const size_t c = ck_components_scratch_bytes(h, w);
-    return c ? c + (size_t)h * (size_t)w : 0;
-}
-
 ckey_status ck_post_frame_cuda(const float *alpha, const float *fg, int32_t h, int32_t w, const ck_post_options *opt,
-                               float *processed, float *comp, void *dev_scratch, void *host_scratch, void *stream,
-                               ckey_error *err) {
+                               float *processed, float *comp, void *dev_scratch, void *stream, ckey_error *err) {
     const size_t n = (size_t)h * (size_t)w;
-    if (!alpha || !fg || !opt || !processed || h < 1 || w < 1 || (opt->despeckle && (!dev_scratch || !host_scratch)))
+    if (!alpha || !fg || !opt || !processed || h < 1 || w < 1 || (opt->despeckle && !dev_scratch))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "post (cuda): bad arguments");
     if (opt->despeckle && opt->despeckle_mode != CK_DESPECKLE_OPENCV)
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "post (cuda): only the OpenCV despeckle runs on the device");
     float *pa = processed + 3 * n;
     ckey_status st;
     if (opt->despeckle) {
-        /* device scratch: mask [n] | mask_tmp [n] | dist [n] int32 | sums [n] uint32 (10 bytes a pixel,
-         * the 32-bit parts first so that they stay aligned) */
+        /* device scratch: dist [n] int32 | sums [n] uint32 | mask [n] | mask_tmp [n] (10 bytes a pixel,
+         * the 32-bit parts first so that they stay aligned); the components take dist and sums as their
+         * labels and areas before the dilation and the blur */
         int32_t *dist = dev_scratch;
         uint32_t *sums = (uint32_t *)(dist + n);
         uint8_t *mask = (uint8_t *)(sums + n), *mask_tmp = mask + n;
-        uint8_t *host_mask = (uint8_t *)host_scratch + ck_components_scratch_bytes(h, w);
-        if ((st = ck_cuda_threshold_mask(alpha, (int64_t)n, CK_DESPECKLE_THRESHOLD, mask, stream, err))) return st;
-        if ((st = ck_cuda_copy_async(host_mask, mask, n, 0, stream, err))) return st;
-        if ((st = ck_cuda_stream_sync(stream, err))) return st;
-        if (ck_components_filter_pool(host_mask, h, w, 8, opt->despeckle_area, host_scratch, opt->pool) < 0)
-            return ck_fail(err, CKEY_ERR_INTERNAL, "post (cuda): connected components failed");
-        if ((st = ck_cuda_copy_async(mask, host_mask, n, 1, stream, err))) return st;
+        if ((st = ck_cuda_threshold_mask(alpha, (int64_t)n, CK_DESPECKLE_THRESHOLD, mask, stream, err)) ||
+            (st = ck_cuda_components_filter(mask, h, w, opt->despeckle_area, dist, sums, stream, err)))
+            return st;
         int32_t dx[2 * 64 + 1];
         ck_ellipse_halfwidths(CK_DESPECKLE_DILATION, dx);
         /* the blur as ck_gaussian_blur_u8: a 1-pixel axis is not blurred */

@@ -216,16 +216,14 @@ ckey_status ck_post_frame(const float *alpha, const float *fg, int32_t h, int32_
  * ck_post_frame on a CUDA device (post-cuda.c): alpha [h, w] and fg [3, h, w]
  * in device memory, processed [4, h, w] and comp [3, h, w] (or NULL) written
  * there; the Matte and FG passes are alpha and fg themselves. The OpenCV
- * despeckle only (CKEY_ERR_UNSUPPORTED for the torch one). Scratch:
- * ck_post_frame_cuda_device_bytes on the device, ck_post_frame_cuda_host_bytes
- * on the host (page-locked for speed). Returns with the stream's work queued
- * (the components step waits for the threshold on the host).
+ * despeckle only (CKEY_ERR_UNSUPPORTED for the torch one); its connected
+ * components run on the device too (ck_cuda_components_filter), so opt->pool
+ * is not used. Device scratch: ck_post_frame_cuda_device_bytes. Returns with
+ * the stream's work queued, the host never waiting.
  */
 size_t ck_post_frame_cuda_device_bytes(int32_t h, int32_t w);
-size_t ck_post_frame_cuda_host_bytes(int32_t h, int32_t w);
 ckey_status ck_post_frame_cuda(const float *alpha, const float *fg, int32_t h, int32_t w, const ck_post_options *opt,
-                               float *processed, float *comp, void *dev_scratch, void *host_scratch, void *stream,
-                               ckey_error *err);
+                               float *processed, float *comp, void *dev_scratch, void *stream, ckey_error *err);
 /* ckey_post_passes (ckey_clip.h) with its rows split over `pool`. */
 struct ckey_post_options;
 /* The public options as ck_post_options (no pool). */
