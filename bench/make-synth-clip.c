@@ -2,7 +2,7 @@
  * A generated green-screen clip for bench/farm-chunks.sh and
  * bench/key_clip.sh (not a test):
  *
- *   build/bench/make-synth-clip DIR FRAMES WIDTH HEIGHT [png16|png8|exr]
+ *   build/bench/make-synth-clip DIR FRAMES WIDTH HEIGHT [png16|png8|exr|h264|prores]
  *
  * DIR/Input/plate_NNNN.png (16-bit RGB, the default; png8: 8-bit) or
  * DIR/Input/plate_NNNN.exr (exr: HALF RGB, PXR24, the same sRGB values made
@@ -10,7 +10,12 @@
  * (8-bit), frames 1 .. FRAMES: a soft-edged disc with green spill on its
  * edge moving across a green screen, and its hardened, shrunk alpha as the
  * hint (the frames tests/support/clip.c's ck_synth_frame makes, scaled
- * to the size). Needs only libckey (PNG support; OpenEXR for exr).
+ * to the size). h264 / prores: the same plates as one video,
+ * DIR/Input/plate.mp4 (H.264, 8-bit 4:2:0, CRF 18) or DIR/Input/plate.mov
+ * (ProRes 422 HQ, 10-bit), at 24 fps, written by ckey_video_writer; a
+ * video's frames are numbered from 0, so its hints are hint_0000 ..
+ * FRAMES - 1 (the 8-bit PNGs as above). Needs only libckey (PNG support;
+ * OpenEXR for exr; FFmpeg for h264 / prores).
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,14 +53,16 @@ static float srgb_to_linear(float v) {
 
 int main(int argc, char **argv) {
     if (argc != 5 && argc != 6) {
-        fprintf(stderr, "usage: %s DIR FRAMES WIDTH HEIGHT [png16|png8|exr]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR FRAMES WIDTH HEIGHT [png16|png8|exr|h264|prores]\n", argv[0]);
         return 2;
     }
     const char *dir = argv[1];
     const int frames = atoi(argv[2]), W = atoi(argv[3]), H = atoi(argv[4]);
     const char *fmt = argc == 6 ? argv[5] : "png16";
     const int exr = strcmp(fmt, "exr") == 0, depth = strcmp(fmt, "png8") == 0 ? 8 : 16;
-    if (frames < 1 || W < 16 || H < 16 || (!exr && strcmp(fmt, "png8") != 0 && strcmp(fmt, "png16") != 0)) {
+    const int h264 = strcmp(fmt, "h264") == 0, video = h264 || strcmp(fmt, "prores") == 0;
+    if (frames < 1 || W < 16 || H < 16 || (h264 && (W % 2 || H % 2)) ||
+        (!exr && !video && strcmp(fmt, "png8") != 0 && strcmp(fmt, "png16") != 0)) {
         fprintf(stderr, "make-synth-clip: bad frame count, size or format\n");
         return 2;
     }
@@ -69,21 +76,44 @@ int main(int argc, char **argv) {
     }
     float *rgb = malloc(sizeof(float) * 3 * (size_t)W * H), *hint = malloc(sizeof(float) * (size_t)W * H);
     if (!rgb || !hint) return 1;
+    ckey_video_writer *vw = NULL;
+    if (video) {
+        ckey_video_set_log_level(0);
+        const ckey_video_writer_options vo = {h264 ? CKEY_VIDEO_H264 : CKEY_VIDEO_PRORES_422HQ, W, H, 24, 1, 0};
+        snprintf(p, sizeof p, "%s/plate.%s", in, h264 ? "mp4" : "mov");
+        if (ckey_video_writer_open(p, &vo, &vw, &err) != CKEY_OK) {
+            fprintf(stderr, "make-synth-clip: %s\n", err.message);
+            return 1;
+        }
+    }
     for (int k = 0; k < frames; k++) {
         frame(k, frames, W, H, rgb, hint);
-        snprintf(p, sizeof p, "%s/plate_%04d.%s", in, k + 1, exr ? "exr" : "png");
-        if (exr)
-            for (size_t i = 0; i < 3 * (size_t)W * H; i++) rgb[i] = srgb_to_linear(rgb[i]);
-        if ((exr ? ckey_image_write_exr(p, rgb, 3, W, H, CKEY_EXR_PXR24, &err)
-                 : ckey_image_write_png(p, rgb, 3, W, H, depth, &err)) != CKEY_OK) {
+        ckey_status st;
+        if (video) {
+            st = ckey_video_write_frame(vw, rgb, NULL, &err);
+        } else {
+            snprintf(p, sizeof p, "%s/plate_%04d.%s", in, k + 1, exr ? "exr" : "png");
+            if (exr)
+                for (size_t i = 0; i < 3 * (size_t)W * H; i++) rgb[i] = srgb_to_linear(rgb[i]);
+            st = exr ? ckey_image_write_exr(p, rgb, 3, W, H, CKEY_EXR_PXR24, &err)
+                     : ckey_image_write_png(p, rgb, 3, W, H, depth, &err);
+        }
+        if (st != CKEY_OK) {
+            ckey_video_writer_free(vw);
             fprintf(stderr, "make-synth-clip: %s\n", err.message);
             return 1;
         }
-        snprintf(p, sizeof p, "%s/hint_%04d.png", hints, k + 1);
+        /* a video's frames are numbered from 0, a sequence's from its names (1 ..) */
+        snprintf(p, sizeof p, "%s/hint_%04d.png", hints, video ? k : k + 1);
         if (ckey_image_write_png(p, hint, 1, W, H, 8, &err) != CKEY_OK) {
+            ckey_video_writer_free(vw);
             fprintf(stderr, "make-synth-clip: %s\n", err.message);
             return 1;
         }
+    }
+    if (vw && ckey_video_writer_close(vw, &err) != CKEY_OK) {
+        fprintf(stderr, "make-synth-clip: %s\n", err.message);
+        return 1;
     }
     free(rgb);
     free(hint);
