@@ -7,15 +7,21 @@
 #
 # Writes the full-size synthetic weights as a checkpoint (bench-forward
 # --save-model), then for each plate size (default 3840x2160) and plate
-# format (default png8,png16,exr: 8-bit PNG, 16-bit PNG, HALF EXR plates,
-# build/bench/make-synth-clip) a clip of FRAMES frames (default 24), and
-# keys it with `build/ckey key --json` into the four passes (defaults: three
-# PXR24 EXRs and the Comp PNG). For each clip it prints the end-to-end rate,
+# format (default png8,png16,exr: 8-bit PNG, 16-bit PNG, HALF EXR plates;
+# h264, prores: the same plates as one H.264 .mp4 / ProRes 422 HQ .mov in
+# Input/; build/bench/make-synth-clip) a clip of FRAMES frames (default
+# 24), and keys it with `build/ckey key --json` into the four passes
+# (defaults: three PXR24 EXRs and the Comp PNG; `--video-out both` adds the
+# ProRes 4444 and H.264 videos). For each clip it prints the end-to-end rate,
 # ckey's model-only rate, every stage's busy seconds per frame (summed over
-# the threads that run it), each thread group's use (busy / (wall x
-# threads)), the model threads' waits for an input and for a free output
-# slot, the stage that bounds the run (docs/performance.md, "Where a
-# clip's time goes") and the frame path that ran, with the reason. Before
+# the threads that run it and over the groups: "encode" holds the writers'
+# EXR / PNG compression and the ordered stage's video encoding; "read" a
+# video plate's decoding), each thread group's use (busy / (wall x
+# threads)) and busy seconds per frame (the "ordered" group: one thread, in
+# frame order, the video encoders' calls), the model threads' waits for an
+# input and for a free output slot, the stage that bounds the run, with its
+# group (docs/performance.md, "Where a clip's time goes") and the frame path
+# that ran, with the reason. Before
 # the clips it runs build/bench/bench-forward at
 # the same --size / --device / --precision, so the network-only rate is
 # measured in the same run. The options after the sizes go to `ckey key`
@@ -23,7 +29,8 @@
 # --formats, --dir (where the clips and passes go; default a temporary
 # directory under $TMPDIR) and --forward-runs (default 10) are this
 # script's. Needs build/ckey, build/bench/bench-forward and
-# build/bench/make-synth-clip (`make bench`) with OpenEXR, and python3.
+# build/bench/make-synth-clip (`make bench`) with OpenEXR (and FFmpeg for
+# h264 / prores / --video-out), and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 frames=24
@@ -46,6 +53,13 @@ while [[ $# -gt 0 ]]; do
     --device) device=$2; key_args+=("$1" "$2"); shift 2 ;;
     --precision) precision=$2; key_args+=("$1" "$2"); shift 2 ;;
     *) key_args+=("$1"); shift ;;
+  esac
+done
+IFS=, read -r -a format_list <<< "$formats"
+for fmt in "${format_list[@]}"; do
+  case $fmt in
+    png8|png16|exr|h264|prores) ;;
+    *) echo "key_clip.sh: unknown plate format $fmt (png8, png16, exr, h264, prores)" >&2; exit 2 ;;
   esac
 done
 for b in build/ckey build/bench/bench-forward build/bench/make-synth-clip; do
@@ -75,7 +89,6 @@ for line in sys.stdin:
 '
 
 IFS=, read -r -a size_list <<< "$sizes"
-IFS=, read -r -a format_list <<< "$formats"
 for wh in "${size_list[@]}"; do
   w=${wh%x*} h=${wh#*x}
   # the clips of this size at once (one process each), then keyed one after another
@@ -104,6 +117,8 @@ print("%s %s plates: %d frames in %.2f s: %.2f fps end to end, %.2f fps model on
     wh, fmt, done["keyed"], done["seconds"], done["fps"], done["model_fps"], done["bound"],
     done["bound_group"], 100 * done["use"][done["bound_group"]]))
 print("  busy s/frame: " + ", ".join("%s %.4f" % (k, v / n) for k, v in done["stages"].items()))
+print("  group busy s/frame: " + ", ".join("%s %.4f" % (g, u * done["seconds"] * done["threads"][g] / n)
+                                          for g, u in done["use"].items()))
 print("  use: " + ", ".join("%s %.0f%% of %d" % (g, 100 * u, done["threads"][g]) for g, u in done["use"].items()) +
       "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; CPU %.2f s a frame (%.1f cores busy); peak RSS %.0f MiB" % (
       done["wait_input_seconds"], done["wait_output_seconds"], done["wait_turn_seconds"],
