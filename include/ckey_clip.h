@@ -546,7 +546,10 @@ const char *ckey_shot_group_name(int group);
 /*
  * The busy time of a shot's stages so far, and the stage that bounds it.
  * A group's use is its stages' busy seconds over (elapsed x its threads):
- * 1 when every one of its threads was busy all along. The bounding group
+ * 1 when every one of its threads was busy all along. The ordered part runs
+ * on the writers' threads, so the writers' busy seconds include it (their
+ * use is their threads'); the ordered group's own use (one frame at a time)
+ * is 1 when that serial part alone fills the run. The bounding group
  * is the one with the highest use (a pipeline runs at the pace of its
  * busiest group: the others wait on it), and the bounding stage is the
  * stage with the most busy time in that group. The model threads' waits

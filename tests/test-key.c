@@ -1164,8 +1164,12 @@ static void test_stage_stats(void) {
         for (int q = 0; q < CKEY_SHOT_GROUPS; q++) {
             CHECKF(l->use[q] >= 0 && l->use[q] <= 1.0 + 1e-6, "config %d: %s use %g", c, ckey_shot_group_name(q),
                    l->use[q]);
-            total += l->use[q] * l->threads[q];
+            /* the ordered part runs on the writers' threads: in their use */
+            if (q != CKEY_GROUP_ORDERED) total += l->use[q] * l->threads[q];
         }
+        CHECKF(l->use[CKEY_GROUP_WRITERS] * l->threads[CKEY_GROUP_WRITERS] >= l->use[CKEY_GROUP_ORDERED] - 1e-9,
+               "config %d: the writers' use %g leaves out their ordered part's %g", c, l->use[CKEY_GROUP_WRITERS],
+               l->use[CKEY_GROUP_ORDERED]);
         /* unthreaded, one thread runs the stages one after another: their
          * busy time is at most the run's */
         if (!threaded) CHECKF(total <= 1.0 + 1e-6, "unthreaded: the groups' use sums to %g", total);

@@ -299,12 +299,16 @@ static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
     l->wait_output_seconds = sh->wait_out;
     l->wait_turn_seconds = sh->wait_turn;
     l->bound = l->bound_group = -1;
+    /* busy[g] as the group's threads see it: the ordered part runs on the
+     * writers' threads, so the writers' time includes it */
+    double b[CKEY_SHOT_GROUPS][CKEY_SHOT_STAGES];
     double best = 0;
     for (int g = 0; g < CKEY_SHOT_GROUPS; g++) {
         double sum = 0;
         for (int k = 0; k < CKEY_SHOT_STAGES; k++) {
             l->stage_seconds[k] += sh->busy[g][k];
-            sum += sh->busy[g][k];
+            b[g][k] = sh->busy[g][k] + (g == CKEY_GROUP_WRITERS ? sh->busy[CKEY_GROUP_ORDERED][k] : 0);
+            sum += b[g][k];
         }
         l->threads[g] = sh->gthreads[g];
         l->use[g] = elapsed > 0 && sh->gthreads[g] > 0 ? sum / (elapsed * sh->gthreads[g]) : 0;
@@ -313,11 +317,9 @@ static void load_locked(const shot *sh, double elapsed, ckey_shot_load *l) {
             l->bound_group = g;
         }
     }
-    if (l->bound_group >= 0) {
-        const double *b = sh->busy[l->bound_group];
+    if (l->bound_group >= 0)
         for (int k = 0; k < CKEY_SHOT_STAGES; k++)
-            if (l->bound < 0 || b[k] > b[l->bound]) l->bound = k;
-    }
+            if (l->bound < 0 || b[l->bound_group][k] > b[l->bound_group][l->bound]) l->bound = k;
 }
 
 static void load_now(shot *sh, double elapsed, ckey_shot_load *l) {
