@@ -17,8 +17,9 @@
 # the threads that run it and over the groups: "encode" holds the writers'
 # EXR / PNG compression and the ordered stage's video encoding; "read" a
 # video plate's decoding), each thread group's use (busy / (wall x
-# threads)) and busy seconds per frame (the "ordered" group: one thread, in
-# frame order, the video encoders' calls), the model threads' waits for an
+# threads)) and busy seconds per frame (the "ordered" group: one frame at a
+# time, in frame order, the video encoders' calls, on the writers' threads,
+# so the writers' figures include it), the model threads' waits for an
 # input and for a free output slot, the stage that bounds the run, with its
 # group (docs/performance.md, "Where a clip's time goes") and the frame path
 # that ran, with the reason. Before
@@ -117,7 +118,7 @@ print("%s %s plates: %d frames in %.2f s: %.2f fps end to end, %.2f fps model on
     wh, fmt, done["keyed"], done["seconds"], done["fps"], done["model_fps"], done["bound"],
     done["bound_group"], 100 * done["use"][done["bound_group"]]))
 print("  busy s/frame: " + ", ".join("%s %.4f" % (k, v / n) for k, v in done["stages"].items()))
-print("  group busy s/frame: " + ", ".join("%s %.4f" % (g, u * done["seconds"] * done["threads"][g] / n)
+print("  group busy s/frame (the writers' with their ordered part): " + ", ".join("%s %.4f" % (g, u * done["seconds"] * done["threads"][g] / n)
                                           for g, u in done["use"].items()))
 print("  use: " + ", ".join("%s %.0f%% of %d" % (g, 100 * u, done["threads"][g]) for g, u in done["use"].items()) +
       "; the network waited %.3f s for inputs, %.3f s for free output slots; writers waited %.3f s for their turn; CPU %.2f s a frame (%.1f cores busy); peak RSS %.0f MiB" % (
