@@ -8,6 +8,8 @@
  *                    and run again, two runs racing on the same frames: the
  *                    passes and, after ckey encode, the videos are byte for
  *                    byte those of one `ckey key --video-out both` run
+ *                    (whose pool has one thread, while ckey encode splits
+ *                    the videos' Y'CbCr conversion over every core)
  *   encode_checks    ckey encode lists incomplete frames, refuses another
  *                    despill, removes stale temporary files
  *   key_options      --frames with --video-out points to ckey encode;

@@ -107,7 +107,11 @@ ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *fram
     inner.write = null_write;
     ckey_status st = ckey_sink_open_video_tee(&inner, &o->video, &tee, err);
     if (st != CKEY_OK) return st;
-    if (tee.begin) st = tee.begin(tee.self, err);
+    /* the videos' pixel conversions split over every core, as a keying run
+     * splits them over its pool (the same frames on any number of threads) */
+    ck_pool *pool = NULL;
+    st = ck_pool_create(0, &pool, err);
+    if (st == CKEY_OK && tee.begin) st = tee.begin(tee.self, err);
     const float strength = o->video.despill_strength;
     ckey_image fg, processed, comp;
     memset(&fg, 0, sizeof fg);
@@ -139,7 +143,7 @@ ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *fram
             break;
         }
         const ckey_shot_passes p = {.width = w, .height = h, .fg = fg.data, .processed = processed.data,
-                                    .comp = comp.data};
+                                    .comp = comp.data, .pool = pool};
         ckey_error we;
         ck_error_clear(&we);
         st = tee.write(tee.self, f, &p, &we);
@@ -155,5 +159,6 @@ ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *fram
     ckey_image_free(&comp);
     if (st == CKEY_OK && tee.finish) st = tee.finish(tee.self, err);
     ckey_sink_close(&tee); /* unfinished: the temporary files are removed */
+    ck_pool_free(pool);
     return st;
 }

@@ -12,6 +12,10 @@
  * frames' passes at once); the encoders run in write_ordered(), which the
  * runner calls one frame at a time, in frame order, so the tee needs no
  * locking: write() touches the tee's own state only when not concurrent.
+ * The frame's pixel work for the videos (the stored passes' rounding, the
+ * despill, RGB -> Y'CbCr) is split over the runner's pool (ckey_shot_passes.
+ * pool), so the one frame-order thread does little more than hand frames to
+ * the encoders, whose own threads are FFmpeg's.
  * Encoders open at the first frame (its size is the video's);
  * ckey_video_writer_close renames the files into place in finish().
  *
@@ -31,6 +35,7 @@
 #include "core/core.h"
 #include "core/dtype.h"
 #include "media/image.h"
+#include "media/video.h"
 #include "pixel/post.h"
 
 enum { OUT_FG_ALPHA = 0, OUT_COMP = 1, NOUT = 2 };
@@ -123,6 +128,47 @@ static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_sh
     return t->inner.write(t->inner.self, f, p, err);
 }
 
+/* The videos' pixels from the stored passes, a span of pixels per call, on
+ * the runner's threads: the straight fg that Processed premultiplies (post.c's
+ * first steps) from the FG and the alpha as their EXRs store them, despilled;
+ * the Comp as its PNG stores it (truncated to 8 bits, read back as /255). */
+typedef struct prep_job {
+    tee *t;
+    const ckey_shot_passes *p;
+    size_t n;
+} prep_job;
+
+static void prep_fg(void *ctx, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const prep_job *j = ctx;
+    const ckey_shot_passes *p = j->p;
+    const size_t n = j->n, b = (size_t)begin, e = (size_t)end;
+    float *fg = j->t->fg;
+    for (int c = 0; c < 4; c++) {
+        float *dst = fg + (size_t)c * n;
+        const size_t off = c < 3 ? (size_t)c * n : 3 * n; /* alpha: Processed's fourth plane */
+        if (p->fg_half) {
+            const uint16_t *src = c < 3 ? p->fg_half : p->processed_half;
+            for (size_t i = b; i < e; i++) dst[i] = ck_f16_to_f32(src[off + i]);
+        } else {
+            const float *src = c < 3 ? p->fg : p->processed;
+            for (size_t i = b; i < e; i++) dst[i] = ck_f16_to_f32(ck_f32_to_f16(src[off + i]));
+        }
+    }
+    ck_despill_span(fg, n, b, e, j->t->o.despill_strength);
+}
+
+static void prep_comp(void *ctx, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const prep_job *j = ctx;
+    const ckey_shot_passes *p = j->p;
+    float *comp = j->t->comp;
+    if (p->comp_u8)
+        for (int64_t i = begin; i < end; i++) comp[i] = (float)p->comp_u8[i] / 255.0f;
+    else
+        for (int64_t i = begin; i < end; i++) comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
+}
+
 /* The encoders, in frame order, after the frame's passes are written. */
 static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                      ckey_error *err) {
@@ -133,6 +179,8 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
     if (t->inner.write_ordered && (st = t->inner.write_ordered(t->inner.self, f, p, err)) != CKEY_OK)
         return st;
     const size_t n = (size_t)w * (size_t)h;
+    ck_pool *pool = (ck_pool *)p->pool; /* NULL: all on this thread */
+    prep_job job = {t, p, n};
     if (t->w[OUT_FG_ALPHA]) {
         if (n > t->fg_cap) {
             free(t->fg);
@@ -141,18 +189,8 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
             if (!t->fg) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
                                        (int)w, (int)h);
         }
-        /* the straight fg that Processed premultiplies (post.c's first steps),
-         * from the FG and the alpha as their EXRs store them */
-        if (p->fg_half) {
-            for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(p->fg_half[i]);
-            for (size_t i = 0; i < n; i++) t->fg[3 * n + i] = ck_f16_to_f32(p->processed_half[3 * n + i]);
-        } else {
-            for (size_t i = 0; i < 3 * n; i++) t->fg[i] = ck_f16_to_f32(ck_f32_to_f16(p->fg[i]));
-            for (size_t i = 0; i < n; i++)
-                t->fg[3 * n + i] = ck_f16_to_f32(ck_f32_to_f16(p->processed[3 * n + i]));
-        }
-        ck_despill(t->fg, n, t->o.despill_strength);
-        st = ckey_video_write_frame(t->w[OUT_FG_ALPHA], t->fg, t->fg + 3 * n, err);
+        ck_pool_for(pool, (int64_t)n, 1 << 16, prep_fg, &job);
+        st = ck_video_write_frame_on(t->w[OUT_FG_ALPHA], pool, t->fg, t->fg + 3 * n, err);
         if (st != CKEY_OK) return st;
     }
     if (t->w[OUT_COMP]) {
@@ -163,17 +201,13 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
             if (!t->comp) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
                                          (int)w, (int)h);
         }
-        /* the Comp as its PNG stores it: truncated to 8 bits, read back as /255 */
-        if (p->comp_u8)
-            for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)p->comp_u8[i] / 255.0f;
-        else
-            for (size_t i = 0; i < 3 * n; i++) t->comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
+        ck_pool_for(pool, (int64_t)(3 * n), 1 << 16, prep_comp, &job);
         const float *comp = t->comp;
         if ((w | h) & 1) {
             if ((st = pad_even(t, t->comp, w, h, err)) != CKEY_OK) return st;
             comp = t->pad;
         }
-        st = ckey_video_write_frame(t->w[OUT_COMP], comp, NULL, err);
+        st = ck_video_write_frame_on(t->w[OUT_COMP], pool, comp, NULL, err);
     }
     return st;
 }

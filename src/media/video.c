@@ -109,6 +109,12 @@ ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const
     return no_ffmpeg(err, "ckey_video_write_frame");
 }
 
+ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const float *rgb,
+                                    const float *alpha, ckey_error *err) {
+    (void)pool;
+    return ckey_video_write_frame(w, rgb, alpha, err);
+}
+
 ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err) {
     (void)w;
     return no_ffmpeg(err, "ckey_video_writer_close");
@@ -1228,15 +1234,26 @@ static inline void put_code(uint8_t *row, size_t x, int wide, double v, int maxv
  * centred vertically (mean of the two rows) -- MPEG-2's "left" siting, the
  * reader's default.
  */
-static void rgb_to_yuv(ckey_video_writer *w, const float *rgb, const float *alpha) {
-    AVFrame *f = w->frame;
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
-    const int width = w->width, h = w->height, n = d->comp[0].depth, wide = n > 8;
-    const size_t W = (size_t)width, plane = W * (size_t)h;
+typedef struct yuv_job {
+    ckey_video_writer *w;
+    const float *rgb, *alpha;
+    const AVPixFmtDescriptor *d;
+} yuv_job;
+
+/* Rows [y0, y1): Y' (and A) codes, and Cb', Cr' at full resolution into
+ * w->chroma. */
+static void yuv_luma_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    (void)thread;
+    const yuv_job *j = ctx;
+    const ckey_video_writer *w = j->w;
+    const AVFrame *f = w->frame;
+    const int width = w->width, n = j->d->comp[0].depth, wide = n > 8;
+    const size_t W = (size_t)width, plane = W * (size_t)w->height;
     const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
     const double kr = 0.2126, kb = 0.0722, kg = 1.0 - kr - kb;
+    const float *rgb = j->rgb, *alpha = j->alpha;
     float *cb = w->chroma, *cr = cb + plane;
-    for (int y = 0; y < h; y++) {
+    for (int64_t y = y0; y < y1; y++) {
         uint8_t *yrow = f->data[0] + (ptrdiff_t)y * f->linesize[0];
         for (int x = 0; x < width; x++) {
             const size_t i = (size_t)y * W + (size_t)x;
@@ -1246,20 +1263,31 @@ static void rgb_to_yuv(ckey_video_writer *w, const float *rgb, const float *alph
             cr[i] = (float)((R - Y) / (2 * (1 - kr)));
             put_code(yrow, (size_t)x, wide, (16.0 + 219.0 * Y) * unit, (int)maxv);
         }
-        if (d->flags & AV_PIX_FMT_FLAG_ALPHA) {
+        if (j->d->flags & AV_PIX_FMT_FLAG_ALPHA) {
             uint8_t *arow = f->data[3] + (ptrdiff_t)y * f->linesize[3];
             for (int x = 0; x < width; x++)
                 put_code(arow, (size_t)x, wide,
                          alpha ? unit01(alpha[(size_t)y * W + (size_t)x]) * maxv : maxv, (int)maxv);
         }
     }
-    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
-    const int cw = AV_CEIL_RSHIFT(width, lw), ch = AV_CEIL_RSHIFT(h, lh);
+}
+
+/* Chroma rows [j0, j1) of the frame, subsampled from w->chroma. */
+static void yuv_chroma_rows(void *ctx, int64_t j0, int64_t j1, int thread) {
+    (void)thread;
+    const yuv_job *jb = ctx;
+    const ckey_video_writer *w = jb->w;
+    const AVFrame *f = w->frame;
+    const int width = w->width, h = w->height, n = jb->d->comp[0].depth, wide = n > 8;
+    const size_t W = (size_t)width, plane = W * (size_t)h;
+    const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
+    const int lw = jb->d->log2_chroma_w, lh = jb->d->log2_chroma_h;
+    const int cw = AV_CEIL_RSHIFT(width, lw);
     for (int c = 0; c < 2; c++) {
-        const float *src = c ? cr : cb;
-        for (int j = 0; j < ch; j++) {
+        const float *src = w->chroma + (c ? plane : 0);
+        for (int64_t j = j0; j < j1; j++) {
             uint8_t *row = f->data[1 + c] + (ptrdiff_t)j * f->linesize[1 + c];
-            const int y0 = j << lh, y1 = lh && y0 + 1 < h ? y0 + 1 : y0;
+            const int y0 = (int)j << lh, y1 = lh && y0 + 1 < h ? y0 + 1 : y0;
             for (int i = 0; i < cw; i++) {
                 double v = 0;
                 for (int yy = y0;; yy = y1) {
@@ -1280,8 +1308,21 @@ static void rgb_to_yuv(ckey_video_writer *w, const float *rgb, const float *alph
     }
 }
 
+/* Every row is converted on its own (the chroma after all of the luma pass),
+ * so the frame is the same on any number of threads. */
+static void rgb_to_yuv(ckey_video_writer *w, ck_pool *pool, const float *rgb, const float *alpha) {
+    yuv_job j = {w, rgb, alpha, av_pix_fmt_desc_get((enum AVPixelFormat)w->frame->format)};
+    ck_pool_for(pool, w->height, 16, yuv_luma_rows, &j);
+    ck_pool_for(pool, AV_CEIL_RSHIFT(w->height, j.d->log2_chroma_h), 8, yuv_chroma_rows, &j);
+}
+
 ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const float *alpha,
                                    ckey_error *err) {
+    return ck_video_write_frame_on(w, NULL, rgb, alpha, err);
+}
+
+ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const float *rgb,
+                                    const float *alpha, ckey_error *err) {
     if (!w || !rgb)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_write_frame: %s",
                        w ? "no pixels" : "no writer");
@@ -1290,7 +1331,7 @@ ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const
                        (long long)CKEY_VIDEO_MAX_FRAMES);
     const int ret = av_frame_make_writable(w->frame); /* the encoder may hold the last one */
     if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
-    rgb_to_yuv(w, rgb, alpha);
+    rgb_to_yuv(w, pool, rgb, alpha);
     w->frame->pts = w->frames;
     ckey_status st = encode(w, w->frame, err);
     if (st != CKEY_OK) return st;

@@ -9,6 +9,7 @@
 
 #include "ckey_media.h"
 #include "ckey.h"
+#include "core/core.h"
 
 /*
  * ckey_video_reader_open on a buffer, which must outlive the reader; `label`
@@ -19,5 +20,13 @@
 ckey_status ck_video_reader_open_memory(const void *data, size_t size, const char *label,
                                         int32_t threads, int64_t max_pixels,
                                         ckey_video_reader **out, ckey_error *err);
+
+/*
+ * ckey_video_write_frame with the RGB -> Y'CbCr conversion split by rows over
+ * `pool` (may be NULL: the caller's thread); the same frame on any number of
+ * threads. The encoder's own threads are FFmpeg's.
+ */
+ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const float *rgb,
+                                    const float *alpha, ckey_error *err);
 
 #endif

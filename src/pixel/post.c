@@ -36,10 +36,14 @@ static inline void despill_px(float *r, float *g, float *b, double strength) {
     *b = bn;
 }
 
-void ck_despill(float *fg, size_t plane, double strength) {
+void ck_despill_span(float *fg, size_t plane, size_t begin, size_t end, double strength) {
     if (!(strength > 0.0)) return; /* upstream: strength <= 0 returns the input */
     float *r = fg, *g = fg + plane, *b = fg + 2 * plane;
-    for (size_t i = 0; i < plane; i++) despill_px(&r[i], &g[i], &b[i], strength);
+    for (size_t i = begin; i < end; i++) despill_px(&r[i], &g[i], &b[i], strength);
+}
+
+void ck_despill(float *fg, size_t plane, double strength) {
+    ck_despill_span(fg, plane, 0, plane, strength);
 }
 
 /* ------------------------------------------------------ connected components */

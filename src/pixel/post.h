@@ -52,6 +52,8 @@ struct ck_pool;
  * strength <= 0 leaves the image untouched (upstream returns early).
  */
 void ck_despill(float *fg, size_t plane, double strength);
+/* ck_despill on the pixels [begin, end) of the planes only (a thread's share). */
+void ck_despill_span(float *fg, size_t plane, size_t begin, size_t end, double strength);
 
 /* ---------------------------------------------------------------- despeckle */
 
