@@ -19,7 +19,9 @@
 #         by it (src/media/png.c's fast path)
 #         FFMPEG = yes|no (default: found by pkg-config: libavformat,
 #         libavcodec, libavutil, libswscale; Debian's lib*-dev 5.1); without
-#         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED
+#         it the ckey_video_* calls fail with CKEY_ERR_UNSUPPORTED.
+#         FFMPEG_PREFIX=dir: take FFmpeg (only) from a prefix built by
+#         `tools/gpu-deps.sh --ffmpeg` (.deps/ffroot), with an rpath to it
 #         CUDA=yes|no (default: yes when nvcc is on PATH); CUDA_ARCH=90 (H100/H200)
 #         CUDA_OPTS: build options of the CUDA code for A/B benchmarks, e.g.
 #         -DCK_CUDA_NO_PDL (plain stream order instead of programmatic dependent
@@ -43,7 +45,14 @@ endif
 EXR     ?= $(shell $(EXR_PC) --exists OpenEXR 2>/dev/null && echo yes || echo no)
 DEFLATE ?= $(shell $(EXR_PC) --exists libdeflate 2>/dev/null && echo yes || echo no)
 FFMPEG_PC := libavformat libavcodec libavutil libswscale
-FFMPEG  ?= $(shell pkg-config --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
+ifneq ($(FFMPEG_PREFIX),)
+  FF_PC    := PKG_CONFIG_LIBDIR=$(abspath $(FFMPEG_PREFIX))/lib/pkgconfig pkg-config
+  FF_RPATH := -Wl,-rpath,$(abspath $(FFMPEG_PREFIX))/lib
+  FFMPEG   ?= yes
+else
+  FF_PC    := pkg-config
+endif
+FFMPEG  ?= $(shell $(FF_PC) --exists $(FFMPEG_PC) 2>/dev/null && echo yes || echo no)
 
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter -Wno-psabi
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -pthread -fno-strict-aliasing -ffp-contract=fast
@@ -86,8 +95,11 @@ ifneq ($(EXR),yes)
 endif
 endif
 ifeq ($(FFMPEG),yes)
-  BASEFLAGS += -DCK_HAVE_FFMPEG=1 $(shell pkg-config --cflags $(FFMPEG_PC))
-  LIBS += $(shell pkg-config --libs $(FFMPEG_PC))
+  BASEFLAGS += -DCK_HAVE_FFMPEG=1 $(shell $(FF_PC) --cflags $(FFMPEG_PC))
+  LIBS += $(shell $(FF_PC) --libs $(FFMPEG_PC))
+ifneq ($(FF_RPATH),)
+  LIBS += $(FF_RPATH)
+endif
 endif
 
 # CUDA: src/cuda/*.cu through nvcc, linked with the CUDA runtime and cuBLAS.
