@@ -14,9 +14,12 @@
  * encoder's flush); decode: ckey_video_reader_open and
  * ckey_video_read_frame (the decoder and the YUV -> float conversion). CPU
  * is the process's CPU time (every thread, FFmpeg's included), less the
- * calling thread's own time spent making the frames.
+ * calling thread's own time spent making the frames. --pool N splits the
+ * float -> YUV conversion over a pool of N threads, as `ckey key` does over
+ * its runner's pool (ck_video_write_frame_on); 0, the default, converts on
+ * the calling thread.
  *
- *   build/bench/bench-video [--frames 24] [--size 1920x1080] [--plate examples/plate.png]
+ *   build/bench/bench-video [--frames 24] [--size 1920x1080] [--plate examples/plate.png] [--pool N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,8 @@
 
 #include "benchutil.h"
 #include "ckey_media.h"
+#include "core/core.h"
+#include "media/video.h"
 
 static double clock_s(clockid_t id) {
     struct timespec t;
@@ -49,8 +54,8 @@ typedef struct {
     double wall, cpu; /* seconds for all the frames */
 } cost;
 
-static int encode(const char *path, ckey_video_codec codec, int threads, const float *plate, const float *alpha,
-                  int W, int H, int frames, float *buf, cost *c) {
+static int encode(const char *path, ckey_video_codec codec, int threads, ck_pool *pool, const float *plate,
+                  const float *alpha, int W, int H, int frames, float *buf, cost *c) {
     const ckey_video_writer_options o = {codec, W, H, 24, 1, threads};
     ckey_video_writer *w;
     ckey_error err;
@@ -64,7 +69,7 @@ static int encode(const char *path, ckey_video_codec codec, int threads, const f
         pan(plate, W, H, k, buf);
         own += clock_s(CLOCK_THREAD_CPUTIME_ID) - m0;
         t = clock_s(CLOCK_MONOTONIC);
-        st = ckey_video_write_frame(w, buf, alpha, &err);
+        st = ck_video_write_frame_on(w, pool, buf, alpha, &err);
         wall += clock_s(CLOCK_MONOTONIC) - t;
     }
     t = clock_s(CLOCK_MONOTONIC);
@@ -92,21 +97,28 @@ static int decode(const char *path, int threads, int with_alpha, int W, int H, i
 }
 
 int main(int argc, char **argv) {
-    int frames = 24, W = 1920, H = 1080;
+    int frames = 24, W = 1920, H = 1080, pool_threads = 0;
     const char *plate_path = "examples/plate.png";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--frames")) frames = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--size")) {
             if (sscanf(argv[i + 1], "%dx%d", &W, &H) != 2) W = 0;
         } else if (!strcmp(argv[i], "--plate")) plate_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--pool")) pool_threads = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "bench-video: unknown option %s\n", argv[i]);
             return 2;
         }
     }
-    if (frames < 1 || W < 16 || H < 16 || W % 2 || H % 2) {
-        fprintf(stderr, "bench-video: bad --frames or --size (even sides, H.264 4:2:0)\n");
+    if (frames < 1 || W < 16 || H < 16 || W % 2 || H % 2 || pool_threads < 0) {
+        fprintf(stderr, "bench-video: bad --frames, --size (even sides, H.264 4:2:0) or --pool\n");
         return 2;
+    }
+    ck_pool *pool = NULL;
+    ckey_error perr;
+    if (pool_threads > 0 && ck_pool_create(pool_threads, &pool, &perr) != CKEY_OK) {
+        fprintf(stderr, "bench-video: %s\n", perr.message);
+        return 1;
     }
     ckey_video_set_log_level(0);
     ckey_image im;
@@ -129,8 +141,8 @@ int main(int argc, char **argv) {
     } codecs[] = {{"H.264 (CRF 18)", "mp4", CKEY_VIDEO_H264},
                   {"ProRes 422 HQ", "mov", CKEY_VIDEO_PRORES_422HQ},
                   {"ProRes 4444", "mov", CKEY_VIDEO_PRORES_4444}};
-    printf("%s resized to %d x %d (grain 0.004, panned), %d frames; %ld online CPUs; seconds a frame\n", plate_path, W,
-           H, frames, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("%s resized to %d x %d (grain 0.004, panned), %d frames; %ld online CPUs; conversion on %d thread(s); "
+           "seconds a frame\n", plate_path, W, H, frames, sysconf(_SC_NPROCESSORS_ONLN), pool ? pool_threads : 1);
     printf("%-16s %7s %9s %9s %9s %9s %8s\n", "codec", "threads", "enc wall", "enc CPU", "dec wall", "dec CPU", "MiB");
     int bad = 0;
     for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++)
@@ -139,7 +151,7 @@ int main(int argc, char **argv) {
             snprintf(path, sizeof path, "/tmp/bench-video-%d.%s", (int)getpid(), codecs[k].ext);
             cost e = {0, 0}, d = {0, 0};
             const int with_alpha = codecs[k].codec == CKEY_VIDEO_PRORES_4444;
-            bad |= encode(path, codecs[k].codec, threads, plate, with_alpha ? alpha : NULL, W, H, frames, buf, &e) ||
+            bad |= encode(path, codecs[k].codec, threads, pool, plate, with_alpha ? alpha : NULL, W, H, frames, buf, &e) ||
                    decode(path, threads, with_alpha, W, H, frames, buf, &d);
             FILE *f = fopen(path, "rb");
             long size = 0;
@@ -151,5 +163,6 @@ int main(int argc, char **argv) {
         }
     ckey_image_free(&im);
     free(plate), free(alpha), free(buf);
+    ck_pool_free(pool);
     return bad;
 }
