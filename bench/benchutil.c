@@ -30,7 +30,7 @@ static float grain_value(uint64_t *rng) {
     return (s - 2.0f) * 1.7320508f;
 }
 
-float *bench_grainy_plate(const ckey_image *im, int W, int H, float grain) {
+static float *grainy(const ckey_image *im, int W, int H, float grain) {
     const size_t n = (size_t)W * H;
     const int w2 = W / 2, h2 = H / 2;
     float *fg = malloc(3 * n * sizeof(float)), *up = malloc(3 * n * sizeof(float));
@@ -50,6 +50,19 @@ float *bench_grainy_plate(const ckey_image *im, int W, int H, float grain) {
         free(fg), fg = NULL;
     }
     free(up), free(nz), free(scr), free(scr2);
+    return fg;
+}
+
+float *bench_grainy_plate(const char *path, int W, int H, float grain) {
+    ckey_image im;
+    ckey_error err;
+    if (ckey_image_read(path, CKEY_IMAGE_RGB, &im, &err) != CKEY_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return NULL;
+    }
+    float *fg = grainy(&im, W, H, grain);
+    if (!fg) fprintf(stderr, "out of memory for a %d x %d plate\n", W, H);
+    ckey_image_free(&im);
     return fg;
 }
 

@@ -18,12 +18,13 @@ static inline double bench_mib(double bytes) { return bytes / 1048576.0; }
  * when out of memory. */
 float *bench_random_floats(size_t n, uint64_t seed, float lo, float hi);
 
-/* An RGB image resized to W x H (Lanczos4) plus grain: noise of standard
- * deviation `grain` (a fixed xorshift sequence, each value a sum of four
- * uniforms) drawn at half the size and resized up: a plate with detail
+/* The RGB image at `path` resized to W x H (Lanczos4) plus grain: noise of
+ * standard deviation `grain` (a fixed xorshift sequence, each value a sum of
+ * four uniforms) drawn at half the size and resized up: a plate with detail
  * at every scale, as the codec benchmarks compress and decode. [3, H, W]
- * planes, malloc'd; NULL when out of memory. */
-float *bench_grainy_plate(const ckey_image *im, int W, int H, float grain);
+ * planes, malloc'd; NULL (the reason on stderr) when the image cannot be
+ * read or memory runs out. */
+float *bench_grainy_plate(const char *path, int W, int H, float grain);
 
 /* A figure of /proc/self/status in MiB: "VmHWM:" (the peak RSS, since
  * the process started or the last bench_reset_peak_rss) or "VmRSS:";
