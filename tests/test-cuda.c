@@ -2573,22 +2573,7 @@ static void test_frame_components(void) {
     for (size_t si = 0; si < CK_ARRAY_LEN(strips); si++) {
         const int h = strips[si][0], w = strips[si][1];
         for (int kind = 0; kind < 7; kind++) {
-            for (int y = 0; y < h; y++)
-                for (int x = 0; x < w; x++) {
-                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-                    const unsigned r = (unsigned)(rng >> 33) % 100;
-                    uint8_t v;
-                    switch (kind) {
-                    case 0: v = x == w / 2; break;
-                    case 1: v = (x + y) % w == 0 || (x - y) % w == 0; break;
-                    case 2: v = (x + y) % 2 == 0; break;
-                    case 3: v = r < 30; break;
-                    case 4: v = r < 55; break;
-                    case 5: v = r < 80; break;
-                    default: v = (y / 3) % 2 == 0 ? r < 90 : (x % 7 == 0); break;
-                    }
-                    m[(size_t)y * w + x] = v;
-                }
+            ck_cc_test_mask(m, h, w, kind, &rng);
             for (int64_t area = 1; area <= 400; area *= 20) cc_compare(&c, m, h, w, area, "strips");
         }
     }

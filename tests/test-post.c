@@ -155,22 +155,7 @@ static void test_components_strips(void) {
         void *sa = malloc(ck_components_scratch_bytes(h, w)), *sb = malloc(ck_components_scratch_bytes(h, w));
         REQUIRE(a && b && sa && sb);
         for (int kind = 0; kind < 7; kind++) {
-            for (int32_t y = 0; y < h; y++)
-                for (int32_t x = 0; x < w; x++) {
-                    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-                    const unsigned r = (unsigned)(rng >> 33) % 100;
-                    uint8_t v;
-                    switch (kind) {
-                    case 0: v = x == w / 2; break;                            /* one column: one component */
-                    case 1: v = (x + y) % w == 0 || (x - y) % w == 0; break; /* diagonals */
-                    case 2: v = (x + y) % 2 == 0; break;                      /* checkerboard */
-                    case 3: v = r < 30; break;
-                    case 4: v = r < 55; break;
-                    case 5: v = r < 80; break;
-                    default: v = (y / 3) % 2 == 0 ? r < 90 : (x % 7 == 0); break; /* bands joined by columns */
-                    }
-                    a[(size_t)y * w + x] = v;
-                }
+            ck_cc_test_mask(a, h, w, kind, &rng);
             for (int conn = 4; conn <= 8; conn += 4)
                 for (int64_t area = 1; area <= 400; area *= 20) {
                     memcpy(b, a, n);

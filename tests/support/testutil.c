@@ -449,3 +449,22 @@ ck_run_result ck_sh(const char *cmd, const char *workdir) {
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
     return ck_run(argv, workdir);
 }
+
+void ck_cc_test_mask(uint8_t *m, int32_t h, int32_t w, int kind, uint64_t *rng) {
+    for (int32_t y = 0; y < h; y++)
+        for (int32_t x = 0; x < w; x++) {
+            *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+            const unsigned r = (unsigned)(*rng >> 33) % 100;
+            uint8_t v;
+            switch (kind) {
+            case 0: v = x == w / 2; break;
+            case 1: v = (x + y) % w == 0 || (x - y) % w == 0; break;
+            case 2: v = (x + y) % 2 == 0; break;
+            case 3: v = r < 30; break;
+            case 4: v = r < 55; break;
+            case 5: v = r < 80; break;
+            default: v = (y / 3) % 2 == 0 ? r < 90 : (x % 7 == 0); break;
+            }
+            m[(size_t)y * w + x] = v;
+        }
+}

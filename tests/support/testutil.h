@@ -238,4 +238,9 @@ const char *ck_fixtures_dir(void);
 /* <fixtures dir>/rel, malloc'd (the caller frees). */
 char *ck_fixture_path(const char *rel);
 
+/* A 0/1 mask m[h * w] of kind 0..6 for the connected-components tests: one
+ * column, diagonals, a checkerboard, random at 30 / 55 / 80%, and bands
+ * joined by columns; *rng (an LCG) advances a step a pixel. */
+void ck_cc_test_mask(uint8_t *m, int32_t h, int32_t w, int kind, uint64_t *rng);
+
 #endif
