@@ -321,10 +321,11 @@ ckey_status ckey_sink_open_passes(const char *out_dir, ckey_exr_compression comp
  * How the passes sink compresses (ckey_sink_open_passes_opt):
  *   exr             the three EXR passes (ckey_exr_options); default PXR24 at
  *                   deflate level 1, the fastest
- *   comp_png_level  the Comp PNG: CKEY_PNG_RLE (default), Up-filtered rows
- *                   deflated as runs only (zlib's Z_RLE), the fastest and on
- *                   grainy plates smaller than level 3; or zlib's level 0 .. 9
- *                   with libpng's adaptive row filters (3 is
+ *   comp_png_level  the Comp PNG: CKEY_PNG_RLE (default), the fastest:
+ *                   Up-filtered rows deflated by libdeflate at level 1 (a
+ *                   build without libdeflate: as runs only, zlib's Z_RLE),
+ *                   on grainy plates about the size of level 3; or zlib's
+ *                   level 0 .. 9 with libpng's adaptive row filters (3 is
  *                   ckey_image_write_png's)
  * Every setting writes the same pixels. ckey_sink_open_passes(dir, comp) is
  * these defaults with that compression. With the runner's pool
@@ -720,7 +721,9 @@ typedef struct ckey_run_memory {
                                  them (HALF and 8-bit: 19 P) */
     int64_t post_bytes;       /* a shot's ckey_post_passes scratch, per writer */
     int64_t encode_bytes;     /* the file encoders (estimates): PNG rows and deflate state; a
-                                 shot's EXR chunks per writer; the video tee's frames and
+                                 shot's EXR chunks and Comp PNG per writer (at the default
+                                 CKEY_PNG_RLE with libdeflate the whole filtered image and
+                                 its zlib stream, about 6 P); the video tee's frames and
                                  codecs */
     int64_t plate_bytes;      /* the parts that scale with the plate: decoded + hint + resize +
                                  output + post + encode */

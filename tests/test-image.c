@@ -211,6 +211,137 @@ static void test_png_u8_same_bytes(void) {
     ck_remove_tree(dir);
 }
 
+/* The chunks of the PNG b[0, n): how many IDATs, the largest and the last
+ * one's length; 0 when the walk does not end at IEND. */
+static int idat_chunks(const unsigned char *b, size_t n, size_t *largest, size_t *last) {
+    size_t o = 8;
+    int k = 0;
+    *largest = *last = 0;
+    while (o + 12 <= n) {
+        const size_t len = (size_t)b[o] << 24 | (size_t)b[o + 1] << 16 | (size_t)b[o + 2] << 8 | b[o + 3];
+        if (!memcmp(b + o + 4, "IEND", 4)) return o + 12 + len == n ? k : 0;
+        if (!memcmp(b + o + 4, "IDAT", 4)) {
+            k++;
+            *last = len;
+            if (len > *largest) *largest = len;
+        }
+        o += 12 + len;
+    }
+    return 0;
+}
+
+/* CK_PNG_LEVEL_RLE (with libdeflate: Up rows deflated by libdeflate, written
+ * without libpng) decodes with libpng to exactly the samples of libpng's
+ * files at level 3 and at CK_PNG_LEVEL_RLE_ZLIB: 1, 3 and 4 channels of 8
+ * and 16 bits; 1 x 1, odd sizes, rows over 64 KiB (3 and 4 channels; gray's
+ * rows are at most 64 KiB at the side cap) and a noisy image of several IDAT
+ * chunks; floats rounded and truncated, NaN, negatives and values past 1;
+ * from floats and from 8-bit samples; with one writer reused (sizes up and
+ * down) and with none. */
+static void test_png_rle_libdeflate(void) {
+    static const struct { int w, h; float noise; } sizes[] = {
+        {1, 1, 0.0f}, {37, 23, 0.02f}, {22000, 3, 0.02f}, {5, 2, 0.0f}, {640, 480, 1.0f}, {211, 67, 0.05f}};
+    static const int chans[] = {1, 3, 4}, depths[] = {8, 16};
+    const char *dir = make_tmpdir();
+    REQUIRE(dir);
+    ck_png_writer *pw = ck_png_writer_new();
+    REQUIRE(pw);
+    int files = 0, multi = 0;
+    uint32_t r = 4242;
+    for (size_t z = 0; z < LEN(sizes); z++)
+        for (size_t c = 0; c < LEN(chans); c++)
+            for (size_t d = 0; d < LEN(depths); d++) {
+                const int W = sizes[z].w, H = sizes[z].h, C = chans[c], D = depths[d];
+                const size_t n = (size_t)C * W * H;
+                float *src = malloc(n * sizeof(float));
+                uint8_t *u8 = malloc(n);
+                REQUIRE(src && u8);
+                for (size_t i = 0; i < n; i++) {
+                    r = r * 1664525u + 1013904223u;
+                    const float grain = sizes[z].noise * ((float)(r >> 8) / 16777216.0f - 0.5f);
+                    src[i] = 0.25f + 0.5f * (float)(i % (size_t)W) / (float)W + grain;
+                    if (i % 997 == 5) src[i] = i % 3 ? NAN : -0.25f;
+                    if (i % 991 == 7) src[i] = 1.5f;
+                    u8[i] = (uint8_t)ck_trunc_u8(src[i]);
+                }
+                const ck_png_quantize q = (z + c + d) % 2 ? CK_PNG_TRUNCATE : CK_PNG_ROUND;
+                ck_png_writer *use = (z + c) % 2 ? pw : NULL;
+                char p_new[512], p_zlib[512], p_l3[512], p_u8[512];
+                snprintf(p_new, sizeof p_new, "%s/rle.png", dir);
+                snprintf(p_zlib, sizeof p_zlib, "%s/rle-zlib.png", dir);
+                snprintf(p_l3, sizeof p_l3, "%s/l3.png", dir);
+                snprintf(p_u8, sizeof p_u8, "%s/u8.png", dir);
+                ckey_error err;
+                double io = -1;
+                CHECKF(ck_png_writer_write(use, p_new, src, C, W, H, D, q, CK_PNG_LEVEL_RLE, &io, &err) == CKEY_OK,
+                       "%s", err.message);
+                CHECK(io >= 0);
+                REQUIRE(ck_image_write_png_q(p_zlib, src, C, W, H, D, q, CK_PNG_LEVEL_RLE_ZLIB, &err) == CKEY_OK);
+                REQUIRE(ck_image_write_png_q(p_l3, src, C, W, H, D, q, 3, &err) == CKEY_OK);
+                const char *paths[3] = {p_new, p_zlib, p_l3};
+                ckey_packed_image pk[3];
+                size_t bytes[3] = {0};
+                unsigned char *file[3];
+                memset(pk, 0, sizeof pk);
+                for (int k = 0; k < 3; k++) {
+                    file[k] = ck_read_file(paths[k], &bytes[k]);
+                    REQUIRE(file[k]);
+                    CHECKF(ck_png_read_packed_memory_with(file[k], bytes[k], paths[k], CKEY_IMAGE_HINT, CK_PNG_LIBPNG,
+                                                          &pk[k], &err) == CKEY_OK,
+                           "%s: %s", paths[k], err.message);
+                }
+                const size_t pb = (size_t)W * H * C * (D / 8);
+                for (int k = 1; k < 3; k++)
+                    CHECKF(pk[0].width == W && pk[0].height == H && pk[0].channels == C &&
+                               pk[0].type == pk[k].type && pk[k].channels == C &&
+                               memcmp(pk[0].data, pk[k].data, pb) == 0,
+                           "%d x %d, %d channels, %d bits: libpng reads other samples than from %s", W, H, C, D,
+                           paths[k]);
+#ifdef CK_HAVE_LIBDEFLATE
+                /* not libpng's file: libdeflate's stream, in chunks of 1 MiB */
+                CHECKF(bytes[0] != bytes[1] || memcmp(file[0], file[1], bytes[0]) != 0,
+                       "%d x %d: the zlib Z_RLE file", W, H);
+                size_t largest = 0, last = 0;
+                const int idats = idat_chunks(file[0], bytes[0], &largest, &last);
+                CHECKF(idats >= 1 && largest <= ((size_t)1 << 20) && (idats == 1 || largest == ((size_t)1 << 20)),
+                       "%d x %d: %d IDAT chunks, largest %zu", W, H, idats, largest);
+                multi += idats > 1;
+#endif
+                /* and from the 8-bit samples the floats truncate to: the file of the floats truncated */
+                if (D == 8) {
+                    char p_t[512];
+                    snprintf(p_t, sizeof p_t, "%s/t.png", dir);
+                    REQUIRE(ck_png_writer_write(use, p_t, src, C, W, H, 8, CK_PNG_TRUNCATE, CK_PNG_LEVEL_RLE, NULL,
+                                                &err) == CKEY_OK);
+                    CHECKF(ck_png_writer_write_u8(use ? NULL : pw, p_u8, u8, C, W, H, CK_PNG_LEVEL_RLE, NULL, &err) ==
+                               CKEY_OK,
+                           "%s", err.message);
+                    size_t nt = 0, nu = 0;
+                    unsigned char *bt = ck_read_file(p_t, &nt), *bu = ck_read_file(p_u8, &nu);
+                    REQUIRE(bt && bu);
+                    CHECKF(nt == nu && memcmp(bt, bu, nt) == 0, "%d x %d, %d channels: the 8-bit samples' file differs",
+                           W, H, C);
+                    free(bt), free(bu);
+                }
+                printf("  %5d x %-4d %d ch %2d-bit: %8zu bytes (zlib Z_RLE %8zu, level 3 %8zu)\n", W, H, C, D,
+                       bytes[0], bytes[1], bytes[2]);
+                for (int k = 0; k < 3; k++) {
+                    ckey_packed_image_free(&pk[k]);
+                    free(file[k]);
+                }
+                free(src);
+                free(u8);
+                files++;
+            }
+#ifdef CK_HAVE_LIBDEFLATE
+    CHECKF(multi >= 1, "no image took several IDAT chunks");
+#endif
+    printf("  %d images the same samples at rle, rle through zlib and level 3; %d in several IDAT chunks\n", files,
+           multi);
+    ck_png_writer_free(pw);
+    ck_remove_tree(dir);
+}
+
 /* A 4 x 3 hint of 16-bit RGBA, src [4, 12]: red and green 0, blue a ramp
  * over the pixels, alpha opaque; written to h.png (path[512]) in a new
  * temporary directory, which it returns (NULL on failure). */
@@ -630,6 +761,7 @@ int main(int argc, char **argv) {
         {"hint_opaque_alpha", test_hint_opaque_alpha},
         {"png_levels_same_pixels", test_png_levels_same_pixels},
         {"png_u8_same_bytes", test_png_u8_same_bytes},
+        {"png_rle_libdeflate", test_png_rle_libdeflate},
         {"corpus_direct_color", test_corpus_direct_color},
         {"corpus_palette_and_low_depth", test_corpus_palette_and_low_depth},
         {"corpus_broken", test_corpus_broken},

@@ -54,6 +54,20 @@ static int64_t png_encode_bytes(int32_t w, int ch, int depth) {
     return CK_PNG_ROWS * ((int64_t)w * ch * (depth / 8) + 1) + CK_CODEC_STATE_BYTES;
 }
 
+/* The Comp PNG's writer, kept by each of a shot's writers (src/clip/sequence.c's
+ * pass kits): at the default CK_PNG_LEVEL_RLE with libdeflate, the filtered
+ * 8-bit RGB image, room for its zlib stream (libdeflate's bound: about as
+ * much again) and two rows; else libpng's rows. */
+static int64_t comp_png_encode_bytes(int32_t w, int32_t h) {
+#ifdef CK_HAVE_LIBDEFLATE
+    const int64_t raw = (int64_t)h * ((int64_t)w * 3 + 1);
+    return 2 * raw + raw / 64 + 2 * (int64_t)w * 3 + CK_CODEC_STATE_BYTES;
+#else
+    (void)h;
+    return png_encode_bytes(w, 3, 8);
+#endif
+}
+
 /* An EXR pass of at most 4 HALF channels (Processed) being written. */
 static int64_t exr_encode_bytes(int32_t w) {
     return (int64_t)CK_EXR_CHUNK_COPIES * CK_EXR_CHUNK_LINES * w * 4 * 2 + CK_CODEC_STATE_BYTES;
@@ -177,7 +191,8 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->resize_bytes = (int64_t)nrd * pre + (int64_t)nwr * post;
         r->output_bytes = (int64_t)nout * 4 * P * F + (int64_t)nwr * 7 * P * F;
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
-        r->encode_bytes = (int64_t)nwr * exr_encode_bytes(w) + video_out_bytes(ro->video_out, w, h);
+        r->encode_bytes = (int64_t)nwr * (exr_encode_bytes(w) + comp_png_encode_bytes(w, h)) +
+                          video_out_bytes(ro->video_out, w, h);
         const ckey_post_options *po = &ro->shot.post;
         if (sm.device_memory && ro->shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {

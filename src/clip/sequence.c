@@ -373,9 +373,11 @@ enum { PASS_MATTE, PASS_FG, PASS_PROCESSED, PASS_COMP, NPASS };
 static const char *const pass_dir[NPASS] = {"Matte", "FG", "Processed", "Comp"};
 
 /* One frame's writing tools, kept from frame to frame: an EXR writer per
- * EXR pass (its chunk buffers sized by that pass) and each pass's path. */
+ * EXR pass (its chunk buffers sized by that pass), the Comp's PNG writer
+ * (its filtered image and zlib stream) and each pass's path. */
 typedef struct pass_kit {
     ck_exr_writer *exr[3];
+    ck_png_writer *png;
     char *path[NPASS];
     size_t cap[NPASS];
     struct pass_kit *next; /* the free list */
@@ -459,6 +461,7 @@ static ckey_status pass_begin(void *self, ckey_error *err) {
 static void kit_free(pass_kit *t) {
     if (!t) return;
     for (int i = 0; i < 3; i++) ck_exr_writer_free(t->exr[i]);
+    ck_png_writer_free(t->png);
     for (int p = 0; p < NPASS; p++) free(t->path[p]);
     free(t);
 }
@@ -470,12 +473,12 @@ static pass_kit *kit_take(pass_sink *k) {
     pass_kit *t = k->free_kits;
     if (t) k->free_kits = t->next;
     else if (k->nkits < (int)(sizeof k->all_kits / sizeof k->all_kits[0]) && (t = calloc(1, sizeof *t))) {
-        for (int i = 0; i < 3; i++)
-            if (!(t->exr[i] = ck_exr_writer_new())) {
-                kit_free(t);
-                t = NULL;
-                break;
-            }
+        int ok = (t->png = ck_png_writer_new()) != NULL;
+        for (int i = 0; i < 3 && ok; i++) ok = (t->exr[i] = ck_exr_writer_new()) != NULL;
+        if (!ok) {
+            kit_free(t);
+            t = NULL;
+        }
         if (t) k->all_kits[k->nkits++] = t;
     }
     pthread_mutex_unlock(&k->mu);
@@ -518,12 +521,12 @@ static void write_pass(void *ctx, int64_t b, int64_t e, int thread) {
         const double t = ck_now();
         const char *path = j->kit->path[q];
         if (q == PASS_COMP && p->comp_u8) {
-            j->st[q] = ck_image_write_png_u8(path, p->comp_u8, 3, p->width, p->height, j->k->opt.comp_png_level,
-                                             &j->io[q], &j->err[q]);
+            j->st[q] = ck_png_writer_write_u8(j->kit->png, path, p->comp_u8, 3, p->width, p->height,
+                                              j->k->opt.comp_png_level, &j->io[q], &j->err[q]);
         } else if (q == PASS_COMP) {
             /* truncated to 8 bits as upstream writes its Comp */
-            j->st[q] = ck_image_write_png_qt(path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
-                                             j->k->opt.comp_png_level, &j->io[q], &j->err[q]);
+            j->st[q] = ck_png_writer_write(j->kit->png, path, data[q], 3, p->width, p->height, 8, CK_PNG_TRUNCATE,
+                                           j->k->opt.comp_png_level, &j->io[q], &j->err[q]);
         } else if (half[q]) {
             j->st[q] = ck_exr_write_half(j->kit->exr[q], j->pool, path, half[q], channels[q], p->width, p->height,
                                          &j->k->opt.exr, &j->err[q]);
