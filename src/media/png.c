@@ -1188,9 +1188,10 @@ static ckey_status encode(writer *w, const float *data, const uint8_t *u8, int c
     png_set_IHDR(png, w->info, width, height, depth, types[ch], PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (level == CK_PNG_LEVEL_RLE || level == CK_PNG_LEVEL_RLE_ZLIB) {
-        /* Up-filtered rows, deflated as runs of repeated bytes only: on a
-         * grainy 4K image 2.9 times faster than level 3 with libpng's
-         * adaptive filters, and 9% smaller (bench/bench-exr-deflate.c) */
+        /* (CK_PNG_LEVEL_RLE without libdeflate) Up-filtered rows, deflated
+         * as runs of repeated bytes only: on a grainy 4K image 2.9 times
+         * faster than level 3 with libpng's adaptive filters, and 9% smaller
+         * (bench/bench-exr-deflate.c) */
         png_set_filter(png, 0, PNG_FILTER_UP);
         png_set_compression_level(png, 1);
         png_set_compression_strategy(png, Z_RLE);
