@@ -211,6 +211,7 @@ static void test_png_u8_same_bytes(void) {
     ck_remove_tree(dir);
 }
 
+#ifdef CK_HAVE_LIBDEFLATE
 /* The chunks of the PNG b[0, n): how many IDATs, the largest and the last
  * one's length; 0 when the walk does not end at IEND. */
 static int idat_chunks(const unsigned char *b, size_t n, size_t *largest, size_t *last) {
@@ -229,6 +230,7 @@ static int idat_chunks(const unsigned char *b, size_t n, size_t *largest, size_t
     }
     return 0;
 }
+#endif
 
 /* CK_PNG_LEVEL_RLE (with libdeflate: Up rows deflated by libdeflate, written
  * without libpng) decodes with libpng to exactly the samples of libpng's
