@@ -94,8 +94,10 @@ int main(int argc, char **argv) {
     }
     printf("a 4K HALF RGB FG pass (%s resized by Lanczos4, grain %.3g): %zu bytes of halves, %d chunks\n",
            plate_path, (double)grain, raw.total, NCH);
+#ifdef CK_HAVE_LIBDEFLATE
     uint8_t *out = malloc(3 * (size_t)LPC * W * 2);
     const chunks *tx[2] = {&pxr, &zip};
+#endif
     static const char *const tname[2] = {"PXR24", "ZIP"};
     static const ckey_exr_compression comp[2] = {CKEY_EXR_PXR24, CKEY_EXR_ZIP};
     for (int t = 0; t < 2; t++) {
