@@ -2945,6 +2945,86 @@ static void fp_check_load(const char *what, int device, const ckey_shot_stats *s
     CHECKF(l->bound >= 0 && l->bound_group >= 0, "%s: no bound (%d, %d)", what, (int)l->bound, (int)l->bound_group);
 }
 
+/* ck_synth_frame as a video: the plate (alpha NULL) or, with alpha, a hint
+ * video whose alpha is the hint (its picture the plate). */
+static void fp_video_frame(void *user, int k, float *rgb, float *alpha) {
+    const int *wh = user;
+    float *hint = malloc((size_t)wh[0] * wh[1] * sizeof(float));
+    if (!hint) return;
+    ck_synth_frame(k, wh[0], wh[1], rgb, hint);
+    if (alpha) memcpy(alpha, hint, (size_t)wh[0] * wh[1] * sizeof(float));
+    free(hint);
+}
+
+/* A video plate (H.264 4:2:0) and a hint video (ProRes 4444, the hint in its
+ * alpha): AUTO takes the device frame path (the frames read as 16-bit samples,
+ * ck_video_read_packed), and its passes agree with the host path's (the
+ * frames as floats) within the bars of frame_path_shot_vs_host. */
+static void test_frame_path_video(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+#ifndef CK_HAVE_FFMPEG
+    SKIP("built without FFmpeg");
+#endif
+    ckey_error err;
+    char dir[256], plate[320], hint[320];
+    REQUIRE(ck_make_temp_dir(dir, sizeof dir, "fpvideo"));
+    snprintf(plate, sizeof plate, "%s/plate.mp4", dir);
+    snprintf(hint, sizeof hint, "%s/hint.mov", dir);
+    int wh[2] = {160, 96};
+    REQUIRE(ck_write_video(plate, CKEY_VIDEO_H264, wh[0], wh[1], FP_FRAMES, 0, fp_video_frame, wh) == CKEY_OK);
+    REQUIRE(ck_write_video(hint, CKEY_VIDEO_PRORES_4444, wh[0], wh[1], FP_FRAMES, 1, fp_video_frame, wh) == CKEY_OK);
+    ckey_model *m = tiny_model();
+    REQUIRE(m);
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 128;
+    o.device = CKEY_DEVICE_CUDA;
+    o.precision = CKEY_PRECISION_FP32;
+    ckey_session *s = NULL;
+    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
+    static fp_sink out[2];
+    ckey_shot_stats st[2];
+    for (int k = 0; k < 2; k++) {
+        ckey_source src;
+        REQUIRE(ckey_source_open_video(plate, hint, 0, NULL, NULL, &src, &err) == CKEY_OK);
+        CHECK(src.read_packed && src.packed_frame && src.packed_frame(src.self, 0));
+        ckey_shot_options so;
+        ckey_shot_options_default(&so);
+        so.post.despeckle = 0; /* no threshold flips between the paths */
+        so.frame_path = k ? CKEY_FRAME_PATH_AUTO : CKEY_FRAME_PATH_CPU;
+        so.read_ahead = 2;
+        so.readers = 2;
+        so.writers = 2;
+        ckey_sink sink = {.self = &out[k], .write = fp_write};
+        CHECKF(ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, &st[k], &err) == CKEY_OK, "%s", err.message);
+        ckey_source_close(&src);
+    }
+    CHECKF(st[1].frame_path == CKEY_FRAME_PATH_DEVICE, "auto ran %s", ckey_frame_path_name(st[1].frame_path));
+    double worst[4] = {0};
+    for (int i = 0; i < FP_FRAMES; i++) {
+        if (!out[0].pass[i][0] || !out[1].pass[i][0]) {
+            CHECKF(0, "frame %d not written", i);
+            continue;
+        }
+        const size_t n = (size_t)wh[0] * wh[1];
+        static const size_t ch[4] = {1, 3, 4, 3};
+        for (int q = 0; q < 4; q++) {
+            char name[64];
+            snprintf(name, sizeof name, "video frame %d pass %d", i, q);
+            const double e = ck_compare(name, out[1].pass[i][q], out[0].pass[i][q], ch[q] * n, NULL);
+            worst[q] = e > worst[q] ? e : worst[q];
+        }
+    }
+    printf("  video plate + hint: device path vs host path: alpha %.3g, fg %.3g, processed %.3g, comp %.3g\n",
+           worst[0], worst[1], worst[2], worst[3]);
+    CHECK(worst[0] <= 1e-4 && worst[1] <= 1e-4 && worst[2] <= 1e-4 && worst[3] <= 1e-4);
+    fp_sink_clear(&out[0]);
+    fp_sink_clear(&out[1]);
+    ckey_session_free(s);
+    ckey_model_free(m);
+    ck_remove_tree(dir);
+}
+
 static void test_frame_path_shot(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_model *m = tiny_model();
@@ -3146,6 +3226,7 @@ int main(int argc, char **argv) {
         {"frame_post_vs_cpu", test_frame_post},
         {"frame_stored_vs_host", test_frame_stored},
         {"frame_path_shot_vs_host", test_frame_path_shot},
+        {"frame_path_video_vs_host", test_frame_path_video},
     };
     return ck_test_main(cases, (int)CK_ARRAY_LEN(cases), argc, argv);
 }

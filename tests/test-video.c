@@ -261,6 +261,61 @@ static void test_hint_from_color(void) {
     free(rgb);
 }
 
+/* The device frame path's read (ck_video_read_packed: 16-bit samples) is
+ * round(65535 v) of the float read, plate and hint, and the conversion gives
+ * the same bits on one thread and on several (rows split over the reader's
+ * pool), for 4:2:0 8-bit, 4:2:2 10-bit and 4:4:4 10-bit with alpha. */
+static void test_packed_and_threads(void) {
+    static const struct { const char *name; ckey_video_codec codec; int alpha; } clips[] = {
+        {"p420.mp4", CKEY_VIDEO_H264, 0}, {"p422.mov", CKEY_VIDEO_PRORES_422HQ, 0},
+        {"p4444.mov", CKEY_VIDEO_PRORES_4444, 1}};
+    const size_t n = (size_t)W * H;
+    float *a = malloc(4 * sizeof(float) * n), *b = malloc(4 * sizeof(float) * n);
+    REQUIRE(a && b);
+    for (size_t c = 0; c < sizeof clips / sizeof clips[0]; c++) {
+        const char *path = path_in(clips[c].name);
+        REQUIRE(write_clip(path, clips[c].codec, clips[c].alpha, FRAMES) == CKEY_OK);
+        ckey_video_info in;
+        ckey_video_reader *one = open_ok(path, &in), *many = open_ok(path, &in);
+        REQUIRE(one && many);
+        ckey_error err;
+        CHECKF(ck_video_reader_convert_threads(many, 5, &err) == CKEY_OK, "%s", err.message);
+        ckey_packed_image pk = {0}, ph = {0};
+        long differ = 0, off = 0;
+        for (int f = 0; f < FRAMES; f++) {
+            int32_t eof = -1;
+            CHECK(ckey_video_read_frame(one, f, a, a + 3 * n, &eof, &err) == CKEY_OK && eof == 0);
+            CHECK(ckey_video_read_frame(many, f, b, b + 3 * n, &eof, &err) == CKEY_OK && eof == 0);
+            differ += memcmp(a, b, 4 * sizeof(float) * n) != 0;
+            CHECKF(ck_video_read_packed(many, f, CKEY_IMAGE_RGB, &pk, &eof, &err) == CKEY_OK && eof == 0, "%s",
+                   err.message);
+            CHECK(pk.width == W && pk.height == H && pk.channels == 3 && pk.type == CKEY_SAMPLE_U16 &&
+                  pk.hint_channel == -1);
+            const uint16_t *px = pk.data;
+            for (size_t i = 0; i < n; i++)
+                for (int k = 0; k < 3; k++)
+                    off += px[3 * i + k] != (uint16_t)(a[k * n + i] * 65535.0f + 0.5f);
+            CHECK(ckey_video_read_hint(one, f, a, NULL, &err) == CKEY_OK);
+            CHECKF(ck_video_read_packed(many, f, CKEY_IMAGE_HINT, &ph, NULL, &err) == CKEY_OK, "%s", err.message);
+            CHECK(ph.channels == 1 && ph.hint_channel == 0 && ph.type == CKEY_SAMPLE_U16);
+            const uint16_t *hx = ph.data;
+            for (size_t i = 0; i < n; i++) off += hx[i] != (uint16_t)(a[i] * 65535.0f + 0.5f);
+        }
+        printf("  %s: %ld of %d frames differ between 1 and 5 threads; %ld packed samples off\n", clips[c].name,
+               differ, FRAMES, off);
+        CHECK(differ == 0 && off == 0);
+        int32_t eof = 0;
+        CHECK(ck_video_read_packed(many, FRAMES, CKEY_IMAGE_RGB, &pk, &eof, &err) == CKEY_OK && eof == 1);
+        CHECK(ck_video_read_packed(many, 0, (ckey_image_kind)99, &pk, NULL, &err) == CKEY_ERR_INVALID_ARG);
+        ckey_packed_image_free(&pk);
+        ckey_packed_image_free(&ph);
+        ckey_video_reader_free(one);
+        ckey_video_reader_free(many);
+    }
+    free(a);
+    free(b);
+}
+
 /* Frames come back identical after a rewind. */
 static void test_rewind(void) {
     const char *path = path_in("seek.mp4");
@@ -685,6 +740,7 @@ static const ck_test_case cases[] = {
     {"prores_422_10bit", test_prores_422_10bit},
     {"prores_4444_alpha", test_prores_4444_alpha},
     {"hint_from_color", test_hint_from_color},
+    {"packed_and_threads", test_packed_and_threads},
     {"rewind", test_rewind},
     {"matrix_and_range", test_matrix_and_range},
     {"chroma_siting", test_chroma_siting},

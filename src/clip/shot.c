@@ -1305,8 +1305,8 @@ ckey_frame_path ckey_shot_frame_path(ckey_device_kind device, const ckey_source 
         return CKEY_FRAME_PATH_CPU;
     }
     if (!src || !src->read_packed || !src->packed_frame) {
-        snprintf(why, cap, "the frames come as floats (a video, tracked hints or another source without "
-                           "packed reads)");
+        snprintf(why, cap, "the frames come as floats (tracked hints or another source without packed "
+                           "reads)");
         return CKEY_FRAME_PATH_CPU;
     }
     for (int64_t i = 0; i < src->count; i++) {
@@ -1314,12 +1314,12 @@ ckey_frame_path ckey_shot_frame_path(ckey_device_kind device, const ckey_source 
         if (!src->packed_frame(src->self, i)) {
             const ckey_shot_frame *f = &src->frames[i];
             snprintf(why, cap, "frame %lld (%s, hint %s) is read as floats: the device path uploads PNG and EXR "
-                               "plates and hint files in their own samples",
+                               "files in their own samples and a video's frames as 16-bit samples",
                      (long long)f->number, f->plate, f->hint ? f->hint : "none");
             return CKEY_FRAME_PATH_CPU;
         }
     }
-    snprintf(why, cap, "on a GPU, every plate and hint a PNG or EXR file");
+    snprintf(why, cap, "on a GPU, every plate and hint a PNG or EXR file or a video");
     return CKEY_FRAME_PATH_DEVICE;
 }
 

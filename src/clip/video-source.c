@@ -11,12 +11,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "ckey_clip.h"
 #include "ckey.h"
 #include "core/core.h"
 #include "media/image.h"
+#include "media/video.h"
 #include "clip/sequence.h"
 
 enum { SIDE_AUTO = 0, SIDE_SEQ = 1, SIDE_VIDEO = 2 };
@@ -147,6 +149,66 @@ static ckey_status side_read(side *sd, int64_t number, const char *label, int is
         st = ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the clip ended early", sd->path,
                      (long long)number);
     if (st != CKEY_OK && st != CKEY_ERR_NOMEM) sd->dead_at = number;
+    return st;
+}
+
+/* Frame `number` of a side as packed samples (ck_video_read_packed, or
+ * ckey_image_read_packed for a file); CKEY_ERR_UNSUPPORTED for a file
+ * without a packed form. Messages as side_read's. */
+static ckey_status side_read_packed(side *sd, int64_t number, const char *label, int is_hint,
+                                    ckey_packed_image *pk, ckey_error *err) {
+    const ckey_image_kind kind = is_hint ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB;
+    if (sd->kind == SIDE_SEQ) {
+        ckey_error e;
+        ck_error_clear(&e);
+        ckey_status st = ckey_image_read_packed(label, kind, pk, &e);
+        if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)number, e.message);
+        return CKEY_OK;
+    }
+    if (sd->dead_at >= 0 && number > sd->dead_at)
+        return ck_fail(err, CKEY_ERR_FORMAT,
+                       "%s: frame %lld: not decodable: the video is damaged at frame %lld",
+                       sd->path, (long long)number, (long long)sd->dead_at);
+    int32_t eof = 0;
+    ckey_status st = ck_video_read_packed(sd->r, number, kind, pk, &eof, err);
+    if (st == CKEY_OK && eof)
+        st = ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the clip ended early", sd->path,
+                     (long long)number);
+    if (st != CKEY_OK && st != CKEY_ERR_NOMEM) sd->dead_at = number;
+    return st;
+}
+
+/* A side's frame file ckey_image_read_packed may read (by name: the content
+ * decides); a video's frames always. */
+static int side_packed(const side *sd, const char *label) {
+    if (sd->kind == SIDE_VIDEO) return 1;
+    if (sd->kind != SIDE_SEQ || !label) return 0;
+    const char *e = ck_file_ext(label);
+    return !strcasecmp(e, "png") || !strcasecmp(e, "exr");
+}
+
+static int32_t vs_packed_frame(void *self, int64_t index) {
+    const video_source *q = self;
+    if (index < 0 || index >= q->count) return 0;
+    const ckey_shot_frame *f = &q->frames[index];
+    return f->hint && side_packed(&q->plate, f->plate) && side_packed(&q->hint, f->hint);
+}
+
+/* vs_read into packed images, for the device frame path: a video's frames
+ * as 16-bit samples, PNG and HALF EXR files as theirs; the hint first, so
+ * that a hint file without a packed form (a FLOAT EXR) sends the frame to
+ * vs_read before the plate is decoded (a video side keeps its decoded frame
+ * for vs_read in any case). */
+static ckey_status vs_read_packed(void *self, int64_t index, ckey_packed_image *plate, ckey_packed_image *hint,
+                                  ckey_error *err) {
+    video_source *q = self;
+    if (index < 0 || index >= q->count)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "frame index %lld out of range", (long long)index);
+    if (!vs_packed_frame(self, index))
+        return ck_fail(err, CKEY_ERR_UNSUPPORTED, "frame %lld: no packed read", (long long)q->frames[index].number);
+    const ckey_shot_frame *f = &q->frames[index];
+    ckey_status st = side_read_packed(&q->hint, f->number, f->hint, 1, hint, err);
+    if (st == CKEY_OK) st = side_read_packed(&q->plate, f->number, f->plate, 0, plate, err);
     return st;
 }
 
@@ -306,6 +368,8 @@ ckey_status ckey_source_open_video(const char *plate, const char *hint, int32_t 
     out->read = vs_read;
     out->close = vs_close;
     out->probe = vs_probe;
+    out->read_packed = vs_read_packed;
+    out->packed_frame = vs_packed_frame;
     out->videos = (q->plate.kind == SIDE_VIDEO) + (q->hint.kind == SIDE_VIDEO);
     if (q->plate.kind == SIDE_VIDEO && q->plate.info.rate_num > 0 && q->plate.info.rate_den > 0) {
         out->rate_num = q->plate.info.rate_num;

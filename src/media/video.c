@@ -40,6 +40,7 @@
 
 #include "ckey_media.h"
 #include "core/core.h"
+#include "media/image.h"
 #include "media/video.h"
 
 #ifndef CK_HAVE_FFMPEG
@@ -92,6 +93,22 @@ ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hin
     (void)hint;
     (void)eof;
     return no_ffmpeg(err, "ckey_video_read_hint");
+}
+
+ckey_status ck_video_read_packed(ckey_video_reader *r, int64_t index, ckey_image_kind kind,
+                                 ckey_packed_image *pk, int32_t *eof, ckey_error *err) {
+    (void)r;
+    (void)index;
+    (void)kind;
+    (void)pk;
+    if (eof) *eof = 0;
+    return no_ffmpeg(err, "ck_video_read_packed");
+}
+
+ckey_status ck_video_reader_convert_threads(ckey_video_reader *r, int threads, ckey_error *err) {
+    (void)r;
+    (void)threads;
+    return no_ffmpeg(err, "ck_video_reader_convert_threads");
 }
 
 ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
@@ -228,7 +245,8 @@ struct ckey_video_reader {
     struct SwsContext *sws;     /* fallback repacker, made on first use */
     int sws_fmt;                /* its source format (-1: none) */
     AVFrame *planar;            /* fallback: frame `cur` repacked to a planar format */
-    float *rowbuf;              /* direct path: two chroma rows, [2, w] */
+    ck_pool *pool;              /* the conversion's threads (NULL: the caller's alone) */
+    float *rowbuf;              /* direct path: two chroma rows a pool thread, [threads, 2, w] */
     int32_t *cx0, *cx1;         /* direct path: per column, the chroma samples to mix */
     float *cxw;                 /*   and the weight of the second */
     int stream;
@@ -496,100 +514,151 @@ static void chroma_tap(int p, int log2s, int centred, int n, int32_t *i0, int32_
     *i1 = b;
 }
 
+/* Where a conversion writes one component: a float plane [h, w], or 16-bit
+ * samples `step` apart (v -> round(65535 v), v in [0, 1]); p NULL: not
+ * wanted. */
+typedef struct comp_out {
+    void *p;
+    int step; /* 0: floats */
+} comp_out;
+
+static inline void put_out(const comp_out *o, size_t i, float v) {
+    if (!o->p) return;
+    if (o->step) ((uint16_t *)o->p)[i * (size_t)o->step] = (uint16_t)(v * 65535.0f + 0.5f);
+    else ((float *)o->p)[i] = v;
+}
+
+/* One frame's conversion, split by rows over the reader's pool (the chroma
+ * taps per column are the frame's, shared; each thread mixes its chroma
+ * rows in its own part of rowbuf). */
+typedef struct conv_job {
+    ckey_video_reader *r;
+    const AVFrame *f;
+    const AVPixFmtDescriptor *d;
+    const color *col;
+    comp_out out[4];             /* R, G, B, A */
+    int fill_alpha;              /* out[3] wanted, the frame has none: 1.0 */
+    int wide, be, alpha_c, lh, cw, ch, vcentred, vbottom;
+    double maxv, yoff, ysc, coff, csc, rcr, gcb, gcr, bcb;
+} conv_job;
+
 /*
- * Frame `cur` into any of the planes R, G, B, A ([h, w] each; NULL: not
- * wanted) by the direct path. YUV: chroma upsampled linearly at its sited
- * position (frame's chroma_location; unspecified = MPEG-2's "left":
- * co-sited horizontally, centred vertically), then
+ * Rows [y0, y1) of the frame into the outputs by the direct path. YUV:
+ * chroma upsampled linearly at its sited position (frame's chroma_location;
+ * unspecified = MPEG-2's "left": co-sited horizontally, centred vertically),
+ * then
  *   Y' = (Y - 16 * 2^(n-8)) / (219 * 2^(n-8)), C' = (C - 2^(n-1)) / (224 * 2^(n-8))
  * (full range: Y / (2^n - 1), (C - 2^(n-1)) / (2^n - 1)) and
  *   R = Y' + 2(1-Kr) Cr', B = Y' + 2(1-Kb) Cb', G = (Y' - Kr R - Kb B) / Kg.
  */
-static void direct_convert(ckey_video_reader *r, const AVFrame *f, const color *col, float *R,
-                           float *G, float *B, float *A) {
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
-    const int w = f->width, h = f->height, n = d->comp[0].depth;
-    const int wide = n > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
-    const double maxv = (double)((1u << n) - 1);
-    const AVComponentDescriptor *k = d->comp;
-    const int alpha_c = (d->flags & AV_PIX_FMT_FLAG_ALPHA) ? d->nb_components - 1 : -1;
+static void conv_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
+    const conv_job *c = ctx;
+    const AVFrame *f = c->f;
+    const AVComponentDescriptor *k = c->d->comp;
+    const int w = f->width, wide = c->wide, be = c->be;
     const size_t W = (size_t)w;
-#define ROW(c, y) (f->data[k[c].plane] + (ptrdiff_t)(y) * f->linesize[k[c].plane])
-    if (A && alpha_c >= 0)
-        for (int y = 0; y < h; y++) {
-            const uint8_t *ra = ROW(alpha_c, y);
-            for (int x = 0; x < w; x++) A[y * W + x] = (float)(sample_at(ra, x, wide, be) / maxv);
+    const comp_out *oR = &c->out[0], *oG = &c->out[1], *oB = &c->out[2], *oA = &c->out[3];
+    const int rgb_wanted = oR->p || oG->p || oB->p;
+#define ROW(cc, yy) (f->data[k[cc].plane] + (ptrdiff_t)(yy) * f->linesize[k[cc].plane])
+    float *cbrow = c->r->rowbuf + (size_t)thread * 2 * W, *crrow = cbrow + W;
+    for (int64_t yy = y0; yy < y1; yy++) {
+        const int y = (int)yy;
+        const size_t at = (size_t)y * W;
+        if (oA->p && c->alpha_c >= 0) {
+            const uint8_t *ra = ROW(c->alpha_c, y);
+            for (int x = 0; x < w; x++) put_out(oA, at + x, (float)(sample_at(ra, x, wide, be) / c->maxv));
+        } else if (oA->p && c->fill_alpha) {
+            for (int x = 0; x < w; x++) put_out(oA, at + x, 1.0f);
         }
-    if (!R && !G && !B) return;
-    if (col->rgb) {
-        float *out[3] = {R, G, B};
-        for (int c = 0; c < 3; c++) {
-            if (!out[c]) continue;
-            for (int y = 0; y < h; y++) {
-                const uint8_t *row = ROW(c, y);
-                for (int x = 0; x < w; x++)
-                    out[c][y * W + x] = (float)(sample_at(row, x, wide, be) / maxv);
+        if (!rgb_wanted) continue;
+        if (c->col->rgb) {
+            const comp_out *o[3] = {oR, oG, oB};
+            for (int cc = 0; cc < 3; cc++) {
+                if (!o[cc]->p) continue;
+                const uint8_t *row = ROW(cc, y);
+                for (int x = 0; x < w; x++) put_out(o[cc], at + x, (float)(sample_at(row, x, wide, be) / c->maxv));
             }
+            continue;
         }
-        return;
-    }
-    const double unit = ldexp(1.0, n - 8);
-    const double yoff = col->full ? 0.0 : 16.0 * unit;
-    const double ysc = col->full ? 1.0 / maxv : 1.0 / (219.0 * unit);
-    if (col->gray) {
-        for (int y = 0; y < h; y++) {
+        if (c->col->gray) {
             const uint8_t *row = ROW(0, y);
             for (int x = 0; x < w; x++) {
-                const float v = clamp01(((double)sample_at(row, x, wide, be) - yoff) * ysc);
-                if (R) R[y * W + x] = v;
-                if (G) G[y * W + x] = v;
-                if (B) B[y * W + x] = v;
+                const float v = clamp01(((double)sample_at(row, x, wide, be) - c->yoff) * c->ysc);
+                put_out(oR, at + x, v);
+                put_out(oG, at + x, v);
+                put_out(oB, at + x, v);
             }
+            continue;
         }
-        return;
-    }
-    const double coff = ldexp(1.0, n - 1);
-    const double csc = col->full ? 1.0 / maxv : 1.0 / (224.0 * unit);
-    const double kr = col->kr, kb = col->kb, kg = 1.0 - kr - kb;
-    const double rcr = 2 * (1 - kr), bcb = 2 * (1 - kb), gcb = bcb * kb / kg, gcr = rcr * kr / kg;
-    const int lw = d->log2_chroma_w, lh = d->log2_chroma_h;
-    const int cw = AV_CEIL_RSHIFT(w, lw), ch = AV_CEIL_RSHIFT(h, lh);
-    const enum AVChromaLocation loc = f->chroma_location;
-    const int hcentred = loc == AVCHROMA_LOC_CENTER || loc == AVCHROMA_LOC_TOP ||
-                         loc == AVCHROMA_LOC_BOTTOM;
-    const int vcentred = loc == AVCHROMA_LOC_UNSPECIFIED || loc == AVCHROMA_LOC_LEFT ||
-                         loc == AVCHROMA_LOC_CENTER;
-    const int vbottom = loc == AVCHROMA_LOC_BOTTOMLEFT || loc == AVCHROMA_LOC_BOTTOM;
-    float *cbrow = r->rowbuf, *crrow = cbrow + W;
-    for (int x = 0; x < w; x++)
-        chroma_tap(x, lw, hcentred, cw, &r->cx0[x], &r->cx1[x], &r->cxw[x]);
-    for (int y = 0; y < h; y++) {
         int32_t j0, j1;
         float t;
-        if (vbottom && lh) {
+        if (c->vbottom && c->lh) {
             /* chroma row j sits on luma row j * 2^lh + 2^lh - 1 */
-            chroma_tap(y - ((1 << lh) - 1), lh, 0, ch, &j0, &j1, &t);
+            chroma_tap(y - ((1 << c->lh) - 1), c->lh, 0, c->ch, &j0, &j1, &t);
         } else {
-            chroma_tap(y, lh, vcentred, ch, &j0, &j1, &t);
+            chroma_tap(y, c->lh, c->vcentred, c->ch, &j0, &j1, &t);
         }
         const uint8_t *b0 = ROW(1, j0), *b1 = ROW(1, j1), *r0 = ROW(2, j0), *r1 = ROW(2, j1);
-        for (int i = 0; i < cw; i++) {
+        for (int i = 0; i < c->cw; i++) {
             cbrow[i] = (1 - t) * (float)sample_at(b0, i, wide, be) + t * (float)sample_at(b1, i, wide, be);
             crrow[i] = (1 - t) * (float)sample_at(r0, i, wide, be) + t * (float)sample_at(r1, i, wide, be);
         }
         const uint8_t *yr = ROW(0, y);
+        const int32_t *cx0 = c->r->cx0, *cx1 = c->r->cx1;
+        const float *cxw = c->r->cxw;
         for (int x = 0; x < w; x++) {
-            const int i0 = r->cx0[x], i1 = r->cx1[x];
-            const float u = r->cxw[x];
-            const double cb = ((1 - u) * cbrow[i0] + u * cbrow[i1] - coff) * csc;
-            const double cr = ((1 - u) * crrow[i0] + u * crrow[i1] - coff) * csc;
-            const double yv = ((double)sample_at(yr, x, wide, be) - yoff) * ysc;
-            if (R) R[y * W + x] = clamp01(yv + rcr * cr);
-            if (G) G[y * W + x] = clamp01(yv - gcb * cb - gcr * cr);
-            if (B) B[y * W + x] = clamp01(yv + bcb * cb);
+            const int i0 = cx0[x], i1 = cx1[x];
+            const float u = cxw[x];
+            const double cb = ((1 - u) * cbrow[i0] + u * cbrow[i1] - c->coff) * c->csc;
+            const double cr = ((1 - u) * crrow[i0] + u * crrow[i1] - c->coff) * c->csc;
+            const double yv = ((double)sample_at(yr, x, wide, be) - c->yoff) * c->ysc;
+            put_out(oR, at + x, clamp01(yv + c->rcr * cr));
+            put_out(oG, at + x, clamp01(yv - c->gcb * cb - c->gcr * cr));
+            put_out(oB, at + x, clamp01(yv + c->bcb * cb));
         }
     }
 #undef ROW
+}
+
+/* The frame `f` (a direct format) into the outputs, its rows over the
+ * reader's pool. */
+static void direct_convert(ckey_video_reader *r, const AVFrame *f, const color *col, const comp_out out[4],
+                           int fill_alpha) {
+    conv_job c;
+    memset(&c, 0, sizeof c);
+    c.r = r;
+    c.f = f;
+    c.col = col;
+    c.d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
+    memcpy(c.out, out, sizeof c.out);
+    c.fill_alpha = fill_alpha;
+    const int w = f->width, h = f->height, n = c.d->comp[0].depth;
+    c.wide = n > 8;
+    c.be = (c.d->flags & AV_PIX_FMT_FLAG_BE) != 0;
+    c.maxv = (double)((1u << n) - 1);
+    c.alpha_c = (c.d->flags & AV_PIX_FMT_FLAG_ALPHA) ? c.d->nb_components - 1 : -1;
+    const double unit = ldexp(1.0, n - 8);
+    c.yoff = col->full ? 0.0 : 16.0 * unit;
+    c.ysc = col->full ? 1.0 / c.maxv : 1.0 / (219.0 * unit);
+    if (!col->rgb && !col->gray) {
+        c.coff = ldexp(1.0, n - 1);
+        c.csc = col->full ? 1.0 / c.maxv : 1.0 / (224.0 * unit);
+        const double kr = col->kr, kb = col->kb, kg = 1.0 - kr - kb;
+        c.rcr = 2 * (1 - kr);
+        c.bcb = 2 * (1 - kb);
+        c.gcb = c.bcb * kb / kg;
+        c.gcr = c.rcr * kr / kg;
+        const int lw = c.d->log2_chroma_w;
+        c.lh = c.d->log2_chroma_h;
+        c.cw = AV_CEIL_RSHIFT(w, lw);
+        c.ch = AV_CEIL_RSHIFT(h, c.lh);
+        const enum AVChromaLocation loc = f->chroma_location;
+        const int hcentred = loc == AVCHROMA_LOC_CENTER || loc == AVCHROMA_LOC_TOP || loc == AVCHROMA_LOC_BOTTOM;
+        c.vcentred = loc == AVCHROMA_LOC_UNSPECIFIED || loc == AVCHROMA_LOC_LEFT || loc == AVCHROMA_LOC_CENTER;
+        c.vbottom = loc == AVCHROMA_LOC_BOTTOMLEFT || loc == AVCHROMA_LOC_BOTTOM;
+        for (int x = 0; x < w; x++) chroma_tap(x, lw, hcentred, c.cw, &r->cx0[x], &r->cx1[x], &r->cxw[x]);
+    }
+    ck_pool_for(r->pool, h, 8, conv_rows, &c);
 }
 
 /* The planar format of the same family, chroma layout and alpha that a
@@ -670,11 +739,10 @@ static ckey_status repack(ckey_video_reader *r, const AVFrame **out, ckey_error 
     return CKEY_OK;
 }
 
-/* Frame `cur` into the wanted planes (NULL: skipped). hint != 0: `B` gets
- * the hint (alpha unless absent or entirely opaque, else blue); R, G, A
- * must then be NULL. */
-static ckey_status convert_to(ckey_video_reader *r, float *R, float *G, float *B, float *A,
-                              int hint, ckey_error *err) {
+/* Frame `cur` into the outputs R, G, B, A (p NULL: skipped). hint != 0:
+ * want[2] gets the hint (alpha unless absent or entirely opaque, else
+ * blue); want[0], want[1], want[3] must then be unset. */
+static ckey_status convert_to(ckey_video_reader *r, const comp_out want[4], int hint, ckey_error *err) {
     const AVFrame *f = r->frame;
     const size_t w = (size_t)f->width, h = (size_t)f->height;
     ckey_status st;
@@ -687,10 +755,8 @@ static ckey_status convert_to(ckey_video_reader *r, float *R, float *G, float *B
     if (st != CKEY_OK) return st;
     const AVPixFmtDescriptor *d = av_pix_fmt_desc_get((enum AVPixelFormat)f->format);
     const int has_alpha = (d->flags & AV_PIX_FMT_FLAG_ALPHA) != 0;
-    if (A && !has_alpha) {
-        for (size_t i = 0; i < w * h; i++) A[i] = 1.0f;
-        A = NULL;
-    }
+    comp_out out[4];
+    memcpy(out, want, sizeof out);
     if (hint && has_alpha) {
         const AVComponentDescriptor *k = &d->comp[d->nb_components - 1];
         const int wide = k->depth > 8, be = (d->flags & AV_PIX_FMT_FLAG_BE) != 0;
@@ -705,15 +771,16 @@ static ckey_status convert_to(ckey_video_reader *r, float *R, float *G, float *B
                 }
         }
         if (!opaque) {
-            A = B;
-            B = NULL;
+            out[3] = out[2];
+            out[2].p = NULL;
         }
     }
-    direct_convert(r, f, &col, R, G, B, A);
+    direct_convert(r, f, &col, out, !has_alpha);
     return CKEY_OK;
 }
 
 static void reader_close(ckey_video_reader *r) {
+    ck_pool_free(r->pool);
     sws_freeContext(r->sws);
     av_frame_free(&r->planar);
     free(r->rowbuf);
@@ -854,13 +921,33 @@ static ckey_status reader_start(ckey_video_reader *r, int32_t threads, ckey_erro
     in->full_range = col.full;
     snprintf(in->color_matrix, sizeof in->color_matrix, "%s", col.gray ? "rgb" : col.name);
 
+    /* The conversion splits a frame's rows over threads of its own: a
+     * reader decodes in order, one frame at a time, so the conversion is
+     * on the clip's critical path (threads 1: the caller's thread alone). */
+    int conv = 1;
+    if (threads != 1) {
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        conv = ncpu >= 4 ? (int)(ncpu / 2 < CK_VIDEO_CONVERT_THREADS ? ncpu / 2 : CK_VIDEO_CONVERT_THREADS) : 1;
+    }
+    s = ck_video_reader_convert_threads(r, conv, err);
+    if (s != CKEY_OK) return s;
     const size_t w = (size_t)f->width;
-    r->rowbuf = malloc(2 * w * sizeof(float));
     r->cx0 = malloc(w * sizeof(int32_t));
     r->cx1 = malloc(w * sizeof(int32_t));
     r->cxw = malloc(w * sizeof(float));
-    if (!r->rowbuf || !r->cx0 || !r->cx1 || !r->cxw)
-        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    if (!r->cx0 || !r->cx1 || !r->cxw) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    return CKEY_OK;
+}
+
+ckey_status ck_video_reader_convert_threads(ckey_video_reader *r, int threads, ckey_error *err) {
+    if (!r || threads < 1 || threads > 64)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_video_reader_convert_threads: invalid arguments");
+    ck_pool_free(r->pool);
+    r->pool = NULL;
+    free(r->rowbuf);
+    r->rowbuf = malloc((size_t)threads * 2 * (size_t)r->info.width * sizeof(float));
+    if (!r->rowbuf) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", r->label);
+    if (threads > 1) return ck_pool_create(threads, &r->pool, err);
     return CKEY_OK;
 }
 
@@ -964,8 +1051,9 @@ ckey_status ckey_video_read_frame(ckey_video_reader *r, int64_t index, float *rg
     ckey_status st = prepare(r, index, eof, &at_end, err);
     if (st != CKEY_OK || at_end) return st;
     const size_t plane = (size_t)r->info.width * (size_t)r->info.height;
-    return convert_to(r, rgb, rgb ? rgb + plane : NULL, rgb ? rgb + 2 * plane : NULL, alpha, 0,
-                      err);
+    const comp_out out[4] = {{rgb, 0}, {rgb ? rgb + plane : NULL, 0}, {rgb ? rgb + 2 * plane : NULL, 0},
+                             {alpha, 0}};
+    return convert_to(r, out, 0, err);
 }
 
 ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hint, int32_t *eof,
@@ -975,7 +1063,32 @@ ckey_status ckey_video_read_hint(ckey_video_reader *r, int64_t index, float *hin
     int at_end;
     ckey_status st = prepare(r, index, eof, &at_end, err);
     if (st != CKEY_OK || at_end) return st;
-    return convert_to(r, NULL, NULL, hint, NULL, 1, err);
+    const comp_out out[4] = {{NULL, 0}, {NULL, 0}, {hint, 0}, {NULL, 0}};
+    return convert_to(r, out, 1, err);
+}
+
+ckey_status ck_video_read_packed(ckey_video_reader *r, int64_t index, ckey_image_kind kind,
+                                 ckey_packed_image *pk, int32_t *eof, ckey_error *err) {
+    if (!r || !pk || (kind != CKEY_IMAGE_RGB && kind != CKEY_IMAGE_HINT))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_video_read_packed: invalid arguments");
+    int at_end;
+    ckey_status st = prepare(r, index, eof, &at_end, err);
+    if (st != CKEY_OK || at_end) return st;
+    const int hint = kind == CKEY_IMAGE_HINT, ch = hint ? 1 : 3;
+    const AVFrame *f = r->frame;
+    const size_t bytes = (size_t)f->width * (size_t)f->height * (size_t)ch * sizeof(uint16_t);
+    if (!ck_packed_reserve(pk, bytes))
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: frame %lld: out of memory for a %d x %d frame", r->label,
+                       (long long)index, f->width, f->height);
+    pk->width = f->width;
+    pk->height = f->height;
+    pk->channels = ch;
+    pk->type = CKEY_SAMPLE_U16;
+    pk->hint_channel = hint ? 0 : -1;
+    uint16_t *px = pk->data;
+    const comp_out rgb[4] = {{px, 3}, {px + 1, 3}, {px + 2, 3}, {NULL, 0}};
+    const comp_out one[4] = {{NULL, 0}, {NULL, 0}, {px, 1}, {NULL, 0}};
+    return convert_to(r, hint ? one : rgb, hint, err);
 }
 
 /* ============================================================= writing */

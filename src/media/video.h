@@ -22,6 +22,25 @@ ckey_status ck_video_reader_open_memory(const void *data, size_t size, const cha
                                         ckey_video_reader **out, ckey_error *err);
 
 /*
+ * Frame `index` as 16-bit samples in `pk` (its block reused when large
+ * enough, through its allocator), for the device frame path: kind
+ * CKEY_IMAGE_RGB R, G, B interleaved (3 channels); CKEY_IMAGE_HINT one
+ * channel, the hint as ckey_video_read_hint takes it (hint_channel 0). Each
+ * sample is round(65535 v) of the float v that ckey_video_read_frame /
+ * ckey_video_read_hint gives for it. Positioning, *eof and errors as theirs.
+ */
+ckey_status ck_video_read_packed(ckey_video_reader *r, int64_t index, ckey_image_kind kind,
+                                 ckey_packed_image *pk, int32_t *eof, ckey_error *err);
+
+/* A reader converts a decoded frame on up to this many threads of its own
+ * (half the online CPUs, fewer than 4 CPUs none; decoder threads 1: none). */
+#define CK_VIDEO_CONVERT_THREADS 8
+
+/* Set the reader's conversion threads (1 .. 64; tests: the frames are the
+ * same bits on any number). */
+ckey_status ck_video_reader_convert_threads(ckey_video_reader *r, int threads, ckey_error *err);
+
+/*
  * ckey_video_write_frame with the RGB -> Y'CbCr conversion split by rows over
  * `pool` (may be NULL: the caller's thread); the same frame on any number of
  * threads. The encoder's own threads are FFmpeg's.
