@@ -236,8 +236,9 @@ typedef struct ckey_sink {
     int32_t concurrent_write;
     /* Optional (may be NULL): the part of a frame's write that must see the
      * frames in order (a video encoder); called after write() succeeded for
-     * that frame, one frame at a time, in frame order, whatever
-     * concurrent_write says. A failure is the frame's write failure. */
+     * that frame, with the same `f` pointer, one frame at a time, in frame
+     * order, whatever concurrent_write says. A failure is the frame's write
+     * failure. */
     ckey_status (*write_ordered)(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                  ckey_error *err);
     /* Optional (may be NULL): the seconds spent on each pass so far --

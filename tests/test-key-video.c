@@ -533,6 +533,16 @@ static void test_video_out(void) {
         ckey_video_reader_free(rd);
     }
 
+    /* the ProRes frames coded by three writers at once are muxed in order:
+     * the file is byte for byte that of one writer coding them in turn */
+    r = key(shot, "--video-out", "prores", "--no-despeckle", "--writers", "1", "--out", at("vo-w1"), NULL);
+    CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
+    ck_run_free(&r);
+    char one[1024];
+    snprintf(one, sizeof one, "%s", at("vo-w1/vo_fg_alpha.mov"));
+    CHECKF(ck_same_file(at("vo/Output/vo_fg_alpha.mov"), one), "%s differs from --writers 1's %s",
+           at("vo/Output/vo_fg_alpha.mov"), one);
+
     /* a re-run cannot resume a video */
     r = key(shot, "--video-out", "prores", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "--force") && strstr(r.err, "5 of the 5 frames"), "exit %d: %s", r.code,

@@ -9,6 +9,7 @@
  * oversized input. Every case skips when ckey is built without FFmpeg.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -735,6 +736,163 @@ static void test_writer_args(void) {
     ckey_video_reader_free(NULL);
 }
 
+
+/*
+ * A coded-mode ProRes writer (ck_video_writer_open_coded): frames coded by
+ * four threads at once, out of order, then muxed in order, give the very
+ * bytes of the plain writer's single encoder (frame-threaded by FFmpeg),
+ * and so do frames coded one ahead and muxed between serial writes (the
+ * video tee's first frames); read back, every frame is its input within
+ * the codec's tolerance (frames apart by 0.04 in blue: an order swap shows).
+ */
+enum { CW = 320, CH = 176, CNF = 16, CODERS = 4 };
+
+static void coded_input(float *p, int f) {
+    const size_t plane = (size_t)CW * CH;
+    for (int y = 0; y < CH; y++)
+        for (int x = 0; x < CW; x++) {
+            const size_t i = (size_t)y * CW + x;
+            /* smooth colours under a fine gray texture (luma alone, which
+             * 4:2:2 keeps), so slices differ in cost */
+            const float tex = 0.03f * (float)(((x * 7 + y * 13) % 17) - 8) / 8.0f;
+            p[i] = 0.2f + 0.6f * (float)x / (CW - 1) + tex;
+            p[plane + i] = 0.15f + 0.7f * (float)y / (CH - 1) + tex;
+            p[2 * plane + i] = 0.1f + 0.04f * (float)f + 0.1f * (float)(x + y) / (CW + CH) + tex;
+            p[3 * plane + i] = 0.05f + 0.9f * (float)(x + 2 * y) / (CW + 2 * CH) + 0.2f * tex;
+        }
+}
+
+typedef struct coding {
+    ckey_video_writer *w;
+    float *const *frames;
+    const int *keys;
+    int first;
+    ckey_status st;
+} coding;
+
+/* Frames first, first + CODERS, ... coded last to first. */
+static void *code_some(void *arg) {
+    coding *c = arg;
+    c->st = CKEY_OK;
+    for (int i = CNF - 1; i >= 0 && c->st == CKEY_OK; i--) {
+        if (i % CODERS != c->first) continue;
+        ckey_error err;
+        c->st = ck_video_code_frame(c->w, &c->keys[i], NULL, c->frames[i],
+                                    c->frames[i] + 3 * (size_t)CW * CH, &err);
+        if (c->st != CKEY_OK) fprintf(stderr, "  frame %d: %s\n", i, err.message);
+    }
+    return NULL;
+}
+
+static void test_coded_concurrent(void) {
+    const size_t plane = (size_t)CW * CH;
+    float *frames[CNF];
+    int keys[CNF];
+    for (int i = 0; i < CNF; i++) {
+        frames[i] = malloc(4 * plane * sizeof(float));
+        REQUIRE(frames[i]);
+        coded_input(frames[i], i);
+    }
+    static const ckey_video_codec codecs[2] = {CKEY_VIDEO_PRORES_4444, CKEY_VIDEO_PRORES_422HQ};
+    for (int ci = 0; ci < 2; ci++) {
+        const int alpha = codecs[ci] == CKEY_VIDEO_PRORES_4444;
+        char ref[600], conc[600], mixed[600];
+        snprintf(ref, sizeof ref, "%s", path_in(alpha ? "ref4444.mov" : "ref422.mov"));
+        snprintf(conc, sizeof conc, "%s", path_in(alpha ? "conc4444.mov" : "conc422.mov"));
+        snprintf(mixed, sizeof mixed, "%s", path_in(alpha ? "mixed4444.mov" : "mixed422.mov"));
+        ckey_error err;
+        ckey_video_writer *w = NULL;
+        /* the plain writer: one encoder, FFmpeg's threads */
+        ckey_video_writer_options o = {codecs[ci], CW, CH, 25, 1, 0};
+        REQUIRE(ckey_video_writer_open(ref, &o, &w, &err) == CKEY_OK);
+        for (int i = 0; i < CNF; i++)
+            CHECK(ckey_video_write_frame(w, frames[i], alpha ? frames[i] + 3 * plane : NULL, &err) ==
+                  CKEY_OK);
+        CHECKF(ckey_video_writer_close(w, &err) == CKEY_OK, "%s", err.message);
+
+        /* coded by CODERS threads at once, muxed in order */
+        REQUIRE(ck_video_writer_open_coded(conc, &o, &w, &err) == CKEY_OK);
+        float *inputs[CNF];
+        for (int i = 0; i < CNF; i++) inputs[i] = frames[i];
+        float *noalpha[CNF]; /* 422 HQ has no alpha: the planes' fourth is ignored */
+        for (int i = 0; i < CNF; i++) noalpha[i] = frames[i];
+        coding jobs[CODERS];
+        pthread_t th[CODERS];
+        for (int k = 0; k < CODERS; k++) {
+            jobs[k] = (coding){w, alpha ? inputs : noalpha, keys, k, CKEY_OK};
+            CHECK(pthread_create(&th[k], NULL, code_some, &jobs[k]) == 0);
+        }
+        for (int k = 0; k < CODERS; k++) {
+            pthread_join(th[k], NULL);
+            CHECK(jobs[k].st == CKEY_OK);
+        }
+        int muxed = -1;
+        CHECK(ck_video_mux_frame(w, &muxed, &muxed, &err) == CKEY_OK && muxed == 0); /* no such key */
+        for (int i = 0; i < CNF; i++) {
+            CHECKF(ck_video_mux_frame(w, &keys[i], &muxed, &err) == CKEY_OK && muxed == 1, "frame %d: %s", i,
+                   err.message);
+        }
+        CHECKF(ckey_video_writer_close(w, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(ck_same_file(ref, conc), "%s differs from %s", conc, ref);
+
+        /* coded one ahead between serial writes, two threads in all */
+        o.threads = 2;
+        REQUIRE(ck_video_writer_open_coded(mixed, &o, &w, &err) == CKEY_OK);
+        for (int i = 0; i < CNF; i += 2) {
+            const float *a = alpha ? frames[i] : NULL, *b = alpha && i + 1 < CNF ? frames[i + 1] : NULL;
+            if (i + 1 < CNF)
+                CHECK(ck_video_code_frame(w, &keys[i + 1], NULL, frames[i + 1], b ? b + 3 * plane : NULL,
+                                          &err) == CKEY_OK);
+            CHECK(ck_video_write_frame_on(w, NULL, frames[i], a ? a + 3 * plane : NULL, &err) == CKEY_OK);
+            if (i + 1 < CNF) CHECK(ck_video_mux_frame(w, &keys[i + 1], &muxed, &err) == CKEY_OK && muxed == 1);
+        }
+        CHECKF(ckey_video_writer_close(w, &err) == CKEY_OK, "%s", err.message);
+        CHECKF(ck_same_file(ref, mixed), "%s differs from %s", mixed, ref);
+
+        /* read back: each frame is its own input */
+        ckey_video_info in;
+        ckey_video_reader *r = open_ok(conc, &in);
+        REQUIRE(r);
+        CHECK(in.width == CW && in.height == CH && in.frame_count == CNF);
+        float *got = malloc(4 * plane * sizeof(float));
+        double worst = 0, aworst = 0, own = 0, next = 1;
+        for (int i = 0; i < CNF; i++) {
+            int32_t eof = -1;
+            CHECK(ckey_video_read_frame(r, i, got, got + 3 * plane, &eof, &err) == CKEY_OK && eof == 0);
+            /* the mean error against this frame's input and a neighbour's */
+            double e_own = 0, e_next = 0;
+            const float *nb = frames[i + 1 < CNF ? i + 1 : i - 1];
+            for (size_t k = 0; k < 3 * plane; k++) {
+                const double e = fabs((double)got[k] - frames[i][k]);
+                worst = e > worst ? e : worst;
+                e_own += e;
+                e_next += fabs((double)got[k] - nb[k]);
+            }
+            own = fmax(own, e_own / (3.0 * plane));
+            next = fmin(next, e_next / (3.0 * plane));
+            if (alpha)
+                for (size_t k = 3 * plane; k < 4 * plane; k++) {
+                    const double e = fabs((double)got[k] - frames[i][k]);
+                    aworst = e > aworst ? e : aworst;
+                }
+        }
+        printf("  %s: %d frames coded by %d threads = the single encoder's file; read back: rgb max abs "
+               "err %.5f, mean at most %.5f (against the next frame's input at least %.5f); alpha max "
+               "abs err %.6f\n", alpha ? "prores 4444" : "prores 422 HQ", CNF, CODERS, worst, own, next,
+               aworst);
+        CHECK(worst < 0.015 && own < 0.002 && next > 0.01); /* blue alone moves: 0.04 / 3 */
+        CHECK(!alpha || aworst < 1.5 / 1023);
+        free(got);
+        ckey_video_reader_free(r);
+    }
+    for (int i = 0; i < CNF; i++) free(frames[i]);
+    /* H.264 predicts frames from others: not coded apart */
+    ckey_video_writer_options o = {CKEY_VIDEO_H264, 64, 48, 25, 1, 0};
+    ckey_video_writer *w = (ckey_video_writer *)1;
+    ckey_error err;
+    CHECK(ck_video_writer_open_coded(path_in("x.mp4"), &o, &w, &err) == CKEY_ERR_INVALID_ARG && w == NULL);
+}
+
 static const ck_test_case cases[] = {
     {"h264", test_h264},
     {"prores_422_10bit", test_prores_422_10bit},
@@ -749,6 +907,7 @@ static const ck_test_case cases[] = {
     {"truncated_data", test_truncated_data},
     {"caps", test_caps},
     {"writer_args", test_writer_args},
+    {"coded_concurrent", test_coded_concurrent},
 };
 
 #endif /* CK_HAVE_FFMPEG */

@@ -3,8 +3,9 @@
  * (public API in ckey_clip.h), the final step of a clip keyed in chunks.
  *
  * Each frame's FG/<stem>.exr, Processed/<stem>.exr and Comp/<stem>.png are
- * read back and handed, in frame order, to the video tee
- * (ckey_sink_open_video_tee) over a sink that writes nothing. The tee makes
+ * read back and handed to the video tee (ckey_sink_open_video_tee) over a
+ * sink that writes nothing: a few frames at once to its write() (the ProRes
+ * coded), then, in frame order, to its write_ordered(). The tee makes
  * its videos from the passes as their files store them (HALF, 8-bit Comp),
  * so this writes the same bytes as a `ckey key --video-out` run that keyed
  * the clip in one go.
@@ -15,9 +16,11 @@
  * strength, and is an error rather than a video with the wrong colours.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckey_clip.h"
 #include "ckey.h"
@@ -98,6 +101,140 @@ static ckey_status read_frame(const char *pass_dir, const ckey_shot_frame *f, ck
     return CKEY_OK;
 }
 
+/*
+ * The frames go through a few workers: worker k reads frames k, k + K, ...,
+ * checks them and hands them to the tee's write() (which codes the ProRes,
+ * several frames at once), then waits for its turn (`turn`, the next frame
+ * in order) for write_ordered() (the ProRes muxed, the H.264 encoded), the
+ * cancel poll and the progress report, so these come one at a time, in
+ * frame order. A failure at frame i lowers `stop_at` to i: the frames
+ * before it are still written, none after it.
+ */
+typedef struct enc_run {
+    const char *pass_dir;
+    const ckey_shot_frame *frames;
+    int64_t count;
+    const ckey_encode_options *o;
+    ckey_sink *tee;
+    ck_pool *pool;
+    int nworkers;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t turn;               /* the next frame for write_ordered */
+    int64_t stop_at;            /* the first frame not written; count when none failed */
+    ckey_status st;             /* the failure at stop_at, with its message */
+    ckey_error err;
+} enc_run;
+
+/* Frame i failed with st / e: the run stops there unless an earlier frame
+ * failed already. */
+static void fail_at(enc_run *r, int64_t i, ckey_status st, const ckey_error *e) {
+    pthread_mutex_lock(&r->mu);
+    if (i < r->stop_at) {
+        r->stop_at = i;
+        r->st = st;
+        r->err = *e;
+    }
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Frame i read, checked and handed to the tee's write(). */
+static ckey_status frame_write(enc_run *r, int64_t i, ckey_image img[3], ckey_error *err) {
+    const ckey_shot_frame *f = &r->frames[i];
+    const ckey_encode_options *o = r->o;
+    for (int k = 0; k < 3; k++) ckey_image_free(&img[k]);
+    ckey_status st = read_frame(r->pass_dir, f, &img[0], &img[1], &img[2], err);
+    if (st != CKEY_OK) return st;
+    const int32_t w = img[0].width, h = img[0].height;
+    const size_t n = (size_t)w * (size_t)h;
+    size_t at = 0;
+    float diff = 0;
+    const float strength = o->video.despill_strength;
+    if (o->video.fg_alpha && despill_mismatch(img[0].data, img[1].data, n, strength, &at, &diff))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "frame %lld: the Processed pass is not the FG pass despilled at strength "
+                       "%g (a difference of %.3g at x %zu, y %zu): the clip was keyed with "
+                       "another --despill; give the encode the same --despill",
+                       (long long)f->number, (double)strength, (double)diff, at % (size_t)w,
+                       at / (size_t)w);
+    const ckey_shot_passes p = {.width = w, .height = h, .fg = img[0].data,
+                                .processed = img[1].data, .comp = img[2].data, .pool = r->pool};
+    ckey_error we;
+    ck_error_clear(&we);
+    st = r->tee->write(r->tee->self, f, &p, &we);
+    if (st != CKEY_OK) ck_fail(err, st, "frame %lld: %s", (long long)f->number, we.message);
+    return st;
+}
+
+/* Frame i's ordered part, on its turn. */
+static ckey_status frame_ordered(enc_run *r, int64_t i, ckey_image img[3], ckey_error *err) {
+    const ckey_shot_frame *f = &r->frames[i];
+    const ckey_encode_options *o = r->o;
+    if (o->cancel && o->cancel(o->cancel_user))
+        return ck_fail(err, CKEY_ERR_CANCELLED, "interrupted: stopped before frame %lld",
+                       (long long)f->number);
+    const ckey_shot_passes p = {.width = img[0].width, .height = img[0].height,
+                                .fg = img[0].data, .processed = img[1].data,
+                                .comp = img[2].data, .pool = r->pool};
+    ckey_error we;
+    ck_error_clear(&we);
+    ckey_status st = r->tee->write_ordered(r->tee->self, f, &p, &we);
+    if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)f->number, we.message);
+    if (o->progress) o->progress(o->progress_user, i + 1, r->count);
+    return CKEY_OK;
+}
+
+typedef struct enc_worker {
+    enc_run *r;
+    int index;
+} enc_worker;
+
+static void *worker_main(void *arg) {
+    const enc_worker *wk = arg;
+    enc_run *r = wk->r;
+    ckey_image img[3];
+    memset(img, 0, sizeof img);
+    for (int64_t i = wk->index; i < r->count; i += r->nworkers) {
+        pthread_mutex_lock(&r->mu);
+        const int stopped = i >= r->stop_at;
+        pthread_mutex_unlock(&r->mu);
+        if (stopped) break;
+        ckey_error e;
+        ck_error_clear(&e);
+        ckey_status st = frame_write(r, i, img, &e);
+        if (st != CKEY_OK) {
+            fail_at(r, i, st, &e);
+            break;
+        }
+        pthread_mutex_lock(&r->mu);
+        while (r->turn < i && i < r->stop_at) pthread_cond_wait(&r->cv, &r->mu);
+        const int go = i < r->stop_at;
+        pthread_mutex_unlock(&r->mu);
+        if (!go) break;
+        st = frame_ordered(r, i, img, &e);
+        if (st != CKEY_OK) {
+            fail_at(r, i, st, &e);
+            break;
+        }
+        pthread_mutex_lock(&r->mu);
+        r->turn = i + 1;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+    }
+    for (int k = 0; k < 3; k++) ckey_image_free(&img[k]);
+    return NULL;
+}
+
+/* Workers: a quarter of the cores, 2 to 4 (each holds a frame's passes
+ * and its ProRes input), at most a frame each. */
+static int worker_count(int64_t count) {
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long k = cpus / 4;
+    k = k < 2 ? 2 : k > 4 ? 4 : k;
+    return (int)(k < count ? k : count);
+}
+
 ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *frames, int64_t count,
                                const ckey_encode_options *o, ckey_error *err) {
     if (!pass_dir || !o || count < 1 || !frames)
@@ -112,51 +249,53 @@ ckey_status ckey_encode_videos(const char *pass_dir, const ckey_shot_frame *fram
     ck_pool *pool = NULL;
     st = ck_pool_create(0, &pool, err);
     if (st == CKEY_OK && tee.begin) st = tee.begin(tee.self, err);
-    const float strength = o->video.despill_strength;
-    ckey_image fg, processed, comp;
-    memset(&fg, 0, sizeof fg);
-    memset(&processed, 0, sizeof processed);
-    memset(&comp, 0, sizeof comp);
-    for (int64_t i = 0; st == CKEY_OK && i < count; i++) {
-        const ckey_shot_frame *f = &frames[i];
-        if (o->cancel && o->cancel(o->cancel_user)) {
-            st = ck_fail(err, CKEY_ERR_CANCELLED, "interrupted: stopped before frame %lld",
-                         (long long)f->number);
-            break;
+    enc_run r;
+    memset(&r, 0, sizeof r);
+    r.pass_dir = pass_dir;
+    r.frames = frames;
+    r.count = count;
+    r.o = o;
+    r.tee = &tee;
+    r.pool = pool;
+    r.nworkers = worker_count(count);
+    r.stop_at = count;
+    enc_worker wk[4];
+    pthread_t th[4];
+    int started = 0, sync_ready = 0;
+    if (st == CKEY_OK) {
+        if (pthread_mutex_init(&r.mu, NULL) != 0) {
+            st = ck_fail(err, CKEY_ERR_INTERNAL, "cannot create a mutex");
+        } else if (pthread_cond_init(&r.cv, NULL) != 0) {
+            pthread_mutex_destroy(&r.mu);
+            st = ck_fail(err, CKEY_ERR_INTERNAL, "cannot create a condition variable");
+        } else {
+            sync_ready = 1;
         }
-        ckey_image_free(&fg);
-        ckey_image_free(&processed);
-        ckey_image_free(&comp);
-        st = read_frame(pass_dir, f, &fg, &processed, &comp, err);
-        if (st != CKEY_OK) break;
-        const int32_t w = fg.width, h = fg.height;
-        const size_t n = (size_t)w * (size_t)h;
-        size_t at = 0;
-        float diff = 0;
-        if (o->video.fg_alpha && despill_mismatch(fg.data, processed.data, n, strength, &at, &diff)) {
-            st = ck_fail(err, CKEY_ERR_INVALID_ARG,
-                         "frame %lld: the Processed pass is not the FG pass despilled at strength "
-                         "%g (a difference of %.3g at x %zu, y %zu): the clip was keyed with "
-                         "another --despill; give the encode the same --despill",
-                         (long long)f->number, (double)strength, (double)diff, at % (size_t)w,
-                         at / (size_t)w);
-            break;
-        }
-        const ckey_shot_passes p = {.width = w, .height = h, .fg = fg.data, .processed = processed.data,
-                                    .comp = comp.data, .pool = pool};
-        ckey_error we;
-        ck_error_clear(&we);
-        st = tee.write(tee.self, f, &p, &we);
-        if (st == CKEY_OK) st = tee.write_ordered(tee.self, f, &p, &we);
-        if (st != CKEY_OK) {
-            ck_fail(err, st, "frame %lld: %s", (long long)f->number, we.message);
-            break;
-        }
-        if (o->progress) o->progress(o->progress_user, i + 1, count);
     }
-    ckey_image_free(&fg);
-    ckey_image_free(&processed);
-    ckey_image_free(&comp);
+    if (st == CKEY_OK) {
+        /* workers 1.. on threads of their own, worker 0 on this one */
+        for (int k = 1; k < r.nworkers; k++) {
+            wk[k] = (enc_worker){&r, k};
+            if (pthread_create(&th[k], NULL, worker_main, &wk[k]) != 0) {
+                ckey_error e;
+                ck_fail(&e, CKEY_ERR_INTERNAL, "cannot start a thread");
+                fail_at(&r, 0, CKEY_ERR_INTERNAL, &e);
+                break;
+            }
+            started = k;
+        }
+        wk[0] = (enc_worker){&r, 0};
+        worker_main(&wk[0]);
+        for (int k = 1; k <= started; k++) pthread_join(th[k], NULL);
+        if (r.stop_at < count) {
+            st = r.st;
+            if (err) *err = r.err;
+        }
+    }
+    if (sync_ready) {
+        pthread_cond_destroy(&r.cv);
+        pthread_mutex_destroy(&r.mu);
+    }
     if (st == CKEY_OK && tee.finish) st = tee.finish(tee.self, err);
     ckey_sink_close(&tee); /* unfinished: the temporary files are removed */
     ck_pool_free(pool);

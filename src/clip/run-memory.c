@@ -29,14 +29,17 @@
 #define CK_EXR_CHUNK_LINES 16
 #define CK_EXR_CHUNK_COPIES 5
 /* Bytes a pixel of a video reader (the decoder's reference and threading
- * frames, the conversion rows) and of a video writer beyond the tee's own
- * planes (its input frame, its conversion scratch and the encoder: for
- * H.264, libx264's lookahead of 40 frames). Peak RSS measured over 60
- * frames at 1920 x 1080 on 2 cores: reader 24 (H.264) and 61 (ProRes 4444),
- * writer 90 (ProRes 4444) and 218 (H.264); more cores run more frames at
- * once, so these are rounded up. */
+ * frames, the conversion rows), of the H.264 writer beyond the tee's own
+ * planes (its input frame, its conversion scratch and the encoder with
+ * libx264's lookahead of 40 frames) and of each ProRes coder (its input
+ * frame, its conversion scratch, the encoder's packet buffer and the coded
+ * packets waiting for their turn). Peak RSS measured at 1920 x 1080 on 2
+ * cores: reader 24 (H.264) and 61 (ProRes 4444) over 60 frames, H.264
+ * writer 218 over 60 frames; a ProRes 4444 coder 42 over 20 frames of
+ * noise (its largest packets); more cores run more frames at once, so these
+ * are rounded up. */
 #define CK_VIDEO_DECODE_BYTES_PER_PIXEL 64
-#define CK_PRORES_BYTES_PER_PIXEL 96
+#define CK_PRORES_CODER_BYTES_PER_PIXEL 48
 #define CK_H264_BYTES_PER_PIXEL 256
 
 void ckey_run_options_default(ckey_run_options *o) {
@@ -73,13 +76,15 @@ static int64_t exr_encode_bytes(int32_t w) {
     return (int64_t)CK_EXR_CHUNK_COPIES * CK_EXR_CHUNK_LINES * w * 4 * 2 + CK_CODEC_STATE_BYTES;
 }
 
-/* The video tee (src/clip/video-tee.c): the despilled fg [3, h, w] for the
- * ProRes, the comp padded to even sides for the H.264 when a side is odd,
- * and each encoder. */
-static int64_t video_out_bytes(int bits, int32_t w, int32_t h) {
+/* The video tee (src/clip/video-tee.c): for each of the `coders` frames
+ * whose ProRes is coded at once (one a writer) its input [4, h, w] (the
+ * despilled fg and the alpha) and its coder; the comp padded to even sides
+ * for the H.264 when a side is odd, and its encoder. */
+static int64_t video_out_bytes(int bits, int32_t w, int32_t h, int coders) {
     const int64_t P = (int64_t)w * h;
     int64_t b = 0;
-    if (bits & CKEY_RUN_VIDEO_PRORES) b += 3 * P * (int64_t)sizeof(float) + CK_PRORES_BYTES_PER_PIXEL * P;
+    if (bits & CKEY_RUN_VIDEO_PRORES)
+        b += coders * (4 * P * (int64_t)sizeof(float) + CK_PRORES_CODER_BYTES_PER_PIXEL * P);
     if (bits & CKEY_RUN_VIDEO_H264) {
         const int64_t Pe = (int64_t)(w + (w & 1)) * (h + (h & 1));
         if ((w | h) & 1) b += 3 * Pe * (int64_t)sizeof(float);
@@ -192,7 +197,7 @@ ckey_status ckey_plan_run_memory(const ckey_model *m, const ckey_session_options
         r->output_bytes = (int64_t)nout * 4 * P * F + (int64_t)nwr * 7 * P * F;
         r->post_bytes = (int64_t)nwr * (int64_t)post_scratch;
         r->encode_bytes = (int64_t)nwr * (exr_encode_bytes(w) + comp_png_encode_bytes(w, h)) +
-                          video_out_bytes(ro->video_out, w, h);
+                          video_out_bytes(ro->video_out, w, h, nwr);
         const ckey_post_options *po = &ro->shot.post;
         if (sm.device_memory && ro->shot.frame_path == CKEY_FRAME_PATH_DEVICE &&
             !(po->despeckle && po->despeckle_mode != CKEY_DESPECKLE_OPENCV)) {

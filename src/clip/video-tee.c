@@ -7,15 +7,21 @@
  *   comp      H.264: the Comp pass; 4:2:0 needs an even size, so an odd
  *             width / height is padded by one column / row repeating the
  *             last (a compositor's preview loses no pixel; cropping would).
- * The pass files are written by write(), which is concurrent when the inner
- * sink's is (concurrent_write: the runner's writer threads write several
- * frames' passes at once); the encoders run in write_ordered(), which the
- * runner calls one frame at a time, in frame order, so the tee needs no
- * locking: write() touches the tee's own state only when not concurrent.
+ * The tee is a concurrent sink (concurrent_write): the runner's writer
+ * threads call write() for several frames at once. write() writes the pass
+ * files when the inner sink is concurrent too (else write_ordered() does, in
+ * order) and codes the frame's ProRes: ProRes is intra-only, so each frame
+ * is converted and coded on an encoder context of its own
+ * (ck_video_writer_open_coded) and its packet kept, keyed by the frame (the
+ * ckey_shot_frame pointer, the same in both calls). write_ordered(), which
+ * the runner calls one frame at a time in frame order, muxes that packet
+ * and runs the H.264 encoder, which predicts frames from others and so
+ * stays in order. The file is byte for byte what one encoder coding the
+ * frames in turn writes. The ProRes frames before the encoders are open
+ * (write_ordered() opens them, at the first frame) are coded there.
  * The frame's pixel work for the videos (the stored passes' rounding, the
  * despill, RGB -> Y'CbCr) is split over the runner's pool (ckey_shot_passes.
- * pool), so the one frame-order thread does little more than hand frames to
- * the encoders, whose own threads are FFmpeg's.
+ * pool); the encoders' own threads are FFmpeg's.
  * Encoders open at the first frame (its size is the video's);
  * ckey_video_writer_close renames the files into place in finish().
  *
@@ -27,6 +33,7 @@
  * one-run `ckey key --video-out`. Both roundings are below what the videos
  * keep (HALF has 11 significant bits, the ProRes 10; the H.264 is 8-bit).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,14 +47,25 @@
 
 enum { OUT_FG_ALPHA = 0, OUT_COMP = 1, NOUT = 2 };
 
+/* A frame's ProRes input, [4, h, w]: the despilled fg, then the Processed
+ * alpha; one per frame being coded at once, reused. */
+typedef struct fg_buf {
+    float *fg;
+    size_t cap;                 /* pixels */
+    struct fg_buf *next;        /* the free list */
+    struct fg_buf *all;         /* every buffer, for tee_close */
+} fg_buf;
+
 typedef struct tee {
     ckey_sink inner;
     char *path[NOUT];           /* NULL: that video is off */
     ckey_video_writer *w[NOUT];
     ckey_video_tee_options o;
     int32_t width, height;      /* of the first frame; 0 before it */
-    float *fg;                  /* [4, h, w] despilled fg, then the Processed alpha */
-    size_t fg_cap;
+    /* guards w[], width and height as write() reads them (write_ordered sets
+     * them) and the fg buffers */
+    pthread_mutex_t mu;
+    fg_buf *fg_free, *fg_all;
     float *comp;                /* [3, h, w] the Comp as its PNG holds it */
     size_t comp_cap;
     float *pad;                 /* [3, h + h%2, w + w%2] the comp padded to even */
@@ -59,10 +77,13 @@ static ckey_status tee_begin(void *self, ckey_error *err) {
     return t->inner.begin ? t->inner.begin(t->inner.self, err) : CKEY_OK;
 }
 
-/* The encoders, at the first frame's size. */
+/* The encoders, at the first frame's size; the ProRes one codes frames
+ * apart from its muxer. */
 static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
     static const ckey_video_codec codec[NOUT] = {CKEY_VIDEO_PRORES_4444, CKEY_VIDEO_H264};
-    for (int k = 0; k < NOUT; k++) {
+    ckey_video_writer *opened[NOUT] = {NULL, NULL};
+    ckey_status st = CKEY_OK;
+    for (int k = 0; k < NOUT && st == CKEY_OK; k++) {
         if (!t->path[k]) continue;
         ckey_video_writer_options wo;
         memset(&wo, 0, sizeof wo);
@@ -73,11 +94,18 @@ static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
         wo.rate_num = t->o.rate_num;
         wo.rate_den = t->o.rate_den;
         wo.threads = t->o.threads;
-        ckey_status st = ckey_video_writer_open(t->path[k], &wo, &t->w[k], err);
-        if (st != CKEY_OK) return st;
+        st = k == OUT_FG_ALPHA ? ck_video_writer_open_coded(t->path[k], &wo, &opened[k], err)
+                               : ckey_video_writer_open(t->path[k], &wo, &opened[k], err);
     }
+    if (st != CKEY_OK) {
+        for (int k = 0; k < NOUT; k++) ckey_video_writer_free(opened[k]);
+        return st;
+    }
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < NOUT; k++) t->w[k] = opened[k];
     t->width = w;
     t->height = h;
+    pthread_mutex_unlock(&t->mu);
     return CKEY_OK;
 }
 
@@ -114,20 +142,6 @@ static ckey_status check_size(tee *t, const ckey_shot_frame *f, int32_t w, int32
     return CKEY_OK;
 }
 
-static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
-                             ckey_error *err) {
-    tee *t = self;
-    /* Ordered writes (an inner sink without concurrent_write): open the
-     * encoders before the first frame's passes are written, so a size they
-     * refuse stops the run with nothing written. Concurrent ones leave the
-     * tee's state to tee_write_ordered. */
-    if (!t->inner.concurrent_write) {
-        ckey_status st = check_size(t, f, p->width, p->height, err);
-        if (st != CKEY_OK) return st;
-    }
-    return t->inner.write(t->inner.self, f, p, err);
-}
-
 /* The videos' pixels from the stored passes, a span of pixels per call, on
  * the runner's threads: the straight fg that Processed premultiplies (post.c's
  * first steps) from the FG and the alpha as their EXRs store them, despilled;
@@ -136,6 +150,7 @@ typedef struct prep_job {
     tee *t;
     const ckey_shot_passes *p;
     size_t n;
+    float *fg;                  /* prep_fg's output */
 } prep_job;
 
 static void prep_fg(void *ctx, int64_t begin, int64_t end, int thread) {
@@ -143,7 +158,7 @@ static void prep_fg(void *ctx, int64_t begin, int64_t end, int thread) {
     const prep_job *j = ctx;
     const ckey_shot_passes *p = j->p;
     const size_t n = j->n, b = (size_t)begin, e = (size_t)end;
-    float *fg = j->t->fg;
+    float *fg = j->fg;
     for (int c = 0; c < 4; c++) {
         float *dst = fg + (size_t)c * n;
         const size_t off = c < 3 ? (size_t)c * n : 3 * n; /* alpha: Processed's fourth plane */
@@ -169,28 +184,100 @@ static void prep_comp(void *ctx, int64_t begin, int64_t end, int thread) {
         for (int64_t i = begin; i < end; i++) comp[i] = (float)ck_trunc_u8(p->comp[i]) / 255.0f;
 }
 
-/* The encoders, in frame order, after the frame's passes are written. */
+/* A fg buffer of at least n pixels from the free list (or a new one). */
+static fg_buf *fg_take(tee *t, size_t n) {
+    pthread_mutex_lock(&t->mu);
+    fg_buf *b = t->fg_free;
+    if (b) t->fg_free = b->next;
+    pthread_mutex_unlock(&t->mu);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        pthread_mutex_lock(&t->mu);
+        b->all = t->fg_all; /* the tee owns it from here */
+        t->fg_all = b;
+        pthread_mutex_unlock(&t->mu);
+    }
+    if (n > b->cap) {
+        free(b->fg);
+        b->fg = malloc(4 * n * sizeof(float));
+        b->cap = b->fg ? n : 0;
+    }
+    if (!b->fg) {
+        pthread_mutex_lock(&t->mu);
+        b->next = t->fg_free;
+        t->fg_free = b;
+        pthread_mutex_unlock(&t->mu);
+        return NULL;
+    }
+    return b;
+}
+
+static void fg_give(tee *t, fg_buf *b) {
+    pthread_mutex_lock(&t->mu);
+    b->next = t->fg_free;
+    t->fg_free = b;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The frame's ProRes pixels (prep_fg) coded into the writer under the key
+ * `f`, for tee_write_ordered to mux; on any thread, several at once. */
+static ckey_status code_fg(tee *t, ckey_video_writer *w, const ckey_shot_frame *f,
+                           const ckey_shot_passes *p, ckey_error *err) {
+    const size_t n = (size_t)p->width * (size_t)p->height;
+    fg_buf *b = fg_take(t, n);
+    if (!b) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
+                           (int)p->width, (int)p->height);
+    ck_pool *pool = (ck_pool *)p->pool; /* NULL: all on this thread */
+    prep_job job = {t, p, n, b->fg};
+    ck_pool_for(pool, (int64_t)n, 1 << 16, prep_fg, &job);
+    ckey_status st = ck_video_code_frame(w, f, pool, b->fg, b->fg + 3 * n, err);
+    fg_give(t, b);
+    return st;
+}
+
+/*
+ * Concurrent (the tee always is): the inner sink's write when it is
+ * concurrent too, then the frame's ProRes coded once its writer is open at
+ * this size. Before that (the first frames), and for a size it refuses,
+ * tee_write_ordered does the work and the check.
+ */
+static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
+                             ckey_error *err) {
+    tee *t = self;
+    ckey_status st = CKEY_OK;
+    if (t->inner.concurrent_write) st = t->inner.write(t->inner.self, f, p, err);
+    if (st != CKEY_OK || !t->path[OUT_FG_ALPHA]) return st;
+    pthread_mutex_lock(&t->mu);
+    ckey_video_writer *w =
+        p->width == t->width && p->height == t->height ? t->w[OUT_FG_ALPHA] : NULL;
+    pthread_mutex_unlock(&t->mu);
+    return w ? code_fg(t, w, f, p, err) : CKEY_OK;
+}
+
+/* In frame order: the size check (the encoders open at the first frame,
+ * before its passes are written, so a size they refuse stops the run with
+ * nothing written), the inner sink's ordered writes, the ProRes packet
+ * muxed (coded here when write() could not), the H.264 encoded. */
 static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                      ckey_error *err) {
     tee *t = self;
     const int32_t w = p->width, h = p->height;
     ckey_status st = check_size(t, f, w, h, err);
     if (st != CKEY_OK) return st;
+    if (!t->inner.concurrent_write && (st = t->inner.write(t->inner.self, f, p, err)) != CKEY_OK)
+        return st;
     if (t->inner.write_ordered && (st = t->inner.write_ordered(t->inner.self, f, p, err)) != CKEY_OK)
         return st;
     const size_t n = (size_t)w * (size_t)h;
     ck_pool *pool = (ck_pool *)p->pool; /* NULL: all on this thread */
-    prep_job job = {t, p, n};
+    prep_job job = {t, p, n, NULL};
     if (t->w[OUT_FG_ALPHA]) {
-        if (n > t->fg_cap) {
-            free(t->fg);
-            t->fg = malloc(4 * n * sizeof(float));
-            t->fg_cap = t->fg ? n : 0;
-            if (!t->fg) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame",
-                                       (int)w, (int)h);
+        int muxed = 0;
+        st = ck_video_mux_frame(t->w[OUT_FG_ALPHA], f, &muxed, err);
+        if (st == CKEY_OK && !muxed) {
+            st = code_fg(t, t->w[OUT_FG_ALPHA], f, p, err);
+            if (st == CKEY_OK) st = ck_video_mux_frame(t->w[OUT_FG_ALPHA], f, &muxed, err);
         }
-        ck_pool_for(pool, (int64_t)n, 1 << 16, prep_fg, &job);
-        st = ck_video_write_frame_on(t->w[OUT_FG_ALPHA], pool, t->fg, t->fg + 3 * n, err);
         if (st != CKEY_OK) return st;
     }
     if (t->w[OUT_COMP]) {
@@ -238,7 +325,12 @@ static void tee_close(void *self) {
         free(t->path[k]);
     }
     ckey_sink_close(&t->inner);
-    free(t->fg);
+    for (fg_buf *b = t->fg_all, *next; b; b = next) {
+        next = b->all;
+        free(b->fg);
+        free(b);
+    }
+    pthread_mutex_destroy(&t->mu);
     free(t->comp);
     free(t->pad);
     free(t);
@@ -252,6 +344,10 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_sink_open_video_tee: bad arguments");
     tee *t = calloc(1, sizeof *t);
     if (!t) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory");
+    if (pthread_mutex_init(&t->mu, NULL) != 0) {
+        free(t);
+        return ck_fail(err, CKEY_ERR_INTERNAL, "cannot create a mutex");
+    }
     t->o = *o;
     t->o.fg_alpha = t->o.comp = NULL;
     const char *paths[NOUT] = {o->fg_alpha, o->comp};
@@ -268,7 +364,7 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
     out->begin = tee_begin;
     out->write = tee_write;
     out->write_ordered = tee_write_ordered;
-    out->concurrent_write = t->inner.concurrent_write;
+    out->concurrent_write = 1; /* tee_write keeps the inner sink's order */
     out->stored_passes = t->inner.stored_passes; /* the videos are made from the stored passes either way */
     out->finish = tee_finish;
     out->close = tee_close;

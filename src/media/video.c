@@ -24,13 +24,19 @@
  * Writing. Frames are converted to BT.709 limited-range YUV and encoded
  * (prores_ks or libx264) into a container written through our own FILE* to
  * ckey_temp_path(path); close drains the encoder, writes the trailer, fsyncs and
- * renames.
+ * renames. A ProRes writer opened with ck_video_writer_open_coded codes
+ * frames apart from the muxer: ProRes is intra-only, so several threads may
+ * each convert and code a frame at once, on encoder contexts of their own
+ * (the "coders", made as needed and reused), and the packets are muxed
+ * afterwards, one thread in frame order; the bytes are those of one encoder
+ * coding the frames in turn.
  *
  * FFmpeg's log level is process-wide; only ckey_video_set_log_level touches
  * it, for programs to call once (see ckey.h).
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +141,27 @@ ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const f
 ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err) {
     (void)w;
     return no_ffmpeg(err, "ckey_video_writer_close");
+}
+
+ckey_status ck_video_writer_open_coded(const char *path, const ckey_video_writer_options *o,
+                                       ckey_video_writer **out, ckey_error *err) {
+    return ckey_video_writer_open(path, o, out, err);
+}
+
+int ck_video_codec_intra(ckey_video_codec codec) {
+    return codec == CKEY_VIDEO_PRORES_4444 || codec == CKEY_VIDEO_PRORES_422HQ;
+}
+
+ckey_status ck_video_code_frame(ckey_video_writer *w, const void *key, ck_pool *pool,
+                                const float *rgb, const float *alpha, ckey_error *err) {
+    (void)w, (void)key, (void)pool, (void)rgb, (void)alpha;
+    return no_ffmpeg(err, "ck_video_code_frame");
+}
+
+ckey_status ck_video_mux_frame(ckey_video_writer *w, const void *key, int *muxed, ckey_error *err) {
+    (void)w, (void)key;
+    if (muxed) *muxed = 0;
+    return no_ffmpeg(err, "ck_video_mux_frame");
 }
 
 void ckey_video_writer_free(ckey_video_writer *w) { (void)w; }
@@ -1093,6 +1120,25 @@ ckey_status ck_video_read_packed(ckey_video_reader *r, int64_t index, ckey_image
 
 /* ============================================================= writing */
 
+/*
+ * One encoder and what it codes a frame with: the context, its Y'CbCr frame,
+ * the full-resolution chroma the conversion subsamples from and the packet
+ * it codes into. Each is made once and reused for every frame.
+ */
+typedef struct coder {
+    AVCodecContext *enc;
+    AVFrame *frame;
+    AVPacket *pkt;
+    float *chroma;              /* [2, h, w] full-resolution Cb', Cr' of the frame */
+    struct coder *next;         /* in the writer's free list */
+} coder;
+
+/* A frame coded by ck_video_code_frame and not yet muxed; key NULL: unused. */
+typedef struct coded {
+    const void *key;
+    AVPacket *pkt;              /* owned; its data is the coded frame's */
+} coded;
+
 struct ckey_video_writer {
     char *path, *tmp;           /* owned */
     FILE *file;
@@ -1100,14 +1146,28 @@ struct ckey_video_writer {
     int renamed;
     AVIOContext *pb;            /* over `file`; buffer av_malloc'd */
     AVFormatContext *fmt;
-    AVCodecContext *enc;
     AVStream *st;
-    AVFrame *frame;
-    AVPacket *pkt;
-    float *chroma;              /* [2, h, w] full-resolution Cb', Cr' of the frame */
+    coder main;                 /* the stream's encoder; its parameters are the stream's */
     int32_t width, height;
     int header_written;
     int64_t frames;
+    /* Frames coded apart from the muxer (ck_video_writer_open_coded): the
+     * further coders (each opened like `main` with fewer slice threads),
+     * the free list over all of them, the coded frames awaiting their turn,
+     * all guarded by `mu`; `out` is the packet being muxed. */
+    int coded_mode;
+    const AVCodec *codec;
+    ckey_video_writer_options opt;
+    int global_header;
+    int32_t threads;            /* the encoder threads in all: opt.threads, else the cores */
+    pthread_mutex_t mu;
+    int mu_ready;
+    coder **extra;              /* owned, each and the array */
+    int nextra, extra_cap;
+    coder *free;
+    coded *coded;               /* owned, with each packet */
+    int ncoded;
+    AVPacket *out;
 };
 
 #if LIBAVFORMAT_VERSION_MAJOR >= 61
@@ -1139,11 +1199,24 @@ static int64_t sink_seek(void *opaque, int64_t offset, int whence) {
     return (int64_t)ftello(w->file);
 }
 
+static void coder_release(coder *c) {
+    free(c->chroma);
+    av_frame_free(&c->frame);
+    av_packet_free(&c->pkt);
+    avcodec_free_context(&c->enc);
+}
+
 static void writer_release(ckey_video_writer *w) {
-    free(w->chroma);
-    av_frame_free(&w->frame);
-    av_packet_free(&w->pkt);
-    avcodec_free_context(&w->enc);
+    coder_release(&w->main);
+    for (int i = 0; i < w->nextra; i++) {
+        coder_release(w->extra[i]);
+        free(w->extra[i]);
+    }
+    free(w->extra);
+    for (int i = 0; i < w->ncoded; i++) av_packet_free(&w->coded[i].pkt);
+    free(w->coded);
+    av_packet_free(&w->out);
+    if (w->mu_ready) pthread_mutex_destroy(&w->mu);
     avformat_free_context(w->fmt);
     if (w->pb) {
         av_freep(&w->pb->buffer);
@@ -1178,13 +1251,75 @@ static ckey_status writer_fail(ckey_video_writer *w, ckey_error *err, const char
                    msg);
 }
 
-static ckey_status writer_start(ckey_video_writer *w, const ckey_video_writer_options *o,
-                                const char *muxer, ckey_error *err) {
-    static const char *const encoders[3] = {"prores_ks", "prores_ks", "libx264"};
+/* An encoder's failure off the muxing thread (which alone sets io_errno). */
+static ckey_status coder_fail(const ckey_video_writer *w, ckey_error *err, const char *what,
+                              int code) {
+    char msg[128];
+    av_message(code, msg, sizeof msg);
+    return ck_fail(err, CKEY_ERR_INTERNAL, "%s: %s: %s", w->path, what, msg);
+}
+
+/*
+ * Open a coder: the encoder with the writer's settings and `threads`
+ * threads (0: FFmpeg's choice, which for prores_ks is a thread per core,
+ * each coding a frame of its own), `slices_only` keeping to slice threads,
+ * so that each frame's packet comes out of receive_packet as soon as it is
+ * sent; and the coder's frame, chroma and packet.
+ */
+static ckey_status coder_open(const ckey_video_writer *w, coder *c, int32_t threads,
+                              int slices_only, ckey_error *err) {
     static const enum AVPixelFormat formats[3] = {AV_PIX_FMT_YUVA444P10LE, AV_PIX_FMT_YUV422P10LE,
                                                   AV_PIX_FMT_YUV420P};
-    const AVCodec *codec = avcodec_find_encoder_by_name(encoders[o->codec]);
-    if (!codec)
+    const ckey_video_writer_options *o = &w->opt;
+    AVCodecContext *e = c->enc = avcodec_alloc_context3(w->codec);
+    if (!e) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    e->width = o->width;
+    e->height = o->height;
+    e->pix_fmt = formats[o->codec];
+    e->time_base = (AVRational){o->rate_den, o->rate_num};
+    e->framerate = (AVRational){o->rate_num, o->rate_den};
+    e->sample_aspect_ratio = (AVRational){1, 1};
+    e->color_primaries = AVCOL_PRI_BT709;
+    e->color_trc = AVCOL_TRC_IEC61966_2_1;
+    e->colorspace = AVCOL_SPC_BT709;
+    e->color_range = AVCOL_RANGE_MPEG;
+    e->chroma_sample_location = AVCHROMA_LOC_LEFT;
+    e->thread_count = threads;
+    if (slices_only) e->thread_type = FF_THREAD_SLICE;
+    if (w->global_header) e->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    if (o->codec == CKEY_VIDEO_H264) {
+        av_opt_set(e->priv_data, "preset", "medium", 0);
+        av_opt_set(e->priv_data, "crf", "18", 0);
+    } else {
+        av_opt_set(e->priv_data, "profile", o->codec == CKEY_VIDEO_PRORES_4444 ? "4444" : "hq", 0);
+    }
+    int ret = avcodec_open2(e, w->codec, NULL);
+    if (ret < 0) return coder_fail(w, err, "cannot open the encoder", ret);
+    c->pkt = av_packet_alloc();
+    c->frame = av_frame_alloc();
+    if (!c->pkt || !c->frame) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    c->frame->format = e->pix_fmt;
+    c->frame->width = e->width;
+    c->frame->height = e->height;
+    c->frame->color_primaries = e->color_primaries;
+    c->frame->color_trc = e->color_trc;
+    c->frame->colorspace = e->colorspace;
+    c->frame->color_range = e->color_range;
+    c->frame->chroma_location = e->chroma_sample_location;
+    ret = av_frame_get_buffer(c->frame, 0);
+    if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    size_t n;
+    if (!ck_mul_size((size_t)o->width * (size_t)o->height, 2 * sizeof(float), &n) ||
+        !(c->chroma = malloc(n)))
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    return CKEY_OK;
+}
+
+static ckey_status writer_start(ckey_video_writer *w, const char *muxer, ckey_error *err) {
+    static const char *const encoders[3] = {"prores_ks", "prores_ks", "libx264"};
+    const ckey_video_writer_options *o = &w->opt;
+    w->codec = avcodec_find_encoder_by_name(encoders[o->codec]);
+    if (!w->codec)
         return ck_fail(err, CKEY_ERR_UNSUPPORTED, "%s: this FFmpeg has no %s encoder", w->path,
                        encoders[o->codec]);
     int ret;
@@ -1202,30 +1337,14 @@ static ckey_status writer_start(ckey_video_writer *w, const ckey_video_writer_op
     if (ret < 0 || !w->fmt) return writer_fail(w, err, "cannot set up the container", ret);
     w->fmt->pb = w->pb;
     w->fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
+    w->global_header = (w->fmt->oformat->flags & AVFMT_GLOBALHEADER) != 0;
 
-    AVCodecContext *c = w->enc = avcodec_alloc_context3(codec);
-    if (!c) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
-    c->width = o->width;
-    c->height = o->height;
-    c->pix_fmt = formats[o->codec];
-    c->time_base = (AVRational){o->rate_den, o->rate_num};
-    c->framerate = (AVRational){o->rate_num, o->rate_den};
-    c->sample_aspect_ratio = (AVRational){1, 1};
-    c->color_primaries = AVCOL_PRI_BT709;
-    c->color_trc = AVCOL_TRC_IEC61966_2_1;
-    c->colorspace = AVCOL_SPC_BT709;
-    c->color_range = AVCOL_RANGE_MPEG;
-    c->chroma_sample_location = AVCHROMA_LOC_LEFT;
-    c->thread_count = o->threads;
-    if (w->fmt->oformat->flags & AVFMT_GLOBALHEADER) c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
-    if (o->codec == CKEY_VIDEO_H264) {
-        av_opt_set(c->priv_data, "preset", "medium", 0);
-        av_opt_set(c->priv_data, "crf", "18", 0);
-    } else {
-        av_opt_set(c->priv_data, "profile", o->codec == CKEY_VIDEO_PRORES_4444 ? "4444" : "hq", 0);
-    }
-    ret = avcodec_open2(c, codec, NULL);
-    if (ret < 0) return writer_fail(w, err, "cannot open the encoder", ret);
+    /* coded mode: the first coder has every thread; the further ones share
+     * them (coder_take) */
+    ckey_status st = coder_open(w, &w->main, w->coded_mode ? w->threads : o->threads,
+                                w->coded_mode, err);
+    if (st != CKEY_OK) return st;
+    const AVCodecContext *c = w->main.enc;
     w->st = avformat_new_stream(w->fmt, NULL);
     if (!w->st) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
     ret = avcodec_parameters_from_context(w->st->codecpar, c);
@@ -1235,35 +1354,28 @@ static ckey_status writer_start(ckey_video_writer *w, const ckey_video_writer_op
     ret = avformat_write_header(w->fmt, NULL);
     if (ret < 0) return writer_fail(w, err, "cannot write the container header", ret);
     w->header_written = 1;
-
-    w->pkt = av_packet_alloc();
-    w->frame = av_frame_alloc();
-    if (!w->pkt || !w->frame) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
-    w->frame->format = c->pix_fmt;
-    w->frame->width = c->width;
-    w->frame->height = c->height;
-    w->frame->color_primaries = c->color_primaries;
-    w->frame->color_trc = c->color_trc;
-    w->frame->colorspace = c->colorspace;
-    w->frame->color_range = c->color_range;
-    w->frame->chroma_location = c->chroma_sample_location;
-    ret = av_frame_get_buffer(w->frame, 0);
-    if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
-    size_t n;
-    if (!ck_mul_size((size_t)o->width * (size_t)o->height, 2 * sizeof(float), &n) ||
-        !(w->chroma = malloc(n)))
-        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    if (w->coded_mode) {
+        if (pthread_mutex_init(&w->mu, NULL) != 0)
+            return ck_fail(err, CKEY_ERR_INTERNAL, "%s: cannot create a mutex", w->path);
+        w->mu_ready = 1;
+        w->free = &w->main;
+        if (!(w->out = av_packet_alloc()))
+            return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    }
     return CKEY_OK;
 }
 
-ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
-                                   ckey_video_writer **out, ckey_error *err) {
+static ckey_status writer_open(const char *path, const ckey_video_writer_options *o, int coded_mode,
+                               ckey_video_writer **out, ckey_error *err) {
     if (out) *out = NULL;
     if (!path || !*path || !o || !out)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_video_writer_open: invalid arguments");
     if (o->codec != CKEY_VIDEO_PRORES_4444 && o->codec != CKEY_VIDEO_PRORES_422HQ &&
         o->codec != CKEY_VIDEO_H264)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: unknown video codec %d", path, (int)o->codec);
+    if (coded_mode && !ck_video_codec_intra(o->codec))
+        return ck_fail(err, CKEY_ERR_INVALID_ARG,
+                       "%s: only an intra-only codec (ProRes) codes frames apart", path);
     if (o->width < 1 || o->height < 1 || o->width > CKEY_IMAGE_MAX_SIDE ||
         o->height > CKEY_IMAGE_MAX_SIDE || (int64_t)o->width * o->height > CKEY_IMAGE_MAX_PIXELS)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: cannot write a %d x %d video", path,
@@ -1300,7 +1412,15 @@ ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_opt
     }
     w->width = opt.width;
     w->height = opt.height;
-    ckey_status st = writer_start(w, &opt, muxer, err);
+    w->opt = opt;
+    w->coded_mode = coded_mode;
+    if (opt.threads > 0) {
+        w->threads = opt.threads;
+    } else {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        w->threads = n > 0 ? (int32_t)(n < 256 ? n : 256) : 1;
+    }
+    ckey_status st = writer_start(w, muxer, err);
     if (st != CKEY_OK) {
         writer_release(w);
         return st;
@@ -1309,18 +1429,41 @@ ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_opt
     return CKEY_OK;
 }
 
-/* Send `frame` (NULL: drain) and write every packet the encoder has. */
+ckey_status ckey_video_writer_open(const char *path, const ckey_video_writer_options *o,
+                                   ckey_video_writer **out, ckey_error *err) {
+    return writer_open(path, o, 0, out, err);
+}
+
+ckey_status ck_video_writer_open_coded(const char *path, const ckey_video_writer_options *o,
+                                       ckey_video_writer **out, ckey_error *err) {
+    return writer_open(path, o, 1, out, err);
+}
+
+int ck_video_codec_intra(ckey_video_codec codec) {
+    return codec == CKEY_VIDEO_PRORES_4444 || codec == CKEY_VIDEO_PRORES_422HQ;
+}
+
+/* The next packet of the stream, `pts` in the encoder's time base, to the
+ * muxer (which takes the packet's data). */
+static ckey_status mux_packet(ckey_video_writer *w, AVPacket *pkt, ckey_error *err) {
+    av_packet_rescale_ts(pkt, w->main.enc->time_base, w->st->time_base);
+    pkt->stream_index = w->st->index;
+    const int ret = av_interleaved_write_frame(w->fmt, pkt);
+    if (ret < 0) return writer_fail(w, err, "write error", ret);
+    return CKEY_OK;
+}
+
+/* Send `frame` (NULL: drain) to the main encoder and write every packet it
+ * has. */
 static ckey_status encode(ckey_video_writer *w, const AVFrame *frame, ckey_error *err) {
-    int ret = avcodec_send_frame(w->enc, frame);
+    int ret = avcodec_send_frame(w->main.enc, frame);
     if (ret < 0) return writer_fail(w, err, "encoder error", ret);
     for (;;) {
-        ret = avcodec_receive_packet(w->enc, w->pkt);
+        ret = avcodec_receive_packet(w->main.enc, w->main.pkt);
         if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF) return CKEY_OK;
         if (ret < 0) return writer_fail(w, err, "encoder error", ret);
-        av_packet_rescale_ts(w->pkt, w->enc->time_base, w->st->time_base);
-        w->pkt->stream_index = w->st->index;
-        ret = av_interleaved_write_frame(w->fmt, w->pkt); /* takes the packet's data */
-        if (ret < 0) return writer_fail(w, err, "write error", ret);
+        ckey_status st = mux_packet(w, w->main.pkt, err);
+        if (st != CKEY_OK) return st;
     }
 }
 
@@ -1348,24 +1491,24 @@ static inline void put_code(uint8_t *row, size_t x, int wide, double v, int maxv
  * reader's default.
  */
 typedef struct yuv_job {
-    ckey_video_writer *w;
+    const coder *c;
+    int width, height;
     const float *rgb, *alpha;
     const AVPixFmtDescriptor *d;
 } yuv_job;
 
 /* Rows [y0, y1): Y' (and A) codes, and Cb', Cr' at full resolution into
- * w->chroma. */
+ * the coder's chroma. */
 static void yuv_luma_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const yuv_job *j = ctx;
-    const ckey_video_writer *w = j->w;
-    const AVFrame *f = w->frame;
-    const int width = w->width, n = j->d->comp[0].depth, wide = n > 8;
-    const size_t W = (size_t)width, plane = W * (size_t)w->height;
+    const AVFrame *f = j->c->frame;
+    const int width = j->width, n = j->d->comp[0].depth, wide = n > 8;
+    const size_t W = (size_t)width, plane = W * (size_t)j->height;
     const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
     const double kr = 0.2126, kb = 0.0722, kg = 1.0 - kr - kb;
     const float *rgb = j->rgb, *alpha = j->alpha;
-    float *cb = w->chroma, *cr = cb + plane;
+    float *cb = j->c->chroma, *cr = cb + plane;
     for (int64_t y = y0; y < y1; y++) {
         uint8_t *yrow = f->data[0] + (ptrdiff_t)y * f->linesize[0];
         for (int x = 0; x < width; x++) {
@@ -1385,19 +1528,18 @@ static void yuv_luma_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     }
 }
 
-/* Chroma rows [j0, j1) of the frame, subsampled from w->chroma. */
+/* Chroma rows [j0, j1) of the frame, subsampled from the coder's chroma. */
 static void yuv_chroma_rows(void *ctx, int64_t j0, int64_t j1, int thread) {
     (void)thread;
     const yuv_job *jb = ctx;
-    const ckey_video_writer *w = jb->w;
-    const AVFrame *f = w->frame;
-    const int width = w->width, h = w->height, n = jb->d->comp[0].depth, wide = n > 8;
+    const AVFrame *f = jb->c->frame;
+    const int width = jb->width, h = jb->height, n = jb->d->comp[0].depth, wide = n > 8;
     const size_t W = (size_t)width, plane = W * (size_t)h;
     const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
     const int lw = jb->d->log2_chroma_w, lh = jb->d->log2_chroma_h;
     const int cw = AV_CEIL_RSHIFT(width, lw);
     for (int c = 0; c < 2; c++) {
-        const float *src = w->chroma + (c ? plane : 0);
+        const float *src = jb->c->chroma + (c ? plane : 0);
         for (int64_t j = j0; j < j1; j++) {
             uint8_t *row = f->data[1 + c] + (ptrdiff_t)j * f->linesize[1 + c];
             const int y0 = (int)j << lh, y1 = lh && y0 + 1 < h ? y0 + 1 : y0;
@@ -1422,11 +1564,147 @@ static void yuv_chroma_rows(void *ctx, int64_t j0, int64_t j1, int thread) {
 }
 
 /* Every row is converted on its own (the chroma after all of the luma pass),
- * so the frame is the same on any number of threads. */
-static void rgb_to_yuv(ckey_video_writer *w, ck_pool *pool, const float *rgb, const float *alpha) {
-    yuv_job j = {w, rgb, alpha, av_pix_fmt_desc_get((enum AVPixelFormat)w->frame->format)};
+ * so the frame is the same on any number of threads. The frame is made
+ * writable first: an encoder may still hold the last one (a frame-threaded
+ * encoder's, until its thread is done with it). */
+static ckey_status rgb_to_yuv(const ckey_video_writer *w, coder *c, ck_pool *pool, const float *rgb,
+                              const float *alpha, ckey_error *err) {
+    if (av_frame_make_writable(c->frame) < 0)
+        return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    yuv_job j = {c, w->width, w->height, rgb, alpha,
+                 av_pix_fmt_desc_get((enum AVPixelFormat)c->frame->format)};
     ck_pool_for(pool, w->height, 16, yuv_luma_rows, &j);
     ck_pool_for(pool, AV_CEIL_RSHIFT(w->height, j.d->log2_chroma_h), 8, yuv_chroma_rows, &j);
+    return CKEY_OK;
+}
+
+/* A coder from the free list, or a new one when every coder is busy. A
+ * coder after the first gets threads / (its number) slice threads, so that
+ * frames coded at once share the cores rather than each taking them all. */
+static ckey_status coder_take(ckey_video_writer *w, coder **out, ckey_error *err) {
+    ckey_status st = CKEY_OK;
+    pthread_mutex_lock(&w->mu);
+    coder *c = w->free;
+    if (c) {
+        w->free = c->next;
+    } else if (w->nextra == w->extra_cap) {
+        const int cap = w->extra_cap ? 2 * w->extra_cap : 4;
+        coder **a = realloc(w->extra, (size_t)cap * sizeof *a);
+        if (a) {
+            w->extra = a;
+            w->extra_cap = cap;
+        } else {
+            st = ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+        }
+    }
+    if (!c && st == CKEY_OK) {
+        c = calloc(1, sizeof *c);
+        if (!c) {
+            st = ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+        } else {
+            w->extra[w->nextra++] = c; /* the writer owns it from here, even half open */
+            const int32_t t = w->threads / (w->nextra + 1);
+            st = coder_open(w, c, t > 1 ? t : 1, 1, err);
+            if (st != CKEY_OK) {
+                w->nextra--;
+                coder_release(c);
+                free(c);
+                c = NULL;
+            }
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    *out = c;
+    return st;
+}
+
+static void coder_give(ckey_video_writer *w, coder *c) {
+    pthread_mutex_lock(&w->mu);
+    c->next = w->free;
+    w->free = c;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Send the coder's frame and take its one packet into c->pkt: an intra-only
+ * encoder on slice threads has no delay. */
+static ckey_status code_one(const ckey_video_writer *w, coder *c, ckey_error *err) {
+    c->frame->pts = 0; /* the packet's timestamps are set when it is muxed */
+    int ret = avcodec_send_frame(c->enc, c->frame);
+    if (ret < 0) return coder_fail(w, err, "encoder error", ret);
+    ret = avcodec_receive_packet(c->enc, c->pkt);
+    if (ret == AVERROR(EAGAIN))
+        return ck_fail(err, CKEY_ERR_INTERNAL, "%s: the encoder held a frame back", w->path);
+    if (ret < 0) return coder_fail(w, err, "encoder error", ret);
+    return CKEY_OK;
+}
+
+/* Keep c->pkt under `key` (a frame of that key not yet muxed is replaced). */
+static ckey_status store_coded(ckey_video_writer *w, coder *c, const void *key, ckey_error *err) {
+    ckey_status st = CKEY_OK;
+    pthread_mutex_lock(&w->mu);
+    coded *slot = NULL;
+    for (int i = 0; i < w->ncoded && !slot; i++)
+        if (w->coded[i].key == key) slot = &w->coded[i];
+    for (int i = 0; i < w->ncoded && !slot; i++)
+        if (!w->coded[i].key) slot = &w->coded[i];
+    if (!slot) {
+        coded *a = realloc(w->coded, (size_t)(w->ncoded + 1) * sizeof *a);
+        if (a) {
+            w->coded = a;
+            a[w->ncoded].key = NULL;
+            a[w->ncoded].pkt = av_packet_alloc();
+            if (a[w->ncoded].pkt) slot = &a[w->ncoded++];
+        }
+        if (!slot) st = ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory", w->path);
+    }
+    if (slot) {
+        av_packet_unref(slot->pkt);
+        av_packet_move_ref(slot->pkt, c->pkt);
+        slot->key = key;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return st;
+}
+
+ckey_status ck_video_code_frame(ckey_video_writer *w, const void *key, ck_pool *pool,
+                                const float *rgb, const float *alpha, ckey_error *err) {
+    if (!w || !w->coded_mode || !key || !rgb)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_video_code_frame: invalid arguments");
+    coder *c = NULL;
+    ckey_status st = coder_take(w, &c, err);
+    if (st != CKEY_OK) return st;
+    st = rgb_to_yuv(w, c, pool, rgb, alpha, err);
+    if (st == CKEY_OK) st = code_one(w, c, err);
+    if (st == CKEY_OK) st = store_coded(w, c, key, err);
+    av_packet_unref(c->pkt);
+    coder_give(w, c);
+    return st;
+}
+
+ckey_status ck_video_mux_frame(ckey_video_writer *w, const void *key, int *muxed, ckey_error *err) {
+    if (muxed) *muxed = 0;
+    if (!w || !w->coded_mode || !key || !muxed)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "ck_video_mux_frame: invalid arguments");
+    if (w->frames >= CKEY_VIDEO_MAX_FRAMES)
+        return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: more than %lld frames", w->path,
+                       (long long)CKEY_VIDEO_MAX_FRAMES);
+    pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < w->ncoded; i++)
+        if (w->coded[i].key == key) {
+            av_packet_move_ref(w->out, w->coded[i].pkt);
+            w->coded[i].key = NULL;
+            *muxed = 1;
+            break;
+        }
+    pthread_mutex_unlock(&w->mu);
+    if (!*muxed) return CKEY_OK;
+    /* what the encoder gives a frame of pts `frames`, coded in order */
+    w->out->pts = w->out->dts = w->frames;
+    ckey_status st = mux_packet(w, w->out, err);
+    av_packet_unref(w->out);
+    if (st != CKEY_OK) return st;
+    w->frames++;
+    return CKEY_OK;
 }
 
 ckey_status ckey_video_write_frame(ckey_video_writer *w, const float *rgb, const float *alpha,
@@ -1442,11 +1720,17 @@ ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const f
     if (w->frames >= CKEY_VIDEO_MAX_FRAMES)
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: more than %lld frames", w->path,
                        (long long)CKEY_VIDEO_MAX_FRAMES);
-    const int ret = av_frame_make_writable(w->frame); /* the encoder may hold the last one */
-    if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
-    rgb_to_yuv(w, pool, rgb, alpha);
-    w->frame->pts = w->frames;
-    ckey_status st = encode(w, w->frame, err);
+    if (w->coded_mode) {
+        /* coded and muxed at once, under the writer's own address as the key */
+        ckey_status st = ck_video_code_frame(w, w, pool, rgb, alpha, err);
+        int muxed = 0;
+        if (st == CKEY_OK) st = ck_video_mux_frame(w, w, &muxed, err);
+        return st;
+    }
+    ckey_status st = rgb_to_yuv(w, &w->main, pool, rgb, alpha, err);
+    if (st != CKEY_OK) return st;
+    w->main.frame->pts = w->frames;
+    st = encode(w, w->main.frame, err);
     if (st != CKEY_OK) return st;
     w->frames++;
     return CKEY_OK;
@@ -1457,7 +1741,8 @@ ckey_status ckey_video_writer_close(ckey_video_writer *w, ckey_error *err) {
     ckey_status st = CKEY_OK;
     if (w->frames == 0)
         st = ck_fail(err, CKEY_ERR_INVALID_ARG, "%s: no frames were written", w->path);
-    if (st == CKEY_OK) st = encode(w, NULL, err);
+    /* drain the main encoder; a coded-mode writer's coders hold nothing back */
+    if (st == CKEY_OK && !w->coded_mode) st = encode(w, NULL, err);
     if (st == CKEY_OK) {
         const int ret = av_write_trailer(w->fmt);
         if (ret < 0) st = writer_fail(w, err, "cannot finish the container", ret);

@@ -48,4 +48,34 @@ ckey_status ck_video_reader_convert_threads(ckey_video_reader *r, int threads, c
 ckey_status ck_video_write_frame_on(ckey_video_writer *w, ck_pool *pool, const float *rgb,
                                     const float *alpha, ckey_error *err);
 
+/* Non-zero for a codec whose frames are coded each on its own (ProRes),
+ * which a coded-mode writer takes. */
+int ck_video_codec_intra(ckey_video_codec codec);
+
+/*
+ * A writer that codes frames apart from the muxer (an intra-only codec:
+ * CKEY_VIDEO_PRORES_*; others are CKEY_ERR_INVALID_ARG). Any number of
+ * threads may call ck_video_code_frame at once, each frame on an encoder
+ * context of its own ("coders", made as calls overlap -- the first with
+ * o->threads slice threads (0: one per core), the k-th with 1 / k of those
+ * -- and reused); one thread at a time muxes them in frame order with
+ * ck_video_mux_frame. ck_video_write_frame_on / ckey_video_write_frame code
+ * and mux a frame at once. The file is byte for byte the one
+ * ckey_video_writer_open's single encoder writes from the same frames.
+ * Without FFmpeg: ckey_video_writer_open's error.
+ */
+ckey_status ck_video_writer_open_coded(const char *path, const ckey_video_writer_options *o,
+                                       ckey_video_writer **out, ckey_error *err);
+
+/* Convert a frame (RGB -> Y'CbCr split by rows over `pool`, may be NULL) and
+ * code it, kept under `key` (not NULL; a frame of that key not yet muxed is
+ * replaced) until ck_video_mux_frame. Thread-safe. */
+ckey_status ck_video_code_frame(ckey_video_writer *w, const void *key, ck_pool *pool,
+                                const float *rgb, const float *alpha, ckey_error *err);
+
+/* Mux the frame coded under `key` as the video's next frame (*muxed = 1),
+ * or nothing when no frame has that key (*muxed = 0). One call at a time,
+ * not alongside ck_video_write_frame_on / ckey_video_writer_close. */
+ckey_status ck_video_mux_frame(ckey_video_writer *w, const void *key, int *muxed, ckey_error *err);
+
 #endif
