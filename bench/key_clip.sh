@@ -15,11 +15,12 @@
 # ProRes 4444 and H.264 videos). For each clip it prints the end-to-end rate,
 # ckey's model-only rate, every stage's busy seconds per frame (summed over
 # the threads that run it and over the groups: "encode" holds the writers'
-# EXR / PNG compression and the ordered stage's video encoding; "read" a
-# video plate's decoding), each thread group's use (busy / (wall x
-# threads)) and busy seconds per frame (the "ordered" group: one frame at a
-# time, in frame order, the video encoders' calls, on the writers' threads,
-# so the writers' figures include it), the model threads' waits for an
+# EXR / PNG compression and ProRes coding and the ordered stage's H.264
+# encoding; "read" a video plate's decoding), each thread group's use (busy
+# / (wall x threads)) and busy seconds per frame (the "ordered" group: one
+# frame at a time, in frame order, the ProRes packets' muxing and the H.264
+# encoder's calls, on the writers' threads, so the writers' figures include
+# it), the model threads' waits for an
 # input and for a free output slot, the stage that bounds the run, with its
 # group (docs/performance.md, "Where a clip's time goes") and the frame path
 # that ran, with the reason. Before

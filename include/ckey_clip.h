@@ -362,6 +362,13 @@ void ckey_sink_close(ckey_sink *sink);
  * and the Processed alpha rounded to HALF, the Comp truncated to 8 bits (as
  * its PNG), below what either video keeps; so the videos depend on the pass
  * files alone, and ckey_encode_videos writes the same bytes from the files.
+ * The tee is concurrent (concurrent_write, whatever the inner sink's): its
+ * write() codes the frame's ProRes (an intra-only codec: several frames at
+ * once, each on an encoder of its own; not with `writers` 1) and writes the
+ * inner sink's files when that sink is concurrent; write_ordered() writes
+ * the ProRes packets in frame order (the file is the same bytes as one
+ * encoder's either way), encodes the H.264 and calls an ordered inner
+ * sink's write().
  * Encoders open at the first frame, at its size (a later frame of another
  * size is an error). The videos are written to ckey_temp_path(path) and
  * renamed into place by finish(); a run that fails or is closed without
@@ -380,6 +387,11 @@ typedef struct ckey_video_tee_options {
                                     `ckey key --fps` sets it) */
     float despill_strength;      /* the run's (ckey_post_options.despill_strength) */
     int32_t threads;             /* encoder threads, 0 = FFmpeg's choice */
+    int32_t writers;             /* the threads that call write() at once (a run's writers,
+                                    ckey_run_memory.writers); 1: the ProRes is encoded in
+                                    write_ordered() on one encoder whose own frame threads
+                                    overlap frames (faster for a single caller); 0 (default)
+                                    or more: coded in write(), several frames at once */
 } ckey_video_tee_options;
 
 ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
@@ -821,8 +833,11 @@ ckey_status ckey_shot_run_multi(ckey_session *const *sessions, int32_t nsessions
  * the strength the clip was keyed with: each frame's Processed pass is
  * checked against it, and a clear mismatch (Processed not
  * srgb_to_linear(despill(FG)) * alpha within the HALF roundings) is
- * CKEY_ERR_INVALID_ARG naming the frame. `cancel` is polled before each
- * frame; `progress` (may be NULL) hears after each.
+ * CKEY_ERR_INVALID_ARG naming the frame. Frames are read, checked and
+ * their ProRes coded a few at once (2 to 4 threads), then written to the
+ * videos in frame order; `cancel` is polled before each frame is written,
+ * `progress` (may be NULL) hears after each, one call at a time, in frame
+ * order.
  */
 typedef void (*ckey_progress_fn)(void *user, int64_t done, int64_t total);
 

@@ -586,6 +586,7 @@ static int open_video_tee(key_job *j) {
     vo.rate_num = o->fps_num ? o->fps_num : j->src.rate_num;
     vo.rate_den = o->fps_num ? o->fps_den : j->src.rate_den;
     vo.despill_strength = o->post.despill_strength;
+    vo.writers = j->mem.writers; /* 1: the ProRes on one frame-threaded encoder; 0 when not planned */
     ckey_sink tee;
     if (ckey_sink_open_video_tee(&j->sink, &vo, &tee, &j->err) != CKEY_OK) return key_fail_err(j);
     j->sink = tee;

@@ -29,16 +29,18 @@
 #define CK_EXR_CHUNK_LINES 16
 #define CK_EXR_CHUNK_COPIES 5
 /* Bytes a pixel of a video reader (the decoder's reference and threading
- * frames, the conversion rows), of the H.264 writer beyond the tee's own
- * planes (its input frame, its conversion scratch and the encoder with
- * libx264's lookahead of 40 frames) and of each ProRes coder (its input
- * frame, its conversion scratch, the encoder's packet buffer and the coded
- * packets waiting for their turn). Peak RSS measured at 1920 x 1080 on 2
- * cores: reader 24 (H.264) and 61 (ProRes 4444) over 60 frames, H.264
- * writer 218 over 60 frames; a ProRes 4444 coder 42 over 20 frames of
- * noise (its largest packets); more cores run more frames at once, so these
- * are rounded up. */
+ * frames, the conversion rows), of a video writer beyond the tee's own
+ * planes (its input frame, its conversion scratch and the encoder: for
+ * H.264, libx264's lookahead of 40 frames) and of each ProRes coder of a
+ * run with several writers (its input frame, its conversion scratch, the
+ * encoder's packet buffer and the coded packets waiting for their turn).
+ * Peak RSS measured at 1920 x 1080 on 2 cores: reader 24 (H.264) and 61
+ * (ProRes 4444) over 60 frames, writer 90 (ProRes 4444) and 218 (H.264)
+ * over 60 frames, a ProRes 4444 coder 42 over 20 frames of noise (its
+ * largest packets); more cores run more frames at once, so these are
+ * rounded up. */
 #define CK_VIDEO_DECODE_BYTES_PER_PIXEL 64
+#define CK_PRORES_BYTES_PER_PIXEL 96
 #define CK_PRORES_CODER_BYTES_PER_PIXEL 48
 #define CK_H264_BYTES_PER_PIXEL 256
 
@@ -76,15 +78,17 @@ static int64_t exr_encode_bytes(int32_t w) {
     return (int64_t)CK_EXR_CHUNK_COPIES * CK_EXR_CHUNK_LINES * w * 4 * 2 + CK_CODEC_STATE_BYTES;
 }
 
-/* The video tee (src/clip/video-tee.c): for each of the `coders` frames
- * whose ProRes is coded at once (one a writer) its input [4, h, w] (the
- * despilled fg and the alpha) and its coder; the comp padded to even sides
- * for the H.264 when a side is odd, and its encoder. */
-static int64_t video_out_bytes(int bits, int32_t w, int32_t h, int coders) {
-    const int64_t P = (int64_t)w * h;
+/* The video tee (src/clip/video-tee.c): with several writers, for each
+ * (each codes its frames' ProRes) a ProRes input [4, h, w] (the despilled
+ * fg and the alpha) and a coder; with one, one input and the frame-threaded
+ * encoder; the comp padded to even sides for the H.264 when a side is odd,
+ * and its encoder. */
+static int64_t video_out_bytes(int bits, int32_t w, int32_t h, int writers) {
+    const int64_t P = (int64_t)w * h, in = 4 * P * (int64_t)sizeof(float);
     int64_t b = 0;
     if (bits & CKEY_RUN_VIDEO_PRORES)
-        b += coders * (4 * P * (int64_t)sizeof(float) + CK_PRORES_CODER_BYTES_PER_PIXEL * P);
+        b += writers > 1 ? writers * (in + CK_PRORES_CODER_BYTES_PER_PIXEL * P)
+                         : in + CK_PRORES_BYTES_PER_PIXEL * P;
     if (bits & CKEY_RUN_VIDEO_H264) {
         const int64_t Pe = (int64_t)(w + (w & 1)) * (h + (h & 1));
         if ((w | h) & 1) b += 3 * Pe * (int64_t)sizeof(float);

@@ -19,6 +19,9 @@
  * stays in order. The file is byte for byte what one encoder coding the
  * frames in turn writes. The ProRes frames before the encoders are open
  * (write_ordered() opens them, at the first frame) are coded there.
+ * With one writer (o.writers 1) write_ordered() encodes the ProRes too, on
+ * one encoder with FFmpeg's frame threads, which overlap the frames as the
+ * writers would (same bytes).
  * The frame's pixel work for the videos (the stored passes' rounding, the
  * despill, RGB -> Y'CbCr) is split over the runner's pool (ckey_shot_passes.
  * pool); the encoders' own threads are FFmpeg's.
@@ -61,6 +64,7 @@ typedef struct tee {
     char *path[NOUT];           /* NULL: that video is off */
     ckey_video_writer *w[NOUT];
     ckey_video_tee_options o;
+    int coded;                  /* the ProRes coded in write() (o.writers != 1) */
     int32_t width, height;      /* of the first frame; 0 before it */
     /* guards w[], width and height as write() reads them (write_ordered sets
      * them) and the fg buffers */
@@ -94,8 +98,8 @@ static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
         wo.rate_num = t->o.rate_num;
         wo.rate_den = t->o.rate_den;
         wo.threads = t->o.threads;
-        st = k == OUT_FG_ALPHA ? ck_video_writer_open_coded(t->path[k], &wo, &opened[k], err)
-                               : ckey_video_writer_open(t->path[k], &wo, &opened[k], err);
+        st = k == OUT_FG_ALPHA && t->coded ? ck_video_writer_open_coded(t->path[k], &wo, &opened[k], err)
+                                           : ckey_video_writer_open(t->path[k], &wo, &opened[k], err);
     }
     if (st != CKEY_OK) {
         for (int k = 0; k < NOUT; k++) ckey_video_writer_free(opened[k]);
@@ -237,16 +241,16 @@ static ckey_status code_fg(tee *t, ckey_video_writer *w, const ckey_shot_frame *
 
 /*
  * Concurrent (the tee always is): the inner sink's write when it is
- * concurrent too, then the frame's ProRes coded once its writer is open at
- * this size. Before that (the first frames), and for a size it refuses,
- * tee_write_ordered does the work and the check.
+ * concurrent too, then (coded) the frame's ProRes coded once its writer is
+ * open at this size. Before that (the first frames), and for a size it
+ * refuses, tee_write_ordered does the work and the check.
  */
 static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                              ckey_error *err) {
     tee *t = self;
     ckey_status st = CKEY_OK;
     if (t->inner.concurrent_write) st = t->inner.write(t->inner.self, f, p, err);
-    if (st != CKEY_OK || !t->path[OUT_FG_ALPHA]) return st;
+    if (st != CKEY_OK || !t->path[OUT_FG_ALPHA] || !t->coded) return st;
     pthread_mutex_lock(&t->mu);
     ckey_video_writer *w =
         p->width == t->width && p->height == t->height ? t->w[OUT_FG_ALPHA] : NULL;
@@ -271,13 +275,22 @@ static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const
     const size_t n = (size_t)w * (size_t)h;
     ck_pool *pool = (ck_pool *)p->pool; /* NULL: all on this thread */
     prep_job job = {t, p, n, NULL};
-    if (t->w[OUT_FG_ALPHA]) {
+    if (t->w[OUT_FG_ALPHA] && t->coded) {
         int muxed = 0;
         st = ck_video_mux_frame(t->w[OUT_FG_ALPHA], f, &muxed, err);
         if (st == CKEY_OK && !muxed) {
             st = code_fg(t, t->w[OUT_FG_ALPHA], f, p, err);
             if (st == CKEY_OK) st = ck_video_mux_frame(t->w[OUT_FG_ALPHA], f, &muxed, err);
         }
+        if (st != CKEY_OK) return st;
+    } else if (t->w[OUT_FG_ALPHA]) {
+        /* one caller: the encoder's own frame threads overlap the frames */
+        fg_buf *b = fg_take(t, n);
+        if (!b) return ck_fail(err, CKEY_ERR_NOMEM, "out of memory for a %d x %d frame", (int)w, (int)h);
+        job.fg = b->fg;
+        ck_pool_for(pool, (int64_t)n, 1 << 16, prep_fg, &job);
+        st = ck_video_write_frame_on(t->w[OUT_FG_ALPHA], pool, b->fg, b->fg + 3 * n, err);
+        fg_give(t, b);
         if (st != CKEY_OK) return st;
     }
     if (t->w[OUT_COMP]) {
@@ -350,6 +363,7 @@ ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_opti
     }
     t->o = *o;
     t->o.fg_alpha = t->o.comp = NULL;
+    t->coded = o->writers != 1;
     const char *paths[NOUT] = {o->fg_alpha, o->comp};
     for (int k = 0; k < NOUT; k++)
         if (paths[k] && !(t->path[k] = strdup(paths[k]))) {
