@@ -227,7 +227,7 @@ static void *worker_main(void *arg) {
 }
 
 /* Workers: a quarter of the cores, 2 to 4 (each holds a frame's passes
- * and its ProRes input), at most a frame each. */
+ * and its ProRes input), no more than there are frames. */
 static int worker_count(int64_t count) {
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long k = cpus / 4;

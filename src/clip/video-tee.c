@@ -82,7 +82,7 @@ static ckey_status tee_begin(void *self, ckey_error *err) {
 }
 
 /* The encoders, at the first frame's size; the ProRes one codes frames
- * apart from its muxer. */
+ * apart from its muxer unless the tee has one writer. */
 static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
     static const ckey_video_codec codec[NOUT] = {CKEY_VIDEO_PRORES_4444, CKEY_VIDEO_H264};
     ckey_video_writer *opened[NOUT] = {NULL, NULL};
@@ -352,7 +352,7 @@ static void tee_close(void *self) {
 ckey_status ckey_sink_open_video_tee(ckey_sink *inner, const ckey_video_tee_options *o,
                                      ckey_sink *out, ckey_error *err) {
     if (!inner || !inner->write || !o || !out || out == inner || (!o->fg_alpha && !o->comp) ||
-        o->rate_num < 0 || o->rate_den < 0 || o->threads < 0 ||
+        o->rate_num < 0 || o->rate_den < 0 || o->threads < 0 || o->writers < 0 ||
         !(o->despill_strength >= 0.0f && o->despill_strength <= 1.0f))
         return ck_fail(err, CKEY_ERR_INVALID_ARG, "ckey_sink_open_video_tee: bad arguments");
     tee *t = calloc(1, sizeof *t);
