@@ -369,8 +369,9 @@ void ckey_sink_close(ckey_sink *sink);
  * the ProRes packets in frame order (the file is the same bytes as one
  * encoder's either way), encodes the H.264 and calls an ordered inner
  * sink's write().
- * Encoders open at the first frame, at its size (a later frame of another
- * size is an error). The videos are written to ckey_temp_path(path) and
+ * Encoders open at the size of the first frame to come (to write() when
+ * the ProRes is coded there: with several writers, not always the first
+ * in order); a frame of another size is an error in its write_ordered(). The videos are written to ckey_temp_path(path) and
  * renamed into place by finish(); a run that fails or is closed without
  * finish() leaves no file under either name. A video cannot resume: the
  * tee's `complete` is NULL, and the frames it gets are the video's frames,

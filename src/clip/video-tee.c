@@ -17,15 +17,15 @@
  * the runner calls one frame at a time in frame order, muxes that packet
  * and runs the H.264 encoder, which predicts frames from others and so
  * stays in order. The file is byte for byte what one encoder coding the
- * frames in turn writes. The ProRes frames before the encoders are open
- * (write_ordered() opens them, at the first frame) are coded there.
+ * frames in turn writes. The encoders open at the size of the first frame
+ * to come (to write(), or to write_ordered() when the ProRes is not coded
+ * in write()); a frame of another size is refused in write_ordered().
  * With one writer (o.writers 1) write_ordered() encodes the ProRes too, on
  * one encoder with FFmpeg's frame threads, which overlap the frames as the
  * writers would (same bytes).
  * The frame's pixel work for the videos (the stored passes' rounding, the
  * despill, RGB -> Y'CbCr) is split over the runner's pool (ckey_shot_passes.
  * pool); the encoders' own threads are FFmpeg's.
- * Encoders open at the first frame (its size is the video's);
  * ckey_video_writer_close renames the files into place in finish().
  *
  * The videos are made from the passes as the pass files store them: the FG
@@ -65,9 +65,10 @@ typedef struct tee {
     ckey_video_writer *w[NOUT];
     ckey_video_tee_options o;
     int coded;                  /* the ProRes coded in write() (o.writers != 1) */
-    int32_t width, height;      /* of the first frame; 0 before it */
-    /* guards w[], width and height as write() reads them (write_ordered sets
-     * them) and the fg buffers */
+    int32_t width, height;      /* of the first frame seen; 0 before it */
+    const char *size_plate;     /* that frame's plate (the caller's string) */
+    /* guards w[], width, height and size_plate (set by the first write() or
+     * write_ordered()) and the fg buffers */
     pthread_mutex_t mu;
     fg_buf *fg_free, *fg_all;
     float *comp;                /* [3, h, w] the Comp as its PNG holds it */
@@ -81,10 +82,13 @@ static ckey_status tee_begin(void *self, ckey_error *err) {
     return t->inner.begin ? t->inner.begin(t->inner.self, err) : CKEY_OK;
 }
 
-/* The encoders, at the first frame's size; the ProRes one codes frames
- * apart from its muxer unless the tee has one writer. */
-static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
+/* The encoders, unless open, at the size of `f` (w x h); the ProRes one
+ * codes frames apart from its muxer unless the tee has one writer. With
+ * t->mu held. */
+static ckey_status open_writers(tee *t, const ckey_shot_frame *f, int32_t w, int32_t h,
+                                ckey_error *err) {
     static const ckey_video_codec codec[NOUT] = {CKEY_VIDEO_PRORES_4444, CKEY_VIDEO_H264};
+    if (t->width) return CKEY_OK;
     ckey_video_writer *opened[NOUT] = {NULL, NULL};
     ckey_status st = CKEY_OK;
     for (int k = 0; k < NOUT && st == CKEY_OK; k++) {
@@ -105,11 +109,10 @@ static ckey_status open_writers(tee *t, int32_t w, int32_t h, ckey_error *err) {
         for (int k = 0; k < NOUT; k++) ckey_video_writer_free(opened[k]);
         return st;
     }
-    pthread_mutex_lock(&t->mu);
     for (int k = 0; k < NOUT; k++) t->w[k] = opened[k];
     t->width = w;
     t->height = h;
-    pthread_mutex_unlock(&t->mu);
+    t->size_plate = f->plate;
     return CKEY_OK;
 }
 
@@ -134,16 +137,19 @@ static ckey_status pad_even(tee *t, const float *src, int32_t w, int32_t h, ckey
     return CKEY_OK;
 }
 
-/* Open the encoders at the first frame; refuse a frame of another size. */
+/* Open the encoders at this frame's size unless open; refuse a frame of
+ * another size. */
 static ckey_status check_size(tee *t, const ckey_shot_frame *f, int32_t w, int32_t h,
                               ckey_error *err) {
-    if (!t->width) return open_writers(t, w, h, err);
-    if (w != t->width || h != t->height)
-        return ck_fail(err, CKEY_ERR_INVALID_ARG,
-                       "%s is %d x %d, but the video outputs are %d x %d (the size of the first "
-                       "frame): a video keeps one size", f->plate, (int)w, (int)h,
-                       (int)t->width, (int)t->height);
-    return CKEY_OK;
+    pthread_mutex_lock(&t->mu);
+    ckey_status st = open_writers(t, f, w, h, err);
+    if (st == CKEY_OK && (w != t->width || h != t->height))
+        st = ck_fail(err, CKEY_ERR_INVALID_ARG,
+                     "%s is %d x %d, but the video outputs are %d x %d (the size of %s, the "
+                     "first frame they saw): a video keeps one size", f->plate, (int)w, (int)h,
+                     (int)t->width, (int)t->height, t->size_plate);
+    pthread_mutex_unlock(&t->mu);
+    return st;
 }
 
 /* The videos' pixels from the stored passes, a span of pixels per call, on
@@ -241,9 +247,9 @@ static ckey_status code_fg(tee *t, ckey_video_writer *w, const ckey_shot_frame *
 
 /*
  * Concurrent (the tee always is): the inner sink's write when it is
- * concurrent too, then (coded) the frame's ProRes coded once its writer is
- * open at this size. Before that (the first frames), and for a size it
- * refuses, tee_write_ordered does the work and the check.
+ * concurrent too, then (coded) the frame's ProRes, the encoders opened at
+ * its size by the first call to come. A frame of another size is left to
+ * tee_write_ordered, which refuses it in its turn.
  */
 static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                              ckey_error *err) {
@@ -252,16 +258,18 @@ static ckey_status tee_write(void *self, const ckey_shot_frame *f, const ckey_sh
     if (t->inner.concurrent_write) st = t->inner.write(t->inner.self, f, p, err);
     if (st != CKEY_OK || !t->path[OUT_FG_ALPHA] || !t->coded) return st;
     pthread_mutex_lock(&t->mu);
+    st = open_writers(t, f, p->width, p->height, err);
     ckey_video_writer *w =
         p->width == t->width && p->height == t->height ? t->w[OUT_FG_ALPHA] : NULL;
     pthread_mutex_unlock(&t->mu);
+    if (st != CKEY_OK) return st;
     return w ? code_fg(t, w, f, p, err) : CKEY_OK;
 }
 
-/* In frame order: the size check (the encoders open at the first frame,
- * before its passes are written, so a size they refuse stops the run with
+/* In frame order: the size check (before an ordered inner sink writes the
+ * frame's passes, so that a size the encoders refuse stops the run with
  * nothing written), the inner sink's ordered writes, the ProRes packet
- * muxed (coded here when write() could not), the H.264 encoded. */
+ * muxed (coded here when write() did not), the H.264 encoded. */
 static ckey_status tee_write_ordered(void *self, const ckey_shot_frame *f, const ckey_shot_passes *p,
                                      ckey_error *err) {
     tee *t = self;
