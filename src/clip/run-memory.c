@@ -36,12 +36,12 @@
  * encoder's packet buffer and the coded packets waiting for their turn).
  * Peak RSS measured at 1920 x 1080 on 2 cores: reader 24 (H.264) and 61
  * (ProRes 4444) over 60 frames, writer 90 (ProRes 4444) and 218 (H.264)
- * over 60 frames, a ProRes 4444 coder 42 over 20 frames of noise (its
+ * over 60 frames, a ProRes 4444 coder 34 over 20 frames of noise (its
  * largest packets); more cores run more frames at once, so these are
  * rounded up. */
 #define CK_VIDEO_DECODE_BYTES_PER_PIXEL 64
 #define CK_PRORES_BYTES_PER_PIXEL 96
-#define CK_PRORES_CODER_BYTES_PER_PIXEL 48
+#define CK_PRORES_CODER_BYTES_PER_PIXEL 40
 #define CK_H264_BYTES_PER_PIXEL 256
 
 void ckey_run_options_default(ckey_run_options *o) {

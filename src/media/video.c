@@ -1129,7 +1129,8 @@ typedef struct coder {
     AVCodecContext *enc;
     AVFrame *frame;
     AVPacket *pkt;
-    float *chroma;              /* [2, h, w] full-resolution Cb', Cr' of the frame */
+    float *chroma;              /* [2, h, w] full-resolution Cb', Cr' of the frame, to
+                                   subsample; NULL for 4:4:4 */
     struct coder *next;         /* in the writer's free list */
 } coder;
 
@@ -1308,6 +1309,8 @@ static ckey_status coder_open(const ckey_video_writer *w, coder *c, int32_t thre
     c->frame->chroma_location = e->chroma_sample_location;
     ret = av_frame_get_buffer(c->frame, 0);
     if (ret < 0) return ck_fail(err, CKEY_ERR_NOMEM, "%s: out of memory for a frame", w->path);
+    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(e->pix_fmt);
+    if (!d->log2_chroma_w && !d->log2_chroma_h) return CKEY_OK; /* 4:4:4: no chroma scratch */
     size_t n;
     if (!ck_mul_size((size_t)o->width * (size_t)o->height, 2 * sizeof(float), &n) ||
         !(c->chroma = malloc(n)))
@@ -1498,7 +1501,8 @@ typedef struct yuv_job {
 } yuv_job;
 
 /* Rows [y0, y1): Y' (and A) codes, and Cb', Cr' at full resolution into
- * the coder's chroma. */
+ * the coder's chroma; for 4:4:4 (no chroma scratch) their codes, from the
+ * same float values the subsampling pass would read back. */
 static void yuv_luma_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     (void)thread;
     const yuv_job *j = ctx;
@@ -1508,15 +1512,23 @@ static void yuv_luma_rows(void *ctx, int64_t y0, int64_t y1, int thread) {
     const double unit = ldexp(1.0, n - 8), maxv = (double)((1 << n) - 1);
     const double kr = 0.2126, kb = 0.0722, kg = 1.0 - kr - kb;
     const float *rgb = j->rgb, *alpha = j->alpha;
-    float *cb = j->c->chroma, *cr = cb + plane;
+    float *cb = j->c->chroma, *cr = cb ? cb + plane : NULL;
     for (int64_t y = y0; y < y1; y++) {
         uint8_t *yrow = f->data[0] + (ptrdiff_t)y * f->linesize[0];
+        uint8_t *cbrow = f->data[1] + (ptrdiff_t)y * f->linesize[1];
+        uint8_t *crrow = f->data[2] + (ptrdiff_t)y * f->linesize[2];
         for (int x = 0; x < width; x++) {
             const size_t i = (size_t)y * W + (size_t)x;
             const double R = unit01(rgb[i]), G = unit01(rgb[plane + i]), B = unit01(rgb[2 * plane + i]);
             const double Y = kr * R + kg * G + kb * B;
-            cb[i] = (float)((B - Y) / (2 * (1 - kb)));
-            cr[i] = (float)((R - Y) / (2 * (1 - kr)));
+            const float u = (float)((B - Y) / (2 * (1 - kb))), v = (float)((R - Y) / (2 * (1 - kr)));
+            if (cb) {
+                cb[i] = u;
+                cr[i] = v;
+            } else {
+                put_code(cbrow, (size_t)x, wide, (128.0 + 224.0 * (double)u) * unit, (int)maxv);
+                put_code(crrow, (size_t)x, wide, (128.0 + 224.0 * (double)v) * unit, (int)maxv);
+            }
             put_code(yrow, (size_t)x, wide, (16.0 + 219.0 * Y) * unit, (int)maxv);
         }
         if (j->d->flags & AV_PIX_FMT_FLAG_ALPHA) {
@@ -1574,7 +1586,7 @@ static ckey_status rgb_to_yuv(const ckey_video_writer *w, coder *c, ck_pool *poo
     yuv_job j = {c, w->width, w->height, rgb, alpha,
                  av_pix_fmt_desc_get((enum AVPixelFormat)c->frame->format)};
     ck_pool_for(pool, w->height, 16, yuv_luma_rows, &j);
-    ck_pool_for(pool, AV_CEIL_RSHIFT(w->height, j.d->log2_chroma_h), 8, yuv_chroma_rows, &j);
+    if (c->chroma) ck_pool_for(pool, AV_CEIL_RSHIFT(w->height, j.d->log2_chroma_h), 8, yuv_chroma_rows, &j);
     return CKEY_OK;
 }
 
