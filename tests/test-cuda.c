@@ -1111,6 +1111,45 @@ static double stats_diff(const double *got, const double *ref, int groups, doubl
  * expected differences are fp32 summation order and the output's rounding to
  * 16 bits: |err| <= u |ref| + 1e-4 (u = 2^-11 fp16, 2^-8 bf16; so fp16 stays
  * under 1e-2 for |out| < 20). GN statistics are of the fp32 values. */
+/* The backend's shifted conv (ops.c conv3x3_shifted) by hand: the input
+ * `shift` = band + 8 rows into a buffer, bands of `band` rows written from the
+ * buffer's start in order, so that with band 8 (shift 16) the band at row 16
+ * starts exactly at the input, over rows earlier bands have read; returns
+ * the values that differ from `want` (the whole-image call's output on the
+ * device), or -1 when a call fails. wg: the wgmma kernel, else mma.sync. */
+static long conv_shifted_diff(int wg, const uint16_t *x16, int Cin, int S, int dil, const void *dW, const float *dbias,
+                              const float *da, const float *db, int groups, double *dst, ck_dtype dt, int band,
+                              const void *want) {
+    const int shift = band + 8;
+    const size_t row = (size_t)S * Cin * 2, n = (size_t)S * S * Cin;
+    void *buf = NULL;
+    ckey_error err;
+    long diff = -1;
+    uint16_t *h1 = malloc(n * 2), *h2 = malloc(n * 2);
+    if (!h1 || !h2 || ck_cuda_malloc(&buf, (size_t)(S + shift) * row, NULL) != CKEY_OK) goto done;
+    if (ck_cuda_copy((char *)buf + (size_t)shift * row, x16, (size_t)S * row, 1, &err) != CKEY_OK) goto done;
+    for (int y0 = 0; y0 < S; y0 += band) {
+        const int y1 = y0 + band < S ? y0 + band : S;
+        void *in = (char *)buf + (size_t)shift * row, *out = (char *)buf + (size_t)y0 * row;
+        const ckey_status st =
+            wg ? ck_cuda_conv3x3_wgmma_rows(in, S, dil, dW, dbias, da, db, out, y0, y1, groups, dst, dt, NULL, &err)
+               : ck_cuda_conv3x3_tc_rows(in, Cin, S, dil, dW, dbias, da, db, out, y0, y1, Cin, groups, dst, dt, NULL,
+                                         &err);
+        if (st != CKEY_OK) {
+            printf("    shifted band at row %d: %s\n", y0, err.message);
+            goto done;
+        }
+    }
+    if (ck_cuda_copy(h1, want, n * 2, 0, &err) != CKEY_OK || ck_cuda_copy(h2, buf, n * 2, 0, &err) != CKEY_OK)
+        goto done;
+    diff = 0;
+    for (size_t i = 0; i < n; i++) diff += h1[i] != h2[i];
+done:
+    ck_cuda_free(buf);
+    free(h1), free(h2);
+    return diff;
+}
+
 static void test_conv3x3_tc(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     const struct { int S, Cin, Cout, dil, affine; ck_dtype dt; } cases[] = {
@@ -1198,6 +1237,12 @@ static void test_conv3x3_tc(void) {
             CHECK(diff == 0 && sb <= 1e-4);
             free(h1), free(h2), ck_cuda_free(dout2);
         }
+        if (Cin == Cout) {
+            const long shd = conv_shifted_diff(0, x16, Cin, S, dil, dW, dbias, cases[k].affine ? da : NULL,
+                                              cases[k].affine ? db : NULL, groups, dst, dt, 8, dout);
+            printf("    shifted in place, 8-row bands 16 rows before the input: %ld values differ\n", shd);
+            CHECK(shd == 0);
+        }
         /* the Hopper wgmma kernel (64 -> 64): the same bars, whole and in three bands */
         for (int pass = 0; pass < 2 && Cin == 64 && Cout == 64 && ck_cuda_wgmma_ok(); pass++) {
             const int cut[4] = {0, S / 3, S / 3 + 1 + (S / 5), S};
@@ -1220,6 +1265,12 @@ static void test_conv3x3_tc(void) {
             const double sw = stats_diff(st_got, st_ref, groups, (double)HW * (Cout / groups));
             printf("    GroupNorm stats: worst |d mean|/std, |d var|/var %.3g\n", sw);
             CHECK(sw <= 1e-4);
+            if (pass == 1) {
+                const long shd = conv_shifted_diff(1, x16, Cin, S, dil, dW, dbias, cases[k].affine ? da : NULL,
+                                                  cases[k].affine ? db : NULL, groups, dst, dt, 8, dout);
+                printf("    wgmma shifted in place, 8-row bands: %ld values differ\n", shd);
+                CHECK(shd == 0);
+            }
         }
         /* ... and in place in one launch over bands (the backend's conv2 unless CKEY_DEBUG_CUDA_NO_CONV_ONE_LAUNCH):
          * the input after a margin of band + 8 rows, the output from the margin's start, bitwise what
@@ -2956,10 +3007,29 @@ static void fp_video_frame(void *user, int k, float *rgb, float *alpha) {
     free(hint);
 }
 
+/* A source over another that reads its frames as floats and rounds them to
+ * 16 bits, as the video source's packed read does: the host path then keys
+ * the very samples the device path uploads. */
+static ckey_status vq_read(void *self, int64_t k, ckey_image *plate, ckey_image *hint, ckey_error *err) {
+    const ckey_source *in = self;
+    const ckey_status st = in->read(in->self, k, plate, hint, err);
+    if (st != CKEY_OK) return st;
+    for (size_t i = 0; i < 3 * (size_t)plate->width * plate->height; i++)
+        plate->data[i] = (float)(uint16_t)(plate->data[i] * 65535.0f + 0.5f) / 65535.0f;
+    for (size_t i = 0; hint->data && i < (size_t)hint->width * hint->height; i++)
+        hint->data[i] = (float)(uint16_t)(hint->data[i] * 65535.0f + 0.5f) / 65535.0f;
+    return CKEY_OK;
+}
+
+static ckey_status vq_probe(void *self, int64_t k, int32_t *w, int32_t *h, ckey_error *err) {
+    const ckey_source *in = self;
+    return in->probe(in->self, k, w, h, err);
+}
+
 /* A video plate (H.264 4:2:0) and a hint video (ProRes 4444, the hint in its
  * alpha): AUTO takes the device frame path (the frames read as 16-bit samples,
- * ck_video_read_packed), and its passes agree with the host path's (the
- * frames as floats) within the bars of frame_path_shot_vs_host. */
+ * ck_video_read_packed), and its passes agree with the host path's on the
+ * same samples (vq_read) within the bars of frame_path_shot_vs_host. */
 static void test_frame_path_video(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
 #ifndef CK_HAVE_FFMPEG
@@ -2985,9 +3055,12 @@ static void test_frame_path_video(void) {
     static fp_sink out[2];
     ckey_shot_stats st[2];
     for (int k = 0; k < 2; k++) {
-        ckey_source src;
+        ckey_source src, q;
         REQUIRE(ckey_source_open_video(plate, hint, 0, NULL, NULL, &src, &err) == CKEY_OK);
         CHECK(src.read_packed && src.packed_frame && src.packed_frame(src.self, 0));
+        q = src;
+        q.self = &src, q.read = vq_read, q.probe = vq_probe, q.close = NULL;
+        q.read_packed = NULL, q.packed_frame = NULL;
         ckey_shot_options so;
         ckey_shot_options_default(&so);
         so.post.despeckle = 0; /* no threshold flips between the paths */
@@ -2996,7 +3069,8 @@ static void test_frame_path_video(void) {
         so.readers = 2;
         so.writers = 2;
         ckey_sink sink = {.self = &out[k], .write = fp_write};
-        CHECKF(ckey_shot_run(s, &src, &sink, NULL, &so, NULL, NULL, &st[k], &err) == CKEY_OK, "%s", err.message);
+        CHECKF(ckey_shot_run(s, k ? &src : &q, &sink, NULL, &so, NULL, NULL, &st[k], &err) == CKEY_OK, "%s",
+               err.message);
         ckey_source_close(&src);
     }
     CHECKF(st[1].frame_path == CKEY_FRAME_PATH_DEVICE, "auto ran %s", ckey_frame_path_name(st[1].frame_path));
@@ -3015,7 +3089,8 @@ static void test_frame_path_video(void) {
             worst[q] = e > worst[q] ? e : worst[q];
         }
     }
-    printf("  video plate + hint: device path vs host path: alpha %.3g, fg %.3g, processed %.3g, comp %.3g\n",
+    printf("  video plate + hint: device path vs host path on its samples: alpha %.3g, fg %.3g, processed %.3g, "
+           "comp %.3g\n",
            worst[0], worst[1], worst[2], worst[3]);
     CHECK(worst[0] <= 1e-4 && worst[1] <= 1e-4 && worst[2] <= 1e-4 && worst[3] <= 1e-4);
     fp_sink_clear(&out[0]);

@@ -21,6 +21,23 @@ constexpr int kTM = 128;   // output pixels per tile (one row segment)
 constexpr int kSeg = 32;   // chain steps per work item, at most
 constexpr int kMinSeg = 4; // ... and at least (each item loads seg + 2 input rows)
 
+// Whether a band's output (rows y0 .. y1-1 of Cout channels, stored from
+// `out` on) shares a byte with the input rows it reads (y0 - dil .. y1 - 1 +
+// dil, clipped to the image, of Cin channels, `in` holding rows from in_r0
+// on), 16-bit samples. The in-place refiner conv writes each band
+// ck_cuda_conv_shift_rows rows before its input, over rows that earlier
+// bands have read: that band's out may even equal in, and is no overlap.
+inline bool band_overlaps(const void *in, int in_r0, int Cin, int S, int dil, const void *out, int y0, int y1,
+                          int Cout) {
+    const int64_t in_row = (int64_t)S * Cin * 2, out_row = (int64_t)S * Cout * 2;
+    int r0 = y0 - dil, r1 = y1 + dil;
+    if (r0 < in_r0) r0 = in_r0;
+    if (r1 > S) r1 = S;
+    const char *rs = (const char *)in + (r0 - in_r0) * in_row, *re = (const char *)in + (r1 - in_r0) * in_row;
+    const char *ws = (const char *)out, *we = ws + (int64_t)(y1 - y0) * out_row;
+    return ws < re && rs < we;
+}
+
 struct ConvArgs {
     const void *in, *W;
     const float *bias, *a, *b;

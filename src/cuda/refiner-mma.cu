@@ -406,10 +406,11 @@ ckey_status ck_cuda_conv3x3_tc_band(const void *in, int in_r0, int Cin, int S, i
     if (stats && (groups < 1 || groups > 64 || Cout % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: groups must divide Cout (at most 64)");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 tc: storage must be fp16 or bf16");
-    if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad size or dilation");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad row range");
     if (in_r0 < 0 || in_r0 >= S) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: bad input band");
+    if (band_overlaps(in, in_r0, Cin, S, dil, out, y0, y1, Cout))
+        return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: out overlaps the input rows it reads");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 tc: in_a and in_b go together");
     ConvArgs a;

@@ -402,7 +402,7 @@ ckey_status conv_call(const void *in, int in_r0, int S, int dil, const void *W, 
     if (stats && (groups < 1 || groups > C || C % groups))
         return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: groups must divide 64");
     if (dt != CK_F16 && dt != CK_BF16) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: storage must be fp16 or bf16");
-    if (out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: out must not alias in");
+    if (sync && out == in) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: out must not alias in");
     if (S <= 0 || dil <= 0) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad size or dilation");
     if (dil > 8) return fail(err, CKEY_ERR_UNSUPPORTED, "conv3x3 wgmma: dilations up to 8 (the row copies' unrolling)");
     if (y0 < 0 || y1 > S || y0 >= y1) return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad row range");
@@ -410,6 +410,8 @@ ckey_status conv_call(const void *in, int in_r0, int S, int dil, const void *W, 
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: bad input band");
     if ((in_a == NULL) != (in_b == NULL))
         return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: in_a and in_b go together");
+    if (!sync && band_overlaps(in, in_r0, C, S, dil, out, y0, y1, C))
+        return fail(err, CKEY_ERR_INVALID_ARG, "conv3x3 wgmma: out overlaps the input rows it reads");
     if (sync && (band_rows <= 0 || band_rows % dil || shift_rows % dil || shift_rows < band_rows + dil))
         return fail(err, CKEY_ERR_INVALID_ARG,
                     "conv3x3 wgmma in place: bands and shift must be multiples of the dilation, shift >= band + dil");
