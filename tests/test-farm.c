@@ -495,8 +495,8 @@ static void test_farm_script(void) {
     char ref[600], out[600];
     snprintf(ref, sizeof ref, "%s/farmed-ref", workdir);
     snprintf(out, sizeof out, "%s/Output", shot);
-    r = ckey("key", shot, "--out", ref, "--model", model, "--size", "64", "--threads", "1", "--video-out",
-             "both", NULL);
+    r = ckey("key", shot, "--out", ref, "--model", model, "--size", "64", "--threads", "1", "--device", "cpu",
+             "--video-out", "both", NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     ck_run_free(&r);
     char why[2300];

@@ -3,7 +3,10 @@
  * the error names the file and the frame, the exit code is the documented
  * one (1 stop, 3 finished with skipped frames), every frame finished before
  * the fault is intact (decoded and compared with a clean reference run), and
- * no temporary file or partial output is left under a final name:
+ * no temporary file or partial output is left under a final name (every
+ * run on the CPU, so that "intact" is bit for bit: on a GPU the frame path
+ * a run takes depends on its frames, and the paths agree within float
+ * rounding only):
  *   - ckey_shot_run with an in-memory source and sink (the interface a video
  *     reader / writer implements): order of writes and events, a read
  *     failure (stop and skip), a write failure;
@@ -137,7 +140,7 @@ static int ensure_reference(void) {
     if (have_ref) return 1;
     char shot[512], p[1024];
     if (!ck_make_shot(shot, sizeof shot, workdir, "reference", 1)) return 0;
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2",
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu",
                         "--read-ahead", "0", NULL);
     const int ok = r.code == 0;
     ck_run_free(&r);
@@ -416,7 +419,8 @@ static void test_corrupt_and_truncated(void) {
     REQUIRE(ck_write_file(p, b, n));
     free(b);
 
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json",
+                        NULL);
     CHECKF(r.code == 1, "exit %d", r.code);
     CHECKF(strstr(r.err, "frame 3") && strstr(r.err, "plate_0003.png"), "stderr: %s", r.err);
     CHECK(strstr(r.out, "\"event\":\"error\"") != NULL);
@@ -427,7 +431,7 @@ static void test_corrupt_and_truncated(void) {
     CHECK(no_tmp(shot));
 
     /* --on-error skip: frames 3 and 4 reported and skipped, 1, 2, 5 keyed, exit 3 */
-    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json",
                  "--on-error", "skip", NULL);
     CHECKF(r.code == 3, "exit %d", r.code);
     CHECK(ck_count_str(r.out, "\"status\":\"failed\"") == 2);
@@ -450,7 +454,7 @@ static void test_unreadable(void) {
     REQUIRE(ck_make_shot(shot, sizeof shot, workdir, "unreadable", 3));
     snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
     REQUIRE(chmod(p, 0) == 0);
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png"), "%d %s", r.code, r.err);
     ck_run_free(&r);
     CHECK(frame_state(shot, 1, 1) == 1 && frame_state(shot, 2, 0) == 0 && frame_state(shot, 3, 0) == 0);
@@ -473,7 +477,7 @@ static void test_missing_and_mismatched(void) {
     REQUIRE(ckey_image_write_png(p, px, 1, 6, 5, 8, &err) == CKEY_OK);
 
     /* stop: the missing hint is found before anything is keyed */
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png") &&
                strstr(r.err, "no hint"), "%d %s", r.code, r.err);
     ck_run_free(&r);
@@ -482,7 +486,8 @@ static void test_missing_and_mismatched(void) {
 
     /* skip: 2 (no hint) fails; 3 (6 x 5 hint) is resized with a warning and
      * keyed with 1 and 4 */
-    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--on-error", "skip", NULL);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--on-error",
+                 "skip", NULL);
     CHECKF(r.code == 3, "exit %d", r.code);
     CHECKF(strstr(r.err, "warning: frame 3") && strstr(r.err, "hint_0003.png") && strstr(r.err, "6 x 5") &&
                strstr(r.err, "resized"), "%s", r.err);
@@ -494,7 +499,7 @@ static void test_missing_and_mismatched(void) {
     /* stop with only the size difference: every frame keyed, one warning */
     snprintf(p, sizeof p, "%s/AlphaHint/hint_0002.png", shot);
     REQUIRE(ck_copy_file("examples/hint.png", p));
-    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--force", NULL);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--force", NULL);
     CHECKF(r.code == 0 && ck_count_str(r.err, "warning: frame 3") == 1 && strstr(r.err, "6 x 5"), "%d %s", r.code,
            r.err);
     ck_run_free(&r);
@@ -532,7 +537,7 @@ static void test_absurd_dimensions(void) {
     snprintf(p, sizeof p, "%s/Input/plate_0002.png", shot);
     REQUIRE(ck_write_file(p, b, n));
     free(b);
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", NULL);
     CHECKF(r.code == 1 && strstr(r.err, "frame 2") && strstr(r.err, "plate_0002.png") &&
                strstr(r.err, "40000"), "%d %s", r.code, r.err);
     ck_run_free(&r);
@@ -592,12 +597,12 @@ static void test_full_disk(void) {
     snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
     snprintf(out, sizeof out, "%s", small);
     result r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
-                        "--size", "64", "--threads", "2", "--frames", "1-2", NULL);
+                        "--size", "64", "--threads", "2", "--device", "cpu", "--frames", "1-2", NULL);
     REQUIRE(r.code == 0);
     ck_run_free(&r);
     const long small_max = largest_file(small);
     r = run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
-                 "--size", "64", "--threads", "2", "--frames", "3", NULL);
+                 "--size", "64", "--threads", "2", "--device", "cpu", "--frames", "3", NULL);
     REQUIRE(r.code == 0);
     ck_run_free(&r);
     const long all_max = largest_file(small);
@@ -605,7 +610,7 @@ static void test_full_disk(void) {
     REQUIRE(all_max > small_max + 1024);
     const long limit = small_max + 512;
 
-    const char *args[] = {"key", shot, "--model", model, "--size", "64", "--threads", "2", NULL};
+    const char *args[] = {"key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", NULL};
     r = run_fsize(args, limit);
     CHECKF(r.code == 1, "exit %d", r.code);
     /* the message names the frame and the output file, and says why (EFBIG) */
@@ -632,7 +637,7 @@ static void test_full_disk(void) {
     CHECK(frame_state(shot, 3, 0) == -1 || frame_state(shot, 3, 0) == 0);
     CHECK(no_tmp(shot));
     /* with room again, a re-run keys only frame 3 */
-    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json", NULL);
     CHECKF(r.code == 0 && ck_count_str(r.out, "\"status\":\"keyed\"") == 1 &&
                strstr(r.out, "\"frame\":3,\"status\":\"keyed\""), "%d %s", r.code, r.out);
     ck_run_free(&r);
@@ -654,10 +659,12 @@ static pid_t spawn_key_json(const char *shot, int video, int fds[2]) {
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 2);
         if (video)
-            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--device",
+                  "cpu", "--json",
                   "--video-out", "both", (char *)NULL);
         else
-            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--json",
+            execl(ckey_bin, ckey_bin, "key", shot, "--model", model, "--size", "64", "--threads", "2", "--device",
+                  "cpu", "--json",
                   (char *)NULL);
         _exit(127);
     }
@@ -719,7 +726,8 @@ static void test_kill_and_resume(void) {
     tf = fopen(other, "wb");
     if (tf) fclose(tf);
 
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu", "--json",
+                        NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     char want[128];
     snprintf(want, sizeof want, "\"to_skip\":%d", complete);
@@ -798,7 +806,8 @@ static void test_interrupt(void) {
         CHECK(!ck_exists(p));
 
         /* resume */
-        result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--json", NULL);
+        result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "2", "--device", "cpu",
+                            "--json", NULL);
         CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
         snprintf(want, sizeof want, "\"to_skip\":%d", complete);
         CHECKF(strstr(r.out, want) != NULL, "started event lacks %s", want);
@@ -850,7 +859,8 @@ static void free_pair(pair_bytes *p) {
 static int old_pair(const char *out) {
     ck_remove_tree(out);
     result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
-                        "--out", out, "--size", "64", "--threads", "2", "--refiner-strength", "0.5", NULL);
+                        "--out", out, "--size", "64", "--threads", "2", "--device", "cpu", "--refiner-strength", "0.5",
+                        NULL);
     const int ok = r.code == 0;
     ck_run_free(&r);
     return ok;
@@ -868,7 +878,7 @@ static void test_run_pair_full_disk(void) {
     REQUIRE(old_pair(out));
     ck_remove_tree(probe);
     result r = run_ckey("run", "--model", model, "--image", "examples/plate.png", "--hint", "examples/hint.png",
-                        "--out", probe, "--size", "64", "--threads", "2", NULL);
+                        "--out", probe, "--size", "64", "--threads", "2", "--device", "cpu", NULL);
     REQUIRE(r.code == 0);
     ck_run_free(&r);
     snprintf(pa, sizeof pa, "%s/alpha.png", probe);
@@ -880,7 +890,7 @@ static void test_run_pair_full_disk(void) {
     REQUIRE(before.b[0] && before.b[1]);
 
     const char *args[] = {"run", "--model", model, "--image", "examples/plate.png", "--hint",
-                          "examples/hint.png", "--out", out, "--size", "64", "--threads", "2", NULL};
+                          "examples/hint.png", "--out", out, "--size", "64", "--threads", "2", "--device", "cpu", NULL};
     r = run_fsize(args, a + (f - a) / 2);
     CHECKF(r.code == 1, "exit %d", r.code);
     CHECKF(strstr(r.err, strerror(EFBIG)) && strstr(r.err, "fg.png"), "stderr: %s", r.err);
@@ -954,7 +964,7 @@ static void test_run_pair_signal(void) {
             if (devnull >= 0) dup2(devnull, 1);
             if (e >= 0) dup2(e, 2);
             execl(ckey_bin, ckey_bin, "run", "--model", model, "--image", plate, "--hint", hint, "--out", out,
-                  "--size", "64", "--threads", "2", (char *)NULL);
+                  "--size", "64", "--threads", "2", "--device", "cpu", (char *)NULL);
             _exit(127);
         }
         int status = 0, sent = 0;

@@ -465,10 +465,10 @@ static void test_synthetic_shot(void) {
         snprintf(plates, sizeof plates, "%s/Input", shot);
         snprintf(hints, sizeof hints, "%s/AlphaHint", shot);
         result r = torch ? run_ckey("key", "--plate", plates, "--hint", hints, "--out", out, "--model", model,
-                                    "--size", "64", "--threads", "1", "--resize-back", "bilinear",
+                                    "--size", "64", "--threads", "1", "--device", "cpu", "--resize-back", "bilinear",
                                     "--despeckle-mode", "torch", "--despill", "1", "--despeckle-area", "60", NULL)
                          : run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1",
-                                    "--despeckle-area", "60", NULL);
+                                    "--device", "cpu", "--despeckle-area", "60", NULL);
         CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
         CHECKF(strstr(r.out, "keyed 5 frames") != NULL, "%s", r.out);
         result_free(&r);
@@ -729,7 +729,8 @@ static void test_hint_resize(void) {
     CHECKF(e <= 2e-6, "the hint resize is not cv2's INTER_LINEAR: max error %g", e);
     CHECK(spread > 0.5);
 
-    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1", "--json", NULL);
+    result r = run_ckey("key", shot, "--model", model, "--size", "64", "--threads", "1", "--device", "cpu", "--json",
+                        NULL);
     CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
     CHECKF(strstr(r.out, "{\"event\":\"warning\",\"frame\":1,") && strstr(r.out, "100 x 60") &&
                strstr(r.out, "320 x 180") && strstr(r.out, "resized"),
@@ -809,7 +810,7 @@ static void test_exr_plate_space(void) {
         snprintf(pl, sizeof pl, "%s/Input", shot);
         snprintf(hi, sizeof hi, "%s/AlphaHint", shot);
         result r = run_ckey("key", "--plate", pl, "--hint", hi, "--out", out, "--model", model, "--size", "64",
-                            "--threads", "1", "--input-space", spaces[k], NULL);
+                            "--threads", "1", "--device", "cpu", "--input-space", spaces[k], NULL);
         CHECKF(r.code == 0, "exit %d: %s", r.code, r.err);
         result_free(&r);
         ckey_image mt;
