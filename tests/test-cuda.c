@@ -2996,6 +2996,25 @@ static void fp_check_load(const char *what, int device, const ckey_shot_stats *s
     CHECKF(l->bound >= 0 && l->bound_group >= 0, "%s: no bound (%d, %d)", what, (int)l->bound, (int)l->bound_group);
 }
 
+/* The frame path tests' session: the tiny model on the GPU at S = 128, fp32
+ * (NULL when it cannot be made; *m the model, for ckey_model_free). */
+static ckey_session *fp_session(ckey_model **m) {
+    *m = tiny_model();
+    if (!*m) return NULL;
+    ckey_session_options o;
+    ckey_session_options_default(&o);
+    o.size = 128;
+    o.device = CKEY_DEVICE_CUDA;
+    o.precision = CKEY_PRECISION_FP32;
+    ckey_session *s = NULL;
+    ckey_error err;
+    if (ckey_session_create(*m, &o, &s, &err) != CKEY_OK) {
+        printf("  session: %s\n", err.message);
+        return NULL;
+    }
+    return s;
+}
+
 /* ck_synth_frame as a video: the plate (alpha NULL) or, with alpha, a hint
  * video whose alpha is the hint (its picture the plate). */
 static void fp_video_frame(void *user, int k, float *rgb, float *alpha) {
@@ -3043,15 +3062,9 @@ static void test_frame_path_video(void) {
     int wh[2] = {160, 96};
     REQUIRE(ck_write_video(plate, CKEY_VIDEO_H264, wh[0], wh[1], FP_FRAMES, 0, fp_video_frame, wh) == CKEY_OK);
     REQUIRE(ck_write_video(hint, CKEY_VIDEO_PRORES_4444, wh[0], wh[1], FP_FRAMES, 1, fp_video_frame, wh) == CKEY_OK);
-    ckey_model *m = tiny_model();
-    REQUIRE(m);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 128;
-    o.device = CKEY_DEVICE_CUDA;
-    o.precision = CKEY_PRECISION_FP32;
-    ckey_session *s = NULL;
-    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
+    ckey_model *m = NULL;
+    ckey_session *s = fp_session(&m);
+    REQUIRE(s);
     static fp_sink out[2];
     ckey_shot_stats st[2];
     for (int k = 0; k < 2; k++) {
@@ -3102,16 +3115,10 @@ static void test_frame_path_video(void) {
 
 static void test_frame_path_shot(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
-    ckey_model *m = tiny_model();
-    REQUIRE(m);
-    ckey_session_options o;
-    ckey_session_options_default(&o);
-    o.size = 128;
-    o.device = CKEY_DEVICE_CUDA;
-    o.precision = CKEY_PRECISION_FP32;
-    ckey_session *s = NULL;
+    ckey_model *m = NULL;
+    ckey_session *s = fp_session(&m);
+    REQUIRE(s);
     ckey_error err;
-    REQUIRE(ckey_session_create(m, &o, &s, &err) == CKEY_OK);
     /* 3: the packed sources of fp_run; 4: the same with frame 0 the smallest, so that the
      * frames after it outgrow the in slots reserved for it (pageable growth) and the out slots */
     for (int variant = 0; variant < 5; variant++) {

@@ -122,6 +122,31 @@ static ckey_status image_for(ckey_image *img, int32_t w, int32_t h, int32_t c, c
     return CKEY_OK;
 }
 
+/* A video side's frame `number` may be decoded: not past the frame where
+ * its decode failed. */
+static ckey_status side_alive(const side *sd, int64_t number, ckey_error *err) {
+    if (sd->dead_at >= 0 && number > sd->dead_at)
+        return ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: not decodable: the video is damaged at frame %lld",
+                       sd->path, (long long)number, (long long)sd->dead_at);
+    return CKEY_OK;
+}
+
+/* After a video side's read of frame `number` (status st, end of clip eof):
+ * an early end is an error, and a failed decode marks the side damaged there. */
+static ckey_status side_read_done(side *sd, int64_t number, ckey_status st, int32_t eof, ckey_error *err) {
+    if (st == CKEY_OK && eof)
+        st = ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the clip ended early", sd->path, (long long)number);
+    if (st != CKEY_OK && st != CKEY_ERR_NOMEM) sd->dead_at = number;
+    return st;
+}
+
+/* A file's read status with the frame added to its message (the image
+ * readers name the file). */
+static ckey_status file_read_done(int64_t number, ckey_status st, const ckey_error *e, ckey_error *err) {
+    if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)number, e->message);
+    return CKEY_OK;
+}
+
 /* Frame `number` of a side into `img`; `label` is the frame's file or
  * "clip.mov#N" label. Messages name the file and the frame. */
 static ckey_status side_read(side *sd, int64_t number, const char *label, int is_hint,
@@ -130,26 +155,18 @@ static ckey_status side_read(side *sd, int64_t number, const char *label, int is
         /* into the previous frame's pixels when they are large enough */
         ckey_error e;
         ck_error_clear(&e);
-        ckey_status st = ck_image_read_reuse(label, is_hint ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, img, &e);
-        if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)number, e.message);
-        return CKEY_OK;
+        return file_read_done(number, ck_image_read_reuse(label, is_hint ? CKEY_IMAGE_HINT : CKEY_IMAGE_RGB, img, &e),
+                              &e, err);
     }
-    if (sd->dead_at >= 0 && number > sd->dead_at)
-        return ck_fail(err, CKEY_ERR_FORMAT,
-                       "%s: frame %lld: not decodable: the video is damaged at frame %lld",
-                       sd->path, (long long)number, (long long)sd->dead_at);
-    ckey_status st = image_for(img, sd->info.width, sd->info.height, is_hint ? 1 : 3, err);
+    ckey_status st = side_alive(sd, number, err);
+    if (st == CKEY_OK) st = image_for(img, sd->info.width, sd->info.height, is_hint ? 1 : 3, err);
     if (st != CKEY_OK) return st;
     img->bit_depth = sd->info.bit_depth;
     img->has_alpha = sd->info.has_alpha;
     int32_t eof = 0;
     st = is_hint ? ckey_video_read_hint(sd->r, number, img->data, &eof, err)
                  : ckey_video_read_frame(sd->r, number, img->data, NULL, &eof, err);
-    if (st == CKEY_OK && eof)
-        st = ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the clip ended early", sd->path,
-                     (long long)number);
-    if (st != CKEY_OK && st != CKEY_ERR_NOMEM) sd->dead_at = number;
-    return st;
+    return side_read_done(sd, number, st, eof, err);
 }
 
 /* Frame `number` of a side as packed samples (ck_video_read_packed, or
@@ -161,21 +178,13 @@ static ckey_status side_read_packed(side *sd, int64_t number, const char *label,
     if (sd->kind == SIDE_SEQ) {
         ckey_error e;
         ck_error_clear(&e);
-        ckey_status st = ckey_image_read_packed(label, kind, pk, &e);
-        if (st != CKEY_OK) return ck_fail(err, st, "frame %lld: %s", (long long)number, e.message);
-        return CKEY_OK;
+        return file_read_done(number, ckey_image_read_packed(label, kind, pk, &e), &e, err);
     }
-    if (sd->dead_at >= 0 && number > sd->dead_at)
-        return ck_fail(err, CKEY_ERR_FORMAT,
-                       "%s: frame %lld: not decodable: the video is damaged at frame %lld",
-                       sd->path, (long long)number, (long long)sd->dead_at);
+    ckey_status st = side_alive(sd, number, err);
+    if (st != CKEY_OK) return st;
     int32_t eof = 0;
-    ckey_status st = ck_video_read_packed(sd->r, number, kind, pk, &eof, err);
-    if (st == CKEY_OK && eof)
-        st = ck_fail(err, CKEY_ERR_FORMAT, "%s: frame %lld: the clip ended early", sd->path,
-                     (long long)number);
-    if (st != CKEY_OK && st != CKEY_ERR_NOMEM) sd->dead_at = number;
-    return st;
+    st = ck_video_read_packed(sd->r, number, kind, pk, &eof, err);
+    return side_read_done(sd, number, st, eof, err);
 }
 
 /* A side's frame file ckey_image_read_packed may read (by name: the content
