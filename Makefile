@@ -210,8 +210,10 @@ test:
 	@$(MAKE) --no-print-directory -j$(JOBS) all asan build-nocuda/ckey
 	@tools/run-tests.sh build build-asan
 
+# TEST_JOBS=N: N test binaries at once (the GPU host runs the release suite so)
+TEST_JOBS ?= 1
 test-release: all
-	@tools/run-tests.sh build
+	@tools/run-tests.sh -j $(TEST_JOBS) build
 
 # On a machine with a GPU: the CUDA op tests must run (a skip fails here).
 test-gpu: build/tests/test-cuda build/tests/test-cuda-cutie build/tests/test-cuda-read build/tests/test-cuda-budget
