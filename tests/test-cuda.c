@@ -667,6 +667,55 @@ static void test_network_reduced_precision(void) {
     ckey_model_free(m);
 }
 
+/* The same input keyed again gives the same bits: a GPU run is repeatable
+ * (a farm's re-rendered chunk matches the first render), at fp32 and fp16,
+ * with another input keyed in between and S = 512 so that the refiner's
+ * GroupNorm statistics are gathered from many blocks. */
+static void test_network_repeatable(void) {
+    if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
+    ckey_model *m = tiny_model();
+    REQUIRE(m);
+    const int S = 512;
+    const size_t HW = (size_t)S * S;
+    float *x = random_floats(4 * HW, 7001), *y = random_floats(4 * HW, 7002), *first = malloc(4 * HW * sizeof(float));
+    REQUIRE(x && y && first);
+    for (size_t i = 0; i < 4 * HW; i++) x[i] = 0.5f + 0.5f * x[i], y[i] = 0.5f + 0.5f * y[i];
+    static const ckey_precision prec[2] = {CKEY_PRECISION_FP32, CKEY_PRECISION_FP16};
+    for (int k = 0; k < 2; k++) {
+        ckey_session_options o;
+        ckey_session_options_default(&o);
+        o.size = S;
+        o.device = CKEY_DEVICE_CUDA;
+        o.precision = prec[k];
+        ckey_session *s = NULL;
+        ckey_error err;
+        CHECKF(ckey_session_create(m, &o, &s, &err) == CKEY_OK, "%s", err.message);
+        if (!s) continue;
+        ckey_forward_result r;
+        long differ = 0;
+        int runs = 0;
+        for (int rep = 0; rep < 4; rep++) {
+            const int again = rep > 0;
+            CHECKF(ckey_session_forward(s, x, &r, &err) == CKEY_OK, "%s", err.message);
+            if (!again) {
+                memcpy(first, r.alpha, HW * sizeof(float));
+                memcpy(first + HW, r.fg, 3 * HW * sizeof(float));
+            } else {
+                differ += memcmp(first, r.alpha, HW * sizeof(float)) != 0;
+                differ += memcmp(first + HW, r.fg, 3 * HW * sizeof(float)) != 0;
+                runs++;
+            }
+            CHECKF(ckey_session_forward(s, y, &r, &err) == CKEY_OK, "%s", err.message);
+        }
+        printf("  %s S=%d: %d repeats of the same input, %ld outputs not bit for bit the first run's\n",
+               k ? "fp16" : "fp32", S, runs, differ);
+        CHECK(differ == 0);
+        ckey_session_free(s);
+    }
+    free(x), free(y), free(first);
+    ckey_model_free(m);
+}
+
 static void test_network_tiny(void) {
     if (ck_cuda_device_count() == 0) SKIP("no CUDA device on this machine");
     ckey_model *m = tiny_model();
@@ -3286,6 +3335,7 @@ int main(int argc, char **argv) {
         {"conv3x3_groupnorm_vs_cpu", test_conv_and_groupnorm},
         {"encoder_decoder_compositions_vs_cpu", test_encoder_decoder_compositions},
         {"network_tiny_vs_pytorch", test_network_tiny},
+        {"network_repeatable", test_network_repeatable},
         {"network_full256_vs_pytorch", test_network_full256},
         {"network_fp16_bf16_vs_pytorch_autocast", test_network_reduced_precision},
         {"attention_tc_vs_fp32", test_attention_tc},
